@@ -1,0 +1,1 @@
+"""The `qsrank` command line: thin wrappers that parse options and call `pipelines`."""

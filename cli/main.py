@@ -1,0 +1,58 @@
+"""`qsrank`, the command line of the suite: each command parses, calls one pipeline, prints."""
+
+from pathlib import Path
+
+import click
+
+from pipelines import scaling
+
+# The repository's config; when the package is installed without it, the built-in defaults.
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "scaling.yaml"
+
+
+@click.group()
+def main():
+    """Exact loss-augmented inference for AP and NDCG losses (Mohapatra et al., CVPR 2018)."""
+
+
+@main.command()
+@click.option("--vary", type=click.Choice(scaling.VARIES), help="Which count grows [config: negatives].")
+@click.option("--loss", type=click.Choice(scaling.LOSSES + ("all",)), help="Losses to time [config: all].")
+@click.option("--methods", help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Warm timed calls per size and curve.")
+@click.option("--preset", help="Size preset of the config: paper, large or quick.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML config [default: configs/scaling.yaml].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory [default: results/scaling/<run-id>].")
+@click.option("--seed", type=click.IntRange(min=0), help="Seed of the synthetic scores.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True),
+              help="Skip a curve once a call is predicted to take longer (seconds).")
+def bench(config_path, out, methods, budget, **options):
+    """Time LAI methods on synthetic scores as the sample counts grow (paper 000, Figures 2-3)."""
+    if config_path is None and DEFAULT_CONFIG.is_file():
+        config_path = DEFAULT_CONFIG
+    methods = methods.split(",") if methods else None
+    try:
+        config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
+        run_dir = scaling.run(config, out)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
+    click.echo(f"\nresults: {run_dir}")
+
+
+@main.group()
+def plot():
+    """Redraw the figure of a finished run."""
+
+
+@plot.command("scaling")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def plot_scaling(run_dir):
+    """Redraw RUN_DIR/scaling.png and scaling.pdf from RUN_DIR/timings.csv."""
+    try:
+        paths = scaling.plot_run(run_dir)
+    except (OSError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo("\n".join(map(str, paths)))

@@ -1,0 +1,1 @@
+"""One module per paper experiment: each reads a config, runs, and writes results/."""

@@ -1,0 +1,75 @@
+"""Helpers shared by the pipelines: atomic file writes and run provenance."""
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+_PACKAGES = ("qsrank", "numpy", "numba", "scipy", "scikit-learn", "pandas",
+             "matplotlib", "pyyaml", "tqdm", "click")
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds.
+
+    Readers never see a half-written file, and a failed run leaves no partial output.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path, text):
+    """Write `text` to `path` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _version(package):
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit():
+    """The repository's HEAD commit (with '-dirty' for local changes), or None outside git."""
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def provenance(seed, data):
+    """What a reader needs to trust or rerun a result: versions, commit, seed, data, host, time."""
+    return {
+        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "seed": seed,
+        "data": data,
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "packages": {name: _version(name) for name in _PACKAGES},
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }

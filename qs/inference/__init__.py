@@ -1,0 +1,129 @@
+"""Exact loss-augmented inference (LAI) for rank-based losses.
+
+``lai(scores, labels, loss, method)`` finds the ranking ``R`` that maximises
+``Delta(R*, R) + F(R)`` with ``F(R) = (1/PN) sum_{x pos, y neg} R_xy (s_x - s_y)``: the most
+violated constraint of the ranking structured SVM. All methods return the same optimum;
+they differ in cost (see ``METHODS`` and each method's module).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qs.inference._prepare import Context, as_positive_mask, as_scores
+from qs.inference.brute import brute_neg_ranks
+from qs.inference.bucket import bucket_ranks
+from qs.inference.qs import qs_ranks, sort_dc_ranks
+from qs.inference.scan import scan_ranks
+from qs.inference.search import search_ranks
+from qs.inference.zero_one import zero_one_lai
+from qs.losses import QSLoss, get_loss
+
+__all__ = ["lai", "LAIResult", "METHODS"]
+
+_RANK_METHODS = {
+    "qs": qs_ranks,
+    "yue": scan_ranks,
+    "chakrabarti": scan_ranks,
+    "search": search_ranks,
+    "sort_dc": sort_dc_ranks,
+    "bucket": bucket_ranks,
+}
+
+#: method name -> the losses it supports ("any" QS-suitable loss object is listed as "qs-suitable")
+METHODS = {
+    "auto": frozenset({"ap", "ndcg", "01", "qs-suitable"}),
+    "qs": frozenset({"ap", "ndcg", "qs-suitable"}),
+    "bucket": frozenset({"ap", "ndcg", "qs-suitable"}),
+    "sort_dc": frozenset({"ap", "ndcg", "qs-suitable"}),
+    "yue": frozenset({"ap"}),
+    "chakrabarti": frozenset({"ndcg"}),
+    "search": frozenset({"ap"}),
+    "zero_one": frozenset({"01"}),
+    "brute": frozenset({"ap", "ndcg", "qs-suitable"}),
+}
+
+
+@dataclass(frozen=True)
+class LAIResult:
+    """The most violated ranking and what a structured SVM needs of it.
+
+    neg_rank : interleaving rank (1 + positives above) of each negative, in input order
+        (``None`` for the 0-1 loss, which labels samples instead of ranking them).
+    coef : one coefficient per sample (input order) with ``Psi(X, R) = sum_k coef_k x_k``.
+    loss : ``Delta(R*, R)``.
+    objective : ``loss + F(R)`` (= ``loss + coef @ scores``).
+    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``.
+    """
+
+    neg_rank: np.ndarray | None
+    coef: np.ndarray
+    loss: float
+    objective: float
+    ground_truth_F: float
+
+
+def _resolve(loss, method):
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}.")
+    if loss == "01":
+        if method not in ("auto", "zero_one"):
+            raise ValueError(f"method {method!r} does not support loss '01'; use 'zero_one'.")
+        return None, "zero_one"
+    loss_obj = get_loss(loss)
+    key = loss if isinstance(loss, str) else "qs-suitable"
+    if key not in METHODS[method]:
+        supported = sorted(m for m, ls in METHODS.items() if key in ls)
+        raise ValueError(
+            f"method {method!r} does not support loss {loss_obj.name!r}; "
+            f"methods for it: {supported}."
+        )
+    if method == "auto":
+        method = "bucket"
+    return loss_obj, method
+
+
+def lai(scores, labels, loss="ap", method="auto"):
+    """Loss-augmented inference: the ranking maximising loss + score term.
+
+    Parameters
+    ----------
+    scores : array of shape (n,), finite.
+    labels : array of shape (n,): positives are 1/True, negatives 0, -1 or False; at least
+        one of each.
+    loss : "ap", "ndcg", "01", or a :class:`qs.losses.QSLoss` instance.
+    method : a key of ``METHODS``; "auto" picks the fastest exact method.
+
+    Ties: tied positives keep input order; among tied negatives the one earlier in the
+    input is ranked higher (smaller or equal rank); each negative takes the largest
+    maximiser of its objective.
+    """
+    loss_obj, method = _resolve(loss, method)
+    scores = as_scores(scores)
+    is_pos = as_positive_mask(labels, scores.size)
+    ctx = Context(scores, is_pos, loss_obj)
+    truth = ctx.sum_pos / ctx.n_pos - ctx.sum_neg / ctx.n_neg
+    if method == "zero_one":
+        coef = np.empty(scores.size)
+        loss_value, dot, truth_01 = zero_one_lai(scores, is_pos, coef)
+        return LAIResult(None, coef, float(loss_value), float(loss_value + dot), float(truth_01))
+    if method == "brute":
+        neg_rank = brute_neg_ranks(ctx)
+        coef, rank_count, dot = _negative_side(ctx, neg_rank)
+    else:
+        neg_rank, coef, rank_count, dot = _RANK_METHODS[method](ctx)
+    n_above = np.cumsum(rank_count)[1 : ctx.n_pos + 1]
+    coef_pos = (ctx.n_neg - 2.0 * n_above) / (ctx.n_pos * ctx.n_neg)
+    coef[ctx.pos_index_sorted] = coef_pos
+    loss_value = loss_obj.value(n_above)
+    f = dot + float(coef_pos @ ctx.pos_sorted)
+    return LAIResult(neg_rank, coef, loss_value, loss_value + f, float(truth))
+
+
+def _negative_side(ctx, neg_rank):
+    """Coefficients of the negatives, negatives per rank and their part of F from ranks."""
+    coef = np.empty(ctx.scores.size)
+    neg_mask = ctx.is_pos == 0
+    coef[neg_mask] = (ctx.n_pos + 2 - 2 * neg_rank) / (ctx.n_pos * ctx.n_neg)
+    rank_count = np.bincount(neg_rank, minlength=ctx.n_pos + 2)
+    return coef, rank_count, float(coef[neg_mask] @ ctx.scores[neg_mask])

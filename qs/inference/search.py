@@ -1,0 +1,42 @@
+"""AP-SVM-SEARCH (paper 001, Section 5, Algorithm 3): binary search where AP is unimodal.
+
+For the AP loss the increments of the objective of the negative at place ``j`` are
+non-increasing over the first ``q = min(j, P)`` ranks (paper 001, Proposition 5; DESIGN.md):
+its objective is concave there, and the largest maximiser is found by binary search on the
+sign of the increment. Past ``q`` the ranks are scanned. Negatives are sorted first:
+O(N log N + N log P + P^2).
+"""
+
+import numpy as np
+
+from qs._numba import jit_generic
+from qs.inference._core import best_rank
+
+
+@jit_generic
+def _search_sorted(v, rk, inc, params, n_pos, c2, spos):
+    for m in range(v.size):
+        j = m + 1
+        cs = c2 * v[m]
+        lo = 1
+        hi = min(j, n_pos)
+        last = 0  # largest i <= q with a non-negative increment
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            if spos[mid] - cs + inc(j, mid, n_pos, params) >= 0.0:
+                last = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        r = last + 1
+        if j < n_pos:  # the ranks past the concave part are scanned
+            r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
+        rk[m] = r
+
+
+def search_ranks(ctx):
+    """Binary search per negative over the concave part of its AP objective."""
+    v = ctx.sorted_negatives()
+    rk = np.empty(v.size, dtype=np.int64)
+    _search_sorted(v, rk, ctx.kernel, ctx.params, ctx.n_pos, ctx.c2, ctx.spos)
+    return ctx.assign_working(v, rk)

@@ -1,0 +1,137 @@
+"""Rank-based losses and the QS-suitable loss protocol.
+
+A ranking of P positives and N negatives is summarised, as far as AP and NDCG care, by its
+*interleaving*: how many negatives stand above each positive. For the k-th positive (in
+ranking order) ``n_above[k-1]`` is that count, a non-decreasing vector with values in 0..N.
+
+A loss is QS-suitable (paper 000, Section 3.1) when it decomposes over negatives,
+``Delta = sum_j delta_j(rank_j)`` with ``j`` the negative's place among the negatives and
+``rank_j`` its interleaving rank (1 + positives above it), and when the greedy choice per
+negative is monotone in ``j``. The quicksort-flavoured inference needs from such a loss only
+the increment ``delta_j(i+1) - delta_j(i)``; each loss below gives it twice: vectorised in
+numpy (for tests and readers) and as a numba kernel (for the inference methods).
+"""
+
+import numpy as np
+
+from qs._numba import jit
+
+__all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES"]
+
+
+def _scalar(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+class QSLoss:
+    """Protocol of a QS-suitable loss.
+
+    Subclasses set ``name``, implement :meth:`prepare`, :meth:`increment`, :meth:`value`,
+    and provide ``kernel``: a numba-compiled function ``kernel(j, i, n_pos, params)``
+    returning the increment for 1-based ``j`` and ``i`` (``1 <= i <= n_pos``).
+    """
+
+    name = ""
+    kernel = None
+
+    def prepare(self, n_pos, n_neg):
+        """Quantities the increment needs, precomputed once per call (float64 array)."""
+        return np.zeros(0)
+
+    def increment(self, j, i, n_pos, n_neg):
+        """``delta_j(i+1) - delta_j(i)`` for arrays of 1-based ``j`` and ``i``."""
+        raise NotImplementedError
+
+    def value(self, n_above):
+        """Loss of a ranking given the negatives above each positive (last axis: the P
+        positives in ranking order); a float for one ranking, an array for a stack."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+@jit
+def _ap_increment(j, i, n_pos, params):
+    return ((j - 1.0) / (j + i - 1.0) - j / (j + i + 0.0)) / n_pos
+
+
+class APLoss(QSLoss):
+    """1 - average precision.
+
+    ``AP = (1/P) sum_k k / (k + n_k)`` where ``n_k`` negatives stand above the k-th positive;
+    telescoping ``n/(k+n)`` over the negatives gives
+    ``delta_j(i+1) - delta_j(i) = ((j-1)/(j+i-1) - j/(j+i)) / P`` (always < 0).
+    """
+
+    name = "ap"
+    kernel = staticmethod(_ap_increment)
+
+    def increment(self, j, i, n_pos, n_neg):
+        j = np.asarray(j, dtype=np.float64)
+        i = np.asarray(i, dtype=np.float64)
+        return ((j - 1.0) / (j + i - 1.0) - j / (j + i)) / n_pos
+
+    def value(self, n_above):
+        n = np.asarray(n_above, dtype=np.float64)
+        k = np.arange(1, n.shape[-1] + 1, dtype=np.float64)
+        return _scalar(np.sum(n / (k + n), axis=-1) / n.shape[-1])
+
+
+@jit
+def _ndcg_increment(j, i, n_pos, params):
+    return params[i + j - 1]
+
+
+def discount(positions):
+    """NDCG discount ``D(k) = 1 / log2(1 + k)`` of 1-based positions (convex, decreasing)."""
+    return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
+
+
+class NDCGLoss(QSLoss):
+    """1 - NDCG with binary gains and ``D(k) = 1/log2(1+k)`` (as scikit-learn's ``ndcg_score``).
+
+    ``Delta = (1/C) sum_k [D(k) - D(k + n_k)]`` with ``C = sum_{k<=P} D(k)``, so that
+    ``delta_j(i+1) - delta_j(i) = (D(i+j) - D(i+j-1)) / C``: a function of ``i+j`` alone,
+    precomputed once as a table. Convexity of ``D`` is what makes the greedy exact; the
+    discount of Chakrabarti et al. (``D = 1`` for the first two places) is not convex.
+    """
+
+    name = "ndcg"
+    kernel = staticmethod(_ndcg_increment)
+
+    def discount(self, positions):
+        """The discount D; a subclass may change it (the greedy needs it convex)."""
+        return discount(positions)
+
+    def prepare(self, n_pos, n_neg):
+        d = self.discount(np.arange(1, n_pos + n_neg + 2))
+        table = np.empty(n_pos + n_neg + 1)
+        table[0] = 0.0
+        table[1:] = np.diff(d) / d[:n_pos].sum()
+        return table
+
+    def increment(self, j, i, n_pos, n_neg):
+        return self.prepare(n_pos, n_neg)[np.asarray(i) + np.asarray(j) - 1]
+
+    def value(self, n_above):
+        n = np.asarray(n_above, dtype=np.float64)
+        k = np.arange(1, n.shape[-1] + 1, dtype=np.float64)
+        d = self.discount
+        return _scalar(np.sum(d(k) - d(k + n), axis=-1) / d(k).sum())
+
+
+LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
+
+
+def get_loss(loss):
+    """A QS-suitable loss from its name (``"ap"``, ``"ndcg"``) or a :class:`QSLoss` instance."""
+    if isinstance(loss, QSLoss):
+        return loss
+    try:
+        return LOSSES[loss]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Unknown loss {loss!r}; expected one of {sorted(LOSSES) + ['01']} "
+            "or a QSLoss instance."
+        ) from None

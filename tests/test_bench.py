@@ -1,0 +1,140 @@
+"""`qsrank bench` and `qsrank plot scaling` driven through click's CliRunner on tiny sizes."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cli.main import DEFAULT_CONFIG, main
+from pipelines import scaling
+
+OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
+           "scaling.png", "scaling.pdf")
+ALL_CURVES = [("01", "0-1"), ("ap", "ap"), ("ap", "ap_qs"), ("ap", "ap_search"),
+              ("ap", "ap_auto"), ("ap", "sort_dc"), ("ndcg", "ndcg"), ("ndcg", "ndcg_qs"),
+              ("ndcg", "ndcg_auto"), ("ndcg", "sort_dc"), ("-", "np.max"),
+              ("-", "np.partition"), ("-", "np.sort")]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def read(path):
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "run"
+    result = invoke("bench", "--vary", "negatives", "--preset", "quick", "--repeats", 2,
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_bench_writes_every_output_and_prints_table(quick_run):
+    out, output = quick_run
+    for name in OUTPUTS:
+        assert (out / name).stat().st_size > 0, name
+    assert not list(out.glob(".*")), "temporary files left behind"
+    assert str(out) in output
+    assert "ap loss: median seconds per call" in output and "| ndcg_qs" in output
+
+
+def test_bench_csv_has_one_row_per_size_curve_repeat(quick_run):
+    out, _ = quick_run
+    spec = yaml.safe_load(DEFAULT_CONFIG.read_text())["presets"]["quick"]["negatives"]
+    timings = read(out / "timings.csv")
+    assert list(timings.columns) == ["vary", "loss", "curve", "method", "n_pos", "n_neg",
+                                     "repeat", "seconds"]
+    assert len(timings) == spec["points"] * len(ALL_CURVES) * 2
+    assert set(zip(timings["loss"], timings["curve"])) == set(ALL_CURVES)
+    assert timings.groupby(["loss", "curve", "n_neg"])["repeat"].apply(sorted).map(tuple).eq((0, 1)).all()
+    assert set(timings["n_pos"]) == {spec["fixed"]} and set(timings["vary"]) == {"negatives"}
+    assert (timings["n_neg"].min(), timings["n_neg"].max()) == (spec["start"], spec["stop"])
+    assert (timings["seconds"] > 0).all()
+    cold = read(out / "compile.csv")
+    assert len(cold) == spec["points"] * len(ALL_CURVES)
+    assert set(cold["status"]) == {"ok"} and (cold["seconds"] > 0).all()
+
+
+def test_bench_records_config_data_and_provenance(quick_run):
+    out, _ = quick_run
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert (config["preset"], config["repeats"], config["vary"]) == ("quick", 2, "negatives")
+    summary = (out / "summary.md").read_text()
+    assert "synthetic" in summary and "N(1, 1^2)" in summary and "seed 0" in summary
+    assert "Time relative to the paper's baseline `ap`" in summary
+    assert "Time relative to `0-1`" in summary and "Cold first call" in summary
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["seed"] == 0 and record["packages"]["numba"]
+
+
+def test_plot_scaling_redraws_the_figure(quick_run):
+    out, _ = quick_run
+    for ext in ("png", "pdf"):
+        (out / f"scaling.{ext}").unlink()
+    result = invoke("plot", "scaling", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "scaling.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "scaling.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_budget_skips_larger_sizes_and_says_so(tmp_path):
+    result = invoke("bench", "--preset", "quick", "--loss", "ap", "--methods", "ap,ap_qs",
+                    "--repeats", 1, "--budget", 1e-12, "--out", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert scaling.SKIPPED in result.output
+    timings, cold = read(tmp_path / "timings.csv"), read(tmp_path / "compile.csv")
+    assert set(timings["curve"]) == {"ap", "ap_qs"} and timings["n_neg"].nunique() == 1
+    assert (cold["status"] == scaling.SKIPPED).sum() == 2 * (cold["n_neg"].nunique() - 1)
+    assert scaling.SKIPPED in (tmp_path / "summary.md").read_text()
+
+
+def test_unknown_vary_is_a_usage_error():
+    result = invoke("bench", "--vary", "sideways")
+    assert result.exit_code == 2, result.output
+    assert "sideways" in result.output and "negatives" in result.output
+
+
+@pytest.mark.parametrize("text, key", [("repeatz: 3\n", "repeatz"),
+                                       ("scores: {pos_meen: 2.0}\n", "pos_meen")])
+def test_unknown_config_key_names_it_and_writes_nothing(tmp_path, text, key):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    out = tmp_path / "out"
+    result = invoke("bench", "--config", config, "--preset", "quick", "--out", out)
+    assert result.exit_code == 1, result.output
+    assert repr(key) in result.output and "allowed keys" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_missing_config_file_is_an_error(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    result = invoke("bench", "--config", missing, "--out", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "nope.yaml" in result.output and "does not exist" in result.output
+
+
+def test_unknown_curve_name_is_an_error(tmp_path):
+    result = invoke("bench", "--preset", "quick", "--methods", "ap_qs,ap_fast", "--out", tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "'ap_fast'" in result.output and "ap_qs" in result.output
+
+
+def test_library_value_error_becomes_a_message(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ValueError("scores contain NaN at index 3")
+
+    monkeypatch.setattr(scaling, "lai", refuse)
+    result = invoke("bench", "--preset", "quick", "--methods", "ap_qs", "--out", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "scores contain NaN at index 3" in result.output and "Traceback" not in result.output
+
+
+def test_config_file_spells_out_the_builtin_defaults():
+    assert scaling.load_config(DEFAULT_CONFIG) == scaling.DEFAULTS

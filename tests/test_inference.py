@@ -1,0 +1,221 @@
+"""LAI methods against exhaustive enumeration, against each other, and on bad input."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qs.inference import METHODS, lai
+from qs.losses import NDCGLoss
+from tests import naive
+
+RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "auto"],
+           "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "auto"]}
+CASES = [(loss, m) for loss, ms in RANKING.items() for m in ms]
+
+
+def check_result(res, scores, labels):
+    """Invariants every ranking LAI result satisfies."""
+    labels = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = labels.sum(), (~labels).sum()
+    # summation error grows with the magnitude of the terms, not of their (cancelling) sum
+    scale = np.abs(res.coef * scores).sum()
+    assert res.objective == pytest.approx(res.loss + res.coef @ scores, rel=1e-12, abs=1e-11 * scale)
+    truth = scores[labels].mean() - scores[~labels].mean()
+    assert res.ground_truth_F == pytest.approx(truth, rel=1e-12, abs=1e-12)
+    assert res.neg_rank.shape == (n_neg,)
+    assert res.neg_rank.min() >= 1 and res.neg_rank.max() <= n_pos + 1
+    # negative coefficients follow from their ranks
+    np.testing.assert_allclose(res.coef[~labels], (n_pos + 2 - 2 * res.neg_rank) / (n_pos * n_neg))
+
+
+def all_inputs(max_total, rng, ties):
+    """One random input per (P, N) with P + N <= max_total."""
+    for total in range(2, max_total + 1):
+        for n_pos in range(1, total):
+            scores = rng.integers(0, 3, total).astype(float) if ties else rng.normal(size=total)
+            labels = np.zeros(total, dtype=bool)
+            labels[rng.choice(total, n_pos, replace=False)] = True
+            yield scores, labels
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_brute_is_the_optimum_over_all_orderings(loss, ties):
+    rng = np.random.default_rng(1)
+    for scores, labels in all_inputs(6, rng, ties):
+        res = lai(scores, labels, loss, "brute")
+        assert res.objective == pytest.approx(naive.best_objective(scores, labels, loss), rel=1e-12)
+        check_result(res, scores, labels)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss,method", CASES)
+def test_every_small_size_matches_brute(loss, method, ties):
+    rng = np.random.default_rng(2 + ties)
+    for scores, labels in all_inputs(10, rng, ties):
+        ref = lai(scores, labels, loss, "brute")
+        res = lai(scores, labels, loss, method)
+        assert res.objective == pytest.approx(ref.objective, rel=1e-12, abs=1e-15)
+        assert res.loss == pytest.approx(ref.loss, rel=1e-12, abs=1e-15)
+        if not ties:
+            np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
+        check_result(res, scores, labels)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.lists(st.tuples(st.integers(-3, 3), st.booleans()), min_size=2, max_size=9).filter(
+        lambda d: 0 < sum(b for _, b in d) < len(d)
+    ),
+    scale=st.sampled_from([1.0, 0.25, 1e-3]),
+)
+def test_property_fast_methods_match_brute(data, scale):
+    scores = np.array([s for s, _ in data]) * scale
+    labels = np.array([b for _, b in data])
+    for loss, methods in RANKING.items():
+        ref = lai(scores, labels, loss, "brute")
+        first = None
+        for method in methods:
+            res = lai(scores, labels, loss, method)
+            assert res.objective == pytest.approx(ref.objective, rel=1e-12, abs=1e-15)
+            check_result(res, scores, labels)
+            # with ties too, the fast methods share one tie rule and agree on every rank
+            if first is None:
+                first = res.neg_rank
+            np.testing.assert_array_equal(res.neg_rank, first)
+
+
+def large_inputs():
+    rng = np.random.default_rng(7)
+    n = 200_000
+    yield "normal", rng.normal(size=n), rng.random(n) < 0.01
+    yield "separated", np.r_[rng.normal(1, 1, 500), rng.normal(0, 1, n)], np.r_[np.ones(500), np.zeros(n)]
+    yield "integer ties", rng.integers(0, 50, n).astype(float), rng.random(n) < 0.02
+    heavy = rng.standard_cauchy(n)
+    heavy[0] = 1e12
+    yield "heavy tail with outlier", heavy, rng.random(n) < 0.005
+    yield "all equal", np.zeros(5000), np.arange(5000) % 7 == 0
+    yield "tiny range", 1.0 + 1e-15 * rng.integers(0, 5, n), rng.random(n) < 0.01
+
+
+@pytest.mark.parametrize("name,scores,labels", list(large_inputs()), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_exact_methods_agree_on_large_inputs(name, scores, labels, loss):
+    methods = RANKING[loss]
+    results = {m: lai(scores, labels, loss, m) for m in methods}
+    ref = results[methods[0]]
+    for m, res in results.items():
+        np.testing.assert_array_equal(res.neg_rank, ref.neg_rank, err_msg=m)
+        np.testing.assert_array_equal(res.coef, ref.coef, err_msg=m)
+        assert res.objective == pytest.approx(ref.objective, rel=1e-12)
+    check_result(ref, scores, labels)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_million_negatives_identical_ranks(loss):
+    rng = np.random.default_rng(11)
+    n_neg, n_pos = 1_000_000, 30
+    scores = np.r_[rng.normal(0.5, 1, n_pos), rng.normal(0, 1, n_neg)]
+    labels = np.r_[np.ones(n_pos, bool), np.zeros(n_neg, bool)]
+    methods = RANKING[loss]
+    ref = lai(scores, labels, loss, methods[0]).neg_rank
+    for m in methods[1:]:
+        np.testing.assert_array_equal(lai(scores, labels, loss, m).neg_rank, ref, err_msg=m)
+
+
+def test_ties_among_negatives_follow_input_order():
+    # one positive between equal negatives: the earlier negatives are ranked higher
+    scores = np.array([0.0, 0.0, 0.0, 0.0, 0.0])
+    labels = np.array([0, 1, 0, 0, 0])
+    for method in RANKING["ap"]:
+        ranks = lai(scores, labels, "ap", method).neg_rank
+        assert np.all(np.diff(ranks) >= 0), method
+
+
+class HarmonicNDCG(NDCGLoss):
+    """A third loss as one more class: NDCG with the convex discount D(k) = 1/k."""
+
+    name = "ndcg_harmonic"
+
+    def discount(self, positions):
+        return 1.0 / np.asarray(positions, dtype=np.float64)
+
+
+@pytest.mark.parametrize("method", ["qs", "sort_dc", "bucket", "auto"])
+def test_a_new_qs_suitable_loss_works_unchanged(method):
+    rng = np.random.default_rng(5)
+    loss = HarmonicNDCG()
+    for scores, labels in all_inputs(9, rng, ties=False):
+        ref = lai(scores, labels, loss, "brute")
+        res = lai(scores, labels, loss, method)
+        assert res.objective == pytest.approx(ref.objective, rel=1e-12)
+        np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
+
+
+class ChakrabartiNDCG(NDCGLoss):
+    """NDCG with the discount of Chakrabarti et al.: 1 for the first two places, 1/log2(k) after."""
+
+    name = "ndcg_chakrabarti"
+
+    def discount(self, positions):
+        k = np.asarray(positions, dtype=np.float64)
+        return np.where(k <= 2, 1.0, 1.0 / np.log2(np.maximum(k, 2.0)))
+
+
+def per_negative_best_ranks(loss, scores, labels):
+    """Largest maximiser of each negative's objective, negatives in descending order."""
+    pos = np.sort(scores[labels == 1])[::-1]
+    neg = np.sort(scores[labels == 0])[::-1]
+    n_pos, n_neg = pos.size, neg.size
+    best = []
+    for j, s in enumerate(neg, start=1):
+        i = np.arange(1, n_pos + 1)
+        inc = 2 * (pos - s) / (n_pos * n_neg) + loss.increment(j, i, n_pos, n_neg)
+        f = np.r_[0.0, np.cumsum(inc)]
+        best.append(int(np.flatnonzero(f == f.max())[-1]) + 1)
+    return best
+
+
+def test_chakrabarti_discount_breaks_the_greedy():
+    """Paper 000, supplementary Remark 1: negatives 3e and e, a positive 5e."""
+    eps = 1e-3
+    scores = np.array([3 * eps, eps, 5 * eps])
+    labels = np.array([0, 0, 1])
+    # with the non-convex discount the per-negative optima are not monotone in j ...
+    assert per_negative_best_ranks(ChakrabartiNDCG(), scores, labels) == [2, 1]
+    # ... so no consistent ranking attains them; with the convex discount they are monotone
+    ranks = per_negative_best_ranks(NDCGLoss(), scores, labels)
+    assert ranks == sorted(ranks)
+    assert ranks == list(np.sort(lai(scores, labels, "ndcg", "brute").neg_rank))
+
+
+BAD = [
+    (dict(scores=[0.1, np.nan, 0.3], labels=[1, 0, 0]), "finite"),
+    (dict(scores=[0.1, np.inf, 0.3], labels=[1, 0, 0]), "finite"),
+    (dict(scores=[0.1, 0.2, 0.3], labels=[0, 0, 0]), "no positive"),
+    (dict(scores=[0.1, 0.2, 0.3], labels=[1, 1, True]), "no negative"),
+    (dict(scores=[0.1, 0.2, 0.3], labels=[1, 0]), "same length"),
+    (dict(scores=[0.1, 0.2, 0.3], labels=[1, 0, 2]), "binary"),
+    (dict(scores=[[0.1, 0.2], [0.3, 0.4]], labels=[1, 0, 0, 0]), "1-D"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss="map"), "Unknown loss"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], method="fastest"), "Unknown method"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss="ndcg", method="yue"), "does not support"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss="ap", method="chakrabarti"), "does not support"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss="ndcg", method="search"), "does not support"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss="01", method="qs"), "does not support"),
+    (dict(scores=np.zeros(40), labels=np.arange(40) % 2, method="brute"), "refuses"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        lai(**kwargs)
+
+
+def test_every_method_is_tested():
+    tested = set(itertools.chain.from_iterable(RANKING.values())) | {"brute", "zero_one"}
+    assert tested == set(METHODS)
