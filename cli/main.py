@@ -16,12 +16,16 @@ def main():
 
 
 @main.command()
-@click.option("--vary", type=click.Choice(scaling.VARIES), help="Which count grows [config: negatives].")
-@click.option("--loss", type=click.Choice(scaling.LOSSES + ("all",)), help="Losses to time [config: all].")
-@click.option("--methods", help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
+@click.option("--vary", type=click.Choice(scaling.VARIES),
+              help="Which count grows [config: negatives].")
+@click.option("--loss", type=click.Choice(scaling.LOSSES + ("all",)),
+              help="Losses to time [config: all].")
+@click.option("--methods",
+              help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Warm timed calls per size and curve.")
 @click.option("--preset", help="Size preset of the config: paper, large or quick.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--config", "config_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML config [default: configs/scaling.yaml].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory [default: results/scaling/<run-id>].")
@@ -32,7 +36,7 @@ def bench(config_path, out, methods, budget, **options):
     """Time LAI methods on synthetic scores as the sample counts grow (paper 000, Figures 2-3)."""
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
-    methods = methods.split(",") if methods else None
+    methods = [name.strip() for name in methods.split(",")] if methods else None
     try:
         config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
         run_dir = scaling.run(config, out)

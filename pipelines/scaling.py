@@ -133,7 +133,8 @@ def resolve(config):
     methods = cfg["methods"]
     if methods is not None:
         if not isinstance(methods, list) or not methods:
-            raise ValueError(f"methods must be a non-empty list of curve names or null, got {methods!r}")
+            raise ValueError("methods must be a non-empty list of curve names or null; "
+                             f"got {methods!r}")
         unknown = [m for m in methods if m not in CURVE_NAMES]
         if unknown:
             raise ValueError(f"unknown curve name(s) {', '.join(map(repr, unknown))} in methods; "

@@ -7,7 +7,34 @@ numba cannot cache those across processes, so they compile once per process and 
 change NaN/inf semantics and the tie-breaking comparisons the methods must share.
 """
 
+import warnings
+
 import numba
+from numba.core.errors import NumbaExperimentalFeatureWarning
 
 jit = numba.njit(cache=True, nogil=True)
 jit_generic = numba.njit(cache=False, nogil=True)
+
+_bound = {}
+
+
+def bind(kernel, inc):
+    """``kernel`` with its first argument fixed to the increment kernel ``inc``.
+
+    Calling a numba function from Python with a function argument costs ~10 us of typing per
+    call; the bound version takes only arrays and numbers.
+    """
+    key = (kernel, inc)
+    if key not in _bound:
+
+        def bound(*args):
+            return kernel(inc, *args)
+
+        _bound[key] = jit_generic(bound)
+    return _bound[key]
+
+
+# Passing a compiled increment kernel as a value is what the generic kernels are built on.
+warnings.filterwarnings(
+    "ignore", message="First-class function type", category=NumbaExperimentalFeatureWarning
+)

@@ -52,7 +52,8 @@ def test_bench_csv_has_one_row_per_size_curve_repeat(quick_run):
                                      "repeat", "seconds"]
     assert len(timings) == spec["points"] * len(ALL_CURVES) * 2
     assert set(zip(timings["loss"], timings["curve"])) == set(ALL_CURVES)
-    assert timings.groupby(["loss", "curve", "n_neg"])["repeat"].apply(sorted).map(tuple).eq((0, 1)).all()
+    repeats = timings.groupby(["loss", "curve", "n_neg"])["repeat"].apply(sorted)
+    assert repeats.map(tuple).tolist() == [(0, 1)] * len(repeats)
     assert set(timings["n_pos"]) == {spec["fixed"]} and set(timings["vary"]) == {"negatives"}
     assert (timings["n_neg"].min(), timings["n_neg"].max()) == (spec["start"], spec["stop"])
     assert (timings["seconds"] > 0).all()
@@ -138,3 +139,9 @@ def test_library_value_error_becomes_a_message(tmp_path, monkeypatch):
 
 def test_config_file_spells_out_the_builtin_defaults():
     assert scaling.load_config(DEFAULT_CONFIG) == scaling.DEFAULTS
+
+
+def test_plot_scaling_without_timings_is_an_error(tmp_path):
+    result = invoke("plot", "scaling", tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "timings.csv" in result.output and "Traceback" not in result.output

@@ -114,7 +114,7 @@ def lai(scores, labels, loss="ap", method="auto"):
         neg_rank, coef, rank_count, dot = _RANK_METHODS[method](ctx)
     n_above = np.cumsum(rank_count)[1 : ctx.n_pos + 1]
     coef_pos = (ctx.n_neg - 2.0 * n_above) / (ctx.n_pos * ctx.n_neg)
-    coef[ctx.pos_index_sorted] = coef_pos
+    coef[ctx.pos_index] = coef_pos
     loss_value = loss_obj.value(n_above)
     f = dot + float(coef_pos @ ctx.pos_sorted)
     return LAIResult(neg_rank, coef, loss_value, loss_value + f, float(truth))

@@ -29,8 +29,8 @@ OK, NOT_FINITE = 0, 1
 def scan_input(scores, is_pos):
     """One pass: finiteness, counts, sums, the negatives' range and the positives.
 
-    Returns (error, error_index, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values,
-    pos_index); the positives come back in input order.
+    Returns (error, error_index, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted,
+    pos_index): the positives by descending score, ties in input order, and their indices.
     """
     n = scores.size
     n_pos = 0
@@ -58,7 +58,8 @@ def scan_input(scores, is_pos):
                 neg_min = s
             if s > neg_max:
                 neg_max = s
-    return OK, -1, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values, pos_index
+    order = np.argsort(-pos_values, kind="mergesort")
+    return OK, -1, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values[order], pos_index[order]
 
 
 @jit
@@ -89,57 +90,52 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
 
 
 @jit
-def select_descending(v, lo, hi, k):
-    """Quickselect: reorder ``v[lo..hi]`` so that ``v[k]`` is the value of that place in
-    descending order, larger values before it and smaller after (Hoare, median of three)."""
-    while hi - lo > 16:
-        mid = (lo + hi) >> 1
-        a, b, c = v[lo], v[mid], v[hi]
-        if a < b:
-            a, b = b, a
-        if b < c:
-            b, c = c, b
-            if a < b:
-                a, b = b, a
-        pivot = b
-        i, j = lo, hi
-        while i <= j:
-            while v[i] > pivot:
-                i += 1
-            while v[j] < pivot:
-                j -= 1
-            if i <= j:
-                v[i], v[j] = v[j], v[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return
-    # insertion sort of the short remainder (descending)
+def _sort_pairs_descending(v, idx, lo, hi):
+    """Insertion sort of ``v[lo..hi]`` (descending), moving ``idx`` along."""
     for a in range(lo + 1, hi + 1):
-        x = v[a]
+        x, ix = v[a], idx[a]
         b = a - 1
         while b >= lo and v[b] < x:
-            v[b + 1] = v[b]
+            v[b + 1], idx[b + 1] = v[b], idx[b]
             b -= 1
-        v[b + 1] = x
+        v[b + 1], idx[b + 1] = x, ix
+
+
+@jit
+def _partition_pairs(v, idx, lo, hi):
+    """Hoare partition of ``v[lo..hi]`` (descending) around the median of three, moving
+    ``idx`` along. Returns (pivot, j, i): ``v[lo..j] >= pivot >= v[i..hi]``, and the values
+    strictly between ``j`` and ``i`` (if any) equal the pivot; both parts are shorter than
+    the block."""
+    mid = (lo + hi) >> 1
+    if v[lo] < v[mid]:
+        v[lo], v[mid], idx[lo], idx[mid] = v[mid], v[lo], idx[mid], idx[lo]
+    if v[mid] < v[hi]:
+        v[mid], v[hi], idx[mid], idx[hi] = v[hi], v[mid], idx[hi], idx[mid]
+        if v[lo] < v[mid]:
+            v[lo], v[mid], idx[lo], idx[mid] = v[mid], v[lo], idx[mid], idx[lo]
+    pivot = v[mid]
+    i, j = lo, hi
+    while i <= j:
+        while v[i] > pivot:
+            i += 1
+        while v[j] < pivot:
+            j -= 1
+        if i <= j:
+            v[i], v[j], idx[i], idx[j] = v[j], v[i], idx[j], idx[i]
+            i += 1
+            j -= 1
+    return pivot, j, i
 
 
 @jit_generic
-def opt_ranks(v, rk, lo, hi, j_offset, places, r_lo, r_hi, select, inc, params, n_pos, c2, spos):
-    """Algorithm 1 of paper 000 (OptRanks) on ``v[lo..hi]``, whose ranks lie in ``r_lo..r_hi``.
+def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n_pos, c2, spos):
+    """The divide and conquer of Algorithm 1 on scores already in descending order.
 
-    ``v[lo..hi]`` holds the negatives of places ``j_offset+1 ..`` in some order, or, when
-    ``places`` is an array, sorted scores whose places are ``places[lo..hi]``. With
-    ``select`` the median is found by quickselect (the paper's Median + Select); without it
-    ``v`` must already be sorted in descending order. Writes the rank of the value that ends
-    up at each position into ``rk``; afterwards ranks are non-decreasing along ``v``.
+    ``v[lo..hi]`` are the negatives of places ``j_offset+1 ..``, or, when ``places`` is an
+    array, points (score, place) with places ``places[lo..hi]``. Writes each rank in ``rk``.
     """
     stack = np.empty((130, 4), dtype=np.int64)
-    top = 0
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = lo, hi, r_lo, r_hi
     top = 1
     while top > 0:
@@ -151,24 +147,102 @@ def opt_ranks(v, rk, lo, hi, j_offset, places, r_lo, r_hi, select, inc, params, 
             rk[a : b + 1] = ra
             continue
         m = (a + b) >> 1
-        if select:
-            select_descending(v, a, b, m)
         if places is None:
             j = j_offset + m + 1
         else:
             j = places[m]
         rm = best_rank(inc, params, n_pos, c2, spos, v[m], j, ra, rb)
         rk[m] = rm
-        # push the larger half first so the stack stays logarithmic
-        if m - a > b - m:
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = a, m - 1, ra, rm
-            stack[top + 1, 0], stack[top + 1, 1] = m + 1, b
-            stack[top + 1, 2], stack[top + 1, 3] = rm, rb
-        else:
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m + 1, b, rm, rb
-            stack[top + 1, 0], stack[top + 1, 1] = a, m - 1
-            stack[top + 1, 2], stack[top + 1, 3] = ra, rm
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = a, m - 1, ra, rm
+        stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = m + 1, b, rm, rb
         top += 2
+
+
+@jit_generic
+def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos):
+    """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
+    of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
+
+    As in quicksort, each block is split once around a pivot value ``p`` (median of three)
+    rather than at its exact median: the block's part above ``p`` has ranks at most
+    ``r(p, last place of that part)``, the part below at least ``r(p, first place of it)``,
+    so two rank evaluations split the rank interval. Small blocks are sorted and split at
+    their middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
+    non-decreasing along ``v`` at the end.
+    """
+    stack = np.empty((200, 5), dtype=np.int64)
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
+    top = 1
+    while top > 0:
+        top -= 1
+        a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        if a > b:
+            continue
+        if ra == rb:
+            rk[a : b + 1] = ra
+            continue
+        if not is_sorted and b - a < 24:
+            _sort_pairs_descending(v, idx, a, b)
+            is_sorted = 1
+        if is_sorted:
+            m = (a + b) >> 1
+            rm = best_rank(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
+            rk[m] = rm
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = a, m - 1, ra, rm, 1
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = m + 1, b, rm
+            stack[top + 1, 3], stack[top + 1, 4] = rb, 1
+            top += 2
+            continue
+        p, j, i = _partition_pairs(v, idx, a, b)
+        r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + j + 1, ra, rb)
+        r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = j + 1, i - 1, r_above, r_below, 1
+        stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = a, j, ra
+        stack[top + 1, 3], stack[top + 1, 4] = r_above, 0
+        stack[top + 2, 0], stack[top + 2, 1], stack[top + 2, 2] = i, b, r_below
+        stack[top + 2, 3], stack[top + 2, 4] = rb, 0
+        top += 3
+
+
+@jit
+def canonical_ties(v, idx, rk, lo, hi):
+    """Where equal scores straddle a rank change in ``v[lo..hi]`` (ranks ``rk``
+    non-decreasing), hand their ranks out in increasing order of ``idx``: among tied
+    negatives the one earlier in the input gets the smaller rank."""
+    n = hi - lo + 1
+    starts = np.empty(n + 1, dtype=np.int64)
+    mins = np.empty(n)
+    maxs = np.empty(n)
+    n_seg = 0
+    k = lo
+    while k <= hi:
+        r = rk[k]
+        starts[n_seg] = k
+        mn = v[k]
+        mx = v[k]
+        while k <= hi and rk[k] == r:
+            mn = min(mn, v[k])
+            mx = max(mx, v[k])
+            k += 1
+        mins[n_seg], maxs[n_seg] = mn, mx
+        n_seg += 1
+    starts[n_seg] = hi + 1
+    s = 0
+    while s < n_seg - 1:
+        t = mins[s]
+        if maxs[s + 1] != t:
+            s += 1
+            continue
+        last = s + 1  # the chain of segments holding t: s .. last
+        while last + 1 < n_seg and mins[last] == t and maxs[last + 1] == t:
+            last += 1
+        where = np.flatnonzero(v[starts[s] : starts[last + 1]] == t) + starts[s]
+        ranks = np.sort(rk[where])
+        owners = np.sort(idx[where])
+        for q in range(where.size):
+            rk[where[q]] = ranks[q]
+            idx[where[q]] = owners[q]
+        s = last
 
 
 @jit
@@ -234,25 +308,34 @@ def assign_by_value(s, start, end, ent_rank, ent_lo, ent_hi, left_lo, left_hi, c
     return ent_rank[c]
 
 
-def new_entries(n):
-    """Arrays for at most ``n`` rank segments: rank, lo, hi, eq_lo, eq_hi."""
-    return (
-        np.empty(n, dtype=np.int64),
-        np.empty(n),
-        np.empty(n),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-    )
+@jit
+def positive_steps(pos_sorted, c2):
+    """``spos[i] = c2 * s+_i`` (1-based; ``spos[0]`` unused)."""
+    spos = np.empty(pos_sorted.size + 1)
+    spos[0] = 0.0
+    for i in range(pos_sorted.size):
+        spos[i + 1] = c2 * pos_sorted[i]
+    return spos
 
 
 @jit
-def assign_all(scores, is_pos, n_pos, n_neg, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi,
-               n_ent, neg_rank, coef, rank_count):
-    """Give every negative (input order) its rank from one table of rank segments; fill its
-    coefficient and the count of negatives per rank; return sum of coef * score over them."""
+def finish_working(v, rk, scores, is_pos, n_pos, n_neg):
+    """Ranks found on a working array ``v`` (``rk`` non-decreasing along it) given back to
+    the negatives in input order: (neg_rank, coef with the negatives filled, negatives per
+    rank, sum of coef * score over the negatives)."""
+    n_ent = min(n_pos + 1, v.size)
+    ent_rank = np.empty(n_ent, dtype=np.int64)
+    ent_lo = np.empty(n_ent)
+    ent_hi = np.empty(n_ent)
+    ent_eq_lo = np.empty(n_ent, dtype=np.int64)
+    ent_eq_hi = np.empty(n_ent, dtype=np.int64)
+    n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
     left_lo = ent_eq_lo[:n_ent].copy()
     left_hi = ent_eq_hi[:n_ent].copy()
     cursor = np.arange(n_ent)
+    neg_rank = np.empty(n_neg, dtype=np.int64)
+    coef = np.empty(scores.size)
+    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
     q = 0
@@ -267,4 +350,29 @@ def assign_all(scores, is_pos, n_pos, n_neg, ent_rank, ent_lo, ent_hi, ent_eq_lo
         dot += c * s
         rank_count[r] += 1
         q += 1
-    return dot
+    return neg_rank, coef, rank_count, dot
+
+
+@jit
+def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg):
+    """Ranks found on a working array whose ``idx`` are the negatives' ordinals, given back
+    in input order: (neg_rank, coef with the negatives filled, negatives per rank, sum of
+    coef * score over the negatives)."""
+    neg_rank = np.empty(n_neg, dtype=np.int64)
+    for p in range(idx.size):
+        neg_rank[idx[p]] = rk[p]
+    coef = np.empty(scores.size)
+    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
+    inv = 1.0 / (n_pos * n_neg)
+    dot = 0.0
+    q = 0
+    for k in range(scores.size):
+        if is_pos[k]:
+            continue
+        r = neg_rank[q]
+        c = (n_pos + 2 - 2 * r) * inv
+        coef[k] = c
+        dot += c * scores[k]
+        rank_count[r] += 1
+        q += 1
+    return neg_rank, coef, rank_count, dot

@@ -2,14 +2,7 @@
 
 import numpy as np
 
-from qs.inference._core import (
-    NOT_FINITE,
-    assign_all,
-    gather_negatives,
-    new_entries,
-    rank_entries,
-    scan_input,
-)
+from qs.inference._core import NOT_FINITE, gather_negatives, scan_input
 
 
 def as_scores(scores):
@@ -52,12 +45,12 @@ def as_positive_mask(labels, n):
 class Context:
     """One validated LAI problem: scores, positive mask, counts, sorted positives, the loss.
 
-    ``spos[i] = c2 * s+_i`` for the positives sorted by descending score (1-based, stable:
-    tied positives keep input order), ``c2 = 2 / (P N)``.
+    ``pos_sorted``: the positives by descending score (tied positives keep input order),
+    ``pos_index``: their indices in the input.
     """
 
     def __init__(self, scores, is_pos, loss=None):
-        err, where, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values, pos_index = (
+        err, where, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted, pos_index = (
             scan_input(scores, is_pos)
         )
         if err == NOT_FINITE:
@@ -74,14 +67,15 @@ class Context:
         self.n_pos, self.n_neg = int(n_pos), int(n_neg)
         self.sum_pos, self.sum_neg = sum_pos, sum_neg
         self.neg_min, self.neg_max = neg_min, neg_max
-        order = np.argsort(-pos_values, kind="stable")
-        self.pos_sorted = pos_values[order]
-        self.pos_index_sorted = pos_index[order]
-        self.c2 = 2.0 / (self.n_pos * self.n_neg)
-        self.spos = np.concatenate(([0.0], self.c2 * self.pos_sorted))
+        self.pos_sorted, self.pos_index = pos_sorted, pos_index
         if loss is not None:
             self.kernel = loss.kernel
             self.params = loss.prepare(self.n_pos, self.n_neg)
+
+    @property
+    def data(self):
+        """The arguments every method kernel takes after its own."""
+        return self.scores, self.is_pos, self.n_pos, self.n_neg, self.pos_sorted
 
     def negatives(self):
         """A fresh array of the negatives' scores (input order)."""
@@ -90,15 +84,3 @@ class Context:
     def sorted_negatives(self):
         """The negatives' scores in descending order (C-contiguous)."""
         return np.ascontiguousarray(np.sort(self.negatives())[::-1])
-
-    def assign_working(self, v, rk):
-        """Ranks found on a working array ``v`` (ranks ``rk`` non-decreasing along it), given
-        back to the negatives in input order: (neg_rank, coef, rank_count, dot)."""
-        ent = new_entries(min(self.n_pos + 1, v.size))
-        n_ent = rank_entries(v, rk, 0, v.size - 1, *ent, 0)
-        neg_rank = np.empty(self.n_neg, dtype=np.int64)
-        coef = np.empty(self.scores.size)
-        rank_count = np.zeros(self.n_pos + 2, dtype=np.int64)
-        dot = assign_all(self.scores, self.is_pos, self.n_pos, self.n_neg, *ent, n_ent,
-                         neg_rank, coef, rank_count)
-        return neg_rank, coef, rank_count, dot

@@ -17,14 +17,24 @@ for comparison-based methods only.
 
 import numpy as np
 
-from qs._numba import jit_generic
-from qs.inference._core import assign_by_value, opt_ranks, rank_entries
+from qs._numba import bind, jit_generic
+from qs.inference._core import (
+    canonical_ties,
+    opt_ranks_sorted,
+    opt_ranks_unsorted,
+    positive_steps,
+)
 
 
 @jit_generic
-def _bucket_ranks(scores, is_pos, n_pos, n_neg, neg_min, neg_max, n_buckets,
-                  inc, params, c2, spos, neg_rank, coef, rank_count):
+def _bucket_ranks(inc, params, neg_min, neg_max, n_buckets, scores, is_pos, n_pos, n_neg,
+                  pos_sorted):
     n = scores.size
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
+    neg_rank = np.empty(n_neg, dtype=np.int64)
+    coef = np.empty(n)
+    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     width = neg_max - neg_min
     scale = 0.0
     if width > 0.0:
@@ -69,8 +79,8 @@ def _bucket_ranks(scores, is_pos, n_pos, n_neg, neg_min, neg_max, n_buckets,
         placed += c
         t += 1
     corner_r = np.empty(2 * n_full, dtype=np.int64)
-    opt_ranks(corner_s, corner_r, 0, 2 * n_full - 1, 0, corner_j, 1, n_pos + 1, False,
-              inc, params, n_pos, c2, spos)
+    opt_ranks_sorted(corner_s, corner_r, 0, 2 * n_full - 1, 0, corner_j, 1, n_pos + 1,
+                     inc, params, n_pos, c2, spos)
 
     # 3. settled buckets take their rank; the others get a slice of the gather buffer
     settled = np.zeros(n_buckets, dtype=np.int64)
@@ -114,45 +124,30 @@ def _bucket_ranks(scores, is_pos, n_pos, n_neg, neg_min, neg_max, n_buckets,
             fill[b] = p + 1
         q += 1
     if n_gather == 0:
-        return dot
+        return neg_rank, coef, rank_count, dot
 
-    # 5. Algorithm 1 inside each gathered bucket, then ranks back in input order
+    # 5. Algorithm 1 inside each gathered bucket; gathered order is input order per bucket
     work = g_score.copy()
+    idx = np.arange(n_gather)
     rk = np.empty(n_gather, dtype=np.int64)
-    n_ent_max = n_gather + 1
-    ent_rank = np.empty(n_ent_max, dtype=np.int64)
-    ent_lo = np.empty(n_ent_max)
-    ent_hi = np.empty(n_ent_max)
-    ent_eq_lo = np.empty(n_ent_max, dtype=np.int64)
-    ent_eq_hi = np.empty(n_ent_max, dtype=np.int64)
-    ent_start = np.zeros(n_buckets, dtype=np.int64)
-    ent_end = np.zeros(n_buckets, dtype=np.int64)
-    e = 0
     for t in range(n_full):
         b = order[t]
         if settled[b] > 0:
             continue
         lo = gather_at[b]
         hi = lo + count[b] - 1
-        opt_ranks(work, rk, lo, hi, offset[b] - lo, None, corner_r[2 * t], corner_r[2 * t + 1],
-                  True, inc, params, n_pos, c2, spos)
-        ent_start[b] = e
-        e = rank_entries(work, rk, lo, hi, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, e)
-        ent_end[b] = e
-    left_lo = ent_eq_lo[:e].copy()
-    left_hi = ent_eq_hi[:e].copy()
-    cursor = np.arange(e)
+        opt_ranks_unsorted(work, idx, rk, lo, hi, offset[b] - lo, corner_r[2 * t],
+                           corner_r[2 * t + 1], inc, params, n_pos, c2, spos)
+        canonical_ties(work, idx, rk, lo, hi)
     for p in range(n_gather):
-        s = g_score[p]
-        b = min(int((s - neg_min) * scale), top)
-        r = assign_by_value(s, ent_start[b], ent_end[b], ent_rank, ent_lo, ent_hi,
-                            left_lo, left_hi, cursor)
-        neg_rank[g_place[p]] = r
+        g = idx[p]
+        r = rk[p]
+        neg_rank[g_place[g]] = r
         cf = coef_of_rank[r]
-        coef[g_index[p]] = cf
-        dot += cf * s
+        coef[g_index[g]] = cf
+        dot += cf * g_score[g]
         rank_count[r] += 1
-    return dot
+    return neg_rank, coef, rank_count, dot
 
 
 def n_buckets_for(n_neg, n_pos):
@@ -163,10 +158,6 @@ def n_buckets_for(n_neg, n_pos):
 
 def bucket_ranks(ctx):
     """Ranks of all negatives by score buckets, sorting none of them."""
-    neg_rank = np.empty(ctx.n_neg, dtype=np.int64)
-    coef = np.empty(ctx.scores.size)
-    rank_count = np.zeros(ctx.n_pos + 2, dtype=np.int64)
-    dot = _bucket_ranks(ctx.scores, ctx.is_pos, ctx.n_pos, ctx.n_neg, ctx.neg_min, ctx.neg_max,
-                        n_buckets_for(ctx.n_neg, ctx.n_pos), ctx.kernel, ctx.params, ctx.c2,
-                        ctx.spos, neg_rank, coef, rank_count)
-    return neg_rank, coef, rank_count, dot
+    n_buckets = n_buckets_for(ctx.n_neg, ctx.n_pos)
+    return bind(_bucket_ranks, ctx.kernel)(ctx.params, ctx.neg_min, ctx.neg_max, n_buckets,
+                                           *ctx.data)

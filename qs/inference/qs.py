@@ -1,30 +1,59 @@
 """The quicksort-flavoured method of paper 000 (Algorithm 1), and its fully sorted twin.
 
-``qs`` never sorts the negatives: it selects the median of a block (quickselect), finds its
-optimal rank by trying the ranks still allowed, and recurses on both halves with the rank
-interval split there (ranks are monotone in the place of a negative). O(N log P + P log P).
+``qs`` never sorts the negatives: it splits a block of them around a pivot score, finds the
+optimal ranks on either side of the split by trying the ranks still allowed, and recurses on
+both parts with the rank interval split there (ranks are monotone in the place of a
+negative). O(N log P + P log P) expected.
 
-``sort_dc`` is the same recursion on negatives sorted by ``np.sort``: no selection, one
+``sort_dc`` is the same recursion on negatives sorted by ``np.sort``: no partitioning, one
 O(N log N) sort. It is the simple exact peer the benchmark sets beside ``qs``.
 """
 
 import numpy as np
 
-from qs.inference._core import opt_ranks
+from qs._numba import bind, jit_generic
+from qs.inference._core import (
+    canonical_ties,
+    finish_pairs,
+    finish_working,
+    opt_ranks_sorted,
+    opt_ranks_unsorted,
+    positive_steps,
+)
 
 
-def _opt_ranks(ctx, v, select):
+@jit_generic
+def _qs(inc, params, scores, is_pos, n_pos, n_neg, pos_sorted):
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
+    v = np.empty(n_neg)
+    idx = np.empty(n_neg, dtype=np.int64)
+    q = 0
+    for k in range(scores.size):
+        if not is_pos[k]:
+            v[q] = scores[k]
+            idx[q] = q
+            q += 1
+    rk = np.empty(n_neg, dtype=np.int64)
+    opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    canonical_ties(v, idx, rk, 0, n_neg - 1)
+    return finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg)
+
+
+@jit_generic
+def _sort_dc(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
     rk = np.empty(v.size, dtype=np.int64)
-    opt_ranks(v, rk, 0, v.size - 1, 0, None, 1, ctx.n_pos + 1, select,
-              ctx.kernel, ctx.params, ctx.n_pos, ctx.c2, ctx.spos)
-    return ctx.assign_working(v, rk)
+    opt_ranks_sorted(v, rk, 0, v.size - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
 
 
 def qs_ranks(ctx):
-    """Algorithm 1 (OptRanks) with Median + Select on a copy of the negatives."""
-    return _opt_ranks(ctx, ctx.negatives(), True)
+    """Algorithm 1 (OptRanks) on a copy of the negatives, partitioned in place."""
+    return bind(_qs, ctx.kernel)(ctx.params, *ctx.data)
 
 
 def sort_dc_ranks(ctx):
     """np.sort of the negatives, then the same divide and conquer over ranks."""
-    return _opt_ranks(ctx, ctx.sorted_negatives(), False)
+    return bind(_sort_dc, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)

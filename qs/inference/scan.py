@@ -8,19 +8,20 @@ that a ratio of times measures the algorithms.
 
 import numpy as np
 
-from qs._numba import jit_generic
-from qs.inference._core import best_rank
+from qs._numba import bind, jit_generic
+from qs.inference._core import best_rank, finish_working, positive_steps
 
 
 @jit_generic
-def _scan_sorted(v, rk, inc, params, n_pos, c2, spos):
+def _scan_sorted(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
+    rk = np.empty(v.size, dtype=np.int64)
     for m in range(v.size):
         rk[m] = best_rank(inc, params, n_pos, c2, spos, v[m], m + 1, 1, n_pos + 1)
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
 
 
 def scan_ranks(ctx):
     """Every negative tries every rank (the Yue / Chakrabarti baseline)."""
-    v = ctx.sorted_negatives()
-    rk = np.empty(v.size, dtype=np.int64)
-    _scan_sorted(v, rk, ctx.kernel, ctx.params, ctx.n_pos, ctx.c2, ctx.spos)
-    return ctx.assign_working(v, rk)
+    return bind(_scan_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)

@@ -9,12 +9,15 @@ O(N log N + N log P + P^2).
 
 import numpy as np
 
-from qs._numba import jit_generic
-from qs.inference._core import best_rank
+from qs._numba import bind, jit_generic
+from qs.inference._core import best_rank, finish_working, positive_steps
 
 
 @jit_generic
-def _search_sorted(v, rk, inc, params, n_pos, c2, spos):
+def _search_sorted(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
+    rk = np.empty(v.size, dtype=np.int64)
     for m in range(v.size):
         j = m + 1
         cs = c2 * v[m]
@@ -32,11 +35,9 @@ def _search_sorted(v, rk, inc, params, n_pos, c2, spos):
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
 
 
 def search_ranks(ctx):
     """Binary search per negative over the concave part of its AP objective."""
-    v = ctx.sorted_negatives()
-    rk = np.empty(v.size, dtype=np.int64)
-    _search_sorted(v, rk, ctx.kernel, ctx.params, ctx.n_pos, ctx.c2, ctx.spos)
-    return ctx.assign_working(v, rk)
+    return bind(_search_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)
