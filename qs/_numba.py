@@ -7,10 +7,9 @@ numba cannot cache those across processes, so they compile once per process and 
 change NaN/inf semantics and the tie-breaking comparisons the methods must share.
 """
 
-import warnings
+import inspect
 
 import numba
-from numba.core.errors import NumbaExperimentalFeatureWarning
 
 jit = numba.njit(cache=True, nogil=True)
 jit_generic = numba.njit(cache=False, nogil=True)
@@ -22,19 +21,14 @@ def bind(kernel, inc):
     """``kernel`` with its first argument fixed to the increment kernel ``inc``.
 
     Calling a numba function from Python with a function argument costs ~10 us of typing per
-    call; the bound version takes only arrays and numbers.
+    call; the bound version takes only arrays and numbers. It is generated with ``inc`` as a
+    global, which numba calls directly (and inlines), unlike a closure variable.
     """
     key = (kernel, inc)
     if key not in _bound:
-
-        def bound(*args):
-            return kernel(inc, *args)
-
-        _bound[key] = jit_generic(bound)
+        names = list(inspect.signature(kernel.py_func).parameters)[1:]
+        args = ", ".join(names)
+        namespace = {"kernel": kernel, "inc": inc}
+        exec(f"def bound({args}):\n    return kernel(inc, {args})\n", namespace)
+        _bound[key] = jit_generic(namespace["bound"])
     return _bound[key]
-
-
-# Passing a compiled increment kernel as a value is what the generic kernels are built on.
-warnings.filterwarnings(
-    "ignore", message="First-class function type", category=NumbaExperimentalFeatureWarning
-)

@@ -12,6 +12,8 @@ the increment ``delta_j(i+1) - delta_j(i)``; each loss below gives it twice: vec
 numpy (for tests and readers) and as a numba kernel (for the inference methods).
 """
 
+import functools
+
 import numpy as np
 
 from qs._numba import jit
@@ -105,10 +107,16 @@ class NDCGLoss(QSLoss):
         return discount(positions)
 
     def prepare(self, n_pos, n_neg):
+        # depends on the sizes only: computed once per (P, N), as training repeats them
+        return self._table(n_pos, n_neg)
+
+    @functools.lru_cache(maxsize=8)
+    def _table(self, n_pos, n_neg):
         d = self.discount(np.arange(1, n_pos + n_neg + 2))
         table = np.empty(n_pos + n_neg + 1)
         table[0] = 0.0
         table[1:] = np.diff(d) / d[:n_pos].sum()
+        table.flags.writeable = False
         return table
 
     def increment(self, j, i, n_pos, n_neg):

@@ -12,7 +12,7 @@ import numpy as np
 
 from qs.inference._prepare import Context, as_positive_mask, as_scores
 from qs.inference.brute import brute_neg_ranks
-from qs.inference.bucket import bucket_ranks
+from qs.inference.bucket import bucket_ranks, n_buckets_for
 from qs.inference.qs import qs_ranks, sort_dc_ranks
 from qs.inference.scan import scan_ranks
 from qs.inference.search import search_ranks
@@ -101,17 +101,17 @@ def lai(scores, labels, loss="ap", method="auto"):
     loss_obj, method = _resolve(loss, method)
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size)
-    ctx = Context(scores, is_pos, loss_obj)
+    ctx = Context(scores, is_pos, loss_obj, n_buckets_for(scores.size) if method == "bucket" else 0)
     truth = ctx.sum_pos / ctx.n_pos - ctx.sum_neg / ctx.n_neg
     if method == "zero_one":
         coef = np.empty(scores.size)
         loss_value, dot, truth_01 = zero_one_lai(scores, is_pos, coef)
         return LAIResult(None, coef, float(loss_value), float(loss_value + dot), float(truth_01))
     if method == "brute":
-        neg_rank = brute_neg_ranks(ctx)
-        coef, rank_count, dot = _negative_side(ctx, neg_rank)
+        rank_count, dot = _negative_side(ctx, brute_neg_ranks(ctx))
     else:
-        neg_rank, coef, rank_count, dot = _RANK_METHODS[method](ctx)
+        rank_count, dot = _RANK_METHODS[method](ctx)
+    neg_rank, coef = ctx.neg_rank, ctx.coef
     n_above = np.cumsum(rank_count)[1 : ctx.n_pos + 1]
     coef_pos = (ctx.n_neg - 2.0 * n_above) / (ctx.n_pos * ctx.n_neg)
     coef[ctx.pos_index] = coef_pos
@@ -121,9 +121,9 @@ def lai(scores, labels, loss="ap", method="auto"):
 
 
 def _negative_side(ctx, neg_rank):
-    """Coefficients of the negatives, negatives per rank and their part of F from ranks."""
-    coef = np.empty(ctx.scores.size)
+    """Fill the negatives' ranks and coefficients; negatives per rank and their part of F."""
     neg_mask = ctx.is_pos == 0
-    coef[neg_mask] = (ctx.n_pos + 2 - 2 * neg_rank) / (ctx.n_pos * ctx.n_neg)
+    ctx.neg_rank[:] = neg_rank
+    ctx.coef[neg_mask] = (ctx.n_pos + 2 - 2 * neg_rank) * (1.0 / (ctx.n_pos * ctx.n_neg))
     rank_count = np.bincount(neg_rank, minlength=ctx.n_pos + 2)
-    return coef, rank_count, float(coef[neg_mask] @ ctx.scores[neg_mask])
+    return rank_count, float(ctx.coef[neg_mask] @ ctx.scores[neg_mask])

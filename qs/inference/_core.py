@@ -26,11 +26,24 @@ OK, NOT_FINITE = 0, 1
 
 
 @jit
-def scan_input(scores, is_pos):
-    """One pass: finiteness, counts, sums, the negatives' range and the positives.
+def bucket_of(s, low, scale, top):
+    """Bucket ``0..top`` of score ``s``: ``floor((s - low) * scale)``, clamped (also for
+    scores outside the range the buckets were laid over)."""
+    x = (s - low) * scale
+    if x < 1.0:
+        return 0
+    if x >= top:
+        return top
+    return int(x)
+
+
+@jit
+def scan_input(scores, is_pos, low, scale, n_buckets):
+    """One pass: finiteness, counts, sums, the negatives' range, the positives and, when
+    ``n_buckets > 0``, the histogram of negatives over buckets (see :func:`bucket_of`).
 
     Returns (error, error_index, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted,
-    pos_index): the positives by descending score, ties in input order, and their indices.
+    pos_index, count): the positives by descending score, ties in input order.
     """
     n = scores.size
     n_pos = 0
@@ -38,6 +51,8 @@ def scan_input(scores, is_pos):
         n_pos += is_pos[k]
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
+    count = np.zeros(n_buckets, dtype=np.int64)
+    top = n_buckets - 1
     sum_pos = 0.0
     sum_neg = 0.0
     neg_min = np.inf
@@ -46,7 +61,7 @@ def scan_input(scores, is_pos):
     for k in range(n):
         s = scores[k]
         if not np.isfinite(s):
-            return NOT_FINITE, k, n_pos, 0.0, 0.0, 0.0, 0.0, pos_values, pos_index
+            return NOT_FINITE, k, n_pos, 0.0, 0.0, 0.0, 0.0, pos_values, pos_index, count
         if is_pos[k]:
             pos_values[p] = s
             pos_index[p] = k
@@ -54,18 +69,18 @@ def scan_input(scores, is_pos):
             sum_pos += s
         else:
             sum_neg += s
-            if s < neg_min:
-                neg_min = s
-            if s > neg_max:
-                neg_max = s
+            neg_min = min(neg_min, s)
+            neg_max = max(neg_max, s)
+            if n_buckets > 0:
+                count[bucket_of(s, low, scale, top)] += 1
     order = np.argsort(-pos_values, kind="mergesort")
-    return OK, -1, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values[order], pos_index[order]
+    return (OK, -1, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values[order],
+            pos_index[order], count)
 
 
 @jit
-def gather_negatives(scores, is_pos, n_neg):
-    """The negatives' scores, in input order."""
-    out = np.empty(n_neg)
+def gather_negatives(scores, is_pos, out):
+    """Write the negatives' scores into ``out``, in input order."""
     q = 0
     for k in range(scores.size):
         if not is_pos[k]:
@@ -209,7 +224,7 @@ def canonical_ties(v, idx, rk, lo, hi):
     """Where equal scores straddle a rank change in ``v[lo..hi]`` (ranks ``rk``
     non-decreasing), hand their ranks out in increasing order of ``idx``: among tied
     negatives the one earlier in the input gets the smaller rank."""
-    n = hi - lo + 1
+    n = rk[hi] - rk[lo] + 1  # segments at most
     starts = np.empty(n + 1, dtype=np.int64)
     mins = np.empty(n)
     maxs = np.empty(n)
@@ -319,10 +334,10 @@ def positive_steps(pos_sorted, c2):
 
 
 @jit
-def finish_working(v, rk, scores, is_pos, n_pos, n_neg):
+def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
     """Ranks found on a working array ``v`` (``rk`` non-decreasing along it) given back to
-    the negatives in input order: (neg_rank, coef with the negatives filled, negatives per
-    rank, sum of coef * score over the negatives)."""
+    the negatives in input order: fills ``neg_rank`` and the negatives' ``coef``; returns
+    (negatives per rank, sum of coef * score over the negatives)."""
     n_ent = min(n_pos + 1, v.size)
     ent_rank = np.empty(n_ent, dtype=np.int64)
     ent_lo = np.empty(n_ent)
@@ -333,8 +348,6 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg):
     left_lo = ent_eq_lo[:n_ent].copy()
     left_hi = ent_eq_hi[:n_ent].copy()
     cursor = np.arange(n_ent)
-    neg_rank = np.empty(n_neg, dtype=np.int64)
-    coef = np.empty(scores.size)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
@@ -350,18 +363,16 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg):
         dot += c * s
         rank_count[r] += 1
         q += 1
-    return neg_rank, coef, rank_count, dot
+    return rank_count, dot
 
 
 @jit
-def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg):
+def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
     """Ranks found on a working array whose ``idx`` are the negatives' ordinals, given back
-    in input order: (neg_rank, coef with the negatives filled, negatives per rank, sum of
-    coef * score over the negatives)."""
-    neg_rank = np.empty(n_neg, dtype=np.int64)
+    in input order: fills ``neg_rank`` and the negatives' ``coef``; returns (negatives per
+    rank, sum of coef * score over the negatives)."""
     for p in range(idx.size):
         neg_rank[idx[p]] = rk[p]
-    coef = np.empty(scores.size)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
@@ -375,4 +386,4 @@ def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg):
         dot += c * scores[k]
         rank_count[r] += 1
         q += 1
-    return neg_rank, coef, rank_count, dot
+    return rank_count, dot

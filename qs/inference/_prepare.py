@@ -49,9 +49,16 @@ class Context:
     ``pos_index``: their indices in the input.
     """
 
-    def __init__(self, scores, is_pos, loss=None):
-        err, where, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted, pos_index = (
-            scan_input(scores, is_pos)
+    def __init__(self, scores, is_pos, loss=None, n_buckets=0):
+        # buckets are laid over the range of a strided sample, so that the histogram is
+        # counted in the same pass that validates; scores outside it go to the end buckets
+        sample = scores[:: max(1, scores.size // 1024)]
+        low, high = float(sample.min()), float(sample.max())
+        scale = n_buckets / (high - low) if high > low else 0.0
+        if not np.isfinite(scale):
+            scale = 0.0
+        err, where, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted, pos_index, count = (
+            scan_input(scores, is_pos, low if np.isfinite(low) else 0.0, scale, n_buckets)
         )
         if err == NOT_FINITE:
             raise ValueError(
@@ -68,18 +75,27 @@ class Context:
         self.sum_pos, self.sum_neg = sum_pos, sum_neg
         self.neg_min, self.neg_max = neg_min, neg_max
         self.pos_sorted, self.pos_index = pos_sorted, pos_index
+        self.bucket_low, self.bucket_scale, self.bucket_count = low, scale, count
         if loss is not None:
             self.kernel = loss.kernel
             self.params = loss.prepare(self.n_pos, self.n_neg)
 
+        # Large arrays come from numpy: its allocator maps them faster than numba's.
+        self.neg_rank = np.empty(self.n_neg, dtype=np.int64)
+        self.coef = np.empty(scores.size)
+
     @property
     def data(self):
-        """The arguments every method kernel takes after its own."""
-        return self.scores, self.is_pos, self.n_pos, self.n_neg, self.pos_sorted
+        """The arguments every method kernel takes after its own: the problem, then the
+        outputs ``neg_rank`` and ``coef`` it fills."""
+        return (self.scores, self.is_pos, self.n_pos, self.n_neg, self.pos_sorted,
+                self.neg_rank, self.coef)
 
     def negatives(self):
         """A fresh array of the negatives' scores (input order)."""
-        return gather_negatives(self.scores, self.is_pos, self.n_neg)
+        out = np.empty(self.n_neg)
+        gather_negatives(self.scores, self.is_pos, out)
+        return out
 
     def sorted_negatives(self):
         """The negatives' scores in descending order (C-contiguous)."""

@@ -23,37 +23,36 @@ from qs.inference._core import (
 
 
 @jit_generic
-def _qs(inc, params, scores, is_pos, n_pos, n_neg, pos_sorted):
+def _qs(inc, params, v, idx, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    v = np.empty(n_neg)
-    idx = np.empty(n_neg, dtype=np.int64)
     q = 0
     for k in range(scores.size):
         if not is_pos[k]:
             v[q] = scores[k]
             idx[q] = q
             q += 1
-    rk = np.empty(n_neg, dtype=np.int64)
     opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos)
     canonical_ties(v, idx, rk, 0, n_neg - 1)
-    return finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg)
+    return finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
 
 
 @jit_generic
-def _sort_dc(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+def _sort_dc(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    rk = np.empty(v.size, dtype=np.int64)
     opt_ranks_sorted(v, rk, 0, v.size - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
 
 
 def qs_ranks(ctx):
     """Algorithm 1 (OptRanks) on a copy of the negatives, partitioned in place."""
-    return bind(_qs, ctx.kernel)(ctx.params, *ctx.data)
+    n = ctx.n_neg
+    work = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    return bind(_qs, ctx.kernel)(ctx.params, *work, *ctx.data)
 
 
 def sort_dc_ranks(ctx):
     """np.sort of the negatives, then the same divide and conquer over ranks."""
-    return bind(_sort_dc, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)
+    rk = np.empty(ctx.n_neg, dtype=np.int64)
+    return bind(_sort_dc, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)

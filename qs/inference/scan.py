@@ -13,15 +13,15 @@ from qs.inference._core import best_rank, finish_working, positive_steps
 
 
 @jit_generic
-def _scan_sorted(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+def _scan_sorted(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    rk = np.empty(v.size, dtype=np.int64)
     for m in range(v.size):
         rk[m] = best_rank(inc, params, n_pos, c2, spos, v[m], m + 1, 1, n_pos + 1)
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
 
 
 def scan_ranks(ctx):
     """Every negative tries every rank (the Yue / Chakrabarti baseline)."""
-    return bind(_scan_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)
+    rk = np.empty(ctx.n_neg, dtype=np.int64)
+    return bind(_scan_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)

@@ -14,10 +14,9 @@ from qs.inference._core import best_rank, finish_working, positive_steps
 
 
 @jit_generic
-def _search_sorted(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
+def _search_sorted(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    rk = np.empty(v.size, dtype=np.int64)
     for m in range(v.size):
         j = m + 1
         cs = c2 * v[m]
@@ -35,9 +34,10 @@ def _search_sorted(inc, params, v, scores, is_pos, n_pos, n_neg, pos_sorted):
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg)
+    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
 
 
 def search_ranks(ctx):
     """Binary search per negative over the concave part of its AP objective."""
-    return bind(_search_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), *ctx.data)
+    rk = np.empty(ctx.n_neg, dtype=np.int64)
+    return bind(_search_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)
