@@ -55,7 +55,7 @@ class QSLoss:
 
 @jit
 def _ap_increment(j, i, n_pos, params):
-    return ((j - 1.0) / (j + i - 1.0) - j / (j + i + 0.0)) / n_pos
+    return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
 
 class APLoss(QSLoss):
@@ -63,7 +63,8 @@ class APLoss(QSLoss):
 
     ``AP = (1/P) sum_k k / (k + n_k)`` where ``n_k`` negatives stand above the k-th positive;
     telescoping ``n/(k+n)`` over the negatives gives
-    ``delta_j(i+1) - delta_j(i) = ((j-1)/(j+i-1) - j/(j+i)) / P`` (always < 0).
+    ``delta_j(i+1) - delta_j(i) = ((j-1)/(j+i-1) - j/(j+i)) / P = -i / (P (j+i-1)(j+i))``
+    (always < 0; the kernel uses the second form, one division).
     """
 
     name = "ap"
@@ -72,7 +73,7 @@ class APLoss(QSLoss):
     def increment(self, j, i, n_pos, n_neg):
         j = np.asarray(j, dtype=np.float64)
         i = np.asarray(i, dtype=np.float64)
-        return ((j - 1.0) / (j + i - 1.0) - j / (j + i)) / n_pos
+        return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
     def value(self, n_above):
         n = np.asarray(n_above, dtype=np.float64)

@@ -219,3 +219,18 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
 def test_every_method_is_tested():
     tested = set(itertools.chain.from_iterable(RANKING.values())) | {"brute", "zero_one"}
     assert tested == set(METHODS)
+
+
+def test_ap_increment_is_the_telescoped_difference():
+    """Both forms of the AP increment, and the numba kernel, agree with delta_j(i+1) - delta_j(i)
+    computed from the definition delta_j(i) = (1/P) sum_{k>=i} [j/(j+k) - (j-1)/(j+k-1)]."""
+    from qs.losses import APLoss
+
+    loss, n_pos = APLoss(), 7
+    for j in range(1, 12):
+        delta = [sum(j / (j + k) - (j - 1) / (j + k - 1) for k in range(i, n_pos + 1)) / n_pos
+                 for i in range(1, n_pos + 2)]
+        i = np.arange(1, n_pos + 1)
+        np.testing.assert_allclose(loss.increment(j, i, n_pos, 9), np.diff(delta), rtol=1e-12)
+        kernel = [loss.kernel(j, int(t), n_pos, loss.prepare(n_pos, 9)) for t in i]
+        np.testing.assert_allclose(kernel, np.diff(delta), rtol=1e-12)

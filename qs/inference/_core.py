@@ -174,7 +174,8 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
 
 
 @jit_generic
-def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos):
+def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
+                       stack):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
@@ -183,9 +184,9 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     ``r(p, last place of that part)``, the part below at least ``r(p, first place of it)``,
     so two rank evaluations split the rank interval. Small blocks are sorted and split at
     their middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
-    non-decreasing along ``v`` at the end.
+    non-decreasing along ``v`` at the end. ``stack`` is scratch space from
+    :func:`new_stack`.
     """
-    stack = np.empty((200, 5), dtype=np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
     top = 1
     while top > 0:
@@ -220,10 +221,40 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
 
 
 @jit
+def new_stack():
+    """Scratch space for :func:`opt_ranks_unsorted` (depth is logarithmic in the block)."""
+    return np.empty((200, 5), dtype=np.int64)
+
+
+@jit
+def _has_straddling_tie(v, rk, lo, hi):
+    """Whether some score appears on both sides of a rank change (no allocation)."""
+    k = lo
+    seg_min = v[lo]
+    while k <= hi:
+        r = rk[k]
+        seg_min = v[k]
+        while k <= hi and rk[k] == r:
+            seg_min = min(seg_min, v[k])
+            k += 1
+        if k > hi:
+            return False
+        r2 = rk[k]
+        t = k
+        while t <= hi and rk[t] == r2:
+            if v[t] == seg_min:
+                return True
+            t += 1
+    return False
+
+
+@jit
 def canonical_ties(v, idx, rk, lo, hi):
     """Where equal scores straddle a rank change in ``v[lo..hi]`` (ranks ``rk``
     non-decreasing), hand their ranks out in increasing order of ``idx``: among tied
     negatives the one earlier in the input gets the smaller rank."""
+    if rk[lo] == rk[hi] or not _has_straddling_tie(v, rk, lo, hi):
+        return
     n = rk[hi] - rk[lo] + 1  # segments at most
     starts = np.empty(n + 1, dtype=np.int64)
     mins = np.empty(n)

@@ -21,6 +21,7 @@ from qs._numba import bind, jit, jit_generic
 from qs.inference._core import (
     bucket_of,
     canonical_ties,
+    new_stack,
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
@@ -126,6 +127,7 @@ def _bucket_ranks(inc, params, count, low, scale, neg_min, neg_max, scores, is_p
     work = g_score.copy()
     idx = np.arange(n_gather)
     rk = np.empty(n_gather, dtype=np.int64)
+    stack = new_stack()
     for t in range(n_full):
         b = order[t]
         if settled[b] > 0:
@@ -133,7 +135,7 @@ def _bucket_ranks(inc, params, count, low, scale, neg_min, neg_max, scores, is_p
         lo = gather_at[b]
         hi = lo + count[b] - 1
         opt_ranks_unsorted(work, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
-                           inc, params, n_pos, c2, spos)
+                           inc, params, n_pos, c2, spos, stack)
         canonical_ties(work, idx, rk, lo, hi)
     for p in range(n_gather):
         g = idx[p]
@@ -149,7 +151,7 @@ def _bucket_ranks(inc, params, count, low, scale, neg_min, neg_max, scores, is_p
 def n_buckets_for(n):
     """Buckets for n samples: a few per sample for small inputs (most then hold at most one
     negative), capped so that the counts stay in cache."""
-    return int(min(1 << 16, max(16, 4 * n)))
+    return int(min(1 << 16, max(16, n // 4)))
 
 
 def bucket_ranks(ctx):

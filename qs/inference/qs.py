@@ -16,6 +16,7 @@ from qs.inference._core import (
     canonical_ties,
     finish_pairs,
     finish_working,
+    new_stack,
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
@@ -32,7 +33,8 @@ def _qs(inc, params, v, idx, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_r
             v[q] = scores[k]
             idx[q] = q
             q += 1
-    opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos,
+                       new_stack())
     canonical_ties(v, idx, rk, 0, n_neg - 1)
     return finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
 
