@@ -23,7 +23,7 @@ def main():
 @click.option("--methods",
               help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Warm timed calls per size and curve.")
-@click.option("--preset", help="Size preset of the config: paper, large or quick.")
+@click.option("--preset", help="Size preset of the config: paper, large, voc or quick.")
 @click.option("--config", "config_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML config [default: configs/scaling.yaml].")

@@ -86,6 +86,11 @@ DEFAULTS = {
             "positives": {"fixed": 100000, "start": 100, "stop": 100000, "points": 7},
             "total": {"neg_per_pos": 10, "start": 11000, "stop": 11000000, "points": 7},
         },
+        "voc": {
+            "negatives": {"fixed": 300, "start": 3000, "stop": 30000, "points": 3},
+            "positives": {"fixed": 3000, "start": 30, "stop": 300, "points": 3},
+            "total": {"neg_per_pos": 10, "start": 3300, "stop": 33000, "points": 3},
+        },
         "quick": {
             "negatives": {"fixed": 5, "start": 20, "stop": 200, "points": 3},
             "positives": {"fixed": 20, "start": 2, "stop": 20, "points": 3},
