@@ -234,3 +234,25 @@ def test_ap_increment_is_the_telescoped_difference():
         np.testing.assert_allclose(loss.increment(j, i, n_pos, 9), np.diff(delta), rtol=1e-12)
         kernel = [loss.kernel(j, int(t), n_pos, loss.prepare(n_pos, 9)) for t in i]
         np.testing.assert_allclose(kernel, np.diff(delta), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_zero_one_is_the_most_violated_labelling(seed):
+    """Against enumeration of all labellings, and its slack against scikit-learn's hinge loss."""
+    from sklearn.metrics import hinge_loss
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 9))
+    scores = rng.normal(0, 1.5, n)
+    labels = np.r_[True, False, rng.random(n - 2) < 0.5]
+    y = np.where(labels, 1.0, -1.0)
+    res = lai(scores, labels, "01")
+    best = max(
+        np.mean(np.array(flip) != y) + np.dot(flip, scores) / (2 * n)
+        for flip in itertools.product([-1.0, 1.0], repeat=n)
+    )
+    assert res.objective == pytest.approx(best, rel=1e-12, abs=1e-15)
+    assert res.ground_truth_F == pytest.approx(np.dot(y, scores) / (2 * n), rel=1e-12)
+    assert res.objective - res.ground_truth_F == pytest.approx(hinge_loss(y, scores), rel=1e-9, abs=1e-12)
+    assert res.objective == pytest.approx(res.loss + res.coef @ scores, rel=1e-12, abs=1e-15)
+    assert res.neg_rank is None
