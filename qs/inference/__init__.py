@@ -10,24 +10,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qs.inference._prepare import Context, as_positive_mask, as_scores
-from qs.inference.brute import brute_neg_ranks
-from qs.inference.bucket import bucket_ranks, n_buckets_for
-from qs.inference.qs import qs_ranks, sort_dc_ranks
-from qs.inference.scan import scan_ranks
-from qs.inference.search import search_ranks
+from qs.inference._prepare import as_positive_mask, as_scores, check_counts, raise_for
+from qs.inference.brute import brute_lai
+from qs.inference.bucket import bucket_lai
+from qs.inference.qs import qs_lai, sort_dc_lai
+from qs.inference.scan import scan_lai
+from qs.inference.search import search_lai
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import QSLoss, get_loss
+from qs.losses import get_loss
 
 __all__ = ["lai", "LAIResult", "METHODS"]
 
-_RANK_METHODS = {
-    "qs": qs_ranks,
-    "yue": scan_ranks,
-    "chakrabarti": scan_ranks,
-    "search": search_ranks,
-    "sort_dc": sort_dc_ranks,
-    "bucket": bucket_ranks,
+_RANKING = {
+    "qs": qs_lai,
+    "yue": scan_lai,
+    "chakrabarti": scan_lai,
+    "search": search_lai,
+    "sort_dc": sort_dc_lai,
+    "bucket": bucket_lai,
+    "brute": brute_lai,
 }
 
 #: method name -> the losses it supports ("any" QS-suitable loss object is listed as "qs-suitable")
@@ -101,29 +102,18 @@ def lai(scores, labels, loss="ap", method="auto"):
     loss_obj, method = _resolve(loss, method)
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size)
-    ctx = Context(scores, is_pos, loss_obj, n_buckets_for(scores.size) if method == "bucket" else 0)
-    truth = ctx.sum_pos / ctx.n_pos - ctx.sum_neg / ctx.n_neg
+    n_pos = int(np.count_nonzero(is_pos))
+    n_neg = scores.size - n_pos
+    check_counts(n_pos, n_neg)
+    coef = np.empty(scores.size)
     if method == "zero_one":
-        coef = np.empty(scores.size)
-        loss_value, dot, truth_01 = zero_one_lai(scores, is_pos, coef)
-        return LAIResult(None, coef, float(loss_value), float(loss_value + dot), float(truth_01))
-    if method == "brute":
-        rank_count, dot = _negative_side(ctx, brute_neg_ranks(ctx))
-    else:
-        rank_count, dot = _RANK_METHODS[method](ctx)
-    neg_rank, coef = ctx.neg_rank, ctx.coef
-    n_above = np.cumsum(rank_count)[1 : ctx.n_pos + 1]
-    coef_pos = (ctx.n_neg - 2.0 * n_above) / (ctx.n_pos * ctx.n_neg)
-    coef[ctx.pos_index] = coef_pos
+        err, where, loss_value, dot, truth = zero_one_lai(scores, is_pos, coef)
+        raise_for(err, where, scores)
+        return LAIResult(None, coef, loss_value, loss_value + dot, truth)
+    neg_rank = np.empty(n_neg, dtype=np.int64)
+    err, where, sum_pos, sum_neg, n_above, f = _RANKING[method](
+        loss_obj, scores, is_pos, n_pos, neg_rank, coef
+    )
+    raise_for(err, where, scores)
     loss_value = loss_obj.value(n_above)
-    f = dot + float(coef_pos @ ctx.pos_sorted)
-    return LAIResult(neg_rank, coef, loss_value, loss_value + f, float(truth))
-
-
-def _negative_side(ctx, neg_rank):
-    """Fill the negatives' ranks and coefficients; negatives per rank and their part of F."""
-    neg_mask = ctx.is_pos == 0
-    ctx.neg_rank[:] = neg_rank
-    ctx.coef[neg_mask] = (ctx.n_pos + 2 - 2 * neg_rank) * (1.0 / (ctx.n_pos * ctx.n_neg))
-    rank_count = np.bincount(neg_rank, minlength=ctx.n_pos + 2)
-    return rank_count, float(ctx.coef[neg_mask] @ ctx.scores[neg_mask])
+    return LAIResult(neg_rank, coef, loss_value, loss_value + f, sum_pos / n_pos - sum_neg / n_neg)

@@ -38,17 +38,32 @@ def bucket_of(s, low, scale, top):
 
 
 @jit
-def scan_input(scores, is_pos, low, scale, n_buckets):
-    """One pass: finiteness, counts, sums, the negatives' range, the positives and, when
-    ``n_buckets > 0``, the histogram of negatives over buckets (see :func:`bucket_of`).
+def _sample_range(scores, n_buckets):
+    """(low, scale) laying ``n_buckets`` equal buckets over the range of a strided sample."""
+    step = max(1, scores.size // 1024)
+    lo = np.inf
+    hi = -np.inf
+    for k in range(0, scores.size, step):
+        s = scores[k]
+        if np.isfinite(s):
+            lo = min(lo, s)
+            hi = max(hi, s)
+    if not hi > lo:
+        return (lo if np.isfinite(lo) else 0.0), 0.0
+    scale = n_buckets / (hi - lo)
+    return lo, (scale if np.isfinite(scale) else 0.0)
 
-    Returns (error, error_index, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_sorted,
-    pos_index, count): the positives by descending score, ties in input order.
+
+@jit
+def scan_input(scores, is_pos, n_pos, n_buckets):
+    """One pass: finiteness, sums, the negatives' range, the positives and, when
+    ``n_buckets > 0``, the histogram of the negatives over buckets laid over the range of
+    a sample (see :func:`bucket_of`; scores beyond it go to the end buckets).
+
+    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index, neg_min, neg_max,
+    low, scale, count): the positives by descending score, ties in input order.
     """
-    n = scores.size
-    n_pos = 0
-    for k in range(n):
-        n_pos += is_pos[k]
+    low, scale = _sample_range(scores, n_buckets) if n_buckets > 0 else (0.0, 0.0)
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
     count = np.zeros(n_buckets, dtype=np.int64)
@@ -58,10 +73,11 @@ def scan_input(scores, is_pos, low, scale, n_buckets):
     neg_min = np.inf
     neg_max = -np.inf
     p = 0
-    for k in range(n):
+    for k in range(scores.size):
         s = scores[k]
         if not np.isfinite(s):
-            return NOT_FINITE, k, n_pos, 0.0, 0.0, 0.0, 0.0, pos_values, pos_index, count
+            return (NOT_FINITE, k, 0.0, 0.0, pos_values, pos_index, 0.0, 0.0, low, scale,
+                    count)
         if is_pos[k]:
             pos_values[p] = s
             pos_index[p] = k
@@ -74,19 +90,59 @@ def scan_input(scores, is_pos, low, scale, n_buckets):
             if n_buckets > 0:
                 count[bucket_of(s, low, scale, top)] += 1
     order = np.argsort(-pos_values, kind="mergesort")
-    return (OK, -1, n_pos, sum_pos, sum_neg, neg_min, neg_max, pos_values[order],
-            pos_index[order], count)
+    return (OK, -1, sum_pos, sum_neg, pos_values[order], pos_index[order], neg_min, neg_max,
+            low, scale, count)
 
 
 @jit
-def gather_negatives(scores, is_pos, out):
-    """Write the negatives' scores into ``out``, in input order."""
-    q = 0
-    for k in range(scores.size):
-        if not is_pos[k]:
-            out[q] = scores[k]
-            q += 1
-    return out
+def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg):
+    """Coefficients of the positives from the negatives per rank; the result tuple
+    (OK, -1, sum_pos, sum_neg, negatives above each positive, F)."""
+    n_pos = pos_sorted.size
+    n_above = np.cumsum(rank_count)[1 : n_pos + 1]
+    inv = 1.0 / (n_pos * n_neg)
+    dot = dot_neg
+    for k in range(n_pos):
+        c = (n_neg - 2.0 * n_above[k]) * inv
+        coef[pos_index[k]] = c
+        dot += c * pos_sorted[k]
+    return OK, -1, sum_pos, sum_neg, n_above, dot
+
+
+@jit
+def failed(err, where):
+    """The result tuple of a kernel that found bad input."""
+    return err, where, 0.0, 0.0, np.empty(0, dtype=np.int64), 0.0
+
+
+@jit
+def scan_and_gather(scores, is_pos, n_pos, out):
+    """:func:`scan_input` without buckets, and the negatives' scores written into ``out``
+    (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _, _ = scan_input(
+        scores, is_pos, n_pos, 0
+    )
+    if err == OK:
+        q = 0
+        for k in range(scores.size):
+            if not is_pos[k]:
+                out[q] = scores[k]
+                q += 1
+    return err, where, sum_pos, sum_neg, pos_sorted, pos_index
+
+
+@jit
+def positive_mask(labels, out):
+    """``out[k] = labels[k] == 1`` for labels in {1, 0, -1}; the index of another value, or -1."""
+    for k in range(labels.size):
+        y = labels[k]
+        if y == 1:
+            out[k] = 1
+        elif y == 0 or y == -1:
+            out[k] = 0
+        else:
+            return k
+    return -1
 
 
 @jit_generic

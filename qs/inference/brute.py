@@ -10,23 +10,32 @@ import itertools
 
 import numpy as np
 
+from qs.inference._core import finish, scan_and_gather
+from qs.inference._prepare import raise_for
+
 MAX_ASSIGNMENTS = 10**6
 
 
-def brute_neg_ranks(ctx):
-    """Ranks (input order of negatives) of the best of all (P+1)^N assignments."""
-    n_pos, n_neg = ctx.n_pos, ctx.n_neg
+def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+    """The best of all (P+1)^N assignments of ranks to the negatives."""
+    n_neg = neg_rank.size
     if (n_pos + 1) ** n_neg > MAX_ASSIGNMENTS:
         raise ValueError(
             f"method 'brute' enumerates (P+1)^N = {n_pos + 1}^{n_neg} rank assignments and "
             f"refuses more than {MAX_ASSIGNMENTS:.0e}; use it on small inputs only, or another method."
         )
-    neg = ctx.negatives()
+    neg = np.empty(n_neg)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, neg)
+    raise_for(err, where, scores)
     ranks = np.array(list(itertools.product(range(1, n_pos + 2), repeat=n_neg)), dtype=np.int64)
     places = np.arange(1, n_pos + 1)
     above = places[None, None, :] < ranks[:, :, None]  # positive k above negative y
     n_above = (~above).sum(axis=1)  # negatives above each positive
-    diff = ctx.pos_sorted[None, None, :] - neg[None, :, None]
+    diff = pos_sorted[None, None, :] - neg[None, :, None]
     f = np.where(above, diff, -diff).sum(axis=(1, 2)) / (n_pos * n_neg)
-    objective = ctx.loss.value(n_above) + f
-    return ranks[int(np.argmax(objective))]
+    best = ranks[int(np.argmax(loss.value(n_above) + f))]
+    neg_rank[:] = best
+    coef[is_pos == 0] = (n_pos + 2 - 2 * best) * (1.0 / (n_pos * n_neg))
+    rank_count = np.bincount(best, minlength=n_pos + 2)
+    return finish(rank_count, float(coef[is_pos == 0] @ neg), pos_sorted, pos_index, n_neg, coef,
+                  sum_pos, sum_neg)

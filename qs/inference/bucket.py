@@ -19,12 +19,16 @@ import numpy as np
 
 from qs._numba import bind, jit, jit_generic
 from qs.inference._core import (
+    OK,
     bucket_of,
     canonical_ties,
+    failed,
+    finish,
     new_stack,
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
+    scan_input,
 )
 
 
@@ -93,9 +97,13 @@ def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n
 
 
 @jit_generic
-def _bucket_ranks(inc, params, count, low, scale, neg_min, neg_max, scores, is_pos, n_pos, n_neg,
-                  pos_sorted, neg_rank, coef):
-    n_buckets = count.size
+def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
+    n_neg = scores.size - n_pos
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, neg_min, neg_max, low, scale, count = (
+        scan_input(scores, is_pos, n_pos, n_buckets)
+    )
+    if err != OK:
+        return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
     order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, neg_min, neg_max)
@@ -145,7 +153,7 @@ def _bucket_ranks(inc, params, count, low, scale, neg_min, neg_max, scores, is_p
         coef[g_index[g]] = c
         dot += c * g_score[g]
         rank_count[r] += 1
-    return rank_count, dot
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
 def n_buckets_for(n):
@@ -154,8 +162,8 @@ def n_buckets_for(n):
     return int(min(1 << 16, max(16, n // 4)))
 
 
-def bucket_ranks(ctx):
-    """Ranks of all negatives by score buckets, sorting none of them (the Context must have
-    counted the histogram: ``Context(..., n_buckets=n_buckets_for(n))``)."""
-    return bind(_bucket_ranks, ctx.kernel)(ctx.params, ctx.bucket_count, ctx.bucket_low,
-                                           ctx.bucket_scale, ctx.neg_min, ctx.neg_max, *ctx.data)
+def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+    """Ranks of all negatives by score buckets, sorting none of them."""
+    params = loss.prepare(n_pos, neg_rank.size)
+    return bind(_bucket, loss.kernel)(params, scores, is_pos, n_pos, n_buckets_for(scores.size),
+                                      neg_rank, coef)

@@ -13,18 +13,29 @@ import numpy as np
 
 from qs._numba import bind, jit_generic
 from qs.inference._core import (
+    OK,
     canonical_ties,
+    failed,
+    finish,
     finish_pairs,
     finish_working,
     new_stack,
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
+    scan_input,
 )
+from qs.inference._prepare import run_sorted
 
 
 @jit_generic
-def _qs(inc, params, v, idx, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
+def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
+    n_neg = scores.size - n_pos
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _, _ = scan_input(
+        scores, is_pos, n_pos, 0
+    )
+    if err != OK:
+        return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
     q = 0
@@ -36,25 +47,29 @@ def _qs(inc, params, v, idx, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_r
     opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos,
                        new_stack())
     canonical_ties(v, idx, rk, 0, n_neg - 1)
-    return finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
 @jit_generic
-def _sort_dc(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
+def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+             sum_pos, sum_neg):
+    n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    opt_ranks_sorted(v, rk, 0, v.size - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    opt_ranks_sorted(v, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
-def qs_ranks(ctx):
+def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """Algorithm 1 (OptRanks) on a copy of the negatives, partitioned in place."""
-    n = ctx.n_neg
+    n = neg_rank.size
+    params = loss.prepare(n_pos, n)
     work = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    return bind(_qs, ctx.kernel)(ctx.params, *work, *ctx.data)
+    return bind(_qs, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef, *work)
 
 
-def sort_dc_ranks(ctx):
+def sort_dc_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """np.sort of the negatives, then the same divide and conquer over ranks."""
-    rk = np.empty(ctx.n_neg, dtype=np.int64)
-    return bind(_sort_dc, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)
+    return run_sorted(_sort_dc, loss, scores, is_pos, n_pos, neg_rank, coef)

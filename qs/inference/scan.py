@@ -6,22 +6,23 @@ cost O(NP + N log N); they share one kernel, written as carefully as the fast me
 that a ratio of times measures the algorithms.
 """
 
-import numpy as np
-
-from qs._numba import bind, jit_generic
-from qs.inference._core import best_rank, finish_working, positive_steps
+from qs._numba import jit_generic
+from qs.inference._core import best_rank, finish, finish_working, positive_steps
+from qs.inference._prepare import run_sorted
 
 
 @jit_generic
-def _scan_sorted(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
+def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+                 sum_pos, sum_neg):
+    n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
     for m in range(v.size):
         rk[m] = best_rank(inc, params, n_pos, c2, spos, v[m], m + 1, 1, n_pos + 1)
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
-def scan_ranks(ctx):
+def scan_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """Every negative tries every rank (the Yue / Chakrabarti baseline)."""
-    rk = np.empty(ctx.n_neg, dtype=np.int64)
-    return bind(_scan_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)
+    return run_sorted(_scan_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

@@ -7,14 +7,15 @@ sign of the increment. Past ``q`` the ranks are scanned. Negatives are sorted fi
 O(N log N + N log P + P^2).
 """
 
-import numpy as np
-
-from qs._numba import bind, jit_generic
-from qs.inference._core import best_rank, finish_working, positive_steps
+from qs._numba import jit_generic
+from qs.inference._core import best_rank, finish, finish_working, positive_steps
+from qs.inference._prepare import run_sorted
 
 
 @jit_generic
-def _search_sorted(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted, neg_rank, coef):
+def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+                   sum_pos, sum_neg):
+    n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
     for m in range(v.size):
@@ -34,10 +35,10 @@ def _search_sorted(inc, params, v, rk, scores, is_pos, n_pos, n_neg, pos_sorted,
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
-    return finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
-def search_ranks(ctx):
+def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """Binary search per negative over the concave part of its AP objective."""
-    rk = np.empty(ctx.n_neg, dtype=np.int64)
-    return bind(_search_sorted, ctx.kernel)(ctx.params, ctx.sorted_negatives(), rk, *ctx.data)
+    return run_sorted(_search_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

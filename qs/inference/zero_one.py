@@ -7,12 +7,15 @@ loss. Returned in the same shape as the ranking methods so one solver trains all
 O(n), one pass.
 """
 
+import numpy as np
+
 from qs._numba import jit
+from qs.inference._core import NOT_FINITE, OK
 
 
 @jit
 def zero_one_lai(scores, is_pos, coef):
-    """Fill ``coef``; return (loss, sum of coef * score, ground-truth F)."""
+    """Fill ``coef``; return (error, error_index, loss, sum of coef * score, ground-truth F)."""
     n = scores.size
     h = 0.5 / n
     flipped = 0
@@ -21,6 +24,8 @@ def zero_one_lai(scores, is_pos, coef):
     for k in range(n):
         y = 1.0 if is_pos[k] else -1.0
         s = scores[k]
+        if not np.isfinite(s):
+            return NOT_FINITE, k, 0.0, 0.0, 0.0
         if 1.0 - y * s > 0.0:
             c = -y * h
             flipped += 1
@@ -29,4 +34,4 @@ def zero_one_lai(scores, is_pos, coef):
         coef[k] = c
         dot += c * s
         truth += y * h * s
-    return flipped / n, dot, truth
+    return OK, -1, flipped / n, dot, truth
