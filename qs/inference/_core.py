@@ -66,7 +66,7 @@ def scan_input(scores, is_pos, n_pos, n_buckets):
     low, scale = _sample_range(scores, n_buckets) if n_buckets > 0 else (0.0, 0.0)
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
-    count = np.zeros(n_buckets, dtype=np.int64)
+    count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
     top = n_buckets - 1
     sum_pos = 0.0
     sum_neg = 0.0
@@ -173,30 +173,23 @@ def _sort_pairs_descending(v, idx, lo, hi):
 
 
 @jit
-def _partition_pairs(v, idx, lo, hi):
-    """Hoare partition of ``v[lo..hi]`` (descending) around the median of three, moving
-    ``idx`` along. Returns (pivot, j, i): ``v[lo..j] >= pivot >= v[i..hi]``, and the values
-    strictly between ``j`` and ``i`` (if any) equal the pivot; both parts are shorter than
-    the block."""
-    mid = (lo + hi) >> 1
-    if v[lo] < v[mid]:
-        v[lo], v[mid], idx[lo], idx[mid] = v[mid], v[lo], idx[mid], idx[lo]
-    if v[mid] < v[hi]:
-        v[mid], v[hi], idx[mid], idx[hi] = v[hi], v[mid], idx[hi], idx[mid]
-        if v[lo] < v[mid]:
-            v[lo], v[mid], idx[lo], idx[mid] = v[mid], v[lo], idx[mid], idx[lo]
-    pivot = v[mid]
-    i, j = lo, hi
-    while i <= j:
-        while v[i] > pivot:
-            i += 1
-        while v[j] < pivot:
-            j -= 1
-        if i <= j:
-            v[i], v[j], idx[i], idx[j] = v[j], v[i], idx[j], idx[i]
-            i += 1
-            j -= 1
-    return pivot, j, i
+def _median_of_three(v, lo, hi):
+    a, b, c = v[lo], v[(lo + hi) >> 1], v[hi]
+    return max(min(a, b), min(max(a, b), c))
+
+
+@jit
+def _partition_pairs(v, idx, lo, hi, pivot, strict):
+    """Move the values of ``v[lo..hi]`` above ``pivot`` (``strict``) or at least ``pivot``
+    to the front, ``idx`` along; return where the rest starts. Branch-free (Lomuto): the
+    comparison feeds an index instead of a jump, so random data costs no mispredictions."""
+    i = lo
+    for k in range(lo, hi + 1):
+        x, ix = v[k], idx[k]
+        v[k], idx[k] = v[i], idx[i]
+        v[i], idx[i] = x, ix
+        i += (x > pivot) if strict else (x >= pivot)
+    return i
 
 
 @jit_generic
@@ -229,6 +222,13 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
         top += 2
 
 
+@jit
+def _push(stack, top, a, b, r_lo, r_hi, is_sorted):
+    stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = a, b, r_lo, r_hi
+    stack[top, 4] = is_sorted
+    return top + 1
+
+
 @jit_generic
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
                        stack):
@@ -237,14 +237,14 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three)
     rather than at its exact median: the block's part above ``p`` has ranks at most
-    ``r(p, last place of that part)``, the part below at least ``r(p, first place of it)``,
-    so two rank evaluations split the rank interval. Small blocks are sorted and split at
-    their middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
+    ``r(p, last place of that part)``, the rest at least ``r(p, first place of it)``, so two
+    rank evaluations split the rank interval. When nothing is above ``p``, the values equal
+    to it form a sorted block of their own. Small blocks are sorted and split at their
+    middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
     non-decreasing along ``v`` at the end. ``stack`` is scratch space from
     :func:`new_stack`.
     """
-    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
-    top = 1
+    top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
     while top > 0:
         top -= 1
         a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
@@ -260,20 +260,20 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             m = (a + b) >> 1
             rm = best_rank(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
             rk[m] = rm
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = a, m - 1, ra, rm, 1
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = m + 1, b, rm
-            stack[top + 1, 3], stack[top + 1, 4] = rb, 1
-            top += 2
+            top = _push(stack, top, a, m - 1, ra, rm, 1)
+            top = _push(stack, top, m + 1, b, rm, rb, 1)
             continue
-        p, j, i = _partition_pairs(v, idx, a, b)
-        r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + j + 1, ra, rb)
-        r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
-        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = j + 1, i - 1, r_above, r_below, 1
-        stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = a, j, ra
-        stack[top + 1, 3], stack[top + 1, 4] = r_above, 0
-        stack[top + 2, 0], stack[top + 2, 1], stack[top + 2, 2] = i, b, r_below
-        stack[top + 2, 3], stack[top + 2, 4] = rb, 0
-        top += 3
+        p = _median_of_three(v, a, b)
+        i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
+        if i > a:
+            r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
+            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
+            top = _push(stack, top, a, i - 1, ra, r_above, 0)
+        else:  # nothing above p: the values equal to p come first, a sorted block
+            i = _partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
+            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, ra, rb)
+            top = _push(stack, top, a, i - 1, ra, r_below, 1)
+        top = _push(stack, top, i, b, r_below, rb, 0)
 
 
 @jit

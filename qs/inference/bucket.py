@@ -69,11 +69,10 @@ def _corners(count, low, scale, neg_min, neg_max):
 def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather,
                  neg_rank, coef):
     """Input-order pass: negatives of settled buckets get rank and coefficient; the others
-    are gathered (score, input index, ordinal), bucket by bucket, in input order."""
+    are gathered (score, input index), bucket by bucket, in input order."""
     top = settled.size - 1
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
-    g_place = np.empty(n_gather, dtype=np.int64)
     fill = gather_at.copy()
     dot = 0.0
     q = 0
@@ -90,10 +89,10 @@ def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n
             dot += c * s
         else:
             p = fill[b]
-            g_score[p], g_index[p], g_place[p] = s, k, q
+            g_score[p], g_index[p] = s, k
             fill[b] = p + 1
         q += 1
-    return g_score, g_index, g_place, dot
+    return g_score, g_index, dot
 
 
 @jit_generic
@@ -115,7 +114,7 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
                      n_pos, c2, spos)
 
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    settled = np.zeros(n_buckets, dtype=np.int64)
+    settled = np.zeros(n_buckets, dtype=np.int32)
     gather_at = np.zeros(n_buckets, dtype=np.int64)
     n_gather = 0
     for t in range(n_full):
@@ -127,13 +126,12 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
             gather_at[b] = n_gather
             n_gather += count[b]
     coef_of_rank = (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
-    g_score, g_index, g_place, dot = _settle_pass(
+    work, idx, dot = _settle_pass(
         scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather, neg_rank, coef
     )
 
-    # Algorithm 1 inside each gathered bucket (gathered in input order within a bucket)
-    work = g_score.copy()
-    idx = np.arange(n_gather)
+    # Algorithm 1 inside each gathered bucket, in place; idx (input indices, increasing
+    # within a bucket as gathered) moves along and breaks ties
     rk = np.empty(n_gather, dtype=np.int64)
     stack = new_stack()
     for t in range(n_full):
@@ -145,13 +143,15 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         opt_ranks_unsorted(work, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
                            inc, params, n_pos, c2, spos, stack)
         canonical_ties(work, idx, rk, lo, hi)
+    positives_in_order = np.sort(pos_index)
     for p in range(n_gather):
-        g = idx[p]
+        k = idx[p]
         r = rk[p]
-        neg_rank[g_place[g]] = r
+        # a negative's place among the negatives: its index less the positives before it
+        neg_rank[k - np.searchsorted(positives_in_order, k)] = r
         c = coef_of_rank[r]
-        coef[g_index[g]] = c
-        dot += c * g_score[g]
+        coef[k] = c
+        dot += c * work[p]
         rank_count[r] += 1
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
