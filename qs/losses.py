@@ -112,11 +112,16 @@ class NDCGLoss(QSLoss):
         return self._table(n_pos, n_neg)
 
     @functools.lru_cache(maxsize=8)
+    def _ideal(self, n_pos):
+        """C = sum_{k<=P} D(k), the DCG of a perfect ranking."""
+        return float(self.discount(np.arange(1, n_pos + 1)).sum())
+
+    @functools.lru_cache(maxsize=8)
     def _table(self, n_pos, n_neg):
         d = self.discount(np.arange(1, n_pos + n_neg + 2))
         table = np.empty(n_pos + n_neg + 1)
         table[0] = 0.0
-        table[1:] = np.diff(d) / d[:n_pos].sum()
+        table[1:] = np.diff(d) / self._ideal(n_pos)
         table.flags.writeable = False
         return table
 
@@ -125,9 +130,9 @@ class NDCGLoss(QSLoss):
 
     def value(self, n_above):
         n = np.asarray(n_above, dtype=np.float64)
-        k = np.arange(1, n.shape[-1] + 1, dtype=np.float64)
-        d = self.discount
-        return _scalar(np.sum(d(k) - d(k + n), axis=-1) / d(k).sum())
+        n_pos = n.shape[-1]
+        k = np.arange(1, n_pos + 1, dtype=np.float64)
+        return _scalar(1.0 - np.sum(self.discount(k + n), axis=-1) / self._ideal(n_pos))
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
