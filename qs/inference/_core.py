@@ -12,9 +12,12 @@ sums of these increments, and evaluates them with the same expression
 that all methods compare the same floating-point numbers.
 
 Ties among negatives: the one earlier in the input takes the smaller place ``j`` (so a rank
-no larger). Methods that partition or sort score values without their indices produce
-"rank segments" (:func:`rank_entries`), and :func:`assign_by_value` gives the ranks back to
-the negatives in input order, applying that rule to tied scores that straddle a rank change.
+no larger). Ranks go back to the negatives in one of two ways. ``qs`` and ``bucket`` move
+each negative's index along with its score and apply the rule with :func:`canonical_ties`.
+The methods that sort scores alone with ``np.sort`` (faster than sorting indices) summarise
+the sorted scores as rank segments (:func:`rank_entries`) and give each negative, in input
+order, the rank of its score (:func:`assign_by_value`), applying the rule where tied scores
+straddle a rank change.
 """
 
 import numpy as np
@@ -421,45 +424,9 @@ def positive_steps(pos_sorted, c2):
 
 
 @jit
-def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
-    """Ranks found on a working array ``v`` (``rk`` non-decreasing along it) given back to
-    the negatives in input order: fills ``neg_rank`` and the negatives' ``coef``; returns
-    (negatives per rank, sum of coef * score over the negatives)."""
-    n_ent = min(n_pos + 1, v.size)
-    ent_rank = np.empty(n_ent, dtype=np.int64)
-    ent_lo = np.empty(n_ent)
-    ent_hi = np.empty(n_ent)
-    ent_eq_lo = np.empty(n_ent, dtype=np.int64)
-    ent_eq_hi = np.empty(n_ent, dtype=np.int64)
-    n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
-    left_lo = ent_eq_lo[:n_ent].copy()
-    left_hi = ent_eq_hi[:n_ent].copy()
-    cursor = np.arange(n_ent)
-    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
-    q = 0
-    for k in range(scores.size):
-        if is_pos[k]:
-            continue
-        s = scores[k]
-        r = assign_by_value(s, 0, n_ent, ent_rank, ent_lo, ent_hi, left_lo, left_hi, cursor)
-        neg_rank[q] = r
-        c = (n_pos + 2 - 2 * r) * inv
-        coef[k] = c
-        dot += c * s
-        rank_count[r] += 1
-        q += 1
-    return rank_count, dot
-
-
-@jit
-def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
-    """Ranks found on a working array whose ``idx`` are the negatives' ordinals, given back
-    in input order: fills ``neg_rank`` and the negatives' ``coef``; returns (negatives per
-    rank, sum of coef * score over the negatives)."""
-    for p in range(idx.size):
-        neg_rank[idx[p]] = rk[p]
+def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef):
+    """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
+    coef * score over the negatives)."""
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
@@ -474,3 +441,35 @@ def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
         rank_count[r] += 1
         q += 1
     return rank_count, dot
+
+
+@jit
+def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
+    """Ranks found on the sorted scores ``v`` given back to the negatives by value, in input
+    order; then :func:`negative_coefficients`."""
+    n_ent = min(n_pos + 1, v.size)
+    ent_rank = np.empty(n_ent, dtype=np.int64)
+    ent_lo = np.empty(n_ent)
+    ent_hi = np.empty(n_ent)
+    ent_eq_lo = np.empty(n_ent, dtype=np.int64)
+    ent_eq_hi = np.empty(n_ent, dtype=np.int64)
+    n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
+    left_lo = ent_eq_lo[:n_ent].copy()
+    left_hi = ent_eq_hi[:n_ent].copy()
+    cursor = np.arange(n_ent)
+    q = 0
+    for k in range(scores.size):
+        if not is_pos[k]:
+            neg_rank[q] = assign_by_value(scores[k], 0, n_ent, ent_rank, ent_lo, ent_hi,
+                                          left_lo, left_hi, cursor)
+            q += 1
+    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)
+
+
+@jit
+def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
+    """Ranks found on a working array whose ``idx`` are the negatives' ordinals, scattered
+    back to input order; then :func:`negative_coefficients`."""
+    for p in range(idx.size):
+        neg_rank[idx[p]] = rk[p]
+    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)
