@@ -25,6 +25,14 @@ def _scalar(x):
     return float(x) if np.ndim(x) == 0 else x
 
 
+@functools.lru_cache(maxsize=8)
+def _places(n_pos):
+    """1, 2, ..., P as floats (read-only, shared)."""
+    k = np.arange(1.0, n_pos + 1.0)
+    k.flags.writeable = False
+    return k
+
+
 class QSLoss:
     """Protocol of a QS-suitable loss.
 
@@ -77,8 +85,8 @@ class APLoss(QSLoss):
 
     def value(self, n_above):
         n = np.asarray(n_above, dtype=np.float64)
-        k = np.arange(1, n.shape[-1] + 1, dtype=np.float64)
-        return _scalar(np.sum(n / (k + n), axis=-1) / n.shape[-1])
+        n_pos = n.shape[-1]
+        return _scalar(np.sum(n / (_places(n_pos) + n), axis=-1) / n_pos)
 
 
 @jit
@@ -131,8 +139,7 @@ class NDCGLoss(QSLoss):
     def value(self, n_above):
         n = np.asarray(n_above, dtype=np.float64)
         n_pos = n.shape[-1]
-        k = np.arange(1, n_pos + 1, dtype=np.float64)
-        return _scalar(1.0 - np.sum(self.discount(k + n), axis=-1) / self._ideal(n_pos))
+        return _scalar(1.0 - np.sum(self.discount(_places(n_pos) + n), axis=-1) / self._ideal(n_pos))
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
