@@ -157,9 +157,9 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     best_f = 0.0
     for i in range(lo, hi):
         f += spos[i] - cs + inc(j, i, n_pos, params)
-        if f >= best_f:
-            best_f = f
-            best = i + 1
+        better = f >= best_f  # selects, not jumps: the running maximum is unpredictable
+        best = i + 1 if better else best
+        best_f = f if better else best_f
     return best
 
 
