@@ -64,8 +64,7 @@ SPEC_KEYS = {
     "total": ("neg_per_pos", "start", "stop", "points"),
 }
 
-# Built-in defaults, identical to configs/scaling.yaml (a test checks it), used when that
-# file is not beside the code.
+# Built-in defaults: every key a config may set; configs/scaling.yaml overrides a few.
 DEFAULTS = {
     "seed": 0,
     "vary": "negatives",

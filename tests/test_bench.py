@@ -46,7 +46,7 @@ def test_bench_writes_every_output_and_prints_table(quick_run):
 
 def test_bench_csv_has_one_row_per_size_curve_repeat(quick_run):
     out, _ = quick_run
-    spec = yaml.safe_load(DEFAULT_CONFIG.read_text())["presets"]["quick"]["negatives"]
+    spec = scaling.DEFAULTS["presets"]["quick"]["negatives"]
     timings = read(out / "timings.csv")
     assert list(timings.columns) == ["vary", "loss", "curve", "method", "n_pos", "n_neg",
                                      "repeat", "seconds"]
@@ -137,8 +137,10 @@ def test_library_value_error_becomes_a_message(tmp_path, monkeypatch):
     assert "scores contain NaN at index 3" in result.output and "Traceback" not in result.output
 
 
-def test_config_file_spells_out_the_builtin_defaults():
-    assert scaling.load_config(DEFAULT_CONFIG) == scaling.DEFAULTS
+def test_config_file_resolves_to_the_paper_settings():
+    config = scaling.load_config(DEFAULT_CONFIG)
+    assert config["preset"] == "paper" and config["vary"] == "negatives"
+    assert scaling.sizes(config)[0] == (227, 2270)
 
 
 def test_plot_scaling_without_timings_is_an_error(tmp_path):
