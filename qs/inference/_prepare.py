@@ -3,7 +3,7 @@
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, OK, positive_mask, scan_and_gather
+from qs.inference._core import NOT_FINITE, positive_mask, scan_and_gather
 
 
 def as_scores(scores):
