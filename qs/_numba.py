@@ -13,6 +13,9 @@ import numba
 
 jit = numba.njit(cache=True, nogil=True)
 jit_generic = numba.njit(cache=False, nogil=True)
+# Inlined into its callers at numba's level: the rank evaluation runs once per node of
+# every divide and conquer, where a call costs as much as a short scan.
+jit_inline = numba.njit(inline="always", nogil=True)
 
 _bound = {}
 

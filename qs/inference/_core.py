@@ -22,7 +22,7 @@ straddle a rank change.
 
 import numpy as np
 
-from qs._numba import jit, jit_generic
+from qs._numba import jit, jit_generic, jit_inline
 
 # Input errors found inside kernels, as codes turned into messages by the Python API.
 OK, NOT_FINITE = 0, 1
@@ -148,7 +148,7 @@ def positive_mask(labels, out):
     return -1
 
 
-@jit_generic
+@jit_inline
 def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j)."""
     cs = c2 * s
