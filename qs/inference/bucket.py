@@ -69,10 +69,12 @@ def _corners(count, low, scale, neg_min, neg_max):
 def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather,
                  neg_rank, coef):
     """Input-order pass: negatives of settled buckets get rank and coefficient; the others
-    are gathered (score, input index), bucket by bucket, in input order."""
+    are gathered (score, input index, place among the negatives), bucket by bucket, in
+    input order."""
     top = settled.size - 1
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
+    g_place = np.empty(n_gather, dtype=np.int64)
     fill = gather_at.copy()
     dot = 0.0
     q = 0
@@ -89,10 +91,10 @@ def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n
             dot += c * s
         else:
             p = fill[b]
-            g_score[p], g_index[p] = s, k
+            g_score[p], g_index[p], g_place[p] = s, k, q
             fill[b] = p + 1
         q += 1
-    return g_score, g_index, dot
+    return g_score, g_index, g_place, dot
 
 
 @jit_generic
@@ -126,12 +128,13 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
             gather_at[b] = n_gather
             n_gather += count[b]
     coef_of_rank = (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
-    work, idx, dot = _settle_pass(
+    work, g_index, g_place, dot = _settle_pass(
         scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather, neg_rank, coef
     )
 
-    # Algorithm 1 inside each gathered bucket, in place; idx (input indices, increasing
-    # within a bucket as gathered) moves along and breaks ties
+    # Algorithm 1 inside each gathered bucket, scores partitioned in place; idx (gather
+    # positions, in input order within a bucket) moves along and breaks ties
+    idx = np.arange(n_gather)
     rk = np.empty(n_gather, dtype=np.int64)
     stack = new_stack()
     for t in range(n_full):
@@ -143,14 +146,12 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         opt_ranks_unsorted(work, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
                            inc, params, n_pos, c2, spos, stack)
         canonical_ties(work, idx, rk, lo, hi)
-    positives_in_order = np.sort(pos_index)
     for p in range(n_gather):
-        k = idx[p]
+        g = idx[p]
         r = rk[p]
-        # a negative's place among the negatives: its index less the positives before it
-        neg_rank[k - np.searchsorted(positives_in_order, k)] = r
+        neg_rank[g_place[g]] = r
         c = coef_of_rank[r]
-        coef[k] = c
+        coef[g_index[g]] = c
         dot += c * work[p]
         rank_count[r] += 1
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
