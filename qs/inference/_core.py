@@ -33,11 +33,11 @@ def bucket_of(s, low, scale, top):
     """Bucket ``0..top`` of score ``s``: ``floor((s - low) * scale)``, clamped (also for
     scores outside the range the buckets were laid over)."""
     x = (s - low) * scale
-    if x < 1.0:
-        return 0
     if x >= top:
         return top
-    return int(x)
+    if x >= 1.0:
+        return int(x)
+    return 0  # also when x is NaN (an overflowed difference times a zero scale)
 
 
 @jit
@@ -153,13 +153,12 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j)."""
     cs = c2 * s
     best = lo
-    f = 0.0
-    best_f = 0.0
-    for i in range(lo, hi):
-        f += spos[i] - cs + inc(j, i, n_pos, params)
-        better = f >= best_f  # selects, not jumps: the running maximum is unpredictable
+    gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
+    for i in range(lo, hi):  # small increments are not absorbed by a large running total
+        gain += spos[i] - cs + inc(j, i, n_pos, params)
+        better = gain >= 0.0  # selects, not jumps: the running maximum is unpredictable
         best = i + 1 if better else best
-        best_f = f if better else best_f
+        gain = 0.0 if better else gain
     return best
 
 
