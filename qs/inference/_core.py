@@ -156,9 +156,9 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
     for i in range(lo, hi):  # small increments are not absorbed by a large running total
         gain += spos[i] - cs + inc(j, i, n_pos, params)
-        better = gain >= 0.0  # selects, not jumps: the running maximum is unpredictable
-        best = i + 1 if better else best
-        gain = 0.0 if better else gain
+        if gain >= 0.0:
+            best = i + 1
+            gain = 0.0
     return best
 
 
