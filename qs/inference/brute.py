@@ -3,7 +3,9 @@
 Tries every assignment of interleaving ranks to the negatives, each negative on its own
 (not assuming that the optimum keeps negatives in score order), with positives in score
 order, and computes the objective from its definition: the loss of the interleaving plus
-``F = (1/PN) sum_{x positive, y negative} R_xy (s_x - s_y)``.
+``F = (1/PN) sum_{x positive, y negative} R_xy (s_x - s_y)``. When several assignments
+share the best objective it returns the first enumerated, so compare its objective, and its
+ranks only where the optimum is unique.
 """
 
 import itertools
