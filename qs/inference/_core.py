@@ -59,12 +59,13 @@ def _sample_range(scores, n_buckets):
 
 @jit
 def scan_input(scores, is_pos, n_pos, n_buckets):
-    """One pass: finiteness, sums, the negatives' range, the positives and, when
-    ``n_buckets > 0``, the histogram of the negatives over buckets laid over the range of
-    a sample (see :func:`bucket_of`; scores beyond it go to the end buckets).
+    """One pass: finiteness, sums, the positives and, when ``n_buckets > 0``, the histogram
+    of the negatives over buckets laid over the range of a sample (see :func:`bucket_of`;
+    scores beyond it go to the end buckets, whose extreme members are recorded).
 
-    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index, neg_min, neg_max,
-    low, scale, count): the positives by descending score, ties in input order.
+    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index, ends, low, scale,
+    count): the positives by descending score, ties in input order; ``ends`` the smallest
+    and largest negative of the first bucket, then of the last.
     """
     low, scale = _sample_range(scores, n_buckets) if n_buckets > 0 else (0.0, 0.0)
     pos_values = np.empty(n_pos)
@@ -73,14 +74,12 @@ def scan_input(scores, is_pos, n_pos, n_buckets):
     top = n_buckets - 1
     sum_pos = 0.0
     sum_neg = 0.0
-    neg_min = np.inf
-    neg_max = -np.inf
+    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
     p = 0
     for k in range(scores.size):
         s = scores[k]
         if not np.isfinite(s):
-            return (NOT_FINITE, k, 0.0, 0.0, pos_values, pos_index, 0.0, 0.0, low, scale,
-                    count)
+            return NOT_FINITE, k, 0.0, 0.0, pos_values, pos_index, ends, low, scale, count
         if is_pos[k]:
             pos_values[p] = s
             pos_index[p] = k
@@ -88,13 +87,15 @@ def scan_input(scores, is_pos, n_pos, n_buckets):
             sum_pos += s
         else:
             sum_neg += s
-            neg_min = min(neg_min, s)
-            neg_max = max(neg_max, s)
             if n_buckets > 0:
-                count[bucket_of(s, low, scale, top)] += 1
+                b = bucket_of(s, low, scale, top)
+                count[b] += 1
+                if b == 0 or b == top:
+                    e = 0 if b == 0 else 2
+                    ends[e] = min(ends[e], s)
+                    ends[e + 1] = max(ends[e + 1], s)
     order = np.argsort(-pos_values, kind="mergesort")
-    return (OK, -1, sum_pos, sum_neg, pos_values[order], pos_index[order], neg_min, neg_max,
-            low, scale, count)
+    return OK, -1, sum_pos, sum_neg, pos_values[order], pos_index[order], ends, low, scale, count
 
 
 @jit
@@ -122,7 +123,7 @@ def failed(err, where):
 def scan_and_gather(scores, is_pos, n_pos, out):
     """:func:`scan_input` without buckets, and the negatives' scores written into ``out``
     (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _, _ = scan_input(
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _ = scan_input(
         scores, is_pos, n_pos, 0
     )
     if err == OK:

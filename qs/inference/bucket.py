@@ -33,17 +33,18 @@ from qs.inference._core import (
 
 
 @jit
-def _corners(count, low, scale, neg_min, neg_max):
+def _corners(count, low, scale, ends):
     """Non-empty buckets in descending score order, their first places, and their corners.
 
-    Edges are widened by a few rounding errors so that every member lies within them, and
-    kept within the negatives' exact range (the end buckets also hold scores beyond the
-    range the buckets were laid over).
+    Inner edges are widened by a few rounding errors so that every member lies within them;
+    the outer edges of the end buckets are their recorded extreme members (they also hold
+    the scores beyond the range the buckets were laid over).
     """
     n_buckets = count.size
-    slack = 8.0 * np.finfo(np.float64).eps * (abs(low) + abs(neg_min) + abs(neg_max)
-                                              + (n_buckets / scale if scale > 0.0 else 0.0))
-    order = n_buckets - 1 - np.flatnonzero(count[::-1])
+    top = n_buckets - 1
+    width = n_buckets / scale if scale > 0.0 else 0.0
+    slack = 8.0 * np.finfo(np.float64).eps * (abs(low) + abs(low + width) + width)
+    order = top - np.flatnonzero(count[::-1])
     first = np.empty(order.size, dtype=np.int64)
     top_s = np.empty(order.size)
     top_j = np.empty(order.size, dtype=np.int64)
@@ -53,12 +54,16 @@ def _corners(count, low, scale, neg_min, neg_max):
     for t in range(order.size):
         b = order[t]
         first[t] = placed
-        top_s[t], bottom_s[t] = neg_max, neg_min
-        if scale > 0.0:
-            if b < n_buckets - 1:
-                top_s[t] = min(low + (b + 1) / scale + slack, neg_max)
-            if b > 0:
-                bottom_s[t] = max(low + b / scale - slack, neg_min)
+        if b == 0:  # all of them when scale is 0
+            top_s[t], bottom_s[t] = ends[1], ends[0]
+            if scale > 0.0 and top > 0:
+                top_s[t] = min(low + 1.0 / scale + slack, ends[1])
+        elif b == top:
+            top_s[t] = ends[3]
+            bottom_s[t] = max(low + b / scale - slack, ends[2])
+        else:
+            top_s[t] = low + (b + 1) / scale + slack
+            bottom_s[t] = low + b / scale - slack
         top_j[t] = placed + 1
         placed += count[b]
         bottom_j[t] = placed
@@ -100,14 +105,14 @@ def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n
 @jit_generic
 def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     n_neg = scores.size - n_pos
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, neg_min, neg_max, low, scale, count = (
-        scan_input(scores, is_pos, n_pos, n_buckets)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, ends, low, scale, count = scan_input(
+        scores, is_pos, n_pos, n_buckets
     )
     if err != OK:
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, neg_min, neg_max)
+    order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
     n_full = order.size
     top_r = np.empty(n_full, dtype=np.int64)
     bottom_r = np.empty(n_full, dtype=np.int64)

@@ -31,7 +31,7 @@ from qs.inference._prepare import run_sorted
 @jit_generic
 def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     n_neg = scores.size - n_pos
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _, _ = scan_input(
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _ = scan_input(
         scores, is_pos, n_pos, 0
     )
     if err != OK:

@@ -1,0 +1,139 @@
+"""The structured SVM seen by the solvers: validated data and the most-violated-constraint oracle.
+
+Primal (1-slack): ``min_w 1/2 |w|^2 + C xi`` s.t. ``w . a_R >= Delta_R - xi`` for every
+labelling ``R``, with ``a_R = X^T (coef* - coef_R)`` (``Psi(X, R*) - Psi(X, R)``). One
+:func:`qs.inference.lai` call at ``scores = X w`` returns the most violated ``R``; its slack
+``xi(w) = objective - ground_truth_F`` is the hinge term of the primal.
+"""
+
+import numbers
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_array
+
+from qs.inference import lai
+from qs.inference._prepare import as_positive_mask, check_counts
+from qs.losses import QSLoss
+
+
+def ground_truth_coef(is_pos, loss):
+    """Coefficients of ``Psi(X, R*) = sum_k coef*_k x_k`` for the true labelling.
+
+    Ranking losses (``Psi = 1/(PN) sum R_xy (x - y)`` with every positive above every
+    negative): ``1/P`` on positives, ``-1/N`` on negatives. Loss "01"
+    (``Psi = sum_k y_k x_k / (2n)``): ``y_k / (2n)`` with ``y`` in {-1, 1}.
+    """
+    is_pos = np.asarray(is_pos, dtype=bool)
+    if loss == "01":
+        return np.where(is_pos, 0.5, -0.5) / is_pos.size
+    n_pos = np.count_nonzero(is_pos)
+    return np.where(is_pos, 1.0 / n_pos, -1.0 / (is_pos.size - n_pos))
+
+
+class Progress(NamedTuple):
+    """What a solver's ``callback`` receives after each iteration."""
+
+    iteration: int
+    objective: float
+    gap: float
+
+
+@dataclass(frozen=True)
+class SolverResult:
+    """Outcome of a solver.
+
+    w : the weights returned.
+    objective : primal ``1/2 |w|^2 + C xi(w)`` at each iteration's iterate (last: at ``w``).
+    gap : duality gap ``primal - dual`` at each iteration (an upper bound on the primal's
+        distance to the optimum).
+    lai_times : wall time of every LAI call (``time.perf_counter``), in call order.
+    n_iter, converged : iterations run; whether the tolerance was met before ``max_iter``.
+    """
+
+    w: np.ndarray
+    objective: np.ndarray
+    gap: np.ndarray
+    lai_times: np.ndarray
+    n_iter: int
+    converged: bool
+
+    @property
+    def lai_calls(self):
+        return self.lai_times.size
+
+    @property
+    def lai_time(self):
+        """Total LAI wall time (s)."""
+        return float(self.lai_times.sum())
+
+    @property
+    def lai_time_per_call(self):
+        """Mean LAI wall time per call (s)."""
+        return self.lai_time / self.lai_calls
+
+
+class Problem:
+    """Validated data of one structured SVM, its oracle :meth:`most_violated`, and the record
+    of a solver's run (LAI times, objective and gap per iteration)."""
+
+    def __init__(self, X, labels, *, C, loss, method, tol, max_iter, callback):
+        self.X = _check_X(X)
+        n = self.X.shape[0]
+        self.is_pos = as_positive_mask(labels, n).astype(bool)
+        check_counts(int(self.is_pos.sum()), int(n - self.is_pos.sum()))
+        if not (isinstance(loss, QSLoss) or loss in ("ap", "ndcg", "01")):
+            raise ValueError(f"loss must be 'ap', 'ndcg', '01' or a QSLoss; got {loss!r}.")
+        self.C = _check_positive("C", C)
+        self.tol = _check_positive("tol", tol, allow_zero=True)
+        if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
+        self.max_iter = int(max_iter)
+        self.loss, self.method = loss, method
+        self.coef_true = ground_truth_coef(self.is_pos, loss)
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback must be callable or None; got {callback!r}.")
+        self.callback = callback
+        self.lai_times, self.objective, self.gap = [], [], []
+
+    def most_violated(self, w):
+        """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w`` and its slack."""
+        scores = self.X @ w
+        start = time.perf_counter()
+        res = lai(scores, self.is_pos, loss=self.loss, method=self.method)
+        self.lai_times.append(time.perf_counter() - start)
+        a = np.asarray(self.X.T @ (self.coef_true - res.coef)).ravel()
+        return a, res.loss, res.objective - res.ground_truth_F
+
+    def primal(self, w, xi):
+        """``1/2 |w|^2 + C xi``."""
+        return 0.5 * (w @ w) + self.C * xi
+
+    def log(self, objective, gap):
+        """Record one iteration and tell the callback."""
+        self.objective.append(float(objective))
+        self.gap.append(float(gap))
+        if self.callback is not None:
+            self.callback(Progress(len(self.objective), self.objective[-1], self.gap[-1]))
+
+    def result(self, w, converged):
+        return SolverResult(w, np.array(self.objective), np.array(self.gap),
+                            np.array(self.lai_times), len(self.objective), converged)
+
+
+def _check_X(X):
+    if sp.issparse(X):
+        X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
+        return X.tocsr()
+    return check_array(X, dtype=np.float64, order="C", input_name="X")
+
+
+def _check_positive(name, value, allow_zero=False):
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite real number {bound}; got {value!r}.")
+    return float(value)
