@@ -5,6 +5,8 @@ from pathlib import Path
 import click
 
 from pipelines import scaling
+from pipelines._io import write_npz
+from qs import data
 
 # The repository's config; when the package is installed without it, the built-in defaults.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "scaling.yaml"
@@ -60,3 +62,44 @@ def plot_scaling(run_dir):
     except (OSError, ValueError) as err:
         raise click.ClickException(str(err)) from None
     click.echo("\n".join(map(str, paths)))
+
+
+@main.group()
+def load():
+    """Validate a data set, summarise it and cache it."""
+
+
+@load.command("poselet")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--features-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Where the NAME_ID.feature files are [default: beside PATH].")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the validated data to this .npz cache.")
+def load_poselet(path, features_dir, out):
+    """Read the VOC2011 action poselet list file PATH and its feature files."""
+    try:
+        poselet = data.load_poselet(path, feature_dir=features_dir)
+        if out is not None:
+            write_npz(out, data.cache_arrays(poselet))
+    except (OSError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(poselet_summary(poselet))
+    if out is not None:
+        click.echo(f"cache: {out}")
+
+
+def poselet_summary(poselet):
+    """Boxes, images, dimensions, positives per action, sparsity and source, as text."""
+    n_boxes, n_dims = poselet.X.shape
+    labels = poselet.labels
+    n_other = int(((labels < 0) | (labels > len(data.ACTIONS))).sum())
+    lines = [
+        (f"boxes: {n_boxes}   images: {poselet.n_images}   dimensions: {n_dims} "
+         f"({'2404 features + bias' if poselet.bias else 'no bias'})"),
+        (f"ignored (label 0): {int((labels == data.IGNORE).sum())}   other actions: {n_other}   "
+         f"non-zeros: {poselet.X.nnz} ({poselet.X.nnz / max(n_boxes * n_dims, 1):.2%})"),
+        "positives per action:",
+    ]
+    lines += [f"  {k:2d} {name:<18} {count}" for k, (name, count)
+              in enumerate(poselet.positives_per_class().items(), start=1)]
+    return "\n".join(lines + [f"source: {poselet.source}"])

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
 _PACKAGES = ("qsrank", "numpy", "numba", "scipy", "scikit-learn", "pandas",
              "matplotlib", "pyyaml", "tqdm", "click")
 
@@ -37,6 +39,13 @@ def write_text(path, text):
     """Write `text` to `path` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def write_npz(path, arrays):
+    """Write `arrays` to a compressed .npz at `path` atomically."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
 
 
 def _version(package):

@@ -100,7 +100,7 @@ class Problem:
         self.lai_times, self.objective, self.gap = [], [], []
 
     def most_violated(self, w):
-        """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w`` and its slack."""
+        """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack."""
         scores = self.X @ w
         start = time.perf_counter()
         res = lai(scores, self.is_pos, loss=self.loss, method=self.method)

@@ -1,0 +1,226 @@
+"""VOC2011 action poselet features, in the format the AP-SVM papers' released code reads.
+
+List file (whitespace separated, blank lines skipped)::
+
+    N                                              number of images
+    is_fs label name n_candidates                  per image: a header,
+    min_x min_y width height id bbox_label         n_candidates box lines,
+    image_label                                    and the image's label
+
+Each box has one sparse feature file ``NAME_ID.feature`` (in the list file's directory or
+``feature_dir``): 1-based, strictly increasing ``index:value`` pairs, whitespace separated,
+indices 1..2400 the action-poselet activations and 2401..2404 the four object scores. The
+loader appends a constant-1 bias column (column 2405) unless ``bias=False``, so that a linear
+model without intercept (the structured SVM) still learns an offset.
+
+Labels, one integer per box (``bbox_label``): ``k`` in 1..10 names the action ``ACTIONS[k-1]``
+(alphabetical, as the VOC devkit lists them), so that the positives of an action are the boxes
+whose label equals its id and every other box is a negative; ``0`` marks a box to ignore
+(VOC "difficult"), neither positive nor negative for any action. Any other value (e.g. -1 for
+VOC's "other" action) is a negative for all ten. ``is_fs`` and the image labels are checked to
+be integers and not kept: the action experiment works on boxes.
+"""
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"]
+
+ACTIONS = ("jumping", "phoning", "playinginstrument", "reading", "ridingbike",
+           "ridinghorse", "running", "takingphoto", "usingcomputer", "walking")
+IGNORE = 0  # the box label of a "difficult" box, left out of training and evaluation
+N_FEATURES = 2404  # 2400 action-poselet activations + 4 object scores, without the bias
+
+_PAIRS = re.compile(r"\s*(?:\d{1,18}:[^\s:]+\s+)*(?:\d{1,18}:[^\s:]+)?\s*")
+_PAIR = re.compile(r"\d{1,18}:[^\s:]+")
+
+
+@dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
+class PoseletData:
+    """Per-box features and labels of one split; row i of every field is box i."""
+
+    X: sp.csr_matrix  # float64, (n_boxes, 2404 + bias)
+    labels: np.ndarray  # int64 bbox_label: 1..10 action id, 0 ignored, other negative
+    image_names: np.ndarray  # str
+    box_ids: np.ndarray  # int64, the id in NAME_ID.feature
+    boxes: np.ndarray  # float64 (n_boxes, 4): min_x, min_y, width, height
+    source: str  # where the data came from, with checksums
+    bias: bool  # whether the last column of X is the constant-1 bias
+
+    @property
+    def n_images(self):
+        return np.unique(self.image_names).size
+
+    def targets(self, action):
+        """Binary labels (1 positive, 0 negative) of one action, and the mask of ignored boxes."""
+        action_id = _action_id(action)
+        return (self.labels == action_id).astype(np.int8), self.labels == IGNORE
+
+    def positives_per_class(self):
+        """Number of positive boxes of each action, by name."""
+        return {name: int(np.count_nonzero(self.labels == k))
+                for k, name in enumerate(ACTIONS, start=1)}
+
+
+def _action_id(action):
+    if isinstance(action, str):
+        if action not in ACTIONS:
+            raise ValueError(f"Unknown action {action!r}; expected one of {', '.join(ACTIONS)}.")
+        return ACTIONS.index(action) + 1
+    if not 1 <= int(action) <= len(ACTIONS):
+        raise ValueError(f"Action id must be in 1..{len(ACTIONS)}; got {action!r}.")
+    return int(action)
+
+
+def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=True):
+    """Read a list file and its feature files into a `PoseletData`.
+
+    ``n_features`` is the dimension the files hold (an index above it is an error; pass 2405
+    with ``bias=False`` for files that already carry a bias). Any malformed, truncated or
+    missing input raises a ValueError naming the file and line.
+    """
+    list_path = Path(list_path)
+    feature_dir = list_path.parent if feature_dir is None else Path(feature_dir)
+    try:
+        raw = list_path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"Cannot read the poselet list file {list_path}: {err}") from None
+    boxes = _parse_list(list_path, raw.decode("utf-8", errors="replace"))
+
+    feature_hash = hashlib.sha256()
+    indices, values, indptr = [], [], [0]
+    for lineno, name, box_id, *_ in boxes:
+        path = feature_dir / f"{name}_{box_id}.feature"
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise ValueError(f"Missing or unreadable feature file {path} for the box on "
+                             f"{list_path}, line {lineno}: {err.strerror}. Expected "
+                             f"NAME_ID.feature in {feature_dir} (pass feature_dir, or "
+                             "--features-dir, if they live elsewhere).") from None
+        feature_hash.update(data)
+        index, value = _parse_features(path, data.decode("utf-8", errors="replace"), n_features)
+        if bias:
+            index, value = np.append(index, n_features + 1), np.append(value, 1.0)
+        indices.append(index - 1)
+        values.append(value)
+        indptr.append(indptr[-1] + index.size)
+
+    shape = (len(boxes), n_features + bias)
+    X = sp.csr_matrix((np.concatenate(values or [np.empty(0)]),
+                       np.concatenate(indices or [np.empty(0, np.int64)]), indptr), shape=shape)
+    source = (f"poselet list {list_path.resolve()} (sha256 {hashlib.sha256(raw).hexdigest()}), "
+              f"{len(boxes)} feature files in {feature_dir.resolve()} "
+              f"(sha256 of their concatenation {feature_hash.hexdigest()})")
+    return PoseletData(
+        X=X,
+        labels=np.array([b[4] for b in boxes], dtype=np.int64),
+        image_names=np.array([b[1] for b in boxes], dtype=str),
+        box_ids=np.array([int(b[2]) for b in boxes], dtype=np.int64),
+        boxes=np.array([b[3] for b in boxes], dtype=np.float64).reshape(-1, 4),
+        source=source,
+        bias=bias,
+    )
+
+
+def _parse_list(path, text):
+    """Box records (lineno, image name, id text, coordinates, bbox_label) of a list file."""
+    lines = ((no, line.split()) for no, line in enumerate(text.splitlines(), 1) if line.strip())
+    last = [0]  # the line number of the last line read
+
+    def take(fields, what):
+        line = next(lines, None)
+        if line is None:
+            raise ValueError(f"Truncated poselet list file {path}: expected {what} after line "
+                             f"{last[0]}, but the file ends there.")
+        no, got = line
+        last[0] = no
+        if len(got) != len(fields):
+            raise ValueError(f"{path}, line {no}: expected {what} ({' '.join(fields)}); got "
+                             f"{' '.join(got)!r}.")
+        return no, got
+
+    def number(no, text, what, kind=int):
+        try:
+            return kind(text)
+        except ValueError:
+            expected = "an integer" if kind is int else "a number"
+            raise ValueError(f"{path}, line {no}: expected {what} to be {expected}; got "
+                             f"{text!r}.") from None
+
+    def count(no, text, what):
+        n = number(no, text, what)
+        if n < 0:
+            raise ValueError(f"{path}, line {no}: expected {what} to be >= 0; got {n}.")
+        return n
+
+    no, (n_text,) = take(["n_images"], "the number of images on the first line")
+    n_images = count(no, n_text, "the number of images")
+    boxes = []
+    for i in range(1, n_images + 1):
+        no, (is_fs, label, name, n_cand) = take(
+            ["is_fs", "label", "name", "n_candidates"], f"the header of image {i} of {n_images}")
+        number(no, is_fs, "is_fs")
+        number(no, label, "the image label")
+        n_cand = count(no, n_cand, "n_candidates")
+        for b in range(1, n_cand + 1):
+            no, fields = take(["min_x", "min_y", "width", "height", "id", "bbox_label"],
+                              f"box {b} of {n_cand} of image {name!r}")
+            coords = [number(no, f, "a box coordinate", float) for f in fields[:4]]
+            number(no, fields[4], "the box id")
+            boxes.append((no, name, fields[4], coords, number(no, fields[5], "bbox_label")))
+        no, (image_label,) = take(["image_label"], f"the label line of image {name!r}")
+        number(no, image_label, "the image label")
+    extra = next(lines, None)
+    if extra is not None:
+        raise ValueError(f"{path}, line {extra[0]}: unexpected content after the {n_images} "
+                         f"images the first line declares: {' '.join(extra[1])!r}.")
+    return boxes
+
+
+def _parse_features(path, text, n_features):
+    """Indices (1-based) and values of one feature file, validated."""
+    if not _PAIRS.fullmatch(text):
+        k = next(k for k, tok in enumerate(text.split()) if not _PAIR.fullmatch(tok))
+        _fail(path, text, k, "is not an index:value pair (a positive integer, ':', a number)")
+    tokens = text.replace(":", " ").split()
+    index = np.array(tokens[::2], dtype=np.int64)
+    try:
+        value = np.array(tokens[1::2], dtype=np.float64)
+    except ValueError:
+        k = next(k for k, v in enumerate(tokens[1::2]) if not _is_float(v))
+        _fail(path, text, k, "has a value that is not a number")
+    if index.size and index[0] < 1:
+        _fail(path, text, 0, "has index 0; indices are 1-based")
+    decreasing = np.flatnonzero(np.diff(index) <= 0)
+    if decreasing.size:
+        _fail(path, text, decreasing[0] + 1, "does not increase the index; indices must be "
+              "strictly increasing")
+    if index.size and index[-1] > n_features:
+        _fail(path, text, index.size - 1, f"is beyond the {n_features} features expected "
+              f"(2400 poselets + 4 object scores); if the files already carry a bias column, "
+              f"load with n_features={n_features + 1}, bias=False")
+    finite = np.isfinite(value)
+    if not finite.all():
+        _fail(path, text, np.flatnonzero(~finite)[0], "has a value that is not finite")
+    return index, value
+
+
+def _is_float(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fail(path, text, k, problem):
+    """Raise for the k-th pair of a feature file, naming its line."""
+    pairs = [(no, tok) for no, line in enumerate(text.splitlines(), 1) for tok in line.split()]
+    no, token = pairs[k]
+    raise ValueError(f"{path}, line {no}: pair {k + 1} ({token!r}) {problem}.")

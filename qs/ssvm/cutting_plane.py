@@ -1,0 +1,90 @@
+"""1-slack cutting plane (Joachims, Finley, Yu 2009): working set of most violated constraints.
+
+Each iteration adds the most violated constraint ``w . a >= b - xi`` to the working set and
+solves the working set's dual,
+``max_alpha  b . alpha - 1/2 |A^T alpha|^2  s.t.  alpha >= 0, sum(alpha) <= C``,
+a QP of one variable per constraint, with a maintained solver through ``qpsolvers``;
+``w = A^T alpha``. It stops when the most violated constraint exceeds the working set's
+slack by at most ``tol``, which bounds the duality gap by ``C * tol`` (plus the QP's error).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from qs.ssvm._problem import Problem
+
+#: ridge added to the working set's Gram matrix, relative to its largest diagonal entry:
+#: the Gram matrix is only semi-definite, and quadprog needs it definite
+RIDGE = 1e-12
+
+
+def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
+                  qp_solver="daqp", callback=None):
+    """Train the structured SVM by the 1-slack cutting-plane method.
+
+    Parameters
+    ----------
+    X : array or scipy.sparse matrix of shape (n_samples, n_features).
+    labels : array of shape (n_samples,): 1/True positive, 0/-1/False negative.
+    C : weight of the slack (> 0); ``xi`` is the loss-scale hinge, so for loss "01" it is
+        the mean hinge loss and ``C = C_liblinear * n_samples``.
+    loss : "ap", "ndcg", "01" or a :class:`qs.losses.QSLoss`.
+    method : LAI method passed to :func:`qs.inference.lai`.
+    tol : stop when ``xi(w) <= xi_working_set + tol`` (units of the loss).
+    max_iter : cap on iterations (LAI calls).
+    qp_solver : a ``qpsolvers`` backend name for the working set's dual QP.
+    callback : called with a :class:`~qs.ssvm.Progress` after each iteration.
+
+    Returns a :class:`~qs.ssvm.SolverResult`.
+    """
+    prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
+                   callback=callback)
+    solve_qp = _qp_backend(qp_solver)
+    A = np.empty((0, prob.X.shape[1]))
+    b = np.empty(0)
+    gram = np.empty((0, 0))
+    alpha = np.empty(0)
+    w = np.zeros(prob.X.shape[1])
+    for it in range(prob.max_iter):
+        a, b_new, xi = prob.most_violated(w)
+        xi_ws = float(np.max(b - A @ w, initial=0.0))
+        prob.log(prob.primal(w, xi), w @ w + prob.C * xi - b @ alpha)
+        converged = xi <= xi_ws + prob.tol
+        if converged or it == prob.max_iter - 1:
+            break
+        cross = A @ a
+        gram = np.block([[gram, cross[:, None]], [cross[None, :], np.array([[a @ a]])]])
+        A, b = np.vstack([A, a]), np.append(b, b_new)
+        alpha = solve_qp(gram, b, prob.C)
+        w = A.T @ alpha
+    return prob.result(w, converged)
+
+
+def _qp_backend(name):
+    """``solve(gram, b, C)`` -> alpha for the working set's dual, by the ``qpsolvers`` backend."""
+    try:
+        import qpsolvers
+    except ImportError as exc:
+        raise ImportError(
+            "the cutting-plane solver needs qpsolvers and a QP backend: "
+            "pip install qpsolvers daqp"
+        ) from exc
+    if name not in qpsolvers.available_solvers:
+        raise ValueError(
+            f"qp_solver {name!r} is not available; installed qpsolvers backends: "
+            f"{sorted(qpsolvers.available_solvers)}. Install it (pip install {name}) or pick one."
+        )
+
+    # sparse-only backends get CSC matrices (qpsolvers would convert them, with a warning)
+    matrix = np.asarray if name in qpsolvers.dense_solvers else sp.csc_matrix
+
+    def solve(gram, b, C):
+        k = b.size
+        P = gram + RIDGE * (gram.diagonal().max() or 1.0) * np.eye(k)
+        alpha = qpsolvers.solve_qp(matrix(P), -b, matrix(np.ones((1, k))), np.array([C]),
+                                   lb=np.zeros(k), solver=name)
+        if alpha is None:
+            raise RuntimeError(f"QP backend {name!r} failed on a working set of {k} constraints.")
+        return np.clip(alpha, 0.0, None)
+
+    return solve

@@ -1,0 +1,348 @@
+"""Data loaders on small files written here in each real format, and the synthetic generator."""
+
+import time
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+from click.testing import CliRunner
+from sklearn.datasets import dump_svmlight_file
+from sklearn.linear_model import RidgeClassifier
+
+from cli.main import main
+from pipelines._io import write_npz
+from qs.data import (
+    ACTIONS,
+    N_FEATURES,
+    cache_arrays,
+    load_features,
+    load_npz_cache,
+    load_poselet,
+    make_voc2011_actions,
+)
+from qs.metrics import voc_average_precision
+
+# Three images, six boxes: (name, [(box id, bbox_label, {index: value})]).
+IMAGES = [
+    ("2011_000001", [(1, 2, {1: 0.5, 7: 1.25, 2401: 0.3}), (2, -1, {3: 2.0})]),
+    ("2011_000002", [(1, 0, {}), (2, 2, {2400: 1.0, 2404: 0.75}), (3, 10, {5: 1.5, 6: 0.5})]),
+    ("2011_000003", [(4, 5, {1: 1.0, 2402: 0.1})]),
+]
+
+
+def write_poselet(root, images=IMAGES, header=None):
+    """A list file and its feature files in the AP-SVM code's format; returns the list path."""
+    lines = [str(len(images) if header is None else header)]
+    for name, boxes in images:
+        lines.append(f"1 {boxes[0][1]} {name} {len(boxes)}")
+        for box_id, label, feats in boxes:
+            lines.append(f"{10 * box_id} 20 {30 + box_id} 40.5 {box_id} {label}")
+            pairs = " ".join(f"{i}:{v}" for i, v in feats.items())
+            (root / f"{name}_{box_id}.feature").write_text(pairs + "\n")
+        lines.append("1")
+    path = root / "trainval.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def expected_dense(bias=True):
+    rows = [feats for _, boxes in IMAGES for _, _, feats in boxes]
+    X = np.zeros((len(rows), N_FEATURES + bias))
+    for r, feats in enumerate(rows):
+        for i, v in feats.items():
+            X[r, i - 1] = v
+    if bias:
+        X[:, -1] = 1.0
+    return X
+
+
+# --- poselet list + feature files ---------------------------------------------------------
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_poselet_round_trip(tmp_path, bias):
+    data = load_poselet(write_poselet(tmp_path), bias=bias)
+    assert sp.isspmatrix_csr(data.X) and data.X.dtype == np.float64
+    np.testing.assert_array_equal(data.X.toarray(), expected_dense(bias))
+    np.testing.assert_array_equal(data.labels, [2, -1, 0, 2, 10, 5])
+    np.testing.assert_array_equal(data.box_ids, [1, 2, 1, 2, 3, 4])
+    assert list(data.image_names) == ["2011_000001"] * 2 + ["2011_000002"] * 3 + ["2011_000003"]
+    np.testing.assert_array_equal(data.boxes[4], [30, 20, 33, 40.5])
+    assert data.n_images == 3 and data.bias is bias
+    assert "trainval.txt" in data.source and "sha256" in data.source
+
+
+def test_poselet_labels_per_action(tmp_path):
+    data = load_poselet(write_poselet(tmp_path))
+    y, ignore = data.targets("phoning")  # action id 2
+    np.testing.assert_array_equal(y, [1, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(ignore, [0, 0, 1, 0, 0, 0])
+    assert data.targets(2)[0].tolist() == y.tolist()
+    counts = data.positives_per_class()
+    assert list(counts) == list(ACTIONS)
+    assert counts["phoning"] == 2 and counts["walking"] == 1 and counts["ridingbike"] == 1
+    with pytest.raises(ValueError, match="Unknown action 'dancing'"):
+        data.targets("dancing")
+
+
+def test_poselet_feature_dir_and_checksum(tmp_path):
+    (tmp_path / "feat").mkdir()
+    list_path = write_poselet(tmp_path / "feat")
+    moved = tmp_path / "list.txt"
+    moved.write_bytes(list_path.read_bytes())
+    data = load_poselet(moved, feature_dir=tmp_path / "feat")
+    assert data.source.split("sha256 ")[1][:64] == __import__("hashlib").sha256(
+        moved.read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match=r"Missing or unreadable feature file .*2011_000001_1\.feature.*line 3"):
+        load_poselet(moved)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("1:0.5 3:1 2:2", r"2011_000001_1\.feature, line 1: pair 3 \('2:2'\) does not increase"),
+    ("1:0.5\n3:1\n3:2", r"2011_000001_1\.feature, line 3: pair 3 \('3:2'\) does not increase"),
+    ("0:1.0", r"line 1: pair 1 \('0:1.0'\) has index 0; indices are 1-based"),
+    ("1:0.5 2405:1", r"pair 2 \('2405:1'\) is beyond the 2404 features.*n_features=2405"),
+    ("1:0.5 7 9:1", r"pair 2 \('7'\) is not an index:value pair"),
+    ("1:0.5 2:x", r"pair 2 \('2:x'\) has a value that is not a number"),
+    ("1:0.5 2:1:3", r"pair 2 \('2:1:3'\) is not an index:value pair"),
+    ("1:nan", r"pair 1 \('1:nan'\) has a value that is not finite"),
+])
+def test_poselet_bad_feature_file(tmp_path, content, message):
+    list_path = write_poselet(tmp_path)
+    (tmp_path / "2011_000001_1.feature").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_poselet(list_path)
+
+
+def test_poselet_with_bias_already_in_files(tmp_path):
+    list_path = write_poselet(tmp_path)
+    (tmp_path / "2011_000001_1.feature").write_text("1:0.5 2405:1")
+    data = load_poselet(list_path, n_features=2405, bias=False)
+    assert data.X.shape == (6, 2405) and data.X[0, 2404] == 1.0
+
+
+def truncate(path, n_lines):
+    path.write_text("\n".join(path.read_text().splitlines()[:n_lines]) + "\n")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: truncate(p, 4), (r"Truncated .*trainval\.txt: expected the label line of image "
+                                r"'2011_000001' after line 4")),
+    (lambda p: truncate(p, 7), (r"Truncated .*: expected box 2 of 3 of image '2011_000002' "
+                                r"after line 7")),
+    (lambda p: truncate(p, 10), r"Truncated .*: expected the header of image 3 of 3"),
+    (lambda p: p.write_text(p.read_text().replace("1 2 2011_000001 2", "1 2 2011_000001 two")),
+     r"trainval\.txt, line 2: expected n_candidates to be an integer; got 'two'"),
+    (lambda p: p.write_text(p.read_text().replace("10 20 31 40.5 1 2", "10 20 31 1 2")),
+     r"trainval\.txt, line 3: expected box 1 of 2 .*min_x min_y width height id bbox_label"),
+    (lambda p: p.write_text(p.read_text() + "1 1 extra 0\n"),
+     r"trainval\.txt, line 14: unexpected content after the 3 images"),
+    (lambda p: p.write_text(""), r"expected the number of images on the first line"),
+])
+def test_poselet_bad_list_file(tmp_path, edit, message):
+    list_path = write_poselet(tmp_path)
+    edit(list_path)
+    with pytest.raises(ValueError, match=message):
+        load_poselet(list_path)
+
+
+def test_poselet_fewer_images_than_declared(tmp_path):
+    list_path = write_poselet(tmp_path, header=4)
+    with pytest.raises(ValueError, match="Truncated .*expected the header of image 4 of 4"):
+        load_poselet(list_path)
+
+
+# --- .mat, svmlight, .npz -----------------------------------------------------------------
+
+@pytest.fixture
+def Xy():
+    rng = np.random.default_rng(0)
+    X = rng.random((7, 5)) * (rng.random((7, 5)) < 0.5)
+    return X, np.array([1, 0, 0, 1, -1, 0, 1])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_mat_v5_round_trip(tmp_path, Xy, sparse):
+    X, y = Xy
+    scipy.io.savemat(tmp_path / "f.mat", {"feats": sp.csc_matrix(X) if sparse else X,
+                                         "labels": y[:, None]})
+    X2, y2 = load_features(tmp_path / "f.mat", x_key="feats", y_key="labels", n_features=5)
+    assert sp.issparse(X2) is sparse
+    np.testing.assert_array_equal(X2.toarray() if sparse else X2, X)
+    np.testing.assert_array_equal(y2, y)
+    with pytest.raises(ValueError, match=r"f\.mat: no variable X, y; it holds feats, labels"):
+        load_features(tmp_path / "f.mat")
+    with pytest.raises(ValueError, match=r"f\.mat: expected 6 feature columns; got 5"):
+        load_features(tmp_path / "f.mat", x_key="feats", y_key="labels", n_features=6)
+
+
+def write_mat73(path, arrays):
+    """A MATLAB v7.3 file as MATLAB writes it: HDF5 behind a 512-byte MAT header, each
+    variable stored transposed; sparse as a CSC group (data, ir, jc, MATLAB_sparse)."""
+    h5py = pytest.importorskip("h5py", reason="h5py is needed for MATLAB v7.3 files")
+    with h5py.File(path, "w", userblock_size=512) as f:
+        for name, a in arrays.items():
+            if sp.issparse(a):
+                a = sp.csc_matrix(a)
+                group = f.create_group(name)
+                group["data"], group["ir"], group["jc"] = a.data, a.indices, a.indptr
+                group.attrs["MATLAB_sparse"] = a.shape[0]
+            else:
+                f[name] = np.asarray(a).T
+    with open(path, "r+b") as fh:
+        fh.write(b"MATLAB 7.3 MAT-file, written by qsrank's tests".ljust(116)
+                 + b"\0" * 8 + b"\x00\x02IM")
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_mat_v73_round_trip(tmp_path, Xy, sparse):
+    X, y = Xy
+    write_mat73(tmp_path / "f.mat", {"X": sp.csr_matrix(X) if sparse else X, "y": y[None, :]})
+    X2, y2 = load_features(tmp_path / "f.mat", n_features=5)
+    np.testing.assert_array_equal(X2.toarray() if sparse else X2, X)
+    np.testing.assert_array_equal(y2, y)
+
+
+def test_mat_v73_without_h5py(tmp_path, Xy, monkeypatch):
+    write_mat73(tmp_path / "f.mat", {"X": Xy[0], "y": Xy[1]})
+    monkeypatch.setitem(__import__("sys").modules, "h5py", None)
+    with pytest.raises(ValueError, match=r"f\.mat is a MATLAB v7.3 .*needs h5py"):
+        load_features(tmp_path / "f.mat")
+
+
+def test_svmlight_round_trip(tmp_path, Xy):
+    X, y = Xy
+    dump_svmlight_file(X, y, str(tmp_path / "f.svm"), zero_based=False)
+    X2, y2 = load_features(tmp_path / "f.svm", n_features=5)
+    np.testing.assert_allclose(X2.toarray(), X)
+    np.testing.assert_array_equal(y2, y)
+    with pytest.raises(ValueError, match=r"Cannot read .*f\.svm as svmlight.*n_features"):
+        load_features(tmp_path / "f.svm", n_features=3)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_npz_round_trip(tmp_path, Xy, sparse):
+    X, y = Xy
+    if sparse:
+        S = sp.csr_matrix(X)
+        np.savez(tmp_path / "f.npz", X_data=S.data, X_indices=S.indices, X_indptr=S.indptr,
+                 X_shape=S.shape, y=y)
+    else:
+        np.savez(tmp_path / "f.npz", X=X, y=y)
+    X2, y2 = load_features(tmp_path / "f.npz")
+    np.testing.assert_array_equal(X2.toarray() if sparse else X2, X)
+    np.testing.assert_array_equal(y2, y)
+
+
+def test_npz_cache_round_trip(tmp_path):
+    data = load_poselet(write_poselet(tmp_path))
+    out = tmp_path / "cache.npz"
+    write_npz(out, cache_arrays(data))
+    assert [p.name for p in tmp_path.glob("*cache*")] == ["cache.npz"]  # no temp file left
+    back = load_npz_cache(out)
+    assert (back.X != data.X).nnz == 0 and back.source == data.source and back.bias
+    for field in ("labels", "image_names", "box_ids", "boxes"):
+        np.testing.assert_array_equal(getattr(back, field), getattr(data, field))
+    X, y = load_features(out, n_features=N_FEATURES + 1)
+    np.testing.assert_array_equal(X.toarray(), expected_dense())
+    np.testing.assert_array_equal(y, data.labels)
+
+
+def test_corrupt_files(tmp_path, Xy):
+    np.savez(tmp_path / "f.npz", X=Xy[0], y=Xy[1])
+    whole = (tmp_path / "f.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "junk.npz").write_bytes(b"not an archive")
+    scipy.io.savemat(tmp_path / "f.mat", {"X": Xy[0], "y": Xy[1]})
+    whole = (tmp_path / "f.mat").read_bytes()
+    (tmp_path / "cut.mat").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "bad.svm").write_text("1 1:0.5\n0 2:x\n")
+    np.savez(tmp_path / "nox.npz", y=Xy[1])
+    np.savez(tmp_path / "short.npz", X=Xy[0], y=Xy[1][:3])
+    for name in ("cut.npz", "junk.npz", "cut.mat", "bad.svm"):
+        with pytest.raises(ValueError, match=rf"Cannot read .*{name.replace('.', '[.]')} as"):
+            load_features(tmp_path / name)
+    with pytest.raises(ValueError, match=r"nox\.npz: missing X_data, X_indices"):
+        load_features(tmp_path / "nox.npz")
+    with pytest.raises(ValueError, match=r"short\.npz: X has 7 rows but y has 3 labels"):
+        load_features(tmp_path / "short.npz")
+    with pytest.raises(ValueError, match=r"Cannot tell the format of .*f\.csv"):
+        load_features(tmp_path / "f.csv")
+    with pytest.raises(ValueError, match=r"missing\.npz does not exist"):
+        load_features(tmp_path / "missing.npz")
+
+
+# --- qsrank load poselet ------------------------------------------------------------------
+
+def test_cli_load_poselet(tmp_path):
+    list_path = write_poselet(tmp_path)
+    out = tmp_path / "cache.npz"
+    result = CliRunner().invoke(main, ["load", "poselet", str(list_path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for text in ("boxes: 6", "images: 3", "dimensions: 2405", "ignored (label 0): 1",
+                 "other actions: 1", "phoning", "sha256", "cache: "):
+        assert text in result.output
+    assert load_npz_cache(out).X.shape == (6, 2405)
+
+
+@pytest.mark.parametrize("bad", ["truncated", "dimension", "missing"])
+def test_cli_load_poselet_bad_input(tmp_path, bad):
+    list_path = write_poselet(tmp_path)
+    if bad == "truncated":
+        truncate(list_path, 7)
+    elif bad == "dimension":
+        (tmp_path / "2011_000002_3.feature").write_text("5:1 2406:1")
+    else:
+        (tmp_path / "2011_000003_4.feature").unlink()
+    out = tmp_path / "cache.npz"
+    result = CliRunner().invoke(main, ["load", "poselet", str(list_path), "--out", str(out)])
+    assert result.exit_code != 0 and "Error:" in result.output
+    assert ("trainval.txt" if bad == "truncated" else ".feature") in result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+# --- synthetic VOC2011-shaped data -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def synthetic():
+    start = time.perf_counter()
+    data = make_voc2011_actions(seed=3)
+    return data, time.perf_counter() - start
+
+
+def test_synthetic_shapes_and_counts(synthetic):
+    data, _ = synthetic
+    trainval, test = data["trainval"], data["test"]
+    assert trainval.X.shape == (3347, 2405) and test.X.shape == (3363, 2405)
+    assert trainval.positives_per_class()["phoning"] == 227
+    for split in (trainval, test):
+        counts = split.positives_per_class()
+        assert list(counts) == list(ACTIONS) and all(150 <= c <= 400 for c in counts.values())
+        assert (split.labels == 0).sum() > 0 and (split.labels == -1).sum() > 0
+        X = split.X
+        assert X.min() >= 0 and np.all(X[:, -1].toarray() == 1.0)
+        assert 0.01 < X.nnz / np.prod(X.shape) < 0.1  # sparse
+        assert "synthetic (seed 3), not the VOC2011 data" == split.source
+        assert split.n_images < X.shape[0] and split.box_ids.min() == 1
+
+
+def test_synthetic_is_seeded_and_fast(synthetic):
+    data, seconds = synthetic
+    assert seconds < 2.0
+    again = make_voc2011_actions(seed=3)
+    other = make_voc2011_actions(seed=4, bias=False)
+    assert (again["test"].X != data["test"].X).nnz == 0
+    np.testing.assert_array_equal(again["trainval"].labels, data["trainval"].labels)
+    assert other["test"].X.shape == (3363, 2404)
+    assert not np.array_equal(other["trainval"].labels, data["trainval"].labels)
+
+
+@pytest.mark.parametrize("action", ["phoning", "ridinghorse", "walking"])
+def test_synthetic_is_learnable_but_not_trivial(synthetic, action):
+    trainval, test = synthetic[0]["trainval"], synthetic[0]["test"]
+    y, ignore = trainval.targets(action)
+    model = RidgeClassifier(alpha=10.0, fit_intercept=False).fit(trainval.X[~ignore], y[~ignore])
+    y_test, ignore_test = test.targets(action)
+    ap = voc_average_precision(y_test, model.decision_function(test.X), ignore=ignore_test)
+    chance = y_test[~ignore_test].mean()
+    assert 3 * chance < ap < 0.95
