@@ -101,6 +101,9 @@ def large_inputs():
     yield "all equal", np.zeros(5000), np.arange(5000) % 7 == 0
     extreme = np.r_[np.full(3000, 1e300), np.full(3000, -1e300), rng.normal(size=3000)]
     yield "extreme magnitudes", extreme, np.arange(9000) % 10 == 0
+    wide = rng.normal(size=5000)
+    wide[[10, 20]] = 1e308, -1e308  # negatives whose score range overflows
+    yield "overflowing range", wide, np.arange(5000) % 10 == 3
     yield "tiny range", 1.0 + 1e-15 * rng.integers(0, 5, n), rng.random(n) < 0.01
 
 

@@ -382,35 +382,75 @@ def rank_entries(v, rk, lo, hi, out_rank, out_lo, out_hi, out_eq_lo, out_eq_hi, 
 
 
 @jit
-def assign_by_value(s, start, end, ent_rank, ent_lo, ent_hi, left_lo, left_hi, cursor):
-    """Rank of a negative of score ``s`` from rank segments ``start..end-1`` (descending).
+def _entry_bins(ent_lo, n_ent):
+    """A table to find a score's rank segment in O(1): bins laid over the range of the
+    segments' smallest scores ``ent_lo[0] >= ... >= ent_lo[n_ent-1]``.
 
-    Called for negatives in input order. A score shared by several segments (a tie that
-    straddles a rank change) hands out that score's ranks in increasing order, consuming the
-    per-segment counts ``left_lo``/``left_hi``; ``cursor[e]`` tracks progress along the chain
-    of segments that starts at ``e``.
+    ``bin(s) = floor((top - s) * scale)`` clamped to ``0..last`` (:func:`bucket_of` of
+    ``-s``) is monotone in ``s`` (in floating point too), so every segment before ``start[t]`` (the first whose smallest score falls in a bin
+    ``>= t``) has a smallest score above every ``s`` of bin ``t``, and segment ``start[t+1]``
+    has one below it: the segment of ``s`` lies in ``start[t] .. start[t+1]``. Returns
+    (start, top, scale, last).
     """
-    a = start
-    b = end
-    while a < b:  # first segment whose smallest score is <= s
-        m = (a + b) >> 1
-        if ent_lo[m] <= s:
-            b = m
+    top = ent_lo[0]
+    span = top - ent_lo[n_ent - 1]
+    n_bins = 2 * n_ent
+    scale = n_bins / span if span > 0.0 else 0.0
+    if not (scale > 0.0 and np.isfinite(span) and np.isfinite(scale)):
+        n_bins, scale = 1, 0.0  # one bin: a plain binary search
+    last = n_bins - 1
+    start = np.empty(n_bins + 1, dtype=np.int64)
+    e = 0
+    for t in range(n_bins):
+        while bucket_of(-ent_lo[e], -top, scale, last) < t:
+            e += 1
+        start[t] = e
+    start[n_bins] = n_ent - 1
+    return start, top, scale, last
+
+
+@jit
+def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, neg_rank):
+    """Give each negative, in input order, the rank of the rank segment (see
+    :func:`rank_entries`; descending) that holds its score.
+
+    A score shared by several segments (a tie that straddles a rank change) hands out that
+    score's ranks in increasing order, consuming the per-segment counts ``left_lo`` /
+    ``left_hi``; ``cursor[e]`` tracks progress along the chain of segments that starts at
+    ``e``. Written as one loop: a call per negative would cost more than the lookup.
+    """
+    n = ent_lo.size
+    start, top, scale, last = _entry_bins(ent_lo, n)
+    cursor = np.arange(n)
+    q = 0
+    for k in range(scores.size):
+        if is_pos[k]:
+            continue
+        s = scores[k]
+        t = bucket_of(-s, -top, scale, last)
+        a = start[t]
+        b = start[t + 1]
+        while a < b:  # first segment whose smallest score is <= s
+            m = (a + b) >> 1
+            if ent_lo[m] <= s:
+                b = m
+            else:
+                a = m + 1
+        e = a
+        if s != ent_lo[e] or e + 1 >= n or ent_hi[e + 1] != s:
+            neg_rank[q] = ent_rank[e]
         else:
-            a = m + 1
-    e = a
-    if s != ent_lo[e] or e + 1 >= end or ent_hi[e + 1] != s:
-        return ent_rank[e]
-    c = cursor[e]
-    if c == e:
-        left_lo[e] -= 1
-        if left_lo[e] == 0:
-            cursor[e] = e + 1
-    else:
-        left_hi[c] -= 1
-        if left_hi[c] == 0:
-            cursor[e] = c + 1
-    return ent_rank[c]
+            c = cursor[e]
+            if c == e:
+                left_lo[e] -= 1
+                if left_lo[e] == 0:
+                    cursor[e] = e + 1
+            else:
+                left_hi[c] -= 1
+                if left_hi[c] == 0:
+                    cursor[e] = c + 1
+            neg_rank[q] = ent_rank[c]
+        q += 1
 
 
 @jit
@@ -454,15 +494,8 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
     ent_eq_lo = np.empty(n_ent, dtype=np.int64)
     ent_eq_hi = np.empty(n_ent, dtype=np.int64)
     n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
-    left_lo = ent_eq_lo[:n_ent].copy()
-    left_hi = ent_eq_hi[:n_ent].copy()
-    cursor = np.arange(n_ent)
-    q = 0
-    for k in range(scores.size):
-        if not is_pos[k]:
-            neg_rank[q] = assign_by_value(scores[k], 0, n_ent, ent_rank, ent_lo, ent_hi,
-                                          left_lo, left_hi, cursor)
-            q += 1
+    assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
+                    ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
     return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)
 
 
