@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qs.inference import METHODS, lai
-from qs.losses import NDCGLoss
+from qs.inference.bucket import _bucket_chunked
+from qs.losses import NDCGLoss, get_loss
 from tests import naive
 
 RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "auto"],
@@ -131,6 +132,29 @@ def test_million_negatives_identical_ranks(loss):
     ref = lai(scores, labels, loss, methods[0]).neg_rank
     for m in methods[1:]:
         np.testing.assert_array_equal(lai(scores, labels, loss, m).neg_rank, ref, err_msg=m)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+@pytest.mark.parametrize("n_chunks", [2, 3, 8])
+def test_bucket_in_pieces_matches_one_piece(loss, n_chunks):
+    """The threaded path of the default method (used from THREADED_MIN samples on), forced
+    on small inputs with ties: identical ranks and coefficients, and the first bad score."""
+    rng = np.random.default_rng(n_chunks)
+    n, n_pos = 30_000, 300
+    for scores in (rng.normal(size=n), rng.integers(0, 40, n).astype(float)):
+        labels = np.zeros(n, dtype=np.uint8)
+        labels[rng.choice(n, n_pos, replace=False)] = 1
+        ref = lai(scores, labels, loss, "qs")
+        neg_rank, coef = np.empty(n - n_pos, dtype=np.int64), np.empty(n)
+        out = _bucket_chunked(get_loss(loss), scores, labels, n_pos, neg_rank, coef, n_chunks)
+        np.testing.assert_array_equal(neg_rank, ref.neg_rank)
+        np.testing.assert_array_equal(coef, ref.coef)
+        objective = get_loss(loss).value(out[4]) + out[5]
+        assert objective == pytest.approx(ref.objective, rel=1e-12)
+    bad = rng.normal(size=n)
+    bad[[n - 5, n - 3]] = np.nan, np.inf
+    err, where = _bucket_chunked(get_loss(loss), bad, labels, n_pos, neg_rank, coef, n_chunks)[:2]
+    assert err != 0 and where == n - 5
 
 
 def test_ties_among_negatives_follow_input_order():

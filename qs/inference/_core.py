@@ -41,45 +41,21 @@ def bucket_of(s, low, scale, top):
 
 
 @jit
-def _sample_range(scores, n_buckets):
-    """(low, scale) laying ``n_buckets`` equal buckets over the range of a strided sample."""
-    step = max(1, scores.size // 1024)
-    lo = np.inf
-    hi = -np.inf
-    for k in range(0, scores.size, step):
-        s = scores[k]
-        if np.isfinite(s):
-            lo = min(lo, s)
-            hi = max(hi, s)
-    if not hi > lo:
-        return (lo if np.isfinite(lo) else 0.0), 0.0
-    scale = n_buckets / (hi - lo)
-    return lo, (scale if np.isfinite(scale) else 0.0)
+def scan_input(scores, is_pos, n_pos):
+    """One pass: finiteness, sums and the positives.
 
-
-@jit
-def scan_input(scores, is_pos, n_pos, n_buckets):
-    """One pass: finiteness, sums, the positives and, when ``n_buckets > 0``, the histogram
-    of the negatives over buckets laid over the range of a sample (see :func:`bucket_of`;
-    scores beyond it go to the end buckets, whose extreme members are recorded).
-
-    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index, ends, low, scale,
-    count): the positives by descending score, ties in input order; ``ends`` the smallest
-    and largest negative of the first bucket, then of the last.
+    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index): the positives by
+    descending score, ties in input order.
     """
-    low, scale = _sample_range(scores, n_buckets) if n_buckets > 0 else (0.0, 0.0)
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
-    count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
-    top = n_buckets - 1
     sum_pos = 0.0
     sum_neg = 0.0
-    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
     p = 0
     for k in range(scores.size):
         s = scores[k]
         if not np.isfinite(s):
-            return NOT_FINITE, k, 0.0, 0.0, pos_values, pos_index, ends, low, scale, count
+            return NOT_FINITE, k, 0.0, 0.0, pos_values, pos_index
         if is_pos[k]:
             pos_values[p] = s
             pos_index[p] = k
@@ -87,15 +63,15 @@ def scan_input(scores, is_pos, n_pos, n_buckets):
             sum_pos += s
         else:
             sum_neg += s
-            if n_buckets > 0:
-                b = bucket_of(s, low, scale, top)
-                count[b] += 1
-                if b == 0 or b == top:
-                    e = 0 if b == 0 else 2
-                    ends[e] = min(ends[e], s)
-                    ends[e + 1] = max(ends[e + 1], s)
+    pos_sorted, pos_index = sort_positives(pos_values, pos_index)
+    return OK, -1, sum_pos, sum_neg, pos_sorted, pos_index
+
+
+@jit
+def sort_positives(pos_values, pos_index):
+    """The positives by descending score, ties in input order (``pos_index`` ascending)."""
     order = np.argsort(-pos_values, kind="mergesort")
-    return OK, -1, sum_pos, sum_neg, pos_values[order], pos_index[order], ends, low, scale, count
+    return pos_values[order], pos_index[order]
 
 
 @jit
@@ -121,11 +97,9 @@ def failed(err, where):
 
 @jit
 def scan_and_gather(scores, is_pos, n_pos, out):
-    """:func:`scan_input` without buckets, and the negatives' scores written into ``out``
+    """:func:`scan_input`, and the negatives' scores written into ``out``
     (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _ = scan_input(
-        scores, is_pos, n_pos, 0
-    )
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos)
     if err == OK:
         q = 0
         for k in range(scores.size):

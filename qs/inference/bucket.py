@@ -13,12 +13,21 @@ own places and rank interval.
 No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the gathered
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
 methods only.
+
+The two passes over the input (histogram, then settling) and the gathered buckets are cut
+into pieces that run on threads for large inputs. The pieces depend on the input size only,
+not on the number of threads, so the result does too.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
 import numpy as np
 
 from qs._numba import bind, jit, jit_generic
 from qs.inference._core import (
+    NOT_FINITE,
     OK,
     bucket_of,
     canonical_ties,
@@ -28,8 +37,59 @@ from qs.inference._core import (
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
-    scan_input,
+    sort_positives,
 )
+
+#: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads
+THREADED_MIN = 1 << 19
+CHUNKS = 8
+
+
+@jit
+def _sample_range(scores, n_buckets):
+    """(low, scale) laying ``n_buckets`` equal buckets over the range of a strided sample."""
+    step = max(1, scores.size // 1024)
+    lo = np.inf
+    hi = -np.inf
+    for k in range(0, scores.size, step):
+        s = scores[k]
+        if np.isfinite(s):
+            lo = min(lo, s)
+            hi = max(hi, s)
+    if not hi > lo:
+        return (lo if np.isfinite(lo) else 0.0), 0.0
+    scale = n_buckets / (hi - lo)
+    return lo, (scale if np.isfinite(scale) else 0.0)
+
+
+@jit
+def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, ends):
+    """One pass over ``scores[lo:hi]``: finiteness, sums, the positives (written from ``p``
+    on) and the histogram of the negatives in ``count``. Scores beyond the range the buckets
+    were laid over go to the end buckets, whose extreme members go to ``ends`` (smallest and
+    largest of the first bucket, then of the last). Returns (error, error_index, sum_pos,
+    sum_neg)."""
+    top = count.size - 1
+    sum_pos = 0.0
+    sum_neg = 0.0
+    for k in range(lo, hi):
+        s = scores[k]
+        if not np.isfinite(s):
+            return NOT_FINITE, k, 0.0, 0.0
+        if is_pos[k]:
+            pos_values[p] = s
+            pos_index[p] = k
+            p += 1
+            sum_pos += s
+        else:
+            sum_neg += s
+            b = bucket_of(s, low, scale, top)
+            count[b] += 1
+            if b == 0 or b == top:
+                e = 0 if b == 0 else 2
+                ends[e] = min(ends[e], s)
+                ends[e + 1] = max(ends[e + 1], s)
+    return OK, -1, sum_pos, sum_neg
 
 
 @jit
@@ -70,20 +130,48 @@ def _corners(count, low, scale, ends):
     return order, first, top_s, top_j, bottom_s, bottom_j
 
 
+@jit_generic
+def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
+    """Rank both corner sequences; settle the buckets whose corners agree.
+
+    Returns (order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count):
+    ``settled[b]`` the rank of bucket ``b`` or 0, ``gather_at[b]`` where a straddling
+    bucket's negatives start among the gathered ones, ``rank_count`` the negatives settled
+    per rank.
+    """
+    c2 = 2.0 / (n_pos * n_neg)
+    order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
+    n_full = order.size
+    top_r = np.empty(n_full, dtype=np.int64)
+    bottom_r = np.empty(n_full, dtype=np.int64)
+    opt_ranks_sorted(top_s, top_r, 0, n_full - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
+                     n_pos, c2, spos)
+    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
+    settled = np.zeros(count.size, dtype=np.int32)
+    gather_at = np.zeros(count.size, dtype=np.int64)
+    n_gather = 0
+    for t in range(n_full):
+        b = order[t]
+        if top_r[t] == bottom_r[t]:
+            settled[b] = top_r[t]
+            rank_count[top_r[t]] += count[b]
+        else:
+            gather_at[b] = n_gather
+            n_gather += count[b]
+    return order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count
+
+
 @jit
-def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather,
-                 neg_rank, coef):
-    """Input-order pass: negatives of settled buckets get rank and coefficient; the others
-    are gathered (score, input index, place among the negatives), bucket by bucket, in
-    input order."""
+def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, fill,
+                  g_score, g_index, g_place, neg_rank, coef):
+    """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
+    settled buckets get rank and coefficient; the others are gathered (score, input index,
+    place) at ``fill[b]`` onwards, in input order within a bucket. Returns the sum of
+    coefficient times score over the settled negatives."""
     top = settled.size - 1
-    g_score = np.empty(n_gather)
-    g_index = np.empty(n_gather, dtype=np.int64)
-    g_place = np.empty(n_gather, dtype=np.int64)
-    fill = gather_at.copy()
     dot = 0.0
-    q = 0
-    for k in range(scores.size):
+    for k in range(lo, hi):
         if is_pos[k]:
             continue
         s = scores[k]
@@ -99,66 +187,159 @@ def _settle_pass(scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n
             g_score[p], g_index[p], g_place[p] = s, k, q
             fill[b] = p + 1
         q += 1
-    return g_score, g_index, g_place, dot
+    return dot
 
 
 @jit_generic
-def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
-    n_neg = scores.size - n_pos
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, ends, low, scale, count = scan_input(
-        scores, is_pos, n_pos, n_buckets
-    )
-    if err != OK:
-        return failed(err, where)
+def _solve_gathered(inc, params, t_lo, t_hi, order, first, top_r, bottom_r, settled, gather_at,
+                    count, g_score, idx, rk, n_pos, spos, n_neg):
+    """Algorithm 1 inside each straddling bucket of ``order[t_lo:t_hi]``, on its own places
+    and rank interval; ``g_score`` is partitioned in place and ``idx`` (gather positions, in
+    input order within a bucket) moves along and breaks ties."""
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
-    order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
-    n_full = order.size
-    top_r = np.empty(n_full, dtype=np.int64)
-    bottom_r = np.empty(n_full, dtype=np.int64)
-    opt_ranks_sorted(top_s, top_r, 0, n_full - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
-                     n_pos, c2, spos)
-
-    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    settled = np.zeros(n_buckets, dtype=np.int32)
-    gather_at = np.zeros(n_buckets, dtype=np.int64)
-    n_gather = 0
-    for t in range(n_full):
-        b = order[t]
-        if top_r[t] == bottom_r[t]:
-            settled[b] = top_r[t]
-            rank_count[top_r[t]] += count[b]
-        else:
-            gather_at[b] = n_gather
-            n_gather += count[b]
-    coef_of_rank = (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
-    work, g_index, g_place, dot = _settle_pass(
-        scores, is_pos, low, scale, settled, gather_at, coef_of_rank, n_gather, neg_rank, coef
-    )
-
-    # Algorithm 1 inside each gathered bucket, scores partitioned in place; idx (gather
-    # positions, in input order within a bucket) moves along and breaks ties
-    idx = np.arange(n_gather)
-    rk = np.empty(n_gather, dtype=np.int64)
     stack = new_stack()
-    for t in range(n_full):
+    for t in range(t_lo, t_hi):
         b = order[t]
         if settled[b] > 0:
             continue
         lo = gather_at[b]
         hi = lo + count[b] - 1
-        opt_ranks_unsorted(work, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
+        opt_ranks_unsorted(g_score, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
                            inc, params, n_pos, c2, spos, stack)
-        canonical_ties(work, idx, rk, lo, hi)
-    for p in range(n_gather):
+        canonical_ties(g_score, idx, rk, lo, hi)
+
+
+@jit
+def _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank, rank_count, neg_rank, coef):
+    """Ranks and coefficients of the gathered negatives; returns their coefficient-score sum."""
+    dot = 0.0
+    for p in range(idx.size):
         g = idx[p]
         r = rk[p]
         neg_rank[g_place[g]] = r
         c = coef_of_rank[r]
         coef[g_index[g]] = c
-        dot += c * work[p]
+        dot += c * g_score[p]
         rank_count[r] += 1
+    return dot
+
+
+@jit
+def _coef_of_rank(n_pos, n_neg):
+    return (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
+
+
+@jit_generic
+def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
+    """The whole method in one thread."""
+    n_neg = scores.size - n_pos
+    low, scale = _sample_range(scores, n_buckets)
+    pos_values = np.empty(n_pos)
+    pos_index = np.empty(n_pos, dtype=np.int64)
+    count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
+    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
+    err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
+                                               pos_values, pos_index, 0, count, ends)
+    if err != OK:
+        return failed(err, where)
+    pos_sorted, pos_index = sort_positives(pos_values, pos_index)
+    spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
+    order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count = _rank_corners(
+        inc, params, count, low, scale, ends, n_pos, spos, n_neg
+    )
+    coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    g_score = np.empty(n_gather)
+    g_index = np.empty(n_gather, dtype=np.int64)
+    g_place = np.empty(n_gather, dtype=np.int64)
+    dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, settled, coef_of_rank,
+                        gather_at.copy(), g_score, g_index, g_place, neg_rank, coef)
+    idx = np.arange(n_gather)
+    rk = np.empty(n_gather, dtype=np.int64)
+    _solve_gathered(inc, params, 0, order.size, order, first, top_r, bottom_r, settled, gather_at,
+                    count, g_score, idx, rk, n_pos, spos, n_neg)
+    dot += _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank, rank_count,
+                           neg_rank, coef)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+
+
+@jit
+def _chunk_fill(count, gather_at, order, settled):
+    """Per chunk, where each straddling bucket's negatives of that chunk start: after those
+    of the earlier chunks, so that every bucket keeps input order."""
+    fill = np.zeros(count.shape, dtype=np.int64)
+    for t in range(order.size):
+        b = order[t]
+        if settled[b] == 0:
+            at = gather_at[b]
+            for c in range(count.shape[0]):
+                fill[c, b] = at
+                at += count[c, b]
+    return fill
+
+
+_pool = None
+
+
+def _map(fn, *iterables):
+    """``fn`` over the pieces on a pool of numba's thread count (the kernels release the GIL)."""
+    global _pool
+    workers = max(1, min(CHUNKS, numba.get_num_threads(), os.cpu_count() or 1))
+    if workers == 1:
+        return list(map(fn, *iterables))
+    if _pool is None or _pool._max_workers != workers:
+        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="qs-bucket")
+    return list(_pool.map(fn, *iterables))
+
+
+def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
+    """The method with both passes and the gathered buckets cut into ``n_chunks`` pieces."""
+    n, n_neg = scores.size, neg_rank.size
+    params = loss.prepare(n_pos, n_neg)
+    n_buckets = n_buckets_for(n_pos, n_neg)
+    low, scale = _sample_range(scores, n_buckets)
+    bounds = np.linspace(0, n, n_chunks + 1).astype(np.int64)
+    pos_at = np.r_[0, np.cumsum([np.count_nonzero(is_pos[a:b]) for a, b in zip(bounds, bounds[1:])])]
+    pos_values = np.empty(n_pos)
+    pos_index = np.empty(n_pos, dtype=np.int64)
+    count = np.zeros((n_chunks, n_buckets), dtype=np.int32)
+    ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
+    scanned = _map(lambda c: _scan_chunk(scores, is_pos, bounds[c], bounds[c + 1], low, scale,
+                                         pos_values, pos_index, pos_at[c], count[c], ends[c]),
+                   range(n_chunks))
+    for err, where, _, _ in scanned:
+        if err != OK:
+            return failed(err, where)
+    sum_pos = sum(s[2] for s in scanned)
+    sum_neg = sum(s[3] for s in scanned)
+    ends = np.r_[ends[:, 0].min(), ends[:, 1].max(), ends[:, 2].min(), ends[:, 3].max()]
+    pos_sorted, pos_index = sort_positives(pos_values, pos_index)
+    spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
+    total = count.sum(axis=0, dtype=np.int32)
+    order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count = bind(
+        _rank_corners, loss.kernel
+    )(params, total, low, scale, ends, n_pos, spos, n_neg)
+    coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    g_score = np.empty(n_gather)
+    g_index = np.empty(n_gather, dtype=np.int64)
+    g_place = np.empty(n_gather, dtype=np.int64)
+    fill = _chunk_fill(count, gather_at, order, settled)
+    dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
+                                        bounds[c] - pos_at[c], low, scale, settled, coef_of_rank,
+                                        fill[c], g_score, g_index, g_place, neg_rank, coef),
+                range(n_chunks))
+    idx = np.arange(n_gather)
+    rk = np.empty(n_gather, dtype=np.int64)
+    # straddling buckets split into pieces of about equal numbers of gathered negatives
+    straddling = np.cumsum(np.where(settled[order] == 0, total[order], 0))
+    cuts = np.searchsorted(straddling, np.linspace(0, n_gather, n_chunks + 1)[1:-1], side="right")
+    t_bounds = np.r_[0, cuts, order.size]
+    solve = bind(_solve_gathered, loss.kernel)
+    _map(lambda c: solve(params, t_bounds[c], t_bounds[c + 1], order, first, top_r, bottom_r,
+                         settled, gather_at, total, g_score, idx, rk, n_pos,
+                         spos, n_neg),
+         range(n_chunks))
+    dot = sum(dots) + _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank,
+                                      rank_count, neg_rank, coef)
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
@@ -174,6 +355,8 @@ def n_buckets_for(n_pos, n_neg):
 
 def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """Ranks of all negatives by score buckets, sorting none of them."""
+    if scores.size >= THREADED_MIN:
+        return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
     n_buckets = n_buckets_for(n_pos, neg_rank.size)
     return bind(_bucket, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef)

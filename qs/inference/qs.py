@@ -31,9 +31,7 @@ from qs.inference._prepare import run_sorted
 @jit_generic
 def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     n_neg = scores.size - n_pos
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, _, _, _, _ = scan_input(
-        scores, is_pos, n_pos, 0
-    )
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos)
     if err != OK:
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
