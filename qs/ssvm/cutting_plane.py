@@ -80,11 +80,15 @@ def _qp_backend(name):
 
     def solve(gram, b, C):
         k = b.size
-        P = gram + RIDGE * (gram.diagonal().max() or 1.0) * np.eye(k)
-        alpha = qpsolvers.solve_qp(matrix(P), -b, matrix(np.ones((1, k))), np.array([C]),
-                                   lb=np.zeros(k), solver=name)
-        if alpha is None:
-            raise RuntimeError(f"QP backend {name!r} failed on a working set of {k} constraints.")
-        return np.clip(alpha, 0.0, None)
+        scale = gram.diagonal().max() or 1.0
+        # The QP is always feasible and bounded; a backend that needs a definite matrix can
+        # still fail when the constraints outnumber the features: retry with a larger ridge.
+        for ridge in (RIDGE, 1e-10, 1e-8, 1e-6):
+            alpha = qpsolvers.solve_qp(matrix(gram + ridge * scale * np.eye(k)), -b,
+                                       matrix(np.ones((1, k))), np.array([C]),
+                                       lb=np.zeros(k), solver=name)
+            if alpha is not None:
+                return np.clip(alpha, 0.0, None)
+        raise RuntimeError(f"QP backend {name!r} failed on a working set of {k} constraints.")
 
     return solve

@@ -1,0 +1,179 @@
+"""scikit-learn estimator of the ranking structured SVM: :class:`RankSVM`.
+
+One estimator trains the AP-SVM (Yue et al. 2007), the NDCG-SVM and the binary hinge SVM
+("01") with the same :mod:`qs.ssvm` solver, so their training and LAI times compare fairly.
+It fits, predicts, scores and cross-validates like any scikit-learn classifier.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from qs.inference import METHODS
+from qs.metrics import average_precision, ndcg
+from qs.ssvm import SOLVERS
+
+__all__ = ["RankSVM"]
+
+#: loss -> the metric that ``score`` reports (the 0-1 SVM is judged by AP, as in the paper)
+_METRICS = {"ap": average_precision, "ndcg": ndcg, "01": average_precision}
+
+
+class RankSVM(ClassifierMixin, BaseEstimator):
+    """Linear structured SVM for a rank-based loss (AP, NDCG) or the 0-1 loss.
+
+    Solves ``min_w 1/2 |w|^2 + C xi`` where ``xi`` is the structured hinge of the loss,
+    found by exact loss-augmented inference (:func:`qs.inference.lai`) at each iteration.
+
+    Parameters
+    ----------
+    loss : {"ap", "ndcg", "01"}, default "ap"
+        Loss the SVM is trained for. "01" is the binary hinge SVM.
+    inference : str, default "auto"
+        LAI method (a key of :data:`qs.inference.METHODS` supporting ``loss``); every exact
+        method gives the same weights, only the time differs. "auto" picks the fastest;
+        for "01" only "auto" and "zero_one" apply.
+    solver : {"cutting_plane", "frank_wolfe", "subgradient"}, default "cutting_plane"
+    C : float > 0, default 1.0
+        Weight of the slack, on the scale of the loss for every loss: for "01" the slack is
+        the mean hinge loss, so ``C`` here is LinearSVC's ``C`` times ``n_samples``.
+    tol : float >= 0, default 1e-3
+        Stopping tolerance in units of the loss (see :mod:`qs.ssvm`).
+    max_iter : int >= 1, default 1000
+        Cap on solver iterations.
+    fit_intercept : bool, default True
+        For "01": learn a bias through an appended constant feature of value 1, regularised
+        like the weights (liblinear's convention, so that it matches LinearSVC). For "ap"
+        and "ndcg", which do not change when every score shifts by the same amount, the
+        structured SVM cannot learn a bias: ``intercept_`` is set after training to the
+        threshold on the training scores that makes the fewest training errors. It moves
+        the boundary of ``predict`` only, never the ranking, AP or NDCG.
+    qp_solver : str, default "daqp"
+        ``qpsolvers`` backend of the cutting-plane dual QP (ignored by the other solvers).
+    random_state : None, int or RandomState
+        Accepted for the scikit-learn API and stored; unused, because all solvers are
+        full-batch and deterministic: the same data give the same model.
+
+    Attributes
+    ----------
+    coef_ : array of shape (1, n_features)
+    intercept_ : array of shape (1,)
+    classes_ : array of shape (2,); ``classes_[1]`` is the positive class.
+    n_features_in_, feature_names_in_ : as in scikit-learn.
+    n_iter_ : int, solver iterations. converged_ : bool, tolerance met before ``max_iter``.
+    objective_curve_, gap_curve_ : primal objective and duality gap per iteration.
+    lai_times_ : wall time (s) of every LAI call; ``lai_calls_`` their number,
+        ``lai_time_`` their sum, ``lai_time_per_call_`` their mean.
+    """
+
+    def __init__(self, *, loss="ap", inference="auto", solver="cutting_plane", C=1.0, tol=1e-3,
+                 max_iter=1000, fit_intercept=True, qp_solver="daqp", random_state=None):
+        self.loss = loss
+        self.inference = inference
+        self.solver = solver
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.qp_solver = qp_solver
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Train on ``X`` (dense or scipy.sparse, (n_samples, n_features)) and binary ``y``."""
+        self._check_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_, y_index = np.unique(y, return_inverse=True)
+        if self.classes_.size != 2:
+            raise ValueError(
+                f"Only binary classification is supported: RankSVM needs y with exactly 2 "
+                f"classes (the larger label is the positive class); got {self.classes_.size} "
+                f"class(es): {self.classes_.tolist()}."
+            )
+        is_pos = y_index == 1
+        kwargs = {"C": self.C, "loss": self.loss, "method": self.inference, "tol": self.tol,
+                  "max_iter": self.max_iter}
+        if self.solver == "cutting_plane":
+            kwargs["qp_solver"] = self.qp_solver
+        bias_column = self.fit_intercept and self.loss == "01"
+        res = SOLVERS[self.solver](_append_ones(X) if bias_column else X, is_pos, **kwargs)
+        w = res.w[:-1] if bias_column else res.w
+        self.coef_ = w[None, :]
+        if bias_column:
+            self.intercept_ = res.w[-1:].copy()
+        elif self.fit_intercept:
+            self.intercept_ = np.array([-_fewest_errors_threshold(X @ w, is_pos)])
+        else:
+            self.intercept_ = np.zeros(1)
+        self.n_iter_ = res.n_iter
+        self.converged_ = res.converged
+        self.objective_curve_ = res.objective
+        self.gap_curve_ = res.gap
+        self.lai_times_ = res.lai_times
+        self.lai_calls_ = res.lai_calls
+        self.lai_time_ = res.lai_time
+        self.lai_time_per_call_ = res.lai_time_per_call
+        return self
+
+    def decision_function(self, X):
+        """Score of each sample, ``X @ coef_[0] + intercept_[0]``; higher ranks first."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def predict(self, X):
+        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(np.intp)]
+
+    def score(self, X, y):
+        """AP (loss "ap" or "01") or NDCG (loss "ndcg") of the decision function's ranking,
+        with ``classes_[1]`` as the relevant class. Higher is better."""
+        return _METRICS[self.loss](np.asarray(y) == self.classes_[1], self.decision_function(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_params(self):
+        """The string parameters; C, tol and max_iter are checked by the solver."""
+        if self.loss not in _METRICS:
+            raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
+        if not isinstance(self.inference, str) or self.loss not in METHODS.get(self.inference, ()):
+            allowed = sorted(m for m, losses in METHODS.items() if self.loss in losses)
+            raise ValueError(f"inference {self.inference!r} does not apply to loss "
+                             f"{self.loss!r}; methods for it: {allowed}.")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {sorted(SOLVERS)}; got {self.solver!r}.")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise TypeError(f"fit_intercept must be True or False; got {self.fit_intercept!r}.")
+
+
+def _append_ones(X):
+    """``X`` with a constant column of ones (the bias feature), sparse kept sparse."""
+    ones = np.ones((X.shape[0], 1))
+    if sp.issparse(X):
+        return sp.hstack([X, ones], format="csr")
+    return np.hstack([X, ones])
+
+
+def _fewest_errors_threshold(scores, is_pos):
+    """Threshold ``t`` such that predicting positive where ``score > t`` makes the fewest
+    errors on (scores, is_pos); the midpoint between the neighbouring distinct scores, and the
+    highest such cut among equally good ones."""
+    order = np.argsort(-scores, kind="stable")
+    s, pos = scores[order], is_pos[order]
+    # errors when the top k are called positive: negatives among them + positives below them
+    errors = np.concatenate([[0], np.cumsum(~pos) - np.cumsum(pos)]) + np.count_nonzero(pos)
+    # a cut is possible before the first sample, after the last, and between distinct scores
+    cuttable = np.concatenate([[True], s[:-1] > s[1:], [True]])
+    k = int(np.flatnonzero(cuttable)[np.argmin(errors[cuttable])])
+    if k == 0:
+        return s[0]
+    if k == s.size:
+        return s[-1] - max(1.0, abs(s[-1]))
+    return 0.5 * (s[k - 1] + s[k])

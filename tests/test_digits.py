@@ -1,0 +1,126 @@
+"""The digits pipeline: a reduced run's files and numbers, the split, and config checking."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from sklearn.metrics import average_precision_score
+
+from pipelines import digits
+from qs.estimators import RankSVM
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """Two digits, the AP-SVM's C by 2-fold CV over two values, the others fixed."""
+    cfg = digits.load_config(
+        classes=[3, 8], max_iter=60, tol=1e-2,
+        C={"ap_svm": "cv", "zero_one_svm": 10.0, "linear_svc": 0.01},
+        cv={"folds": 2, "grid": {"ap_svm": [1.0, 10.0]}},
+    )
+    out = tmp_path_factory.mktemp("digits") / "run"
+    return cfg, digits.run(cfg, out, progress=False)
+
+
+def test_run_writes_its_files(small_run):
+    cfg, out = small_run
+    names = {p.name for p in out.iterdir()}
+    assert names == {"table.csv", "table.md", "runs.csv", "config.yaml", "provenance.json"}
+    assert yaml.safe_load((out / "config.yaml").read_text()) == cfg
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["seed"] == 0
+    assert record["data"].startswith("scikit-learn load_digits (1797 images, 8x8, real data)")
+
+
+def test_table_values_and_mean_row(small_run):
+    _, out = small_run
+    table = digits.results_table(out)
+    assert list(table.columns) == ["digit", "ap_svm", "zero_one_svm", "linear_svc"]
+    assert list(table["digit"]) == ["3", "8", "mean"]
+    values = table[list(digits.METHODS)].to_numpy()
+    assert np.all((values > 0) & (values <= 1))
+    runs = pd.read_csv(out / "runs.csv")
+    for name in digits.METHODS:
+        assert table[name].iloc[-1] == pytest.approx(runs.loc[runs.method == name, "test_ap"].mean())
+        assert table[name].iloc[-1] == pytest.approx(table[name].iloc[:-1].mean())
+    md = digits.report(out)
+    assert "| mean " in md and f"{table['ap_svm'].iloc[-1]:.4f}" in md
+
+
+def test_runs_record_C_choice_and_lai(small_run):
+    _, out = small_run
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 2 * len(digits.METHODS)
+    ap = runs[runs.method == "ap_svm"]
+    assert set(ap.C) <= {1.0, 10.0} and set(ap.C_from) == {"2-fold cv"}
+    assert set(runs[runs.method == "zero_one_svm"].C) == {10.0}
+    svm = runs[runs.method != "linear_svc"]
+    assert np.all(svm.lai_calls >= 1) and np.all(svm.lai_s > 0)
+    assert runs[runs.method == "linear_svc"].lai_calls.isna().all()
+
+
+def test_table_matches_a_fit_by_hand(small_run):
+    # the 0-1 SVM at its fixed C, trained and scored outside the pipeline on the same split
+    cfg, out = small_run
+    X_train, X_test, y_train, y_test, _ = digits.load_data(cfg)
+    est = RankSVM(loss="01", inference="zero_one", C=10.0, tol=1e-2, max_iter=60)
+    est.fit(X_train, y_train == 8)
+    expected = average_precision_score(y_test == 8, est.decision_function(X_test))
+    table = digits.results_table(out).set_index("digit")
+    assert table.loc["8", "zero_one_svm"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_split_is_seeded_stratified_and_scaled_on_train():
+    cfg = digits.load_config()
+    X_train, X_test, y_train, y_test, note = digits.load_data(cfg)
+    assert X_train.shape == (898, 64) and X_test.shape == (899, 64)
+    assert np.abs(np.bincount(y_train) - np.bincount(y_test)).max() <= 1
+    np.testing.assert_allclose(X_train.mean(axis=0), 0.0, atol=1e-12)
+    assert np.abs(X_test.mean(axis=0)).max() > 1e-3  # scaled with the train half's statistics
+    again = digits.load_data(cfg)
+    np.testing.assert_array_equal(again[0], X_train)
+    other = digits.load_data(digits.load_config(seed=1))
+    assert not np.array_equal(other[2], y_train)
+    assert "898 train / 899 test" in note
+
+
+def test_classes_given_as_text_are_digits():
+    assert digits.load_config(classes=["3", "8"])["classes"] == [3, 8]
+
+
+def test_shipped_config_loads():
+    cfg = digits.load_config(CONFIG)
+    assert cfg["experiment"] == "digits" and cfg["classes"] == list(range(10))
+    assert cfg["C"] == {name: "cv" for name in digits.METHODS}
+
+
+@pytest.mark.parametrize("overrides,match", [
+    ({"epochs": 3}, r"unknown config key\(s\) 'epochs'"),
+    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"unknown config key\(s\) 'svc' in 'C'"),
+    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'rbf' in 'cv.grid'"),
+    ({"experiment": "scaling"}, "experiment must be 'digits'"),
+    ({"classes": [3, 10]}, "distinct digits 0-9"),
+    ({"classes": []}, "distinct digits 0-9"),
+    ({"classes": ["three"]}, "distinct digits 0-9"),
+    ({"test_size": 1.0}, r"test_size must be a fraction in \(0, 1\)"),
+    ({"scaler": "robust"}, "scaler must be one of standard, minmax"),
+    ({"inference": "chakrabarti"}, "inference must be one of"),
+    ({"C": {"ap_svm": -1}}, "C.ap_svm must be a finite number > 0"),
+    ({"cv": {"folds": 1}}, "cv.folds must be a finite integer >= 2"),
+    ({"cv": {"grid": {"linear_svc": []}}}, "cv.grid.linear_svc must be a non-empty list"),
+])
+def test_bad_config_is_rejected(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        digits.load_config(**overrides)
+
+
+def test_config_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("experiment: digits\nlearning_rate: 0.1\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: unknown config key\(s\) 'learning_rate'"):
+        digits.load_config(path)
