@@ -287,3 +287,29 @@ def test_zero_one_is_the_most_violated_labelling(seed):
     assert res.objective - res.ground_truth_F == pytest.approx(hinge_loss(y, scores), rel=1e-9, abs=1e-12)
     assert res.objective == pytest.approx(res.loss + res.coef @ scores, rel=1e-12, abs=1e-15)
     assert res.neg_rank is None
+
+
+def _rank_sum_in_child(scores, labels, queue):
+    queue.put(int(lai(scores, labels, "ap").neg_rank.sum()))
+
+
+def test_threaded_default_works_in_a_forked_child():
+    """The default's thread pool, started in the parent, must not be reused by a forked child
+    (its threads do not exist there: the call would wait forever)."""
+    import multiprocessing
+
+    from qs.inference.bucket import THREADED_MIN
+
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=THREADED_MIN + 1000)
+    labels = rng.random(scores.size) < 0.01
+    expected = int(lai(scores, labels, "ap").neg_rank.sum())  # starts the parent's pool
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_rank_sum_in_child, args=(scores, labels, queue))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and queue.get(timeout=5) == expected

@@ -277,18 +277,18 @@ def _chunk_fill(count, gather_at, order, settled):
     return fill
 
 
-_pool = None
+_pool = {}  # (process id, workers) -> pool: a forked child starts its own threads
 
 
 def _map(fn, *iterables):
     """``fn`` over the pieces on a pool of numba's thread count (the kernels release the GIL)."""
-    global _pool
     workers = max(1, min(CHUNKS, numba.get_num_threads(), os.cpu_count() or 1))
     if workers == 1:
         return list(map(fn, *iterables))
-    if _pool is None or _pool._max_workers != workers:
-        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="qs-bucket")
-    return list(_pool.map(fn, *iterables))
+    key = (os.getpid(), workers)
+    if key not in _pool:
+        _pool[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="qs-bucket")
+    return list(_pool[key].map(fn, *iterables))
 
 
 def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
