@@ -3,11 +3,21 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+QSRANK := $(VENV)/bin/qsrank
+# VOC2011 actions (paper 000, Section 4.1): one training run feeds Tables 1-4, so the four
+# targets share (and resume) one run directory; point VOC_CONFIG at a config with `data:` set
+# for the real poselet features.
+VOC_CONFIG ?= configs/voc2011_actions.yaml
+VOC_RUN ?= results/voc2011_actions/default
+VOC_FIGURES ?= results/voc2011_actions
+FIGURE_CLASS ?= phoning
 
-.PHONY: help install test bench bench-large clean
+.PHONY: help install test bench bench-large clean digits reproduce-voc2011 \
+	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
+	reproduce-figure2 reproduce-figure3 voc2011-train
 
 help:  ## list the targets
-	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +35,40 @@ bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2
 
 bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 	$(VENV)/bin/qsrank bench --vary negatives --preset large
+
+voc2011-train: $(STAMP)
+	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)
+
+reproduce-table1: voc2011-train  ## paper 000 Table 1: total LAI time in training, VOC2011 actions (resumes)
+	@echo; cat $(VOC_RUN)/table1.md
+
+reproduce-table2: voc2011-train  ## paper 000 Table 2: time per LAI call, same run as Table 1
+	@echo; cat $(VOC_RUN)/table2.md
+
+reproduce-table3: voc2011-train  ## paper 000 Table 3: test AP per action, 0-1 vs AP loss
+	@echo; cat $(VOC_RUN)/table3.md
+
+reproduce-table4: voc2011-train  ## paper 000 Table 4: NDCG per action, 0-1 vs NDCG loss
+	@echo; cat $(VOC_RUN)/table4.md
+
+reproduce-figure2: $(STAMP)  ## paper 000 Figure 2: AP LAI time as total/negatives/positives grow (phoning)
+	for vary in total negatives positives; do \
+	  $(QSRANK) bench --experiment voc2011_actions --config $(VOC_CONFIG) --class $(FIGURE_CLASS) \
+	    --loss ap --vary $$vary --out $(VOC_FIGURES)/figure2 || exit 1; \
+	done
+	@echo "figure: $(VOC_FIGURES)/figure2/figure.png"
+
+reproduce-figure3: $(STAMP)  ## paper 000 Figure 3: NDCG LAI time as total/negatives/positives grow (phoning)
+	for vary in total negatives positives; do \
+	  $(QSRANK) bench --experiment voc2011_actions --config $(VOC_CONFIG) --class $(FIGURE_CLASS) \
+	    --loss ndcg --vary $$vary --out $(VOC_FIGURES)/figure3 || exit 1; \
+	done
+	@echo "figure: $(VOC_FIGURES)/figure3/figure.png"
+
+reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-figure2 reproduce-figure3  ## all of paper 000 Section 4.1
+
+digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
+	$(QSRANK) train --config configs/digits.yaml
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,15 +1,23 @@
 """`qsrank`, the command line of the suite: each command parses, calls one pipeline, prints."""
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import click
+import yaml
 
-from pipelines import scaling
+import pipelines
+from pipelines import scaling, voc2011_actions
 from pipelines._io import write_npz
 from qs import data
+from qs.ssvm import SOLVERS
 
-# The repository's config; when the package is installed without it, the built-in defaults.
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "scaling.yaml"
+# The repository's configs; when the package is installed without them, the built-in defaults.
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+DEFAULT_CONFIG = CONFIGS / "scaling.yaml"
+# `qsrank bench --experiment NAME`: the pipelines that time LAI inside training (Figures 2-3)
+BENCH_EXPERIMENTS = {"voc2011_actions": voc2011_actions}
 
 
 @click.group()
@@ -34,8 +42,24 @@ def main():
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the synthetic scores.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True),
               help="Skip a curve once a call is predicted to take longer (seconds).")
-def bench(config_path, out, methods, budget, **options):
-    """Time LAI methods on synthetic scores as the sample counts grow (paper 000, Figures 2-3)."""
+@click.option("--experiment", type=click.Choice(sorted(BENCH_EXPERIMENTS)),
+              help="Time the total LAI time of whole trainings on this experiment's data "
+                   "instead of single calls on synthetic scores [config: "
+                   "configs/<experiment>.yaml].")
+@click.option("--class", "action", help="Action class of --experiment [config: phoning].")
+def bench(config_path, out, methods, budget, experiment, action, **options):
+    """Time LAI methods as the sample counts grow (paper 000, Figures 2-3).
+
+    Without --experiment: single LAI calls on synthetic scores. With --experiment
+    voc2011_actions: whole trainings on the boxes of one class (--class), subsampled;
+    rerunning into the same --out resumes, and the figure shows every vary run there.
+    """
+    if experiment is not None:
+        _bench_experiment(BENCH_EXPERIMENTS[experiment], config_path, out, methods, budget,
+                          action, **options)
+        return
+    if action is not None:
+        raise click.UsageError("--class needs --experiment.")
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
     methods = [name.strip() for name in methods.split(",")] if methods else None
@@ -46,6 +70,91 @@ def bench(config_path, out, methods, budget, **options):
         raise click.ClickException(str(err)) from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
+
+
+def _bench_experiment(module, config_path, out, methods, budget, action, *, vary, loss,
+                      repeats, preset, seed):
+    if budget is not None:
+        raise click.UsageError("--budget applies to the synthetic-score benchmark only, not "
+                               "with --experiment.")
+    if config_path is None:
+        default = CONFIGS / f"{module.EXPERIMENT}.yaml"
+        config_path = default if default.is_file() else None
+    methods = [name.strip() for name in methods.split(",")] if methods else None
+    figures = {"vary": vary, "loss": loss, "methods": methods, "repeats": repeats,
+               "preset": preset, "class": action}
+    try:
+        config = module.load_config(config_path, seed=seed, figures=figures)
+        run_dir = module.figure_run(config, out)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(module.report(run_dir))
+    click.echo(f"results: {run_dir}")
+
+
+@main.command()
+@click.option("--config", "config_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML config; its key `experiment` names the pipeline "
+                   "(e.g. configs/voc2011_actions.yaml, configs/digits.yaml).")
+@click.option("--class", "classes", multiple=True,
+              help="Train only this class (repeatable) [voc2011_actions].")
+@click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
+              help="Train only the methods of this loss.")
+@click.option("--inference", help="Train only the methods of this LAI method (e.g. qs, yue).")
+@click.option("--solver", type=click.Choice(sorted(SOLVERS)), help="Structured SVM solver.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory; an existing one resumes [default: "
+                   "results/<experiment>/<run-id>].")
+@click.option("--force", is_flag=True, default=None,
+              help="Retrain what the run directory already holds.")
+def train(config_path, classes, loss, inference, solver, out, force):
+    """Run the experiment a config names: train, evaluate, write its tables."""
+    overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
+                 "solver": solver, "force": force}
+    try:
+        module = pipeline_of(config_path)
+        config = module.load_config(config_path, **{k: v for k, v in overrides.items()
+                                                    if v is not None})
+        run_dir = module.run(config, out, progress=True)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(run_summary(module, run_dir))
+    click.echo(f"results: {run_dir}")
+
+
+def experiments():
+    """The pipeline modules a config's `experiment` key may name."""
+    return sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__)
+                  if not m.name.startswith("_"))
+
+
+def pipeline_of(config_path):
+    """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
+    try:
+        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"cannot read config {config_path}: {err}") from None
+    name = config.get("experiment") if isinstance(config, dict) else None
+    known = experiments()
+    if name is None:
+        raise ValueError(f"config {config_path} has no top-level key `experiment` naming its "
+                         f"pipeline; one of: {', '.join(known)}")
+    if name not in known:
+        raise ValueError(f"config {config_path}: unknown experiment {name!r}; known: "
+                         f"{', '.join(known)}")
+    module = importlib.import_module(f"pipelines.{name}")
+    if not (hasattr(module, "load_config") and hasattr(module, "run")):
+        raise ValueError(f"pipelines.{name} is not a trainable experiment (no load_config/run)")
+    return module
+
+
+def run_summary(module, run_dir):
+    """What `qsrank train` prints: the pipeline's report(run_dir), else the run's summary.md."""
+    if hasattr(module, "report"):
+        return module.report(run_dir)
+    summary = Path(run_dir) / "summary.md"
+    return summary.read_text(encoding="utf-8") if summary.is_file() else ""
 
 
 @main.group()
