@@ -134,10 +134,12 @@ def _corners(count, low, scale, ends):
 def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     """Rank both corner sequences; settle the buckets whose corners agree.
 
-    Returns (order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count):
-    ``settled[b]`` the rank of bucket ``b`` or 0, ``gather_at[b]`` where a straddling
-    bucket's negatives start among the gathered ones, ``rank_count`` the negatives settled
-    per rank.
+    Returns (first, top_r, bottom_r, settled, straddling, slot, starts, rank_count), per
+    non-empty bucket in descending score order (``order``) the first place and corner
+    ranks; ``settled[b]`` the rank of bucket ``b`` or 0; ``straddling`` the positions in
+    ``order`` of the other buckets, ``slot[b]`` the index of bucket ``b`` among them and
+    ``starts`` where their negatives start among the gathered ones (one more entry: the
+    total); ``rank_count`` the negatives settled per rank.
     """
     c2 = 2.0 / (n_pos * n_neg)
     order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
@@ -149,25 +151,31 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
                      n_pos, c2, spos)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     settled = np.zeros(count.size, dtype=np.int32)
-    gather_at = np.zeros(count.size, dtype=np.int64)
+    slot = np.empty(count.size, dtype=np.int32)  # read only where settled is 0
+    straddling = np.flatnonzero(top_r != bottom_r)
+    starts = np.empty(straddling.size + 1, dtype=np.int64)
     n_gather = 0
+    i = 0
     for t in range(n_full):
         b = order[t]
         if top_r[t] == bottom_r[t]:
             settled[b] = top_r[t]
             rank_count[top_r[t]] += count[b]
         else:
-            gather_at[b] = n_gather
+            slot[b] = i
+            starts[i] = n_gather
             n_gather += count[b]
-    return order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count
+            i += 1
+    starts[i] = n_gather
+    return order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count
 
 
 @jit
-def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, fill,
+def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, slot, fill,
                   g_score, g_index, g_place, neg_rank, coef):
     """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
     settled buckets get rank and coefficient; the others are gathered (score, input index,
-    place) at ``fill[b]`` onwards, in input order within a bucket. Returns the sum of
+    place) at ``fill[slot[b]]`` onwards, in input order within a bucket. Returns the sum of
     coefficient times score over the settled negatives."""
     top = settled.size - 1
     dot = 0.0
@@ -183,45 +191,45 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
             coef[k] = c
             dot += c * s
         else:
-            p = fill[b]
+            i = slot[b]
+            p = fill[i]
             g_score[p], g_index[p], g_place[p] = s, k, q
-            fill[b] = p + 1
+            fill[i] = p + 1
         q += 1
     return dot
 
 
 @jit_generic
-def _solve_gathered(inc, params, t_lo, t_hi, order, first, top_r, bottom_r, settled, gather_at,
-                    count, g_score, idx, rk, n_pos, spos, n_neg):
-    """Algorithm 1 inside each straddling bucket of ``order[t_lo:t_hi]``, on its own places
-    and rank interval; ``g_score`` is partitioned in place and ``idx`` (gather positions, in
-    input order within a bucket) moves along and breaks ties."""
+def _solve_gathered(inc, params, i_lo, i_hi, order, first, top_r, bottom_r, straddling, starts,
+                    g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, neg_rank, coef):
+    """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own places
+    and rank interval; ``g_score`` is partitioned in place and ``idx`` (gather positions,
+    in input order within a bucket) moves along and breaks ties. Then their negatives' ranks
+    and coefficients. Returns (sum of coefficient times score, negatives per rank)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
-    for t in range(t_lo, t_hi):
-        b = order[t]
-        if settled[b] > 0:
-            continue
-        lo = gather_at[b]
-        hi = lo + count[b] - 1
-        opt_ranks_unsorted(g_score, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
+    lo_all, hi_all = starts[i_lo], starts[i_hi]
+    idx = np.arange(lo_all, hi_all)
+    rk = np.empty(hi_all - lo_all, dtype=np.int64)
+    for i in range(i_lo, i_hi):
+        t = straddling[i]
+        lo = starts[i] - lo_all
+        hi = starts[i + 1] - lo_all - 1
+        v = g_score[lo_all:hi_all]
+        opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
                            inc, params, n_pos, c2, spos, stack)
-        canonical_ties(g_score, idx, rk, lo, hi)
-
-
-@jit
-def _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank, rank_count, neg_rank, coef):
-    """Ranks and coefficients of the gathered negatives; returns their coefficient-score sum."""
+        canonical_ties(v, idx, rk, lo, hi)
+    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     dot = 0.0
-    for p in range(idx.size):
+    for p in range(rk.size):
         g = idx[p]
         r = rk[p]
         neg_rank[g_place[g]] = r
         c = coef_of_rank[r]
         coef[g_index[g]] = c
-        dot += c * g_score[p]
+        dot += c * g_score[lo_all + p]
         rank_count[r] += 1
-    return dot
+    return dot, rank_count
 
 
 @jit
@@ -244,36 +252,34 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         return failed(err, where)
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
-    order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count = _rank_corners(
+    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count = _rank_corners(
         inc, params, count, low, scale, ends, n_pos, spos, n_neg
     )
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    n_gather = starts[-1]
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
     g_place = np.empty(n_gather, dtype=np.int64)
     dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, settled, coef_of_rank,
-                        gather_at.copy(), g_score, g_index, g_place, neg_rank, coef)
-    idx = np.arange(n_gather)
-    rk = np.empty(n_gather, dtype=np.int64)
-    _solve_gathered(inc, params, 0, order.size, order, first, top_r, bottom_r, settled, gather_at,
-                    count, g_score, idx, rk, n_pos, spos, n_neg)
-    dot += _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank, rank_count,
-                           neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+                        slot, starts[:-1].copy(), g_score, g_index, g_place, neg_rank, coef)
+    dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, order, first, top_r,
+                                     bottom_r, straddling, starts, g_score, g_index, g_place,
+                                     n_pos, spos, n_neg, coef_of_rank, neg_rank, coef)
+    return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
+                  sum_pos, sum_neg)
 
 
 @jit
-def _chunk_fill(count, gather_at, order, settled):
-    """Per chunk, where each straddling bucket's negatives of that chunk start: after those
-    of the earlier chunks, so that every bucket keeps input order."""
-    fill = np.zeros(count.shape, dtype=np.int64)
-    for t in range(order.size):
-        b = order[t]
-        if settled[b] == 0:
-            at = gather_at[b]
-            for c in range(count.shape[0]):
-                fill[c, b] = at
-                at += count[c, b]
+def _chunk_fill(count, order, straddling, starts):
+    """Per chunk and straddling bucket, where that chunk's negatives of the bucket start:
+    after those of the earlier chunks, so that every bucket keeps input order."""
+    fill = np.empty((count.shape[0], straddling.size), dtype=np.int64)
+    for i in range(straddling.size):
+        b = order[straddling[i]]
+        at = starts[i]
+        for c in range(count.shape[0]):
+            fill[c, i] = at
+            at += count[c, b]
     return fill
 
 
@@ -315,31 +321,29 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
     total = count.sum(axis=0, dtype=np.int32)
-    order, first, top_r, bottom_r, settled, gather_at, n_gather, rank_count = bind(
+    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count = bind(
         _rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    n_gather = starts[-1]
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
     g_place = np.empty(n_gather, dtype=np.int64)
-    fill = _chunk_fill(count, gather_at, order, settled)
+    fill = _chunk_fill(count, order, straddling, starts)
     dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
                                         bounds[c] - pos_at[c], low, scale, settled, coef_of_rank,
-                                        fill[c], g_score, g_index, g_place, neg_rank, coef),
+                                        slot, fill[c], g_score, g_index, g_place, neg_rank, coef),
                 range(n_chunks))
-    idx = np.arange(n_gather)
-    rk = np.empty(n_gather, dtype=np.int64)
-    # straddling buckets split into pieces of about equal numbers of gathered negatives
-    straddling = np.cumsum(np.where(settled[order] == 0, total[order], 0))
-    cuts = np.searchsorted(straddling, np.linspace(0, n_gather, n_chunks + 1)[1:-1], side="right")
-    t_bounds = np.r_[0, cuts, order.size]
+    # straddling buckets cut into pieces of about equal numbers of gathered negatives
+    cuts = np.searchsorted(starts, np.linspace(0, n_gather, n_chunks + 1)[1:-1])
+    i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(_solve_gathered, loss.kernel)
-    _map(lambda c: solve(params, t_bounds[c], t_bounds[c + 1], order, first, top_r, bottom_r,
-                         settled, gather_at, total, g_score, idx, rk, n_pos,
-                         spos, n_neg),
-         range(n_chunks))
-    dot = sum(dots) + _place_gathered(g_score, idx, rk, g_index, g_place, coef_of_rank,
-                                      rank_count, neg_rank, coef)
+    solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], order, first, top_r,
+                                  bottom_r, straddling, starts, g_score, g_index, g_place, n_pos,
+                                  spos, n_neg, coef_of_rank, neg_rank, coef),
+                  range(n_chunks))
+    dot = sum(dots) + sum(d for d, _ in solved)
+    rank_count = rank_count + sum(r for _, r in solved)
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
 
 
