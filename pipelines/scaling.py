@@ -5,8 +5,8 @@ Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
 ndcg, ndcg_qs) plus our own methods and outside references. At each size every curve gets
 one cold call, timed apart because it includes numba compilation or cache loading, then
-``repeats`` warm timed calls. A curve whose predicted time per call exceeds the budget is
-skipped at that size and every larger one.
+``repeats`` rounds of one warm timed call of each curve in turn. A curve whose predicted
+time per call exceeds the budget is skipped at that size and every larger one.
 """
 
 import copy
@@ -269,7 +269,9 @@ def _data_note(cfg):
 
 
 def _time_all(cfg, chosen, pairs, progress):
-    """One cold and `repeats` warm calls per size and curve: (timings, cold) frames."""
+    """One cold call per size and curve, then `repeats` rounds of one warm call of every
+    curve in turn (round robin: a slow spell of the machine hits all curves alike, so their
+    ratios hold): (timings, cold) frames."""
     rows, cold = [], []
     last = {}  # curve -> (n_pos, n_neg, median seconds) at its largest timed size
     with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
@@ -277,19 +279,25 @@ def _time_all(cfg, chosen, pairs, progress):
         for n_pos, n_neg in pairs:
             scores, labels = _data(cfg, n_pos, n_neg)
             negatives = scores[labels == 0]
+            calls = {}
             for curve in chosen:
                 loss, name, method = curve
-                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
                 key = {"vary": cfg["vary"], "loss": loss, "curve": name, "method": method,
                        "n_pos": n_pos, "n_neg": n_neg}
                 if _predicted(last.get(curve), method, n_pos, n_neg) > cfg["budget_s"]:
                     cold.append({**key, "seconds": np.nan, "status": SKIPPED})
+                    bar.update()
                 else:
-                    call = _caller(curve, scores, labels, negatives)
-                    cold.append({**key, "seconds": _clock(call), "status": "ok"})
-                    warm = [_clock(call) for _ in range(cfg["repeats"])]
-                    rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm)]
-                    last[curve] = (n_pos, n_neg, float(np.median(warm)))
+                    calls[curve] = key, _caller(curve, scores, labels, negatives)
+                    cold.append({**key, "seconds": _clock(calls[curve][1]), "status": "ok"})
+            warm = {curve: [] for curve in calls}
+            for _ in range(cfg["repeats"]):
+                for curve, (_, call) in calls.items():
+                    warm[curve].append(_clock(call))
+            for curve, (key, _) in calls.items():
+                rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
+                last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
                 bar.update()
     return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
 
