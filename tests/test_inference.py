@@ -12,8 +12,8 @@ from qs.inference.bucket import _bucket_chunked
 from qs.losses import NDCGLoss, get_loss
 from tests import naive
 
-RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "auto"],
-           "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "auto"]}
+RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
+           "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "auto"]}
 CASES = [(loss, m) for loss, ms in RANKING.items() for m in ms]
 
 
@@ -175,7 +175,7 @@ class HarmonicNDCG(NDCGLoss):
         return 1.0 / np.asarray(positions, dtype=np.float64)
 
 
-@pytest.mark.parametrize("method", ["qs", "sort_dc", "bucket", "auto"])
+@pytest.mark.parametrize("method", ["qs", "sort_dc", "bucket", "bucket_sort", "auto"])
 def test_a_new_qs_suitable_loss_works_unchanged(method):
     rng = np.random.default_rng(5)
     loss = HarmonicNDCG()
