@@ -121,6 +121,21 @@ def test_deterministic(solver):
     np.testing.assert_array_equal(a.objective, b.objective)
 
 
+def test_stochastic_subgradient_repeats_for_a_seed_and_learns():
+    X, y = make_data()
+    kw = {"C": 3.0, "max_iter": 60, "batch_size": 40}
+    a, b = (subgradient(X, y, random_state=7, **kw) for _ in range(2))
+    c = subgradient(X, y, random_state=8, **kw)
+    np.testing.assert_array_equal(a.w, b.w)
+    assert not np.array_equal(a.w, c.w)
+    assert np.isnan(a.gap).all() and a.n_iter == 60 and not a.converged
+    # the stochastic steps still descend: the primal ends near the full-batch optimum
+    best = cutting_plane(X, y, C=3.0, tol=1e-6).objective[-1]
+    assert a.objective[-1] < a.objective[0] and a.objective[-1] <= 1.5 * best
+    with pytest.raises(ValueError, match="batch_size"):
+        subgradient(X, y, batch_size=1)
+
+
 @pytest.mark.parametrize("backend", ["daqp", "quadprog", "piqp", "clarabel"])
 def test_qp_backends_agree(backend):
     pytest.importorskip(backend)

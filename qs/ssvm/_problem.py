@@ -99,13 +99,18 @@ class Problem:
         self.callback = callback
         self.lai_times, self.objective, self.gap = [], [], []
 
-    def most_violated(self, w):
-        """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack."""
-        scores = self.X @ w
+    def most_violated(self, w, rows=None):
+        """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack;
+        of the problem restricted to the samples ``rows`` when given (a stochastic step)."""
+        X, is_pos, coef_true = self.X, self.is_pos, self.coef_true
+        if rows is not None:
+            X, is_pos = X[rows], is_pos[rows]
+            coef_true = ground_truth_coef(is_pos, self.loss)
+        scores = X @ w
         start = time.perf_counter()
-        res = lai(scores, self.is_pos, loss=self.loss, method=self.method)
+        res = lai(scores, is_pos, loss=self.loss, method=self.method)
         self.lai_times.append(time.perf_counter() - start)
-        a = np.asarray(self.X.T @ (self.coef_true - res.coef)).ravel()
+        a = np.asarray(X.T @ (coef_true - res.coef)).ravel()
         return a, res.loss, res.objective - res.ground_truth_F
 
     def primal(self, w, xi):
