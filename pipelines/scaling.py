@@ -5,8 +5,9 @@ Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
 ndcg, ndcg_qs) plus our own methods and outside references. At each size every curve gets
 one cold call, timed apart because it includes numba compilation or cache loading, then
-``repeats`` rounds of one warm timed call of each curve in turn. A curve whose predicted
-time per call exceeds the budget is skipped at that size and every larger one.
+``repeats`` rounds of one warm timed sample of each curve in turn (a sample: the mean of
+back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
+budget is skipped at that size and every larger one.
 """
 
 import copy
@@ -53,6 +54,7 @@ QUADRATIC = frozenset({"yue", "chakrabarti"})  # O(NP) scans; all else predicted
 COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "search": "C3",
           "auto": "C4", "sort_dc": "C5", "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
+SAMPLE_S = 2e-3  # seconds of back-to-back calls per timed sample (one call if longer)
 TIMING_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "repeat", "seconds"]
 COLD_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "seconds", "status"]
 
@@ -269,9 +271,11 @@ def _data_note(cfg):
 
 
 def _time_all(cfg, chosen, pairs, progress):
-    """One cold call per size and curve, then `repeats` rounds of one warm call of every
+    """One cold call per size and curve, then `repeats` rounds of one warm sample of every
     curve in turn (round robin: a slow spell of the machine hits all curves alike, so their
-    ratios hold): (timings, cold) frames."""
+    ratios hold); a sample is the mean of enough back-to-back calls to last about SAMPLE_S,
+    so that short calls are timed warm and above the clock's resolution: (timings, cold)
+    frames."""
     rows, cold = [], []
     last = {}  # curve -> (n_pos, n_neg, median seconds) at its largest timed size
     with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
@@ -289,13 +293,14 @@ def _time_all(cfg, chosen, pairs, progress):
                     cold.append({**key, "seconds": np.nan, "status": SKIPPED})
                     bar.update()
                 else:
-                    calls[curve] = key, _caller(curve, scores, labels, negatives)
-                    cold.append({**key, "seconds": _clock(calls[curve][1]), "status": "ok"})
+                    call = _caller(curve, scores, labels, negatives)
+                    cold.append({**key, "seconds": _clock(call), "status": "ok"})
+                    calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / _clock(call))))
             warm = {curve: [] for curve in calls}
             for _ in range(cfg["repeats"]):
-                for curve, (_, call) in calls.items():
-                    warm[curve].append(_clock(call))
-            for curve, (key, _) in calls.items():
+                for curve, (_, call, number) in calls.items():
+                    warm[curve].append(_clock(call, number))
+            for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
                 last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
                 bar.update()
@@ -319,10 +324,12 @@ def _caller(curve, scores, labels, negatives):
     return lambda: lai(scores, labels, loss=loss, method=method)
 
 
-def _clock(call):
+def _clock(call, number=1):
+    """Seconds per call, the mean of `number` back-to-back calls."""
     start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+    for _ in range(number):
+        call()
+    return (time.perf_counter() - start) / number
 
 
 # ---------------------------------------------------------------------------- reports
