@@ -32,7 +32,8 @@ def main():
               help="Losses to time [config: all].")
 @click.option("--methods",
               help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Warm timed samples per size and curve (rounds over the curves).")
+@click.option("--repeats", type=click.IntRange(min=1),
+              help="Warm timed samples per size and curve (with --experiment: trainings).")
 @click.option("--preset", help="Size preset of the config: paper, large, voc or quick.")
 @click.option("--config", "config_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),

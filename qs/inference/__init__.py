@@ -33,10 +33,12 @@ _RANKING = {
     "brute": brute_lai,
 }
 
-#: below this many negatives "auto" sorts them by buckets (``bucket_sort``); from it on it
-#: settles whole buckets unsorted (``bucket``): the faster of the two on each side (measured
-#: at P = 227 and 300, N = 2270 to 10^4)
+#: "auto" sorts the negatives by buckets (``bucket_sort``) while they number fewer than
+#: ``max(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * P)``, and from there on settles whole
+#: buckets unsorted (``bucket``), whose corner work grows with P: the faster of the two on
+#: each side (measured at P = 227, 300 and 1000, N = 2270 to 31623)
 AUTO_SORT_BELOW = 8192
+AUTO_SORT_PER_POSITIVE = 24
 
 #: method name -> the losses it supports ("any" QS-suitable loss object is listed as "qs-suitable")
 METHODS = {
@@ -117,7 +119,8 @@ def lai(scores, labels, loss="ap", method="auto"):
         raise_for(err, where, scores)
         return LAIResult(None, coef, loss_value, loss_value + dot, truth)
     if method == "auto":
-        method = "bucket_sort" if n_neg < AUTO_SORT_BELOW else "bucket"
+        small = n_neg < max(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * n_pos)
+        method = "bucket_sort" if small else "bucket"
     neg_rank = np.empty(n_neg, dtype=np.int64)
     err, where, sum_pos, sum_neg, n_above, f = _RANKING[method](
         loss_obj, scores, is_pos, n_pos, neg_rank, coef
