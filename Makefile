@@ -31,10 +31,10 @@ test: $(STAMP)  ## run the test suite
 	$(PY) -m pytest -q
 
 bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2-3 settings)
-	$(VENV)/bin/qsrank bench --vary negatives
+	$(QSRANK) bench --vary negatives
 
 bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
-	$(VENV)/bin/qsrank bench --vary negatives --preset large
+	$(QSRANK) bench --vary negatives --preset large
 
 voc2011-train: $(STAMP)
 	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)

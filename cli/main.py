@@ -20,6 +20,10 @@ DEFAULT_CONFIG = CONFIGS / "scaling.yaml"
 BENCH_EXPERIMENTS = {"voc2011_actions": voc2011_actions}
 
 
+# What a run can hit that is the user's to fix (bad config or data, an unwritable --out, a
+# QP backend that fails or is missing): a one-line message and exit 1, not a traceback.
+USER_ERRORS = (ValueError, OSError, RuntimeError, ImportError)
+
 @click.group()
 def main():
     """Exact loss-augmented inference for AP and NDCG losses (Mohapatra et al., CVPR 2018)."""
@@ -67,7 +71,7 @@ def bench(config_path, out, methods, budget, experiment, action, **options):
     try:
         config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
         run_dir = scaling.run(config, out)
-    except ValueError as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
@@ -87,7 +91,7 @@ def _bench_experiment(module, config_path, out, methods, budget, action, *, vary
     try:
         config = module.load_config(config_path, seed=seed, figures=figures)
         run_dir = module.figure_run(config, out)
-    except ValueError as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(module.report(run_dir))
     click.echo(f"results: {run_dir}")
@@ -118,7 +122,7 @@ def train(config_path, classes, loss, inference, solver, out, force):
         config = module.load_config(config_path, **{k: v for k, v in overrides.items()
                                                     if v is not None})
         run_dir = module.run(config, out, progress=True)
-    except ValueError as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(run_summary(module, run_dir))
     click.echo(f"results: {run_dir}")
@@ -169,7 +173,7 @@ def plot_scaling(run_dir):
     """Redraw RUN_DIR/scaling.png and scaling.pdf from RUN_DIR/timings.csv."""
     try:
         paths = scaling.plot_run(run_dir)
-    except (OSError, ValueError) as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo("\n".join(map(str, paths)))
 
@@ -191,7 +195,7 @@ def load_poselet(path, features_dir, out):
         poselet = data.load_poselet(path, feature_dir=features_dir)
         if out is not None:
             write_npz(out, data.cache_arrays(poselet))
-    except (OSError, ValueError) as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(poselet_summary(poselet))
     if out is not None:

@@ -55,7 +55,7 @@ def _version(package):
         return None
 
 
-def _git_commit():
+def git_commit():
     """The repository's HEAD commit (with '-dirty' for local changes), or None outside git."""
     repo = Path(__file__).resolve().parents[1]
     try:
@@ -75,7 +75,7 @@ def provenance(seed, data):
         "command": sys.argv,
         "seed": seed,
         "data": data,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in _PACKAGES},
         "host": platform.node(),

@@ -182,7 +182,7 @@ def load_data(cfg):
 def _estimator(cfg, name, C):
     loss = METHODS[name]
     if loss is None:
-        return LinearSVC(C=C, max_iter=10_000)
+        return LinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
     inference = cfg["inference"] if loss == "ap" else "zero_one"
     return RankSVM(loss=loss, inference=inference, solver=cfg["solver"], C=C, tol=cfg["tol"],
                    max_iter=cfg["max_iter"])

@@ -44,7 +44,7 @@ from matplotlib.ticker import NullLocator
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from tqdm import tqdm
 
-from pipelines._io import atomic_path, provenance, write_npz, write_text
+from pipelines._io import atomic_path, git_commit, provenance, write_npz, write_text
 from qs.data import (
     ACTIONS,
     PoseletData,
@@ -519,11 +519,24 @@ def cross_validate(cfg, loss, X, y, bias):
 
 def _settings(cfg, splits):
     """What a finished run's numbers depend on besides its class and method: a stored record
-    is reused only when these match."""
-    return {"data": [splits["trainval"].source, splits["test"].source], "seed": cfg["seed"],
+    is reused only when these match (the code's commit and the data's contents included, so
+    that a change to a solver, a LAI method or the generator retrains)."""
+    commit = git_commit()
+    return {"data": [splits["trainval"].source, splits["test"].source],
+            "data_sha256": [_digest(splits["trainval"]), _digest(splits["test"])],
+            "code": commit.removesuffix("-dirty") if commit else None, "seed": cfg["seed"],
             "max_boxes": cfg["max_boxes"], "solver": cfg["solver"], "tol": float(cfg["tol"]),
             "max_iter": cfg["max_iter"],
             "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
+
+
+def _digest(split):
+    """SHA-256 of a split's features and labels."""
+    h = hashlib.sha256()
+    X = split.X.tocsr()
+    for arr in (X.data, X.indices, X.indptr, np.asarray(X.shape), split.labels):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
 
 
 def _same(a, b):
@@ -569,6 +582,7 @@ def run(config, out_dir=None, progress=True):
             if cfg["force"] or not _done(out / "runs" / f"{a}__{m}.json", settings)]
     if todo:
         warm_up(dict.fromkeys(m for _, m in todo))
+    cv_done = set()  # (class, loss) whose CV this run has done: once per loss, even if forced
     with tqdm(total=len(todo), desc="voc2011 train", unit="run", disable=not progress) as bar:
         for action in dict.fromkeys(a for a, _ in todo):
             X, y_all, ignore = _class_data(train, action)
@@ -576,7 +590,8 @@ def run(config, out_dir=None, progress=True):
             Xt, yt, ignore_t = _class_data(test, action)
             for name in [m for a, m in todo if a == action]:
                 bar.set_postfix_str(f"{action} {name}")
-                C, cv = _C_for(cfg, out, settings, action, METHODS[name][0], X, y, train.bias)
+                C, cv = _C_for(cfg, out, settings, action, METHODS[name][0], X, y, train.bias,
+                               cv_done)
                 est, record = train_one(cfg, name, C, X, y, train.bias)
                 scores = est.decision_function(Xt)
                 record.update(
@@ -606,15 +621,18 @@ def _done(path, settings):
     return record is not None and _same(record.get("settings"), settings)
 
 
-def _C_for(cfg, out, settings, action, loss, X, y, bias):
-    """(C, cv record or None): the fixed C of the loss, or its CV choice (resumable)."""
+def _C_for(cfg, out, settings, action, loss, X, y, bias, cv_done):
+    """(C, cv record or None): the fixed C of the loss, or its CV choice (resumable; done
+    once per class and loss in a run, as every exact method of a loss shares it)."""
     if cfg["C"] != "cv":
         return cfg["C"][loss], None
     path = out / "runs" / f"cv-{action}__{loss}.json"
     cv = _read_json(path)
-    if cfg["force"] or cv is None or not _same(cv.get("settings"), settings):
+    forced = cfg["force"] and (action, loss) not in cv_done
+    if forced or cv is None or not _same(cv.get("settings"), settings):
         cv = {**cross_validate(cfg, loss, X, y, bias), "class": action, "settings": settings}
         _write_json(path, cv)
+    cv_done.add((action, loss))
     return cv["C"], cv
 
 

@@ -53,8 +53,8 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     qp_solver : str, default "daqp"
         ``qpsolvers`` backend of the cutting-plane dual QP (ignored by the other solvers).
     random_state : None, int or RandomState
-        Accepted for the scikit-learn API and stored; unused, because all solvers are
-        full-batch and deterministic: the same data give the same model.
+        Accepted for the scikit-learn API and stored; unused, because the solvers run here
+        full batch and are deterministic: the same data give the same model.
 
     Attributes
     ----------

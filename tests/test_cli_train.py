@@ -132,3 +132,14 @@ def test_bench_experiment_errors(tmp_path, args, message):
     result = invoke("bench", *args, "--out", tmp_path / "out")
     assert result.exit_code != 0 and message in result.output, result.output
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+
+
+def test_train_unwritable_out_is_a_clear_error(tiny_config, tmp_path):
+    # --out under a regular file: an OSError from the pipeline, reported without a traceback
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory")
+    result = invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "01",
+                    "--out", blocker / "run")
+    assert result.exit_code == 1, result.output
+    assert "Error:" in result.output and "Traceback" not in result.output
+    assert not isinstance(result.exception, OSError)

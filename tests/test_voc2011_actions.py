@@ -189,6 +189,20 @@ def test_cv_chooses_C_from_the_grid_and_resumes(tmp_path, count_trainings):
     assert count_trainings == ["0-1", "ap_qs"]
 
 
+def test_forced_cv_runs_once_per_class_and_loss(tmp_path, monkeypatch):
+    # ap and ap_qs share the AP loss, hence one cross-validation, even when forced
+    calls = []
+    real = voc.cross_validate
+    monkeypatch.setattr(voc, "cross_validate", lambda cfg, loss, *a: calls.append(loss)
+                        or real(cfg, loss, *a))
+    cv = {"folds": 2, "grid": {"01": [1.0], "ap": [1.0, 10.0], "ndcg": [1.0]}}
+    cfg = config(max_boxes=200, classes=["ridingbike"], methods=["ap", "ap_qs"], C="cv", cv=cv,
+                 force=True)
+    voc.run(cfg, tmp_path, progress=False)
+    voc.run(cfg, tmp_path, progress=False)
+    assert calls == ["ap", "ap"]
+
+
 @pytest.mark.parametrize("changes, match", [
     ({"colour": 1}, "unknown config key.*'colour'"),
     ({"cv": {"folds": 5, "gird": {}}}, "unknown config key.*'gird' in 'cv'"),

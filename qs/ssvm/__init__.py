@@ -9,7 +9,9 @@ primal objective and the duality gap per iteration, and stops on a tolerance or 
 - :func:`frank_wolfe`: Frank-Wolfe on the dual with exact line search; no QP.
 - :func:`subgradient`: Pegasos-style subgradient descent with iterate averaging; no QP.
 
-All three are full-batch and draw no random numbers: the same input gives the same result.
+All three run full batch by default and then draw no random numbers: the same input gives
+the same result. ``subgradient`` also takes stochastic steps on random subsets, repeatable
+for a seed.
 """
 
 from qs.ssvm._problem import Progress, SolverResult, ground_truth_coef

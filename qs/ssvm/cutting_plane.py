@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from qs.ssvm._problem import Problem
 
 #: ridge added to the working set's Gram matrix, relative to its largest diagonal entry:
-#: the Gram matrix is only semi-definite, and quadprog needs it definite
+#: the Gram matrix is only semi-definite, and daqp (like quadprog) needs it definite
 RIDGE = 1e-12
 
 

@@ -2,16 +2,16 @@
 
 On ``lambda/2 |w|^2 + xi(w)`` with ``lambda = 1/C`` (the primal divided by ``C``), the step
 ``1/(lambda t)`` along the subgradient ``lambda w - a`` gives
-``w_{t+1} = (1 - 1/t) w_t + (C/t) a_t``. With one "example" (the whole ranking) the method is
-full-batch and deterministic; with ``batch_size`` each step takes the most violated ranking
-of a random subset of the samples (both classes kept in proportion), drawn from
-``random_state``, so that runs repeat for a seed. Returned is the average of the iterates weighted by ``t``
-(Lacoste-Julien, Schmidt, Bach 2012), which converges as O(1/t) where the plain average is
-O(log t / t). The iterates are Frank-Wolfe iterates with step ``1/t`` (each is ``A^T alpha``
-for a feasible dual ``alpha``), so the average carries a dual point too: each iteration
-evaluates the average with a second LAI call for its primal objective and duality gap. With
-subsets that dual reading is lost, so the gap is recorded as NaN and only the iteration cap
-stops the method.
+``w_{t+1} = (1 - 1/t) w_t + (C/t) a_t``. With one "example" (the whole ranking) the method
+is full-batch and deterministic; with ``batch_size`` each step takes the most violated
+ranking of a random subset of the samples (both classes kept in proportion), drawn from
+``random_state``, so that runs repeat for a seed. Returned is the average of the iterates
+weighted by ``t`` (Lacoste-Julien, Schmidt, Bach 2012), which converges as O(1/t) where the
+plain average is O(log t / t). The iterates are Frank-Wolfe iterates with step ``1/t`` (each
+is ``A^T alpha`` for a feasible dual ``alpha``), so the average carries a dual point too:
+each iteration evaluates the average with a second LAI call for its primal objective and
+duality gap. With subsets that dual reading is lost, so the gap is recorded as NaN and only
+the iteration cap stops the method.
 """
 
 import numbers
