@@ -1,4 +1,4 @@
-"""Helpers shared by the pipelines: atomic file writes and run provenance."""
+"""Helpers shared by the pipelines: atomic file writes, run provenance, Markdown tables."""
 
 import os
 import platform
@@ -82,3 +82,16 @@ def provenance(seed, data):
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
     }
+
+
+def markdown_table(header, rows):
+    """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""
+    header = [str(c) for c in header]
+    rows = [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row):
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)])

@@ -12,18 +12,13 @@ train half by validation AP. Total LAI time is that of the final fits, numba com
 excluded by a warm-up call.
 """
 
-import copy
 import hashlib
 import json
-import numbers
-import secrets
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from sklearn.datasets import load_digits
 from sklearn.metrics import average_precision_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
@@ -31,7 +26,16 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
-from pipelines._io import atomic_path, provenance, write_text
+from pipelines import _config
+from pipelines._config import (
+    check_choice,
+    check_keys,
+    check_number,
+    dump_config,
+    merge,
+    new_run_dir,
+)
+from pipelines._io import atomic_path, markdown_table, provenance, write_text
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
 from qs.inference import lai
@@ -76,28 +80,21 @@ def load_config(path=None, **overrides):
 
     The file is checked on its own first, so its errors name the file.
     """
-    cfg = DEFAULTS
-    if path is not None:
-        try:
-            config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-            cfg = resolve({} if config is None else config)
-        except (ValueError, yaml.YAMLError) as err:
-            raise ValueError(f"config {path}: {err}") from None
-    return resolve(_merge(cfg, {k: v for k, v in overrides.items() if v is not None}))
+    return _config.load_config(path, DEFAULTS, resolve, overrides)
 
 
 def resolve(config):
     """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    _check_keys(config, DEFAULTS, "")
-    cfg = _merge(DEFAULTS, config)
-    _check_keys(cfg["C"], METHODS, "C")
-    _check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
-    _check_keys(cfg["cv"]["grid"], METHODS, "cv.grid")
+    check_keys(config, DEFAULTS, "")
+    cfg = merge(DEFAULTS, config)
+    check_keys(cfg["C"], METHODS, "C")
+    check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
+    check_keys(cfg["cv"]["grid"], METHODS, "cv.grid")
     if cfg["experiment"] != EXPERIMENT:
         raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
                          f"got {cfg['experiment']!r}")
-    _check_number(cfg["seed"], "seed", integer=True, low=0)
-    _check_number(cfg["test_size"], "test_size", low=0, strict=True)
+    check_number(cfg["seed"], "seed", integer=True, low=0)
+    check_number(cfg["test_size"], "test_size", low=0, strict=True)
     if cfg["test_size"] >= 1:
         raise ValueError(f"test_size must be a fraction in (0, 1); got {cfg['test_size']!r}")
     classes = cfg["classes"]
@@ -107,59 +104,22 @@ def resolve(config):
     if (not isinstance(classes, list) or not classes or len(set(classes)) != len(classes)
             or any(isinstance(c, bool) or c not in range(10) for c in classes)):
         raise ValueError(f"classes must be a non-empty list of distinct digits 0-9; got {classes!r}")
-    _check_choice(cfg["scaler"], "scaler", SCALERS)
-    _check_choice(cfg["solver"], "solver", SOLVERS)
+    check_choice(cfg["scaler"], "scaler", SCALERS)
+    check_choice(cfg["solver"], "solver", SOLVERS)
     ap_methods = sorted(m for m, losses in LAI_METHODS.items() if "ap" in losses)
-    _check_choice(cfg["inference"], "inference", ap_methods)
-    _check_number(cfg["tol"], "tol", low=0)
-    _check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
-    _check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
+    check_choice(cfg["inference"], "inference", ap_methods)
+    check_number(cfg["tol"], "tol", low=0)
+    check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
+    check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
     for name in METHODS:
         if cfg["C"][name] != "cv":
-            _check_number(cfg["C"][name], f"C.{name}", low=0, strict=True)
+            check_number(cfg["C"][name], f"C.{name}", low=0, strict=True)
         grid = cfg["cv"]["grid"][name]
         if not isinstance(grid, list) or not grid:
             raise ValueError(f"cv.grid.{name} must be a non-empty list of C values; got {grid!r}")
         for c in grid:
-            _check_number(c, f"cv.grid.{name} entry", low=0, strict=True)
+            check_number(c, f"cv.grid.{name} entry", low=0, strict=True)
     return cfg
-
-
-def _merge(base, update):
-    """`base` with `update` laid over it, nested mappings merged key by key."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = _merge(out[key], value) if both else copy.deepcopy(value)
-    return out
-
-
-def _check_keys(mapping, allowed, where):
-    if not isinstance(mapping, dict):  # a ValueError, as every config error (the CLI shows them)
-        raise ValueError(  # noqa: TRY004
-            f"{where or 'config'} must be a mapping, got {type(mapping).__name__}")
-    unknown = [key for key in mapping if key not in allowed]
-    if unknown:
-        where_text = f" in {where!r}" if where else ""
-        raise ValueError(f"unknown config key(s) {', '.join(map(repr, unknown))}{where_text}; "
-                         f"allowed keys{where_text}: {', '.join(allowed)}")
-
-
-def _check_choice(value, where, allowed):
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{where} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _check_number(value, where, integer=False, low=None, strict=False):
-    """Accept a finite int (or float, unless `integer`) that is >= `low` (> `low` if `strict`)."""
-    kind = numbers.Integral if integer else numbers.Real
-    ok = isinstance(value, kind) and not isinstance(value, bool) and np.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if strict else value >= low
-    if not ok:
-        bound = "" if low is None else f" {'>' if strict else '>='} {low}"
-        raise ValueError(f"{where} must be a finite {'integer' if integer else 'number'}"
-                         f"{bound}; got {value!r}")
 
 
 # ---------------------------------------------------------------------------- data
@@ -252,22 +212,15 @@ def timing_table(runs):
     return table.reindex(list(METHODS)).rename_axis("method").reset_index()
 
 
-def _markdown(frame, formats):
-    """A Markdown pipe table of `frame`; `formats` maps a column to a format spec, NaN: '-'."""
+def _frame_table(frame, formats):
+    """`frame` as a Markdown pipe table; `formats` maps a column to a format spec, NaN: '-'."""
     def cell(col, v):
         if isinstance(v, float) and np.isnan(v):
             return "-"
         return format(v, formats.get(col, ""))
 
     rows = [[cell(c, v) for c, v in zip(frame.columns, row)] for row in frame.itertuples(False)]
-    header = [str(c) for c in frame.columns]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(row):
-        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *map(line, rows)])
+    return markdown_table(frame.columns, rows)
 
 
 def summary(cfg, runs, note):
@@ -285,14 +238,14 @@ def summary(cfg, runs, note):
         f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
         "sklearn LinearSVC (squared hinge, the outside reference). C: " + how_C + ".",
         "## Test average precision",
-        _markdown(ap_table(runs), {m: ".4f" for m in METHODS}),
+        _frame_table(ap_table(runs), {m: ".4f" for m in METHODS}),
         "## Time per method, summed over the digits",
         ("Final fits only (CV fits excluded); LAI time measured inside RankSVM, numba "
          "compilation excluded by a warm-up call."),
-        _markdown(timing_table(runs), {"fit_s": ".3f", "lai_s": ".4f", "lai_calls": ".0f",
-                                       "lai_ms_per_call": ".4f"}),
+        _frame_table(timing_table(runs), {"fit_s": ".3f", "lai_s": ".4f", "lai_calls": ".0f",
+                                          "lai_ms_per_call": ".4f"}),
         "## C used per digit",
-        _markdown(chosen, {}),
+        _frame_table(chosen, {}),
     ]) + "\n"
 
 
@@ -307,15 +260,12 @@ def run(config, out_dir=None, progress=True):
     data = load_data(cfg)
     warm_up(cfg)
     runs = train_all(cfg, data, progress)
-    if out_dir is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path("results") / EXPERIMENT / f"{stamp}-{secrets.token_hex(3)}"
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "table.md", summary(cfg, runs, data[-1]))
-    write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    write_text(out / "config.yaml", dump_config(cfg))
     write_text(out / "provenance.json",
                json.dumps(provenance(cfg["seed"], data[-1]), indent=2) + "\n")
     return out

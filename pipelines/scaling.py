@@ -10,20 +10,26 @@ back-to-back calls lasting about 2 ms). A curve whose predicted time per call ex
 budget is skipped at that size and every larger one.
 """
 
-import copy
 import json
-import secrets
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
-from pipelines._io import atomic_path, provenance, write_text
+from pipelines import _config
+from pipelines._config import (
+    check_choice,
+    check_keys,
+    check_mapping,
+    check_number,
+    dump_config,
+    merge,
+    new_run_dir,
+)
+from pipelines._io import atomic_path, markdown_table, provenance, write_text
 from qs.inference import METHODS, lai
 
 VARIES = ("negatives", "positives", "total")
@@ -108,34 +114,27 @@ def load_config(path=None, **overrides):
 
     The file is checked on its own first, so its errors name the file.
     """
-    cfg = DEFAULTS
-    if path is not None:
-        try:
-            config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-            cfg = resolve({} if config is None else config)
-        except (ValueError, yaml.YAMLError) as err:
-            raise ValueError(f"config {path}: {err}") from None
-    return resolve(_merge(cfg, {k: v for k, v in overrides.items() if v is not None}))
+    return _config.load_config(path, DEFAULTS, resolve, overrides)
 
 
 def resolve(config):
     """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    _check_keys(config, DEFAULTS, "")
-    cfg = _merge(DEFAULTS, config)
-    _check_keys(cfg["scores"], DEFAULTS["scores"], "scores")
-    _check_mapping(cfg["presets"], "presets")
+    check_keys(config, DEFAULTS, "")
+    cfg = merge(DEFAULTS, config)
+    check_keys(cfg["scores"], DEFAULTS["scores"], "scores")
+    check_mapping(cfg["presets"], "presets")
     for name, preset in cfg["presets"].items():
-        _check_keys(preset, SPEC_KEYS, f"presets.{name}")
+        check_keys(preset, SPEC_KEYS, f"presets.{name}")
         for vary, spec in preset.items():
-            _check_keys(spec, SPEC_KEYS[vary], f"presets.{name}.{vary}")
-    _check_choice(cfg, "vary", VARIES)
-    _check_choice(cfg, "loss", LOSSES + ("all",))
-    _check_choice(cfg, "preset", tuple(cfg["presets"]))
-    _check_number(cfg["seed"], "seed", integer=True, low=0)
-    _check_number(cfg["repeats"], "repeats", integer=True, low=1)
-    _check_number(cfg["budget_s"], "budget_s", low=0, strict=True)
+            check_keys(spec, SPEC_KEYS[vary], f"presets.{name}.{vary}")
+    check_choice(cfg["vary"], "vary", VARIES)
+    check_choice(cfg["loss"], "loss", LOSSES + ("all",))
+    check_choice(cfg["preset"], "preset", tuple(cfg["presets"]))
+    check_number(cfg["seed"], "seed", integer=True, low=0)
+    check_number(cfg["repeats"], "repeats", integer=True, low=1)
+    check_number(cfg["budget_s"], "budget_s", low=0, strict=True)
     for key, value in cfg["scores"].items():
-        _check_number(value, f"scores.{key}", low=None if key.endswith("mean") else 0, strict=True)
+        check_number(value, f"scores.{key}", low=None if key.endswith("mean") else 0, strict=True)
     methods = cfg["methods"]
     if methods is not None:
         if not isinstance(methods, list) or not methods:
@@ -153,46 +152,6 @@ def resolve(config):
                              "which qs.inference does not offer")
     sizes(cfg)
     return cfg
-
-
-def _merge(base, update):
-    """`base` with `update` laid over it, nested mappings merged key by key."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = _merge(out[key], value) if both else copy.deepcopy(value)
-    return out
-
-
-def _check_mapping(value, where):
-    if not isinstance(value, dict):
-        raise ValueError(f"{where or 'config'} must be a mapping, got {type(value).__name__}")
-
-
-def _check_keys(mapping, allowed, where):
-    _check_mapping(mapping, where)
-    where_text = f" in {where!r}" if where else ""
-    unknown = [key for key in mapping if key not in allowed]
-    if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(map(repr, unknown))}{where_text}; "
-                         f"allowed keys{where_text}: {', '.join(allowed)}")
-
-
-def _check_choice(cfg, key, allowed):
-    if cfg[key] not in allowed:
-        raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {cfg[key]!r}")
-
-
-def _check_number(value, where, integer=False, low=None, strict=False):
-    """Accept a finite int (or float, unless `integer`) that is >= `low` (> `low` if `strict`)."""
-    ok = (isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-          and np.isfinite(value))
-    if ok and low is not None:
-        ok = value > low if strict else value >= low
-    if not ok:
-        bound = "" if low is None else f" {'>' if strict else '>='} {low}"
-        kind = "integer" if integer else "number"
-        raise ValueError(f"{where} must be a finite {kind}{bound}; got {value!r}")
 
 
 def curves(cfg):
@@ -214,7 +173,7 @@ def sizes(cfg):
     if missing:
         raise ValueError(f"{where} lacks key(s) {', '.join(missing)}")
     for key in SPEC_KEYS[vary]:
-        _check_number(spec[key], f"{where}.{key}", integer=True, low=1)
+        check_number(spec[key], f"{where}.{key}", integer=True, low=1)
     grid = np.geomspace(spec["start"], spec["stop"], spec["points"])
     grid = [int(v) for v in np.unique(np.rint(grid).astype(np.int64))]
     if vary == "negatives":
@@ -237,14 +196,11 @@ def run(config, out_dir=None, progress=True):
     """
     cfg = resolve(config)
     timings, cold = _time_all(cfg, curves(cfg), sizes(cfg), progress)
-    if out_dir is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path("results") / "scaling" / f"{stamp}-{cfg['vary']}-{secrets.token_hex(3)}"
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else new_run_dir("scaling", cfg["vary"])
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
-    write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    write_text(out / "config.yaml", dump_config(cfg))
     record = provenance(cfg["seed"], _data_note(cfg))
     write_text(out / "provenance.json", json.dumps(record, indent=2) + "\n")
     write_text(out / "summary.md", summary(cfg, timings, cold))
@@ -368,22 +324,11 @@ def _medians(timings, cold, panel):
     return table.reindex(index=index, columns=names)
 
 
-def _markdown(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row):
-        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *map(line, rows)])
-
-
 def _size_table(table, blank):
     """A (n_pos, n_neg) x curve table in Markdown, values to 3 significant digits."""
     rows = [[str(p), str(n), *(blank if np.isnan(v) else f"{v:.3g}" for v in values)]
             for (p, n), values in zip(table.index, table.to_numpy())]
-    return _markdown(["n_pos", "n_neg", *table.columns], rows)
+    return markdown_table(["n_pos", "n_neg", *table.columns], rows)
 
 
 def median_tables(timings, cold):
@@ -418,7 +363,7 @@ def summary(cfg, timings, cold):
              f"{warm[(r.loss, r.curve, r.n_pos, r.n_neg)]:.3g}"] for r in first.itertuples()]
     header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s)", "warm median (s)"]
     parts += ["## Cold first call at the smallest size (numba compile or cache load included)",
-              _markdown(header, rows)]
+              markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 

@@ -27,24 +27,36 @@ written by ``qsrank load poselet --out``. Numba is warmed up on every LAI method
 timed training, so compilation never lands in an LAI time.
 """
 
-import copy
 import hashlib
 import json
-import secrets
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from tqdm import tqdm
 
-from pipelines._io import atomic_path, git_commit, provenance, write_npz, write_text
+from pipelines import _config
+from pipelines._config import (
+    check_choice,
+    check_keys,
+    check_number,
+    dump_config,
+    merge,
+    new_run_dir,
+)
+from pipelines._io import (
+    atomic_path,
+    git_commit,
+    markdown_table,
+    provenance,
+    write_npz,
+    write_text,
+)
 from qs.data import (
     ACTIONS,
     PoseletData,
@@ -168,33 +180,22 @@ def load_config(path=None, **overrides):
 
     `overrides` may hold a partial ``figures`` mapping; its None entries are dropped too.
     """
-    cfg = DEFAULTS
-    if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-            config = yaml.safe_load(text)
-            cfg = resolve({} if config is None else config)
-        except OSError as err:
-            raise ValueError(f"cannot read config {path}: {err.strerror}") from None
-        except (ValueError, yaml.YAMLError) as err:
-            raise ValueError(f"config {path}: {err}") from None
-    overrides = {k: v for k, v in overrides.items() if v is not None}
     if isinstance(overrides.get("figures"), dict):
         overrides["figures"] = {k: v for k, v in overrides["figures"].items() if v is not None}
-    return resolve(_merge(cfg, overrides))
+    return _config.load_config(path, DEFAULTS, resolve, overrides)
 
 
 def resolve(config):
     """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    _check_keys(config, DEFAULTS, "")
-    cfg = _merge(DEFAULTS, config)
+    check_keys(config, DEFAULTS, "")
+    cfg = merge(DEFAULTS, config)
     if cfg["experiment"] != EXPERIMENT:
         raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
                          f"got {cfg['experiment']!r}")
-    _check_number(cfg["seed"], "seed", integer=True, low=0)
+    check_number(cfg["seed"], "seed", integer=True, low=0)
     _check_data(cfg)
     if cfg["max_boxes"] is not None:
-        _check_number(cfg["max_boxes"], "max_boxes", integer=True, low=2)
+        check_number(cfg["max_boxes"], "max_boxes", integer=True, low=2)
     if cfg["classes"] == "all":
         cfg["classes"] = list(ACTIONS)
     cfg["classes"] = _check_names(cfg["classes"], ACTIONS, "classes", "action class")
@@ -208,20 +209,19 @@ def resolve(config):
         raise ValueError(f"no method of {cfg['methods']} has "
                          + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
                                         if cfg[k] is not None))
-    if cfg["solver"] not in SOLVERS:
-        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}; got {cfg['solver']!r}")
-    _check_number(cfg["tol"], "tol", low=0)
-    _check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
+    check_choice(cfg["solver"], "solver", SOLVERS)
+    check_number(cfg["tol"], "tol", low=0)
+    check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
     if not isinstance(cfg["force"], bool):
         raise ValueError(f"force must be true or false; got {cfg['force']!r}")  # noqa: TRY004
-    _check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
-    _check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
-    _check_keys(cfg["cv"]["grid"], LOSSES, "cv.grid")
+    check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
+    check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
+    check_keys(cfg["cv"]["grid"], LOSSES, "cv.grid")
     for loss, grid in cfg["cv"]["grid"].items():
         if not isinstance(grid, list) or not grid:
             raise ValueError(f"cv.grid.{loss} must be a non-empty list of C values; got {grid!r}")
         for c in grid:
-            _check_number(c, f"cv.grid.{loss} entry", low=0, strict=True)
+            check_number(c, f"cv.grid.{loss} entry", low=0, strict=True)
     cfg["C"] = _check_C(cfg["C"], "C", allow_cv=True)
     _check_figures(cfg)
     return cfg
@@ -238,7 +238,7 @@ def _check_data(cfg):
                          "data must be 'synthetic' or a mapping {trainval: PATH, test: PATH} "
                          "(each a poselet list file or an .npz cache from `qsrank load "
                          f"poselet --out`); got {data!r}")
-    _check_keys(data, ("trainval", "test"), "data")
+    check_keys(data, ("trainval", "test"), "data")
     for split in ("trainval", "test"):
         if not isinstance(data.get(split), str) or not data[split]:
             raise ValueError(f"data.{split} must be the path of a poselet list file or .npz "
@@ -252,22 +252,21 @@ def _check_C(value, where, allow_cv=False):
     if allow_cv and value == "cv":
         return value
     if isinstance(value, dict):
-        _check_keys(value, LOSSES, where)
+        check_keys(value, LOSSES, where)
         for loss, c in value.items():
-            _check_number(c, f"{where}.{loss}", low=0, strict=True)
+            check_number(c, f"{where}.{loss}", low=0, strict=True)
         return {**FIXED_C, **value}
-    _check_number(value, where, low=0, strict=True)
+    check_number(value, where, low=0, strict=True)
     return {loss: float(value) for loss in LOSSES}
 
 
 def _check_figures(cfg):
     fig = cfg["figures"]
-    _check_keys(fig, DEFAULTS["figures"], "figures")
+    check_keys(fig, DEFAULTS["figures"], "figures")
     if fig["class"] not in ACTIONS:
         raise ValueError(f"figures.class must be an action class, one of {', '.join(ACTIONS)}; "
                          f"got {fig['class']!r}")
-    if fig["vary"] not in VARIES:
-        raise ValueError(f"figures.vary must be one of {', '.join(VARIES)}; got {fig['vary']!r}")
+    check_choice(fig["vary"], "figures.vary", VARIES)
     if fig["loss"] not in ("ap", "ndcg", "all"):
         raise ValueError(f"figures.loss must be ap, ndcg or all; got {fig['loss']!r}")
     if fig["methods"] is not None:
@@ -275,53 +274,31 @@ def _check_figures(cfg):
     if not figure_methods(cfg):
         raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
                          f"{fig['loss']!r} (or 0-1)")
-    _check_number(fig["repeats"], "figures.repeats", integer=True, low=1)
+    check_number(fig["repeats"], "figures.repeats", integer=True, low=1)
     if fig["pool"] not in ("trainval", "trainval+test"):
         raise ValueError(f"figures.pool must be trainval or trainval+test; got {fig['pool']!r}")
     if fig["C"] is not None:
         fig["C"] = _check_C(fig["C"], "figures.C")
-    _check_keys(fig["presets"], fig["presets"], "figures.presets")
+    check_keys(fig["presets"], fig["presets"], "figures.presets")
     for name, preset in fig["presets"].items():
-        _check_keys(preset, SIZE_KEYS, f"figures.presets.{name}")
+        check_keys(preset, SIZE_KEYS, f"figures.presets.{name}")
         for vary, spec in preset.items():
             where = f"figures.presets.{name}.{vary}"
-            _check_keys(spec, SIZE_KEYS[vary], where)
+            check_keys(spec, SIZE_KEYS[vary], where)
             missing = [k for k in SIZE_KEYS[vary] if k not in spec]
             if missing:
                 raise ValueError(f"{where} lacks key(s) {', '.join(missing)}")
-            _check_number(spec[SIZE_KEYS[vary][0]], f"{where}.{SIZE_KEYS[vary][0]}",
-                          integer=True, low=1)
+            check_number(spec[SIZE_KEYS[vary][0]], f"{where}.{SIZE_KEYS[vary][0]}",
+                         integer=True, low=1)
             if not isinstance(spec["values"], list) or not spec["values"]:
                 raise ValueError(f"{where}.values must be a non-empty list of counts")
             for v in spec["values"]:
-                _check_number(v, f"{where}.values entry", integer=True, low=1)
-    if fig["preset"] not in fig["presets"]:
-        raise ValueError(f"figures.preset must be one of {', '.join(fig['presets'])}; "
-                         f"got {fig['preset']!r}")
+                check_number(v, f"{where}.values entry", integer=True, low=1)
+    check_choice(fig["preset"], "figures.preset", fig["presets"])
     if fig["vary"] not in fig["presets"][fig["preset"]]:
         raise ValueError(f"figures.presets.{fig['preset']} defines no sizes for vary "
                          f"{fig['vary']!r}")
     figure_sizes(cfg)
-
-
-def _merge(base, update):
-    """`base` with `update` laid over it, nested mappings merged key by key."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = _merge(out[key], value) if both else copy.deepcopy(value)
-    return out
-
-
-def _check_keys(mapping, allowed, where):
-    if not isinstance(mapping, dict):
-        raise ValueError(  # noqa: TRY004 (a config error: ValueError, as the CLI expects)
-            f"{where or 'config'} must be a mapping, got {type(mapping).__name__}")
-    where_text = f" in {where!r}" if where else ""
-    unknown = [key for key in mapping if key not in allowed]
-    if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(map(repr, unknown))}{where_text}; "
-                         f"allowed keys{where_text}: {', '.join(map(str, allowed))}")
 
 
 def _check_names(names, known, where, what):
@@ -334,18 +311,6 @@ def _check_names(names, known, where, what):
         raise ValueError(f"unknown {what} name(s) {', '.join(map(repr, unknown))} in {where}; "
                          f"known: {', '.join(known)}")
     return list(dict.fromkeys(names))
-
-
-def _check_number(value, where, integer=False, low=None, strict=False):
-    """Accept a finite int (or float, unless `integer`) that is >= `low` (> `low` if `strict`)."""
-    ok = (isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-          and np.isfinite(value))
-    if ok and low is not None:
-        ok = value > low if strict else value >= low
-    if not ok:
-        bound = "" if low is None else f" {'>' if strict else '>='} {low}"
-        kind = "integer" if integer else "number"
-        raise ValueError(f"{where} must be a finite {kind}{bound}; got {value!r}")
 
 
 def selected_methods(cfg):
@@ -554,11 +519,6 @@ def _write_json(path, obj):
     write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def _new_run_dir(kind):
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / EXPERIMENT / f"{stamp}-{kind}-{secrets.token_hex(3)}"
-
-
 def run(config, out_dir=None, progress=True):
     """Train every selected class x method (resuming), write Tables 1-4; return the run dir.
 
@@ -574,7 +534,7 @@ def run(config, out_dir=None, progress=True):
     for action in cfg["classes"]:  # check every class before training any
         _class_data(train, action)
         _class_data(test, action)
-    out = Path(out_dir) if out_dir is not None else _new_run_dir("tables")
+    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT, "tables")
     settings = _settings(cfg, splits)
     methods = selected_methods(cfg)
     units = [(a, m) for a in cfg["classes"] for m in methods]
@@ -610,7 +570,7 @@ def run(config, out_dir=None, progress=True):
     records = [r for r in map(_read_json, sorted((out / "runs").glob("*__*.json")))
                if r is not None and "method" in r and _same(r.get("settings"), settings)]
     write_tables(out, records, cfg, data_note(splits), is_synthetic(splits))
-    write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    write_text(out / "config.yaml", dump_config(cfg))
     record = provenance(cfg["seed"], data_note(splits))
     write_text(out / "provenance.json", json.dumps(record, indent=2) + "\n")
     return out
@@ -637,18 +597,6 @@ def _C_for(cfg, out, settings, action, loss, X, y, bias, cv_done):
 
 
 # ---------------------------------------------------------------------------- tables
-
-def _markdown(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too."""
-    rows = [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row):
-        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *map(line, rows)])
-
 
 def _fmt(value, digits):
     return "" if value is None or (isinstance(value, float) and np.isnan(value)) \
@@ -785,7 +733,7 @@ def write_tables(out, records, cfg, note, synthetic):
         with atomic_path(out / f"{name}.csv") as tmp:
             table.assign(data=data_col).to_csv(tmp, index=False)
 
-    ratio_md = _markdown(
+    ratio_md = markdown_table(
         ["ratio", f"total time, {ours}", "total time, paper", f"per call, {ours}",
          "per call, paper"],
         [[row.ratio, _fmt(row.total_time, 1), _fmt(row.paper_total_time, 1),
@@ -795,20 +743,21 @@ def write_tables(out, records, cfg, note, synthetic):
     md1 = "\n\n".join([
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
         note, setting, paper_src,
-        _markdown(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
-                  [[row.method, _fmt(row.lai_time_s, 4), _fmt(row.paper_lai_time_s, 4),
-                    _fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
+        markdown_table(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
+                       [[row.method, _fmt(row.lai_time_s, 4), _fmt(row.paper_lai_time_s, 4),
+                         _fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
         "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
     md2 = "\n\n".join([
         "# Table 2: mean time per loss-augmented inference call (ms)",
         note, setting,
         ("Ours: each training's mean time per call, then mean ± standard deviation over "
          "classes. Paper: paper 000, Table 2 (ap_search: paper 001, Table 3)."),
-        _markdown(["method", f"{ours} (ms)", "paper (ms)", "classes"],
-                  [[row.method, f"{_fmt(row.ms_per_call, 3)} ± {_fmt(row.ms_per_call_std, 3)}",
-                    "" if pd.isna(row.paper_ms_per_call)
-                    else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
-                    row.n_classes] for row in t2.itertuples()]),
+        markdown_table(
+            ["method", f"{ours} (ms)", "paper (ms)", "classes"],
+            [[row.method, f"{_fmt(row.ms_per_call, 3)} ± {_fmt(row.ms_per_call_std, 3)}",
+              "" if pd.isna(row.paper_ms_per_call)
+              else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
+              row.n_classes] for row in t2.itertuples()]),
         "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
     md3 = _metric_md(3, "test AP (%, VOC devkit AP, difficult boxes ignored)", "ap", t3,
                      spread_ap, note, setting, ours,
@@ -834,7 +783,7 @@ def _metric_md(number, what, loss, table, spread, note, setting, ours, paper_src
               f"{loss} loss, paper"]
     return "\n\n".join([
         f"# Table {number}: {what}, 0-1 loss vs {loss} loss",
-        note, setting, paper_src, _markdown(header, rows),
+        note, setting, paper_src, markdown_table(header, rows),
         (f"{same} train to the same weights (exact LAI); the largest difference of the "
          f"metric between them over the classes is {spread:.2g} points.")]) + "\n"
 
@@ -905,7 +854,7 @@ def figure_run(config, out_dir=None, progress=True):
     methods = figure_methods(cfg)
     settings = {**_settings(cfg, splits), "C": Cs, "class": action, "pool": fig["pool"],
                 "repeats": fig["repeats"]}
-    out = Path(out_dir) if out_dir is not None else _new_run_dir(f"figure-{vary}")
+    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT, f"figure-{vary}")
     path = {(p, n, m): out / "runs" / f"{vary}__p{p}_n{n}__{m}.json"
             for p, n in pairs for m in methods}
     todo = [key for key in path if cfg["force"] or not _done(path[key], settings)]
@@ -934,7 +883,7 @@ def figure_run(config, out_dir=None, progress=True):
     with atomic_path(out / "timings.csv") as tmp:
         frame.to_csv(tmp, index=False)
     note = data_note(splits)
-    write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    write_text(out / "config.yaml", dump_config(cfg))
     write_text(out / "provenance.json",
                json.dumps(provenance(cfg["seed"], note), indent=2) + "\n")
     write_text(out / "summary.md", figure_summary(frame, cfg, note))
@@ -1006,7 +955,7 @@ def figure_summary(frame, cfg, note):
                 rows.append(row)
             title = (f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
                      if loss in FIGURE_NUMBER else f"## 0-1, varying the {vary}")
-            parts += [title, _markdown(header, rows)]
+            parts += [title, markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 
