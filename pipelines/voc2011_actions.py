@@ -645,20 +645,26 @@ def table2(frame):
                 "paper_ms_per_call_std", "n_classes"]]
 
 
-def ratios(t1, t2):
-    """Baseline / faster time ratios, ours and the paper's, total and per call."""
-    total = dict(zip(t1["method"], t1["lai_time_s"]))
-    call = dict(zip(t2["method"], t2["ms_per_call"]))
+def ratios(frame):
+    """Baseline / faster time ratios, ours and the paper's, total and per call; ours over the
+    classes both methods were trained on (a partial run may lack some)."""
     rows = []
     for slow, fast in RATIOS:
-        if slow in total and fast in total:
-            paper_total = (PAPER_TOTAL_S[slow] / PAPER_TOTAL_S[fast]
-                           if fast in PAPER_TOTAL_S else None)
-            paper_call = (PAPER_MS_PER_CALL[slow][0] / PAPER_MS_PER_CALL[fast][0]
-                          if fast in PAPER_MS_PER_CALL else None)
-            rows.append({"ratio": f"{slow} / {fast}", "total_time": total[slow] / total[fast],
-                         "paper_total_time": paper_total,
-                         "per_call": call[slow] / call[fast], "paper_per_call": paper_call})
+        a = frame[frame["method"] == slow].set_index("class")
+        b = frame[frame["method"] == fast].set_index("class")
+        shared = a.index.intersection(b.index)
+        if shared.empty:
+            continue
+        a, b = a.loc[shared], b.loc[shared]
+        paper_total = (PAPER_TOTAL_S[slow] / PAPER_TOTAL_S[fast]
+                       if fast in PAPER_TOTAL_S else None)
+        paper_call = (PAPER_MS_PER_CALL[slow][0] / PAPER_MS_PER_CALL[fast][0]
+                      if fast in PAPER_MS_PER_CALL else None)
+        rows.append({"ratio": f"{slow} / {fast}",
+                     "total_time": a["lai_time_s"].mean() / b["lai_time_s"].mean(),
+                     "paper_total_time": paper_total,
+                     "per_call": a["lai_ms_per_call"].mean() / b["lai_ms_per_call"].mean(),
+                     "paper_per_call": paper_call})
     return pd.DataFrame(rows, columns=["ratio", "total_time", "paper_total_time", "per_call",
                                        "paper_per_call"])
 
@@ -725,7 +731,7 @@ def write_tables(out, records, cfg, note, synthetic):
         frame.to_csv(tmp, index=False)
 
     t1, t2 = table1(frame), table2(frame)
-    r = ratios(t1, t2)
+    r = ratios(frame)
     t3, spread_ap = table3(frame)
     t4, spread_ndcg = table4(frame)
     for name, table in (("table1", t1), ("table2", t2), ("ratios", r), ("table3", t3),
@@ -913,7 +919,8 @@ def _xlabel(frame, vary):
         return f"negatives (positives = {frame['n_pos'].iloc[0]})"
     if vary == "positives":
         return f"positives (negatives = {frame['n_neg'].iloc[0]})"
-    return "samples (positives : negatives = 1 : 10)"
+    per_pos = round(float((frame["n_neg"] / frame["n_pos"]).median()))
+    return f"samples (positives : negatives = 1 : {per_pos})"
 
 
 def _figure_rows(frame):

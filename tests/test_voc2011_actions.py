@@ -323,3 +323,12 @@ def test_figure_sizes():
     assert voc.figure_sizes(cfg) == [(p, 200) for p in (25, 50, 100, 150, 227)]
     assert voc.figure_methods(voc.resolve({"figures": {"loss": "ndcg"}})) == ["0-1", "ndcg",
                                                                              "ndcg_qs"]
+
+
+def test_ratios_use_the_classes_both_methods_have():
+    frame = pd.DataFrame({
+        "class": ["phoning", "running", "phoning"], "method": ["ap", "ap", "ap_qs"],
+        "lai_time_s": [1.0, 100.0, 0.1], "lai_ms_per_call": [2.0, 50.0, 0.5]})
+    row = voc.ratios(frame).set_index("ratio").loc["ap / ap_qs"]
+    assert row["total_time"] == pytest.approx(10.0) and row["per_call"] == pytest.approx(4.0)
+    assert row["paper_total_time"] == pytest.approx(0.7154 / 0.0625)
