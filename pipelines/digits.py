@@ -46,7 +46,7 @@ EXPERIMENT = "digits"
 METHODS = {"ap_svm": "ap", "zero_one_svm": "01", "linear_svc": None}
 SCALERS = {"standard": StandardScaler, "minmax": MinMaxScaler}
 DATA_NOTE = "scikit-learn load_digits (1797 images, 8x8, real data)"
-RUN_COLUMNS = ["digit", "method", "C", "C_from", "test_ap", "fit_s", "lai_calls", "lai_s",
+RUN_COLUMNS = ["digit", "method", "C", "C_from", "test_ap", "train_s", "lai_calls", "lai_time_s",
                "n_iter", "converged"]
 
 # Built-in defaults: every key a config may set; configs/digits.yaml overrides a few.
@@ -180,12 +180,12 @@ def train_all(cfg, data, progress=True):
                       disable=not progress):
         y_tr, y_te = y_train == digit, y_test == digit
         for name, loss in METHODS.items():
-            est, C, C_from, fit_s = fit_one(cfg, name, X_train, y_tr)
+            est, C, C_from, train_s = fit_one(cfg, name, X_train, y_tr)
             ap = average_precision_score(y_te, est.decision_function(X_test))
             record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
-                      "test_ap": float(ap), "fit_s": float(fit_s)}
+                      "test_ap": float(ap), "train_s": float(train_s)}
             if loss is not None:
-                record.update(lai_calls=est.lai_calls_, lai_s=est.lai_time_,
+                record.update(lai_calls=est.lai_calls_, lai_time_s=est.lai_time_,
                               n_iter=est.n_iter_, converged=est.converged_)
             rows.append(record)
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
@@ -205,10 +205,10 @@ def ap_table(runs):
 def timing_table(runs):
     """Per method: total fit time and, for the RankSVMs, total LAI time and calls."""
     grouped = runs.groupby("method", sort=False)
-    table = pd.DataFrame({"fit_s": grouped["fit_s"].sum(),
-                          "lai_s": grouped["lai_s"].sum(min_count=1),
+    table = pd.DataFrame({"train_s": grouped["train_s"].sum(),
+                          "lai_time_s": grouped["lai_time_s"].sum(min_count=1),
                           "lai_calls": grouped["lai_calls"].sum(min_count=1)})
-    table["lai_ms_per_call"] = 1e3 * table["lai_s"] / table["lai_calls"]
+    table["lai_ms_per_call"] = 1e3 * table["lai_time_s"] / table["lai_calls"]
     return table.reindex(list(METHODS)).rename_axis("method").reset_index()
 
 
@@ -242,7 +242,7 @@ def summary(cfg, runs, note):
         "## Time per method, summed over the digits",
         ("Final fits only (CV fits excluded); LAI time measured inside RankSVM, numba "
          "compilation excluded by a warm-up call."),
-        _frame_table(timing_table(runs), {"fit_s": ".3f", "lai_s": ".4f", "lai_calls": ".0f",
+        _frame_table(timing_table(runs), {"train_s": ".3f", "lai_time_s": ".4f", "lai_calls": ".0f",
                                           "lai_ms_per_call": ".4f"}),
         "## C used per digit",
         _frame_table(chosen, {}),

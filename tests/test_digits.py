@@ -60,7 +60,7 @@ def test_runs_record_C_choice_and_lai(small_run):
     assert set(ap.C) <= {1.0, 10.0} and set(ap.C_from) == {"2-fold cv"}
     assert set(runs[runs.method == "zero_one_svm"].C) == {10.0}
     svm = runs[runs.method != "linear_svc"]
-    assert np.all(svm.lai_calls >= 1) and np.all(svm.lai_s > 0)
+    assert np.all(svm.lai_calls >= 1) and np.all(svm.lai_time_s > 0)
     assert runs[runs.method == "linear_svc"].lai_calls.isna().all()
 
 
