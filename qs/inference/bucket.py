@@ -135,8 +135,8 @@ def _corners(count, low, scale, ends):
 def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     """Rank both corner sequences; settle the buckets whose corners agree.
 
-    Returns (first, top_r, bottom_r, settled, straddling, slot, starts, rank_count), per
-    non-empty bucket in descending score order (``order``) the first place and corner
+    Returns (order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count):
+    the non-empty buckets in descending score order, and for each its first place and corner
     ranks; ``settled[b]`` the rank of bucket ``b`` or 0; ``straddling`` the positions in
     ``order`` of the other buckets, ``slot[b]`` the index of bucket ``b`` among them and
     ``starts`` where their negatives start among the gathered ones (one more entry: the
@@ -201,7 +201,7 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
 
 
 @jit_generic
-def _solve_gathered(inc, params, i_lo, i_hi, order, first, top_r, bottom_r, straddling, starts,
+def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts,
                     g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, neg_rank, coef):
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own places
     and rank interval; ``g_score`` is partitioned in place and ``idx`` (gather positions,
@@ -263,9 +263,9 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     g_place = np.empty(n_gather, dtype=np.int64)
     dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, settled, coef_of_rank,
                         slot, starts[:-1].copy(), g_score, g_index, g_place, neg_rank, coef)
-    dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, order, first, top_r,
-                                     bottom_r, straddling, starts, g_score, g_index, g_place,
-                                     n_pos, spos, n_neg, coef_of_rank, neg_rank, coef)
+    dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
+                                     straddling, starts, g_score, g_index, g_place, n_pos, spos,
+                                     n_neg, coef_of_rank, neg_rank, coef)
     return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
                   sum_pos, sum_neg)
 
@@ -339,9 +339,9 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     cuts = np.searchsorted(starts, np.linspace(0, n_gather, n_chunks + 1)[1:-1])
     i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(_solve_gathered, loss.kernel)
-    solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], order, first, top_r,
-                                  bottom_r, straddling, starts, g_score, g_index, g_place, n_pos,
-                                  spos, n_neg, coef_of_rank, neg_rank, coef),
+    solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], first, top_r, bottom_r,
+                                  straddling, starts, g_score, g_index, g_place, n_pos, spos,
+                                  n_neg, coef_of_rank, neg_rank, coef),
                   range(n_chunks))
     dot = sum(dots) + sum(d for d, _ in solved)
     rank_count = rank_count + sum(r for _, r in solved)
