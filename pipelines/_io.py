@@ -41,6 +41,15 @@ def write_text(path, text):
         tmp.write_text(text, encoding="utf-8")
 
 
+def save_figure(fig, stem):
+    """Write a matplotlib figure to stem.png and stem.pdf atomically; return the two paths."""
+    paths = [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]
+    for path in paths:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:], dpi=150)
+    return paths
+
+
 def write_npz(path, arrays):
     """Write `arrays` to a compressed .npz at `path` atomically."""
     with atomic_path(path) as tmp:

@@ -29,7 +29,13 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import atomic_path, markdown_table, provenance, write_text
+from pipelines._io import (
+    atomic_path,
+    markdown_table,
+    provenance,
+    save_figure,
+    write_text,
+)
 from qs.inference import METHODS, lai
 
 VARIES = ("negatives", "positives", "total")
@@ -391,12 +397,7 @@ def plot(timings, stem):
                title=_title(panel))
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize="small")
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(Path(f"{stem}.{ext}"))
-        with atomic_path(paths[-1]) as tmp:
-            fig.savefig(tmp, format=ext, dpi=150)
-    return paths
+    return save_figure(fig, stem)
 
 
 def plot_run(run_dir):

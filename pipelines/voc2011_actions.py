@@ -54,6 +54,7 @@ from pipelines._io import (
     git_commit,
     markdown_table,
     provenance,
+    save_figure,
     write_npz,
     write_text,
 )
@@ -993,9 +994,4 @@ def plot_figure(frame, stem, synthetic=True):
             ax.grid(True, which="major", alpha=0.3)
             if ax.has_data():
                 ax.legend(fontsize="small")
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(Path(f"{stem}.{ext}"))
-        with atomic_path(paths[-1]) as tmp:
-            fig.savefig(tmp, format=ext, dpi=150)
-    return paths
+    return save_figure(fig, stem)

@@ -94,6 +94,23 @@ def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, co
 
 
 @jit
+def scan_histogram(scores, is_pos, n_pos, n_buckets):
+    """:func:`_scan_chunk` over the whole input in one thread, on buckets laid over the range
+    of a sample, and the positives sorted. Returns (error, error_index, sum_pos, sum_neg,
+    pos_sorted, pos_index, low, scale, count, ends)."""
+    low, scale = _sample_range(scores, n_buckets)
+    pos_values = np.empty(n_pos)
+    pos_index = np.empty(n_pos, dtype=np.int64)
+    count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
+    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
+    err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
+                                               pos_values, pos_index, 0, count, ends)
+    if err == OK:
+        pos_values, pos_index = sort_positives(pos_values, pos_index)
+    return err, where, sum_pos, sum_neg, pos_values, pos_index, low, scale, count, ends
+
+
+@jit
 def _corners(count, low, scale, ends):
     """Non-empty buckets in descending score order, their first places, and their corners.
 
@@ -242,16 +259,10 @@ def _coef_of_rank(n_pos, n_neg):
 def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     """The whole method in one thread."""
     n_neg = scores.size - n_pos
-    low, scale = _sample_range(scores, n_buckets)
-    pos_values = np.empty(n_pos)
-    pos_index = np.empty(n_pos, dtype=np.int64)
-    count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
-    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
-    err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
-                                               pos_values, pos_index, 0, count, ends)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, ends = (
+        scan_histogram(scores, is_pos, n_pos, n_buckets))
     if err != OK:
         return failed(err, where)
-    pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
     order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count = _rank_corners(
         inc, params, count, low, scale, ends, n_pos, spos, n_neg

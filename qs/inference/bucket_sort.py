@@ -21,9 +21,8 @@ from qs.inference._core import (
     finish_pairs,
     opt_ranks_sorted,
     positive_steps,
-    sort_positives,
 )
-from qs.inference.bucket import _sample_range, _scan_chunk
+from qs.inference.bucket import scan_histogram
 
 #: buckets larger than this are sorted by merge sort instead of insertion
 INSERTION_MAX = 32
@@ -68,16 +67,10 @@ def sort_by_buckets(scores, is_pos, count, low, scale, v, idx):
 @jit_generic
 def _bucket_sort(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     n_neg = scores.size - n_pos
-    low, scale = _sample_range(scores, n_buckets)
-    pos_values = np.empty(n_pos)
-    pos_index = np.empty(n_pos, dtype=np.int64)
-    count = np.zeros(n_buckets, dtype=np.int32)
-    ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
-    err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
-                                               pos_values, pos_index, 0, count, ends)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, _ = scan_histogram(
+        scores, is_pos, n_pos, n_buckets)
     if err != OK:
         return failed(err, where)
-    pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     v = np.empty(n_neg)
     idx = np.empty(n_neg, dtype=np.int64)
     sort_by_buckets(scores, is_pos, count, low, scale, v, idx)
