@@ -27,7 +27,7 @@ def check_result(res, scores, labels):
     truth = scores[labels].mean() - scores[~labels].mean()
     # means of scores that cancel: the error scales with the scores' magnitude
     assert res.ground_truth_F == pytest.approx(truth, rel=1e-12, abs=1e-10 * np.abs(scores).max())
-    assert res.neg_rank.shape == (n_neg,)
+    assert res.neg_rank.shape == (n_neg,) and res.neg_rank.dtype == np.int32
     assert res.neg_rank.min() >= 1 and res.neg_rank.max() <= n_pos + 1
     # negative coefficients follow from their ranks
     np.testing.assert_allclose(res.coef[~labels], (n_pos + 2 - 2 * res.neg_rank) / (n_pos * n_neg))
@@ -145,7 +145,7 @@ def test_bucket_in_pieces_matches_one_piece(loss, n_chunks):
         labels = np.zeros(n, dtype=np.uint8)
         labels[rng.choice(n, n_pos, replace=False)] = 1
         ref = lai(scores, labels, loss, "qs")
-        neg_rank, coef = np.empty(n - n_pos, dtype=np.int64), np.empty(n)
+        neg_rank, coef = np.empty(n - n_pos, dtype=np.int32), np.empty(n)
         out = _bucket_chunked(get_loss(loss), scores, labels, n_pos, neg_rank, coef, n_chunks)
         np.testing.assert_array_equal(neg_rank, ref.neg_rank)
         np.testing.assert_array_equal(coef, ref.coef)

