@@ -136,10 +136,10 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     cs = c2 * s
     best = lo
     gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
-    for i in range(lo, hi):  # small increments are not absorbed by a large running total
-        gain += spos[i] - cs + inc(j, i, n_pos, params)
+    for i in range(np.uintp(lo), np.uintp(hi)):  # small increments are not absorbed by a
+        gain += spos[i] - cs + inc(j, np.int64(i), n_pos, params)  # large running total
         if gain >= 0.0:
-            best = i + 1
+            best = np.int64(i) + 1
             gain = 0.0
     return best
 
@@ -147,13 +147,14 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
 @jit
 def _sort_pairs_descending(v, idx, lo, hi):
     """Insertion sort of ``v[lo..hi]`` (descending), moving ``idx`` along."""
-    for a in range(lo + 1, hi + 1):
+    first = np.uintp(lo)
+    for a in range(first + ONE, np.uintp(hi + 1)):
         x, ix = v[a], idx[a]
-        b = a - 1
-        while b >= lo and v[b] < x:
-            v[b + 1], idx[b + 1] = v[b], idx[b]
-            b -= 1
-        v[b + 1], idx[b + 1] = x, ix
+        b = a  # the hole
+        while b > first and v[b - ONE] < x:
+            v[b], idx[b] = v[b - ONE], idx[b - ONE]
+            b -= ONE
+        v[b], idx[b] = x, ix
 
 
 @jit
@@ -167,13 +168,13 @@ def _partition_pairs(v, idx, lo, hi, pivot, strict):
     """Move the values of ``v[lo..hi]`` above ``pivot`` (``strict``) or at least ``pivot``
     to the front, ``idx`` along; return where the rest starts. Branch-free (Lomuto): the
     comparison feeds an index instead of a jump, so random data costs no mispredictions."""
-    i = lo
-    for k in range(lo, hi + 1):
+    i = np.uintp(lo)
+    for k in range(i, np.uintp(hi + 1)):
         x, ix = v[k], idx[k]
         v[k], idx[k] = v[i], idx[i]
         v[i], idx[i] = x, ix
-        i += (x > pivot) if strict else (x >= pivot)
-    return i
+        i += np.uintp((x > pivot) if strict else (x >= pivot))
+    return np.int64(i)
 
 
 @jit_generic
@@ -403,7 +404,7 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
     n = ent_lo.size
     start, top, scale, last = _entry_bins(ent_lo, n)
     cursor = np.arange(n)
-    q = 0
+    q = np.uintp(0)
     for k in range(scores.size):
         if is_pos[k]:
             continue
@@ -431,7 +432,7 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
                 if left_hi[c] == 0:
                     cursor[e] = c + 1
             neg_rank[q] = ent_rank[c]
-        q += 1
+        q += ONE
 
 
 @jit
@@ -451,7 +452,7 @@ def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef):
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
-    q = 0
+    q = np.uintp(0)
     for k in range(scores.size):
         if is_pos[k]:
             continue
@@ -459,8 +460,8 @@ def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef):
         c = (n_pos + 2 - 2 * r) * inv
         coef[k] = c
         dot += c * scores[k]
-        rank_count[r] += 1
-        q += 1
+        rank_count[np.uintp(r)] += 1
+        q += ONE
     return rank_count, dot
 
 
@@ -485,5 +486,5 @@ def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
     """Ranks found on a working array whose ``idx`` are the negatives' ordinals, scattered
     back to input order; then :func:`negative_coefficients`."""
     for p in range(idx.size):
-        neg_rank[idx[p]] = rk[p]
+        neg_rank[np.uintp(idx[p])] = rk[p]
     return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)

@@ -14,6 +14,7 @@ import numpy as np
 from qs._numba import bind, jit_generic
 from qs.inference._core import (
     OK,
+    ONE,
     canonical_ties,
     failed,
     finish,
@@ -36,12 +37,12 @@ def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    q = 0
+    q = np.uintp(0)
     for k in range(scores.size):
         if not is_pos[k]:
             v[q] = scores[k]
             idx[q] = q
-            q += 1
+            q += ONE
     opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos,
                        new_stack())
     canonical_ties(v, idx, rk, 0, n_neg - 1)
