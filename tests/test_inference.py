@@ -157,6 +157,36 @@ def test_bucket_in_pieces_matches_one_piece(loss, n_chunks):
     assert err != 0 and where == n - 5
 
 
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_buckets_split_on_their_step(loss, monkeypatch):
+    """Straddling buckets of ranks r, r+1 settle the members whose step does not depend on
+    their place in the pass, and gather the rest: inputs small enough that the loss term
+    makes the band of place-dependent scores wide, with ties; the split must have happened
+    (some bucket partly settled, partly gathered) and agree with sort_dc. Through the
+    threaded path, whose steps are Python calls that can be watched."""
+    import qs.inference.bucket as bucket
+
+    partial, compact = [], bucket._compact
+
+    def spy(starts, *args):
+        n_live = compact(starts, *args)
+        partial.append(np.any((n_live > 0) & (n_live < np.diff(starts))))
+        return n_live
+
+    monkeypatch.setattr(bucket, "_compact", spy)
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n_pos, n_neg = rng.integers(1, 40), rng.integers(20, 3000)
+        scores = np.round(rng.normal(size=n_pos + n_neg), rng.integers(1, 4))
+        labels = np.r_[np.ones(n_pos, np.uint8), np.zeros(n_neg, np.uint8)]
+        ref = lai(scores, labels, loss, "sort_dc")
+        neg_rank, coef = np.empty(n_neg, dtype=np.int32), np.empty(n_pos + n_neg)
+        _bucket_chunked(get_loss(loss), scores, labels, n_pos, neg_rank, coef, 3)
+        np.testing.assert_array_equal(neg_rank, ref.neg_rank)
+        np.testing.assert_array_equal(coef, ref.coef)
+    assert sum(partial) >= 5
+
+
 def test_ties_among_negatives_follow_input_order():
     # one positive between equal negatives: the earlier negatives are ranked higher
     scores = np.array([0.0, 0.0, 0.0, 0.0, 0.0])

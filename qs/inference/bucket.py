@@ -6,9 +6,13 @@ equal-width score buckets, which gives each bucket its places ``J+1 .. J+c``. A 
 members lie between its top corner (its upper edge at place ``J+1``) and its bottom corner
 (its lower edge at place ``J+c``); when the two corners get the same rank, every member gets
 it, unsorted. Top corners are monotone along the buckets, and so are bottom corners, so the
-divide and conquer of Algorithm 1 ranks each sequence. Only the buckets whose corners differ
-(about one per rank change, so about P) are gathered and solved by Algorithm 1 within their
-own places and rank interval.
+divide and conquer of Algorithm 1 ranks each sequence. The buckets whose corners differ
+(about one per rank change, so about P) straddle a rank change. When their corners differ by
+one rank, ``r`` or ``r+1``, a member moves to ``r+1`` at every place of the bucket or at none
+of them (the objective's step is monotone in the place), except in a narrow band of scores:
+the pass settles those members by two comparisons, and gathers only the band. The other
+straddling buckets are gathered whole. Gathered negatives are solved by Algorithm 1 within
+their bucket's places and rank interval.
 
 No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the gathered
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
@@ -153,12 +157,16 @@ def _corners(count, low, scale, ends):
 def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     """Rank both corner sequences; settle the buckets whose corners agree.
 
-    Returns (order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count):
-    the non-empty buckets in descending score order, and for each its first place and corner
-    ranks; ``settled[b]`` the rank of bucket ``b`` or 0; ``straddling`` the positions in
-    ``order`` of the other buckets, ``slot[b]`` the index of bucket ``b`` among them and
+    Returns (order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count,
+    steps): the non-empty buckets in descending score order, and for each its first place and
+    corner ranks; ``settled[b]`` the rank of bucket ``b`` or 0; ``straddling`` the positions
+    in ``order`` of the other buckets, ``slot[b]`` the index of bucket ``b`` among them and
     ``starts`` where their negatives start among the gathered ones (one more entry: the
-    total); ``rank_count`` the negatives settled per rank.
+    total); ``rank_count`` the negatives settled per rank. ``steps[:, i]`` is, for a
+    straddling bucket of ranks ``r, r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its
+    first place, at its last place) so that :func:`_settle_chunk` evaluates the step
+    ``r -> r+1`` exactly as :func:`best_rank` does; for a wider one (0, -inf, inf): nothing
+    of it is settled.
     """
     c2 = 2.0 / (n_pos * n_neg)
     order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
@@ -170,7 +178,7 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
                      n_pos, c2, spos)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     settled = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
-    slot = np.empty(count.size, dtype=np.int32)  # read only where settled is 0
+    slot = np.empty(count.size, dtype=np.uint32)  # read only where settled is 0
     straddling = np.flatnonzero(top_r != bottom_r)
     starts = np.empty(straddling.size + 1, dtype=np.int64)
     n_gather = 0
@@ -186,16 +194,28 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
             n_gather += count[b]
             i += 1
     starts[i] = n_gather
-    return order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count
+    steps = np.empty((3, straddling.size))
+    for i in range(straddling.size):
+        t = straddling[i]
+        r = top_r[t]
+        if bottom_r[t] == r + 1:
+            steps[0, i] = spos[r]
+            steps[1, i] = inc(first[t] + 1, r, n_pos, params)
+            steps[2, i] = inc(first[t] + count[order[t]], r, n_pos, params)
+        else:
+            steps[0, i], steps[1, i], steps[2, i] = 0.0, -np.inf, np.inf
+    return order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps
 
 
 @jit
-def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, slot, fill,
-                  g_score, g_index, g_place, neg_rank, coef):
+def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, slot, c2,
+                  slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank, coef):
     """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
-    settled buckets get rank and coefficient; the others are gathered (score, input index,
-    place) at ``fill[slot[b]]`` onwards, in input order within a bucket. Returns the sum of
-    coefficient times score over the settled negatives."""
+    settled buckets get rank and coefficient, and so do those of straddling buckets whose
+    step (``steps``, from the rank ``slot_rank`` of the bucket's top corner) is taken at
+    every place of the bucket or at none; ``moved[i]`` counts those that took it. The others are gathered (score, input index, place) at ``fill[slot[b]]``
+    onwards, in input order within a bucket. Returns the sum of coefficient times score
+    over the negatives given a rank."""
     top = np.uintp(settled.size - 1)
     dot = 0.0
     q = np.uintp(q)
@@ -204,51 +224,86 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
             continue
         s = scores[k]
         b = bucket_of(s, low, scale, top)
-        r = settled[b]
-        if r > 0:
-            neg_rank[q] = r
-            c = coef_of_rank[r]
-            coef[k] = c
-            dot += c * s
-        else:
+        r = np.uintp(settled[b])
+        if r == 0:
             i = slot[b]
-            p = fill[i]
-            g_score[p], g_index[p], g_place[p] = s, k, q
-            fill[i] = p + 1
+            d = steps[0, i] - c2 * s  # the step's value is d + increment (see best_rank)
+            # taken already at the first place: at every place; taken at the last place
+            # only: it depends on the place. Evaluated without branches, as either is a coin
+            # toss for the predictor.
+            move = d + steps[1, i] >= 0.0
+            if (d + steps[1, i] < 0.0) & (d + steps[2, i] >= 0.0):
+                p = fill[i]
+                g_score[p], g_index[p], g_place[p] = s, k, q
+                fill[i] = p + 1
+                q += ONE
+                continue
+            r = np.uintp(slot_rank[i] + move)
+            moved[i] += move
+        neg_rank[q] = r
+        c = coef_of_rank[r]
+        coef[k] = c
+        dot += c * s
         q += ONE
     return dot
 
 
+@jit
+def _compact(starts, fill_from, fill_to, g_score, g_index, g_place):
+    """Close the gaps the settled members of straddling buckets left among the gathered
+    ones: chunk ``c`` filled ``fill_from[c, i] .. fill_to[c, i]-1`` for bucket ``i``, and
+    after this the bucket's gathered negatives are the first ``n_live[i]`` from
+    ``starts[i]``, still in input order. Returns ``n_live``."""
+    n_live = np.empty(starts.size - 1, dtype=np.int64)
+    for i in range(n_live.size):
+        w = starts[i]
+        for c in range(fill_from.shape[0]):
+            for p in range(fill_from[c, i], fill_to[c, i]):
+                g_score[w], g_index[w], g_place[w] = g_score[p], g_index[p], g_place[p]
+                w += 1
+        n_live[i] = w - starts[i]
+    return n_live
+
+
 @jit_generic
-def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts,
-                    g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, neg_rank, coef):
-    """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own places
-    and rank interval; ``g_score`` is partitioned in place and ``idx`` (gather positions,
-    in input order within a bucket) moves along and breaks ties. Then their negatives' ranks
-    and coefficients. Returns (sum of coefficient times score, negatives per rank)."""
+def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts, n_live,
+                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, neg_rank,
+                    coef):
+    """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
+    interval and on the places of its gathered negatives (the first ``n_live[i]`` from
+    ``starts[i]``): after those of the members that stayed at the top rank (neither gathered
+    nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is partitioned in place and ``idx`` (gather
+    positions, in input order within a bucket) moves along and breaks ties. Then the
+    gathered negatives' ranks and coefficients. Returns (sum of coefficient times score over
+    them, negatives per rank, the tallied ones included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
     lo_all, hi_all = starts[i_lo], starts[i_hi]
     idx = np.arange(lo_all, hi_all)
     rk = np.empty(hi_all - lo_all, dtype=np.int64)
-    for i in range(i_lo, i_hi):
-        t = straddling[i]
-        lo = starts[i] - lo_all
-        hi = starts[i + 1] - lo_all - 1
-        v = g_score[lo_all:hi_all]
-        opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] - lo, top_r[t], bottom_r[t],
-                           inc, params, n_pos, c2, spos, stack)
-        canonical_ties(v, idx, rk, lo, hi)
+    v = g_score[lo_all:hi_all]
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     dot = 0.0
-    for p in range(rk.size):
-        g = idx[p]
-        r = rk[p]
-        neg_rank[g_place[g]] = r
-        c = coef_of_rank[r]
-        coef[g_index[g]] = c
-        dot += c * g_score[lo_all + p]
-        rank_count[r] += 1
+    for i in range(i_lo, i_hi):
+        t = straddling[i]
+        stayed = starts[i + 1] - starts[i] - n_live[i] - moved[i]
+        rank_count[top_r[t]] += stayed
+        rank_count[top_r[t] + 1] += moved[i]
+        lo = starts[i] - lo_all
+        hi = lo + n_live[i] - 1
+        if hi < lo:
+            continue
+        opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] + stayed - lo, top_r[t],
+                           bottom_r[t], inc, params, n_pos, c2, spos, stack)
+        canonical_ties(v, idx, rk, lo, hi)
+        for p in range(lo, hi + 1):
+            g = idx[p]
+            r = rk[p]
+            neg_rank[g_place[g]] = r
+            c = coef_of_rank[r]
+            coef[g_index[g]] = c
+            dot += c * v[p]
+            rank_count[r] += 1
     return dot, rank_count
 
 
@@ -265,20 +320,25 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         scan_histogram(scores, is_pos, n_pos, n_buckets))
     if err != OK:
         return failed(err, where)
-    spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
-    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count = _rank_corners(
-        inc, params, count, low, scale, ends, n_pos, spos, n_neg
-    )
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
+    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps = (
+        _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
     n_gather = starts[-1]
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
     g_place = np.empty(n_gather, dtype=np.int64)
+    fill_from = starts[:-1].copy().reshape((1, straddling.size))
+    fill = fill_from.copy()
+    moved = np.zeros(straddling.size, dtype=np.int64)
     dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, settled, coef_of_rank,
-                        slot, starts[:-1].copy(), g_score, g_index, g_place, neg_rank, coef)
+                        slot, c2, top_r[straddling], steps, moved, fill[0], g_score, g_index,
+                        g_place, neg_rank, coef)
+    n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
-                                     straddling, starts, g_score, g_index, g_place, n_pos, spos,
-                                     n_neg, coef_of_rank, neg_rank, coef)
+                                     straddling, starts, n_live, moved, g_score, g_index, g_place,
+                                     n_pos, spos, n_neg, coef_of_rank, neg_rank, coef)
     return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
                   sum_pos, sum_neg)
 
@@ -333,9 +393,10 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     sum_neg = sum(s[3] for s in scanned)
     ends = np.r_[ends[:, 0].min(), ends[:, 1].max(), ends[:, 2].min(), ends[:, 3].max()]
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
-    spos = positive_steps(pos_sorted, 2.0 / (n_pos * n_neg))
+    c2 = 2.0 / (n_pos * n_neg)
+    spos = positive_steps(pos_sorted, c2)
     total = count.sum(axis=0, dtype=np.int32)
-    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count = bind(
+    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps = bind(
         _rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
@@ -343,18 +404,25 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     g_score = np.empty(n_gather)
     g_index = np.empty(n_gather, dtype=np.int64)
     g_place = np.empty(n_gather, dtype=np.int64)
-    fill = _chunk_fill(count, order, straddling, starts)
+    fill_from = _chunk_fill(count, order, straddling, starts)
+    fill = fill_from.copy()
+    slot_rank = top_r[straddling]
+    moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
     dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
                                         bounds[c] - pos_at[c], low, scale, settled, coef_of_rank,
-                                        slot, fill[c], g_score, g_index, g_place, neg_rank, coef),
+                                        slot, c2, slot_rank, steps, moved[c], fill[c], g_score,
+                                        g_index, g_place, neg_rank, coef),
                 range(n_chunks))
+    n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
+    moved = moved.sum(axis=0)
     # straddling buckets cut into pieces of about equal numbers of gathered negatives
-    cuts = np.searchsorted(starts, np.linspace(0, n_gather, n_chunks + 1)[1:-1])
+    live = np.cumsum(n_live)
+    cuts = np.searchsorted(live, np.linspace(0, live[-1] if live.size else 0, n_chunks + 1)[1:-1])
     i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(_solve_gathered, loss.kernel)
     solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], first, top_r, bottom_r,
-                                  straddling, starts, g_score, g_index, g_place, n_pos, spos,
-                                  n_neg, coef_of_rank, neg_rank, coef),
+                                  straddling, starts, n_live, moved, g_score, g_index, g_place,
+                                  n_pos, spos, n_neg, coef_of_rank, neg_rank, coef),
                   range(n_chunks))
     dot = sum(dots) + sum(d for d, _ in solved)
     rank_count = rank_count + sum(r for _, r in solved)
