@@ -213,9 +213,10 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
     """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
     settled buckets get rank and coefficient, and so do those of straddling buckets whose
     step (``steps``, from the rank ``slot_rank`` of the bucket's top corner) is taken at
-    every place of the bucket or at none; ``moved[i]`` counts those that took it. The others are gathered (score, input index, place) at ``fill[slot[b]]``
-    onwards, in input order within a bucket. Returns the sum of coefficient times score
-    over the negatives given a rank."""
+    every place of the bucket or at none; ``moved[i]`` counts those that took it. The others
+    are gathered (score, input index, place) at ``fill[slot[b]]`` onwards, in input order
+    within a bucket. Returns the sum of coefficient times score over the negatives given a
+    rank."""
     top = np.uintp(settled.size - 1)
     dot = 0.0
     q = np.uintp(q)
@@ -229,10 +230,10 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
             i = slot[b]
             d = steps[0, i] - c2 * s  # the step's value is d + increment (see best_rank)
             # taken already at the first place: at every place; taken at the last place
-            # only: it depends on the place. Evaluated without branches, as either is a coin
-            # toss for the predictor.
+            # only: it depends on the place. Combined without branches, as each test is a
+            # coin toss for the branch predictor.
             move = d + steps[1, i] >= 0.0
-            if (d + steps[1, i] < 0.0) & (d + steps[2, i] >= 0.0):
+            if (d + steps[1, i] < 0.0) & (d + steps[2, i] >= 0.0):  # gathered
                 p = fill[i]
                 g_score[p], g_index[p], g_place[p] = s, k, q
                 fill[i] = p + 1
@@ -272,10 +273,11 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
     interval and on the places of its gathered negatives (the first ``n_live[i]`` from
     ``starts[i]``): after those of the members that stayed at the top rank (neither gathered
-    nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is partitioned in place and ``idx`` (gather
-    positions, in input order within a bucket) moves along and breaks ties. Then the
-    gathered negatives' ranks and coefficients. Returns (sum of coefficient times score over
-    them, negatives per rank, the tallied ones included)."""
+    nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is
+    partitioned in place and ``idx`` (gather positions, in input order within a bucket)
+    moves along and breaks ties. Then the gathered negatives' ranks and coefficients.
+    Returns (sum of coefficient times score over them, negatives per rank, those settled in
+    the pass from straddling buckets included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
     lo_all, hi_all = starts[i_lo], starts[i_hi]
