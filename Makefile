@@ -51,19 +51,17 @@ reproduce-table3: voc2011-train  ## paper 000 Table 3: test AP per action, 0-1 v
 reproduce-table4: voc2011-train  ## paper 000 Table 4: NDCG per action, 0-1 vs NDCG loss
 	@echo; cat $(VOC_RUN)/table4.md
 
-reproduce-figure2: $(STAMP)  ## paper 000 Figure 2: AP LAI time as total/negatives/positives grow (phoning)
-	for vary in total negatives positives; do \
+# $(call figure,LOSS,NAME): the three panels (total, negatives, positives) of one figure
+figure = for vary in total negatives positives; do \
 	  $(QSRANK) bench --experiment voc2011_actions --config $(VOC_CONFIG) --class $(FIGURE_CLASS) \
-	    --loss ap --vary $$vary --out $(VOC_FIGURES)/figure2 || exit 1; \
-	done
-	@echo "figure: $(VOC_FIGURES)/figure2/figure.png"
+	    --loss $(1) --vary $$vary --out $(VOC_FIGURES)/$(2) || exit 1; \
+	done; echo "figure: $(VOC_FIGURES)/$(2)/figure.png"
+
+reproduce-figure2: $(STAMP)  ## paper 000 Figure 2: AP LAI time as total/negatives/positives grow (phoning)
+	$(call figure,ap,figure2)
 
 reproduce-figure3: $(STAMP)  ## paper 000 Figure 3: NDCG LAI time as total/negatives/positives grow (phoning)
-	for vary in total negatives positives; do \
-	  $(QSRANK) bench --experiment voc2011_actions --config $(VOC_CONFIG) --class $(FIGURE_CLASS) \
-	    --loss ndcg --vary $$vary --out $(VOC_FIGURES)/figure3 || exit 1; \
-	done
-	@echo "figure: $(VOC_FIGURES)/figure3/figure.png"
+	$(call figure,ndcg,figure3)
 
 reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-figure2 reproduce-figure3  ## all of paper 000 Section 4.1
 

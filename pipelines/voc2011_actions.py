@@ -58,6 +58,7 @@ from pipelines._io import (
     write_npz,
     write_text,
 )
+from pipelines.scaling import size_pairs
 from qs.data import (
     ACTIONS,
     PoseletData,
@@ -335,16 +336,8 @@ def figure_sizes(cfg):
     fig = cfg["figures"]
     vary = fig["vary"]
     spec = fig["presets"][fig["preset"]][vary]
-    values = sorted(set(spec["values"]))
-    if vary == "negatives":
-        return [(spec["fixed"], n) for n in values]
-    if vary == "positives":
-        return [(p, spec["fixed"]) for p in values]
-    pairs = [(max(1, round(t / (1 + spec["neg_per_pos"]))), t) for t in values]
-    if any(p >= t for p, t in pairs):
-        raise ValueError(f"figures.presets.{fig['preset']}.total: every total must leave at "
-                         "least one negative beside one positive")
-    return [(p, t - p) for p, t in pairs]
+    return size_pairs(vary, spec, sorted(set(spec["values"])),
+                      f"figures.presets.{fig['preset']}.{vary}")
 
 
 # ---------------------------------------------------------------------------- data

@@ -233,7 +233,7 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, 
             # only: it depends on the place. Combined without branches, as each test is a
             # coin toss for the branch predictor.
             move = d + steps[1, i] >= 0.0
-            if (d + steps[1, i] < 0.0) & (d + steps[2, i] >= 0.0):  # gathered
+            if (not move) & (d + steps[2, i] >= 0.0):  # gathered
                 p = fill[i]
                 g_score[p], g_index[p], g_place[p] = s, k, q
                 fill[i] = p + 1
