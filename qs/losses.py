@@ -25,6 +25,14 @@ def _scalar(x):
     return float(x) if np.ndim(x) == 0 else x
 
 
+def _per_ranking(kernel, n_above):
+    """``kernel`` (one value per row of a 2-D float array) over the last axis of
+    ``n_above``: a float for one ranking, an array for a stack."""
+    n = np.asarray(n_above, dtype=np.float64)
+    values = kernel(n.reshape(-1, n.shape[-1]))
+    return float(values[0]) if n.ndim == 1 else values.reshape(n.shape[:-1])
+
+
 @functools.lru_cache(maxsize=8)
 def _places(n_pos):
     """1, 2, ..., P as floats (read-only, shared)."""
@@ -66,6 +74,21 @@ def _ap_increment(j, i, n_pos, params):
     return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
 
+@jit
+def _ap_losses(n_above):
+    """1 - AP of each row (a loop: numpy's five temporaries cost more than the sum at the
+    sizes LAI is called with in training)."""
+    n_pos = n_above.shape[1]
+    out = np.empty(n_above.shape[0])
+    for r in range(n_above.shape[0]):
+        total = 0.0
+        for k in range(n_pos):
+            n = n_above[r, k]
+            total += n / (k + 1.0 + n)
+        out[r] = total / n_pos
+    return out
+
+
 class APLoss(QSLoss):
     """1 - average precision.
 
@@ -84,9 +107,7 @@ class APLoss(QSLoss):
         return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
     def value(self, n_above):
-        n = np.asarray(n_above, dtype=np.float64)
-        n_pos = n.shape[-1]
-        return _scalar(np.sum(n / (_places(n_pos) + n), axis=-1) / n_pos)
+        return _per_ranking(_ap_losses, n_above)
 
 
 @jit
@@ -139,7 +160,7 @@ class NDCGLoss(QSLoss):
     def value(self, n_above):
         n = np.asarray(n_above, dtype=np.float64)
         n_pos = n.shape[-1]
-        return _scalar(1.0 - np.sum(self.discount(_places(n_pos) + n), axis=-1) / self._ideal(n_pos))
+        return _scalar(1.0 - self.discount(_places(n_pos) + n).sum(axis=-1) / self._ideal(n_pos))
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
