@@ -157,16 +157,16 @@ def _corners(count, low, scale, ends):
 def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     """Rank both corner sequences; settle the buckets whose corners agree.
 
-    Returns (order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count,
+    Returns (order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count,
     steps): the non-empty buckets in descending score order, and for each its first place and
-    corner ranks; ``settled[b]`` the rank of bucket ``b`` or 0; ``straddling`` the positions
-    in ``order`` of the other buckets, ``slot[b]`` the index of bucket ``b`` among them and
-    ``starts`` where their negatives start among the gathered ones (one more entry: the
-    total); ``rank_count`` the negatives settled per rank. ``steps[:, i]`` is, for a
-    straddling bucket of ranks ``r, r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its
-    first place, at its last place) so that :func:`_settle_chunk` evaluates the step
-    ``r -> r+1`` exactly as :func:`best_rank` does; for a wider one (0, -inf, inf): nothing
-    of it is settled.
+    corner ranks; ``straddling`` the positions in ``order`` of the buckets whose corners
+    differ, and ``starts`` where their negatives start among the gathered ones (one more
+    entry: the total); ``rank_or_slot[b]`` the rank of bucket ``b`` when it is settled, else
+    ``P + 2 + i`` for the ``i``-th straddling bucket (one table lookup tells both);
+    ``rank_count`` the negatives settled per rank. ``steps[i]`` is, for a straddling bucket
+    of ranks ``r, r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its first place, at
+    its last place) so that :func:`_settle_chunk` evaluates the step ``r -> r+1`` exactly as
+    :func:`best_rank` does; for a wider one (0, -inf, inf): nothing of it is settled.
     """
     c2 = 2.0 / (n_pos * n_neg)
     order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
@@ -177,8 +177,7 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
                      n_pos, c2, spos)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    settled = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
-    slot = np.empty(count.size, dtype=np.uint32)  # read only where settled is 0
+    rank_or_slot = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
     straddling = np.flatnonzero(top_r != bottom_r)
     starts = np.empty(straddling.size + 1, dtype=np.int64)
     n_gather = 0
@@ -186,54 +185,53 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     for t in range(n_full):
         b = order[t]
         if top_r[t] == bottom_r[t]:
-            settled[b] = top_r[t]
+            rank_or_slot[b] = top_r[t]
             rank_count[top_r[t]] += count[b]
         else:
-            slot[b] = i
+            rank_or_slot[b] = n_pos + 2 + i
             starts[i] = n_gather
             n_gather += count[b]
             i += 1
     starts[i] = n_gather
-    steps = np.empty((3, straddling.size))
+    steps = np.empty((straddling.size, 3))  # a row per bucket: one cache line
     for i in range(straddling.size):
         t = straddling[i]
         r = top_r[t]
         if bottom_r[t] == r + 1:
-            steps[0, i] = spos[r]
-            steps[1, i] = inc(first[t] + 1, r, n_pos, params)
-            steps[2, i] = inc(first[t] + count[order[t]], r, n_pos, params)
+            steps[i, 0] = spos[r]
+            steps[i, 1] = inc(first[t] + 1, r, n_pos, params)
+            steps[i, 2] = inc(first[t] + count[order[t]], r, n_pos, params)
         else:
-            steps[0, i], steps[1, i], steps[2, i] = 0.0, -np.inf, np.inf
-    return order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps
+            steps[i, 0], steps[i, 1], steps[i, 2] = 0.0, -np.inf, np.inf
+    return order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps
 
 
 @jit
-def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, settled, coef_of_rank, slot, c2,
+def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_rank, c2,
                   slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank, coef):
     """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
     settled buckets get rank and coefficient, and so do those of straddling buckets whose
     step (``steps``, from the rank ``slot_rank`` of the bucket's top corner) is taken at
     every place of the bucket or at none; ``moved[i]`` counts those that took it. The others
-    are gathered (score, input index, place) at ``fill[slot[b]]`` onwards, in input order
-    within a bucket. Returns the sum of coefficient times score over the negatives given a
-    rank."""
-    top = np.uintp(settled.size - 1)
+    are gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
+    bucket. Returns the sum of coefficient times score over the negatives given a rank."""
+    top = np.uintp(rank_or_slot.size - 1)
+    first_slot = np.uintp(coef_of_rank.size)  # P + 2: ranks are 1 .. P + 1
     dot = 0.0
     q = np.uintp(q)
     for k in range(np.uintp(lo), np.uintp(hi)):
         if is_pos[k]:
             continue
         s = scores[k]
-        b = bucket_of(s, low, scale, top)
-        r = np.uintp(settled[b])
-        if r == 0:
-            i = slot[b]
-            d = steps[0, i] - c2 * s  # the step's value is d + increment (see best_rank)
+        r = np.uintp(rank_or_slot[bucket_of(s, low, scale, top)])
+        if r >= first_slot:  # a straddling bucket
+            i = r - first_slot
+            d = steps[i, 0] - c2 * s  # the step's value is d + increment (see best_rank)
             # taken already at the first place: at every place; taken at the last place
             # only: it depends on the place. Combined without branches, as each test is a
             # coin toss for the branch predictor.
-            move = d + steps[1, i] >= 0.0
-            if (not move) & (d + steps[2, i] >= 0.0):  # gathered
+            move = d + steps[i, 1] >= 0.0
+            if (not move) & (d + steps[i, 2] >= 0.0):  # gathered
                 p = fill[i]
                 g_score[p], g_index[p], g_place[p] = s, k, q
                 fill[i] = p + 1
@@ -324,7 +322,7 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
-    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps = (
+    order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
         _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
     n_gather = starts[-1]
@@ -334,9 +332,9 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     fill_from = starts[:-1].copy().reshape((1, straddling.size))
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
-    dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, settled, coef_of_rank,
-                        slot, c2, top_r[straddling], steps, moved, fill[0], g_score, g_index,
-                        g_place, neg_rank, coef)
+    dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, rank_or_slot, coef_of_rank,
+                        c2, top_r[straddling], steps, moved, fill[0], g_score, g_index, g_place,
+                        neg_rank, coef)
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
                                      straddling, starts, n_live, moved, g_score, g_index, g_place,
@@ -398,7 +396,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2)
     total = count.sum(axis=0, dtype=np.int32)
-    order, first, top_r, bottom_r, settled, straddling, slot, starts, rank_count, steps = bind(
+    order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = bind(
         _rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
@@ -411,9 +409,9 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
     dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
-                                        bounds[c] - pos_at[c], low, scale, settled, coef_of_rank,
-                                        slot, c2, slot_rank, steps, moved[c], fill[c], g_score,
-                                        g_index, g_place, neg_rank, coef),
+                                        bounds[c] - pos_at[c], low, scale, rank_or_slot,
+                                        coef_of_rank, c2, slot_rank, steps, moved[c], fill[c],
+                                        g_score, g_index, g_place, neg_rank, coef),
                 range(n_chunks))
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     moved = moved.sum(axis=0)
