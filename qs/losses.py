@@ -25,14 +25,6 @@ def _scalar(x):
     return float(x) if np.ndim(x) == 0 else x
 
 
-def _per_ranking(kernel, n_above):
-    """``kernel`` (one value per row of a 2-D float array) over the last axis of
-    ``n_above``: a float for one ranking, an array for a stack."""
-    n = np.asarray(n_above, dtype=np.float64)
-    values = kernel(n.reshape(-1, n.shape[-1]))
-    return float(values[0]) if n.ndim == 1 else values.reshape(n.shape[:-1])
-
-
 @functools.lru_cache(maxsize=8)
 def _places(n_pos):
     """1, 2, ..., P as floats (read-only, shared)."""
@@ -76,8 +68,8 @@ def _ap_increment(j, i, n_pos, params):
 
 @jit
 def _ap_losses(n_above):
-    """1 - AP of each row (a loop: numpy's five temporaries cost more than the sum at the
-    sizes LAI is called with in training)."""
+    """1 - AP of each row of a 2-D array (a loop: at the sizes training calls LAI with, the
+    temporaries of the numpy expression cost more than the sum itself)."""
     n_pos = n_above.shape[1]
     out = np.empty(n_above.shape[0])
     for r in range(n_above.shape[0]):
@@ -107,7 +99,9 @@ class APLoss(QSLoss):
         return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
     def value(self, n_above):
-        return _per_ranking(_ap_losses, n_above)
+        n = np.asarray(n_above, dtype=np.float64)
+        losses = _ap_losses(n.reshape(-1, n.shape[-1]))
+        return float(losses[0]) if n.ndim == 1 else losses.reshape(n.shape[:-1])
 
 
 @jit
