@@ -193,7 +193,7 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
             n_gather += count[b]
             i += 1
     starts[i] = n_gather
-    steps = np.empty((straddling.size, 3))  # a row per bucket: one cache line
+    steps = np.empty((straddling.size, 3))  # a row per bucket: read together
     for i in range(straddling.size):
         t = straddling[i]
         r = top_r[t]
