@@ -271,6 +271,31 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize("encode", [
+    lambda y: y, lambda y: y.astype(np.uint8), lambda y: y.astype(np.int8),
+    lambda y: np.where(y, 1, -1).astype(np.int8), lambda y: np.where(y, 1.0, -1.0),
+    lambda y: np.where(y, 1, 0)[::-1].copy()[::-1],  # a non-contiguous view
+], ids=["bool", "uint8", "int8", "int8 +-1", "float +-1", "strided"])
+def test_label_encodings_give_one_result(encode):
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=60)
+    labels = rng.random(60) < 0.3
+    ref = lai(scores, labels)
+    encoded = encode(labels)
+    before = encoded.copy()
+    res = lai(scores, encoded)
+    np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
+    np.testing.assert_array_equal(res.coef, ref.coef)
+    np.testing.assert_array_equal(encoded, before)  # the caller's labels are left as they were
+
+
+@pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8), np.array([1, 255, 0], np.uint8),
+                                    [1.0, np.nan, 0.0], [1.0, 0.5, 0.0], [1, -2, 0]])
+def test_labels_outside_1_0_minus_1_are_refused(labels):
+    with pytest.raises(ValueError, match="binary"):
+        lai([0.1, 0.2, 0.3], labels)
+
+
 @pytest.mark.parametrize("kwargs,message", BAD, ids=[m for _, m in BAD])
 def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
     with pytest.raises(ValueError, match=message):

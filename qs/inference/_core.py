@@ -117,17 +117,21 @@ def scan_and_gather(scores, is_pos, n_pos, out):
 
 
 @jit
-def positive_mask(labels, out):
-    """``out[k] = labels[k] == 1`` for labels in {1, 0, -1}; the index of another value, or -1."""
+def label_check(labels):
+    """(index of the first label outside {1, 0, -1} or -1, whether any label is -1). The
+    loop has no branch, so that it vectorises; the index is searched only on failure."""
+    bad = False
+    minus = False
     for k in range(labels.size):
         y = labels[k]
-        if y == 1:
-            out[k] = 1
-        elif y == 0 or y == -1:
-            out[k] = 0
-        else:
-            return k
-    return -1
+        bad |= (y != 1) & (y != 0) & (y != -1)
+        minus |= y == -1
+    if bad:
+        for k in range(labels.size):
+            y = labels[k]
+            if y != 1 and y != 0 and y != -1:
+                return k, minus
+    return -1, minus
 
 
 @jit_inline

@@ -3,7 +3,7 @@
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, positive_mask, scan_and_gather
+from qs.inference._core import NOT_FINITE, label_check, scan_and_gather
 
 
 def as_scores(scores):
@@ -20,7 +20,8 @@ def as_scores(scores):
 
 
 def as_positive_mask(labels, n):
-    """Labels as a uint8 mask (1 = positive); accepts bool, or numbers in {1, 0, -1}."""
+    """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
+    {1, 0, -1}. Bool labels, and 1-byte labels of 1 and 0, are viewed, not copied."""
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels must be a 1-D array; got an array of shape {arr.shape}.")
@@ -34,14 +35,16 @@ def as_positive_mask(labels, n):
         raise ValueError(
             f"labels must be bool or numeric (1 positive, 0 or -1 negative); got dtype {arr.dtype}."
         )
-    mask = np.empty(n, dtype=np.uint8)
-    bad = positive_mask(np.ascontiguousarray(arr), mask)
+    arr = np.ascontiguousarray(arr)
+    bad, minus = label_check(arr)
     if bad >= 0:
         raise ValueError(
             f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or False) for a "
             f"negative; got {arr[bad]!r} at index {bad}."
         )
-    return mask
+    if arr.itemsize == 1 and not minus:  # already 1 and 0 bytes: no copy
+        return arr.view(np.uint8)
+    return (arr == 1).view(np.uint8)
 
 
 def check_counts(n_pos, n_neg):
