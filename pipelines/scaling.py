@@ -5,8 +5,8 @@ Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
 ndcg, ndcg_qs) plus our own methods and outside references. At each size every curve gets
 one cold call, timed apart because it includes numba compilation or cache loading, then
-``repeats`` rounds of one warm timed sample of each curve in turn (a sample: the mean of
-back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
+``repeats`` rounds of one warm timed sample of each curve in turn (a sample: an untimed call,
+then the mean of back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
 budget is skipped at that size and every larger one.
 """
 
@@ -243,8 +243,9 @@ def _time_all(cfg, chosen, pairs, progress):
     """One cold call per size and curve, then `repeats` rounds of one warm sample of every
     curve in turn (round robin: a slow spell of the machine hits all curves alike, so their
     ratios hold); a sample is the mean of enough back-to-back calls to last about SAMPLE_S,
-    so that short calls are timed warm and above the clock's resolution: (timings, cold)
-    frames."""
+    so that short calls are timed above the clock's resolution, and follows an untimed call
+    of the same curve, so that a sample of one long call is as warm as back-to-back calls:
+    (timings, cold) frames."""
     rows, cold = [], []
     last = {}  # curve -> (n_pos, n_neg, median seconds) at its largest timed size
     with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
@@ -268,6 +269,7 @@ def _time_all(cfg, chosen, pairs, progress):
             warm = {curve: [] for curve in calls}
             for _ in range(cfg["repeats"]):
                 for curve, (_, call, number) in calls.items():
+                    call()  # untimed: the curve's data back in cache, as in back-to-back calls
                     warm[curve].append(_clock(call, number))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
