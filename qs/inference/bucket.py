@@ -154,66 +154,55 @@ def _corners(count, low, scale, ends):
 
 
 @jit_generic
-def _corner_ranks(inc, params, order, top_s, top_j, bottom_s, bottom_j, n_buckets, n_pos, spos,
-                  c2):
-    """Rank both corner sequences (scores descending, places non-decreasing) of the buckets
-    ``order``. Returns (top_r, bottom_r, rank_or_slot, straddling, steps): ``straddling`` the
-    positions in ``order`` of the buckets whose corners differ; ``rank_or_slot[b]`` the rank
-    of bucket ``b`` when they agree, else ``P + 2 + i`` for the ``i``-th straddling bucket
-    (one table lookup tells both). ``steps[i]`` is, for a straddling bucket of ranks ``r,
-    r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its top corner's place, at its
-    bottom corner's place) so that the pass evaluates the step ``r -> r+1`` exactly as
-    :func:`best_rank` does; for a wider one (0, -inf, inf): nothing of it is settled."""
-    n = order.size
-    top_r = np.empty(n, dtype=np.int64)
-    bottom_r = np.empty(n, dtype=np.int64)
-    opt_ranks_sorted(top_s, top_r, 0, n - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    opt_ranks_sorted(bottom_s, bottom_r, 0, n - 1, 0, bottom_j, 1, n_pos + 1, inc, params, n_pos,
-                     c2, spos)
-    rank_or_slot = np.zeros(n_buckets, dtype=np.uint32)  # unsigned: indexes coef_of_rank
-    straddling = np.flatnonzero(top_r != bottom_r)
-    steps = np.empty((straddling.size, 3))  # a row per bucket: read together
-    i = 0
-    for t in range(n):
-        if top_r[t] == bottom_r[t]:
-            rank_or_slot[order[t]] = top_r[t]
-            continue
-        rank_or_slot[order[t]] = n_pos + 2 + i
-        r = top_r[t]
-        if bottom_r[t] == r + 1:
-            steps[i, 0] = spos[r]
-            steps[i, 1] = inc(top_j[t], r, n_pos, params)
-            steps[i, 2] = inc(bottom_j[t], r, n_pos, params)
-        else:
-            steps[i, 0], steps[i, 1], steps[i, 2] = 0.0, -np.inf, np.inf
-        i += 1
-    return top_r, bottom_r, rank_or_slot, straddling, steps
-
-
-@jit_generic
 def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
-    """:func:`_corner_ranks` on the non-empty buckets of the histogram ``count``, whose
-    corners' places are exact. Returns (order, first, top_r, bottom_r, rank_or_slot,
-    straddling, starts, rank_count, steps): the buckets in descending score order and their
-    first places, ``starts`` where the straddling buckets' negatives start among the
-    gathered ones (one more entry: the total), ``rank_count`` the negatives of the settled
-    buckets per rank."""
+    """Rank both corner sequences; settle the buckets whose corners agree.
+
+    Returns (order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count,
+    steps): the non-empty buckets in descending score order, and for each its first place and
+    corner ranks; ``straddling`` the positions in ``order`` of the buckets whose corners
+    differ, and ``starts`` where their negatives start among the gathered ones (one more
+    entry: the total); ``rank_or_slot[b]`` the rank of bucket ``b`` when it is settled, else
+    ``P + 2 + i`` for the ``i``-th straddling bucket (one table lookup tells both);
+    ``rank_count`` the negatives settled per rank. ``steps[i]`` is, for a straddling bucket
+    of ranks ``r, r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its first place, at
+    its last place) so that :func:`_settle_chunk` evaluates the step ``r -> r+1`` exactly as
+    :func:`best_rank` does; for a wider one (0, -inf, inf): nothing of it is settled.
+    """
     c2 = 2.0 / (n_pos * n_neg)
     order, first, top_s, top_j, bottom_s, bottom_j = _corners(count, low, scale, ends)
-    top_r, bottom_r, rank_or_slot, straddling, steps = _corner_ranks(
-        inc, params, order, top_s, top_j, bottom_s, bottom_j, count.size, n_pos, spos, c2)
+    n_full = order.size
+    top_r = np.empty(n_full, dtype=np.int64)
+    bottom_r = np.empty(n_full, dtype=np.int64)
+    opt_ranks_sorted(top_s, top_r, 0, n_full - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
+                     n_pos, c2, spos)
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
+    rank_or_slot = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
+    straddling = np.flatnonzero(top_r != bottom_r)
     starts = np.empty(straddling.size + 1, dtype=np.int64)
     n_gather = 0
     i = 0
-    for t in range(order.size):
+    for t in range(n_full):
+        b = order[t]
         if top_r[t] == bottom_r[t]:
-            rank_count[top_r[t]] += count[order[t]]
+            rank_or_slot[b] = top_r[t]
+            rank_count[top_r[t]] += count[b]
         else:
+            rank_or_slot[b] = n_pos + 2 + i
             starts[i] = n_gather
-            n_gather += count[order[t]]
+            n_gather += count[b]
             i += 1
     starts[i] = n_gather
+    steps = np.empty((straddling.size, 3))  # a row per bucket: read together
+    for i in range(straddling.size):
+        t = straddling[i]
+        r = top_r[t]
+        if bottom_r[t] == r + 1:
+            steps[i, 0] = spos[r]
+            steps[i, 1] = inc(first[t] + 1, r, n_pos, params)
+            steps[i, 2] = inc(first[t] + count[order[t]], r, n_pos, params)
+        else:
+            steps[i, 0], steps[i, 1], steps[i, 2] = 0.0, -np.inf, np.inf
     return order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps
 
 
