@@ -106,6 +106,13 @@ def large_inputs():
     wide[[10, 20]] = 1e308, -1e308  # negatives whose score range overflows
     yield "overflowing range", wide, np.arange(5000) % 10 == 3
     yield "tiny range", 1.0 + 1e-15 * rng.integers(0, 5, n), rng.random(n) < 0.01
+    # in input order: fixed pivot places once split these badly at every level
+    m = 20_000
+    ordered = np.sort(rng.normal(size=m))
+    labels = rng.random(m) < 0.01
+    yield "ascending", ordered, labels
+    yield "descending", ordered[::-1].copy(), labels
+    yield "organ pipe", np.r_[ordered[::2], ordered[1::2][::-1]], labels
 
 
 @pytest.mark.parametrize("name,scores,labels", list(large_inputs()), ids=lambda x: x if isinstance(x, str) else "")

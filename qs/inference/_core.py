@@ -162,9 +162,19 @@ def _sort_pairs_descending(v, idx, lo, hi):
 
 
 @jit
-def _median_of_three(v, lo, hi):
-    a, b, c = v[lo], v[(lo + hi) >> 1], v[hi]
-    return max(min(a, b), min(max(a, b), c))
+def _median_of_three(v, lo, hi, state):
+    """Median of three values of ``v[lo..hi]`` at pseudo-random places (a 64-bit LCG whose
+    ``state`` is returned): fixed places (first, middle, last) split a sorted or rotated
+    block badly at every level, which made the recursion quadratic on sorted input."""
+    n = np.uint64(hi - lo + 1)  # below 2^32: 31 random bits times n fit in 63
+    lcg_a, lcg_c, shift = np.uint64(6364136223846793005), np.uint64(1442695040888963407), np.uint64(31)
+    state = state * lcg_a + lcg_c
+    a = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
+    state = state * lcg_a + lcg_c
+    b = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
+    state = state * lcg_a + lcg_c
+    c = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
+    return max(min(a, b), min(max(a, b), c)), state
 
 
 @jit
@@ -224,8 +234,8 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
-    As in quicksort, each block is split once around a pivot value ``p`` (median of three)
-    rather than at its exact median: the block's part above ``p`` has ranks at most
+    As in quicksort, each block is split once around a pivot value ``p`` (median of three at
+    pseudo-random places) rather than at its exact median: the block's part above ``p`` has ranks at most
     ``r(p, last place of that part)``, the rest at least ``r(p, first place of it)``, so two
     rank evaluations split the rank interval. When nothing is above ``p``, the values equal
     to it form a sorted block of their own. Small blocks are sorted and split at their
@@ -234,6 +244,7 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     :func:`new_stack`.
     """
     top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
+    state = np.uint64(lo + hi)  # the pivots' places: pseudo-random, the same on every run
     while top > 0:
         top -= 1
         a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
@@ -252,22 +263,29 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             top = _push(stack, top, a, m - 1, ra, rm, 1)
             top = _push(stack, top, m + 1, b, rm, rb, 1)
             continue
-        p = _median_of_three(v, a, b)
+        p, state = _median_of_three(v, a, b, state)
         i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
         if i > a:
             r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
             r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
-            top = _push(stack, top, a, i - 1, ra, r_above, 0)
+            above_sorted = 0
         else:  # nothing above p: the values equal to p come first, a sorted block
             i = _partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
             r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, ra, rb)
-            top = _push(stack, top, a, i - 1, ra, r_below, 1)
-        top = _push(stack, top, i, b, r_below, rb, 0)
+            r_above = r_below
+            above_sorted = 1
+        if i - a > b + 1 - i:  # the smaller part on top: the stack stays logarithmic
+            top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
+            top = _push(stack, top, i, b, r_below, rb, 0)
+        else:
+            top = _push(stack, top, i, b, r_below, rb, 0)
+            top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
 
 
 @jit
 def new_stack():
-    """Scratch space for :func:`opt_ranks_unsorted` (depth is logarithmic in the block)."""
+    """Scratch space for :func:`opt_ranks_unsorted`: it keeps the smaller part of each split on
+    top, so at most about 2 log2(block) entries are held."""
     return np.empty((200, 5), dtype=np.int64)
 
 
