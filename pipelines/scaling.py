@@ -3,7 +3,9 @@ call as the number of negatives, positives, or both grows, on seeded synthetic s
 
 Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between curves
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
-ndcg, ndcg_qs) plus our own methods and outside references. At each size every curve gets
+ndcg, ndcg_qs) plus our own methods and outside references; ``*_auto_out`` is the default
+writing into output arrays reused from call to call (``lai(..., out=)``), every other curve
+allocates new ones per call. At each size every curve gets
 one cold call, timed apart because it includes numba compilation or cache loading, then
 ``repeats`` rounds of one warm timed sample of each curve in turn (a sample: an untimed call,
 then the mean of back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
@@ -48,12 +50,17 @@ LAI_CURVES = (
     ("ap", "ap_qs", "qs"),
     ("ap", "ap_search", "search"),
     ("ap", "ap_auto", "auto"),
+    ("ap", "ap_auto_out", "auto"),
     ("ap", "sort_dc", "sort_dc"),
     ("ndcg", "ndcg", "chakrabarti"),
     ("ndcg", "ndcg_qs", "qs"),
     ("ndcg", "ndcg_auto", "auto"),
+    ("ndcg", "ndcg_auto_out", "auto"),
     ("ndcg", "sort_dc", "sort_dc"),
 )
+# The default writing into output arrays that every call of the curve reuses (lai's out=), as
+# a training loop may: the time of a call without the fresh pages of new outputs.
+REUSED_OUTPUTS = frozenset({"ap_auto_out", "ndcg_auto_out"})
 # Outside references, timed on the negatives alone (loss column "-").
 REFERENCES = {
     "np.max": np.max,
@@ -292,6 +299,9 @@ def _caller(curve, scores, labels, negatives):
     loss, name, method = curve
     if name in REFERENCES:
         return lambda: REFERENCES[name](negatives)
+    if name in REUSED_OUTPUTS:
+        out = np.empty(negatives.size, dtype=np.int32), np.empty(scores.size)
+        return lambda: lai(scores, labels, loss=loss, method=method, out=out)
     return lambda: lai(scores, labels, loss=loss, method=method)
 
 
@@ -400,8 +410,9 @@ def plot(timings, stem):
     for ax, panel in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
         mine = med[med["loss"].isin((panel,) + SHARED)]
         for (loss, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
+            style = "--" if loss == "-" else ":" if curve in REUSED_OUTPUTS else "-"
             ax.plot(line["x"], line["seconds"], marker="o", markersize=3, label=curve,
-                    color=COLORS.get(method, "k"), linestyle="--" if loss == "-" else "-")
+                    color=COLORS.get(method, "k"), linestyle=style)
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="median seconds per LAI call",
                title=_title(panel))
         ax.grid(True, which="major", alpha=0.3)

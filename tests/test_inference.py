@@ -296,6 +296,59 @@ def test_label_encodings_give_one_result(encode):
     np.testing.assert_array_equal(encoded, before)  # the caller's labels are left as they were
 
 
+@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "bucket"), ("ap", "qs"),
+                                         ("01", "zero_one")])
+def test_out_arrays_receive_the_result(loss, method, monkeypatch):
+    """``out=`` gives the same result, written into the caller's arrays, call after call
+    (the threaded path of the default included)."""
+    import qs.inference.bucket as bucket
+
+    monkeypatch.setattr(bucket, "THREADED_MIN", 0)
+    rng = np.random.default_rng(8)
+    n = 5000
+    labels = rng.random(n) < 0.05
+    n_neg = int((~labels).sum())
+    out = (None if loss == "01" else np.full(n_neg, -7, np.int32), np.full(n, np.nan))
+    for _ in range(2):
+        scores = rng.normal(size=n)
+        ref = lai(scores, labels, loss, method)
+        res = lai(scores, labels, loss, method, out=out)
+        assert res.coef is out[1] and res.neg_rank is out[0]
+        np.testing.assert_array_equal(res.coef, ref.coef)
+        if loss != "01":
+            np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
+        assert (res.loss, res.objective, res.ground_truth_F) == (ref.loss, ref.objective,
+                                                                 ref.ground_truth_F)
+
+
+def test_bad_out_arrays_are_refused_before_anything_is_written():
+    scores, labels = np.array([0.3, 0.1, 0.2]), np.array([1, 0, 0])
+    rank, coef = np.zeros(2, np.int32), np.zeros(3)
+    bad = [
+        ((rank,), "pair"),
+        ((rank.astype(np.int64), coef), "int32"),
+        ((rank, coef[:2]), r"shape \(3,\)"),
+        ((rank, np.zeros(6)[::2]), "C-contiguous"),
+        ((rank, np.zeros(3, np.float32)), "float64"),
+        ((np.zeros(4, np.int32)[:2], np.zeros(3)), None),  # fine: a contiguous slice
+        ((rank, scores), "overlap"),
+    ]
+    for out, message in bad:
+        kept = [a.copy() for a in out]
+        if message is None:
+            lai(scores, labels, out=out)
+            continue
+        with pytest.raises(ValueError, match=message):
+            lai(scores, labels, out=out)
+        for a, b in zip(out, kept):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="None for the 0-1 loss"):
+        lai(scores, labels, "01", out=(rank, coef))
+    shared = np.zeros(8)
+    with pytest.raises(ValueError, match="overlap"):
+        lai(scores, labels, out=(shared[:1].view(np.int32), shared[:3]))
+
+
 @pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8), np.array([1, 255, 0], np.uint8),
                                     [1.0, np.nan, 0.0], [1.0, 0.5, 0.0], [1, -2, 0]])
 def test_labels_outside_1_0_minus_1_are_refused(labels):
