@@ -5,10 +5,10 @@ Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
 ndcg, ndcg_qs) plus our own methods and outside references; ``*_auto_out`` is the default
 writing into output arrays reused from call to call (``lai(..., out=)``), every other curve
-allocates new ones per call. At each size every curve gets
-one cold call, timed apart because it includes numba compilation or cache loading, then
-``repeats`` rounds of one warm timed sample of each curve in turn (a sample: an untimed call,
-then the mean of back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
+allocates new ones per call. At each size every curve gets one cold call, timed apart
+because it includes numba compilation or cache loading, then ``repeats`` rounds of one warm
+timed sample of each curve in turn (a sample: an untimed call, then the mean of
+back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
 budget is skipped at that size and every larger one.
 """
 

@@ -349,8 +349,9 @@ def test_bad_out_arrays_are_refused_before_anything_is_written():
         lai(scores, labels, out=(shared[:1].view(np.int32), shared[:3]))
 
 
-@pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8), np.array([1, 255, 0], np.uint8),
-                                    [1.0, np.nan, 0.0], [1.0, 0.5, 0.0], [1, -2, 0]])
+@pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8),
+                                    np.array([1, 255, 0], np.uint8), [1.0, np.nan, 0.0],
+                                    [1.0, 0.5, 0.0], [1, -2, 0]])
 def test_labels_outside_1_0_minus_1_are_refused(labels):
     with pytest.raises(ValueError, match="binary"):
         lai([0.1, 0.2, 0.3], labels)

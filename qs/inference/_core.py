@@ -161,19 +161,28 @@ def _sort_pairs_descending(v, idx, lo, hi):
         v[b], idx[b] = x, ix
 
 
+#: a 64-bit linear congruential generator (Knuth's MMIX constants) for the pivots' places
+_LCG_MUL, _LCG_ADD = np.uint64(6364136223846793005), np.uint64(1442695040888963407)
+
+
+@jit
+def _random_place(lo, n, state):
+    """A pseudo-random place in ``lo .. lo+n-1`` (``n`` below 2^32, so that 31 random bits
+    times ``n`` fit in 63), and the next state."""
+    state = state * _LCG_MUL + _LCG_ADD
+    return lo + np.int64(((state >> np.uint64(33)) * n) >> np.uint64(31)), state
+
+
 @jit
 def _median_of_three(v, lo, hi, state):
-    """Median of three values of ``v[lo..hi]`` at pseudo-random places (a 64-bit LCG whose
-    ``state`` is returned): fixed places (first, middle, last) split a sorted or rotated
-    block badly at every level, which made the recursion quadratic on sorted input."""
-    n = np.uint64(hi - lo + 1)  # below 2^32: 31 random bits times n fit in 63
-    lcg_a, lcg_c, shift = np.uint64(6364136223846793005), np.uint64(1442695040888963407), np.uint64(31)
-    state = state * lcg_a + lcg_c
-    a = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
-    state = state * lcg_a + lcg_c
-    b = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
-    state = state * lcg_a + lcg_c
-    c = v[lo + np.int64(((state >> np.uint64(33)) * n) >> shift)]
+    """Median of three values of ``v[lo..hi]`` at pseudo-random places, and the next state:
+    fixed places (first, middle, last) split a sorted or rotated block badly at every level,
+    which made the recursion quadratic on sorted input."""
+    n = np.uint64(hi - lo + 1)
+    i, state = _random_place(lo, n, state)
+    j, state = _random_place(lo, n, state)
+    k, state = _random_place(lo, n, state)
+    a, b, c = v[i], v[j], v[k]
     return max(min(a, b), min(max(a, b), c)), state
 
 
@@ -235,12 +244,12 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
-    pseudo-random places) rather than at its exact median: the block's part above ``p`` has ranks at most
-    ``r(p, last place of that part)``, the rest at least ``r(p, first place of it)``, so two
-    rank evaluations split the rank interval. When nothing is above ``p``, the values equal
-    to it form a sorted block of their own. Small blocks are sorted and split at their
-    middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
-    non-decreasing along ``v`` at the end. ``stack`` is scratch space from
+    pseudo-random places) rather than at its exact median: the block's part above ``p`` has
+    ranks at most ``r(p, last place of that part)``, the rest at least ``r(p, first place of
+    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the
+    values equal to it form a sorted block of their own. Small blocks are sorted and split at
+    their middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each
+    position, non-decreasing along ``v`` at the end. ``stack`` is scratch space from
     :func:`new_stack`.
     """
     top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
