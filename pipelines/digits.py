@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from pipelines import _config
 from pipelines._config import (
+    check_c_grid,
     check_choice,
     check_keys,
     check_number,
@@ -114,11 +115,7 @@ def resolve(config):
     for name in METHODS:
         if cfg["C"][name] != "cv":
             check_number(cfg["C"][name], f"C.{name}", low=0, strict=True)
-        grid = cfg["cv"]["grid"][name]
-        if not isinstance(grid, list) or not grid:
-            raise ValueError(f"cv.grid.{name} must be a non-empty list of C values; got {grid!r}")
-        for c in grid:
-            check_number(c, f"cv.grid.{name} entry", low=0, strict=True)
+        check_c_grid(cfg["cv"]["grid"][name], f"cv.grid.{name}")
     return cfg
 
 

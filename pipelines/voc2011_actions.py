@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from pipelines import _config
 from pipelines._config import (
+    check_c_grid,
     check_choice,
     check_keys,
     check_number,
@@ -220,10 +221,7 @@ def resolve(config):
     check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
     check_keys(cfg["cv"]["grid"], LOSSES, "cv.grid")
     for loss, grid in cfg["cv"]["grid"].items():
-        if not isinstance(grid, list) or not grid:
-            raise ValueError(f"cv.grid.{loss} must be a non-empty list of C values; got {grid!r}")
-        for c in grid:
-            check_number(c, f"cv.grid.{loss} entry", low=0, strict=True)
+        check_c_grid(grid, f"cv.grid.{loss}")
     cfg["C"] = _check_C(cfg["C"], "C", allow_cv=True)
     _check_figures(cfg)
     return cfg

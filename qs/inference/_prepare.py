@@ -63,20 +63,20 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
         return None if zero_one else np.empty(n_neg, dtype=np.int32), np.empty(n)
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise ValueError(f"out must be a pair (neg_rank, coef); got {type(out).__name__}.")
-    expected = [(None if zero_one else np.int32, (n_neg,)), (np.float64, (n,))]
-    for name, arr, (dtype, shape) in zip(("neg_rank", "coef"), out, expected):
-        if dtype is None:
-            if arr is not None:
-                raise ValueError("out[0] (neg_rank) must be None for the 0-1 loss, which ranks "
-                                 "no negative.")
-            continue
+    checks = [("coef", out[1], np.float64, (n,))]
+    if not zero_one:
+        checks.insert(0, ("neg_rank", out[0], np.int32, (n_neg,)))
+    elif out[0] is not None:
+        raise ValueError("out[0] (neg_rank) must be None for the 0-1 loss, which ranks no "
+                         "negative.")
+    for name, arr, dtype, shape in checks:
         if not (isinstance(arr, np.ndarray) and arr.dtype == dtype and arr.shape == shape
                 and arr.flags.c_contiguous and arr.flags.writeable):
             got = (f"{arr.dtype} array of shape {arr.shape}" if isinstance(arr, np.ndarray)
                    else type(arr).__name__)
             raise ValueError(f"out {name} must be a writeable C-contiguous {np.dtype(dtype)} "
                              f"array of shape {shape}; got {got}.")
-    arrays = [a for a in out if a is not None]
+    arrays = [arr for _, arr, _, _ in checks]
     for k, a in enumerate(arrays):
         if any(np.may_share_memory(a, b) for b in arrays[k + 1:] + list(inputs)):
             raise ValueError("out arrays must not overlap each other, the scores or the labels.")

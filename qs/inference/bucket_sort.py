@@ -22,7 +22,7 @@ from qs.inference._core import (
     opt_ranks_sorted,
     positive_steps,
 )
-from qs.inference.bucket import scan_histogram
+from qs.inference.bucket import MAX_BUCKETS, scan_histogram
 
 #: buckets larger than this are sorted by merge sort instead of insertion
 INSERTION_MAX = 32
@@ -86,5 +86,5 @@ def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """Sort the negatives by score buckets, then rank them by divide and conquer."""
     n_neg = neg_rank.size
     params = loss.prepare(n_pos, n_neg)
-    n_buckets = int(min(1 << 16, max(16, n_neg)))
+    n_buckets = int(min(MAX_BUCKETS, max(16, n_neg)))
     return bind(_bucket_sort, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef)
