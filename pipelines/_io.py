@@ -1,19 +1,12 @@
-"""Helpers shared by the pipelines: atomic file writes, run provenance, Markdown tables."""
+"""File writing shared by the pipelines: atomic writes of text, JSON, figures and arrays."""
 
+import json
 import os
-import platform
-import subprocess
-import sys
 import tempfile
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-
-_PACKAGES = ("qsrank", "numpy", "numba", "scipy", "scikit-learn", "pandas",
-             "matplotlib", "pyyaml", "tqdm", "click")
 
 
 @contextmanager
@@ -57,50 +50,14 @@ def write_npz(path, arrays):
             np.savez_compressed(fh, **arrays)
 
 
-def _version(package):
+def read_json(path):
+    """The JSON document at `path`, or None when it is missing or unreadable."""
     try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
 
 
-def git_commit():
-    """The repository's HEAD commit (with '-dirty' for local changes), or None outside git."""
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
-                               text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head + ("-dirty" if dirty else "")
-
-
-def provenance(seed, data):
-    """What a reader needs to trust or rerun a result: versions, commit, seed, data, host, time."""
-    return {
-        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "seed": seed,
-        "data": data,
-        "git_commit": git_commit(),
-        "python": platform.python_version(),
-        "packages": {name: _version(name) for name in _PACKAGES},
-        "host": platform.node(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-    }
-
-
-def markdown_table(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""
-    header = [str(c) for c in header]
-    rows = [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row):
-        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *map(line, rows)])
+def write_json(path, obj):
+    """Write `obj` as indented JSON to `path` atomically."""
+    write_text(path, json.dumps(obj, indent=2) + "\n")

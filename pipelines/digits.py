@@ -13,7 +13,6 @@ excluded by a warm-up call.
 """
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -36,7 +35,10 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import atomic_path, markdown_table, provenance, write_text
+from pipelines._io import atomic_path, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import claim_run_dir, digest_arrays
+from pipelines._tables import frame_table
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
 from qs.inference import lai
@@ -209,17 +211,6 @@ def timing_table(runs):
     return table.reindex(list(METHODS)).rename_axis("method").reset_index()
 
 
-def _frame_table(frame, formats):
-    """`frame` as a Markdown pipe table; `formats` maps a column to a format spec, NaN: '-'."""
-    def cell(col, v):
-        if isinstance(v, float) and np.isnan(v):
-            return "-"
-        return format(v, formats.get(col, ""))
-
-    rows = [[cell(c, v) for c, v in zip(frame.columns, row)] for row in frame.itertuples(False)]
-    return markdown_table(frame.columns, rows)
-
-
 def summary(cfg, runs, note):
     """table.md: the data, how C was chosen, test AP per digit, and times per method."""
     how_C = "; ".join(
@@ -235,14 +226,14 @@ def summary(cfg, runs, note):
         f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
         "sklearn LinearSVC (squared hinge, the outside reference). C: " + how_C + ".",
         "## Test average precision",
-        _frame_table(ap_table(runs), {m: ".4f" for m in METHODS}),
+        frame_table(ap_table(runs), {m: ".4f" for m in METHODS}),
         "## Time per method, summed over the digits",
         ("Final fits only (CV fits excluded); LAI time measured inside RankSVM, numba "
          "compilation excluded by a warm-up call."),
-        _frame_table(timing_table(runs), {"train_s": ".3f", "lai_time_s": ".4f", "lai_calls": ".0f",
+        frame_table(timing_table(runs), {"train_s": ".3f", "lai_time_s": ".4f", "lai_calls": ".0f",
                                           "lai_ms_per_call": ".4f"}),
         "## C used per digit",
-        _frame_table(chosen, {}),
+        frame_table(chosen, {}),
     ]) + "\n"
 
 
@@ -250,21 +241,22 @@ def run(config, out_dir=None, progress=True):
     """Train and evaluate every selected digit and method, write the run directory, and
     return its path.
 
-    `out_dir` None writes to results/digits/<UTC time>-<random>/ under the working directory.
-    Nothing is written until every fit is done, each file atomically.
+    `out_dir` None writes to results/digits/<UTC time>-<random>/ under the working directory,
+    which is claimed (and checked writable) before training; the results are written when
+    every fit is done, each file atomically.
     """
     cfg = resolve(config)
     data = load_data(cfg)
+    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
     warm_up(cfg)
     runs = train_all(cfg, data, progress)
-    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "table.md", summary(cfg, runs, data[-1]))
     write_text(out / "config.yaml", dump_config(cfg))
-    write_text(out / "provenance.json",
-               json.dumps(provenance(cfg["seed"], data[-1]), indent=2) + "\n")
+    # the checksum of the arrays the fits saw (split and scaled)
+    write_provenance(out, cfg["seed"], data[-1], cfg, digest_arrays(*data[:4]))
     return out
 
 

@@ -12,7 +12,6 @@ back-to-back calls lasting about 2 ms). A curve whose predicted time per call ex
 budget is skipped at that size and every larger one.
 """
 
-import json
 import time
 from pathlib import Path
 
@@ -31,13 +30,10 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import (
-    atomic_path,
-    markdown_table,
-    provenance,
-    save_figure,
-    write_text,
-)
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import claim_run_dir
+from pipelines._tables import markdown_table
 from qs.inference import METHODS, lai
 
 VARIES = ("negatives", "positives", "total")
@@ -212,17 +208,17 @@ def run(config, out_dir=None, progress=True):
     """Time every curve at every size, write the run directory, and return its path.
 
     `out_dir` None writes to results/scaling/<UTC time>-<vary>-<random>/ under the working
-    directory. Nothing is written until the timings are complete, each file atomically.
+    directory, claimed (and checked writable) first; the results are written when the timings
+    are complete, each file atomically.
     """
     cfg = resolve(config)
+    out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
     timings, cold = _time_all(cfg, curves(cfg), sizes(cfg), progress)
-    out = Path(out_dir) if out_dir is not None else new_run_dir("scaling", cfg["vary"])
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "config.yaml", dump_config(cfg))
-    record = provenance(cfg["seed"], _data_note(cfg))
-    write_text(out / "provenance.json", json.dumps(record, indent=2) + "\n")
+    write_provenance(out, cfg["seed"], _data_note(cfg), cfg)
     write_text(out / "summary.md", summary(cfg, timings, cold))
     plot(timings, out / "scaling")
     return out

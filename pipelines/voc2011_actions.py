@@ -28,7 +28,6 @@ timed training, so compilation never lands in an LAI time.
 """
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -50,15 +49,10 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import (
-    atomic_path,
-    git_commit,
-    markdown_table,
-    provenance,
-    save_figure,
-    write_npz,
-    write_text,
-)
+from pipelines._io import atomic_path, save_figure, write_npz, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
+from pipelines._tables import fmt, markdown_table, ours_label
 from pipelines.scaling import size_pairs
 from qs.data import (
     ACTIONS,
@@ -476,39 +470,20 @@ def cross_validate(cfg, loss, X, y, bias):
 
 def _settings(cfg, splits):
     """What a finished run's numbers depend on besides its class and method: a stored record
-    is reused only when these match (the code's commit and the data's contents included, so
-    that a change to a solver, a LAI method or the generator retrains)."""
-    commit = git_commit()
-    return {"data": [splits["trainval"].source, splits["test"].source],
-            "data_sha256": [_digest(splits["trainval"]), _digest(splits["test"])],
-            "code": commit.removesuffix("-dirty") if commit else None, "seed": cfg["seed"],
-            "max_boxes": cfg["max_boxes"], "solver": cfg["solver"], "tol": float(cfg["tol"]),
-            "max_iter": cfg["max_iter"],
-            "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
+    is reused only when these match (the code's version, local edits included, and the data's
+    contents, so that a change to a solver, a LAI method or the generator retrains)."""
+    return settings_key(
+        data=[splits["trainval"].source, splits["test"].source],
+        data_sha256=[_digest(splits["trainval"]), _digest(splits["test"])],
+        seed=cfg["seed"], max_boxes=cfg["max_boxes"], solver=cfg["solver"],
+        tol=float(cfg["tol"]), max_iter=cfg["max_iter"],
+        C=cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]})
 
 
 def _digest(split):
     """SHA-256 of a split's features and labels."""
-    h = hashlib.sha256()
     X = split.X.tocsr()
-    for arr in (X.data, X.indices, X.indptr, np.asarray(X.shape), split.labels):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    return h.hexdigest()
-
-
-def _same(a, b):
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
-def _read_json(path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _write_json(path, obj):
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    return digest_arrays(X.data, X.indices, X.indptr, np.asarray(X.shape), split.labels)
 
 
 def run(config, out_dir=None, progress=True):
@@ -526,12 +501,12 @@ def run(config, out_dir=None, progress=True):
     for action in cfg["classes"]:  # check every class before training any
         _class_data(train, action)
         _class_data(test, action)
-    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT, "tables")
+    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, "tables"), EXPERIMENT, "tables")
     settings = _settings(cfg, splits)
+    store = RunStore(out, settings)
     methods = selected_methods(cfg)
     units = [(a, m) for a in cfg["classes"] for m in methods]
-    todo = [(a, m) for a, m in units
-            if cfg["force"] or not _done(out / "runs" / f"{a}__{m}.json", settings)]
+    todo = [(a, m) for a, m in units if cfg["force"] or not store.done(f"{a}__{m}")]
     if todo:
         warm_up(dict.fromkeys(m for _, m in todo))
     cv_done = set()  # (class, loss) whose CV this run has done: once per loss, even if forced
@@ -542,8 +517,7 @@ def run(config, out_dir=None, progress=True):
             Xt, yt, ignore_t = _class_data(test, action)
             for name in [m for a, m in todo if a == action]:
                 bar.set_postfix_str(f"{action} {name}")
-                C, cv = _C_for(cfg, out, settings, action, METHODS[name][0], X, y, train.bias,
-                               cv_done)
+                C, cv = _C_for(cfg, store, action, METHODS[name][0], X, y, train.bias, cv_done)
                 est, record = train_one(cfg, name, C, X, y, train.bias)
                 scores = est.decision_function(Xt)
                 record.update(
@@ -552,52 +526,33 @@ def run(config, out_dir=None, progress=True):
                      "test_ndcg": ndcg(yt[~ignore_t], scores[~ignore_t]),
                      "cv_ap": cv.get("cv_ap") if cv else None,
                      "cv_ndcg": cv.get("cv_ndcg") if cv else None,
-                     "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest(),
-                     "settings": settings})
-                stem = out / "runs" / f"{action}__{name}"
-                write_npz(stem.with_suffix(".npz"),
+                     "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest()})
+                write_npz(store.path(f"{action}__{name}").with_suffix(".npz"),
                           {"coef": est.coef_[0], "intercept": est.intercept_})
-                _write_json(stem.with_suffix(".json"), record)  # last: marks the run done
+                store.put(f"{action}__{name}", record)  # last: marks the run done
                 bar.update()
-    records = [r for r in map(_read_json, sorted((out / "runs").glob("*__*.json")))
-               if r is not None and "method" in r and _same(r.get("settings"), settings)]
+    records = [r for r in store.records("*__*.json") if "method" in r]
     write_tables(out, records, cfg, data_note(splits), is_synthetic(splits))
     write_text(out / "config.yaml", dump_config(cfg))
-    record = provenance(cfg["seed"], data_note(splits))
-    write_text(out / "provenance.json", json.dumps(record, indent=2) + "\n")
+    write_provenance(out, cfg["seed"], data_note(splits), settings, settings["data_sha256"])
     return out
 
 
-def _done(path, settings):
-    record = _read_json(path)
-    return record is not None and _same(record.get("settings"), settings)
-
-
-def _C_for(cfg, out, settings, action, loss, X, y, bias, cv_done):
+def _C_for(cfg, store, action, loss, X, y, bias, cv_done):
     """(C, cv record or None): the fixed C of the loss, or its CV choice (resumable; done
     once per class and loss in a run, as every exact method of a loss shares it)."""
     if cfg["C"] != "cv":
         return cfg["C"][loss], None
-    path = out / "runs" / f"cv-{action}__{loss}.json"
-    cv = _read_json(path)
-    forced = cfg["force"] and (action, loss) not in cv_done
-    if forced or cv is None or not _same(cv.get("settings"), settings):
-        cv = {**cross_validate(cfg, loss, X, y, bias), "class": action, "settings": settings}
-        _write_json(path, cv)
+    name = f"cv-{action}__{loss}"
+    cv = store.get(name)
+    if cv is None or (cfg["force"] and (action, loss) not in cv_done):
+        cv = {**cross_validate(cfg, loss, X, y, bias), "class": action}
+        store.put(name, cv)
     cv_done.add((action, loss))
     return cv["C"], cv
 
 
 # ---------------------------------------------------------------------------- tables
-
-def _fmt(value, digits):
-    return "" if value is None or (isinstance(value, float) and np.isnan(value)) \
-        else f"{value:.{digits}f}"
-
-
-def _ours(synthetic):
-    return "ours (synthetic)" if synthetic else "ours"
-
 
 def timings_frame(records):
     """One row per class x method, in config order."""
@@ -716,7 +671,7 @@ def _setting_line(cfg, frame):
 def write_tables(out, records, cfg, note, synthetic):
     """timings.csv, table1-4 .csv/.md, ratios.csv and summary.md from the run records."""
     frame = timings_frame(records)
-    ours = _ours(synthetic)
+    ours = ours_label(synthetic)
     data_col = note
     setting = _setting_line(cfg, frame)
     with atomic_path(out / "timings.csv") as tmp:
@@ -734,16 +689,16 @@ def write_tables(out, records, cfg, note, synthetic):
     ratio_md = markdown_table(
         ["ratio", f"total time, {ours}", "total time, paper", f"per call, {ours}",
          "per call, paper"],
-        [[row.ratio, _fmt(row.total_time, 1), _fmt(row.paper_total_time, 1),
-          _fmt(row.per_call, 1), _fmt(row.paper_per_call, 1)] for row in r.itertuples()])
+        [[row.ratio, fmt(row.total_time, 1), fmt(row.paper_total_time, 1),
+          fmt(row.per_call, 1), fmt(row.paper_per_call, 1)] for row in r.itertuples()])
     paper_src = ("Paper: paper 000, Table 1 (ap_search: paper 001, Table 2, also quoted in "
                  "paper 000's text); blank where the paper has no such method.")
     md1 = "\n\n".join([
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
         note, setting, paper_src,
         markdown_table(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
-                       [[row.method, _fmt(row.lai_time_s, 4), _fmt(row.paper_lai_time_s, 4),
-                         _fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
+                       [[row.method, fmt(row.lai_time_s, 4), fmt(row.paper_lai_time_s, 4),
+                         fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
         "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
     md2 = "\n\n".join([
         "# Table 2: mean time per loss-augmented inference call (ms)",
@@ -752,7 +707,7 @@ def write_tables(out, records, cfg, note, synthetic):
          "classes. Paper: paper 000, Table 2 (ap_search: paper 001, Table 3)."),
         markdown_table(
             ["method", f"{ours} (ms)", "paper (ms)", "classes"],
-            [[row.method, f"{_fmt(row.ms_per_call, 3)} ± {_fmt(row.ms_per_call_std, 3)}",
+            [[row.method, f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
               "" if pd.isna(row.paper_ms_per_call)
               else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
               row.n_classes] for row in t2.itertuples()]),
@@ -772,11 +727,11 @@ def write_tables(out, records, cfg, note, synthetic):
 
 def _metric_md(number, what, loss, table, spread, note, setting, ours, paper_src, same):
     cols = list(table.columns)
-    rows = [[row["object_class"], *(_fmt(row[c], 3) for c in cols[2:6])]
+    rows = [[row["object_class"], *(fmt(row[c], 3) for c in cols[2:6])]
             for _, row in table.iterrows()]
     if len(table):
         means = table[cols[2:6]].mean()
-        rows.append(["**mean**", *(_fmt(means[c], 3) for c in cols[2:6])])
+        rows.append(["**mean**", *(fmt(means[c], 3) for c in cols[2:6])])
     header = ["Object class", f"0-1 loss, {ours}", f"{loss} loss, {ours}", "0-1 loss, paper",
               f"{loss} loss, paper"]
     return "\n\n".join([
@@ -852,10 +807,11 @@ def figure_run(config, out_dir=None, progress=True):
     methods = figure_methods(cfg)
     settings = {**_settings(cfg, splits), "C": Cs, "class": action, "pool": fig["pool"],
                 "repeats": fig["repeats"]}
-    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT, f"figure-{vary}")
-    path = {(p, n, m): out / "runs" / f"{vary}__p{p}_n{n}__{m}.json"
-            for p, n in pairs for m in methods}
-    todo = [key for key in path if cfg["force"] or not _done(path[key], settings)]
+    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, f"figure-{vary}"), EXPERIMENT,
+                        "figure")
+    store = RunStore(out, settings)
+    name_of = {(p, n, m): f"{vary}__p{p}_n{n}__{m}" for p, n in pairs for m in methods}
+    todo = [key for key in name_of if cfg["force"] or not store.done(name_of[key])]
     if todo:
         warm_up(dict.fromkeys(m for *_, m in todo))
     with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
@@ -871,19 +827,18 @@ def figure_run(config, out_dir=None, progress=True):
                       "lai_time_s": float(min(times)),
                       "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
                       "train_s": float(np.median([r["train_s"] for r in runs])),
-                      "repeats": fig["repeats"], "settings": settings}
+                      "repeats": fig["repeats"]}
             record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
-            _write_json(path[(n_pos, n_neg, name)], record)
+            store.put(name_of[(n_pos, n_neg, name)], record)
             bar.update()
-    records = [r for r in map(_read_json, sorted((out / "runs").glob("*__p*_n*__*.json")))
-               if r is not None and _same(r.get("settings"), settings)]
+    records = store.records("*__p*_n*__*.json")
     frame = figure_frame(records)
     with atomic_path(out / "timings.csv") as tmp:
         frame.to_csv(tmp, index=False)
     note = data_note(splits)
     write_text(out / "config.yaml", dump_config(cfg))
-    write_text(out / "provenance.json",
-               json.dumps(provenance(cfg["seed"], note), indent=2) + "\n")
+    command = {**settings, "vary": vary, "preset": fig["preset"], "methods": methods}
+    write_provenance(out, cfg["seed"], note, command, settings["data_sha256"])
     write_text(out / "summary.md", figure_summary(frame, cfg, note))
     plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
     return out
@@ -947,10 +902,10 @@ def figure_summary(frame, cfg, note):
             header += [f"LAI calls ({'0-1' if k == '01' else k})" for k in calls.columns]
             rows = []
             for (p, n), values in zip(table.index, table.to_numpy()):
-                row = [p, n, *(_fmt(v, 4) for v in values)]
+                row = [p, n, *(fmt(v, 4) for v in values)]
                 if speed:
-                    row.append(_fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
-                row += [_fmt(v, 0) for v in calls.loc[(p, n)]]
+                    row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
+                row += [fmt(v, 0) for v in calls.loc[(p, n)]]
                 rows.append(row)
             title = (f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
                      if loss in FIGURE_NUMBER else f"## 0-1, varying the {vary}")

@@ -1,0 +1,84 @@
+"""What every result records of where it came from: the code's version (commit and local
+edits), package versions, seed, data and its checksum, host, and each command that wrote to
+the run."""
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from pipelines._io import read_json, write_json
+
+REPO = Path(__file__).resolve().parents[1]
+#: the distributions whose versions a result records (None: not installed); the QP backend
+#: (qpsolvers, daqp) and numba's compiler (llvmlite) change timings and iterates
+PACKAGES = ("qsrank", "numpy", "numba", "llvmlite", "scipy", "scikit-learn", "qpsolvers",
+            "daqp", "pandas", "matplotlib", "h5py", "pyyaml", "tqdm", "click", "torch",
+            "dask")
+
+
+def _version(package):
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git(args, repo):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=30,
+                          check=True).stdout
+
+
+def code_version(repo=REPO):
+    """The HEAD commit of `repo`; with local edits, ``<commit>-dirty-<digest>`` where the
+    digest covers the uncommitted changes of tracked files and the untracked source files,
+    so that a stored run is reused only under the very same code. None outside git."""
+    try:
+        head = _git(["rev-parse", "HEAD"], repo).decode().strip()
+        diff = _git(["diff", "HEAD", "--binary"], repo)
+        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], repo)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = sorted(n for n in untracked.decode().split("\0") if n.endswith((".py", ".yaml")))
+    if not diff and not names:
+        return head
+    h = hashlib.sha256(diff)
+    for name in names:
+        h.update(name.encode() + b"\0")
+        h.update((Path(repo) / name).read_bytes())
+    return f"{head}-dirty-{h.hexdigest()[:16]}"
+
+
+def provenance(seed, data, data_sha256=None):
+    """What a reader needs to trust or rerun a result: versions, code, seed, data, host, time."""
+    return {
+        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "seed": seed,
+        "data": data,
+        "data_sha256": data_sha256,
+        "git_commit": code_version(),
+        "python": platform.python_version(),
+        "packages": {name: _version(name) for name in PACKAGES},
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def write_provenance(out, seed, data, settings, data_sha256=None):
+    """Write out/provenance.json: this command's provenance, plus the list of every command
+    that wrote to the run with its settings (a figure is made by several commands, one per
+    panel, and a resumed run by several sittings)."""
+    path = Path(out) / "provenance.json"
+    record = provenance(seed, data, data_sha256)
+    previous = read_json(path)
+    commands = previous.get("commands", []) if isinstance(previous, dict) else []
+    commands.append({"command": record["command"], "timestamp_utc": record["timestamp_utc"],
+                     "git_commit": record["git_commit"], "settings": settings})
+    write_json(path, {**record, "commands": commands})
+    return path

@@ -1,0 +1,131 @@
+"""Run directories shared by the pipelines: claiming an output directory for one experiment,
+and the resumable store of the finished units of a run (a class x method training, a point of
+a figure), each reused only under the same code, data and settings.
+
+A run directory holds a marker, ``qsrank-run.json``, naming the experiment and the kind of
+run (tables, figure, ...) that writes there; another experiment or kind is refused, so that
+`--out` pointed at the wrong directory never overwrites that run's config, provenance or
+tables. Every error is a ValueError, which the CLI shows as one line.
+"""
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from pipelines._io import read_json, write_json
+from pipelines._provenance import code_version
+
+MARKER = "qsrank-run.json"
+
+
+def claim_run_dir(out, experiment, kind):
+    """Make `out` the run directory of (`experiment`, `kind`) and check that it is writable,
+    before any work starts; return it as a Path.
+
+    Accepted: a new or empty directory, or one that holds a run of the same experiment and
+    kind (it resumes). Refused: a run of another experiment or kind, and a non-empty
+    directory that is no qsrank run.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output directory {out} exists and is not a directory")
+    owner = run_owner(out)
+    mine = {"experiment": experiment, "kind": kind}
+    if owner is None and out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
+                         "choose a new or empty directory")
+    if owner is not None and owner != mine:
+        raise ValueError(
+            f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
+            f"{experiment} {kind} run; choose another directory (writing here would replace "
+            "that run's files)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+        if not (out / MARKER).is_file():
+            write_json(out / MARKER, mine)
+    except OSError as err:
+        raise ValueError(f"cannot write to output directory {out}: "
+                         f"{err.strerror or err}") from None
+    return out
+
+
+def run_owner(out):
+    """{"experiment", "kind"} of the run in directory `out`, or None when it holds none.
+
+    Directories written before the marker existed are recognised by their config.yaml (its
+    ``experiment`` key; the benchmark's config has none) and the file that names their kind.
+    """
+    out = Path(out)
+    marker = read_json(out / MARKER)
+    if isinstance(marker, dict) and {"experiment", "kind"} <= marker.keys():
+        return {"experiment": marker["experiment"], "kind": marker["kind"]}
+    try:
+        config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    experiment = config.get("experiment", "scaling")
+    kinds = {"table1.md": "tables", "figure.png": "figure", "table.md": "tables",
+             "scaling.png": "bench"}
+    kind = next((k for name, k in kinds.items() if (out / name).is_file()), "unknown")
+    return {"experiment": experiment, "kind": kind}
+
+
+class RunStore:
+    """The finished units of a run: ``runs/<name>.json`` records, each stamped with the
+    settings it was made under (code version and data digest included), so a unit counts as
+    done only under the same settings and a change retrains it."""
+
+    def __init__(self, root, settings):
+        self.root = Path(root) / "runs"
+        self.settings = settings
+
+    def path(self, name):
+        return self.root / f"{name}.json"
+
+    def get(self, name):
+        """The record of unit `name` if it was made under these settings, else None."""
+        record = read_json(self.path(name))
+        return record if isinstance(record, dict) and self._current(record) else None
+
+    def done(self, name):
+        return self.get(name) is not None
+
+    def put(self, name, record):
+        """Write the record of unit `name` (atomically, stamped with the settings)."""
+        write_json(self.path(name), {**record, "settings": self.settings})
+
+    def records(self, pattern="*.json"):
+        """Every record under `pattern` made under these settings, in name order."""
+        found = (read_json(p) for p in sorted(self.root.glob(pattern)))
+        return [r for r in found if isinstance(r, dict) and self._current(r)]
+
+    def _current(self, record):
+        return same(record.get("settings"), self.settings)
+
+
+def settings_key(**settings):
+    """The settings of a run as a store key: the given ones plus the code version."""
+    return {"code": code_version(), **settings}
+
+
+def same(a, b):
+    """Equal as JSON (tuples and lists alike, key order ignored)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def digest_arrays(*arrays):
+    """SHA-256 of arrays' shapes, dtypes and bytes: the data identity of a run."""
+    h = hashlib.sha256()
+    for arr in arrays:
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{arr.dtype.str}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()

@@ -1,0 +1,41 @@
+"""Tables shared by the pipelines: Markdown pipe tables readable as plain text, number
+cells, and the column label that says whose numbers (and on what data) stand beside the
+paper's."""
+
+import math
+
+
+def markdown_table(header, rows):
+    """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""
+    header = [str(c) for c in header]
+    rows = [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row):
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)])
+
+
+def fmt(value, digits):
+    """`value` with `digits` decimals; blank for a missing value (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.{digits}f}"
+
+
+def ours_label(synthetic):
+    """The heading of our column beside the paper's: says when our data are synthetic."""
+    return "ours (synthetic)" if synthetic else "ours"
+
+
+def frame_table(frame, formats):
+    """A DataFrame as a Markdown table; `formats` maps a column to a format spec, NaN: '-'."""
+    def cell(col, v):
+        if isinstance(v, float) and math.isnan(v):
+            return "-"
+        return format(v, formats.get(col, ""))
+
+    rows = [[cell(c, v) for c, v in zip(frame.columns, row)] for row in frame.itertuples(False)]
+    return markdown_table(frame.columns, rows)

@@ -1,0 +1,118 @@
+"""What every experiment shares (pipelines/_runs.py, _provenance.py): the code version that keys
+a stored run, run directories claimed for one experiment and kind, and provenance."""
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from pipelines import _runs
+from pipelines import voc2011_actions as voc
+from pipelines._provenance import PACKAGES, code_version
+from pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+
+TINY = {"max_boxes": 250, "classes": ["phoning"], "methods": ["ap_qs"]}
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                   check=True, capture_output=True)
+
+
+def test_code_version_names_local_edits(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git(tmp_path, "add", "a.py")
+    git(tmp_path, "commit", "-q", "-m", "one")
+    head = code_version(tmp_path)
+    assert len(head) == 40 and "dirty" not in head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    edited = code_version(tmp_path)
+    assert edited.startswith(f"{head}-dirty-")
+    (tmp_path / "a.py").write_text("x = 3\n")
+    assert code_version(tmp_path) not in (head, edited)  # another edit, another version
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert code_version(tmp_path) == head
+    (tmp_path / "new.py").write_text("y = 1\n")  # an untracked source file counts too
+    assert code_version(tmp_path).startswith(f"{head}-dirty-")
+    assert code_version(tmp_path / "nowhere") is None
+
+
+def test_local_code_edits_retrain(tmp_path, monkeypatch):
+    trained = []
+    real = voc.train_one
+    monkeypatch.setattr(voc, "train_one", lambda cfg, name, *a, **k:
+                        trained.append(name) or real(cfg, name, *a, **k))
+    monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0001")
+    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
+    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
+    assert trained == ["ap_qs"]  # the same edits: resumed
+    monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0002")
+    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
+    assert trained == ["ap_qs", "ap_qs"]  # other edits of the same commit: retrained
+    record = json.loads((tmp_path / "run" / "runs" / "phoning__ap_qs.json").read_text())
+    assert record["settings"]["code"] == "abc-dirty-0002"
+
+
+def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, monkeypatch):
+    trained = []
+    monkeypatch.setattr(voc, "train_one", lambda *a, **k: trained.append(a) or 1 / 0)
+    bench = tmp_path / "bench"
+    claim_run_dir(bench, "scaling", "bench")
+    (bench / "config.yaml").write_text("seed: 0\n")
+    before = {p.name: p.read_bytes() for p in bench.iterdir()}
+    with pytest.raises(ValueError, match="holds a scaling bench run, not a voc2011_actions "
+                                         "tables run"):
+        voc.run(voc.resolve(TINY), bench, progress=False)
+    figure = claim_run_dir(tmp_path / "figure", "voc2011_actions", "figure")
+    with pytest.raises(ValueError, match="holds a voc2011_actions figure run"):
+        voc.run(voc.resolve(TINY), figure, progress=False)
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no qsrank run"):
+        voc.run(voc.resolve(TINY), stranger, progress=False)
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="cannot write to output directory"):
+        voc.run(voc.resolve(TINY), blocker / "run", progress=False)
+    assert trained == []
+    assert {p.name: p.read_bytes() for p in bench.iterdir()} == before
+
+
+def test_runs_written_before_the_marker_are_recognised(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.yaml").write_text(yaml.safe_dump({"experiment": "digits"}))
+    (old / "table.md").write_text("# table")
+    assert run_owner(old) == {"experiment": "digits", "kind": "tables"}
+    with pytest.raises(ValueError, match="holds a digits tables run"):
+        claim_run_dir(old, "voc2011_actions", "tables")
+    assert claim_run_dir(old, "digits", "tables") == old
+    assert json.loads((old / MARKER).read_text()) == {"experiment": "digits", "kind": "tables"}
+
+
+def test_store_keeps_records_of_the_current_settings_only(tmp_path):
+    store = RunStore(tmp_path, {"C": 1.0})
+    store.put("a", {"x": 1})
+    assert store.get("a") == {"x": 1, "settings": {"C": 1.0}} and store.done("a")
+    assert not RunStore(tmp_path, {"C": 2.0}).done("a")
+    (tmp_path / "runs" / "b.json").write_text("{truncated")
+    assert store.get("b") is None and store.records() == [store.get("a")]
+
+
+def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
+    cfg = voc.resolve({**TINY, "methods": ["0-1"]})
+    for vary in ("negatives", "positives"):
+        voc.figure_run(voc.resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
+                                                        "loss": "ap", "vary": vary,
+                                                        "methods": ["0-1"]}}),
+                       tmp_path / "fig", progress=False)
+    record = json.loads((tmp_path / "fig" / "provenance.json").read_text())
+    assert {"qpsolvers", "daqp", "llvmlite", "h5py"} <= set(PACKAGES)
+    assert record["packages"]["qpsolvers"] and record["packages"]["daqp"]
+    assert record["packages"]["llvmlite"] and record["packages"]["h5py"]
+    assert len(record["data_sha256"]) == 2 and all(len(h) == 64 for h in record["data_sha256"])
+    assert [c["settings"]["vary"] for c in record["commands"]] == ["negatives", "positives"]
+    assert all(c["settings"]["preset"] == "quick" for c in record["commands"])
