@@ -12,7 +12,8 @@ import numpy as np
 from qs.inference._prepare import as_positive_mask, as_scores
 from qs.losses import LOSSES
 
-__all__ = ["average_precision", "ndcg", "negatives_above", "voc_average_precision"]
+__all__ = ["average_precision", "box_iou", "ndcg", "negatives_above", "nms",
+           "voc_average_precision", "voc_detection_ap"]
 
 
 def negatives_above(labels, scores):
@@ -60,3 +61,94 @@ def voc_average_precision(labels, scores, ignore=None):
     n_above = negatives_above(is_pos, scores)
     precision = np.arange(1, n_above.size + 1) / (np.arange(1, n_above.size + 1) + n_above)
     return float(np.maximum.accumulate(precision[::-1]).mean())
+
+
+def box_iou(box, boxes):
+    """Intersection over union of `box` with each row of `boxes`, VOC's pixel convention:
+    corners (x1, y1, x2, y2) are inclusive pixel indices, so a box spans x2 - x1 + 1 pixels."""
+    box = np.asarray(box, dtype=float)
+    boxes = np.asarray(boxes, dtype=float).reshape(-1, 4)
+    iw = np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0]) + 1
+    ih = np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1]) + 1
+    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    area = (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
+    areas = (boxes[:, 2] - boxes[:, 0] + 1) * (boxes[:, 3] - boxes[:, 1] + 1)
+    return inter / (area + areas - inter)
+
+
+def _check_boxes(boxes, n, what):
+    boxes = np.asarray(boxes, dtype=float)
+    if boxes.shape != (n, 4):
+        raise ValueError(f"{what} must have shape ({n}, 4) as (x1, y1, x2, y2); got "
+                         f"{boxes.shape}.")
+    if not np.isfinite(boxes).all() or (boxes[:, 2] < boxes[:, 0]).any() \
+            or (boxes[:, 3] < boxes[:, 1]).any():
+        raise ValueError(f"{what} must be finite with x2 >= x1 and y2 >= y1.")
+    return boxes
+
+
+def nms(boxes, scores, threshold=0.3):
+    """Greedy non-maximum suppression of one image's boxes for one class (as R-CNN does it):
+    take the best remaining box, drop every box overlapping it with IoU above `threshold`,
+    repeat. Returns the indices kept, best first; equal scores keep input order."""
+    scores = as_scores(scores)
+    boxes = _check_boxes(boxes, scores.size, "boxes")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite.")
+    order = np.argsort(-scores, kind="stable")
+    keep = []
+    while order.size:
+        best = order[0]
+        keep.append(best)
+        order = order[1:][box_iou(boxes[best], boxes[order[1:]]) <= threshold]
+    return np.array(keep, dtype=np.intp)
+
+
+def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
+    """Detection AP of one class as the VOC2007 devkit computes it (higher is better).
+
+    Detections (`image_ids`, `boxes` as (x1, y1, x2, y2), `scores`) are taken by descending
+    score (equal scores in input order). Each is matched to the ground-truth box of its
+    image it overlaps most: a hit when IoU >= `iou_threshold` and that object is not matched
+    yet; a second detection of a matched object is a false positive; a detection matched to
+    a difficult object counts neither way. `ground_truth` maps an image id to
+    ``(gt_boxes, difficult)``; non-difficult objects are the positives. AP is the VOC2007
+    11-point interpolation: the mean over recall 0, 0.1, ..., 1 of the best precision at
+    that recall or above.
+    """
+    scores = as_scores(scores)
+    boxes = _check_boxes(boxes, scores.size, "boxes")
+    image_ids = np.asarray(image_ids)
+    if image_ids.shape != scores.shape:
+        raise ValueError(f"image_ids must hold one id per detection; got shape "
+                         f"{image_ids.shape} for {scores.size} detections.")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite.")
+    truth = {}
+    for image, (gt_boxes, difficult) in ground_truth.items():
+        difficult = np.asarray(difficult, dtype=bool).reshape(-1)
+        truth[image] = (_check_boxes(gt_boxes, difficult.size, f"ground truth of {image!r}"),
+                        difficult, np.zeros(difficult.size, dtype=bool))
+    n_pos = sum(int((~d).sum()) for _, d, _ in truth.values())
+    if n_pos == 0:
+        raise ValueError("ground truth holds no non-difficult object; AP is undefined.")
+    order = np.argsort(-scores, kind="stable")
+    hit = np.zeros(scores.size, dtype=bool)
+    counted = np.zeros(scores.size, dtype=bool)
+    for k in order:
+        gt_boxes, difficult, matched = truth.get(image_ids[k], (np.empty((0, 4)), (), ()))
+        counted[k] = True
+        if len(gt_boxes):
+            overlaps = box_iou(boxes[k], gt_boxes)
+            best = int(np.argmax(overlaps))
+            if overlaps[best] >= iou_threshold:
+                if difficult[best]:
+                    counted[k] = False
+                elif not matched[best]:
+                    hit[k] = matched[best] = True
+    ranked = order[counted[order]]
+    tp = np.cumsum(hit[ranked])
+    recall = tp / n_pos
+    precision = tp / np.arange(1, ranked.size + 1)
+    points = [precision[recall >= t].max(initial=0.0) for t in np.linspace(0, 1, 11)]
+    return float(np.mean(points))
