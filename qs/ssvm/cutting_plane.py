@@ -39,12 +39,19 @@ def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_i
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
                    callback=callback)
+    return solve(prob, prob.X.shape[1], qp_solver)
+
+
+def solve(prob, n_features, qp_solver="daqp"):
+    """The cutting-plane loop from ``w = 0`` on any oracle ``prob``: a
+    :class:`~qs.ssvm._problem.Problem`, or an object with its ``most_violated``, ``primal``,
+    ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent solver's)."""
     solve_qp = _qp_backend(qp_solver)
-    A = np.empty((0, prob.X.shape[1]))
+    w = np.zeros(n_features)
+    A = np.empty((0, n_features))
     b = np.empty(0)
     gram = np.empty((0, 0))
     alpha = np.empty(0)
-    w = np.zeros(prob.X.shape[1])
     for it in range(prob.max_iter):
         a, b_new, xi = prob.most_violated(w)
         xi_ws = float(np.max(b - A @ w, initial=0.0))

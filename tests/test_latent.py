@@ -1,0 +1,142 @@
+"""Latent structured SVM on bags of boxes (qs.ssvm.latent) and the synthetic VOC2007-like bags
+(qs.data.voc2007): best boxes, identical models across exact LAI methods, a non-increasing
+outer objective, the objective against enumeration of every box choice, bad input."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from qs.inference import lai
+from qs.metrics import box_iou
+from qs.ssvm.latent import LatentProblem, bag_argmax, check_bags, latent_cutting_plane
+
+
+def tiny_bags(seed, n_pos=4, n_neg=6, d=5):
+    """Bags of 1-4 boxes; positives hold one box along a hidden direction."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 5, n_pos + n_neg)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    X = rng.normal(size=(offsets[-1], d))
+    labels = np.repeat([1, 0], [n_pos, n_neg])
+    for i in range(n_pos):
+        X[offsets[i] + rng.integers(sizes[i]), 0] += 3.0
+    return X, offsets, labels
+
+
+def test_bag_argmax_takes_the_first_best_box():
+    scores = np.array([1.0, 3.0, 3.0, -1.0, 0.5, 0.5, 2.0])
+    offsets = np.array([0, 3, 4, 7])
+    assert bag_argmax(scores, offsets).tolist() == [1, 3, 6]
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        sizes = rng.integers(1, 6, rng.integers(1, 8))
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        scores = rng.integers(0, 3, offsets[-1]).astype(float)  # many ties
+        loop = [a + int(np.argmax(scores[a:b])) for a, b in zip(offsets[:-1], offsets[1:])]
+        assert bag_argmax(scores, offsets).tolist() == loop
+
+
+@pytest.mark.parametrize("loss, methods", [("ap", ["qs", "yue", "search", "sort_dc", "auto"]),
+                                           ("ndcg", ["qs", "chakrabarti", "bucket"])])
+def test_exact_methods_train_identical_models(loss, methods):
+    X, offsets, labels = tiny_bags(0, n_pos=6, n_neg=14)
+    results = [latent_cutting_plane(X, offsets, labels, C=10.0, loss=loss, method=m,
+                                    max_outer=10) for m in methods]
+    for r in results[1:]:
+        np.testing.assert_allclose(r.w, results[0].w, rtol=1e-9, atol=1e-12)
+        assert r.pos_boxes.tolist() == results[0].pos_boxes.tolist()
+        assert r.n_outer == results[0].n_outer
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_outer_objective_never_increases(seed):
+    X, offsets, labels = tiny_bags(seed, n_pos=8, n_neg=20, d=8)
+    C, tol = 50.0, 1e-4
+    r = latent_cutting_plane(X, offsets, labels, C=C, tol=tol, max_outer=30, min_outer=3)
+    assert r.n_outer >= 3
+    assert (np.diff(r.objective) <= C * tol + 1e-9).all(), r.objective
+
+
+def enumerated_objective(w, X, offsets, labels, C):
+    """1/2|w|^2 + C max over negatives' boxes and rankings of the latent hinge, positives at
+    their best boxes: every negative box choice enumerated, every ranking by brute force."""
+    box_scores = X @ w
+    bags = [range(a, b) for a, b in zip(offsets[:-1], offsets[1:])]
+    pos_rows = [max(bag, key=lambda k: (box_scores[k], -k)) for bag, y in zip(bags, labels)
+                if y == 1]
+    worst = -np.inf
+    for neg_rows in itertools.product(*[bag for bag, y in zip(bags, labels) if y == 0]):
+        scores = box_scores[np.array(pos_rows + list(neg_rows))]
+        res = lai(scores, np.repeat([1, 0], [len(pos_rows), len(neg_rows)]), "ap", "brute")
+        worst = max(worst, res.objective - res.ground_truth_F)
+    return 0.5 * w @ w + C * worst
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_objective_equals_enumeration_of_box_choices(seed):
+    X, offsets, labels = tiny_bags(seed, n_pos=3, n_neg=4, d=3)
+    r = latent_cutting_plane(X, offsets, labels, C=5.0, max_outer=5)
+    assert r.objective[-1] == pytest.approx(enumerated_objective(r.w, X, offsets, labels, 5.0),
+                                            rel=1e-9, abs=1e-12)
+    # and at weights the solver never saw
+    w = np.random.default_rng(seed).normal(size=X.shape[1])
+    prob = LatentProblem(X, offsets, labels, bag_argmax(X @ w, offsets)[labels == 1], C=5.0,
+                         loss="ap", method="qs", tol=1e-3, max_iter=10, callback=None)
+    _, _, xi = prob.most_violated(w)
+    assert prob.primal(w, xi) == pytest.approx(enumerated_objective(w, X, offsets, labels, 5.0),
+                                               rel=1e-9)
+
+
+def test_initial_boxes_given_and_seeded():
+    X, offsets, labels = tiny_bags(3)
+    a = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2, random_state=1)
+    b = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2, random_state=1)
+    np.testing.assert_array_equal(a.w, b.w)
+    given = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2,
+                                 init=np.zeros(4, dtype=int))
+    assert given.pos_boxes.shape == (4,)
+
+
+def test_bad_input_is_named():
+    X, offsets, labels = tiny_bags(0)
+    with pytest.raises(ValueError, match="offsets must rise strictly from 0"):
+        check_bags(X, np.array([0, 2, 2, offsets[-1]]))
+    with pytest.raises(ValueError, match="offsets must rise strictly"):
+        check_bags(X, offsets[:-1])
+    with pytest.raises(ValueError, match="1-D integer array"):
+        check_bags(X, offsets.astype(float))
+    with pytest.raises(ValueError, match="init must give one box index"):
+        latent_cutting_plane(X, offsets, labels, init=np.full(4, 99))
+    with pytest.raises(ValueError, match="init must be 'random'"):
+        latent_cutting_plane(X, offsets, labels, init="binary-svm")
+    with pytest.raises(ValueError, match="no positive"):
+        latent_cutting_plane(X, offsets, np.zeros_like(labels))
+    with pytest.raises(ValueError, match="max_outer must be an integer"):
+        latent_cutting_plane(X, offsets, labels, max_outer=0)
+
+
+def test_synthetic_bags_are_shaped_like_voc2007_and_seeded():
+    data = make_voc2007_detection(0, scale=0.01, boxes_per_image=12, n_features=16)
+    again = make_voc2007_detection(0, scale=0.01, boxes_per_image=12, n_features=16)
+    for split, n in (("trainval", 50), ("test", 50)):
+        d = data[split]
+        assert d.n_images == n and d.X.shape == (12 * n, 16) and d.X.dtype == np.float32
+        assert d.offsets[-1] == d.X.shape[0] and d.boxes.shape == (d.X.shape[0], 4)
+        assert "synthetic" in d.source and "not the paper's data" in d.source
+        np.testing.assert_array_equal(d.X, again[split].X)
+        for cls in range(len(CLASSES)):  # every class has a positive image in each split
+            assert d.image_labels(cls).sum() >= 1
+    # the class signal sits on the boxes over its objects: along a class's direction, an
+    # image's best box overlaps one of its objects of the class in most positive images
+    d = data["trainval"]
+    direction = np.zeros(16)
+    rows = [k for i, (b, c, _) in enumerate(d.objects) if (c == 3).any()
+            for k in range(d.offsets[i], d.offsets[i + 1])
+            if box_iou(d.boxes[k], b[c == 3]).max() > 0.7]
+    direction = d.X[rows].mean(axis=0) - d.X.mean(axis=0)
+    best = bag_argmax(d.X @ direction, d.offsets)
+    hits = [box_iou(d.boxes[best[i]], b[c == 3]).max() >= 0.5
+            for i, (b, c, _) in enumerate(d.objects) if (c == 3).any()]
+    assert np.mean(hits) > 0.7
