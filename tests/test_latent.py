@@ -107,6 +107,12 @@ def test_bad_input_is_named():
         check_bags(X, offsets[:-1])
     with pytest.raises(ValueError, match="1-D integer array"):
         check_bags(X, offsets.astype(float))
+    bad = X.copy()
+    bad[-1, 0] = np.nan
+    with pytest.raises(ValueError, match="box features hold NaN"):
+        check_bags(bad, offsets)
+    with pytest.raises(ValueError, match="2-D matrix"):
+        check_bags(X[:, 0], offsets)
     with pytest.raises(ValueError, match="init must give one box index"):
         latent_cutting_plane(X, offsets, labels, init=np.full(4, 99))
     with pytest.raises(ValueError, match="init must be 'random'"):

@@ -42,16 +42,22 @@ def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_i
     return solve(prob, prob.X.shape[1], qp_solver)
 
 
-def solve(prob, n_features, qp_solver="daqp"):
+def solve(prob, n_features, qp_solver="daqp", drop=None):
     """The cutting-plane loop from ``w = 0`` on any oracle ``prob``: a
     :class:`~qs.ssvm._problem.Problem`, or an object with its ``most_violated``, ``primal``,
-    ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent solver's)."""
+    ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent solver's).
+
+    ``drop=(idle, every)``: every ``every`` iterations, constraints whose dual variable has
+    been zero for the last ``idle`` iterations leave the working set (the released latent
+    AP-SVM's rule, 20 and 50), which keeps the QP small on long runs.
+    """
     solve_qp = _qp_backend(qp_solver)
     w = np.zeros(n_features)
     A = np.empty((0, n_features))
     b = np.empty(0)
     gram = np.empty((0, 0))
     alpha = np.empty(0)
+    last_active = np.empty(0, dtype=np.int64)
     for it in range(prob.max_iter):
         a, b_new, xi = prob.most_violated(w)
         xi_ws = float(np.max(b - A @ w, initial=0.0))
@@ -59,10 +65,15 @@ def solve(prob, n_features, qp_solver="daqp"):
         converged = xi <= xi_ws + prob.tol
         if converged or it == prob.max_iter - 1:
             break
+        if drop is not None and it > 0 and it % drop[1] == 0:
+            keep = it - last_active < drop[0]
+            A, b, gram, last_active = A[keep], b[keep], gram[np.ix_(keep, keep)], last_active[keep]
         cross = A @ a
         gram = np.block([[gram, cross[:, None]], [cross[None, :], np.array([[a @ a]])]])
         A, b = np.vstack([A, a]), np.append(b, b_new)
+        last_active = np.append(last_active, it)
         alpha = solve_qp(gram, b, prob.C)
+        last_active[alpha > 0] = it
         w = A.T @ alpha
     return prob.result(w, converged)
 

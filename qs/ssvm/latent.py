@@ -27,11 +27,17 @@ from qs.ssvm.cutting_plane import solve
 
 __all__ = ["LatentProblem", "LatentResult", "bag_argmax", "check_bags", "latent_cutting_plane"]
 
+#: constraints idle for 20 cutting-plane iterations leave the working set every 50 (the
+#: released latent AP-SVM's rule)
+DROP = (20, 50)
+
 
 def check_bags(X, offsets):
-    """Validated ``(X, offsets)``: box features (n_boxes, d), dense or CSR, and the bag
-    offsets (n_images + 1,), starting at 0, ending at n_boxes, every bag non-empty."""
+    """Validated ``(X, offsets)``: box features (n_boxes, d) as float64, dense or CSR, and the
+    bag offsets (n_images + 1,), starting at 0, ending at n_boxes, every bag non-empty."""
     offsets = np.asarray(offsets)
+    if getattr(X, "ndim", 2) != 2:
+        raise ValueError(f"box features must be a 2-D matrix; got shape {np.shape(X)}.")
     if offsets.ndim != 1 or offsets.size < 2 or not np.issubdtype(offsets.dtype, np.integer):
         raise ValueError("offsets must be a 1-D integer array of n_images + 1 bag bounds; got "
                          f"shape {offsets.shape} and dtype {offsets.dtype}.")
@@ -39,8 +45,11 @@ def check_bags(X, offsets):
     if offsets[0] != 0 or offsets[-1] != n_boxes or (np.diff(offsets) < 1).any():
         raise ValueError(f"offsets must rise strictly from 0 to the {n_boxes} boxes (every "
                          "image holds at least one box).")
-    if sp.issparse(X):
-        X = X.tocsr()
+    # float64 once: every oracle call scores all boxes, and a float32 matrix times float64
+    # weights would be converted on each call
+    X = X.tocsr().astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    if not np.isfinite(X.data if sp.issparse(X) else X).all():
+        raise ValueError("box features hold NaN or infinite values.")
     return X, offsets.astype(np.int64)
 
 
@@ -135,7 +144,7 @@ def latent_cutting_plane(X, offsets, labels, *, C=100.0, loss="ap", method="auto
     converged = False
     for step in range(max_outer):
         prob = LatentProblem(X, offsets, labels, pos_rows, **options)
-        result = solve(prob, X.shape[1], qp_solver)
+        result = solve(prob, X.shape[1], qp_solver, drop=DROP)
         inner.append(result)
         w = result.w
         pos_rows = bag_argmax(np.asarray(X @ w).ravel(), offsets)[is_pos]  # re-impute
