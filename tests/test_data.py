@@ -424,26 +424,43 @@ def test_mat_v73_spare_room_after_the_entries_is_dropped(tmp_path):
     np.testing.assert_array_equal(X.toarray(), np.eye(3))
 
 
-@pytest.mark.parametrize("damage", ["no attribute", "no jc", "truncated", "bytes"])
+@pytest.mark.parametrize("damage", ["no attribute", "no jc", "dangling link", "truncated"])
 def test_mat_v73_corrupt_file(tmp_path, Xy, damage):
-    """Whatever h5py raises on a damaged file (KeyError, OSError, RuntimeError) becomes a
-    ValueError naming it."""
+    """Whatever h5py raises on a damaged file (here KeyError, OSError) becomes a ValueError
+    naming it."""
     h5py = pytest.importorskip("h5py")
     path = tmp_path / "b.mat"
     write_mat73(path, {"X": sp.csr_matrix(Xy[0]), "y": Xy[1][None, :]})
-    if damage in ("no attribute", "no jc"):
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-1000])
+    else:
         with h5py.File(path, "r+") as f:
             if damage == "no attribute":
                 del f["X"].attrs["MATLAB_sparse"]
-            else:
+            elif damage == "no jc":
                 del f["X"]["jc"]
-    else:
-        raw = path.read_bytes()
-        cut = raw[: len(raw) * 2 // 3] if damage == "truncated" else (
-            raw[:600] + b"\xff" * (len(raw) - 1200) + raw[-600:])
-        path.write_bytes(cut)
+            else:
+                del f["y"]
+                f["y"] = h5py.SoftLink("/nowhere")
     with pytest.raises(ValueError, match=r"Cannot read .*b\.mat as MATLAB v7\.3 \(HDF5\)"):
         load_features(path)
+
+
+def test_mat_v73_damaged_anywhere(tmp_path, Xy):
+    """16 bytes overwritten (zeros, then ones) every 64 bytes past the MAT header: each
+    copy loads or raises a ValueError naming the file (once: RuntimeError or KeyError; at
+    other places a TypeError, and a crash in .tocsr())."""
+    pytest.importorskip("h5py")
+    path = tmp_path / "b.mat"
+    write_mat73(path, {"X": sp.csr_matrix(Xy[0]), "y": Xy[1][None, :]})
+    raw = path.read_bytes()
+    for at in range(512, len(raw), 64):
+        for fill in (b"\0", b"\xff"):
+            path.write_bytes(raw[:at] + fill * 16 + raw[at + 16:])
+            try:
+                load_features(path)
+            except ValueError as err:
+                assert "b.mat" in str(err)
 
 
 # --- qsrank load poselet ------------------------------------------------------------------

@@ -229,7 +229,7 @@ def _read_h5(path, keys, h5py):
     ValueError."""
     found = {}
     with h5py.File(path, "r") as f:
-        names = sorted(f)
+        names = sorted(str(name) for name in f)  # a damaged name reads as bytes
         for k in keys:
             if k not in f:
                 continue
