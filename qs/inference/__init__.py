@@ -70,8 +70,10 @@ class LAIResult:
         ``None`` for the 0-1 loss, which labels samples instead of ranking them.
     coef : one coefficient per sample (input order) with ``Psi(X, R) = sum_k coef_k x_k``.
     loss : ``Delta(R*, R)``.
-    objective : ``loss + F(R)`` (= ``loss + coef @ scores``).
-    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``.
+    objective : ``loss + F(R)`` (= ``loss + coef @ scores``), F summed over scores minus a
+        reference score (the coefficients sum to 0): exact to rounding at any common offset.
+    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``,
+        summed the same way.
     """
 
     neg_rank: np.ndarray | None
@@ -117,7 +119,11 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
 
     Ties: tied positives keep input order; among tied negatives the one earlier in the
     input is ranked higher (smaller or equal rank); each negative takes the largest
-    maximiser of its objective.
+    maximiser of its objective as evaluated in floating point, the same for every method.
+    Ranks whose objectives tie only in exact arithmetic (a step that is 0 as a rational but
+    rounds to either side) are told apart by that rounding; both are optimal. Scores are
+    measured from one of them before anything is rounded, so that a common offset changes
+    neither ranks nor objective.
     """
     loss_obj, method = _resolve(loss, method)
     given = scores, labels  # which out= must not overwrite, converted copies or not
