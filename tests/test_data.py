@@ -320,7 +320,7 @@ def test_npz_corrupt_sparse_matrix(tmp_path, change, message, loader):
 
 @pytest.mark.parametrize("edit, message", [
     (dict(y=[2, 0, 1]), r"X has 2 rows but y has 3 labels"),
-    (dict(y=[[2, 0]]), r"y must hold integer box labels of shape \(2,\).*got int64 of shape \(1, 2\)"),
+    (dict(y=[[2, 0]]), r"y must hold integer box labels .*got int64 of shape \(1, 2\)"),
     (dict(y=[[2, 0], [1, 1]]), r"expected X 2-D and y 1-D"),
     (dict(y=[2.0, 0.0]), r"y must hold integer box labels of shape \(2,\)"),
     (dict(image_names=["a"]), r"image_names must hold image names \(strings\) of shape \(2,\)"),
@@ -332,7 +332,7 @@ def test_npz_corrupt_sparse_matrix(tmp_path, change, message, loader):
     (dict(source=["a", "b"]), r"source must hold one string"),
     (dict(bias=[True, False]), r"bias must hold one bool"),
     (dict(X=np.ones(2)), r"expected X 2-D and y 1-D; got X of shape \(2,\)"),
-    (dict(X=np.array([[1.0], [np.nan]])), r"X must be finite; got np.float64\(nan\) at index \(1, 0\)"),
+    (dict(X=np.array([[1.0], [np.nan]])), r"X must be finite; got .*nan.* at index \(1, 0\)"),
 ])
 def test_npz_cache_fields_must_agree(tmp_path, edit, message):
     arrays = {**cache_arrays(load_poselet(write_poselet(tmp_path))), **CSR, "y": [2, 0],
@@ -369,7 +369,7 @@ def test_non_finite_features_and_labels(tmp_path, Xy):
                                          r"column 1"):
         load_features(tmp_path / "nanx.svm")
     scipy.io.savemat(tmp_path / "cell.mat", {"X": np.array([[1.0, "a"]], dtype=object), "y": [1]})
-    with pytest.raises(ValueError, match=r"cell\.mat: expected X to hold numbers; got dtype object"):
+    with pytest.raises(ValueError, match=r"cell\.mat: expected X to hold numbers; got dtype obj"):
         load_features(tmp_path / "cell.mat")
 
 

@@ -39,8 +39,8 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
         )
     neg = np.empty(n_neg)
     ref = reference(scores)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, neg,
-                                                                          ref)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(
+        scores, is_pos, n_pos, neg, ref)
     raise_for(err, where, scores)
     ranks = np.array(list(itertools.product(range(1, n_pos + 2), repeat=n_neg)), dtype=np.int64)
     places = np.arange(1, n_pos + 1)

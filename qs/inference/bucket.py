@@ -338,8 +338,8 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
     dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, rank_or_slot, coef_of_rank,
-                        c2, ref, top_r[straddling], steps, moved, fill[0], g_score, g_index, g_place,
-                        neg_rank, coef)
+                        c2, ref, top_r[straddling], steps, moved, fill[0], g_score, g_index,
+                        g_place, neg_rank, coef)
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
                                      straddling, starts, n_live, moved, g_score, g_index, g_place,
