@@ -14,6 +14,7 @@ numpy (for tests and readers) and as a numba kernel (for the inference methods).
 
 import functools
 
+import numba
 import numpy as np
 
 from qs._numba import jit
@@ -163,7 +164,7 @@ LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
 def get_loss(loss):
     """A QS-suitable loss from its name (``"ap"``, ``"ndcg"``) or a :class:`QSLoss` instance."""
     if isinstance(loss, QSLoss):
-        return loss
+        return _checked(loss)
     try:
         return LOSSES[loss]
     except (KeyError, TypeError):
@@ -171,3 +172,17 @@ def get_loss(loss):
             f"Unknown loss {loss!r}; expected one of {sorted(LOSSES) + ['01']} "
             "or a QSLoss instance."
         ) from None
+
+
+def _checked(loss):
+    """A QSLoss instance once it has what inference calls: a numba increment kernel and its
+    own ``value`` (a bare ``QSLoss()`` has neither)."""
+    if not isinstance(loss.kernel, numba.core.dispatcher.Dispatcher):
+        raise ValueError(
+            f"loss {loss!r} has no increment kernel: a QSLoss subclass must set kernel to a "
+            f"numba-compiled function kernel(j, i, n_pos, params); got {loss.kernel!r}."
+        )
+    if type(loss).value is QSLoss.value:
+        raise ValueError(f"loss {loss!r} does not define value(n_above), the loss of a ranking; "
+                         "a QSLoss subclass must implement it.")
+    return loss

@@ -1,6 +1,7 @@
 """LAI methods against exhaustive enumeration, against each other, and on bad input."""
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from qs.inference import METHODS, lai
 from qs.inference.bucket import _bucket_chunked
-from qs.losses import NDCGLoss, get_loss
+from qs.losses import NDCGLoss, QSLoss, get_loss
 from tests import naive
 
 RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
@@ -203,6 +204,79 @@ def test_ties_among_negatives_follow_input_order():
         assert np.all(np.diff(ranks) >= 0), method
 
 
+def exact_ap_objective(scores, labels, neg_rank):
+    """Delta + F of an interleaving in rational arithmetic: 1 - AP from the negatives above
+    each positive, F = (1/PN) sum_{x, y} (+-1)(s_x - s_y) with x above y when y's rank > x's
+    place among the positives (by descending score)."""
+    pos = sorted((Fraction(s) for s, y in zip(scores, labels) if y), reverse=True)
+    neg = [Fraction(s) for s, y in zip(scores, labels) if not y]
+    n_pos, n_neg = len(pos), len(neg)
+    above = [sum(r <= k for r in neg_rank) for k in range(1, n_pos + 1)]
+    loss = 1 - sum(Fraction(k, k + n) for k, n in enumerate(above, 1)) / n_pos
+    f = sum((1 if r > k else -1) * (x - y) for k, x in enumerate(pos, 1)
+            for y, r in zip(neg, neg_rank)) / (n_pos * n_neg)
+    return loss + f
+
+
+def test_exact_rational_ties_are_decided_in_floating_point():
+    """The documented tie rule: the largest maximiser of each negative's objective *as
+    evaluated in floating point*. Negative -0.75 (place 4) gains exactly 0 in rational
+    arithmetic by moving below the positive -0.625 (2 * 0.125 / 5 - 1/20), so ranks 1 and 2
+    tie; the rounded step is negative and every method keeps rank 1. The ranking is still an
+    exact optimum."""
+    scores = np.array([0.125, -0.625, -0.25, -0.75, -1.0, 0.25])
+    labels = np.array([0, 1, 0, 0, 0, 0])
+    best = max(exact_ap_objective(scores, labels, r)
+               for r in itertools.product([1, 2], repeat=5))
+    for method in RANKING["ap"]:
+        res = lai(scores, labels, "ap", method)
+        np.testing.assert_array_equal(res.neg_rank, [1, 1, 1, 2, 1], err_msg=method)
+        assert exact_ap_objective(scores, labels, res.neg_rank) == best
+        assert exact_ap_objective(scores, labels, [1, 1, 2, 2, 1]) == best  # the other maximiser
+
+
+# the issue's example: the objective is 223/360 and the ranks [4, 3, 1] at every offset
+OFFSET_SCORES = np.array([0.5, 0.0, 0.25, 0.125, 0.375, 0.625])
+OFFSET_LABELS = np.array([1, 0, 1, 0, 0, 1])
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e9, 1e12, 1e15, -1e15])
+@pytest.mark.parametrize("method", RANKING["ap"] + ["brute"])
+def test_objective_is_exact_at_any_offset(method, offset):
+    scores = OFFSET_SCORES + offset
+    assert np.array_equal(scores - offset, OFFSET_SCORES)  # the shifted scores are exact
+    res = lai(scores, OFFSET_LABELS, "ap", method)
+    assert res.objective == pytest.approx(223 / 360, rel=1e-15)
+    assert res.ground_truth_F == pytest.approx(0.875 / 3, rel=1e-15)
+    np.testing.assert_array_equal(res.neg_rank, [4, 3, 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.lists(st.tuples(st.integers(-64, 64), st.booleans()), min_size=2, max_size=12).filter(
+        lambda d: 0 < sum(b for _, b in d) < len(d)
+    ),
+    offset=st.sampled_from([1e9, -1e12, 1e15, 2.0**49, -(2.0**49)]),
+    loss=st.sampled_from(["ap", "ndcg"]),
+)
+def test_property_a_common_offset_changes_nothing(data, offset, loss):
+    """Scores k/8 shifted by offsets where they stay exact: the same ranks, and the same
+    objective to a tolerance on the objective's scale (not the offset's)."""
+    scores = np.array([k for k, _ in data]) / 8.0
+    labels = np.array([b for _, b in data])
+    ref = lai(scores, labels, loss)
+    for method in ("auto", "qs", "bucket"):
+        res = lai(scores + offset, labels, loss, method)
+        np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
+        assert res.objective == pytest.approx(ref.objective, rel=1e-13, abs=1e-13)
+        assert res.ground_truth_F == pytest.approx(ref.ground_truth_F, rel=1e-13, abs=1e-13)
+
+
+def test_scores_too_far_apart_to_subtract_are_refused():
+    with pytest.raises(ValueError, match="overflows float64.*Rescale"):
+        lai([1.7e308, -1.7e308, 0.0], [1, 0, 0])
+
+
 class HarmonicNDCG(NDCGLoss):
     """A third loss as one more class: NDCG with the convex discount D(k) = 1/k."""
 
@@ -275,6 +349,12 @@ BAD = [
     (dict(scores=[0.1, 0.2], labels=[1, 0], loss="ndcg", method="search"), "does not support"),
     (dict(scores=[0.1, 0.2], labels=[1, 0], loss="01", method="qs"), "does not support"),
     (dict(scores=np.zeros(40), labels=np.arange(40) % 2, method="brute"), "refuses"),
+    # few assignments (10^5 + 1) but 10^10 comparisons: refused before any is allocated
+    (dict(scores=np.zeros(10**5 + 1), labels=np.arange(10**5 + 1) > 0, method="brute"),
+     r"refuses more than 1e\+07 values"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss=QSLoss()), "QSLoss.. has no increment kernel"),
+    (dict(scores=[0.1, 0.2], labels=[1, 0], loss=type("NoValue", (QSLoss,), {
+        "kernel": staticmethod(get_loss("ap").kernel)})()), r"does not define value\(n_above\)"),
 ]
 
 
@@ -282,7 +362,10 @@ BAD = [
     lambda y: y, lambda y: y.astype(np.uint8), lambda y: y.astype(np.int8),
     lambda y: np.where(y, 1, -1).astype(np.int8), lambda y: np.where(y, 1.0, -1.0),
     lambda y: np.where(y, 1, 0)[::-1].copy()[::-1],  # a non-contiguous view
-], ids=["bool", "uint8", "int8", "int8 +-1", "float +-1", "strided"])
+    lambda y: y.astype(">i8"), lambda y: np.where(y, 1.0, -1.0).astype(">f4"),
+    lambda y: y.astype(np.float16),  # types numba cannot take: converted
+], ids=["bool", "uint8", "int8", "int8 +-1", "float +-1", "strided", "big-endian int",
+        "big-endian float", "float16"])
 def test_label_encodings_give_one_result(encode):
     rng = np.random.default_rng(5)
     scores = rng.normal(size=60)
@@ -347,6 +430,26 @@ def test_bad_out_arrays_are_refused_before_anything_is_written():
     shared = np.zeros(8)
     with pytest.raises(ValueError, match="overlap"):
         lai(scores, labels, out=(shared[:1].view(np.int32), shared[:3]))
+
+
+def test_out_arrays_must_not_overlap_the_callers_own_inputs():
+    """Labels or scores that inference converts (int64 labels, float32 scores) are read from
+    a copy; an ``out`` array viewing the caller's originals would overwrite them."""
+    labels = np.array([1, 0, 0, 0], dtype=np.int32)
+    with pytest.raises(ValueError, match="overlap"):
+        lai([0.3, 0.1, 0.2, 0.0], labels, out=(labels[1:], np.zeros(4)))
+    np.testing.assert_array_equal(labels, [1, 0, 0, 0])
+    buffer = np.arange(8, dtype=np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        lai(buffer[:4], [1, 0, 0, 0], out=(np.zeros(3, np.int32), buffer.view(np.float64)))
+    np.testing.assert_array_equal(buffer, np.arange(8))
+
+
+def test_zero_one_leaves_out_as_it_was_on_bad_scores():
+    coef = np.full(4, 7.0)
+    with pytest.raises(ValueError, match="finite; got .*nan.* at index 2"):
+        lai([0.5, -0.5, np.nan, 0.1], [1, 0, 0, 1], "01", out=(None, coef))
+    np.testing.assert_array_equal(coef, 7.0)
 
 
 @pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8),

@@ -233,3 +233,15 @@ def test_working_set_larger_than_the_features():
     ref = frank_wolfe(X, y, loss="ndcg", C=1.0, max_iter=20000, tol=1e-7)
     assert res.converged
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-3)
+
+
+def test_identical_features_give_zero_weights():
+    """Every sample with the same features: each constraint's a is 0 up to rounding (1e-16,
+    Gram 1e-32), where a ridge relative to the Gram matrix alone left daqp a nearly linear QP
+    that it failed on. w = 0 is the optimum (no w changes any score difference)."""
+    from qs.estimators import RankSVM
+
+    X, y = np.ones((4, 1)), np.array([1, 0, 1, 1])
+    res = cutting_plane(X, y, loss="ap")
+    assert res.converged and np.abs(res.w).max() < 1e-12
+    assert np.abs(RankSVM(loss="ap").fit(X, y).coef_).max() < 1e-12

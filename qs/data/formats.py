@@ -5,6 +5,11 @@ y a 1-D array with one label per row. Layout of an .npz file: ``X`` dense, or CS
 ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``; and ``y``. The poselet cache
 (`cache_arrays`, saved by the caller) uses that layout, so `load_features` reads it too;
 `load_npz_cache` gives back the whole `PoseletData`.
+
+Files are untrusted: a sparse matrix is checked in full before it is built (an index out of
+range would make its first product read out of bounds and crash the interpreter), X must be
+finite, and anything unreadable or inconsistent raises a ValueError naming the file and the
+field.
 """
 
 from pathlib import Path
@@ -46,14 +51,20 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
         X, y = _call(path, "svmlight", load_svmlight_file, str(path), n_features=n_features,
                      dtype=np.float64)
     else:
-        with _call(path, ".npz", np.load, path, allow_pickle=False) as npz:
+        with _open_npz(path) as npz:
             arrays = _npz_arrays(path, npz, ("y",))
-        X, y = _call(path, ".npz", _x_from, arrays), arrays["y"]
+        X, y = _x_from(path, arrays), arrays["y"]
     return _checked(path, X, y, n_features)
 
 
 def _checked(path, X, y, n_features):
-    X = X.tocsr().astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    """``(X, y)`` as returned: X float64 (CSR when sparse) and finite, y 1-D with a label
+    per row, numbers (finite) or strings."""
+    if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.dtype.kind not in "biuf":
+            raise ValueError(f"{path}: expected X to hold numbers; got dtype {X.dtype}.")
+    X = X.tocsr().astype(np.float64) if sp.issparse(X) else X.astype(np.float64)
     y = np.asarray(y)
     if y.ndim == 2 and 1 in y.shape:  # MATLAB keeps vectors 2-D
         y = y.ravel()
@@ -65,7 +76,78 @@ def _checked(path, X, y, n_features):
                          "one label per row.")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{path}: expected {n_features} feature columns; got {X.shape[1]}.")
+    _check_finite(path, "X", X)
+    if y.dtype.kind not in "biufUS":
+        raise ValueError(f"{path}: expected y to hold numbers or strings; got dtype {y.dtype}.")
+    if y.dtype.kind == "f":
+        _check_finite(path, "y", y)
     return X, y
+
+
+def _check_finite(path, name, a):
+    """A ValueError naming the first NaN/inf entry of a float array or CSR matrix."""
+    values = a.data if sp.issparse(a) else a
+    bad = np.flatnonzero(~np.isfinite(values.ravel()))
+    if bad.size:
+        k = int(bad[0])
+        where = (f"row {np.searchsorted(a.indptr, k, side='right') - 1}, column {a.indices[k]}"
+                 if sp.issparse(a) else f"index {tuple(map(int, np.unravel_index(k, a.shape)))}")
+        raise ValueError(f"{path}: {name} must be finite; got {values.ravel()[k]!r} at {where} "
+                         f"({bad.size} non-finite value{'s' * (bad.size > 1)} in all).")
+
+
+def _indices(path, name, a):
+    """A stored index array as int64, once it is 1-D, of integers, and within int64."""
+    a = np.asarray(a)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise ValueError(f"{path}: {name} must be a 1-D array of integers; got {a.dtype} of "
+                         f"shape {a.shape}.")
+    if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{path}: {name} holds {a.max()}, beyond any index.")
+    return a.astype(np.int64)
+
+
+def _sparse(path, names, data, indices, indptr, shape, fmt, spare=False):
+    """The ``fmt`` ("csr" or "csc") matrix of stored components, checked in full first.
+
+    ``names`` are the components' names in the file (data, indices, indptr), for messages;
+    ``indptr`` has one entry per row (CSR) or column (CSC), plus one. ``spare``: entries after
+    the last one ``indptr`` points to are spare room (MATLAB's nzmax) and dropped; otherwise
+    they are an error. scipy's own check misses that, fractional indices and non-numeric
+    data, and names no field, so the checks are written out here.
+    """
+    data = np.asarray(data)
+    if data.ndim != 1 or data.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: {names[0]} must be a 1-D array of numbers; got {data.dtype} "
+                         f"of shape {data.shape}.")
+    indices, indptr = _indices(path, names[1], indices), _indices(path, names[2], indptr)
+    if len(shape) != 2 or min(shape) < 0:
+        raise ValueError(f"{path}: the shape of the sparse matrix must be two sizes >= 0; got "
+                         f"{tuple(shape)}.")
+    major, minor = shape if fmt == "csr" else shape[::-1]
+    line = "row" if fmt == "csr" else "column"
+    if indptr.size != major + 1:
+        raise ValueError(f"{path}: {names[2]} must have {major + 1} entries (one per {line} of "
+                         f"{major}, plus one); got {indptr.size}.")
+    if indices.size != data.size:
+        raise ValueError(f"{path}: {names[1]} and {names[0]} must have the same length; got "
+                         f"{indices.size} and {data.size}.")
+    end = indptr[-1]
+    if indptr[0] != 0 or end > indices.size or (end < indices.size and not spare):
+        raise ValueError(f"{path}: {names[2]} must start at 0 and end at {indices.size} (the "
+                         f"number of entries); got {indptr[0]} .. {end}.")
+    step = np.diff(indptr)
+    if step.size and step.min() < 0:
+        k = int(np.argmin(step))
+        raise ValueError(f"{path}: {names[2]} must be non-decreasing; got {indptr[k]} then "
+                         f"{indptr[k + 1]} at {line} {k}.")
+    indices, data = indices[:end], data[:end]
+    if indices.size and not 0 <= indices.min() <= indices.max() < minor:
+        k = int(np.flatnonzero((indices < 0) | (indices >= minor))[0])
+        raise ValueError(f"{path}: {names[1]}[{k}] = {indices[k]} is not an index of the "
+                         f"{minor} {'columns' if fmt == 'csr' else 'rows'} (0 .. {minor - 1}).")
+    build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    return build((data, indices, indptr), shape=tuple(shape))
 
 
 def _call(path, what, fn, *args, **kwargs):
@@ -77,9 +159,15 @@ def _call(path, what, fn, *args, **kwargs):
                          f"format?): {type(err).__name__}: {err}") from err
 
 
-def _npz_arrays(path, npz, required):
+def _open_npz(path):
+    """An .npz archive, to use in a ``with`` block; a ValueError for anything else."""
+    npz = _call(path, ".npz", np.load, path, allow_pickle=False)
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"{path}: expected an .npz archive; got a single .npy array.")
+    return npz
+
+
+def _npz_arrays(path, npz, required):
     keys = set(npz.files)
     x_keys = ("X",) if "X" in keys else _CSR_KEYS
     missing = [k for k in (*x_keys, *required) if k not in keys]
@@ -90,11 +178,13 @@ def _npz_arrays(path, npz, required):
     return _call(path, ".npz", lambda: {k: npz[k] for k in (*x_keys, *required)})
 
 
-def _x_from(arrays):
+def _x_from(path, arrays):
+    """X of an .npz file: dense, or checked CSR components."""
     if "X" in arrays:
         return arrays["X"]
-    return sp.csr_matrix((arrays["X_data"], arrays["X_indices"], arrays["X_indptr"]),
-                         shape=tuple(arrays["X_shape"]))
+    shape = _indices(path, "X_shape", arrays["X_shape"])
+    return _sparse(path, _CSR_KEYS[:3], arrays["X_data"], arrays["X_indices"],
+                   arrays["X_indptr"], shape, "csr")
 
 
 def _load_mat(path, x_key, y_key):
@@ -108,7 +198,11 @@ def _load_mat(path, x_key, y_key):
         names = sorted(k for k in variables if not k.startswith("__"))
         raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
                          f"{', '.join(names) or 'none'} (pass x_key/y_key).")
-    return variables[x_key], variables[y_key]
+    X = variables[x_key]
+    if sp.issparse(X):  # built by scipy without the full check: redone before any use
+        X = _sparse(path, [f"{x_key} ({part})" for part in ("data", "ir", "jc")], X.data,
+                    X.indices, X.indptr, X.shape, "csc")
+    return X, variables[y_key]
 
 
 def _load_mat73(path, x_key, y_key):
@@ -117,24 +211,37 @@ def _load_mat73(path, x_key, y_key):
     except ImportError:
         raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
                          "(pip install h5py), or save it from MATLAB with -v7.") from None
-    with _call(path, "MATLAB v7.3 (HDF5)", h5py.File, path, "r") as f:
-        missing = [k for k in (x_key, y_key) if k not in f]
-        if missing:
-            raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
-                             f"{', '.join(sorted(f)) or 'none'} (pass x_key/y_key).")
-        return tuple(_call(path, "MATLAB v7.3 (HDF5)", _h5_matrix, f[k], h5py)
-                     for k in (x_key, y_key))
+    names, found = _call(path, "MATLAB v7.3 (HDF5)", _read_h5, path, (x_key, y_key), h5py)
+    missing = [k for k in (x_key, y_key) if k not in found]
+    if missing:
+        raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
+                         f"{', '.join(names) or 'none'} (pass x_key/y_key).")
+    return tuple(_sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *found[k], "csc",
+                         spare=True) if isinstance(found[k], tuple) else found[k]
+                 for k in (x_key, y_key))
 
 
-def _h5_matrix(node, h5py):
-    """A MATLAB v7.3 variable: HDF5 holds the transpose (column-major); sparse is a CSC group."""
-    if isinstance(node, h5py.Group):
-        jc = node["jc"][()]
-        data = node["data"][()] if "data" in node else np.empty(0)
-        ir = node["ir"][()] if "ir" in node else np.empty(0, np.int64)
-        return sp.csc_matrix((data, ir, jc), shape=(int(node.attrs["MATLAB_sparse"]),
-                                                    jc.size - 1))
-    return node[()].T
+def _read_h5(path, keys, h5py):
+    """The names a MATLAB v7.3 file holds, and its variables ``keys`` as stored: an array
+    (the transpose of MATLAB's, which is column-major), or for a sparse one (a CSC group) its
+    (data, ir, jc, shape). Everything is read from the file here, so that one handler turns
+    whatever h5py raises on a corrupt file (KeyError, OSError, RuntimeError ...) into a
+    ValueError."""
+    found = {}
+    with h5py.File(path, "r") as f:
+        names = sorted(str(name) for name in f)  # a damaged name reads as bytes
+        for k in keys:
+            if k not in f:
+                continue
+            node = f[k]
+            if isinstance(node, h5py.Group):
+                jc = node["jc"][()]
+                data = node["data"][()] if "data" in node else np.empty(0)
+                ir = node["ir"][()] if "ir" in node else np.empty(0, np.int64)
+                found[k] = data, ir, jc, (int(node.attrs["MATLAB_sparse"]), max(jc.size - 1, 0))
+            else:
+                found[k] = node[()].T
+    return names, found
 
 
 def cache_arrays(data):
@@ -147,12 +254,26 @@ def cache_arrays(data):
 
 
 def load_npz_cache(path):
-    """Read back a `PoseletData` saved from `cache_arrays`."""
+    """Read back a `PoseletData` saved from `cache_arrays`, every field checked against the
+    others (one row of each per box)."""
     path = Path(path)
-    with _call(path, ".npz", np.load, path, allow_pickle=False) as npz:
+    with _open_npz(path) as npz:
         arrays = _npz_arrays(path, npz, _CACHE_KEYS)
-    X = sp.csr_matrix(_call(path, ".npz", _x_from, arrays), dtype=np.float64)
-    return PoseletData(X=X, labels=arrays["y"],
+    X, _ = _checked(path, _x_from(path, arrays), arrays["y"], None)
+    X = sp.csr_matrix(X)
+    n = X.shape[0]
+    fields = [("y", "iu", (n,), "integer box labels"),
+              ("image_names", "U", (n,), "image names (strings)"),
+              ("box_ids", "iu", (n,), "integer box ids"),
+              ("boxes", "biuf", (n, 4), "box coordinates (min_x, min_y, width, height)"),
+              ("source", "U", (), "one string"), ("bias", "b", (), "one bool")]
+    for name, kinds, shape, what in fields:
+        a = arrays[name]
+        if a.dtype.kind not in kinds or a.shape != shape:
+            raise ValueError(f"{path}: {name} must hold {what} of shape {shape}, one row per "
+                             f"row of X; got {a.dtype} of shape {a.shape}.")
+    boxes = arrays["boxes"].astype(np.float64)
+    _check_finite(path, "boxes", boxes)
+    return PoseletData(X=X, labels=arrays["y"].astype(np.int64),
                        image_names=arrays["image_names"], box_ids=arrays["box_ids"],
-                       boxes=arrays["boxes"], source=str(arrays["source"]),
-                       bias=bool(arrays["bias"]))
+                       boxes=boxes, source=str(arrays["source"]), bias=bool(arrays["bias"]))

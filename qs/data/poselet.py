@@ -22,6 +22,7 @@ be integers and not kept: the action experiment works on boxes.
 """
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,11 +148,14 @@ def _parse_list(path, text):
 
     def number(no, text, what, kind=int):
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
-            expected = "an integer" if kind is int else "a number"
+            value = None
+        if value is None or (kind is float and not math.isfinite(value)):
+            expected = "an integer" if kind is int else "a finite number"
             raise ValueError(f"{path}, line {no}: expected {what} to be {expected}; got "
-                             f"{text!r}.") from None
+                             f"{text!r}.")
+        return value
 
     def count(no, text, what):
         n = number(no, text, what)

@@ -70,8 +70,10 @@ class LAIResult:
         ``None`` for the 0-1 loss, which labels samples instead of ranking them.
     coef : one coefficient per sample (input order) with ``Psi(X, R) = sum_k coef_k x_k``.
     loss : ``Delta(R*, R)``.
-    objective : ``loss + F(R)`` (= ``loss + coef @ scores``).
-    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``.
+    objective : ``loss + F(R)`` (= ``loss + coef @ scores``), F summed over scores minus a
+        reference score (the coefficients sum to 0): exact to rounding at any common offset.
+    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``,
+        summed the same way.
     """
 
     neg_rank: np.ndarray | None
@@ -117,20 +119,25 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
 
     Ties: tied positives keep input order; among tied negatives the one earlier in the
     input is ranked higher (smaller or equal rank); each negative takes the largest
-    maximiser of its objective.
+    maximiser of its objective as evaluated in floating point, the same for every method.
+    Ranks whose objectives tie only in exact arithmetic (a step that is 0 as a rational but
+    rounds to either side) are told apart by that rounding; both are optimal. Scores are
+    measured from one of them before anything is rounded, so that a common offset changes
+    neither ranks nor objective.
     """
     loss_obj, method = _resolve(loss, method)
+    given = scores, labels  # which out= must not overwrite, converted copies or not
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size)
     n_pos = int(np.count_nonzero(is_pos))
     n_neg = scores.size - n_pos
     check_counts(n_pos, n_neg)
     neg_rank, coef = output_arrays(out, n_neg, scores.size, method == "zero_one",
-                                   (scores, is_pos))
+                                   (scores, is_pos, *given))
     if method == "zero_one":
         err, where, loss_value, dot, truth = zero_one_lai(scores, is_pos, coef)
         raise_for(err, where, scores)
-        return LAIResult(None, coef, loss_value, loss_value + dot, truth)
+        return _result(None, coef, loss_value, dot, truth, scores)
     if method == "auto":
         small = n_neg < max(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * n_pos)
         method = "bucket_sort" if small else "bucket"
@@ -139,4 +146,15 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
     )
     raise_for(err, where, scores)
     loss_value = loss_obj.value(n_above)
-    return LAIResult(neg_rank, coef, loss_value, loss_value + f, sum_pos / n_pos - sum_neg / n_neg)
+    return _result(neg_rank, coef, loss_value, f, sum_pos / n_pos - sum_neg / n_neg, scores)
+
+
+def _result(neg_rank, coef, loss_value, f, truth, scores):
+    """The LAIResult, once its F terms are known to be finite: finite scores whose
+    differences overflow float64 would make them inf or NaN."""
+    if not (np.isfinite(f) and np.isfinite(truth)):
+        raise ValueError(
+            f"the score term F overflows float64: the scores range from {scores.min()!r} to "
+            f"{scores.max()!r}, too far apart to subtract. Rescale the scores."
+        )
+    return LAIResult(neg_rank, coef, loss_value, loss_value + f, truth)

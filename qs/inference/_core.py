@@ -8,8 +8,14 @@ score) moved from interleaving rank ``i`` to ``i+1`` changes the objective by
 
 Every method returns, for each negative, the *largest* maximiser over ranks of the partial
 sums of these increments, and evaluates them with the same expression
-``spos[i] - c2 * s + inc(j, i, P, params)`` (``spos[i] = c2 * s+_i``, ``c2 = 2/(PN)``) so
-that all methods compare the same floating-point numbers.
+``spos[i] - c2 * (s - ref) + inc(j, i, P, params)`` (``spos[i] = c2 * (s+_i - ref)``,
+``c2 = 2/(PN)``) so that all methods compare the same floating-point numbers.
+
+Scores are measured from a reference score ``ref`` (:func:`reference`) in the rank
+evaluations and in the sums of F: a common offset of all scores cancels in ``s - ref``
+before anything is rounded, so ranks and objective do not depend on it (``c2 * s`` at
+s = 10^15 + 0.125 rounds away more than the step between two scores). F is unchanged, as
+the coefficients sum to 0.
 
 Ties among negatives: the one earlier in the input takes the smaller place ``j`` (so a rank
 no larger). Ranks go back to the negatives in one of two ways. ``qs`` and ``bucket`` move
@@ -47,12 +53,25 @@ def bucket_of(s, low, scale, top):
     return np.uintp(0)  # also when x is NaN (an overflowed difference times a zero scale)
 
 
+#: how many scores, strided over the input, the reference score is the median of
+REFERENCE_SAMPLE = 31
+
+
 @jit
-def scan_input(scores, is_pos, n_pos):
+def reference(scores):
+    """The score all others are measured from: the median of a strided sample of them. It
+    is one of the scores, near their middle, so that a common offset cancels exactly in
+    ``s - ref`` and an outlier (a first score of 10^12) does not inflate every term."""
+    sample = np.sort(scores[:: max(1, scores.size // REFERENCE_SAMPLE)])
+    return sample[sample.size // 2]
+
+
+@jit
+def scan_input(scores, is_pos, n_pos, ref):
     """One pass: finiteness, sums and the positives.
 
-    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index): the positives by
-    descending score, ties in input order.
+    Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index): the sums of
+    ``s - ref``, the positives by descending score, ties in input order.
     """
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
@@ -67,9 +86,9 @@ def scan_input(scores, is_pos, n_pos):
             pos_values[p] = s
             pos_index[p] = k
             p += 1
-            sum_pos += s
+            sum_pos += s - ref
         else:
-            sum_neg += s
+            sum_neg += s - ref
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     return OK, -1, sum_pos, sum_neg, pos_sorted, pos_index
 
@@ -82,9 +101,10 @@ def sort_positives(pos_values, pos_index):
 
 
 @jit
-def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg):
+def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref):
     """Coefficients of the positives from the negatives per rank; the result tuple
-    (OK, -1, sum_pos, sum_neg, negatives above each positive, F)."""
+    (OK, -1, sum_pos, sum_neg, negatives above each positive, F). ``dot_neg``: the sum of
+    coef * (score - ref) over the negatives."""
     n_pos = pos_sorted.size
     n_above = np.cumsum(rank_count)[1 : n_pos + 1]
     inv = 1.0 / (n_pos * n_neg)
@@ -92,7 +112,7 @@ def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum
     for k in range(n_pos):
         c = (n_neg - 2.0 * n_above[k]) * inv
         coef[pos_index[k]] = c
-        dot += c * pos_sorted[k]
+        dot += c * (pos_sorted[k] - ref)
     return OK, -1, sum_pos, sum_neg, n_above, dot
 
 
@@ -103,10 +123,10 @@ def failed(err, where):
 
 
 @jit
-def scan_and_gather(scores, is_pos, n_pos, out):
+def scan_and_gather(scores, is_pos, n_pos, out, ref):
     """:func:`scan_input`, and the negatives' scores written into ``out``
     (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos, ref)
     if err == OK:
         q = 0
         for k in range(scores.size):
@@ -136,8 +156,9 @@ def label_check(labels):
 
 @jit_inline
 def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
-    """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j)."""
-    cs = c2 * s
+    """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j);
+    ``spos[0]`` is the reference score (see :func:`positive_steps`)."""
+    cs = c2 * (s - spos[0])
     best = lo
     gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
     for i in range(np.uintp(lo), np.uintp(hi)):  # small increments are not absorbed by a
@@ -467,19 +488,20 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
 
 
 @jit
-def positive_steps(pos_sorted, c2):
-    """``spos[i] = c2 * s+_i`` (1-based; ``spos[0]`` unused)."""
+def positive_steps(pos_sorted, c2, ref):
+    """``spos[i] = c2 * (s+_i - ref)`` (1-based); ``spos[0] = ref``, the reference score,
+    so that the rank evaluations that take ``spos`` also know it."""
     spos = np.empty(pos_sorted.size + 1)
-    spos[0] = 0.0
+    spos[0] = ref
     for i in range(pos_sorted.size):
-        spos[i + 1] = c2 * pos_sorted[i]
+        spos[i + 1] = c2 * (pos_sorted[i] - ref)
     return spos
 
 
 @jit
-def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef):
+def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref):
     """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
-    coef * score over the negatives)."""
+    coef * (score - ref) over the negatives)."""
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
@@ -490,14 +512,14 @@ def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef):
         r = neg_rank[q]
         c = (n_pos + 2 - 2 * r) * inv
         coef[k] = c
-        dot += c * scores[k]
+        dot += c * (scores[k] - ref)
         rank_count[np.uintp(r)] += 1
         q += ONE
     return rank_count, dot
 
 
 @jit
-def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
+def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
     """Ranks found on the sorted scores ``v`` given back to the negatives by value, in input
     order; then :func:`negative_coefficients`."""
     n_ent = min(n_pos + 1, v.size)
@@ -509,13 +531,13 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
     n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
     assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
                     ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
-    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)
+    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)
 
 
 @jit
-def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef):
+def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
     """Ranks found on a working array whose ``idx`` are the negatives' ordinals, scattered
     back to input order; then :func:`negative_coefficients`."""
     for p in range(idx.size):
         neg_rank[np.uintp(idx[p])] = rk[p]
-    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef)
+    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, label_check, scan_and_gather
+from qs.inference._core import NOT_FINITE, label_check, reference, scan_and_gather
 
 
 def as_scores(scores):
@@ -21,7 +21,8 @@ def as_scores(scores):
 
 def as_positive_mask(labels, n):
     """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
-    {1, 0, -1}. Bool labels, and 1-byte labels of 1 and 0, are viewed, not copied."""
+    {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
+    viewed, not copied."""
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels must be a 1-D array; got an array of shape {arr.shape}.")
@@ -35,6 +36,9 @@ def as_positive_mask(labels, n):
         raise ValueError(
             f"labels must be bool or numeric (1 positive, 0 or -1 negative); got dtype {arr.dtype}."
         )
+    if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
+        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
+                         else arr.dtype.newbyteorder("="))
     arr = np.ascontiguousarray(arr)
     bad, minus = label_check(arr)
     if bad >= 0:
@@ -92,11 +96,12 @@ def raise_for(err, where, scores):
         )
 
 
-def sorted_negatives(scores, is_pos, n_pos):
+def sorted_negatives(scores, is_pos, n_pos, ref):
     """The negatives in descending order (np.sort), with the positives: (v, sum_pos,
-    sum_neg, pos_sorted, pos_index)."""
+    sum_neg, pos_sorted, pos_index); the sums of scores minus ``ref``."""
     v = np.empty(scores.size - n_pos)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, v)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, v,
+                                                                          ref)
     raise_for(err, where, scores)
     v = np.ascontiguousarray(np.sort(v)[::-1])
     return v, sum_pos, sum_neg, pos_sorted, pos_index
@@ -104,9 +109,11 @@ def sorted_negatives(scores, is_pos, n_pos):
 
 def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef):
     """Run a method ``kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index,
-    neg_rank, coef, sum_pos, sum_neg)`` on the sorted negatives ``v``."""
-    v, sum_pos, sum_neg, pos_sorted, pos_index = sorted_negatives(scores, is_pos, n_pos)
+    neg_rank, coef, sum_pos, sum_neg, ref)`` on the sorted negatives ``v``, scores measured
+    from the reference score ``ref``."""
+    ref = reference(scores)
+    v, sum_pos, sum_neg, pos_sorted, pos_index = sorted_negatives(scores, is_pos, n_pos, ref)
     rk = np.empty(v.size, dtype=np.int64)
     params = loss.prepare(n_pos, v.size)
     return bind(kernel, loss.kernel)(params, v, rk, scores, is_pos, pos_sorted, pos_index,
-                                     neg_rank, coef, sum_pos, sum_neg)
+                                     neg_rank, coef, sum_pos, sum_neg, ref)

@@ -12,22 +12,35 @@ import itertools
 
 import numpy as np
 
-from qs.inference._core import finish, scan_and_gather
+from qs.inference._core import finish, reference, scan_and_gather
 from qs.inference._prepare import raise_for
 
-MAX_ASSIGNMENTS = 10**6
+#: most values the enumeration holds at once: (P+1)^N assignments times N P comparisons, as
+#: float64 (80 MB)
+MAX_VALUES = 10**7
+
+
+def _values(n_pos, n_neg):
+    """(P+1)^N N P, the size of the enumeration's largest array; without forming the power
+    when N alone rules it out ((P+1)^N >= 2^N)."""
+    if n_neg >= MAX_VALUES.bit_length():
+        return float("inf")
+    return (n_pos + 1) ** n_neg * n_neg * n_pos
 
 
 def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     """The best of all (P+1)^N assignments of ranks to the negatives."""
     n_neg = neg_rank.size
-    if (n_pos + 1) ** n_neg > MAX_ASSIGNMENTS:
+    if _values(n_pos, n_neg) > MAX_VALUES:
         raise ValueError(
-            f"method 'brute' enumerates (P+1)^N = {n_pos + 1}^{n_neg} rank assignments and "
-            f"refuses more than {MAX_ASSIGNMENTS:.0e}; use it on small inputs only, or another method."
+            f"method 'brute' enumerates (P+1)^N = {n_pos + 1}^{n_neg} rank assignments of "
+            f"P N = {n_pos * n_neg} comparisons each and refuses more than {MAX_VALUES:.0e} "
+            "values in all (its memory); use it on small inputs only, or another method."
         )
     neg = np.empty(n_neg)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, neg)
+    ref = reference(scores)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(
+        scores, is_pos, n_pos, neg, ref)
     raise_for(err, where, scores)
     ranks = np.array(list(itertools.product(range(1, n_pos + 2), repeat=n_neg)), dtype=np.int64)
     places = np.arange(1, n_pos + 1)
@@ -39,5 +52,5 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     neg_rank[:] = best
     coef[is_pos == 0] = (n_pos + 2 - 2 * best) * (1.0 / (n_pos * n_neg))
     rank_count = np.bincount(best, minlength=n_pos + 2)
-    return finish(rank_count, float(coef[is_pos == 0] @ neg), pos_sorted, pos_index, n_neg, coef,
-                  sum_pos, sum_neg)
+    dot_neg = float(coef[is_pos == 0] @ (neg - ref))
+    return finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)

@@ -42,6 +42,7 @@ from qs.inference._core import (
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
+    reference,
     sort_positives,
 )
 
@@ -71,12 +72,12 @@ def _sample_range(scores, n_buckets):
 
 
 @jit
-def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, ends):
+def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, ends, ref):
     """One pass over ``scores[lo:hi]``: finiteness, sums, the positives (written from ``p``
     on) and the histogram of the negatives in ``count``. Scores beyond the range the buckets
     were laid over go to the end buckets, whose extreme members go to ``ends`` (smallest and
     largest of the first bucket, then of the last). Returns (error, error_index, sum_pos,
-    sum_neg)."""
+    sum_neg): sums of ``s - ref``."""
     top = np.uintp(count.size - 1)
     sum_pos = 0.0
     sum_neg = 0.0
@@ -88,9 +89,9 @@ def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, co
             pos_values[p] = s
             pos_index[p] = k
             p += 1
-            sum_pos += s
+            sum_pos += s - ref
         else:
-            sum_neg += s
+            sum_neg += s - ref
             b = bucket_of(s, low, scale, top)
             count[b] += 1
             if b == 0 or b == top:
@@ -101,7 +102,7 @@ def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, co
 
 
 @jit
-def scan_histogram(scores, is_pos, n_pos, n_buckets):
+def scan_histogram(scores, is_pos, n_pos, n_buckets, ref):
     """:func:`_scan_chunk` over the whole input in one thread, on buckets laid over the range
     of a sample, and the positives sorted. Returns (error, error_index, sum_pos, sum_neg,
     pos_sorted, pos_index, low, scale, count, ends)."""
@@ -111,7 +112,7 @@ def scan_histogram(scores, is_pos, n_pos, n_buckets):
     count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
     ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
     err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
-                                               pos_values, pos_index, 0, count, ends)
+                                               pos_values, pos_index, 0, count, ends, ref)
     if err == OK:
         pos_values, pos_index = sort_positives(pos_values, pos_index)
     return err, where, sum_pos, sum_neg, pos_values, pos_index, low, scale, count, ends
@@ -209,14 +210,15 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
 
 
 @jit
-def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_rank, c2,
+def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_rank, c2, ref,
                   slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank, coef):
     """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
     settled buckets get rank and coefficient, and so do those of straddling buckets whose
     step (``steps``, from the rank ``slot_rank`` of the bucket's top corner) is taken at
     every place of the bucket or at none; ``moved[i]`` counts those that took it. The others
     are gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
-    bucket. Returns the sum of coefficient times score over the negatives given a rank."""
+    bucket. Returns the sum of coefficient times (score - ref) over the negatives given a
+    rank."""
     top = np.uintp(rank_or_slot.size - 1)
     first_slot = np.uintp(coef_of_rank.size)  # P + 2: ranks are 1 .. P + 1
     dot = 0.0
@@ -228,7 +230,7 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_r
         r = np.uintp(rank_or_slot[bucket_of(s, low, scale, top)])
         if r >= first_slot:  # a straddling bucket
             i = r - first_slot
-            d = steps[i, 0] - c2 * s  # the step's value is d + increment (see best_rank)
+            d = steps[i, 0] - c2 * (s - ref)  # the step's value is d + increment (see best_rank)
             # taken already at the first place: at every place; taken at the last place
             # only: it depends on the place. Combined without branches, as each test is a
             # coin toss for the branch predictor.
@@ -244,7 +246,7 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_r
         neg_rank[q] = r
         c = coef_of_rank[r]
         coef[k] = c
-        dot += c * s
+        dot += c * (s - ref)
         q += ONE
     return dot
 
@@ -276,8 +278,8 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
     nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is
     partitioned in place and ``idx`` (gather positions, in input order within a bucket)
     moves along and breaks ties. Then the gathered negatives' ranks and coefficients.
-    Returns (sum of coefficient times score over them, negatives per rank, those settled in
-    the pass from straddling buckets included)."""
+    Returns (sum of coefficient times (score - spos[0]) over them, negatives per rank, those
+    settled in the pass from straddling buckets included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
     lo_all, hi_all = starts[i_lo], starts[i_hi]
@@ -304,7 +306,7 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
             neg_rank[g_place[g]] = r
             c = coef_of_rank[r]
             coef[g_index[g]] = c
-            dot += c * v[p]
+            dot += c * (v[p] - spos[0])
             rank_count[r] += 1
     return dot, rank_count
 
@@ -318,12 +320,13 @@ def _coef_of_rank(n_pos, n_neg):
 def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     """The whole method in one thread."""
     n_neg = scores.size - n_pos
+    ref = reference(scores)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, ends = (
-        scan_histogram(scores, is_pos, n_pos, n_buckets))
+        scan_histogram(scores, is_pos, n_pos, n_buckets, ref))
     if err != OK:
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
         _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
@@ -335,14 +338,14 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
     dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, rank_or_slot, coef_of_rank,
-                        c2, top_r[straddling], steps, moved, fill[0], g_score, g_index, g_place,
-                        neg_rank, coef)
+                        c2, ref, top_r[straddling], steps, moved, fill[0], g_score, g_index,
+                        g_place, neg_rank, coef)
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
                                      straddling, starts, n_live, moved, g_score, g_index, g_place,
                                      n_pos, spos, n_neg, coef_of_rank, neg_rank, coef)
     return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
-                  sum_pos, sum_neg)
+                  sum_pos, sum_neg, ref)
 
 
 @jit
@@ -379,6 +382,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     params = loss.prepare(n_pos, n_neg)
     n_buckets = n_buckets_for(n_pos, n_neg)
     low, scale = _sample_range(scores, n_buckets)
+    ref = reference(scores)
     bounds = np.linspace(0, n, n_chunks + 1).astype(np.int64)
     pos_at = np.r_[0, np.cumsum([np.count_nonzero(is_pos[a:b]) for a, b in zip(bounds, bounds[1:])])]
     pos_values = np.empty(n_pos)
@@ -386,7 +390,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     count = np.zeros((n_chunks, n_buckets), dtype=np.int32)
     ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
     scanned = _map(lambda c: _scan_chunk(scores, is_pos, bounds[c], bounds[c + 1], low, scale,
-                                         pos_values, pos_index, pos_at[c], count[c], ends[c]),
+                                         pos_values, pos_index, pos_at[c], count[c], ends[c], ref),
                    range(n_chunks))
     for err, where, _, _ in scanned:
         if err != OK:
@@ -396,7 +400,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     ends = np.r_[ends[:, 0].min(), ends[:, 1].max(), ends[:, 2].min(), ends[:, 3].max()]
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     total = count.sum(axis=0, dtype=np.int32)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = bind(
         _rank_corners, loss.kernel
@@ -412,7 +416,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
     dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
                                         bounds[c] - pos_at[c], low, scale, rank_or_slot,
-                                        coef_of_rank, c2, slot_rank, steps, moved[c], fill[c],
+                                        coef_of_rank, c2, ref, slot_rank, steps, moved[c], fill[c],
                                         g_score, g_index, g_place, neg_rank, coef),
                 range(n_chunks))
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
@@ -428,7 +432,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
                   range(n_chunks))
     dot = sum(dots) + sum(d for d, _ in solved)
     rank_count = rank_count + sum(r for _, r in solved)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
 def n_buckets_for(n_pos, n_neg):

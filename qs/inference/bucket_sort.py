@@ -21,6 +21,7 @@ from qs.inference._core import (
     finish_pairs,
     opt_ranks_sorted,
     positive_steps,
+    reference,
 )
 from qs.inference.bucket import MAX_BUCKETS, scan_histogram
 
@@ -67,19 +68,20 @@ def sort_by_buckets(scores, is_pos, count, low, scale, v, idx):
 @jit_generic
 def _bucket_sort(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     n_neg = scores.size - n_pos
+    ref = reference(scores)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, _ = scan_histogram(
-        scores, is_pos, n_pos, n_buckets)
+        scores, is_pos, n_pos, n_buckets, ref)
     if err != OK:
         return failed(err, where)
     v = np.empty(n_neg)
     idx = np.empty(n_neg, dtype=np.int64)
     sort_by_buckets(scores, is_pos, count, low, scale, v, idx)
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     rk = np.empty(n_neg, dtype=np.int64)
     opt_ranks_sorted(v, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
 def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef):

@@ -24,6 +24,7 @@ from qs.inference._core import (
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
+    reference,
     scan_input,
 )
 from qs.inference._prepare import run_sorted
@@ -32,11 +33,12 @@ from qs.inference._prepare import run_sorted
 @jit_generic
 def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     n_neg = scores.size - n_pos
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos)
+    ref = reference(scores)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos, ref)
     if err != OK:
         return failed(err, where)
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     q = np.uintp(0)
     for k in range(scores.size):
         if not is_pos[k]:
@@ -46,19 +48,21 @@ def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos,
                        new_stack())
     canonical_ties(v, idx, rk, 0, n_neg - 1)
-    rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 @jit_generic
 def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-             sum_pos, sum_neg):
+             sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     opt_ranks_sorted(v, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef):

@@ -13,14 +13,15 @@ from qs.inference._prepare import run_sorted
 
 @jit_generic
 def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                 sum_pos, sum_neg):
+                 sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     for m in range(v.size):
         rk[m] = best_rank(inc, params, n_pos, c2, spos, v[m], m + 1, 1, n_pos + 1)
-    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 def scan_lai(loss, scores, is_pos, n_pos, neg_rank, coef):

@@ -14,13 +14,13 @@ from qs.inference._prepare import run_sorted
 
 @jit_generic
 def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                   sum_pos, sum_neg):
+                   sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2)
+    spos = positive_steps(pos_sorted, c2, ref)
     for m in range(v.size):
         j = m + 1
-        cs = c2 * v[m]
+        cs = c2 * (v[m] - spos[0])
         lo = 1
         hi = min(j, n_pos)
         last = 0  # largest i <= q with a non-negative increment
@@ -35,8 +35,9 @@ def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ne
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
-    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg)
+    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef):

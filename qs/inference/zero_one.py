@@ -15,8 +15,13 @@ from qs.inference._core import NOT_FINITE, OK
 
 @jit
 def zero_one_lai(scores, is_pos, coef):
-    """Fill ``coef``; return (error, error_index, loss, sum of coef * score, ground-truth F)."""
+    """Fill ``coef``; return (error, error_index, loss, sum of coef * score, ground-truth F).
+    The scores are checked before anything is written, so that bad input leaves ``coef``
+    (the caller's ``out``) as it was."""
     n = scores.size
+    for k in range(n):
+        if not np.isfinite(scores[k]):
+            return NOT_FINITE, k, 0.0, 0.0, 0.0
     h = 0.5 / n
     flipped = 0
     dot = 0.0
@@ -24,8 +29,6 @@ def zero_one_lai(scores, is_pos, coef):
     for k in range(n):
         y = 1.0 if is_pos[k] else -1.0
         s = scores[k]
-        if not np.isfinite(s):
-            return NOT_FINITE, k, 0.0, 0.0, 0.0
         if 1.0 - y * s > 0.0:
             c = -y * h
             flipped += 1

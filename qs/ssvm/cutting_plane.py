@@ -13,8 +13,9 @@ import scipy.sparse as sp
 
 from qs.ssvm._problem import Problem
 
-#: ridge added to the working set's Gram matrix, relative to its largest diagonal entry:
-#: the Gram matrix is only semi-definite, and daqp (like quadprog) needs it definite
+#: ridge added to the working set's Gram matrix, relative to the scale of the dual (see
+#: ``_qp_backend``): the Gram matrix is only semi-definite, and daqp (like quadprog) needs
+#: it definite
 RIDGE = 1e-12
 
 
@@ -98,7 +99,11 @@ def _qp_backend(name):
 
     def solve(gram, b, C):
         k = b.size
-        scale = gram.diagonal().max() or 1.0
+        # The dual's two terms are of order gram * C^2 and b * C: the ridge is relative to
+        # the larger of gram and b / C. Relative to gram alone it vanished when every
+        # constraint's a is rounding noise (all samples with the same features: a = 0 up to
+        # 1e-16, gram 1e-32), and daqp failed on that nearly linear problem.
+        scale = max(gram.diagonal().max(), b.max() / C) or 1.0
         # The QP is always feasible and bounded; a backend that needs a definite matrix can
         # still fail when the constraints outnumber the features: retry with a larger ridge.
         for ridge in (RIDGE, 1e-10, 1e-8, 1e-6):
