@@ -112,7 +112,11 @@ def _check(scores, labels, loss, method, reduction):
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {list(REDUCTIONS)}; got {reduction!r}.")
     if not isinstance(labels, torch.Tensor):
-        labels = torch.as_tensor(np.asarray(labels))
+        labels = np.asarray(labels)
+        if labels.dtype.kind not in "biuf":
+            raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); "
+                             f"got dtype {labels.dtype}.")
+        labels = torch.from_numpy(labels)
     if tuple(labels.shape) != tuple(scores.shape):
         raise ValueError(f"scores and labels must have the same shape; got scores "
                          f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")

@@ -74,7 +74,7 @@ def _ranking(scores, is_pos, loss, n_pos, n_neg):
     levels = max(1, math.ceil(math.log2(int(n_neg.max()) + 1)))
     width = 1 << levels
     # rank[:, j] of the negative at place j (1..N); place 0 and places past N are the bounds
-    rank = (n_pos + 1)[:, None].repeat(1, width + 1)
+    rank = (n_pos + 1)[:, None].repeat(1, max(width, n) + 1)
     rank[:, 0] = 1
     for level in range(levels):
         h = 1 << (levels - 1 - level)
