@@ -1,7 +1,7 @@
 """Benchmark of LAI inside deep-net training (issue 12, section 3): `make bench-torch`.
 
-Three measurements, each a median over repeats of warm calls, compile and first calls timed
-apart, on seeded synthetic scores (one-vs-rest: about 10% positives per query):
+Three measurements, each a median over repeats of warm calls (in (a) interleaved across the
+cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about 10% positives per query):
 
 (a) a mini-batch of 10 queries x 256 samples: one ``lai_batch`` call (AP, NDCG, 0-1; with the
     gradient) and one ``rank_hinge_loss`` forward + backward, against 10 single 0-1 LAI
@@ -78,11 +78,11 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
                                                                             gradient=True)),
                   (f"10 x lai {loss}", single_lai(loss)),
                   (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss))]
-    rows = []
-    for name, fn in cases:
-        first = _first_time(fn)
-        rows.append((name, _median_time(fn, repeats, inner=5), first))
-    return rows
+    first = [_first_time(fn) for _, fn in cases]
+    # interleaved: each round times every case once, so that a change of the machine's load
+    # (shared cores) touches all cases alike
+    rounds = np.array([[_median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
+    return [(name, float(t), f) for (name, _), t, f in zip(cases, np.median(rounds, 0), first)]
 
 
 def pl_cnn(torch, width=(64, 128, 256)):
