@@ -1,7 +1,8 @@
 """Benchmark of LAI inside deep-net training (issue 12, section 3): `make bench-torch`.
 
 Three measurements, each a median over repeats of warm calls (in (a) interleaved across the
-cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about 10% positives per query):
+cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about
+10% positives per query):
 
 (a) a mini-batch of 10 queries x 256 samples: one ``lai_batch`` call (AP, NDCG, 0-1; with the
     gradient) and one ``rank_hinge_loss`` forward + backward, against 10 single 0-1 LAI

@@ -22,6 +22,7 @@ from qs.torch._exact import lai_torch
 __all__ = ["rank_hinge_loss", "RankHingeLoss"]
 
 REDUCTIONS = ("mean", "sum", "none")
+_INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean"):
@@ -139,5 +140,3 @@ def _check(scores, labels, loss, method, reduction):
                          "Remove or impute NaN/inf scores before the loss.")
     return labels
 
-
-_INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)

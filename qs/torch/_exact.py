@@ -56,7 +56,7 @@ def _zero_one(scores, is_pos):
 
 
 def _ranking(scores, is_pos, loss, n_pos, n_neg):
-    q, n = scores.shape
+    n = scores.shape[1]
     dev, f64 = scores.device, scores.dtype
     minus_inf = torch.tensor(-math.inf, dtype=f64, device=dev)
     # positives, then negatives, by descending score (ties in input order); the other class
