@@ -8,7 +8,7 @@ score) moved from interleaving rank ``i`` to ``i+1`` changes the objective by
 
 Every method returns, for each negative, the *largest* maximiser over ranks of the partial
 sums of these increments, and evaluates them with the same expression
-``spos[i] - c2 * s + inc(j, i, P, params)`` (``spos[i] = c2 * s+_i``, ``c2 = 2/(PN)``) so
+``spos[i] - c2 * s + increment(inc, j, i, P, params)`` (``spos[i] = c2 * s+_i``, ``c2 = 2/(PN)``) so
 that all methods compare the same floating-point numbers.
 
 Ties among negatives: the one earlier in the input takes the smaller place ``j`` (so a rank
@@ -22,7 +22,8 @@ straddle a rank change.
 
 import numpy as np
 
-from qs._numba import jit, jit_generic, jit_inline
+from qs._numba import jit, jit_inline
+from qs.losses import increment
 
 # Input errors found inside kernels, as codes turned into messages by the Python API.
 OK, NOT_FINITE = 0, 1
@@ -139,9 +140,11 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j)."""
     cs = c2 * s
     best = lo
-    gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
-    for i in range(np.uintp(lo), np.uintp(hi)):  # small increments are not absorbed by a
-        gain += spos[i] - cs + inc(j, np.int64(i), n_pos, params)  # large running total
+    # gain: objective at rank i+1 minus the best so far, summed from the best so that small
+    # increments are not absorbed by a large running total
+    gain = 0.0
+    for i in range(np.uintp(lo), np.uintp(hi)):
+        gain += spos[i] - cs + increment(inc, j, np.int64(i), n_pos, params)
         if gain >= 0.0:
             best = np.int64(i) + 1
             gain = 0.0
@@ -200,7 +203,7 @@ def _partition_pairs(v, idx, lo, hi, pivot, strict):
     return np.int64(i)
 
 
-@jit_generic
+@jit
 def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n_pos, c2, spos):
     """The divide and conquer of Algorithm 1 on scores already in descending order.
 
@@ -237,7 +240,7 @@ def _push(stack, top, a, b, r_lo, r_hi, is_sorted):
     return top + 1
 
 
-@jit_generic
+@jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
                        stack):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
