@@ -2,40 +2,76 @@
 
 import importlib
 import pkgutil
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
-import yaml
 
 import pipelines
-from pipelines import scaling, voc2011_actions
-from pipelines._io import write_npz
-from qs import data
-from qs.ssvm import SOLVERS
+
+# The pipelines, qs and numba load only inside a command: `qsrank --help` imports none of them.
+# So the choices of the options are written here; tests/test_cli.py checks them against their
+# sources (pipelines.scaling, qs.ssvm.SOLVERS).
+VARIES = ("negatives", "positives", "total")
+BENCH_LOSSES = ("ap", "ndcg")
+CURVE_NAMES = ("0-1", "ap", "ap_qs", "ap_search", "ap_auto", "ap_auto_out", "sort_dc", "ndcg",
+               "ndcg_qs", "ndcg_auto", "ndcg_auto_out", "np.max", "np.partition", "np.sort")
+SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")
 
 # The repository's configs; when the package is installed without them, the built-in defaults.
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIGS / "scaling.yaml"
 # `qsrank bench --experiment NAME`: the pipelines that time LAI inside training (Figures 2-3)
-BENCH_EXPERIMENTS = {"voc2011_actions": voc2011_actions}
+BENCH_EXPERIMENTS = ("voc2011_actions",)
 
 
 # What a run can hit that is the user's to fix (bad config or data, an unwritable --out, a
 # QP backend that fails or is missing): a one-line message and exit 1, not a traceback.
 USER_ERRORS = (ValueError, OSError, RuntimeError, ImportError)
 
+def _version():
+    try:
+        return version("qsrank")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+_notice = {"registered": False, "shown": False}
+
+
+def notice_compiles():
+    """From now on, print one line on stderr before the first kernel numba compiles (a cache
+    miss: the first run after installing or updating the kernels); cache loads are silent."""
+    if _notice["registered"]:
+        return
+    from numba.core import event
+
+    class CompileNotice(event.Listener):
+        def on_start(self, _):
+            if not _notice["shown"]:
+                _notice["shown"] = True
+                click.echo("compiling kernels (first run only) ...", err=True)
+
+        def on_end(self, _):
+            pass
+
+    event.register("numba:compile", CompileNotice())
+    _notice["registered"] = True
+
+
 @click.group()
+@click.version_option(_version(), prog_name="qsrank")
 def main():
     """Exact loss-augmented inference for AP and NDCG losses (Mohapatra et al., CVPR 2018)."""
 
 
 @main.command()
-@click.option("--vary", type=click.Choice(scaling.VARIES),
+@click.option("--vary", type=click.Choice(VARIES),
               help="Which count grows [config: negatives].")
-@click.option("--loss", type=click.Choice(scaling.LOSSES + ("all",)),
+@click.option("--loss", type=click.Choice(BENCH_LOSSES + ("all",)),
               help="Losses to time [config: all].")
 @click.option("--methods",
-              help=f"Comma-separated curves to time, from: {', '.join(scaling.CURVE_NAMES)}.")
+              help=f"Comma-separated curves to time, from: {', '.join(CURVE_NAMES)}.")
 @click.option("--repeats", type=click.IntRange(min=1),
               help="Warm timed samples per size and curve (with --experiment: trainings).")
 @click.option("--preset", help="Size preset of the config: paper, large, voc or quick.")
@@ -47,7 +83,7 @@ def main():
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the synthetic scores.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True),
               help="Skip a curve once a call is predicted to take longer (seconds).")
-@click.option("--experiment", type=click.Choice(sorted(BENCH_EXPERIMENTS)),
+@click.option("--experiment", type=click.Choice(BENCH_EXPERIMENTS),
               help="Time the total LAI time of whole trainings on this experiment's data "
                    "instead of single calls on synthetic scores [config: "
                    "configs/<experiment>.yaml].")
@@ -59,12 +95,15 @@ def bench(config_path, out, methods, budget, experiment, action, **options):
     voc2011_actions: whole trainings on the boxes of one class (--class), subsampled;
     rerunning into the same --out resumes, and the figure shows every vary run there.
     """
+    notice_compiles()
     if experiment is not None:
-        _bench_experiment(BENCH_EXPERIMENTS[experiment], config_path, out, methods, budget,
+        _bench_experiment(importlib.import_module(f"pipelines.{experiment}"), config_path, out, methods, budget,
                           action, **options)
         return
     if action is not None:
         raise click.UsageError("--class needs --experiment.")
+    from pipelines import scaling
+
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
     methods = [name.strip() for name in methods.split(",")] if methods else None
@@ -107,7 +146,7 @@ def _bench_experiment(module, config_path, out, methods, budget, action, *, vary
 @click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
               help="Train only the methods of this loss.")
 @click.option("--inference", help="Train only the methods of this LAI method (e.g. qs, yue).")
-@click.option("--solver", type=click.Choice(sorted(SOLVERS)), help="Structured SVM solver.")
+@click.option("--solver", type=click.Choice(SOLVER_NAMES), help="Structured SVM solver.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory; an existing one resumes [default: "
                    "results/<experiment>/<run-id>].")
@@ -117,6 +156,7 @@ def train(config_path, classes, loss, inference, solver, out, force):
     """Run the experiment a config names: train, evaluate, write its tables."""
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
                  "solver": solver, "force": force}
+    notice_compiles()
     try:
         module = pipeline_of(config_path)
         config = module.load_config(config_path, **{k: v for k, v in overrides.items()
@@ -136,6 +176,8 @@ def experiments():
 
 def pipeline_of(config_path):
     """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
+    import yaml
+
     try:
         config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
@@ -171,6 +213,8 @@ def plot():
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot_scaling(run_dir):
     """Redraw RUN_DIR/scaling.png and scaling.pdf from RUN_DIR/timings.csv."""
+    from pipelines import scaling
+
     try:
         paths = scaling.plot_run(run_dir)
     except USER_ERRORS as err:
@@ -191,6 +235,9 @@ def load():
               help="Write the validated data to this .npz cache.")
 def load_poselet(path, features_dir, out):
     """Read the VOC2011 action poselet list file PATH and its feature files."""
+    from pipelines._io import write_npz
+    from qs import data
+
     try:
         poselet = data.load_poselet(path, feature_dir=features_dir)
         if out is not None:
@@ -204,6 +251,8 @@ def load_poselet(path, features_dir, out):
 
 def poselet_summary(poselet):
     """Boxes, images, dimensions, positives per action, sparsity and source, as text."""
+    from qs import data
+
     n_boxes, n_dims = poselet.X.shape
     labels = poselet.labels
     n_other = int(((labels < 0) | (labels > len(data.ACTIONS))).sum())

@@ -1,17 +1,106 @@
 """numba settings in one place.
 
-``jit`` compiles kernels that take plain arrays and numbers; their machine code is cached on
-disk. ``jit_generic`` compiles kernels that take a loss's increment kernel as an argument:
-numba cannot cache those across processes, so they compile once per process and per loss
-(the benchmark reports that compile time apart from warm time). No ``fastmath``: it would
-change NaN/inf semantics and the tie-breaking comparisons the methods must share.
+``jit`` compiles kernels whose machine code is cached on disk, so that a second process loads
+it instead of compiling. A kernel's cache entry is stamped with a hash of every kernel source
+file of the package (not only its own file, numba's rule): a cached kernel holds the code of
+the kernels it calls, in other files too, and must not outlive an edit of them.
+
+Loss-generic kernels take as first argument either a built-in loss's code (an integer, so
+that they are cached like the others) or a user's increment kernel (see
+:func:`qs.losses.increment`). numba cannot cache code compiled for a function argument: a
+user's :class:`qs.losses.QSLoss` compiles on its first use in every process, and those
+compilations are kept out of the disk cache.
+
+No ``fastmath``: it would change NaN/inf semantics and the tie-breaking comparisons the
+methods must share.
 """
 
+import functools
+import hashlib
 import inspect
+import warnings
+from pathlib import Path
 
 import numba
+from numba.core import caching, config
 
-jit = numba.njit(cache=True, nogil=True)
+_PACKAGE = Path(__file__).resolve().parent
+#: the files whose kernels a cached kernel may hold
+KERNEL_SOURCES = ("_numba.py", "losses.py", "inference/*.py")
+
+
+@functools.cache
+def source_stamp():
+    """Hash of every kernel source file: the freshness stamp of each cached kernel."""
+    digest = hashlib.sha256()
+    for pattern in KERNEL_SOURCES:
+        for path in sorted(_PACKAGE.glob(pattern)):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _stamped(name):
+    """numba's locator class ``name``, its freshness stamp replaced by :func:`source_stamp`."""
+    base = getattr(caching, name, None) or getattr(caching, "_" + name)
+    return type("Stamped" + name, (base,), {"get_source_stamp": lambda self: source_stamp()})
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    # numba's order: NUMBA_CACHE_DIR when set, __pycache__ beside the source, the user's cache
+    _locator_classes = [_stamped(n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
+                                              "UserWideCacheLocator")]
+
+
+class _Cache(caching.FunctionCache):
+    """numba's cache, minus the signatures with a function argument: numba would write a new
+    entry for them in every process and never load one (the function's identity differs)."""
+
+    _impl_class = _CacheImpl
+
+    def load_overload(self, sig, target_context):
+        return None if _takes_function(sig) else super().load_overload(sig, target_context)
+
+    def save_overload(self, sig, data):
+        if not _takes_function(sig):
+            super().save_overload(sig, data)
+
+
+def _takes_function(sig):
+    args = sig.args if hasattr(sig, "args") else sig
+    return any(isinstance(a, numba.types.Dispatcher) for a in args)
+
+
+_warned = []
+
+
+def _warn_once(message):
+    if not _warned:
+        _warned.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _with_cache(dispatcher):
+    """Give ``dispatcher`` the package-stamped disk cache; where no cache directory is
+    writable, or NUMBA_CACHE_DIR is set but not writable, warn once and go on (compiling in
+    every process in the first case)."""
+    try:
+        dispatcher._cache = _Cache(dispatcher.py_func)
+    except RuntimeError:  # numba: "no locator available"
+        _warn_once("qsrank: no writable numba cache directory (NUMBA_CACHE_DIR, __pycache__ "
+                   "or the user's cache directory); kernels compile in every process.")
+        return dispatcher
+    if config.CACHE_DIR and not str(dispatcher._cache.cache_path).startswith(
+            str(Path(config.CACHE_DIR).resolve())):
+        _warn_once(f"qsrank: NUMBA_CACHE_DIR={config.CACHE_DIR} is not writable; kernels are "
+                   f"cached in {dispatcher._cache.cache_path} instead.")
+    return dispatcher
+
+
+def jit(fn):
+    """A kernel compiled once and cached on disk."""
+    return _with_cache(numba.njit(cache=False, nogil=True)(fn))
+
+
 jit_generic = numba.njit(cache=False, nogil=True)
 # Inlined into its callers at numba's level: the rank evaluation runs once per node of
 # every divide and conquer, where a call costs as much as a short scan.
@@ -21,7 +110,9 @@ _bound = {}
 
 
 def bind(kernel, inc):
-    """``kernel`` with its first argument fixed to the increment kernel ``inc``.
+    """``kernel`` with its first argument fixed to the increment kernel ``inc``: for a
+    built-in loss, the cached kernel with the loss's code; for another loss, a version
+    compiled in this process.
 
     Calling a numba function from Python with a function argument costs ~10 us of typing per
     call; the bound version takes only arrays and numbers. It is generated with ``inc`` as a
@@ -29,9 +120,14 @@ def bind(kernel, inc):
     """
     key = (kernel, inc)
     if key not in _bound:
-        names = list(inspect.signature(kernel.py_func).parameters)[1:]
-        args = ", ".join(names)
-        namespace = {"kernel": kernel, "inc": inc}
-        exec(f"def bound({args}):\n    return kernel(inc, {args})\n", namespace)
-        _bound[key] = jit_generic(namespace["bound"])
+        from qs.losses import BUILTIN_INCREMENTS  # qs.losses imports this module
+
+        if inc in BUILTIN_INCREMENTS:
+            _bound[key] = functools.partial(kernel, BUILTIN_INCREMENTS[inc])
+        else:
+            names = list(inspect.signature(kernel.py_func).parameters)[1:]
+            args = ", ".join(names)
+            namespace = {"kernel": kernel, "inc": inc}
+            exec(f"def bound({args}):\n    return kernel(inc, {args})\n", namespace)
+            _bound[key] = jit_generic(namespace["bound"])
     return _bound[key]

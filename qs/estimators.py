@@ -65,7 +65,8 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     n_iter_ : int, solver iterations. converged_ : bool, tolerance met before ``max_iter``.
     objective_curve_, gap_curve_ : primal objective and duality gap per iteration.
     lai_times_ : wall time (s) of every LAI call; ``lai_calls_`` their number,
-        ``lai_time_`` their sum, ``lai_time_per_call_`` their mean.
+        ``lai_time_`` their sum, ``lai_time_per_call_`` their mean; all without
+        ``lai_compile_time_``, what loading or compiling the kernels added to the first call.
     """
 
     def __init__(self, *, loss="ap", inference="auto", solver="cutting_plane", C=1.0, tol=1e-3,
@@ -115,6 +116,7 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         self.lai_calls_ = res.lai_calls
         self.lai_time_ = res.lai_time
         self.lai_time_per_call_ = res.lai_time_per_call
+        self.lai_compile_time_ = res.lai_compile_time
         return self
 
     def decision_function(self, X):

@@ -16,6 +16,8 @@ import functools
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from qs._numba import jit
 
@@ -34,6 +36,11 @@ def _places(n_pos):
     return k
 
 
+# read-only like NDCG's table, so that both built-in losses share the kernels' compiled code
+_NO_PARAMS = np.zeros(0)
+_NO_PARAMS.flags.writeable = False
+
+
 class QSLoss:
     """Protocol of a QS-suitable loss.
 
@@ -47,7 +54,7 @@ class QSLoss:
 
     def prepare(self, n_pos, n_neg):
         """Quantities the increment needs, precomputed once per call (float64 array)."""
-        return np.zeros(0)
+        return _NO_PARAMS
 
     def increment(self, j, i, n_pos, n_neg):
         """``delta_j(i+1) - delta_j(i)`` for arrays of 1-based ``j`` and ``i``."""
@@ -159,6 +166,34 @@ class NDCGLoss(QSLoss):
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
+
+#: The built-in increment kernels by code. The inference kernels take a code in place of the
+#: increment kernel for the built-in losses: an integer argument, where a function argument
+#: would keep numba from caching them on disk (see ``qs._numba``).
+AP_CODE, NDCG_CODE = 0, 1
+BUILTIN_INCREMENTS = {_ap_increment: AP_CODE, _ndcg_increment: NDCG_CODE}
+
+
+def increment(inc, j, i, n_pos, params):
+    """The loss increment inside the inference kernels: ``inc`` is a built-in loss's code
+    (the branch on it is the same at every call of one inference, so predicted) or a loss's
+    increment kernel."""
+    if not isinstance(inc, int):
+        return inc(j, i, n_pos, params)
+    if inc == AP_CODE:
+        return _ap_increment(j, i, n_pos, params)
+    return _ndcg_increment(j, i, n_pos, params)
+
+
+@overload(increment, inline="always")
+def _increment_numba(inc, j, i, n_pos, params):
+    if isinstance(inc, types.Integer):
+        def by_code(inc, j, i, n_pos, params):
+            if inc == AP_CODE:
+                return _ap_increment(j, i, n_pos, params)
+            return _ndcg_increment(j, i, n_pos, params)
+        return by_code
+    return lambda inc, j, i, n_pos, params: inc(j, i, n_pos, params)
 
 
 def get_loss(loss):

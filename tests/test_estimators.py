@@ -132,6 +132,7 @@ def test_lai_record_is_consistent(solver, calls_per_iter):
     assert np.all(est.lai_times_ > 0)
     assert est.lai_time_ == pytest.approx(est.lai_times_.sum(), rel=1e-12)
     assert est.lai_time_per_call_ == pytest.approx(est.lai_time_ / est.lai_calls_, rel=1e-12)
+    assert est.lai_compile_time_ >= 0.0
     # the last recorded objective is that of coef_, recomputed with another LAI method
     w = est.coef_[0]
     res = lai(X @ w, y, loss="ap", method="yue")

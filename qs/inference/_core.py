@@ -8,8 +8,8 @@ score) moved from interleaving rank ``i`` to ``i+1`` changes the objective by
 
 Every method returns, for each negative, the *largest* maximiser over ranks of the partial
 sums of these increments, and evaluates them with the same expression
-``spos[i] - c2 * (s - ref) + inc(j, i, P, params)`` (``spos[i] = c2 * (s+_i - ref)``,
-``c2 = 2/(PN)``) so that all methods compare the same floating-point numbers.
+``spos[i] - c2 * (s - ref) + increment(inc, j, i, P, params)`` (``spos[i] = c2 * (s+_i -
+ref)``, ``c2 = 2/(PN)``) so that all methods compare the same floating-point numbers.
 
 Scores are measured from a reference score ``ref`` (:func:`reference`) in the rank
 evaluations and in the sums of F: a common offset of all scores cancels in ``s - ref``
@@ -28,7 +28,8 @@ straddle a rank change.
 
 import numpy as np
 
-from qs._numba import jit, jit_generic, jit_inline
+from qs._numba import jit, jit_inline
+from qs.losses import increment
 
 # Input errors found inside kernels, as codes turned into messages by the Python API.
 OK, NOT_FINITE = 0, 1
@@ -160,9 +161,11 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     ``spos[0]`` is the reference score (see :func:`positive_steps`)."""
     cs = c2 * (s - spos[0])
     best = lo
-    gain = 0.0  # objective at rank i+1 minus the best so far: summed from the best, so
-    for i in range(np.uintp(lo), np.uintp(hi)):  # small increments are not absorbed by a
-        gain += spos[i] - cs + inc(j, np.int64(i), n_pos, params)  # large running total
+    # gain: objective at rank i+1 minus the best so far, summed from the best so that small
+    # increments are not absorbed by a large running total
+    gain = 0.0
+    for i in range(np.uintp(lo), np.uintp(hi)):
+        gain += spos[i] - cs + increment(inc, j, np.int64(i), n_pos, params)
         if gain >= 0.0:
             best = np.int64(i) + 1
             gain = 0.0
@@ -221,7 +224,7 @@ def _partition_pairs(v, idx, lo, hi, pivot, strict):
     return np.int64(i)
 
 
-@jit_generic
+@jit
 def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n_pos, c2, spos):
     """The divide and conquer of Algorithm 1 on scores already in descending order.
 
@@ -258,7 +261,7 @@ def _push(stack, top, a, b, r_lo, r_hi, is_sorted):
     return top + 1
 
 
-@jit_generic
+@jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
                        stack):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives

@@ -11,7 +11,7 @@ for scores spread over their range, plus O(N log P) rank evaluations.
 
 import numpy as np
 
-from qs._numba import bind, jit, jit_generic
+from qs._numba import bind, jit
 from qs.inference._core import (
     OK,
     _sort_pairs_descending,
@@ -65,7 +65,7 @@ def sort_by_buckets(scores, is_pos, count, low, scale, v, idx):
             idx[lo : lo + n] = idx[lo : lo + n][order]
 
 
-@jit_generic
+@jit
 def _bucket_sort(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     n_neg = scores.size - n_pos
     ref = reference(scores)

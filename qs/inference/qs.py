@@ -11,7 +11,7 @@ O(N log N) sort. It is the simple exact peer the benchmark sets beside ``qs``.
 
 import numpy as np
 
-from qs._numba import bind, jit_generic
+from qs._numba import bind, jit
 from qs.inference._core import (
     OK,
     ONE,
@@ -30,7 +30,7 @@ from qs.inference._core import (
 from qs.inference._prepare import run_sorted
 
 
-@jit_generic
+@jit
 def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     n_neg = scores.size - n_pos
     ref = reference(scores)
@@ -53,7 +53,7 @@ def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
                   ref)
 
 
-@jit_generic
+@jit
 def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
              sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size

@@ -6,12 +6,12 @@ cost O(NP + N log N); they share one kernel, written as carefully as the fast me
 that a ratio of times measures the algorithms.
 """
 
-from qs._numba import jit_generic
+from qs._numba import jit
 from qs.inference._core import best_rank, finish, finish_working, positive_steps
 from qs.inference._prepare import run_sorted
 
 
-@jit_generic
+@jit
 def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
                  sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size

@@ -7,12 +7,13 @@ sign of the increment. Past ``q`` the ranks are scanned. Negatives are sorted fi
 O(N log N + N log P + P^2).
 """
 
-from qs._numba import jit_generic
+from qs._numba import jit
 from qs.inference._core import best_rank, finish, finish_working, positive_steps
 from qs.inference._prepare import run_sorted
+from qs.losses import increment
 
 
-@jit_generic
+@jit
 def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
                    sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
@@ -26,7 +27,7 @@ def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ne
         last = 0  # largest i <= q with a non-negative increment
         while lo <= hi:
             mid = (lo + hi) >> 1
-            if spos[mid] - cs + inc(j, mid, n_pos, params) >= 0.0:
+            if spos[mid] - cs + increment(inc, j, mid, n_pos, params) >= 0.0:
                 last = mid
                 lo = mid + 1
             else:

@@ -1,0 +1,62 @@
+"""The command line's shell: help and version without loading the pipelines, and the
+one-line notice before numba compiles."""
+
+import subprocess
+import sys
+
+import numba
+import pytest
+from click.testing import CliRunner
+
+import cli.main as cli_main
+from cli.main import main
+
+COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_help(command):
+    result = CliRunner().invoke(main, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Usage: ")
+
+
+def test_version_is_printed():
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("qsrank, version ")
+    assert result.output.split()[-1][0].isdigit()
+
+
+def test_help_imports_no_pipeline_nor_numba():
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom cli.main import main\n"
+            "assert CliRunner().invoke(main, ['bench', '--help']).exit_code == 0\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numba', 'qs', 'scipy', 'pandas', 'matplotlib') or m.startswith('pipelines.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_option_choices_match_their_sources():
+    from pipelines import scaling
+    from qs.ssvm import SOLVERS
+
+    assert cli_main.VARIES == scaling.VARIES
+    assert cli_main.BENCH_LOSSES == scaling.LOSSES
+    assert cli_main.CURVE_NAMES == scaling.CURVE_NAMES
+    assert cli_main.SOLVER_NAMES == tuple(sorted(SOLVERS))
+    assert set(cli_main.BENCH_EXPERIMENTS) <= set(cli_main.experiments())
+
+
+def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkeypatch):
+    monkeypatch.setitem(cli_main._notice, "shown", False)
+    cli_main.notice_compiles()
+    cli_main.notice_compiles()  # registering twice still prints once
+
+    @numba.njit
+    def add_one(x):
+        return x + 1
+
+    add_one(1)
+    add_one(1.5)
+    assert capsys.readouterr().err == "compiling kernels (first run only) ...\n"

@@ -1,0 +1,115 @@
+"""Kernels cached on disk: built-in losses load in a second process, a user's loss compiles
+and stays out of the cache, a cache directory that cannot be written is a warning."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+import qs._numba as qn
+from qs.inference import lai
+from qs.inference.scan import _scan_sorted
+from qs.losses import APLoss
+from qs.ssvm import cutting_plane
+
+ROOT = Path(__file__).resolve().parents[1]
+# both built-in losses through one kernel; prints its cache misses and hits
+SCRIPT = """
+import numpy as np
+from qs.inference import lai
+from qs.inference.scan import _scan_sorted
+scores, labels = np.array([0.3, -1.0, 2.0, 0.5, 0.1]), np.array([1, 0, 0, 1, 0])
+lai(scores, labels, "ap", "yue")
+lai(scores, labels, "ndcg", "chakrabarti")
+print(sum(_scan_sorted.stats.cache_misses.values()), sum(_scan_sorted.stats.cache_hits.values()))
+"""
+
+
+def run_script(cache_dir):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
+    return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          env=env, cwd=ROOT, check=True)
+
+
+def test_builtin_losses_compile_once_then_load_in_a_new_process(tmp_path):
+    # one compiled version serves both losses (the loss is a code argument)
+    assert run_script(tmp_path).stdout.split() == ["1", "0"]  # compiled
+    assert run_script(tmp_path).stdout.split() == ["0", "1"]  # loaded from disk
+
+
+def test_unwritable_cache_dir_warns_once_and_still_works(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    out = run_script(not_a_dir)
+    assert out.stderr.count("RuntimeWarning") == 1, out.stderr
+    assert f"NUMBA_CACHE_DIR={not_a_dir} is not writable" in out.stderr
+
+
+def test_no_writable_cache_dir_compiles_with_one_warning(monkeypatch):
+    monkeypatch.setattr(qn._CacheImpl, "_locator_classes", [])
+    monkeypatch.setattr(qn, "_warned", [])
+
+    def double(x):
+        return 2 * x
+
+    with pytest.warns(RuntimeWarning, match="no writable numba cache directory"):
+        kernel = qn.jit(double)
+    assert kernel(3) == 6
+    assert isinstance(kernel._cache, numba.core.caching.NullCache)
+
+
+def _fresh_increment(j, i, n_pos, params):
+    return -i / ((j + i - 1.0) * (j + i) * n_pos)
+
+
+class FreshAP(APLoss):
+    """AP through an increment kernel no other test uses: it compiles here."""
+
+    name = "fresh_ap"
+    kernel = staticmethod(numba.njit(_fresh_increment))
+
+
+def test_user_loss_is_exact_and_not_written_to_the_cache():
+    cache = Path(_scan_sorted._cache.cache_path)
+    before = sorted(cache.glob("*.nbc"))
+    rng = np.random.default_rng(3)
+    scores, labels = rng.standard_normal(60), rng.random(60) < 0.3
+    ours = lai(scores, labels, FreshAP(), "qs")
+    assert sorted(cache.glob("*.nbc")) == before
+    ref = lai(scores, labels, "ap", "yue")
+    np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
+    assert ours.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+def test_compile_time_is_kept_out_of_the_lai_times():
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((80, 5)), rng.random(80) < 0.3
+
+    class Fresher(FreshAP):  # a new increment kernel: the first call compiles
+        kernel = staticmethod(numba.njit(_fresh_increment))
+
+    res = cutting_plane(X, y, loss=Fresher(), method="sort_dc", max_iter=5)
+    assert res.lai_compile_time > res.lai_times.max()
+
+
+def test_the_stamp_covers_every_kernel_file(tmp_path, monkeypatch):
+    for pattern in qn.KERNEL_SOURCES:
+        for path in qn._PACKAGE.glob(pattern):
+            target = tmp_path / path.relative_to(qn._PACKAGE)
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    monkeypatch.setattr(qn, "_PACKAGE", tmp_path)
+    qn.source_stamp.cache_clear()
+    try:
+        stamp = qn.source_stamp()
+        core = tmp_path / "inference" / "_core.py"
+        core.write_text(core.read_text() + "\n# an edit\n")
+        qn.source_stamp.cache_clear()
+        assert qn.source_stamp() != stamp
+    finally:
+        monkeypatch.undo()
+        qn.source_stamp.cache_clear()
