@@ -168,3 +168,154 @@ def test_digits_as_cifar_is_deterministic_and_labelled():
     assert set(np.unique(a.y_test)) == set(range(10))
     assert a.source.startswith(DIGITS_NOTE) and "not CIFAR-10" in a.source
     assert a.X_train.max() == 255
+
+
+# ---------------------------------------------------------------------------- the network
+
+def test_plcnn_parameters_at_the_papers_width_and_output_shape():
+    torch = pytest.importorskip("torch")
+    from qs.nets import PLCNN, n_parameters
+
+    net = PLCNN()
+    assert n_parameters(net) == 1_188_170  # the paper's "about 1.19M"
+    assert net(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    tiny = PLCNN((2, 3, 4))
+    assert tiny.classifier.in_features == 4 * 4 * 4
+    assert tiny(torch.zeros(5, 3, 32, 32)).shape == (5, 10)
+
+
+# ---------------------------------------------------------------------------- the pipeline
+
+TINY = {"split": {"train": 60, "val": 20, "test": 60}, "widths": [2, 3, 4], "batch_size": 30,
+        "threads": 1, "warm_start": {"cross_entropy_epochs": 1, "hinge_epochs": 1},
+        "epochs": 1, "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_qs"]}
+
+
+def _pipeline():
+    pytest.importorskip("torch")
+    pytest.importorskip("qs.torch")
+    from pipelines import cifar10
+
+    return cifar10
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    cifar10 = _pipeline()
+    out = tmp_path_factory.mktemp("cifar10") / "run"
+    return cifar10.run(cifar10.load_config(**TINY), out, progress=False)
+
+
+def test_run_writes_tables_figure_and_provenance(tiny_run):
+    import json
+
+    import pandas as pd
+
+    cifar10 = _pipeline()
+    names = {p.name for p in tiny_run.iterdir()}
+    assert names == {"results.csv", "history.csv", "per_class.csv", "table.md", "figure.png",
+                     "figure.pdf", "config.yaml", "provenance.json", "checkpoints"}
+    results = pd.read_csv(tiny_run / "results.csv")
+    assert list(results.method) == TINY["methods"]
+    assert ((results.test_map > 0) & (results.test_map <= 1)).all()
+    assert (results.lai_s > 0).all() and (results.lai_s < results.train_s).all()
+    # Yue's and the QS LAI give the same subgradients: the same network, other times
+    ap = results.set_index("method").loc[["ap_yue", "ap_qs"]]
+    assert ap.test_map.iloc[0] == ap.test_map.iloc[1]
+    assert ap.test_ndcg.iloc[0] == ap.test_ndcg.iloc[1]
+    per_class = pd.read_csv(tiny_run / "per_class.csv")
+    mean = per_class[per_class.method == "ndcg_qs"].test_ndcg.mean()
+    assert mean == pytest.approx(results.set_index("method").test_ndcg["ndcg_qs"])
+    table = cifar10.report(tiny_run)
+    assert "not CIFAR-10" in table and "84.22" in table and "1.974" in table
+    record = json.loads((tiny_run / "provenance.json").read_text())
+    assert record["data"].startswith("digits-as-CIFAR (not CIFAR-10)")
+    assert record["packages"]["torch"] and record["seed"] == 0
+    assert sorted(p.name for p in (tiny_run / "checkpoints").iterdir()) == sorted(
+        f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]])
+
+
+def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
+    import pandas as pd
+    import torch
+    from sklearn.metrics import average_precision_score
+
+    from qs.nets import PLCNN
+
+    cifar10 = _pipeline()
+    cfg = cifar10.load_config(**TINY)
+    data = cifar10.load_data(cfg)
+    net = PLCNN(tuple(TINY["widths"]))
+    net.load_state_dict(torch.load(tiny_run / "checkpoints" / "ap_qs.pt")["model"])
+    net.eval()
+    with torch.no_grad():
+        scores = net(cifar10._Normaliser(data["train"][0])(data["test"][0])).double().numpy()
+    y = data["test"][1]
+    expected = np.mean([average_precision_score(y == c, scores[:, c]) for c in range(10)])
+    results = pd.read_csv(tiny_run / "results.csv").set_index("method")
+    assert results.test_map["ap_qs"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
+    cifar10 = _pipeline()
+    ckpts = tiny_run / "checkpoints"
+    stamp = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    (ckpts / "ap_qs.pt").unlink()
+    cifar10.run(cifar10.load_config(**TINY), tiny_run, progress=False)
+    again = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    assert {k for k in again if again[k] != stamp.get(k)} == {"ap_qs.pt"}
+    cifar10.run(cifar10.load_config(**TINY, force=True, loss="ap"), tiny_run, progress=False)
+    forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt", "ap_qs.pt"}
+
+
+def test_cli_trains_on_cifar10_binary_batches(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    _pipeline()
+    from cli.main import main
+
+    write_binary(tmp_path / "cifar-10-batches-bin", n=16)
+    config = tmp_path / "cifar10.yaml"
+    small = {**TINY, "split": {"train": 60, "val": 10, "test": 16},
+             "methods": ["zero_one", "ndcg_chakrabarti"]}
+    config.write_text(yaml.safe_dump({"experiment": "cifar10", "data": str(tmp_path), **small}))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "ours (CIFAR-10)" in result.output and "ndcg_chakrabarti" in result.output
+    assert "CIFAR-10 binary batches" in (out / "provenance.json").read_text()
+    (tmp_path / "cifar-10-batches-bin" / "data_batch_4.bin").unlink()
+    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
+    assert result.exit_code == 1
+    assert "missing CIFAR-10 batch(es) data_batch_4.bin" in result.output
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"epoch": 2}, "unknown config key"),
+    ({"preset": "full"}, "preset full is the paper's setting on real CIFAR-10"),
+    ({"preset": "huge"}, "preset must be one of default, full"),
+    ({"widths": [64, 128]}, "widths must be a list of 3 positive integers"),
+    ({"split": {"train": 1000, "val": 500}}, "split.train \\+ split.val is 1500"),
+    ({"methods": ["ap_fast"]}, "methods entry must be one of"),
+    ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
+    ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
+    ({"data": 3}, "data must be null"),
+])
+def test_bad_configs(config, message):
+    from pipelines import cifar10
+
+    with pytest.raises(ValueError, match=message):
+        cifar10.load_data(cifar10.load_config(**config))
+
+
+def test_data_folder_without_batches(tmp_path):
+    from pipelines import cifar10
+
+    with pytest.raises(ValueError, match="no CIFAR-10 batches found"):
+        cifar10.load_data(cifar10.load_config(data=str(tmp_path)))
+    write_python(tmp_path, n=4)
+    with pytest.raises(ValueError, match="split.train \\+ split.val is 1397; the training "
+                                         "images number 20"):
+        cifar10.load_data(cifar10.load_config(data=str(tmp_path), split={"test": 4}))
