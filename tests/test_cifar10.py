@@ -184,6 +184,28 @@ def test_plcnn_parameters_at_the_papers_width_and_output_shape():
     assert tiny(torch.zeros(5, 3, 32, 32)).shape == (5, 10)
 
 
+def test_fixed_pattern_forward_is_the_forward_and_affine_in_a_layers_weights():
+    torch = pytest.importorskip("torch")
+    from qs.nets import PLCNN
+
+    torch.manual_seed(0)
+    net = PLCNN((3, 4, 5)).eval()
+    x = torch.randn(6, 3, 32, 32)
+    pattern = net.patterns(x)
+    with torch.no_grad():
+        torch.testing.assert_close(net.forward_fixed(x, pattern), net(x), rtol=0, atol=1e-6)
+        layer = net.linear_layers()[1]
+        w0, d = layer.weight.clone(), torch.randn_like(layer.weight)
+
+        def scores(t):
+            layer.weight.copy_(w0 + t * d)
+            return net.forward_fixed(x, pattern)
+
+        s0, s1, s3 = scores(0.0), scores(1.0), scores(3.0)
+        torch.testing.assert_close(s3 - s0, 3 * (s1 - s0), rtol=1e-4, atol=1e-4)
+        assert not torch.allclose(net(x), s3)  # the true forward left that pattern
+
+
 # ---------------------------------------------------------------------------- the pipeline
 
 TINY = {"split": {"train": 60, "val": 20, "test": 60}, "widths": [2, 3, 4], "batch_size": 30,
@@ -319,3 +341,43 @@ def test_data_folder_without_batches(tmp_path):
     with pytest.raises(ValueError, match="split.train \\+ split.val is 1397; the training "
                                          "images number 20"):
         cifar10.load_data(cifar10.load_config(data=str(tmp_path), split={"test": 4}))
+
+
+def test_layerwise_svm_lowers_its_layers_objective():
+    """One layer's BCFW solve ends below the objective it started at (u = 0), evaluated with
+    the activation pattern held fixed, as the solver sees it."""
+    import torch
+    from torch.nn.utils import parameters_to_vector
+    from tqdm import tqdm
+
+    from qs.nets import PLCNN
+    from qs.torch import rank_hinge_loss
+
+    cifar10 = _pipeline()
+    cfg = cifar10.load_config(**{**TINY, "training": "layerwise",
+                                   "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}})
+    data = cifar10.load_data(cfg)
+    normalise = cifar10._Normaliser(data["train"][0])
+    torch.manual_seed(0)
+    net = PLCNN(tuple(TINY["widths"])).eval()
+    layer = net.linear_layers()[-1]
+    step_loss, _ = cifar10._phase_loss("ap_qs", rank_hinge_loss)
+    x, y = normalise(data["train"][0]), torch.from_numpy(data["train"][1])
+    pattern = net.patterns(x)
+    order = np.random.default_rng([cfg["seed"], 0]).permutation(len(y))
+    blocks = [order[i:i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
+    theta0 = parameters_to_vector([layer.weight, layer.bias]).detach().clone()
+    lam = cfg["layerwise"]["proximal"] / cfg["layerwise"]["C"]
+
+    def objective():
+        with torch.no_grad():
+            scores = net.forward_fixed(x, pattern)
+            u = parameters_to_vector([layer.weight, layer.bias]) - theta0
+            hinge = np.mean([step_loss(scores[b], y[b])[0].item() for b in blocks])
+            return lam / 2 * float(u @ u) + hinge
+
+    before = objective()
+    with tqdm(disable=True) as bar:
+        *_, steps = cifar10._svm_layer(cfg, net, layer, step_loss, data, normalise, 0, bar)
+    assert steps == 4 * len(blocks)
+    assert objective() < before - 1e-3
