@@ -291,7 +291,8 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
     assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt", "ap_qs.pt"}
 
 
-def test_cli_trains_on_cifar10_binary_batches(tmp_path):
+def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
+    import pandas as pd
     import yaml
     from click.testing import CliRunner
 
@@ -301,13 +302,15 @@ def test_cli_trains_on_cifar10_binary_batches(tmp_path):
     write_binary(tmp_path / "cifar-10-batches-bin", n=16)
     config = tmp_path / "cifar10.yaml"
     small = {**TINY, "split": {"train": 60, "val": 10, "test": 16},
-             "methods": ["zero_one", "ndcg_chakrabarti"]}
+             "methods": ["zero_one", "ndcg_chakrabarti"], "training": "layerwise"}
     config.write_text(yaml.safe_dump({"experiment": "cifar10", "data": str(tmp_path), **small}))
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "ours (CIFAR-10)" in result.output and "ndcg_chakrabarti" in result.output
     assert "CIFAR-10 binary batches" in (out / "provenance.json").read_text()
+    history = pd.read_csv(out / "history.csv")  # layer-wise: one row per layer solved
+    assert list(history[history.phase == "zero_one"].unit) == list(range(1, 8))
     (tmp_path / "cifar-10-batches-bin" / "data_batch_4.bin").unlink()
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
     assert result.exit_code == 1
