@@ -11,10 +11,15 @@ VOC_CONFIG ?= configs/voc2011_actions.yaml
 VOC_RUN ?= results/voc2011_actions/default
 VOC_FIGURES ?= results/voc2011_actions
 FIGURE_CLASS ?= phoning
+# CIFAR-10 (paper 000, Section 4.3): digits-as-CIFAR by default; point CIFAR10_CONFIG at a
+# config with `preset: full` and `data:` set for the real batches.
+CIFAR10_CONFIG ?= configs/cifar10.yaml
+CIFAR10_RUN ?= results/cifar10/default
+TORCH_STAMP := $(VENV)/.torch-installed
 
 .PHONY: help install test bench bench-large bench-torch clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-figure2 reproduce-figure3 voc2011-train
+	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -67,6 +72,14 @@ reproduce-figure3: $(STAMP)  ## paper 000 Figure 3: NDCG LAI time as total/negat
 	$(call figure,ndcg,figure3)
 
 reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-figure2 reproduce-figure3  ## all of paper 000 Section 4.1
+
+$(TORCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet 'torch==2.13.0'
+	touch $(TORCH_STAMP)
+
+reproduce-cifar10: $(TORCH_STAMP)  ## paper 000 Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
+	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)
+	@echo "figure: $(CIFAR10_RUN)/figure.png"
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
 	$(QSRANK) train --config configs/digits.yaml

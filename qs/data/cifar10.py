@@ -1,0 +1,186 @@
+"""CIFAR-10 as users hold it (the python or the binary batches), and digits-as-CIFAR.
+
+Both CIFAR-10 versions hold five training batches and one test batch of 32x32 colour images
+in 10 classes, pixels stored channel-major (1024 red, 1024 green, 1024 blue bytes per image):
+
+- python (``cifar-10-batches-py``): ``data_batch_1`` ... ``data_batch_5``, ``test_batch``,
+  each a pickled dict with ``b"data"`` (n x 3072 uint8) and ``b"labels"`` (n ints), plus
+  ``batches.meta`` (``b"label_names"``);
+- binary (``cifar-10-batches-bin``): ``data_batch_1.bin`` ... ``test_batch.bin``, records of
+  1 label byte and 3072 pixel bytes, plus ``batches.meta.txt`` (one class name a line).
+
+Trust: the python batches are pickles. They are read with an unpickler that resolves only
+the few numpy globals an array needs (no other class or function can be built), so a
+hostile file cannot run code through ``find_class``; numpy's array reconstruction itself is
+trusted, as in ``numpy.load(allow_pickle=True)`` of a file one holds.
+
+``digits_as_cifar`` is the default of the CIFAR-10 experiment that needs no download:
+scikit-learn's bundled 8x8 digits, upsampled to 32x32 and repeated over 3 channels. It is
+not CIFAR-10, and its ``source`` says so.
+"""
+
+import codecs
+import io
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+N_CLASSES = 10
+SIDE = 32
+RECORD = 3 * SIDE * SIDE  # pixel bytes per image
+TRAIN_BATCHES = tuple(f"data_batch_{k}" for k in range(1, 6))
+TEST_BATCH = "test_batch"
+CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+               "ship", "truck")
+DIGITS_NOTE = "digits-as-CIFAR (not CIFAR-10)"
+
+# The globals a pickled uint8 array needs (numpy's, and the codec protocol 2 writes bytes
+# with under Python 3); the values are the real objects.
+_RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1, np.uint8))[0]
+_ALLOWED = {
+    ("_codecs", "encode"): codecs.encode,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+}
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """Images (n, 3, 32, 32) uint8 and labels (n,) int64 in 0..9, training pool and test set.
+
+    `source` names where the images came from; `class_names` the 10 classes in label order.
+    """
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    class_names: tuple
+    source: str
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        try:
+            return _ALLOWED[module, name]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"global {module}.{name} is not allowed in a CIFAR-10 batch") from None
+
+
+def _unpickle(path):
+    raw = Path(path).read_bytes()
+    try:
+        return _ArrayUnpickler(io.BytesIO(raw), encoding="bytes").load()
+    except Exception as err:  # any malformed pickle: truncated, wrong type, bad opcode
+        raise ValueError(f"{path}: not a readable CIFAR-10 python batch "
+                         f"({type(err).__name__}: {err})") from None
+
+
+def _checked(path, pixels, labels):
+    """(pixels (n, 3072), labels (n,)) as images (n, 3, 32, 32) uint8 and int64 labels."""
+    n = len(labels)
+    if pixels.ndim != 2 or pixels.shape[1] != RECORD or pixels.shape[0] != n or n == 0:
+        raise ValueError(f"{path}: expected data of shape (n, {RECORD}) with n = {n} labels "
+                         f"(n > 0); got data of shape {pixels.shape}")
+    bad = (labels < 0) | (labels >= N_CLASSES)
+    if bad.any():
+        raise ValueError(f"{path}: labels must be in 0..{N_CLASSES - 1}; got "
+                         f"{labels[bad][0]} at record {int(np.argmax(bad))}")
+    return np.ascontiguousarray(pixels.reshape(n, 3, SIDE, SIDE)), labels.astype(np.int64)
+
+
+def read_python_batch(path):
+    """One batch of the python version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
+    batch = _unpickle(path)
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise ValueError(f"{path}: expected a pickled dict with keys b'data' and b'labels'")
+    pixels, labels = np.asarray(batch[b"data"]), np.asarray(batch[b"labels"])
+    if pixels.dtype != np.uint8:
+        raise ValueError(f"{path}: data must be uint8 pixels; got dtype {pixels.dtype}")
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{path}: labels must be a list of integers")
+    return _checked(path, pixels, labels)
+
+
+def read_binary_batch(path):
+    """One batch of the binary version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
+    raw = np.frombuffer(Path(path).read_bytes(), dtype=np.uint8)
+    if raw.size == 0 or raw.size % (RECORD + 1):
+        raise ValueError(f"{path}: {raw.size} bytes is not a whole number of {RECORD + 1}-byte "
+                         "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10")
+    records = raw.reshape(-1, RECORD + 1)
+    return _checked(path, records[:, 1:], records[:, 0])
+
+
+def _version_of(directory):
+    """('python' | 'binary', the folder holding the batches), or a ValueError."""
+    for folder in (directory, directory / "cifar-10-batches-py", directory / "cifar-10-batches-bin"):
+        if (folder / TEST_BATCH).is_file():
+            return "python", folder
+        if (folder / f"{TEST_BATCH}.bin").is_file():
+            return "binary", folder
+    raise ValueError(f"{directory}: no CIFAR-10 batches found (expected {TEST_BATCH} and "
+                     f"data_batch_1..5 of the python version, or the same names with .bin, "
+                     "here or in cifar-10-batches-py/ or cifar-10-batches-bin/)")
+
+
+def _class_names(folder, version):
+    """The names in batches.meta (python) or batches.meta.txt (binary); the standard ones if
+    the file is absent."""
+    if version == "python":
+        path = folder / "batches.meta"
+        if not path.is_file():
+            return CLASS_NAMES
+        meta = _unpickle(path)
+        names = meta.get(b"label_names") if isinstance(meta, dict) else None
+        names = [n.decode() if isinstance(n, bytes) else n for n in names or []]
+    else:
+        path = folder / "batches.meta.txt"
+        if not path.is_file():
+            return CLASS_NAMES
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if len(names) != N_CLASSES or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{path}: expected {N_CLASSES} class names; got {names!r}")
+    return tuple(names)
+
+
+def load_cifar10(directory):
+    """CIFAR-10 from `directory` (either version, or its parent folder): ImageData with the
+    50000 training images (batches 1-5 in order) and the 10000 test images."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"CIFAR-10 directory {directory} does not exist")
+    version, folder = _version_of(directory)
+    suffix, read = (("", read_python_batch) if version == "python"
+                    else (".bin", read_binary_batch))
+    paths = [folder / f"{name}{suffix}" for name in (*TRAIN_BATCHES, TEST_BATCH)]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"{folder}: missing CIFAR-10 batch(es) {', '.join(missing)}")
+    train = [read(p) for p in paths[:-1]]
+    X_test, y_test = read(paths[-1])
+    return ImageData(np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train]),
+                     X_test, y_test, _class_names(folder, version),
+                     f"CIFAR-10 {version} batches in {folder.resolve()}")
+
+
+def digits_as_cifar(test_size, seed):
+    """scikit-learn's 1797 digits as 32x32x3 uint8 images (each pixel a 4x4 block, grey over
+    3 channels), split by a seeded stratified split with `test_size` images in the test set."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    grey = np.rint(X.reshape(-1, 8, 8) * (255 / 16)).astype(np.uint8)
+    images = np.repeat(np.repeat(grey, 4, axis=1), 4, axis=2)
+    images = np.ascontiguousarray(np.repeat(images[:, None], 3, axis=1))
+    X_train, X_test, y_train, y_test = train_test_split(
+        images, y.astype(np.int64), test_size=test_size, stratify=y, random_state=seed)
+    return ImageData(X_train, y_train, X_test, y_test, tuple(map(str, range(10))),
+                     f"{DIGITS_NOTE}: scikit-learn load_digits, 1797 8x8 images upsampled to "
+                     f"32x32x3; stratified split seed {seed}")
