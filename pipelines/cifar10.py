@@ -26,7 +26,6 @@ training split's mean and standard deviation.
 """
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -44,7 +43,10 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import atomic_path, markdown_table, provenance, save_figure, write_text
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import claim_run_dir, same, settings_key
+from pipelines._tables import markdown_table
 from qs.data.cifar10 import DIGITS_NOTE, digits_as_cifar, load_cifar10
 from qs.metrics import average_precision, ndcg
 
@@ -239,10 +241,11 @@ def _rank_hinge_loss():
 
 
 def _settings(cfg, note):
-    """What a checkpoint must share with the run to be resumed (not the method filters)."""
+    """What a checkpoint must share with the run to be resumed (not the method filters): the
+    code's version included, so that edited code retrains."""
     keys = ("seed", "split", "widths", "batch_size", "warm_start", "epochs", "training",
             "layerwise", "lr", "momentum", "weight_decay", "freeze_bn")
-    return {"data": note, **{k: cfg[k] for k in keys}}
+    return settings_key(data=note, **{k: cfg[k] for k in keys})
 
 
 def _copy(state):
@@ -257,10 +260,6 @@ def _digest(state):
         h.update(key.encode())
         h.update(value.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
-
-
-def _same(a, b):
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _phase_loss(phase, loss_fn):
@@ -310,7 +309,7 @@ def _load(path, settings):
     if not path.is_file():
         return None
     state = torch.load(path, weights_only=True)
-    return state if _same(state.get("settings"), settings) else None
+    return state if same(state.get("settings"), settings) else None
 
 
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
@@ -481,7 +480,7 @@ def run(config, out_dir=None, progress=True):
 
     cfg = resolve(config)
     data = load_data(cfg)
-    out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT)
+    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
     if cfg["threads"] is not None:
         torch.set_num_threads(cfg["threads"])
     loss_fn = _rank_hinge_loss()
@@ -628,10 +627,7 @@ def write_outputs(out, cfg, note, history, per_class, warm_test, n_params):
     ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
     save_figure(plot(history, methods, warm_test, ours), out / "figure")
     write_text(out / "config.yaml", dump_config(cfg))
-    record = provenance(cfg["seed"], note)
-    record["packages"]["torch"] = torch.__version__
-    record["torch_threads"] = torch.get_num_threads()
-    write_text(out / "provenance.json", json.dumps(record, indent=2) + "\n")
+    write_provenance(out, cfg["seed"], note, {**cfg, "torch_threads": torch.get_num_threads()})
 
 
 def report(run_dir):

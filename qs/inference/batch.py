@@ -23,7 +23,7 @@ import numpy as np
 
 from qs._numba import jit, jit_generic
 from qs.inference import AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE, _resolve, lai
-from qs.inference._core import OK, failed, label_check, scan_and_gather
+from qs.inference._core import OK, failed, label_check, reference, scan_and_gather
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map, n_buckets_for
 from qs.inference.bucket_sort import _bucket_sort
 from qs.inference.qs import _qs, _sort_dc
@@ -224,14 +224,15 @@ def _sorted_solver(kernel):
     @jit_generic
     def solve(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         v = np.empty(scores.size - n_pos)
+        ref = reference(scores)
         err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos,
-                                                                              n_pos, v)
+                                                                              n_pos, v, ref)
         if err != OK:
             return failed(err, where)
         v = np.sort(v)[::-1].copy()
         rk = np.empty(v.size, dtype=np.int64)
         return kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                      sum_pos, sum_neg)
+                      sum_pos, sum_neg, ref)
 
     return solve
 
