@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from qs.inference import METHODS, lai
-from qs.inference.batch import _SOLVERS, THREADED_MIN, lai_batch
+from qs.inference import batch
+from qs.inference.batch import _SOLVERS, lai_batch
 from qs.ssvm import ground_truth_coef
 
 METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
@@ -55,14 +56,14 @@ def test_batch_is_lai_row_by_row(loss, method, ties):
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
-def test_large_batches_on_threads_and_the_unsorted_default(loss):
-    """Rows large enough for "auto" to pick the bucket method, in a batch large enough to
-    run on threads, mixed with small rows of the sorting method."""
+def test_large_batches_on_threads_and_the_unsorted_default(loss, monkeypatch):
+    """Rows large enough for "auto" to pick the bucket method, in a batch run on threads,
+    mixed with small rows of the sorting method."""
     rng = np.random.default_rng(8)
     n = 10_000
     scores, labels = batch_input(rng, 7, n, 0.01, False)
     labels[5] = rng.random(n) < 0.3  # many positives: bucket_sort in the same batch
-    assert scores.size >= THREADED_MIN
+    monkeypatch.setattr(batch, "THREADED_MIN", scores.size)
     check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
 
 
