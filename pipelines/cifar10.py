@@ -77,9 +77,10 @@ DEFAULTS = {
     "seed": 0,  # network initialisation, data split and mini-batch order
     "data": None,  # null: digits-as-CIFAR; else the folder of the CIFAR-10 batches
     "split": {"train": 1197, "val": 200, "test": 400},  # images; val and train from one pool
-    "widths": [16, 32, 64],  # channels of the three blocks (paper: 64, 128, 256)
+    "widths": [8, 16, 32],  # channels of the three blocks (paper: 64, 128, 256)
     "batch_size": 200,
     "threads": None,  # torch intra-op threads (null: torch's default)
+    "device": "cpu",  # cpu | cuda (the network; LAI methods but auto run on the CPU either way)
     "warm_start": {"cross_entropy_epochs": 4, "hinge_epochs": 1, "lr": 0.01},
     "epochs": 3,  # per method, after the warm start (layer-wise: sweeps over the layers)
     "training": "end_to_end",  # end_to_end (SGD on the whole net) | layerwise (see below)
@@ -142,6 +143,7 @@ def resolve(config):
     check_number(cfg["batch_size"], "batch_size", integer=True, low=2)
     if cfg["threads"] is not None:
         check_number(cfg["threads"], "threads", integer=True, low=1)
+    check_choice(cfg["device"], "device", ("cpu", "cuda"))
     check_keys(cfg["warm_start"], DEFAULTS["warm_start"], "warm_start")
     for key in ("cross_entropy_epochs", "hinge_epochs"):
         check_number(cfg["warm_start"][key], f"warm_start.{key}", integer=True, low=0)
@@ -213,20 +215,31 @@ def is_digits(note):
 
 
 class _Normaliser:
-    """uint8 images -> float32 tensors, per channel (x - mean) / std of the training images."""
+    """uint8 images -> float32 tensors on `device`, per channel (x - mean) / std of the
+    training images."""
 
-    def __init__(self, images):
+    def __init__(self, images, device="cpu"):
         pixels = images.reshape(len(images), 3, -1).astype(np.float64) / 255
         self.mean = pixels.mean(axis=(0, 2))
         self.std = np.maximum(pixels.std(axis=(0, 2)), 1e-8)
+        self.device = device
 
     def __call__(self, images):
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255)
-        mean = torch.tensor(self.mean, dtype=torch.float32).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, dtype=torch.float32).view(1, 3, 1, 1)
-        return (x - mean) / std
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float().div_(255)
+        mean = torch.tensor(self.mean, dtype=torch.float32, device=self.device)
+        std = torch.tensor(self.std, dtype=torch.float32, device=self.device)
+        return (x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+
+
+def _clock(device):
+    """perf_counter once the device's queued work is done (CUDA runs asynchronously)."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 # ---------------------------------------------------------------------------- training
@@ -275,9 +288,9 @@ def _phase_loss(phase, loss_fn):
 
     def rank_loss(scores, y):
         onehot = torch.nn.functional.one_hot(y, scores.shape[1]).T.contiguous()
-        start = time.perf_counter()
+        start = _clock(scores.device.type)
         value = loss_fn(scores.T, onehot, loss=loss, method=inference, reduction="mean")
-        return value, time.perf_counter() - start
+        return value, _clock(scores.device.type) - start
 
     return rank_loss, True
 
@@ -288,7 +301,7 @@ def evaluate(model, normalise, images, labels):
 
     model.eval()
     with torch.no_grad():
-        scores = np.concatenate([model(normalise(images[i:i + EVAL_BATCH])).double().numpy()
+        scores = np.concatenate([model(normalise(images[i:i + EVAL_BATCH])).double().cpu().numpy()
                                  for i in range(0, len(images), EVAL_BATCH)])
     classes = [c for c in range(scores.shape[1]) if 0 < (labels == c).sum() < len(labels)]
     ap = {c: average_precision(labels == c, scores[:, c]) for c in classes}
@@ -309,7 +322,7 @@ def _load(path, settings):
 
     if not path.is_file():
         return None
-    state = torch.load(path, weights_only=True)
+    state = torch.load(path, map_location="cpu", weights_only=True)
     return state if _same(state.get("settings"), settings) else None
 
 
@@ -318,19 +331,19 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
     import torch
 
     X, y = data["train"]
-    labels = torch.from_numpy(y)
+    labels = torch.from_numpy(y).to(normalise.device)
     order = np.random.default_rng([cfg["seed"], epoch]).permutation(len(y))
     starts = range(0, len(y), cfg["batch_size"])
     train_s = lai_s = total = 0.0
     for i, start in enumerate(starts):
         idx = order[start:start + cfg["batch_size"]]
-        began = time.perf_counter()
+        began = _clock(normalise.device)
         scores = model(normalise(X[idx]))
         value, spent = step_loss(scores, labels[idx])
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        train_s += time.perf_counter() - began
+        train_s += _clock(normalise.device) - began
         lai_s += spent
         total += value.detach().item()
         bar.update()
@@ -348,7 +361,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
     X, y = data["train"]
-    labels = torch.from_numpy(y)
+    labels = torch.from_numpy(y).to(normalise.device)
     params = [layer.weight, layer.bias]
     theta0 = parameters_to_vector(params).detach().clone()
     lam = cfg["layerwise"]["proximal"] / cfg["layerwise"]["C"]
@@ -356,14 +369,14 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     blocks = [order[i:i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
     n_blocks = len(blocks)
     u = torch.zeros_like(theta0)
-    u_b = torch.zeros(n_blocks, theta0.numel())
+    u_b = torch.zeros(n_blocks, theta0.numel(), device=theta0.device)
     l_b = np.zeros(n_blocks)
     rng = np.random.default_rng([cfg["seed"], sweep, 1])
     train_s = lai_s = total = 0.0
     steps = 0
     for _ in range(cfg["layerwise"]["passes"]):
         for b in rng.permutation(n_blocks):
-            began = time.perf_counter()
+            began = _clock(normalise.device)
             x = normalise(X[blocks[b]])
             with torch.no_grad():
                 vector_to_parameters(theta0, params)
@@ -381,7 +394,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
             u_b[b] += step
             u += step
             l_b[b] += gamma * (l_s - l_b[b])
-            train_s += time.perf_counter() - began
+            train_s += _clock(normalise.device) - began
             lai_s += spent
             total += value.item()
             steps += 1
@@ -480,6 +493,8 @@ def run(config, out_dir=None, progress=True):
     from qs.nets import PLCNN, n_parameters
 
     cfg = resolve(config)
+    if cfg["device"] == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu")
     data = load_data(cfg)
     out = Path(out_dir) if out_dir is not None else new_run_dir(EXPERIMENT)
     if cfg["threads"] is not None:
@@ -487,9 +502,9 @@ def run(config, out_dir=None, progress=True):
     loss_fn = _rank_hinge_loss()
     methods = selected_methods(cfg)
     settings = _settings(cfg, data["note"])
-    normalise = _Normaliser(data["train"][0])
+    normalise = _Normaliser(data["train"][0], cfg["device"])
     torch.manual_seed(cfg["seed"])
-    model = PLCNN(tuple(cfg["widths"]))
+    model = PLCNN(tuple(cfg["widths"])).to(cfg["device"])
     state = _copy(model.state_dict())
     warm_up_lai(loss_fn, methods)
     finished = {}

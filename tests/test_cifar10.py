@@ -327,6 +327,7 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
     ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
     ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
     ({"data": 3}, "data must be null"),
+    ({"device": "tpu"}, "device must be one of cpu, cuda"),
 ])
 def test_bad_configs(config, message):
     from pipelines import cifar10
