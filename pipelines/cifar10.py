@@ -251,10 +251,14 @@ def _rank_hinge_loss():
     return rank_hinge_loss
 
 
-def _settings(cfg, note):
-    """What a checkpoint must share with the run to be resumed (not the method filters)."""
-    keys = ("seed", "split", "widths", "batch_size", "warm_start", "epochs", "training",
-            "layerwise", "lr", "momentum", "weight_decay", "freeze_bn")
+def _settings(cfg, note, phase):
+    """What a phase's checkpoint must share with the run to be resumed: the data and the
+    settings the phase uses (a method's start, the warm start, is checked by its digest)."""
+    keys = ("seed", "split", "widths", "batch_size", "momentum", "weight_decay")
+    if phase in WARM_PHASES:
+        keys += ("warm_start",)
+    else:
+        keys += ("epochs", "training", "layerwise", "lr", "freeze_bn")
     return {"data": note, **{k: cfg[k] for k in keys}}
 
 
@@ -501,7 +505,6 @@ def run(config, out_dir=None, progress=True):
         torch.set_num_threads(cfg["threads"])
     loss_fn = _rank_hinge_loss()
     methods = selected_methods(cfg)
-    settings = _settings(cfg, data["note"])
     normalise = _Normaliser(data["train"][0], cfg["device"])
     torch.manual_seed(cfg["seed"])
     model = PLCNN(tuple(cfg["widths"])).to(cfg["device"])
@@ -511,7 +514,7 @@ def run(config, out_dir=None, progress=True):
     for phase in (*WARM_PHASES, *methods):
         path = out / "checkpoints" / f"{phase}.pt"
         start = state if phase in WARM_PHASES else finished["warm_hinge"]["model"]
-        phase_settings = {**settings, "start": _digest(start)}
+        phase_settings = {**_settings(cfg, data["note"], phase), "start": _digest(start)}
         forced = cfg["force"] and phase not in WARM_PHASES
         ckpt = None if forced else _load(path, phase_settings)
         ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}

@@ -289,6 +289,10 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
     cifar10.run(cifar10.load_config(**TINY, force=True, loss="ap"), tiny_run, progress=False)
     forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt", "ap_qs.pt"}
+    cifar10.run(cifar10.load_config(**{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
+                progress=False)  # a method's setting changed: the warm start is kept
+    changed = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    assert {k for k in changed if changed[k] != forced[k]} == {"zero_one.pt"}
 
 
 def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
