@@ -79,9 +79,10 @@ DEFAULTS = {
     "seed": 0,  # network initialisation, data split and mini-batch order
     "data": None,  # null: digits-as-CIFAR; else the folder of the CIFAR-10 batches
     "split": {"train": 1197, "val": 200, "test": 400},  # images; val and train from one pool
-    "widths": [16, 32, 64],  # channels of the three blocks (paper: 64, 128, 256)
+    "widths": [8, 16, 32],  # channels of the three blocks (paper: 64, 128, 256)
     "batch_size": 200,
     "threads": None,  # torch intra-op threads (null: torch's default)
+    "device": "cpu",  # cpu | cuda (the network; LAI methods but auto run on the CPU either way)
     "warm_start": {"cross_entropy_epochs": 4, "hinge_epochs": 1, "lr": 0.01},
     "epochs": 3,  # per method, after the warm start (layer-wise: sweeps over the layers)
     "training": "end_to_end",  # end_to_end (SGD on the whole net) | layerwise (see below)
@@ -144,6 +145,7 @@ def resolve(config):
     check_number(cfg["batch_size"], "batch_size", integer=True, low=2)
     if cfg["threads"] is not None:
         check_number(cfg["threads"], "threads", integer=True, low=1)
+    check_choice(cfg["device"], "device", ("cpu", "cuda"))
     check_keys(cfg["warm_start"], DEFAULTS["warm_start"], "warm_start")
     for key in ("cross_entropy_epochs", "hinge_epochs"):
         check_number(cfg["warm_start"][key], f"warm_start.{key}", integer=True, low=0)
@@ -215,20 +217,31 @@ def is_digits(note):
 
 
 class _Normaliser:
-    """uint8 images -> float32 tensors, per channel (x - mean) / std of the training images."""
+    """uint8 images -> float32 tensors on `device`, per channel (x - mean) / std of the
+    training images."""
 
-    def __init__(self, images):
+    def __init__(self, images, device="cpu"):
         pixels = images.reshape(len(images), 3, -1).astype(np.float64) / 255
         self.mean = pixels.mean(axis=(0, 2))
         self.std = np.maximum(pixels.std(axis=(0, 2)), 1e-8)
+        self.device = device
 
     def __call__(self, images):
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255)
-        mean = torch.tensor(self.mean, dtype=torch.float32).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, dtype=torch.float32).view(1, 3, 1, 1)
-        return (x - mean) / std
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float().div_(255)
+        mean = torch.tensor(self.mean, dtype=torch.float32, device=self.device)
+        std = torch.tensor(self.std, dtype=torch.float32, device=self.device)
+        return (x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+
+
+def _clock(device):
+    """perf_counter once the device's queued work is done (CUDA runs asynchronously)."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 # ---------------------------------------------------------------------------- training
@@ -240,11 +253,15 @@ def _rank_hinge_loss():
     return rank_hinge_loss
 
 
-def _settings(cfg, note):
-    """What a checkpoint must share with the run to be resumed (not the method filters): the
-    code's version included, so that edited code retrains."""
-    keys = ("seed", "split", "widths", "batch_size", "warm_start", "epochs", "training",
-            "layerwise", "lr", "momentum", "weight_decay", "freeze_bn")
+def _settings(cfg, note, phase):
+    """What a phase's checkpoint must share with the run to be resumed: the code's version
+    (edited code retrains), the data and the settings the phase uses (a method's start, the
+    warm start, is checked by its digest)."""
+    keys = ("seed", "split", "widths", "batch_size", "momentum", "weight_decay")
+    if phase in WARM_PHASES:
+        keys += ("warm_start",)
+    else:
+        keys += ("epochs", "training", "layerwise", "lr", "freeze_bn")
     return settings_key(data=note, **{k: cfg[k] for k in keys})
 
 
@@ -274,9 +291,9 @@ def _phase_loss(phase, loss_fn):
 
     def rank_loss(scores, y):
         onehot = torch.nn.functional.one_hot(y, scores.shape[1]).T.contiguous()
-        start = time.perf_counter()
+        start = _clock(scores.device.type)
         value = loss_fn(scores.T, onehot, loss=loss, method=inference, reduction="mean")
-        return value, time.perf_counter() - start
+        return value, _clock(scores.device.type) - start
 
     return rank_loss, True
 
@@ -287,7 +304,7 @@ def evaluate(model, normalise, images, labels):
 
     model.eval()
     with torch.no_grad():
-        scores = np.concatenate([model(normalise(images[i:i + EVAL_BATCH])).double().numpy()
+        scores = np.concatenate([model(normalise(images[i:i + EVAL_BATCH])).double().cpu().numpy()
                                  for i in range(0, len(images), EVAL_BATCH)])
     classes = [c for c in range(scores.shape[1]) if 0 < (labels == c).sum() < len(labels)]
     ap = {c: average_precision(labels == c, scores[:, c]) for c in classes}
@@ -308,7 +325,7 @@ def _load(path, settings):
 
     if not path.is_file():
         return None
-    state = torch.load(path, weights_only=True)
+    state = torch.load(path, map_location="cpu", weights_only=True)
     return state if same(state.get("settings"), settings) else None
 
 
@@ -317,19 +334,19 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
     import torch
 
     X, y = data["train"]
-    labels = torch.from_numpy(y)
+    labels = torch.from_numpy(y).to(normalise.device)
     order = np.random.default_rng([cfg["seed"], epoch]).permutation(len(y))
     starts = range(0, len(y), cfg["batch_size"])
     train_s = lai_s = total = 0.0
     for i, start in enumerate(starts):
         idx = order[start:start + cfg["batch_size"]]
-        began = time.perf_counter()
+        began = _clock(normalise.device)
         scores = model(normalise(X[idx]))
         value, spent = step_loss(scores, labels[idx])
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        train_s += time.perf_counter() - began
+        train_s += _clock(normalise.device) - began
         lai_s += spent
         total += value.detach().item()
         bar.update()
@@ -347,7 +364,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
     X, y = data["train"]
-    labels = torch.from_numpy(y)
+    labels = torch.from_numpy(y).to(normalise.device)
     params = [layer.weight, layer.bias]
     theta0 = parameters_to_vector(params).detach().clone()
     lam = cfg["layerwise"]["proximal"] / cfg["layerwise"]["C"]
@@ -355,14 +372,14 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     blocks = [order[i:i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
     n_blocks = len(blocks)
     u = torch.zeros_like(theta0)
-    u_b = torch.zeros(n_blocks, theta0.numel())
+    u_b = torch.zeros(n_blocks, theta0.numel(), device=theta0.device)
     l_b = np.zeros(n_blocks)
     rng = np.random.default_rng([cfg["seed"], sweep, 1])
     train_s = lai_s = total = 0.0
     steps = 0
     for _ in range(cfg["layerwise"]["passes"]):
         for b in rng.permutation(n_blocks):
-            began = time.perf_counter()
+            began = _clock(normalise.device)
             x = normalise(X[blocks[b]])
             with torch.no_grad():
                 vector_to_parameters(theta0, params)
@@ -380,7 +397,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
             u_b[b] += step
             u += step
             l_b[b] += gamma * (l_s - l_b[b])
-            train_s += time.perf_counter() - began
+            train_s += _clock(normalise.device) - began
             lai_s += spent
             total += value.item()
             steps += 1
@@ -479,23 +496,24 @@ def run(config, out_dir=None, progress=True):
     from qs.nets import PLCNN, n_parameters
 
     cfg = resolve(config)
+    if cfg["device"] == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu")
     data = load_data(cfg)
     out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
     if cfg["threads"] is not None:
         torch.set_num_threads(cfg["threads"])
     loss_fn = _rank_hinge_loss()
     methods = selected_methods(cfg)
-    settings = _settings(cfg, data["note"])
-    normalise = _Normaliser(data["train"][0])
+    normalise = _Normaliser(data["train"][0], cfg["device"])
     torch.manual_seed(cfg["seed"])
-    model = PLCNN(tuple(cfg["widths"]))
+    model = PLCNN(tuple(cfg["widths"])).to(cfg["device"])
     state = _copy(model.state_dict())
     warm_up_lai(loss_fn, methods)
     finished = {}
     for phase in (*WARM_PHASES, *methods):
         path = out / "checkpoints" / f"{phase}.pt"
         start = state if phase in WARM_PHASES else finished["warm_hinge"]["model"]
-        phase_settings = {**settings, "start": _digest(start)}
+        phase_settings = {**_settings(cfg, data["note"], phase), "start": _digest(start)}
         forced = cfg["force"] and phase not in WARM_PHASES
         ckpt = None if forced else _load(path, phase_settings)
         ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}

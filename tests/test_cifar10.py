@@ -290,6 +290,10 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
     cifar10.run(cifar10.load_config(**TINY, force=True, loss="ap"), tiny_run, progress=False)
     forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt", "ap_qs.pt"}
+    cifar10.run(cifar10.load_config(**{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
+                progress=False)  # a method's setting changed: the warm start is kept
+    changed = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    assert {k for k in changed if changed[k] != forced[k]} == {"zero_one.pt"}
 
 
 def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
@@ -328,6 +332,7 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
     ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
     ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
     ({"data": 3}, "data must be null"),
+    ({"device": "tpu"}, "device must be one of cpu, cuda"),
 ])
 def test_bad_configs(config, message):
     from pipelines import cifar10
