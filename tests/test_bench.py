@@ -147,3 +147,19 @@ def test_plot_scaling_without_timings_is_an_error(tmp_path):
     result = invoke("plot", "scaling", tmp_path)
     assert result.exit_code == 1, result.output
     assert "timings.csv" in result.output and "Traceback" not in result.output
+
+
+def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):
+    cfg = scaling.load_config(None, preset="quick")
+    rotation, labels = scaling._data(cfg, 10, 90)
+    assert len(rotation) == scaling.MAX_INPUTS  # 100 samples: the cap binds before 64 MB
+    assert len({v.tobytes() for v in rotation[:50]}) == 50
+    monkeypatch.setattr(scaling, "ROTATION_BYTES", 8 * 100 * 3)
+    rotation, labels = scaling._data(cfg, 10, 90)
+    assert len(rotation) == 3
+    seen = []
+    monkeypatch.setattr(scaling, "lai", lambda scores, *args, **kwargs: seen.append(scores))
+    call = scaling._caller(("ap", "ap_auto", "auto"), rotation, labels, None)
+    for _ in range(4):
+        call()
+    assert [id(v) for v in seen] == [id(v) for v in rotation + rotation[:1]]
