@@ -106,7 +106,11 @@ def test_iteration_cap_and_record():
     res = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=4, callback=seen.append)
     assert not res.converged and res.n_iter == 4
     assert res.objective.shape == res.gap.shape == (4,)
-    assert seen == [Progress(k + 1, res.objective[k], res.gap[k]) for k in range(4)]
+    assert [p[:3] for p in seen] == [Progress(k + 1, res.objective[k], res.gap[k])[:3]
+                                     for k in range(4)]
+    np.testing.assert_array_equal(seen[0].scores, np.zeros(len(y)))  # w = 0 at the start
+    assert all(p.scores.shape == (len(y),) for p in seen)
+    np.testing.assert_allclose(seen[-1].scores, X @ res.w)  # the last iterate is returned
     assert res.lai_calls == 4 and res.lai_time == pytest.approx(res.lai_times.sum())
     assert res.lai_time_per_call == pytest.approx(res.lai_time / 4)
     sg = subgradient(X, y, C=50.0, tol=0.0, max_iter=5)
