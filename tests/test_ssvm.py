@@ -2,6 +2,8 @@
 solvers against each other, LAI methods and dense/sparse input giving the same weights, the
 0-1 loss against scikit-learn's LinearSVC, and bad input."""
 
+import importlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -17,6 +19,10 @@ from qs.ssvm import (
     subgradient,
 )
 from tests import naive
+
+# the modules (qs.ssvm exports functions of the same names)
+cp_module = importlib.import_module("qs.ssvm.cutting_plane")
+problem_module = importlib.import_module("qs.ssvm._problem")
 
 LOSSES = [("ap", "qs"), ("ndcg", "qs"), ("01", "zero_one")]
 
@@ -237,3 +243,42 @@ def test_working_set_larger_than_the_features():
     ref = frank_wolfe(X, y, loss="ndcg", C=1.0, max_iter=20000, tol=1e-7)
     assert res.converged
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-3)
+
+
+# ---------------------------------------------------------------- working set and buffers
+
+def test_working_set_grows_in_place_past_its_capacity():
+    rng = np.random.default_rng(11)
+    ws = cp_module._WorkingSet(5, 2)
+    rows = rng.standard_normal((9, 5))
+    for i, a in enumerate(rows):
+        ws.add(a, float(i))
+    A, b = ws.rows()
+    np.testing.assert_array_equal(A, rows)
+    np.testing.assert_array_equal(b, np.arange(9.0))
+    np.testing.assert_allclose(ws.gram(), rows @ rows.T, rtol=1e-12)
+    assert ws.b.size == 16  # 2 -> 4 -> 8 -> 16
+
+
+def test_capacity_changes_nothing(monkeypatch):
+    X, y = make_data(seed=5)
+    ref = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=12)
+    monkeypatch.setattr(cp_module, "INITIAL_CAPACITY", 1)
+    res = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=12)
+    np.testing.assert_array_equal(res.w, ref.w)
+    np.testing.assert_array_equal(res.objective, ref.objective)
+
+
+@pytest.mark.parametrize("loss", ["ap", "01"])
+def test_lai_calls_write_into_one_pair_of_outputs(monkeypatch, loss):
+    X, y = make_data(seed=6)
+    outs = []
+
+    def spy(*args, out=None, **kwargs):
+        outs.append(out)
+        return lai(*args, out=out, **kwargs)
+
+    monkeypatch.setattr(problem_module, "lai", spy)
+    res = cutting_plane(X, y, C=50.0, loss=loss, tol=0.0, max_iter=6)
+    assert len(outs) == res.lai_calls + 1  # and the untimed first call
+    assert all(out is outs[0] for out in outs) and outs[0][1].shape == (len(y),)

@@ -6,6 +6,10 @@ solves the working set's dual,
 a QP of one variable per constraint, with a maintained solver through ``qpsolvers``;
 ``w = A^T alpha``. It stops when the most violated constraint exceeds the working set's
 slack by at most ``tol``, which bounds the duality gap by ``C * tol`` (plus the QP's error).
+
+The working set grows in place: its constraint rows and Gram matrix live in arrays whose
+capacity doubles when full, and each iteration writes one row, and one row and column of the
+Gram matrix, instead of stacking a new matrix and rebuilding the Gram matrix.
 """
 
 import numpy as np
@@ -16,6 +20,8 @@ from qs.ssvm._problem import Problem
 #: ridge added to the working set's Gram matrix, relative to its largest diagonal entry:
 #: the Gram matrix is only semi-definite, and daqp (like quadprog) needs it definite
 RIDGE = 1e-12
+#: constraints the working set holds before its first doubling
+INITIAL_CAPACITY = 16
 
 
 def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
@@ -40,24 +46,60 @@ def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_i
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
                    callback=callback)
     solve_qp = _qp_backend(qp_solver)
-    A = np.empty((0, prob.X.shape[1]))
-    b = np.empty(0)
-    gram = np.empty((0, 0))
+    ws = _WorkingSet(prob.X.shape[1], min(INITIAL_CAPACITY, prob.max_iter))
     alpha = np.empty(0)
     w = np.zeros(prob.X.shape[1])
     for it in range(prob.max_iter):
         a, b_new, xi = prob.most_violated(w)
+        A, b = ws.rows()
         xi_ws = float(np.max(b - A @ w, initial=0.0))
         prob.log(prob.primal(w, xi), w @ w + prob.C * xi - b @ alpha)
         converged = xi <= xi_ws + prob.tol
         if converged or it == prob.max_iter - 1:
             break
-        cross = A @ a
-        gram = np.block([[gram, cross[:, None]], [cross[None, :], np.array([[a @ a]])]])
-        A, b = np.vstack([A, a]), np.append(b, b_new)
-        alpha = solve_qp(gram, b, prob.C)
+        ws.add(a, b_new)
+        A, b = ws.rows()
+        alpha = solve_qp(ws.gram(), b, prob.C)
         w = A.T @ alpha
     return prob.result(w, converged)
+
+
+class _WorkingSet:
+    """Constraints ``w . a_i >= b_i - xi`` and their Gram matrix ``a_i . a_j``, grown in place
+    in arrays whose capacity doubles when full."""
+
+    def __init__(self, n_features, capacity):
+        self.k = 0
+        self.A = np.empty((capacity, n_features))
+        self.b = np.empty(capacity)
+        self.G = np.empty((capacity, capacity))
+
+    def add(self, a, b_new):
+        k = self.k
+        if k == self.b.size:
+            self._grow(2 * k)
+        cross = self.A[:k] @ a
+        self.G[:k, k] = cross
+        self.G[k, :k] = cross
+        self.G[k, k] = a @ a
+        self.A[k] = a
+        self.b[k] = b_new
+        self.k = k + 1
+
+    def _grow(self, capacity):
+        k = self.k
+        A, b, G = self.A, self.b, self.G
+        self.A = np.empty((capacity, A.shape[1]))
+        self.b = np.empty(capacity)
+        self.G = np.empty((capacity, capacity))
+        self.A[:k], self.b[:k], self.G[:k, :k] = A[:k], b[:k], G[:k, :k]
+
+    def rows(self):
+        """(A, b) of the constraints held: views, valid until the next :meth:`add`."""
+        return self.A[:self.k], self.b[:self.k]
+
+    def gram(self):
+        return self.G[:self.k, :self.k]
 
 
 def _qp_backend(name):
