@@ -87,8 +87,13 @@ def main():
               help="Time the total LAI time of whole trainings on this experiment's data "
                    "instead of single calls on synthetic scores [config: "
                    "configs/<experiment>.yaml].")
-@click.option("--class", "action", help="Action class of --experiment [config: phoning].")
-def bench(config_path, out, methods, budget, experiment, action, **options):
+@click.option("--class", "action", help="Action class of --experiment [config: phoning]; with "
+              "--replay, comma-separated classes [phoning].")
+@click.option("--replay", is_flag=True,
+              help="Record the score vectors of cutting-plane trainings on the VOC2011 action "
+                   "data (--config: a voc2011_actions config) and time every exact method on "
+                   "them, call by call (--repeats rounds [5], --loss).")
+def bench(config_path, out, methods, budget, experiment, action, replay, **options):
     """Time LAI methods as the sample counts grow (paper 000, Figures 2-3).
 
     Without --experiment: single LAI calls on synthetic scores. With --experiment
@@ -96,6 +101,9 @@ def bench(config_path, out, methods, budget, experiment, action, **options):
     rerunning into the same --out resumes, and the figure shows every vary run there.
     """
     notice_compiles()
+    if replay:
+        _bench_replay(config_path, out, action, options["loss"], options["repeats"])
+        return
     if experiment is not None:
         _bench_experiment(importlib.import_module(f"pipelines.{experiment}"), config_path, out, methods, budget,
                           action, **options)
@@ -114,6 +122,23 @@ def bench(config_path, out, methods, budget, experiment, action, **options):
         raise click.ClickException(str(err)) from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
+
+
+def _bench_replay(config_path, out, action, loss, repeats):
+    from pipelines import replay, voc2011_actions
+
+    if config_path is None:
+        default = CONFIGS / "voc2011_actions.yaml"
+        config_path = default if default.is_file() else None
+    classes = [c.strip() for c in action.split(",")] if action else ["phoning"]
+    losses = list(BENCH_LOSSES) if loss in (None, "all") else [loss]
+    try:
+        config = voc2011_actions.load_config(config_path, classes=classes)
+        run_dir = replay.run(config, classes, losses, repeats or 5, out)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(replay.read_summary(run_dir))
+    click.echo(f"results: {run_dir}")
 
 
 def _bench_experiment(module, config_path, out, methods, budget, action, *, vary, loss,

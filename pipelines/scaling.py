@@ -8,10 +8,13 @@ writing into output arrays reused from call to call (``lai(..., out=)``), every 
 allocates new ones per call. At each size every curve gets one cold call, timed apart
 because it includes numba compilation or cache loading, then ``repeats`` rounds of one warm
 timed sample of each curve in turn (a sample: an untimed call, then the mean of
-back-to-back calls lasting about 2 ms). A curve whose predicted time per call exceeds the
+back-to-back calls lasting about 2 ms). Every call reads the next of a rotation of different
+seeded score vectors (at least 64 MB of them): a repeated input would be learnt by the
+caches and the branch predictor, which training never lets happen. A curve whose predicted time per call exceeds the
 budget is skipped at that size and every larger one.
 """
 
+import itertools
 import time
 from pathlib import Path
 
@@ -70,6 +73,12 @@ COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "searc
           "auto": "C4", "sort_dc": "C5", "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
 SAMPLE_S = 2e-3  # seconds of back-to-back calls per timed sample (one call if longer)
+# Each call of a curve reads the next of a rotation of different score vectors of one size,
+# together at least ROTATION_BYTES (beyond the caches; and the branch predictor cannot learn
+# one input) and at least MIN_INPUTS of them: training never calls LAI twice on one input.
+ROTATION_BYTES = 64 << 20
+MIN_INPUTS = 2
+MAX_INPUTS = 4096
 TIMING_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "repeat", "seconds"]
 COLD_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "seconds", "status"]
 
@@ -225,14 +234,20 @@ def run(config, out_dir=None, progress=True):
 
 
 def _data(cfg, n_pos, n_neg):
-    """Seeded synthetic scores and 1/0 labels, shuffled so no method profits from input order."""
+    """Seeded synthetic score vectors (the rotation, see ROTATION_BYTES) and their 1/0
+    labels, shuffled so no method profits from input order."""
+    n = n_pos + n_neg
     rng = np.random.default_rng([cfg["seed"], n_pos, n_neg])
     s = cfg["scores"]
-    scores = np.concatenate([rng.normal(s["pos_mean"], s["pos_std"], n_pos),
-                             rng.normal(s["neg_mean"], s["neg_std"], n_neg)])
     labels = np.repeat(np.array([1, 0], dtype=np.int8), [n_pos, n_neg])
-    order = rng.permutation(n_pos + n_neg)
-    return scores[order], labels[order]
+    order = rng.permutation(n)
+    count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
+    rotation = []
+    for _ in range(count):
+        scores = np.concatenate([rng.normal(s["pos_mean"], s["pos_std"], n_pos),
+                                 rng.normal(s["neg_mean"], s["neg_std"], n_neg)])
+        rotation.append(scores[order])
+    return rotation, labels[order]
 
 
 def _data_note(cfg):
@@ -254,8 +269,8 @@ def _time_all(cfg, chosen, pairs, progress):
     with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
               disable=not progress) as bar:
         for n_pos, n_neg in pairs:
-            scores, labels = _data(cfg, n_pos, n_neg)
-            negatives = scores[labels == 0]
+            rotation, labels = _data(cfg, n_pos, n_neg)
+            negatives = [scores[labels == 0] for scores in rotation]
             calls = {}
             for curve in chosen:
                 loss, name, method = curve
@@ -266,13 +281,13 @@ def _time_all(cfg, chosen, pairs, progress):
                     cold.append({**key, "seconds": np.nan, "status": SKIPPED})
                     bar.update()
                 else:
-                    call = _caller(curve, scores, labels, negatives)
+                    call = _caller(curve, rotation, labels, negatives)
                     cold.append({**key, "seconds": _clock(call), "status": "ok"})
                     calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / _clock(call))))
             warm = {curve: [] for curve in calls}
             for _ in range(cfg["repeats"]):
                 for curve, (_, call, number) in calls.items():
-                    call()  # untimed: the curve's data back in cache, as in back-to-back calls
+                    call()  # untimed: the curve's code and outputs warm, as in back-to-back calls
                     warm[curve].append(_clock(call, number))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
@@ -291,14 +306,17 @@ def _predicted(last, method, n_pos, n_neg):
     return seconds * (n_pos + n_neg) / (p0 + n0)
 
 
-def _caller(curve, scores, labels, negatives):
+def _caller(curve, rotation, labels, negatives):
+    """The curve's call, on the next input of the rotation at each call."""
     loss, name, method = curve
     if name in REFERENCES:
-        return lambda: REFERENCES[name](negatives)
+        fn, following = REFERENCES[name], itertools.cycle(negatives)
+        return lambda: fn(next(following))
+    following = itertools.cycle(rotation)
     if name in REUSED_OUTPUTS:
-        out = np.empty(negatives.size, dtype=np.int32), np.empty(scores.size)
-        return lambda: lai(scores, labels, loss=loss, method=method, out=out)
-    return lambda: lai(scores, labels, loss=loss, method=method)
+        out = np.empty(negatives[0].size, dtype=np.int32), np.empty(labels.size)
+        return lambda: lai(next(following), labels, loss=loss, method=method, out=out)
+    return lambda: lai(next(following), labels, loss=loss, method=method)
 
 
 def _clock(call, number=1):
@@ -364,7 +382,9 @@ def summary(cfg, timings, cold):
     parts = [
         f"# Scaling of loss-augmented inference: varying the {cfg['vary']}",
         f"Data: {_data_note(cfg)}. Preset `{cfg['preset']}` (paper 000, Figures 2-3). Each "
-        f"cell is the median of {cfg['repeats']} warm calls through `qs.inference.lai` "
+        f"cell is the median of {cfg['repeats']} warm calls through `qs.inference.lai`, each on "
+        "the next of a rotation of different score vectors of that size (at least "
+        f"{ROTATION_BYTES >> 20} MB of them) "
         "(np.max, np.partition and np.sort run on the negatives alone). The first, cold call "
         "at each size, which includes numba compilation or cache loading, is not in the "
         f"medians; see the last table. `{SKIPPED}`: the call was predicted to take more than "

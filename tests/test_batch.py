@@ -6,8 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from qs.inference import METHODS, lai
-from qs.inference import batch
+from qs.inference import METHODS, batch, lai
 from qs.inference.batch import _SOLVERS, lai_batch
 from qs.ssvm import ground_truth_coef
 

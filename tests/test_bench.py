@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from cli.main import DEFAULT_CONFIG, main
-from pipelines import scaling
+from pipelines import replay, scaling
 
 OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
            "scaling.png", "scaling.pdf")
@@ -147,3 +147,39 @@ def test_plot_scaling_without_timings_is_an_error(tmp_path):
     result = invoke("plot", "scaling", tmp_path)
     assert result.exit_code == 1, result.output
     assert "timings.csv" in result.output and "Traceback" not in result.output
+
+
+def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):
+    cfg = scaling.load_config(None, preset="quick")
+    rotation, labels = scaling._data(cfg, 10, 90)
+    assert len(rotation) == scaling.MAX_INPUTS  # 100 samples: the cap binds before 64 MB
+    assert len({v.tobytes() for v in rotation[:50]}) == 50
+    monkeypatch.setattr(scaling, "ROTATION_BYTES", 8 * 100 * 3)
+    rotation, labels = scaling._data(cfg, 10, 90)
+    assert len(rotation) == 3
+    seen = []
+    monkeypatch.setattr(scaling, "lai", lambda scores, *args, **kwargs: seen.append(scores))
+    call = scaling._caller(("ap", "ap_auto", "auto"), rotation, labels, None)
+    for _ in range(4):
+        call()
+    assert [id(v) for v in seen] == [id(v) for v in rotation + rotation[:1]]
+
+
+def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"experiment": "voc2011_actions", "max_boxes": 300}))
+    out = tmp_path / "replay"
+    result = invoke("bench", "--replay", "--config", config, "--class", "phoning", "--loss",
+                    "ndcg", "--repeats", 2, "--out", out)
+    assert result.exit_code == 0, result.output
+    for name in ("timings.csv", "summary.md", "config.yaml", "provenance.json"):
+        assert (out / name).is_file(), name
+    timings = read(out / "timings.csv")
+    methods = ["zero_one", *replay.METHODS["ndcg"]]
+    n_calls = timings["call"].nunique()
+    assert n_calls >= 2 and set(timings["loss"]) == {"ndcg"}
+    assert len(timings) == 2 * n_calls * len(methods)
+    assert sorted(timings["method"].unique()) == sorted(methods)
+    assert (timings["seconds"] > 0).all()
+    assert f"phoning, ndcg loss: {n_calls} LAI calls" in result.output
+    assert all(f"| {m} " in result.output for m in methods)

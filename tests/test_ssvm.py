@@ -2,6 +2,8 @@
 solvers against each other, LAI methods and dense/sparse input giving the same weights, the
 0-1 loss against scikit-learn's LinearSVC, and bad input."""
 
+import importlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -17,6 +19,10 @@ from qs.ssvm import (
     subgradient,
 )
 from tests import naive
+
+# the modules (qs.ssvm exports functions of the same names)
+cp_module = importlib.import_module("qs.ssvm.cutting_plane")
+problem_module = importlib.import_module("qs.ssvm._problem")
 
 LOSSES = [("ap", "qs"), ("ndcg", "qs"), ("01", "zero_one")]
 
@@ -106,7 +112,11 @@ def test_iteration_cap_and_record():
     res = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=4, callback=seen.append)
     assert not res.converged and res.n_iter == 4
     assert res.objective.shape == res.gap.shape == (4,)
-    assert seen == [Progress(k + 1, res.objective[k], res.gap[k]) for k in range(4)]
+    assert [p[:3] for p in seen] == [Progress(k + 1, res.objective[k], res.gap[k])[:3]
+                                     for k in range(4)]
+    np.testing.assert_array_equal(seen[0].scores, np.zeros(len(y)))  # w = 0 at the start
+    assert all(p.scores.shape == (len(y),) for p in seen)
+    np.testing.assert_allclose(seen[-1].scores, X @ res.w)  # the last iterate is returned
     assert res.lai_calls == 4 and res.lai_time == pytest.approx(res.lai_times.sum())
     assert res.lai_time_per_call == pytest.approx(res.lai_time / 4)
     sg = subgradient(X, y, C=50.0, tol=0.0, max_iter=5)
@@ -245,3 +255,48 @@ def test_identical_features_give_zero_weights():
     res = cutting_plane(X, y, loss="ap")
     assert res.converged and np.abs(res.w).max() < 1e-12
     assert np.abs(RankSVM(loss="ap").fit(X, y).coef_).max() < 1e-12
+
+
+# ---------------------------------------------------------------- working set and buffers
+
+def test_working_set_grows_in_place_past_its_capacity():
+    rng = np.random.default_rng(11)
+    ws = cp_module._WorkingSet(5, 2)
+    rows = rng.standard_normal((9, 5))
+    for i, a in enumerate(rows):
+        ws.add(a, float(i), i)
+    A, b = ws.rows()
+    np.testing.assert_array_equal(A, rows)
+    np.testing.assert_array_equal(b, np.arange(9.0))
+    np.testing.assert_allclose(ws.gram(), rows @ rows.T, rtol=1e-12)
+    assert ws.b.size == 16  # 2 -> 4 -> 8 -> 16
+    ws.mark_active(np.arange(9) % 3 == 0, 20)
+    ws.keep(20 - ws.active() < 5)  # constraints idle for 5 iterations leave
+    A, b = ws.rows()
+    np.testing.assert_array_equal(A, rows[::3])
+    np.testing.assert_array_equal(b, [0.0, 3.0, 6.0])
+    np.testing.assert_allclose(ws.gram(), rows[::3] @ rows[::3].T, rtol=1e-12)
+
+
+def test_capacity_changes_nothing(monkeypatch):
+    X, y = make_data(seed=5)
+    ref = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=12)
+    monkeypatch.setattr(cp_module, "INITIAL_CAPACITY", 1)
+    res = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=12)
+    np.testing.assert_array_equal(res.w, ref.w)
+    np.testing.assert_array_equal(res.objective, ref.objective)
+
+
+@pytest.mark.parametrize("loss", ["ap", "01"])
+def test_lai_calls_write_into_one_pair_of_outputs(monkeypatch, loss):
+    X, y = make_data(seed=6)
+    outs = []
+
+    def spy(*args, out=None, **kwargs):
+        outs.append(out)
+        return lai(*args, out=out, **kwargs)
+
+    monkeypatch.setattr(problem_module, "lai", spy)
+    res = cutting_plane(X, y, C=50.0, loss=loss, tol=0.0, max_iter=6)
+    assert len(outs) == res.lai_calls + 1  # and the untimed first call
+    assert all(out is outs[0] for out in outs) and outs[0][1].shape == (len(y),)

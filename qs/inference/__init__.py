@@ -17,6 +17,7 @@ from qs.inference._prepare import (
     output_arrays,
     raise_for,
 )
+from qs.inference.auto import auto_lai
 from qs.inference.brute import brute_lai
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_lai
@@ -29,6 +30,7 @@ from qs.losses import get_loss
 __all__ = ["lai", "LAIResult", "METHODS"]
 
 _RANKING = {
+    "auto": auto_lai,
     "qs": qs_lai,
     "yue": scan_lai,
     "chakrabarti": scan_lai,
@@ -39,12 +41,6 @@ _RANKING = {
     "brute": brute_lai,
 }
 
-#: "auto" sorts the negatives by buckets (``bucket_sort``) while they number fewer than
-#: ``max(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * P)``, and from there on settles whole
-#: buckets unsorted (``bucket``), whose corner work grows with P: the faster of the two on
-#: each side (measured at P = 227, 300 and 1000, N = 2270 to 31623)
-AUTO_SORT_BELOW = 8192
-AUTO_SORT_PER_POSITIVE = 24
 
 #: method name -> the losses it supports ("any" QS-suitable loss object is listed as "qs-suitable")
 METHODS = {
@@ -110,7 +106,12 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
     labels : array of shape (n,): positives are 1/True, negatives 0, -1 or False; at least
         one of each.
     loss : "ap", "ndcg", "01", or a :class:`qs.losses.QSLoss` instance.
-    method : a key of ``METHODS``; "auto" picks the fastest exact method.
+    method : a key of ``METHODS``; "auto" picks the fastest exact method for the input
+        (:mod:`qs.inference.auto`): ``bucket``, unless the negatives are fewer than
+        ``max(8192, 24 P)`` and fewer than half of them score at or below the lowest positive
+        (random scores), where ``bucket_sort`` is faster. Training's scores (most negatives
+        below every positive) and ties (the all-zero scores of its first iteration) go to
+        ``qs`` for AP and ``bucket`` for other losses; the 0-1 loss to ``zero_one``.
     out : None, or arrays ``(neg_rank, coef)`` to write the result into: int32 of shape
         (N,) (None for the 0-1 loss) and float64 of shape (n,), C-contiguous. A loop of
         calls that passes the same arrays skips allocating new ones, whose fresh pages the
@@ -138,9 +139,6 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
         err, where, loss_value, dot, truth = zero_one_lai(scores, is_pos, coef)
         raise_for(err, where, scores)
         return _result(None, coef, loss_value, dot, truth, scores)
-    if method == "auto":
-        small = n_neg < max(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * n_pos)
-        method = "bucket_sort" if small else "bucket"
     err, where, sum_pos, sum_neg, n_above, f = _RANKING[method](
         loss_obj, scores, is_pos, n_pos, neg_rank, coef
     )

@@ -137,6 +137,32 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
     return err, where, sum_pos, sum_neg, pos_sorted, pos_index
 
 
+#: samples read by :func:`settled_share`
+SHARE_SAMPLE = 512
+
+
+@jit
+def settled_share(scores, is_pos):
+    """The share of negatives that score at most the lowest positive, estimated on a strided
+    sample of about :data:`SHARE_SAMPLE` samples (the lowest positive of the sample, or of all
+    positives when the sample holds none): a few hundred nanoseconds instead of a pass."""
+    step = max(1, scores.size // SHARE_SAMPLE)
+    lowest = np.inf
+    for k in range(0, scores.size, step):
+        if is_pos[k]:
+            lowest = min(lowest, scores[k])
+    if lowest == np.inf:
+        for k in range(scores.size):
+            if is_pos[k]:
+                lowest = min(lowest, scores[k])
+    settled = 0
+    negatives = 0
+    for k in range(0, scores.size, step):
+        negatives += not is_pos[k]
+        settled += (not is_pos[k]) & (scores[k] <= lowest)
+    return settled / negatives if negatives else 1.0
+
+
 @jit
 def label_check(labels):
     """(index of the first label outside {1, 0, -1} or -1, whether any label is -1). The

@@ -35,11 +35,13 @@ def ground_truth_coef(is_pos, loss):
 
 
 class Progress(NamedTuple):
-    """What a solver's ``callback`` receives after each iteration."""
+    """What a solver's ``callback`` receives after each iteration; ``scores`` are those the
+    iteration's (last) LAI call ranked, as a benchmark may replay them."""
 
     iteration: int
     objective: float
     gap: float
+    scores: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,11 @@ class Problem:
         self.callback = callback
         self.lai_times, self.objective, self.gap = [], [], []
         self.lai_compile_time = 0.0
+        self.last_scores = None
+        # outputs every full-batch LAI call writes into (lai's out=): a loop of calls
+        # allocates none
+        n_neg = n - int(self.is_pos.sum())
+        self._out = (None if loss == "01" else np.empty(n_neg, dtype=np.int32)), np.empty(n)
 
     def most_violated(self, w, rows=None):
         """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack;
@@ -112,12 +119,14 @@ class Problem:
             X, is_pos = X[rows], is_pos[rows]
             coef_true = ground_truth_coef(is_pos, self.loss)
         scores = X @ w
+        self.last_scores = scores
+        out = self._out if rows is None else None
         if not self.lai_times:  # loads or compiles the kernels: run once untimed, see result
             start = time.perf_counter()
-            lai(scores, is_pos, loss=self.loss, method=self.method)
+            lai(scores, is_pos, loss=self.loss, method=self.method, out=out)
             first = time.perf_counter() - start
         start = time.perf_counter()
-        res = lai(scores, is_pos, loss=self.loss, method=self.method)
+        res = lai(scores, is_pos, loss=self.loss, method=self.method, out=out)
         self.lai_times.append(time.perf_counter() - start)
         if len(self.lai_times) == 1:
             self.lai_compile_time = max(0.0, first - self.lai_times[0])
@@ -133,7 +142,8 @@ class Problem:
         self.objective.append(float(objective))
         self.gap.append(float(gap))
         if self.callback is not None:
-            self.callback(Progress(len(self.objective), self.objective[-1], self.gap[-1]))
+            self.callback(Progress(len(self.objective), self.objective[-1], self.gap[-1],
+                                   self.last_scores))
 
     def result(self, w, converged):
         return SolverResult(w, np.array(self.objective), np.array(self.gap),

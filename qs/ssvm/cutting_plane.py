@@ -6,6 +6,10 @@ solves the working set's dual,
 a QP of one variable per constraint, with a maintained solver through ``qpsolvers``;
 ``w = A^T alpha``. It stops when the most violated constraint exceeds the working set's
 slack by at most ``tol``, which bounds the duality gap by ``C * tol`` (plus the QP's error).
+
+The working set grows in place: its constraint rows and Gram matrix live in arrays whose
+capacity doubles when full, and each iteration writes one row, and one row and column of the
+Gram matrix, instead of stacking a new matrix and rebuilding the Gram matrix.
 """
 
 import numpy as np
@@ -17,6 +21,8 @@ from qs.ssvm._problem import Problem
 #: ``_qp_backend``): the Gram matrix is only semi-definite, and daqp (like quadprog) needs
 #: it definite
 RIDGE = 1e-12
+#: constraints the working set holds before its first doubling
+INITIAL_CAPACITY = 16
 
 
 def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
@@ -53,30 +59,85 @@ def solve(prob, n_features, qp_solver="daqp", drop=None):
     AP-SVM's rule, 20 and 50), which keeps the QP small on long runs.
     """
     solve_qp = _qp_backend(qp_solver)
-    w = np.zeros(n_features)
-    A = np.empty((0, n_features))
-    b = np.empty(0)
-    gram = np.empty((0, 0))
+    ws = _WorkingSet(n_features, min(INITIAL_CAPACITY, prob.max_iter))
     alpha = np.empty(0)
-    last_active = np.empty(0, dtype=np.int64)
+    w = np.zeros(n_features)
     for it in range(prob.max_iter):
         a, b_new, xi = prob.most_violated(w)
+        A, b = ws.rows()
         xi_ws = float(np.max(b - A @ w, initial=0.0))
         prob.log(prob.primal(w, xi), w @ w + prob.C * xi - b @ alpha)
         converged = xi <= xi_ws + prob.tol
         if converged or it == prob.max_iter - 1:
             break
         if drop is not None and it > 0 and it % drop[1] == 0:
-            keep = it - last_active < drop[0]
-            A, b, gram, last_active = A[keep], b[keep], gram[np.ix_(keep, keep)], last_active[keep]
-        cross = A @ a
-        gram = np.block([[gram, cross[:, None]], [cross[None, :], np.array([[a @ a]])]])
-        A, b = np.vstack([A, a]), np.append(b, b_new)
-        last_active = np.append(last_active, it)
-        alpha = solve_qp(gram, b, prob.C)
-        last_active[alpha > 0] = it
+            ws.keep(it - ws.active() < drop[0])
+        ws.add(a, b_new, it)
+        A, b = ws.rows()
+        alpha = solve_qp(ws.gram(), b, prob.C)
+        ws.mark_active(alpha > 0, it)
         w = A.T @ alpha
     return prob.result(w, converged)
+
+
+class _WorkingSet:
+    """Constraints ``w . a_i >= b_i - xi`` and their Gram matrix ``a_i . a_j``, grown in place
+    in arrays whose capacity doubles when full."""
+
+    def __init__(self, n_features, capacity):
+        self.k = 0
+        self.A = np.empty((capacity, n_features))
+        self.b = np.empty(capacity)
+        self.G = np.empty((capacity, capacity))
+        self.last_active = np.empty(capacity, dtype=np.int64)
+
+    def add(self, a, b_new, it):
+        k = self.k
+        if k == self.b.size:
+            self._grow(2 * k)
+        cross = self.A[:k] @ a
+        self.G[:k, k] = cross
+        self.G[k, :k] = cross
+        self.G[k, k] = a @ a
+        self.A[k] = a
+        self.b[k] = b_new
+        self.last_active[k] = it
+        self.k = k + 1
+
+    def _grow(self, capacity):
+        k = self.k
+        A, b, G, last = self.A, self.b, self.G, self.last_active
+        self.A = np.empty((capacity, A.shape[1]))
+        self.b = np.empty(capacity)
+        self.G = np.empty((capacity, capacity))
+        self.last_active = np.empty(capacity, dtype=np.int64)
+        self.A[:k], self.b[:k], self.G[:k, :k] = A[:k], b[:k], G[:k, :k]
+        self.last_active[:k] = last[:k]
+
+    def mark_active(self, active, it):
+        """Record iteration ``it`` as the last in which the constraints ``active`` (a mask
+        over those held) had a non-zero dual variable."""
+        self.last_active[:self.k][active] = it
+
+    def active(self):
+        """The last iteration each constraint held was active (or added)."""
+        return self.last_active[:self.k]
+
+    def keep(self, mask):
+        """Keep only the constraints ``mask`` selects, compacted in place."""
+        idx = np.flatnonzero(mask)
+        n = idx.size
+        self.A[:n], self.b[:n] = self.A[idx], self.b[idx]
+        self.G[:n, :n] = self.G[np.ix_(idx, idx)]
+        self.last_active[:n] = self.last_active[idx]
+        self.k = n
+
+    def rows(self):
+        """(A, b) of the constraints held: views, valid until the next :meth:`add`."""
+        return self.A[:self.k], self.b[:self.k]
+
+    def gram(self):
+        return self.G[:self.k, :self.k]
 
 
 def _qp_backend(name):

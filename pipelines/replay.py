@@ -1,0 +1,115 @@
+"""Replay benchmark: every exact LAI method on the score vectors of real trainings.
+
+The scaling benchmark times synthetic scores; training calls LAI on scores that change as
+the weights learn (all zero at the first iteration, then most negatives below every
+positive). This records the score vector of every LAI call of a cutting-plane training on
+the VOC2011 action data of ``configs/voc2011_actions.yaml`` (synthetic by default), with
+the Table 2 protocol (one class, its trainval boxes, the tables' C per loss), then feeds the
+vectors to every method: in each of ``repeats`` rounds every vector is given to every method,
+call by call in a rotating order, so that a slow spell of the machine hits all methods alike.
+A method's time per call is, per vector, the fastest of its rounds (the least disturbed by
+other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipelines import voc2011_actions as voc
+from pipelines._config import dump_config, new_run_dir
+from pipelines._io import markdown_table, provenance, write_text
+from qs.inference import lai
+from qs.ssvm import cutting_plane
+
+#: the exact methods replayed per loss (with the 0-1 call as the reference)
+METHODS = {"ap": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "search", "yue"),
+           "ndcg": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "chakrabarti")}
+COLUMNS = ["class", "loss", "method", "call", "round", "seconds"]
+
+
+def record(cfg, action, loss):
+    """(score vectors of every LAI call, 1/0 labels) of one cutting-plane training."""
+    splits = voc.load_data(cfg)
+    X, labels, ignore = voc._class_data(splits["trainval"], action)
+    X, y = X[~ignore], labels[~ignore]
+    C = cfg["C"]
+    C = C[loss] if isinstance(C, dict) else voc.FIXED_C[loss] if C == "cv" else C
+    seen = []
+    cutting_plane(X, y, C=C, loss=loss, tol=cfg["tol"], max_iter=cfg["max_iter"],
+                  callback=lambda progress: seen.append(progress.scores))
+    return seen, y.astype(np.int8)
+
+
+def time_methods(vectors, labels, loss, methods, repeats):
+    """Rows (method, call, round, seconds): every method on every vector, rotating order."""
+    calls = [("zero_one", "01")] + [(m, loss) for m in methods]
+    for method, call_loss in calls:  # untimed: kernels loaded
+        lai(vectors[0], labels, call_loss, method)
+    rows = []
+    for r in range(repeats):
+        for k, scores in enumerate(vectors):
+            j = (k + r) % len(calls)
+            for method, call_loss in calls[j:] + calls[:j]:
+                start = time.perf_counter()
+                lai(scores, labels, call_loss, method)
+                rows.append((method, k, r, time.perf_counter() - start))
+    return rows
+
+
+def run(cfg, classes, losses, repeats, out_dir=None):
+    """Record and replay each class x loss; write timings.csv, summary.md, config.yaml and
+    provenance.json into the run directory, which is returned."""
+    out = Path(out_dir) if out_dir is not None else new_run_dir("scaling", "replay")
+    out.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for action in classes:
+        for loss in losses:
+            vectors, labels = record(cfg, action, loss)
+            rows = time_methods(vectors, labels, loss, METHODS[loss], repeats)
+            frame = pd.DataFrame(rows, columns=COLUMNS[2:])
+            frame.insert(0, "loss", loss)
+            frame.insert(0, "class", action)
+            frames.append(frame)
+    timings = pd.concat(frames, ignore_index=True)
+    write_text(out / "timings.csv", timings.to_csv(index=False))
+    write_text(out / "config.yaml", dump_config({**cfg, "replay": {
+        "classes": list(classes), "losses": list(losses), "repeats": repeats}}))
+    note = f"score vectors of cutting-plane trainings on the {cfg['data']} VOC2011 action data"
+    write_text(out / "provenance.json", json.dumps(provenance(cfg["seed"], note), indent=2) + "\n")
+    write_text(out / "summary.md", summary(timings))
+    return out
+
+
+def per_call(timings):
+    """(class, loss, method) -> (mean over calls of the fastest round, first call's fastest,
+    number of calls)."""
+    fastest = timings.groupby(["class", "loss", "method", "call"])["seconds"].min()
+    table = fastest.groupby(["class", "loss", "method"]).agg(["mean", "first", "size"])
+    return table.rename(columns={"mean": "per_call", "first": "first_call", "size": "calls"})
+
+
+def summary(timings):
+    """summary.md: per class and loss, each method's time per call, against 0-1 and the
+    fastest exact method."""
+    table = per_call(timings)
+    parts = ["# LAI replay: the score vectors of real trainings, every method",
+             __doc__.split("\n\n", 1)[1].replace("\n", " ").strip()]
+    for (action, loss), group in table.groupby(level=["class", "loss"]):
+        group = group.droplevel(["class", "loss"])
+        zero_one = group.loc["zero_one", "per_call"]
+        exact = group.drop(index="zero_one")
+        best = exact["per_call"].min()
+        rows = [[m, f"{g.per_call * 1e6:.1f}", f"{g.per_call / zero_one:.2f}",
+                 "" if m == "zero_one" else f"{g.per_call / best:.2f}",
+                 f"{g.first_call * 1e6:.1f}"] for m, g in group.sort_values("per_call").iterrows()]
+        parts += [f"## {action}, {loss} loss: {int(group['calls'].iloc[0])} LAI calls",
+                  markdown_table(["method", "us per call", "x 0-1", "x fastest exact",
+                                  "first call (scores 0), us"], rows)]
+    return "\n\n".join(parts) + "\n"
+
+
+def read_summary(run_dir):
+    return (Path(run_dir) / "summary.md").read_text(encoding="utf-8")
