@@ -128,6 +128,16 @@ def test_torch_method_is_the_cpu_kernels(loss, ties):
         np.testing.assert_array_equal(rank.numpy(), ref.rank)
 
 
+def test_torch_method_breaks_an_exact_tie_as_the_kernels():
+    """P = 1, N = 2, AP: moving the negative at 0.5 below the positive at 1.0 changes the
+    objective by 2 (1.0 - 0.5) / 2 - 1/2 = 0 exactly; every method takes the larger rank."""
+    scores = torch.tensor([[1.0, 0.5, -3.0]], dtype=torch.float64)
+    labels = torch.tensor([[True, False, False]])
+    _, _, rank = lai_torch(scores, labels, "ap")
+    assert rank.tolist() == [[0, 2, 2]]
+    np.testing.assert_array_equal(lai_batch(scores.numpy(), labels.numpy()).rank, rank.numpy())
+
+
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_torch_method_is_the_optimum_over_all_orderings(loss):
     rng = np.random.default_rng(11)
