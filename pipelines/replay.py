@@ -11,7 +11,6 @@ A method's time per call is, per vector, the fastest of its rounds (the least di
 other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
 """
 
-import json
 import time
 from pathlib import Path
 
@@ -20,7 +19,10 @@ import pandas as pd
 
 from pipelines import voc2011_actions as voc
 from pipelines._config import dump_config, new_run_dir
-from pipelines._io import markdown_table, provenance, write_text
+from pipelines._io import write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import claim_run_dir
+from pipelines._tables import markdown_table
 from qs.inference import lai
 from qs.ssvm import cutting_plane
 
@@ -62,8 +64,7 @@ def time_methods(vectors, labels, loss, methods, repeats):
 def run(cfg, classes, losses, repeats, out_dir=None):
     """Record and replay each class x loss; write timings.csv, summary.md, config.yaml and
     provenance.json into the run directory, which is returned."""
-    out = Path(out_dir) if out_dir is not None else new_run_dir("scaling", "replay")
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim_run_dir(out_dir or new_run_dir("scaling", "replay"), "scaling", "replay")
     frames = []
     for action in classes:
         for loss in losses:
@@ -78,7 +79,8 @@ def run(cfg, classes, losses, repeats, out_dir=None):
     write_text(out / "config.yaml", dump_config({**cfg, "replay": {
         "classes": list(classes), "losses": list(losses), "repeats": repeats}}))
     note = f"score vectors of cutting-plane trainings on the {cfg['data']} VOC2011 action data"
-    write_text(out / "provenance.json", json.dumps(provenance(cfg["seed"], note), indent=2) + "\n")
+    write_provenance(out, cfg["seed"], note, {"classes": list(classes), "losses": list(losses),
+                                              "repeats": repeats})
     write_text(out / "summary.md", summary(timings))
     return out
 

@@ -22,8 +22,9 @@ import numba
 import numpy as np
 
 from qs._numba import jit, jit_generic
-from qs.inference import AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE, _resolve, lai
+from qs.inference import _resolve, lai
 from qs.inference._core import OK, failed, label_check, reference, scan_and_gather
+from qs.inference.auto import SORT_BELOW, SORT_PER_POSITIVE
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map, n_buckets_for
 from qs.inference.bucket_sort import _bucket_sort
 from qs.inference.qs import _qs, _sort_dc
@@ -151,11 +152,13 @@ def _as_positive_mask2d(labels, shape):
 
 
 def _plan(method, n_pos, n):
-    """(solver name per query, bucket count per query): "auto" picks per query as
-    :func:`qs.inference.lai` does (bucket_sort for small inputs, bucket for large ones)."""
+    """(solver name per query, bucket count per query): "auto" picks per query by size, with
+    :mod:`qs.inference.auto`'s thresholds (bucket_sort for small inputs, bucket for large
+    ones); the rest of lai's rule (its choice by the share of settled negatives) is not
+    applied inside the batch. Every choice is exact."""
     n_neg = n - n_pos
     if method == "auto":
-        small = n_neg < np.maximum(AUTO_SORT_BELOW, AUTO_SORT_PER_POSITIVE * n_pos)
+        small = n_neg < np.maximum(SORT_BELOW, SORT_PER_POSITIVE * n_pos)
         method = "bucket_sort" if small.all() else "auto"
     if method == "bucket_sort":  # as bucket_sort_lai: about one bucket per negative
         return method, np.clip(n_neg, 16, MAX_BUCKETS)
