@@ -12,10 +12,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from qs.inference import METHODS
+from qs.inference._prepare import as_positive_mask
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
+from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
 
-__all__ = ["RankSVM"]
+__all__ = ["LatentRankSVM", "RankSVM"]
 
 #: loss -> the metric that ``score`` reports (the 0-1 SVM is judged by AP, as in the paper)
 _METRICS = {"ap": average_precision, "ndcg": ndcg, "01": average_precision}
@@ -179,3 +181,81 @@ def _fewest_errors_threshold(scores, is_pos):
     if k == s.size:
         return s[-1] - max(1.0, abs(s[-1]))
     return 0.5 * (s[k - 1] + s[k])
+
+
+class LatentRankSVM(BaseEstimator):
+    """Latent structured SVM for bags of boxes (weakly supervised detection): the latent
+    AP-SVM (``loss="ap"``) or the latent 0-1 SVM (``loss="01"``) of
+    :func:`qs.ssvm.latent.latent_cutting_plane`, in scikit-learn style.
+
+    ``fit(X, y, offsets=...)`` takes the features of every box, image after image, one label
+    per image and the bag offsets; the fitted model scores boxes, and an image by its best
+    box. Parameters are those of the solver (released latent AP-SVM defaults) plus
+    ``fit_intercept``: for "01" a constant feature of value 1 carries the bias (the 0-1
+    hinge needs one; a ranking does not change with it, so "ap" and "ndcg" learn none).
+
+    Attributes: ``coef_`` (n_features,), ``intercept_`` (float), ``pos_boxes_`` (the imputed
+    box of each positive training image), ``objective_curve_`` (latent objective per outer
+    step), ``n_outer_``, ``n_iter_`` (cutting-plane iterations in all), ``converged_``,
+    ``lai_times_``, ``lai_calls_``, ``lai_time_``.
+    """
+
+    def __init__(self, *, loss="ap", inference="auto", C=100.0, tol=1e-3, max_iter=20000,
+                 max_outer=400, min_outer=2, init="random", fit_intercept=True,
+                 qp_solver="daqp", random_state=0):
+        self.loss = loss
+        self.inference = inference
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_outer = max_outer
+        self.min_outer = min_outer
+        self.init = init
+        self.fit_intercept = fit_intercept
+        self.qp_solver = qp_solver
+        self.random_state = random_state
+
+    def fit(self, X, y, *, offsets):
+        """Train on box features ``X`` (n_boxes, d), image labels ``y`` (n_images,) and bag
+        ``offsets`` (n_images + 1,)."""
+        if self.loss not in _METRICS:
+            raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
+        method = "zero_one" if self.loss == "01" and self.inference == "auto" else self.inference
+        X, offsets = check_bags(X, offsets)
+        bias = self.fit_intercept and self.loss == "01"
+        res = latent_cutting_plane(
+            _append_ones(X) if bias else X, offsets, y, C=self.C, loss=self.loss,
+            method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
+            min_outer=self.min_outer, init=self.init, random_state=self.random_state,
+            qp_solver=self.qp_solver)
+        self.coef_ = res.w[:-1] if bias else res.w
+        self.intercept_ = float(res.w[-1]) if bias else 0.0
+        self.n_features_in_ = self.coef_.size
+        self.pos_boxes_ = res.pos_boxes
+        self.objective_curve_ = res.objective
+        self.n_outer_ = res.n_outer
+        self.n_iter_ = int(sum(r.n_iter for r in res.inner))
+        self.converged_ = res.converged
+        self.lai_times_ = res.lai_times
+        self.lai_calls_ = res.lai_calls
+        self.lai_time_ = res.lai_time
+        return self
+
+    def box_scores(self, X):
+        """Score of every box, ``X @ coef_ + intercept_``."""
+        check_is_fitted(self)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with "
+                             f"{self.n_features_in_}.")
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+    def decision_function(self, X, *, offsets):
+        """Score of each image: that of its best box."""
+        X, offsets = check_bags(X, offsets)
+        scores = self.box_scores(X)
+        return scores[bag_argmax(scores, offsets)]
+
+    def score(self, X, y, *, offsets):
+        """AP (or NDCG for loss "ndcg") of the images ranked by their best box."""
+        relevant = as_positive_mask(y, offsets.size - 1).astype(bool)
+        return _METRICS[self.loss](relevant, self.decision_function(X, offsets=offsets))

@@ -146,3 +146,27 @@ def test_synthetic_bags_are_shaped_like_voc2007_and_seeded():
     hits = [box_iou(d.boxes[best[i]], b[c == 3]).max() >= 0.5
             for i, (b, c, _) in enumerate(d.objects) if (c == 3).any()]
     assert np.mean(hits) > 0.7
+
+
+def test_estimator_ranks_held_out_images_by_their_best_box():
+    from qs.estimators import LatentRankSVM
+
+    data = make_voc2007_detection(1, scale=0.01, boxes_per_image=10, n_features=12)
+    train, test = data["trainval"], data["test"]
+    cls = 4
+    y, y_test = train.image_labels(cls), test.image_labels(cls)
+    ap = LatentRankSVM(loss="ap", C=10.0, tol=1e-2, max_outer=5).fit(train.X, y,
+                                                                       offsets=train.offsets)
+    zero_one = LatentRankSVM(loss="01", C=10.0, tol=1e-2, max_outer=5).fit(
+        train.X, y, offsets=train.offsets)
+    chance = y_test.mean()
+    for model in (ap, zero_one):
+        assert model.coef_.shape == (12,) and model.lai_calls_ > 0
+        image_scores = model.decision_function(test.X, offsets=test.offsets)
+        best = [model.box_scores(test.X)[a:b].max() for a, b in
+                zip(test.offsets[:-1], test.offsets[1:])]
+        np.testing.assert_allclose(image_scores, best)
+    assert ap.score(test.X, y_test, offsets=test.offsets) > 2 * chance
+    assert zero_one.intercept_ != 0.0
+    with pytest.raises(ValueError, match="X has 11 features"):
+        ap.box_scores(test.X[:, :11])
