@@ -105,8 +105,8 @@ def bench(config_path, out, methods, budget, experiment, action, replay, **optio
         _bench_replay(config_path, out, action, options["loss"], options["repeats"])
         return
     if experiment is not None:
-        _bench_experiment(importlib.import_module(f"pipelines.{experiment}"), config_path, out, methods, budget,
-                          action, **options)
+        module = importlib.import_module(f"pipelines.{experiment}")
+        _bench_experiment(module, config_path, out, methods, budget, action, **options)
         return
     if action is not None:
         raise click.UsageError("--class needs --experiment.")

@@ -10,8 +10,8 @@ because it includes numba compilation or cache loading, then ``repeats`` rounds 
 timed sample of each curve in turn (a sample: an untimed call, then the mean of
 back-to-back calls lasting about 2 ms). Every call reads the next of a rotation of different
 seeded score vectors (at least 64 MB of them): a repeated input would be learnt by the
-caches and the branch predictor, which training never lets happen. A curve whose predicted time per call exceeds the
-budget is skipped at that size and every larger one.
+caches and the branch predictor, which training never lets happen. A curve whose predicted
+time per call exceeds the budget is skipped at that size and every larger one.
 """
 
 import itertools
