@@ -5,8 +5,10 @@ the weights learn (all zero at the first iteration, then most negatives below ev
 positive). This records the score vector of every LAI call of a cutting-plane training on
 the VOC2011 action data of ``configs/voc2011_actions.yaml`` (synthetic by default), with
 the Table 2 protocol (one class, its trainval boxes, the tables' C per loss), then feeds the
-vectors to every method: in each of ``repeats`` rounds every vector is given to every method,
-call by call in a rotating order, so that a slow spell of the machine hits all methods alike.
+vectors to every method: in each of ``repeats`` rounds every method, in a rotating order, is
+given every vector in turn, as in training (where a method's previous call saw the previous
+iteration's vector; interleaving methods on one vector would let a method profit from
+another that ran the same kernel on it just before).
 A method's time per call is, per vector, the fastest of its rounds (the least disturbed by
 other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
 """
@@ -46,15 +48,16 @@ def record(cfg, action, loss):
 
 
 def time_methods(vectors, labels, loss, methods, repeats):
-    """Rows (method, call, round, seconds): every method on every vector, rotating order."""
+    """Rows (method, call, round, seconds): each round, every method (rotating order) on
+    every vector in turn."""
     calls = [("zero_one", "01")] + [(m, loss) for m in methods]
     for method, call_loss in calls:  # untimed: kernels loaded
         lai(vectors[0], labels, call_loss, method)
     rows = []
     for r in range(repeats):
-        for k, scores in enumerate(vectors):
-            j = (k + r) % len(calls)
-            for method, call_loss in calls[j:] + calls[:j]:
+        j = r % len(calls)
+        for method, call_loss in calls[j:] + calls[:j]:
+            for k, scores in enumerate(vectors):
                 start = time.perf_counter()
                 lai(scores, labels, call_loss, method)
                 rows.append((method, k, r, time.perf_counter() - start))

@@ -137,29 +137,38 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
     return err, where, sum_pos, sum_neg, pos_sorted, pos_index
 
 
-#: samples read by :func:`settled_share`
-SHARE_SAMPLE = 512
+#: :func:`settled_share` reads SHARE_BLOCKS runs of SHARE_RUN consecutive samples
+SHARE_BLOCKS, SHARE_RUN = 8, 64
+SHARE_SAMPLE = SHARE_BLOCKS * SHARE_RUN
 
 
 @jit
 def settled_share(scores, is_pos):
-    """The share of negatives that score at most the lowest positive, estimated on a strided
-    sample of about :data:`SHARE_SAMPLE` samples (the lowest positive of the sample, or of all
-    positives when the sample holds none): a few hundred nanoseconds instead of a pass."""
-    step = max(1, scores.size // SHARE_SAMPLE)
+    """The share of negatives that score at most the lowest positive, estimated on
+    :data:`SHARE_BLOCKS` runs of consecutive samples spread over the input (the lowest
+    positive of the runs, or of all positives when they hold none). Runs, not a stride: a
+    stride misses the cache once per sample on an input not read yet (8 us at N = 3000),
+    runs once per run, as the prefetcher follows them."""
+    n = scores.size
+    blocks = SHARE_BLOCKS if n > SHARE_SAMPLE else 1
+    run = SHARE_RUN if n > SHARE_SAMPLE else n
     lowest = np.inf
-    for k in range(0, scores.size, step):
-        if is_pos[k]:
-            lowest = min(lowest, scores[k])
+    for b in range(blocks):
+        start = b * (n // blocks)
+        for k in range(start, start + run):
+            if is_pos[k]:
+                lowest = min(lowest, scores[k])
     if lowest == np.inf:
-        for k in range(scores.size):
+        for k in range(n):
             if is_pos[k]:
                 lowest = min(lowest, scores[k])
     settled = 0
     negatives = 0
-    for k in range(0, scores.size, step):
-        negatives += not is_pos[k]
-        settled += (not is_pos[k]) & (scores[k] <= lowest)
+    for b in range(blocks):
+        start = b * (n // blocks)
+        for k in range(start, start + run):
+            negatives += not is_pos[k]
+            settled += (not is_pos[k]) & (scores[k] <= lowest)
     return settled / negatives if negatives else 1.0
 
 
