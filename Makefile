@@ -17,7 +17,7 @@ CIFAR10_CONFIG ?= configs/cifar10.yaml
 CIFAR10_RUN ?= results/cifar10/default
 TORCH_STAMP := $(VENV)/.torch-installed
 
-.PHONY: help install test bench bench-large clean digits reproduce-voc2011 \
+.PHONY: help install test bench bench-large bench-torch clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10
 
@@ -27,7 +27,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,torch]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install qsrank with its test tools
@@ -40,6 +40,9 @@ bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2
 
 bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 	$(QSRANK) bench --vary negatives --preset large
+
+bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
+	$(PY) -m pipelines.torch_lai_bench
 
 voc2011-train: $(STAMP)
 	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)

@@ -1,0 +1,175 @@
+"""Benchmark of LAI inside deep-net training (issue 12, section 3): `make bench-torch`.
+
+Three measurements, each a median over repeats of warm calls (in (a) interleaved across the
+cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about
+10% positives per query):
+
+(a) a mini-batch of 10 queries x 256 samples: one ``lai_batch`` call (AP, NDCG, 0-1; with the
+    gradient) and one ``rank_hinge_loss`` forward + backward, against 10 single 0-1 LAI
+    kernels (``zero_one_lai`` on preallocated arrays) and 10 single ``lai`` calls;
+(b) the share of the loss (LAI included) in a training step of the PL-CNN (EXPERIMENTS.md:
+    three blocks of [conv3x3+BN+ReLU] x 2 + max-pool with 64, 128, 256 channels, linear
+    4096 -> 10) on the CPU, batch 200 as in the paper;
+(c) the torch method (the GPU path, here on the CPU) against the numba kernels on a larger
+    batch, with the ranks compared.
+
+Run: ``python -m pipelines.torch_lai_bench`` (prints Markdown). Torch runs on
+``threads`` threads (default 1: the machines this was measured on are shared).
+"""
+
+import time
+
+import numpy as np
+
+from qs.inference import lai
+from qs.inference.batch import lai_batch
+from qs.inference.zero_one import zero_one_lai
+
+
+def _median_time(fn, repeats, inner=1):
+    """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls (seconds)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return float(np.median(times))
+
+
+def _first_time(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _one_vs_rest(rng, q, n, frac=0.1):
+    scores = rng.normal(size=(q, n))
+    labels = rng.random((q, n)) < frac
+    labels[:, 0], labels[:, 1] = True, False  # every query has both classes
+    return scores, labels
+
+
+def minibatch(torch, q=10, n=256, repeats=200, seed=0):
+    """(a): rows (name, seconds per call, note)."""
+    rng = np.random.default_rng(seed)
+    scores, labels = _one_vs_rest(rng, q, n)
+    s_t, y_t = torch.from_numpy(scores.T.copy()), torch.from_numpy(labels)
+    from qs.torch import rank_hinge_loss
+
+    is_pos = [np.ascontiguousarray(y).view(np.uint8) for y in labels]
+    coef = np.empty(n)
+
+    def zero_one_kernels():
+        for k in range(q):
+            zero_one_lai(scores[k], is_pos[k], coef)
+
+    def single_lai(loss):
+        return lambda: [lai(scores[k], labels[k], loss) for k in range(q)]
+
+    def torch_step(loss):
+        def step():
+            x = s_t.clone().requires_grad_(True)
+            rank_hinge_loss(x.T, y_t, loss).backward()
+        return step
+
+    cases = [("10 x zero_one_lai kernel (0-1)", zero_one_kernels)]
+    for loss in ("ap", "ndcg", "01"):
+        cases += [(f"lai_batch {loss}, gradient", lambda lo=loss: lai_batch(scores, labels, lo,
+                                                                            gradient=True)),
+                  (f"10 x lai {loss}", single_lai(loss)),
+                  (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss))]
+    first = [_first_time(fn) for _, fn in cases]
+    # interleaved: each round times every case once, so that a change of the machine's load
+    # (shared cores) touches all cases alike
+    rounds = np.array([[_median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
+    return [(name, float(t), f) for (name, _), t, f in zip(cases, np.median(rounds, 0), first)]
+
+
+def pl_cnn(torch, width=(64, 128, 256)):
+    """The PL-CNN of EXPERIMENTS.md (about 1.19M parameters at the paper's widths)."""
+    nn = torch.nn
+    layers, c_in = [], 3
+    for c in width:
+        for _ in range(2):
+            layers += [nn.Conv2d(c_in, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
+            c_in = c
+        layers.append(nn.MaxPool2d(2))
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * 16, 10))
+
+
+def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
+    """(b): (step seconds, loss seconds, parameters). The loss is timed inside the step:
+    its forward (the LAI) and its share of the backward."""
+    from qs.torch import rank_hinge_loss
+
+    torch.manual_seed(seed)
+    net = pl_cnn(torch)
+    images = torch.randn(batch, 3, 32, 32)
+    targets = torch.randint(0, 10, (batch,))
+    onehot = torch.nn.functional.one_hot(targets, 10).T.bool()
+    loss_times, step_times = [], []
+    for r in range(repeats + 1):  # the first step warms up (compilation, allocator)
+        net.zero_grad()
+        start = time.perf_counter()
+        logits = net(images)
+        t0 = time.perf_counter()
+        value = rank_hinge_loss(logits.T, onehot, loss)
+        t1 = time.perf_counter()
+        grad = torch.autograd.grad(value, logits, retain_graph=True)[0]
+        t2 = time.perf_counter()
+        logits.backward(grad)
+        end = time.perf_counter()
+        if r:
+            loss_times.append((t1 - t0) + (t2 - t1))
+            step_times.append(end - start)
+    params = sum(p.numel() for p in net.parameters())
+    return float(np.median(step_times)), float(np.median(loss_times)), params
+
+
+def large_batch(torch, q=16, n=100_000, repeats=3, loss="ap", seed=0):
+    """(c): (numba seconds, torch-method seconds, ranks identical)."""
+    from qs.torch._exact import lai_torch
+
+    rng = np.random.default_rng(seed)
+    scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
+    s_t, y_t = torch.from_numpy(scores), torch.from_numpy(labels)
+    numba_s = _median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
+    torch_s = _median_time(lambda: lai_torch(s_t, y_t, loss), repeats)
+    same = bool(np.array_equal(lai_torch(s_t, y_t, loss)[2].numpy(),
+                               lai_batch(scores, labels, loss).rank))
+    return numba_s, torch_s, same
+
+
+def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000)):
+    """All three measurements as Markdown text."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out = [f"torch {torch.__version__}, {threads} torch thread(s); seconds are medians.", "",
+           "(a) 10 queries x 256 samples", "", "| call | warm us | first call s |", "|---|---|---|"]
+    rows = minibatch(torch, repeats=repeats)
+    out += [f"| {name} | {t * 1e6:.1f} | {first:.2f} |" for name, t, first in rows]
+    t = dict((name, v) for name, v, _ in rows)
+    base = t["10 x zero_one_lai kernel (0-1)"]
+    out += ["", "| ratio | value |", "|---|---|"]
+    for loss in ("ap", "ndcg", "01"):
+        out.append(f"| lai_batch {loss} / 10 x 0-1 kernel | "
+                   f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |")
+        out.append(f"| 10 x lai {loss} / lai_batch {loss} | "
+                   f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |")
+    if cnn:
+        step, loss_s, params = cnn_share(torch, batch=cnn_batch)
+        out += ["", f"(b) PL-CNN ({params} parameters), batch {cnn_batch}, CPU: step "
+                f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
+                f"{100 * loss_s / step:.3f}% of the step"]
+    if large:
+        numba_s, torch_s, same = large_batch(torch, *large)
+        out += ["", f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
+                f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
+                f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}"]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(run())

@@ -1,0 +1,142 @@
+"""Ranking structured hinge losses (AP, NDCG, 0-1) as torch autograd functions.
+
+``rank_hinge_loss(scores, labels, loss="ap")`` is, per query, the structured hinge of the
+ranking SVM, ``max_R (Delta(R*, R) + F(R)) - F(R*)``, found by exact loss-augmented inference
+(:mod:`qs.inference`); its gradient with respect to the scores is ``coef(R_bar) - coef(R*)``
+(an exact subgradient, since the inference is exact). Scores of shape (Q, n) hold Q queries,
+for instance the one-vs-rest classes of a mini-batch (``logits.T``), solved in one call.
+
+CPU tensors go to the numba kernels (:func:`qs.inference.batch.lai_batch`); CUDA tensors to
+the same inference written in torch operations (:mod:`qs.torch._exact`, method "torch",
+which CPU tensors may ask for too). Needs the ``[torch]`` extra; ``import qs`` never imports
+torch.
+"""
+
+import numpy as np
+import torch
+
+from qs.inference import _resolve
+from qs.inference.batch import BATCH_LOSSES, lai_batch
+from qs.torch._exact import lai_torch
+
+__all__ = ["rank_hinge_loss", "RankHingeLoss"]
+
+REDUCTIONS = ("mean", "sum", "none")
+_INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean"):
+    """The structured hinge of a rank-based loss, differentiable in ``scores``.
+
+    Parameters
+    ----------
+    scores : float tensor (n,) or (Q, n), finite; one row per query.
+    labels : tensor or array of the same shape: 1/True positive, 0/-1/False negative.
+    loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
+    method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
+        CPU "auto" is :func:`qs.inference.lai`'s default; on CUDA it is "torch", and a named
+        numba method copies the scores to the CPU and back.
+    reduction : "mean" (over the queries that have a positive and a negative), "sum", or
+        "none" (shape (Q,), or a scalar for 1-D scores).
+
+    A query without a positive or without a negative has no ranking: its loss is 0 with zero
+    gradient, and "mean" leaves it out of the denominator (0 when no query counts). Scores
+    are read as float64 (float32 is cast once; float64 CPU tensors are shared, not copied);
+    the loss and gradient come back in the scores' dtype.
+    """
+    pos = _check(scores, labels, loss, method, reduction)
+    flat = scores.ndim == 1
+    values = _RankHinge.apply(scores[None] if flat else scores, pos[None] if flat else pos,
+                              loss, method)
+    if reduction == "none":
+        return values[0] if flat else values
+    if reduction == "sum":
+        return values.sum()
+    counted = (pos.any(dim=-1) & ~pos.all(dim=-1)).sum()
+    return values.sum() / counted.clamp(min=1)
+
+
+class RankHingeLoss(torch.nn.Module):
+    """:func:`rank_hinge_loss` as a module: ``RankHingeLoss("ap")(scores, labels)``."""
+
+    def __init__(self, loss="ap", method="auto", reduction="mean"):
+        super().__init__()
+        self.loss, self.method, self.reduction = loss, method, reduction
+
+    def forward(self, scores, labels):
+        return rank_hinge_loss(scores, labels, self.loss, self.method, self.reduction)
+
+    def extra_repr(self):
+        return f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}"
+
+
+class _RankHinge(torch.autograd.Function):
+    """Hinge per row of (Q, n) scores; the gradient is saved from the forward pass."""
+
+    @staticmethod
+    def forward(ctx, scores, pos, loss, method):
+        hinge, grad = _solve(scores.detach(), pos, loss, method)
+        ctx.save_for_backward(grad)
+        return hinge.to(scores.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        (grad,) = ctx.saved_tensors
+        return grad_out[:, None] * grad, None, None, None
+
+
+def _solve(scores, pos, loss, method):
+    """(hinge (Q,), gradient (Q, n)) on the scores' device, in the scores' dtype."""
+    if method == "torch" or (scores.is_cuda and method == "auto"):
+        hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
+        return hinge, grad.to(scores.dtype)
+    x = scores.to("cpu", torch.float64)  # no copy for a CPU float64 tensor
+    res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True)
+    return (torch.from_numpy(res.hinge).to(scores.device),
+            torch.from_numpy(res.coef).to(scores.device, scores.dtype))
+
+
+def _check(scores, labels, loss, method, reduction):
+    """Validate the arguments; return the labels as a bool tensor on the scores' device."""
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
+    if not scores.is_floating_point():
+        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
+    if scores.ndim not in (1, 2):
+        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
+                         f"{tuple(scores.shape)}.")
+    if not (isinstance(loss, str) and loss in BATCH_LOSSES):
+        raise ValueError(f"loss must be one of {list(BATCH_LOSSES)}; got {loss!r}.")
+    if method != "torch":
+        _resolve(loss, method)  # unknown method, or one that does not support the loss
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {list(REDUCTIONS)}; got {reduction!r}.")
+    if not isinstance(labels, torch.Tensor):
+        labels = np.asarray(labels)
+        if labels.dtype.kind not in "biuf":
+            raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); "
+                             f"got dtype {labels.dtype}.")
+        labels = torch.from_numpy(labels)
+    if tuple(labels.shape) != tuple(scores.shape):
+        raise ValueError(f"scores and labels must have the same shape; got scores "
+                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
+    labels = labels.to(scores.device)
+    if labels.dtype != torch.bool:
+        if labels.is_complex() or not (labels.is_floating_point() or labels.dtype in _INTEGER):
+            raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); "
+                             f"got dtype {labels.dtype}.")
+        bad = (labels != 1) & (labels != 0) & (labels != -1)
+        if bad.any():
+            where = tuple(int(k) for k in torch.nonzero(bad)[0])
+            raise ValueError(f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or "
+                             f"False) for a negative; got {labels[where].item()!r} at index "
+                             f"{where}.")
+        labels = labels == 1
+    finite = torch.isfinite(scores.detach())
+    if not finite.all():
+        where = tuple(int(k) for k in torch.nonzero(~finite)[0])
+        raise ValueError(f"scores must be finite; got {scores[where].item()!r} at index {where}. "
+                         "Remove or impute NaN/inf scores before the loss.")
+    return labels
+

@@ -1,0 +1,148 @@
+"""Exact loss-augmented inference written in torch operations (method "torch"): the GPU path.
+
+Per query the negatives are sorted by descending score (stable: tied negatives keep input
+order, so the earlier one takes the smaller place ``j``). Their optimal ranks are
+non-decreasing along that order (DESIGN.md), so Algorithm 1's divide and conquer applies;
+here it runs level by level, all queries and all blocks of a level at once: at level ``l`` the
+places ``j = h, 3h, 5h, ...`` (``h = 2^(L-1-l)``) take the largest maximiser of their objective
+over the ranks between those of their neighbours ``j - h`` and ``j + h``, found at earlier
+levels. A level evaluates about ``P + 2^l`` ranks per query, so the whole costs
+``O(N + P log N)`` evaluations in ``log2 N`` rounds of vector operations, with no loop over
+negatives.
+
+The objective of a rank is summed from the block's lowest rank by a segmented scan of the
+same increments ``spos[i] - c2 s + inc(j, i)`` that the numba kernels add, in float64, so the
+ranks are theirs wherever the optimum is not a tie to rounding; the objective and the
+coefficients then follow from the ranks as in the kernels.
+"""
+
+import math
+
+import torch
+
+
+def lai_torch(scores, is_pos, loss):
+    """The structured hinge, its gradient and the ranks of each row, in torch operations.
+
+    ``scores``: float64 (Q, n); ``is_pos``: bool (Q, n); ``loss``: "ap", "ndcg" or "01".
+    Returns (hinge (Q,), gradient (Q, n), rank (Q, n) int64) with the conventions of
+    :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
+    negative are zero.
+    """
+    n = scores.shape[1]
+    n_pos = is_pos.sum(dim=1)
+    n_neg = n - n_pos
+    valid = (n_pos > 0) & (n_neg > 0)
+    if loss == "01":
+        hinge, grad, rank = _zero_one(scores, is_pos)
+    else:
+        hinge, grad, rank = _ranking(scores, is_pos, loss, n_pos.clamp(min=1),
+                                     n_neg.clamp(min=1))
+    return (torch.where(valid, hinge, 0.0), torch.where(valid[:, None], grad, 0.0),
+            torch.where(valid[:, None], rank, 0))
+
+
+def _zero_one(scores, is_pos):
+    """The binary hinge as :mod:`qs.inference.zero_one` computes it: the most violated
+    labelling flips the samples inside the margin."""
+    n = scores.shape[1]
+    y = torch.where(is_pos, 1.0, -1.0).to(scores.dtype)
+    flip = 1.0 - y * scores > 0.0
+    h = 0.5 / n
+    coef = torch.where(flip, -y * h, y * h)
+    objective = flip.sum(dim=1).to(scores.dtype) / n + (coef * scores).sum(dim=1)
+    hinge = objective - (y * h * scores).sum(dim=1)
+    return hinge, coef - y * h, torch.zeros_like(scores, dtype=torch.int64)
+
+
+def _ranking(scores, is_pos, loss, n_pos, n_neg):
+    n = scores.shape[1]
+    dev, f64 = scores.device, scores.dtype
+    minus_inf = torch.tensor(-math.inf, dtype=f64, device=dev)
+    # positives, then negatives, by descending score (ties in input order); the other class
+    # sorts last as -inf
+    pos_sorted, pos_index = torch.sort(torch.where(is_pos, scores, minus_inf), dim=1,
+                                       descending=True, stable=True)
+    neg_sorted, neg_index = torch.sort(torch.where(is_pos, minus_inf, scores), dim=1,
+                                       descending=True, stable=True)
+    c2 = 2.0 / (n_pos * n_neg).to(f64)
+    spos = c2[:, None] * pos_sorted  # spos[:, i-1] = c2 s+_i (-inf past the positives)
+    p_f = n_pos.to(f64)
+    if loss == "ndcg":
+        discount = 1.0 / torch.log2(1.0 + torch.arange(1, n + 2, dtype=f64, device=dev))
+        ideal = torch.cumsum(discount, 0)[n_pos - 1]  # C(P) = sum_{k<=P} D(k)
+    levels = max(1, math.ceil(math.log2(int(n_neg.max()) + 1)))
+    width = 1 << levels
+    # rank[:, j] of the negative at place j (1..N); place 0 and places past N are the bounds
+    rank = (n_pos + 1)[:, None].repeat(1, max(width, n) + 1)
+    rank[:, 0] = 1
+    for level in range(levels):
+        h = 1 << (levels - 1 - level)
+        places = torch.arange(h, width, 2 * h, device=dev)
+        qq, kk = torch.nonzero(places[None, :] <= n_neg[:, None], as_tuple=True)
+        j = places[kk]
+        lo, hi = rank[qq, j - h], rank[qq, j + h]
+        size = hi - lo + 1  # ranks lo..hi to try
+        block = torch.repeat_interleave(torch.arange(j.numel(), device=dev), size)
+        offset = torch.arange(block.numel(), device=dev) - (torch.cumsum(size, 0) - size)[block]
+        i = lo[block] + offset  # a rank tried; its increment comes from rank i - 1
+        bq, bj = qq[block], j[block].to(f64)
+        t = (i - 1).clamp(min=1)
+        s = neg_sorted[bq, j[block] - 1]
+        if loss == "ap":
+            inc = -t.to(f64) / ((bj + t - 1.0) * (bj + t) * p_f[bq])
+        else:
+            u = t + j[block]  # (D(t+j) - D(t+j-1)) / C
+            inc = (discount[u - 1] - discount[u - 2]) / ideal[bq]
+        step = spos[bq, t - 1] - c2[bq] * s + inc
+        gain = _segmented_cumsum(torch.where(offset > 0, step, 0.0), offset, int(size.max()))
+        best = torch.full_like(lo, -math.inf, dtype=f64).scatter_reduce(0, block, gain, "amax")
+        top = torch.where(gain >= best[block], i, 0)
+        rank[qq, j] = torch.zeros_like(lo).scatter_reduce(0, block, top, "amax")
+    return _finish(scores, is_pos, loss, n_pos, n_neg, rank[:, 1 : n + 1], pos_sorted,
+                   pos_index, neg_index, ideal if loss == "ndcg" else None,
+                   discount if loss == "ndcg" else None)
+
+
+def _segmented_cumsum(x, offset, longest):
+    """Inclusive prefix sums of ``x`` within each segment (``offset``: place in the segment),
+    by doubling steps (Hillis-Steele): sums stay within their segment, so no rounding from
+    other segments' totals enters them."""
+    d = 1
+    while d < longest:
+        shifted = torch.zeros_like(x)
+        shifted[d:] = x[:-d]
+        x = x + torch.where(offset >= d, shifted, 0.0)
+        d *= 2
+    return x
+
+
+def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index, neg_index,
+            ideal, discount):
+    """Coefficients, loss and hinge from the ranks of the sorted negatives (as
+    :func:`qs.inference._core.finish` and :func:`~qs.inference._core.negative_coefficients`)."""
+    q, n = scores.shape
+    f64 = scores.dtype
+    place = torch.arange(1, n + 1, device=scores.device)
+    is_neg_place = place[None, :] <= n_neg[:, None]
+    r = torch.where(is_neg_place, neg_rank, 0)
+    rank = torch.zeros_like(r).scatter(1, neg_index, r)
+    inv = 1.0 / (n_pos * n_neg).to(f64)
+    count = torch.zeros((q, n + 2), dtype=torch.int64, device=scores.device)
+    count.scatter_add_(1, r, is_neg_place.to(torch.int64))
+    n_above = torch.cumsum(count, 1)[:, 1 : n + 1].to(f64)  # negatives above the k-th positive
+    is_pos_place = place[None, :] <= n_pos[:, None]
+    c_pos = torch.where(is_pos_place, (n_neg[:, None] - 2.0 * n_above) * inv[:, None], 0.0)
+    c_neg = (n_pos[:, None] + 2 - 2 * rank) * inv[:, None]
+    coef = torch.where(is_pos, torch.zeros_like(scores).scatter(1, pos_index, c_pos), c_neg)
+    k = place.to(f64)[None, :]
+    if loss == "ap":
+        value = torch.where(is_pos_place, n_above / (k + n_above), 0.0).sum(1) / n_pos
+    else:
+        gained = discount[(place[None, :] + n_above.to(torch.int64) - 1).clamp(max=n)]
+        value = 1.0 - torch.where(is_pos_place, gained, 0.0).sum(1) / ideal
+    truth_coef = torch.where(is_pos, 1.0 / n_pos[:, None].to(f64), -1.0 / n_neg[:, None].to(f64))
+    objective = value + (coef * scores).sum(1)
+    truth = (torch.where(is_pos, scores, 0.0).sum(1) / n_pos
+             - torch.where(is_pos, 0.0, scores).sum(1) / n_neg)
+    return objective - truth, coef - truth_coef, rank

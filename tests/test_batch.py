@@ -1,0 +1,117 @@
+"""lai_batch: one call for a batch of queries, row by row the result of lai."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from qs.inference import METHODS, lai
+from qs.inference import batch
+from qs.inference.batch import _SOLVERS, lai_batch
+from qs.ssvm import ground_truth_coef
+
+METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
+              "ndcg": ["auto", "qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "brute"],
+              "01": ["auto", "zero_one"]}
+
+
+def batch_input(rng, q, n, frac, ties):
+    scores = rng.integers(0, 4, (q, n)).astype(float) if ties else rng.normal(size=(q, n))
+    labels = rng.random((q, n)) < frac
+    labels[0] = False  # no positive
+    labels[1] = True  # no negative
+    labels[2, :] = False
+    labels[2, 0] = True  # a single positive
+    return scores, labels
+
+
+def check_rows(res, scores, labels, loss, method):
+    """Every valid row is lai's result (ranks and coefficients exactly); skipped rows zero."""
+    for q in range(scores.shape[0]):
+        pos = labels[q]
+        if pos.all() or not pos.any():
+            assert not res.valid[q]
+            assert res.loss[q] == res.objective[q] == res.ground_truth_F[q] == 0.0
+            assert not res.coef[q].any() and not res.rank[q].any()
+            continue
+        assert res.valid[q]
+        ref = lai(scores[q], pos, loss, method)
+        assert res.objective[q] == pytest.approx(ref.objective, rel=1e-12, abs=1e-14)
+        assert res.loss[q] == pytest.approx(ref.loss, rel=1e-12, abs=1e-14)
+        assert res.ground_truth_F[q] == ref.ground_truth_F
+        np.testing.assert_array_equal(res.coef[q], ref.coef)
+        if loss != "01":
+            np.testing.assert_array_equal(res.rank[q][~pos], ref.neg_rank)
+        assert not res.rank[q][pos].any()
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss,method", [(lo, m) for lo, ms in METHODS_OF.items() for m in ms])
+def test_batch_is_lai_row_by_row(loss, method, ties):
+    rng = np.random.default_rng(7)
+    n = 6 if method == "brute" else 300
+    scores, labels = batch_input(rng, 6, n, 0.3, ties)
+    check_rows(lai_batch(scores, labels, loss, method), scores, labels, loss, method)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_large_batches_on_threads_and_the_unsorted_default(loss, monkeypatch):
+    """Rows large enough for "auto" to pick the bucket method, in a batch run on threads,
+    mixed with small rows of the sorting method."""
+    rng = np.random.default_rng(8)
+    n = 10_000
+    scores, labels = batch_input(rng, 7, n, 0.01, False)
+    labels[5] = rng.random(n) < 0.3  # many positives: bucket_sort in the same batch
+    monkeypatch.setattr(batch, "THREADED_MIN", scores.size)
+    check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
+def test_gradient_is_coef_minus_ground_truth_coef(loss):
+    rng = np.random.default_rng(9)
+    scores, labels = batch_input(rng, 5, 40, 0.3, False)
+    res = lai_batch(scores, labels, loss)
+    grad = lai_batch(scores, labels, loss, gradient=True)
+    for q in np.flatnonzero(res.valid):
+        np.testing.assert_allclose(grad.coef[q], res.coef[q] - ground_truth_coef(labels[q], loss),
+                                   rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(grad.hinge, res.objective - res.ground_truth_F)
+
+
+def test_label_encodings_give_one_result():
+    rng = np.random.default_rng(10)
+    scores, labels = batch_input(rng, 4, 30, 0.4, False)
+    ref = lai_batch(scores, labels)
+    for enc in (labels.astype(np.int8), labels.astype(float), np.where(labels, 1, -1)):
+        np.testing.assert_array_equal(lai_batch(scores, enc).coef, ref.coef)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"scores": np.zeros(4)}, "2-D array"),
+    ({"scores": np.zeros((2, 2, 2))}, "2-D array"),
+    ({"scores": np.array([[0.0, np.nan], [1.0, 2.0]])}, "finite.*query 0, sample 1"),
+    ({"scores": np.array([["a", "b"], ["c", "d"]])}, "numeric"),
+    ({"labels": np.array([[1, 0], [0, 2]])}, "binary.*at query 1, sample 1"),
+    ({"labels": np.array([[1, 0, 1], [0, 1, 0]])}, "same shape"),
+    ({"labels": np.array([["a", "b"], ["c", "d"]])}, "bool or numeric"),
+    ({"loss": "bogus"}, "lai_batch takes loss"),
+    ({"method": "bogus"}, "Unknown method"),
+    ({"loss": "ndcg", "method": "yue"}, "does not support"),
+])
+def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
+    args = {"scores": np.array([[0.0, 1.0], [2.0, 3.0]]), "labels": np.array([[1, 0], [0, 1]])}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        lai_batch(**args)
+
+
+def test_every_method_has_a_batch_solver():
+    assert set(_SOLVERS) | {"zero_one", "brute"} == set(METHODS)
+    assert {m for ms in METHODS_OF.values() for m in ms} == set(METHODS)
+
+
+def test_import_qs_never_imports_torch():
+    code = ("import sys, qs, qs.inference, qs.inference.batch, qs.estimators, qs.ssvm; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
