@@ -300,3 +300,18 @@ def test_lai_calls_write_into_one_pair_of_outputs(monkeypatch, loss):
     res = cutting_plane(X, y, C=50.0, loss=loss, tol=0.0, max_iter=6)
     assert len(outs) == res.lai_calls + 1  # and the untimed first call
     assert all(out is outs[0] for out in outs) and outs[0][1].shape == (len(y),)
+
+
+def test_primal_and_dual_forms_of_the_working_set_qp_agree():
+    """Past features + 1 constraints the working set's QP is solved in the primal; its
+    multipliers are the dual's alpha (same w, same objective)."""
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(40, 6)) * 0.1
+    b = rng.uniform(0.2, 1.0, 40)
+    solve_qp = cp_module._qp_backend("daqp")
+    for C in (0.5, 10.0, 1000.0):
+        by_primal = solve_qp(A @ A.T, A, b, C)
+        wide = np.hstack([A, np.zeros((40, 40))])  # the same QP with 46 features: the dual
+        by_dual = solve_qp(A @ A.T, wide, b, C)
+        np.testing.assert_allclose(A.T @ by_primal, A.T @ by_dual, atol=1e-6)
+        assert by_primal.sum() == pytest.approx(by_dual.sum(), abs=1e-6 * C)
