@@ -288,7 +288,7 @@ def _numeric(path, name, a, ndim):
     a = a.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(a.ravel()))
     if bad.size:
-        raise ValueError(f"{path}: {name} must be finite; got {a.ravel()[bad[0]]!r} at flat "
+        raise ValueError(f"{path}: {name} must be finite; got {float(a.ravel()[bad[0]])} at flat "
                          f"index {bad[0]} ({bad.size} non-finite in all).")
     return a
 
