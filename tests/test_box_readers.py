@@ -131,7 +131,7 @@ def test_latent_list_errors_name_file_and_line(tmp_path, text, message):
 def test_latent_list_feature_dimension(tmp_path):
     path = write_latent(tmp_path)
     with pytest.raises(ValueError, match=r"000005_1\.feature, line 1: pair 2 \('3:2.0'\) is "
-                                         "beyond the 2 features expected"):
+                                         "beyond the 2 features expected \\(n_features=2\\)"):
         load_latent_list(path, n_features=2)
     (tmp_path / "000007_4.feature").write_text("4:1e999\n")
     with pytest.raises(ValueError, match=r"000007_4\.feature, line 1: .* not finite"):
@@ -335,7 +335,8 @@ def test_voc_annotation_scores_detections(tmp_path):
     (voc_xml(width=100), r"object 1 \(dog\) has bndbox \[48, 240, 195, 371\] .* xmax <= 100"),
     (voc_xml(objects=(("dog", (0, 1, 5, 5), 0, 0),)),
      r"object 1 \(dog\) has bndbox \[0, 1, 5, 5\] .*expected 1 <= xmin"),
-    (voc_xml(objects=(("dog", (9, 1, 5, 5), 0, 0),)), r"object 1 \(dog\) has bndbox \[9, 1, 5, 5\]"),
+    (voc_xml(objects=(("dog", (9, 1, 5, 5), 0, 0),)),
+     r"object 1 \(dog\) has bndbox \[9, 1, 5, 5\]"),
     (voc_xml(objects=(("dog", (1, 1, 5, 5), 2, 0),)), "object 1 has difficult 2; expected 0 "
                                                       "or 1"),
     (voc_xml().replace("<height>375</height>", ""), "the image has no size/height field"),

@@ -82,7 +82,7 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
             raise ValueError(f"Cannot read the feature file {f}: {err.strerror}.") from None
         feature_hash.update(data)
         parsed.append(parse_sparse_features(f, data.decode("utf-8", errors="replace"),
-                                            n_features, hint=" (n_features)"))
+                                            n_features, hint=f" (n_features={n_features})"))
     d = n_features if n_features is not None else max(
         (int(i[-1]) for i, _ in parsed if i.size), default=0)
     X = np.zeros((len(parsed), d), dtype=np.float32)
