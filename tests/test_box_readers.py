@@ -117,6 +117,7 @@ def test_latent_list_names_missing_feature_files(tmp_path):
     ("1 2\n", r"line 1: expected the number of images \(one integer >= 0\); got '1 2'"),
     ("1\n000005 -1\n1\n", r"line 2: expected the number of boxes \(one integer >= 0\)"),
     ("1\n000005\n1\n", r"line 2: expected the header of image 1 of 1 \(STEM n_boxes\)"),
+    ("1\n../000005 1\n1 1 5 5 1 -1\n1\n", "line 2: the stem '../000005' holds a path"),
     ("1\n000005 1\n1 1 5 5 1 -1\n1\n7\n", "line 5: unexpected content after the 1 images"),
 ])
 def test_latent_list_errors_name_file_and_line(tmp_path, text, message):
@@ -133,6 +134,10 @@ def test_latent_list_feature_dimension(tmp_path):
     with pytest.raises(ValueError, match=r"000005_1\.feature, line 1: pair 2 \('3:2.0'\) is "
                                          "beyond the 2 features expected \\(n_features=2\\)"):
         load_latent_list(path, n_features=2)
+    (tmp_path / "000007_4.feature").write_text("4:1e39\n")
+    with pytest.raises(ValueError, match=r"000007_4\.feature: the feature values hold 1e\+39, "
+                                         "beyond float32"):
+        load_latent_list(path)
     (tmp_path / "000007_4.feature").write_text("4:1e999\n")
     with pytest.raises(ValueError, match=r"000007_4\.feature, line 1: .* not finite"):
         load_latent_list(path)
@@ -253,6 +258,7 @@ def _damage(arrays, name, value):
     (lambda a: _damage(a, "class", a["class"] + 30), "class must be 1..20 on every gt box"),
     (lambda a: {k: v for k, v in a.items() if k != "class"}, "gt is given without class"),
     (lambda a: _damage(a, "overlap", a["overlap"][:, :5]), r"overlap must have shape \(4, 20\)"),
+    (lambda a: _damage(a, "feat", np.full((4, 5), -1e300)), "feat hold -1e\\+300, beyond float32"),
 ])
 @pytest.mark.parametrize("version", ["v5", "v7.3"])
 def test_rcnn_cache_errors_name_the_file(tmp_path, change, message, version):

@@ -87,7 +87,7 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
         (int(i[-1]) for i, _ in parsed if i.size), default=0)
     X = np.zeros((len(parsed), d), dtype=np.float32)
     for row, (index, value) in enumerate(parsed):
-        X[row, index - 1] = value
+        X[row, index - 1] = _float32(files[row][1], "the feature values", value)
 
     boxes = np.array([b[1] for _, _, lines, _ in images for b in lines],
                      dtype=np.float64).reshape(-1, 4)
@@ -147,6 +147,9 @@ def _parse_latent_list(path, text):
             raise ValueError(f"{path}, line {header}: expected the header of image {i} of "
                              f"{n_images} (STEM n_boxes); got {' '.join(fields)!r}.")
         stem, n_boxes = fields[0], count(header, fields[1:], "the number of boxes")
+        if "/" in stem or "\\" in stem:
+            raise ValueError(f"{path}, line {header}: the stem {stem!r} holds a path "
+                             "separator; expected a file-name stem.")
         box_lines = []
         for b in range(1, n_boxes + 1):
             no, fields = take(f"box {b} of {n_boxes} of image {stem!r}")
@@ -252,7 +255,7 @@ def load_rcnn_cache(paths_or_dir):
             raise ValueError(f"{path}: boxes row {bad[0]} is {b[bad[0]].tolist()}; expected "
                              "1-based x1 y1 x2 y2 with x2 >= x1 and y2 >= y1.")
         objects.append(_rcnn_objects(path, found, b, k))
-        X.append(feat.astype(np.float32))
+        X.append(_float32(path, "feat", feat))
         boxes.append(b)
         counts.append(k)
         digest.update(path.read_bytes())
@@ -291,6 +294,15 @@ def _numeric(path, name, a, ndim):
         raise ValueError(f"{path}: {name} must be finite; got {float(a.ravel()[bad[0]])} at flat "
                          f"index {bad[0]} ({bad.size} non-finite in all).")
     return a
+
+
+def _float32(path, name, a):
+    """Finite float64 values as float32, an error where they overflow it."""
+    big = np.flatnonzero(np.abs(a.ravel()) > np.finfo(np.float32).max)
+    if big.size:
+        raise ValueError(f"{path}: {name} hold {float(a.ravel()[big[0]])}, beyond float32 "
+                         f"(the features are kept as float32).")
+    return a.astype(np.float32)
 
 
 def _rcnn_objects(path, found, boxes, k):
