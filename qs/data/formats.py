@@ -21,7 +21,7 @@ from sklearn.datasets import load_svmlight_file
 
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "load_features", "load_npz_cache"]
+__all__ = ["cache_arrays", "load_features", "load_npz_cache", "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -188,37 +188,45 @@ def _x_from(path, arrays):
 
 
 def _load_mat(path, x_key, y_key):
-    with open(path, "rb") as fh:
-        head = fh.read(520)
-    if _HDF5_SIGNATURE in (head[:8], head[512:520]):
-        return _load_mat73(path, x_key, y_key)
-    variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
-    missing = [k for k in (x_key, y_key) if k not in variables]
+    names, found = read_mat(path, (x_key, y_key))
+    missing = [k for k in (x_key, y_key) if k not in found]
     if missing:
-        names = sorted(k for k in variables if not k.startswith("__"))
         raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
                          f"{', '.join(names) or 'none'} (pass x_key/y_key).")
-    X = variables[x_key]
-    if sp.issparse(X):  # built by scipy without the full check: redone before any use
-        X = _sparse(path, [f"{x_key} ({part})" for part in ("data", "ir", "jc")], X.data,
-                    X.indices, X.indptr, X.shape, "csc")
-    return X, variables[y_key]
+    return found[x_key], found[y_key]
 
 
-def _load_mat73(path, x_key, y_key):
+def read_mat(path, keys):
+    """The names a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and ``{key: array}``
+    of those of ``keys`` it holds, in MATLAB's orientation; sparse ones are checked in full
+    and built as CSC. Anything unreadable raises a ValueError naming the file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(520)
+    except OSError as err:
+        raise ValueError(f"Cannot read {path}: {err.strerror}.") from None
+    if _HDF5_SIGNATURE in (head[:8], head[512:520]):
+        return _read_mat73(path, keys)
+    variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
+    names = sorted(k for k in variables if not k.startswith("__"))
+    found = {k: variables[k] for k in keys if k in variables}
+    for k, X in found.items():
+        if sp.issparse(X):  # built by scipy without the full check: redone before any use
+            found[k] = _sparse(path, [f"{k} ({part})" for part in ("data", "ir", "jc")],
+                               X.data, X.indices, X.indptr, X.shape, "csc")
+    return names, found
+
+
+def _read_mat73(path, keys):
     try:
         import h5py
     except ImportError:
         raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
                          "(pip install h5py), or save it from MATLAB with -v7.") from None
-    names, found = _call(path, "MATLAB v7.3 (HDF5)", _read_h5, path, (x_key, y_key), h5py)
-    missing = [k for k in (x_key, y_key) if k not in found]
-    if missing:
-        raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
-                         f"{', '.join(names) or 'none'} (pass x_key/y_key).")
-    return tuple(_sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *found[k], "csc",
-                         spare=True) if isinstance(found[k], tuple) else found[k]
-                 for k in (x_key, y_key))
+    names, found = _call(path, "MATLAB v7.3 (HDF5)", _read_h5, path, keys, h5py)
+    return names, {k: _sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *v, "csc", spare=True)
+                   if isinstance(v, tuple) else v for k, v in found.items()}
 
 
 def _read_h5(path, keys, h5py):

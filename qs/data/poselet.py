@@ -23,12 +23,13 @@ be integers and not kept: the action experiment works on boxes.
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from qs.data.sparse_text import parse_sparse_features
 
 __all__ = ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"]
 
@@ -37,8 +38,6 @@ ACTIONS = ("jumping", "phoning", "playinginstrument", "reading", "ridingbike",
 IGNORE = 0  # the box label of a "difficult" box, left out of training and evaluation
 N_FEATURES = 2404  # 2400 action-poselet activations + 4 object scores, without the bias
 
-_PAIRS = re.compile(r"\s*(?:\d{1,18}:[^\s:]+\s+)*(?:\d{1,18}:[^\s:]+)?\s*")
-_PAIR = re.compile(r"\d{1,18}:[^\s:]+")
 
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
@@ -105,7 +104,10 @@ def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=Tru
                              f"NAME_ID.feature in {feature_dir} (pass feature_dir, or "
                              "--features-dir, if they live elsewhere).") from None
         feature_hash.update(data)
-        index, value = _parse_features(path, data.decode("utf-8", errors="replace"), n_features)
+        index, value = parse_sparse_features(
+            path, data.decode("utf-8", errors="replace"), n_features,
+            hint=" (2400 poselets + 4 object scores); if the files already carry a bias "
+                 f"column, load with n_features={n_features + 1}, bias=False")
         if bias:
             index, value = np.append(index, n_features + 1), np.append(value, 1.0)
         indices.append(index - 1)
@@ -185,46 +187,3 @@ def _parse_list(path, text):
         raise ValueError(f"{path}, line {extra[0]}: unexpected content after the {n_images} "
                          f"images the first line declares: {' '.join(extra[1])!r}.")
     return boxes
-
-
-def _parse_features(path, text, n_features):
-    """Indices (1-based) and values of one feature file, validated."""
-    if not _PAIRS.fullmatch(text):
-        k = next(k for k, tok in enumerate(text.split()) if not _PAIR.fullmatch(tok))
-        _fail(path, text, k, "is not an index:value pair (a positive integer, ':', a number)")
-    tokens = text.replace(":", " ").split()
-    index = np.array(tokens[::2], dtype=np.int64)
-    try:
-        value = np.array(tokens[1::2], dtype=np.float64)
-    except ValueError:
-        k = next(k for k, v in enumerate(tokens[1::2]) if not _is_float(v))
-        _fail(path, text, k, "has a value that is not a number")
-    if index.size and index[0] < 1:
-        _fail(path, text, 0, "has index 0; indices are 1-based")
-    decreasing = np.flatnonzero(np.diff(index) <= 0)
-    if decreasing.size:
-        _fail(path, text, decreasing[0] + 1, "does not increase the index; indices must be "
-              "strictly increasing")
-    if index.size and index[-1] > n_features:
-        _fail(path, text, index.size - 1, f"is beyond the {n_features} features expected "
-              f"(2400 poselets + 4 object scores); if the files already carry a bias column, "
-              f"load with n_features={n_features + 1}, bias=False")
-    finite = np.isfinite(value)
-    if not finite.all():
-        _fail(path, text, np.flatnonzero(~finite)[0], "has a value that is not finite")
-    return index, value
-
-
-def _is_float(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _fail(path, text, k, problem):
-    """Raise for the k-th pair of a feature file, naming its line."""
-    pairs = [(no, tok) for no, line in enumerate(text.splitlines(), 1) for tok in line.split()]
-    no, token = pairs[k]
-    raise ValueError(f"{path}, line {no}: pair {k + 1} ({token!r}) {problem}.")

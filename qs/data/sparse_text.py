@@ -1,0 +1,61 @@
+"""Sparse ``index:value`` feature files, one sample per file, as the AP-SVM papers' released
+code writes them (the VOC2011 poselet features and the VOC2007 latent AP-SVM box features).
+
+A file holds 1-based, strictly increasing ``index:value`` pairs, whitespace separated over any
+number of lines. The parser checks all of it, since the files are untrusted input.
+"""
+
+import re
+
+import numpy as np
+
+__all__ = ["parse_sparse_features"]
+
+_PAIRS = re.compile(r"\s*(?:\d{1,18}:[^\s:]+\s+)*(?:\d{1,18}:[^\s:]+)?\s*")
+_PAIR = re.compile(r"\d{1,18}:[^\s:]+")
+
+
+def parse_sparse_features(path, text, n_features=None, hint=""):
+    """Indices (1-based int64) and values (finite float64) of one feature file's ``text``.
+
+    An index above ``n_features`` (when given) is an error; ``hint`` is appended to that
+    message (what the dimension means, how to load otherwise). Any fault raises a ValueError
+    naming ``path``, the line and the pair.
+    """
+    if not _PAIRS.fullmatch(text):
+        k = next(k for k, tok in enumerate(text.split()) if not _PAIR.fullmatch(tok))
+        _fail(path, text, k, "is not an index:value pair (a positive integer, ':', a number)")
+    tokens = text.replace(":", " ").split()
+    index = np.array(tokens[::2], dtype=np.int64)
+    try:
+        value = np.array(tokens[1::2], dtype=np.float64)
+    except ValueError:
+        k = next(k for k, v in enumerate(tokens[1::2]) if not _is_float(v))
+        _fail(path, text, k, "has a value that is not a number")
+    if index.size and index[0] < 1:
+        _fail(path, text, 0, "has index 0; indices are 1-based")
+    decreasing = np.flatnonzero(np.diff(index) <= 0)
+    if decreasing.size:
+        _fail(path, text, decreasing[0] + 1, "does not increase the index; indices must be "
+              "strictly increasing")
+    if n_features is not None and index.size and index[-1] > n_features:
+        _fail(path, text, index.size - 1, f"is beyond the {n_features} features expected{hint}")
+    finite = np.isfinite(value)
+    if not finite.all():
+        _fail(path, text, np.flatnonzero(~finite)[0], "has a value that is not finite")
+    return index, value
+
+
+def _is_float(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fail(path, text, k, problem):
+    """Raise for the k-th pair of a feature file, naming its line."""
+    pairs = [(no, tok) for no, line in enumerate(text.splitlines(), 1) for tok in line.split()]
+    no, token = pairs[k]
+    raise ValueError(f"{path}, line {no}: pair {k + 1} ({token!r}) {problem}.")

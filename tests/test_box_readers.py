@@ -1,0 +1,389 @@
+"""Box-feature readers (qs/data/boxes.py) on small files written here in each real format."""
+
+import numpy as np
+import pytest
+import scipy.io
+
+from qs.data import (load_image_set, load_latent_list, load_poselet, load_rcnn_cache,
+                     load_voc_annotation)
+from qs.data.voc2007 import CLASSES
+from qs.metrics import voc_detection_ap
+
+# Two images: (stem, image label, [(x, y, w, h, id, label, {index: value})]).
+LATENT = [
+    ("000005", 1, [(10, 20, 30, 40, 1, -1, {1: 0.5, 3: 2.0}), (1, 1, 50, 60, 2, 1, {2: 1.5})]),
+    ("000007", 0, [(5, 5, 10, 10, 4, 0, {4: -1.0})]),
+]
+
+
+def write_latent(root, images=LATENT, n_images=None):
+    """A latent AP-SVM list file and its STEM_id.feature files; returns the list path."""
+    lines = [str(len(images) if n_images is None else n_images)]
+    for stem, image_label, boxes in images:
+        lines.append(f"{stem} {len(boxes)}")
+        for x, y, w, h, box_id, label, feats in boxes:
+            lines.append(f"{x} {y} {w} {h} {box_id} {label}")
+            pairs = " ".join(f"{i}:{v}" for i, v in feats.items())
+            (root / f"{stem}_{box_id}.feature").write_text(pairs + "\n")
+        lines.append(str(image_label))
+    path = root / "list.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def voc_xml(width=500, height=375, objects=(("dog", (48, 240, 195, 371), 0, 1),), dtd=""):
+    objs = "".join(
+        f"<object><name>{name}</name><truncated>{trunc}</truncated><difficult>{diff}"
+        f"</difficult><bndbox><xmin>{b[0]}</xmin><ymin>{b[1]}</ymin><xmax>{b[2]}</xmax>"
+        f"<ymax>{b[3]}</ymax></bndbox></object>" for name, b, diff, trunc in objects)
+    return (f"{dtd}<annotation><folder>VOC2007</folder><filename>x.jpg</filename><size>"
+            f"<width>{width}</width><height>{height}</height><depth>3</depth></size>{objs}"
+            "</annotation>")
+
+
+# --- latent AP-SVM list file ---------------------------------------------------------------
+
+def test_latent_list_reads_boxes_features_and_labels(tmp_path):
+    got = load_latent_list(write_latent(tmp_path))
+    data = got.data
+    np.testing.assert_array_equal(data.offsets, [0, 2, 3])
+    np.testing.assert_array_equal(data.image_ids, ["000005", "000007"])
+    np.testing.assert_array_equal(data.boxes, [[10, 20, 39, 59], [1, 1, 50, 60], [5, 5, 14, 14]])
+    assert data.X.dtype == np.float32 and data.X.shape == (3, 4)  # d: the largest index
+    np.testing.assert_array_equal(data.X, [[0.5, 0, 2, 0], [0, 1.5, 0, 0], [0, 0, 0, -1]])
+    np.testing.assert_array_equal(got.box_labels, [-1, 1, 0])
+    np.testing.assert_array_equal(got.image_labels, [1, 0])
+    np.testing.assert_array_equal(got.box_ids, [1, 2, 4])
+    assert all(b.shape == (0, 4) for b, _, _ in data.objects)
+    assert "latent AP-SVM list" in data.source and "sha256" in data.source
+    assert load_latent_list(tmp_path / "list.txt", n_features=6).data.X.shape == (3, 6)
+
+
+def test_latent_list_shares_the_poselet_feature_parser(tmp_path):
+    """One parser for both formats: the same corrupt pair fails the same way in each."""
+    path = write_latent(tmp_path)
+    (tmp_path / "000005_2.feature").write_text("1:0.5 2:1:3\n")
+    with pytest.raises(ValueError, match=r"000005_2\.feature, line 1: pair 2 \('2:1:3'\) is "
+                                         "not an index:value pair") as latent:
+        load_latent_list(path)
+    poselet = tmp_path / "poselet.txt"
+    poselet.write_text("1\n1 1 000005 1\n1 1 30 40 2 1\n1\n")
+    with pytest.raises(ValueError) as other:
+        load_poselet(poselet)
+    assert str(other.value) == str(latent.value)
+
+
+def test_latent_list_in_another_feature_dir(tmp_path):
+    (tmp_path / "feats").mkdir()
+    path = write_latent(tmp_path / "feats")
+    moved = tmp_path / "list.txt"
+    path.rename(moved)
+    with pytest.raises(ValueError, match="feature files are missing"):
+        load_latent_list(moved)
+    assert load_latent_list(moved, tmp_path / "feats").data.X.shape == (3, 4)
+
+
+def test_latent_list_names_missing_feature_files(tmp_path):
+    images = [(f"img{i}", 1, [(1, 1, 5, 5, i, -1, {1: 1.0})]) for i in range(8)]
+    path = write_latent(tmp_path, images)
+    for i in (0, 2, 3, 4, 5, 7):
+        (tmp_path / f"img{i}_{i}.feature").unlink()
+    with pytest.raises(ValueError, match=r"list\.txt: 6 of 8 feature files are missing from "
+                                         r".*: img0_0\.feature \(line 3\); img2_2\.feature "
+                                         r"\(line 9\).* and 1 more"):
+        load_latent_list(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", r"Truncated latent list file .*list\.txt: expected the number of images after line 0"),
+    ("2\n000005 1\n1 1 5 5 1 -1\n1\n", r"Truncated .*: expected the header .* of image 2 of 2 "
+                                       "after line 4"),
+    ("1\n000005 2\n1 1 5 5 1 -1\n1\n", r"line 4: image '000005' \(line 2\) declares 2 boxes, "
+                                       "but box line 2 reads '1'"),
+    ("1\n000005 1\n1 1 5 5 1 -1\n1 1 5 5 2 -1\n1\n",
+     r"line 4: image '000005' \(line 2\) declares 1 boxes, but another line follows them"),
+    ("1\n000005 1\n1 1 5 5 1 -1\n", r"Truncated .*: expected the label line of image '000005' "
+                                    "after line 3"),
+    ("1\n000005 1\n1 1 0 5 1 -1\n1\n", "line 3: box of image '000005' has width 0 and height "
+                                       "5; both must be > 0"),
+    ("1\n000005 1\n1 1 5 -2 1 -1\n1\n", "line 3: .* height -2; both must be > 0"),
+    ("1\n000005 1\n1 x 5 5 1 -1\n1\n", "line 3: expected a box coordinate to be a finite "
+                                       "number; got 'x'"),
+    ("1\n000005 1\n1 nan 5 5 1 -1\n1\n", "line 3: expected a box coordinate to be a finite"),
+    ("1\n000005 1\n1 1 5 5 a -1\n1\n", "line 3: expected the box id to be an integer; got 'a'"),
+    ("1\n000005 1\n1 1 5 5 1 2\n1\n", r"line 3: expected the box label in -1, 0, 1; got 2"),
+    ("1\n000005 1\n1 1 5 5 1 -1\npos\n", "line 4: expected the image label to be an integer"),
+    ("x\n", "line 1: expected the number of images to be an integer; got 'x'"),
+    ("1 2\n", r"line 1: expected the number of images \(one integer >= 0\); got '1 2'"),
+    ("1\n000005 -1\n1\n", r"line 2: expected the number of boxes \(one integer >= 0\)"),
+    ("1\n000005\n1\n", r"line 2: expected the header of image 1 of 1 \(STEM n_boxes\)"),
+    ("1\n../000005 1\n1 1 5 5 1 -1\n1\n", "line 2: the stem '../000005' holds a path"),
+    ("1\n000005 1\n1 1 5 5 1 -1\n1\n7\n", "line 5: unexpected content after the 1 images"),
+])
+def test_latent_list_errors_name_file_and_line(tmp_path, text, message):
+    (tmp_path / "000005_1.feature").write_text("1:1\n")
+    path = tmp_path / "list.txt"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as err:
+        load_latent_list(path)
+    assert "list.txt" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_latent_list_feature_dimension(tmp_path):
+    path = write_latent(tmp_path)
+    with pytest.raises(ValueError, match=r"000005_1\.feature, line 1: pair 2 \('3:2.0'\) is "
+                                         "beyond the 2 features expected \\(n_features=2\\)"):
+        load_latent_list(path, n_features=2)
+    (tmp_path / "000007_4.feature").write_text("4:1e39\n")
+    with pytest.raises(ValueError, match=r"000007_4\.feature: the feature values hold 1e\+39, "
+                                         "beyond float32"):
+        load_latent_list(path)
+    (tmp_path / "000007_4.feature").write_text("4:1e999\n")
+    with pytest.raises(ValueError, match=r"000007_4\.feature, line 1: .* not finite"):
+        load_latent_list(path)
+
+
+def test_latent_list_with_annotations(tmp_path):
+    path = write_latent(tmp_path)
+    notes = {}
+    for stem, objects in (("000005", (("dog", (1, 1, 50, 60), 0, 0),)),
+                          ("000007", (("cat", (2, 2, 9, 9), 1, 0),))):
+        (tmp_path / f"{stem}.xml").write_text(voc_xml(100, 80, objects))
+        notes[stem] = load_voc_annotation(tmp_path / f"{stem}.xml")
+    data = load_latent_list(path, annotations=notes).data
+    np.testing.assert_array_equal(data.objects[0][0], [[1, 1, 50, 60]])
+    assert data.image_labels(CLASSES.index("dog")).tolist() == [1, 0]
+    # The supervised box is the dog: scoring it first finds the only non-difficult object.
+    assert voc_detection_ap(np.repeat(data.image_ids, np.diff(data.offsets)), data.boxes,
+                            [0.5, 1.0, 0.2], data.ground_truth(CLASSES.index("dog"))) == 1.0
+
+    (tmp_path / "000005.xml").write_text(voc_xml(45, 80, ()))
+    notes["000005"] = load_voc_annotation(tmp_path / "000005.xml")
+    with pytest.raises(ValueError, match=r"list\.txt, line 4: box \[1\.0, 1\.0, 50\.0, 60\.0\] "
+                                         r"\(x1 y1 x2 y2\) is outside image '000005' of 45 x 80"):
+        load_latent_list(path, annotations=notes)
+    del notes["000007"]
+    notes["000005"] = load_voc_annotation(tmp_path / "000007.xml")
+    with pytest.raises(ValueError, match="line 6: image '000007' has no annotation"):
+        load_latent_list(path, annotations=notes)
+
+
+# --- R-CNN per-image .mat caches -----------------------------------------------------------
+
+def rcnn_arrays(seed=0, k=4, d=5):
+    """One image's cache: box 0 a ground-truth dog, the others candidates."""
+    rng = np.random.default_rng(seed)
+    boxes = np.array([[10, 10, 60, 80], [12, 11, 58, 79], [100, 100, 150, 140],
+                      [1, 1, 20, 20]][:k], dtype=float)
+    overlap = np.zeros((k, len(CLASSES)))
+    overlap[:, CLASSES.index("dog")] = [1.0, 0.85, 0.0, 0.02][:k]
+    return {"boxes": boxes, "feat": rng.normal(size=(k, d)).astype(np.float32),
+            "gt": np.array([[1], [0], [0], [0]][:k], dtype=np.uint8),
+            "class": np.array([[CLASSES.index("dog") + 1], [0], [0], [0]][:k], dtype=np.uint8),
+            "overlap": overlap}
+
+
+def write_mat73(path, arrays):
+    """A MATLAB v7.3 file as MATLAB writes it: HDF5 behind a 512-byte header, each variable
+    stored transposed (MATLAB is column-major)."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(path, "w", userblock_size=512) as f:
+        for name, a in arrays.items():
+            f[name] = np.asarray(a).T
+    with open(path, "r+b") as fh:
+        fh.write(b"MATLAB 7.3 MAT-file".ljust(116) + b"\0" * 12 + b"\x00\x02IM")
+
+
+@pytest.mark.parametrize("version", ["v5", "v7.3"])
+def test_rcnn_cache_reads_both_mat_versions(tmp_path, version):
+    for i in range(2):
+        arrays = rcnn_arrays(seed=i)
+        if version == "v5":
+            scipy.io.savemat(tmp_path / f"00000{i}.mat", arrays)
+        else:
+            write_mat73(tmp_path / f"00000{i}.mat", arrays)
+    data = load_rcnn_cache(tmp_path)
+    np.testing.assert_array_equal(data.image_ids, ["000000", "000001"])
+    np.testing.assert_array_equal(data.offsets, [0, 4, 8])
+    np.testing.assert_array_equal(data.X, np.concatenate([rcnn_arrays(0)["feat"],
+                                                          rcnn_arrays(1)["feat"]]))
+    np.testing.assert_array_equal(data.boxes[:4], rcnn_arrays()["boxes"])
+    gt_boxes, cls, difficult = data.objects[0]
+    np.testing.assert_array_equal(gt_boxes, [[10, 10, 60, 80]])
+    assert cls.tolist() == [CLASSES.index("dog")] and difficult.tolist() == [False]
+    assert "R-CNN .mat caches, 2 files" in data.source
+    one = load_rcnn_cache([tmp_path / "000001.mat"])
+    assert one.n_images == 1 and one.X.shape == (4, 5)
+
+
+def test_rcnn_cache_ground_truth_scores_detections(tmp_path):
+    """The gt boxes score detections: the overlap-ranked candidates find every dog once."""
+    for i in range(3):
+        scipy.io.savemat(tmp_path / f"img{i}.mat", rcnn_arrays(seed=i))
+    data = load_rcnn_cache(tmp_path)
+    dog = CLASSES.index("dog")
+    candidates = np.ones(data.X.shape[0], bool)
+    candidates[data.offsets[:-1]] = False  # drop the gt rows themselves
+    ids = np.repeat(data.image_ids, np.diff(data.offsets))[candidates]
+    scores = np.tile([1.0, 0.85, 0.0, 0.02], 3)[candidates]
+    assert voc_detection_ap(ids, data.boxes[candidates], scores, data.ground_truth(dog)) == 1.0
+    assert voc_detection_ap(ids, data.boxes[candidates], -scores,
+                            data.ground_truth(dog)) < 1.0
+
+
+def test_rcnn_cache_without_ground_truth(tmp_path):
+    arrays = rcnn_arrays()
+    scipy.io.savemat(tmp_path / "a.mat", {"boxes": arrays["boxes"], "feat": arrays["feat"]})
+    data = load_rcnn_cache(tmp_path / "a.mat")
+    assert data.objects[0][0].shape == (0, 4)
+
+
+def _damage(arrays, name, value):
+    return {**arrays, name: value}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: _damage(a, "feat", a["feat"][:3]), r"boxes must have shape \(3, 4\)"),
+    (lambda a: _damage(a, "boxes", a["boxes"][:, :3]), r"boxes must have shape \(4, 4\)"),
+    (lambda a: _damage(a, "feat", np.where(np.eye(4, 5) > 0, np.nan, a["feat"])),
+     r"feat must be finite; got nan at flat index 0 \(4 non-finite in all\)"),
+    (lambda a: _damage(a, "boxes", a["boxes"][:, [2, 1, 0, 3]]),
+     r"boxes row 0 is \[60.0, 10.0, 10.0, 80.0\]; expected 1-based x1 y1 x2 y2"),
+    (lambda a: _damage(a, "boxes", a["boxes"] - 1), "boxes row 3 is .*expected 1-based"),
+    (lambda a: {k: v for k, v in a.items() if k != "feat"}, "no variable feat; an R-CNN cache "
+                                                            "holds boxes and feat; this file "
+                                                            "holds boxes, class, gt, overlap"),
+    (lambda a: _damage(a, "gt", a["gt"][:2]), r"gt must have shape \(4,\)"),
+    (lambda a: _damage(a, "gt", a["gt"] * 2), "gt must hold 0 or 1 per box"),
+    (lambda a: _damage(a, "class", a["class"] + 30), "class must be 1..20 on every gt box"),
+    (lambda a: {k: v for k, v in a.items() if k != "class"}, "gt is given without class"),
+    (lambda a: _damage(a, "overlap", a["overlap"][:, :5]), r"overlap must have shape \(4, 20\)"),
+    (lambda a: _damage(a, "feat", np.full((4, 5), -1e300)), "feat hold -1e\\+300, beyond float32"),
+])
+@pytest.mark.parametrize("version", ["v5", "v7.3"])
+def test_rcnn_cache_errors_name_the_file(tmp_path, change, message, version):
+    scipy.io.savemat(tmp_path / "good.mat", rcnn_arrays())
+    bad = change(rcnn_arrays())
+    (scipy.io.savemat if version == "v5" else write_mat73)(tmp_path / "bad.mat", bad)
+    with pytest.raises(ValueError, match=r"bad\.mat: " + message):
+        load_rcnn_cache(tmp_path)
+
+
+def test_rcnn_cache_text_features(tmp_path):
+    """v5 only: h5py writes no MATLAB char arrays."""
+    scipy.io.savemat(tmp_path / "bad.mat", {**rcnn_arrays(), "feat": np.array(["ab", "cd"])})
+    with pytest.raises(ValueError, match=r"bad\.mat: feat must hold numbers; got dtype <U2"):
+        load_rcnn_cache(tmp_path)
+
+
+def test_rcnn_cache_feature_dimension_must_agree(tmp_path):
+    scipy.io.savemat(tmp_path / "a.mat", rcnn_arrays(d=5))
+    scipy.io.savemat(tmp_path / "b.mat", rcnn_arrays(d=6))
+    with pytest.raises(ValueError, match=r"b\.mat: feat has 6 columns, but .*a\.mat has 5"):
+        load_rcnn_cache(tmp_path)
+
+
+@pytest.mark.parametrize("version", ["v5", "v7.3"])
+def test_rcnn_cache_corrupt_files(tmp_path, version):
+    path = tmp_path / "a.mat"
+    (scipy.io.savemat if version == "v5" else write_mat73)(path, rcnn_arrays())
+    path.write_bytes(path.read_bytes()[:700])
+    with pytest.raises(ValueError, match=r"Cannot read .*a\.mat as MATLAB"):
+        load_rcnn_cache(tmp_path)
+    with pytest.raises(ValueError, match=r"empty: no \.mat files"):
+        (tmp_path / "empty").mkdir()
+        load_rcnn_cache(tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"Cannot read .*missing\.mat"):
+        load_rcnn_cache([tmp_path / "missing.mat"])
+
+
+# --- VOC devkit annotations and image sets -------------------------------------------------
+
+def test_voc_annotation(tmp_path):
+    path = tmp_path / "000005.xml"
+    path.write_text(voc_xml(objects=(("chair", (263, 211, 324, 339), 0, 0),
+                                     ("chair", (5, 244, 67, 374), 1, 1),
+                                     ("dog", (48, 240, 195.0, 371), 0, 1))))
+    note = load_voc_annotation(path)
+    assert (note.image_id, note.width, note.height) == ("000005", 500, 375)
+    assert note.names == ("chair", "chair", "dog")
+    np.testing.assert_array_equal(note.boxes[2], [48, 240, 195, 371])
+    assert note.classes.tolist() == [CLASSES.index("chair")] * 2 + [CLASSES.index("dog")]
+    assert note.difficult.tolist() == [False, True, False]
+    assert note.truncated.tolist() == [False, True, True]
+    empty = tmp_path / "e.xml"
+    empty.write_text(voc_xml(objects=()))
+    assert load_voc_annotation(empty).boxes.shape == (0, 4)
+
+
+def test_voc_annotation_scores_detections(tmp_path):
+    """Ground truth from XML into detection AP: the difficult chair counts neither way."""
+    path = tmp_path / "000005.xml"
+    path.write_text(voc_xml(objects=(("chair", (263, 211, 324, 339), 0, 0),
+                                     ("chair", (5, 244, 67, 374), 1, 0))))
+    note = load_voc_annotation(path)
+    chair = CLASSES.index("chair")
+    truth = {note.image_id: (note.boxes[note.classes == chair],
+                             note.difficult[note.classes == chair])}
+    detections = np.array([[5, 244, 67, 374], [263, 211, 324, 339], [400, 10, 450, 60]])
+    ids = ["000005"] * 3
+    assert voc_detection_ap(ids, detections, [3.0, 2.0, 1.0], truth) == 1.0
+    # A false positive first, then the chair: precision 1/2 at every recall level.
+    assert voc_detection_ap(ids, detections, [1.0, 2.0, 3.0], truth) == 0.5
+
+
+@pytest.mark.parametrize("xml, message", [
+    (voc_xml(objects=(("person", (1, 1, 5, 5), 0, 0), ("unicorn", (1, 1, 5, 5), 0, 0))),
+     "object 2 has class 'unicorn'; expected one of aeroplane"),
+    (voc_xml().replace("<ymax>371</ymax>", ""), "object 1 has no bndbox/ymax field"),
+    (voc_xml().replace("<xmin>48</xmin>", "<xmin>4a</xmin>"),
+     "object 1 has bndbox/xmin '4a'; expected an integer"),
+    (voc_xml(width=100), r"object 1 \(dog\) has bndbox \[48, 240, 195, 371\] .* xmax <= 100"),
+    (voc_xml(objects=(("dog", (0, 1, 5, 5), 0, 0),)),
+     r"object 1 \(dog\) has bndbox \[0, 1, 5, 5\] .*expected 1 <= xmin"),
+    (voc_xml(objects=(("dog", (9, 1, 5, 5), 0, 0),)),
+     r"object 1 \(dog\) has bndbox \[9, 1, 5, 5\]"),
+    (voc_xml(objects=(("dog", (1, 1, 5, 5), 2, 0),)), "object 1 has difficult 2; expected 0 "
+                                                      "or 1"),
+    (voc_xml().replace("<height>375</height>", ""), "the image has no size/height field"),
+    (voc_xml(width=0, objects=()), "image size 0 x 375"),
+    (voc_xml()[:-20], "Cannot read the VOC annotation .*ParseError"),
+    (voc_xml(dtd='<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>')
+     .replace("VOC2007", "&lol2;"), "Cannot read the VOC annotation .*DTDForbidden"),
+    (voc_xml(dtd='<!DOCTYPE a SYSTEM "file:///etc/passwd">'), "DTDForbidden"),
+])
+def test_voc_annotation_errors(tmp_path, xml, message):
+    path = tmp_path / "a.xml"
+    path.write_text(xml)
+    with pytest.raises(ValueError, match=message) as err:
+        load_voc_annotation(path)
+    assert "a.xml" in str(err.value)
+
+
+def test_image_sets(tmp_path):
+    plain = tmp_path / "trainval.txt"
+    plain.write_text("000005\n000007\n\n000009\n")
+    ids, labels = load_image_set(plain)
+    assert ids.tolist() == ["000005", "000007", "000009"] and labels is None
+    per_class = tmp_path / "aeroplane_trainval.txt"
+    per_class.write_text("000005 -1\n000007  1\n000009  0\n")
+    ids, labels = load_image_set(per_class)
+    assert ids.tolist() == ["000005", "000007", "000009"] and labels.tolist() == [-1, 1, 0]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert load_image_set(empty)[0].size == 0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("000005 -1\n000007\n", r"line 2: expected 2 field\(s\) as on line 1; got '000007'"),
+    ("000005 1\n000007 2\n", "line 2: expected the label 1, -1 or 0; got '2'"),
+    ("000005\n000007\n000005\n", "line 3: image '000005' is listed twice"),
+    ("000005 1 x\n", "line 1: expected an image id, or an id and a label"),
+])
+def test_image_set_errors(tmp_path, text, message):
+    path = tmp_path / "set.txt"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"set\.txt, " + message):
+        load_image_set(path)
+    with pytest.raises(ValueError, match=r"Cannot read the image set .*nope\.txt"):
+        load_image_set(tmp_path / "nope.txt")
