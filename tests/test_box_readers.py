@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 import scipy.io
 
-from qs.data import (load_image_set, load_latent_list, load_poselet, load_rcnn_cache,
-                     load_voc_annotation)
+from qs.data import (
+    load_image_set,
+    load_latent_list,
+    load_poselet,
+    load_rcnn_cache,
+    load_voc_annotation,
+)
 from qs.data.voc2007 import CLASSES
 from qs.metrics import voc_detection_ap
 

@@ -4,8 +4,14 @@ Every data object says where it came from (`PoseletData.source`), so that no syn
 number is ever reported as the papers' data.
 """
 
-from qs.data.boxes import (LatentListData, VocAnnotation, load_image_set, load_latent_list,
-                            load_rcnn_cache, load_voc_annotation)
+from qs.data.boxes import (
+    LatentListData,
+    VocAnnotation,
+    load_image_set,
+    load_latent_list,
+    load_rcnn_cache,
+    load_voc_annotation,
+)
 from qs.data.formats import cache_arrays, load_features, load_npz_cache
 from qs.data.poselet import ACTIONS, IGNORE, N_FEATURES, PoseletData, load_poselet
 from qs.data.synthetic import make_voc2011_actions
