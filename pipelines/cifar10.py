@@ -45,7 +45,7 @@ from pipelines._config import (
 )
 from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._provenance import write_provenance
-from pipelines._runs import claim_run_dir, same, settings_key
+from pipelines._runs import claim_run_dir, digest_arrays, same, settings_key
 from pipelines._tables import markdown_table
 from qs.data.cifar10 import DIGITS_NOTE, digits_as_cifar, load_cifar10
 from qs.metrics import average_precision, ndcg
@@ -204,7 +204,7 @@ def load_data(cfg):
     order = np.random.default_rng(cfg["seed"]).permutation(pool)
     train, val = order[:split["train"]], order[split["train"]:split["train"] + split["val"]]
     X, y = data.X_train, data.y_train
-    digest = hashlib.sha256(X.tobytes() + y.tobytes()).hexdigest()[:16]
+    digest = digest_arrays(X, y)[:16]
     note = (f"{data.source}; sha256(train images, labels) {digest}; split seed {cfg['seed']}: "
             f"{len(train)} train / {len(val)} val / {split['test']} test")
     return {"train": (X[train], y[train]), "val": (X[val], y[val]),

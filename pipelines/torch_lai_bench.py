@@ -86,25 +86,14 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
     return [(name, float(t), f) for (name, _), t, f in zip(cases, np.median(rounds, 0), first)]
 
 
-def pl_cnn(torch, width=(64, 128, 256)):
-    """The PL-CNN of EXPERIMENTS.md (about 1.19M parameters at the paper's widths)."""
-    nn = torch.nn
-    layers, c_in = [], 3
-    for c in width:
-        for _ in range(2):
-            layers += [nn.Conv2d(c_in, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
-            c_in = c
-        layers.append(nn.MaxPool2d(2))
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * 16, 10))
-
-
 def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
     """(b): (step seconds, loss seconds, parameters). The loss is timed inside the step:
     its forward (the LAI) and its share of the backward."""
+    from qs.nets import PLCNN, n_parameters
     from qs.torch import rank_hinge_loss
 
     torch.manual_seed(seed)
-    net = pl_cnn(torch)
+    net = PLCNN()
     images = torch.randn(batch, 3, 32, 32)
     targets = torch.randint(0, 10, (batch,))
     onehot = torch.nn.functional.one_hot(targets, 10).T.bool()
@@ -123,8 +112,7 @@ def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
         if r:
             loss_times.append((t1 - t0) + (t2 - t1))
             step_times.append(end - start)
-    params = sum(p.numel() for p in net.parameters())
-    return float(np.median(step_times)), float(np.median(loss_times)), params
+    return float(np.median(step_times)), float(np.median(loss_times)), n_parameters(net)
 
 
 def large_batch(torch, q=16, n=100_000, repeats=3, loss="ap", seed=0):
