@@ -62,39 +62,21 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
         raw = path.read_bytes()
     except OSError as err:
         raise ValueError(f"Cannot read the latent list file {path}: {err.strerror}.") from None
-    images = _parse_latent_list(path, raw.decode("utf-8", errors="replace"))
+    images = parse_latent_list(path, raw.decode("utf-8", errors="replace"))
 
-    files = [(no, feature_dir / f"{stem}_{box_id}.feature")
-             for stem, _, box_lines, _ in images for no, _, box_id, _ in box_lines]
-    missing = [(no, f) for no, f in files if not f.is_file()]
-    if missing:
-        shown = "; ".join(f"{f.name} (line {no})" for no, f in missing[:_SHOWN])
-        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        raise ValueError(f"{path}: {len(missing)} of {len(files)} feature files are missing "
-                         f"from {feature_dir}: {shown}{more} (pass feature_dir if they live "
-                         "elsewhere).")
+    files = latent_feature_files(path, feature_dir, images)
     feature_hash = hashlib.sha256()
-    parsed = []
-    for _, f in files:
-        try:
-            data = f.read_bytes()
-        except OSError as err:
-            raise ValueError(f"Cannot read the feature file {f}: {err.strerror}.") from None
-        feature_hash.update(data)
-        parsed.append(parse_sparse_features(f, data.decode("utf-8", errors="replace"),
-                                            n_features, hint=f" (n_features={n_features})"))
+    parsed = [_parse_feature_file(f, n_features, feature_hash) for _, f in files]
     d = n_features if n_features is not None else max(
         (int(i[-1]) for i, _ in parsed if i.size), default=0)
-    X = np.zeros((len(parsed), d), dtype=np.float32)
-    for row, (index, value) in enumerate(parsed):
-        X[row, index - 1] = _float32(files[row][1], "the feature values", value)
+    X = _feature_rows(parsed, [f for _, f in files], d)
 
     boxes = np.array([b[1] for _, _, lines, _ in images for b in lines],
                      dtype=np.float64).reshape(-1, 4)
     boxes[:, 2:] += boxes[:, :2] - 1  # x y width height -> x1 y1 x2 y2, inclusive
     counts = [len(lines) for _, _, lines, _ in images]
     stems = np.array([stem for stem, *_ in images], dtype=str)
-    objects = _annotated_objects(path, images, boxes, counts, annotations)
+    objects = annotated_objects(path, images, boxes, counts, annotations)
     source = (f"latent AP-SVM list {path.resolve()} (sha256 {hashlib.sha256(raw).hexdigest()}), "
               f"{len(files)} feature files in {feature_dir.resolve()} (sha256 of their "
               f"concatenation {feature_hash.hexdigest()})")
@@ -108,7 +90,47 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
                          dtype=np.int64))
 
 
-def _parse_latent_list(path, text):
+def latent_feature_files(path, feature_dir, images):
+    """``[(list line, feature file)]`` of every box of ``images`` (as `parse_latent_list`
+    gives them); a ValueError names the missing files (the first few) and their lines."""
+    files = [(no, Path(feature_dir) / f"{stem}_{box_id}.feature")
+             for stem, _, box_lines, _ in images for no, _, box_id, _ in box_lines]
+    missing = [(no, f) for no, f in files if not f.is_file()]
+    if missing:
+        shown = "; ".join(f"{f.name} (line {no})" for no, f in missing[:_SHOWN])
+        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
+        raise ValueError(f"{path}: {len(missing)} of {len(files)} feature files are missing "
+                         f"from {feature_dir}: {shown}{more} (pass feature_dir if they live "
+                         "elsewhere).")
+    return files
+
+
+def _parse_feature_file(f, n_features, digest=None):
+    try:
+        data = f.read_bytes()
+    except OSError as err:
+        raise ValueError(f"Cannot read the feature file {f}: {err.strerror}.") from None
+    if digest is not None:
+        digest.update(data)
+    return parse_sparse_features(f, data.decode("utf-8", errors="replace"), n_features,
+                                 hint=f" (n_features={n_features})")
+
+
+def _feature_rows(parsed, files, d):
+    """float32 (len(files), d) from the parsed ``(index, value)`` of each feature file."""
+    X = np.zeros((len(parsed), d), dtype=np.float32)
+    for row, (index, value) in enumerate(parsed):
+        X[row, index - 1] = _float32(files[row], "the feature values", value)
+    return X
+
+
+def read_latent_features(files, n_features):
+    """float32 (len(files), n_features): one box's features per file, checked."""
+    return _feature_rows([_parse_feature_file(Path(f), n_features) for f in files], files,
+                         n_features)
+
+
+def parse_latent_list(path, text):
     """Images ``(stem, header line, [(line, x y w h, id text, label)], image label)``."""
     lines = ((no, line.split()) for no, line in enumerate(text.splitlines(), 1) if line.strip())
     last = [0]
@@ -192,7 +214,7 @@ def _finite(path, no, text, what):
     return value
 
 
-def _annotated_objects(path, images, boxes, counts, annotations):
+def annotated_objects(path, images, boxes, counts, annotations):
     """Per image ``(boxes, class index, difficult)`` from ``annotations`` (empty without),
     each box checked to lie inside its annotated image."""
     if annotations is None:
@@ -230,34 +252,19 @@ def load_rcnn_cache(paths_or_dir):
     the image's objects (R-CNN's caches leave difficult objects out, so none is difficult);
     without, the objects are empty.
     """
-    paths = _mat_paths(paths_or_dir)
+    paths = mat_paths(paths_or_dir)
     X, boxes, counts, objects, digest, d = [], [], [], [], hashlib.sha256(), None
     for path in paths:
-        names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
-        missing = [k for k in ("boxes", "feat") if k not in found]
-        if missing:
-            raise ValueError(f"{path}: no variable {', '.join(missing)}; an R-CNN cache holds "
-                             f"boxes and feat; this file holds {', '.join(names) or 'none'}.")
-        feat = _numeric(path, "feat", found["feat"], ndim=2)
-        k = feat.shape[0]
+        feat, b, obj = read_rcnn_file(path)
         if d is None:
             d = feat.shape[1]
         elif feat.shape[1] != d:
             raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} has "
                              f"{d}; every file must hold the same feature dimension.")
-        b = _numeric(path, "boxes", found["boxes"], ndim=2)
-        if b.shape != (k, 4):
-            raise ValueError(f"{path}: boxes must have shape ({k}, 4), one x1 y1 x2 y2 row per "
-                             f"row of feat; got {b.shape}.")
-        bad = np.flatnonzero((b[:, :2] < 1).any(axis=1) | (b[:, 2] < b[:, 0])
-                             | (b[:, 3] < b[:, 1]))
-        if bad.size:
-            raise ValueError(f"{path}: boxes row {bad[0]} is {b[bad[0]].tolist()}; expected "
-                             "1-based x1 y1 x2 y2 with x2 >= x1 and y2 >= y1.")
-        objects.append(_rcnn_objects(path, found, b, k))
-        X.append(_float32(path, "feat", feat))
+        objects.append(obj)
+        X.append(feat)
         boxes.append(b)
-        counts.append(k)
+        counts.append(feat.shape[0])
         digest.update(path.read_bytes())
     source = (f"R-CNN .mat caches, {len(paths)} files in {paths[0].parent.resolve()} (sha256 "
               f"of their concatenation {digest.hexdigest()})")
@@ -266,7 +273,30 @@ def load_rcnn_cache(paths_or_dir):
                          np.array([p.stem for p in paths], dtype=str), tuple(objects), source)
 
 
-def _mat_paths(paths_or_dir):
+def read_rcnn_file(path):
+    """One R-CNN cache file, checked: ``(feat float32 (K, d), boxes float64 (K, 4), (object
+    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them."""
+    path = Path(path)
+    names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
+    missing = [k for k in ("boxes", "feat") if k not in found]
+    if missing:
+        raise ValueError(f"{path}: no variable {', '.join(missing)}; an R-CNN cache holds "
+                         f"boxes and feat; this file holds {', '.join(names) or 'none'}.")
+    feat = _numeric(path, "feat", found["feat"], ndim=2)
+    k = feat.shape[0]
+    b = _numeric(path, "boxes", found["boxes"], ndim=2)
+    if b.shape != (k, 4):
+        raise ValueError(f"{path}: boxes must have shape ({k}, 4), one x1 y1 x2 y2 row per "
+                         f"row of feat; got {b.shape}.")
+    bad = np.flatnonzero((b[:, :2] < 1).any(axis=1) | (b[:, 2] < b[:, 0])
+                         | (b[:, 3] < b[:, 1]))
+    if bad.size:
+        raise ValueError(f"{path}: boxes row {bad[0]} is {b[bad[0]].tolist()}; expected "
+                         "1-based x1 y1 x2 y2 with x2 >= x1 and y2 >= y1.")
+    return _float32(path, "feat", feat), b, _rcnn_objects(path, found, b, k)
+
+
+def mat_paths(paths_or_dir):
     if isinstance(paths_or_dir, (str, Path)) and Path(paths_or_dir).is_dir():
         paths = sorted(Path(paths_or_dir).glob("*.mat"))
         if not paths:

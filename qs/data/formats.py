@@ -21,7 +21,7 @@ from sklearn.datasets import load_svmlight_file
 
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "load_features", "load_npz_cache", "read_mat"]
+__all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -216,6 +216,40 @@ def read_mat(path, keys):
             found[k] = _sparse(path, [f"{k} ({part})" for part in ("data", "ir", "jc")],
                                X.data, X.indices, X.indptr, X.shape, "csc")
     return names, found
+
+
+def mat_shapes(path):
+    """``{name: shape}`` of the variables of a MATLAB file (v5 or v7.3), in MATLAB's
+    orientation, read from its headers without loading the data."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(520)
+    except OSError as err:
+        raise ValueError(f"Cannot read {path}: {err.strerror}.") from None
+    if _HDF5_SIGNATURE in (head[:8], head[512:520]):
+        try:
+            import h5py
+        except ImportError:
+            raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
+                             "(pip install h5py), or save it from MATLAB with -v7.") from None
+        return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
+    return {name: tuple(shape) for name, shape, _ in
+            _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
+
+
+def _h5_shapes(path, h5py):
+    shapes = {}
+    with h5py.File(path, "r") as f:
+        for name in f:
+            node = f[name]
+            if isinstance(node, h5py.Group):
+                if "MATLAB_sparse" in node.attrs:
+                    shapes[str(name)] = (int(node.attrs["MATLAB_sparse"]),
+                                         max(node["jc"].shape[0] - 1, 0))
+            else:
+                shapes[str(name)] = tuple(reversed(node.shape))
+    return shapes
 
 
 def _read_mat73(path, keys):

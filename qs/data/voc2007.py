@@ -7,21 +7,31 @@ boxes: some are jittered copies of the objects, the rest random. A box's feature
 plus, for every object it overlaps, that object's class signal scaled by the overlap (IoU),
 so the best box of an image is the one on its object: the latent box matters, and NMS and
 detection AP mean something. ``scale`` shrinks the image count from the paper's size.
+
+Every image comes from its own generator, seeded by (seed, split, image index), so one image
+can be made without the others: the same data comes out whole in memory
+(`make_voc2007_detection`), chunk by chunk into a store (`qs.data.convert.write_synthetic_store`)
+or as a lazy Dask array (`SyntheticVOC2007.features`), at any size up to the paper's. The
+noise is uniform with the given standard deviation, drawn as bytes: at the paper's size
+(10M boxes x 4096 per split) that is several times cheaper than normal draws.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from qs.metrics import box_iou
 
-__all__ = ["CLASSES", "DetectionData", "make_voc2007_detection"]
+__all__ = ["CLASSES", "SPLIT_SIZES", "DetectionData", "SyntheticVOC2007",
+           "make_voc2007_detection"]
 
 CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
            "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
            "train", "tvmonitor")
 SPLIT_SIZES = {"trainval": 5011, "test": 4952}
 IMAGE_SIZE = (500, 375)  # width, height: VOC's most common
+_BYTE_STD = np.sqrt((256 ** 2 - 1) / 12)  # standard deviation of a uniform byte 0..255
 
 
 @dataclass(frozen=True)
@@ -55,63 +65,128 @@ class DetectionData:
                 for image, (b, c, d) in zip(self.image_ids, self.objects)}
 
 
+@dataclass(frozen=True)
+class SyntheticVOC2007:
+    """The generator: its settings, and any image of either split on demand.
+
+    ``scale`` times VOC2007's image counts per split (at least 20, so that every class occurs
+    in both splits), ``boxes_per_image`` candidate boxes of ``n_features`` features each;
+    ``signal`` is the length of a class's direction, ``noise`` the features' noise standard
+    deviation, ``difficult_rate`` the chance an object is marked difficult.
+    """
+
+    seed: int = 0
+    scale: float = 0.05
+    boxes_per_image: int = 40
+    n_features: int = 64
+    signal: float = 4.0
+    noise: float = 1.0
+    difficult_rate: float = 0.1
+
+    def __post_init__(self):
+        if not 0 < self.scale <= 1:
+            raise ValueError(f"scale must be in (0, 1]; got {self.scale!r}.")
+        if self.boxes_per_image < 2 or self.n_features < 1:
+            raise ValueError("boxes_per_image must be >= 2 and n_features >= 1; got "
+                             f"{self.boxes_per_image} and {self.n_features}.")
+
+    @cached_property
+    def directions(self):
+        """(20, d) float64: each class's signal direction, of length ``signal``."""
+        directions = np.random.default_rng(self.seed).normal(size=(len(CLASSES),
+                                                                   self.n_features))
+        return directions * (self.signal / np.linalg.norm(directions, axis=1, keepdims=True))
+
+    def n_images(self, split):
+        return max(len(CLASSES), round(self.scale * SPLIT_SIZES[_split_name(split)]))
+
+    def image_ids(self, split):
+        return np.array([f"{split}_{i:06d}" for i in range(self.n_images(split))])
+
+    def source(self, split):
+        return (f"synthetic VOC2007-like bags of boxes (seed {self.seed}, scale "
+                f"{self.scale:g}, {split}); not the paper's data")
+
+    def image(self, split, i):
+        """Image ``i`` of ``split``: ``(X float32 (K, d), boxes (K, 4), (object boxes (m, 4),
+        object classes (m,), difficult (m,)))``, from its own seeded generator."""
+        if not 0 <= i < self.n_images(split):
+            raise ValueError(f"image index {i} is outside the {self.n_images(split)} images of "
+                             f"{split}.")
+        rng = np.random.default_rng([self.seed, list(SPLIT_SIZES).index(split), i])
+        k, n_classes = self.boxes_per_image, len(CLASSES)
+        m = 1 + int(rng.poisson(0.6))
+        classes = rng.integers(0, n_classes, m)
+        classes[0] = i % n_classes  # every class occurs in every split
+        obj = _random_boxes(rng, m)
+        difficult = rng.random(m) < self.difficult_rate
+        on_objects = min(k // 4, 3 * m)
+        cand = np.concatenate([_jitter(rng, obj[np.arange(on_objects) % m]),
+                               _random_boxes(rng, k - on_objects)])[rng.permutation(k)]
+        overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
+        X = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8).astype(np.float32)
+        X -= 127.5
+        X *= self.noise / _BYTE_STD
+        X += (overlap @ self.directions[classes]).astype(np.float32)
+        return X, cand, (obj, classes, difficult)
+
+    def split_data(self, split):
+        """The whole split in memory as `DetectionData`."""
+        n, k = self.n_images(split), self.boxes_per_image
+        images = [self.image(split, i) for i in range(n)]
+        return DetectionData(np.concatenate([X for X, _, _ in images]),
+                             np.arange(0, (n + 1) * k, k, dtype=np.int64),
+                             np.concatenate([b for _, b, _ in images]), self.image_ids(split),
+                             tuple(obj for _, _, obj in images), self.source(split))
+
+    def features(self, split, *, dtype="float32", chunk_images=4):
+        """The split's box features as a lazy Dask array (n_images, K, d): each block of
+        ``chunk_images`` images is generated when a computation asks for it, never all at
+        once, image by image from the same generators as `image`."""
+        import dask.array as da
+
+        dtype = np.dtype(dtype)
+        n, k, d = self.n_images(split), self.boxes_per_image, self.n_features
+        index = da.arange(n, chunks=chunk_images, dtype=np.int64)
+        return index.map_blocks(self._feature_block, split, dtype, new_axis=[1, 2],
+                                chunks=(index.chunks[0], (k,), (d,)), dtype=dtype,
+                                meta=np.empty((0, 0, 0), dtype))
+
+    def _feature_block(self, index, split, dtype):
+        out = np.empty((index.size, self.boxes_per_image, self.n_features), dtype)
+        for row, i in enumerate(index):
+            out[row] = self.image(split, int(i))[0]
+        return out
+
+
 def make_voc2007_detection(seed=0, *, scale=0.05, boxes_per_image=40, n_features=64,
                            signal=4.0, noise=1.0, difficult_rate=0.1):
     """``{"trainval": DetectionData, "test": DetectionData}``: ``scale`` times VOC2007's image
     counts (at least 20 per split), every class present in both splits."""
-    if not 0 < scale <= 1:
-        raise ValueError(f"scale must be in (0, 1]; got {scale!r}.")
-    if boxes_per_image < 2 or n_features < 1:
-        raise ValueError("boxes_per_image must be >= 2 and n_features >= 1.")
-    rng = np.random.default_rng(seed)
-    directions = rng.normal(size=(len(CLASSES), n_features))
-    directions *= signal / np.linalg.norm(directions, axis=1, keepdims=True)
-    splits = {}
-    for k, (split, full) in enumerate(SPLIT_SIZES.items()):
-        n_images = max(len(CLASSES), round(scale * full))
-        split_rng = np.random.default_rng([seed, k])
-        splits[split] = _split(split_rng, split, n_images, boxes_per_image, directions, noise,
-                               difficult_rate, seed, scale)
-    return splits
+    gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, signal, noise,
+                           difficult_rate)
+    return {split: gen.split_data(split) for split in SPLIT_SIZES}
 
 
-def _split(rng, split, n_images, k, directions, noise, difficult_rate, seed, scale):
-    X, boxes, objects = [], [], []
-    n_classes, d = directions.shape
-    for i in range(n_images):
-        m = 1 + rng.poisson(0.6)
-        classes = rng.integers(0, n_classes, m)
-        classes[0] = i % n_classes  # every class occurs in every split
-        obj = np.array([_random_box(rng) for _ in range(m)])
-        difficult = rng.random(m) < difficult_rate
-        on_objects = min(k // 4, 3 * m)
-        cand = [_jitter(rng, obj[j % m]) for j in range(on_objects)]
-        cand += [_random_box(rng) for _ in range(k - on_objects)]
-        cand = np.array(cand)[rng.permutation(k)]
-        overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
-        X.append(noise * rng.normal(size=(k, d)) + overlap @ directions[classes])
-        boxes.append(cand)
-        objects.append((obj, classes, difficult))
-    source = (f"synthetic VOC2007-like bags of boxes (seed {seed}, scale {scale:g}, {split}); "
-              "not the paper's data")
-    return DetectionData(np.concatenate(X).astype(np.float32),
-                         np.arange(0, (n_images + 1) * k, k, dtype=np.int64),
-                         np.concatenate(boxes), np.array([f"{split}_{i:06d}" for i in
-                                                          range(n_images)]),
-                         tuple(objects), source)
+def _split_name(split):
+    if split not in SPLIT_SIZES:
+        raise ValueError(f"split must be one of {', '.join(SPLIT_SIZES)}; got {split!r}.")
+    return split
 
 
-def _random_box(rng):
+def _random_boxes(rng, n):
+    """``n`` random boxes inside the image, 30 pixels to half the image on a side."""
     w, h = IMAGE_SIZE
-    bw, bh = rng.integers(30, w // 2), rng.integers(30, h // 2)
+    bw, bh = rng.integers(30, w // 2, n), rng.integers(30, h // 2, n)
     x1, y1 = rng.integers(1, w - bw), rng.integers(1, h - bh)
-    return np.array([x1, y1, x1 + bw - 1, y1 + bh - 1], dtype=float)
+    return np.stack([x1, y1, x1 + bw - 1, y1 + bh - 1], axis=1).astype(float)
 
 
-def _jitter(rng, box):
-    """A candidate box around an object: each side moved by up to 15% of the box's size."""
-    w, h = box[2] - box[0] + 1, box[3] - box[1] + 1
-    moved = box + rng.uniform(-0.15, 0.15, 4) * np.array([w, h, w, h])
-    x1, y1 = np.clip(moved[:2], 1, IMAGE_SIZE)
-    x2, y2 = np.clip(moved[2:], [x1, y1], IMAGE_SIZE)
-    return np.round([x1, y1, x2, y2])
+def _jitter(rng, boxes):
+    """Candidate boxes around objects: each side moved by up to 15% of the box's size."""
+    w, h = boxes[:, 2] - boxes[:, 0] + 1, boxes[:, 3] - boxes[:, 1] + 1
+    size = np.stack([w, h, w, h], axis=1)
+    moved = boxes + rng.uniform(-0.15, 0.15, boxes.shape) * size
+    x1y1 = np.clip(moved[:, :2], 1, IMAGE_SIZE)
+    x2y2 = np.clip(moved[:, 2:], x1y1, IMAGE_SIZE)
+    return np.round(np.concatenate([x1y1, x2y2], axis=1))

@@ -1,0 +1,414 @@
+"""Conversion of box-feature data into a store (`qs.data.store`), one block of images at a time.
+
+A source says which images there are and reads one image on demand: `SyntheticSource` (the
+seeded generator of `qs.data.voc2007`), `RcnnSource` (R-CNN per-image ``.mat`` caches,
+optionally with VOC annotations) and `LatentListSource` (a latent AP-SVM list file and its
+feature files). `convert` reads the images in worker processes, which spreads the reading over
+the cores and keeps a reader that crashes (a corrupt ``.mat`` file can take scipy's or h5py's
+reader down with a segmentation fault) from taking the conversion with it: the file is named
+in a one-line error, and the blocks written before it are kept for a rerun to resume.
+"""
+
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import numpy as np
+
+from qs.data.boxes import (
+    annotated_objects,
+    latent_feature_files,
+    load_image_set,
+    load_voc_annotation,
+    mat_paths,
+    parse_latent_list,
+    read_latent_features,
+    read_rcnn_file,
+)
+from qs.data.formats import mat_shapes
+from qs.data.store import StoreWriter
+from qs.data.voc2007 import CLASSES, SyntheticVOC2007
+
+__all__ = ["LatentListSource", "RcnnSource", "ReaderCrash", "SyntheticSource", "convert",
+           "write_synthetic_store"]
+
+CHUNK_BYTES = 64 * 2 ** 20  # features per chunk, about: large enough to stream, small to hold
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+class ReaderCrash(ValueError):
+    """A worker process died while reading an input file."""
+
+
+class SyntheticSource:
+    """The images of one split of `SyntheticVOC2007`."""
+
+    kind = "synthetic"
+    has_gt = True
+
+    def __init__(self, generator, split, dtype="float32"):
+        self.gen, self.split, self.dtype = generator, split, np.dtype(dtype)
+        self.image_ids = generator.image_ids(split)
+        self.k_max, self.d = generator.boxes_per_image, generator.n_features
+
+    def describe(self):
+        return self.gen.source(self.split)
+
+    def name(self, i):
+        return f"synthetic image {self.image_ids[i]}"
+
+    def key(self, i):
+        return json.dumps([vars(self.gen).get(f) for f in
+                           ("seed", "scale", "boxes_per_image", "n_features", "signal",
+                            "noise", "difficult_rate")] + [self.split, i])
+
+    def read(self, i):
+        X, boxes, objects = self.gen.image(self.split, i)
+        return _as_dtype(self.name(i), X, self.dtype), boxes, objects
+
+
+class RcnnSource:
+    """R-CNN per-image ``.mat`` caches: a directory (its ``*.mat`` files, sorted) or a list of
+    files, or with ``image_set`` (a VOC image-set list) the files ``ID.mat`` of its ids in the
+    directory. ``annotations``: a directory of VOC ``ID.xml`` files; their objects (difficult
+    flags included) replace the caches' ``gt`` boxes, and every box is checked to lie inside
+    its image. The files' shapes are read first (`scan`) to size the store."""
+
+    kind = "rcnn"
+
+    def __init__(self, paths_or_dir, dtype="float32", *, annotations=None, image_set=None):
+        if image_set is not None:
+            if not Path(paths_or_dir).is_dir():
+                raise ValueError(f"With an image set, the source must be the directory of the "
+                                 f"ID.mat files; {paths_or_dir} is not a directory.")
+            ids, _ = load_image_set(image_set)
+            self.paths = [Path(paths_or_dir) / f"{i}.mat" for i in ids]
+            missing = [p.name for p in self.paths if not p.is_file()]
+            if missing:
+                raise ValueError(f"{image_set}: {len(missing)} of {len(ids)} images have no "
+                                 f"cache in {paths_or_dir}: {', '.join(missing[:5])}"
+                                 f"{' ...' if len(missing) > 5 else ''}.")
+        else:
+            self.paths = mat_paths(paths_or_dir)
+        self.dtype = np.dtype(dtype)
+        self.image_ids = np.array([p.stem for p in self.paths], dtype=str)
+        self.notes, self.annotations = None, annotations
+        self.split = Path(image_set).stem if image_set is not None else None
+        if annotations is not None:
+            self.notes = [load_voc_annotation(Path(annotations) / f"{i}.xml")
+                          for i in self.image_ids]
+        self.k_max = self.d = None
+        self.has_gt = self.notes is not None
+
+    def describe(self):
+        where = {p.parent.resolve() for p in self.paths}
+        text = (f"R-CNN .mat caches, {len(self.paths)} files in "
+                f"{', '.join(map(str, sorted(where)))}")
+        if self.notes is not None:
+            text += f", VOC annotations in {Path(self.annotations).resolve()}"
+        return text
+
+    def name(self, i):
+        return str(self.paths[i])
+
+    def key(self, i):
+        stat = self.paths[i].stat()
+        return f"{self.paths[i].name} {stat.st_size} {stat.st_mtime_ns}"
+
+    def shape(self, i):
+        """``(K, d, holds gt and class)`` of file ``i`` from its headers."""
+        path = self.paths[i]
+        shapes = mat_shapes(path)
+        if "feat" not in shapes or "boxes" not in shapes:
+            raise ValueError(f"{path}: no variable {'feat' if 'feat' not in shapes else 'boxes'}"
+                             f"; an R-CNN cache holds boxes and feat; this file holds "
+                             f"{', '.join(sorted(shapes)) or 'none'}.")
+        feat = shapes["feat"]
+        if len(feat) != 2:
+            raise ValueError(f"{path}: feat must be 2-D; got shape {feat}.")
+        return int(feat[0]), int(feat[1]), {"gt", "class"} <= shapes.keys()
+
+    def scan(self, workers=1, progress=False):
+        """Read every file's shape (in worker processes): set ``k_max``, ``d`` and whether the
+        caches hold ground truth; files disagreeing in d, or in holding gt, are an error."""
+        shapes = dict(read_images(self, range(len(self.paths)), workers, "shape",
+                                  progress and "scanning"))
+        k, d, gt = (np.array([shapes[i][j] for i in range(len(self.paths))]) for j in range(3))
+        wrong = np.flatnonzero(d != d[0])
+        if wrong.size:
+            raise ValueError(f"{self.paths[wrong[0]]}: feat has {d[wrong[0]]} columns, but "
+                             f"{self.paths[0]} has {d[0]}; every file must hold the same "
+                             "feature dimension.")
+        if self.notes is None and gt.any() and not gt.all():
+            raise ValueError(f"{self.paths[np.flatnonzero(gt != gt[0])[0]]} "
+                             f"{'holds' if not gt[0] else 'lacks'} the variables gt and class, "
+                             f"unlike {self.paths[0]}; the ground truth must come from every "
+                             "file or none (or from --annotations).")
+        self.k_max, self.d = max(int(k.max()), 1), int(d[0])
+        self.has_gt = self.notes is not None or bool(gt.all())
+
+    def read(self, i):
+        feat, boxes, objects = read_rcnn_file(self.paths[i])
+        if feat.shape[1] != self.d:
+            raise ValueError(f"{self.paths[i]}: feat has {feat.shape[1]} columns, but "
+                             f"{self.paths[0]} has {self.d}; every file must hold the same "
+                             "feature dimension.")
+        if feat.shape[0] > self.k_max:
+            raise ValueError(f"{self.paths[i]}: holds {feat.shape[0]} boxes, more than when "
+                             f"it was scanned ({self.k_max} at most); was it changed?")
+        if self.notes is not None:
+            note = self.notes[i]
+            outside = np.flatnonzero((boxes[:, :2] < 1).any(axis=1) | (boxes[:, 2] > note.width)
+                                     | (boxes[:, 3] > note.height))
+            if outside.size:
+                raise ValueError(f"{self.paths[i]}: boxes row {outside[0]} "
+                                 f"{boxes[outside[0]].tolist()} (x1 y1 x2 y2) is outside image "
+                                 f"{note.image_id!r} of {note.width} x {note.height} pixels.")
+            objects = (note.boxes, note.classes, note.difficult)
+        return _as_dtype(self.name(i), feat, self.dtype), boxes, objects
+
+
+class LatentListSource:
+    """A latent AP-SVM list file (`qs.data.boxes.load_latent_list` gives the layout) with its
+    ``STEM_id.feature`` files in ``feature_dir`` (default: beside it), ``n_features`` wide.
+    ``annotations``: a directory of VOC ``STEM.xml`` files for the objects and image sizes."""
+
+    kind = "latent-list"
+
+    def __init__(self, path, n_features, dtype="float32", *, feature_dir=None,
+                 annotations=None):
+        self.path = Path(path)
+        if n_features is None or n_features < 1:
+            raise ValueError("A latent list file needs its feature dimension (n_features, "
+                             f"--features); got {n_features!r}.")
+        self.feature_dir = self.path.parent if feature_dir is None else Path(feature_dir)
+        try:
+            raw = self.path.read_bytes()
+        except OSError as err:
+            raise ValueError(f"Cannot read the latent list file {self.path}: "
+                             f"{err.strerror}.") from None
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        images = parse_latent_list(self.path, raw.decode("utf-8", errors="replace"))
+        if not images:
+            raise ValueError(f"{self.path}: the list holds no images.")
+        files = latent_feature_files(self.path, self.feature_dir, images)
+        counts = [len(lines) for _, _, lines, _ in images]
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        self.files = [[f.name for _, f in files[a:b]] for a, b in zip(starts[:-1], starts[1:])]
+        boxes = np.array([b[1] for _, _, lines, _ in images for b in lines],
+                         dtype=np.float64).reshape(-1, 4)
+        boxes[:, 2:] += boxes[:, :2] - 1  # x y width height -> x1 y1 x2 y2, inclusive
+        self.boxes = [boxes[a:b] for a, b in zip(starts[:-1], starts[1:])]
+        notes = None
+        if annotations is not None:
+            notes = {stem: load_voc_annotation(Path(annotations) / f"{stem}.xml")
+                     for stem, *_ in images}
+        self.objects = annotated_objects(self.path, images, boxes, counts, notes)
+        self.annotations, self.split = annotations, None
+        self.has_gt = annotations is not None
+        self.image_ids = np.array([stem for stem, *_ in images], dtype=str)
+        self.k_max, self.d, self.dtype = max(max(counts), 1), int(n_features), np.dtype(dtype)
+
+    def describe(self):
+        text = (f"latent AP-SVM list {self.path.resolve()} (sha256 {self.sha256}), feature files "
+                f"in {self.feature_dir.resolve()}")
+        if self.annotations is not None:
+            text += f", VOC annotations in {Path(self.annotations).resolve()}"
+        return text
+
+    def name(self, i):
+        return f"the feature files of image {self.image_ids[i]!r} in {self.feature_dir}"
+
+    def key(self, i):
+        return json.dumps([self.image_ids[i], self.files[i], self.boxes[i].tolist(), self.d])
+
+    def read(self, i):
+        X = read_latent_features([self.feature_dir / f for f in self.files[i]], self.d)
+        objects = self.objects[i] if self.has_gt else None
+        return _as_dtype(self.name(i), X, self.dtype), self.boxes[i], objects
+
+
+def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False):
+    """Write ``source`` into the store ``out`` and return its path; resumes an interrupted
+    conversion of the same data in ``out.partial``.
+
+    ``workers``: processes reading the images (0: read here, without crash isolation);
+    ``chunk_images``: images per chunk (default: about 64 MiB of features per chunk);
+    ``split``: the store's split name (default: the source's own, if any).
+    """
+    if hasattr(source, "scan") and source.k_max is None:
+        source.scan(workers, progress)
+    n = source.image_ids.size
+    if chunk_images is None:
+        chunk_images = CHUNK_BYTES // max(source.k_max * source.d * source.dtype.itemsize, 1)
+    chunk_images = int(max(1, min(n, chunk_images)))
+    keys = [hashlib.sha256("\n".join(source.key(i) for i in range(a, min(a + chunk_images, n)))
+                           .encode()).hexdigest() for a in range(0, n, chunk_images)]
+    writer = StoreWriter(out, source.image_ids, k_max=source.k_max, d=source.d,
+                         dtype=source.dtype.name, chunk_images=chunk_images,
+                         split=split or source.split, has_gt=source.has_gt,
+                         block_keys=keys, attrs={"source_kind": source.kind})
+    pending = writer.pending()
+    images = [i for b in pending for i in range(*writer.block_range(b))]
+    resumed = writer.n_blocks - len(pending)
+    records = read_images(source, images, workers, "read", progress and (
+        f"converting ({resumed} of {writer.n_blocks} blocks already written)" if resumed
+        else "converting"))
+    try:
+        for b in pending:
+            _write_block(writer, b, records)
+    except ValueError as err:
+        raise type(err)(f"{err} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
+                        f"{writer.partial}: rerun to resume.)") from None
+    finally:
+        records.close()
+    return writer.finish(source.describe())
+
+
+def _write_block(writer, b, records):
+    start, stop = writer.block_range(b)
+    n, k_max, d = stop - start, writer.k_max, writer.d
+    features = np.zeros((n, k_max, d), writer.dtype)
+    boxes = np.zeros((n, k_max, 4), np.float32)
+    counts = np.zeros(n, np.int32)
+    objects = [] if writer.has_gt else None
+    for row in range(n):
+        _, (X, box, obj) = next(records)  # in image order
+        counts[row] = X.shape[0]
+        features[row, :X.shape[0]] = X
+        boxes[row, :X.shape[0]] = box
+        if objects is not None:
+            objects.append(obj)
+    labels = None
+    if objects is not None:
+        labels = np.zeros((n, len(CLASSES)), np.int8)
+        for row, (_, cls, _) in enumerate(objects):
+            labels[row, np.asarray(cls, dtype=np.int64)] = 1
+    writer.write_block(b, features, counts, boxes, labels, objects)
+
+
+def write_synthetic_store(path, *, split="trainval", seed=0, scale=0.05, boxes_per_image=40,
+                          n_features=64, dtype="float32", chunk_images=None, workers=0,
+                          progress=False, **generator):
+    """Write one split of the synthetic VOC2007 look-alike (`SyntheticVOC2007`, extra keywords
+    passed to it) straight into a store, block by block; the same data as
+    `make_voc2007_detection` gives in memory. Returns the store's path."""
+    gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, **generator)
+    return convert(SyntheticSource(gen, split, dtype), path, chunk_images=chunk_images,
+                   workers=workers, progress=progress)
+
+
+# --- reading in worker processes -----------------------------------------------------------
+
+def read_images(source, indices, workers, method="read", progress=None):
+    """Yield ``(i, source.<method>(i))`` for ``indices`` in order, read by ``workers``
+    processes (0: here). A worker that dies is traced to its image by reading the images it
+    may have held one per process; the one that kills its process raises `ReaderCrash`."""
+    from tqdm import tqdm
+
+    indices = list(indices)
+    items = (((i, getattr(source, method)(i)) for i in indices) if workers == 0
+             else _pooled(source, indices, workers, method))
+    with tqdm(total=len(indices), desc=progress or None, unit="image", leave=False,
+              disable=not progress) as bar:
+        try:
+            for item in items:
+                yield item
+                bar.update()
+        finally:
+            items.close()  # a pool still running is shut down
+
+
+def _pooled(source, indices, workers, method):
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process running zarr's threads
+    todo = deque(indices)
+    while todo:
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(source,))
+        window = deque()
+        try:
+            while todo or window:
+                while todo and len(window) < 2 * workers:
+                    i = todo.popleft()
+                    window.append((i, pool.submit(_call_source, method, i)))
+                i, future = window[0]
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    break
+                window.popleft()
+                yield i, result
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        # the pool broke: every image still in the window is suspect; read them one per process
+        while window:
+            i, future = window.popleft()
+            if future.done() and not future.cancelled() and future.exception() is None:
+                yield i, future.result()
+            elif (future.done() and not future.cancelled()
+                  and not isinstance(future.exception(), BrokenProcessPool)):
+                raise future.exception()
+            else:
+                yield i, _isolated(ctx, source, method, i)
+
+
+_SOURCE = None
+
+
+def _init_worker(source):
+    global _SOURCE
+    _SOURCE = source
+
+
+def _call_source(method, i):
+    return getattr(_SOURCE, method)(i)
+
+
+def _isolated(ctx, source, method, i):
+    """``source.<method>(i)`` in a process of its own; `ReaderCrash` if that process dies."""
+    receive, send = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_isolated_main, args=(send, source, method, i))
+    process.start()
+    send.close()
+    try:
+        ok, payload = receive.recv()
+    except EOFError:
+        process.join()
+        code = process.exitcode
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exit status {code}")
+        raise ReaderCrash(f"{source.name(i)}: the reader process died ({how}) reading this "
+                          "file, which is likely corrupt; remove or replace it.") from None
+    finally:
+        receive.close()
+    process.join()
+    if not ok:
+        raise payload
+    return payload
+
+
+def _isolated_main(send, source, method, i):
+    try:
+        result = True, getattr(source, method)(i)
+    except Exception as err:  # sent back to be raised in the parent
+        result = False, err
+    send.send(result)
+    send.close()
+    os._exit(0)
+
+
+def _as_dtype(name, X, dtype):
+    """Features as ``dtype``; float16 refuses values beyond its range."""
+    if dtype == np.float16:
+        big = np.flatnonzero(np.abs(X.ravel()) > _FLOAT16_MAX)
+        if big.size:
+            raise ValueError(f"{name}: feature value {float(X.ravel()[big[0]]):g} is beyond "
+                             f"float16 (at most {_FLOAT16_MAX:g}); convert with --dtype "
+                             "float32.")
+    return X.astype(dtype, copy=False)
