@@ -11,7 +11,8 @@ from click.testing import CliRunner
 import cli.main as cli_main
 from cli.main import main
 
-COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"]]
+COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"],
+            ["load", "cnn"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -14,10 +14,12 @@ from qs.data.boxes import (
 )
 from qs.data.formats import cache_arrays, load_features, load_npz_cache
 from qs.data.poselet import ACTIONS, IGNORE, N_FEATURES, PoseletData, load_poselet
+from qs.data.store import BoxStore, open_store
 from qs.data.synthetic import make_voc2011_actions
 
 __all__ = [
     "ACTIONS",
+    "BoxStore",
     "IGNORE",
     "LatentListData",
     "N_FEATURES",
@@ -32,4 +34,5 @@ __all__ = [
     "load_rcnn_cache",
     "load_voc_annotation",
     "make_voc2011_actions",
+    "open_store",
 ]

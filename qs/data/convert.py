@@ -325,8 +325,18 @@ def read_images(source, indices, workers, method="read", progress=None):
             items.close()  # a pool still running is shut down
 
 
+def _context():
+    """Worker processes forked from a clean server process that has this module loaded (no
+    fork of a process running zarr's threads; cheaper than spawning each), else spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
 def _pooled(source, indices, workers, method):
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process running zarr's threads
+    ctx = _context()
     todo = deque(indices)
     while todo:
         pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
@@ -334,13 +344,13 @@ def _pooled(source, indices, workers, method):
         window = deque()
         try:
             while todo or window:
-                while todo and len(window) < 2 * workers:
-                    i = todo.popleft()
-                    window.append((i, pool.submit(_call_source, method, i)))
-                i, future = window[0]
                 try:
+                    while todo and len(window) < 2 * workers:
+                        window.append((todo[0], pool.submit(_call_source, method, todo[0])))
+                        todo.popleft()
+                    i, future = window[0]
                     result = future.result()
-                except BrokenProcessPool:
+                except BrokenProcessPool:  # a worker died
                     break
                 window.popleft()
                 yield i, result

@@ -106,9 +106,9 @@ class BoxStore:
         counts = self.counts[:].astype(np.int64)
         size = int(counts.sum()) * self.d * 4
         if size > max_bytes:
-            raise ValueError(f"{self.path}: the features take {size / 2 ** 30:.1f} GiB as "
-                             f"float32, above max_bytes ({max_bytes / 2 ** 30:.1f} GiB); read "
-                             "them by blocks (dask_features) instead.")
+            raise ValueError(f"{self.path}: the features take {size:,} bytes as float32, "
+                             f"above max_bytes ({max_bytes:,}); read them by blocks "
+                             "(dask_features) instead.")
         valid = np.arange(self.k_max) < counts[:, None]
         features, boxes = self.features[:], self.boxes[:]
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

@@ -1,0 +1,396 @@
+"""The box-feature store (qs/data/store.py), the conversion into it (qs/data/convert.py) and
+`qsrank load cnn`: layout, identity with the in-memory data, checksums, resuming after an
+interrupt, a reader that crashes its process, and bad input."""
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+from click.testing import CliRunner
+
+import cli.main as cli_main
+from cli.main import main
+from qs.data import convert, open_store
+from qs.data.boxes import load_latent_list, load_rcnn_cache
+from qs.data.store import FORMAT_VERSION, StoreWriter
+from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
+from tests.test_box_readers import rcnn_arrays, voc_xml, write_latent, write_mat73
+
+SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
+
+
+def tree_bytes(root):
+    """{relative path: bytes} of every file under root."""
+    root = Path(root)
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def write_rcnn_dir(root, ks=(4, 3, 4, 2, 4), d=5, version="v5"):
+    """Per-image R-CNN caches img0.mat, img1.mat ... with ks[i] boxes each."""
+    root.mkdir(exist_ok=True)
+    for i, k in enumerate(ks):
+        arrays = rcnn_arrays(seed=i, k=k, d=d)
+        (scipy.io.savemat if version == "v5" else write_mat73)(root / f"img{i}.mat", arrays)
+    return root
+
+
+def cli(*args):
+    return CliRunner().invoke(main, ["load", "cnn", *map(str, args)])
+
+
+# --- the synthetic generator: the same data in memory, in a store and as a Dask array ------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", split="test", seed=3, dtype=dtype,
+                                         chunk_images=7, **SMALL)
+    got = open_store(path).to_detection_data()
+    want = make_voc2007_detection(3, **SMALL)["test"]
+    np.testing.assert_array_equal(got.X, want.X.astype(dtype).astype(np.float32))
+    for name in ("offsets", "boxes", "image_ids"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    for a, b in zip(got.objects, want.objects, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert got.source == want.source and "not the paper's data" in got.source
+    labels = open_store(path).labels[:]
+    np.testing.assert_array_equal(labels, np.stack([want.image_labels(c)
+                                                    for c in range(len(CLASSES))], axis=1))
+
+
+def test_each_image_comes_from_its_own_generator():
+    gen = SyntheticVOC2007(5, **SMALL)
+    whole = gen.split_data("trainval")
+    X, boxes, (obj, cls, difficult) = gen.image("trainval", 17)
+    np.testing.assert_array_equal(X, whole.X[17 * 12:18 * 12])
+    np.testing.assert_array_equal(obj, whole.objects[17][0])
+    other = SyntheticVOC2007(5, scale=0.02, boxes_per_image=12, n_features=16)
+    np.testing.assert_array_equal(other.image("trainval", 17)[0], X)  # scale adds images only
+    assert not np.array_equal(gen.image("test", 17)[0], X)
+    assert not np.array_equal(SyntheticVOC2007(6, **SMALL).image("trainval", 17)[0], X)
+    with pytest.raises(ValueError, match="outside the 50 images"):
+        gen.image("trainval", 50)
+    with pytest.raises(ValueError, match="split must be one of trainval, test"):
+        gen.image("val", 0)
+
+
+def test_synthetic_features_as_a_lazy_dask_array():
+    gen = SyntheticVOC2007(2, **SMALL)
+    calls = []
+    original = gen._feature_block
+    object.__setattr__(gen, "_feature_block", lambda *a: calls.append(1) or original(*a))
+    lazy = gen.features("trainval", dtype="float16", chunk_images=8)
+    assert lazy.shape == (50, 12, 16) and lazy.dtype == np.float16
+    assert lazy.chunks[0] == (8,) * 6 + (2,) and not calls  # nothing generated yet
+    block = lazy[16:24].compute()
+    assert len(calls) == 1
+    whole = gen.split_data("trainval").X.reshape(50, 12, 16)
+    np.testing.assert_array_equal(block, whole[16:24].astype(np.float16))
+    np.testing.assert_array_equal(lazy.compute(), whole.astype(np.float16))
+
+
+def test_paper_scale_settings_are_accepted_without_generating():
+    gen = SyntheticVOC2007(0, scale=1.0, boxes_per_image=2000, n_features=4096)
+    assert gen.n_images("trainval") == 5011 and gen.n_images("test") == 4952
+    lazy = gen.features("test", dtype="float16")
+    assert lazy.shape == (4952, 2000, 4096) and lazy.nbytes == 4952 * 2000 * 4096 * 2
+
+
+# --- layout, checksums, opening --------------------------------------------------------------
+
+def test_store_layout_and_padding(tmp_path):
+    src = convert.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
+    store = open_store(convert.convert(src, tmp_path / "s.zarr", chunk_images=2, workers=0))
+    assert store.features.shape == (5, 4, 5) and store.features.chunks == (2, 4, 5)
+    assert store.features.dtype == np.float32 and store.boxes.dtype == np.float32
+    assert store.counts.dtype == np.int32 and store.labels.dtype == np.int8
+    assert store.counts[:].tolist() == [4, 3, 4, 2, 4]
+    assert store.boxes.chunks == (2, 4, 4) and store.labels.chunks == (2, 20)
+    want = load_rcnn_cache(tmp_path / "mat")
+    features, counts = store.features[:], store.counts[:]
+    for i in range(5):
+        a, b = want.offsets[i], want.offsets[i + 1]
+        np.testing.assert_array_equal(features[i, :counts[i]], want.X[a:b])
+        assert not features[i, counts[i]:].any() and not store.boxes[i, counts[i]:].any()
+    assert store.image_ids[:].tolist() == ["img0", "img1", "img2", "img3", "img4"]
+    attrs = store.attrs
+    assert attrs["format"] == "qsrank-boxstore" and attrs["format_version"] == FORMAT_VERSION
+    assert attrs["complete"] is True and attrs["classes"] == list(CLASSES)
+    assert (attrs["d"], attrs["k_max"], attrs["dtype"]) == (5, 4, "float32")
+    assert "R-CNN .mat caches, 5 files" in store.source
+    assert sorted(attrs["checksums"]["features"]) == ["c/0/0/0", "c/1/0/0", "c/2/0/0"]
+    dog = CLASSES.index("dog")  # every cache's box 0 is a ground-truth dog
+    assert store.labels[:, dog].tolist() == [1] * 5 and store.labels[:].sum() == 5
+    assert store.gt_offsets[:].tolist() == [0, 1, 2, 3, 4, 5]
+    assert store.verify() == 3 * 5 + 4  # 3 blocks x 5 image arrays, 4 ground-truth arrays
+    np.testing.assert_array_equal(store.dask_features().compute(), features)
+
+
+def test_verify_names_the_damaged_chunk(tmp_path):
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+    chunk = path / "features" / "c" / "2" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"1 of \d+ chunks fail their checksum: features "
+                                         r"chunk c/2/0/0; the store is damaged"):
+        open_store(path).verify()
+    (path / "boxes" / "c" / "0" / "0" / "0").unlink()
+    with pytest.raises(ValueError, match=r"2 of .*boxes chunk c/0/0/0 \(missing\)"):
+        open_store(path).verify()
+
+
+def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
+    import zarr
+
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", **SMALL)
+    group = zarr.open_group(path, mode="r+")
+    group.attrs["format_version"] = FORMAT_VERSION + 1
+    with pytest.raises(ValueError, match=f"format version {FORMAT_VERSION + 1}; this qsrank "
+                                         f"reads version {FORMAT_VERSION}"):
+        open_store(path)
+    group.attrs.update({"format_version": FORMAT_VERSION, "complete": False})
+    with pytest.raises(ValueError, match="no completion mark"):
+        open_store(path)
+    with pytest.raises(ValueError, match=r"x\.zarr\.partial is an unfinished conversion"):
+        open_store(tmp_path / "x.zarr.partial")
+    (tmp_path / "y.zarr.partial").mkdir()
+    with pytest.raises(ValueError, match=r"No box store at .*y\.zarr; .*y\.zarr\.partial "
+                                         "holds an unfinished conversion"):
+        open_store(tmp_path / "y.zarr")
+    zarr.open_group(tmp_path / "plain.zarr", mode="w")
+    with pytest.raises(ValueError, match="not a qsrank-boxstore store"):
+        open_store(tmp_path / "plain.zarr")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="is not a box store"):
+        open_store(tmp_path / "empty")
+
+
+def test_to_detection_data_refuses_large_stores(tmp_path):
+    store = open_store(convert.write_synthetic_store(tmp_path / "s.zarr", **SMALL))
+    with pytest.raises(ValueError, match=r"38,400 bytes as float32, above max_bytes \(1,000\).*\(dask_features\)"):
+        store.to_detection_data(max_bytes=1000)
+
+
+# --- never half-written, resumable -----------------------------------------------------------
+
+def interrupt_after(monkeypatch, n_blocks):
+    """Make StoreWriter.write_block fail once it has written `n_blocks` blocks."""
+    original, written = StoreWriter.write_block, []
+
+    def write_block(self, b, *args, **kwargs):
+        if len(written) == n_blocks:
+            raise KeyboardInterrupt
+        written.append(b)
+        return original(self, b, *args, **kwargs)
+
+    monkeypatch.setattr(StoreWriter, "write_block", write_block)
+    return written
+
+
+def test_an_interrupted_conversion_resumes_to_the_same_bytes(tmp_path, monkeypatch):
+    whole = convert.write_synthetic_store(tmp_path / "whole.zarr", chunk_images=6, **SMALL)
+    out = tmp_path / "resumed.zarr"
+    with monkeypatch.context() as m:
+        interrupt_after(m, 3)
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=6, **SMALL)
+    assert not out.exists() and (tmp_path / "resumed.zarr.partial" / "progress.json").is_file()
+    with pytest.raises(ValueError, match="unfinished conversion"):
+        open_store(tmp_path / "resumed.zarr.partial")
+    written = interrupt_after(monkeypatch, 99)
+    convert.write_synthetic_store(out, chunk_images=6, **SMALL)
+    assert written == [3, 4, 5, 6, 7, 8]  # blocks 0-2 were skipped
+    assert not (tmp_path / "resumed.zarr.partial").exists()
+    assert tree_bytes(out) == tree_bytes(whole)
+
+
+def test_a_damaged_block_of_a_partial_store_is_rewritten(tmp_path, monkeypatch):
+    whole = convert.write_synthetic_store(tmp_path / "whole.zarr", chunk_images=10, **SMALL)
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        interrupt_after(m, 3)
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    chunk = tmp_path / "s.zarr.partial" / "boxes" / "c" / "1" / "0" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-3])  # a torn write
+    written = interrupt_after(monkeypatch, 99)
+    convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    assert written == [1, 3, 4]
+    assert tree_bytes(out) == tree_bytes(whole)
+
+
+def test_a_partial_store_of_other_settings_is_refused(tmp_path, monkeypatch):
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features", 16,
+                 "--chunk-images", 10, "--dtype", "float16", "--workers", 1)
+    assert result.exit_code == 1, result.output
+    assert "holds an unfinished conversion made with other settings (dtype: 'float32' there, " \
+           "'float16' now); remove it" in result.output
+    assert len(result.output.strip().splitlines()[-1]) > 0
+    assert (tmp_path / "s.zarr.partial" / "progress" / "000000.json").is_file()  # kept
+
+
+def test_an_existing_store_is_never_overwritten(tmp_path):
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", **SMALL)
+    before = tree_bytes(path)
+    with pytest.raises(ValueError, match="exists; remove it or choose another --out"):
+        convert.write_synthetic_store(path, seed=1, **SMALL)
+    assert tree_bytes(path) == before
+
+
+# --- a reader that crashes its process --------------------------------------------------------
+
+class CrashingRcnnSource(convert.RcnnSource):
+    """R-CNN caches whose reader kills its own process on the file named `crash_on`, as a
+    corrupt .mat file can make scipy's or h5py's reader do."""
+
+    crash_on = "img3.mat"
+
+    def read(self, i):
+        if self.paths[i].name == self.crash_on:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().read(i)
+
+
+def test_a_crashing_reader_names_its_file_and_keeps_the_blocks_before(tmp_path, monkeypatch):
+    mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2, 4, 3))
+    whole = convert.convert(convert.RcnnSource(mats), tmp_path / "whole.zarr", chunk_images=1,
+                            workers=0)
+    out = tmp_path / "s.zarr"
+    with pytest.raises(convert.ReaderCrash, match=r"img3\.mat: the reader process died "
+                                                  r"\(killed by SIGSEGV\) reading this file.* "
+                                                  r"\(3 of 6 blocks are kept in .*s\.zarr\."
+                                                  r"partial: rerun to resume\.\)"):
+        convert.convert(CrashingRcnnSource(mats), out, chunk_images=1, workers=2)
+    written = interrupt_after(monkeypatch, 99)
+    convert.convert(convert.RcnnSource(mats), out, chunk_images=1, workers=0)  # file fixed
+    assert written == [3, 4, 5]
+    assert tree_bytes(out) == tree_bytes(whole)
+
+
+def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
+    mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2))
+    monkeypatch.setattr(cli_main, "cnn_source", lambda source, dtype, split, **_:
+                        CrashingRcnnSource(source[0], dtype))
+    result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 2, "--chunk-images", 2)
+    assert result.exit_code == 1, result.output
+    error = result.output.strip().splitlines()[-1]
+    assert error.startswith("Error: ") and "img3.mat: the reader process died" in error
+    assert "1 of 2 blocks are kept" in error
+    os.remove(mats / "img3.mat")  # the user removes the bad file and reruns: it resumes
+    monkeypatch.undo()
+    result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 2)
+    assert result.exit_code == 0, result.output
+    assert open_store(tmp_path / "s.zarr").image_ids[:].tolist() == ["img0", "img1", "img2"]
+
+
+# --- the other sources through the command line ------------------------------------------------
+
+def test_cli_converts_a_latent_list_file(tmp_path):
+    path = write_latent(tmp_path)
+    result = cli(path, "--out", tmp_path / "s.zarr", "--features", 4, "--dtype", "float32",
+                 "--workers", 1)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("store: ") and "images: 2   boxes: 3" in result.stdout
+    got = open_store(tmp_path / "s.zarr").to_detection_data()
+    want = load_latent_list(path).data
+    for name in ("X", "offsets", "boxes", "image_ids"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert (open_store(tmp_path / "s.zarr").labels[:] == -1).all()  # unknown without XML
+    assert "latent AP-SVM list" in got.source
+
+
+@pytest.mark.parametrize("version", ["v5", "v7.3"])
+def test_cli_converts_rcnn_caches_with_annotations_and_an_image_set(tmp_path, version):
+    mats = write_rcnn_dir(tmp_path / "mat", version=version)
+    notes = tmp_path / "xml"
+    notes.mkdir()
+    for i in range(5):
+        (notes / f"img{i}.xml").write_text(voc_xml(200, 150, (("cat", (5, 5, 40, 40), i % 2,
+                                                                0),)))
+    (tmp_path / "set.txt").write_text("img4\nimg0\n")
+    result = cli(mats, "--out", tmp_path / "s.zarr", "--annotations", notes, "--image-set",
+                 tmp_path / "set.txt", "--workers", 1)
+    assert result.exit_code == 0, result.output
+    store = open_store(tmp_path / "s.zarr")
+    assert store.image_ids[:].tolist() == ["img4", "img0"] and store.split == "set"
+    assert store.dtype == np.float16 and store.gt_difficult[:].tolist() == [False, False]
+    assert store.labels[:, CLASSES.index("cat")].tolist() == [1, 1]
+    assert store.labels[:, CLASSES.index("dog")].tolist() == [0, 0]  # the XML replaces gt
+
+
+# --- bad input: one line, exit 1, nothing written lost -----------------------------------------
+
+def one_line_error(result, *fragments):
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: "), result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[-1], lines[-1]
+
+
+def test_bad_latent_lists(tmp_path):
+    path = write_latent(tmp_path)
+    out = tmp_path / "s.zarr"
+    one_line_error(cli(path, "--out", out, "--workers", 1), "needs its feature dimension")
+    (tmp_path / "000005_2.feature").unlink()
+    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
+                   "1 of 3 feature files are missing", "000005_2.feature (line 4)")
+    write_latent(tmp_path)
+    path.write_text(path.read_text().replace("000005 2", "000005 3"))
+    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
+                   "list.txt, line 5: image '000005' (line 2) declares 3 boxes")
+    write_latent(tmp_path)
+    one_line_error(cli(path, "--out", out, "--features", 2, "--workers", 1),
+                   "000005_1.feature, line 1: pair 2 ('3:2.0') is beyond the 2 features")
+    path.write_text("2\n000005 2\n10 20 30 40 1 -1\n")
+    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
+                   "Truncated latent list file", "after line 3")
+    assert not out.exists()
+
+
+def test_boxes_outside_the_image(tmp_path):
+    path = write_latent(tmp_path)
+    notes = tmp_path / "xml"
+    notes.mkdir()
+    for stem in ("000005", "000007"):
+        (notes / f"{stem}.xml").write_text(voc_xml(45, 80, ()))
+    one_line_error(cli(path, "--out", tmp_path / "a.zarr", "--features", 4, "--annotations",
+                       notes, "--workers", 1),
+                   "list.txt, line 4: box [1.0, 1.0, 50.0, 60.0] (x1 y1 x2 y2) is outside "
+                   "image '000005' of 45 x 80 pixels")
+    mats = write_rcnn_dir(tmp_path / "mat", ks=(4,))
+    (notes / "img0.xml").write_text(voc_xml(100, 100, ()))
+    one_line_error(cli(mats, "--out", tmp_path / "b.zarr", "--annotations", notes,
+                       "--workers", 1),
+                   "img0.mat: boxes row 2 [100.0, 100.0, 150.0, 140.0] (x1 y1 x2 y2) is outside "
+                   "image 'img0' of 100 x 100 pixels")
+
+
+def test_bad_rcnn_caches_keep_what_was_converted(tmp_path):
+    mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4))
+    scipy.io.savemat(mats / "img3.mat", rcnn_arrays(d=6))
+    one_line_error(cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1),
+                   "img3.mat: feat has 6 columns, but", "img0.mat has 5")
+    scipy.io.savemat(mats / "img3.mat", rcnn_arrays())
+    good = (mats / "img3.mat").read_bytes()
+    (mats / "img3.mat").write_bytes(good[:-40])  # truncated inside feat's data
+    one_line_error(cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 1),
+                   "Cannot read", "img3.mat", "3 of 4 blocks are kept in")
+    (mats / "img3.mat").write_bytes(good)
+    result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 1)
+    assert result.exit_code == 0, result.output
+    big = {**rcnn_arrays(), "feat": np.full((4, 5), 1e5)}
+    scipy.io.savemat(mats / "img3.mat", big)
+    one_line_error(cli(mats, "--out", tmp_path / "t.zarr", "--workers", 1),
+                   "img3.mat: feature value 100000 is beyond float16", "--dtype float32")
