@@ -314,9 +314,11 @@ def load_cnn(source, out, dtype, workers, chunk_images, split, **options):
 
     try:
         src = cnn_source(source, dtype, split, **options)
+        stats = {}
         path = convert.convert(src, out, chunk_images=chunk_images, workers=workers,
-                               split=split, progress=True)
-        click.echo(store_summary(open_store(path)))
+                               split=split, progress=True, stats=stats)
+        click.echo(f"{store_summary(open_store(path))}   written: {stats['blocks_written']} "
+                   f"chunks ({stats['blocks_resumed']} resumed) in {stats['total_s']:.1f} s")
     except USER_ERRORS as err:
         raise click.ClickException(" ".join(str(err).split())) from None
 
@@ -357,8 +359,8 @@ def store_summary(store):
     size = sum(f.stat().st_size for f in Path(store.path).rglob("*") if f.is_file())
     return (f"store: {store.path}   images: {store.n_images}   boxes: "
             f"{int(store.counts[:].sum())}   K_max: {store.k_max}   d: {store.d}   "
-            f"{store.dtype.name}   chunks of {store.chunk_images} images   "
-            f"{size / 2 ** 20:.1f} MiB   source: {store.source}")
+            f"{store.dtype.name}   chunks of {store.chunk_images} images   {size:,} bytes   "
+            f"source: {store.source}")
 
 
 def poselet_summary(poselet):

@@ -65,8 +65,9 @@ def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
 def test_each_image_comes_from_its_own_generator():
     gen = SyntheticVOC2007(5, **SMALL)
     whole = gen.split_data("trainval")
-    X, boxes, (obj, cls, difficult) = gen.image("trainval", 17)
+    X, boxes, (obj, _, _) = gen.image("trainval", 17)
     np.testing.assert_array_equal(X, whole.X[17 * 12:18 * 12])
+    np.testing.assert_array_equal(boxes, whole.boxes[17 * 12:18 * 12])
     np.testing.assert_array_equal(obj, whole.objects[17][0])
     other = SyntheticVOC2007(5, scale=0.02, boxes_per_image=12, n_features=16)
     np.testing.assert_array_equal(other.image("trainval", 17)[0], X)  # scale adds images only
@@ -290,6 +291,7 @@ def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
     monkeypatch.undo()
     result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 2)
     assert result.exit_code == 0, result.output
+    assert "written: 1 chunks (1 resumed)" in result.stdout
     assert open_store(tmp_path / "s.zarr").image_ids[:].tolist() == ["img0", "img1", "img2"]
 
 

@@ -14,9 +14,11 @@ import json
 import multiprocessing
 import os
 import signal
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +37,8 @@ from qs.data.formats import mat_shapes
 from qs.data.store import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007
 
-__all__ = ["LatentListSource", "RcnnSource", "ReaderCrash", "SyntheticSource", "convert",
-           "write_synthetic_store"]
+__all__ = ["LatentListSource", "RcnnSource", "ReaderCrash", "SyntheticSource",
+           "benchmark_write", "convert", "write_synthetic_store"]
 
 CHUNK_BYTES = 64 * 2 ** 20  # features per chunk, about: large enough to stream, small to hold
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -200,11 +202,11 @@ class LatentListSource:
         files = latent_feature_files(self.path, self.feature_dir, images)
         counts = [len(lines) for _, _, lines, _ in images]
         starts = np.concatenate([[0], np.cumsum(counts)])
-        self.files = [[f.name for _, f in files[a:b]] for a, b in zip(starts[:-1], starts[1:])]
+        self.files = [[f.name for _, f in files[a:b]] for a, b in pairwise(starts)]
         boxes = np.array([b[1] for _, _, lines, _ in images for b in lines],
                          dtype=np.float64).reshape(-1, 4)
         boxes[:, 2:] += boxes[:, :2] - 1  # x y width height -> x1 y1 x2 y2, inclusive
-        self.boxes = [boxes[a:b] for a, b in zip(starts[:-1], starts[1:])]
+        self.boxes = [boxes[a:b] for a, b in pairwise(starts)]
         notes = None
         if annotations is not None:
             notes = {stem: load_voc_annotation(Path(annotations) / f"{stem}.xml")
@@ -234,14 +236,19 @@ class LatentListSource:
         return _as_dtype(self.name(i), X, self.dtype), self.boxes[i], objects
 
 
-def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False):
+def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False,
+            stats=None):
     """Write ``source`` into the store ``out`` and return its path; resumes an interrupted
     conversion of the same data in ``out.partial``.
 
     ``workers``: processes reading the images (0: read here, without crash isolation);
     ``chunk_images``: images per chunk (default: about 64 MiB of features per chunk);
-    ``split``: the store's split name (default: the source's own, if any).
+    ``split``: the store's split name (default: the source's own, if any); ``stats``: a dict
+    that receives ``blocks_written``, ``blocks_resumed``, ``feature_bytes`` (written, as
+    stored before compression), ``write_s`` (seconds in writing and checksumming blocks) and
+    ``total_s``.
     """
+    start = time.perf_counter()
     if hasattr(source, "scan") and source.k_max is None:
         source.scan(workers, progress)
     n = source.image_ids.size
@@ -260,18 +267,26 @@ def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=F
     records = read_images(source, images, workers, "read", progress and (
         f"converting ({resumed} of {writer.n_blocks} blocks already written)" if resumed
         else "converting"))
+    write_s = 0.0
     try:
         for b in pending:
-            _write_block(writer, b, records)
+            write_s += _write_block(writer, b, records)
     except ValueError as err:
         raise type(err)(f"{err} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
                         f"{writer.partial}: rerun to resume.)") from None
     finally:
         records.close()
-    return writer.finish(source.describe())
+    path = writer.finish(source.describe())
+    if stats is not None:
+        stats.update(blocks_written=len(pending), blocks_resumed=resumed, write_s=write_s,
+                     feature_bytes=len(images) * writer.k_max * writer.d
+                     * writer.dtype.itemsize, total_s=time.perf_counter() - start)
+    return path
 
 
 def _write_block(writer, b, records):
+    """Assemble block ``b`` from the next records and write it; returns the seconds the
+    writing took."""
     start, stop = writer.block_range(b)
     n, k_max, d = stop - start, writer.k_max, writer.d
     features = np.zeros((n, k_max, d), writer.dtype)
@@ -290,18 +305,44 @@ def _write_block(writer, b, records):
         labels = np.zeros((n, len(CLASSES)), np.int8)
         for row, (_, cls, _) in enumerate(objects):
             labels[row, np.asarray(cls, dtype=np.int64)] = 1
+    start = time.perf_counter()
     writer.write_block(b, features, counts, boxes, labels, objects)
+    return time.perf_counter() - start
 
 
 def write_synthetic_store(path, *, split="trainval", seed=0, scale=0.05, boxes_per_image=40,
                           n_features=64, dtype="float32", chunk_images=None, workers=0,
-                          progress=False, **generator):
+                          progress=False, stats=None, **generator):
     """Write one split of the synthetic VOC2007 look-alike (`SyntheticVOC2007`, extra keywords
     passed to it) straight into a store, block by block; the same data as
     `make_voc2007_detection` gives in memory. Returns the store's path."""
     gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, **generator)
     return convert(SyntheticSource(gen, split, dtype), path, chunk_images=chunk_images,
-                   workers=workers, progress=progress)
+                   workers=workers, progress=progress, stats=stats)
+
+
+def benchmark_write(path, *, scale=0.1, boxes_per_image=2000, n_features=512,
+                    dtype="float16", workers=2, chunk_images=None, keep=False):
+    """Write a synthetic store at ``path`` and measure it: ``{"images", "feature_bytes" (as
+    stored, before compression), "disk_bytes", "total_s", "write_s" (writing and checksumming
+    blocks, the generator's time excluded), "mb_per_s" (feature MB per second of the whole
+    conversion), "write_mb_per_s" (per second of writing)}``. The defaults write about 1 GB;
+    ``scale=1.0`` about 10 GB. The store is removed afterwards unless ``keep``."""
+    import shutil
+
+    stats = {}
+    path = write_synthetic_store(path, scale=scale, boxes_per_image=boxes_per_image,
+                                 n_features=n_features, dtype=dtype, workers=workers,
+                                 chunk_images=chunk_images, stats=stats)
+    disk = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    images = SyntheticVOC2007(scale=scale, boxes_per_image=boxes_per_image,
+                              n_features=n_features).n_images("trainval")
+    if not keep:
+        shutil.rmtree(path)
+    mb = stats["feature_bytes"] / 1e6
+    return {"images": images, "feature_bytes": stats["feature_bytes"], "disk_bytes": disk,
+            "total_s": stats["total_s"], "write_s": stats["write_s"],
+            "mb_per_s": mb / stats["total_s"], "write_mb_per_s": mb / stats["write_s"]}
 
 
 # --- reading in worker processes -----------------------------------------------------------

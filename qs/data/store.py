@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +119,7 @@ class BoxStore:
         else:
             go, gb = self.gt_offsets[:], self.gt_boxes[:].astype(np.float64)
             gc, gd = self.gt_class[:].astype(np.int64), self.gt_difficult[:].astype(bool)
-            objects = tuple((gb[a:b], gc[a:b], gd[a:b]) for a, b in zip(go[:-1], go[1:]))
+            objects = tuple((gb[a:b], gc[a:b], gd[a:b]) for a, b in pairwise(go))
         return DetectionData(features[valid].astype(np.float32), offsets,
                              boxes[valid].astype(np.float64),
                              np.array(self.image_ids[:].tolist(), dtype=str), objects,
