@@ -278,6 +278,23 @@ def test_a_crashing_reader_names_its_file_and_keeps_the_blocks_before(tmp_path, 
     assert tree_bytes(out) == tree_bytes(whole)
 
 
+class CrashingScanSource(convert.RcnnSource):
+    """R-CNN caches whose header reader aborts its process on img1.mat."""
+
+    def shape(self, i):
+        if self.paths[i].name == "img1.mat":
+            os.abort()
+        return super().shape(i)
+
+
+def test_a_crash_while_scanning_names_the_file(tmp_path):
+    mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4))
+    with pytest.raises(convert.ReaderCrash, match=r"img1\.mat: the reader process died "
+                                                  r"\(killed by SIGABRT\)"):
+        convert.convert(CrashingScanSource(mats), tmp_path / "s.zarr", workers=1)
+    assert not (tmp_path / "s.zarr.partial").exists() and not (tmp_path / "s.zarr").exists()
+
+
 def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2))
     monkeypatch.setattr(cli_main, "cnn_source", lambda source, dtype, split, **_:

@@ -272,8 +272,9 @@ def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=F
         for b in pending:
             write_s += _write_block(writer, b, records)
     except ValueError as err:
-        raise type(err)(f"{err} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
-                        f"{writer.partial}: rerun to resume.)") from None
+        kind = ReaderCrash if isinstance(err, ReaderCrash) else ValueError
+        raise kind(f"{err} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
+                   f"{writer.partial}: rerun to resume.)") from None
     finally:
         records.close()
     path = writer.finish(source.describe())
