@@ -306,9 +306,9 @@ def _write_block(writer, b, records):
         labels = np.zeros((n, len(CLASSES)), np.int8)
         for row, (_, cls, _) in enumerate(objects):
             labels[row, np.asarray(cls, dtype=np.int64)] = 1
-    start = time.perf_counter()
+    began = time.perf_counter()
     writer.write_block(b, features, counts, boxes, labels, objects)
-    return time.perf_counter() - start
+    return time.perf_counter() - began
 
 
 def write_synthetic_store(path, *, split="trainval", seed=0, scale=0.05, boxes_per_image=40,

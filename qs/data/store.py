@@ -14,9 +14,11 @@ Layout (a zarr v3 group; format ``qsrank-boxstore``, `FORMAT_VERSION`):
   objects are rows ``gt_offsets[i]:gt_offsets[i+1]``); one chunk each.
 
 Group attributes: ``format``, ``format_version``, ``complete`` (the completion mark),
-``source``, ``classes``, ``split``, ``n_images``, ``k_max``, ``d``, ``dtype``,
-``chunk_images``, ``compressor``, and ``checksums``: ``{array: {chunk key: sha256 of the
-chunk's stored bytes}}`` for every chunk of every array.
+``source`` (where the data came from), ``source_kind`` (synthetic, rcnn, latent-list),
+``classes``, ``split`` (or null), ``n_images``, ``k_max``, ``d``, ``dtype``, ``chunk_images``,
+``compressor`` (zstd level 1 on every array), and ``checksums``: ``{array: {chunk key: sha256
+of the chunk's stored bytes}}`` for every chunk of every array. Chunk keys are zarr's default
+(``c/<block>/0/0`` for ``features``).
 
 A store is written by `StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
 each block recorded with its checksums under ``progress/`` once its chunks are on disk; an
