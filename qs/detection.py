@@ -217,9 +217,15 @@ def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, ro
     score = np.empty((n, W.shape[1]))
     gathered = np.empty((n, W.shape[1], d)) if rows else None
     found = []
-    for a in range(0, n, step):
+    upcast = block.dtype != np.float64 or not block.flags.c_contiguous
+    buffer = np.empty((min(step, n), k_max, d)) if upcast else None  # one for the block: its
+    for a in range(0, n, step):                                    # pages are touched once
         b = min(n, a + step)
-        sub = np.ascontiguousarray(block[a:b], dtype=np.float64)  # upcast a few images at once
+        if upcast:  # a few images at a time
+            sub = buffer[:b - a]
+            np.copyto(sub, block[a:b])
+        else:
+            sub = block[a:b]
         scores = np.matmul(sub, W)  # (images, K_max, classes): one product per image
         valid = np.arange(k_max) < counts[a:b, None]
         if not np.isfinite(scores[valid]).all():
