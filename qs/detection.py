@@ -3,9 +3,10 @@ its detections after non-maximum suppression, in memory or as a Dask computation
 
 Bags come padded: ``features`` (n_images, K_max, d), float16/32/64, with ``counts``
 (n_images,) valid boxes per image; rows beyond an image's count are padding and never win.
-``features`` may be a NumPy array (scored in memory), a Dask array, or a chunked on-disk array
-such as a zarr array (scored as a Dask computation over blocks of images, each block upcast to
-float64 on its own, so that memory stays at a few blocks whatever the store's size).
+``features`` may be a NumPy array (scored in memory, converted to float64 once), a Dask array,
+or a chunked on-disk array such as a zarr array (scored as a Dask computation over blocks of
+images, each block upcast to float64 on its own, so that memory stays at a few blocks whatever
+the store's size; keep a large float16 array lazy this way).
 
 One pass scores every box against all classes' weights ``W`` (d, n_classes) at once. Every
 image's scores come from one matrix product of its own ``(K_max, d)`` rows (NumPy's batched
