@@ -15,8 +15,10 @@ FIGURE_CLASS ?= phoning
 # config with `preset: full` and `data:` set for the real batches.
 CIFAR10_CONFIG ?= configs/cifar10.yaml
 CIFAR10_RUN ?= results/cifar10/default
+# VOC2007 scale benchmark: images of the generated store (the paper's trainval: 5011)
+SCALE_IMAGES ?= 500
 
-.PHONY: help install test bench bench-large bench-torch clean digits reproduce-voc2011 \
+.PHONY: help install test bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10
 
@@ -42,6 +44,9 @@ bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 
 bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
 	$(PY) -m pipelines.torch_lai_bench
+
+bench-voc2007-scale: $(STAMP)  ## VOC2007 at scale: Dask scoring pass (SCALE_IMAGES=5011: paper's size), pooled-negative LAI
+	$(PY) -m pipelines.voc2007_scale --images $(SCALE_IMAGES)
 
 voc2011-train: $(STAMP)
 	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from qs.detection import check_padded, score_bags
 from qs.inference import METHODS
 from qs.inference._prepare import as_positive_mask
 from qs.metrics import average_precision, ndcg
@@ -158,7 +159,15 @@ class RankSVM(ClassifierMixin, BaseEstimator):
 
 
 def _append_ones(X):
-    """``X`` with a constant column of ones (the bias feature), sparse kept sparse."""
+    """``X`` with a constant feature of ones (the bias feature), sparse kept sparse; padded
+    bags (n_images, K_max, d) get it on every box, lazily for a Dask array."""
+    if X.ndim == 3:
+        if isinstance(X, np.ndarray):
+            return np.concatenate([X, np.ones(X.shape[:2] + (1,))], axis=2)
+        import dask.array as da
+
+        ones = da.ones(X.shape[:2] + (1,), dtype=X.dtype, chunks=X.chunks[:2] + ((1,),))
+        return da.concatenate([X, ones], axis=2)
     ones = np.ones((X.shape[0], 1))
     if sp.issparse(X):
         return sp.hstack([X, ones], format="csr")
@@ -189,7 +198,10 @@ class LatentRankSVM(BaseEstimator):
     :func:`qs.ssvm.latent.latent_cutting_plane`, in scikit-learn style.
 
     ``fit(X, y, offsets=...)`` takes the features of every box, image after image, one label
-    per image and the bag offsets; the fitted model scores boxes, and an image by its best
+    per image and the bag offsets; ``fit(X, y, counts=...)`` takes padded bags instead, ``X``
+    (n_images, K_max, n_features) as a NumPy, Dask or zarr array with the valid boxes per
+    image, scored out of core block by block (on ``scheduler``: see
+    :func:`qs.detection.score_bags`). The fitted model scores boxes, and an image by its best
     box. Parameters are those of the solver (released latent AP-SVM defaults) plus
     ``fit_intercept``: for "01" a constant feature of value 1 carries the bias (the 0-1
     hinge needs one; a ranking does not change with it, so "ap" and "ndcg" learn none).
@@ -202,7 +214,7 @@ class LatentRankSVM(BaseEstimator):
 
     def __init__(self, *, loss="ap", inference="auto", C=100.0, tol=1e-3, max_iter=20000,
                  max_outer=400, min_outer=2, init="random", fit_intercept=True,
-                 qp_solver="daqp", random_state=0):
+                 qp_solver="daqp", scheduler=None, random_state=0):
         self.loss = loss
         self.inference = inference
         self.C = C
@@ -213,21 +225,23 @@ class LatentRankSVM(BaseEstimator):
         self.init = init
         self.fit_intercept = fit_intercept
         self.qp_solver = qp_solver
+        self.scheduler = scheduler
         self.random_state = random_state
 
-    def fit(self, X, y, *, offsets):
-        """Train on box features ``X`` (n_boxes, d), image labels ``y`` (n_images,) and bag
-        ``offsets`` (n_images + 1,)."""
+    def fit(self, X, y, *, offsets=None, counts=None):
+        """Train on box features ``X`` and image labels ``y`` (n_images,): flat ``X``
+        (n_boxes, d) with bag ``offsets`` (n_images + 1,), or padded ``X`` (n_images, K_max,
+        d) with ``counts`` (n_images,)."""
         if self.loss not in _METRICS:
             raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
         method = "zero_one" if self.loss == "01" and self.inference == "auto" else self.inference
-        X, offsets = check_bags(X, offsets)
+        X, bounds = _check_layout(X, offsets, counts)
         bias = self.fit_intercept and self.loss == "01"
         res = latent_cutting_plane(
-            _append_ones(X) if bias else X, offsets, y, C=self.C, loss=self.loss,
+            _append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
             method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
             min_outer=self.min_outer, init=self.init, random_state=self.random_state,
-            qp_solver=self.qp_solver)
+            qp_solver=self.qp_solver, scheduler=self.scheduler)
         self.coef_ = res.w[:-1] if bias else res.w
         self.intercept_ = float(res.w[-1]) if bias else 0.0
         self.n_features_in_ = self.coef_.size
@@ -249,13 +263,31 @@ class LatentRankSVM(BaseEstimator):
                              f"{self.n_features_in_}.")
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
-    def decision_function(self, X, *, offsets):
-        """Score of each image: that of its best box."""
-        X, offsets = check_bags(X, offsets)
+    def decision_function(self, X, *, offsets=None, counts=None):
+        """Score of each image: that of its best box (bags as in :meth:`fit`)."""
+        X, bounds = _check_layout(X, offsets, counts)
+        if X.ndim == 3:
+            check_is_fitted(self)
+            if X.shape[2] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[2]} features, but the model was fitted "
+                                 f"with {self.n_features_in_}.")
+            best = score_bags(X, bounds, self.coef_[:, None], scheduler=self.scheduler)
+            return best.score[:, 0] + self.intercept_
         scores = self.box_scores(X)
-        return scores[bag_argmax(scores, offsets)]
+        return scores[bag_argmax(scores, bounds)]
 
-    def score(self, X, y, *, offsets):
+    def score(self, X, y, *, offsets=None, counts=None):
         """AP (or NDCG for loss "ndcg") of the images ranked by their best box."""
-        relevant = as_positive_mask(y, offsets.size - 1).astype(bool)
-        return _METRICS[self.loss](relevant, self.decision_function(X, offsets=offsets))
+        scores = self.decision_function(X, offsets=offsets, counts=counts)
+        relevant = as_positive_mask(y, scores.size).astype(bool)
+        return _METRICS[self.loss](relevant, scores)
+
+
+def _check_layout(X, offsets, counts):
+    """Validated bags and their bounds: flat ``X`` with ``offsets``, or padded with ``counts``."""
+    if (offsets is None) == (counts is None):
+        raise ValueError("give the bags' offsets (flat X, n_boxes x d) or their counts "
+                         "(padded X, n_images x K_max x d), not both or neither.")
+    if counts is not None:
+        return check_padded(X, counts)
+    return check_bags(X, offsets)

@@ -171,3 +171,80 @@ def test_estimator_ranks_held_out_images_by_their_best_box():
     assert zero_one.intercept_ != 0.0
     with pytest.raises(ValueError, match="X has 11 features"):
         ap.box_scores(test.X[:, :11])
+
+
+def padded(X, offsets, dtype=np.float64):
+    """The flat bags padded: (n_images, K_max, d) with zero rows beyond each count."""
+    sizes = np.diff(offsets)
+    features = np.zeros((sizes.size, sizes.max(), X.shape[1]), dtype=dtype)
+    for i, (a, n) in enumerate(zip(offsets[:-1], sizes)):
+        features[i, :n] = X[a:a + n]
+    return features, sizes
+
+
+@pytest.mark.parametrize("loss, methods", [("ap", ["qs", "yue", "auto"]), ("01", ["zero_one"])])
+def test_padded_and_dask_bags_train_the_flat_model(loss, methods):
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = tiny_bags(1, n_pos=6, n_neg=14)
+    X = X.astype(np.float16).astype(np.float64)  # values a float16 store holds exactly
+    features, counts = padded(X, offsets, np.float16)
+    options = {"C": 10.0, "loss": loss, "max_outer": 10, "random_state": 2}
+    flat = latent_cutting_plane(X, offsets, labels, method=methods[0], **options)
+    for method in methods:
+        for bags in (features, da.from_array(features, chunks=(3, -1, -1))):
+            r = latent_cutting_plane(bags, counts, labels, method=method, **options)
+            np.testing.assert_array_equal(r.w, flat.w)
+            assert r.pos_boxes.tolist() == flat.pos_boxes.tolist()
+            np.testing.assert_array_equal(r.objective, flat.objective)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_outer_objective_never_increases_on_dask_bags(seed):
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = tiny_bags(seed, n_pos=8, n_neg=20, d=8)
+    features, counts = padded(X, offsets)
+    C, tol = 50.0, 1e-4
+    r = latent_cutting_plane(da.from_array(features, chunks=(7, -1, -1)), counts, labels, C=C,
+                             tol=tol, max_outer=30, min_outer=3)
+    assert r.n_outer >= 3
+    assert (np.diff(r.objective) <= C * tol + 1e-9).all(), r.objective
+    flat = latent_cutting_plane(X, offsets, labels, C=C, tol=tol, max_outer=30, min_outer=3)
+    np.testing.assert_array_equal(r.objective, flat.objective)
+
+
+def test_padded_bags_on_a_distributed_cluster():
+    da = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    X, offsets, labels = tiny_bags(4, n_pos=5, n_neg=10)
+    features, counts = padded(X, offsets)
+    flat = latent_cutting_plane(X, offsets, labels, C=10.0, max_outer=4)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        r = latent_cutting_plane(da.from_array(features, chunks=(4, -1, -1)), counts, labels,
+                                 C=10.0, max_outer=4, scheduler=cluster.scheduler_address)
+    np.testing.assert_array_equal(r.w, flat.w)
+
+
+def test_estimator_on_padded_bags():
+    from qs.estimators import LatentRankSVM
+
+    data = make_voc2007_detection(1, scale=0.01, boxes_per_image=10, n_features=12)
+    train, test = data["trainval"], data["test"]
+    y, y_test = train.image_labels(4), test.image_labels(4)
+    k = 10  # every synthetic image holds the same boxes: padding is a free reshape
+    bags = train.X.reshape(-1, k, 12), np.full(train.n_images, k)
+    test_bags = test.X.reshape(-1, k, 12), np.full(test.n_images, k)
+    for loss in ("ap", "01"):
+        model = LatentRankSVM(loss=loss, C=10.0, tol=1e-2, max_outer=5)
+        flat = model.fit(train.X, y, offsets=train.offsets).coef_.copy()
+        model.fit(bags[0], y, counts=bags[1])
+        np.testing.assert_array_equal(model.coef_, flat)
+        np.testing.assert_allclose(model.decision_function(test_bags[0], counts=test_bags[1]),
+                                   model.decision_function(test.X, offsets=test.offsets),
+                                   rtol=1e-12)
+        assert model.score(test_bags[0], y_test, counts=test_bags[1]) == pytest.approx(
+            model.score(test.X, y_test, offsets=test.offsets))
+    with pytest.raises(ValueError, match="not both or neither"):
+        model.fit(train.X, y)
+    with pytest.raises(ValueError, match="X has 11 features"):
+        model.decision_function(test_bags[0][:, :, :11], counts=test_bags[1])

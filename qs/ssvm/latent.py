@@ -15,6 +15,16 @@ the ranking SVM over one box per image. CCCP (an outer loop around the cutting p
 The latent objective ``1/2 |w|^2 + C xi(w)``, with every image at its best box, never
 increases from one outer step to the next beyond the inner solver's tolerance: step 2 starts
 from an upper bound that is tight at the previous weights.
+
+Bags come in one of two layouts. Flat: the box matrix ``X`` (n_boxes, d), dense or sparse,
+image after image, with ``offsets`` (n_images + 1,). Padded: ``features`` (n_images, K_max, d)
+with ``counts`` (n_images,) valid boxes per image, a NumPy array in memory or a Dask or zarr
+array scored block by block (:func:`qs.detection.score_bags`, on the threaded scheduler or a
+``dask.distributed`` cluster). Both give the same model. The cost out of core: every LAI call
+is one pass over all boxes (the negatives' best boxes move with the weights), and each outer
+step adds one pass that re-imputes the positives and evaluates the objective together; a
+class trained for ``T`` cutting-plane iterations in all reads the store ``T`` + (outer steps)
+times, and 20 classes 20 times that.
 """
 
 from dataclasses import dataclass
@@ -22,10 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
 from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve
 
-__all__ = ["LatentProblem", "LatentResult", "bag_argmax", "check_bags", "latent_cutting_plane"]
+__all__ = ["LatentProblem", "LatentResult", "as_bags", "bag_argmax", "check_bags",
+           "latent_cutting_plane"]
 
 #: constraints idle for 20 cutting-plane iterations leave the working set every 50 (the
 #: released latent AP-SVM's rule)
@@ -53,33 +65,91 @@ def check_bags(X, offsets):
     return X, offsets.astype(np.int64)
 
 
-def bag_argmax(box_scores, offsets):
-    """Index of the best-scoring box of every bag (the first one among equal scores)."""
-    starts = offsets[:-1]
-    best = np.maximum.reduceat(box_scores, starts)
-    at_best = np.flatnonzero(box_scores == np.repeat(best, np.diff(offsets)))
-    return at_best[np.searchsorted(at_best, starts)]
+def as_bags(X, bounds, scheduler=None):
+    """Validated bags: flat ``X`` (n_boxes, d) with ``bounds`` its offsets, or padded ``X``
+    (n_images, K_max, d) with ``bounds`` its counts; ``scheduler`` as
+    :func:`qs.detection.score_bags` takes it. Bags already made pass through."""
+    if isinstance(X, _Bags):
+        return X
+    if getattr(X, "ndim", 2) == 3:
+        return _PaddedBags(*check_padded(X, bounds), scheduler)
+    return _FlatBags(*check_bags(X, bounds))
+
+
+class _Bags:
+    """Bags of boxes seen by the solver. A box is named by its row in the box matrix (flat:
+    a row of ``X``; padded: ``image * K_max + box``). ``best(w)`` gives each image's best row
+    and the features of those rows (n_images, d); ``take(rows)`` the features of rows;
+    ``starts`` and ``sizes`` the first row and the box count of each image."""
+
+
+class _FlatBags(_Bags):
+    def __init__(self, X, offsets):
+        self.X, self.offsets = X, offsets
+        self.starts, self.sizes = offsets[:-1], np.diff(offsets)
+        self.shape = (self.sizes.size, X.shape[1])
+
+    def best(self, w):
+        rows = bag_argmax(np.asarray(self.X @ w).ravel(), self.offsets)
+        return rows, self.X[rows]
+
+    def take(self, rows):
+        return self.X[rows]
+
+    def chosen(self, w, is_pos, pos_rows, pos_X):
+        rows = bag_argmax(np.asarray(self.X @ w).ravel(), self.offsets)
+        rows[is_pos] = pos_rows
+        return self.X[rows]
+
+
+class _PaddedBags(_Bags):
+    def __init__(self, features, counts, scheduler):
+        self.features, self.sizes, self.scheduler = features, counts, scheduler
+        n, self.k_max, d = features.shape
+        self.starts = np.arange(n, dtype=np.int64) * self.k_max
+        self.shape = (n, d)
+
+    def best(self, w):
+        res = score_bags(self.features, self.sizes, w[:, None], rows=True,
+                         scheduler=self.scheduler)
+        return self.starts + res.best[:, 0], res.rows[:, 0]
+
+    def take(self, rows):
+        images, boxes = np.divmod(rows, self.k_max)
+        if isinstance(self.features, np.ndarray):
+            return self.features[images, boxes]
+        if rows.size == 0:
+            return np.zeros((0, self.shape[1]))
+        with dask_scheduler(self.scheduler) as get:
+            return self.features.vindex[images, boxes].compute(scheduler=get).astype(np.float64)
+
+    def chosen(self, w, is_pos, pos_rows, pos_X):
+        _, X = self.best(w)
+        X[is_pos] = pos_X
+        return X
 
 
 class LatentProblem(Problem):
-    """The inner structured SVM of one CCCP step: positives at their imputed boxes (rows of
-    the box matrix), each negative image at its best box under the weights of every call."""
+    """The inner structured SVM of one CCCP step: positives at their imputed boxes (``pos_rows``,
+    rows of the box matrix, see :func:`as_bags`; their features ``pos_X`` when known), each
+    negative image at its best box under the weights of every call."""
 
-    def __init__(self, X, offsets, labels, pos_rows, **options):
-        super().__init__(X[offsets[:-1]], labels, **options)
-        self.boxes, self.offsets = X, offsets
+    def __init__(self, X, bounds, labels, pos_rows, *, pos_X=None, scheduler=None, **options):
+        self.bags = as_bags(X, bounds, scheduler)
+        super().__init__(np.zeros(self.bags.shape), labels, **options)
         self.pos_rows = np.asarray(pos_rows, dtype=np.int64)
-
-    def rows(self, box_scores):
-        """One box per image: the imputed box of a positive, the best box of a negative."""
-        rows = bag_argmax(box_scores, self.offsets)
-        rows[self.is_pos] = self.pos_rows
-        return rows
+        self.pos_X = self.bags.take(self.pos_rows) if pos_X is None else pos_X
 
     def most_violated(self, w, rows=None):
-        box_scores = np.asarray(self.boxes @ w).ravel()
-        self.X = self.boxes[self.rows(box_scores)]
+        self.X = self.bags.chosen(w, self.is_pos, self.pos_rows, self.pos_X)
         return super().most_violated(w, rows)
+
+    def latent_objective(self, w, X_best):
+        """The latent objective at ``w`` given every image's best box ``X_best`` at ``w``
+        (positives re-imputed: one scoring pass serves both)."""
+        self.X = X_best
+        _, _, xi = super().most_violated(w)
+        return self.primal(w, xi)
 
 
 @dataclass(frozen=True)
@@ -110,15 +180,18 @@ class LatentResult:
         return float(self.lai_times.sum())
 
 
-def latent_cutting_plane(X, offsets, labels, *, C=100.0, loss="ap", method="auto", tol=1e-3,
+def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto", tol=1e-3,
                          max_iter=20000, max_outer=400, min_outer=2, init="random",
-                         random_state=0, qp_solver="daqp", callback=None):
+                         random_state=0, qp_solver="daqp", scheduler=None, callback=None):
     """Train the latent structured SVM on bags of boxes by CCCP around the cutting plane.
 
     Parameters
     ----------
-    X : array or sparse matrix (n_boxes, n_features), the boxes of every image in turn.
-    offsets : int array (n_images + 1,): image ``i`` holds boxes ``offsets[i]:offsets[i+1]``.
+    X, bounds : the bags, flat or padded. Flat: ``X`` an array or sparse matrix
+        (n_boxes, n_features), the boxes of every image in turn, and ``bounds`` the offsets
+        (n_images + 1,): image ``i`` holds boxes ``offsets[i]:offsets[i+1]``. Padded: ``X``
+        (n_images, K_max, n_features), a NumPy, Dask or zarr array, and ``bounds`` the
+        counts (n_images,) of valid boxes per image.
     labels : array (n_images,): 1/True for an image that holds the class, 0/-1/False not.
     C, loss, method, tol, max_iter, qp_solver : as :func:`~qs.ssvm.cutting_plane`
         (defaults of the released latent AP-SVM: C = 100, tol = 0.001, 20000 iterations).
@@ -126,38 +199,43 @@ def latent_cutting_plane(X, offsets, labels, *, C=100.0, loss="ap", method="auto
     init : "random" (a seeded random box of each positive image) or an int array giving
         the box (index within its bag) of each positive image.
     random_state : seed of the random initial boxes.
+    scheduler : where padded Dask or zarr bags are scored (see
+        :func:`qs.detection.score_bags`): the threaded scheduler by default, or the address
+        of a ``dask.distributed`` scheduler.
     callback : called with ``(outer_step, objective)`` after each outer step.
 
     Returns a :class:`LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
     """
-    X, offsets = check_bags(X, offsets)
     options = {"C": C, "loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
                "callback": None}
-    first = LatentProblem(X, offsets, labels, np.zeros(0), **options)  # validates the rest
-    is_pos = first.is_pos
     for name, value, low in (("max_outer", max_outer, 1), ("min_outer", min_outer, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
-    starts, sizes = offsets[:-1][is_pos], np.diff(offsets)[is_pos]
-    pos_rows = starts + _initial_boxes(init, sizes, random_state)
-    objective, inner, lai_times = [], [], []
-    converged = False
-    for step in range(max_outer):
-        prob = LatentProblem(X, offsets, labels, pos_rows, **options)
-        result = solve(prob, X.shape[1], qp_solver, drop=DROP)
-        inner.append(result)
-        w = result.w
-        pos_rows = bag_argmax(np.asarray(X @ w).ravel(), offsets)[is_pos]  # re-impute
-        check = LatentProblem(X, offsets, labels, pos_rows, **options)
-        _, _, xi = check.most_violated(w)
-        objective.append(check.primal(w, xi))
-        lai_times += [*result.lai_times, *check.lai_times]
-        if callback is not None:
-            callback(step + 1, objective[-1])
-        settled = len(objective) >= 2 and objective[-2] - objective[-1] < C * tol
-        if step + 1 >= min_outer and settled:
-            converged = True
-            break
+    with dask_scheduler(scheduler) as get:  # one client for the whole run
+        bags = as_bags(X, bounds, get)
+        first = LatentProblem(bags, None, labels, np.zeros(0), **options)  # validates the rest
+        is_pos = first.is_pos
+        starts = bags.starts[is_pos]
+        pos_rows = starts + _initial_boxes(init, bags.sizes[is_pos], random_state)
+        pos_X = bags.take(pos_rows)
+        objective, inner, lai_times = [], [], []
+        converged = False
+        for step in range(max_outer):
+            prob = LatentProblem(bags, None, labels, pos_rows, pos_X=pos_X, **options)
+            result = solve(prob, bags.shape[1], qp_solver, drop=DROP)
+            inner.append(result)
+            w = result.w
+            best_rows, X_best = bags.best(w)  # re-impute
+            pos_rows, pos_X = best_rows[is_pos], X_best[is_pos]
+            check = LatentProblem(bags, None, labels, pos_rows, pos_X=pos_X, **options)
+            objective.append(check.latent_objective(w, X_best))
+            lai_times += [*result.lai_times, *check.lai_times]
+            if callback is not None:
+                callback(step + 1, objective[-1])
+            settled = len(objective) >= 2 and objective[-2] - objective[-1] < C * tol
+            if step + 1 >= min_outer and settled:
+                converged = True
+                break
     return LatentResult(w, pos_rows - starts, np.array(objective), tuple(inner),
                         np.array(lai_times), len(objective), converged)
 
