@@ -39,8 +39,14 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 from pipelines import _config
-from pipelines._config import check_choice, check_keys, check_number, dump_config, merge, \
-    new_run_dir
+from pipelines._config import (
+    check_choice,
+    check_keys,
+    check_number,
+    dump_config,
+    merge,
+    new_run_dir,
+)
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
@@ -96,11 +102,15 @@ DEFAULTS = {
     "loss": None,  # run only the methods of this loss (null: all)
     "inference": None,  # run only the methods of this LAI method (null: all)
     "solver": "cutting_plane",  # the inner solver of the CCCP loop (the only one it has)
-    "C": {"01": 10.0, "ap": 10.0},  # a number, or one per loss
+    # C and min_outer: a number, or one per loss. Chosen on another draw of the synthetic
+    # data (seed 1), 5 classes, by test AP: the AP-SVM's AP hardly moved with C (1 to 100);
+    # the latent 0-1 SVM often stalled at its random initial boxes after the released
+    # code's 2 outer steps, with AP near 1%, unless C was large and it took at least 10.
+    "C": {"01": 1e4, "ap": 10.0},
     "tol": 1e-3,
     "max_iter": 20000,  # cutting-plane iterations per outer step
     "max_outer": 400,
-    "min_outer": 2,
+    "min_outer": {"01": 10, "ap": 2},
     "nms_threshold": 0.3,  # IoU above which a lower-scoring box of the same image is dropped
     "blas_threads": 1,  # BLAS threads while training and scoring (null: the library's)
     "force": False,  # retrain finished class x method runs
@@ -138,9 +148,11 @@ def resolve(config):
                                         if cfg[k] is not None)
                          + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
     check_choice(cfg["solver"], "solver", ("cutting_plane",))
-    cfg["C"] = _check_C(cfg["C"])
+    cfg["C"] = _per_loss(cfg["C"], "C")
+    cfg["min_outer"] = _per_loss(cfg["min_outer"], "min_outer", integer=True, low=1,
+                                 strict=False)
     check_number(cfg["tol"], "tol", low=0, strict=True)
-    for key in ("max_iter", "max_outer", "min_outer"):
+    for key in ("max_iter", "max_outer"):
         check_number(cfg[key], key, integer=True, low=1)
     check_number(cfg["nms_threshold"], "nms_threshold", low=0)
     if cfg["nms_threshold"] > 1:
@@ -203,15 +215,16 @@ def _check_names(names, known, where, what):
     return list(dict.fromkeys(names))
 
 
-def _check_C(value):
-    """A positive number (the same for both losses) or a mapping loss -> number."""
+def _per_loss(value, where, integer=False, low=0, strict=True):
+    """A number (the same for both losses) or a mapping loss -> number, as a full mapping."""
+    cast = int if integer else float
     if isinstance(value, dict):
-        check_keys(value, LOSSES, "C")
-        for loss, c in value.items():
-            check_number(c, f"C.{loss}", low=0, strict=True)
-        return {**DEFAULTS["C"], **{k: float(v) for k, v in value.items()}}
-    check_number(value, "C", low=0, strict=True)
-    return {loss: float(value) for loss in LOSSES}
+        check_keys(value, LOSSES, where)
+        for loss, v in value.items():
+            check_number(v, f"{where}.{loss}", integer=integer, low=low, strict=strict)
+        return {**DEFAULTS[where], **{k: cast(v) for k, v in value.items()}}
+    check_number(value, where, integer=integer, low=low, strict=strict)
+    return {loss: cast(value) for loss in LOSSES}
 
 
 def selected_methods(cfg):
@@ -315,7 +328,7 @@ def train_one(cfg, name, train, labels):
     loss, method = METHODS[name]
     est = LatentRankSVM(loss=loss, inference=method, C=cfg["C"][loss], tol=cfg["tol"],
                         max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
-                        min_outer=cfg["min_outer"], random_state=cfg["seed"])
+                        min_outer=cfg["min_outer"][loss], random_state=cfg["seed"])
     start = time.perf_counter()
     est.fit(train.X, labels, offsets=train.offsets)
     train_s = time.perf_counter() - start
@@ -515,9 +528,11 @@ def _setting_line(cfg, frame):
     Cs = ", ".join(f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
                    for loss, g in frame.groupby("loss", sort=False))
     n_conv = int(frame["converged"].sum())
+    low = ", ".join(f"{loss}: {cfg['min_outer'][loss]}" for loss in dict.fromkeys(frame["loss"]))
     return (f"Latent SVM by CCCP around the 1-slack cutting plane (tol {cfg['tol']:g}, at most "
-            f"{cfg['max_iter']} iterations per outer step, {cfg['min_outer']}-{cfg['max_outer']} "
-            f"outer steps), C {Cs}, random initial boxes (seed {cfg['seed']}). {n_conv} of "
+            f"{cfg['max_iter']} iterations per outer step, at least {low} and at most "
+            f"{cfg['max_outer']} outer steps), C {Cs}, random initial boxes (seed "
+            f"{cfg['seed']}). {n_conv} of "
             f"{len(frame)} trainings converged. Test: every box scored, per-image NMS at IoU "
             f"{cfg['nms_threshold']:g}, VOC2007 detection AP (11-point, IoU >= 0.5, difficult "
             "objects ignored).")
@@ -536,8 +551,8 @@ def write_tables(out, records, cfg, note, synthetic):
              note]
     if not frame.empty:
         parts += [_setting_line(cfg, frame),
-                  "Paper: paper 000, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
-                  "selective-search boxes with 4096-d CNN features).",
+                  ("Paper: paper 000, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
+                  "selective-search boxes with 4096-d CNN features)."),
                   _ap_md(t5, ours), _identical_line(t5)]
     if not lt.empty:
         parts += [
