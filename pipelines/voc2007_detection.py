@@ -581,7 +581,8 @@ def plot(t5, lt, stem, synthetic):
         axes[0].bar(x + (k - 0.5) * 0.4, t5[col], width=0.4, label=label, color=f"C{k}")
     axes[0].set_xticks(x, t5["class"], rotation=45, ha="right", fontsize="small")
     axes[0].set(ylabel="test detection AP (%)", title=f"Table 5: latent SVMs{tag}")
-    axes[0].legend(fontsize="small")
+    axes[0].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
+                       frameon=False)
     if panels == 2:
         methods = [m for m in METHODS if m in lt.columns]
         names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
@@ -593,7 +594,8 @@ def plot(t5, lt, stem, synthetic):
         axes[1].set_xticks(xl, lt["class"], rotation=45, ha="right", fontsize="small")
         axes[1].set(yscale="log", ylabel="total LAI time in training (s)",
                     title=f"AP-SVM training: LAI time per class{tag}")
-        axes[1].legend(fontsize="small")
+        axes[1].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
+                       frameon=False)
     return save_figure(fig, stem)
 
 

@@ -221,3 +221,30 @@ def test_detections_are_suppressed_per_image_before_ap():
     assert voc_detection_ap(ids, kept, s, data.ground_truth(0)) == pytest.approx(1.0)
     assert voc_detection_ap(np.repeat(["a", "b"], 3), boxes, scores,
                             data.ground_truth(0)) < 1.0
+
+
+def test_rcnn_cache_directories_are_read_and_trained(tmp_path):
+    # 8 images per split, 4 boxes each: the first box is the ground truth (class cat in
+    # every other image, dog in the rest), its features pointing along the class's axis
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(0)
+    for split in ("trainval", "test"):
+        (tmp_path / split).mkdir()
+        for i in range(8):
+            cls = CLASSES.index("cat") if i % 2 else CLASSES.index("dog")
+            boxes = np.array([[10, 10, 60, 60], [12, 8, 58, 62], [100, 100, 150, 140],
+                              [200, 20, 260, 90]], dtype=float)
+            feat = rng.normal(size=(4, 3))
+            feat[:2, 0 if cls == CLASSES.index("cat") else 1] += 3
+            savemat(tmp_path / split / f"{split}_{i:02d}.mat",
+                    {"boxes": boxes, "feat": feat, "gt": np.array([1, 0, 0, 0]),
+                     "class": np.array([cls + 1, 0, 0, 0])})
+    config = write_config(tmp_path / "c.yaml", classes=["cat"], methods=["0-1", "ap_qs"],
+                          data={s: str(tmp_path / s) for s in ("trainval", "test")})
+    out = tmp_path / "run"
+    result = invoke("train", "--config", config, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "R-CNN .mat caches, 8 files" in result.output and "synthetic" not in result.output
+    assert re.search(r"0-1 loss, ours\s+\|", result.output)
+    assert pd.read_csv(out / "timings.csv")["n_boxes"].tolist() == [32, 32]
