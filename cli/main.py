@@ -168,7 +168,7 @@ def _bench_experiment(module, config_path, out, methods, budget, action, *, vary
               help="YAML config; its key `experiment` names the pipeline "
                    "(e.g. configs/voc2011_actions.yaml, configs/digits.yaml).")
 @click.option("--class", "classes", multiple=True,
-              help="Train only this class (repeatable) [voc2011_actions].")
+              help="Train only this class (repeatable) [voc2011_actions, voc2007_detection].")
 @click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
               help="Train only the methods of this loss.")
 @click.option("--inference", help="Train only the methods of this LAI method (e.g. qs, yue).")
