@@ -19,14 +19,13 @@ from qs.inference._core import settled_share
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_lai
 from qs.inference.qs import qs_lai
-from qs.losses import APLoss
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
 
 
-def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     n_neg = neg_rank.size
     if n_neg >= max(SORT_BELOW, SORT_PER_POSITIVE * n_pos):
@@ -34,5 +33,5 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
     elif settled_share(scores, is_pos) < SETTLED_SHARE:
         method = bucket_sort_lai
     else:
-        method = qs_lai if isinstance(loss, APLoss) else bucket_lai
-    return method(loss, scores, is_pos, n_pos, neg_rank, coef)
+        method = qs_lai
+    return method(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
