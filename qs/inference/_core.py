@@ -346,9 +346,9 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
-    pseudo-random places) rather than at its exact median: the block's part above ``p`` has ranks at most
-    ``r(p, last place of that part)``, the rest at least ``r(p, first place of it)``, so two
-    rank evaluations split the rank interval. When nothing is above ``p``, the values equal
+    pseudo-random places) rather than at its exact median: the block's part above ``p`` has
+    ranks at most ``r(p, last place of that part)``, the rest at least ``r(p, first place of
+    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the values equal
     to it form a sorted block of their own. Small blocks are sorted and split at their
     middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
     non-decreasing along ``v`` at the end. ``stack`` is scratch space from :func:`new_stack`.
