@@ -6,7 +6,7 @@ positive). This records the score vector of every LAI call of a cutting-plane tr
 the VOC2011 action data of ``configs/voc2011_actions.yaml`` (synthetic by default), with
 the Table 2 protocol (one class, its trainval boxes, the tables' C per loss), then feeds the
 vectors to every method: in each of ``repeats`` rounds every method, in a rotating order, is
-given every vector in turn, as in training (where a method's previous call saw the previous
+given every vector in turn, writing into its own workspace, as in training (where a method's previous call saw the previous
 iteration's vector; interleaving methods on one vector would let a method profit from
 another that ran the same kernel on it just before).
 A method's time per call is, per vector, the fastest of its rounds (the least disturbed by
@@ -25,7 +25,7 @@ from pipelines._io import write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
-from qs.inference import lai
+from qs.inference import Workspace, lai
 from qs.ssvm import cutting_plane
 
 #: the exact methods replayed per loss (with the 0-1 call as the reference)
@@ -49,17 +49,19 @@ def record(cfg, action, loss):
 
 def time_methods(vectors, labels, loss, methods, repeats):
     """Rows (method, call, round, seconds): each round, every method (rotating order) on
-    every vector in turn."""
+    every vector in turn, each method with its own :class:`~qs.inference.Workspace`."""
     calls = [("zero_one", "01")] + [(m, loss) for m in methods]
+    spaces = {method: Workspace() for method, _ in calls}  # as a solver holds one
     for method, call_loss in calls:  # untimed: kernels loaded
-        lai(vectors[0], labels, call_loss, method)
+        lai(vectors[0], labels, call_loss, method, workspace=spaces[method])
     rows = []
     for r in range(repeats):
         j = r % len(calls)
         for method, call_loss in calls[j:] + calls[:j]:
             for k, scores in enumerate(vectors):
+                ws = spaces[method]
                 start = time.perf_counter()
-                lai(scores, labels, call_loss, method)
+                lai(scores, labels, call_loss, method, workspace=ws)
                 rows.append((method, k, r, time.perf_counter() - start))
     return rows
 

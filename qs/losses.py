@@ -75,6 +75,18 @@ def _ap_increment(j, i, n_pos, params):
 
 
 @jit
+def _ap_loss(n_above):
+    """1 - AP of one ranking (a 1-D array, of the inference kernels' int64), summed as
+    :func:`_ap_losses` sums each row."""
+    n_pos = n_above.size
+    total = 0.0
+    for k in range(n_pos):
+        n = n_above[k]
+        total += n / (k + 1.0 + n)
+    return total / n_pos
+
+
+@jit
 def _ap_losses(n_above):
     """1 - AP of each row of a 2-D array (a loop: at the sizes training calls LAI with, the
     temporaries of the numpy expression cost more than the sum itself)."""
@@ -107,6 +119,8 @@ class APLoss(QSLoss):
         return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
     def value(self, n_above):
+        if type(n_above) is np.ndarray and n_above.ndim == 1 and n_above.dtype == np.int64:
+            return _ap_loss(n_above)  # inference's own call: one kernel call, no conversion
         n = np.asarray(n_above, dtype=np.float64)
         losses = _ap_losses(n.reshape(-1, n.shape[-1]))
         return float(losses[0]) if n.ndim == 1 else losses.reshape(n.shape[:-1])
@@ -115,6 +129,16 @@ class APLoss(QSLoss):
 @jit
 def _ndcg_increment(j, i, n_pos, params):
     return params[i + j - 1]
+
+
+@jit
+def _ndcg_loss(n_above, ideal):
+    """1 - NDCG of one ranking (a 1-D array, of the inference kernels' int64), summed as
+    :func:`_ndcg_losses` sums each row."""
+    total = 0.0
+    for k in range(n_above.size):
+        total += 1.0 / np.log2(2.0 + k + n_above[k])
+    return 1.0 - total / ideal
 
 
 @jit
@@ -173,9 +197,13 @@ class NDCGLoss(QSLoss):
         return self.prepare(n_pos, n_neg)[np.asarray(i) + np.asarray(j) - 1]
 
     def value(self, n_above):
+        own = type(self).discount is not NDCGLoss.discount  # a subclass's own discount
+        if (not own and type(n_above) is np.ndarray and n_above.ndim == 1
+                and n_above.dtype == np.int64):
+            return _ndcg_loss(n_above, self._ideal(n_above.size))  # inference's own call
         n = np.asarray(n_above, dtype=np.float64)
         n_pos = n.shape[-1]
-        if type(self).discount is not NDCGLoss.discount:  # a subclass's own discount
+        if own:
             return _scalar(1.0 - self.discount(_places(n_pos) + n).sum(axis=-1)
                            / self._ideal(n_pos))
         losses = _ndcg_losses(n.reshape(-1, n_pos), self._ideal(n_pos))

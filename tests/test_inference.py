@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qs.inference import METHODS, lai
+from qs.inference import METHODS, Workspace, lai
 from qs.inference.bucket import _bucket_chunked
 from qs.losses import NDCGLoss, QSLoss, get_loss
 from tests import naive
@@ -532,3 +532,55 @@ def test_threaded_default_works_in_a_forked_child():
     if alive:
         child.kill()
     assert not alive and queue.get(timeout=5) == expected
+
+
+@pytest.mark.parametrize("loss,method", [("ap", "qs"), ("ndcg", "qs"), ("ap", "auto"),
+                                         ("ndcg", "auto"), ("01", "zero_one")])
+def test_a_workspace_loop_allocates_no_array_and_gives_identical_results(loss, method):
+    """A loop of calls with one workspace: the same results as fresh calls, and (past the
+    first call) no allocation of the size of the input (tracemalloc sees numpy's and numba's
+    arrays); without the workspace the same loop allocates several input-sized arrays."""
+    import tracemalloc
+
+    rng = np.random.default_rng(11)
+    n = 20000
+    labels = rng.random(n) < 0.05
+    # shaped as inside training (most negatives below every positive), where auto runs qs
+    inputs = [rng.normal(size=n) + 3.0 * labels * k for k in range(1, 5)]
+    ws = Workspace()
+    lai(inputs[0], labels, loss, method, workspace=ws)  # sizes the workspace
+
+    def peak(**kwargs):
+        tracemalloc.start()
+        for scores in inputs:
+            lai(scores, labels, loss, method, **kwargs)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    assert peak(workspace=ws) < 8 * n / 4  # below a quarter of one float64 input-sized array
+    assert peak() > 8 * n  # the test can fail: fresh outputs are at least that
+    for scores in inputs:
+        fresh = lai(scores, labels, loss, method)
+        res = lai(scores, labels, loss, method, workspace=ws)
+        np.testing.assert_array_equal(res.coef, fresh.coef)
+        if loss != "01":
+            np.testing.assert_array_equal(res.neg_rank, fresh.neg_rank)
+        assert (res.loss, res.objective, res.ground_truth_F) == (
+            fresh.loss, fresh.objective, fresh.ground_truth_F)
+
+
+def test_a_workspace_grows_and_refuses_its_own_arrays_as_input():
+    ws = Workspace()
+    rng = np.random.default_rng(2)
+    for n in (50, 400, 120):  # grows, then serves a smaller call from the larger arrays
+        scores, labels = rng.normal(size=n), np.arange(n) % 5 == 0
+        res = lai(scores, labels, "ap", "qs", workspace=ws)
+        assert res.coef.shape == (n,) and res.neg_rank.shape == (n - labels.sum(),)
+        np.testing.assert_array_equal(res.coef, lai(scores, labels, "ap", "qs").coef)
+    with pytest.raises(ValueError, match="must not be arrays of the workspace"):
+        lai(res.coef, labels, "ap", "qs", workspace=ws)
+    with pytest.raises(ValueError, match="must not be arrays of the workspace"):
+        lai(res.coef[10:60], labels[10:60], "ap", workspace=ws)  # a view of one
+    with pytest.raises(ValueError, match="workspace must be None or a qs.inference.Workspace"):
+        lai(scores, labels, workspace={})

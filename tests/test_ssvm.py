@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
-from qs.inference import lai
+from qs.inference import Workspace, lai
 from qs.ssvm import (
     SOLVERS,
     Progress,
@@ -288,18 +288,21 @@ def test_capacity_changes_nothing(monkeypatch):
 
 
 @pytest.mark.parametrize("loss", ["ap", "01"])
-def test_lai_calls_write_into_one_pair_of_outputs(monkeypatch, loss):
+def test_lai_calls_reuse_one_workspace(monkeypatch, loss):
     X, y = make_data(seed=6)
-    outs = []
+    spaces, coefs = [], []
 
-    def spy(*args, out=None, **kwargs):
-        outs.append(out)
-        return lai(*args, out=out, **kwargs)
+    def spy(*args, workspace=None, **kwargs):
+        spaces.append(workspace)
+        res = lai(*args, workspace=workspace, **kwargs)
+        coefs.append(res.coef)
+        return res
 
     monkeypatch.setattr(problem_module, "lai", spy)
     res = cutting_plane(X, y, C=50.0, loss=loss, tol=0.0, max_iter=6)
-    assert len(outs) == res.lai_calls + 1  # and the untimed first call
-    assert all(out is outs[0] for out in outs) and outs[0][1].shape == (len(y),)
+    assert len(spaces) == res.lai_calls + 1  # and the untimed first call
+    assert isinstance(spaces[0], Workspace) and all(ws is spaces[0] for ws in spaces)
+    assert all(np.shares_memory(c, coefs[0]) for c in coefs)
 
 
 def test_primal_and_dual_forms_of_the_working_set_qp_agree():

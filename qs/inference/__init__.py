@@ -6,6 +6,7 @@ violated constraint of the ranking structured SVM. All methods return the same o
 they differ in cost (see ``METHODS`` and each method's module).
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,10 +25,11 @@ from qs.inference.bucket_sort import bucket_sort_lai
 from qs.inference.qs import qs_lai, sort_dc_lai
 from qs.inference.scan import scan_lai
 from qs.inference.search import search_lai
+from qs.inference.workspace import Workspace
 from qs.inference.zero_one import zero_one_lai
 from qs.losses import get_loss
 
-__all__ = ["lai", "LAIResult", "METHODS"]
+__all__ = ["lai", "LAIResult", "METHODS", "Workspace"]
 
 _RANKING = {
     "auto": auto_lai,
@@ -97,7 +99,7 @@ def _resolve(loss, method):
     return loss_obj, method
 
 
-def lai(scores, labels, loss="ap", method="auto", out=None):
+def lai(scores, labels, loss="ap", method="auto", out=None, workspace=None):
     """Loss-augmented inference: the ranking maximising loss + score term.
 
     Parameters
@@ -111,12 +113,16 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
         ``max(8192, 24 P)`` and fewer than half of them score at or below the lowest positive
         (random scores), where ``bucket_sort`` is faster. Training's scores (most negatives
         below every positive) and ties (the all-zero scores of its first iteration) go to
-        ``qs`` for AP and ``bucket`` for other losses; the 0-1 loss to ``zero_one``.
+        ``qs``; the 0-1 loss to ``zero_one``.
     out : None, or arrays ``(neg_rank, coef)`` to write the result into: int32 of shape
         (N,) (None for the 0-1 loss) and float64 of shape (n,), C-contiguous. A loop of
         calls that passes the same arrays skips allocating new ones, whose fresh pages the
         operating system zeroes (a quarter of a call's time at N = 10^7). The result holds
         these arrays, so the next call with them overwrites it.
+    workspace : None, or a :class:`Workspace` whose arrays the call reuses for its outputs
+        (unless ``out`` is given) and its work arrays: a loop of calls with one workspace
+        allocates no array after the first. The result holds the workspace's arrays, so the
+        next call with it overwrites it.
 
     Ties: tied positives keep input order; among tied negatives the one earlier in the
     input is ranked higher (smaller or equal rank); each negative takes the largest
@@ -133,14 +139,20 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
     n_pos = int(np.count_nonzero(is_pos))
     n_neg = scores.size - n_pos
     check_counts(n_pos, n_neg)
-    neg_rank, coef = output_arrays(out, n_neg, scores.size, method == "zero_one",
-                                   (scores, is_pos, *given))
+    if workspace is not None and not isinstance(workspace, Workspace):
+        raise ValueError(f"workspace must be None or a qs.inference.Workspace; got "
+                         f"{type(workspace).__name__}.")
+    if out is None and workspace is not None:
+        neg_rank, coef = workspace.outputs(n_neg, scores.size, method == "zero_one", given)
+    else:
+        neg_rank, coef = output_arrays(out, n_neg, scores.size, method == "zero_one",
+                                       (scores, is_pos, *given))
     if method == "zero_one":
         err, where, loss_value, dot, truth = zero_one_lai(scores, is_pos, coef)
         raise_for(err, where, scores)
         return _result(None, coef, loss_value, dot, truth, scores)
     err, where, sum_pos, sum_neg, n_above, f = _RANKING[method](
-        loss_obj, scores, is_pos, n_pos, neg_rank, coef
+        loss_obj, scores, is_pos, n_pos, neg_rank, coef, workspace
     )
     raise_for(err, where, scores)
     loss_value = loss_obj.value(n_above)
@@ -150,7 +162,7 @@ def lai(scores, labels, loss="ap", method="auto", out=None):
 def _result(neg_rank, coef, loss_value, f, truth, scores):
     """The LAIResult, once its F terms are known to be finite: finite scores whose
     differences overflow float64 would make them inf or NaN."""
-    if not (np.isfinite(f) and np.isfinite(truth)):
+    if not (math.isfinite(f) and math.isfinite(truth)):
         raise ValueError(
             f"the score term F overflows float64: the scores range from {scores.min()!r} to "
             f"{scores.max()!r}, too far apart to subtract. Rescale the scores."

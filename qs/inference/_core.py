@@ -95,6 +95,40 @@ def scan_input(scores, is_pos, n_pos, ref):
 
 
 @jit
+def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, idx):
+    """One pass: finiteness, the sums of ``s - ref``, the positives (score and input index)
+    into ``pos_values``, ``pos_index`` and the negatives (score and ordinal) into ``v``,
+    ``idx``, in input order. Returns (error, error_index, sum_pos, sum_neg)."""
+    sum_pos = 0.0
+    sum_neg = 0.0
+    p = np.uintp(0)
+    q = np.uintp(0)
+    for k in range(np.uintp(scores.size)):
+        s = scores[k]
+        if not np.isfinite(s):
+            return NOT_FINITE, np.int64(k), 0.0, 0.0
+        if is_pos[k]:
+            pos_values[p] = s
+            pos_index[p] = k
+            p += ONE
+            sum_pos += s - ref
+        else:
+            v[q] = s
+            idx[q] = q
+            q += ONE
+            sum_neg += s - ref
+    return OK, -1, sum_pos, sum_neg
+
+
+@jit
+def sort_positives_into(pos_values, pos_index):
+    """:func:`sort_positives` in place."""
+    order = np.argsort(-pos_values, kind="mergesort")
+    pos_values[:] = pos_values[order]
+    pos_index[:] = pos_index[order]
+
+
+@jit
 def sort_positives(pos_values, pos_index):
     """The positives by descending score, ties in input order (``pos_index`` ascending)."""
     order = np.argsort(-pos_values, kind="mergesort")
@@ -297,6 +331,15 @@ def _push(stack, top, a, b, r_lo, r_hi, is_sorted):
 
 
 @jit
+def _has_equal_neighbours(v, a, b):
+    """Whether two neighbours of ``v[a..b]`` are equal."""
+    for k in range(a, b):
+        if v[k] == v[k + 1]:
+            return True
+    return False
+
+
+@jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
                        stack):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
@@ -305,14 +348,18 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
     pseudo-random places) rather than at its exact median: the block's part above ``p`` has
     ranks at most ``r(p, last place of that part)``, the rest at least ``r(p, first place of
-    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the
-    values equal to it form a sorted block of their own. Small blocks are sorted and split at
-    their middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each
-    position, non-decreasing along ``v`` at the end. ``stack`` is scratch space from
-    :func:`new_stack`.
+    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the values equal
+    to it form a sorted block of their own. Small blocks are sorted and split at their
+    middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
+    non-decreasing along ``v`` at the end. ``stack`` is scratch space from :func:`new_stack`.
+
+    Returns whether equal values may have been given different ranks, which
+    :func:`canonical_ties` then settles: a split around a pivot never separates equal values,
+    so only a sorted block holding equal values can.
     """
     top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
     state = np.uint64(lo + hi)  # the pivots' places: pseudo-random, the same on every run
+    tied = False
     while top > 0:
         top -= 1
         a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
@@ -324,6 +371,7 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
         if not is_sorted and b - a < 24:
             _sort_pairs_descending(v, idx, a, b)
             is_sorted = 1
+            tied |= _has_equal_neighbours(v, a, b)
         if is_sorted:
             m = (a + b) >> 1
             rm = best_rank(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
@@ -342,12 +390,14 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, ra, rb)
             r_above = r_below
             above_sorted = 1
+            tied |= i - a > 1
         if i - a > b + 1 - i:  # the smaller part on top: the stack stays logarithmic
             top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
             top = _push(stack, top, i, b, r_below, rb, 0)
         else:
             top = _push(stack, top, i, b, r_below, rb, 0)
             top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
+    return tied
 
 
 @jit
@@ -534,6 +584,34 @@ def positive_steps(pos_sorted, c2, ref):
     for i in range(pos_sorted.size):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
     return spos
+
+
+@jit
+def positive_steps_into(pos_sorted, c2, ref, spos):
+    """:func:`positive_steps` written into ``spos`` (P + 1 elements)."""
+    spos[0] = ref
+    for i in range(pos_sorted.size):
+        spos[i + 1] = c2 * (pos_sorted[i] - ref)
+
+
+@jit
+def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
+    """:func:`negative_coefficients` counting into ``rank_count`` (P + 2 elements, zeroed
+    here); returns the sum."""
+    rank_count[:] = 0
+    inv = 1.0 / (n_pos * n_neg)
+    dot = 0.0
+    q = np.uintp(0)
+    for k in range(scores.size):
+        if is_pos[k]:
+            continue
+        r = neg_rank[q]
+        c = (n_pos + 2 - 2 * r) * inv
+        coef[k] = c
+        dot += c * (scores[k] - ref)
+        rank_count[np.uintp(r)] += 1
+        q += ONE
+    return dot
 
 
 @jit

@@ -28,7 +28,7 @@ def _values(n_pos, n_neg):
     return (n_pos + 1) ** n_neg * n_neg * n_pos
 
 
-def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The best of all (P+1)^N assignments of ranks to the negatives."""
     n_neg = neg_rank.size
     if _values(n_pos, n_neg) > MAX_VALUES:

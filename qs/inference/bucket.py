@@ -298,9 +298,9 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
         hi = lo + n_live[i] - 1
         if hi < lo:
             continue
-        opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] + stayed - lo, top_r[t],
-                           bottom_r[t], inc, params, n_pos, c2, spos, stack)
-        canonical_ties(v, idx, rk, lo, hi)
+        if opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] + stayed - lo, top_r[t],
+                              bottom_r[t], inc, params, n_pos, c2, spos, stack):
+            canonical_ties(v, idx, rk, lo, hi)
         for p in range(lo, hi + 1):
             g = idx[p]
             r = rk[p]
@@ -446,7 +446,7 @@ def n_buckets_for(n_pos, n_neg):
     return int(min(MAX_BUCKETS, max(16, 2.0 * (n_pos * n_neg) ** 0.5)))
 
 
-def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Ranks of all negatives by score buckets, sorting none of them."""
     if scores.size >= THREADED_MIN:
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)

@@ -67,26 +67,39 @@ def sort_by_buckets(scores, is_pos, count, low, scale, v, idx):
 
 @jit
 def _bucket_sort(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
+    """:func:`_bucket_sort_into` with its work arrays allocated here."""
+    n_neg = scores.size - n_pos
+    return _bucket_sort_into(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef,
+                             np.empty(n_neg), np.empty(n_neg, dtype=np.int64),
+                             np.empty(n_neg, dtype=np.int64))
+
+
+@jit
+def _bucket_sort_into(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, v, idx, rk):
+    """The method on the caller's work arrays ``v``, ``idx``, ``rk`` of N elements."""
     n_neg = scores.size - n_pos
     ref = reference(scores)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, _ = scan_histogram(
         scores, is_pos, n_pos, n_buckets, ref)
     if err != OK:
         return failed(err, where)
-    v = np.empty(n_neg)
-    idx = np.empty(n_neg, dtype=np.int64)
     sort_by_buckets(scores, is_pos, count, low, scale, v, idx)
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2, ref)
-    rk = np.empty(n_neg, dtype=np.int64)
     opt_ranks_sorted(v, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
     rank_count, dot = finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
-def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
-    """Sort the negatives by score buckets, then rank them by divide and conquer."""
+def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
+    """Sort the negatives by score buckets, then rank them by divide and conquer; work
+    arrays from the :class:`~qs.inference.Workspace` ``ws`` when given."""
     n_neg = neg_rank.size
     params = loss.prepare(n_pos, n_neg)
     n_buckets = int(min(MAX_BUCKETS, max(16, n_neg)))
-    return bind(_bucket_sort, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef)
+    if ws is None:
+        return bind(_bucket_sort, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank,
+                                               coef)
+    return bind(_bucket_sort_into, loss.kernel)(
+        params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, ws.take("v", n_neg, np.float64),
+        ws.take("idx", n_neg, np.int64), ws.take("rk", n_neg, np.int64))

@@ -24,6 +24,6 @@ def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_
                   ref)
 
 
-def scan_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+def scan_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Every negative tries every rank (the Yue / Chakrabarti baseline)."""
     return run_sorted(_scan_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

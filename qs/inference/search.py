@@ -41,6 +41,6 @@ def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ne
                   ref)
 
 
-def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef):
+def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Binary search per negative over the concave part of its AP objective."""
     return run_sorted(_search_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 
-from qs.inference import lai
+from qs.inference import Workspace, lai
 from qs.inference._prepare import as_positive_mask, check_counts
 from qs.losses import QSLoss
 
@@ -106,10 +106,8 @@ class Problem:
         self.lai_times, self.objective, self.gap = [], [], []
         self.lai_compile_time = 0.0
         self.last_scores = None
-        # outputs every full-batch LAI call writes into (lai's out=): a loop of calls
-        # allocates none
-        n_neg = n - int(self.is_pos.sum())
-        self._out = (None if loss == "01" else np.empty(n_neg, dtype=np.int32)), np.empty(n)
+        # the outputs and work arrays every LAI call reuses: a loop of calls allocates none
+        self.workspace = Workspace()
 
     def most_violated(self, w, rows=None):
         """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack;
@@ -120,13 +118,13 @@ class Problem:
             coef_true = ground_truth_coef(is_pos, self.loss)
         scores = X @ w
         self.last_scores = scores
-        out = self._out if rows is None else None
+        ws = self.workspace
         if not self.lai_times:  # loads or compiles the kernels: run once untimed, see result
             start = time.perf_counter()
-            lai(scores, is_pos, loss=self.loss, method=self.method, out=out)
+            lai(scores, is_pos, loss=self.loss, method=self.method, workspace=ws)
             first = time.perf_counter() - start
         start = time.perf_counter()
-        res = lai(scores, is_pos, loss=self.loss, method=self.method, out=out)
+        res = lai(scores, is_pos, loss=self.loss, method=self.method, workspace=ws)
         self.lai_times.append(time.perf_counter() - start)
         if len(self.lai_times) == 1:
             self.lai_compile_time = max(0.0, first - self.lai_times[0])

@@ -1,0 +1,59 @@
+"""Work arrays reused from one LAI call to the next."""
+
+import numpy as np
+
+from qs.inference._core import new_stack
+
+
+class Workspace:
+    """Arrays that :func:`qs.inference.lai` calls reuse: the result's outputs and the
+    methods' work arrays, grown as needed and never shrunk, so that a loop of calls (a
+    solver's training) allocates none after its first call.
+
+    ``lai(..., workspace=ws)`` writes its result into the workspace: the result holds the
+    workspace's arrays, and the next call with it overwrites them (as with ``out=``). One
+    workspace serves one call at a time (not threads at once).
+    """
+
+    def __init__(self):
+        self._arrays = {}
+        self._owned = set()  # ids of the arrays above
+        self._views = {}  # (name, size) -> the view take last returned
+
+    def take(self, name, size, dtype):
+        """The first ``size`` elements of the workspace's array ``name`` (of ``dtype``),
+        grown to ``size`` when shorter."""
+        view = self._views.get((name, size))
+        if view is not None:
+            return view
+        arr = self._arrays.get(name)
+        if arr is None or arr.size < size:
+            if arr is not None:
+                self._owned.discard(id(arr))
+                self._views = {k: v for k, v in self._views.items() if k[0] != name}
+            arr = np.empty(size, dtype=dtype)
+            self._arrays[name] = arr
+            self._owned.add(id(arr))
+        view = self._views[name, size] = arr[:size]
+        return view
+
+    def stack(self):
+        """The scratch stack of :func:`qs.inference._core.opt_ranks_unsorted`."""
+        if "stack" not in self._arrays:
+            self._arrays["stack"] = new_stack()
+        return self._arrays["stack"]
+
+    def outputs(self, n_neg, n, zero_one, given):
+        """(neg_rank, coef) of a call: int32 (N,) and float64 (n,); neg_rank None for the 0-1
+        loss. ``given``: the caller's inputs, which must not be arrays of this workspace (a
+        result's ``coef`` passed back as scores would be overwritten while read)."""
+        for arr in given:
+            root = arr
+            while isinstance(root, np.ndarray) and root.base is not None:
+                root = root.base
+            if id(root) in self._owned and any(root is a for a in self._arrays.values()):
+                raise ValueError("scores and labels must not be arrays of the workspace the call "
+                                 "writes into (a previous result's coef or neg_rank); pass a "
+                                 "copy.")
+        coef = self.take("coef", n, np.float64)
+        return (None if zero_one else self.take("neg_rank", n_neg, np.int32)), coef
