@@ -259,15 +259,16 @@ def sodeep():
               help="Bidirectional LSTM or 1-D CNN sorter.")
 @click.option("--length", type=click.IntRange(min=2), default=SORTER_LENGTH, show_default=True,
               help="Length of the score vectors it ranks.")
-@click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True,
+@click.option("--steps", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Adam steps, each on a fresh batch of synthetic vectors.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--size", type=click.Choice(["default", "full"]), default="default",
               show_default=True, help="full: the paper's LSTM (hidden 512).")
 @click.option("--hidden", type=click.IntRange(min=1), help="LSTM hidden units (overrides --size).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3,
-              show_default=True, help="Adam's learning rate; halves every quarter of --steps.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True),
+              help="Adam's learning rate [lstm 1e-2, cnn 1e-3]; halves every quarter of "
+                   "--steps.")
 @click.option("--test-vectors", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="Synthetic test vectors of the recorded L1 error (0: none).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),

@@ -5,7 +5,7 @@ paper's Table 1 (`qsrank sodeep eval`).
 A checkpoint is one torch file: the weights and their metadata (kind, length,
 hyper-parameters, seed, steps, test L1 error, torch version, training wall time,
 provenance), written atomically. The package ships the LSTM and CNN checkpoints at
-qs.surrogates.sodeep.DEFAULT_LENGTH, trained by :data:`SHIPPED_COMMAND`.
+qs.surrogates.sodeep.DEFAULT_LENGTH, trained by ``make sodeep-checkpoints``.
 """
 
 import time
@@ -17,12 +17,8 @@ from pipelines._io import atomic_path
 from pipelines._provenance import provenance
 from pipelines._tables import fmt, markdown_table
 
-#: how the shipped checkpoints were made (the kind in place of KIND)
-SHIPPED_COMMAND = ("qsrank sodeep train --kind KIND --length 64 --steps 3000 --seed 0 "
-                   "--out qs/surrogates/sorter_KIND_64.pt")
 
-
-def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=1e-3,
+def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=None,
           test_vectors=10_000, progress=True, **hyper):
     """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
     running loss, and write its checkpoint to `out` atomically; return its metadata."""
