@@ -24,7 +24,8 @@ SCALE_IMAGES ?= 500
 
 .PHONY: help install test bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5
+	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
+	sodeep-eval sodeep-checkpoints
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -88,6 +89,15 @@ reproduce-table5: $(STAMP)  ## paper 000 Table 5: VOC2007 detection AP, latent 0
 reproduce-cifar10: $(STAMP)  ## paper 000 Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
 	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)
 	@echo "figure: $(CIFAR10_RUN)/figure.png"
+
+sodeep-eval: $(STAMP)  ## paper 003 Table 1: L1 rank error of the shipped SoDeep sorters
+	$(QSRANK) sodeep eval
+
+sodeep-checkpoints: $(STAMP)  ## retrain the SoDeep sorters shipped in qs/surrogates (minutes)
+	for kind in lstm cnn; do \
+	  $(QSRANK) sodeep train --kind $$kind --length 64 --steps 2000 --seed 0 \
+	    --out qs/surrogates/sorter_$${kind}_64.pt || exit 1; \
+	done
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
 	$(QSRANK) train --config configs/digits.yaml

@@ -1,0 +1,98 @@
+"""SoDeep's sorters (paper 003, Section 4.1): train one on synthetic score vectors and write
+its checkpoint (`qsrank sodeep train`), and the L1 rank error of the sorters beside the
+paper's Table 1 (`qsrank sodeep eval`).
+
+A checkpoint is one torch file: the weights and their metadata (kind, length,
+hyper-parameters, seed, steps, test L1 error, torch version, training wall time,
+provenance), written atomically. The package ships the LSTM and CNN checkpoints at
+qs.surrogates.sodeep.DEFAULT_LENGTH, trained by ``make sodeep-checkpoints``.
+"""
+
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipelines._io import atomic_path
+from pipelines._provenance import provenance
+from pipelines._tables import fmt, markdown_table
+
+
+def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=None,
+          test_vectors=10_000, progress=True, **hyper):
+    """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
+    running loss, and write its checkpoint to `out` atomically; return its metadata."""
+    import torch
+
+    from qs.surrogates import sodeep
+
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
+    hyper = {k: v for k, v in hyper.items() if v is not None}
+    running = {"loss": None}
+    with tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",
+              disable=not progress) as bar:
+        def callback(step, loss):
+            prev = running["loss"]
+            running["loss"] = loss if prev is None else 0.98 * prev + 0.02 * loss
+            bar.update(1)
+            if step % 10 == 0 or step == steps:
+                bar.set_postfix(l1=f"{running['loss']:.4f}")
+
+        start = time.perf_counter()
+        sorter, meta = sodeep.train_sorter(kind, length, steps, seed, size=size,
+                                           batch_size=batch_size, lr=lr,
+                                           test_vectors=test_vectors, callback=callback,
+                                           **hyper)
+        meta["train_seconds"] = round(time.perf_counter() - start, 1)
+    meta["provenance"] = provenance(seed, "synthetic score vectors (qs.surrogates.sodeep."
+                                          "synthetic_scores)")
+    try:
+        with atomic_path(out) as tmp:
+            torch.save(sodeep.sorter_state(sorter, meta), tmp)
+    except OSError as err:
+        raise ValueError(f"cannot write checkpoint {out}: {err.strerror or err}") from None
+    return meta
+
+
+def train_report(meta, out):
+    """What `qsrank sodeep train` prints."""
+    l1 = fmt(meta["test_l1"], 4) if meta["test_l1"] is not None else "-"
+    return (f"{meta['kind']} sorter, length {meta['length']}, {meta['parameters']:,} "
+            f"parameters, {meta['steps']} steps in {meta['train_seconds']} s: test L1 {l1} "
+            f"({meta['test_vectors']} vectors)\ncheckpoint: {out}")
+
+
+def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
+    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the handcrafted ranker and
+    the sorters of `checkpoints` (default: the shipped LSTM and CNN), all on the same
+    `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
+    from qs.surrogates import sodeep
+
+    seed = sodeep.TEST_SEED if seed is None else seed
+    if checkpoints:
+        sorters = [sodeep.load_sorter(path) for path in checkpoints]
+    else:
+        sorters = [sodeep.load_sorter(kind=kind) for kind in ("cnn", "lstm")]
+    lengths = sorted({s.length for s in sorters})
+    handcrafted = sodeep.HandcraftedSorter()
+    rows = [("handcrafted", f"scale {handcrafted.scale}", length, 0,
+             sodeep.rank_l1_error(handcrafted, length, n_vectors, seed),
+             sodeep.PAPER_L1["handcrafted"]) for length in lengths]
+    for sorter in sorters:
+        hyper = "; ".join(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}"
+                          for k, v in sorter.hyper().items())
+        rows.append((sorter.kind, hyper, sorter.length, sodeep.n_parameters(sorter),
+                     sodeep.rank_l1_error(sorter, sorter.length, n_vectors, seed),
+                     sodeep.PAPER_L1[sorter.kind]))
+    return rows
+
+
+def eval_table(rows, n_vectors):
+    """The rows of :func:`evaluate` as Markdown, beside the paper's Table 1."""
+    header = ["sorter", "hyper-parameters", "length", "parameters",
+              f"L1, ours ({n_vectors} synthetic vectors)", "L1, paper (length 100)"]
+    return markdown_table(header, [(name, hyper, length, f"{params:,}", fmt(ours, 4),
+                                    fmt(paper, 4))
+                                   for name, hyper, length, params, ours, paper in rows])
