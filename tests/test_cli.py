@@ -12,7 +12,7 @@ import cli.main as cli_main
 from cli.main import main
 
 COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"],
-            ["load", "cnn"]]
+            ["load", "cnn"], ["sodeep"], ["sodeep", "train"], ["sodeep", "eval"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
