@@ -1,0 +1,26 @@
+"""The other ways of training for a rank-based metric, beside the exact structured hinge of
+:mod:`qs.torch`: the global objectives of Eban et al. (:mod:`qs.surrogates.global_objectives`)
+and the outside methods (:mod:`qs.surrogates.outside`).
+
+Needs the ``[torch]`` extra; the names below load torch only when first used, so
+``import qs.surrogates`` alone does not.
+"""
+
+import importlib
+
+_MODULES = {
+    "qs.surrogates.global_objectives": (
+        "AUCPRLoss", "FBetaLoss", "PrecisionAtRecallLoss", "ROCAUCLoss",
+        "RecallAtPrecisionLoss", "false_positives_upper_bound", "true_positives_lower_bound"),
+    "qs.surrogates.outside": (
+        "blackbox_ap_loss", "blackbox_ranks", "libauc_ap_loss", "LibAUCNDCGLoss",
+        "smooth_ap_loss", "soft_rank_ap_loss", "soft_rank_spearman_loss"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
