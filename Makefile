@@ -15,10 +15,14 @@ FIGURE_CLASS ?= phoning
 # config with `preset: full` and `data:` set for the real batches.
 CIFAR10_CONFIG ?= configs/cifar10.yaml
 CIFAR10_RUN ?= results/cifar10/default
+# `qsrank compare`: every way of training for AP/NDCG side by side; resumes in COMPARE_RUN
+COMPARE_CONFIG ?= configs/compare.yaml
+COMPARE_RUN ?= results/compare/default
+COMPARE_STAMP := $(VENV)/.compare-installed
 
 .PHONY: help install test bench bench-large bench-torch clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10
+	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 compare
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -75,6 +79,14 @@ reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-
 reproduce-cifar10: $(STAMP)  ## paper 000 Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
 	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)
 	@echo "figure: $(CIFAR10_RUN)/figure.png"
+
+$(COMPARE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,torch,compare]' 'torch==2.13.0'
+	touch $(COMPARE_STAMP)
+
+compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, figure (resumes)
+	$(QSRANK) compare --config $(COMPARE_CONFIG) --out $(COMPARE_RUN)
+	@echo "figure: $(COMPARE_RUN)/figure.png"
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
 	$(QSRANK) train --config configs/digits.yaml
