@@ -88,7 +88,7 @@ DEFAULTS = {
     "datasets": list(DATASETS),
     # per data set the budget (epochs, and seconds: stop after the first epoch past it) and
     # Adam's step size and batch size for the model
-    "voc2011_actions": {**_DATASET_DEFAULTS, "epochs": 10, "batch_size": 512},
+    "voc2011_actions": {**_DATASET_DEFAULTS, "epochs": 5, "batch_size": 512},
     "digits": {**_DATASET_DEFAULTS, "epochs": 20, "batch_size": 128},
     "cifar10": {**_DATASET_DEFAULTS, "epochs": 3, "batch_size": 200, "warm_start_epochs": 3,
                 "widths": [8, 16, 32]},
@@ -502,7 +502,7 @@ def summary_frame(results, methods):
     """Per data set and method: the mean and standard deviation over the seeds."""
     grouped = results.groupby(["dataset", "method"], sort=False)
     mean, std = grouped[list(COLUMNS)].mean(), grouped[list(COLUMNS)].std(ddof=1)
-    frame = mean.join(std, rsuffix="_sd").reset_index()
+    frame = mean.join(std, suffixes=("", "_sd")).reset_index()
     frame["seeds"] = grouped.size().values
     order = {m: k for k, m in enumerate(methods)}
     return frame.sort_values(["dataset", "method"], key=lambda c: c.map(order)

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from qs.surrogates.global_objectives import (  # noqa: E402
+from qs.surrogates.global_objectives import (
     SURROGATES,
     AUCPRLoss,
     FBetaLoss,

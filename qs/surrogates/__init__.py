@@ -13,11 +13,14 @@ _MODULES = {
         "AUCPRLoss", "FBetaLoss", "PrecisionAtRecallLoss", "ROCAUCLoss",
         "RecallAtPrecisionLoss", "false_positives_upper_bound", "true_positives_lower_bound"),
     "qs.surrogates.outside": (
-        "blackbox_ap_loss", "blackbox_ranks", "libauc_ap_loss", "LibAUCNDCGLoss",
+        "LibAUCAPLoss", "LibAUCNDCGLoss", "blackbox_ap_loss", "blackbox_ranks",
         "smooth_ap_loss", "soft_rank_ap_loss", "soft_rank_spearman_loss"),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
-__all__ = sorted(_WHERE)
+__all__ = ["AUCPRLoss", "FBetaLoss", "LibAUCAPLoss", "LibAUCNDCGLoss", "PrecisionAtRecallLoss",
+           "ROCAUCLoss", "RecallAtPrecisionLoss", "blackbox_ap_loss", "blackbox_ranks",
+           "false_positives_upper_bound", "smooth_ap_loss", "soft_rank_ap_loss",
+           "soft_rank_spearman_loss", "true_positives_lower_bound"]
 
 
 def __getattr__(name):

@@ -31,9 +31,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["AUCPRLoss", "FBetaLoss", "PrecisionAtRecallLoss", "ROCAUCLoss",
-           "RecallAtPrecisionLoss", "SURROGATES", "false_positives_upper_bound",
-           "true_positives_lower_bound"]
+__all__ = [
+    "SURROGATES",
+    "AUCPRLoss",
+    "FBetaLoss",
+    "PrecisionAtRecallLoss",
+    "ROCAUCLoss",
+    "RecallAtPrecisionLoss",
+    "false_positives_upper_bound",
+    "true_positives_lower_bound",
+]
 
 SURROGATES = ("hinge", "xent")
 _LOG2 = math.log(2.0)

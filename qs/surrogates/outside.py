@@ -31,8 +31,8 @@ __all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "blackbox_ap_loss", "blackbox_ranks
 PACKAGES = {
     "libauc": ("libauc", "pip install 'qsrank[compare]'"),
     "pytorch-metric-learning": ("pytorch_metric_learning", "pip install 'qsrank[compare]'"),
-    "torchsort": ("torchsort", "pip install torchsort (in no extra: it compiles a C++ "
-                               "extension against the installed torch)"),
+    "torchsort": ("torchsort", ("pip install torchsort (in no extra: it compiles a C++ "
+                               "extension against the installed torch)")),
 }
 
 
