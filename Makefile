@@ -21,11 +21,15 @@ VOC2007_CONFIG ?= configs/voc2007_detection.yaml
 VOC2007_RUN ?= results/voc2007_detection/default
 # VOC2007 scale benchmark: images of the generated features (the paper's trainval: 5011)
 SCALE_IMAGES ?= 500
+# `qsrank compare`: every way of training for AP/NDCG side by side; resumes in COMPARE_RUN
+COMPARE_CONFIG ?= configs/compare.yaml
+COMPARE_RUN ?= results/compare/default
+COMPARE_STAMP := $(VENV)/.compare-installed
 
 .PHONY: help install test bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
-	sodeep-eval sodeep-checkpoints
+	sodeep-eval sodeep-checkpoints compare
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -98,6 +102,14 @@ sodeep-checkpoints: $(STAMP)  ## retrain the SoDeep sorters shipped in qs/surrog
 	  $(QSRANK) sodeep train --kind $$kind --length 64 --steps 2000 --seed 0 \
 	    --out qs/surrogates/sorter_$${kind}_64.pt || exit 1; \
 	done
+
+$(COMPARE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,torch,compare]' 'torch==2.13.0'
+	touch $(COMPARE_STAMP)
+
+compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, figure (resumes)
+	$(QSRANK) compare --config $(COMPARE_CONFIG) --out $(COMPARE_RUN)
+	@echo "figure: $(COMPARE_RUN)/figure.png"
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
 	$(QSRANK) train --config configs/digits.yaml

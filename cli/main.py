@@ -196,6 +196,32 @@ def train(config_path, classes, loss, inference, solver, out, force):
     click.echo(f"results: {run_dir}")
 
 
+@main.command()
+@click.option("--config", "config_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML config of the comparison [default: configs/compare.yaml].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory; an existing one resumes [default: "
+                   "results/compare/<run-id>].")
+@click.option("--force", is_flag=True, default=None,
+              help="Retrain what the run directory already holds.")
+def compare(config_path, out, force):
+    """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
+    table per data set (test AP, NDCG, recall at precision 0.9, AUCPR, times)."""
+    from pipelines import compare as pipeline
+
+    if config_path is None and (CONFIGS / "compare.yaml").is_file():
+        config_path = CONFIGS / "compare.yaml"
+    notice_compiles()
+    try:
+        config = pipeline.load_config(config_path, force=force)
+        run_dir = pipeline.run(config, out, progress=True)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(pipeline.report(run_dir))
+    click.echo(f"results: {run_dir}")
+
+
 def experiments():
     """The pipeline modules a config's `experiment` key may name."""
     return sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__)

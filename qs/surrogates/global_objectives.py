@@ -1,0 +1,286 @@
+"""Global objectives (Eban et al., "Large-scale learning with global non-decomposable
+objectives", paper 004) as torch losses.
+
+Every objective is built from two per-sample bounds at a threshold ``b`` (Section 2):
+``tp >= tp_l = sum_{positives} (1 - l(f - b))`` and ``fp <= fp_u = sum_{negatives}
+l(-(f - b))``, with ``l`` the hinge ``max(0, 1 - z)`` or the logistic loss
+``log(1 + exp(-z)) / log 2`` (``surrogate="xent"``; dividing by log 2 makes it >= 1 at
+``z <= 0``, so the bounds hold for it too). A constrained objective becomes a Lagrangian
+whose minimum over the model and the thresholds and maximum over the multipliers
+``lambda >= 0`` is the bound (a saddle point, eq. 5).
+
+Each loss is an ``nn.Module`` owning its thresholds and multipliers as parameters: give
+``loss.parameters()`` to the optimizer with the model's. The multipliers are ascended as the
+released TensorFlow code does it: the parameter is ``v``, the multiplier ``lambda = |v|``
+(>= 0), and the forward pass uses ``(1 + r) * stop_grad(lambda) - r * lambda`` (``r`` the
+``dual_rate_factor``, default 0.1), whose value is ``lambda`` and whose gradient is ``-r``
+times the true one. So one descent step of the optimizer is descent on the model and the
+thresholds and ascent, ``r`` times slower, on the multipliers. Defaults follow the released
+code: 20 anchors, dual rate factor 0.1, multipliers starting at 1, thresholds at 0.
+
+Scores are (n,) or (Q, n), one row per query (a class against the rest), as in
+:func:`qs.torch.rank_hinge_loss`; labels the same shape (1/True positive, 0/-1/False
+negative). Losses are per-sample means (the Lagrangians divided by n), so mini-batches give
+unbiased estimates; the class prior ``|Y+| / n`` in the constant terms is the batch's own.
+The result is the mean over the queries. Needs the ``[torch]`` extra.
+"""
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = [
+    "SURROGATES",
+    "AUCPRLoss",
+    "FBetaLoss",
+    "PrecisionAtRecallLoss",
+    "ROCAUCLoss",
+    "RecallAtPrecisionLoss",
+    "false_positives_upper_bound",
+    "true_positives_lower_bound",
+]
+
+SURROGATES = ("hinge", "xent")
+_LOG2 = math.log(2.0)
+
+
+def _surrogate(z, surrogate):
+    """The upper bound of the 0-1 loss ``1{z <= 0}`` at margin ``z``: >= 1 where z <= 0."""
+    if surrogate == "hinge":
+        return F.relu(1.0 - z)
+    return F.softplus(-z) / _LOG2
+
+
+def true_positives_lower_bound(scores, labels, threshold=0.0, surrogate="hinge"):
+    """``tp_l = sum over positives of 1 - l(f - b)`` per query: <= the true positives of
+    the rule ``f >= b``."""
+    scores, pos = _rows(scores, labels, surrogate)
+    return ((1.0 - _surrogate(scores - _column(threshold, scores), surrogate)) * pos).sum(-1)
+
+
+def false_positives_upper_bound(scores, labels, threshold=0.0, surrogate="hinge"):
+    """``fp_u = sum over negatives of l(-(f - b))`` per query: >= the false positives of
+    the rule ``f >= b``."""
+    scores, pos = _rows(scores, labels, surrogate)
+    return (_surrogate(_column(threshold, scores) - scores, surrogate) * ~pos).sum(-1)
+
+
+class _GlobalObjective(nn.Module):
+    """Shared parts: validation, thresholds and multipliers of shape (num_labels, K)."""
+
+    def __init__(self, num_labels, num_anchors, surrogate, dual_rate_factor):
+        super().__init__()
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"num_labels must be an integer >= 1; got {num_labels!r}.")
+        if isinstance(num_anchors, bool) or not isinstance(num_anchors, int) or num_anchors < 1:
+            raise ValueError(f"num_anchors must be an integer >= 1; got {num_anchors!r}.")
+        _check_surrogate(surrogate)
+        if not (isinstance(dual_rate_factor, (int, float)) and dual_rate_factor > 0
+                and math.isfinite(dual_rate_factor)):
+            raise ValueError(f"dual_rate_factor must be a finite number > 0; got "
+                             f"{dual_rate_factor!r}.")
+        self.num_labels, self.surrogate = num_labels, surrogate
+        self.dual_rate_factor = float(dual_rate_factor)
+        self.thresholds = nn.Parameter(torch.zeros(num_labels, num_anchors))
+        self.multipliers = nn.Parameter(torch.ones(num_labels, num_anchors))
+
+    def lambdas(self):
+        """The multipliers ``|v| >= 0``, their gradient reversed and scaled by the dual rate
+        factor (value unchanged)."""
+        lam = self.multipliers.abs()
+        r = self.dual_rate_factor
+        return (1.0 + r) * lam.detach() - r * lam
+
+    def _prepare(self, scores, labels):
+        """(scores (Q, n, 1), positives (Q, n, 1), prior (Q, 1)); the trailing axis
+        broadcasts against the anchors."""
+        scores, pos = _rows(scores, labels, self.surrogate)
+        if scores.shape[0] != self.num_labels:
+            raise ValueError(f"this loss was built for {self.num_labels} queries "
+                             f"(num_labels); got scores of {scores.shape[0]}.")
+        prior = pos.to(scores.dtype).mean(-1, keepdim=True)
+        return scores[..., None], pos[..., None], prior
+
+    def _losses(self, scores, pos):
+        """l(f - b) of the positives and l(-(f - b)) of the negatives, each (Q, n, K)."""
+        z = scores - self.thresholds[:, None, :].to(scores.dtype)
+        return (_surrogate(z, self.surrogate) * pos, _surrogate(-z, self.surrogate) * ~pos)
+
+    def decide(self, scores):
+        """The classification rule ``f >= b`` of each anchor: bool (Q, n, K)."""
+        scores = scores if scores.ndim == 2 else scores[None]
+        return scores[..., None] >= self.thresholds[:, None, :].detach()
+
+    def extra_repr(self):
+        return (f"num_labels={self.num_labels}, anchors={self.thresholds.shape[1]}, "
+                f"surrogate={self.surrogate!r}, dual_rate_factor={self.dual_rate_factor:g}")
+
+
+class RecallAtPrecisionLoss(_GlobalObjective):
+    """Maximise recall subject to precision >= ``target_precision`` (alpha; paper eq. 5):
+
+    ``(1 + (1 - alpha) lambda) mean(y l+) + lambda alpha mean((1 - y) l-) - lambda (1 - alpha) pi``,
+    the multiplier ascending while the precision bound ``(1 - alpha) tp_l >= alpha fp_u`` is
+    violated. ``target_precision`` may be one number or one per query.
+    """
+
+    def __init__(self, target_precision, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+        super().__init__(num_labels, 1, surrogate, dual_rate_factor)
+        self.register_buffer("alpha", _targets(target_precision, num_labels, "target_precision"))
+
+    def forward(self, scores, labels):
+        scores, pos, prior = self._prepare(scores, labels)
+        l_pos, l_neg = self._losses(scores, pos)
+        lam, alpha = self.lambdas().to(scores.dtype), self.alpha[:, None].to(scores.dtype)
+        value = ((1.0 + (1.0 - alpha) * lam) * l_pos.mean(1) + lam * alpha * l_neg.mean(1)
+                 - lam * (1.0 - alpha) * prior)
+        return value.mean()
+
+
+class PrecisionAtRecallLoss(_GlobalObjective):
+    """Maximise precision subject to recall >= ``target_recall`` (beta): minimise ``fp_u``
+    subject to ``tp_l >= beta |Y+|``, i.e. ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
+    """
+
+    def __init__(self, target_recall, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+        super().__init__(num_labels, 1, surrogate, dual_rate_factor)
+        self.register_buffer("beta", _targets(target_recall, num_labels, "target_recall"))
+
+    def forward(self, scores, labels):
+        scores, pos, prior = self._prepare(scores, labels)
+        l_pos, l_neg = self._losses(scores, pos)
+        lam, beta = self.lambdas().to(scores.dtype), self.beta[:, None].to(scores.dtype)
+        value = l_neg.mean(1) + lam * (l_pos.mean(1) - (1.0 - beta) * prior)
+        return value.mean()
+
+
+class AUCPRLoss(_GlobalObjective):
+    """Area under the precision-recall curve as a Riemann sum of recall at precision over
+    ``num_anchors`` precision anchors (paper eq. 9), each anchor with its own threshold and
+    multiplier. The anchors are the interior points of ``num_anchors + 2`` evenly spaced
+    values over ``precision_range``, each weighted ``delta = width / (num_anchors + 1)``; the
+    sum is divided by the range's width, so the weights add up to K / (K + 1).
+    """
+
+    def __init__(self, num_labels=1, num_anchors=20, precision_range=(0.0, 1.0),
+                 surrogate="xent", dual_rate_factor=0.1):
+        super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
+        anchors, self.delta = _anchors(precision_range, num_anchors, "precision_range")
+        self.register_buffer("anchors", anchors)
+
+    def forward(self, scores, labels):
+        scores, pos, prior = self._prepare(scores, labels)
+        l_pos, l_neg = self._losses(scores, pos)
+        lam, alpha = self.lambdas().to(scores.dtype), self.anchors.to(scores.dtype)
+        per_anchor = ((1.0 + (1.0 - alpha) * lam) * l_pos.mean(1)
+                      + lam * alpha * l_neg.mean(1) - lam * (1.0 - alpha) * prior)
+        return (self.delta * per_anchor.sum(-1)).mean()
+
+
+class ROCAUCLoss(_GlobalObjective):
+    """Area under the ROC curve as a Riemann sum of the true-positive rate at a
+    false-positive rate <= ``gamma_t`` over ``num_anchors`` anchors of ``fpr_range`` (the
+    paper's "similar derivation" of Section 4): per anchor, maximise ``tp_l`` subject to
+    ``fp_u <= gamma_t |Y-|``, i.e. ``mean(y l+) + lambda_t (mean((1 - y) l-) - gamma_t (1 - pi))``.
+    (The released code's ``roc_auc_loss`` is the pairwise surrogate instead, with no
+    multipliers.)
+    """
+
+    def __init__(self, num_labels=1, num_anchors=20, fpr_range=(0.0, 1.0), surrogate="xent",
+                 dual_rate_factor=0.1):
+        super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
+        anchors, self.delta = _anchors(fpr_range, num_anchors, "fpr_range")
+        self.register_buffer("anchors", anchors)
+
+    def forward(self, scores, labels):
+        scores, pos, prior = self._prepare(scores, labels)
+        l_pos, l_neg = self._losses(scores, pos)
+        lam, gamma = self.lambdas().to(scores.dtype), self.anchors.to(scores.dtype)
+        per_anchor = l_pos.mean(1) + lam * (l_neg.mean(1) - gamma * (1.0 - prior))
+        return (self.delta * per_anchor.sum(-1)).mean()
+
+
+class FBetaLoss(_GlobalObjective):
+    """Maximise the F-beta bound ``(1 + beta^2) tp_l / (beta^2 |Y+| + tp_l + fp_u)``
+    (Section 5) through the paper's linear-fractional transformation: with a scale
+    ``eps >= 0`` (a trainable parameter, like the thresholds) minimise
+    ``eps (beta^2 pi + T + Fp)`` subject to ``eps T >= 1`` (T = tp_l / n, Fp = fp_u / n);
+    its Lagrangian ``eps (beta^2 pi + T + Fp) + lambda (1 - eps T)`` is at the saddle
+    ``(1 + beta^2) / F_beta-bound``, with ``eps = 1 / T`` and ``lambda`` the same value.
+    """
+
+    def __init__(self, beta=1.0, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+        super().__init__(num_labels, 1, surrogate, dual_rate_factor)
+        if not (isinstance(beta, (int, float)) and beta > 0 and math.isfinite(beta)):
+            raise ValueError(f"beta must be a finite number > 0; got {beta!r}.")
+        self.beta = float(beta)
+        self.scale = nn.Parameter(torch.ones(num_labels, 1))
+
+    def forward(self, scores, labels):
+        scores, pos, prior = self._prepare(scores, labels)
+        l_pos, l_neg = self._losses(scores, pos)
+        lam, eps = self.lambdas().to(scores.dtype), self.scale.abs().to(scores.dtype)
+        tp = prior - l_pos.mean(1)  # T = tp_l / n
+        value = eps * (self.beta ** 2 * prior + tp + l_neg.mean(1)) + lam * (1.0 - eps * tp)
+        return value.mean()
+
+
+def _check_surrogate(surrogate):
+    if surrogate not in SURROGATES:
+        raise ValueError(f"surrogate must be one of {list(SURROGATES)}; got {surrogate!r}.")
+
+
+def _rows(scores, labels, surrogate):
+    """(scores (Q, n) float, positives (Q, n) bool), validated."""
+    _check_surrogate(surrogate)
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
+    if not scores.is_floating_point():
+        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
+    if scores.ndim not in (1, 2):
+        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
+                         f"{tuple(scores.shape)}.")
+    labels = torch.as_tensor(labels, device=scores.device)
+    if tuple(labels.shape) != tuple(scores.shape):
+        raise ValueError(f"scores and labels must have the same shape; got scores "
+                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
+    if labels.dtype != torch.bool:
+        bad = (labels != 1) & (labels != 0) & (labels != -1)
+        if bad.any():
+            raise ValueError("labels must be binary: 1 (or True) positive, 0 or -1 (or False) "
+                             f"negative; got {labels[bad][0].item()!r}.")
+        labels = labels == 1
+    if not torch.isfinite(scores.detach()).all():
+        raise ValueError("scores must be finite; got NaN or inf.")
+    if scores.ndim == 1:
+        return scores[None], labels[None]
+    return scores, labels
+
+
+def _column(threshold, scores):
+    """A threshold (number, or one per query) as a (Q, 1) tensor."""
+    t = torch.as_tensor(threshold, dtype=scores.dtype, device=scores.device)
+    return t.reshape(-1, 1) if t.ndim else t
+
+
+def _targets(value, num_labels, name):
+    t = torch.as_tensor(value, dtype=torch.float64).reshape(-1)
+    if t.numel() not in (1, num_labels) or not ((t > 0) & (t < 1)).all():
+        raise ValueError(f"{name} must be a number in (0, 1), or one per query "
+                         f"({num_labels}); got {value!r}.")
+    return t.expand(num_labels).clone()
+
+
+def _anchors(span, num_anchors, name):
+    """The K interior points of K + 2 evenly spaced values over `span`, and the weight of
+    each divided by the span's width."""
+    try:
+        lo, hi = (float(v) for v in span)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (low, high); got {span!r}.") from None
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"{name} must satisfy 0 <= low < high <= 1; got {span!r}.")
+    anchors = torch.linspace(lo, hi, num_anchors + 2, dtype=torch.float64)[1:-1]
+    return anchors, 1.0 / (num_anchors + 1)

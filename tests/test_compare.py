@@ -1,0 +1,234 @@
+"""`qsrank compare` and the outside surrogates: black-box ranks by hand, Smooth-AP against
+pytorch-metric-learning, the LibAUC and torchsort adapters when installed, the pipeline on
+tiny budgets (resumed), and bad input."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+torch = pytest.importorskip("torch")
+
+from cli.main import main
+from pipelines import compare
+from qs.metrics import average_precision
+from qs.surrogates import outside
+
+
+def _installed(module):
+    return importlib.util.find_spec(module) is not None
+
+
+# ---------------------------------------------------------------------------- black box
+
+def test_blackbox_ranks_gradient_by_hand():
+    scores = torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ranks = outside.blackbox_ranks(scores, strength=1.5)
+    assert ranks.tolist() == [1.0, 3.0, 2.0]
+    ranks[1].backward()  # L = rank of the second sample: dL/dr = (0, 1, 0)
+    # perturbed scores (3, 2.5, 2) rank (1, 2, 3): gradient -((1, 3, 2) - (1, 2, 3)) / 1.5
+    torch.testing.assert_close(scores.grad, torch.tensor([0.0, -2 / 3, 2 / 3],
+                                                         dtype=torch.float64))
+    weak = torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    outside.blackbox_ranks(weak, strength=0.5)[1].backward()  # (3, 1.5, 2): no swap
+    assert weak.grad.abs().sum() == 0
+
+
+def test_blackbox_ap_loss_is_one_minus_exact_ap_and_descends():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 30, generator=g, dtype=torch.float64, requires_grad=True)
+    labels = torch.rand(3, 30, generator=g) < 0.3
+    labels[:, 0] = True
+    value = outside.blackbox_ap_loss(scores, labels, strength=100.0)
+    want = np.mean([1 - average_precision(labels[q].numpy(), scores[q].detach().numpy())
+                    for q in range(3)])
+    assert value.item() == pytest.approx(want, rel=1e-12)
+    value.backward()
+    stepped = scores.detach() - 0.05 * scores.grad / scores.grad.abs().max()
+    assert outside.blackbox_ap_loss(stepped, labels, strength=100.0).item() < value.item()
+
+
+# ---------------------------------------------------------------------------- Smooth-AP
+
+def test_smooth_ap_approaches_exact_ap_at_low_temperature():
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(2, 40, generator=g, dtype=torch.float64)
+    labels = torch.rand(2, 40, generator=g) < 0.3
+    labels[:, 0] = True
+    want = np.mean([1 - average_precision(labels[q].numpy(), scores[q].numpy())
+                    for q in range(2)])
+    assert outside.smooth_ap_loss(scores, labels, 1e-4).item() == pytest.approx(want, abs=1e-6)
+    assert outside.smooth_ap_loss(scores, labels, 1.0).item() != pytest.approx(want, abs=1e-3)
+
+
+@pytest.mark.skipif(not _installed("pytorch_metric_learning"),
+                    reason="pytorch-metric-learning not installed (the [compare] extra)")
+def test_smooth_ap_agrees_with_pytorch_metric_learning():
+    from pytorch_metric_learning.losses import SmoothAPLoss
+
+    g = torch.Generator().manual_seed(2)
+    emb = torch.randn(16, 5, generator=g)
+    # equal class counts, as PML requires; as many classes as samples per class, since PML
+    # 2.9 reshapes the batch by the one count where it means the other
+    classes = torch.arange(4).repeat_interleave(4)
+    theirs = SmoothAPLoss(temperature=0.01)(emb, classes).item()
+    unit = torch.nn.functional.normalize(emb, dim=1)
+    sims = unit @ unit.T  # each embedding a query against the whole batch, itself included
+    ours = outside.smooth_ap_loss(sims, classes[None] == classes[:, None], 0.01).item()
+    assert ours == pytest.approx(theirs, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------- LibAUC / torchsort
+
+@pytest.mark.skipif(not _installed("libauc"), reason="libauc not installed (the [compare] extra)")
+def test_libauc_losses_train_a_ranking():
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(200, 5, generator=g)
+    y = (X[:, 0] + 0.3 * torch.randn(200, generator=g) > 0.8)[None]
+    for loss in (outside.LibAUCAPLoss(200), outside.LibAUCNDCGLoss(200, [int(y.sum())])):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(5, 1)
+        before = average_precision(y[0].numpy(), model(X)[:, 0].detach().numpy())
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        for step in range(30):
+            idx = torch.randperm(200, generator=g)[:50]
+            opt.zero_grad()
+            loss(model(X[idx]).T, y[:, idx], idx).backward()
+            opt.step()
+        after = average_precision(y[0].numpy(), model(X)[:, 0].detach().numpy())
+        assert after > max(before, 0.8)
+
+
+@pytest.mark.skipif(not _installed("torchsort"), reason="torchsort not installed")
+def test_torchsort_losses_match_exact_at_small_strength():
+    scores = torch.tensor([[3.0, 1.0, 2.0, 0.5]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 1, 0]])
+    want = 1 - average_precision(labels[0].numpy(), scores[0].numpy())
+    assert outside.soft_rank_ap_loss(scores, labels, 1e-3).item() == pytest.approx(want,
+                                                                                   abs=1e-6)
+    assert outside.soft_rank_spearman_loss(scores, scores, 1e-3).item() == pytest.approx(
+        0.0, abs=1e-6)
+
+
+def test_missing_package_names_what_to_install(monkeypatch):
+    real = importlib.import_module
+
+    def fake(name, *args):
+        if name.startswith("torchsort"):
+            raise ImportError("no")
+        return real(name, *args)
+
+    monkeypatch.setattr(outside.importlib, "import_module", fake)
+    with pytest.raises(ImportError, match="needs the package torchsort.*pip install torchsort"):
+        outside.soft_rank_ap_loss(torch.zeros(1, 3), torch.tensor([[1, 0, 0]]))
+
+
+# ---------------------------------------------------------------------------- the pipeline
+
+TINY = {"seeds": [0, 1], "datasets": ["digits"], "digits": {"epochs": 2, "batch_size": 300},
+        "methods": ["cross_entropy", "ap_hinge", "aucpr"]}
+
+
+def test_pipeline_tables_resume_and_force(tmp_path):
+    out = compare.run(compare.resolve(TINY), tmp_path / "run", progress=False)
+    text = compare.report(out)
+    assert "## digits" in text and "± " in text
+    for method in TINY["methods"]:
+        assert f"| {method} " in text
+    results = compare.results_frame([]).columns
+    import pandas as pd
+
+    frame = pd.read_csv(out / "results.csv")
+    assert list(frame.columns) == list(results)
+    assert len(frame) == len(TINY["methods"]) * 2
+    assert frame.test_ap.between(0, 1).all() and (frame.epoch == 2).all()
+    # cross-entropy and the AP hinge both learn the digits: far above the positive rate
+    assert frame[frame.method == "ap_hinge"].test_ap.min() > 0.5
+    for name in ("figure.png", "figure.pdf", "tables.md", "summary.csv", "history.csv",
+                 "config.yaml", "provenance.json"):
+        assert (out / name).is_file()
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    compare.run(compare.resolve(TINY), out, progress=False)  # resumes: nothing retrained
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
+    compare.run(compare.resolve({**TINY, "methods": ["cross_entropy"], "force": True}), out,
+                progress=False)
+    changed = [n for n, t in stamps.items() if (out / "runs" / n).stat().st_mtime_ns != t]
+    assert sorted(changed) == ["digits__cross_entropy__seed0.json",
+                               "digits__cross_entropy__seed1.json"]
+
+
+def test_seconds_budget_stops_after_the_first_epoch_past_it():
+    cfg = compare.resolve({**TINY, "digits": {"epochs": None, "seconds": 1e-9}})
+    data = compare.load_data("digits", cfg)
+    record = compare.train_one("cross_entropy", data, cfg, "digits", 0, compare._Inputs(data))
+    assert record["epoch"] == 1
+
+
+def test_same_seed_same_start_and_batches():
+    cfg = compare.resolve(TINY)
+    data = compare.load_data("digits", cfg)
+    a, b = (compare.train_one("ap_hinge", data, cfg, "digits", 0, compare._Inputs(data))
+            for _ in range(2))
+    assert a["test_ap"] == b["test_ap"]
+
+
+def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
+    import yaml
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"experiment": "compare", **TINY, "seeds": [0],
+                                                                  "methods": ["cross_entropy"]}))
+    result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",
+                                       str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert "| cross_entropy" in result.output
+    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
+                                       str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    assert "| cross_entropy" in result.output
+
+
+# ---------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("config, match", [
+    ({"methods": ["ap_hinge", "lambdaloss"]},
+     r"unknown method\(s\) 'lambdaloss'; known: cross_entropy, zero_one, ap_hinge"),
+    ({"datasets": ["mnist"]}, r"unknown dataset\(s\) 'mnist'; known: voc2011_actions"),
+    ({"digits": {"epochs": 0}}, r"digits.epochs \(the budget\) must be a finite integer >= 1"),
+    ({"digits": {"epochs": None, "seconds": 0}}, r"digits.seconds \(the budget\) must be"),
+    ({"digits": {"epochs": None}}, "set a budget, epochs or seconds"),
+    ({"epochs": 3}, r"unknown config key\(s\) 'epochs'"),
+    ({"digits": {"epoch": 3}}, r"unknown config key\(s\) 'epoch' in 'digits'"),
+    ({"options": {"anchors": 5}}, r"unknown config key\(s\) 'anchors' in 'options'"),
+])
+def test_bad_config(config, match):
+    with pytest.raises(ValueError, match=match):
+        compare.resolve(config)
+
+
+def test_method_without_its_package_names_the_extra(monkeypatch, tmp_path):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(compare.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "libauc" else real(name, *a))
+    with pytest.raises(ImportError, match=r"method libauc_ap needs the package libauc, which "
+                                          r"is not installed: pip install 'qsrank\[compare\]'"):
+        compare.resolve({"methods": ["libauc_ap"]})
+    config = tmp_path / "c.yaml"
+    config.write_text("experiment: compare\nmethods: [libauc_ap]\n")
+    result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",
+                                       str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        ("Error: method libauc_ap needs the package libauc, which is not installed: pip "
+        "install 'qsrank[compare]'")]
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_bad_method_is_one_line(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("experiment: compare\nmethods: [ap_hinge, nope]\n")
+    result = CliRunner().invoke(main, ["compare", "--config", str(config)])
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1
+    assert "unknown method(s) 'nope'; known:" in result.output
