@@ -1,9 +1,9 @@
 """CIFAR-10 (paper 000, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
 
-The network (:class:`qs.nets.PLCNN`) is warm-started (cross-entropy epochs, then multi-class
-hinge epochs), and from that one warm start every method is trained on its structured
-hinge, one ranking per class per mini-batch (``qs.torch.rank_hinge_loss`` on the 10 x batch
-class scores), either end to end by SGD (``training: end_to_end``, the default) or by the
+The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
+Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
+every method is trained on its structured hinge, one ranking per class per mini-batch
+(``qs.torch.rank_hinge_loss`` on the 10 x batch class scores), either end to end by SGD (``training: end_to_end``, the default) or by the
 paper's layer-wise SVM training (``training: layerwise``: per layer, last to first, the
 activation pattern fixed, a proximal structured SVM solved by block-coordinate Frank-Wolfe
 over the mini-batches). The methods: ``zero_one`` (the binary hinge of each class), ``ap_yue`` and
