@@ -36,7 +36,6 @@ import numpy as np
 from qs._numba import jit
 from qs.inference import _resolve, lai
 from qs.inference._core import (
-    OK,
     REFERENCE_SAMPLE,
     _sort_pairs_descending,
     bucket_of,
@@ -53,9 +52,9 @@ from qs.inference.qs import _qs, _sort_dc
 from qs.inference.scan import _scan_sorted
 from qs.inference.search import _search_sorted
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import AP_CODE, BUILTIN_INCREMENTS, LOSSES, increment
+from qs.losses import AP_CODE, BUILTIN_INCREMENTS, LOSSES
 
-__all__ = ["lai_batch", "BatchResult"]
+__all__ = ["BatchResult", "lai_batch"]
 
 #: the losses ``lai_batch`` takes (their loss values are computed inside the kernel)
 BATCH_LOSSES = ("ap", "ndcg", "01")
