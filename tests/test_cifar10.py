@@ -258,6 +258,26 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
         f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]])
 
 
+def test_warm_start_is_adadelta_as_in_the_paper(tiny_run):
+    import torch
+
+    for phase in ("warm_cross_entropy", "warm_hinge"):
+        state = torch.load(tiny_run / "checkpoints" / f"{phase}.pt")["optimizer"]["state"]
+        assert {"square_avg", "acc_delta"} <= set(state[0])  # Adadelta's running averages
+    method = torch.load(tiny_run / "checkpoints" / "ap_qs.pt")["optimizer"]["state"]
+    assert set(method[0]) == {"momentum_buffer"}  # the methods' SGD
+
+
+def test_device_auto_picks_cuda_only_when_there_is_one():
+    cifar10 = _pipeline()
+    assert cifar10.pick_device("auto", False) == "cpu"
+    assert cifar10.pick_device("auto", True) == "cuda"
+    assert cifar10.pick_device("cpu", True) == "cpu"
+    with pytest.raises(ValueError, match="device is cuda, but torch sees no CUDA device"):
+        cifar10.pick_device("cuda", False)
+    assert cifar10.resolve({"preset": "full", "data": "x"})["device"] == "auto"
+
+
 def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
     import pandas as pd
     import torch
@@ -341,7 +361,8 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
     ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
     ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
     ({"data": 3}, "data must be null"),
-    ({"device": "tpu"}, "device must be one of cpu, cuda"),
+    ({"device": "tpu"}, "device must be one of cpu, cuda, auto"),
+    ({"warm_start": {"optimizer": "adam"}}, "warm_start.optimizer must be one of"),
 ])
 def test_bad_configs(config, message):
     from pipelines import cifar10
