@@ -3,21 +3,22 @@
 The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
 Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
 every method is trained on its structured hinge, one ranking per class per mini-batch
-(``qs.torch.rank_hinge_loss`` on the 10 x batch class scores), either end to end by SGD (``training: end_to_end``, the default) or by the
-paper's layer-wise SVM training (``training: layerwise``: per layer, last to first, the
-activation pattern fixed, a proximal structured SVM solved by block-coordinate Frank-Wolfe
-over the mini-batches). The methods: ``zero_one`` (the binary hinge of each class), ``ap_yue`` and
-``ap_qs`` (AP loss; LAI of Yue et al. or the paper's quicksort-flavoured LAI), and
-``ndcg_chakrabarti`` and ``ndcg_qs`` (NDCG loss); ``ap_auto`` and ``ndcg_auto`` (our fastest
-exact LAI) on request. The exact methods of one loss give the same subgradients, so they
-train the same network; only their LAI time differs. Batch norm is frozen (running
-statistics, an affine map) during the rank-loss training, as in the paper.
+(``qs.torch.rank_hinge_loss`` on the 10 x batch class scores), either end to end by SGD
+(``training: end_to_end``, the default) or by the paper's layer-wise SVM training
+(``training: layerwise``: per layer, last to first, the activation pattern fixed, a
+proximal structured SVM solved by block-coordinate Frank-Wolfe over the mini-batches). The
+methods: ``zero_one`` (the binary hinge of each class), ``ap_yue`` and ``ap_qs`` (AP loss;
+LAI of Yue et al. or the paper's quicksort-flavoured LAI), and ``ndcg_chakrabarti`` and
+``ndcg_qs`` (NDCG loss); ``ap_auto`` and ``ndcg_auto`` (our fastest exact LAI) on request.
+The exact methods of one loss give the same subgradients, so they train the same network;
+only their LAI time differs. Batch norm is frozen (running statistics, an affine map)
+during the rank-loss training, as in the paper.
 
 Each phase (``warm_cross_entropy``, ``warm_hinge``, then each method) keeps a checkpoint per
-epoch (layer-wise: per layer solved) in ``checkpoints/<phase>.pt``; running again into the same directory resumes, skipping
-finished phases unless ``force``. Training time counts the steps only (evaluation apart);
-LAI time is the time inside ``rank_hinge_loss``'s forward (the exact LAI of the 10 queries
-and its bookkeeping), numba compiled beforehand.
+epoch (layer-wise: per layer solved) in ``checkpoints/<phase>.pt``; running again into the
+same directory resumes, skipping finished phases unless ``force``. Training time counts the
+steps only (evaluation apart); LAI time is the time inside ``rank_hinge_loss``'s forward
+(the exact LAI of the 10 queries and its bookkeeping), numba compiled beforehand.
 
 Data: ``data: null`` is digits-as-CIFAR (scikit-learn's digits upsampled to 32x32x3, no
 download), never reported as CIFAR-10; ``data: PATH`` reads the CIFAR-10 python or binary

@@ -162,8 +162,8 @@ def _first_not_finite(scores):
 def _check_finite(scores, where):
     if where is not None:
         qq, kk = (int(x) for x in where)
-        raise ValueError(f"scores must be finite; got {scores[qq, kk]!r} at query {qq}, sample "
-                         f"{kk}. Remove or impute NaN/inf scores before inference.")
+        raise ValueError(f"scores must be finite; got {float(scores[qq, kk])!r} at query {qq}, "
+                         f"sample {kk}. Remove or impute NaN/inf scores before inference.")
 
 
 def _as_positive_mask2d(labels, shape):
