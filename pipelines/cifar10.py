@@ -1,23 +1,24 @@
 """CIFAR-10 (paper 000, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
 
-The network (:class:`qs.nets.PLCNN`) is warm-started (cross-entropy epochs, then multi-class
-hinge epochs), and from that one warm start every method is trained on its structured
-hinge, one ranking per class per mini-batch (``qs.torch.rank_hinge_loss`` on the 10 x batch
-class scores), either end to end by SGD (``training: end_to_end``, the default) or by the
-paper's layer-wise SVM training (``training: layerwise``: per layer, last to first, the
-activation pattern fixed, a proximal structured SVM solved by block-coordinate Frank-Wolfe
-over the mini-batches). The methods: ``zero_one`` (the binary hinge of each class), ``ap_yue`` and
-``ap_qs`` (AP loss; LAI of Yue et al. or the paper's quicksort-flavoured LAI), and
-``ndcg_chakrabarti`` and ``ndcg_qs`` (NDCG loss); ``ap_auto`` and ``ndcg_auto`` (our fastest
-exact LAI) on request. The exact methods of one loss give the same subgradients, so they
-train the same network; only their LAI time differs. Batch norm is frozen (running
-statistics, an affine map) during the rank-loss training, as in the paper.
+The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
+Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
+every method is trained on its structured hinge, one ranking per class per mini-batch
+(``qs.torch.rank_hinge_loss`` on the 10 x batch class scores), either end to end by SGD
+(``training: end_to_end``, the default) or by the paper's layer-wise SVM training
+(``training: layerwise``: per layer, last to first, the activation pattern fixed, a
+proximal structured SVM solved by block-coordinate Frank-Wolfe over the mini-batches). The
+methods: ``zero_one`` (the binary hinge of each class), ``ap_yue`` and ``ap_qs`` (AP loss;
+LAI of Yue et al. or the paper's quicksort-flavoured LAI), and ``ndcg_chakrabarti`` and
+``ndcg_qs`` (NDCG loss); ``ap_auto`` and ``ndcg_auto`` (our fastest exact LAI) on request.
+The exact methods of one loss give the same subgradients, so they train the same network;
+only their LAI time differs. Batch norm is frozen (running statistics, an affine map)
+during the rank-loss training, as in the paper.
 
 Each phase (``warm_cross_entropy``, ``warm_hinge``, then each method) keeps a checkpoint per
-epoch (layer-wise: per layer solved) in ``checkpoints/<phase>.pt``; running again into the same directory resumes, skipping
-finished phases unless ``force``. Training time counts the steps only (evaluation apart);
-LAI time is the time inside ``rank_hinge_loss``'s forward (the exact LAI of the 10 queries
-and its bookkeeping), numba compiled beforehand.
+epoch (layer-wise: per layer solved) in ``checkpoints/<phase>.pt``; running again into the
+same directory resumes, skipping finished phases unless ``force``. Training time counts the
+steps only (evaluation apart); LAI time is the time inside ``rank_hinge_loss``'s forward
+(the exact LAI of the 10 queries and its bookkeeping), numba compiled beforehand.
 
 Data: ``data: null`` is digits-as-CIFAR (scikit-learn's digits upsampled to 32x32x3, no
 download), never reported as CIFAR-10; ``data: PATH`` reads the CIFAR-10 python or binary
@@ -65,6 +66,8 @@ LOSSES = ("01", "ap", "ndcg")
 INFERENCES = tuple(dict.fromkeys(inference for _, inference in METHODS.values()))
 WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
+DEVICES = ("cpu", "cuda", "auto")
+WARM_OPTIMIZERS = {"adadelta": "Adadelta", "sgd": "SGD"}
 # Paper 000, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and mean NDCG in
 # percent per loss, training time in hours per method.
 PAPER_MAP = {"01": 84.22, "ap": 85.28}
@@ -82,8 +85,14 @@ DEFAULTS = {
     "widths": [8, 16, 32],  # channels of the three blocks (paper: 64, 128, 256)
     "batch_size": 200,
     "threads": None,  # torch intra-op threads (null: torch's default)
-    "device": "cpu",  # cpu | cuda (the network; LAI methods but auto run on the CPU either way)
-    "warm_start": {"cross_entropy_epochs": 4, "hinge_epochs": 1, "lr": 0.01},
+    # cpu | cuda | auto (cuda when torch sees a CUDA device); the network's device. The LAI
+    # of a named method runs on the CPU either way (numba), method auto's on the device
+    "device": "cpu",
+    # the paper's warm start (Section 4.3, after Berrada et al.): a few epochs of Adadelta
+    # (lr 1.0, torch's and Zeiler's), cross-entropy then multi-class hinge; or sgd (lr,
+    # with the run's momentum and weight decay)
+    "warm_start": {"cross_entropy_epochs": 4, "hinge_epochs": 1, "optimizer": "adadelta",
+                   "lr": 1.0},
     "epochs": 3,  # per method, after the warm start (layer-wise: sweeps over the layers)
     "training": "end_to_end",  # end_to_end (SGD on the whole net) | layerwise (see below)
     # layer-wise SVM (training: layerwise): per layer, proximal/2 |theta - theta_prev|^2 +
@@ -104,8 +113,8 @@ PRESETS = {
     # The paper's data, split, network and batch size; the epochs are ours (the paper's
     # layer-wise schedule does not map onto epochs of end-to-end training).
     "full": {"split": {"train": 45000, "val": 5000, "test": 10000}, "widths": [64, 128, 256],
-             "warm_start": {"cross_entropy_epochs": 20, "hinge_epochs": 5, "lr": 0.01},
-             "epochs": 10},
+             "warm_start": {"cross_entropy_epochs": 20, "hinge_epochs": 5},
+             "epochs": 10, "device": "auto"},
 }
 
 
@@ -145,7 +154,8 @@ def resolve(config):
     check_number(cfg["batch_size"], "batch_size", integer=True, low=2)
     if cfg["threads"] is not None:
         check_number(cfg["threads"], "threads", integer=True, low=1)
-    check_choice(cfg["device"], "device", ("cpu", "cuda"))
+    check_choice(cfg["device"], "device", DEVICES)
+    check_choice(cfg["warm_start"]["optimizer"], "warm_start.optimizer", WARM_OPTIMIZERS)
     check_keys(cfg["warm_start"], DEFAULTS["warm_start"], "warm_start")
     for key in ("cross_entropy_epochs", "hinge_epochs"):
         check_number(cfg["warm_start"][key], f"warm_start.{key}", integer=True, low=0)
@@ -176,6 +186,16 @@ def resolve(config):
                          + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
                                         if cfg[k] is not None))
     return cfg
+
+
+def pick_device(device, cuda_available):
+    """The torch device of the config's `device` (auto: cuda when one is available)."""
+    if device == "auto":
+        return "cuda" if cuda_available else "cpu"
+    if device == "cuda" and not cuda_available:
+        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
+                         "auto")
+    return device
 
 
 def selected_methods(cfg):
@@ -330,7 +350,7 @@ def _load(path, settings):
 
 
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
-    """One epoch of SGD in seeded mini-batches: (train s, LAI s, mean loss, steps)."""
+    """One epoch of the optimizer in seeded mini-batches: (train s, LAI s, mean loss, steps)."""
     import torch
 
     X, y = data["train"]
@@ -427,9 +447,13 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
     layerwise = not warm and cfg["training"] == "layerwise"
     layers = model.linear_layers()[::-1]
     units = _units(cfg, phase, len(layers))
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg["warm_start"]["lr"] if warm
-                                else cfg["lr"], momentum=cfg["momentum"],
-                                weight_decay=cfg["weight_decay"])
+    if warm and cfg["warm_start"]["optimizer"] == "adadelta":
+        optimizer = torch.optim.Adadelta(model.parameters(), lr=cfg["warm_start"]["lr"],
+                                         weight_decay=cfg["weight_decay"])
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=cfg["warm_start"]["lr"] if warm
+                                    else cfg["lr"], momentum=cfg["momentum"],
+                                    weight_decay=cfg["weight_decay"])
     if ckpt.get("model") is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -496,8 +520,7 @@ def run(config, out_dir=None, progress=True):
     from qs.nets import PLCNN, n_parameters
 
     cfg = resolve(config)
-    if cfg["device"] == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu")
+    cfg["device"] = pick_device(cfg["device"], torch.cuda.is_available())
     data = load_data(cfg)
     out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
     if cfg["threads"] is not None:
@@ -597,7 +620,8 @@ def summary(cfg, note, results, history, warm_test, n_params):
                             "for orientation only." if is_digits(note) else ""),
         (f"Network: PL-CNN, widths {cfg['widths']}, {n_params:,} parameters. Warm start: "
          f"{ws['cross_entropy_epochs']} cross-entropy + {ws['hinge_epochs']} multi-class hinge "
-         f"epochs of SGD (lr {ws['lr']:g}); then per method {_training_text(cfg)}, one "
+         f"epochs of {WARM_OPTIMIZERS[ws['optimizer']]} (lr {ws['lr']:g}); then per method "
+         f"{_training_text(cfg)}, one "
          "ranking per class per mini-batch of "
          f"{cfg['batch_size']}. The paper trains layer-wise on CIFAR-10; its numbers are in "
          "the `paper` columns."),

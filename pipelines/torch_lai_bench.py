@@ -1,22 +1,28 @@
-"""Benchmark of LAI inside deep-net training (issue 12, section 3): `make bench-torch`.
+"""Benchmark of LAI inside deep-net training: `make bench-torch`.
 
-Three measurements, each a median over repeats of warm calls (in (a) interleaved across the
+Four measurements, each a median over repeats of warm calls (in (a) interleaved across the
 cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about
 10% positives per query):
 
 (a) a mini-batch of 10 queries x 256 samples: one ``lai_batch`` call (AP, NDCG, 0-1; with the
-    gradient) and one ``rank_hinge_loss`` forward + backward, against 10 single 0-1 LAI
-    kernels (``zero_one_lai`` on preallocated arrays) and 10 single ``lai`` calls;
+    gradient; the default method, and each named method) and one ``rank_hinge_loss``
+    forward + backward, against 10 single 0-1 LAI kernels (``zero_one_lai`` on
+    preallocated arrays) and 10 single ``lai`` calls;
 (b) the share of the loss (LAI included) in a training step of the PL-CNN (EXPERIMENTS.md:
     three blocks of [conv3x3+BN+ReLU] x 2 + max-pool with 64, 128, 256 channels, linear
     4096 -> 10) on the CPU, batch 200 as in the paper;
 (c) the torch method (the GPU path, here on the CPU) against the numba kernels on a larger
-    batch, with the ranks compared.
+    batch, with the ranks compared;
+(d) on a CUDA device, when torch sees one: the torch method on the GPU against the numba
+    kernels on the CPU for 64 queries x 10^6 samples, with the ranks compared (skipped, and
+    said so, without one).
 
-Run: ``python -m pipelines.torch_lai_bench`` (prints Markdown). Torch runs on
-``threads`` threads (default 1: the machines this was measured on are shared).
+Run: ``python -m pipelines.torch_lai_bench [a b c d]`` (the parts to run, default all;
+``python -m pipelines.torch_lai_bench d`` for the GPU measurement alone); prints Markdown.
+Torch runs on ``threads`` threads (default 1: the machines this was measured on are shared).
 """
 
+import sys
 import time
 
 import numpy as np
@@ -24,6 +30,11 @@ import numpy as np
 from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai
+
+#: the named methods timed beside the default in (a)
+NAMED = {"ap": ("bucket_sort", "qs", "sort_dc", "search", "yue"),
+         "ndcg": ("bucket_sort", "qs", "sort_dc", "chakrabarti"), "01": ()}
+GPU_BATCH = (64, 1_000_000)
 
 
 def _median_time(fn, repeats, inner=1):
@@ -79,6 +90,8 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
                                                                             gradient=True)),
                   (f"10 x lai {loss}", single_lai(loss)),
                   (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss))]
+        cases += [(f"lai_batch {loss} method {m}", lambda lo=loss, m=m: lai_batch(
+            scores, labels, lo, m, gradient=True)) for m in NAMED[loss]]
     first = [_first_time(fn) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike
@@ -129,13 +142,65 @@ def large_batch(torch, q=16, n=100_000, repeats=3, loss="ap", seed=0):
     return numba_s, torch_s, same
 
 
-def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000)):
-    """All three measurements as Markdown text."""
+def gpu_batch(torch, q=GPU_BATCH[0], n=GPU_BATCH[1], repeats=3, loss="ap", seed=0):
+    """(d): (numba seconds on the CPU, torch-method seconds on CUDA, ranks identical), or
+    None without a CUDA device."""
+    from qs.torch._exact import lai_torch
+
+    if not torch.cuda.is_available():
+        return None
+    rng = np.random.default_rng(seed)
+    scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
+    s_t, y_t = torch.from_numpy(scores).cuda(), torch.from_numpy(labels).cuda()
+
+    def on_gpu():
+        result = lai_torch(s_t, y_t, loss)
+        torch.cuda.synchronize()
+        return result
+
+    on_gpu()  # CUDA context, kernels, allocator
+    torch_s = _median_time(on_gpu, repeats)
+    numba_s = _median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
+    same = bool(np.array_equal(on_gpu()[2].cpu().numpy(), lai_batch(scores, labels, loss).rank))
+    return numba_s, torch_s, same
+
+
+def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), parts="abcd"):
+    """The measurements of ``parts`` as Markdown text."""
     import torch
 
     torch.set_num_threads(threads)
-    out = [f"torch {torch.__version__}, {threads} torch thread(s); seconds are medians.", "",
-           "(a) 10 queries x 256 samples", "", "| call | warm us | first call s |", "|---|---|---|"]
+    out = [f"torch {torch.__version__}, {threads} torch thread(s); seconds are medians."]
+    if "a" in parts:
+        out += _minibatch_text(torch, repeats)
+    if cnn and "b" in parts:
+        step, loss_s, params = cnn_share(torch, batch=cnn_batch)
+        out += ["", f"(b) PL-CNN ({params} parameters), batch {cnn_batch}, CPU: step "
+                f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
+                f"{100 * loss_s / step:.3f}% of the step"]
+    if large and "c" in parts:
+        numba_s, torch_s, same = large_batch(torch, *large)
+        out += ["", f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
+                f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
+                f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}"]
+    if "d" in parts:
+        gpu = gpu_batch(torch)
+        head = f"(d) {GPU_BATCH[0]} queries x {GPU_BATCH[1]} samples (1% positives), AP:"
+        if gpu is None:
+            out += ["", f"{head} skipped, torch sees no CUDA device "
+                    "(torch.cuda.is_available() is False)."]
+        else:
+            numba_s, torch_s, same = gpu
+            out += ["", f"{head} numba lai_batch on the CPU {numba_s:.3f} s, torch method on "
+                    f"{torch.cuda.get_device_name()} {torch_s:.4f} s (speed-up "
+                    f"{numba_s / torch_s:.1f}x), ranks identical: {same}"]
+    return "\n".join(out)
+
+
+def _minibatch_text(torch, repeats):
+    """(a) as Markdown lines."""
+    out = ["", "(a) 10 queries x 256 samples", "", "| call | warm us | first call s |",
+           "|---|---|---|"]
     rows = minibatch(torch, repeats=repeats)
     out += [f"| {name} | {t * 1e6:.1f} | {first:.2f} |" for name, t, first in rows]
     t = dict((name, v) for name, v, _ in rows)
@@ -146,18 +211,11 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000)):
                    f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |")
         out.append(f"| 10 x lai {loss} / lai_batch {loss} | "
                    f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |")
-    if cnn:
-        step, loss_s, params = cnn_share(torch, batch=cnn_batch)
-        out += ["", f"(b) PL-CNN ({params} parameters), batch {cnn_batch}, CPU: step "
-                f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
-                f"{100 * loss_s / step:.3f}% of the step"]
-    if large:
-        numba_s, torch_s, same = large_batch(torch, *large)
-        out += ["", f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
-                f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
-                f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}"]
-    return "\n".join(out)
+        out += [f"| lai_batch {loss} method {m} / default method | "
+                f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
+                for m in NAMED[loss]]
+    return out
 
 
 if __name__ == "__main__":
-    print(run())
+    print(run(parts="".join(sys.argv[1:]) or "abcd"))

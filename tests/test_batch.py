@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qs.inference import METHODS, batch, lai
-from qs.inference.batch import _SOLVERS, lai_batch
+from qs.inference.batch import METHOD_CODES, lai_batch
 from qs.ssvm import ground_truth_coef
 
 METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
@@ -106,7 +106,7 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
 
 
 def test_every_method_has_a_batch_solver():
-    assert set(_SOLVERS) | {"zero_one", "brute"} == set(METHODS)
+    assert set(METHOD_CODES) | {"brute"} == set(METHODS)
     assert {m for ms in METHODS_OF.values() for m in ms} == set(METHODS)
 
 
@@ -114,3 +114,28 @@ def test_import_qs_never_imports_torch():
     code = ("import sys, qs, qs.inference, qs.inference.batch, qs.estimators, qs.ssvm; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_mini_batch_route_is_lai_row_by_row(loss, ties):
+    """The default's route for small queries (few positives, sorted by insertion; buckets of
+    tied negatives, sorted by merge sort) gives every named method's result."""
+    rng = np.random.default_rng(14)
+    scores, labels = batch_input(rng, 10, 256, 0.1, ties)
+    res = lai_batch(scores, labels, loss, gradient=True)
+    check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
+    for method in ("bucket_sort", "qs"):
+        other = lai_batch(scores, labels, loss, method, gradient=True)
+        np.testing.assert_array_equal(other.rank, res.rank)
+        np.testing.assert_array_equal(other.coef, res.coef)
+        np.testing.assert_allclose(other.hinge, res.hinge, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("method", ["auto", "qs", "zero_one"])
+def test_non_finite_score_in_a_skipped_row_is_refused(method):
+    scores, labels = np.zeros((3, 4)), np.array([[1, 0, 0, 1], [1, 1, 1, 1], [0, 1, 0, 0]])
+    scores[1, 2] = np.inf
+    loss = "01" if method == "zero_one" else "ap"
+    with pytest.raises(ValueError, match="finite; got inf at query 1, sample 2"):
+        lai_batch(scores, labels, loss, method)

@@ -208,7 +208,7 @@ def test_fixed_pattern_forward_is_the_forward_and_affine_in_a_layers_weights():
 
 # ---------------------------------------------------------------------------- the pipeline
 
-TINY = {"split": {"train": 60, "val": 20, "test": 60}, "widths": [2, 3, 4], "batch_size": 30,
+TINY = {"split": {"train": 40, "val": 10, "test": 40}, "widths": [2, 3, 4], "batch_size": 20,
         "threads": 1, "warm_start": {"cross_entropy_epochs": 1, "hinge_epochs": 1},
         "epochs": 1, "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_qs"]}
 
@@ -258,6 +258,26 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
         f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]])
 
 
+def test_warm_start_is_adadelta_as_in_the_paper(tiny_run):
+    import torch
+
+    for phase in ("warm_cross_entropy", "warm_hinge"):
+        state = torch.load(tiny_run / "checkpoints" / f"{phase}.pt")["optimizer"]["state"]
+        assert {"square_avg", "acc_delta"} <= set(state[0])  # Adadelta's running averages
+    method = torch.load(tiny_run / "checkpoints" / "ap_qs.pt")["optimizer"]["state"]
+    assert set(method[0]) == {"momentum_buffer"}  # the methods' SGD
+
+
+def test_device_auto_picks_cuda_only_when_there_is_one():
+    cifar10 = _pipeline()
+    assert cifar10.pick_device("auto", False) == "cpu"
+    assert cifar10.pick_device("auto", True) == "cuda"
+    assert cifar10.pick_device("cpu", True) == "cpu"
+    with pytest.raises(ValueError, match="device is cuda, but torch sees no CUDA device"):
+        cifar10.pick_device("cuda", False)
+    assert cifar10.resolve({"preset": "full", "data": "x"})["device"] == "auto"
+
+
 def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
     import pandas as pd
     import torch
@@ -279,7 +299,15 @@ def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
     assert results.test_map["ap_qs"] == pytest.approx(expected, abs=1e-6)
 
 
-def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
+@pytest.fixture
+def no_figure(monkeypatch):
+    """Runs whose figure no test reads skip drawing it (half of a tiny run's time)."""
+    from pipelines import cifar10
+
+    monkeypatch.setattr(cifar10, "save_figure", lambda fig, path: None)
+
+
+def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run, no_figure):
     cifar10 = _pipeline()
     ckpts = tiny_run / "checkpoints"
     stamp = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
@@ -287,16 +315,17 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run):
     cifar10.run(cifar10.load_config(**TINY), tiny_run, progress=False)
     again = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in again if again[k] != stamp.get(k)} == {"ap_qs.pt"}
-    cifar10.run(cifar10.load_config(**TINY, force=True, loss="ap"), tiny_run, progress=False)
+    cifar10.run(cifar10.load_config(**TINY, force=True, inference="yue"), tiny_run,
+                progress=False)
     forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
-    assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt", "ap_qs.pt"}
+    assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt"}
     cifar10.run(cifar10.load_config(**{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
                 progress=False)  # a method's setting changed: the warm start is kept
     changed = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in changed if changed[k] != forced[k]} == {"zero_one.pt"}
 
 
-def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
+def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
     import pandas as pd
     import yaml
     from click.testing import CliRunner
@@ -306,8 +335,8 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
 
     write_binary(tmp_path / "cifar-10-batches-bin", n=16)
     config = tmp_path / "cifar10.yaml"
-    small = {**TINY, "split": {"train": 60, "val": 10, "test": 16},
-             "methods": ["zero_one", "ndcg_chakrabarti"], "training": "layerwise"}
+    small = {**TINY, "split": {"train": 40, "val": 10, "test": 16},
+             "methods": ["ndcg_chakrabarti"], "training": "layerwise"}
     config.write_text(yaml.safe_dump({"experiment": "cifar10", "data": str(tmp_path), **small}))
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
@@ -315,7 +344,7 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
     assert "ours (CIFAR-10)" in result.output and "ndcg_chakrabarti" in result.output
     assert "CIFAR-10 binary batches" in (out / "provenance.json").read_text()
     history = pd.read_csv(out / "history.csv")  # layer-wise: one row per layer solved
-    assert list(history[history.phase == "zero_one"].unit) == list(range(1, 8))
+    assert list(history[history.phase == "ndcg_chakrabarti"].unit) == list(range(1, 8))
     (tmp_path / "cifar-10-batches-bin" / "data_batch_4.bin").unlink()
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
     assert result.exit_code == 1
@@ -332,7 +361,8 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path):
     ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
     ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
     ({"data": 3}, "data must be null"),
-    ({"device": "tpu"}, "device must be one of cpu, cuda"),
+    ({"device": "tpu"}, "device must be one of cpu, cuda, auto"),
+    ({"warm_start": {"optimizer": "adam"}}, "warm_start.optimizer must be one of"),
 ])
 def test_bad_configs(config, message):
     from pipelines import cifar10
