@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from cli.main import main
 from pipelines import voc2007_detection as voc
 from qs.data.convert import write_synthetic_store
-from qs.data.voc2007 import CLASSES, DetectionData
+from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
+from qs.estimators import LatentRankSVM
 from qs.metrics import voc_detection_ap
 
 TINY = {"experiment": "voc2007_detection", "classes": ["aeroplane", "person"],
@@ -385,3 +386,22 @@ def test_rcnn_cache_directories_are_read_and_trained(tmp_path):
     assert "R-CNN .mat caches, 8 files" in result.output and "synthetic" not in result.output
     assert re.search(r"0-1 loss, ours\s+\|", result.output)
     assert pd.read_csv(out / "timings.csv")["n_boxes"].tolist() == [32, 32]
+
+
+def test_latent_zero_one_svm_from_random_boxes_starts_at_w_zero():
+    # The README's finding: at random positive boxes, the convex step of the latent 0-1 SVM
+    # (bias feature, one outer step) is solved by w = 0 and bias -1, every image called
+    # negative: the objective is 1/2 + C * 2P/n, and at w = 0 every box ties, so CCCP has no
+    # direction to move the boxes. From the image-means boxes it learns the class.
+    splits = make_voc2007_detection(0, scale=0.1, boxes_per_image=8, n_features=16)
+    train = voc.Split.in_memory(splits["trainval"])
+    y = train.image_labels(CLASSES.index("car"))
+    C = 1e4
+    est = LatentRankSVM(loss="01", inference="zero_one", C=C, max_outer=1, min_outer=1)
+    train.fit(est, y)
+    assert np.linalg.norm(est.coef_) < 1e-9 and est.intercept_ == pytest.approx(-1, abs=1e-6)
+    assert est.objective_curve_[0] == pytest.approx(0.5 + C * 2 * y.sum() / y.size, rel=1e-6)
+    est.set_params(init=train.initial_boxes(y, None))
+    train.fit(est, y)
+    assert np.linalg.norm(est.coef_) > 0.1
+    assert voc.detection_ap(est, voc.Split.in_memory(splits["test"]), "car", 0.3) > 0.4
