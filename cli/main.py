@@ -180,13 +180,20 @@ def _bench_experiment(module, config_path, out, methods, budget, action, *, vary
                    "results/<experiment>/<run-id>].")
 @click.option("--force", is_flag=True, default=None,
               help="Retrain what the run directory already holds.")
-def train(config_path, classes, loss, inference, solver, out, force):
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Dask scheduler that scores box stores read out of core: the address of "
+                   "a dask.distributed scheduler (tcp://HOST:8786), or threads, sync, "
+                   "processes [config: Dask's threaded scheduler] [voc2007_detection].")
+def train(config_path, classes, loss, inference, solver, out, force, scheduler):
     """Run the experiment a config names: train, evaluate, write its tables."""
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
-                 "solver": solver, "force": force}
+                 "solver": solver, "force": force, "scheduler": scheduler}
     notice_compiles()
     try:
         module = pipeline_of(config_path)
+        if scheduler is not None and "scheduler" not in getattr(module, "DEFAULTS", {}):
+            raise ValueError(f"--scheduler applies to experiments that read box stores "
+                             f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
         config = module.load_config(config_path, **{k: v for k, v in overrides.items()
                                                     if v is not None})
         run_dir = module.run(config, out, progress=True)

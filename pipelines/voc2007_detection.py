@@ -20,17 +20,29 @@ method), ``figure.png``/``.pdf``, ``config.yaml`` and ``provenance.json``. Each 
 class x method is kept as ``runs/<class>__<method>.json`` (its weights beside it as
 ``.npz``); running again into the same directory resumes.
 
-Data: one function, :func:`load_data`, gives both splits as :class:`qs.data.voc2007.
-DetectionData`: ``data: synthetic`` (the seeded look-alike of
-:func:`qs.data.voc2007.make_voc2007_detection`, sized by ``synthetic:``; never reported as the
-paper's data), or ``data: {trainval: DIR, test: DIR}``, directories of R-CNN per-image
-``.mat`` caches (:func:`qs.data.load_rcnn_cache`). ``store:`` names a box-feature store
-written by ``qsrank load cnn``; ``scheduler:`` the Dask scheduler that scores a store's boxes.
+Data: one function, :func:`load_data`, gives both splits as :class:`Split`: ``data:
+synthetic`` (the seeded look-alike of :func:`qs.data.voc2007.make_voc2007_detection`, sized by
+``synthetic:``; never reported as the paper's data), ``data: {trainval: DIR, test: DIR}``,
+directories of R-CNN per-image ``.mat`` caches (:func:`qs.data.load_rcnn_cache`), or
+``store: {trainval: PATH, test: PATH}``, two box-feature stores written by ``qsrank load
+cnn`` (:func:`qs.data.store.open_store`). A store whose features take at most
+``in_memory_max_gb`` as float32 is loaded in memory; a larger one is read block by block as a
+Dask array, in training (:class:`qs.estimators.LatentRankSVM` on padded bags) and in
+evaluation (:func:`qs.detection.score_bags`), on the threaded scheduler or on the
+``dask.distributed`` cluster that ``scheduler:`` names. A store's labels and ground truth are
+used as they are.
+
+Both losses start from the same initial boxes (``init``) and take C by the same rule: a list of
+C values is a grid, and each class and loss takes the value whose model, trained on a
+stratified ``1 - validation_fraction`` of trainval, gives the best detection AP on the rest;
+the model is then trained on all of trainval with it.
 """
 
 import hashlib
+import json
 import time
 from contextlib import nullcontext
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +64,9 @@ from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
 from pipelines._tables import fmt, markdown_table, ours_label
 from qs.data import load_rcnn_cache
-from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from qs.data.store import open_store
+from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
+from qs.detection import bag_argmax, dask_scheduler, score_bags
 from qs.estimators import LatentRankSVM
 from qs.inference import lai
 from qs.metrics import nms, voc_detection_ap
@@ -91,8 +105,13 @@ DEFAULTS = {
     "experiment": EXPERIMENT,
     "seed": 0,
     "data": "synthetic",  # or {trainval: DIR, test: DIR}: directories of R-CNN .mat caches
-    "store": None,  # a box-feature store written by `qsrank load cnn` (instead of data)
-    "scheduler": None,  # Dask scheduler scoring a store's boxes: threads, synchronous, ADDRESS
+    "store": None,  # or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`
+    # a store's features (as float32) up to this size are loaded in memory, larger ones are
+    # read block by block as a Dask array
+    "in_memory_max_gb": 1.0,
+    # where a store read block by block is scored: null (Dask's threaded scheduler), threads,
+    # sync, processes, or the address of a dask.distributed scheduler (tcp://HOST:PORT)
+    "scheduler": None,
     # the synthetic data's size (qs.data.voc2007.make_voc2007_detection): scale x VOC2007's
     # 5011 / 4952 images, boxes_per_image candidate boxes of n_features each
     "synthetic": {"scale": 0.5, "boxes_per_image": 8, "n_features": 16, "signal": 4.0,
@@ -102,20 +121,29 @@ DEFAULTS = {
     "loss": None,  # run only the methods of this loss (null: all)
     "inference": None,  # run only the methods of this LAI method (null: all)
     "solver": "cutting_plane",  # the inner solver of the CCCP loop (the only one it has)
-    # C and min_outer: a number, or one per loss. Chosen on another draw of the synthetic
-    # data (seed 1), 5 classes, by test AP: the AP-SVM's AP hardly moved with C (1 to 100);
-    # the latent 0-1 SVM often stalled at its random initial boxes after the released
-    # code's 2 outer steps, with AP near 1%, unless C was large and it took at least 10.
-    "C": {"01": 1e4, "ap": 10.0},
+    # initial boxes of the positive images, the same for both losses: image_means (each
+    # positive image's best box under the difference between the mean box feature of the
+    # positive and of the negative images: a centroid classifier of whole images) or random
+    # (a seeded random box). From random boxes the latent 0-1 SVM's first step is w = 0 on
+    # most classes of the synthetic data, and w = 0 is a fixed point of CCCP: see the README.
+    "init": "image_means",
+    # C: a number, a list (a grid: the value with the best detection AP on a stratified
+    # validation_fraction of trainval, per class), or one such per loss
+    "C": [10.0, 100.0, 1000.0],
+    "validation_fraction": 0.25,
     "tol": 1e-3,
     "max_iter": 20000,  # cutting-plane iterations per outer step
     "max_outer": 400,
-    "min_outer": {"01": 10, "ap": 2},
+    "min_outer": 2,  # a number or one per loss (the released code: 2)
     "nms_threshold": 0.3,  # IoU above which a lower-scoring box of the same image is dropped
     "blas_threads": 1,  # BLAS threads while training and scoring (null: the library's)
     "force": False,  # retrain finished class x method runs
 }
 SYNTHETIC_KEYS = tuple(DEFAULTS["synthetic"])
+INITS = ("image_means", "random")
+SPLITS = ("trainval", "test")
+#: the method that trains the models of a C grid, per loss (the AP methods train one model)
+GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
 
 
 # ---------------------------------------------------------------------------- config
@@ -148,7 +176,12 @@ def resolve(config):
                                         if cfg[k] is not None)
                          + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
     check_choice(cfg["solver"], "solver", ("cutting_plane",))
-    cfg["C"] = _per_loss(cfg["C"], "C")
+    check_choice(cfg["init"], "init", INITS)
+    cfg["C"] = _c_grids(cfg["C"])
+    check_number(cfg["validation_fraction"], "validation_fraction", low=0, strict=True)
+    if cfg["validation_fraction"] >= 1:
+        raise ValueError("validation_fraction must be a fraction in (0, 1); got "
+                         f"{cfg['validation_fraction']!r}")
     cfg["min_outer"] = _per_loss(cfg["min_outer"], "min_outer", integer=True, low=1,
                                  strict=False)
     check_number(cfg["tol"], "tol", low=0, strict=True)
@@ -166,14 +199,13 @@ def resolve(config):
 
 def _check_data(cfg):
     data, store, scheduler = cfg["data"], cfg["store"], cfg["scheduler"]
-    if store is not None and (not isinstance(store, str) or not store):
-        raise ValueError(f"store must be the path of a box-feature store or null; got {store!r}")
     if scheduler is not None and (not isinstance(scheduler, str) or not scheduler):
-        raise ValueError("scheduler must be null, threads, synchronous or the address of a "
+        raise ValueError("scheduler must be null, threads, sync, processes or the address of a "
                          f"dask.distributed scheduler; got {scheduler!r}")
     if scheduler is not None and store is None:
-        raise ValueError("scheduler applies to data read from a store (store: PATH); the "
-                         "data in memory are scored in memory")
+        raise ValueError("scheduler applies to data read from stores (store: {trainval: PATH, "
+                         "test: PATH}); the data in memory are scored in memory")
+    check_number(cfg["in_memory_max_gb"], "in_memory_max_gb", low=0)
     check_keys(cfg["synthetic"], SYNTHETIC_KEYS, "synthetic")
     syn = cfg["synthetic"]
     check_number(syn["scale"], "synthetic.scale", low=0, strict=True)
@@ -187,20 +219,29 @@ def _check_data(cfg):
     if syn["difficult_rate"] > 1:
         raise ValueError("synthetic.difficult_rate must be a fraction in [0, 1]; "
                          f"got {syn['difficult_rate']!r}")
+    if store is not None:
+        if data != "synthetic":
+            raise ValueError("give either data (synthetic or R-CNN cache directories) or "
+                             "store, not both")
+        _check_splits(store, "store", "a box-feature store written by `qsrank load cnn`")
+        return
     if data == "synthetic":
         return
     if not isinstance(data, dict):
         raise ValueError(  # noqa: TRY004 (a config error: ValueError, as the CLI expects)
             "data must be 'synthetic' or a mapping {trainval: DIR, test: DIR} of directories "
             f"of R-CNN .mat feature caches; got {data!r}")
-    if store is not None:
-        raise ValueError("give either data (synthetic or R-CNN cache directories) or store, "
-                         "not both")
-    check_keys(data, ("trainval", "test"), "data")
-    for split in ("trainval", "test"):
-        if not isinstance(data.get(split), str) or not data[split]:
-            raise ValueError(f"data.{split} must be a directory of R-CNN .mat caches; "
-                             f"got {data.get(split)!r}")
+    _check_splits(data, "data", "a directory of R-CNN .mat caches")
+
+
+def _check_splits(paths, where, what):
+    if not isinstance(paths, dict):
+        raise ValueError(f"{where} must be a mapping {{trainval: PATH, test: PATH}}, each "  # noqa: TRY004
+                         f"{what}; got {paths!r}")
+    check_keys(paths, SPLITS, where)
+    for split in SPLITS:
+        if not isinstance(paths.get(split), str) or not paths[split]:
+            raise ValueError(f"{where}.{split} must be {what}; got {paths.get(split)!r}")
 
 
 def _check_names(names, known, where, what):
@@ -222,9 +263,27 @@ def _per_loss(value, where, integer=False, low=0, strict=True):
         check_keys(value, LOSSES, where)
         for loss, v in value.items():
             check_number(v, f"{where}.{loss}", integer=integer, low=low, strict=strict)
-        return {**DEFAULTS[where], **{k: cast(v) for k, v in value.items()}}
+        default = _per_loss(DEFAULTS[where], where, integer, low, strict)
+        return {**default, **{k: cast(v) for k, v in value.items()}}
     check_number(value, where, integer=integer, low=low, strict=strict)
     return {loss: cast(value) for loss in LOSSES}
+
+
+def _c_grids(value):
+    """C as a mapping loss -> list of C values (one value: no choice to make)."""
+    def grid(v, where):
+        values = v if isinstance(v, list) else [v]
+        if not values:
+            raise ValueError(f"{where} must be a C value > 0 or a non-empty list of them")
+        for c in values:
+            check_number(c, where, low=0, strict=True)
+        return [float(c) for c in dict.fromkeys(values)]
+
+    if isinstance(value, dict):
+        check_keys(value, LOSSES, "C")
+        default = _c_grids(DEFAULTS["C"])
+        return {**default, **{k: grid(v, f"C.{k}") for k, v in value.items()}}
+    return {loss: grid(value, "C") for loss in LOSSES}
 
 
 def selected_methods(cfg):
@@ -236,24 +295,192 @@ def selected_methods(cfg):
 
 # ---------------------------------------------------------------------------- data
 
+class Split:
+    """One split as the pipeline trains and evaluates on it.
+
+    Image ids, labels (n_images, 20) int8 (1: holds the class, 0: not, -1: unknown) and the
+    ground-truth objects (per image ``(boxes, classes, difficult)``, or None when unknown) are
+    in memory. The box features are either in memory, ``data`` (a flat
+    :class:`~qs.data.voc2007.DetectionData`), or read block by block from a store:
+    ``features`` (a padded Dask array), with ``counts`` and ``boxes`` (n_images, K_max, 4)
+    in memory (16 bytes a box: 160 MB for VOC2007's 10M boxes).
+    ``source`` says where the data came from, ``where`` how they are read, ``digest`` is
+    their identity in the resume key.
+    """
+
+    def __init__(self, source, image_ids, labels, objects, digest, where, *, data=None,
+                 features=None, counts=None, boxes=None):
+        self.source, self.image_ids, self.labels = source, np.asarray(image_ids), labels
+        self.objects, self.digest, self.where = objects, digest, where
+        self.data, self.features, self.counts, self.boxes = data, features, counts, boxes
+        self._means = None
+
+    @classmethod
+    def in_memory(cls, data, *, labels=None, digest=None, where="in memory"):
+        """A split held as `DetectionData`; labels from its objects unless given."""
+        if labels is None:
+            labels = np.stack([data.image_labels(k) for k in range(len(CLASSES))], axis=1)
+        return cls(data.source, data.image_ids, labels, data.objects,
+                   digest or _digest(data), where, data=data)
+
+    @classmethod
+    def from_store(cls, store, max_bytes, scheduler):
+        """A store's split: in memory when its features take at most `max_bytes` as float32,
+        else read block by block on `scheduler` (a config value)."""
+        counts = store.counts[:].astype(np.int64)
+        size = int(counts.sum()) * store.d * 4
+        labels = store.labels[:].astype(np.int8)
+        digest = hashlib.sha256(json.dumps(store.attrs["checksums"], sort_keys=True)
+                                .encode()).hexdigest()
+        about = (f"store {store.path}: {size:,} bytes of features as float32, "
+                 f"{'at most' if size <= max_bytes else 'above'} in_memory_max_gb "
+                 f"({max_bytes / 1e9:g} GB)")
+        if size <= max_bytes:
+            return cls.in_memory(store.to_detection_data(max_bytes), labels=labels,
+                                 digest=digest, where=f"{about}: loaded in memory")
+        on = "Dask's threaded scheduler" if scheduler in (None, "threads") else \
+            f"the Dask scheduler {scheduler}"
+        where = f"{about}: read out of core, blocks of {store.chunk_images} images on {on}"
+        return cls(store.source, np.array(store.image_ids[:].tolist(), dtype=str), labels,
+                   _store_objects(store), digest, where, features=store.dask_features(),
+                   counts=counts, boxes=np.asarray(store.boxes[:]))
+
+    @property
+    def n_images(self):
+        return self.labels.shape[0]
+
+    @property
+    def n_boxes(self):
+        return self.data.X.shape[0] if self.data is not None else int(self.counts.sum())
+
+    @property
+    def d(self):
+        return self.data.X.shape[1] if self.data is not None else self.features.shape[2]
+
+    def image_labels(self, cls):
+        """Column `cls` (a class index) of the labels."""
+        return self.labels[:, cls]
+
+    def ground_truth(self, cls):
+        """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
+        return {image: (b[c == cls], d[c == cls])
+                for image, (b, c, d) in zip(self.image_ids, self.objects)}
+
+    def subset(self, images):
+        """The split restricted to the images `images` (sorted indices)."""
+        images = np.asarray(images)
+        objects = None if self.objects is None else tuple(self.objects[i] for i in images)
+        kwargs = {}
+        if self.data is not None:
+            d = self.data
+            rows = np.concatenate([np.arange(d.offsets[i], d.offsets[i + 1]) for i in images])
+            sizes = np.diff(d.offsets)[images]
+            kwargs["data"] = DetectionData(d.X[rows], np.concatenate([[0], np.cumsum(sizes)]),
+                                           d.boxes[rows], d.image_ids[images], objects,
+                                           d.source)
+        else:
+            kwargs.update(features=self.features[images], counts=self.counts[images],
+                          boxes=self.boxes[images])
+        part = Split(self.source, self.image_ids[images], self.labels[images], objects,
+                     self.digest, self.where, **kwargs)
+        if self._means is not None:
+            part._means = self._means[images]
+        return part
+
+    def fit(self, est, y):
+        """Fit the estimator `est` on the split's bags with image labels `y`."""
+        if self.data is not None:
+            return est.fit(self.data.X, y, offsets=self.data.offsets)
+        return est.fit(self.features, y, counts=self.counts)
+
+    def image_means(self, scheduler):
+        """(n_images, d) float64: each image's mean box feature (one pass, kept)."""
+        if self._means is None:
+            if self.data is not None:
+                d = self.data
+                self._means = np.add.reduceat(d.X.astype(np.float64), d.offsets[:-1],
+                                              axis=0) / np.diff(d.offsets)[:, None]
+            else:  # padding rows are zeros
+                with dask_scheduler(scheduler) as get:
+                    sums = self.features.astype(np.float64).sum(axis=1).compute(scheduler=get)
+                self._means = sums / self.counts[:, None]
+        return self._means
+
+    def best_boxes(self, w, scheduler):
+        """Index (within its bag) of each image's best box under weights `w`."""
+        if self.data is not None:
+            d = self.data
+            return bag_argmax(d.X @ w, d.offsets) - d.offsets[:-1]
+        return score_bags(self.features, self.counts, w[:, None], scheduler=scheduler).best[:, 0]
+
+    def initial_boxes(self, y, scheduler):
+        """The positive images' initial boxes of ``init: image_means``: their best box under
+        the difference between the mean box feature of positive and of negative images."""
+        means, pos = self.image_means(scheduler), np.asarray(y) == 1
+        w = means[pos].mean(axis=0) - means[~pos].mean(axis=0)
+        return self.best_boxes(w, scheduler)[pos]
+
+    def detections(self, est, threshold, scheduler):
+        """Detections of a fitted model: per image, its boxes after non-maximum suppression at
+        `threshold`; returned as (image ids, boxes, scores) of every image's survivors."""
+        if self.data is not None:
+            return detections(est.box_scores(self.data.X), self.data, threshold)
+        found = score_bags(self.features, self.counts, est.coef_[:, None],
+                           top=self.features.shape[1], boxes=self.boxes,
+                           nms_threshold=threshold, scheduler=scheduler).detections
+        return (self.image_ids[found.image], self.boxes[found.image, found.box]
+                .astype(np.float64), found.score + est.intercept_)
+
+
+def _store_objects(store):
+    """Per image ``(boxes, classes, difficult)`` of a store, or None when it has none."""
+    if store.gt_offsets is None:
+        return None
+    bounds = store.gt_offsets[:]
+    boxes = store.gt_boxes[:].astype(np.float64)
+    classes, difficult = store.gt_class[:].astype(np.int64), store.gt_difficult[:].astype(bool)
+    return tuple((boxes[a:b], classes[a:b], difficult[a:b])
+                 for a, b in pairwise(bounds))
+
+
 def load_data(cfg):
-    """``{"trainval": DetectionData, "test": DetectionData}`` from the config's data source:
-    the one place that knows where the boxes come from."""
+    """``{"trainval": Split, "test": Split}`` from the config's data source: the one place
+    that knows where the boxes come from."""
     if cfg["store"] is not None:
-        raise ValueError(f"store {cfg['store']}: reading a box-feature store is not yet "
-                         "supported by this pipeline; use data: synthetic or R-CNN caches")
+        return _load_stores(cfg)
     if cfg["data"] == "synthetic":
-        return make_voc2007_detection(cfg["seed"], **cfg["synthetic"])
+        made = make_voc2007_detection(cfg["seed"], **cfg["synthetic"])
+        return {split: Split.in_memory(made[split]) for split in SPLITS}
     splits = {}
     for split, path in cfg["data"].items():
         if not Path(path).is_dir():
             raise ValueError(f"data.{split}: {path} is not a directory of R-CNN .mat caches")
-        splits[split] = load_rcnn_cache(path)
-    d_train, d_test = (splits[s].X.shape[1] for s in ("trainval", "test"))
+        splits[split] = Split.in_memory(load_rcnn_cache(path))
+    d_train, d_test = (splits[s].d for s in SPLITS)
     if d_train != d_test:
         raise ValueError(f"trainval boxes have {d_train} features but test boxes {d_test}; "
                          "both splits must come from the same feature extraction")
-    return splits
+    return {split: splits[split] for split in SPLITS}
+
+
+def _load_stores(cfg):
+    stores = {split: open_store(cfg["store"][split]) for split in SPLITS}
+    train, test = stores["trainval"], stores["test"]
+    if train.classes != test.classes:
+        raise ValueError(f"the stores' classes disagree: {train.path} has "
+                         f"{', '.join(train.classes)}, {test.path} {', '.join(test.classes)}")
+    if train.classes != CLASSES:
+        raise ValueError(f"{train.path} holds the classes {', '.join(train.classes)}; this "
+                         f"experiment trains VOC2007's {len(CLASSES)}")
+    if train.d != test.d:
+        raise ValueError(f"{train.path} has {train.d} features per box but {test.path} "
+                         f"{test.d}; both splits must come from the same feature extraction")
+    if test.gt_offsets is None:
+        raise ValueError(f"{test.path} has no ground-truth objects: the test split needs them "
+                         "for detection AP")
+    max_bytes = cfg["in_memory_max_gb"] * 1e9
+    return {split: Split.from_store(stores[split], max_bytes, cfg["scheduler"])
+            for split in SPLITS}
 
 
 def is_synthetic(splits):
@@ -261,39 +488,66 @@ def is_synthetic(splits):
 
 
 def data_note(splits):
-    """One line saying where the data came from, and that our numbers are synthetic if so."""
+    """One line saying where the data came from and how they were read, and that our numbers
+    are synthetic if so."""
     text = "; ".join(f"{split}: {d.source}" for split, d in splits.items())
-    shape = "; ".join(f"{split} {d.n_images} images, {d.X.shape[0]} boxes of {d.X.shape[1]} "
-                      "features" for split, d in splits.items())
+    shape = "; ".join(f"{split} {d.n_images} images, {d.n_boxes} boxes of {d.d} features, "
+                      f"{d.where}" for split, d in splits.items())
     if is_synthetic(splits):
         return (f"Data: {text} ({shape}). Our numbers are synthetic: they come from a "
                 "generated look-alike of VOC2007's bags of boxes, not from the paper's data.")
     return f"Data: {text} ({shape})."
 
 
-def _digest(split):
+def _digest(data):
     """SHA-256 of a split's features, bags, boxes and ground truth."""
     gt = [np.concatenate([b.reshape(-1), c.astype(float), d.astype(float)])
-          for b, c, d in split.objects]
-    return digest_arrays(split.X, split.offsets, split.boxes, split.image_ids.astype(str),
+          for b, c, d in data.objects]
+    return digest_arrays(data.X, data.offsets, data.boxes, data.image_ids.astype(str),
                          np.array([g.size for g in gt]), np.concatenate(gt))
 
 
 def check_class(splits, cls):
-    """Labels of class `cls` in trainval; a ValueError when it cannot be trained (no positive
-    or no negative image) or evaluated (no non-difficult object in test)."""
+    """Labels of class `cls` in trainval; a ValueError when it cannot be trained (a label
+    unknown, no positive or no negative image) or evaluated (no non-difficult object in
+    test)."""
     k = CLASSES.index(cls)
     train, test = splits["trainval"], splits["test"]
     labels = train.image_labels(k)
+    unknown = int((labels < 0).sum())
+    if unknown:
+        raise ValueError(f"class {cls!r}: {unknown} trainval images have no label for it "
+                         f"({train.source}); it cannot be trained (drop it from classes)")
     n_pos = int(labels.sum())
     if n_pos == 0 or n_pos == labels.size:
         kind = "positive" if n_pos == 0 else "negative"
         raise ValueError(f"class {cls!r} has no {kind} image in trainval ({train.source}); it "
                          "cannot be trained (drop it from classes)")
-    if not any((~d[c == k]).any() for _, c, d in test.objects):
+    if not _has_object(test.objects, k):
         raise ValueError(f"class {cls!r} has no object (other than difficult ones) in test "
                          f"({test.source}); its AP is undefined (drop it from classes)")
     return labels
+
+
+def _has_object(objects, k):
+    return any((~d[c == k]).any() for _, c, d in objects)
+
+
+def holdout(labels, fraction, seed, k):
+    """(fit, validation) image indices, sorted: a seeded `fraction` of the positive and of the
+    negative images of class `k` (at least one of each, one of each left to fit) held out."""
+    parts = ([], [])
+    rng = np.random.default_rng([seed, k])
+    for kind, group in (("positive", np.flatnonzero(labels == 1)),
+                        ("negative", np.flatnonzero(labels != 1))):
+        if group.size < 2:
+            raise ValueError(f"class {CLASSES[k]!r} has {group.size} {kind} trainval image(s): "
+                             "too few to hold some out for choosing C (give C as one number)")
+        n_val = min(group.size - 1, max(1, round(fraction * group.size)))
+        shuffled = rng.permutation(group)
+        parts[0].append(shuffled[n_val:])
+        parts[1].append(shuffled[:n_val])
+    return tuple(np.sort(np.concatenate(p)) for p in parts)
 
 
 # ---------------------------------------------------------------------------- training
@@ -323,22 +577,45 @@ def _blas_threads(n):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def train_one(cfg, name, train, labels):
-    """Fit method `name` on the trainval bags; the estimator and a record of its training."""
+def train_one(cfg, name, train, labels, C, scheduler=None):
+    """Fit method `name` with `C` on the trainval bags; the estimator and a record of its
+    training (the initial boxes are found before the clock starts)."""
     loss, method = METHODS[name]
-    est = LatentRankSVM(loss=loss, inference=method, C=cfg["C"][loss], tol=cfg["tol"],
+    init = train.initial_boxes(labels, scheduler) if cfg["init"] == "image_means" else "random"
+    est = LatentRankSVM(loss=loss, inference=method, C=C, tol=cfg["tol"],
                         max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
-                        min_outer=cfg["min_outer"][loss], random_state=cfg["seed"])
+                        min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
+                        scheduler=scheduler)
     start = time.perf_counter()
-    est.fit(train.X, labels, offsets=train.offsets)
+    train.fit(est, labels)
     train_s = time.perf_counter() - start
-    record = {"method": name, "loss": loss, "inference": method, "C": cfg["C"][loss],
+    record = {"method": name, "loss": loss, "inference": method, "C": C,
               "n_images": int(labels.size), "n_pos": int(labels.sum()),
-              "n_boxes": int(train.X.shape[0]), "lai_calls": int(est.lai_calls_),
+              "n_boxes": train.n_boxes, "lai_calls": int(est.lai_calls_),
               "lai_time_s": float(est.lai_time_), "n_outer": int(est.n_outer_),
               "n_iter": int(est.n_iter_), "converged": bool(est.converged_),
               "train_s": train_s}
     return est, record
+
+
+def choose_C(cfg, loss, train, labels, cls, scheduler=None):
+    """The C of `loss` for class `cls`: the only one given, or the grid's value whose model
+    trained on a held-out split of trainval (:func:`holdout`) gives the best detection AP on
+    the images held out (the smallest such C on a tie). Returns (C, {C: validation AP})."""
+    grid = cfg["C"][loss]
+    if len(grid) == 1:
+        return grid[0], {}
+    k = CLASSES.index(cls)
+    fit_idx, val_idx = holdout(labels, cfg["validation_fraction"], cfg["seed"], k)
+    if train.objects is None or not _has_object(train.subset(val_idx).objects, k):
+        raise ValueError(f"class {cls!r}: choosing C needs ground-truth objects (other than "
+                         "difficult ones) in the held-out trainval images; give C as one number")
+    fit, val = train.subset(fit_idx), train.subset(val_idx)
+    scores = {}
+    for C in grid:
+        est, _ = train_one(cfg, GRID_METHOD[loss], fit, labels[fit_idx], C, scheduler)
+        scores[C] = detection_ap(est, val, cls, cfg["nms_threshold"], scheduler)
+    return max(grid, key=lambda c: (scores[c], -c)), scores
 
 
 def detections(box_scores, data, threshold):
@@ -353,20 +630,23 @@ def detections(box_scores, data, threshold):
     return data.image_ids[np.concatenate(ids)], np.concatenate(boxes), np.concatenate(scores)
 
 
-def detection_ap(est, data, cls, threshold):
-    """VOC2007 detection AP of a fitted model on `data` for class `cls`."""
-    found = detections(est.box_scores(data.X), data, threshold)
-    return voc_detection_ap(*found, data.ground_truth(CLASSES.index(cls)))
+def detection_ap(est, split, cls, threshold, scheduler=None):
+    """VOC2007 detection AP of a fitted model on the :class:`Split` `split` for class `cls`."""
+    found = split.detections(est, threshold, scheduler)
+    return voc_detection_ap(*found, split.ground_truth(CLASSES.index(cls)))
 
 
 def _settings(cfg, splits):
     """What a finished run's numbers depend on besides its class and method: a stored record
-    is reused only when these match (code version with local edits, and the data's contents)."""
+    is reused only when these match (code version with local edits, and the data's contents).
+    How the data are read (in memory, out of core, the scheduler) is not among them: it
+    changes no number."""
     return settings_key(
-        data=[splits["trainval"].source, splits["test"].source],
-        data_sha256=[_digest(splits["trainval"]), _digest(splits["test"])],
-        seed=cfg["seed"], C=cfg["C"], tol=float(cfg["tol"]), max_iter=cfg["max_iter"],
-        max_outer=cfg["max_outer"], min_outer=cfg["min_outer"],
+        data=[splits[s].source for s in SPLITS],
+        data_sha256=[splits[s].digest for s in SPLITS],
+        seed=cfg["seed"], init=cfg["init"], C=cfg["C"],
+        validation_fraction=float(cfg["validation_fraction"]), tol=float(cfg["tol"]),
+        max_iter=cfg["max_iter"], max_outer=cfg["max_outer"], min_outer=cfg["min_outer"],
         nms_threshold=float(cfg["nms_threshold"]))
 
 
@@ -375,9 +655,10 @@ def run(config, out_dir=None, progress=True):
     return the run directory.
 
     `out_dir` None writes to results/voc2007_detection/<UTC time>-tables-<random>/. Every
-    finished training is written at once (runs/<class>__<method>.json and .npz), so an
-    interrupted run loses at most the training under way; the tables are rebuilt at the end
-    from every record in runs/ made under the current settings.
+    finished training is written at once (runs/<class>__<method>.json and .npz), and every
+    choice of C (runs/<class>__C-<loss>.json), so an interrupted run loses at most the
+    training under way; the tables are rebuilt at the end from every record in runs/ made
+    under the current settings.
     """
     cfg = resolve(config)
     splits = load_data(cfg)
@@ -390,26 +671,49 @@ def run(config, out_dir=None, progress=True):
             if cfg["force"] or not store.done(f"{c}__{m}")]
     train, test = splits["trainval"], splits["test"]
     if todo:
-        warm_up(dict.fromkeys(m for _, m in todo))
+        warm_up(dict.fromkeys([m for _, m in todo] + [GRID_METHOD[METHODS[m][0]]
+                                                      for _, m in todo]))
+    chosen = {}  # (class, loss) -> C, once per run
+    out_of_core = cfg["store"] is not None and any(s.data is None for s in splits.values())
     with _blas_threads(cfg["blas_threads"]), \
+            dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler, \
             tqdm(total=len(todo), desc="voc2007 train", unit="run", disable=not progress) as bar:
         for cls, name in todo:
             bar.set_postfix_str(f"{cls} {name}")
-            est, record = train_one(cfg, name, train, labels[cls])
+            loss = METHODS[name][0]
+            if (cls, loss) not in chosen:
+                chosen[cls, loss] = _chosen_C(cfg, store, loss, train, labels[cls], cls,
+                                              scheduler)
+            C = chosen[cls, loss]
+            est, record = train_one(cfg, name, train, labels[cls], C, scheduler)
             w = np.append(est.coef_, est.intercept_)
             record.update({"class": cls,
-                           "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"]),
+                           "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"],
+                                                   scheduler),
                            "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()})
             write_npz(store.path(f"{cls}__{name}").with_suffix(".npz"),
                       {"coef": est.coef_, "intercept": est.intercept_})
             store.put(f"{cls}__{name}", record)  # last: marks the unit done
             bar.update()
-    records = [r for r in store.records("*__*.json") if r.get("class") in CLASSES]
+    records = [r for r in store.records("*__*.json") if r.get("method") in METHODS
+               and r.get("class") in CLASSES]
     note = data_note(splits)
     write_tables(out, records, cfg, note, is_synthetic(splits))
     write_text(out / "config.yaml", dump_config(cfg))
     write_provenance(out, cfg["seed"], note, settings, settings["data_sha256"])
     return out
+
+
+def _chosen_C(cfg, store, loss, train, labels, cls, scheduler):
+    """C of `loss` for `cls`: the choice kept in runs/, or a new one (also with force)."""
+    key = f"{cls}__C-{loss}"
+    record = None if cfg["force"] else store.get(key)
+    if record is None:
+        C, scores = choose_C(cfg, loss, train, labels, cls, scheduler)
+        record = {"class": cls, "loss": loss, "C": C,
+                  "validation_ap": {f"{c:g}": ap for c, ap in scores.items()}}
+        store.put(key, record)
+    return record["C"]
 
 
 # ---------------------------------------------------------------------------- tables
@@ -524,18 +828,32 @@ def _lai_md(lt, ours):
     return markdown_table(header, rows)
 
 
+INIT_TEXT = {
+    "image_means": ("each positive image's best box under the difference between the mean box "
+                    "feature of the positive and of the negative images"),
+    "random": "a random box per positive image (seed {seed})"}
+
+
 def _setting_line(cfg, frame):
     Cs = ", ".join(f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
                    for loss, g in frame.groupby("loss", sort=False))
+    grids = {loss: cfg["C"][loss] for loss in dict.fromkeys(frame["loss"])}
+    if any(len(g) > 1 for g in grids.values()):
+        how = ("; ".join(f"{loss} from {{{', '.join(f'{c:g}' for c in g)}}}"
+                         for loss, g in grids.items())
+               + f", per class by detection AP on a stratified "
+               f"{100 * cfg['validation_fraction']:g}% of trainval held out, then trained on "
+               "all of trainval")
+        Cs = f"{Cs} (chosen: {how})"
     n_conv = int(frame["converged"].sum())
     low = ", ".join(f"{loss}: {cfg['min_outer'][loss]}" for loss in dict.fromkeys(frame["loss"]))
+    init = INIT_TEXT[cfg["init"]].format(seed=cfg["seed"])
     return (f"Latent SVM by CCCP around the 1-slack cutting plane (tol {cfg['tol']:g}, at most "
             f"{cfg['max_iter']} iterations per outer step, at least {low} and at most "
-            f"{cfg['max_outer']} outer steps), C {Cs}, random initial boxes (seed "
-            f"{cfg['seed']}). {n_conv} of "
-            f"{len(frame)} trainings converged. Test: every box scored, per-image NMS at IoU "
-            f"{cfg['nms_threshold']:g}, VOC2007 detection AP (11-point, IoU >= 0.5, difficult "
-            "objects ignored).")
+            f"{cfg['max_outer']} outer steps), C {Cs}. Initial boxes, the same for both "
+            f"losses: {init}. {n_conv} of {len(frame)} trainings converged. Test: every box "
+            f"scored, per-image NMS at IoU {cfg['nms_threshold']:g}, VOC2007 detection AP "
+            "(11-point, IoU >= 0.5, difficult objects ignored).")
 
 
 def write_tables(out, records, cfg, note, synthetic):

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from cli.main import main
 from pipelines import voc2007_detection as voc
-from qs.data.voc2007 import CLASSES, DetectionData
+from qs.data.convert import write_synthetic_store
+from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
+from qs.estimators import LatentRankSVM
 from qs.metrics import voc_detection_ap
 
 TINY = {"experiment": "voc2007_detection", "classes": ["aeroplane", "person"],
@@ -108,31 +110,39 @@ def test_table_says_when_ap_weights_differ(tiny_run):
 def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     reference, _ = tiny_run
     cfg = voc.load_config(write_config(tmp_path / "tiny.yaml"))
+    n_images = voc.load_data(cfg)["trainval"].n_images
     out = tmp_path / "run"
-    trained = []
-    real = voc.train_one
+    trained, chosen = [], []
+    real_train, real_choose = voc.train_one, voc.choose_C
 
-    def stop_after_three(cfg, name, train, labels):
-        if len(trained) == 3:
-            raise KeyboardInterrupt
-        trained.append(name)
-        return real(cfg, name, train, labels)
+    def train_one(cfg, name, train, labels, C, scheduler=None):
+        if train.n_images == n_images:  # a final training, not one of a C grid's
+            if len(trained) == 3 and stop:
+                raise KeyboardInterrupt
+            trained.append(name)
+        return real_train(cfg, name, train, labels, C, scheduler)
 
-    monkeypatch.setattr(voc, "train_one", stop_after_three)
+    def choose_C(cfg, loss, train, labels, cls, scheduler=None):
+        chosen.append((cls, loss))
+        return real_choose(cfg, loss, train, labels, cls, scheduler)
+
+    monkeypatch.setattr(voc, "train_one", train_one)
+    monkeypatch.setattr(voc, "choose_C", choose_C)
+    stop = True
     with pytest.raises(KeyboardInterrupt):
         voc.run(cfg, out, progress=False)
-    assert len(list((out / "runs").glob("*.json"))) == 3
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == [
+        "aeroplane__0-1.json", "aeroplane__C-01.json", "aeroplane__C-ap.json",
+        "aeroplane__ap.json", "aeroplane__ap_qs.json"]
     assert not (out / "table5.md").exists()
 
-    def count(cfg, name, train, labels):
-        trained.append(name)
-        return real(cfg, name, train, labels)
-
     trained.clear()
-    monkeypatch.setattr(voc, "train_one", count)
+    chosen.clear()
+    stop = False
     voc.run(cfg, out, progress=False)
     assert trained == ["ap_auto", *voc.METHODS]  # aeroplane's last, then person's four
-    cols = ["class", "method", "test_ap", "w_sha256", "lai_calls"]
+    assert chosen == [("person", "01"), ("person", "ap")]  # aeroplane's Cs were kept
+    cols = ["class", "method", "C", "test_ap", "w_sha256", "lai_calls"]
     pd.testing.assert_frame_equal(pd.read_csv(out / "timings.csv")[cols],
                                   pd.read_csv(reference / "timings.csv")[cols])
 
@@ -142,7 +152,8 @@ def test_cli_filters_class_loss_and_inference(tmp_path):
     result = invoke("train", "--config", write_config(tmp_path / "c.yaml"), "--class", "person",
                     "--loss", "ap", "--inference", "qs", "--out", out)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["person__ap_qs.json"]
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["person__C-ap.json",
+                                                                  "person__ap_qs.json"]
     assert "Only one AP method per class was trained" in result.output
     result = invoke("train", "--config", write_config(tmp_path / "c.yaml"), "--class", "person",
                     "--loss", "01", "--out", tmp_path / "zero_one")
@@ -161,7 +172,16 @@ def test_cli_filters_class_loss_and_inference(tmp_path):
     ({"C": {"ndcg": 1.0}}, r"unknown config key\(s\) 'ndcg' in 'C'"),
     ({"methods": "ap_search"}, r"unknown method name\(s\) 'ap_search'"),
     ({"data": 3}, r"data must be 'synthetic' or a mapping"),
-    ({"scheduler": "threads"}, r"scheduler applies to data read from a store"),
+    ({"scheduler": "threads"}, r"scheduler applies to data read from stores"),
+    ({"store": "boxes.zarr"}, r"store must be a mapping \{trainval: PATH, test: PATH\}"),
+    ({"store": {"trainval": "a.zarr"}}, r"store.test must be a box-feature store"),
+    ({"store": {"trainval": "a", "test": "b"}, "data": {"trainval": "c", "test": "d"}},
+     r"give either data .* or store, not both"),
+    ({"in_memory_max_gb": -1}, r"in_memory_max_gb must be a finite number >= 0"),
+    ({"init": "whole_image"}, r"init must be one of image_means, random"),
+    ({"C": []}, r"C must be a C value > 0 or a non-empty list of them"),
+    ({"C": {"01": [10, 0]}}, r"C.01 must be a finite number > 0; got 0"),
+    ({"validation_fraction": 1}, r"validation_fraction must be a fraction in \(0, 1\)"),
     ({"min_outer": {"ap": 0}}, r"min_outer.ap must be a finite integer >= 1"),
     ({"blas_threads": 0}, r"blas_threads must be a finite integer >= 1"),
 ])
@@ -179,29 +199,147 @@ def test_cli_loss_and_store_errors(tmp_path):
     assert result.exit_code == 1 and "loss must be one of 01, ap; got 'ndcg'" in result.output
     result = invoke("train", "--config", config, "--solver", "frank_wolfe")
     assert result.exit_code == 1 and "solver must be one of cutting_plane" in result.output
-    store = write_config(tmp_path / "s.yaml", store=str(tmp_path / "boxes.zarr"))
+    store = write_config(tmp_path / "s.yaml", store={"trainval": str(tmp_path / "t.zarr"),
+                                                     "test": str(tmp_path / "boxes.zarr")})
     result = invoke("train", "--config", store, "--out", tmp_path / "run")
-    assert result.exit_code == 1 and "not yet supported" in result.output
+    assert result.exit_code == 1 and f"No box store at {tmp_path / 't.zarr'}" in result.output
 
 
-def test_class_without_positive_image_is_an_error(tmp_path, monkeypatch):
-    real = voc.load_data
+# the stores hold the very data of TINY's synthetic run, in blocks of 16 images
+STORE_DATA = {"seed": 0, "scale": 0.01, "boxes_per_image": 6, "n_features": 8,
+              "chunk_images": 16}
+#: what must not change with where the boxes are read from
+SAME = ["class", "method", "C", "n_images", "n_pos", "n_boxes", "lai_calls", "n_outer",
+        "n_iter", "test_ap", "w_sha256"]
 
-    def without_cows(cfg):  # every cow in trainval relabelled as a cat
-        splits = real(cfg)
-        train = splits["trainval"]
-        cow, cat = CLASSES.index("cow"), CLASSES.index("cat")
-        objects = tuple((b, np.where(c == cow, cat, c), d) for b, c, d in train.objects)
-        splits["trainval"] = DetectionData(train.X, train.offsets, train.boxes,
-                                           train.image_ids, objects, train.source)
-        return splits
 
-    monkeypatch.setattr(voc, "load_data", without_cows)
-    result = invoke("train", "--config", write_config(tmp_path / "c.yaml"), "--class", "cow",
-                    "--out", tmp_path / "run")
-    assert result.exit_code == 1, result.output
-    assert "class 'cow' has no positive image in trainval" in result.output
-    assert not (tmp_path / "run").exists()
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stores")
+    return {split: str(write_synthetic_store(root / f"{split}.zarr", split=split, **STORE_DATA))
+            for split in ("trainval", "test")}
+
+
+def same_results(out, reference, classes=TINY["classes"]):
+    ours = pd.read_csv(out / "timings.csv")[SAME]
+    ref = pd.read_csv(reference / "timings.csv")[SAME]
+    pd.testing.assert_frame_equal(ours, ref[ref["class"].isin(classes)].reset_index(drop=True))
+
+
+@pytest.mark.parametrize("max_gb, how", [
+    (1.0, "at most in_memory_max_gb (1 GB): loaded in memory"),
+    (0, ("above in_memory_max_gb (0 GB): read out of core, blocks of 16 images on Dask's "
+        "threaded scheduler"))])
+def test_stores_train_what_the_data_in_memory_train(tiny_run, stores, tmp_path, max_gb, how):
+    reference, _ = tiny_run
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=max_gb)
+    result = invoke("train", "--config", config, "--out", out)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"store {stores['trainval']}: 9,600 bytes of features as float32, {how}" in text
+    assert ("test: synthetic VOC2007-like bags of boxes (seed 0, scale 0.01, test); not the "
+            "paper's data") in text and "Our numbers are synthetic" in text
+    same_results(out, reference)  # the same weights, bit for bit, and the same test APs
+    for cls in TINY["classes"]:
+        for m in voc.METHODS:
+            ours, ref = (np.load(d / "runs" / f"{cls}__{m}.npz") for d in (out, reference))
+            assert np.array_equal(ours["coef"], ref["coef"])
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert f"store {stores['test']}" in provenance["data"]
+
+
+def test_a_distributed_scheduler_trains_the_same(tiny_run, stores, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    reference, _ = tiny_run
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=0,
+                          classes=["person"])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        result = invoke("train", "--config", config, "--scheduler", address, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert f"on the Dask scheduler {address}" in " ".join(result.output.split())
+    same_results(out, reference, ["person"])
+
+
+def test_scheduler_option_needs_a_store_experiment(tmp_path):
+    config = write_config(tmp_path / "c.yaml")
+    result = invoke("train", "--config", config, "--scheduler", "tcp://127.0.0.1:1")
+    assert result.exit_code == 1 and "scheduler applies to data read from stores" in \
+        result.output
+    digits = tmp_path / "d.yaml"
+    digits.write_text("experiment: digits\n")
+    result = invoke("train", "--config", digits, "--scheduler", "threads")
+    assert result.exit_code == 1 and "--scheduler applies to experiments that read box " \
+        "stores (voc2007_detection), not to digits" in result.output
+
+
+def copy_store(src, dst, change):
+    """A copy of store `src` at `dst` with `change(zarr group)` applied."""
+    import shutil
+
+    import zarr
+
+    shutil.copytree(src, dst)
+    change(zarr.open_group(dst, mode="r+"))
+    return str(dst)
+
+
+def test_store_errors_are_one_line_and_exit_1(stores, tmp_path):
+    other_d = write_synthetic_store(tmp_path / "d4.zarr", split="test",
+                                    **{**STORE_DATA, "n_features": 4})
+    fewer = copy_store(stores["test"], tmp_path / "classes.zarr",
+                       lambda g: g.attrs.update(classes=list(CLASSES[:19])))
+    old = copy_store(stores["test"], tmp_path / "old.zarr",
+                     lambda g: g.attrs.update(format_version=0))
+    cow = CLASSES.index("cow")
+
+    def no_cows(group):
+        group["labels"][:, cow] = 0
+
+    def unknown(group):
+        group["labels"][:3, cow] = -1
+
+    cases = [
+        ({"test": str(other_d)}, ("has 8 features per box but .*d4.zarr 4; both splits must "
+                                 "come from the same feature extraction")),
+        ({"test": fewer}, "the stores' classes disagree"),
+        ({"test": old}, ("old.zarr is a store of format version 0; this qsrank reads version "
+                        "1")),
+        ({"test": str(tmp_path / "half.zarr.partial")}, ("half.zarr.partial is an unfinished "
+                                                        "conversion, not a store")),
+        ({"trainval": copy_store(stores["trainval"], tmp_path / "no_cows.zarr", no_cows)},
+         "class 'cow' has no positive image in trainval"),
+        ({"trainval": copy_store(stores["trainval"], tmp_path / "unknown.zarr", unknown)},
+         "class 'cow': 3 trainval images have no label for it"),
+    ]
+    for change, message in cases:
+        config = write_config(tmp_path / "s.yaml", store={**stores, **change},
+                              classes=["cow"])
+        result = invoke("train", "--config", config, "--out", tmp_path / "run")
+        assert result.exit_code == 1, result.output
+        assert re.search(message, result.output), result.output
+        assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
+        assert not (tmp_path / "run").exists()
+
+
+def test_c_is_chosen_on_held_out_trainval_images(tiny_run):
+    out, _ = tiny_run
+    timings = pd.read_csv(out / "timings.csv")
+    for cls in TINY["classes"]:
+        for loss in voc.LOSSES:
+            record = json.loads((out / "runs" / f"{cls}__C-{loss}.json").read_text())
+            scores = {float(c): ap for c, ap in record["validation_ap"].items()}
+            assert sorted(scores) == [10.0, 100.0, 1000.0]
+            best = max(scores.values())
+            assert record["C"] == min(c for c, ap in scores.items() if ap == best)
+            used = timings[(timings["class"] == cls) & (timings["loss"] == loss)]["C"]
+            assert (used == record["C"]).all()
+    fit, val = voc.holdout(np.array([1] * 8 + [0] * 40), 0.25, 0, 3)
+    assert np.intersect1d(fit, val).size == 0 and np.union1d(fit, val).size == 48
+    assert (val < 8).sum() == 2 and (val >= 8).sum() == 10
 
 
 def test_detections_are_suppressed_per_image_before_ap():
@@ -248,3 +386,22 @@ def test_rcnn_cache_directories_are_read_and_trained(tmp_path):
     assert "R-CNN .mat caches, 8 files" in result.output and "synthetic" not in result.output
     assert re.search(r"0-1 loss, ours\s+\|", result.output)
     assert pd.read_csv(out / "timings.csv")["n_boxes"].tolist() == [32, 32]
+
+
+def test_latent_zero_one_svm_from_random_boxes_starts_at_w_zero():
+    # The README's finding: at random positive boxes, the convex step of the latent 0-1 SVM
+    # (bias feature, one outer step) is solved by w = 0 and bias -1, every image called
+    # negative: the objective is 1/2 + C * 2P/n, and at w = 0 every box ties, so CCCP has no
+    # direction to move the boxes. From the image-means boxes it learns the class.
+    splits = make_voc2007_detection(0, scale=0.1, boxes_per_image=8, n_features=16)
+    train = voc.Split.in_memory(splits["trainval"])
+    y = train.image_labels(CLASSES.index("car"))
+    C = 1e4
+    est = LatentRankSVM(loss="01", inference="zero_one", C=C, max_outer=1, min_outer=1)
+    train.fit(est, y)
+    assert np.linalg.norm(est.coef_) < 1e-9 and est.intercept_ == pytest.approx(-1, abs=1e-6)
+    assert est.objective_curve_[0] == pytest.approx(0.5 + C * 2 * y.sum() / y.size, rel=1e-6)
+    est.set_params(init=train.initial_boxes(y, None))
+    train.fit(est, y)
+    assert np.linalg.norm(est.coef_) > 0.1
+    assert voc.detection_ap(est, voc.Split.in_memory(splits["test"]), "car", 0.3) > 0.4
