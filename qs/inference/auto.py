@@ -2,38 +2,62 @@
 
 - Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
   settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer, spread among the positives (fewer than ``SETTLED_SHARE`` of them at or below the
-  lowest positive, as random scores): ``bucket_sort``, which sorts them by buckets.
-- Fewer, mostly below every positive, or tied: ``qs``, for every loss. Inside training most
-  negatives fall below every positive after a few iterations, and all scores tie at the
-  first (the weights are zero): their ranks collapse to P + 1 in a few splits, and sorting
-  them is wasted. On the score vectors of cutting-plane trainings on the VOC2011-shaped data
-  (classes phoning, walking, reading; P = 179-227, N = 3085-3133; replayed, each method
-  writing into a :class:`~qs.inference.Workspace` as the solvers do), us per call: AP
-  ``qs`` 54-63, ``bucket`` 72-79, ``bucket_sort`` 83-90; NDCG ``qs`` 78-79, ``bucket``
-  81-86, ``bucket_sort`` 86-89.
+- Fewer: one kernel gathers the negatives and sorts the positives (the first steps of both
+  other methods), then reads the share of negatives at or below the lowest positive on a
+  sample of the gathered ones (in cache, so the choice costs about 0.1 us). Below
+  ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
+  sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
+  loss. Inside training most negatives fall below every positive after a few iterations,
+  and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
+  few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
+  on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
+  3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
+  solvers do), us per call: AP ``qs`` 54-63, ``bucket`` 72-79, ``bucket_sort`` 83-90; NDCG
+  ``qs`` 78-79, ``bucket`` 81-86, ``bucket_sort`` 86-89.
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
 N = 2270 to 31623 (where ``bucket_sort`` and ``bucket`` lead).
 """
 
-from qs.inference._core import settled_share
+import numpy as np
+
+from qs._numba import bind, jit
+from qs.inference._core import OK, failed, settled_share
 from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import bucket_sort_lai
-from qs.inference.qs import qs_lai
+from qs.inference.bucket_sort import WORK, bucket_sort_gathered
+from qs.inference.qs import check_size, gather, qs_gathered
+from qs.inference.workspace import Workspace
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
 
 
+@jit
+def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+               pos_index, spos, rank_count, stack, order, tmp_v, tmp_i, v_sorted, key_sorted,
+               count):
+    """``qs`` or ``bucket_sort`` by the share of settled negatives, on the work arrays of
+    ``bucket_sort`` (which hold those of ``qs``)."""
+    err, where, sum_pos, sum_neg, ref = gather(scores, is_pos, v, key, pos_values, pos_index,
+                                               order, tmp_v, tmp_i)
+    if err != OK:
+        return failed(err, where)
+    if settled_share(v, pos_values[n_pos - 1]) >= SETTLED_SHARE:
+        return qs_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                           pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
+    return bucket_sort_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                                pos_index, spos, rank_count, v_sorted, key_sorted, count,
+                                sum_pos, sum_neg, ref)
+
+
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     n_neg = neg_rank.size
     if n_neg >= max(SORT_BELOW, SORT_PER_POSITIVE * n_pos):
-        method = bucket_lai
-    elif settled_share(scores, is_pos) < SETTLED_SHARE:
-        method = bucket_sort_lai
-    else:
-        method = qs_lai
-    return method(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+        return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+    check_size(scores)
+    params = loss.prepare(n_pos, n_neg)
+    ws = Workspace() if ws is None else ws
+    return bind(_auto_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
+                                         *ws.arrays(WORK, n_neg, n_pos))
