@@ -27,10 +27,11 @@ from qs.inference._core import (
 from qs.inference.bucket import MAX_BUCKETS
 from qs.inference.qs import WORK as QS_WORK
 from qs.inference.qs import check_size, gather
-from qs.inference.workspace import Workspace
 
 #: buckets larger than this are sorted by merge sort instead of insertion
 INSERTION_MAX = 32
+#: the buckets are laid over the range of this many negatives, strided
+RANGE_SAMPLE = 1024
 
 
 def histogram_size(n_neg, n_pos):
@@ -52,7 +53,7 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     n = v.size
     low = np.inf
     high = -np.inf
-    for q in range(n):
+    for q in range(0, n, max(1, n // RANGE_SAMPLE)):  # scores beyond go to the end buckets
         low = min(low, v[q])
         high = max(high, v[q])
     top = count.size - 1
@@ -132,6 +133,9 @@ def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     arrays from the :class:`~qs.inference.Workspace` ``ws`` when given."""
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
-    ws = Workspace() if ws is None else ws
+    if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
+        return bind(_bucket_sort, loss.kernel)(params, scores, is_pos, n_pos,
+                                               histogram_size(neg_rank.size, n_pos), neg_rank,
+                                               coef)
     return bind(_bucket_sort_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
                                                 *ws.arrays(WORK, neg_rank.size, n_pos))

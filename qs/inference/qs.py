@@ -29,7 +29,6 @@ from qs.inference._core import (
     sort_positives_hinted,
 )
 from qs.inference._prepare import run_sorted
-from qs.inference.workspace import Workspace
 
 #: the work arrays of :func:`_qs_into` after the outputs: (name, size, dtype), sizes in
 #: terms of N and P (see :meth:`Workspace.arrays`)
@@ -111,8 +110,11 @@ def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Algorithm 1 (OptRanks) on a copy of the negatives, partitioned in place; work arrays
     from the :class:`~qs.inference.Workspace` ``ws`` when given."""
     check_size(scores)
-    params = loss.prepare(n_pos, neg_rank.size)
-    ws = Workspace() if ws is None else ws
+    n = neg_rank.size
+    params = loss.prepare(n_pos, n)
+    if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
+        return bind(_qs, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef, np.empty(n),
+                                      np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
     return bind(_qs_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
                                        *ws.arrays(WORK, neg_rank.size, n_pos))
 
