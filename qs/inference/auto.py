@@ -66,7 +66,7 @@ def _auto(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     n_neg = neg_rank.size
-    if n_neg >= max(SORT_BELOW, SORT_PER_POSITIVE * n_pos):
+    if n_neg >= SORT_BELOW and n_neg >= SORT_PER_POSITIVE * n_pos:
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
     check_size(scores)
     params = loss.prepare(n_pos, n_neg)
