@@ -12,11 +12,13 @@
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
-  solvers do), us per call: AP ``qs`` 54-63, ``bucket`` 72-79, ``bucket_sort`` 83-90; NDCG
-  ``qs`` 78-79, ``bucket`` 81-86, ``bucket_sort`` 86-89.
+  solvers do; ``qsrank bench --replay``), us per call: AP ``qs`` 39-46, the default
+  40-45, ``bucket`` 53-58, ``bucket_sort`` 62-67; NDCG ``qs`` 57-62, the default 59-63,
+  ``bucket_sort`` 69-74, ``bucket`` 74-83.
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
-N = 2270 to 31623 (where ``bucket_sort`` and ``bucket`` lead).
+N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
+the default within 4% of the faster of them).
 """
 
 import numpy as np
