@@ -196,24 +196,27 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
 
 
 @jit
-def rank_pass(v, key, rk, n_pos, neg_rank, coef, ref, rank_count):
+def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks and coefficients of the negatives from a working array (scores ``v``, keys
     ``key`` as :func:`scan_gather` writes them, ranks ``rk``), written straight to their
-    places; the negatives per rank into ``rank_count`` (P + 2 elements, zeroed here).
-    Returns the sum of coef * (score - ref). One pass with no branch, where a pass over the
-    input skipping its positives mispredicted at each of them."""
+    places; the negatives per rank into ``rank_count`` (P + 2 elements, zeroed here). Then
+    the sum of coef * (score - ref) over the negatives, in input order as every method sums
+    it (so that their objectives agree to the last bit, and the solvers' iterates with
+    them). Both passes without a branch on the labels, which mispredicted at each positive.
+    """
     n_neg = v.size
     rank_count[:] = 0
     inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
     for p in range(np.uintp(n_neg)):
         r = rk[p]
-        c = (n_pos + 2 - 2 * r) * inv
         k = key[p]
         neg_rank[np.uintp(k & KEY_LOW)] = r
-        coef[np.uintp(k >> KEY_SHIFT)] = c
-        dot += c * (v[p] - ref)
+        coef[np.uintp(k >> KEY_SHIFT)] = (n_pos + 2 - 2 * r) * inv
         rank_count[np.uintp(r)] += 1
+    dot = 0.0
+    for k in range(np.uintp(scores.size)):
+        term = coef[k] * (scores[k] - ref)  # a positive's coef is not written yet: unused
+        dot += 0.0 if is_pos[k] else term
     return dot
 
 

@@ -12,9 +12,9 @@
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
-  solvers do; ``qsrank bench --replay``), us per call: AP ``qs`` 39-46, the default
-  40-45, ``bucket`` 53-58, ``bucket_sort`` 62-67; NDCG ``qs`` 57-62, the default 59-63,
-  ``bucket_sort`` 69-74, ``bucket`` 74-83.
+  solvers do; ``qsrank bench --replay``), us per call: AP ``qs`` 41-47, the default
+  42-48, ``bucket`` 53-59, ``bucket_sort`` 66-69; NDCG ``qs`` 61-66, the default 64-67,
+  ``bucket`` 72-79, ``bucket_sort`` 75-80.
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
 N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
@@ -45,11 +45,11 @@ def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, p
     if err != OK:
         return failed(err, where)
     if settled_share(v, pos_values[n_pos - 1]) >= SETTLED_SHARE:
-        return qs_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values,
-                           pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
-    return bucket_sort_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values,
-                                pos_index, spos, rank_count, v_sorted, key_sorted, count,
-                                sum_pos, sum_neg, ref)
+        return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                           pos_values, pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
+    return bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                                pos_values, pos_index, spos, rank_count, v_sorted, key_sorted,
+                                count, sum_pos, sum_neg, ref)
 
 
 @jit

@@ -88,8 +88,9 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
 
 
 @jit
-def bucket_sort_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values, pos_index,
-                         spos, rank_count, v_sorted, key_sorted, count, sum_pos, sum_neg, ref):
+def bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                         pos_values, pos_index, spos, rank_count, v_sorted, key_sorted, count,
+                         sum_pos, sum_neg, ref):
     """The method on the gathered negatives and sorted positives, then the result."""
     n_neg = v.size
     sort_by_buckets(v, key, count, v_sorted, key_sorted)
@@ -97,7 +98,8 @@ def bucket_sort_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_val
     positive_steps_into(pos_values, c2, ref, spos)
     opt_ranks_sorted(v_sorted, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2,
                      spos)
-    dot = rank_pass(v_sorted, key_sorted, rk, n_pos, neg_rank, coef, ref, rank_count)
+    dot = rank_pass(v_sorted, key_sorted, rk, n_pos, scores, is_pos, neg_rank, coef, ref,
+                    rank_count)
     return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
@@ -110,9 +112,9 @@ def _bucket_sort_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key
                                                order, tmp_v, tmp_i)
     if err != OK:
         return failed(err, where)
-    return bucket_sort_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values,
-                                pos_index, spos, rank_count, v_sorted, key_sorted, count, sum_pos,
-                                sum_neg, ref)
+    return bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                                pos_values, pos_index, spos, rank_count, v_sorted, key_sorted,
+                                count, sum_pos, sum_neg, ref)
 
 
 @jit

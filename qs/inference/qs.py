@@ -51,8 +51,8 @@ def gather(scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i):
 
 
 @jit
-def qs_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values, pos_index, spos,
-                rank_count, stack, sum_pos, sum_neg, ref):
+def qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref):
     """Algorithm 1 on the gathered negatives ``v`` (partitioned in place, ``key`` along) and
     sorted positives, then the result."""
     n_neg = v.size
@@ -61,7 +61,7 @@ def qs_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values, pos_
     if opt_ranks_unsorted(v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
                           spos, stack):
         canonical_ties(v, key, rk, 0, n_neg - 1)
-    dot = rank_pass(v, key, rk, n_pos, neg_rank, coef, ref, rank_count)
+    dot = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
     return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
@@ -73,8 +73,8 @@ def _qs_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos
                                                order, tmp_v, tmp_i)
     if err != OK:
         return failed(err, where)
-    return qs_gathered(inc, params, n_pos, neg_rank, coef, v, key, rk, pos_values, pos_index,
-                       spos, rank_count, stack, sum_pos, sum_neg, ref)
+    return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                       pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
 
 
 @jit
