@@ -82,7 +82,9 @@ def _warn_once(message):
 def _with_cache(dispatcher):
     """Give ``dispatcher`` the package-stamped disk cache; where no cache directory is
     writable, or NUMBA_CACHE_DIR is set but not writable, warn once and go on (compiling in
-    every process in the first case)."""
+    every process in the first case). Under NUMBA_DISABLE_JIT there is nothing to cache."""
+    if config.DISABLE_JIT:
+        return dispatcher
     try:
         dispatcher._cache = _Cache(dispatcher.py_func)
     except RuntimeError:  # numba: "no locator available"

@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import jit
+from qs._numba import jit, jit_inline
 
 __all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES"]
 
@@ -69,7 +69,7 @@ class QSLoss:
         return f"{type(self).__name__}()"
 
 
-@jit
+@jit_inline
 def _ap_increment(j, i, n_pos, params):
     return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
@@ -126,7 +126,7 @@ class APLoss(QSLoss):
         return float(losses[0]) if n.ndim == 1 else losses.reshape(n.shape[:-1])
 
 
-@jit
+@jit_inline
 def _ndcg_increment(j, i, n_pos, params):
     return params[i + j - 1]
 

@@ -15,24 +15,25 @@ def inputs(n_pos, n_neg, seed=0):
     return rng.standard_normal(n_pos + n_neg), labels
 
 
+def share(scores, labels):
+    """The share auto's kernel reads: of the negatives, at or below the lowest positive."""
+    return settled_share(scores[labels == 0], scores[labels == 1].min())
+
+
 def test_settled_share_reads_ties_training_and_random_scores():
     scores, labels = inputs(300, 3000)
     trained = np.where(labels == 1, scores + 10.0, scores)  # every negative below the positives
-    assert settled_share(np.zeros_like(scores), labels) == 1.0  # all tie: the first iteration
-    assert settled_share(trained, labels) == 1.0
-    assert settled_share(scores, labels) < 0.05  # random: the lowest positive is far down
+    assert share(np.zeros_like(scores), labels) == 1.0  # all tie: the first iteration
+    assert share(trained, labels) == 1.0
+    assert share(scores, labels) < 0.05  # random: the lowest positive is far down
     half = np.where(labels == 1, 0.0, np.r_[-np.ones(1650), np.ones(1650)])  # half below
-    assert settled_share(half, labels) == pytest.approx(0.5, abs=0.1)
+    assert share(half, labels) == pytest.approx(0.5, abs=0.1)
 
 
-def test_settled_share_finds_the_lowest_positive_outside_the_sample():
-    n = 40 * SHARE_SAMPLE
-    labels = np.zeros(n, np.uint8)
-    labels[1] = 1  # off the stride: the sample holds no positive
-    scores = np.linspace(1.0, -1.0, n)
-    assert settled_share(scores, labels) == pytest.approx(1.0, abs=0.01)
-    scores[1] = -2.0
-    assert settled_share(scores, labels) == 0.0
+def test_settled_share_samples_the_negatives_evenly():
+    v = np.r_[np.zeros(40 * SHARE_SAMPLE), np.ones(10 * SHARE_SAMPLE)]  # the last fifth above
+    assert settled_share(v, 0.0) == pytest.approx(0.8, abs=0.01)
+    assert settled_share(v[:7], 0.0) == 1.0  # fewer than the sample: all of them
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
@@ -46,9 +47,8 @@ def test_every_branch_is_exact(loss, kind):
         scores = np.where(labels == 1, scores + 2.0, scores - 2.0)
     elif kind == "most_below":  # 60% of the negatives below every positive, the rest spread
         scores = np.where((labels == 0) & (np.arange(scores.size) % 5 < 3), -10.0, scores)
-    share = settled_share(scores, labels)
     settled = kind in ("ties", "trained", "most_below")
-    assert (share >= SETTLED_SHARE) == settled or kind == "large"
+    assert (share(scores, labels) >= SETTLED_SHARE) == settled or kind == "large"
     ours = lai(scores, labels, loss, "auto")
     ref = lai(scores, labels, loss, "sort_dc")
     np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)

@@ -535,7 +535,8 @@ def test_threaded_default_works_in_a_forked_child():
 
 
 @pytest.mark.parametrize("loss,method", [("ap", "qs"), ("ndcg", "qs"), ("ap", "auto"),
-                                         ("ndcg", "auto"), ("01", "zero_one")])
+                                         ("ndcg", "auto"), ("ap", "bucket_sort"),
+                                         ("ndcg", "bucket_sort"), ("01", "zero_one")])
 def test_a_workspace_loop_allocates_no_array_and_gives_identical_results(loss, method):
     """A loop of calls with one workspace: the same results as fresh calls, and (past the
     first call) no allocation of the size of the input (tracemalloc sees numpy's and numba's
@@ -568,6 +569,29 @@ def test_a_workspace_loop_allocates_no_array_and_gives_identical_results(loss, m
             np.testing.assert_array_equal(res.neg_rank, fresh.neg_rank)
         assert (res.loss, res.objective, res.ground_truth_F) == (
             fresh.loss, fresh.objective, fresh.ground_truth_F)
+
+
+@pytest.mark.parametrize("method", ["qs", "bucket_sort", "auto"])
+def test_a_workspace_loop_gives_fresh_results_whatever_the_last_order_of_positives(method):
+    """The methods sort the positives from the order a workspace kept of the previous call:
+    the result must not depend on it, when the order barely changes (training), changes
+    wholly, holds ties, or comes from a call with other sizes (not a permutation then)."""
+    rng = np.random.default_rng(5)
+    ws = Workspace()
+    base = rng.normal(size=600)
+    for step in range(12):
+        n = 600 if step % 4 else 450  # other sizes every fourth call
+        labels = np.arange(n) % (7 if step % 3 else 5) == 0
+        if step % 2:
+            scores = base[:n] + 0.01 * rng.normal(size=n) + 2.0 * labels  # small changes
+        else:
+            scores = rng.integers(0, 4, n).astype(float) if step % 5 == 0 else rng.normal(size=n)
+        fresh = lai(scores, labels, "ap", method)
+        res = lai(scores, labels, "ap", method, workspace=ws)
+        np.testing.assert_array_equal(res.neg_rank, fresh.neg_rank)
+        np.testing.assert_array_equal(res.coef, fresh.coef)
+        ref = lai(scores, labels, "ap", "sort_dc")
+        np.testing.assert_array_equal(res.coef, ref.coef)
 
 
 def test_a_workspace_grows_and_refuses_its_own_arrays_as_input():

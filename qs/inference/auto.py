@@ -2,38 +2,78 @@
 
 - Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
   settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer, spread among the positives (fewer than ``SETTLED_SHARE`` of them at or below the
-  lowest positive, as random scores): ``bucket_sort``, which sorts them by buckets.
-- Fewer, mostly below every positive, or tied: ``qs``, for every loss. Inside training most
-  negatives fall below every positive after a few iterations, and all scores tie at the
-  first (the weights are zero): their ranks collapse to P + 1 in a few splits, and sorting
-  them is wasted. On the score vectors of cutting-plane trainings on the VOC2011-shaped data
-  (classes phoning, walking, reading; P = 179-227, N = 3085-3133; replayed, each method
-  writing into a :class:`~qs.inference.Workspace` as the solvers do), us per call: AP
-  ``qs`` 54-63, ``bucket`` 72-79, ``bucket_sort`` 83-90; NDCG ``qs`` 78-79, ``bucket``
-  81-86, ``bucket_sort`` 86-89.
+- Fewer: one kernel gathers the negatives and sorts the positives (the first steps of both
+  other methods), then reads the share of negatives at or below the lowest positive on a
+  sample of the gathered ones (in cache, so the choice costs about 0.1 us). Below
+  ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
+  sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
+  loss. Inside training most negatives fall below every positive after a few iterations,
+  and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
+  few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
+  on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
+  3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
+  solvers do; ``qsrank bench --replay``), us per call: AP ``qs`` 41-47, the default
+  42-48, ``bucket`` 53-59, ``bucket_sort`` 66-69; NDCG ``qs`` 61-66, the default 64-67,
+  ``bucket`` 72-79, ``bucket_sort`` 75-80.
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
-N = 2270 to 31623 (where ``bucket_sort`` and ``bucket`` lead).
+N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
+the default within 4% of the faster of them).
 """
 
-from qs.inference._core import settled_share
+import numpy as np
+
+from qs._numba import bind, jit
+from qs.inference._core import OK, failed, new_stack, settled_share
 from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import bucket_sort_lai
-from qs.inference.qs import qs_lai
+from qs.inference.bucket_sort import WORK, bucket_sort_gathered, histogram_size
+from qs.inference.qs import check_size, gather, qs_gathered
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
 
 
+@jit
+def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+               pos_index, spos, rank_count, stack, order, tmp_v, tmp_i, v_sorted, key_sorted,
+               count):
+    """``qs`` or ``bucket_sort`` by the share of settled negatives, on the work arrays of
+    ``bucket_sort`` (which hold those of ``qs``)."""
+    err, where, sum_pos, sum_neg, ref = gather(scores, is_pos, v, key, pos_values, pos_index,
+                                               order, tmp_v, tmp_i)
+    if err != OK:
+        return failed(err, where)
+    if settled_share(v, pos_values[n_pos - 1]) >= SETTLED_SHARE:
+        return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                           pos_values, pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
+    return bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
+                                pos_values, pos_index, spos, rank_count, v_sorted, key_sorted,
+                                count, sum_pos, sum_neg, ref)
+
+
+@jit
+def _auto(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
+    """:func:`_auto_into` with its work arrays allocated here."""
+    n_neg = scores.size - n_pos
+    return _auto_into(
+        inc, params, scores, is_pos, n_pos, neg_rank, coef, np.empty(n_neg),
+        np.empty(n_neg, dtype=np.int64), np.empty(n_neg, dtype=np.int64), np.empty(n_pos),
+        np.empty(n_pos, dtype=np.int64), np.empty(n_pos + 1), np.empty(n_pos + 2, dtype=np.int64),
+        new_stack(), np.full(n_pos, -1, dtype=np.int64), np.empty(n_pos),
+        np.empty(n_pos, dtype=np.int64), np.empty(n_neg), np.empty(n_neg, dtype=np.int64),
+        np.empty(n_buckets, dtype=np.int64))
+
+
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     n_neg = neg_rank.size
-    if n_neg >= max(SORT_BELOW, SORT_PER_POSITIVE * n_pos):
-        method = bucket_lai
-    elif settled_share(scores, is_pos) < SETTLED_SHARE:
-        method = bucket_sort_lai
-    else:
-        method = qs_lai
-    return method(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+    if n_neg >= SORT_BELOW and n_neg >= SORT_PER_POSITIVE * n_pos:
+        return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+    check_size(scores)
+    params = loss.prepare(n_pos, n_neg)
+    if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
+        return bind(_auto, loss.kernel)(params, scores, is_pos, n_pos,
+                                        histogram_size(n_neg, n_pos), neg_rank, coef)
+    return bind(_auto_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
+                                         *ws.arrays(WORK, n_neg, n_pos))

@@ -18,42 +18,63 @@ from qs.inference._core import (
     failed,
     finish,
     finish_working,
-    negative_coefficients_into,
     new_stack,
     opt_ranks_sorted,
     opt_ranks_unsorted,
     positive_steps,
     positive_steps_into,
+    rank_pass,
     reference,
     scan_gather,
-    sort_positives_into,
+    sort_positives_hinted,
 )
 from qs.inference._prepare import run_sorted
-from qs.inference.workspace import Workspace
+
+#: the work arrays of :func:`_qs_into` after the outputs: (name, size, dtype), sizes in
+#: terms of N and P (see :meth:`Workspace.arrays`)
+WORK = (("v", "N", np.float64), ("key", "N", np.int64), ("rk", "N", np.int64),
+        ("pos_values", "P", np.float64), ("pos_index", "P", np.int64),
+        ("spos", "P+1", np.float64), ("rank_count", "P+2", np.int64), ("stack", "stack", None),
+        ("order", "P", np.int64), ("tmp_v", "P", np.float64), ("tmp_i", "P", np.int64))
 
 
 @jit
-def _qs_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk, pos_values,
-             pos_index, spos, rank_count, stack):
-    """The method on the caller's work arrays: ``v``, ``idx``, ``rk`` of N elements,
-    ``pos_values``, ``pos_index`` of P, ``spos`` of P + 1, ``rank_count`` of P + 2, and a
-    :func:`new_stack`."""
-    n_neg = scores.size - n_pos
+def gather(scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i):
+    """The pass over the input (:func:`scan_gather`) and the positives sorted (from the
+    previous call's ``order``). Returns (error, error_index, sum_pos, sum_neg, ref)."""
     ref = reference(scores)
-    err, where, sum_pos, sum_neg = scan_gather(scores, is_pos, ref, pos_values, pos_index, v, idx)
-    if err != OK:
-        return failed(err, where)
-    sort_positives_into(pos_values, pos_index)
+    err, where, sum_pos, sum_neg = scan_gather(scores, is_pos, ref, pos_values, pos_index, v,
+                                               key)
+    if err == OK:
+        sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i)
+    return err, where, sum_pos, sum_neg, ref
+
+
+@jit
+def qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref):
+    """Algorithm 1 on the gathered negatives ``v`` (partitioned in place, ``key`` along) and
+    sorted positives, then the result."""
+    n_neg = v.size
     c2 = 2.0 / (n_pos * n_neg)
     positive_steps_into(pos_values, c2, ref, spos)
-    if opt_ranks_unsorted(v, idx, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
+    if opt_ranks_unsorted(v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
                           spos, stack):
-        canonical_ties(v, idx, rk, 0, n_neg - 1)
-    for p in range(np.uintp(n_neg)):
-        neg_rank[np.uintp(idx[p])] = rk[p]
-    dot = negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref,
-                                     rank_count)
+        canonical_ties(v, key, rk, 0, n_neg - 1)
+    dot = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
     return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
+
+
+@jit
+def _qs_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+             pos_index, spos, rank_count, stack, order, tmp_v, tmp_i):
+    """The method on the caller's work arrays (:data:`WORK`)."""
+    err, where, sum_pos, sum_neg, ref = gather(scores, is_pos, v, key, pos_values, pos_index,
+                                               order, tmp_v, tmp_i)
+    if err != OK:
+        return failed(err, where)
+    return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
+                       pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
 
 
 @jit
@@ -61,7 +82,9 @@ def _qs(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk):
     """:func:`_qs_into` with its small work arrays allocated here."""
     return _qs_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, idx, rk,
                     np.empty(n_pos), np.empty(n_pos, dtype=np.int64), np.empty(n_pos + 1),
-                    np.empty(n_pos + 2, dtype=np.int64), new_stack())
+                    np.empty(n_pos + 2, dtype=np.int64), new_stack(),
+                    np.full(n_pos, -1, dtype=np.int64), np.empty(n_pos),
+                    np.empty(n_pos, dtype=np.int64))
 
 
 @jit
@@ -76,18 +99,24 @@ def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank
                   ref)
 
 
+def check_size(scores):
+    """The keys of :func:`~qs.inference._core.scan_gather` hold input indices in 32 bits."""
+    if scores.size >= 1 << 32:
+        raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
+                         f"{scores.size}. Use method='bucket'.")
+
+
 def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Algorithm 1 (OptRanks) on a copy of the negatives, partitioned in place; work arrays
     from the :class:`~qs.inference.Workspace` ``ws`` when given."""
+    check_size(scores)
     n = neg_rank.size
     params = loss.prepare(n_pos, n)
-    ws = Workspace() if ws is None else ws
-    take = ws.take
-    return bind(_qs_into, loss.kernel)(
-        params, scores, is_pos, n_pos, neg_rank, coef, take("v", n, np.float64),
-        take("idx", n, np.int64), take("rk", n, np.int64), take("pos_values", n_pos, np.float64),
-        take("pos_index", n_pos, np.int64), take("spos", n_pos + 1, np.float64),
-        take("rank_count", n_pos + 2, np.int64), ws.stack())
+    if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
+        return bind(_qs, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef, np.empty(n),
+                                      np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
+    return bind(_qs_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
+                                       *ws.arrays(WORK, neg_rank.size, n_pos))
 
 
 def sort_dc_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):

@@ -19,6 +19,7 @@ class Workspace:
         self._arrays = {}
         self._owned = set()  # ids of the arrays above
         self._views = {}  # (name, size) -> the view take last returned
+        self._groups = {}  # (id of work, N, P) -> the views arrays last returned
 
     def take(self, name, size, dtype):
         """The first ``size`` elements of the workspace's array ``name`` (of ``dtype``),
@@ -31,11 +32,27 @@ class Workspace:
             if arr is not None:
                 self._owned.discard(id(arr))
                 self._views = {k: v for k, v in self._views.items() if k[0] != name}
+                self._groups.clear()
             arr = np.empty(size, dtype=dtype)
             self._arrays[name] = arr
             self._owned.add(id(arr))
         view = self._views[name, size] = arr[:size]
         return view
+
+    def arrays(self, work, n_neg, n_pos):
+        """The work arrays of a method: ``work`` lists (name, size, dtype) with ``size`` one
+        of "N", "P", "P+1", "P+2" or a function of (N, P); the name "stack" is
+        :meth:`stack`; ``work`` a module's constant (it is known by its id). Looked up once
+        per sizes, as a loop of calls repeats them."""
+        group = self._groups.get((id(work), n_neg, n_pos))
+        if group is None:
+            sizes = {"N": n_neg, "P": n_pos, "P+1": n_pos + 1, "P+2": n_pos + 2}
+            group = tuple(self.stack() if name == "stack" else
+                          self.take(name, sizes[size] if isinstance(size, str)
+                                    else size(n_neg, n_pos), dtype)
+                          for name, size, dtype in work)
+            self._groups[id(work), n_neg, n_pos] = group
+        return group
 
     def stack(self):
         """The scratch stack of :func:`qs.inference._core.opt_ranks_unsorted`."""
