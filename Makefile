@@ -21,6 +21,8 @@ VOC2007_CONFIG ?= configs/voc2007_detection.yaml
 VOC2007_RUN ?= results/voc2007_detection/default
 # VOC2007 scale benchmark: images of the generated features (the paper's trainval: 5011)
 SCALE_IMAGES ?= 500
+# and a box-feature store (qsrank load cnn) to score from disk beside them (empty: none)
+SCALE_STORE ?=
 
 .PHONY: help install test bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
