@@ -7,8 +7,9 @@
     20 classes' weights at once by :func:`qs.detection.score_bags` (each image's best box per
     class). Its wall time is set beside the same work on one in-memory block scaled up by the
     number of blocks (the matrix products alone, the scoring, and generation plus scoring),
-    and its peak memory is measured in a fresh process (the process's maximum resident set,
-    ``resource.getrusage``).
+    and its peak memory is measured in a fresh process (its maximum resident set, VmHWM:
+    unlike ``getrusage``'s ``ru_maxrss``, which a spawned process inherits from the one that
+    forked it, this counts the fresh process's own pages only).
 (a') With ``store``: the same pass over a box-feature store on disk (``qsrank load cnn``;
     :meth:`qs.data.store.BoxStore.dask_features`) beside the generated pass of the store's
     shape and chunks. A store written from the same generator and seed holds the same
@@ -25,6 +26,7 @@ x 2000 boxes x 4096 features, 82 GB at float16).
 import concurrent.futures
 import multiprocessing
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -74,6 +76,20 @@ def _median_time(fn, repeats):
     return float(np.median(times))
 
 
+def peak_bytes():
+    """This process's peak resident set in bytes: VmHWM of /proc/self/status where there is
+    one (Linux), else ``ru_maxrss`` (which counts the forking parent's pages too)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes there, KiB elsewhere
+
+
 def _measured_pass(cfg, store=None):
     """One scoring pass in this process, over the generated features or the store at
     ``store``: (seconds, peak resident bytes, bytes before, best boxes)."""
@@ -85,11 +101,11 @@ def _measured_pass(cfg, store=None):
         opened = open_store(store)
         features, counts = opened.dask_features(), opened.counts[:]
     W = _weights(features.shape[2], cfg["classes"], cfg["seed"])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = peak_bytes()
     start = time.perf_counter()
     res = score_bags(features, counts, W, scheduler=cfg["scheduler"])
     seconds = time.perf_counter() - start
-    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, before, res.best
+    return seconds, peak_bytes(), before, res.best
 
 
 def _fresh_process_pass(cfg, store=None):

@@ -2,10 +2,19 @@
 generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
 is read back from disk to the same best boxes; its report holds every figure."""
 
+import os
+
 import numpy as np
 import pytest
 
-from pipelines.voc2007_scale import DEFAULTS, generated_features, report, run
+from pipelines.voc2007_scale import (
+    DEFAULTS,
+    _fresh_process_pass,
+    generated_features,
+    peak_bytes,
+    report,
+    run,
+)
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import SyntheticVOC2007
 from qs.detection import score_bags
@@ -64,3 +73,11 @@ def test_a_store_is_scored_from_disk_beside_the_generated_features(tmp_path, see
 def test_a_missing_store_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="No box store"):
         run(store=str(tmp_path / "none"), **TINY)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's VmHWM")
+def test_peak_memory_is_the_fresh_process_own():
+    held = np.ones(40_000_000)  # 320 MB in this process, which forks the measured one
+    _, peak, before, _ = _fresh_process_pass({**DEFAULTS, "images": 20, **TINY})
+    assert 0 < before <= peak
+    assert peak + held.nbytes // 2 < peak_bytes()  # none of this process's pages counted
