@@ -21,6 +21,8 @@ VOC2007_CONFIG ?= configs/voc2007_detection.yaml
 VOC2007_RUN ?= results/voc2007_detection/default
 # VOC2007 scale benchmark: images of the generated features (the paper's trainval: 5011)
 SCALE_IMAGES ?= 500
+# and a box-feature store (qsrank load cnn) to score from disk beside them (empty: none)
+SCALE_STORE ?=
 # `qsrank compare`: every way of training for AP/NDCG side by side; resumes in COMPARE_RUN
 COMPARE_CONFIG ?= configs/compare.yaml
 COMPARE_RUN ?= results/compare/default
@@ -54,8 +56,8 @@ bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
 	$(PY) -m pipelines.torch_lai_bench
 
-bench-voc2007-scale: $(STAMP)  ## VOC2007 at scale: Dask scoring pass (SCALE_IMAGES=5011: paper's size), pooled-negative LAI
-	$(PY) -m pipelines.voc2007_scale --images $(SCALE_IMAGES)
+bench-voc2007-scale: $(STAMP)  ## VOC2007 at scale: Dask scoring pass (SCALE_IMAGES=5011: paper's size; SCALE_STORE=PATH: also from a store on disk), pooled-negative LAI
+	$(PY) -m pipelines.voc2007_scale --images $(SCALE_IMAGES) $(if $(SCALE_STORE),--store $(SCALE_STORE))
 
 voc2011-train: $(STAMP)
 	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)

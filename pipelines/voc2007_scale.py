@@ -1,25 +1,34 @@
 """Scale benchmark of the VOC2007 latent AP-SVM (paper 000, Section 4.2, at the paper's size).
 
 (a) One outer step's scoring pass: every box of ``images`` images x ``boxes`` boxes x
-    ``features`` features, generated chunk by chunk from a seed as a Dask array (never held in
-    memory), scored against 20 classes' weights at once by :func:`qs.detection.score_bags`
-    (each image's best box per class). Its wall time is set beside the same work on one
-    in-memory block scaled up by the number of blocks (the matrix products alone, and
-    generation plus scoring), and its peak memory is measured in a fresh process (the
-    process's maximum resident set, ``resource.getrusage``).
+    ``features`` features of the synthetic VOC2007 look-alike
+    (:class:`qs.data.voc2007.SyntheticVOC2007`, the generator the Table 5 run trains on), made
+    chunk by chunk from its seed as a lazy Dask array (never held in memory), scored against
+    20 classes' weights at once by :func:`qs.detection.score_bags` (each image's best box per
+    class). Its wall time is set beside the same work on one in-memory block scaled up by the
+    number of blocks (the matrix products alone, the scoring, and generation plus scoring),
+    and its peak memory is measured in a fresh process (its maximum resident set, VmHWM:
+    unlike ``getrusage``'s ``ru_maxrss``, which a spawned process inherits from the one that
+    forked it, this counts the fresh process's own pages only).
+(a') With ``store``: the same pass over a box-feature store on disk (``qsrank load cnn``;
+    :meth:`qs.data.store.BoxStore.dask_features`) beside the generated pass of the store's
+    shape and chunks. A store written from the same generator and seed holds the same
+    features, so both passes must choose the same boxes; the report says whether they did.
 (b) Pooled negatives: one LAI call on ``positives`` positive boxes and 10^6 or 10^7 pooled
     negative boxes, the default AP method against the 0-1 LAI, medians over repeats (the
     first call of each, which loads or compiles the kernels, timed apart).
 
-The features are seeded normal noise: this measures time and memory, not accuracy, and is not
-the paper's data. ``python -m pipelines.voc2007_scale --images 5011`` runs the paper's size
-(5011 images x 2000 boxes x 4096 features, 82 GB at float16).
+The data are synthetic: this measures time and memory, not accuracy, and is not the paper's
+data. ``python -m pipelines.voc2007_scale --images 5011`` runs the paper's size (5011 images
+x 2000 boxes x 4096 features, 82 GB at float16).
 """
 
 import concurrent.futures
 import multiprocessing
 import resource
+import sys
 import time
+from pathlib import Path
 
 import click
 import numpy as np
@@ -27,35 +36,31 @@ import numpy as np
 from pipelines._io import write_json
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
+from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
 from qs.detection import score_bags
 from qs.inference import lai
 
-#: a small default that runs in about a minute on 2 cores; --images 5011 for the paper's size
+SPLIT = "trainval"
+#: a small default that runs in a few minutes on 2 cores; --images 5011 for the paper's size
 DEFAULTS = {"images": 500, "boxes": 2000, "features": 4096, "classes": 20, "chunk_images": 4,
             "dtype": "float16", "seed": 0, "scheduler": None, "repeats": 5,
-            "pooled": (10**6, 10**7), "positives": 300}
+            "pooled": (10**6, 10**7), "positives": 300, "store": None}
 
 
-def synthetic_features(n_images, n_boxes, n_features, *, seed=0, chunk_images=4,
-                       dtype="float16"):
-    """Seeded box features (n_images, n_boxes, n_features) as a lazy Dask array: each chunk of
-    ``chunk_images`` images is generated when a task needs it, from ``(seed, chunk index)``,
-    so the array is never held in memory. Values: random float16 bit patterns below 2 in
-    magnitude (finite, signs and exponents spread), drawn at the speed of random integers:
-    the pass measured is the scoring, not a normal sampler."""
-    import dask.array as da
-
-    chunks = (da.core.normalize_chunks(chunk_images, (n_images,))[0], (n_boxes,), (n_features,))
-    return da.map_blocks(_feature_block, dtype=np.dtype(dtype), chunks=chunks,
-                         meta=np.empty((0, 0, 0), dtype=dtype), seed=seed, dtype_out=dtype)
+def generator(cfg):
+    """The `SyntheticVOC2007` whose trainval split has ``cfg["images"]`` images of
+    ``cfg["boxes"]`` boxes x ``cfg["features"]`` features."""
+    n = cfg["images"]
+    if not len(CLASSES) <= n <= SPLIT_SIZES[SPLIT]:
+        raise ValueError(f"images must lie in [{len(CLASSES)}, {SPLIT_SIZES[SPLIT]}] (every "
+                         f"class, at most VOC2007's trainval size); got {n}.")
+    return SyntheticVOC2007(cfg["seed"], n / SPLIT_SIZES[SPLIT], cfg["boxes"], cfg["features"])
 
 
-def _feature_block(block_info=None, *, seed, dtype_out):
-    info = block_info[None]
-    rng = np.random.default_rng([seed, *info["chunk-location"]])
-    bits = rng.integers(0, 1 << 16, size=info["chunk-shape"], dtype=np.uint16)
-    bits &= 0xBFFF  # exponent field below 31 - 15: |value| < 2, never inf or NaN
-    return bits.view(np.float16).astype(dtype_out, copy=False)
+def generated_features(cfg):
+    """The trainval features of :func:`generator` as a lazy Dask array, ``chunk_images``
+    images per chunk."""
+    return generator(cfg).features(SPLIT, dtype=cfg["dtype"], chunk_images=cfg["chunk_images"])
 
 
 def _weights(n_features, n_classes, seed):
@@ -71,29 +76,49 @@ def _median_time(fn, repeats):
     return float(np.median(times))
 
 
-def _measured_pass(cfg):
-    """One scoring pass in this process: (seconds, peak resident bytes, bytes before)."""
-    features = synthetic_features(cfg["images"], cfg["boxes"], cfg["features"],
-                                  seed=cfg["seed"], chunk_images=cfg["chunk_images"],
-                                  dtype=cfg["dtype"])
-    counts = np.full(cfg["images"], cfg["boxes"])
-    W = _weights(cfg["features"], cfg["classes"], cfg["seed"])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def peak_bytes():
+    """This process's peak resident set in bytes: VmHWM of /proc/self/status where there is
+    one (Linux), else ``ru_maxrss`` (which counts the forking parent's pages too)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes there, KiB elsewhere
+
+
+def _measured_pass(cfg, store=None):
+    """One scoring pass in this process, over the generated features or the store at
+    ``store``: (seconds, peak resident bytes, bytes before, best boxes)."""
+    if store is None:
+        features, counts = generated_features(cfg), np.full(cfg["images"], cfg["boxes"])
+    else:
+        from qs.data.store import open_store
+
+        opened = open_store(store)
+        features, counts = opened.dask_features(), opened.counts[:]
+    W = _weights(features.shape[2], cfg["classes"], cfg["seed"])
+    before = peak_bytes()
     start = time.perf_counter()
     res = score_bags(features, counts, W, scheduler=cfg["scheduler"])
     seconds = time.perf_counter() - start
-    assert res.best.shape == (cfg["images"], cfg["classes"])
-    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, before
+    return seconds, peak_bytes(), before, res.best
+
+
+def _fresh_process_pass(cfg, store=None):
+    """:func:`_measured_pass` in a fresh process, so that its peak memory is the pass's own."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(_measured_pass, cfg, store).result()
 
 
 def scoring_pass(cfg):
-    """(a): the pass in a fresh process, and one in-memory block scaled up."""
-    spawn = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
-        seconds, peak, before = pool.submit(_measured_pass, cfg).result()
-    features = synthetic_features(cfg["images"], cfg["boxes"], cfg["features"],
-                                  seed=cfg["seed"], chunk_images=cfg["chunk_images"],
-                                  dtype=cfg["dtype"])
+    """(a): the generated pass in a fresh process, and one in-memory block scaled up."""
+    seconds, peak, before, best = _fresh_process_pass(cfg)
+    features = generated_features(cfg)
     n_blocks = features.numblocks[0]
     first = features.blocks[0]
     generate = _median_time(lambda: first.compute(scheduler="sync"), cfg["repeats"])
@@ -102,12 +127,37 @@ def scoring_pass(cfg):
     counts = np.full(block.shape[0], cfg["boxes"])
     products = _median_time(lambda: np.matmul(block.astype(np.float64), W), cfg["repeats"])
     score = _median_time(lambda: score_bags(block, counts, W), cfg["repeats"])
-    return {"images": cfg["images"], "boxes": cfg["boxes"], "features": cfg["features"],
-            "classes": cfg["classes"], "dtype": cfg["dtype"], "blocks": n_blocks,
-            "store_gb": features.nbytes / 1e9, "pass_s": seconds,
-            "products_scaled_s": products * n_blocks, "score_scaled_s": score * n_blocks,
-            "generate_scaled_s": generate * n_blocks, "peak_gb": peak / 1e9,
-            "start_gb": before / 1e9}
+    figures = {"images": cfg["images"], "boxes": cfg["boxes"], "features": cfg["features"],
+               "classes": cfg["classes"], "dtype": cfg["dtype"], "blocks": n_blocks,
+               "chunk_images": cfg["chunk_images"], "feature_gb": features.nbytes / 1e9,
+               "pass_s": seconds, "products_scaled_s": products * n_blocks,
+               "score_scaled_s": score * n_blocks, "generate_scaled_s": generate * n_blocks,
+               "peak_gb": peak / 1e9, "start_gb": before / 1e9}
+    return figures, best
+
+
+def store_shape(path):
+    """The settings of a generated pass shaped like the store at `path`, and the store."""
+    from qs.data.store import open_store
+
+    store = open_store(path)
+    chunks = store.features.chunks[0]
+    return {"images": store.n_images, "boxes": store.k_max, "features": store.d,
+            "dtype": store.dtype.name, "chunk_images": chunks}, store
+
+
+def store_pass(cfg, generated_best):
+    """(a'): the pass over the store at ``cfg["store"]`` in a fresh process; its figures, and
+    whether it chose the same boxes as the generated pass (``generated_best``)."""
+    path = Path(cfg["store"])
+    _, store = store_shape(path)
+    seconds, peak, before, best = _fresh_process_pass(cfg, str(path))
+    feature_bytes = int(store.counts[:].astype(np.int64).sum()) * store.d * store.dtype.itemsize
+    disk = sum(f.stat().st_size for f in (path / "features").rglob("*") if f.is_file())
+    return {"store": str(path), "source": store.source, "disk_pass_s": seconds,
+            "disk_peak_gb": peak / 1e9, "disk_start_gb": before / 1e9,
+            "features_on_disk_gb": disk / 1e9, "read_mb_per_s": feature_bytes / 1e6 / seconds,
+            "same_best": bool(np.array_equal(best, generated_best))}
 
 
 def pooled_lai(sizes, n_pos, repeats, seed=0):
@@ -128,51 +178,74 @@ def pooled_lai(sizes, n_pos, repeats, seed=0):
 
 
 def run(**settings):
-    """Both measurements; ``settings`` override :data:`DEFAULTS`. Returns a dict of figures."""
+    """Every measurement; ``settings`` override :data:`DEFAULTS` (with ``store``, the store's
+    shape replaces images, boxes, features, dtype and chunk_images). Returns the figures."""
     unknown = set(settings) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown settings {sorted(unknown)}; known: {sorted(DEFAULTS)}.")
     cfg = {**DEFAULTS, **settings}
-    return {"settings": {**cfg, "pooled": list(cfg["pooled"])},
-            "provenance": provenance(cfg["seed"], "synthetic normal box features (seeded), not "
-                                     "the paper's data"),
-            "scoring_pass": scoring_pass(cfg),
-            "pooled_lai": pooled_lai(cfg["pooled"], cfg["positives"], cfg["repeats"],
-                                     cfg["seed"])}
+    if cfg["store"] is not None:
+        cfg.update(store_shape(cfg["store"])[0])
+    gen = generator(cfg)
+    results = {"settings": {**cfg, "pooled": list(cfg["pooled"])},
+               "provenance": provenance(cfg["seed"], gen.source(SPLIT))}
+    results["scoring_pass"], best = scoring_pass(cfg)
+    if cfg["store"] is not None:
+        results["store_pass"] = store_pass(cfg, best)
+    results["pooled_lai"] = pooled_lai(cfg["pooled"], cfg["positives"], cfg["repeats"],
+                                       cfg["seed"])
+    return results
 
 
 def report(results):
     """Markdown tables of :func:`run`'s figures."""
     a = results["scoring_pass"]
-    rows = [("Dask pass (generated chunk by chunk)", f"{a['pass_s']:.1f}", "1.00"),
-            ("matrix products on one block x blocks", f"{a['products_scaled_s']:.1f}",
-             f"{a['pass_s'] / a['products_scaled_s']:.2f}"),
-            ("scoring one block x blocks", f"{a['score_scaled_s']:.1f}",
-             f"{a['pass_s'] / a['score_scaled_s']:.2f}"),
-            ("generating + scoring one block x blocks",
-             f"{a['generate_scaled_s'] + a['score_scaled_s']:.1f}",
-             f"{a['pass_s'] / (a['generate_scaled_s'] + a['score_scaled_s']):.2f}")]
+    rows = []
     head = (f"Scoring pass: {a['images']} images x {a['boxes']} boxes x {a['features']} "
-            f"features ({a['dtype']}, {a['store_gb']:.1f} GB, {a['blocks']} blocks), "
-            f"{a['classes']} classes; peak memory {a['peak_gb']:.2f} GB (at start "
-            f"{a['start_gb']:.2f} GB)\n\n")
+            f"features ({a['dtype']}, {a['feature_gb']:.1f} GB, {a['blocks']} blocks of "
+            f"{a['chunk_images']} images), {a['classes']} classes; peak memory of the "
+            f"generated pass {a['peak_gb']:.2f} GB (at start {a['start_gb']:.2f} GB)")
+    base = a["pass_s"]
+    if "store_pass" in results:
+        s = results["store_pass"]
+        base = s["disk_pass_s"]
+        rows.append(("Dask pass, read from the store", f"{base:.1f}", "1.00"))
+        head += (f"; of the pass from disk {s['disk_peak_gb']:.2f} GB (at start "
+                 f"{s['disk_start_gb']:.2f} GB)\n\nStore: {s['store']} ({s['source']}), "
+                 f"features {s['features_on_disk_gb']:.2f} GB on disk, read at "
+                 f"{s['read_mb_per_s']:.1f} MB/s (uncompressed feature bytes per second of the "
+                 f"pass); same best boxes as the generated pass: "
+                 f"{'yes' if s['same_best'] else 'no'}")
+    rows.append(("Dask pass, generated chunk by chunk", f"{a['pass_s']:.1f}",
+                 f"{base / a['pass_s']:.2f}"))
+    for label, seconds in (("matrix products on one block x blocks", a["products_scaled_s"]),
+                           ("scoring one block x blocks", a["score_scaled_s"]),
+                           ("generating + scoring one block x blocks",
+                            a["generate_scaled_s"] + a["score_scaled_s"])):
+        rows.append((label, f"{seconds:.1f}", f"{base / seconds:.2f}"))
     pooled = [(f"{n:.0e}", f"{ap * 1e3:.1f}", f"{zo * 1e3:.1f}", f"{ap / zo:.2f}")
               for n, ap, zo in results["pooled_lai"]]
-    return (head + markdown_table(["", "seconds", "pass / this"], rows) + "\n\n"
-            + f"Pooled negatives, {results['settings']['positives']} positives, median ms per "
-              "LAI call\n\n"
+    return (head + "\n\n" + markdown_table(["", "seconds", "first pass / this"], rows)
+            + "\n\n" + f"Pooled negatives, {results['settings']['positives']} positives, "
+              "median ms per LAI call\n\n"
             + markdown_table(["pooled negatives", "AP (default)", "0-1", "AP / 0-1"], pooled))
 
 
 @click.command()
-@click.option("--images", type=click.IntRange(1), default=DEFAULTS["images"], show_default=True)
-@click.option("--boxes", type=click.IntRange(1), default=DEFAULTS["boxes"], show_default=True)
+@click.option("--images", type=click.IntRange(len(CLASSES), SPLIT_SIZES[SPLIT]),
+              default=DEFAULTS["images"], show_default=True)
+@click.option("--boxes", type=click.IntRange(2), default=DEFAULTS["boxes"], show_default=True)
 @click.option("--features", type=click.IntRange(1), default=DEFAULTS["features"],
               show_default=True)
 @click.option("--chunk-images", type=click.IntRange(1), default=DEFAULTS["chunk_images"],
               show_default=True)
 @click.option("--dtype", type=click.Choice(["float16", "float32"]), default=DEFAULTS["dtype"],
               show_default=True)
+@click.option("--store", type=click.Path(file_okay=False), default=None,
+              help="also score a box-feature store (qsrank load cnn) read from disk, beside "
+                   "the generated features of its shape (which then replaces --images, "
+                   "--boxes, --features, --dtype, --chunk-images)")
+@click.option("--seed", type=click.IntRange(0), default=DEFAULTS["seed"], show_default=True)
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="a dask.distributed scheduler's address (default: the threaded scheduler)")
 @click.option("--repeats", type=click.IntRange(1), default=DEFAULTS["repeats"], show_default=True)
@@ -180,11 +253,14 @@ def report(results):
               show_default=True, help="pooled negative boxes (repeat the option)")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="also write the figures as JSON here")
-def main(images, boxes, features, chunk_images, dtype, scheduler, repeats, pooled, out):
-    """Print the scale benchmark's tables (a Dask pass at any size, pooled-negative LAI)."""
+def main(images, boxes, features, chunk_images, dtype, store, seed, scheduler, repeats, pooled,
+         out):
+    """Print the scale benchmark's tables (a Dask pass at any size, generated or read from a
+    store, and pooled-negative LAI)."""
     try:
         results = run(images=images, boxes=boxes, features=features, chunk_images=chunk_images,
-                      dtype=dtype, scheduler=scheduler, repeats=repeats, pooled=pooled)
+                      dtype=dtype, store=store, seed=seed, scheduler=scheduler,
+                      repeats=repeats, pooled=pooled)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if out:

@@ -1,37 +1,47 @@
-"""The VOC2007 scale benchmark (pipelines.voc2007_scale) at a tiny size: its generated features
-are seeded per chunk and never depend on the chunking of the rest, its pass is the in-memory
-scoring of the same array, and its report holds every figure."""
+"""The VOC2007 scale benchmark (pipelines.voc2007_scale) at a tiny size: it scores the Table 5
+generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
+is read back from disk to the same best boxes; its report holds every figure."""
+
+import os
 
 import numpy as np
 import pytest
 
-from pipelines.voc2007_scale import report, run, synthetic_features
+from pipelines.voc2007_scale import (
+    DEFAULTS,
+    _fresh_process_pass,
+    generated_features,
+    peak_bytes,
+    report,
+    run,
+)
+from qs.data.convert import write_synthetic_store
+from qs.data.voc2007 import SyntheticVOC2007
 from qs.detection import score_bags
 
+TINY = {"boxes": 6, "features": 8, "chunk_images": 8, "repeats": 1, "pooled": (500,),
+        "positives": 10}
 
-def test_generated_features_are_seeded_finite_and_lazy():
-    a = synthetic_features(10, 7, 5, seed=3, chunk_images=4)
-    assert a.shape == (10, 7, 5) and a.dtype == np.float16 and a.numblocks == (3, 1, 1)
-    values = a.compute()
-    assert np.isfinite(values).all() and np.abs(values).max() < 2
-    np.testing.assert_array_equal(values, synthetic_features(10, 7, 5, seed=3,
-                                                             chunk_images=4).compute())
-    assert not np.array_equal(values, synthetic_features(10, 7, 5, seed=4,
-                                                         chunk_images=4).compute())
-    np.testing.assert_array_equal(a.blocks[1].compute(), values[4:8])  # one chunk on its own
-    assert synthetic_features(4, 2, 3, dtype="float32").dtype == np.float32
-    W = np.random.default_rng(0).normal(size=(5, 3))
-    counts = np.full(10, 7)
-    lazy, eager = score_bags(a, counts, W), score_bags(values, counts, W)
+
+def test_generated_features_are_the_synthetic_voc2007_images():
+    cfg = {**DEFAULTS, "images": 24, "boxes": 5, "features": 3, "chunk_images": 10, "seed": 2}
+    a = generated_features(cfg)
+    assert a.shape == (24, 5, 3) and a.dtype == np.float16 and a.numblocks == (3, 1, 1)
+    gen = SyntheticVOC2007(2, 1.0, boxes_per_image=5, n_features=3)
+    expected = np.stack([gen.image("trainval", i)[0] for i in range(24)]).astype(np.float16)
+    np.testing.assert_array_equal(a.compute(), expected)
+    np.testing.assert_array_equal(a.blocks[1].compute(), expected[10:20])  # a chunk alone
+    W = np.random.default_rng(0).normal(size=(3, 4))
+    lazy, eager = score_bags(a, np.full(24, 5), W), score_bags(expected, np.full(24, 5), W)
     np.testing.assert_array_equal(lazy.best, eager.best)
-    np.testing.assert_array_equal(lazy.score, eager.score)
+    with pytest.raises(ValueError, match="images must lie in"):
+        generated_features({**cfg, "images": 19})
 
 
 def test_run_at_a_tiny_size_reports_every_figure():
-    res = run(images=6, boxes=20, features=16, chunk_images=4, repeats=1, pooled=(500,),
-              positives=10)
+    res = run(images=24, **TINY)
     a = res["scoring_pass"]
-    assert a["blocks"] == 2 and a["classes"] == 20
+    assert a["blocks"] == 3 and a["classes"] == 20 and "store_pass" not in res
     for key in ("pass_s", "products_scaled_s", "score_scaled_s", "generate_scaled_s",
                 "peak_gb"):
         assert a[key] > 0
@@ -39,7 +49,35 @@ def test_run_at_a_tiny_size_reports_every_figure():
     (n, ap, zero_one), = res["pooled_lai"]
     assert n == 500 and ap > 0 and zero_one > 0
     text = report(res)
-    assert "peak memory" in text and "| 5e+02" in text
+    assert "peak memory" in text and "| 5e+02" in text and "store" not in text
     assert "not the paper's data" in res["provenance"]["data"]
     with pytest.raises(ValueError, match="unknown settings"):
         run(image=3)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_store_is_scored_from_disk_beside_the_generated_features(tmp_path, seed):
+    path = write_synthetic_store(tmp_path / "store", seed=seed, scale=25 / 5011,
+                                 boxes_per_image=6, n_features=8, dtype="float16",
+                                 chunk_images=10)
+    res = run(store=str(path), images=500, **TINY)  # the store's shape replaces the sizes
+    a, s = res["scoring_pass"], res["store_pass"]
+    assert (a["images"], a["boxes"], a["features"], a["blocks"]) == (25, 6, 8, 3)
+    assert s["disk_pass_s"] > 0 and s["read_mb_per_s"] > 0 and s["features_on_disk_gb"] > 0
+    assert s["same_best"] is (seed == 0)  # the benchmark's generator uses seed 0
+    text = report(res)
+    assert "read from the store" in text and f"boxes as the generated pass: " \
+        f"{'yes' if seed == 0 else 'no'}" in text
+
+
+def test_a_missing_store_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="No box store"):
+        run(store=str(tmp_path / "none"), **TINY)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's VmHWM")
+def test_peak_memory_is_the_fresh_process_own():
+    held = np.ones(40_000_000)  # 320 MB in this process, which forks the measured one
+    _, peak, before, _ = _fresh_process_pass({**DEFAULTS, "images": 20, **TINY})
+    assert 0 < before <= peak
+    assert peak + held.nbytes // 2 < peak_bytes()  # none of this process's pages counted

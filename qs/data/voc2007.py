@@ -124,11 +124,18 @@ class SyntheticVOC2007:
         cand = np.concatenate([_jitter(rng, obj[np.arange(on_objects) % m]),
                                _random_boxes(rng, k - on_objects)])[rng.permutation(k)]
         overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
-        X = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8).astype(np.float32)
-        X -= 127.5
-        X *= self.noise / _BYTE_STD
-        X += (overlap @ self.directions[classes]).astype(np.float32)
+        X = self._noise_levels[rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)]
+        hit = np.flatnonzero(overlap.any(axis=1))  # the signal only where a box meets an object
+        X[hit] += (overlap[hit] @ self.directions[classes]).astype(np.float32)
         return X, cand, (obj, classes, difficult)
+
+    @cached_property
+    def _noise_levels(self):
+        """float32 (256,): the noise value of each byte, uniform with deviation ``noise``."""
+        levels = np.arange(256, dtype=np.float32)
+        levels -= 127.5
+        levels *= self.noise / _BYTE_STD
+        return levels
 
     def split_data(self, split):
         """The whole split in memory as `DetectionData`."""
