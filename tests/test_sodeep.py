@@ -19,6 +19,7 @@ from qs.surrogates.sodeep import (
     sodeep_ap_loss,
     sodeep_spearman_loss,
     sorter_state,
+    standardise,
     synthetic_scores,
     train_sorter,
 )
@@ -77,6 +78,34 @@ def test_sorter_shapes(cls):
     assert out.shape == (5, 12)
 
 
+@pytest.mark.parametrize("cls", [LSTMSorter, CNNSorter])
+def test_sorters_ignore_shift_and_scale_and_stay_in_the_rank_range(cls):
+    torch.manual_seed(0)
+    sorter = cls(16).eval()
+    x = torch.randn(6, 16)
+    # ranks do not change under an increasing affine map, nor do the sorters' outputs
+    torch.testing.assert_close(sorter(1e3 * x - 7.0), sorter(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(sorter(1e-3 * x + 2.0), sorter(x), rtol=1e-4, atol=1e-5)
+    # whatever the weights, the outputs lie in [1/d, 1], the range of the exact ranks
+    with torch.no_grad():
+        for p in sorter.parameters():
+            p.mul_(50)
+    out = sorter(x)
+    assert (out >= 1 / 16).all() and (out <= 1).all() and out.std() > 0.1
+
+
+def test_standardise_keeps_ranks_and_is_finite_on_constant_vectors():
+    x = torch.randn(5, 30, dtype=torch.float64)
+    z = standardise(x)
+    assert torch.equal(exact_ranks(z), exact_ranks(x))
+    torch.testing.assert_close(z.mean(-1), torch.zeros(5, dtype=torch.float64))
+    torch.testing.assert_close(z.std(-1, unbiased=False), torch.ones(5, dtype=torch.float64))
+    flat = torch.full((2, 8), 3.0, requires_grad=True)
+    out = LSTMSorter(8)(flat)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(flat.grad).all()
+
+
 def test_handcrafted_sorter_is_near_exact_and_smooth():
     x = synthetic_scores(50, 20, torch.Generator().manual_seed(1))
     soft = HandcraftedSorter()(x)
@@ -122,6 +151,13 @@ def test_shipped_checkpoint_reproduces_its_l1_error(kind):
     assert abs(l1 - meta["test_l1"]) < 0.2 * meta["test_l1"]
     # a constant guess of the middle rank is off by about 1/4; the sorters learned to rank
     assert meta["test_vectors"] == 10_000 and meta["test_l1"] < 0.05
+
+
+def test_shipped_lstm_beats_the_handcrafted_ranker(shipped):
+    # on the recorded check vectors, the learned sorter ranks better than the paper's
+    # untrained baseline, as in the paper's Table 1
+    handcrafted = rank_l1_error(HandcraftedSorter(), DEFAULT_LENGTH, shipped.meta["check_vectors"])
+    assert shipped.meta["check_l1"] < 0.8 * handcrafted
 
 
 def test_shipped_sorter_ranks_correlate_with_true_ranks(shipped):
