@@ -201,12 +201,7 @@ def read_mat(path, keys):
     of those of ``keys`` it holds, in MATLAB's orientation; sparse ones are checked in full
     and built as CSC. Anything unreadable raises a ValueError naming the file."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(520)
-    except OSError as err:
-        raise ValueError(f"Cannot read {path}: {err.strerror}.") from None
-    if _HDF5_SIGNATURE in (head[:8], head[512:520]):
+    if _is_hdf5(path):
         return _read_mat73(path, keys)
     variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
     names = sorted(k for k in variables if not k.startswith("__"))
@@ -218,16 +213,21 @@ def read_mat(path, keys):
     return names, found
 
 
-def mat_shapes(path):
-    """``{name: shape}`` of the variables of a MATLAB file (v5 or v7.3), in MATLAB's
-    orientation, read from its headers without loading the data."""
-    path = Path(path)
+def _is_hdf5(path):
+    """Whether a MATLAB file is v7.3 (HDF5), by the signature at byte 0 or 512."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(520)
     except OSError as err:
         raise ValueError(f"Cannot read {path}: {err.strerror}.") from None
-    if _HDF5_SIGNATURE in (head[:8], head[512:520]):
+    return _HDF5_SIGNATURE in (head[:8], head[512:520])
+
+
+def mat_shapes(path):
+    """``{name: shape}`` of the variables of a MATLAB file (v5 or v7.3), in MATLAB's
+    orientation, read from its headers without loading the data."""
+    path = Path(path)
+    if _is_hdf5(path):
         try:
             import h5py
         except ImportError:

@@ -694,19 +694,9 @@ def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref
 def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref):
     """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
     coef * (score - ref) over the negatives)."""
-    rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
-    q = np.uintp(0)
-    for k in range(scores.size):
-        if is_pos[k]:
-            continue
-        r = neg_rank[q]
-        c = (n_pos + 2 - 2 * r) * inv
-        coef[k] = c
-        dot += c * (scores[k] - ref)
-        rank_count[np.uintp(r)] += 1
-        q += ONE
+    rank_count = np.empty(n_pos + 2, dtype=np.int64)
+    dot = negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref,
+                                     rank_count)
     return rank_count, dot
 
 

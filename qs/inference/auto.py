@@ -21,12 +21,10 @@ N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`
 the default within 4% of the faster of them).
 """
 
-import numpy as np
-
 from qs._numba import bind, jit
-from qs.inference._core import OK, failed, new_stack, settled_share
+from qs.inference._core import OK, failed, settled_share
 from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import WORK, bucket_sort_gathered, histogram_size
+from qs.inference.bucket_sort import WORK, bucket_sort_gathered, histogram_size, new_work
 from qs.inference.qs import check_size, gather, qs_gathered
 
 SORT_BELOW = 8192
@@ -56,13 +54,8 @@ def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, p
 def _auto(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     """:func:`_auto_into` with its work arrays allocated here."""
     n_neg = scores.size - n_pos
-    return _auto_into(
-        inc, params, scores, is_pos, n_pos, neg_rank, coef, np.empty(n_neg),
-        np.empty(n_neg, dtype=np.int64), np.empty(n_neg, dtype=np.int64), np.empty(n_pos),
-        np.empty(n_pos, dtype=np.int64), np.empty(n_pos + 1), np.empty(n_pos + 2, dtype=np.int64),
-        new_stack(), np.full(n_pos, -1, dtype=np.int64), np.empty(n_pos),
-        np.empty(n_pos, dtype=np.int64), np.empty(n_neg), np.empty(n_neg, dtype=np.int64),
-        np.empty(n_buckets, dtype=np.int64))
+    return _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef,
+                      *new_work(n_pos, n_neg, n_buckets))
 
 
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):

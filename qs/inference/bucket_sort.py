@@ -104,6 +104,16 @@ def bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, 
 
 
 @jit
+def new_work(n_pos, n_neg, n_buckets):
+    """Fresh work arrays of :data:`WORK`, in its order: for a call without a Workspace."""
+    return (np.empty(n_neg), np.empty(n_neg, dtype=np.int64), np.empty(n_neg, dtype=np.int64),
+            np.empty(n_pos), np.empty(n_pos, dtype=np.int64), np.empty(n_pos + 1),
+            np.empty(n_pos + 2, dtype=np.int64), new_stack(), np.full(n_pos, -1, dtype=np.int64),
+            np.empty(n_pos), np.empty(n_pos, dtype=np.int64), np.empty(n_neg),
+            np.empty(n_neg, dtype=np.int64), np.empty(n_buckets, dtype=np.int64))
+
+
+@jit
 def _bucket_sort_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
                       pos_index, spos, rank_count, stack, order, tmp_v, tmp_i, v_sorted,
                       key_sorted, count):
@@ -121,13 +131,8 @@ def _bucket_sort_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key
 def _bucket_sort(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     """:func:`_bucket_sort_into` with its work arrays allocated here."""
     n_neg = scores.size - n_pos
-    return _bucket_sort_into(
-        inc, params, scores, is_pos, n_pos, neg_rank, coef, np.empty(n_neg),
-        np.empty(n_neg, dtype=np.int64), np.empty(n_neg, dtype=np.int64), np.empty(n_pos),
-        np.empty(n_pos, dtype=np.int64), np.empty(n_pos + 1), np.empty(n_pos + 2, dtype=np.int64),
-        new_stack(), np.full(n_pos, -1, dtype=np.int64), np.empty(n_pos),
-        np.empty(n_pos, dtype=np.int64), np.empty(n_neg), np.empty(n_neg, dtype=np.int64),
-        np.empty(n_buckets, dtype=np.int64))
+    return _bucket_sort_into(inc, params, scores, is_pos, n_pos, neg_rank, coef,
+                             *new_work(n_pos, n_neg, n_buckets))
 
 
 def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):

@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from qs.torch import check_scores
+
 __all__ = [
     "SURROGATES",
     "AUCPRLoss",
@@ -235,13 +237,7 @@ def _check_surrogate(surrogate):
 def _rows(scores, labels, surrogate):
     """(scores (Q, n) float, positives (Q, n) bool), validated."""
     _check_surrogate(surrogate)
-    if not isinstance(scores, torch.Tensor):
-        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
-    if scores.ndim not in (1, 2):
-        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
-                         f"{tuple(scores.shape)}.")
+    check_scores(scores)
     labels = torch.as_tensor(labels, device=scores.device)
     if tuple(labels.shape) != tuple(scores.shape):
         raise ValueError(f"scores and labels must have the same shape; got scores "

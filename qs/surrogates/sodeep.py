@@ -40,6 +40,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from qs.torch import check_scores
+
 __all__ = ["DEFAULT_LENGTH", "KINDS", "PAPER_L1", "SIZES", "CNNSorter", "HandcraftedSorter",
            "LSTMSorter", "bounded_ranks", "build_sorter", "exact_ranks", "load_sorter",
            "n_parameters", "rank_l1_error", "shipped_checkpoint", "sodeep_ap_loss",
@@ -401,13 +403,7 @@ def _sorted_ranks(sorter, scores):
     scores' dtype, differentiable in the scores."""
     if sorter is None:
         sorter = _default_sorter()
-    if not isinstance(scores, torch.Tensor):
-        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
-    if scores.ndim not in (1, 2):
-        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
-                         f"{tuple(scores.shape)}.")
+    check_scores(scores)
     n = scores.shape[-1]
     length = getattr(sorter, "length", None)
     if length is not None and n != length:

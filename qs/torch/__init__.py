@@ -97,8 +97,9 @@ def _solve(scores, pos, loss, method):
             torch.from_numpy(res.coef).to(scores.device, scores.dtype))
 
 
-def _check(scores, labels, loss, method, reduction):
-    """Validate the arguments; return the labels as a bool tensor on the scores' device."""
+def check_scores(scores):
+    """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
+    tensors every rank loss of the package takes (here and in :mod:`qs.surrogates`)."""
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
     if not scores.is_floating_point():
@@ -106,6 +107,11 @@ def _check(scores, labels, loss, method, reduction):
     if scores.ndim not in (1, 2):
         raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
                          f"{tuple(scores.shape)}.")
+
+
+def _check(scores, labels, loss, method, reduction):
+    """Validate the arguments; return the labels as a bool tensor on the scores' device."""
+    check_scores(scores)
     if not (isinstance(loss, str) and loss in BATCH_LOSSES):
         raise ValueError(f"loss must be one of {list(BATCH_LOSSES)}; got {loss!r}.")
     if method != "torch":
