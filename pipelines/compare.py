@@ -36,7 +36,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 from sklearn.metrics import auc, precision_recall_curve
 from tqdm import tqdm
 
@@ -550,13 +552,16 @@ def plot(records, datasets, methods):
                             for r in records for h in r["history"]])
     fig = Figure(figsize=(5.2 * len(datasets), 4.4))
     axes = fig.subplots(1, len(datasets), squeeze=False)[0]
+    colours = colormaps["tab20"].colors  # one per method: more than ten methods
     for ax, dataset in zip(axes, datasets):
-        for method in methods:
+        for i, method in enumerate(methods):
             rows = history[(history.dataset == dataset) & (history.method == method)]
             curve = rows.groupby("epoch")[["train_s", "test_ap"]].mean()
             ax.plot(curve.train_s, curve.test_ap, marker="o", markersize=3, label=method,
+                    color=colours[2 * i % 20 + 2 * i // 20 % 2],
                     linestyle="--" if method in BASELINES else "-")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # no crowded labels
         ax.set_xlabel("training time (s, log scale)")
         ax.set_ylabel("test AP (mean over classes)")
         ax.set_title(dataset, fontsize=10)

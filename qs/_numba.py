@@ -2,8 +2,9 @@
 
 ``jit`` compiles kernels whose machine code is cached on disk, so that a second process loads
 it instead of compiling. A kernel's cache entry is stamped with a hash of every kernel source
-file of the package (not only its own file, numba's rule): a cached kernel holds the code of
-the kernels it calls, in other files too, and must not outlive an edit of them.
+file of the package and of its own file (numba's rule is its own file only): a cached kernel
+holds the code of the kernels it calls, in other files too, and must not outlive an edit of
+them.
 
 Loss-generic kernels take as first argument either a built-in loss's code (an integer, so
 that they are cached like the others) or a user's increment kernel (see
@@ -30,19 +31,23 @@ KERNEL_SOURCES = ("_numba.py", "losses.py", "inference/*.py")
 
 
 @functools.cache
-def source_stamp():
-    """Hash of every kernel source file: the freshness stamp of each cached kernel."""
+def source_stamp(own_file=None):
+    """Hash of every kernel source file and of ``own_file`` (a kernel's own file, where it
+    lies elsewhere): the freshness stamp of each cached kernel."""
+    paths = [path for pattern in KERNEL_SOURCES for path in sorted(_PACKAGE.glob(pattern))]
+    if own_file is not None and Path(own_file).resolve() not in paths:
+        paths.append(Path(own_file).resolve())
     digest = hashlib.sha256()
-    for pattern in KERNEL_SOURCES:
-        for path in sorted(_PACKAGE.glob(pattern)):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def _stamped(name):
     """numba's locator class ``name``, its freshness stamp replaced by :func:`source_stamp`."""
     base = getattr(caching, name, None) or getattr(caching, "_" + name)
-    return type("Stamped" + name, (base,), {"get_source_stamp": lambda self: source_stamp()})
+    return type("Stamped" + name, (base,),
+                {"get_source_stamp": lambda self: source_stamp(self._py_file)})
 
 
 class _CacheImpl(caching.CompileResultCacheImpl):

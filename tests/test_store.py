@@ -94,6 +94,23 @@ def test_synthetic_features_as_a_lazy_dask_array():
     np.testing.assert_array_equal(lazy.compute(), whole.astype(np.float16))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("signal, noise", [(4.0, 1.0), (3e5, 1e-5), (0.5, 3e-3)])
+def test_lazy_features_are_the_images_cast_bit_for_bit(dtype, signal, noise):
+    # the compiled float16 conversion against NumPy's cast, through overflow to inf (signal
+    # 3e5), subnormals (noise 1e-5) and the rounding of ordinary values
+    gen = SyntheticVOC2007(4, **SMALL, signal=signal, noise=noise)
+    with np.errstate(over="ignore"):
+        whole = gen.split_data("test").X.reshape(-1, 12, 16).astype(dtype)
+    lazy = gen.features("test", dtype=dtype, chunk_images=16).compute()
+    bits = f"u{np.dtype(dtype).itemsize}"
+    np.testing.assert_array_equal(lazy.view(bits), whole.view(bits))
+    if dtype == "float16" and signal > 1e5:
+        assert np.isinf(lazy).any()
+    if dtype == "float16" and noise < 1e-4:
+        assert (np.abs(lazy[np.isfinite(lazy)]) < np.finfo(np.float16).tiny).any()
+
+
 def test_paper_scale_settings_are_accepted_without_generating():
     gen = SyntheticVOC2007(0, scale=1.0, boxes_per_image=2000, n_features=4096)
     assert gen.n_images("trainval") == 5011 and gen.n_images("test") == 4952

@@ -17,10 +17,14 @@ noise is uniform with the given standard deviation, drawn as bytes: at the paper
 """
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
+from qs._numba import jit
 from qs.metrics import box_iou
 
 __all__ = ["CLASSES", "SPLIT_SIZES", "DetectionData", "SyntheticVOC2007",
@@ -110,6 +114,13 @@ class SyntheticVOC2007:
     def image(self, split, i):
         """Image ``i`` of ``split``: ``(X float32 (K, d), boxes (K, 4), (object boxes (m, 4),
         object classes (m,), difficult (m,)))``, from its own seeded generator."""
+        X = np.empty((self.boxes_per_image, self.n_features), np.float32)
+        cand, objects = self._image_into(split, i, X)
+        return X, cand, objects
+
+    def _image_into(self, split, i, out):
+        """Write image ``i``'s features into ``out`` (K, d) (float16, 32 or 64: the float32
+        features converted); return its candidate boxes and objects."""
         if not 0 <= i < self.n_images(split):
             raise ValueError(f"image index {i} is outside the {self.n_images(split)} images of "
                              f"{split}.")
@@ -124,10 +135,11 @@ class SyntheticVOC2007:
         cand = np.concatenate([_jitter(rng, obj[np.arange(on_objects) % m]),
                                _random_boxes(rng, k - on_objects)])[rng.permutation(k)]
         overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
-        X = self._noise_levels[rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)]
-        hit = np.flatnonzero(overlap.any(axis=1))  # the signal only where a box meets an object
-        X[hit] += (overlap[hit] @ self.directions[classes]).astype(np.float32)
-        return X, cand, (obj, classes, difficult)
+        noise = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)
+        half = out.dtype == np.float16
+        _features_into(self._noise_levels, self._noise_table(out.dtype), noise, overlap,
+                       self.directions[classes], out.view(np.uint16) if half else out, half)
+        return cand, (obj, classes, difficult)
 
     @cached_property
     def _noise_levels(self):
@@ -136,6 +148,12 @@ class SyntheticVOC2007:
         levels -= 127.5
         levels *= self.noise / _BYTE_STD
         return levels
+
+    @cache
+    def _noise_table(self, dtype):
+        """The noise levels in ``dtype``; float16 as its bits."""
+        table = self._noise_levels.astype(dtype)
+        return table.view(np.uint16) if dtype == np.float16 else table
 
     def split_data(self, split):
         """The whole split in memory as `DetectionData`."""
@@ -162,7 +180,7 @@ class SyntheticVOC2007:
     def _feature_block(self, index, split, dtype):
         out = np.empty((index.size, self.boxes_per_image, self.n_features), dtype)
         for row, i in enumerate(index):
-            out[row] = self.image(split, int(i))[0]
+            self._image_into(split, int(i), out[row])
         return out
 
 
@@ -197,3 +215,41 @@ def _jitter(rng, boxes):
     x1y1 = np.clip(moved[:, :2], 1, IMAGE_SIZE)
     x2y2 = np.clip(moved[:, 2:], x1y1, IMAGE_SIZE)
     return np.round(np.concatenate([x1y1, x2y2], axis=1))
+
+
+@jit
+def _features_into(levels, table, noise, overlap, directions, out, half):
+    """One image's features: noise ``levels[noise]`` (float32) plus, on a box that meets
+    objects, the sum over them of overlap x class direction (float64, summed in order, then
+    float32), converted to the type of ``table`` (the levels in it) and ``out``; float16 as
+    its bits (numba has no float16). Compiled, it releases the GIL and costs a fraction of
+    NumPy's gather, product and float16 cast at the paper's size."""
+    k, d = noise.shape
+    signal = np.empty(d)
+    for r in range(k):
+        meets = False
+        for j in range(overlap.shape[1]):
+            meets |= overlap[r, j] > 0
+        if not meets:
+            for c in range(d):
+                out[r, c] = table[noise[r, c]]
+            continue
+        signal[:] = 0.0
+        for j in range(overlap.shape[1]):
+            for c in range(d):
+                signal[c] += overlap[r, j] * directions[j, c]
+        for c in range(d):
+            value = levels[noise[r, c]] + np.float32(signal[c])
+            if half:
+                out[r, c] = _half_bits(value)
+            else:
+                out[r, c] = value
+
+
+@intrinsic
+def _half_bits(typingctx, x):
+    """The bits of float32 ``x`` rounded to float16 (IEEE, ties to even, as NumPy's cast):
+    LLVM's own conversion, one instruction on CPUs with F16C."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
