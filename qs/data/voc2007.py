@@ -17,7 +17,7 @@ noise is uniform with the given standard deviation, drawn as bytes: at the paper
 """
 
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property
 
 import numpy as np
 from llvmlite import ir
@@ -137,8 +137,10 @@ class SyntheticVOC2007:
         overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
         noise = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)
         half = out.dtype == np.float16
-        _features_into(self._noise_levels, self._noise_table(out.dtype), noise, overlap,
-                       self.directions[classes], out.view(np.uint16) if half else out, half)
+        table = self._noise_levels.astype(out.dtype)  # the levels in the output type
+        _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
+                       overlap, self.directions[classes], out.view(np.uint16) if half else out,
+                       half)
         return cand, (obj, classes, difficult)
 
     @cached_property
@@ -148,12 +150,6 @@ class SyntheticVOC2007:
         levels -= 127.5
         levels *= self.noise / _BYTE_STD
         return levels
-
-    @cache
-    def _noise_table(self, dtype):
-        """The noise levels in ``dtype``; float16 as its bits."""
-        table = self._noise_levels.astype(dtype)
-        return table.view(np.uint16) if dtype == np.float16 else table
 
     def split_data(self, split):
         """The whole split in memory as `DetectionData`."""
