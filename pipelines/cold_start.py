@@ -65,8 +65,8 @@ def run(repeats=3, fresh_cache=False):
         with tempfile.TemporaryDirectory() as cache:
             if fresh_cache:
                 env["NUMBA_CACHE_DIR"] = cache
-            for case in found:
-                found[case].append(probe(*case, env))
+            for case, runs in found.items():
+                runs.append(probe(*case, env))
     rows = []
     for (method, loss), runs in found.items():
         first = [r["first"] for r in runs]
@@ -87,8 +87,9 @@ def main(repeats, fresh_cache):
     cache = "an empty NUMBA_CACHE_DIR per repeat" if fresh_cache else "the kernels' disk cache"
     click.echo(f"Fresh process per (method, loss), {repeats} repeats, {cache}; P = 300, "
                "N = 3000\n")
-    click.echo(markdown_table(["method", "loss", "import qs.inference s", "first call s "
-                               "(median)", "first call s (max)", "second call ms"], rows))
+    header = ["method", "loss", "import qs.inference s", "first call s (median)",
+              "first call s (max)", "second call ms"]
+    click.echo(markdown_table(header, rows))
 
 
 if __name__ == "__main__":
