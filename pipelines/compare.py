@@ -552,13 +552,14 @@ def plot(records, datasets, methods):
                             for r in records for h in r["history"]])
     fig = Figure(figsize=(5.2 * len(datasets), 4.4))
     axes = fig.subplots(1, len(datasets), squeeze=False)[0]
-    colours = colormaps["tab20"].colors  # one per method: more than ten methods
+    # one colour per method (more than ten): tab20's dark shades, then its light ones
+    colours = colormaps["tab20"].colors
     for ax, dataset in zip(axes, datasets):
         for i, method in enumerate(methods):
             rows = history[(history.dataset == dataset) & (history.method == method)]
             curve = rows.groupby("epoch")[["train_s", "test_ap"]].mean()
             ax.plot(curve.train_s, curve.test_ap, marker="o", markersize=3, label=method,
-                    color=colours[2 * i % 20 + 2 * i // 20 % 2],
+                    color=colours[2 * i % 20 + i // 10 % 2],
                     linestyle="--" if method in BASELINES else "-")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # no crowded labels
