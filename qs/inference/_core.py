@@ -476,11 +476,16 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     return tied
 
 
+#: the shape of :func:`new_stack`'s array, and its number of elements
+STACK_SHAPE = (200, 5)
+STACK_SIZE = STACK_SHAPE[0] * STACK_SHAPE[1]
+
+
 @jit
 def new_stack():
     """Scratch space for :func:`opt_ranks_unsorted`: it keeps the smaller part of each split on
     top, so at most about 2 log2(block) entries are held."""
-    return np.empty((200, 5), dtype=np.int64)
+    return np.empty(STACK_SHAPE, dtype=np.int64)
 
 
 @jit

@@ -21,11 +21,20 @@ N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`
 the default within 4% of the faster of them).
 """
 
+import numpy as np
+
 from qs._numba import bind, jit
 from qs.inference._core import OK, failed, settled_share
 from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import WORK, bucket_sort_gathered, histogram_size, new_work
-from qs.inference.qs import check_size, gather, qs_gathered
+from qs.inference.bucket_sort import bucket_sort_gathered, histogram_size, new_work
+from qs.inference.qs import (
+    check_size,
+    gather,
+    packed_floats,
+    packed_ints,
+    qs_gathered,
+    unpack,
+)
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
@@ -50,6 +59,31 @@ def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, p
                                 count, sum_pos, sum_neg, ref)
 
 
+def _floats(n_neg, n_pos):
+    return packed_floats(n_neg, n_pos) + n_neg
+
+
+def _ints(n_neg, n_pos):
+    return packed_ints(n_neg, n_pos) + n_neg + histogram_size(n_neg, n_pos)
+
+
+#: the work arrays of :func:`_auto_into` as two buffers: those of ``qs``
+#: (:data:`qs.inference.qs.PACKED`, at the same places), then ``bucket_sort``'s sorted
+#: negatives, their keys and its histogram
+PACKED = (("floats", _floats, np.float64), ("ints", _ints, np.int64))
+
+
+@jit
+def _auto_packed(inc, params, scores, is_pos, n_pos, neg_rank, coef, floats, ints):
+    """:func:`_auto_into` on the buffers of :data:`PACKED`."""
+    n_neg = neg_rank.size
+    f, i = packed_floats(n_neg, n_pos), packed_ints(n_neg, n_pos)
+    n_buckets = histogram_size(n_neg, n_pos)
+    return _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef,
+                      *unpack(floats, ints, n_neg, n_pos), floats[f : f + n_neg],
+                      ints[i : i + n_neg], ints[i + n_neg : i + n_neg + n_buckets])
+
+
 @jit
 def _auto(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
     """:func:`_auto_into` with its work arrays allocated here."""
@@ -68,5 +102,5 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
         return bind(_auto, loss.kernel)(params, scores, is_pos, n_pos,
                                         histogram_size(n_neg, n_pos), neg_rank, coef)
-    return bind(_auto_into, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
-                                         *ws.arrays(WORK, n_neg, n_pos))
+    return bind(_auto_packed, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
+                                           *ws.arrays(PACKED, n_neg, n_pos))
