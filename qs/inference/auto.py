@@ -24,12 +24,12 @@ the default within 4% of the faster of them).
 import numpy as np
 
 from qs._numba import bind, jit
-from qs.inference._core import OK, failed, settled_share
+from qs.inference._core import OK, failed, settled_share, unsplit
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_gathered, histogram_size, new_work
 from qs.inference.qs import (
     check_size,
-    gather,
+    gather_split,
     packed_floats,
     packed_ints,
     qs_gathered,
@@ -47,13 +47,15 @@ def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, p
                count):
     """``qs`` or ``bucket_sort`` by the share of settled negatives, on the work arrays of
     ``bucket_sort`` (which hold those of ``qs``)."""
-    err, where, sum_pos, sum_neg, ref = gather(scores, is_pos, v, key, pos_values, pos_index,
-                                               order, tmp_v, tmp_i)
+    err, where, sum_pos, sum_neg, ref, pivot, above = gather_split(
+        scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i)
     if err != OK:
         return failed(err, where)
     if settled_share(v, pos_values[n_pos - 1]) >= SETTLED_SHARE:
         return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
-                           pos_values, pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
+                           pos_values, pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref,
+                           pivot, above)
+    unsplit(v, key, above)  # bucket_sort's stable sort needs tied negatives in input order
     return bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
                                 pos_values, pos_index, spos, rank_count, v_sorted, key_sorted,
                                 count, sum_pos, sum_neg, ref)

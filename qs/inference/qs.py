@@ -20,14 +20,16 @@ from qs.inference._core import (
     failed,
     finish,
     finish_working,
+    input_pivot,
     new_stack,
+    opt_ranks_presplit,
     opt_ranks_sorted,
-    opt_ranks_unsorted,
     positive_steps,
     positive_steps_into,
     rank_pass,
     reference,
     scan_gather,
+    scan_gather_split,
     sort_positives_hinted,
 )
 from qs.inference._prepare import run_sorted
@@ -86,15 +88,31 @@ def gather(scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i):
 
 
 @jit
+def gather_split(scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i):
+    """:func:`gather` that also splits the negatives around a pivot taken from the input
+    (:func:`scan_gather_split`): the first partition of the divide and conquer done in the
+    pass over the input, where it costs nothing (at P = 227, N = 3085 it took about 4 us).
+    Returns (error, error_index, sum_pos, sum_neg, ref, pivot, how many negatives are above
+    it)."""
+    ref = reference(scores)
+    pivot = input_pivot(scores)
+    err, where, sum_pos, sum_neg, above = scan_gather_split(scores, is_pos, ref, pivot,
+                                                            pos_values, pos_index, v, key)
+    if err == OK:
+        sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i)
+    return err, where, sum_pos, sum_neg, ref, pivot, above
+
+
+@jit
 def qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
-                pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref):
-    """Algorithm 1 on the gathered negatives ``v`` (partitioned in place, ``key`` along) and
-    sorted positives, then the result."""
+                pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref, pivot, above):
+    """Algorithm 1 on the negatives ``v`` that :func:`gather_split` split around ``pivot``
+    (partitioned further in place, ``key`` along) and sorted positives, then the result."""
     n_neg = v.size
     c2 = 2.0 / (n_pos * n_neg)
     positive_steps_into(pos_values, c2, ref, spos)
-    if opt_ranks_unsorted(v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
-                          spos, stack):
+    if opt_ranks_presplit(v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
+                          spos, stack, pivot, above):
         canonical_ties(v, key, rk, 0, n_neg - 1)
     dot = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
     return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
@@ -104,12 +122,12 @@ def qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, 
 def _qs_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
              pos_index, spos, rank_count, stack, order, tmp_v, tmp_i):
     """The method on the caller's work arrays (:data:`WORK`)."""
-    err, where, sum_pos, sum_neg, ref = gather(scores, is_pos, v, key, pos_values, pos_index,
-                                               order, tmp_v, tmp_i)
+    err, where, sum_pos, sum_neg, ref, pivot, above = gather_split(
+        scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i)
     if err != OK:
         return failed(err, where)
     return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
-                       pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref)
+                       pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref, pivot, above)
 
 
 @jit
