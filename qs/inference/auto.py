@@ -2,9 +2,11 @@
 
 - Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
   settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer: one kernel gathers the negatives and sorts the positives (the first steps of both
-  other methods), then reads the share of negatives at or below the lowest positive on a
-  sample of the gathered ones (in cache, so the choice costs about 0.1 us). Below
+- Fewer: one kernel gathers the negatives (split around a pivot in the same pass, as
+  ``qs`` does) and sorts the positives, the first steps of both other methods, then reads
+  the share of negatives at or below the lowest positive on a sample of the gathered ones
+  (in cache, so the choice costs about 0.1 us); the work arrays of both are cut from two
+  buffers of the workspace, so that the call costs what a call of ``qs`` costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
   loss. Inside training most negatives fall below every positive after a few iterations,
