@@ -93,6 +93,7 @@ def test_the_split_gather_splits_and_keeps_every_negative():
     err, _, sum_pos, sum_neg, above = scan_gather_split(scores, is_pos, 0.5, 0.0, pv, pi, v, key)
     assert err == 0 and above == np.count_nonzero(scores[neg] > 0.0)
     assert sum_neg == pytest.approx((scores[neg] - 0.5).sum())
+    assert sum_pos == pytest.approx((scores[is_pos == 1] - 0.5).sum())
     np.testing.assert_array_equal(pi, np.flatnonzero(is_pos))
     np.testing.assert_array_equal(scores[key >> KEY_SHIFT], v)
     np.testing.assert_array_equal(neg[key & KEY_LOW], key >> KEY_SHIFT)  # ordinal -> index
