@@ -608,3 +608,39 @@ def test_a_workspace_grows_and_refuses_its_own_arrays_as_input():
         lai(res.coef[10:60], labels[10:60], "ap", workspace=ws)  # a view of one
     with pytest.raises(ValueError, match="workspace must be None or a qs.inference.Workspace"):
         lai(scores, labels, workspace={})
+
+
+def test_one_workspace_serves_methods_in_turn():
+    """qs and auto hold their work arrays in a workspace's two shared buffers (auto's are
+    longer, qs's at the same places): calls of both, and of bucket_sort, in turn on one
+    workspace, with sizes that change, give the results of fresh calls."""
+    rng = np.random.default_rng(8)
+    ws = Workspace()
+    for step in range(12):
+        n = (300, 900, 500)[step % 3]
+        labels = rng.random(n) < 0.1
+        scores = rng.normal(size=n) + (2.0 * labels if step % 2 else 0.0)
+        for method in ("auto", "qs", "bucket_sort")[step % 3:] + ("auto", "qs")[: step % 3]:
+            for loss in ("ap", "ndcg"):
+                fresh = lai(scores, labels, loss, method)
+                res = lai(scores, labels, loss, method, workspace=ws)
+                np.testing.assert_array_equal(res.neg_rank, fresh.neg_rank)
+                np.testing.assert_array_equal(res.coef, fresh.coef)
+                assert res.objective == fresh.objective
+
+
+@pytest.mark.parametrize("n", [1, 2, 30, 31, 61, 62, 100, 3312, 100003])
+def test_reference_is_the_median_of_its_strided_sample(n):
+    """The reference score, found by counting, is the middle of the sorted strided sample,
+    with ties and NaN among the scores too."""
+    from qs.inference._core import REFERENCE_SAMPLE, reference
+
+    rng = np.random.default_rng(n)
+    for kind in ("normal", "ties", "nan"):
+        x = rng.normal(size=n)
+        if kind == "ties":
+            x = np.round(x)
+        elif kind == "nan":
+            x[rng.random(n) < 0.3] = np.nan
+        sample = np.sort(x[:: max(1, n // REFERENCE_SAMPLE)])
+        np.testing.assert_array_equal(reference(x), sample[sample.size // 2])

@@ -34,9 +34,10 @@ INSERTION_MAX = 32
 RANGE_SAMPLE = 1024
 
 
+@jit
 def histogram_size(n_neg, n_pos):
     """About one bucket per negative, at most :data:`MAX_BUCKETS`."""
-    return int(min(MAX_BUCKETS, max(16, n_neg)))
+    return min(MAX_BUCKETS, max(16, n_neg))
 
 
 #: the work arrays of :func:`_bucket_sort_into`: those of qs (the gathered negatives) and
