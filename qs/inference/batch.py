@@ -37,8 +37,6 @@ from qs._numba import jit
 from qs.inference import _resolve, lai
 from qs.inference._core import (
     REFERENCE_SAMPLE,
-    _sort_pairs_descending,
-    bucket_of,
     label_check,
     opt_ranks_sorted,
     reference,
@@ -217,7 +215,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                 if not np.isfinite(scores[q, k]):
                     return q, k
     work = np.empty((6, n + 2))
-    iwork = np.empty((6, n + 2), dtype=np.int64)
+    iwork = np.empty((7, n + 2), dtype=np.int64)
     for q in range(n_rows):
         p = 0
         for k in range(n):
@@ -423,8 +421,8 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, rank
     m = n - p
     v, sorted_v, pos_values, spos, params, pos_sorted = (work[0], work[1], work[2], work[3],
                                                          work[4], work[5])
-    idx, sorted_idx, pos_index, rk, count, pos_order = (iwork[0], iwork[1], iwork[2],
-                                                        iwork[3], iwork[4], iwork[5])
+    idx, sorted_idx, pos_index, rk, count, pos_order, bucket = (
+        iwork[0], iwork[1], iwork[2], iwork[3], iwork[4], iwork[5], iwork[6])
     ref = _reference_into(scores, pos_sorted)
     sum_pos = 0.0
     sum_neg = 0.0
@@ -450,20 +448,22 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, rank
     scale = m / (high - low) if high > low else 0.0
     if not np.isfinite(scale):
         scale = 0.0
+    for t in range(m):  # no branch: vectorised
+        x = (v[t] - low) * scale  # in 0..m but for rounding (NaN if the range overflows)
+        bucket[t] = min(np.int64(x) if x >= 1.0 else 0, top)
     count[:m] = 0
     for t in range(m):
-        count[bucket_of(v[t], low, scale, top)] += 1
+        count[bucket[t]] += 1
     placed = 0
     for t in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
         c = count[t]
         count[t] = placed
         placed += c
     for t in range(m):
-        u = bucket_of(v[t], low, scale, top)
-        at = count[u]
+        at = count[bucket[t]]
         sorted_v[at] = v[t]
         sorted_idx[at] = idx[t]
-        count[u] = at + 1
+        count[bucket[t]] = at + 1
     if not _insertion_pass(sorted_v, sorted_idx, m, INSERTION_MOVES * m):
         order = np.argsort(-sorted_v[:m], kind="mergesort")  # stable: ties keep input order
         sorted_v[:m] = sorted_v[:m][order]
@@ -489,7 +489,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, rank
         r = rk[t]
         rank[k] = r
         coef[k] = (p + 2 - 2 * r) * inv + to_neg
-        count[r] += 1
+        count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
     dot = 0.0
     for k in range(n):
         term = (p + 2 - 2 * rank[k]) * inv * (scores[k] - ref)
@@ -497,7 +497,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, rank
     above = 0
     total = 0.0
     for k in range(p):
-        above += count[k + 1]
+        above = max(above, count[k + 1])
         c = (m - 2.0 * above) * inv
         coef[pos_order[k]] = c - 1.0 / p if gradient else c
         dot += c * (pos_sorted[k] - ref)
