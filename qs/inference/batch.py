@@ -491,8 +491,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, coun
     opt_ranks_sorted(sorted_v, rk, 0, m - 1, 0, None, 1, p + 1, inc,
                      _params_into(inc, table, ideal, p, params), p, c2, spos)
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
-    # rank; F summed over the negatives in input order (a positive adds 0.0), then over the
-    # positives by score
+    # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)
     to_neg = 1.0 / m if gradient else 0.0
     count[: p + 2] = 0
@@ -503,9 +502,8 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, coun
         coef[k] = (p + 2 - 2 * r) * inv + to_neg
         count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
     dot = 0.0
-    for k in range(n):
-        term = (p + 2 - 2 * rank[k]) * inv * (scores[k] - ref)
-        dot += 0.0 if is_pos[k] else term
+    for t in range(m):  # the negatives as gathered: in input order
+        dot += (p + 2 - 2 * rank[idx[t]]) * inv * (v[t] - ref)
     above = 0
     total = 0.0
     for k in range(p):
