@@ -418,8 +418,8 @@ def _insertion_pass(v, idx, size, budget):
 def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, count, rank, coef,
                out):
     """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
-    and ``count`` (:data:`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` must be zero at the
-    positives.
+    and ``count`` (:data:`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
+    negatives only (the caller's zeros stay at the positives).
 
     Written against the branch predictor (the input decides each branch, and a mispredicted
     one costs as much as a dozen operations): one pass over the scores, without a branch on
