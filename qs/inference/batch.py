@@ -21,11 +21,11 @@ whole call, with no allocation per query, and with few branches that the input d
 this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
 Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`): ahead of
 ``bucket_sort`` (by 1.5x), ``qs`` (1.7x), ``search``, ``sort_dc`` and the scan; the call
-3.5-3.7 times ten single 0-1 kernels (AP; NDCG 3.5), 3.0-3.2 times cheaper than ten ``lai``
-calls (AP; NDCG 6.3-6.7). Of those ten 0-1 kernels' time, sorting each query's negatives
-alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the divide and conquer alone
-on sorted negatives 0.75-0.8: an exact method that sorts its negatives stays above twice
-the 0-1 kernels on one thread.
+3.5-3.8 times ten single 0-1 kernels (AP; NDCG 3.4-3.6), 2.9-3.0 times cheaper than ten
+``lai`` calls (AP; NDCG 5.9-6.1). Of those ten 0-1 kernels' time, sorting each query's
+negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the divide and
+conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its negatives stays
+above twice the 0-1 kernels on one thread.
 
 A query without a positive or without a negative has no ranking loss: it is skipped (loss,
 objective and F zero, coefficients zero, ``valid`` False) rather than refused, since small
