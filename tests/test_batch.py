@@ -119,8 +119,8 @@ def test_import_qs_never_imports_torch():
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_mini_batch_route_is_lai_row_by_row(loss, ties):
-    """The default's route for small queries (few positives, sorted by insertion; buckets of
-    tied negatives, sorted by merge sort) gives every named method's result."""
+    """The default's route for small queries (few positives, placed by counting; tied
+    negatives in one bucket) gives every named method's result."""
     rng = np.random.default_rng(14)
     scores, labels = batch_input(rng, 10, 256, 0.1, ties)
     res = lai_batch(scores, labels, loss, gradient=True)
@@ -139,3 +139,18 @@ def test_non_finite_score_in_a_skipped_row_is_refused(method):
     loss = "01" if method == "zero_one" else "ap"
     with pytest.raises(ValueError, match="finite; got inf at query 1, sample 2"):
         lai_batch(scores, labels, loss, method)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_mini_batch_route_with_stretched_buckets_is_lai_row_by_row(loss):
+    """An outlier lays the buckets over a range that puts the other negatives in one bucket
+    (the insertion pass gives up for a merge sort), a range that overflows (no buckets), and
+    many positives (sorted by merge sort, not placed by counting)."""
+    rng = np.random.default_rng(15)
+    scores, labels = batch_input(rng, 8, 256, 0.1, False)
+    scores[3, np.flatnonzero(~labels[3])[5]] = 1e9
+    scores[4, :2] = -1e308, 1e308
+    scores[5] = np.round(scores[5], 1)  # ties, some across buckets of the outlier's range
+    scores[5, 7] = 1e6
+    labels[6] = rng.random(256) < 0.3
+    check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")

@@ -17,10 +17,15 @@ objectives and ranks are those of ``lai`` row by row. ``"auto"`` solves a large 
 ``bucket`` and a small one (fewer negatives than :mod:`qs.inference.auto`'s sorting
 threshold), the common case in a mini-batch, as ``bucket_sort`` does (the negatives sorted
 by buckets, then Algorithm 1's divide and conquer on them) but in work arrays held for the
-whole call, with no allocation per query, the buckets laid over the negatives' exact range
-and the reference score's sample sorted by insertion. Measured on 10 queries of 256
-samples, 10% positives: the fastest route per query, ahead of ``bucket_sort`` (by about
-1.8x), ``qs``, ``sort_dc``, ``search`` and the scan (`make bench-torch` prints them).
+whole call, with no allocation per query, and with few branches that the input decides: at
+this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
+Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`): ahead of
+``bucket_sort`` (by 1.5x), ``qs`` (1.7x), ``search``, ``sort_dc`` and the scan; the call
+3.5-3.8 times ten single 0-1 kernels (AP; NDCG 3.4-3.6), 2.9-3.0 times cheaper than ten
+``lai`` calls (AP; NDCG 5.9-6.1). Of those ten 0-1 kernels' time, sorting each query's
+negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the divide and
+conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its negatives stays
+above twice the 0-1 kernels on one thread.
 
 A query without a positive or without a negative has no ranking loss: it is skipped (loss,
 objective and F zero, coefficients zero, ``valid`` False) rather than refused, since small
@@ -37,8 +42,6 @@ from qs._numba import jit
 from qs.inference import _resolve, lai
 from qs.inference._core import (
     REFERENCE_SAMPLE,
-    _sort_pairs_descending,
-    bucket_of,
     label_check,
     opt_ranks_sorted,
     reference,
@@ -127,14 +130,16 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False):
         inc = -1 if loss_obj is None else BUILTIN_INCREMENTS[loss_obj.kernel]
         table, ideal = _discount(loss, n)
 
-        def rows(a, b):
-            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
-                            rank[a:b], coef[a:b], out[a:b], valid[a:b])
-            return (a + qq, kk) if kk >= 0 else None
-
-        if scores.size < THREADED_MIN or q == 1:
-            _check_finite(scores, rows(0, q))
+        if scores.size < THREADED_MIN or q == 1:  # one call, on the arrays as they are
+            where = _batch(code, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
+                           valid)
+            _check_finite(scores, where if where[1] >= 0 else None)
         else:
+            def rows(a, b):
+                qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
+                                rank[a:b], coef[a:b], out[a:b], valid[a:b])
+                return (a + qq, kk) if kk >= 0 else None
+
             blocks = np.linspace(0, q, min(q, 2 * numba.get_num_threads()) + 1).astype(np.int64)
             _check_finite(scores, min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b),
                                       default=None))
@@ -215,7 +220,8 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                 if not np.isfinite(scores[q, k]):
                     return q, k
     work = np.empty((6, n + 2))
-    iwork = np.empty((7, n + 2), dtype=np.int64)
+    iwork = np.empty((6, n + 2), dtype=np.int64)
+    count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
     for q in range(n_rows):
         p = 0
         for k in range(n):
@@ -229,7 +235,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
         if method == ZERO_ONE:
             _zero_one_row(scores[q], is_pos[q], gradient, coef[q], out[q])
         elif method == AUTO and m < max(SORT_BELOW, SORT_PER_POSITIVE * p):
-            _small_row(inc, scores[q], is_pos[q], p, table, ideal, gradient, work, iwork,
+            _small_row(inc, scores[q], is_pos[q], p, table, ideal, gradient, work, iwork, count,
                        rank[q], coef[q], out[q])
         else:
             _solver_row(method, inc, scores[q], is_pos[q], p, table, ideal, gradient, rank[q],
@@ -347,117 +353,164 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
 @jit
 def _reference_into(scores, sample):
     """:func:`qs.inference._core.reference` (the median of a strided sample of the scores),
-    the sample sorted by insertion in ``sample``."""
+    the sample copied to ``sample``: the value with as many sample values below it as the
+    middle place, found by counting (loops without a branch, where an insertion sort of the
+    32 values of 256 scores mispredicted at every value)."""
     size = 0
     for k in range(0, scores.size, max(1, scores.size // REFERENCE_SAMPLE)):
-        x = scores[k]
-        b = size
-        while b > 0 and sample[b - 1] > x:
-            sample[b] = sample[b - 1]
-            b -= 1
-        sample[b] = x
+        sample[size] = scores[k]
         size += 1
-    return sample[size // 2]
+    half = size // 2
+    for a in range(size):
+        x = sample[a]
+        below = 0
+        at_most = 0
+        for b in range(size):
+            below += sample[b] < x
+            at_most += sample[b] <= x
+        if below <= half < at_most:
+            return x
+    return sample[0]  # not reached: some value holds the middle place
 
 
 @jit
-def _sort_negatives(v, idx, m, low, high, sorted_v, sorted_idx, count, start):
-    """``v[:m]`` (input order, ``idx`` their input places) in descending order into
-    ``sorted_v``/``sorted_idx``, ties in input order: one bucket per negative over
-    ``low..high``, a stable sort within each bucket (insertion when small)."""
-    top = m - 1
-    scale = m / (high - low) if high > low else 0.0
-    if not np.isfinite(scale):
-        scale = 0.0
-    count[:m] = 0
-    for t in range(m):
-        count[bucket_of(v[t], low, scale, top)] += 1
-    placed = 0
-    for b in range(top, -1, -1):
-        start[b] = placed
-        placed += count[b]
-    for t in range(m):
-        b = bucket_of(v[t], low, scale, top)
-        at = start[b]
-        sorted_v[at] = v[t]
-        sorted_idx[at] = idx[t]
-        start[b] = at + 1
-    for b in range(m):  # start[b] is now the end of bucket b
-        c = count[b]
-        if c < 2:
-            continue
-        lo = start[b] - c
-        if c <= INSERTION_MAX:
-            _sort_pairs_descending(sorted_v, sorted_idx, lo, lo + c - 1)
-        else:
-            order = np.argsort(-sorted_v[lo : lo + c], kind="mergesort")
-            sorted_v[lo : lo + c] = sorted_v[lo : lo + c][order]
-            sorted_idx[lo : lo + c] = sorted_idx[lo : lo + c][order]
+def _sort_few_positives(values, index, p, sorted_values, sorted_index):
+    """``values[:p]`` (``index`` along) in descending order into ``sorted_values`` /
+    ``sorted_index``, ties in input order: each value's place counted (p^2 comparisons
+    without a branch; for p up to :data:`INSERTION_MAX`)."""
+    for a in range(p):
+        x = values[a]
+        place = 0
+        for b in range(p):
+            y = values[b]
+            place += (y > x) | ((y == x) & (b < a))
+        sorted_values[place] = x
+        sorted_index[place] = index[a]
+
+
+#: buckets per negative of the small-query route: two halve the negatives an insertion moves
+#: (the branch that mispredicts), for a longer pass over the counts (measured on 10 queries
+#: of 256 normal scores: 10-20% less time than one; four no better than two)
+BUCKETS_PER_NEGATIVE = 2
+#: moves per negative the insertion pass of :func:`_small_row` may make before it leaves the
+#: rest to a merge sort (many distinct scores in one bucket: an outlier stretched the range)
+INSERTION_MOVES = 8
 
 
 @jit
-def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, rank, coef, out):
-    """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)."""
+def _insertion_pass(v, idx, size, budget):
+    """Insertion sort of ``v[:size]`` (descending, ties keep their order), ``idx`` along;
+    False, partly sorted, once it has made more than ``budget`` moves."""
+    for a in range(1, size):
+        x, ix = v[a], idx[a]
+        b = a
+        while b > 0 and v[b - 1] < x:
+            v[b], idx[b] = v[b - 1], idx[b - 1]
+            b -= 1
+        v[b], idx[b] = x, ix
+        budget -= a - b
+        if budget < 0:
+            return False
+    return True
+
+
+@jit
+def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, count, rank, coef,
+               out):
+    """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
+    and ``count`` (:data:`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
+    negatives only (the caller's zeros stay at the positives).
+
+    Written against the branch predictor (the input decides each branch, and a mispredicted
+    one costs as much as a dozen operations): one pass over the scores, without a branch on
+    the labels, gathers the positives and the negatives, sums their scores and finds the
+    negatives' range; buckets over that range, the negatives placed by bucket (input order
+    within one) and one insertion pass (or a stable merge sort, should it move too much)
+    sort them, ties in input order; then Algorithm 1's divide and conquer, and one pass from
+    the sorted negatives to their ranks and coefficients.
+    """
     n = scores.size
     m = n - p
-    v, sorted_v, pos_values, spos, params, sample = (work[0], work[1], work[2], work[3],
-                                                     work[4], work[5])
-    idx, sorted_idx, pos_index, rk, count, start, rank_count = (
-        iwork[0], iwork[1], iwork[2], iwork[3], iwork[4], iwork[5], iwork[6])
-    ref = _reference_into(scores, sample)
+    v, sorted_v, pos_values, spos, params, pos_sorted = (work[0], work[1], work[2], work[3],
+                                                         work[4], work[5])
+    idx, sorted_idx, pos_index, rk, pos_order, bucket = (iwork[0], iwork[1], iwork[2],
+                                                         iwork[3], iwork[4], iwork[5])
+    ref = _reference_into(scores, pos_sorted)
     sum_pos = 0.0
     sum_neg = 0.0
-    a = 0
-    b = 0
     low = np.inf
     high = -np.inf
-    for k in range(n):
+    a = 0
+    b = 0
+    for k in range(n):  # both places written, one of them kept: no branch
         s = scores[k]
-        if is_pos[k]:
-            pos_values[a] = s
-            pos_index[a] = k
-            a += 1
-            sum_pos += s - ref
-        else:
-            v[b] = s
-            idx[b] = k
-            b += 1
-            sum_neg += s - ref
-            low = min(low, s)
-            high = max(high, s)
+        pos = is_pos[k] != 0
+        pos_values[a] = s
+        pos_index[a] = k
+        v[b] = s
+        idx[b] = k
+        a += pos
+        b += not pos
+        d = s - ref
+        sum_pos += d if pos else 0.0  # adding 0.0 changes no sum: F as lai sums it
+        sum_neg += 0.0 if pos else d
+        low = min(low, np.inf if pos else s)
+        high = max(high, -np.inf if pos else s)
+    top = BUCKETS_PER_NEGATIVE * m - 1
+    scale = (top + 1) / (high - low) if high > low else 0.0
+    if not np.isfinite(scale):
+        scale = 0.0
+    for t in range(m):  # no branch: vectorised
+        x = (v[t] - low) * scale  # in 0..top+1 but for rounding (NaN if the range overflows)
+        bucket[t] = min(np.int64(x) if x >= 1.0 else 0, top)
+    count[: top + 1] = 0
+    for t in range(m):
+        count[bucket[t]] += 1
+    placed = 0
+    for t in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
+        c = count[t]
+        count[t] = placed
+        placed += c
+    for t in range(m):
+        at = count[bucket[t]]
+        sorted_v[at] = v[t]
+        sorted_idx[at] = idx[t]
+        count[bucket[t]] = at + 1
+    if not _insertion_pass(sorted_v, sorted_idx, m, INSERTION_MOVES * m):
+        order = np.argsort(-sorted_v[:m], kind="mergesort")  # stable: ties keep input order
+        sorted_v[:m] = sorted_v[:m][order]
+        sorted_idx[:m] = sorted_idx[:m][order]
     if p <= INSERTION_MAX:
-        _sort_pairs_descending(pos_values, pos_index, 0, p - 1)
+        _sort_few_positives(pos_values, pos_index, p, pos_sorted, pos_order)
     else:
-        pos_values[:p], pos_index[:p] = sort_positives(pos_values[:p], pos_index[:p])
-    _sort_negatives(v, idx, m, low, high, sorted_v, sorted_idx, count, start)
+        pos_sorted[:p], pos_order[:p] = sort_positives(pos_values[:p], pos_index[:p])
     c2 = 2.0 / (p * m)
     spos[0] = ref
     for i in range(p):
-        spos[i + 1] = c2 * (pos_values[i] - ref)
+        spos[i + 1] = c2 * (pos_sorted[i] - ref)
     opt_ranks_sorted(sorted_v, rk, 0, m - 1, 0, None, 1, p + 1, inc,
                      _params_into(inc, table, ideal, p, params), p, c2, spos)
-    for t in range(m):
-        rank[sorted_idx[t]] = rk[t]
-    # as negative_coefficients and finish: coefficients, F (negatives in input order, then
-    # the positives by score), the loss
+    # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
+    # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)
-    rank_count[: p + 2] = 0
+    to_neg = 1.0 / m if gradient else 0.0
+    count[: p + 2] = 0
+    for t in range(m):
+        k = sorted_idx[t]
+        r = rk[t]
+        rank[k] = r
+        coef[k] = (p + 2 - 2 * r) * inv + to_neg
+        count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
     dot = 0.0
-    for k in range(n):
-        if is_pos[k]:
-            continue
-        r = rank[k]
-        c = (p + 2 - 2 * r) * inv
-        coef[k] = c + 1.0 / m if gradient else c
-        dot += c * (scores[k] - ref)
-        rank_count[r] += 1
-    above = rank_count[0]
+    for t in range(m):  # the negatives as gathered: in input order
+        dot += (p + 2 - 2 * rank[idx[t]]) * inv * (v[t] - ref)
+    above = 0
     total = 0.0
     for k in range(p):
-        above += rank_count[k + 1]
+        above = max(above, count[k + 1])
         c = (m - 2.0 * above) * inv
-        coef[pos_index[k]] = c - 1.0 / p if gradient else c
-        dot += c * (pos_values[k] - ref)
+        coef[pos_order[k]] = c - 1.0 / p if gradient else c
+        dot += c * (pos_sorted[k] - ref)
         total = _loss_value(inc, k, above, table, total)
     value = _finish_value(inc, total, p, ideal)
     out[0], out[1], out[2] = value, value + dot, sum_pos / p - sum_neg / m
