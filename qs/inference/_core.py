@@ -207,14 +207,6 @@ def input_pivot(scores):
     return p
 
 
-@jit
-def sort_positives_into(pos_values, pos_index):
-    """:func:`sort_positives` in place."""
-    order = np.argsort(-pos_values, kind="mergesort")
-    pos_values[:] = pos_values[order]
-    pos_index[:] = pos_index[order]
-
-
 #: moves per positive the insertion sort of :func:`sort_positives_hinted` may make
 HINT_MOVES = 8
 
@@ -234,7 +226,7 @@ def _is_permutation(order, seen):
 
 @jit
 def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
-    """:func:`sort_positives_into`, starting from the arrangement ``order`` (the positives'
+    """:func:`sort_positives` in place, starting from the arrangement ``order`` (the positives'
     order of a previous call, as places in input order) and leaving the new one there.
 
     Inside training the order of the positives changes little from one call to the next
