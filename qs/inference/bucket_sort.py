@@ -23,6 +23,7 @@ from qs.inference._core import (
     opt_ranks_sorted,
     positive_steps_into,
     rank_pass,
+    sort_pairs,
 )
 from qs.inference.bucket import MAX_BUCKETS
 from qs.inference.qs import WORK as QS_WORK
@@ -61,7 +62,8 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     scale = count.size / (high - low) if high > low else 0.0
     if not np.isfinite(scale):
         scale = 0.0  # the range overflows: one bucket
-    count[:] = 0
+    for b in range(count.size):
+        count[b] = 0
     for q in range(n):
         count[bucket_of(v[q], low, scale, top)] += 1
     placed = 0
@@ -79,10 +81,8 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     for b in range(top, -1, -1):
         hi = count[b]  # the end of bucket b
         m = hi - lo
-        if m > INSERTION_MAX:  # stable: ties keep their keys' order
-            order = np.argsort(-v_sorted[lo:hi], kind="mergesort")
-            v_sorted[lo:hi] = v_sorted[lo:hi][order]
-            key_sorted[lo:hi] = key_sorted[lo:hi][order]
+        if m > INSERTION_MAX:  # ties by key: input order; v, key are scratch now
+            sort_pairs(v_sorted[lo:hi], key_sorted[lo:hi], v[lo:hi], key[lo:hi])
         elif m > 1:
             _sort_pairs_descending(v_sorted, key_sorted, lo, hi - 1)
         lo = hi
