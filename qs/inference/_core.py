@@ -151,7 +151,7 @@ def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key)
     """:func:`scan_gather` that also splits the negatives around ``pivot``: those above it
     from the front of ``v`` (in input order), the others from its end (in reverse input
     order), so that the divide and conquer starts from a split it did not have to partition
-    (:func:`opt_ranks_presplit`). Branch-free: every negative is written at both ends and
+    (:func:`opt_ranks_unsorted`). Branch-free: every negative is written at both ends and
     one end advances; the pass costs what :func:`scan_gather` costs, whose time is the chain
     of additions to the sums. Returns (error, error_index, sum_pos, sum_neg, how many
     negatives are above ``pivot``)."""
@@ -203,7 +203,7 @@ def input_pivot(scores):
     """The first pivot of a divide and conquer over the negatives, chosen before they are
     gathered: the median of three scores at pseudo-random places of the input (a positive's
     score serves as well as a negative's)."""
-    p, _ = _median_of_three(scores, 0, scores.size - 1, np.uint64(scores.size))
+    p, _ = _median_of_three(scores, np.int64(0), scores.size - 1, np.uint64(scores.size))
     return p
 
 
@@ -547,55 +547,34 @@ def _has_equal_neighbours(v, a, b):
 
 @jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
-                       stack):
+                       stack, pivot, split):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
     pseudo-random places) rather than at its exact median: the block's part above ``p`` has
     ranks at most ``r(p, last place of that part)``, the rest at least ``r(p, first place of
-    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the values equal
-    to it form a sorted block of their own. Small blocks are sorted and split at their
-    middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
+    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the
+    values equal to it form a sorted block of their own (``p`` need not be one of the values:
+    the bounds hold for any ``p``). Small blocks are sorted and split at their middle
+    element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
     non-decreasing along ``v`` at the end. ``stack`` is scratch space from :func:`new_stack`.
+    ``split``: -1, or where the block, already split around ``pivot``, starts its part at
+    most ``pivot`` (``v[lo..split-1] > pivot >= v[split..hi]``, as :func:`scan_gather_split`
+    leaves the negatives): the first split, made for free.
 
     Returns whether equal values may have been given different ranks, which
     :func:`canonical_ties` then settles: a split around a pivot never separates equal values,
     so only a sorted block holding equal values can.
     """
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
-    # the pivots' places: pseudo-random, the same on every run
-    return _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, 1,
-                              np.uint64(lo + hi), False)
-
-
-@jit
-def opt_ranks_presplit(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
-                       stack, pivot, i):
-    """:func:`opt_ranks_unsorted` on a block already split around ``pivot`` (any value):
-    ``v[lo..i-1] > pivot >= v[i..hi]``, as :func:`scan_gather_split` leaves the negatives.
-    The split gives the rank intervals of both parts as a pivot's does inside the loop."""
-    if lo < i <= hi:
-        r_above = best_rank(inc, params, n_pos, c2, spos, pivot, j_offset + i, r_lo, r_hi)
-        r_below = best_rank(inc, params, n_pos, c2, spos, pivot, j_offset + i + 1, r_above,
-                            r_hi)
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = i, hi, r_below, r_hi, 0
-        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3], stack[1, 4] = lo, i - 1, r_lo, r_above, 0
-        top = 2
-    else:  # one part empty: no information
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
-        top = 1
-    return _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, top,
-                              np.uint64(lo + hi), False)
-
-
-@jit
-def _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, top, state,
-                       tied):
-    """The loop of :func:`opt_ranks_unsorted` over the ``top`` blocks on ``stack``."""
+    top = 1
+    state = np.uint64(lo + hi)  # the pivots' places: pseudo-random, the same on every run
+    tied = False
     while top > 0:
         top -= 1
         a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        given, split = split, -1  # the first block's split, when given
         if a > b:
             continue
         if ra == rb:
@@ -612,8 +591,11 @@ def _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack
             rk[m] = rm
             first, second = (a, m - 1, ra, rm, 1), (m + 1, b, rm, rb, 1)
         else:
-            p, state = _median_of_three(v, a, b, state)
-            i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
+            if given >= 0:
+                p, i = pivot, given
+            else:
+                p, state = _median_of_three(v, a, b, state)
+                i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
             above_sorted = 0
             r_above = ra
             if i > a:

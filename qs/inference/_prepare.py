@@ -87,6 +87,13 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
     return out[0], out[1]
 
 
+def check_size(scores):
+    """The keys of :func:`~qs.inference._core.scan_gather` hold input indices in 32 bits."""
+    if scores.size >= 1 << 32:
+        raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
+                         f"{scores.size}. Use method='bucket'.")
+
+
 def raise_for(err, where, scores):
     """Turn a kernel's error code into a ValueError."""
     if err == NOT_FINITE:
