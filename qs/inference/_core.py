@@ -85,7 +85,7 @@ def reference(scores):
     return np.nan
 
 
-@jit
+@jit_inline
 def scan_input(scores, is_pos, n_pos, ref):
     """One pass: finiteness, sums and the positives.
 
@@ -119,7 +119,7 @@ KEY_SHIFT = np.int64(32)
 KEY_LOW = np.int64((1 << 32) - 1)
 
 
-@jit
+@jit_inline
 def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
     """One pass: finiteness, the sums of ``s - ref``, the positives (score and input index)
     into ``pos_values``, ``pos_index`` and the negatives (score and key, see
@@ -146,7 +146,7 @@ def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
     return OK, -1, sum_pos, sum_neg
 
 
-@jit
+@jit_inline
 def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key):
     """:func:`scan_gather` that also splits the negatives around ``pivot``: those above it
     from the front of ``v`` (in input order), the others from its end (in reverse input
@@ -184,7 +184,7 @@ def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key)
     return OK, -1, sum_pos, sum_neg, np.int64(front)
 
 
-@jit
+@jit_inline
 def unsplit(v, key, i):
     """Undo the order :func:`scan_gather_split` left ``v[i..]`` in (reverse input order):
     the negatives are then in input order within each part, and as no value lies in both
@@ -198,7 +198,7 @@ def unsplit(v, key, i):
         b -= 1
 
 
-@jit
+@jit_inline
 def input_pivot(scores):
     """The first pivot of a divide and conquer over the negatives, chosen before they are
     gathered: the median of three scores at pseudo-random places of the input (a positive's
@@ -211,7 +211,7 @@ def input_pivot(scores):
 HINT_MOVES = 8
 
 
-@jit
+@jit_inline
 def _is_permutation(order, seen):
     """Whether ``order`` holds each of 0 .. size-1 once (``seen``: scratch of its size)."""
     n = order.size
@@ -225,7 +225,7 @@ def _is_permutation(order, seen):
     return True
 
 
-@jit
+@jit_inline
 def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
     """:func:`sort_positives` in place, starting from the arrangement ``order`` (the positives'
     order of a previous call, as places in input order) and leaving the new one there.
@@ -316,7 +316,7 @@ def sort_pairs(v, idx, tmp_v, tmp_i):
             v[k], idx[k] = tmp_v[k], tmp_i[k]
 
 
-@jit
+@jit_inline
 def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks and coefficients of the negatives from a working array (scores ``v``, keys
     ``key`` as :func:`scan_gather` writes them, ranks ``rk``), written straight to their
@@ -396,7 +396,7 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
 SHARE_SAMPLE = 64
 
 
-@jit
+@jit_inline
 def settled_share(v, lowest):
     """The share of the negatives ``v`` that score at most ``lowest`` (the lowest positive),
     on a strided sample of :data:`SHARE_SAMPLE` of them. Read from the gathered negatives,
@@ -536,7 +536,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
         a, b, ra, rb = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
 
 
-@jit
+@jit_inline
 def _has_equal_neighbours(v, a, b):
     """Whether two neighbours of ``v[a..b]`` are equal."""
     for k in range(a, b):
@@ -629,7 +629,7 @@ def new_stack():
     return np.empty(STACK_SHAPE, dtype=np.int64)
 
 
-@jit
+@jit_inline
 def _has_straddling_tie(v, rk, lo, hi):
     """Whether some score appears on both sides of a rank change (no allocation)."""
     k = lo
@@ -706,7 +706,7 @@ def canonical_ties(v, idx, rk, lo, hi):
         s = last
 
 
-@jit
+@jit_inline
 def rank_entries(v, rk, lo, hi, out_rank, out_lo, out_hi, out_eq_lo, out_eq_hi, e):
     """Summarise ``v[lo..hi]`` (ranks ``rk`` non-decreasing) as rank segments from entry ``e``.
 
@@ -737,7 +737,7 @@ def rank_entries(v, rk, lo, hi, out_rank, out_lo, out_hi, out_eq_lo, out_eq_hi, 
     return e
 
 
-@jit
+@jit_inline
 def _entry_bins(ent_lo, n_ent):
     """A table to find a score's rank segment in O(1): bins laid over the range of the
     segments' smallest scores ``ent_lo[0] >= ... >= ent_lo[n_ent-1]``.
@@ -765,7 +765,7 @@ def _entry_bins(ent_lo, n_ent):
     return start, top, scale, last
 
 
-@jit
+@jit_inline
 def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, neg_rank):
     """Give each negative, in input order, the rank of the rank segment (see
     :func:`rank_entries`; descending) that holds its score.
@@ -777,7 +777,9 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
     """
     n = ent_lo.size
     start, top, scale, last = _entry_bins(ent_lo, n)
-    cursor = np.arange(n)
+    cursor = np.empty(n, dtype=np.int64)
+    for e in range(n):
+        cursor[e] = e
     q = np.uintp(0)
     for k in range(scores.size):
         if is_pos[k]:
@@ -828,7 +830,7 @@ def positive_steps_into(pos_sorted, c2, ref, spos):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
 
 
-@jit
+@jit_inline
 def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
     """:func:`negative_coefficients` counting into ``rank_count`` (P + 2 elements, zeroed
     here); returns the sum."""
@@ -849,7 +851,7 @@ def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref
     return dot
 
 
-@jit
+@jit_inline
 def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref):
     """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
     coef * (score - ref) over the negatives)."""
@@ -872,13 +874,4 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
     n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
     assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
                     ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
-    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)
-
-
-@jit
-def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
-    """Ranks found on a working array whose ``idx`` are the negatives' ordinals, scattered
-    back to input order; then :func:`negative_coefficients`."""
-    for p in range(idx.size):
-        neg_rank[np.uintp(idx[p])] = rk[p]
     return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)

@@ -34,7 +34,7 @@ def histogram_size(n_neg, n_pos):
     return min(MAX_BUCKETS, max(16, n_neg))
 
 
-@jit
+@jit_inline
 def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     """The gathered negatives ``v`` (keys ``key``, input order) in descending order into
     ``v_sorted``, ``key_sorted``; ties keep input order. ``count``: the histogram's
