@@ -92,13 +92,14 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
         ints = np.empty(work_ints(n_neg, n_pos), dtype=np.int64)
     n, p = n_neg, n_pos
     v, v_sorted, pos_values = floats[:n], floats[n : 2 * n], floats[2 * n : 2 * n + p]
-    spos, tmp_v = floats[2 * n + p : 2 * n + 2 * p + 1], floats[2 * n + 2 * p + 1 : 2 * n + 3 * p + 1]
+    spos = floats[2 * n + p : 2 * n + 2 * p + 1]
+    tmp_v = floats[2 * n + 2 * p + 1 : 2 * n + 3 * p + 1]
     key, rk, key_sorted = ints[:n], ints[n : 2 * n], ints[2 * n : 3 * n]
     pos_index, order = ints[3 * n : 3 * n + p], ints[3 * n + p : 3 * n + 2 * p]
     tmp_i, rank_count = ints[3 * n + 2 * p : 3 * n + 3 * p], ints[3 * n + 3 * p : 3 * n + 4 * p + 2]
-    stack = ints[3 * n + 4 * p + 2 : 3 * n + 4 * p + 2 + STACK_SIZE].reshape(STACK_SHAPE)
-    count = ints[3 * n + 4 * p + 2 + STACK_SIZE : 3 * n + 4 * p + 2 + STACK_SIZE
-                 + histogram_size(n, p)]
+    end = 3 * n + 4 * p + 2 + STACK_SIZE
+    stack = ints[end - STACK_SIZE : end].reshape(STACK_SHAPE)
+    count = ints[end : end + histogram_size(n, p)]
     ref = reference(scores)
     pivot = 0.0
     above = 0
@@ -126,6 +127,7 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
 
 
 def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
+    """:func:`_gathered_lai` with the loss's code, and the workspace's buffers if any."""
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
     floats, ints = NO_FLOATS, NO_INTS
