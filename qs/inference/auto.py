@@ -15,9 +15,9 @@
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
-  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 40-45, the
-  default 41-45, ``bucket`` 57-61, ``bucket_sort`` 69-71; NDCG ``qs`` 62-68, the default
-  62-69, ``bucket_sort`` 77-81, ``bucket`` 81-87 (the 0-1 call 16-17).
+  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 39-44, the
+  default 40-46, ``bucket`` 54-59, ``bucket_sort`` 68-72; NDCG ``qs`` 53-61, the default
+  56-64, ``bucket_sort`` 72-81, ``bucket`` 71-84 (the 0-1 call 15-16).
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
 N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
