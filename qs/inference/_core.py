@@ -377,9 +377,11 @@ def failed(err, where):
 
 
 @jit
-def scan_and_gather(scores, is_pos, n_pos, out, ref):
-    """:func:`scan_input`, and the negatives' scores written into ``out``
-    (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
+def scan_and_gather(scores, is_pos, n_pos, out):
+    """:func:`scan_input` from the :func:`reference` score, and the negatives' scores written
+    into ``out`` (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted,
+    pos_index, ref)."""
+    ref = reference(scores)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos, ref)
     if err == OK:
         q = 0
@@ -387,7 +389,7 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
             if not is_pos[k]:
                 out[q] = scores[k]
                 q += 1
-    return err, where, sum_pos, sum_neg, pos_sorted, pos_index
+    return err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref
 
 
 #: how many of the gathered negatives :func:`settled_share` reads (strided): enough to tell

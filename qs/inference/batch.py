@@ -44,7 +44,6 @@ from qs.inference._core import (
     REFERENCE_SAMPLE,
     label_check,
     opt_ranks_sorted,
-    reference,
     scan_and_gather,
     sort_positives,
 )
@@ -320,8 +319,7 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
             np.empty(0, dtype=np.int64))
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
-        ref = reference(scores)
-        _, _, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, p, v, ref)
+        _, _, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos, p, v)
         v = np.sort(v)[::-1].copy()
         rk = np.empty(m, dtype=np.int64)
         if method == SORT_DC:
