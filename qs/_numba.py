@@ -109,8 +109,10 @@ def jit(fn):
 
 
 jit_generic = numba.njit(cache=False, nogil=True)
-# Inlined into its callers at numba's level: the rank evaluation runs once per node of
-# every divide and conquer, where a call costs as much as a short scan.
+# Inlined into its callers at numba's level: the rank evaluation, which runs once per node of
+# every divide and conquer, where a call costs as much as a short scan; and helpers with one
+# caller. A function of its own is compiled, optimised by LLVM and cached apart, then optimised
+# again inside each caller, at every level of calls: much of the kernels' compile time.
 jit_inline = numba.njit(inline="always", nogil=True)
 
 _bound = {}

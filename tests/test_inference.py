@@ -644,3 +644,18 @@ def test_reference_is_the_median_of_its_strided_sample(n):
             x[rng.random(n) < 0.3] = np.nan
         sample = np.sort(x[:: max(1, n // REFERENCE_SAMPLE)])
         np.testing.assert_array_equal(reference(x), sample[sample.size // 2])
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100, 1000])
+def test_sort_pairs_orders_by_descending_value_then_ascending_index(n):
+    """The merge sort of the kernels against numpy's lexsort, with many ties."""
+    from qs.inference._core import sort_pairs
+
+    rng = np.random.default_rng(n)
+    v = np.round(rng.normal(size=n), 1)
+    idx = rng.permutation(n).astype(np.int64)
+    want = np.lexsort((idx, -v))
+    expect_v, expect_i = v[want], idx[want]
+    sort_pairs(v, idx, np.empty(n), np.empty(n, dtype=np.int64))
+    np.testing.assert_array_equal(v, expect_v)
+    np.testing.assert_array_equal(idx, expect_i)

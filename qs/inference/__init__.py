@@ -18,11 +18,10 @@ from qs.inference._prepare import (
     output_arrays,
     raise_for,
 )
-from qs.inference.auto import auto_lai
+from qs.inference.auto import auto_lai, bucket_sort_lai, qs_lai
 from qs.inference.brute import brute_lai
 from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import bucket_sort_lai
-from qs.inference.qs import qs_lai, sort_dc_lai
+from qs.inference.qs import sort_dc_lai
 from qs.inference.scan import scan_lai
 from qs.inference.search import search_lai
 from qs.inference.workspace import Workspace

@@ -66,8 +66,9 @@ def reference(scores):
 
     Found by counting, for each sampled score, the samples below it and at most it (loops
     without branches, on the sample in place): a sort of the sample, which allocated it and
-    mispredicted its comparisons, took 1.3 us of a 45 us call. Scores that are NaN (the
-    call fails on them afterwards) go to the sort, whose result counting matches otherwise.
+    mispredicted its comparisons, took 1.3 us of a 45 us call. NaN scores count as above all
+    others, where a sort puts them; when one is the median, NaN is returned (the call fails
+    on it afterwards).
     """
     step = max(1, scores.size // REFERENCE_SAMPLE)
     half = (scores.size + step - 1) // step // 2
@@ -81,11 +82,10 @@ def reference(scores):
             at_most += y <= x
         if below <= half < at_most:
             return x
-    sample = np.sort(scores[::step])  # NaN among the sample
-    return sample[sample.size // 2]
+    return np.nan
 
 
-@jit
+@jit_inline
 def scan_input(scores, is_pos, n_pos, ref):
     """One pass: finiteness, sums and the positives.
 
@@ -119,7 +119,7 @@ KEY_SHIFT = np.int64(32)
 KEY_LOW = np.int64((1 << 32) - 1)
 
 
-@jit
+@jit_inline
 def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
     """One pass: finiteness, the sums of ``s - ref``, the positives (score and input index)
     into ``pos_values``, ``pos_index`` and the negatives (score and key, see
@@ -146,12 +146,12 @@ def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
     return OK, -1, sum_pos, sum_neg
 
 
-@jit
+@jit_inline
 def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key):
     """:func:`scan_gather` that also splits the negatives around ``pivot``: those above it
     from the front of ``v`` (in input order), the others from its end (in reverse input
     order), so that the divide and conquer starts from a split it did not have to partition
-    (:func:`opt_ranks_presplit`). Branch-free: every negative is written at both ends and
+    (:func:`opt_ranks_unsorted`). Branch-free: every negative is written at both ends and
     one end advances; the pass costs what :func:`scan_gather` costs, whose time is the chain
     of additions to the sums. Returns (error, error_index, sum_pos, sum_neg, how many
     negatives are above ``pivot``)."""
@@ -184,7 +184,7 @@ def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key)
     return OK, -1, sum_pos, sum_neg, np.int64(front)
 
 
-@jit
+@jit_inline
 def unsplit(v, key, i):
     """Undo the order :func:`scan_gather_split` left ``v[i..]`` in (reverse input order):
     the negatives are then in input order within each part, and as no value lies in both
@@ -198,12 +198,12 @@ def unsplit(v, key, i):
         b -= 1
 
 
-@jit
+@jit_inline
 def input_pivot(scores):
     """The first pivot of a divide and conquer over the negatives, chosen before they are
     gathered: the median of three scores at pseudo-random places of the input (a positive's
     score serves as well as a negative's)."""
-    p, _ = _median_of_three(scores, 0, scores.size - 1, np.uint64(scores.size))
+    p, _ = _median_of_three(scores, np.int64(0), scores.size - 1, np.uint64(scores.size))
     return p
 
 
@@ -211,11 +211,12 @@ def input_pivot(scores):
 HINT_MOVES = 8
 
 
-@jit
+@jit_inline
 def _is_permutation(order, seen):
     """Whether ``order`` holds each of 0 .. size-1 once (``seen``: scratch of its size)."""
     n = order.size
-    seen[:] = 0
+    for t in range(n):
+        seen[t] = 0
     for t in range(n):
         o = order[t]
         if o < 0 or o >= n or seen[o]:
@@ -224,7 +225,7 @@ def _is_permutation(order, seen):
     return True
 
 
-@jit
+@jit_inline
 def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
     """:func:`sort_positives` in place, starting from the arrangement ``order`` (the positives'
     order of a previous call, as places in input order) and leaving the new one there.
@@ -234,8 +235,8 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
     an insertion sort from the previous order takes about P moves, where the merge sort made
     P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
     It gives up after :data:`HINT_MOVES` moves per positive (and when ``order`` is not a
-    permutation) for the merge sort. Ties go by input order either way: the result does not
-    depend on ``order``."""
+    permutation) for :func:`sort_pairs`. Ties go by input order either way: the result does
+    not depend on ``order``."""
     n = pos_values.size
     if _is_permutation(order, tmp_i):
         for t in range(n):
@@ -255,18 +256,67 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
                 break
         if budget >= 0:
             for t in range(n):
-                order[t] = tmp_i[t]
-                tmp_i[t] = pos_index[tmp_i[t]]
-            pos_values[:] = tmp_v
-            pos_index[:] = tmp_i
+                o = tmp_i[t]
+                order[t] = o
+                pos_values[t] = tmp_v[t]
+                tmp_i[t] = pos_index[o]
+            for t in range(n):
+                pos_index[t] = tmp_i[t]
             return
-    sorted_order = np.argsort(-pos_values, kind="mergesort")
-    order[:] = sorted_order
-    pos_values[:] = pos_values[sorted_order]
-    pos_index[:] = pos_index[sorted_order]
+    for t in range(n):
+        order[t] = t
+    sort_pairs(pos_values, order, tmp_v, tmp_i)  # ties by place: input order
+    for t in range(n):
+        tmp_i[t] = pos_index[order[t]]
+    for t in range(n):
+        pos_index[t] = tmp_i[t]
+
+
+#: runs this long are sorted by insertion before :func:`sort_pairs` merges them
+MERGE_RUN = 16
 
 
 @jit
+def sort_pairs(v, idx, tmp_v, tmp_i):
+    """Sort ``v`` in descending order, ties by ascending ``idx``, moving ``idx`` along:
+    insertion sort of short runs, then bottom-up merges through the scratch arrays
+    ``tmp_v``, ``tmp_i`` (at least ``v.size`` elements). Written here rather than
+    ``np.argsort``: the same O(n log n) merge sort without its gathers, compiled in about a
+    quarter of the time."""
+    n = v.size
+    for lo in range(0, n, MERGE_RUN):
+        for a in range(lo + 1, min(lo + MERGE_RUN, n)):
+            x, ix = v[a], idx[a]
+            b = a
+            while b > lo and (v[b - 1] < x or (v[b - 1] == x and idx[b - 1] > ix)):
+                v[b], idx[b] = v[b - 1], idx[b - 1]
+                b -= 1
+            v[b], idx[b] = x, ix
+    src_v, src_i, dst_v, dst_i = v, idx, tmp_v, tmp_i
+    in_tmp = False
+    width = MERGE_RUN
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b = lo, mid
+            for k in range(lo, hi):
+                if b < hi and (a >= mid or src_v[b] > src_v[a]
+                               or (src_v[b] == src_v[a] and src_i[b] < src_i[a])):
+                    dst_v[k], dst_i[k] = src_v[b], src_i[b]
+                    b += 1
+                else:
+                    dst_v[k], dst_i[k] = src_v[a], src_i[a]
+                    a += 1
+        src_v, src_i, dst_v, dst_i = dst_v, dst_i, src_v, src_i
+        in_tmp = not in_tmp
+        width *= 2
+    if in_tmp:
+        for k in range(n):
+            v[k], idx[k] = tmp_v[k], tmp_i[k]
+
+
+@jit_inline
 def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks and coefficients of the negatives from a working array (scores ``v``, keys
     ``key`` as :func:`scan_gather` writes them, ranks ``rk``), written straight to their
@@ -276,7 +326,8 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
     them). Both passes without a branch on the labels, which mispredicted at each positive.
     """
     n_neg = v.size
-    rank_count[:] = 0
+    for r in range(rank_count.size):
+        rank_count[r] = 0
     inv = 1.0 / (n_pos * n_neg)
     for p in range(np.uintp(n_neg)):
         r = rk[p]
@@ -294,8 +345,10 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
 @jit
 def sort_positives(pos_values, pos_index):
     """The positives by descending score, ties in input order (``pos_index`` ascending)."""
-    order = np.argsort(-pos_values, kind="mergesort")
-    return pos_values[order], pos_index[order]
+    pos_sorted, pos_order = pos_values.copy(), pos_index.copy()
+    sort_pairs(pos_sorted, pos_order, np.empty(pos_values.size),
+               np.empty(pos_values.size, dtype=np.int64))
+    return pos_sorted, pos_order
 
 
 @jit
@@ -304,11 +357,14 @@ def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum
     (OK, -1, sum_pos, sum_neg, negatives above each positive, F). ``dot_neg``: the sum of
     coef * (score - ref) over the negatives."""
     n_pos = pos_sorted.size
-    n_above = np.cumsum(rank_count)[1 : n_pos + 1]
+    n_above = np.empty(n_pos, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
     dot = dot_neg
+    above = rank_count[0]
     for k in range(n_pos):
-        c = (n_neg - 2.0 * n_above[k]) * inv
+        above += rank_count[k + 1]
+        n_above[k] = above
+        c = (n_neg - 2.0 * above) * inv
         coef[pos_index[k]] = c
         dot += c * (pos_sorted[k] - ref)
     return OK, -1, sum_pos, sum_neg, n_above, dot
@@ -321,9 +377,11 @@ def failed(err, where):
 
 
 @jit
-def scan_and_gather(scores, is_pos, n_pos, out, ref):
-    """:func:`scan_input`, and the negatives' scores written into ``out``
-    (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted, pos_index)."""
+def scan_and_gather(scores, is_pos, n_pos, out):
+    """:func:`scan_input` from the :func:`reference` score, and the negatives' scores written
+    into ``out`` (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted,
+    pos_index, ref)."""
+    ref = reference(scores)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_input(scores, is_pos, n_pos, ref)
     if err == OK:
         q = 0
@@ -331,7 +389,7 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
             if not is_pos[k]:
                 out[q] = scores[k]
                 q += 1
-    return err, where, sum_pos, sum_neg, pos_sorted, pos_index
+    return err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref
 
 
 #: how many of the gathered negatives :func:`settled_share` reads (strided): enough to tell
@@ -340,7 +398,7 @@ def scan_and_gather(scores, is_pos, n_pos, out, ref):
 SHARE_SAMPLE = 64
 
 
-@jit
+@jit_inline
 def settled_share(v, lowest):
     """The share of the negatives ``v`` that score at most ``lowest`` (the lowest positive),
     on a strided sample of :data:`SHARE_SAMPLE` of them. Read from the gathered negatives,
@@ -480,14 +538,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
         a, b, ra, rb = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
 
 
-@jit
-def _push(stack, top, a, b, r_lo, r_hi, is_sorted):
-    stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = a, b, r_lo, r_hi
-    stack[top, 4] = is_sorted
-    return top + 1
-
-
-@jit
+@jit_inline
 def _has_equal_neighbours(v, a, b):
     """Whether two neighbours of ``v[a..b]`` are equal."""
     for k in range(a, b):
@@ -498,57 +549,39 @@ def _has_equal_neighbours(v, a, b):
 
 @jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
-                       stack):
+                       stack, pivot, split):
     """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
     of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
     pseudo-random places) rather than at its exact median: the block's part above ``p`` has
     ranks at most ``r(p, last place of that part)``, the rest at least ``r(p, first place of
-    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the values equal
-    to it form a sorted block of their own. Small blocks are sorted and split at their
-    middle element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
+    it)``, so two rank evaluations split the rank interval. When nothing is above ``p``, the
+    values equal to it form a sorted block of their own (``p`` need not be one of the values:
+    the bounds hold for any ``p``). Small blocks are sorted and split at their middle
+    element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
     non-decreasing along ``v`` at the end. ``stack`` is scratch space from :func:`new_stack`.
+    ``split``: -1, or where the block, already split around ``pivot``, starts its part at
+    most ``pivot`` (``v[lo..split-1] > pivot >= v[split..hi]``, as :func:`scan_gather_split`
+    leaves the negatives): the first split, made for free.
 
     Returns whether equal values may have been given different ranks, which
     :func:`canonical_ties` then settles: a split around a pivot never separates equal values,
     so only a sorted block holding equal values can.
     """
-    top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
-    # the pivots' places: pseudo-random, the same on every run
-    return _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, top,
-                              np.uint64(lo + hi), False)
-
-
-@jit
-def opt_ranks_presplit(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
-                       stack, pivot, i):
-    """:func:`opt_ranks_unsorted` on a block already split around ``pivot`` (any value):
-    ``v[lo..i-1] > pivot >= v[i..hi]``, as :func:`scan_gather_split` leaves the negatives.
-    The split gives the rank intervals of both parts as a pivot's does inside the loop."""
-    if lo < i <= hi:
-        r_above = best_rank(inc, params, n_pos, c2, spos, pivot, j_offset + i, r_lo, r_hi)
-        r_below = best_rank(inc, params, n_pos, c2, spos, pivot, j_offset + i + 1, r_above,
-                            r_hi)
-        top = _push(stack, 0, i, hi, r_below, r_hi, 0)
-        top = _push(stack, top, lo, i - 1, r_lo, r_above, 0)
-    else:  # one part empty: no information
-        top = _push(stack, 0, lo, hi, r_lo, r_hi, 0)
-    return _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, top,
-                              np.uint64(lo + hi), False)
-
-
-@jit
-def _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack, top, state,
-                       tied):
-    """The loop of :func:`opt_ranks_unsorted` over the ``top`` blocks on ``stack``."""
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
+    top = 1
+    state = np.uint64(lo + hi)  # the pivots' places: pseudo-random, the same on every run
+    tied = False
     while top > 0:
         top -= 1
         a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        given, split = split, -1  # the first block's split, when given
         if a > b:
             continue
         if ra == rb:
-            rk[a : b + 1] = ra
+            for t in range(a, b + 1):
+                rk[t] = ra
             continue
         if not is_sorted and b - a < 24:
             _sort_pairs_descending(v, idx, a, b)
@@ -558,27 +591,31 @@ def _opt_ranks_stacked(v, idx, rk, j_offset, inc, params, n_pos, c2, spos, stack
             m = (a + b) >> 1
             rm = best_rank(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
             rk[m] = rm
-            top = _push(stack, top, a, m - 1, ra, rm, 1)
-            top = _push(stack, top, m + 1, b, rm, rb, 1)
-            continue
-        p, state = _median_of_three(v, a, b, state)
-        i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
-        if i > a:
-            r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
-            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
-            above_sorted = 0
-        else:  # nothing above p: the values equal to p come first, a sorted block
-            i = _partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
-            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, ra, rb)
-            r_above = r_below
-            above_sorted = 1
-            tied |= i - a > 1
-        if i - a > b + 1 - i:  # the smaller part on top: the stack stays logarithmic
-            top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
-            top = _push(stack, top, i, b, r_below, rb, 0)
+            first, second = (a, m - 1, ra, rm, 1), (m + 1, b, rm, rb, 1)
         else:
-            top = _push(stack, top, i, b, r_below, rb, 0)
-            top = _push(stack, top, a, i - 1, ra, r_above, above_sorted)
+            if given >= 0:
+                p, i = pivot, given
+            else:
+                p, state = _median_of_three(v, a, b, state)
+                i = _partition_pairs(v, idx, a, b, p, True)  # v[a..i-1] > p >= v[i..b]
+            above_sorted = 0
+            r_above = ra
+            if i > a:
+                r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
+            else:  # nothing above p: the values equal to p come first, a sorted block
+                i = _partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
+                above_sorted = 1
+                tied |= i - a > 1
+            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
+            if above_sorted:
+                r_above = r_below
+            upper, lower = (a, i - 1, ra, r_above, above_sorted), (i, b, r_below, rb, 0)
+            # the smaller part on top: the stack stays logarithmic
+            first, second = (upper, lower) if i - a > b + 1 - i else (lower, upper)
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = first
+        top += 1
+        stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = second
+        top += 1
     return tied
 
 
@@ -594,7 +631,7 @@ def new_stack():
     return np.empty(STACK_SHAPE, dtype=np.int64)
 
 
-@jit
+@jit_inline
 def _has_straddling_tie(v, rk, lo, hi):
     """Whether some score appears on both sides of a rank change (no allocation)."""
     k = lo
@@ -650,16 +687,28 @@ def canonical_ties(v, idx, rk, lo, hi):
         last = s + 1  # the chain of segments holding t: s .. last
         while last + 1 < n_seg and mins[last] == t and maxs[last + 1] == t:
             last += 1
-        where = np.flatnonzero(v[starts[s] : starts[last + 1]] == t) + starts[s]
-        ranks = np.sort(rk[where])
-        owners = np.sort(idx[where])
-        for q in range(where.size):
-            rk[where[q]] = ranks[q]
-            idx[where[q]] = owners[q]
+        a, b = starts[s], starts[last + 1]
+        m = 0
+        for k in range(a, b):
+            m += v[k] == t
+        tied = np.empty(m)
+        owners = np.empty(m, dtype=np.int64)
+        q = 0
+        for k in range(a, b):
+            if v[k] == t:
+                tied[q], owners[q] = t, idx[k]
+                q += 1
+        # their ranks already increase along v: the owners go there in increasing order
+        sort_pairs(tied, owners, np.empty(m), np.empty(m, dtype=np.int64))
+        q = 0
+        for k in range(a, b):
+            if v[k] == t:
+                idx[k] = owners[q]
+                q += 1
         s = last
 
 
-@jit
+@jit_inline
 def rank_entries(v, rk, lo, hi, out_rank, out_lo, out_hi, out_eq_lo, out_eq_hi, e):
     """Summarise ``v[lo..hi]`` (ranks ``rk`` non-decreasing) as rank segments from entry ``e``.
 
@@ -690,7 +739,7 @@ def rank_entries(v, rk, lo, hi, out_rank, out_lo, out_hi, out_eq_lo, out_eq_hi, 
     return e
 
 
-@jit
+@jit_inline
 def _entry_bins(ent_lo, n_ent):
     """A table to find a score's rank segment in O(1): bins laid over the range of the
     segments' smallest scores ``ent_lo[0] >= ... >= ent_lo[n_ent-1]``.
@@ -718,7 +767,7 @@ def _entry_bins(ent_lo, n_ent):
     return start, top, scale, last
 
 
-@jit
+@jit_inline
 def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, neg_rank):
     """Give each negative, in input order, the rank of the rank segment (see
     :func:`rank_entries`; descending) that holds its score.
@@ -730,7 +779,9 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
     """
     n = ent_lo.size
     start, top, scale, last = _entry_bins(ent_lo, n)
-    cursor = np.arange(n)
+    cursor = np.empty(n, dtype=np.int64)
+    for e in range(n):
+        cursor[e] = e
     q = np.uintp(0)
     for k in range(scores.size):
         if is_pos[k]:
@@ -781,11 +832,12 @@ def positive_steps_into(pos_sorted, c2, ref, spos):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
 
 
-@jit
+@jit_inline
 def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
     """:func:`negative_coefficients` counting into ``rank_count`` (P + 2 elements, zeroed
     here); returns the sum."""
-    rank_count[:] = 0
+    for r in range(rank_count.size):
+        rank_count[r] = 0
     inv = 1.0 / (n_pos * n_neg)
     dot = 0.0
     q = np.uintp(0)
@@ -801,7 +853,7 @@ def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref
     return dot
 
 
-@jit
+@jit_inline
 def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref):
     """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
     coef * (score - ref) over the negatives)."""
@@ -824,13 +876,4 @@ def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
     n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
     assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
                     ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
-    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)
-
-
-@jit
-def finish_pairs(idx, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
-    """Ranks found on a working array whose ``idx`` are the negatives' ordinals, scattered
-    back to input order; then :func:`negative_coefficients`."""
-    for p in range(idx.size):
-        neg_rank[np.uintp(idx[p])] = rk[p]
     return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, label_check, reference, scan_and_gather
+from qs.inference._core import NOT_FINITE, label_check, scan_and_gather
 
 
 def as_scores(scores):
@@ -87,6 +87,13 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
     return out[0], out[1]
 
 
+def check_size(scores):
+    """The keys of :func:`~qs.inference._core.scan_gather` hold input indices in 32 bits."""
+    if scores.size >= 1 << 32:
+        raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
+                         f"{scores.size}. Use method='bucket'.")
+
+
 def raise_for(err, where, scores):
     """Turn a kernel's error code into a ValueError."""
     if err == NOT_FINITE:
@@ -96,23 +103,23 @@ def raise_for(err, where, scores):
         )
 
 
-def sorted_negatives(scores, is_pos, n_pos, ref):
+def sorted_negatives(scores, is_pos, n_pos):
     """The negatives in descending order (np.sort), with the positives: (v, sum_pos,
-    sum_neg, pos_sorted, pos_index); the sums of scores minus ``ref``."""
+    sum_neg, pos_sorted, pos_index, ref); the sums of scores minus the reference score
+    ``ref``."""
     v = np.empty(scores.size - n_pos)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, n_pos, v,
-                                                                          ref)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos,
+                                                                               n_pos, v)
     raise_for(err, where, scores)
     v = np.ascontiguousarray(np.sort(v)[::-1])
-    return v, sum_pos, sum_neg, pos_sorted, pos_index
+    return v, sum_pos, sum_neg, pos_sorted, pos_index, ref
 
 
 def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef):
     """Run a method ``kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index,
     neg_rank, coef, sum_pos, sum_neg, ref)`` on the sorted negatives ``v``, scores measured
     from the reference score ``ref``."""
-    ref = reference(scores)
-    v, sum_pos, sum_neg, pos_sorted, pos_index = sorted_negatives(scores, is_pos, n_pos, ref)
+    v, sum_pos, sum_neg, pos_sorted, pos_index, ref = sorted_negatives(scores, is_pos, n_pos)
     rk = np.empty(v.size, dtype=np.int64)
     params = loss.prepare(n_pos, v.size)
     return bind(kernel, loss.kernel)(params, v, rk, scores, is_pos, pos_sorted, pos_index,

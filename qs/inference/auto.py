@@ -2,11 +2,12 @@
 
 - Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
   settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer: one kernel gathers the negatives (split around a pivot in the same pass, as
-  ``qs`` does) and sorts the positives, the first steps of both other methods, then reads
-  the share of negatives at or below the lowest positive on a sample of the gathered ones
-  (in cache, so the choice costs about 0.1 us); the work arrays of both are cut from two
-  buffers of the workspace, so that the call costs what a call of ``qs`` costs. Below
+- Fewer: the kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
+  compiled kernel for the three) gathers the negatives (split around a pivot in the same
+  pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
+  reads the share of negatives at or below the lowest positive on a sample of the gathered
+  ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
+  them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
   loss. Inside training most negatives fall below every positive after a few iterations,
@@ -14,9 +15,9 @@
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
-  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 40-45, the
-  default 41-45, ``bucket`` 57-61, ``bucket_sort`` 69-71; NDCG ``qs`` 62-68, the default
-  62-69, ``bucket_sort`` 77-81, ``bucket`` 81-87 (the 0-1 call 16-17).
+  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 39-44, the
+  default 40-46, ``bucket`` 54-59, ``bucket_sort`` 68-72; NDCG ``qs`` 53-61, the default
+  56-64, ``bucket_sort`` 72-81, ``bucket`` 71-84 (the 0-1 call 15-16).
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
 N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
@@ -26,74 +27,114 @@ the default within 4% of the faster of them).
 import numpy as np
 
 from qs._numba import bind, jit
-from qs.inference._core import OK, failed, settled_share, unsplit
-from qs.inference.bucket import bucket_lai
-from qs.inference.bucket_sort import bucket_sort_gathered, histogram_size, new_work
-from qs.inference.qs import (
-    check_size,
-    gather_split,
-    packed_floats,
-    packed_ints,
-    qs_gathered,
-    unpack,
+from qs.inference._core import (
+    OK,
+    STACK_SHAPE,
+    STACK_SIZE,
+    failed,
+    finish,
+    input_pivot,
+    positive_steps_into,
+    rank_pass,
+    reference,
+    scan_gather,
+    scan_gather_split,
+    settled_share,
+    sort_positives_hinted,
+    unsplit,
 )
+from qs.inference._prepare import check_size
+from qs.inference.bucket import bucket_lai
+from qs.inference.bucket_sort import bucket_sort_ranks, histogram_size
+from qs.inference.qs import qs_ranks
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
 
+#: what :func:`_gathered_lai` runs: the choice above (``AUTO``), or one method forced
+AUTO, QS, BUCKET_SORT = 0, 1, 2
+
 
 @jit
-def _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk, pos_values,
-               pos_index, spos, rank_count, stack, order, tmp_v, tmp_i, v_sorted, key_sorted,
-               count):
-    """``qs`` or ``bucket_sort`` by the share of settled negatives, on the work arrays of
-    ``bucket_sort`` (which hold those of ``qs``)."""
-    err, where, sum_pos, sum_neg, ref, pivot, above = gather_split(
-        scores, is_pos, v, key, pos_values, pos_index, order, tmp_v, tmp_i)
+def work_floats(n_neg, n_pos):
+    """Size of the float64 work buffer of :func:`_gathered_lai`."""
+    return 2 * n_neg + 3 * n_pos + 1
+
+
+@jit
+def work_ints(n_neg, n_pos):
+    """Size of the int64 work buffer of :func:`_gathered_lai`."""
+    return 3 * n_neg + 4 * n_pos + 2 + STACK_SIZE + histogram_size(n_neg, n_pos)
+
+
+#: the work arrays of :func:`_gathered_lai` as two buffers, one per dtype: a kernel call from
+#: Python pays about 0.08 us per array argument to unbox it, 1 us of a training call's 45
+PACKED = (("floats", work_floats, np.float64), ("ints", work_ints, np.int64))
+#: the buffers of a call without a workspace: too short, so the kernel allocates its own
+NO_FLOATS, NO_INTS = np.empty(0), np.empty(0, dtype=np.int64)
+
+
+@jit
+def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floats, ints):
+    """``qs``, ``bucket_sort`` or (``route`` AUTO) the one the share of settled negatives
+    picks: one kernel for the three, so that the default runs the code ``qs`` runs.
+
+    The pass over the input gathers the positives and the negatives (split around a pivot
+    taken from the input for ``qs``: its first partition, free in that pass), then the
+    positives are sorted from the order the last call of the same sizes left in ``ints``.
+    Work arrays are cut from ``floats`` and ``ints`` (:data:`PACKED`), allocated here when
+    shorter."""
+    n_neg = neg_rank.size
+    if floats.size < work_floats(n_neg, n_pos):
+        floats = np.empty(work_floats(n_neg, n_pos))
+    if ints.size < work_ints(n_neg, n_pos):
+        ints = np.empty(work_ints(n_neg, n_pos), dtype=np.int64)
+    n, p = n_neg, n_pos
+    v, v_sorted, pos_values = floats[:n], floats[n : 2 * n], floats[2 * n : 2 * n + p]
+    spos = floats[2 * n + p : 2 * n + 2 * p + 1]
+    tmp_v = floats[2 * n + 2 * p + 1 : 2 * n + 3 * p + 1]
+    key, rk, key_sorted = ints[:n], ints[n : 2 * n], ints[2 * n : 3 * n]
+    pos_index, order = ints[3 * n : 3 * n + p], ints[3 * n + p : 3 * n + 2 * p]
+    tmp_i, rank_count = ints[3 * n + 2 * p : 3 * n + 3 * p], ints[3 * n + 3 * p : 3 * n + 4 * p + 2]
+    end = 3 * n + 4 * p + 2 + STACK_SIZE
+    stack = ints[end - STACK_SIZE : end].reshape(STACK_SHAPE)
+    count = ints[end : end + histogram_size(n, p)]
+    ref = reference(scores)
+    pivot = 0.0
+    above = 0
+    if route == BUCKET_SORT:
+        err, where, sum_pos, sum_neg = scan_gather(scores, is_pos, ref, pos_values, pos_index,
+                                                   v, key)
+    else:
+        pivot = input_pivot(scores)
+        err, where, sum_pos, sum_neg, above = scan_gather_split(scores, is_pos, ref, pivot,
+                                                                pos_values, pos_index, v, key)
     if err != OK:
         return failed(err, where)
-    if settled_share(v, pos_values[n_pos - 1]) >= SETTLED_SHARE:
-        return qs_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
-                           pos_values, pos_index, spos, rank_count, stack, sum_pos, sum_neg, ref,
-                           pivot, above)
-    unsplit(v, key, above)  # bucket_sort's stable sort needs tied negatives in input order
-    return bucket_sort_gathered(inc, params, scores, is_pos, n_pos, neg_rank, coef, v, key, rk,
-                                pos_values, pos_index, spos, rank_count, v_sorted, key_sorted,
-                                count, sum_pos, sum_neg, ref)
+    sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i)
+    c2 = 2.0 / (n_pos * n_neg)
+    positive_steps_into(pos_values, c2, ref, spos)
+    if route == QS or (route == AUTO and settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE):
+        qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
+    else:
+        if route == AUTO:
+            unsplit(v, key, above)  # bucket_sort's stable sort needs ties in input order
+        bucket_sort_ranks(inc, params, v, key, rk, n_pos, c2, spos, count, v_sorted, key_sorted)
+        v, key = v_sorted, key_sorted
+    dot = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
+    return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
-def _floats(n_neg, n_pos):
-    return packed_floats(n_neg, n_pos) + n_neg
-
-
-def _ints(n_neg, n_pos):
-    return packed_ints(n_neg, n_pos) + n_neg + histogram_size(n_neg, n_pos)
-
-
-#: the work arrays of :func:`_auto_into` as two buffers: those of ``qs``
-#: (:data:`qs.inference.qs.PACKED`, at the same places), then ``bucket_sort``'s sorted
-#: negatives, their keys and its histogram
-PACKED = (("floats", _floats, np.float64), ("ints", _ints, np.int64))
-
-
-@jit
-def _auto_packed(inc, params, scores, is_pos, n_pos, neg_rank, coef, floats, ints):
-    """:func:`_auto_into` on the buffers of :data:`PACKED`."""
-    n_neg = neg_rank.size
-    f, i = packed_floats(n_neg, n_pos), packed_ints(n_neg, n_pos)
-    n_buckets = histogram_size(n_neg, n_pos)
-    return _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef,
-                      *unpack(floats, ints, n_neg, n_pos), floats[f : f + n_neg],
-                      ints[i : i + n_neg], ints[i + n_neg : i + n_neg + n_buckets])
-
-
-@jit
-def _auto(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
-    """:func:`_auto_into` with its work arrays allocated here."""
-    n_neg = scores.size - n_pos
-    return _auto_into(inc, params, scores, is_pos, n_pos, neg_rank, coef,
-                      *new_work(n_pos, n_neg, n_buckets))
+def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
+    """:func:`_gathered_lai` with the loss's code, and the workspace's buffers if any."""
+    check_size(scores)
+    params = loss.prepare(n_pos, neg_rank.size)
+    floats, ints = NO_FLOATS, NO_INTS
+    if ws is not None:
+        floats, ints = ws.arrays(PACKED, neg_rank.size, n_pos)
+    return bind(_gathered_lai, loss.kernel)(params, route, scores, is_pos, n_pos, neg_rank, coef,
+                                            floats, ints)
 
 
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
@@ -101,10 +142,16 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     n_neg = neg_rank.size
     if n_neg >= SORT_BELOW and n_neg >= SORT_PER_POSITIVE * n_pos:
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
-    check_size(scores)
-    params = loss.prepare(n_pos, n_neg)
-    if ws is None:  # allocated inside the kernel: faster than a Workspace's arrays
-        return bind(_auto, loss.kernel)(params, scores, is_pos, n_pos,
-                                        histogram_size(n_neg, n_pos), neg_rank, coef)
-    return bind(_auto_packed, loss.kernel)(params, scores, is_pos, n_pos, neg_rank, coef,
-                                           *ws.arrays(PACKED, n_neg, n_pos))
+    return _run(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+
+
+def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
+    """``qs`` (:mod:`qs.inference.qs`), work arrays from the
+    :class:`~qs.inference.Workspace` ``ws`` when given."""
+    return _run(QS, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+
+
+def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
+    """``bucket_sort`` (:mod:`qs.inference.bucket_sort`), work arrays from the
+    :class:`~qs.inference.Workspace` ``ws`` when given."""
+    return _run(BUCKET_SORT, loss, scores, is_pos, n_pos, neg_rank, coef, ws)

@@ -44,14 +44,15 @@ from qs.inference._core import (
     REFERENCE_SAMPLE,
     label_check,
     opt_ranks_sorted,
-    reference,
     scan_and_gather,
     sort_positives,
 )
-from qs.inference.auto import SORT_BELOW, SORT_PER_POSITIVE
+from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
+from qs.inference.auto import QS as ROUTE_QS
+from qs.inference.auto import SORT_BELOW, SORT_PER_POSITIVE, _gathered_lai
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map
-from qs.inference.bucket_sort import INSERTION_MAX, _bucket_sort
-from qs.inference.qs import _qs, _sort_dc
+from qs.inference.bucket_sort import INSERTION_MAX
+from qs.inference.qs import _sort_dc
 from qs.inference.scan import _scan_sorted
 from qs.inference.search import _search_sorted
 from qs.inference.zero_one import zero_one_lai
@@ -315,21 +316,21 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
     m = n - p
     params = _params(inc, table, ideal, p)
     neg_rank = np.empty(m, dtype=np.int32)
-    if method == BUCKET_SORT:  # as bucket_sort_lai: about one bucket per negative
-        _, _, sum_pos, sum_neg, n_above, f = _bucket_sort(
-            inc, params, scores, is_pos, p, min(max(m, 16), MAX_BUCKETS), neg_rank, coef)
+    if method == BUCKET_SORT:  # as bucket_sort_lai
+        _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
+            inc, params, ROUTE_BUCKET_SORT, scores, is_pos, p, neg_rank, coef, np.empty(0),
+            np.empty(0, dtype=np.int64))
     elif method == BUCKET or method == AUTO:  # as bucket_lai's n_buckets_for
         n_buckets = int(min(MAX_BUCKETS, max(16, 2.0 * (p * m) ** 0.5)))
         _, _, sum_pos, sum_neg, n_above, f = _bucket(inc, params, scores, is_pos, p, n_buckets,
                                                      neg_rank, coef)
     elif method == QS:
-        _, _, sum_pos, sum_neg, n_above, f = _qs(
-            inc, params, scores, is_pos, p, neg_rank, coef, np.empty(m),
-            np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64))
+        _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
+            inc, params, ROUTE_QS, scores, is_pos, p, neg_rank, coef, np.empty(0),
+            np.empty(0, dtype=np.int64))
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
-        ref = reference(scores)
-        _, _, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(scores, is_pos, p, v, ref)
+        _, _, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos, p, v)
         v = np.sort(v)[::-1].copy()
         rk = np.empty(m, dtype=np.int64)
         if method == SORT_DC:

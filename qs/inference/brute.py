@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from qs.inference._core import finish, reference, scan_and_gather
+from qs.inference._core import finish, scan_and_gather
 from qs.inference._prepare import raise_for
 
 #: most values the enumeration holds at once: (P+1)^N assignments times N P comparisons, as
@@ -38,9 +38,8 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
             "values in all (its memory); use it on small inputs only, or another method."
         )
     neg = np.empty(n_neg)
-    ref = reference(scores)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index = scan_and_gather(
-        scores, is_pos, n_pos, neg, ref)
+    err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(
+        scores, is_pos, n_pos, neg)
     raise_for(err, where, scores)
     ranks = np.array(list(itertools.product(range(1, n_pos + 2), repeat=n_neg)), dtype=np.int64)
     places = np.arange(1, n_pos + 1)

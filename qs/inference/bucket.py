@@ -299,7 +299,7 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
         if hi < lo:
             continue
         if opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] + stayed - lo, top_r[t],
-                              bottom_r[t], inc, params, n_pos, c2, spos, stack):
+                              bottom_r[t], inc, params, n_pos, c2, spos, stack, 0.0, -1):
             canonical_ties(v, idx, rk, lo, hi)
         for p in range(lo, hi + 1):
             g = idx[p]

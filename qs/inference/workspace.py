@@ -2,8 +2,6 @@
 
 import numpy as np
 
-from qs.inference._core import new_stack
-
 
 class Workspace:
     """Arrays that :func:`qs.inference.lai` calls reuse: the result's outputs and the
@@ -40,25 +38,14 @@ class Workspace:
         return view
 
     def arrays(self, work, n_neg, n_pos):
-        """The work arrays of a method: ``work`` lists (name, size, dtype) with ``size`` one
-        of "N", "P", "P+1", "P+2" or a function of (N, P); the name "stack" is
-        :meth:`stack`; ``work`` a module's constant (it is known by its id). Looked up once
-        per sizes, as a loop of calls repeats them."""
+        """The work arrays of a method: ``work`` lists (name, size, dtype) with ``size`` a
+        function of (N, P); ``work`` a module's constant (it is known by its id). Looked up
+        once per sizes, as a loop of calls repeats them."""
         group = self._groups.get((id(work), n_neg, n_pos))
         if group is None:
-            sizes = {"N": n_neg, "P": n_pos, "P+1": n_pos + 1, "P+2": n_pos + 2}
-            group = tuple(self.stack() if name == "stack" else
-                          self.take(name, sizes[size] if isinstance(size, str)
-                                    else size(n_neg, n_pos), dtype)
-                          for name, size, dtype in work)
+            group = tuple(self.take(name, size(n_neg, n_pos), dtype) for name, size, dtype in work)
             self._groups[id(work), n_neg, n_pos] = group
         return group
-
-    def stack(self):
-        """The scratch stack of :func:`qs.inference._core.opt_ranks_unsorted`."""
-        if "stack" not in self._arrays:
-            self._arrays["stack"] = new_stack()
-        return self._arrays["stack"]
 
     def outputs(self, n_neg, n, zero_one, given):
         """(neg_rank, coef) of a call: int32 (N,) and float64 (n,); neg_rank None for the 0-1
