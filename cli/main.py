@@ -39,14 +39,19 @@ def _version():
         return "unknown"
 
 
-_notice = {"registered": False, "shown": False}
+_notice = {"registered": False, "shown": False, "depth": 0, "start": 0.0, "seconds": 0.0}
 
 
 def notice_compiles():
     """From now on, print one line on stderr before the first kernel numba compiles (a cache
-    miss: the first run after installing or updating the kernels); cache loads are silent."""
+    miss: the first run after installing or updating the kernels), and at exit how long the
+    compilations took (kernels compiled inside others counted once); cache loads are
+    silent."""
     if _notice["registered"]:
         return
+    import atexit
+    import time
+
     from numba.core import event
 
     class CompileNotice(event.Listener):
@@ -54,12 +59,23 @@ def notice_compiles():
             if not _notice["shown"]:
                 _notice["shown"] = True
                 click.echo("compiling kernels (first run only) ...", err=True)
+            if _notice["depth"] == 0:
+                _notice["start"] = time.perf_counter()
+            _notice["depth"] += 1
 
         def on_end(self, _):
-            pass
+            _notice["depth"] -= 1
+            if _notice["depth"] == 0:
+                _notice["seconds"] += time.perf_counter() - _notice["start"]
 
     event.register("numba:compile", CompileNotice())
+    atexit.register(_report_compiles)
     _notice["registered"] = True
+
+
+def _report_compiles():
+    if _notice["seconds"] > 0:
+        click.echo(f"compiled kernels for {_notice['seconds']:.1f} s", err=True)
 
 
 @click.group()

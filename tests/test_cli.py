@@ -1,8 +1,11 @@
 """The command line's shell: help and version without loading the pipelines, and the
 one-line notice before numba compiles."""
 
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numba
 import pytest
@@ -61,3 +64,15 @@ def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkey
     add_one(1)
     add_one(1.5)
     assert capsys.readouterr().err == "compiling kernels (first run only) ...\n"
+    assert cli_main._notice["depth"] == 0 and cli_main._notice["seconds"] > 0
+
+
+def test_compile_time_reported_at_exit(tmp_path):
+    """A process that compiles prints, as it exits, how long it compiled."""
+    script = tmp_path / "compiles.py"
+    script.write_text("import numba\nfrom cli import main as m\nm.notice_compiles()\n"
+                      "numba.njit(lambda x: x + 1)(1)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(cli_main.__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, check=True)
+    assert re.search(r"compiled kernels for \d+\.\d s", run.stderr)
