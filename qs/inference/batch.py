@@ -10,7 +10,9 @@ other kernels (:func:`qs._numba.jit`): a new process loads it instead of compili
 Large batches are cut into blocks of queries run on threads (the kernels release the GIL);
 small ones run in the calling thread, where a thread hand-off would cost more than the work
 (measured: numba's ``prange`` took 9 ms for 10 queries of 256 samples on 2 busy cores, the
-plain loop 0.05 ms).
+plain loop 0.05 ms; on the same 2 cores idle, AP, 36 us with numba's OpenMP threading layer
+and 185 us with its workqueue layer against the loop's 46 us: too little gained where it
+works, too much lost where the cores are shared).
 
 A named method solves each query with the per-query kernel of :func:`qs.inference.lai`, so
 objectives and ranks are those of ``lai`` row by row. ``"auto"`` solves a large query with
@@ -19,10 +21,10 @@ threshold), the common case in a mini-batch, as ``bucket_sort`` does (the negati
 by buckets, then Algorithm 1's divide and conquer on them) but in work arrays held for the
 whole call, with no allocation per query, and with few branches that the input decides: at
 this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
-Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`): ahead of
-``bucket_sort`` (by 1.5x), ``qs`` (1.7x), ``search``, ``sort_dc`` and the scan; the call
-3.5-3.8 times ten single 0-1 kernels (AP; NDCG 3.4-3.6), 2.9-3.0 times cheaper than ten
-``lai`` calls (AP; NDCG 5.9-6.1). Of those ten 0-1 kernels' time, sorting each query's
+Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`, three runs):
+ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x), ``search``, ``sort_dc`` and the
+scan; the call 3.55-3.6 times ten single 0-1 kernels (AP; NDCG 3.4-3.5), 2.6-2.9 times
+cheaper than ten ``lai`` calls (AP; NDCG 5.6-6.0). Of those ten 0-1 kernels' time, sorting each query's
 negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the divide and
 conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its negatives stays
 above twice the 0-1 kernels on one thread.
