@@ -1,6 +1,7 @@
 """The command line's shell: help and version without loading the pipelines, and the
 one-line notice before numba compiles."""
 
+import atexit
 import os
 import re
 import subprocess
@@ -65,6 +66,7 @@ def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkey
     add_one(1.5)
     assert capsys.readouterr().err == "compiling kernels (first run only) ...\n"
     assert cli_main._notice["depth"] == 0 and cli_main._notice["seconds"] > 0
+    atexit.unregister(cli_main._report_compiles)  # not at the end of the test run
 
 
 def test_compile_time_reported_at_exit(tmp_path):
