@@ -65,19 +65,24 @@ def reference(scores):
     ``s - ref`` and an outlier (a first score of 10^12) does not inflate every term.
 
     Found by counting, for each sampled score, the samples below it and at most it (loops
-    without branches, on the sample in place): a sort of the sample, which allocated it and
-    mispredicted its comparisons, took 1.3 us of a 45 us call. NaN scores count as above all
-    others, where a sort puts them; when one is the median, NaN is returned (the call fails
-    on it afterwards).
+    without branches): a sort of the sample mispredicted its comparisons and took 1.3 us of
+    a 45 us call. The sample is copied out first, so that the counting loops read it
+    contiguously and vectorise (counting on the strided input took 2.5x as long: 0.38
+    against 0.15 us at 256 or 3312 scores). NaN scores count as above all others, where a
+    sort puts them; when one is the median, NaN is returned (the call fails on it
+    afterwards).
     """
     step = max(1, scores.size // REFERENCE_SAMPLE)
-    half = (scores.size + step - 1) // step // 2
-    for a in range(0, scores.size, step):
-        x = scores[a]
+    sample = np.empty((scores.size + step - 1) // step)
+    for a in range(sample.size):
+        sample[a] = scores[a * step]
+    half = sample.size // 2
+    for a in range(sample.size):
+        x = sample[a]
         below = 0
         at_most = 0
-        for b in range(0, scores.size, step):
-            y = scores[b]
+        for b in range(sample.size):
+            y = sample[b]
             below += y < x
             at_most += y <= x
         if below <= half < at_most:

@@ -43,9 +43,9 @@ import numpy as np
 from qs._numba import jit
 from qs.inference import _resolve, lai
 from qs.inference._core import (
-    REFERENCE_SAMPLE,
     label_check,
     opt_ranks_sorted,
+    reference,
     scan_and_gather,
     sort_positives,
 )
@@ -365,29 +365,6 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
 
 
 @jit
-def _reference_into(scores, sample):
-    """:func:`qs.inference._core.reference` (the median of a strided sample of the scores),
-    the sample copied to ``sample``: the value with as many sample values below it as the
-    middle place, found by counting (loops without a branch, where an insertion sort of the
-    32 values of 256 scores mispredicted at every value)."""
-    size = 0
-    for k in range(0, scores.size, max(1, scores.size // REFERENCE_SAMPLE)):
-        sample[size] = scores[k]
-        size += 1
-    half = size // 2
-    for a in range(size):
-        x = sample[a]
-        below = 0
-        at_most = 0
-        for b in range(size):
-            below += sample[b] < x
-            at_most += sample[b] <= x
-        if below <= half < at_most:
-            return x
-    return sample[0]  # not reached: some value holds the middle place
-
-
-@jit
 def _sort_few_positives(values, index, p, sorted_values, sorted_index):
     """``values[:p]`` (``index`` along) in descending order into ``sorted_values`` /
     ``sorted_index``, ties in input order: each value's place counted (p^2 comparisons
@@ -449,7 +426,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, coun
                                                          work[4], work[5])
     idx, sorted_idx, pos_index, rk, pos_order, bucket = (iwork[0], iwork[1], iwork[2],
                                                          iwork[3], iwork[4], iwork[5])
-    ref = _reference_into(scores, pos_sorted)
+    ref = reference(scores)
     sum_pos = 0.0
     sum_neg = 0.0
     low = np.inf
