@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 import numba
-from numba.core import caching, config
+from numba.core import caching, config, types
 
 _PACKAGE = Path(__file__).resolve().parent
 #: the files whose kernels a cached kernel may hold
@@ -103,9 +103,25 @@ def _with_cache(dispatcher):
     return dispatcher
 
 
+def _unliteral_calls(dispatcher):
+    """Make calls from other kernels compile ``dispatcher`` for the arguments' types, not for
+    their constant values: numba types a constant argument (``f(v, 0)``, a module constant)
+    as a literal and compiles the callee once per value, and once more when a variable that
+    starts at a constant widens (``p = 0`` then ``p += 1``). Most of the batched kernel's
+    first compile was such copies."""
+    typed = dispatcher.get_call_template
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args),
+                     {k: types.unliteral(v) for k, v in kws.items()})
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
+
+
 def jit(fn):
     """A kernel compiled once and cached on disk."""
-    return _with_cache(numba.njit(cache=False, nogil=True)(fn))
+    return _with_cache(_unliteral_calls(numba.njit(cache=False, nogil=True)(fn)))
 
 
 jit_generic = numba.njit(cache=False, nogil=True)

@@ -62,6 +62,29 @@ def test_no_writable_cache_dir_compiles_with_one_warning(monkeypatch):
     assert isinstance(kernel._cache, numba.core.caching.NullCache)
 
 
+def _scale(x, k):
+    return x * k
+
+
+def _sum_of_scaled(x):
+    total = 0  # widens to int64 below: typed as the literal 0 first
+    for k in range(3):
+        total += k
+    return _scale_kernel(x, 0) + _scale_kernel(x, 1) + _scale_kernel(x, total)
+
+
+_scale_kernel = None  # each test compiles its own
+
+
+def test_a_kernel_called_with_constants_compiles_once_for_their_types(monkeypatch):
+    """A constant argument, or a variable that starts at one, does not make numba compile the
+    callee once per value: one signature per argument types."""
+    callee = qn.jit(_scale)
+    monkeypatch.setitem(globals(), "_scale_kernel", callee)
+    assert qn.jit(_sum_of_scaled)(2.0) == 2.0 * (0 + 1 + 3)
+    assert [tuple(map(str, sig)) for sig in callee.signatures] == [("float64", "int64")]
+
+
 def _fresh_increment(j, i, n_pos, params):
     return -i / ((j + i - 1.0) * (j + i) * n_pos)
 

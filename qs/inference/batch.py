@@ -236,7 +236,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
     iwork = np.empty((6, n + 2), dtype=np.int64)
     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
     for q in range(n_rows):
-        p = 0
+        p = np.int64(0)  # not the literal 0, which numba would compile its callees for too
         for k in range(n):
             p += is_pos[q, k]
             rank[q, k] = 0
@@ -318,18 +318,16 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
     m = n - p
     params = _params(inc, table, ideal, p)
     neg_rank = np.empty(m, dtype=np.int32)
-    if method == BUCKET_SORT:  # as bucket_sort_lai
+    if method == BUCKET_SORT or method == QS:  # as bucket_sort_lai, qs_lai
+        # one call with the route as a variable: numba compiles a callee once per literal
+        route = np.int64(ROUTE_QS if method == QS else ROUTE_BUCKET_SORT)
         _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
-            inc, params, ROUTE_BUCKET_SORT, scores, is_pos, p, neg_rank, coef, np.empty(0),
+            inc, params, route, scores, is_pos, p, neg_rank, coef, np.empty(0),
             np.empty(0, dtype=np.int64))
     elif method == BUCKET or method == AUTO:  # as bucket_lai's n_buckets_for
         n_buckets = int(min(MAX_BUCKETS, max(16, 2.0 * (p * m) ** 0.5)))
         _, _, sum_pos, sum_neg, n_above, f = _bucket(inc, params, scores, is_pos, p, n_buckets,
                                                      neg_rank, coef)
-    elif method == QS:
-        _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
-            inc, params, ROUTE_QS, scores, is_pos, p, neg_rank, coef, np.empty(0),
-            np.empty(0, dtype=np.int64))
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
         _, _, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos, p, v)
