@@ -521,8 +521,8 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
     top = 0
     a, b, ra, rb = lo, hi, r_lo, r_hi
     while True:
-        if ra == rb:
-            for t in range(a, b + 1):
+        if ra == rb:  # unsigned (see ONE): the fill vectorises
+            for t in range(np.uintp(a), np.uintp(b + 1)):
                 rk[t] = ra
         elif a <= b:
             m = (a + b) >> 1
