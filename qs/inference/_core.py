@@ -546,11 +546,11 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
 
 @jit_inline
 def _has_equal_neighbours(v, a, b):
-    """Whether two neighbours of ``v[a..b]`` are equal."""
-    for k in range(a, b):
-        if v[k] == v[k + 1]:
-            return True
-    return False
+    """Whether two neighbours of ``v[a..b]`` are equal (counted without a branch, unsigned)."""
+    equal = 0
+    for k in range(np.uintp(a), np.uintp(b)):
+        equal += v[k] == v[k + ONE]
+    return equal > 0
 
 
 @jit
