@@ -128,7 +128,9 @@ class APLoss(QSLoss):
 
 @jit_inline
 def _ndcg_increment(j, i, n_pos, params):
-    return params[i + j - 1]
+    # unsigned (i, j >= 1): the rank evaluations' loop reads the table without numba's
+    # negative-index check (2% of the qs divide and conquer)
+    return params[np.uintp(i + j - 1)]
 
 
 @jit
