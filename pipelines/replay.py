@@ -5,10 +5,13 @@ the weights learn (all zero at the first iteration, then most negatives below ev
 positive). This records the score vector of every LAI call of a cutting-plane training on
 the VOC2011 action data of ``configs/voc2011_actions.yaml`` (synthetic by default), with
 the Table 2 protocol (one class, its trainval boxes, the tables' C per loss), then feeds the
-vectors to every method: in each of ``repeats`` rounds every method, in a rotating order, is
-given every vector in turn, writing into its own workspace, as in training (where a method's previous call saw the previous
-iteration's vector; interleaving methods on one vector would let a method profit from
-another that ran the same kernel on it just before).
+vectors to every method: in each of ``repeats`` rounds every method, in an order shuffled
+per round (seeded), is given every vector in turn, writing into its own workspace, as in
+training (where a method's previous call saw the previous iteration's vector; interleaving
+methods on one vector would let a method profit from another that ran the same kernel on it
+just before). The order is shuffled, not rotated: a rotation keeps each method's
+predecessor, and ``qs`` always ran right after the default, which runs the same kernel, and
+started its rounds warm (1-3% per call, measured).
 A method's time per call is, per vector, the fastest of its rounds (the least disturbed by
 other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
 """
@@ -48,16 +51,17 @@ def record(cfg, action, loss):
 
 
 def time_methods(vectors, labels, loss, methods, repeats):
-    """Rows (method, call, round, seconds): each round, every method (rotating order) on
-    every vector in turn, each method with its own :class:`~qs.inference.Workspace`."""
+    """Rows (method, call, round, seconds): each round, every method (in a seeded shuffled
+    order) on every vector in turn, each method with its own :class:`~qs.inference.Workspace`."""
     calls = [("zero_one", "01")] + [(m, loss) for m in methods]
     spaces = {method: Workspace() for method, _ in calls}  # as a solver holds one
     for method, call_loss in calls:  # untimed: kernels loaded
         lai(vectors[0], labels, call_loss, method, workspace=spaces[method])
     rows = []
+    rng = np.random.default_rng(0)
     for r in range(repeats):
-        j = r % len(calls)
-        for method, call_loss in calls[j:] + calls[:j]:
+        for i in rng.permutation(len(calls)):
+            method, call_loss = calls[i]
             for k, scores in enumerate(vectors):
                 ws = spaces[method]
                 start = time.perf_counter()
