@@ -15,9 +15,9 @@
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
-  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 39-44, the
-  default 40-46, ``bucket`` 54-59, ``bucket_sort`` 68-72; NDCG ``qs`` 53-61, the default
-  56-64, ``bucket_sort`` 72-81, ``bucket`` 71-84 (the 0-1 call 15-16).
+  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 36-42, the
+  default 36-42, ``bucket`` 51-55, ``bucket_sort`` 64-67; NDCG ``qs`` 52-57, the default
+  52-57, ``bucket`` 64-71, ``bucket_sort`` 70-74 (the 0-1 call 15).
 
 Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
 N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
