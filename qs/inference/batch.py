@@ -236,7 +236,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
     iwork = np.empty((6, n + 2), dtype=np.int64)
     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
     for q in range(n_rows):
-        p = np.int64(0)  # not the literal 0, which numba would compile its callees for too
+        p = 0
         for k in range(n):
             p += is_pos[q, k]
             rank[q, k] = 0
@@ -319,8 +319,7 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
     params = _params(inc, table, ideal, p)
     neg_rank = np.empty(m, dtype=np.int32)
     if method == BUCKET_SORT or method == QS:  # as bucket_sort_lai, qs_lai
-        # one call with the route as a variable: numba compiles a callee once per literal
-        route = np.int64(ROUTE_QS if method == QS else ROUTE_BUCKET_SORT)
+        route = ROUTE_QS if method == QS else ROUTE_BUCKET_SORT
         _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
             inc, params, route, scores, is_pos, p, neg_rank, coef, np.empty(0),
             np.empty(0, dtype=np.int64))
