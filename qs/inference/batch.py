@@ -23,8 +23,8 @@ whole call, with no allocation per query, and with few branches that the input d
 this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
 Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`, three runs):
 ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x), ``search``, ``sort_dc`` and the
-scan; the call 3.55-3.6 times ten single 0-1 kernels (AP; NDCG 3.4-3.5), 2.6-2.9 times
-cheaper than ten ``lai`` calls (AP; NDCG 5.6-6.0). Of those ten 0-1 kernels' time, sorting
+scan; the call 3.5-3.6 times ten single 0-1 kernels (AP; NDCG 3.4-3.45), 2.55 times
+cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of those ten 0-1 kernels' time, sorting
 each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the
 divide and conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its
 negatives stays above twice the 0-1 kernels on one thread.
