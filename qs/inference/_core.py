@@ -208,7 +208,7 @@ def input_pivot(scores):
     """The first pivot of a divide and conquer over the negatives, chosen before they are
     gathered: the median of three scores at pseudo-random places of the input (a positive's
     score serves as well as a negative's)."""
-    p, _ = _median_of_three(scores, np.int64(0), scores.size - 1, np.uint64(scores.size))
+    p, _ = _median_of_three(scores, 0, scores.size - 1, np.uint64(scores.size))
     return p
 
 

@@ -64,7 +64,7 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
         v_sorted[p] = v[q]
         key_sorted[p] = key[q]
         count[b] = p + 1  # ends at the next bucket's start
-    lo = np.int64(0)
+    lo = 0
     for b in range(top, -1, -1):
         hi = count[b]  # the end of bucket b
         m = hi - lo
