@@ -27,8 +27,9 @@ SCALE_STORE ?=
 COMPARE_CONFIG ?= configs/compare.yaml
 COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
+DIGITS_RUN ?= results/digits/default
 
-.PHONY: help install test bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
+.PHONY: help install test docs readme bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	sodeep-eval sodeep-checkpoints compare
@@ -44,8 +45,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install qsrank with its test tools
 
-test: $(STAMP)  ## run the test suite
+test: $(STAMP)  ## run the test suite (it also builds the docs strictly and runs their examples)
 	$(PY) -m pytest -q
+
+docs: $(STAMP)  ## build the docs site into site/ (strict: broken links or missing result files fail)
+	$(VENV)/bin/mkdocs build --strict
+
+readme: $(STAMP)  ## rewrite README.md's headline table from the result files under results/
+	$(QSRANK) readme
 
 bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2-3 settings)
 	$(QSRANK) bench --vary negatives
@@ -113,8 +120,8 @@ compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, fig
 	$(QSRANK) compare --config $(COMPARE_CONFIG) --out $(COMPARE_RUN)
 	@echo "figure: $(COMPARE_RUN)/figure.png"
 
-digits: $(STAMP)  ## the digits experiment (configs/digits.yaml)
-	$(QSRANK) train --config configs/digits.yaml
+digits: $(STAMP)  ## the digits experiment (configs/digits.yaml): AP-SVM vs 0-1 SVM vs LinearSVC (resumes)
+	$(QSRANK) train --config configs/digits.yaml --out $(DIGITS_RUN)
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -281,6 +281,21 @@ def run_summary(module, run_dir):
     return summary.read_text(encoding="utf-8") if summary.is_file() else ""
 
 
+@main.command(hidden=True)
+@click.option("--readme", type=click.Path(dir_okay=False, path_type=Path),
+              default=CONFIGS.parent / "README.md", show_default=True)
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path),
+              default=CONFIGS.parent / "results", show_default=True)
+def readme(readme, results):
+    """Rewrite the README's headline table from the committed result files (`make readme`)."""
+    from pipelines import headline
+
+    try:
+        click.echo(headline.write_readme(readme, results))
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+
+
 @main.group()
 def plot():
     """Redraw the figure of a finished run."""

@@ -1,0 +1,116 @@
+"""The README's table of headline results, read from the result files of the published default
+runs under ``results/`` (kept in git), so that no number in the README is typed by hand.
+
+``qsrank readme`` rewrites the table between the README's markers; a test checks that the
+README holds what the result files say.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from pipelines._io import write_text
+from pipelines._tables import markdown_table
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+HEADER = ["result", "ours", "paper", "our data", "command"]
+
+
+def _csv(results, name):
+    path = Path(results) / name
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: run the command of its row to write it")
+    return pd.read_csv(path)
+
+
+def _data(results, run):
+    """What the run's data were, in two words, from its provenance."""
+    path = Path(results) / run / "provenance.json"
+    try:
+        note = json.loads(path.read_text(encoding="utf-8"))["data"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"{path}: no data source recorded ({err})") from None
+    if "digits-as-CIFAR" in note:
+        return "digits-as-CIFAR"
+    return "synthetic" if "synthetic" in note else "real"
+
+
+def _pair(a, b, digits=2):
+    return f"{a:.{digits}f} / {b:.{digits}f}"
+
+
+def _ratio_rows(results):
+    run = "voc2011_actions/default"
+    ratios = _csv(results, f"{run}/ratios.csv").set_index("ratio")
+    data = _data(results, run)
+    rows = []
+    for key, what in (("ap / ap_qs", "AP: Yue / QS"), ("ndcg / ndcg_qs", "NDCG: Chakrabarti / QS")):
+        r = ratios.loc[key]
+        rows.append([f"Table 1, total LAI time in training, {what}", f"{r.total_time:.1f}x",
+                     f"{r.paper_total_time:.1f}x", data, "`make reproduce-table1`"])
+    for table, metric, loss, name in ((3, "ap", "ap", "test AP"), (4, "ndcg", "ndcg", "NDCG")):
+        t = _csv(results, f"{run}/table{table}.csv")
+        t = t[t["class"] != "mean"]
+        cols = [f"{metric}_0-1", f"{metric}_{loss}"]
+        rows.append([f"Table {table}, mean {name}, 0-1 / {loss.upper()} loss",
+                     _pair(*t[cols].mean()), _pair(*t[[f"paper_{c}" for c in cols]].mean()),
+                     data, f"`make reproduce-table{table}`"])
+    return rows
+
+
+def _table5_rows(results):
+    from pipelines.voc2007_detection import PAPER_LAI_S
+
+    run = "voc2007_detection/default"
+    data = _data(results, run)
+    t = _csv(results, f"{run}/results.csv")
+    lai = _csv(results, f"{run}/timings.csv").groupby("method")["lai_time_s"].mean()
+    return [["Table 5, mean detection AP, 0-1 / AP loss", _pair(*t[["ap_0-1", "ap_ap"]].mean()),
+             _pair(*t[["paper_ap_0-1", "paper_ap_ap"]].mean()), data, "`make reproduce-table5`"],
+            ["Table 5, total LAI time in training, Yue / QS", f"{lai['ap'] / lai['ap_qs']:.1f}x",
+             f"{PAPER_LAI_S['ap'] / PAPER_LAI_S['ap_qs']:.1f}x", data, "`make reproduce-table5`"]]
+
+
+def _cifar10_rows(results):
+    run = "cifar10/default"
+    r = _csv(results, f"{run}/results.csv").set_index("method")
+    return [["CIFAR-10, test mean AP (%), 0-1 / AP loss",
+             _pair(100 * r.loc["zero_one", "test_map"], 100 * r.loc["ap_qs", "test_map"]),
+             _pair(r.loc["zero_one", "paper_map"], r.loc["ap_qs", "paper_map"]),
+             _data(results, run), "`make reproduce-cifar10`"]]
+
+
+def _digits_rows(results):
+    run = "digits/default"
+    t = _csv(results, f"{run}/table.csv")
+    mean = t[t["digit"].astype(str) == "mean"].iloc[0]
+    return [["Digits, mean test AP, AP-SVM / 0-1 SVM / LinearSVC",
+             " / ".join(f"{mean[c]:.3f}" for c in ("ap_svm", "zero_one_svm", "linear_svc")),
+             "-", _data(results, run), "`make digits`"]]
+
+
+ROWS = (_ratio_rows, _table5_rows, _cifar10_rows, _digits_rows)
+
+
+def headline_table(results):
+    """The headline table (Markdown) from the result files under `results`."""
+    rows = [row for make in ROWS for row in make(results)]
+    return markdown_table(HEADER, rows)
+
+
+def with_table(readme_text, table):
+    """`readme_text` with the text between the markers replaced by `table`."""
+    if readme_text.count(START) != 1 or readme_text.count(END) != 1:
+        raise ValueError(f"the README must hold {START} and {END} once each")
+    head, rest = readme_text.split(START)
+    _, tail = rest.split(END)
+    return f"{head}{START}\n{table}\n{END}{tail}"
+
+
+def write_readme(readme, results):
+    """Rewrite the headline table of `readme` from `results`; return the table."""
+    readme = Path(readme)
+    table = headline_table(results)
+    write_text(readme, with_table(readme.read_text(encoding="utf-8"), table))
+    return table
