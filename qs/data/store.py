@@ -26,15 +26,18 @@ interrupted conversion resumes there, skipping the blocks already written and in
 step renames the directory to ``<STORE>``, so a store is whole or absent.
 """
 
+import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
+from qs.data.lock import OutputLock
 from qs.data.voc2007 import CLASSES
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreWriter", "open_store"]
@@ -46,6 +49,7 @@ IMAGE_ARRAYS = ("features", "counts", "boxes", "labels", "image_ids")
 GT_ARRAYS = ("gt_boxes", "gt_class", "gt_difficult", "gt_offsets")
 DTYPES = ("float16", "float32")
 PARTIAL = ".partial"
+_ZARR_TEMPORARY = re.compile(r".*\.[0-9a-f]{32}\.partial")  # zarr's file being written
 
 
 class BoxStore:
@@ -183,9 +187,6 @@ class StoreWriter:
 
         self.path = Path(path)
         self.partial = _partial(self.path)
-        if self.path.exists():
-            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
-                             "store is never overwritten).")
         if str(dtype) not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
         if chunk_images < 1:
@@ -202,13 +203,35 @@ class StoreWriter:
         settings = {"format_version": FORMAT_VERSION, "d": int(d), "dtype": str(dtype),
                     "chunk_images": int(chunk_images), "split": split, "has_gt": self.has_gt,
                     "compressor": COMPRESSOR}
-        progress = _read_json(self.partial / "progress.json")
-        if progress is None:  # nothing begun, or its creation was cut short: start afresh
-            shutil.rmtree(self.partial, ignore_errors=True)
-            self._create(zarr, n, int(k_max), settings)
+        self.lock = OutputLock(self.path.with_name(f".{self.path.name}.lock"),
+                               f"the store {self.path}").acquire()
+        self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
+        self.split = split
+        try:
+            self._open(zarr, n, int(k_max), settings)
+            self.k_max = self.group["features"].shape[1]
+            self.done = self._blocks_done()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, zarr, n, k_max, settings):
+        """Under the lock: clean what a killed writer left, then begin or resume."""
+        _remove_stale_temporaries(self.path, self.partial)
+        if self.path.exists():
+            _finish_cleanup(self.path)
+            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
+                             "store is never overwritten).")
+        if not self.partial.exists():
+            self._create(zarr, n, k_max, settings)
         else:
+            progress = _read_json(self.partial / "progress.json")
+            if not isinstance(progress, dict) or not (self.partial / "progress").is_dir():
+                raise ValueError(f"{self.partial} exists but holds no unfinished conversion "
+                                 "qsrank can resume (no progress records); it is left as it "
+                                 "is: remove it or choose another --out.")
             kept = {k: v for k, v in progress.items() if k != "k_max"}
-            if kept != settings or progress["k_max"] < k_max:
+            if kept != settings or progress.get("k_max", -1) < k_max:
                 raise ValueError(
                     f"{self.partial} holds an unfinished conversion made with other settings "
                     f"({_diff(progress, {**settings, 'k_max': k_max})}); remove it to start "
@@ -219,14 +242,17 @@ class StoreWriter:
                 if arr.shape[0] != n:
                     arr.resize((n,) + arr.shape[1:])
             self.group["image_ids"][:] = self.image_ids
-        self.k_max = self.group["features"].shape[1]
-        self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
-        self.split = split
-        self.done = self._blocks_done()
+
+    def close(self):
+        """Release the store's lock (`finish` does; call it when giving up before)."""
+        self.lock.release()
 
     def _create(self, zarr, n, k_max, settings):
+        """Make the empty store in a hidden directory, then rename it to ``<path>.partial``:
+        a partial directory always holds its progress records."""
         self.partial.parent.mkdir(parents=True, exist_ok=True)
-        group = zarr.open_group(self.partial, mode="w")
+        building = self.partial.with_name(f".{self.partial.name}.{os.getpid()}.tmp")
+        group = zarr.open_group(building, mode="w-")
         c, d = settings["chunk_images"], settings["d"]
         opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
                 "config": {"write_empty_chunks": True}}
@@ -239,9 +265,10 @@ class StoreWriter:
                            dtype="int8", fill_value=-1, **opts)
         group.create_array("image_ids", shape=(n,), chunks=(c,), dtype=str, **opts)
         group["image_ids"][:] = self.image_ids
-        (self.partial / "progress").mkdir()
-        _write_json(self.partial / "progress.json", {**settings, "k_max": k_max})
-        self.group = group
+        (building / "progress").mkdir()
+        _write_json(building / "progress.json", {**settings, "k_max": k_max})
+        os.rename(building, self.partial)
+        self.group = zarr.open_group(self.partial, mode="r+")
 
     @property
     def n_blocks(self):
@@ -308,7 +335,9 @@ class StoreWriter:
 
     def finish(self, source):
         """Write the ground truth, the checksums and the completion mark, then rename the
-        directory to the store's path. Returns the path."""
+        directory to the store's path: that rename decides; the progress records the store
+        then still holds are removed after it, or by the next writer of this path if a kill
+        comes first. Releases the lock. Returns the path."""
         import zarr
 
         if self.pending():
@@ -332,12 +361,12 @@ class StoreWriter:
             "k_max": self.k_max, "d": self.d, "dtype": self.dtype.name,
             "chunk_images": self.chunk_images, "compressor": COMPRESSOR, **self.attrs,
             "checksums": checksums, "complete": True})
-        shutil.rmtree(self.partial / "progress")
-        (self.partial / "progress.json").unlink()
         if self.path.exists():
             raise ValueError(f"{self.path} appeared during the conversion; the finished store "
                              f"is left in {self.partial}.")
         os.rename(self.partial, self.path)
+        _finish_cleanup(self.path)
+        self.close()
         return self.path
 
     def _key(self, name, b):
@@ -355,6 +384,31 @@ class StoreWriter:
             arr = self.group.create_array(name, shape=a.shape, dtype=a.dtype,
                                           chunks=(max(1, a.shape[0]),) + a.shape[1:], **opts)
             arr[...] = a
+
+
+def _finish_cleanup(path):
+    """Remove the progress records a finished store at ``path`` may still hold."""
+    attrs = (_read_json(path / "zarr.json") or {}).get("attributes", {})
+    if ((path / "progress.json").is_file() and attrs.get("format") == FORMAT
+            and attrs.get("complete") is True):
+        shutil.rmtree(path / "progress", ignore_errors=True)
+        (path / "progress.json").unlink()
+
+
+def _remove_stale_temporaries(path, partial):
+    """Remove what a killed writer of ``path`` left half-made: its hidden directory of a
+    store being created, the temporary files of progress records and of zarr's chunk writes
+    (``NAME.<32 hex digits>.partial``). Called under the lock, so no writer is using them."""
+    for building in path.parent.glob(f".{glob.escape(partial.name)}.*.tmp"):
+        if building.is_dir() and building.name[len(partial.name) + 2:-4].isdigit():
+            shutil.rmtree(building)
+    if partial.is_dir():
+        for tmp in (partial / "progress").glob("*.json.tmp"):
+            tmp.unlink()
+        (partial / "progress.json.tmp").unlink(missing_ok=True)
+        for tmp in partial.rglob("*.partial"):
+            if tmp.is_file() and _ZARR_TEMPORARY.fullmatch(tmp.name):
+                tmp.unlink()
 
 
 def _partial(path):
