@@ -15,7 +15,7 @@ import cli.main as cli_main
 from cli.main import main
 from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
-from qs.data.store import FORMAT_VERSION, StoreWriter
+from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
 from tests.test_box_readers import rcnn_arrays, voc_xml, write_latent, write_mat73
 
@@ -160,6 +160,85 @@ def test_verify_names_the_damaged_chunk(tmp_path):
     (path / "boxes" / "c" / "0" / "0" / "0").unlink()
     with pytest.raises(ValueError, match=r"2 of .*boxes chunk c/0/0/0 \(missing\)"):
         open_store(path).verify()
+
+
+def flip(path, at, bit=0x01):
+    data = bytearray(path.read_bytes())
+    data[at] ^= bit
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """A store, and a function giving a fresh copy with one chunk changed by `how`."""
+    import shutil
+
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+
+    def copy(name, key, how):
+        dst = tmp_path / f"damaged{len(list(tmp_path.glob('damaged*')))}.zarr"
+        shutil.copytree(path, dst)
+        how(dst / name / key)
+        return dst
+    return path, copy
+
+
+def test_every_chunk_is_verified_as_it_is_read(damaged):
+    path, copy = damaged
+    intact = open_store(path).to_detection_data()
+    for name, key in [("features", "c/2/0/0"), ("counts", "c/0"), ("gt_boxes", "c/0/0"),
+                      ("image_ids", "c/1")]:
+        gone = copy(name, key, Path.unlink)
+        with pytest.raises(StoreDamaged, match=rf"^{gone}: {name} chunk {key} is missing; the "
+                                               rf"store is damaged \(qsrank load verify "):
+            open_store(gone).to_detection_data()
+        changed = copy(name, key, lambda p: flip(p, 3))
+        with pytest.raises(StoreDamaged, match=rf"^{changed}: {name} chunk {key} fails its "
+                                               "checksum"):
+            open_store(changed).to_detection_data()
+    gone = copy("features", "c/4/0/0", Path.unlink)  # read block by block, by Dask
+    with pytest.raises(StoreDamaged, match="features chunk c/4/0/0 is missing"):
+        open_store(gone).dask_features().sum().compute()
+    np.testing.assert_array_equal(open_store(path).to_detection_data().X, intact.X)
+
+
+def test_any_flipped_byte_of_a_features_chunk_is_caught(damaged):
+    path, copy = damaged
+    chunk = "c/1/0/0"
+    size = (path / "features" / chunk).stat().st_size
+    rng = np.random.default_rng(0)
+    for at, bit in zip(rng.integers(0, size, 20), rng.integers(0, 8, 20)):
+        changed = copy("features", chunk, lambda p: flip(p, int(at), 1 << int(bit)))
+        with pytest.raises(StoreDamaged, match=f"features chunk {chunk} fails its checksum"):
+            open_store(changed).features[10:20]
+
+
+def test_the_data_checksum_is_of_the_bytes(damaged):
+    import hashlib
+    import json
+
+    path, copy = damaged
+    store = open_store(path)
+    # an intact store: the same value as the digest of its recorded checksums
+    assert store.data_checksum() == hashlib.sha256(json.dumps(
+        store.attrs["checksums"], sort_keys=True).encode()).hexdigest()
+    changed = copy("features", "c/3/0/0", lambda p: flip(p, 7))
+    with pytest.raises(StoreDamaged, match="features chunk c/3/0/0;"):
+        open_store(changed).data_checksum()
+
+
+def test_cli_verifies_a_store(damaged):
+    path, copy = damaged
+    n = sum(len(keys) for keys in open_store(path).attrs["checksums"].values())
+    result = CliRunner().invoke(main, ["load", "verify", str(path)])
+    assert result.exit_code == 0 and f"{path}: all {n} chunks match their checksums" in \
+        result.output, result.output
+    changed = copy("labels", "c/1/0", lambda p: flip(p, 0))
+    result = CliRunner().invoke(main, ["load", "verify", str(changed)])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith(
+        f"Error: {changed}: 1 of {n} chunks fail their checksum: labels chunk c/1/0; the "
+        "store is damaged, convert the data again.")
 
 
 def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):

@@ -26,6 +26,7 @@ interrupted conversion resumes there, skipping the blocks already written and in
 step renames the directory to ``<STORE>``, so a store is whole or absent.
 """
 
+import functools
 import glob
 import hashlib
 import json
@@ -40,7 +41,7 @@ import numpy as np
 from qs.data.lock import OutputLock
 from qs.data.voc2007 import CLASSES
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreWriter", "open_store"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "StoreWriter", "open_store"]
 
 FORMAT = "qsrank-boxstore"
 FORMAT_VERSION = 1
@@ -89,21 +90,42 @@ class BoxStore:
 
         return da.from_zarr(self.features)
 
-    def verify(self):
-        """Recompute the checksum of every chunk of every array; a ValueError names each
-        array and chunk whose stored bytes differ or are missing. Returns the chunks checked."""
-        bad, n = [], 0
-        for name, sums in self.attrs["checksums"].items():
-            for key, expected in sums.items():
-                n += 1
-                got = _file_sha256(self.path / name / key)
-                if got != expected:
-                    bad.append(f"{name} chunk {key}" + (" (missing)" if got is None else ""))
+    def verify(self, progress=False):
+        """Recompute the checksum of every chunk of every array (with a progress bar when
+        ``progress``); a `StoreDamaged` names each array and chunk whose stored bytes differ
+        or are missing. Returns the chunks checked."""
+        return len(self._recomputed(progress))
+
+    def data_checksum(self, progress=False):
+        """The SHA-256 of the data itself: of the JSON ``{array: {chunk key: sha256}}`` (keys
+        sorted) with every chunk's SHA-256 recomputed from its bytes, so it verifies the store
+        on the way (a damaged store has none: `StoreDamaged`)."""
+        nested = {}
+        for where, digest in self._recomputed(progress).items():
+            name, _, key = where.partition("/")
+            nested.setdefault(name, {})[key] = digest
+        return hashlib.sha256(json.dumps(nested, sort_keys=True).encode()).hexdigest()
+
+    def _recomputed(self, progress):
+        """``{"array/chunk key": sha256}`` of every recorded chunk, read from the files."""
+        from tqdm import tqdm
+
+        expected = {f"{name}/{key}": digest for name, sums in self.attrs["checksums"].items()
+                    for key, digest in sums.items()}
+        found, bad = {}, []
+        for where in tqdm(sorted(expected), desc=f"verifying {self.path}", unit="chunk",
+                          leave=False, disable=not progress):
+            found[where] = _file_sha256(self.path / where)
+            if found[where] != expected[where]:
+                name, _, key = where.partition("/")
+                bad.append(f"{name} chunk {key}" + (" (missing)" if found[where] is None
+                                                     else ""))
         if bad:
             shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-            raise ValueError(f"{self.path}: {len(bad)} of {n} chunks fail their checksum: "
-                             f"{shown}; the store is damaged, convert the data again.")
-        return n
+            raise StoreDamaged(f"{self.path}: {len(bad)} of {len(expected)} chunks fail their "
+                               f"checksum: {shown}; the store is damaged, convert the data "
+                               "again.")
+        return found
 
     def to_detection_data(self, max_bytes=2 ** 30):
         """The whole store in memory as `DetectionData` (float32 features), for stores whose
@@ -132,9 +154,68 @@ class BoxStore:
                              self.source)
 
 
+class StoreDamaged(ValueError):
+    """A chunk of a store is missing or its bytes differ from its recorded checksum."""
+
+
+def _verified_store(path, checksums):
+    """A read-only zarr store of directory ``path`` that checks every chunk it hands out
+    against ``checksums`` (``{array: {chunk key: sha256}}``) while the bytes are in hand: a
+    chunk missing or changed is a `StoreDamaged` naming the store and the chunk, never data
+    read silently (zarr would fill a missing chunk with zeros)."""
+    from zarr.storage import LocalStore
+
+    sums = {f"{name}/{key}": digest for name, keys in checksums.items()
+            for key, digest in keys.items()}
+    return _verified(LocalStore(path, read_only=True), sums, str(path))
+
+
+def _verified(store, sums, where):
+    return _verified_class()(store, sums, where)
+
+
+@functools.cache
+def _verified_class():
+    """The zarr store wrapper of `_verified_store` (made on first use: zarr loads lazily)."""
+    from zarr.storage import WrapperStore
+
+    class VerifiedStore(WrapperStore):
+        def __init__(self, store, sums, where):
+            super().__init__(store)
+            self.sums, self.where = sums, where
+
+        def _with_store(self, store):
+            return type(self)(store, self.sums, self.where)
+
+        def __reduce__(self):  # pickled for dask's worker processes
+            return _verified, (self._store, self.sums, self.where)
+
+        async def get(self, key, prototype, byte_range=None):
+            expected = self.sums.get(key)
+            if expected is None:
+                return await self._store.get(key, prototype, byte_range)
+            whole = await self._store.get(key, prototype)
+            if whole is None or hashlib.sha256(whole.as_numpy_array()).hexdigest() != expected:
+                name, _, chunk = key.partition("/")
+                raise StoreDamaged(
+                    f"{self.where}: {name} chunk {chunk} "
+                    f"{'is missing' if whole is None else 'fails its checksum'}; the store is "
+                    f"damaged (qsrank load verify {self.where} checks every chunk): convert "
+                    "the data again.")
+            return whole if byte_range is None else await self._store.get(key, prototype,
+                                                                          byte_range)
+
+        async def _get_many(self, requests):
+            for key, prototype, byte_range in requests:
+                yield key, await self.get(key, prototype, byte_range)
+
+    return VerifiedStore
+
+
 def open_store(path):
-    """Open the store at `path` (nothing is read but its metadata). A half-written store, a
-    directory that is no store, or a store of another format version is a ValueError."""
+    """Open the store at `path` (nothing is read but its metadata); every chunk read from it
+    later is checked against its checksum (`StoreDamaged`). A half-written store, a directory
+    that is no store, or a store of another format version is a ValueError."""
     import zarr
 
     path = Path(path)
@@ -167,7 +248,11 @@ def open_store(path):
     if missing:
         raise ValueError(f"{path} lacks the arrays {', '.join(missing)}; the store is "
                          "damaged, convert the data again.")
-    return BoxStore(path, group)
+    sums = attrs.get("checksums")
+    if not isinstance(sums, dict) or not all(isinstance(v, dict) for v in sums.values()):
+        raise StoreDamaged(f"{path} has no readable checksums; the store is damaged, convert "
+                           "the data again.")
+    return BoxStore(path, zarr.open_group(_verified_store(path, sums), mode="r"))
 
 
 class StoreWriter:
