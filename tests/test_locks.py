@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,45 @@ def test_a_released_lock_file_is_not_held_by_a_late_opener(tmp_path):
         OutputLock(path, "x").acquire()
     second.release()
     os.close(late)
+
+
+# --- no worker outlives its conversion ------------------------------------------------------
+
+def session_processes(sid):
+    """Pids of the live (not zombie) processes of session `sid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        state, _, _, session = text[text.rindex(")") + 2:].split()[:4]
+        if int(session) == sid and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killing_a_conversion_leaves_no_worker_alive(tmp_path, how):
+    cmd = [sys.executable, "-c", "import sys; from cli.main import main; main()", "load", "cnn",
+           "synthetic", "--scale", "1", "--boxes", "100", "--chunk-images", "5", "--workers",
+           "2", "--out", str(tmp_path / "s.zarr")]
+    convert = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # its processes: the session convert.pid
+    try:
+        deadline = time.monotonic() + 120
+        while len(session_processes(convert.pid)) < 4:  # itself, forkserver, 2 workers
+            assert convert.poll() is None, "the conversion ended before its workers started"
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+        convert.send_signal(how)
+        convert.wait(30)
+        deadline = time.monotonic() + 10  # a few seconds at most
+        while session_processes(convert.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert session_processes(convert.pid) == []
+    finally:
+        for pid in session_processes(convert.pid):
+            os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -415,10 +416,21 @@ def _context():
 
 def _pooled(source, indices, workers, method):
     ctx = _context()
+    # the workers hold the reading end of a pipe whose writing end only this process holds:
+    # when it ends, however (SIGKILL included), they read EOF and exit (`_watch`)
+    lifeline, alive = ctx.Pipe(duplex=False)
+    try:
+        yield from _pooled_reads(ctx, lifeline, source, indices, workers, method)
+    finally:
+        alive.close()
+        lifeline.close()
+
+
+def _pooled_reads(ctx, lifeline, source, indices, workers, method):
     todo = deque(indices)
     while todo:
         pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(source,))
+                                   initargs=(source, lifeline))
         window = deque()
         try:
             while todo or window:
@@ -443,25 +455,39 @@ def _pooled(source, indices, workers, method):
                   and not isinstance(future.exception(), BrokenProcessPool)):
                 raise future.exception()
             else:
-                yield i, _isolated(ctx, source, method, i)
+                yield i, _isolated(ctx, lifeline, source, method, i)
 
 
 _SOURCE = None
 
 
-def _init_worker(source):
+def _init_worker(source, lifeline):
     global _SOURCE
     _SOURCE = source
+    _watch(lifeline)
+
+
+def _watch(lifeline):
+    """End this worker process as soon as the converting process is gone: EOF on
+    ``lifeline``, a pipe whose writing end that process alone holds."""
+    def wait():
+        try:
+            lifeline.recv_bytes()
+        except (EOFError, OSError):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=wait, name="qsrank-lifeline", daemon=True).start()
 
 
 def _call_source(method, i):
     return getattr(_SOURCE, method)(i)
 
 
-def _isolated(ctx, source, method, i):
+def _isolated(ctx, lifeline, source, method, i):
     """``source.<method>(i)`` in a process of its own; `ReaderCrash` if that process dies."""
     receive, send = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_isolated_main, args=(send, source, method, i))
+    process = ctx.Process(target=_isolated_main, args=(send, lifeline, source, method, i))
     process.start()
     send.close()
     try:
@@ -481,7 +507,8 @@ def _isolated(ctx, source, method, i):
     return payload
 
 
-def _isolated_main(send, source, method, i):
+def _isolated_main(send, lifeline, source, method, i):
+    _watch(lifeline)
     try:
         result = True, getattr(source, method)(i)
     except Exception as err:  # sent back to be raised in the parent
