@@ -37,23 +37,15 @@ def claim_run_dir(out, experiment, kind):
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output directory {out} exists and is not a directory")
+    mine = {"experiment": experiment, "kind": kind}
+    _check_owner(out, mine)  # before anything is written there
     try:
         out.mkdir(parents=True, exist_ok=True)
         _lock(out)
     except OSError as err:
         raise ValueError(f"cannot write to output directory {out}: "
                          f"{err.strerror or err}") from None
-    owner = run_owner(out)
-    mine = {"experiment": experiment, "kind": kind}
-    if owner is None and any(p.name != LOCK and not _stale_temporary(p)
-                             for p in out.iterdir()):
-        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
-                         "choose a new or empty directory")
-    if owner is not None and owner != mine:
-        raise ValueError(
-            f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
-            f"{experiment} {kind} run; choose another directory (writing here would replace "
-            "that run's files)")
+    _check_owner(out, mine)  # again, now that no other process writes there
     try:
         for tmp in out.rglob(".*.tmp"):
             if _stale_temporary(tmp):
@@ -68,13 +60,29 @@ def claim_run_dir(out, experiment, kind):
     return out
 
 
+def _check_owner(out, mine):
+    """Refuse directory `out` unless it is new, empty or holds a run of `mine`."""
+    if not out.is_dir():
+        return
+    owner = run_owner(out)
+    if owner is None and any(p.name != LOCK and not _stale_temporary(p)
+                             for p in out.iterdir()):
+        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
+                         "choose a new or empty directory")
+    if owner is not None and owner != mine:
+        raise ValueError(
+            f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
+            f"{mine['experiment']} {mine['kind']} run; choose another directory (writing here "
+            "would replace that run's files)")
+
+
 _HELD = {}  # the run directories this process holds the lock of
 
 
 def _lock(out):
     """Hold the lock of run directory `out` until this process ends (taken once)."""
     key = out.resolve()
-    if key not in _HELD:
+    if key not in _HELD or not _HELD[key].held():
         _HELD[key] = OutputLock(out / LOCK, f"output directory {out}").acquire()
 
 

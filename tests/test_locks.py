@@ -30,7 +30,7 @@ def _hold(what, path, ready, stop):
     if what == "store":
         holder = writer(path)
     elif what == "run":
-        _runs.claim_run_dir(path, "voc2007_detection", "tables")
+        _runs.claim_run_dir(path, "compare", "tables")
     else:
         from pipelines import sodeep
 
@@ -115,14 +115,14 @@ def test_a_run_directory_has_one_writer(tmp_path):
     try:
         with pytest.raises(OutputBusy, match=rf"output directory {out} is being written by "
                                              rf"another process \(pid {child.pid} on "):
-            _runs.claim_run_dir(out, "voc2007_detection", "tables")
+            _runs.claim_run_dir(out, "compare", "tables")
         result = CliRunner().invoke(main, ["compare", "--out", str(out)])
         assert f"pid {child.pid}" in one_line(result)
     finally:
         stop.set()
         child.join()
-    assert _runs.claim_run_dir(out, "voc2007_detection", "tables") == out
-    assert _runs.claim_run_dir(out, "voc2007_detection", "tables") == out  # its own: again
+    assert _runs.claim_run_dir(out, "compare", "tables") == out
+    assert _runs.claim_run_dir(out, "compare", "tables") == out  # its own: again
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
@@ -131,7 +131,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     os.kill(child.pid, signal.SIGKILL)
     child.join()
     assert (out / _runs.LOCK).exists()  # the file stays; the lock went with its holder
-    assert _runs.claim_run_dir(out, "voc2007_detection", "tables") == out
+    assert _runs.claim_run_dir(out, "compare", "tables") == out
 
 
 def test_a_checkpoint_has_one_trainer(tmp_path):

@@ -509,3 +509,131 @@ def test_bad_rcnn_caches_keep_what_was_converted(tmp_path):
     scipy.io.savemat(mats / "img3.mat", big)
     one_line_error(cli(mats, "--out", tmp_path / "t.zarr", "--workers", 1),
                    "img3.mat: feature value 100000 is beyond float16", "--dtype float32")
+
+
+# --- never deleting what qsrank did not make; crash windows; one-line errors ----------------
+
+def killed():
+    """Stands for a kill: the exception stops the writer where it is, and nothing after."""
+    raise KeyboardInterrupt
+
+
+def killed_at_rename(monkeypatch, name):
+    """Stop the writer (`killed`) when it renames the directory `name`."""
+    rename = os.rename
+
+    def renamed(src, dst, *args, **kwargs):
+        if Path(src).name == name:
+            killed()
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", renamed)
+
+
+def test_an_unrelated_partial_directory_is_never_removed(tmp_path):
+    out = tmp_path / "x.zarr"
+    foreign = tmp_path / "x.zarr.partial"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("years of work")
+    result = cli("synthetic", "--out", out, "--scale", 0.01, "--workers", 1)
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"Error: {foreign} exists but holds no unfinished conversion qsrank can resume (no "
+        "progress records); it is left as it is: remove it or choose another --out.")
+    assert tree_bytes(foreign) == {"thesis.tex": b"years of work"} and not out.exists()
+
+
+def test_a_kill_while_the_store_is_created_leaves_nothing_a_rerun_refuses(tmp_path,
+                                                                          monkeypatch):
+    """A new store is made in a hidden directory and renamed to OUT.partial once it holds its
+    progress records; a kill before leaves that directory, which the next run removes."""
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        killed_at_rename(m, f".s.zarr.partial.{os.getpid()}.tmp")
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    building = [p.name for p in tmp_path.iterdir()]
+    assert building == [f".s.zarr.partial.{os.getpid()}.tmp"]
+    convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+    assert open_store(out).verify() > 0
+
+
+@pytest.mark.parametrize("window", ["before the rename", "after the rename"])
+def test_a_kill_inside_finish_is_repaired_by_a_rerun(tmp_path, monkeypatch, window):
+    """`finish` is decided by one rename of OUT.partial to OUT: killed before it, a rerun
+    resumes and finishes; killed after it, the store is whole and a rerun removes the progress
+    records it still holds."""
+    whole = convert.write_synthetic_store(tmp_path / "whole.zarr", chunk_images=10, **SMALL)
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        if window == "before the rename":
+            killed_at_rename(m, "s.zarr.partial")
+        else:
+            m.setattr("qs.data.store._finish_cleanup", lambda path: killed())
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    if window == "before the rename":
+        assert not out.exists()
+        stats = {}
+        convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
+        assert stats["blocks_written"] == 0 and stats["blocks_resumed"] == 5
+    else:
+        assert (out / "progress.json").exists()
+        open_store(out).verify()  # already whole and readable
+        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
+                     16, "--chunk-images", 10, "--workers", 1)
+        assert result.exit_code == 1 and "s.zarr exists" in result.output
+    assert tree_bytes(out) == tree_bytes(whole)
+
+
+def test_temporary_files_of_a_killed_writer_are_removed(tmp_path, monkeypatch):
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        interrupt_after(m, 2)
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    partial = tmp_path / "s.zarr.partial"
+    stale = [partial / "progress" / "000002.json.tmp", partial / "progress.json.tmp",
+             partial / "features" / "c" / "2" / "0" / f"0.{'ab12' * 8}.partial",
+             partial / f"zarr.{'0f' * 16}.partial"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    assert not any(p.name.endswith((".tmp", ".partial")) for p in out.rglob("*"))
+    assert open_store(out).verify() > 0
+
+
+def test_a_block_larger_than_memory_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "s.zarr"
+    result = cli("synthetic", "--boxes", 100_000_000, "--features", 100_000, "--out", out)
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "One block of 1 images x 100000000 boxes x 100000 features takes " \
+           "20,001,600,000,000 bytes, more than this machine's memory" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_names_the_store_and_says_a_rerun_resumes(tmp_path, monkeypatch):
+    import errno
+
+    import zarr.storage._local as local
+
+    out, partial = tmp_path / "s.zarr", tmp_path / "s.zarr.partial"
+    put, calls = local._put, []
+
+    def full_disk(path, *args, **kwargs):
+        if "features/c/2" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        calls.append(path)
+        return put(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(local, "_put", full_disk)
+        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
+                     16, "--chunk-images", 10, "--dtype", "float32", "--workers", 1)
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"Error: No space left on device writing block 2 of the store into {partial} (2 of 5 "
+        f"blocks are kept in {partial}: rerun to resume.)")
+    stats = {}
+    convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
+    assert (stats["blocks_resumed"], stats["blocks_written"]) == (2, 3)

@@ -64,6 +64,15 @@ class OutputLock:
         self.file = os.fdopen(fd, "r+b", buffering=0)  # closed, and the lock dropped, with it
         return self
 
+    def held(self):
+        """Whether this lock is taken and its file is still the one at its path (a directory
+        removed and made again holds a new, free lock file)."""
+        try:
+            return (self.file is not None
+                    and os.fstat(self.file.fileno()).st_ino == os.stat(self.path).st_ino)
+        except FileNotFoundError:
+            return False
+
     def release(self):
         """Remove the lock file and drop the lock (removing it first, while it is held, keeps
         a process that opened the old file from holding a lock nobody else sees)."""
