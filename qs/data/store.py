@@ -22,8 +22,15 @@ of the chunk's stored bytes}}`` for every chunk of every array. Chunk keys are z
 
 A store is written by `StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
 each block recorded with its checksums under ``progress/`` once its chunks are on disk; an
-interrupted conversion resumes there, skipping the blocks already written and intact. The last
-step renames the directory to ``<STORE>``, so a store is whole or absent.
+interrupted conversion resumes there, skipping the blocks already written and intact. One
+writer at a time holds a store's path (the lock file ``.<STORE name>.lock`` beside it). A
+``.partial`` directory is made under a hidden name and renamed once it holds its progress
+records, so one without them is not qsrank's and is never removed. The last step renames the
+directory to ``<STORE>`` (that rename decides: a store is whole or absent) and then removes
+the progress records, which the next writer of that path removes if a kill came first.
+
+`open_store` reads every chunk through a zarr store that checks it against ``checksums`` as
+it is read (`StoreDamaged` names the store and the chunk); `BoxStore.verify` checks them all.
 """
 
 import functools
