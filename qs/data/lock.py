@@ -91,7 +91,8 @@ class OutputLock:
 def _command():
     """The holder's command line, shortened: the program's name and its arguments."""
     program = Path(sys.argv[0] if sys.argv and sys.argv[0] else "python")
-    name = program.parent.name if program.name == "__main__.py" else program.name  # python -m
+    name = {"__main__.py": program.parent.name, "-c": "python -c"}.get(  # python -m, -c
+        program.name, program.name)
     text = " ".join([name, *sys.argv[1:]])
     return text if len(text) <= 200 else text[:197] + "..."
 
