@@ -438,8 +438,22 @@ def load_cnn(source, out, dtype, workers, chunk_images, split, **options):
                                split=split, progress=True, stats=stats)
         click.echo(f"{store_summary(open_store(path))}   written: {stats['blocks_written']} "
                    f"chunks ({stats['blocks_resumed']} resumed) in {stats['total_s']:.1f} s")
+    except (*USER_ERRORS, MemoryError) as err:
+        raise click.ClickException(" ".join(str(err).split()) or "out of memory") from None
+
+
+@load.command("verify")
+@click.argument("store", type=click.Path(path_type=Path))
+def load_verify(store):
+    """Check every chunk of the box store STORE against its recorded checksum; exit 1 and
+    name the chunks when some are missing or changed."""
+    from qs.data import open_store
+
+    try:
+        n = open_store(store).verify(progress=True)
     except USER_ERRORS as err:
         raise click.ClickException(" ".join(str(err).split())) from None
+    click.echo(f"{store}: all {n} chunks match their checksums")
 
 
 def cnn_source(source, dtype, split, *, n_features, features_dir, annotations, image_set, scale, seed,

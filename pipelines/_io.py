@@ -2,11 +2,15 @@
 
 import json
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+# the name of the temporary file `atomic_path` writes for NAME: .NAME.<mkstemp's 8 characters>.tmp
+TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 
 
 @contextmanager

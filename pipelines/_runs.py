@@ -16,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipelines._io import read_json, write_json
+from pipelines._io import TEMPORARY, read_json, write_json
 from pipelines._provenance import code_version
+from qs.data.lock import OutputLock
 
 MARKER = "qsrank-run.json"
+LOCK = ".qsrank-run.lock"
 
 
 def claim_run_dir(out, experiment, kind):
@@ -27,24 +29,27 @@ def claim_run_dir(out, experiment, kind):
     before any work starts; return it as a Path.
 
     Accepted: a new or empty directory, or one that holds a run of the same experiment and
-    kind (it resumes). Refused: a run of another experiment or kind, and a non-empty
-    directory that is no qsrank run.
+    kind (it resumes). Refused: a run of another experiment or kind, a non-empty directory
+    that is no qsrank run, and a directory another process is writing: the directory's lock
+    (`LOCK`) is held from here until this process ends, so one process at a time writes a
+    run. The temporary files a killed run left are removed.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output directory {out} exists and is not a directory")
-    owner = run_owner(out)
     mine = {"experiment": experiment, "kind": kind}
-    if owner is None and out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
-                         "choose a new or empty directory")
-    if owner is not None and owner != mine:
-        raise ValueError(
-            f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
-            f"{experiment} {kind} run; choose another directory (writing here would replace "
-            "that run's files)")
+    _check_owner(out, mine)  # before anything is written there
     try:
         out.mkdir(parents=True, exist_ok=True)
+        _lock(out)
+    except OSError as err:
+        raise ValueError(f"cannot write to output directory {out}: "
+                         f"{err.strerror or err}") from None
+    _check_owner(out, mine)  # again, now that no other process writes there
+    try:
+        for tmp in out.rglob(".*.tmp"):
+            if _stale_temporary(tmp):
+                tmp.unlink()
         with tempfile.TemporaryFile(dir=out):
             pass
         if not (out / MARKER).is_file():
@@ -53,6 +58,38 @@ def claim_run_dir(out, experiment, kind):
         raise ValueError(f"cannot write to output directory {out}: "
                          f"{err.strerror or err}") from None
     return out
+
+
+def _check_owner(out, mine):
+    """Refuse directory `out` unless it is new, empty or holds a run of `mine`."""
+    if not out.is_dir():
+        return
+    owner = run_owner(out)
+    if owner is None and any(p.name != LOCK and not _stale_temporary(p)
+                             for p in out.iterdir()):
+        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
+                         "choose a new or empty directory")
+    if owner is not None and owner != mine:
+        raise ValueError(
+            f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
+            f"{mine['experiment']} {mine['kind']} run; choose another directory (writing here "
+            "would replace that run's files)")
+
+
+_HELD = {}  # the run directories this process holds the lock of
+
+
+def _lock(out):
+    """Hold the lock of run directory `out` until this process ends (taken once)."""
+    key = out.resolve()
+    if key not in _HELD or not _HELD[key].held():
+        _HELD[key] = OutputLock(out / LOCK, f"output directory {out}").acquire()
+
+
+def _stale_temporary(path):
+    """A file `pipelines._io.atomic_path` was writing when its run was killed (this process
+    holds the directory's lock, so no other writer is using it)."""
+    return path.is_file() and TEMPORARY.fullmatch(path.name) is not None
 
 
 def run_owner(out):

@@ -8,27 +8,41 @@ provenance), written atomically. The package ships the LSTM and CNN checkpoints 
 qs.surrogates.sodeep.DEFAULT_LENGTH, trained by ``make sodeep-checkpoints``.
 """
 
+import glob
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from pipelines._io import atomic_path
+from pipelines._io import TEMPORARY, atomic_path
 from pipelines._provenance import provenance
 from pipelines._tables import fmt, markdown_table
+from qs.data.lock import OutputLock
 
 
 def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=None,
           test_vectors=10_000, progress=True, **hyper):
     """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
-    running loss, and write its checkpoint to `out` atomically; return its metadata."""
+    running loss, and write its checkpoint to `out` atomically; return its metadata. One
+    process at a time trains into `out`: a second is refused, naming the first."""
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
+    with OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"):
+        for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a kill
+            if TEMPORARY.fullmatch(tmp.name):
+                tmp.unlink()
+        return _train(kind, length, steps, seed, out, size=size, batch_size=batch_size, lr=lr,
+                      test_vectors=test_vectors, progress=progress, **hyper)
+
+
+def _train(kind, length, steps, seed, out, *, size, batch_size, lr, test_vectors, progress,
+           **hyper):
+    """`train`, under the checkpoint's lock."""
     import torch
 
     from qs.surrogates import sodeep
 
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
     hyper = {k: v for k, v in hyper.items() if v is not None}
     running = {"loss": None}
     with tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",

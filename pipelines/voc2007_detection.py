@@ -39,7 +39,6 @@ the model is then trained on all of trainval with it.
 """
 
 import hashlib
-import json
 import time
 from contextlib import nullcontext
 from itertools import pairwise
@@ -330,8 +329,7 @@ class Split:
         counts = store.counts[:].astype(np.int64)
         size = int(counts.sum()) * store.d * 4
         labels = store.labels[:].astype(np.int8)
-        digest = hashlib.sha256(json.dumps(store.attrs["checksums"], sort_keys=True)
-                                .encode()).hexdigest()
+        digest = store.data_checksum()  # of the bytes on disk: a damaged store stops here
         about = (f"store {store.path}: {size:,} bytes of features as float32, "
                  f"{'at most' if size <= max_bytes else 'above'} in_memory_max_gb "
                  f"({max_bytes / 1e9:g} GB)")

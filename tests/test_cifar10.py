@@ -237,7 +237,7 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
     names = {p.name for p in tiny_run.iterdir()}
     assert names == {"results.csv", "history.csv", "per_class.csv", "table.md", "figure.png",
                      "figure.pdf", "config.yaml", "provenance.json", "checkpoints",
-                     "qsrank-run.json"}
+                     "qsrank-run.json", ".qsrank-run.lock"}
     results = pd.read_csv(tiny_run / "results.csv")
     assert list(results.method) == TINY["methods"]
     assert ((results.test_map > 0) & (results.test_map <= 1)).all()

@@ -31,7 +31,7 @@ def test_run_writes_its_files(small_run):
     cfg, out = small_run
     names = {p.name for p in out.iterdir()}
     assert names == {"table.csv", "table.md", "runs.csv", "config.yaml", "provenance.json",
-                     "qsrank-run.json"}
+                     "qsrank-run.json", ".qsrank-run.lock"}
     assert yaml.safe_load((out / "config.yaml").read_text()) == cfg
     record = json.loads((out / "provenance.json").read_text())
     assert record["seed"] == 0

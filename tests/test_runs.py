@@ -116,3 +116,35 @@ def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
     assert len(record["data_sha256"]) == 2 and all(len(h) == 64 for h in record["data_sha256"])
     assert [c["settings"]["vary"] for c in record["commands"]] == ["negatives", "positives"]
     assert all(c["settings"]["preset"] == "quick" for c in record["commands"])
+
+
+def test_a_run_killed_while_writing_its_marker_is_accepted_and_cleaned(tmp_path):
+    """A kill inside `write_json` leaves only its temporary file: the directory is still a new
+    one, and the temporary files of a killed run are removed when it is claimed again."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / f".{MARKER}.k3x_9a2b.tmp").write_text('{"experiment": "dig')
+    assert claim_run_dir(out, "digits", "tables") == out
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, _runs.LOCK])
+    (out / "runs").mkdir()
+    stale = [out / ".table.md.abcdefgh.tmp", out / "runs" / ".a.json.0123abcd.tmp"]
+    for path in stale:
+        path.write_text("half")
+    (out / "runs" / "notes.tmp").write_text("not ours")  # not a name qsrank writes
+    assert claim_run_dir(out, "digits", "tables") == out
+    assert not any(p.exists() for p in stale) and (out / "runs" / "notes.tmp").exists()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / ".draft.tmp").write_text("not ours")
+    with pytest.raises(ValueError, match="not empty and holds no qsrank run"):
+        claim_run_dir(foreign, "digits", "tables")
+    assert [p.name for p in foreign.iterdir()] == [".draft.tmp"]  # nothing added, nothing lost
+
+
+def test_a_run_directory_made_again_is_locked_again(tmp_path):
+    import shutil
+
+    out = claim_run_dir(tmp_path / "run", "digits", "tables")
+    shutil.rmtree(out)
+    assert claim_run_dir(out, "digits", "tables") == out
+    assert _runs._HELD[out.resolve()].held()

@@ -15,7 +15,7 @@ import cli.main as cli_main
 from cli.main import main
 from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
-from qs.data.store import FORMAT_VERSION, StoreWriter
+from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
 from tests.test_box_readers import rcnn_arrays, voc_xml, write_latent, write_mat73
 
@@ -160,6 +160,85 @@ def test_verify_names_the_damaged_chunk(tmp_path):
     (path / "boxes" / "c" / "0" / "0" / "0").unlink()
     with pytest.raises(ValueError, match=r"2 of .*boxes chunk c/0/0/0 \(missing\)"):
         open_store(path).verify()
+
+
+def flip(path, at, bit=0x01):
+    data = bytearray(path.read_bytes())
+    data[at] ^= bit
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """A store, and a function giving a fresh copy with one chunk changed by `how`."""
+    import shutil
+
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+
+    def copy(name, key, how):
+        dst = tmp_path / f"damaged{len(list(tmp_path.glob('damaged*')))}.zarr"
+        shutil.copytree(path, dst)
+        how(dst / name / key)
+        return dst
+    return path, copy
+
+
+def test_every_chunk_is_verified_as_it_is_read(damaged):
+    path, copy = damaged
+    intact = open_store(path).to_detection_data()
+    for name, key in [("features", "c/2/0/0"), ("counts", "c/0"), ("gt_boxes", "c/0/0"),
+                      ("image_ids", "c/1")]:
+        gone = copy(name, key, Path.unlink)
+        with pytest.raises(StoreDamaged, match=rf"^{gone}: {name} chunk {key} is missing; the "
+                                               rf"store is damaged \(qsrank load verify "):
+            open_store(gone).to_detection_data()
+        changed = copy(name, key, lambda p: flip(p, 3))
+        with pytest.raises(StoreDamaged, match=rf"^{changed}: {name} chunk {key} fails its "
+                                               "checksum"):
+            open_store(changed).to_detection_data()
+    gone = copy("features", "c/4/0/0", Path.unlink)  # read block by block, by Dask
+    with pytest.raises(StoreDamaged, match="features chunk c/4/0/0 is missing"):
+        open_store(gone).dask_features().sum().compute()
+    np.testing.assert_array_equal(open_store(path).to_detection_data().X, intact.X)
+
+
+def test_any_flipped_byte_of_a_features_chunk_is_caught(damaged):
+    path, copy = damaged
+    chunk = "c/1/0/0"
+    size = (path / "features" / chunk).stat().st_size
+    rng = np.random.default_rng(0)
+    for at, bit in zip(rng.integers(0, size, 20), rng.integers(0, 8, 20)):
+        changed = copy("features", chunk, lambda p: flip(p, int(at), 1 << int(bit)))
+        with pytest.raises(StoreDamaged, match=f"features chunk {chunk} fails its checksum"):
+            open_store(changed).features[10:20]
+
+
+def test_the_data_checksum_is_of_the_bytes(damaged):
+    import hashlib
+    import json
+
+    path, copy = damaged
+    store = open_store(path)
+    # an intact store: the same value as the digest of its recorded checksums
+    assert store.data_checksum() == hashlib.sha256(json.dumps(
+        store.attrs["checksums"], sort_keys=True).encode()).hexdigest()
+    changed = copy("features", "c/3/0/0", lambda p: flip(p, 7))
+    with pytest.raises(StoreDamaged, match="features chunk c/3/0/0;"):
+        open_store(changed).data_checksum()
+
+
+def test_cli_verifies_a_store(damaged):
+    path, copy = damaged
+    n = sum(len(keys) for keys in open_store(path).attrs["checksums"].values())
+    result = CliRunner().invoke(main, ["load", "verify", str(path)])
+    assert result.exit_code == 0 and f"{path}: all {n} chunks match their checksums" in \
+        result.output, result.output
+    changed = copy("labels", "c/1/0", lambda p: flip(p, 0))
+    result = CliRunner().invoke(main, ["load", "verify", str(changed)])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith(
+        f"Error: {changed}: 1 of {n} chunks fail their checksum: labels chunk c/1/0; the "
+        "store is damaged, convert the data again.")
 
 
 def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
@@ -430,3 +509,131 @@ def test_bad_rcnn_caches_keep_what_was_converted(tmp_path):
     scipy.io.savemat(mats / "img3.mat", big)
     one_line_error(cli(mats, "--out", tmp_path / "t.zarr", "--workers", 1),
                    "img3.mat: feature value 100000 is beyond float16", "--dtype float32")
+
+
+# --- never deleting what qsrank did not make; crash windows; one-line errors ----------------
+
+def killed():
+    """Stands for a kill: the exception stops the writer where it is, and nothing after."""
+    raise KeyboardInterrupt
+
+
+def killed_at_rename(monkeypatch, name):
+    """Stop the writer (`killed`) when it renames the directory `name`."""
+    rename = os.rename
+
+    def renamed(src, dst, *args, **kwargs):
+        if Path(src).name == name:
+            killed()
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", renamed)
+
+
+def test_an_unrelated_partial_directory_is_never_removed(tmp_path):
+    out = tmp_path / "x.zarr"
+    foreign = tmp_path / "x.zarr.partial"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("years of work")
+    result = cli("synthetic", "--out", out, "--scale", 0.01, "--workers", 1)
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"Error: {foreign} exists but holds no unfinished conversion qsrank can resume (no "
+        "progress records); it is left as it is: remove it or choose another --out.")
+    assert tree_bytes(foreign) == {"thesis.tex": b"years of work"} and not out.exists()
+
+
+def test_a_kill_while_the_store_is_created_leaves_nothing_a_rerun_refuses(tmp_path,
+                                                                          monkeypatch):
+    """A new store is made in a hidden directory and renamed to OUT.partial once it holds its
+    progress records; a kill before leaves that directory, which the next run removes."""
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        killed_at_rename(m, f".s.zarr.partial.{os.getpid()}.tmp")
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    building = [p.name for p in tmp_path.iterdir()]
+    assert building == [f".s.zarr.partial.{os.getpid()}.tmp"]
+    convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+    assert open_store(out).verify() > 0
+
+
+@pytest.mark.parametrize("window", ["before the rename", "after the rename"])
+def test_a_kill_inside_finish_is_repaired_by_a_rerun(tmp_path, monkeypatch, window):
+    """`finish` is decided by one rename of OUT.partial to OUT: killed before it, a rerun
+    resumes and finishes; killed after it, the store is whole and a rerun removes the progress
+    records it still holds."""
+    whole = convert.write_synthetic_store(tmp_path / "whole.zarr", chunk_images=10, **SMALL)
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        if window == "before the rename":
+            killed_at_rename(m, "s.zarr.partial")
+        else:
+            m.setattr("qs.data.store._finish_cleanup", lambda path: killed())
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    if window == "before the rename":
+        assert not out.exists()
+        stats = {}
+        convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
+        assert stats["blocks_written"] == 0 and stats["blocks_resumed"] == 5
+    else:
+        assert (out / "progress.json").exists()
+        open_store(out).verify()  # already whole and readable
+        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
+                     16, "--chunk-images", 10, "--workers", 1)
+        assert result.exit_code == 1 and "s.zarr exists" in result.output
+    assert tree_bytes(out) == tree_bytes(whole)
+
+
+def test_temporary_files_of_a_killed_writer_are_removed(tmp_path, monkeypatch):
+    out = tmp_path / "s.zarr"
+    with monkeypatch.context() as m:
+        interrupt_after(m, 2)
+        with pytest.raises(KeyboardInterrupt):
+            convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    partial = tmp_path / "s.zarr.partial"
+    stale = [partial / "progress" / "000002.json.tmp", partial / "progress.json.tmp",
+             partial / "features" / "c" / "2" / "0" / f"0.{'ab12' * 8}.partial",
+             partial / f"zarr.{'0f' * 16}.partial"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    convert.write_synthetic_store(out, chunk_images=10, **SMALL)
+    assert not any(p.name.endswith((".tmp", ".partial")) for p in out.rglob("*"))
+    assert open_store(out).verify() > 0
+
+
+def test_a_block_larger_than_memory_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "s.zarr"
+    result = cli("synthetic", "--boxes", 100_000_000, "--features", 100_000, "--out", out)
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "One block of 1 images x 100000000 boxes x 100000 features takes " \
+           "20,001,600,000,000 bytes, more than this machine's memory" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_names_the_store_and_says_a_rerun_resumes(tmp_path, monkeypatch):
+    import errno
+
+    import zarr.storage._local as local
+
+    out, partial = tmp_path / "s.zarr", tmp_path / "s.zarr.partial"
+    put, calls = local._put, []
+
+    def full_disk(path, *args, **kwargs):
+        if "features/c/2" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        calls.append(path)
+        return put(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(local, "_put", full_disk)
+        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
+                     16, "--chunk-images", 10, "--dtype", "float32", "--workers", 1)
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"Error: No space left on device writing block 2 of the store into {partial} (2 of 5 "
+        f"blocks are kept in {partial}: rerun to resume.)")
+    stats = {}
+    convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
+    assert (stats["blocks_resumed"], stats["blocks_written"]) == (2, 3)

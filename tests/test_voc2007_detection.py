@@ -4,6 +4,7 @@ per-image NMS before detection AP, and config errors."""
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -277,13 +278,29 @@ def test_scheduler_option_needs_a_store_experiment(tmp_path):
 
 
 def copy_store(src, dst, change):
-    """A copy of store `src` at `dst` with `change(zarr group)` applied."""
+    """A copy of store `src` at `dst` with `change(zarr group)` applied, its chunks' checksums
+    recorded again (a store written so, not a damaged one)."""
+    import hashlib
     import shutil
 
     import zarr
 
     shutil.copytree(src, dst)
-    change(zarr.open_group(dst, mode="r+"))
+    group = zarr.open_group(dst, mode="r+")
+    change(group)
+    sums = group.attrs["checksums"]
+    group.attrs["checksums"] = {
+        name: {key: hashlib.sha256((Path(dst) / name / key).read_bytes()).hexdigest()
+               for key in keys} for name, keys in sums.items()}
+    return str(dst)
+
+
+def damaged_copy(src, dst):
+    """A copy of store `src` at `dst` with one features chunk deleted."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    (dst / "features" / "c" / "0" / "0" / "0").unlink()
     return str(dst)
 
 
@@ -314,6 +331,9 @@ def test_store_errors_are_one_line_and_exit_1(stores, tmp_path):
          "class 'cow' has no positive image in trainval"),
         ({"trainval": copy_store(stores["trainval"], tmp_path / "unknown.zarr", unknown)},
          "class 'cow': 3 trainval images have no label for it"),
+        ({"test": damaged_copy(stores["test"], tmp_path / "damaged.zarr")},
+         r"damaged.zarr: 1 of \d+ chunks fail their checksum: features chunk c/0/0/0 "
+         r"\(missing\); the store is damaged"),
     ]
     for change, message in cases:
         config = write_config(tmp_path / "s.yaml", store={**stores, **change},

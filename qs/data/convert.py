@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -257,32 +258,64 @@ def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=F
     chunk_images = int(max(1, min(n, chunk_images)))
     keys = [hashlib.sha256("\n".join(source.key(i) for i in range(a, min(a + chunk_images, n)))
                            .encode()).hexdigest() for a in range(0, n, chunk_images)]
+    _check_block_fits(chunk_images, source)
     writer = StoreWriter(out, source.image_ids, k_max=source.k_max, d=source.d,
                          dtype=source.dtype.name, chunk_images=chunk_images,
                          split=split or source.split, has_gt=source.has_gt,
                          block_keys=keys, attrs={"source_kind": source.kind})
-    pending = writer.pending()
-    images = [i for b in pending for i in range(*writer.block_range(b))]
-    resumed = writer.n_blocks - len(pending)
-    records = read_images(source, images, workers, "read", progress and (
-        f"converting ({resumed} of {writer.n_blocks} blocks already written)" if resumed
-        else "converting"))
-    write_s = 0.0
     try:
-        for b in pending:
-            write_s += _write_block(writer, b, records)
-    except ValueError as err:
-        kind = ReaderCrash if isinstance(err, ReaderCrash) else ValueError
-        raise kind(f"{err} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
-                   f"{writer.partial}: rerun to resume.)") from None
+        pending = writer.pending()
+        images = [i for b in pending for i in range(*writer.block_range(b))]
+        resumed = writer.n_blocks - len(pending)
+        write_s = _write_blocks(writer, pending, read_images(
+            source, images, workers, "read", progress and (
+                f"converting ({resumed} of {writer.n_blocks} blocks already written)"
+                if resumed else "converting")))
+        try:
+            path = writer.finish(source.describe())
+        except OSError as err:
+            raise ValueError(f"{err.strerror or err} finishing the store in {writer.partial} "
+                             "(every block is kept: rerun to finish it).") from None
     finally:
-        records.close()
-    path = writer.finish(source.describe())
+        writer.close()
     if stats is not None:
         stats.update(blocks_written=len(pending), blocks_resumed=resumed, write_s=write_s,
                      feature_bytes=len(images) * writer.k_max * writer.d
                      * writer.dtype.itemsize, total_s=time.perf_counter() - start)
     return path
+
+
+def _write_blocks(writer, pending, records):
+    """Write the blocks ``pending`` from ``records``; returns the seconds the writing took.
+    An error keeps the blocks written, and says so."""
+    write_s = 0.0
+    try:
+        for b in pending:
+            write_s += _write_block(writer, b, records)
+    except (ValueError, MemoryError) as err:
+        kind = ReaderCrash if isinstance(err, ReaderCrash) else ValueError
+        what = str(err) or (f"out of memory holding a block of {writer.chunk_images} images "
+                            "(use fewer images per chunk)")
+        raise kind(f"{what} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
+                   f"{writer.partial}: rerun to resume.)") from None
+    finally:
+        records.close()
+    return write_s
+
+
+def _check_block_fits(chunk_images, source):
+    """Refuse, before anything is written, a block of images larger than this machine's
+    memory: the writer holds one block at a time."""
+    block = chunk_images * source.k_max * (source.d * source.dtype.itemsize + 16)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not known on this system
+        return
+    if block > memory:
+        raise ValueError(f"One block of {chunk_images} images x {source.k_max} boxes x "
+                         f"{source.d} features takes {block:,} bytes, more than this "
+                         f"machine's memory ({memory:,} bytes); use fewer boxes, features or "
+                         "images per chunk.")
 
 
 def _write_block(writer, b, records):
@@ -307,7 +340,11 @@ def _write_block(writer, b, records):
         for row, (_, cls, _) in enumerate(objects):
             labels[row, np.asarray(cls, dtype=np.int64)] = 1
     began = time.perf_counter()
-    writer.write_block(b, features, counts, boxes, labels, objects)
+    try:
+        writer.write_block(b, features, counts, boxes, labels, objects)
+    except OSError as err:  # a full disk, above all
+        raise ValueError(f"{err.strerror or err} writing block {b} of the store into "
+                         f"{writer.partial}") from None
     return time.perf_counter() - began
 
 
@@ -379,10 +416,21 @@ def _context():
 
 def _pooled(source, indices, workers, method):
     ctx = _context()
+    # the workers hold the reading end of a pipe whose writing end only this process holds:
+    # when it ends, however (SIGKILL included), they read EOF and exit (`_watch`)
+    lifeline, alive = ctx.Pipe(duplex=False)
+    try:
+        yield from _pooled_reads(ctx, lifeline, source, indices, workers, method)
+    finally:
+        alive.close()
+        lifeline.close()
+
+
+def _pooled_reads(ctx, lifeline, source, indices, workers, method):
     todo = deque(indices)
     while todo:
         pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(source,))
+                                   initargs=(source, lifeline))
         window = deque()
         try:
             while todo or window:
@@ -407,25 +455,39 @@ def _pooled(source, indices, workers, method):
                   and not isinstance(future.exception(), BrokenProcessPool)):
                 raise future.exception()
             else:
-                yield i, _isolated(ctx, source, method, i)
+                yield i, _isolated(ctx, lifeline, source, method, i)
 
 
 _SOURCE = None
 
 
-def _init_worker(source):
+def _init_worker(source, lifeline):
     global _SOURCE
     _SOURCE = source
+    _watch(lifeline)
+
+
+def _watch(lifeline):
+    """End this worker process as soon as the converting process is gone: EOF on
+    ``lifeline``, a pipe whose writing end that process alone holds."""
+    def wait():
+        try:
+            lifeline.recv_bytes()
+        except (EOFError, OSError):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=wait, name="qsrank-lifeline", daemon=True).start()
 
 
 def _call_source(method, i):
     return getattr(_SOURCE, method)(i)
 
 
-def _isolated(ctx, source, method, i):
+def _isolated(ctx, lifeline, source, method, i):
     """``source.<method>(i)`` in a process of its own; `ReaderCrash` if that process dies."""
     receive, send = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_isolated_main, args=(send, source, method, i))
+    process = ctx.Process(target=_isolated_main, args=(send, lifeline, source, method, i))
     process.start()
     send.close()
     try:
@@ -445,7 +507,8 @@ def _isolated(ctx, source, method, i):
     return payload
 
 
-def _isolated_main(send, source, method, i):
+def _isolated_main(send, lifeline, source, method, i):
+    _watch(lifeline)
     try:
         result = True, getattr(source, method)(i)
     except Exception as err:  # sent back to be raised in the parent

@@ -22,22 +22,33 @@ of the chunk's stored bytes}}`` for every chunk of every array. Chunk keys are z
 
 A store is written by `StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
 each block recorded with its checksums under ``progress/`` once its chunks are on disk; an
-interrupted conversion resumes there, skipping the blocks already written and intact. The last
-step renames the directory to ``<STORE>``, so a store is whole or absent.
+interrupted conversion resumes there, skipping the blocks already written and intact. One
+writer at a time holds a store's path (the lock file ``.<STORE name>.lock`` beside it). A
+``.partial`` directory is made under a hidden name and renamed once it holds its progress
+records, so one without them is not qsrank's and is never removed. The last step renames the
+directory to ``<STORE>`` (that rename decides: a store is whole or absent) and then removes
+the progress records, which the next writer of that path removes if a kill came first.
+
+`open_store` reads every chunk through a zarr store that checks it against ``checksums`` as
+it is read (`StoreDamaged` names the store and the chunk); `BoxStore.verify` checks them all.
 """
 
+import functools
+import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
+from qs.data.lock import OutputLock
 from qs.data.voc2007 import CLASSES
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreWriter", "open_store"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "StoreWriter", "open_store"]
 
 FORMAT = "qsrank-boxstore"
 FORMAT_VERSION = 1
@@ -46,6 +57,7 @@ IMAGE_ARRAYS = ("features", "counts", "boxes", "labels", "image_ids")
 GT_ARRAYS = ("gt_boxes", "gt_class", "gt_difficult", "gt_offsets")
 DTYPES = ("float16", "float32")
 PARTIAL = ".partial"
+_ZARR_TEMPORARY = re.compile(r".*\.[0-9a-f]{32}\.partial")  # zarr's file being written
 
 
 class BoxStore:
@@ -85,21 +97,42 @@ class BoxStore:
 
         return da.from_zarr(self.features)
 
-    def verify(self):
-        """Recompute the checksum of every chunk of every array; a ValueError names each
-        array and chunk whose stored bytes differ or are missing. Returns the chunks checked."""
-        bad, n = [], 0
-        for name, sums in self.attrs["checksums"].items():
-            for key, expected in sums.items():
-                n += 1
-                got = _file_sha256(self.path / name / key)
-                if got != expected:
-                    bad.append(f"{name} chunk {key}" + (" (missing)" if got is None else ""))
+    def verify(self, progress=False):
+        """Recompute the checksum of every chunk of every array (with a progress bar when
+        ``progress``); a `StoreDamaged` names each array and chunk whose stored bytes differ
+        or are missing. Returns the chunks checked."""
+        return len(self._recomputed(progress))
+
+    def data_checksum(self, progress=False):
+        """The SHA-256 of the data itself: of the JSON ``{array: {chunk key: sha256}}`` (keys
+        sorted) with every chunk's SHA-256 recomputed from its bytes, so it verifies the store
+        on the way (a damaged store has none: `StoreDamaged`)."""
+        nested = {}
+        for where, digest in self._recomputed(progress).items():
+            name, _, key = where.partition("/")
+            nested.setdefault(name, {})[key] = digest
+        return hashlib.sha256(json.dumps(nested, sort_keys=True).encode()).hexdigest()
+
+    def _recomputed(self, progress):
+        """``{"array/chunk key": sha256}`` of every recorded chunk, read from the files."""
+        from tqdm import tqdm
+
+        expected = {f"{name}/{key}": digest for name, sums in self.attrs["checksums"].items()
+                    for key, digest in sums.items()}
+        found, bad = {}, []
+        for where in tqdm(sorted(expected), desc=f"verifying {self.path}", unit="chunk",
+                          leave=False, disable=not progress):
+            found[where] = _file_sha256(self.path / where)
+            if found[where] != expected[where]:
+                name, _, key = where.partition("/")
+                bad.append(f"{name} chunk {key}" + (" (missing)" if found[where] is None
+                                                     else ""))
         if bad:
             shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-            raise ValueError(f"{self.path}: {len(bad)} of {n} chunks fail their checksum: "
-                             f"{shown}; the store is damaged, convert the data again.")
-        return n
+            raise StoreDamaged(f"{self.path}: {len(bad)} of {len(expected)} chunks fail their "
+                               f"checksum: {shown}; the store is damaged, convert the data "
+                               "again.")
+        return found
 
     def to_detection_data(self, max_bytes=2 ** 30):
         """The whole store in memory as `DetectionData` (float32 features), for stores whose
@@ -128,9 +161,68 @@ class BoxStore:
                              self.source)
 
 
+class StoreDamaged(ValueError):
+    """A chunk of a store is missing or its bytes differ from its recorded checksum."""
+
+
+def _verified_store(path, checksums):
+    """A read-only zarr store of directory ``path`` that checks every chunk it hands out
+    against ``checksums`` (``{array: {chunk key: sha256}}``) while the bytes are in hand: a
+    chunk missing or changed is a `StoreDamaged` naming the store and the chunk, never data
+    read silently (zarr would fill a missing chunk with zeros)."""
+    from zarr.storage import LocalStore
+
+    sums = {f"{name}/{key}": digest for name, keys in checksums.items()
+            for key, digest in keys.items()}
+    return _verified(LocalStore(path, read_only=True), sums, str(path))
+
+
+def _verified(store, sums, where):
+    return _verified_class()(store, sums, where)
+
+
+@functools.cache
+def _verified_class():
+    """The zarr store wrapper of `_verified_store` (made on first use: zarr loads lazily)."""
+    from zarr.storage import WrapperStore
+
+    class VerifiedStore(WrapperStore):
+        def __init__(self, store, sums, where):
+            super().__init__(store)
+            self.sums, self.where = sums, where
+
+        def _with_store(self, store):
+            return type(self)(store, self.sums, self.where)
+
+        def __reduce__(self):  # pickled for dask's worker processes
+            return _verified, (self._store, self.sums, self.where)
+
+        async def get(self, key, prototype, byte_range=None):
+            expected = self.sums.get(key)
+            if expected is None:
+                return await self._store.get(key, prototype, byte_range)
+            whole = await self._store.get(key, prototype)
+            if whole is None or hashlib.sha256(whole.as_numpy_array()).hexdigest() != expected:
+                name, _, chunk = key.partition("/")
+                raise StoreDamaged(
+                    f"{self.where}: {name} chunk {chunk} "
+                    f"{'is missing' if whole is None else 'fails its checksum'}; the store is "
+                    f"damaged (qsrank load verify {self.where} checks every chunk): convert "
+                    "the data again.")
+            return whole if byte_range is None else await self._store.get(key, prototype,
+                                                                          byte_range)
+
+        async def _get_many(self, requests):
+            for key, prototype, byte_range in requests:
+                yield key, await self.get(key, prototype, byte_range)
+
+    return VerifiedStore
+
+
 def open_store(path):
-    """Open the store at `path` (nothing is read but its metadata). A half-written store, a
-    directory that is no store, or a store of another format version is a ValueError."""
+    """Open the store at `path` (nothing is read but its metadata); every chunk read from it
+    later is checked against its checksum (`StoreDamaged`). A half-written store, a directory
+    that is no store, or a store of another format version is a ValueError."""
     import zarr
 
     path = Path(path)
@@ -163,7 +255,11 @@ def open_store(path):
     if missing:
         raise ValueError(f"{path} lacks the arrays {', '.join(missing)}; the store is "
                          "damaged, convert the data again.")
-    return BoxStore(path, group)
+    sums = attrs.get("checksums")
+    if not isinstance(sums, dict) or not all(isinstance(v, dict) for v in sums.values()):
+        raise StoreDamaged(f"{path} has no readable checksums; the store is damaged, convert "
+                           "the data again.")
+    return BoxStore(path, zarr.open_group(_verified_store(path, sums), mode="r"))
 
 
 class StoreWriter:
@@ -183,9 +279,6 @@ class StoreWriter:
 
         self.path = Path(path)
         self.partial = _partial(self.path)
-        if self.path.exists():
-            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
-                             "store is never overwritten).")
         if str(dtype) not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
         if chunk_images < 1:
@@ -202,13 +295,35 @@ class StoreWriter:
         settings = {"format_version": FORMAT_VERSION, "d": int(d), "dtype": str(dtype),
                     "chunk_images": int(chunk_images), "split": split, "has_gt": self.has_gt,
                     "compressor": COMPRESSOR}
-        progress = _read_json(self.partial / "progress.json")
-        if progress is None:  # nothing begun, or its creation was cut short: start afresh
-            shutil.rmtree(self.partial, ignore_errors=True)
-            self._create(zarr, n, int(k_max), settings)
+        self.lock = OutputLock(self.path.with_name(f".{self.path.name}.lock"),
+                               f"the store {self.path}").acquire()
+        self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
+        self.split = split
+        try:
+            self._open(zarr, n, int(k_max), settings)
+            self.k_max = self.group["features"].shape[1]
+            self.done = self._blocks_done()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, zarr, n, k_max, settings):
+        """Under the lock: clean what a killed writer left, then begin or resume."""
+        _remove_stale_temporaries(self.path, self.partial)
+        if self.path.exists():
+            _finish_cleanup(self.path)
+            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
+                             "store is never overwritten).")
+        if not self.partial.exists():
+            self._create(zarr, n, k_max, settings)
         else:
+            progress = _read_json(self.partial / "progress.json")
+            if not isinstance(progress, dict) or not (self.partial / "progress").is_dir():
+                raise ValueError(f"{self.partial} exists but holds no unfinished conversion "
+                                 "qsrank can resume (no progress records); it is left as it "
+                                 "is: remove it or choose another --out.")
             kept = {k: v for k, v in progress.items() if k != "k_max"}
-            if kept != settings or progress["k_max"] < k_max:
+            if kept != settings or progress.get("k_max", -1) < k_max:
                 raise ValueError(
                     f"{self.partial} holds an unfinished conversion made with other settings "
                     f"({_diff(progress, {**settings, 'k_max': k_max})}); remove it to start "
@@ -219,14 +334,17 @@ class StoreWriter:
                 if arr.shape[0] != n:
                     arr.resize((n,) + arr.shape[1:])
             self.group["image_ids"][:] = self.image_ids
-        self.k_max = self.group["features"].shape[1]
-        self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
-        self.split = split
-        self.done = self._blocks_done()
+
+    def close(self):
+        """Release the store's lock (`finish` does; call it when giving up before)."""
+        self.lock.release()
 
     def _create(self, zarr, n, k_max, settings):
+        """Make the empty store in a hidden directory, then rename it to ``<path>.partial``:
+        a partial directory always holds its progress records."""
         self.partial.parent.mkdir(parents=True, exist_ok=True)
-        group = zarr.open_group(self.partial, mode="w")
+        building = self.partial.with_name(f".{self.partial.name}.{os.getpid()}.tmp")
+        group = zarr.open_group(building, mode="w-")
         c, d = settings["chunk_images"], settings["d"]
         opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
                 "config": {"write_empty_chunks": True}}
@@ -239,9 +357,10 @@ class StoreWriter:
                            dtype="int8", fill_value=-1, **opts)
         group.create_array("image_ids", shape=(n,), chunks=(c,), dtype=str, **opts)
         group["image_ids"][:] = self.image_ids
-        (self.partial / "progress").mkdir()
-        _write_json(self.partial / "progress.json", {**settings, "k_max": k_max})
-        self.group = group
+        (building / "progress").mkdir()
+        _write_json(building / "progress.json", {**settings, "k_max": k_max})
+        os.rename(building, self.partial)
+        self.group = zarr.open_group(self.partial, mode="r+")
 
     @property
     def n_blocks(self):
@@ -308,7 +427,9 @@ class StoreWriter:
 
     def finish(self, source):
         """Write the ground truth, the checksums and the completion mark, then rename the
-        directory to the store's path. Returns the path."""
+        directory to the store's path: that rename decides; the progress records the store
+        then still holds are removed after it, or by the next writer of this path if a kill
+        comes first. Releases the lock. Returns the path."""
         import zarr
 
         if self.pending():
@@ -332,12 +453,12 @@ class StoreWriter:
             "k_max": self.k_max, "d": self.d, "dtype": self.dtype.name,
             "chunk_images": self.chunk_images, "compressor": COMPRESSOR, **self.attrs,
             "checksums": checksums, "complete": True})
-        shutil.rmtree(self.partial / "progress")
-        (self.partial / "progress.json").unlink()
         if self.path.exists():
             raise ValueError(f"{self.path} appeared during the conversion; the finished store "
                              f"is left in {self.partial}.")
         os.rename(self.partial, self.path)
+        _finish_cleanup(self.path)
+        self.close()
         return self.path
 
     def _key(self, name, b):
@@ -355,6 +476,31 @@ class StoreWriter:
             arr = self.group.create_array(name, shape=a.shape, dtype=a.dtype,
                                           chunks=(max(1, a.shape[0]),) + a.shape[1:], **opts)
             arr[...] = a
+
+
+def _finish_cleanup(path):
+    """Remove the progress records a finished store at ``path`` may still hold."""
+    attrs = (_read_json(path / "zarr.json") or {}).get("attributes", {})
+    if ((path / "progress.json").is_file() and attrs.get("format") == FORMAT
+            and attrs.get("complete") is True):
+        shutil.rmtree(path / "progress", ignore_errors=True)
+        (path / "progress.json").unlink()
+
+
+def _remove_stale_temporaries(path, partial):
+    """Remove what a killed writer of ``path`` left half-made: its hidden directory of a
+    store being created, the temporary files of progress records and of zarr's chunk writes
+    (``NAME.<32 hex digits>.partial``). Called under the lock, so no writer is using them."""
+    for building in path.parent.glob(f".{glob.escape(partial.name)}.*.tmp"):
+        if building.is_dir() and building.name[len(partial.name) + 2:-4].isdigit():
+            shutil.rmtree(building)
+    if partial.is_dir():
+        for tmp in (partial / "progress").glob("*.json.tmp"):
+            tmp.unlink()
+        (partial / "progress.json.tmp").unlink(missing_ok=True)
+        for tmp in partial.rglob("*.partial"):
+            if tmp.is_file() and _ZARR_TEMPORARY.fullmatch(tmp.name):
+                tmp.unlink()
 
 
 def _partial(path):

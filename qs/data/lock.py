@@ -1,0 +1,107 @@
+"""One writer per output: an exclusive lock file that names its holder.
+
+A writer takes the lock before it touches its output and keeps it until it is done; a second
+writer is refused at once with a `OutputBusy` that names the holder (pid, host, command, since
+when), read from the lock file, where the holder writes it once the lock is its own.
+
+The lock is ``fcntl.flock`` on an open file, as the `filelock` package takes on POSIX: the
+kernel drops it when its holder exits, however it exits (SIGKILL included), so a lock is never
+stale and needs no timeout or heartbeat. It is taken here directly because the holder's record
+must live in the lock file itself, written only once the lock is held and read by the process
+refused, which a dozen lines around ``flock`` do. POSIX only (Linux, macOS).
+"""
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["OutputBusy", "OutputLock"]
+
+
+class OutputBusy(ValueError):
+    """Another process holds the lock of an output."""
+
+
+class OutputLock:
+    """The lock file ``path`` guarding ``what`` (a text naming the output, for messages)."""
+
+    def __init__(self, path, what):
+        self.path, self.what = Path(path), what
+        self.file = None
+
+    def acquire(self):
+        """Take the lock or raise `OutputBusy` naming its holder; returns self."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise OutputBusy(f"{self.what} is being written by another process "
+                                 f"({holder}); wait for it to end, or choose another output."
+                                 ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the file may have been removed by a holder releasing it: lock the new one
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                             "command": _command(), "since": time.strftime(
+                                 "%Y-%m-%d %H:%M:%S UTC", time.gmtime())}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record, 0)
+        self.file = os.fdopen(fd, "r+b", buffering=0)  # closed, and the lock dropped, with it
+        return self
+
+    def held(self):
+        """Whether this lock is taken and its file is still the one at its path (a directory
+        removed and made again holds a new, free lock file)."""
+        try:
+            return (self.file is not None
+                    and os.fstat(self.file.fileno()).st_ino == os.stat(self.path).st_ino)
+        except FileNotFoundError:
+            return False
+
+    def release(self):
+        """Remove the lock file and drop the lock (removing it first, while it is held, keeps
+        a process that opened the old file from holding a lock nobody else sees)."""
+        if self.file is not None:
+            self.path.unlink(missing_ok=True)
+            self.file.close()
+            self.file = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _command():
+    """The holder's command line, shortened: the program's name and its arguments."""
+    program = Path(sys.argv[0] if sys.argv and sys.argv[0] else "python")
+    name = {"__main__.py": program.parent.name, "-c": "python -c"}.get(  # python -m, -c
+        program.name, program.name)
+    text = " ".join([name, *sys.argv[1:]])
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _read_holder(fd):
+    """The holder's record as text; the holder may not have written it yet."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return (f"pid {int(record['pid'])} on {record['host']}, since {record['since']}: "
+                f"{record['command']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its holder has not written its name yet"
