@@ -12,12 +12,13 @@ line or field. Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 1-based inc
 
 import hashlib
 import math
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from qs.data.formats import read_mat
+from qs.data.formats import read_isolated, read_mat
 from qs.data.sparse_text import parse_sparse_features
 from qs.data.voc2007 import CLASSES, DetectionData
 
@@ -250,22 +251,23 @@ def load_rcnn_cache(paths_or_dir):
     ground-truth boxes), ``class`` (K, their class 1..20, 0 elsewhere) and ``overlap`` (K x
     20, IoU with each class's objects). With ``gt`` and ``class``, the ground-truth boxes are
     the image's objects (R-CNN's caches leave difficult objects out, so none is difficult);
-    without, the objects are empty.
+    without, the objects are empty. The files are read in a worker process (a damaged one can
+    crash scipy's or h5py's reader): see `qs.data.formats.read_isolated`.
     """
     paths = mat_paths(paths_or_dir)
     X, boxes, counts, objects, digest, d = [], [], [], [], hashlib.sha256(), None
-    for path in paths:
-        feat, b, obj = read_rcnn_file(path)
-        if d is None:
-            d = feat.shape[1]
-        elif feat.shape[1] != d:
-            raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} has "
-                             f"{d}; every file must hold the same feature dimension.")
-        objects.append(obj)
-        X.append(feat)
-        boxes.append(b)
-        counts.append(feat.shape[0])
-        digest.update(path.read_bytes())
+    with closing(read_isolated(paths, read_rcnn_file)) as files:
+        for path, (feat, b, obj) in zip(paths, files):
+            if d is None:
+                d = feat.shape[1]
+            elif feat.shape[1] != d:
+                raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} "
+                                 f"has {d}; every file must hold the same feature dimension.")
+            objects.append(obj)
+            X.append(feat)
+            boxes.append(b)
+            counts.append(feat.shape[0])
+            digest.update(path.read_bytes())
     source = (f"R-CNN .mat caches, {len(paths)} files in {paths[0].parent.resolve()} (sha256 "
               f"of their concatenation {digest.hexdigest()})")
     return DetectionData(np.concatenate(X), np.concatenate([[0], np.cumsum(counts)])
@@ -275,7 +277,8 @@ def load_rcnn_cache(paths_or_dir):
 
 def read_rcnn_file(path):
     """One R-CNN cache file, checked: ``(feat float32 (K, d), boxes float64 (K, 4), (object
-    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them."""
+    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them. Read in this
+    process: callers isolate it (`read_isolated`, or `qs.data.convert`'s workers)."""
     path = Path(path)
     names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
     missing = [k for k in ("boxes", "feat") if k not in found]
