@@ -21,6 +21,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
+from qs.data.files import check_regular
 from qs.data.poselet import PoseletData
 
 __all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_isolated",
@@ -46,8 +47,7 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
         raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
                          f"{', '.join(KINDS)} or kind='mat'|'svmlight'|'npz'; got "
                          f"{path.suffix!r} (kind={kind!r}).")
-    if not path.is_file():
-        raise ValueError(f"Feature file {path} does not exist.")
+    check_regular(path, "the feature file")
     if kind == "mat":
         if _is_hdf5(path):
             _h5py(path)  # a missing h5py is said here, not by the worker
