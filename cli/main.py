@@ -253,12 +253,14 @@ def experiments():
 
 def pipeline_of(config_path):
     """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
-    import yaml
+    from pipelines._yaml import read_config
 
     try:
-        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        config = read_config(config_path)
+    except OSError as err:
         raise ValueError(f"cannot read config {config_path}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"config {config_path}: {err}") from None
     name = config.get("experiment") if isinstance(config, dict) else None
     known = experiments()
     if name is None:

@@ -11,6 +11,10 @@ import pytest
 import scipy.io
 
 import qs.data.poselet as poselet_module
+from cli.main import main
+from click.testing import CliRunner
+from pipelines import scaling
+from pipelines._yaml import CONFIG_BYTES, read_config
 from qs.data import (
     load_features,
     load_image_set,
@@ -163,3 +167,65 @@ def test_a_foreign_file_read_as_features_is_not_quoted(tmp_path):
     with pytest.raises(ValueError, match="expected the number of images") as err:
         load_poselet(path)
     assert "secretuser" not in str(err.value) and "bash" not in str(err.value)
+
+
+# --- configs: read bounded, plain and strict --------------------------------------------------
+
+def _config(tmp_path, text):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 9)}]" for k in range(1, 7)]
+    path = _config(tmp_path, "\n".join(lines) + "\nseed: *a6\n")
+    with pytest.raises(ValueError, match=r"config .*config\.yaml: line 1: anchors and aliases"):
+        scaling.load_config(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("C: 1.0e-320\n", r"line 1: C is 1\.0e-320, below the smallest normal float"),
+    ("grid: [1.0, 1e-320]\n", r"line 1: an entry of grid is 1e-320, below the smallest"),
+    ("seed: 1\nvary: total\nseed: 2\n", r"line 3: key 'seed' is repeated \(first on line 1\)"),
+    ("a: " + "[" * 2000 + "]" * 2000 + "\n", r"line 1: nested deeper than 32 levels"),
+    (b"seed: 1\nvary: \xe9\n", r"line 2: byte 0xe9 is not UTF-8 text"),
+])
+def test_config_defects_are_one_line_errors_naming_what(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message) as err:
+        read_config(_config(tmp_path, text))
+    assert "\n" not in str(err.value)
+
+
+def test_decimal_exponents_read_as_floats(tmp_path):
+    path = _config(tmp_path, "a: 1.0e308\nb: 1e-5\nc: -2E3\nd: 1.0e+3\ne: 7\nf: '1e5'\n")
+    assert read_config(path) == {"a": 1e308, "b": 1e-5, "c": -2000.0, "d": 1000.0, "e": 7,
+                                 "f": "1e5"}
+    assert isinstance(read_config(path)["a"], float)
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "big"])
+def test_a_config_that_is_no_regular_file_or_too_large_is_refused(tmp_path, target):
+    path = tmp_path / "config.yaml"
+    if target == "fifo":
+        os.mkfifo(path)
+    elif target == "big":
+        path.write_text("seed: 0\n" + "#" * CONFIG_BYTES + "\n")
+    else:
+        path.symlink_to(target)
+    result = _in_thread(lambda: CliRunner().invoke(main, ["train", "--config", str(path)]))
+    assert not isinstance(result, str), result  # it did not block on the FIFO
+    assert result.exit_code == 1, result.output
+    reason = {"fifo": "it is a FIFO", "big": "it is larger than 1,048,576 bytes",
+              "/dev/zero": "it is a device"}[target]
+    assert f"cannot read config {path}: {reason}" in result.output
+    assert result.output.count("\n") == 1, result.output
+
+
+def test_cli_names_a_non_utf8_config(tmp_path):
+    path = _config(tmp_path, b"experiment: digits\nseed: \xff\n")
+    result = CliRunner().invoke(main, ["train", "--config", str(path)])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: config {path}: line 2: byte 0xff is not UTF-8 text; save "
+                             "the config as UTF-8\n")

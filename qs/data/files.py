@@ -40,8 +40,12 @@ def read_bytes(path, what, limit):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         raise Unreadable(what, path, err.strerror) from None
-    with os.fdopen(fd, "rb") as fh:
+    try:
         _check_mode(path, what, os.fstat(fd))
+    except Unreadable:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
         try:
             data = fh.read(limit + 1)
         except OSError as err:
