@@ -134,11 +134,19 @@ def bench(config_path, out, methods, budget, experiment, action, replay, **optio
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
     methods = [name.strip() for name in methods.split(",")] if methods else None
+    config = None
     try:
         config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
         run_dir = scaling.run(config, out)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
+    except MemoryError:  # beyond the up-front check (memory that others hold)
+        if config is None:
+            raise click.ClickException("out of memory reading the config") from None
+        preset, vary = config["preset"], config["vary"]
+        raise click.ClickException(
+            f"out of memory timing the sizes of presets.{preset}.{vary} (stop "
+            f"{config['presets'][preset][vary]['stop']}); lower its stop") from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
 

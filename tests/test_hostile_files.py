@@ -229,3 +229,29 @@ def test_cli_names_a_non_utf8_config(tmp_path):
     assert result.exit_code == 1
     assert result.output == (f"Error: config {path}: line 2: byte 0xff is not UTF-8 text; save "
                              "the config as UTF-8\n")
+
+
+# --- qsrank bench: sizes beyond memory ---------------------------------------------------------
+
+def test_bench_sizes_beyond_memory_are_refused_naming_the_setting(tmp_path):
+    path = _config(tmp_path, "presets:\n  paper:\n    negatives: {stop: 1000000000000}\n")
+    with pytest.raises(ValueError, match=r"presets\.paper\.negatives: the largest size \(227 "
+                                         r"positives, 1000000000000 negatives\) needs about "
+                                         r"[\d,]+ GB .*lower its stop"):
+        scaling.load_config(path)
+    result = CliRunner().invoke(main, ["bench", "--config", str(path), "--out",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert "presets.paper.negatives" in result.output
+
+
+def test_bench_out_of_memory_is_one_line_naming_the_setting(tmp_path, monkeypatch):
+    def run(config, out):
+        raise MemoryError
+
+    monkeypatch.setattr(scaling, "run", run)
+    result = CliRunner().invoke(main, ["bench", "--preset", "quick", "--out",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 1, result.output
+    assert result.output == ("Error: out of memory timing the sizes of presets.quick.negatives "
+                             "(stop 200); lower its stop\n")
