@@ -134,11 +134,19 @@ def bench(config_path, out, methods, budget, experiment, action, replay, **optio
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
     methods = [name.strip() for name in methods.split(",")] if methods else None
+    config = None
     try:
         config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
         run_dir = scaling.run(config, out)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
+    except MemoryError:  # beyond the up-front check (memory that others hold)
+        if config is None:
+            raise click.ClickException("out of memory reading the config") from None
+        preset, vary = config["preset"], config["vary"]
+        raise click.ClickException(
+            f"out of memory timing the sizes of presets.{preset}.{vary} (stop "
+            f"{config['presets'][preset][vary]['stop']}); lower its stop") from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
 
@@ -253,12 +261,14 @@ def experiments():
 
 def pipeline_of(config_path):
     """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
-    import yaml
+    from pipelines._yaml import read_config
 
     try:
-        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        config = read_config(config_path)
+    except OSError as err:
         raise ValueError(f"cannot read config {config_path}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"config {config_path}: {err}") from None
     name = config.get("experiment") if isinstance(config, dict) else None
     known = experiments()
     if name is None:

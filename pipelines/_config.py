@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from pipelines._yaml import read_config
+
 
 def load_config(path, defaults, resolve, overrides):
     """`defaults`, updated by the YAML file at `path` (None: no file), then by the non-None
@@ -25,7 +27,7 @@ def load_config(path, defaults, resolve, overrides):
     cfg = defaults
     if path is not None:
         try:
-            config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            config = read_config(path)
             cfg = resolve({} if config is None else config)
         except OSError as err:
             raise ValueError(f"cannot read config {path}: {err.strerror or err}") from None

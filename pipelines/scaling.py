@@ -15,6 +15,7 @@ time per call exceeds the budget is skipped at that size and every larger one.
 """
 
 import itertools
+import os
 import time
 from pathlib import Path
 
@@ -194,7 +195,26 @@ def sizes(cfg):
         check_number(spec[key], f"{where}.{key}", integer=True, low=1)
     grid = np.geomspace(spec["start"], spec["stop"], spec["points"])
     grid = [int(v) for v in np.unique(np.rint(grid).astype(np.int64))]
-    return size_pairs(vary, spec, grid, where)
+    pairs = size_pairs(vary, spec, grid, where)
+    _check_memory(pairs, where)
+    return pairs
+
+
+def _check_memory(pairs, where):
+    """Refuse sizes whose score vectors (`_data`: the rotation and its negatives) exceed the
+    machine's memory, up front rather than as a MemoryError after the smaller sizes ran."""
+    n_pos, n_neg = max(pairs, key=sum)
+    n = n_pos + n_neg
+    count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
+    need = count * 8 * (n + n_neg) + n
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: the MemoryError will say it
+        return
+    if need > total:
+        raise ValueError(f"{where}: the largest size ({n_pos} positives, {n_neg} negatives) "
+                         f"needs about {need / 1e9:,.0f} GB for its scores, more than this "
+                         f"machine's {total / 1e9:,.0f} GB of memory; lower its stop")
 
 
 def size_pairs(vary, spec, values, where):

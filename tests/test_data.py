@@ -277,7 +277,7 @@ def test_corrupt_files(tmp_path, Xy):
         load_features(tmp_path / "short.npz")
     with pytest.raises(ValueError, match=r"Cannot tell the format of .*f\.csv"):
         load_features(tmp_path / "f.csv")
-    with pytest.raises(ValueError, match=r"missing\.npz does not exist"):
+    with pytest.raises(ValueError, match=r"missing\.npz: No such file"):
         load_features(tmp_path / "missing.npz")
 
 

@@ -12,12 +12,14 @@ line or field. Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 1-based inc
 
 import hashlib
 import math
+from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 
-from qs.data.formats import read_mat
+from qs.data.files import LIST_BYTES, SAMPLE_BYTES, check_regular, read_bytes, shown
+from qs.data.formats import read_isolated, read_mat
 from qs.data.sparse_text import parse_sparse_features
 from qs.data.voc2007 import CLASSES, DetectionData
 
@@ -58,10 +60,7 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
     """
     path = Path(path)
     feature_dir = path.parent if feature_dir is None else Path(feature_dir)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"Cannot read the latent list file {path}: {err.strerror}.") from None
+    raw = read_bytes(path, "the latent list file", LIST_BYTES)
     images = parse_latent_list(path, raw.decode("utf-8", errors="replace"))
 
     files = latent_feature_files(path, feature_dir, images)
@@ -106,10 +105,7 @@ def latent_feature_files(path, feature_dir, images):
 
 
 def _parse_feature_file(f, n_features, digest=None):
-    try:
-        data = f.read_bytes()
-    except OSError as err:
-        raise ValueError(f"Cannot read the feature file {f}: {err.strerror}.") from None
+    data = read_bytes(f, "the feature file", SAMPLE_BYTES)
     if digest is not None:
         digest.update(data)
     return parse_sparse_features(f, data.decode("utf-8", errors="replace"), n_features,
@@ -148,7 +144,7 @@ def parse_latent_list(path, text):
             value = int(text)
         except ValueError:
             raise ValueError(f"{path}, line {no}: expected {what} to be an integer; got "
-                             f"{text!r}.") from None
+                             f"{shown(text)}.") from None
         if allowed is not None and value not in allowed:
             raise ValueError(f"{path}, line {no}: expected {what} in "
                              f"{', '.join(map(str, allowed))}; got {value}.")
@@ -157,7 +153,7 @@ def parse_latent_list(path, text):
     def count(no, fields, what):
         if len(fields) != 1 or integer(no, fields[0], what) < 0:
             raise ValueError(f"{path}, line {no}: expected {what} (one integer >= 0); got "
-                             f"{' '.join(fields)!r}.")
+                             f"{shown(' '.join(fields))}.")
         return int(fields[0])
 
     no, fields = take("the number of images")
@@ -167,39 +163,39 @@ def parse_latent_list(path, text):
         header, fields = take(f"the header (STEM n_boxes) of image {i} of {n_images}")
         if len(fields) != 2:
             raise ValueError(f"{path}, line {header}: expected the header of image {i} of "
-                             f"{n_images} (STEM n_boxes); got {' '.join(fields)!r}.")
+                             f"{n_images} (STEM n_boxes); got {shown(' '.join(fields))}.")
         stem, n_boxes = fields[0], count(header, fields[1:], "the number of boxes")
         if "/" in stem or "\\" in stem:
-            raise ValueError(f"{path}, line {header}: the stem {stem!r} holds a path "
+            raise ValueError(f"{path}, line {header}: the stem {shown(stem)} holds a path "
                              "separator; expected a file-name stem.")
         box_lines = []
         for b in range(1, n_boxes + 1):
-            no, fields = take(f"box {b} of {n_boxes} of image {stem!r}")
+            no, fields = take(f"box {b} of {n_boxes} of image {shown(stem)}")
             if len(fields) != 6:
                 raise ValueError(
-                    f"{path}, line {no}: image {stem!r} (line {header}) declares {n_boxes} "
-                    f"boxes, but box line {b} reads {' '.join(fields)!r}; expected "
+                    f"{path}, line {no}: image {shown(stem)} (line {header}) declares {n_boxes} "
+                    f"boxes, but box line {b} reads {shown(' '.join(fields))}; expected "
                     "'x y width height id label'.")
             coords = [_finite(path, no, f, "a box coordinate") for f in fields[:4]]
             if coords[2] <= 0 or coords[3] <= 0:
-                raise ValueError(f"{path}, line {no}: box of image {stem!r} has width "
+                raise ValueError(f"{path}, line {no}: box of image {shown(stem)} has width "
                                  f"{fields[2]} and height {fields[3]}; both must be > 0.")
             box_id = integer(no, fields[4], "the box id")
             if box_id < 0:
                 raise ValueError(f"{path}, line {no}: expected the box id >= 0; got {box_id}.")
             box_lines.append((no, coords, fields[4],
                               integer(no, fields[5], "the box label", (-1, 0, 1))))
-        no, fields = take(f"the label line of image {stem!r}")
+        no, fields = take(f"the label line of image {shown(stem)}")
         if len(fields) != 1:
-            raise ValueError(f"{path}, line {no}: image {stem!r} (line {header}) declares "
+            raise ValueError(f"{path}, line {no}: image {shown(stem)} (line {header}) declares "
                              f"{n_boxes} boxes, but another line follows them: "
-                             f"{' '.join(fields)!r}; expected the image label.")
+                             f"{shown(' '.join(fields))}; expected the image label.")
         images.append((stem, header, box_lines,
                        integer(no, fields[0], "the image label", (-1, 0, 1))))
     extra = next(lines, None)
     if extra is not None:
         raise ValueError(f"{path}, line {extra[0]}: unexpected content after the {n_images} "
-                         f"images the first line declares: {' '.join(extra[1])!r}.")
+                         f"images the first line declares: {shown(' '.join(extra[1]))}.")
     return images
 
 
@@ -210,7 +206,7 @@ def _finite(path, no, text, what):
         value = math.nan
     if not math.isfinite(value):
         raise ValueError(f"{path}, line {no}: expected {what} to be a finite number; got "
-                         f"{text!r}.")
+                         f"{shown(text)}.")
     return value
 
 
@@ -224,13 +220,13 @@ def annotated_objects(path, images, boxes, counts, annotations):
     for (stem, header, box_lines, _), n in zip(images, counts):
         note = annotations.get(stem)
         if note is None:
-            raise ValueError(f"{path}, line {header}: image {stem!r} has no annotation among "
+            raise ValueError(f"{path}, line {header}: image {shown(stem)} has no annotation among "
                              f"the {len(annotations)} given.")
         outside = np.flatnonzero(_outside(boxes[start:start + n], note.width, note.height))
         if outside.size:
             k = int(outside[0])
             raise ValueError(f"{path}, line {box_lines[k][0]}: box {boxes[start + k].tolist()} "
-                             f"(x1 y1 x2 y2) is outside image {stem!r} of {note.width} x "
+                             f"(x1 y1 x2 y2) is outside image {shown(stem)} of {note.width} x "
                              f"{note.height} pixels.")
         objects.append((note.boxes, note.classes, note.difficult))
         start += n
@@ -250,22 +246,23 @@ def load_rcnn_cache(paths_or_dir):
     ground-truth boxes), ``class`` (K, their class 1..20, 0 elsewhere) and ``overlap`` (K x
     20, IoU with each class's objects). With ``gt`` and ``class``, the ground-truth boxes are
     the image's objects (R-CNN's caches leave difficult objects out, so none is difficult);
-    without, the objects are empty.
+    without, the objects are empty. The files are read in a worker process (a damaged one can
+    crash scipy's or h5py's reader): see `qs.data.formats.read_isolated`.
     """
     paths = mat_paths(paths_or_dir)
     X, boxes, counts, objects, digest, d = [], [], [], [], hashlib.sha256(), None
-    for path in paths:
-        feat, b, obj = read_rcnn_file(path)
-        if d is None:
-            d = feat.shape[1]
-        elif feat.shape[1] != d:
-            raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} has "
-                             f"{d}; every file must hold the same feature dimension.")
-        objects.append(obj)
-        X.append(feat)
-        boxes.append(b)
-        counts.append(feat.shape[0])
-        digest.update(path.read_bytes())
+    with closing(read_isolated(paths, read_rcnn_file)) as files:
+        for path, (feat, b, obj) in zip(paths, files):
+            if d is None:
+                d = feat.shape[1]
+            elif feat.shape[1] != d:
+                raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} "
+                                 f"has {d}; every file must hold the same feature dimension.")
+            objects.append(obj)
+            X.append(feat)
+            boxes.append(b)
+            counts.append(feat.shape[0])
+            digest.update(path.read_bytes())
     source = (f"R-CNN .mat caches, {len(paths)} files in {paths[0].parent.resolve()} (sha256 "
               f"of their concatenation {digest.hexdigest()})")
     return DetectionData(np.concatenate(X), np.concatenate([[0], np.cumsum(counts)])
@@ -275,7 +272,8 @@ def load_rcnn_cache(paths_or_dir):
 
 def read_rcnn_file(path):
     """One R-CNN cache file, checked: ``(feat float32 (K, d), boxes float64 (K, 4), (object
-    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them."""
+    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them. Read in this
+    process: callers isolate it (`read_isolated`, or `qs.data.convert`'s workers)."""
     path = Path(path)
     names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
     missing = [k for k in ("boxes", "feat") if k not in found]
@@ -297,15 +295,19 @@ def read_rcnn_file(path):
 
 
 def mat_paths(paths_or_dir):
+    """The R-CNN cache files of a directory (its ``*.mat`` files, sorted) or a list, each a
+    regular file (a symlink to a device or a FIFO is refused before a reader opens it)."""
     if isinstance(paths_or_dir, (str, Path)) and Path(paths_or_dir).is_dir():
         paths = sorted(Path(paths_or_dir).glob("*.mat"))
         if not paths:
             raise ValueError(f"{paths_or_dir}: no .mat files in this directory.")
-        return paths
-    paths = [Path(p) for p in ([paths_or_dir] if isinstance(paths_or_dir, (str, Path))
-                               else paths_or_dir)]
-    if not paths:
-        raise ValueError("No R-CNN cache files given.")
+    else:
+        paths = [Path(p) for p in ([paths_or_dir] if isinstance(paths_or_dir, (str, Path))
+                                   else paths_or_dir)]
+        if not paths:
+            raise ValueError("No R-CNN cache files given.")
+    for path in paths:
+        check_regular(path, "the R-CNN cache file")
     return paths
 
 
@@ -384,12 +386,13 @@ def load_voc_annotation(xml_path):
     raises a ValueError naming the file and the object.
     """
     from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import ParseError, parse
+    from defusedxml.ElementTree import ParseError, fromstring
 
     xml_path = Path(xml_path)
+    raw = read_bytes(xml_path, "the VOC annotation", SAMPLE_BYTES)
     try:
-        root = parse(xml_path, forbid_dtd=True).getroot()
-    except (OSError, ParseError, DefusedXmlException) as err:
+        root = fromstring(raw, forbid_dtd=True)
+    except (ParseError, DefusedXmlException) as err:
         raise ValueError(f"Cannot read the VOC annotation {xml_path}: {type(err).__name__}: "
                          f"{err}") from None
     width = _xml_int(xml_path, root, "size/width", "the image")
@@ -401,7 +404,7 @@ def load_voc_annotation(xml_path):
         where = f"object {j}"
         name = (obj.findtext("name") or "").strip()
         if name not in CLASSES:
-            raise ValueError(f"{xml_path}: {where} has class {name!r}; expected one of "
+            raise ValueError(f"{xml_path}: {where} has class {shown(name)}; expected one of "
                              f"{', '.join(CLASSES)}.")
         box = [_xml_int(xml_path, obj, f"bndbox/{f}", where)
                for f in ("xmin", "ymin", "xmax", "ymax")]
@@ -426,7 +429,7 @@ def _xml_int(path, node, field, where):
     try:
         return int(float(text.strip()))  # a few VOC files write coordinates as "273.0"
     except ValueError:
-        raise ValueError(f"{path}: {where} has {field} {text.strip()!r}; expected an "
+        raise ValueError(f"{path}: {where} has {field} {shown(text.strip())}; expected an "
                          "integer.") from None
 
 
@@ -445,30 +448,31 @@ def load_image_set(path):
     ``(ids, labels)`` for a class list (``aeroplane_trainval.txt``: an id and 1 present, -1
     absent, 0 only difficult per line)."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as err:
-        raise ValueError(f"Cannot read the image set {path}: {err.strerror}.") from None
+    text = read_bytes(path, "the image set", LIST_BYTES).decode("utf-8", errors="replace")
     rows = [(no, line.split()) for no, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not rows:
         return np.array([], dtype=str), None
     width = len(rows[0][1])
     if width not in (1, 2):
         raise ValueError(f"{path}, line {rows[0][0]}: expected an image id, or an id and a "
-                         f"label; got {' '.join(rows[0][1])!r}.")
+                         f"label; got {shown(' '.join(rows[0][1]))}.")
     ids, labels, seen = [], [], {}
     for no, fields in rows:
         if len(fields) != width:
             raise ValueError(f"{path}, line {no}: expected {width} field(s) as on line "
-                             f"{rows[0][0]}; got {' '.join(fields)!r}.")
+                             f"{rows[0][0]}; got {shown(' '.join(fields))}.")
+        if PurePath(fields[0]).name != fields[0] or fields[0] in (".", ".."):
+            raise ValueError(f"{path}, line {no}: the image id {shown(fields[0])} is not a "
+                             "file name (it names a directory or climbs out of one); expected "
+                             "an id such as 000005.")
         if fields[0] in seen:
-            raise ValueError(f"{path}, line {no}: image {fields[0]!r} is listed twice (first "
+            raise ValueError(f"{path}, line {no}: image {shown(fields[0])} is listed twice (first "
                              f"on line {seen[fields[0]]}).")
         seen[fields[0]] = no
         ids.append(fields[0])
         if width == 2:
             if fields[1] not in ("1", "-1", "0"):
                 raise ValueError(f"{path}, line {no}: expected the label 1, -1 or 0; got "
-                                 f"{fields[1]!r}.")
+                                 f"{shown(fields[1])}.")
             labels.append(int(fields[1]))
     return np.array(ids, dtype=str), (np.array(labels, dtype=np.int8) if width == 2 else None)

@@ -27,9 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from qs.data.files import LIST_BYTES, read_bytes
+
 N_CLASSES = 10
 SIDE = 32
 RECORD = 3 * SIDE * SIDE  # pixel bytes per image
+BATCH_BYTES = 2 ** 28  # the most read of one batch file (a CIFAR-10 batch holds 30.7 MB)
 TRAIN_BATCHES = tuple(f"data_batch_{k}" for k in range(1, 6))
 TEST_BATCH = "test_batch"
 CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
@@ -73,7 +76,7 @@ class _ArrayUnpickler(pickle.Unpickler):
 
 
 def _unpickle(path):
-    raw = Path(path).read_bytes()
+    raw = read_bytes(path, "the CIFAR-10 batch", BATCH_BYTES)
     try:
         return _ArrayUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except Exception as err:  # any malformed pickle: truncated, wrong type, bad opcode
@@ -109,7 +112,7 @@ def read_python_batch(path):
 
 def read_binary_batch(path):
     """One batch of the binary version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
-    raw = np.frombuffer(Path(path).read_bytes(), dtype=np.uint8)
+    raw = np.frombuffer(read_bytes(path, "the CIFAR-10 batch", BATCH_BYTES), dtype=np.uint8)
     if raw.size == 0 or raw.size % (RECORD + 1):
         raise ValueError(f"{path}: {raw.size} bytes is not a whole number of {RECORD + 1}-byte "
                          "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10")
@@ -143,9 +146,11 @@ def _class_names(folder, version):
         path = folder / "batches.meta.txt"
         if not path.is_file():
             return CLASS_NAMES
-        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        text = read_bytes(path, "the class names", LIST_BYTES).decode("utf-8", "replace")
+        names = [line.strip() for line in text.splitlines() if line.strip()]
     if len(names) != N_CLASSES or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{path}: expected {N_CLASSES} class names; got {names!r}")
+        raise ValueError(f"{path}: expected {N_CLASSES} class names (strings), one a line; got "
+                         f"{len(names)}")
     return tuple(names)
 
 

@@ -9,9 +9,11 @@ y a 1-D array with one label per row. Layout of an .npz file: ``X`` dense, or CS
 Files are untrusted: a sparse matrix is checked in full before it is built (an index out of
 range would make its first product read out of bounds and crash the interpreter), X must be
 finite, and anything unreadable or inconsistent raises a ValueError naming the file and the
-field.
+field. MATLAB files are read in a worker process (`read_isolated`): scipy's and h5py's
+readers trust the lengths and types a file declares, and one damaged byte can crash them.
 """
 
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +21,11 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
+from qs.data.files import check_regular
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_mat"]
+__all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_isolated",
+           "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -43,10 +47,11 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
         raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
                          f"{', '.join(KINDS)} or kind='mat'|'svmlight'|'npz'; got "
                          f"{path.suffix!r} (kind={kind!r}).")
-    if not path.is_file():
-        raise ValueError(f"Feature file {path} does not exist.")
+    check_regular(path, "the feature file")
     if kind == "mat":
-        X, y = _load_mat(path, x_key, y_key)
+        if _is_hdf5(path):
+            _h5py(path)  # a missing h5py is said here, not by the worker
+        ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
         X, y = _call(path, "svmlight", load_svmlight_file, str(path), n_features=n_features,
                      dtype=np.float64)
@@ -187,6 +192,33 @@ def _x_from(path, arrays):
                    arrays["X_indptr"], shape, "csr")
 
 
+def read_isolated(paths, reader, *args):
+    """Yield ``reader(path, *args)`` for each of ``paths`` in order, read in a worker process
+    (`qs.data.convert.read_images`, which isolates the readers of a conversion the same way):
+    for readers that a damaged file can crash, the crash becomes a one-line ValueError naming
+    the file. As with any multiprocessing, a script calling it does its work under ``if
+    __name__ == "__main__":``."""
+    from qs.data.convert import read_images
+
+    paths = list(paths)
+    with closing(read_images(_Reader(paths, reader, args), range(len(paths)), 1)) as results:
+        for _, result in results:
+            yield result
+
+
+class _Reader:
+    """``reader(paths[i], *args)`` as the source of images that `read_images` takes."""
+
+    def __init__(self, paths, reader, args):
+        self.paths, self.reader, self.args = paths, reader, args
+
+    def name(self, i):
+        return str(self.paths[i])
+
+    def read(self, i):
+        return self.reader(self.paths[i], *self.args)
+
+
 def _load_mat(path, x_key, y_key):
     names, found = read_mat(path, (x_key, y_key))
     missing = [k for k in (x_key, y_key) if k not in found]
@@ -199,7 +231,8 @@ def _load_mat(path, x_key, y_key):
 def read_mat(path, keys):
     """The names a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and ``{key: array}``
     of those of ``keys`` it holds, in MATLAB's orientation; sparse ones are checked in full
-    and built as CSC. Anything unreadable raises a ValueError naming the file."""
+    and built as CSC. Anything unreadable raises a ValueError naming the file. It runs in
+    this process: call it through `read_isolated` (a damaged file can crash it)."""
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)
@@ -228,14 +261,20 @@ def mat_shapes(path):
     orientation, read from its headers without loading the data."""
     path = Path(path)
     if _is_hdf5(path):
-        try:
-            import h5py
-        except ImportError:
-            raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
-                             "(pip install h5py), or save it from MATLAB with -v7.") from None
+        h5py = _h5py(path)
         return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
     return {name: tuple(shape) for name, shape, _ in
             _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
+
+
+def _h5py(path):
+    """h5py, to read the MATLAB v7.3 file ``path``; a ValueError saying how when it is missing."""
+    try:
+        import h5py
+    except ImportError:
+        raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
+                         "(pip install h5py), or save it from MATLAB with -v7.") from None
+    return h5py
 
 
 def _h5_shapes(path, h5py):
@@ -253,11 +292,7 @@ def _h5_shapes(path, h5py):
 
 
 def _read_mat73(path, keys):
-    try:
-        import h5py
-    except ImportError:
-        raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
-                         "(pip install h5py), or save it from MATLAB with -v7.") from None
+    h5py = _h5py(path)
     names, found = _call(path, "MATLAB v7.3 (HDF5)", _read_h5, path, keys, h5py)
     return names, {k: _sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *v, "csc", spare=True)
                    if isinstance(v, tuple) else v for k, v in found.items()}

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from qs.data.files import LIST_BYTES, SAMPLE_BYTES, Unreadable, inside, read_bytes, shown
 from qs.data.sparse_text import parse_sparse_features
 
 __all__ = ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"]
@@ -86,21 +87,18 @@ def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=Tru
     """
     list_path = Path(list_path)
     feature_dir = list_path.parent if feature_dir is None else Path(feature_dir)
-    try:
-        raw = list_path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"Cannot read the poselet list file {list_path}: {err}") from None
+    raw = read_bytes(list_path, "the poselet list file", LIST_BYTES)
     boxes = _parse_list(list_path, raw.decode("utf-8", errors="replace"))
 
     feature_hash = hashlib.sha256()
     indices, values, indptr = [], [], [0]
     for lineno, name, box_id, *_ in boxes:
-        path = feature_dir / f"{name}_{box_id}.feature"
+        path = inside(feature_dir, f"{name}_{box_id}.feature", f"{list_path}, line {lineno}")
         try:
-            data = path.read_bytes()
-        except OSError as err:
+            data = read_bytes(path, "the feature file", SAMPLE_BYTES)
+        except Unreadable as err:
             raise ValueError(f"Missing or unreadable feature file {path} for the box on "
-                             f"{list_path}, line {lineno}: {err.strerror}. Expected "
+                             f"{list_path}, line {lineno}: {err.reason}. Expected "
                              f"NAME_ID.feature in {feature_dir} (pass feature_dir, or "
                              "--features-dir, if they live elsewhere).") from None
         feature_hash.update(data)
@@ -145,7 +143,7 @@ def _parse_list(path, text):
         last[0] = no
         if len(got) != len(fields):
             raise ValueError(f"{path}, line {no}: expected {what} ({' '.join(fields)}); got "
-                             f"{' '.join(got)!r}.")
+                             f"{shown(' '.join(got))}.")
         return no, got
 
     def number(no, text, what, kind=int):
@@ -156,7 +154,7 @@ def _parse_list(path, text):
         if value is None or (kind is float and not math.isfinite(value)):
             expected = "an integer" if kind is int else "a finite number"
             raise ValueError(f"{path}, line {no}: expected {what} to be {expected}; got "
-                             f"{text!r}.")
+                             f"{shown(text)}.")
         return value
 
     def count(no, text, what):
@@ -176,14 +174,14 @@ def _parse_list(path, text):
         n_cand = count(no, n_cand, "n_candidates")
         for b in range(1, n_cand + 1):
             no, fields = take(["min_x", "min_y", "width", "height", "id", "bbox_label"],
-                              f"box {b} of {n_cand} of image {name!r}")
+                              f"box {b} of {n_cand} of image {shown(name)}")
             coords = [number(no, f, "a box coordinate", float) for f in fields[:4]]
             number(no, fields[4], "the box id")
             boxes.append((no, name, fields[4], coords, number(no, fields[5], "bbox_label")))
-        no, (image_label,) = take(["image_label"], f"the label line of image {name!r}")
+        no, (image_label,) = take(["image_label"], f"the label line of image {shown(name)}")
         number(no, image_label, "the image label")
     extra = next(lines, None)
     if extra is not None:
         raise ValueError(f"{path}, line {extra[0]}: unexpected content after the {n_images} "
-                         f"images the first line declares: {' '.join(extra[1])!r}.")
+                         f"images the first line declares: {shown(' '.join(extra[1]))}.")
     return boxes

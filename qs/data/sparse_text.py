@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from qs.data.files import shown
+
 __all__ = ["parse_sparse_features"]
 
 _PAIRS = re.compile(r"\s*(?:\d{1,18}:[^\s:]+\s+)*(?:\d{1,18}:[^\s:]+)?\s*")
@@ -58,4 +60,4 @@ def _fail(path, text, k, problem):
     """Raise for the k-th pair of a feature file, naming its line."""
     pairs = [(no, tok) for no, line in enumerate(text.splitlines(), 1) for tok in line.split()]
     no, token = pairs[k]
-    raise ValueError(f"{path}, line {no}: pair {k + 1} ({token!r}) {problem}.")
+    raise ValueError(f"{path}, line {no}: pair {k + 1} ({shown(token, numeric=True)}) {problem}.")

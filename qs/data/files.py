@@ -1,0 +1,95 @@
+"""Reading untrusted files with bounds: regular files only, of a bounded size, at paths that
+stay inside their data directory, with their contents kept out of messages.
+
+A device (``/dev/zero``) or a FIFO named where a data file is expected, directly or through
+a symlink, would be read until memory runs out or block forever; a list file naming
+``../elsewhere`` or ``/etc/passwd`` would read outside the data; and an error message that
+quotes what it read would print a foreign file's contents. Each is a ValueError here.
+"""
+
+import os
+import re
+import stat
+from pathlib import Path, PurePath
+
+__all__ = ["LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "check_regular", "inside", "read_bytes",
+           "shown"]
+
+LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
+SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
+# What a message may quote of a file: a short field of a list file (names, numbers), or of
+# a numeric format (``index:value`` pairs).
+_FIELDS = re.compile(r"[\w.:+\- ]{0,60}", re.ASCII)
+_NUMERIC = re.compile(r"[0-9.eE+\-]{0,40}|[0-9]{1,18}:[\w.:+\-]{0,24}", re.ASCII)
+
+
+class Unreadable(ValueError):
+    """A file that cannot or may not be read: ``Cannot read WHAT PATH: REASON.``; ``reason``
+    alone, for callers that say more."""
+
+    def __init__(self, what, path, reason):
+        super().__init__(f"Cannot read {what} {path}: {reason}.")
+        self.reason = reason
+
+
+def read_bytes(path, what, limit):
+    """The bytes of the regular file ``path`` (``what`` it is, for messages), refused above
+    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise Unreadable(what, path, err.strerror) from None
+    try:
+        _check_mode(path, what, os.fstat(fd))
+    except Unreadable:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as err:
+            raise Unreadable(what, path, err.strerror) from None
+    if len(data) > limit:
+        raise Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
+                         "one; is it the right file?")
+    return data
+
+
+def check_regular(path, what):
+    """Refuse ``path`` unless it is a regular file (after symlinks): for files that another
+    library opens."""
+    try:
+        info = os.stat(path)
+    except OSError as err:
+        raise Unreadable(what, path, err.strerror) from None
+    _check_mode(path, what, info)
+
+
+def _check_mode(path, what, info):
+    mode = info.st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise Unreadable(what, path, f"it is {kind}, not a regular file")
+
+
+def inside(root, name, where):
+    """``root / name`` for a relative ``name`` read from a list file (``where`` names the
+    file and line); an absolute name or one that climbs out with ``..`` is refused."""
+    pure = PurePath(name)
+    if pure.is_absolute() or ".." in pure.parts or "\0" in name:
+        raise ValueError(f"{where}: {shown(name)} is not a path inside the data directory "
+                         f"{root}; expected a relative name without '..'.")
+    return Path(root) / pure
+
+
+def shown(text, numeric=False):
+    """``text`` (read from a file) quoted for a message when it is a short run of word
+    characters, digits and ``.:+-`` as the fields of list files are (``numeric``: a number, or
+    an index, ':' and a short value, as in a sparse feature file); otherwise only its length, so that a foreign file's
+    contents (a path, a password line) are not printed."""
+    if (_NUMERIC if numeric else _FIELDS).fullmatch(text):
+        return repr(text)
+    return f"<{len(text)} characters, not shown>"
