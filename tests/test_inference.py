@@ -702,7 +702,7 @@ def test_ranks_with_many_positives_are_each_negatives_best_rank(loss, n_pos, n_n
         np.testing.assert_array_equal(res.neg_rank[by_score], want, err_msg=method)
 
 
-@pytest.mark.parametrize("n", [257, 1000, 70_000])
+@pytest.mark.parametrize("n", [257, 1000, 70_000, 300_000])
 @pytest.mark.parametrize("ties", [False, True])
 def test_many_positives_are_sorted_by_buckets_as_by_lexsort(n, ties):
     """sort_positives and sort_positives_hinted above POSITIVES_BY_BUCKETS (by buckets) give

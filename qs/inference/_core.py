@@ -340,15 +340,23 @@ INSERTION_MAX = 32
 RANGE_SAMPLE = 1024
 
 
+#: from this many scores on, :func:`sort_by_buckets` first scatters them into
+#: ``COARSE_BUCKETS`` buckets, then sorts each of those by buckets of its own: one scatter
+#: into 2^16 buckets missed the cache at nearly every move once the scores outgrew it
+TWO_LEVEL_MIN = 1 << 17
+COARSE_BUCKETS = 1 << 10
+
+
 @jit_inline
-def sort_by_buckets(v, key, count, v_sorted, key_sorted):
-    """The scores ``v`` (keys ``key``, input order) in descending order into ``v_sorted``,
-    ``key_sorted``, by buckets (about one per score); ties keep input order. ``count``: the histogram's
-    scratch (one element per bucket); ``v`` and ``key`` are scratch once read."""
+def _scatter(v, key, count, v_out, key_out):
+    """``v`` (keys ``key``) into ``v_out``, ``key_out`` by ``count.size`` equal buckets over
+    the range of a strided sample of it (scores beyond go to the end buckets), the highest
+    bucket first, input order within a bucket; ``count[b]`` ends as where bucket ``b``
+    ends."""
     n = v.size
     low = np.inf
     high = -np.inf
-    for q in range(0, n, max(1, n // RANGE_SAMPLE)):  # scores beyond go to the end buckets
+    for q in range(0, n, max(1, n // RANGE_SAMPLE)):
         low = min(low, v[q])
         high = max(high, v[q])
     top = count.size - 1
@@ -367,17 +375,54 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     for q in range(n):
         b = bucket_of(v[q], low, scale, top)
         p = count[b]
-        v_sorted[p] = v[q]
-        key_sorted[p] = key[q]
+        v_out[p] = v[q]
+        key_out[p] = key[q]
         count[b] = p + 1  # ends at the next bucket's start
+
+
+@jit_inline
+def _sort_buckets(v, key, ends, tmp_v, tmp_key):
+    """Sort each bucket of ``v`` (ends ``ends``, the highest bucket first) in place, ties by
+    key: by insertion when small, else by :func:`sort_pairs` through the scratch arrays."""
     lo = 0
-    for b in range(top, -1, -1):
-        hi = count[b]  # the end of bucket b
+    for b in range(ends.size - 1, -1, -1):
+        hi = ends[b]
         m = hi - lo
-        if m > INSERTION_MAX:  # ties by key: input order
-            sort_pairs(v_sorted[lo:hi], key_sorted[lo:hi], v[lo:hi], key[lo:hi])
+        if m > INSERTION_MAX:
+            sort_pairs(v[lo:hi], key[lo:hi], tmp_v[lo:hi], tmp_key[lo:hi])
         elif m > 1:
-            _sort_pairs_descending(v_sorted, key_sorted, lo, hi - 1)
+            _sort_pairs_descending(v, key, lo, hi - 1)
+        lo = hi
+
+
+@jit_inline
+def sort_by_buckets(v, key, count, v_sorted, key_sorted):
+    """The scores ``v`` (keys ``key``, input order) in descending order into ``v_sorted``,
+    ``key_sorted``, by buckets (about one per score); ties keep input order (a key order
+    that follows input order). ``count``: the histogram's scratch (one element per bucket);
+    ``v`` and ``key`` are scratch once read. From :data:`TWO_LEVEL_MIN` scores on (and
+    ``count`` of at least 4 :data:`COARSE_BUCKETS`), coarse buckets first, each then sorted
+    by its own buckets while it is in cache."""
+    n = v.size
+    if n < TWO_LEVEL_MIN or count.size < 4 * COARSE_BUCKETS:
+        _scatter(v, key, count, v_sorted, key_sorted)
+        _sort_buckets(v_sorted, key_sorted, count, v, key)
+        return
+    coarse = count[:COARSE_BUCKETS]
+    _scatter(v, key, coarse, v_sorted, key_sorted)
+    ends = count[COARSE_BUCKETS : 2 * COARSE_BUCKETS]
+    ends[:] = coarse
+    fine_all = count[2 * COARSE_BUCKETS :]
+    lo = 0
+    for c in range(COARSE_BUCKETS - 1, -1, -1):
+        hi = ends[c]
+        m = hi - lo
+        if m > 1:
+            fine = fine_all[: min(fine_all.size, max(16, m))]
+            _scatter(v_sorted[lo:hi], key_sorted[lo:hi], fine, v[lo:hi], key[lo:hi])
+            _sort_buckets(v[lo:hi], key[lo:hi], fine, v_sorted[lo:hi], key_sorted[lo:hi])
+            v_sorted[lo:hi] = v[lo:hi]
+            key_sorted[lo:hi] = key[lo:hi]
         lo = hi
 
 
