@@ -154,3 +154,15 @@ def test_mini_batch_route_with_stretched_buckets_is_lai_row_by_row(loss):
     scores[5, 7] = 1e6
     labels[6] = rng.random(256) < 0.3
     check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+@pytest.mark.parametrize("frac", [0.2, 0.5, 0.8])
+def test_many_positives_batch_is_lai_row_by_row(loss, frac, ties):
+    """Rows with hundreds of positives (sorted by buckets) and more positives than negatives,
+    by the default and bucket_sort."""
+    rng = np.random.default_rng(int(frac * 10) + ties)
+    scores, labels = batch_input(rng, 4, 3000, frac, ties)
+    for method in ("auto", "bucket_sort"):
+        check_rows(lai_batch(scores, labels, loss, method), scores, labels, loss, method)

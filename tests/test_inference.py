@@ -114,6 +114,13 @@ def large_inputs():
     yield "ascending", ordered, labels
     yield "descending", ordered[::-1].copy(), labels
     yield "organ pipe", np.r_[ordered[::2], ordered[1::2][::-1]], labels
+    # many positives: the positives sorted by buckets, AP's monotone sweep past place P
+    many = 50_000
+    for share in (0.05, 0.2, 0.5):
+        yield f"{share:g} positives", rng.normal(size=many), rng.random(many) < share
+        yield f"{share:g} positives, ties", rng.integers(0, 40, many).astype(float), \
+            rng.random(many) < share
+    yield "more positives than negatives", rng.normal(size=many), rng.random(many) < 0.7
 
 
 @pytest.mark.parametrize("name,scores,labels", list(large_inputs()), ids=lambda x: x if isinstance(x, str) else "")
@@ -659,3 +666,61 @@ def test_sort_pairs_orders_by_descending_value_then_ascending_index(n):
     sort_pairs(v, idx, np.empty(n), np.empty(n, dtype=np.int64))
     np.testing.assert_array_equal(v, expect_v)
     np.testing.assert_array_equal(idx, expect_i)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.lists(st.tuples(st.integers(-4, 4), st.integers(0, 9)), min_size=2, max_size=7)
+    .filter(lambda d: 0 < sum(y < 4 for _, y in d) < len(d)),  # positives: 40% on average
+    scale=st.sampled_from([1.0, 0.1, 1e-3]),
+)
+def test_property_many_positives_match_exhaustive_enumeration(data, scale):
+    """Every method's objective against the definition (all orderings), with about as many
+    positives as negatives, and ties."""
+    scores = np.array([s for s, _ in data]) * scale
+    labels = np.array([y < 4 for _, y in data])
+    for loss, methods in RANKING.items():
+        best = naive.best_objective(scores, labels, loss)
+        for method in methods:
+            res = lai(scores, labels, loss, method)
+            assert res.objective == pytest.approx(best, rel=1e-12, abs=1e-15), method
+            check_result(res, scores, labels)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+@pytest.mark.parametrize("n_pos,n_neg", [(30, 12), (40, 40), (60, 120), (100, 1000)])
+def test_ranks_with_many_positives_are_each_negatives_best_rank(loss, n_pos, n_neg):
+    """The default's and bucket_sort's ranks (AP's sweep past place P among them) against
+    every negative's own best rank, found by trying them all."""
+    rng = np.random.default_rng(n_pos + n_neg)
+    scores = rng.normal(size=n_pos + n_neg)
+    labels = rng.permutation(np.r_[np.ones(n_pos, bool), np.zeros(n_neg, bool)])
+    want = per_negative_best_ranks(get_loss(loss), scores, labels)
+    by_score = np.argsort(-scores[~labels])
+    for method in ("auto", "bucket_sort"):
+        res = lai(scores, labels, loss, method)
+        np.testing.assert_array_equal(res.neg_rank[by_score], want, err_msg=method)
+
+
+@pytest.mark.parametrize("n", [257, 1000, 70_000, 300_000])
+@pytest.mark.parametrize("ties", [False, True])
+def test_many_positives_are_sorted_by_buckets_as_by_lexsort(n, ties):
+    """sort_positives and sort_positives_hinted above POSITIVES_BY_BUCKETS (by buckets) give
+    numpy's lexsort order: descending score, ties by input index."""
+    from qs.inference._core import POSITIVES_BY_BUCKETS, sort_positives, sort_positives_hinted
+
+    assert n > POSITIVES_BY_BUCKETS
+    rng = np.random.default_rng(n)
+    v = rng.integers(0, 30, n).astype(float) if ties else rng.standard_cauchy(n)
+    idx = np.sort(rng.choice(10 * n, n, replace=False)).astype(np.int64)  # input order
+    want = np.lexsort((idx, -v))
+    got_v, got_i = sort_positives(v, idx)
+    np.testing.assert_array_equal(got_v, v[want])
+    np.testing.assert_array_equal(got_i, idx[want])
+    values, index = v.copy(), idx.copy()
+    order = np.full(n, -1, dtype=np.int64)  # no hint: not a permutation
+    sort_positives_hinted(values, index, order, np.empty(n), np.empty(n, dtype=np.int64),
+                          np.empty(16, dtype=np.int64))
+    np.testing.assert_array_equal(values, v[want])
+    np.testing.assert_array_equal(index, idx[want])
+    np.testing.assert_array_equal(order, want)

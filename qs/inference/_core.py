@@ -27,9 +27,11 @@ straddle a rank change.
 """
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from qs._numba import jit, jit_inline
-from qs.losses import increment
+from qs.losses import AP_CODE, increment
 
 # Input errors found inside kernels, as codes turned into messages by the Python API.
 OK, NOT_FINITE = 0, 1
@@ -231,7 +233,7 @@ def _is_permutation(order, seen):
 
 
 @jit_inline
-def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
+def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
     """:func:`sort_positives` in place, starting from the arrangement ``order`` (the positives'
     order of a previous call, as places in input order) and leaving the new one there.
 
@@ -240,7 +242,8 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
     an insertion sort from the previous order takes about P moves, where the merge sort made
     P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
     It gives up after :data:`HINT_MOVES` moves per positive (and when ``order`` is not a
-    permutation) for :func:`sort_pairs`. Ties go by input order either way: the result does
+    permutation) for :func:`sort_pairs`, or for :func:`sort_by_buckets` (``count``: its
+    scratch, at least 16 elements) above :data:`POSITIVES_BY_BUCKETS` positives. Ties go by input order either way: the result does
     not depend on ``order``."""
     n = pos_values.size
     if _is_permutation(order, tmp_i):
@@ -270,11 +273,21 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i):
             return
     for t in range(n):
         order[t] = t
-    sort_pairs(pos_values, order, tmp_v, tmp_i)  # ties by place: input order
+    if n > POSITIVES_BY_BUCKETS:  # ties by place: input order
+        sort_by_buckets(pos_values, order, count[: min(count.size, n)], tmp_v, tmp_i)
+        for t in range(n):
+            pos_values[t] = tmp_v[t]
+            order[t] = tmp_i[t]
+    else:
+        sort_pairs(pos_values, order, tmp_v, tmp_i)
     for t in range(n):
         tmp_i[t] = pos_index[order[t]]
     for t in range(n):
         pos_index[t] = tmp_i[t]
+
+
+#: most buckets a histogram gets (int32 counts: 256 KB, within a core's L2 cache)
+MAX_BUCKETS = 1 << 16
 
 
 #: runs this long are sorted by insertion before :func:`sort_pairs` merges them
@@ -321,6 +334,98 @@ def sort_pairs(v, idx, tmp_v, tmp_i):
             v[k], idx[k] = tmp_v[k], tmp_i[k]
 
 
+#: buckets larger than this are sorted by merge sort instead of insertion
+INSERTION_MAX = 32
+#: the buckets are laid over the range of this many scores, strided
+RANGE_SAMPLE = 1024
+
+
+#: from this many scores on, :func:`sort_by_buckets` first scatters them into
+#: ``COARSE_BUCKETS`` buckets, then sorts each of those by buckets of its own: one scatter
+#: into 2^16 buckets missed the cache at nearly every move once the scores outgrew it
+TWO_LEVEL_MIN = 1 << 17
+COARSE_BUCKETS = 1 << 10
+
+
+@jit_inline
+def _scatter(v, key, count, v_out, key_out):
+    """``v`` (keys ``key``) into ``v_out``, ``key_out`` by ``count.size`` equal buckets over
+    the range of a strided sample of it (scores beyond go to the end buckets), the highest
+    bucket first, input order within a bucket; ``count[b]`` ends as where bucket ``b``
+    ends."""
+    n = v.size
+    low = np.inf
+    high = -np.inf
+    for q in range(0, n, max(1, n // RANGE_SAMPLE)):
+        low = min(low, v[q])
+        high = max(high, v[q])
+    top = count.size - 1
+    scale = count.size / (high - low) if high > low else 0.0
+    if not np.isfinite(scale):
+        scale = 0.0  # the range overflows: one bucket
+    for b in range(count.size):
+        count[b] = 0
+    for q in range(n):
+        count[bucket_of(v[q], low, scale, top)] += 1
+    placed = 0
+    for b in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
+        c = count[b]
+        count[b] = placed
+        placed += c
+    for q in range(n):
+        b = bucket_of(v[q], low, scale, top)
+        p = count[b]
+        v_out[p] = v[q]
+        key_out[p] = key[q]
+        count[b] = p + 1  # ends at the next bucket's start
+
+
+@jit_inline
+def _sort_buckets(v, key, ends, tmp_v, tmp_key):
+    """Sort each bucket of ``v`` (ends ``ends``, the highest bucket first) in place, ties by
+    key: by insertion when small, else by :func:`sort_pairs` through the scratch arrays."""
+    lo = 0
+    for b in range(ends.size - 1, -1, -1):
+        hi = ends[b]
+        m = hi - lo
+        if m > INSERTION_MAX:
+            sort_pairs(v[lo:hi], key[lo:hi], tmp_v[lo:hi], tmp_key[lo:hi])
+        elif m > 1:
+            _sort_pairs_descending(v, key, lo, hi - 1)
+        lo = hi
+
+
+@jit_inline
+def sort_by_buckets(v, key, count, v_sorted, key_sorted):
+    """The scores ``v`` (keys ``key``, input order) in descending order into ``v_sorted``,
+    ``key_sorted``, by buckets (about one per score); ties keep input order (a key order
+    that follows input order). ``count``: the histogram's scratch (one element per bucket);
+    ``v`` and ``key`` are scratch once read. From :data:`TWO_LEVEL_MIN` scores on (and
+    ``count`` of at least 4 :data:`COARSE_BUCKETS`), coarse buckets first, each then sorted
+    by its own buckets while it is in cache."""
+    n = v.size
+    if n < TWO_LEVEL_MIN or count.size < 4 * COARSE_BUCKETS:
+        _scatter(v, key, count, v_sorted, key_sorted)
+        _sort_buckets(v_sorted, key_sorted, count, v, key)
+        return
+    coarse = count[:COARSE_BUCKETS]
+    _scatter(v, key, coarse, v_sorted, key_sorted)
+    ends = count[COARSE_BUCKETS : 2 * COARSE_BUCKETS]
+    ends[:] = coarse
+    fine_all = count[2 * COARSE_BUCKETS :]
+    lo = 0
+    for c in range(COARSE_BUCKETS - 1, -1, -1):
+        hi = ends[c]
+        m = hi - lo
+        if m > 1:
+            fine = fine_all[: min(fine_all.size, max(16, m))]
+            _scatter(v_sorted[lo:hi], key_sorted[lo:hi], fine, v[lo:hi], key[lo:hi])
+            _sort_buckets(v[lo:hi], key[lo:hi], fine, v_sorted[lo:hi], key_sorted[lo:hi])
+            v_sorted[lo:hi] = v[lo:hi]
+            key_sorted[lo:hi] = key[lo:hi]
+        lo = hi
+
+
 @jit_inline
 def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks and coefficients of the negatives from a working array (scores ``v``, keys
@@ -347,12 +452,23 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
     return dot
 
 
+#: above this many positives, they are sorted by buckets (:func:`sort_by_buckets`, O(P)
+#: expected) rather than by merge sort (O(P log P), its comparisons mispredicted): 47 of a
+#: 62 ms call at P = 2 * 10^5, N = 10^6 went to the merge sort
+POSITIVES_BY_BUCKETS = 256
+
+
 @jit
 def sort_positives(pos_values, pos_index):
     """The positives by descending score, ties in input order (``pos_index`` ascending)."""
+    n = pos_values.size
+    if n > POSITIVES_BY_BUCKETS:
+        pos_sorted, pos_order = np.empty(n), np.empty(n, dtype=np.int64)
+        sort_by_buckets(pos_values.copy(), pos_index.copy(),
+                        np.empty(min(MAX_BUCKETS, n), dtype=np.int64), pos_sorted, pos_order)
+        return pos_sorted, pos_order
     pos_sorted, pos_order = pos_values.copy(), pos_index.copy()
-    sort_pairs(pos_sorted, pos_order, np.empty(pos_values.size),
-               np.empty(pos_values.size, dtype=np.int64))
+    sort_pairs(pos_sorted, pos_order, np.empty(n), np.empty(n, dtype=np.int64))
     return pos_sorted, pos_order
 
 
@@ -542,6 +658,55 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
             return
         top -= 1
         a, b, ra, rb = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+
+
+#: a place after every negative: no row of the loss's objective is known to be concave
+NO_PLACE = np.int64(1) << np.int64(62)
+
+
+def concave_place(inc, n_pos):
+    """The first place ``j`` from which a negative's objective is concave over all ranks
+    ``1 .. P + 1`` (its increments non-increasing in the rank): ``P`` for AP, whose
+    increments are non-increasing over the first ``min(j, P)`` ranks (paper 001,
+    Proposition 5; DESIGN.md); :data:`NO_PLACE` for the other losses."""
+    return n_pos if isinstance(inc, int) and inc == AP_CODE else NO_PLACE
+
+
+@overload(concave_place, inline="always")
+def _concave_place_numba(inc, n_pos):
+    if isinstance(inc, types.Integer):
+        return lambda inc, n_pos: np.int64(n_pos) if inc == AP_CODE else NO_PLACE
+    return lambda inc, n_pos: NO_PLACE
+
+
+@jit_inline
+def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
+    """The ranks of all negatives ``v`` (descending: places 1 .. N) into ``rk``: Algorithm 1's
+    divide and conquer (:func:`opt_ranks_sorted`) above the place :func:`concave_place`,
+    and from it on a monotone sweep.
+
+    Where a negative's objective is concave in the rank, its largest maximiser is the first
+    rank whose increment is negative (:func:`best_rank` finds the same: its gain resets at
+    every non-negative increment and only falls after the first negative one), and the ranks
+    are non-decreasing in the place: each negative goes on from the rank of the one before,
+    O(N + P) rank evaluations in all, where the divide and conquer makes about P log N.
+    """
+    n = v.size
+    j0 = concave_place(inc, n_pos)
+    if j0 > n:
+        opt_ranks_sorted(v, rk, 0, n - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+        return
+    m0 = j0 - 1
+    r = best_rank(inc, params, n_pos, c2, spos, v[m0], j0, 1, n_pos + 1)
+    rk[m0] = r
+    if m0 > 0:
+        opt_ranks_sorted(v, rk, 0, m0 - 1, 0, None, 1, r, inc, params, n_pos, c2, spos)
+    ref = spos[0]
+    for m in range(m0 + 1, n):
+        cs = c2 * (v[m] - ref)
+        while r <= n_pos and spos[r] - cs + increment(inc, m + 1, r, n_pos, params) >= 0.0:
+            r += 1
+        rk[m] = r
 
 
 @jit_inline

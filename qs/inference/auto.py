@@ -112,7 +112,7 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
                                                                 pos_values, pos_index, v, key)
     if err != OK:
         return failed(err, where)
-    sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i)
+    sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
     c2 = 2.0 / (n_pos * n_neg)
     positive_steps_into(pos_values, c2, ref, spos)
     if route == QS or (route == AUTO and settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE):

@@ -44,7 +44,7 @@ from qs._numba import jit
 from qs.inference import _resolve, lai
 from qs.inference._core import (
     label_check,
-    opt_ranks_sorted,
+    opt_ranks_swept,
     reference,
     scan_and_gather,
     sort_positives,
@@ -53,7 +53,7 @@ from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
 from qs.inference.auto import SORT_BELOW, SORT_PER_POSITIVE, _gathered_lai
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map
-from qs.inference.bucket_sort import INSERTION_MAX
+from qs.inference._core import INSERTION_MAX
 from qs.inference.qs import _sort_dc
 from qs.inference.scan import _scan_sorted
 from qs.inference.search import _search_sorted
@@ -476,8 +476,8 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, coun
     spos[0] = ref
     for i in range(p):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
-    opt_ranks_sorted(sorted_v, rk, 0, m - 1, 0, None, 1, p + 1, inc,
-                     _params_into(inc, table, ideal, p, params), p, c2, spos)
+    opt_ranks_swept(sorted_v[:m], rk, inc, _params_into(inc, table, ideal, p, params), p, c2,
+                    spos)
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
     # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)

@@ -31,6 +31,7 @@ import numpy as np
 
 from qs._numba import bind, jit
 from qs.inference._core import (
+    MAX_BUCKETS,
     NOT_FINITE,
     OK,
     ONE,
@@ -51,8 +52,6 @@ from qs.losses import increment
 #: (measured on 2 cores: no gain up to ~3 * 10^6 samples, 151 -> 108 ms at 10^7)
 THREADED_MIN = 1 << 21
 CHUNKS = 8
-#: most buckets a histogram gets (int32 counts: 256 KB, within a core's L2 cache)
-MAX_BUCKETS = 1 << 16
 
 
 @jit
