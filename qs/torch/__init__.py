@@ -10,7 +10,14 @@ CPU tensors go to the numba kernels (:func:`qs.inference.batch.lai_batch`); CUDA
 the same inference written in torch operations (:mod:`qs.torch._exact`, method "torch",
 which CPU tensors may ask for too). Needs the ``[torch]`` extra; ``import qs`` never imports
 torch.
+
+Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
+:mod:`qs.torch.memory` (against a memory bank of past embeddings),
+:mod:`qs.torch.distributed` (over the global batch of a process group) and
+:mod:`qs.torch.dlm` (direct loss minimization).
 """
+
+import functools
 
 import numpy as np
 import torch
@@ -92,7 +99,8 @@ class _RankHinge(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores, pos, loss, method, keep):
-        hinge, grad = solve_kept(scores.detach(), pos, keep, loss, method)
+        hinge, grad = solve_kept(scores.detach(), pos, keep,
+                                 functools.partial(_solve, loss=loss, method=method))
         ctx.save_for_backward(grad)
         return hinge.to(scores.dtype)
 
@@ -103,12 +111,13 @@ class _RankHinge(torch.autograd.Function):
         return grad_out[:, None] * grad, None, None, None, None
 
 
-def solve_kept(scores, pos, keep, loss, method):
-    """:func:`_solve` on the kept entries of each row (``keep`` None: all of them), the
-    gradient zero elsewhere. Rows keeping the same number of entries are gathered into one
-    rectangle and solved in one call: a query ranked against all but itself is one call."""
+def solve_kept(scores, pos, keep, solve):
+    """``solve(scores, pos) -> (value (Q,), gradient (Q, n))`` on the kept entries of each
+    row (``keep`` None: all of them), the gradient zero elsewhere. Rows keeping the same
+    number of entries are gathered into one rectangle and solved in one call: queries ranked
+    against all but themselves are one call."""
     if keep is None or bool(keep.all()):
-        return _solve(scores, pos, loss, method)
+        return solve(scores, pos)
     hinge = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
     grad = torch.zeros_like(scores)
     counts = keep.sum(dim=1)
@@ -117,7 +126,7 @@ def solve_kept(scores, pos, keep, loss, method):
             continue
         rows = torch.nonzero(counts == count).flatten()
         cols = torch.nonzero(keep[rows])[:, 1].view(-1, count)  # row-major: row by row
-        h, g = _solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols), loss, method)
+        h, g = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
         hinge[rows] = h
         grad[rows] = torch.zeros_like(grad[rows]).scatter(1, cols, g)
     return hinge, grad
