@@ -198,6 +198,8 @@ def _check(scores, labels, loss, method, reduction):
                              f"False) for a negative; got {labels[where].item()!r} at index "
                              f"{where}.")
         labels = labels == 1
+    if bool(torch.isfinite(scores.detach().sum())):  # one reduction: NaN and inf reach it
+        return labels
     finite = torch.isfinite(scores.detach())
     if not finite.all():
         where = tuple(int(k) for k in torch.nonzero(~finite)[0])

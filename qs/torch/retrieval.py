@@ -3,7 +3,7 @@
 ``retrieval_loss(embeddings, labels)`` takes a batch of embeddings and their class labels,
 makes the similarity of every pair (cosine or dot product), and ranks, for every sample as a
 query, the other samples of the batch: those of its class are its positives. The rankings
-are those of :func:`qs.torch.rank_hinge_loss` with the query itself masked out, so the loss
+are those of :func:`qs.torch.rank_hinge_loss` with the query itself left out, so the loss
 is the exact structured hinge (AP or NDCG) averaged over the queries, and its gradient flows
 through the similarities to the embeddings. With ``ref_emb`` and ``ref_labels`` (as
 pytorch-metric-learning's ``ref_emb``) the queries are ranked against that other set
@@ -14,7 +14,7 @@ import torch
 
 from qs.torch import REDUCTIONS, rank_hinge_loss
 
-__all__ = ["RetrievalLoss", "SIMILARITIES", "retrieval_loss", "similarities"]
+__all__ = ["RetrievalLoss", "SIMILARITIES", "off_diagonal", "retrieval_loss", "similarities"]
 
 SIMILARITIES = ("cosine", "dot")
 
@@ -45,12 +45,20 @@ def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="a
     embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb,
                                                             ref_labels)
     _check_options(loss, similarity, reduction)
-    mask = None
-    if ref_emb is None:
-        mask = torch.eye(len(labels), dtype=torch.bool, device=embeddings.device)
     scores = similarities(embeddings, refs, similarity)
     positive = labels[:, None] == ref_labels[None, :]
-    return rank_hinge_loss(scores, positive, loss, method, reduction, mask=mask)
+    if ref_emb is None:  # each query against the others
+        scores, positive = off_diagonal(scores), off_diagonal(positive)
+    return rank_hinge_loss(scores, positive, loss, method, reduction)
+
+
+def off_diagonal(x):
+    """The (B, B - 1) entries of a square (B, B) tensor off its diagonal, row by row in
+    column order (differentiable): each query's row without itself, without a mask."""
+    b = x.shape[0]
+    if b < 2:
+        return x[:, :0]
+    return x.flatten()[1:].view(b - 1, b + 1)[:, :-1].reshape(b, b - 1)
 
 
 class RetrievalLoss(torch.nn.Module):
