@@ -54,8 +54,10 @@ def _worker(rank, world, port, out, case, sizes, loss):
             scores, labels = score_batch(sum(sizes))
             x = scores[:, start:stop].clone().requires_grad_(True)
             value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss)
-        else:  # this process's embeddings have another size
-            emb, labels = global_batch(sizes, d=6 + (rank == 1))
+        else:  # this process's embeddings have another size, or are not finite
+            emb, labels = global_batch(sizes, d=6 + (rank == 1 and case == "mismatch"))
+            if case == "nan" and rank == 1:
+                emb[start] = float("nan")
             try:
                 distributed_retrieval_loss(emb[start:stop], labels[start:stop])
             except ValueError as error:
@@ -116,6 +118,13 @@ def test_processes_that_disagree_on_the_embedding_size_all_raise(tmp_path):
     parts = spawn(tmp_path, "mismatch", (3, 4))
     for p in parts:
         assert "disagree on the embedding size (rank 0: 6, rank 1: 7)" in str(p["message"])
+
+
+def test_a_process_whose_input_is_refused_makes_every_process_raise(tmp_path):
+    parts = spawn(tmp_path, "nan", (3, 4, 2))
+    assert "embeddings must be finite" in str(parts[1]["message"])
+    for r in (0, 2):
+        assert "refused on process(es) [1]" in str(parts[r]["message"])
 
 
 def test_without_a_process_group_the_error_says_so():

@@ -18,7 +18,9 @@ gradient by the world size: multiply the loss by the world size to undo that.
 
 Before the data, each call exchanges the shapes and dtypes of every process's inputs; if the
 processes disagree (another embedding size, another number of queries), every process raises
-the same ValueError instead of waiting on a collective that would never complete.
+the same ValueError instead of waiting on a collective that would never complete, and a
+process whose input is refused (NaN, labels of the wrong shape) raises its error while the
+others raise one naming it.
 """
 
 import torch
@@ -42,8 +44,12 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     embeddings : float tensor (b, d), this process's samples (b may differ between
         processes, and be 0). labels : (b,) integer class labels.
     """
-    embeddings, labels, _, _ = check_embeddings(embeddings, labels)
-    _check_options(loss, similarity, "mean")
+    try:
+        embeddings, labels, _, _ = check_embeddings(embeddings, labels)
+        _check_options(loss, similarity, "mean")
+    except (TypeError, ValueError) as error:
+        _agree(group, None, None, ["embedding size", "dtype"])
+        raise error
     sizes = _agree(group, embeddings.shape[0], [embeddings.shape[1], _code(embeddings)],
                    ["embedding size", "dtype"])
     rank = dist.get_rank(group)
@@ -66,10 +72,14 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
 
     scores : float tensor (Q, n_r), Q the same on every process. labels : the same shape.
     """
-    pos = _check(scores, labels, loss, method, "mean")
-    if scores.ndim != 2:
-        raise ValueError(f"scores must be 2-D (queries, this process's samples); got shape "
-                         f"{tuple(scores.shape)}.")
+    try:
+        pos = _check(scores, labels, loss, method, "mean")
+        if scores.ndim != 2:
+            raise ValueError(f"scores must be 2-D (queries, this process's samples); got "
+                             f"shape {tuple(scores.shape)}.")
+    except (TypeError, ValueError) as error:
+        _agree(group, None, None, ["number of queries", "dtype"])
+        raise error
     sizes = _agree(group, scores.shape[1], [scores.shape[0], _code(scores)],
                    ["number of queries", "dtype"])
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -122,16 +132,26 @@ def _code(x):
 
 def _agree(group, rows, header, names):
     """Exchange (rows, *header) with every process; return the rows of each, or raise the
-    same ValueError everywhere when a header differs between processes."""
+    same ValueError everywhere when a header differs between processes. ``rows`` None: this
+    process refused its input (it raises its own error after the exchange); the others
+    raise one that names it."""
     if not dist.is_available() or not dist.is_initialized():
         raise ValueError("the distributed losses need an initialised torch.distributed "
                          "process group (torch.distributed.init_process_group).")
-    mine = torch.tensor([rows] + list(header), dtype=torch.int64)
+    refused = rows is None
+    mine = torch.tensor([-1 if refused else rows]
+                        + ([-1] * len(names) if refused else list(header)), dtype=torch.int64)
     if dist.get_backend(group) == "nccl":
         mine = mine.cuda()
     every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(every, mine, group=group)
     table = torch.stack(every).cpu()
+    if refused:
+        return None
+    bad = torch.nonzero(table[:, 0] < 0).flatten().tolist()
+    if bad:
+        raise ValueError(f"the loss was refused on process(es) {bad} (see the error there); "
+                         "no process computes it.")
     for k, name in enumerate(names, start=1):
         if (table[:, k] != table[0, k]).any():
             values = ", ".join(f"rank {r}: {_shown(name, int(v))}"
