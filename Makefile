@@ -29,7 +29,7 @@ COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
 DIGITS_RUN ?= results/digits/default
 
-.PHONY: help install test docs readme bench bench-large bench-torch bench-voc2007-scale clean digits reproduce-voc2011 \
+.PHONY: help install test docs readme bench bench-large bench-torch bench-torch-losses bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	sodeep-eval sodeep-checkpoints compare
@@ -62,6 +62,9 @@ bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 
 bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
 	$(PY) -m pipelines.torch_lai_bench
+
+bench-torch-losses: $(STAMP)  ## the rank losses of qs.torch against the surrogates: time, memory, distributed, memory bank
+	$(QSRANK) bench --torch-losses
 
 bench-voc2007-scale: $(STAMP)  ## VOC2007 at scale: Dask scoring pass (SCALE_IMAGES=5011: paper's size; SCALE_STORE=PATH: also from a store on disk), pooled-negative LAI
 	$(PY) -m pipelines.voc2007_scale --images $(SCALE_IMAGES) $(if $(SCALE_STORE),--store $(SCALE_STORE))

@@ -112,7 +112,11 @@ def main():
               help="Record the score vectors of cutting-plane trainings on the VOC2011 action "
                    "data (--config: a voc2011_actions config) and time every exact method on "
                    "them, call by call (--repeats rounds [5], --loss).")
-def bench(config_path, out, methods, budget, experiment, action, replay, **options):
+@click.option("--torch-losses", is_flag=True,
+              help="Time the rank losses of qs.torch against the surrogates (forward + "
+                   "backward, peak memory, distributed, memory bank; --repeats [5]).")
+def bench(config_path, out, methods, budget, experiment, action, replay, torch_losses,
+          **options):
     """Time LAI methods as the sample counts grow (paper 000, Figures 2-3).
 
     Without --experiment: single LAI calls on synthetic scores. With --experiment
@@ -120,6 +124,9 @@ def bench(config_path, out, methods, budget, experiment, action, replay, **optio
     rerunning into the same --out resumes, and the figure shows every vary run there.
     """
     notice_compiles()
+    if torch_losses:
+        _bench_torch_losses(out, options["repeats"])
+        return
     if replay:
         _bench_replay(config_path, out, action, options["loss"], options["repeats"])
         return
@@ -149,6 +156,17 @@ def bench(config_path, out, methods, budget, experiment, action, replay, **optio
             f"{config['presets'][preset][vary]['stop']}); lower its stop") from None
     click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
     click.echo(f"\nresults: {run_dir}")
+
+
+def _bench_torch_losses(out, repeats):
+    from pipelines import torch_loss_bench
+
+    try:
+        run_dir, report = torch_loss_bench.run(out, repeats=repeats or 5)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(report)
+    click.echo(f"results: {run_dir}")
 
 
 def _bench_replay(config_path, out, action, loss, repeats):

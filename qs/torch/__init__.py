@@ -10,7 +10,14 @@ CPU tensors go to the numba kernels (:func:`qs.inference.batch.lai_batch`); CUDA
 the same inference written in torch operations (:mod:`qs.torch._exact`, method "torch",
 which CPU tensors may ask for too). Needs the ``[torch]`` extra; ``import qs`` never imports
 torch.
+
+Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
+:mod:`qs.torch.memory` (against a memory bank of past embeddings),
+:mod:`qs.torch.distributed` (over the global batch of a process group) and
+:mod:`qs.torch.dlm` (direct loss minimization).
 """
+
+import functools
 
 import numpy as np
 import torch
@@ -25,12 +32,13 @@ REDUCTIONS = ("mean", "sum", "none")
 _INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
-def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean"):
+def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, mask=None):
     """The structured hinge of a rank-based loss, differentiable in ``scores``.
 
     Parameters
     ----------
-    scores : float tensor (n,) or (Q, n), finite; one row per query.
+    scores : float tensor (n,) or (Q, n), finite; one row per query. float16 and bfloat16
+        (as autocast makes them) are accepted.
     labels : tensor or array of the same shape: 1/True positive, 0/-1/False negative.
     loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
     method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
@@ -38,22 +46,37 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean"):
         numba method copies the scores to the CPU and back.
     reduction : "mean" (over the queries that have a positive and a negative), "sum", or
         "none" (shape (Q,), or a scalar for 1-D scores).
+    mask : optional bool tensor or array of the scores' shape, True where an entry takes no
+        part in its query's ranking (as a masked array's mask): a query ranked against the
+        others but not itself, padding. A masked entry gets zero gradient.
 
-    A query without a positive or without a negative has no ranking: its loss is 0 with zero
-    gradient, and "mean" leaves it out of the denominator (0 when no query counts). Scores
-    are read as float64 (float32 is cast once; float64 CPU tensors are shared, not copied);
-    the loss and gradient come back in the scores' dtype.
+    A query without a positive or without a negative (among its entries not masked) has no
+    ranking: its loss is 0 with zero gradient, and "mean" leaves it out of the denominator
+    (0 when no query counts). Scores are solved in float64 (float64 CPU tensors are shared,
+    not copied; other dtypes are cast once); the loss and gradient come back in the scores'
+    dtype. Ties, which float16 and bfloat16 make often, are broken as the kernels break them
+    (:func:`qs.inference.lai`): where two rankings reach the same objective, a negative takes
+    the larger interleaving rank, that is, the place below the positives it ties with.
     """
     pos = _check(scores, labels, loss, method, reduction)
+    keep = None if mask is None else ~_check_mask(mask, scores)
     flat = scores.ndim == 1
-    values = _RankHinge.apply(scores[None] if flat else scores, pos[None] if flat else pos,
-                              loss, method)
+    if flat:
+        scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
+    values = _RankHinge.apply(scores, pos, loss, method, keep)
     if reduction == "none":
         return values[0] if flat else values
     if reduction == "sum":
         return values.sum()
-    counted = (pos.any(dim=-1) & ~pos.all(dim=-1)).sum()
-    return values.sum() / counted.clamp(min=1)
+    return values.sum() / ranked_queries(pos, keep).sum().clamp(min=1)
+
+
+def ranked_queries(pos, keep=None):
+    """Bool (Q,): the queries that have a positive and a negative among their kept entries
+    (``keep``: bool (Q, n), None for all), the ones a "mean" counts."""
+    if keep is None:
+        return pos.any(dim=-1) & ~pos.all(dim=-1)
+    return (pos & keep).any(dim=-1) & (~pos & keep).any(dim=-1)
 
 
 class RankHingeLoss(torch.nn.Module):
@@ -63,8 +86,9 @@ class RankHingeLoss(torch.nn.Module):
         super().__init__()
         self.loss, self.method, self.reduction = loss, method, reduction
 
-    def forward(self, scores, labels):
-        return rank_hinge_loss(scores, labels, self.loss, self.method, self.reduction)
+    def forward(self, scores, labels, mask=None):
+        return rank_hinge_loss(scores, labels, self.loss, self.method, self.reduction,
+                               mask=mask)
 
     def extra_repr(self):
         return f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}"
@@ -74,8 +98,9 @@ class _RankHinge(torch.autograd.Function):
     """Hinge per row of (Q, n) scores; the gradient is saved from the forward pass."""
 
     @staticmethod
-    def forward(ctx, scores, pos, loss, method):
-        hinge, grad = _solve(scores.detach(), pos, loss, method)
+    def forward(ctx, scores, pos, loss, method, keep):
+        hinge, grad = solve_kept(scores.detach(), pos, keep,
+                                 functools.partial(_solve, loss=loss, method=method))
         ctx.save_for_backward(grad)
         return hinge.to(scores.dtype)
 
@@ -83,7 +108,28 @@ class _RankHinge(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
-        return grad_out[:, None] * grad, None, None, None
+        return grad_out[:, None] * grad, None, None, None, None
+
+
+def solve_kept(scores, pos, keep, solve):
+    """``solve(scores, pos) -> (value (Q,), gradient (Q, n))`` on the kept entries of each
+    row (``keep`` None: all of them), the gradient zero elsewhere. Rows keeping the same
+    number of entries are gathered into one rectangle and solved in one call: queries ranked
+    against all but themselves are one call."""
+    if keep is None or bool(keep.all()):
+        return solve(scores, pos)
+    hinge = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
+    grad = torch.zeros_like(scores)
+    counts = keep.sum(dim=1)
+    for count in torch.unique(counts).tolist():
+        if count == 0:
+            continue
+        rows = torch.nonzero(counts == count).flatten()
+        cols = torch.nonzero(keep[rows])[:, 1].view(-1, count)  # row-major: row by row
+        h, g = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
+        hinge[rows] = h
+        grad[rows] = torch.zeros_like(grad[rows]).scatter(1, cols, g)
+    return hinge, grad
 
 
 def _solve(scores, pos, loss, method):
@@ -107,6 +153,19 @@ def check_scores(scores):
     if scores.ndim not in (1, 2):
         raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
                          f"{tuple(scores.shape)}.")
+
+
+def _check_mask(mask, scores):
+    """The mask as a bool tensor on the scores' device, of the scores' shape."""
+    if not isinstance(mask, torch.Tensor):
+        mask = torch.from_numpy(np.asarray(mask))
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be bool (True where an entry takes no part); got dtype "
+                         f"{mask.dtype}.")
+    if tuple(mask.shape) != tuple(scores.shape):
+        raise ValueError(f"scores and mask must have the same shape; got scores "
+                         f"{tuple(scores.shape)} and mask {tuple(mask.shape)}.")
+    return mask.to(scores.device)
 
 
 def _check(scores, labels, loss, method, reduction):
@@ -139,6 +198,8 @@ def _check(scores, labels, loss, method, reduction):
                              f"False) for a negative; got {labels[where].item()!r} at index "
                              f"{where}.")
         labels = labels == 1
+    if bool(torch.isfinite(scores.detach().sum())):  # one reduction: NaN and inf reach it
+        return labels
     finite = torch.isfinite(scores.detach())
     if not finite.all():
         where = tuple(int(k) for k in torch.nonzero(~finite)[0])

@@ -1,0 +1,429 @@
+"""Benchmark of the rank losses a deep net trains on: `qsrank bench --torch-losses`.
+
+Four parts, each a median over warm repeats (first calls apart), ratios measured side by side
+in one run, on seeded synthetic data (about 10% positives per query):
+
+curves: forward + backward time and peak extra memory of each loss (exact AP and NDCG
+    hinges, direct loss minimization for AP, black-box AP, Smooth-AP) for Q queries of n =
+    2^8 ... 2^20 scores each (float32, as a network gives them), on the CPU, and on CUDA too
+    when torch sees a device; a loss is skipped past a size whose call took over ``budget``
+    seconds, and Smooth-AP past the memory its Q n^2 sigmoid table needs. Peak memory is the
+    process's resident-set high-water mark over the call (Linux: reset through
+    /proc/self/clear_refs; allocations of 64 KiB or more mapped and unmapped one by one, see
+    :func:`exact_rss`), or torch's allocator peak on CUDA; bytes per score divide it by
+    Q n. A log-log figure shows time and memory against n.
+batched: the inference of the loss (``lai_batch``, one call for all queries) against
+    ``qs.inference.lai``'s default called row by row, at n >= 10^5 per query.
+distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
+    ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
+    on the same global batch in one process.
+memory: ``CrossBatchMemory`` with M = 10^5 stored embeddings, 64 queries, d = 128: the
+    loss and its gradient against the similarity product alone.
+
+Run ``qsrank bench --torch-losses [--out DIR] [--repeats R]``, or ``python -m
+pipelines.torch_loss_bench`` for the sizes and parts (``--help``); it writes report.md,
+curves.csv, curves.png/.pdf and provenance.json into the run directory. Torch runs on
+one thread (the machines this was measured on are shared).
+"""
+
+import argparse
+import ctypes
+import csv
+import datetime
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pipelines._config import new_run_dir
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import claim_run_dir
+from pipelines._tables import markdown_table
+
+SIZES = tuple(2**k for k in range(8, 21, 2))
+PARTS = ("curves", "batched", "distributed", "memory")
+LOSSES = ("exact AP hinge", "exact NDCG hinge", "DLM AP (positive, eps 0.1)", "black-box AP",
+          "Smooth-AP")
+#: Smooth-AP is skipped where its (Q, n, n) table and the temporaries of its backward
+#: (about four of them) would need more than this
+SMOOTH_AP_MAX_BYTES = 4 << 30
+#: a repeat of a fast loss runs back-to-back calls for at least this long (their mean counts)
+MIN_REPEAT_S = 0.05
+
+
+def _losses(torch):
+    from qs.surrogates.outside import blackbox_ap_loss, smooth_ap_loss
+    from qs.torch import rank_hinge_loss
+    from qs.torch.dlm import direct_loss
+
+    return {
+        "exact AP hinge": lambda s, y: rank_hinge_loss(s, y, "ap"),
+        "exact NDCG hinge": lambda s, y: rank_hinge_loss(s, y, "ndcg"),
+        "DLM AP (positive, eps 0.1)": lambda s, y: direct_loss(s, y, "ap", eps=0.1),
+        "black-box AP": blackbox_ap_loss,
+        "Smooth-AP": smooth_ap_loss,
+    }
+
+
+def _one_vs_rest(rng, q, n, frac=0.1):
+    scores = rng.normal(size=(q, n)).astype(np.float32)
+    labels = rng.random((q, n)) < frac
+    labels[:, 0], labels[:, 1] = True, False  # every query has both classes
+    return scores, labels
+
+
+def _median(times):
+    return float(np.median(times)), float(np.min(times)), float(np.max(times))
+
+
+class PeakMemory:
+    """Peak extra memory of a call: the resident-set high-water mark (CPU, Linux) or the
+    allocator's peak (CUDA), less what was in use before it; None where not measurable."""
+
+    def __init__(self, torch, device):
+        self.torch, self.device = torch, device
+
+    def __enter__(self):
+        self.peak = None
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats()
+            self.before = self.torch.cuda.memory_allocated()
+        else:
+            self.before = self._reset_rss()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            self.peak = self.torch.cuda.max_memory_allocated() - self.before
+        elif self.before is not None:
+            self.peak = max(0, _status_kb("VmHWM") * 1024 - self.before)
+
+    @staticmethod
+    def _reset_rss():
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+        except OSError:
+            return None
+        return _status_kb("VmRSS") * 1024
+
+
+def _status_kb(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0,
+                losses=LOSSES):
+    """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
+    the losses' repeats are interleaved, so that all of them see the same load, and a repeat
+    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    fns = _losses(torch)
+    rng = np.random.default_rng(seed)
+    rows, stopped = [], {}
+    for n in sizes:
+        scores, labels = _one_vs_rest(rng, q, n)
+        s = torch.from_numpy(scores).to(device)
+        y = torch.from_numpy(labels).to(device)
+        steps, notes = {}, {}
+        for name in losses:
+            need = 4 * q * n * n * s.element_size()
+            if name in stopped:
+                notes[name] = stopped[name]
+            elif name == "Smooth-AP" and need > SMOOTH_AP_MAX_BYTES:
+                notes[name] = f"needs about {need / 2**30:,.0f} GiB"
+            else:
+                steps[name] = _step(torch, fns[name], s, y, device)
+        peaks, inner = {}, {}
+        for name, step in steps.items():
+            step()  # first call: compiles, allocates
+            with PeakMemory(torch, device) as peak:
+                start = time.perf_counter()
+                step()
+            peaks[name] = peak.peak
+            inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
+        times = {name: [] for name in steps}
+        for _ in range(repeats):
+            for name, step in steps.items():
+                start = time.perf_counter()
+                for _ in range(inner[name]):
+                    step()
+                times[name].append((time.perf_counter() - start) / inner[name])
+        for name in losses:
+            if name not in steps:
+                rows.append((device, name, n, None, None, None, None, notes[name]))
+                continue
+            med, lo, hi = _median(times[name])
+            rows.append((device, name, n, med, lo, hi, peaks[name], ""))
+            if med > budget:
+                stopped[name] = f"skipped: {med:.1f} s at n = {n}"
+    return rows
+
+
+def _step(torch, fn, s, y, device):
+    """Forward + backward of ``fn`` on a fresh leaf copy of the scores."""
+    x = s.clone().requires_grad_(True)
+
+    def step():
+        x.grad = None
+        fn(x, y).backward()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    return step
+
+
+def exact_rss():
+    """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
+    so that the resident-set high-water mark follows the arrays a call allocates instead of
+    the heap it reuses (no-op without glibc)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
+                    seed=0, loss="ap"):
+    """Rows (n, positives share, lai_batch s, Q x lai s, ratio)."""
+    from qs.inference import lai
+    from qs.inference.batch import lai_batch
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in sizes:
+        for frac in fracs:
+            scores, labels = _one_vs_rest(rng, q, n, frac)
+            scores = scores.astype(np.float64)
+            cases = {"batch": lambda: lai_batch(scores, labels, loss, gradient=True),
+                     "rows": lambda: [lai(scores[k], labels[k], loss) for k in range(q)]}
+            times = {name: [] for name in cases}
+            for fn in cases.values():
+                fn()
+            for _ in range(repeats):  # interleaved: both see the same load
+                for name, fn in cases.items():
+                    start = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - start)
+            batch, rows_s = (float(np.median(times[k])) for k in ("batch", "rows"))
+            rows.append((n, frac, batch, rows_s, batch / rows_s))
+    return rows
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
+    import torch
+    import torch.distributed as dist
+
+    from qs.torch.distributed import distributed_rank_hinge_loss
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    try:
+        scores, labels = _one_vs_rest(np.random.default_rng(seed), q, world * per_rank)
+        cols = slice(rank * per_rank, (rank + 1) * per_rank)
+        x = torch.from_numpy(scores[:, cols].copy()).requires_grad_(True)
+        y = torch.from_numpy(labels[:, cols].copy())
+        times = []
+        for k in range(repeats + 1):
+            dist.barrier()
+            start = time.perf_counter()
+            x.grad = None
+            distributed_rank_hinge_loss(x, y).backward()
+            dist.barrier()
+            if k:
+                times.append(time.perf_counter() - start)
+        np.save(f"{out}/{rank}.npy", np.array(times))
+    finally:
+        dist.destroy_process_group()
+
+
+def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
+    """(median s of a distributed step, of the one-process step, min/max of the first)."""
+    import torch
+
+    from qs.torch import rank_hinge_loss
+
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.multiprocessing.spawn(_distributed_worker,
+                                    args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
+                                    nprocs=world, join=True)
+        per_step = np.max([np.load(f"{tmp}/{r}.npy") for r in range(world)], axis=0)
+    scores, labels = _one_vs_rest(np.random.default_rng(seed), q, world * per_rank)
+    x = torch.from_numpy(scores).requires_grad_(True)
+    y = torch.from_numpy(labels)
+    times = []
+    for k in range(repeats + 1):
+        start = time.perf_counter()
+        x.grad = None
+        rank_hinge_loss(x, y).backward()
+        if k:
+            times.append(time.perf_counter() - start)
+    med, lo, hi = _median(per_step)
+    return med, float(np.median(times)), lo, hi
+
+
+def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
+    """(median s of the similarity product, of loss + gradient, ratio)."""
+    import torch
+
+    from qs.torch.memory import CrossBatchMemory
+
+    rng = np.random.default_rng(seed)
+    memory = CrossBatchMemory(size)
+    bank = torch.nn.functional.normalize(torch.from_numpy(
+        rng.normal(size=(size, dim)).astype(np.float32)), dim=1)
+    memory._store(bank, torch.from_numpy(rng.integers(0, classes, size)))
+    emb = torch.from_numpy(rng.normal(size=(queries, dim)).astype(np.float32))
+    labels = torch.from_numpy(rng.integers(0, classes, queries))
+
+    def product():
+        return torch.nn.functional.normalize(emb, dim=1) @ memory.memory.T
+
+    def step():
+        x = emb.clone().requires_grad_(True)
+        memory(x, labels).backward()
+
+    cases = {"product": product, "step": step}
+    times = {name: [] for name in cases}
+    for fn in cases.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    prod, loss = float(np.median(times["product"])), float(np.median(times["step"]))
+    return prod, loss, loss / prod
+
+
+def figure(rows, stem):
+    """Time and peak memory against n, log-log, one line per (device, loss)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for device, name in dict.fromkeys((r[0], r[1]) for r in rows):
+        pts = [r for r in rows if r[0] == device and r[1] == name and r[3] is not None]
+        if not pts:
+            continue
+        label = name if device == "cpu" else f"{name} ({device})"
+        ax_t.plot([r[2] for r in pts], [r[3] for r in pts], marker="o", label=label)
+        mem = [r for r in pts if r[6]]
+        if mem:
+            ax_m.plot([r[2] for r in mem], [r[6] for r in mem], marker="o", label=label)
+    for ax, what in ((ax_t, "forward + backward (s)"), (ax_m, "peak extra memory (bytes)")):
+        ax.set(xscale="log", yscale="log", xlabel="scores per query n", ylabel=what)
+        ax.grid(True, which="major", alpha=0.3)
+    ax_t.legend(fontsize=8)
+    fig.tight_layout()
+    paths = save_figure(fig, stem)
+    plt.close(fig)
+    return paths
+
+
+def _curves_text(rows, q):
+    table = []
+    by = {(r[0], r[1], r[2]): r for r in rows}
+    for device, name, n, med, lo, hi, peak, note in rows:
+        ratio = ""
+        ref = by.get((device, "black-box AP", n))
+        if name.startswith("exact") and med and ref and ref[3]:
+            ratio = f"{ref[3] / med:.1f}"
+        table.append((device, name, n, "" if med is None else f"{med * 1e3:.3g}",
+                      "" if med is None else f"{lo * 1e3:.3g}-{hi * 1e3:.3g}",
+                      "" if peak is None else f"{peak / 2**20:.1f}",
+                      "" if peak is None else f"{peak / (q * n):.1f}", ratio, note))
+    return markdown_table(["device", "loss", "n", "ms (median)", "ms (min-max)", "peak MiB",
+                           "bytes/score", "black-box / this", "note"], table)
+
+
+def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched_sizes=(100_000,
+        1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
+    """Run the parts named in ``parts`` into the run directory ``out`` (default
+    results/torch_losses/<run-id>); return (the run directory, the report)."""
+    import torch
+
+    torch.set_num_threads(1)
+    exact_rss()
+    out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
+    sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
+                f"torch {torch.__version__})"]
+    if "curves" in parts:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
+                                                          seed)]
+        with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes",
+                             "note"])
+            writer.writerows(rows)
+        figure(rows, out / "curves")
+        sections.append("## Forward + backward per loss\n\n" + _curves_text(rows, q))
+    if "batched" in parts:
+        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=repeats, seed=seed)
+        sections.append("## The loss's batched inference against `lai` row by row (4 "
+                        "queries, AP, with the gradient)\n\n" + markdown_table(
+                            ["n", "positives", "lai_batch ms", "4 x lai ms", "ratio"],
+                            [(n, f"{f:.1%}", f"{b * 1e3:.1f}", f"{r * 1e3:.1f}",
+                              f"{x:.2f}") for n, f, b, r, x in rows]))
+    if "distributed" in parts:
+        dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
+        sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
+                        f"queries)\n\nstep {dist_s * 1e3:.2f} ms (min-max {lo * 1e3:.2f}-"
+                        f"{hi * 1e3:.2f}); one process on the global batch {one_s * 1e3:.2f} "
+                        f"ms; ratio {dist_s / one_s:.2f}")
+    if "memory" in parts:
+        size, queries, dim = bank
+        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 3), seed=seed)
+        sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
+                        f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
+                        f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
+    report = "\n\n".join(sections) + "\n"
+    write_text(out / "report.md", report)
+    write_provenance(out, seed, "synthetic scores", {
+        "sizes": list(sizes), "queries": q, "repeats": repeats, "parts": list(parts),
+        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count()})
+    return out, report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m pipelines.torch_loss_bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path,
+                        help="run directory [results/torch_losses/<run-id>]")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="scores per query, comma-separated [2^8, 2^10, ..., 2^20]")
+    parser.add_argument("--queries", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {', '.join(PARTS)}")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",")]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown parts {unknown}; choose from {list(PARTS)}")
+    out, report = run(args.out, tuple(int(n) for n in args.sizes.split(",")), args.queries,
+                      args.repeats, parts)
+    print(report + f"\nresults: {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""qs.torch.distributed with the gloo backend in 2 and 4 CPU processes (loopback): loss and
+gradients equal those of one process on the concatenated batch."""
+
+import datetime
+import socket
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available():
+    pytest.skip("torch built without torch.distributed", allow_module_level=True)
+from qs.torch import rank_hinge_loss  # noqa: E402
+from qs.torch.distributed import (  # noqa: E402
+    distributed_rank_hinge_loss,
+    distributed_retrieval_loss,
+)
+from qs.torch.retrieval import retrieval_loss  # noqa: E402
+
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def global_batch(sizes, d=6, seed=0):
+    """Embeddings and labels of the concatenated batch; the samples of the third process
+    (when there is one) are of classes no one else has: its queries have no positive."""
+    rng = np.random.default_rng(seed)
+    b = sum(sizes)
+    emb = rng.normal(size=(b, d))
+    labels = rng.integers(0, 3, b)
+    if len(sizes) > 2:
+        start = sum(sizes[:2])
+        labels[start : start + sizes[2]] = 100 + np.arange(sizes[2])
+    return torch.from_numpy(emb), torch.from_numpy(labels)
+
+
+def _worker(rank, world, port, out, case, sizes, loss):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=TIMEOUT)
+    try:
+        start, stop = sum(sizes[:rank]), sum(sizes[: rank + 1])
+        if case == "embeddings":
+            emb, labels = global_batch(sizes)
+            x = emb[start:stop].clone().requires_grad_(True)
+            value = distributed_retrieval_loss(x, labels[start:stop], loss=loss)
+        elif case == "scores":
+            scores, labels = score_batch(sum(sizes))
+            x = scores[:, start:stop].clone().requires_grad_(True)
+            value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss)
+        else:  # this process's embeddings have another size, or are not finite
+            emb, labels = global_batch(sizes, d=6 + (rank == 1 and case == "mismatch"))
+            if case == "nan" and rank == 1:
+                emb[start] = float("nan")
+            try:
+                distributed_retrieval_loss(emb[start:stop], labels[start:stop])
+            except ValueError as error:
+                np.savez(f"{out}/{rank}.npz", message=str(error))
+            return
+        value.backward()
+        np.savez(f"{out}/{rank}.npz", value=value.item(), grad=x.grad.numpy())
+    finally:
+        dist.destroy_process_group()
+
+
+def score_batch(n, q=5, seed=1):
+    """Scores and labels of q queries over n samples; query 0 has no positive."""
+    rng = np.random.default_rng(seed)
+    labels = rng.random((q, n)) < 0.3
+    labels[0] = False
+    return torch.from_numpy(rng.normal(size=(q, n))), torch.from_numpy(labels)
+
+
+def spawn(tmp_path, case, sizes, loss="ap"):
+    torch.multiprocessing.spawn(_worker, args=(len(sizes), free_port(), str(tmp_path), case,
+                                               sizes, loss), nprocs=len(sizes), join=True)
+    return [np.load(tmp_path / f"{r}.npz") for r in range(len(sizes))]
+
+
+@pytest.mark.parametrize("sizes,loss", [((7, 4), "ap"), ((5, 9, 2, 0), "ndcg")])
+def test_retrieval_over_processes_is_the_loss_of_the_concatenated_batch(tmp_path, sizes,
+                                                                        loss):
+    emb, labels = global_batch(sizes)
+    x = emb.clone().requires_grad_(True)
+    expected = retrieval_loss(x, labels, loss=loss)
+    expected.backward()
+    parts = spawn(tmp_path, "embeddings", sizes, loss)
+    grads = np.concatenate([p["grad"] for p in parts])
+    for p in parts:
+        assert float(p["value"]) == pytest.approx(expected.item(), rel=1e-12, abs=1e-15)
+    np.testing.assert_allclose(grads, x.grad.numpy(), rtol=0, atol=1e-12)
+    assert np.abs(grads).sum() > 0
+    if len(sizes) > 2:  # the process whose queries have no positive still gets gradients
+        start = sum(sizes[:2])
+        assert np.abs(grads[start : start + sizes[2]]).sum() > 0
+
+
+def test_scores_over_processes_are_the_loss_of_the_concatenated_scores(tmp_path):
+    sizes = (30, 11, 19)
+    scores, labels = score_batch(sum(sizes))
+    x = scores.clone().requires_grad_(True)
+    expected = rank_hinge_loss(x, labels, "ap")
+    expected.backward()
+    parts = spawn(tmp_path, "scores", sizes)
+    for p in parts:
+        assert float(p["value"]) == pytest.approx(expected.item(), rel=1e-12)
+    np.testing.assert_allclose(np.concatenate([p["grad"] for p in parts], axis=1),
+                               x.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_processes_that_disagree_on_the_embedding_size_all_raise(tmp_path):
+    parts = spawn(tmp_path, "mismatch", (3, 4))
+    for p in parts:
+        assert "disagree on the embedding size (rank 0: 6, rank 1: 7)" in str(p["message"])
+
+
+def test_a_process_whose_input_is_refused_makes_every_process_raise(tmp_path):
+    parts = spawn(tmp_path, "nan", (3, 4, 2))
+    assert "embeddings must be finite" in str(parts[1]["message"])
+    for r in (0, 2):
+        assert "refused on process(es) [1]" in str(parts[r]["message"])
+
+
+def test_without_a_process_group_the_error_says_so():
+    with pytest.raises(ValueError, match="initialised torch.distributed process group"):
+        distributed_retrieval_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
