@@ -101,19 +101,23 @@ def test_shipped_config_loads():
 
 
 @pytest.mark.parametrize("overrides,match", [
-    ({"epochs": 3}, r"unknown config key\(s\) 'epochs'"),
-    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"unknown config key\(s\) 'svc' in 'C'"),
-    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'rbf' in 'cv.grid'"),
-    ({"experiment": "scaling"}, "experiment must be 'digits'"),
-    ({"classes": [3, 10]}, "distinct digits 0-9"),
-    ({"classes": []}, "distinct digits 0-9"),
-    ({"classes": ["three"]}, "distinct digits 0-9"),
-    ({"test_size": 1.0}, r"test_size must be a fraction in \(0, 1\)"),
-    ({"scaler": "robust"}, "scaler must be one of standard, minmax"),
-    ({"inference": "chakrabarti"}, "inference must be one of"),
-    ({"C": {"ap_svm": -1}}, "C.ap_svm must be a finite number > 0"),
-    ({"cv": {"folds": 1}}, "cv.folds must be a finite integer >= 2"),
-    ({"cv": {"grid": {"linear_svc": []}}}, "cv.grid.linear_svc must be a non-empty list"),
+    ({"epochs": 3}, r"^unknown config key 'epochs'; allowed keys: experiment, seed"),
+    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"^unknown config key 'C.svc'; allowed keys in 'C'"),
+    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'cv.grid.rbf'; allowed keys in 'cv.grid'"),
+    ({"experiment": "scaling"}, "^experiment: expected one of digits; got 'scaling'$"),
+    ({"classes": [3, 10]}, r"^classes: expected .*distinct digits 0-9; got entry 1: 10 "),
+    ({"classes": []}, r"^classes: expected a non-empty list of distinct digits 0-9; got \[\]$"),
+    ({"classes": ["three"]}, "got entry 0: 'three'"),
+    ({"classes": [3, 3]}, r"got \[3, 3\] \(with repeats\)"),
+    ({"test_size": 1.0}, r"^test_size: expected a finite number > 0 and < 1; got 1.0$"),
+    ({"scaler": "robust"}, "^scaler: expected one of standard, minmax; got 'robust'$"),
+    ({"inference": "chakrabarti"}, "^inference: expected one of .*; got 'chakrabarti'$"),
+    ({"C": {"ap_svm": -1}}, "^C.ap_svm: expected a finite number > 0 or 'cv'; got -1$"),
+    ({"C": 5}, "^C: expected a mapping of keys; got 5$"),
+    ({"seed": True}, "^seed: expected a finite integer >= 0; got True$"),
+    ({"cv": {"folds": 1}}, "^cv.folds: expected a finite integer >= 2; got 1$"),
+    ({"cv": {"grid": {"linear_svc": []}}}, "^cv.grid.linear_svc: expected a non-empty list"),
+    ({"cv": {"grid": {"linear_svc": [1, -2]}}}, "got entry 1: -2$"),
 ])
 def test_bad_config_is_rejected(overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -123,5 +127,13 @@ def test_bad_config_is_rejected(overrides, match):
 def test_config_file_errors_name_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("experiment: digits\nlearning_rate: 0.1\n")
-    with pytest.raises(ValueError, match=r"bad\.yaml: unknown config key\(s\) 'learning_rate'"):
+    with pytest.raises(ValueError, match=r"bad\.yaml: unknown config key 'learning_rate'"):
         digits.load_config(path)
+
+
+def test_set_overrides_lay_over_the_file():
+    cfg = digits.load_config(CONFIG, sets={"C": {"ap_svm": 10}, "cv": {"folds": 3}})
+    assert cfg["C"] == {"ap_svm": 10, "zero_one_svm": "cv", "linear_svc": "cv"}
+    assert cfg["cv"]["folds"] == 3 and cfg["cv"]["grid"] == digits.resolve({})["cv"]["grid"]
+    with pytest.raises(ValueError, match=r"digits\.yaml: unknown config key 'C.svc'"):
+        digits.load_config(CONFIG, sets={"C": {"svc": 1}})
