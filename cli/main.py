@@ -215,11 +215,17 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
         if scheduler is not None and "scheduler" not in getattr(module, "DEFAULTS", {}):
             raise ValueError(f"--scheduler applies to experiments that read box stores "
                              f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
+        from pipelines import _runner
         from pipelines._schema import parse_sets
 
-        config = module.load_config(config_path, sets=parse_sets(sets),
-                                    **{k: v for k, v in overrides.items() if v is not None})
-        run_dir = module.run(config, out, progress=True, overrides=sets)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        spec = getattr(module, "SPEC", None)
+        if spec is not None:
+            config = _runner.load_config(spec, config_path, parse_sets(sets), **given)
+            run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
+        else:
+            config = module.load_config(config_path, sets=parse_sets(sets), **given)
+            run_dir = module.run(config, out, progress=True, overrides=sets)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(run_summary(module, run_dir))

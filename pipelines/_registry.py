@@ -18,7 +18,8 @@ def experiment(name):
 
 def schema(name):
     """The declared config model of experiment `name`; ValueError when it declares none."""
-    model = getattr(experiment(name), "Config", None)
+    spec = getattr(experiment(name), "SPEC", None)
+    model = getattr(spec, "schema", None)
     if model is None:
         raise ValueError(f"experiment {name} declares no config schema; its keys and defaults "
                          f"are DEFAULTS in pipelines/{name}.py")

@@ -23,14 +23,11 @@ from sklearn.metrics import average_precision_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
-from tqdm import tqdm
 
-from pipelines import _config
 from pipelines import _schema as S
-from pipelines._config import dump_config, new_run_dir
 from pipelines._io import atomic_path, write_text
-from pipelines._provenance import write_provenance
-from pipelines._runs import claim_run_dir, digest_arrays
+from pipelines._runner import Experiment
+from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
@@ -91,19 +88,7 @@ class Config(S.Section):
     C: CPerMethod = S.key(CPerMethod, "per method: a fixed C, or cv for k-fold CV over "
                           "cv.grid (RankSVM's C weighs the loss-scale slack)")
     cv: CV = S.key(CV, "cross-validation of C")
-
-
-# ---------------------------------------------------------------------------- config
-
-def load_config(path=None, sets=None, **overrides):
-    """The defaults, updated by the YAML file at `path` and the `--set` mapping `sets`, then
-    by the non-None `overrides`; checked. Errors name the file."""
-    return _config.load_config(path, {}, resolve, overrides, sets)
-
-
-def resolve(config):
-    """The full config: the defaults updated by `config`; ValueError naming a bad key."""
-    return S.validate(Config, config)
+    force: S.flag() = S.key(False, "retrain the digits and methods the run directory holds")
 
 
 # ---------------------------------------------------------------------------- data
@@ -132,7 +117,7 @@ def _estimator(cfg, name, C):
                    max_iter=cfg["max_iter"])
 
 
-def warm_up(cfg):
+def warm_up(cfg, units=None):
     """One LAI call per RankSVM method on small scores, so numba compiles (or loads) its
     kernels here and not inside the first timed fit."""
     scores = np.random.default_rng(0).normal(size=40)
@@ -156,23 +141,31 @@ def fit_one(cfg, name, X, y):
     return est, float(C), "fixed", time.perf_counter() - start
 
 
-def train_all(cfg, data, progress=True):
-    """Every class x method: a frame with the columns RUN_COLUMNS."""
-    X_train, X_test, y_train, y_test, _ = data
-    rows = []
-    for digit in tqdm(cfg["classes"], desc="digits one-vs-rest", unit="class",
-                      disable=not progress):
-        y_tr, y_te = y_train == digit, y_test == digit
-        for name, loss in METHODS.items():
-            est, C, C_from, train_s = fit_one(cfg, name, X_train, y_tr)
-            ap = average_precision_score(y_te, est.decision_function(X_test))
-            record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
-                      "test_ap": float(ap), "train_s": float(train_s)}
-            if loss is not None:
-                record.update(lai_calls=est.lai_calls_, lai_time_s=est.lai_time_,
-                              n_iter=est.n_iter_, converged=est.converged_)
-            rows.append(record)
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+def settings(cfg, data):
+    """What a digit x method record depends on besides the unit: the split and scaled data
+    and every key but the selection of digits."""
+    sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
+    return {"data": data[-1], "data_sha256": sha,
+            **{k: v for k, v in cfg.items() if k not in ("classes", "force")}}
+
+
+def units(cfg, data):
+    """One unit per digit and method, digits outer."""
+    return [(digit, name) for digit in cfg["classes"] for name in METHODS]
+
+
+def run_unit(run, unit):
+    """Fit method `name` for `digit` one-vs-rest and rank the test half: a row of runs.csv."""
+    digit, name = unit
+    X_train, X_test, y_train, y_test, _ = run.data
+    est, C, C_from, train_s = fit_one(run.cfg, name, X_train, y_train == digit)
+    ap = average_precision_score(y_test == digit, est.decision_function(X_test))
+    record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
+              "test_ap": float(ap), "train_s": float(train_s)}
+    if METHODS[name] is not None:
+        record.update(lai_calls=int(est.lai_calls_), lai_time_s=float(est.lai_time_),
+                      n_iter=int(est.n_iter_), converged=bool(est.converged_))
+    return record
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -222,27 +215,17 @@ def summary(cfg, runs, note):
     ]) + "\n"
 
 
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Train and evaluate every selected digit and method, write the run directory, and
-    return its path.
-
-    `out_dir` None writes to results/digits/<UTC time>-<random>/ under the working directory,
-    which is claimed (and checked writable) before training; the results are written when
-    every fit is done, each file atomically.
-    """
-    cfg = resolve(config)
-    data = load_data(cfg)
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
-    warm_up(cfg)
-    runs = train_all(cfg, data, progress)
+def write(run, records):
+    """runs.csv, table.csv (test AP per digit and method) and table.md."""
+    runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
-        with atomic_path(out / name) as tmp:
+        with atomic_path(run.out / name) as tmp:
             frame.to_csv(tmp, index=False)
-    write_text(out / "table.md", summary(cfg, runs, data[-1]))
-    write_text(out / "config.yaml", dump_config(cfg))
-    # the checksum of the arrays the fits saw (split and scaled)
-    write_provenance(out, cfg["seed"], data[-1], cfg, digest_arrays(*data[:4]), overrides)
-    return out
+    write_text(run.out / "table.md", summary(run.cfg, runs, run.data[-1]))
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, warm_up=warm_up)
 
 
 def results_table(run_dir):

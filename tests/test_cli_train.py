@@ -137,13 +137,13 @@ def test_train_bad_set_is_one_line_and_writes_nothing(tmp_path, setting, message
 
 
 def test_config_show_prints_the_defaults_with_help():
-    from pipelines import digits
+    from pipelines import _runner, digits
 
     result = invoke("config", "show", "digits")
     assert result.exit_code == 0, result.output
-    assert yaml.safe_load(result.output) == digits.resolve({})
+    assert yaml.safe_load(result.output) == _runner.resolve(digits.SPEC, {})
     lines = result.output.splitlines()
-    assert len(lines) == 19 and all("  # " in line for line in lines)
+    assert len(lines) == 20 and all("  # " in line for line in lines)
     assert "  ap_svm: cv  # C of the AP-SVM, or cv" in lines
     assert invoke("config", "show", "scaling").exit_code == 2  # a benchmark: not a choice
 
