@@ -2,13 +2,12 @@
 
 import importlib
 import os
-import pkgutil
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
 
-import pipelines
+from pipelines import _registry
 
 # The pipelines, qs and numba load only inside a command: `qsrank --help` imports none of them.
 # So the choices of the options are written here; tests/test_cli.py checks them against their
@@ -226,8 +225,14 @@ def _bench_experiment(module, config_path, out, methods, budget, action, *, vary
               help="Dask scheduler that scores box stores read out of core: the address of "
                    "a dask.distributed scheduler (tcp://HOST:8786), or threads, sync, "
                    "processes [config: Dask's threaded scheduler] [voc2007_detection].")
-def train(config_path, classes, loss, inference, solver, out, force, scheduler):
-    """Run the experiment a config names: train, evaluate, write its tables."""
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted path, e.g. C.ap=10 or cv.folds=3; the value "
+                   "read as YAML); repeatable; recorded in the run's provenance.")
+def train(config_path, classes, loss, inference, solver, out, force, scheduler, sets):
+    """Run the experiment a config names: train, evaluate, write its tables.
+
+    `qsrank config show EXPERIMENT` lists the keys a config (or --set) may give.
+    """
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
                  "solver": solver, "force": force, "scheduler": scheduler}
     notice_compiles()
@@ -236,9 +241,17 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler):
         if scheduler is not None and "scheduler" not in getattr(module, "DEFAULTS", {}):
             raise ValueError(f"--scheduler applies to experiments that read box stores "
                              f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
-        config = module.load_config(config_path, **{k: v for k, v in overrides.items()
-                                                    if v is not None})
-        run_dir = module.run(config, out, progress=True)
+        from pipelines import _runner
+        from pipelines._schema import parse_sets
+
+        given = {k: v for k, v in overrides.items() if v is not None}
+        spec = getattr(module, "SPEC", None)
+        if spec is not None:
+            config = _runner.load_config(spec, config_path, parse_sets(sets), **given)
+            run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
+        else:
+            config = module.load_config(config_path, sets=parse_sets(sets), **given)
+            run_dir = module.run(config, out, progress=True, overrides=sets)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(run_summary(module, run_dir))
@@ -272,9 +285,27 @@ def compare(config_path, out, force):
 
 
 def experiments():
-    """The pipeline modules a config's `experiment` key may name."""
-    return sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__)
-                  if not m.name.startswith("_"))
+    """The experiments a config's `experiment` key may name."""
+    return list(_registry.EXPERIMENTS)
+
+
+@main.group()
+def config():
+    """The keys of the experiments' configs."""
+
+
+@config.command("show")
+@click.argument("experiment", type=click.Choice(_registry.EXPERIMENTS))
+def config_show(experiment):
+    """Print EXPERIMENT's config keys with their defaults and one line of help each, as YAML
+    a config can start from."""
+    from pipelines import _schema
+
+    try:
+        model = _registry.schema(experiment)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo("\n".join(_schema.help_lines(model)))
 
 
 def pipeline_of(config_path):
@@ -295,10 +326,7 @@ def pipeline_of(config_path):
     if name not in known:
         raise ValueError(f"config {config_path}: unknown experiment {name!r}; known: "
                          f"{', '.join(known)}")
-    module = importlib.import_module(f"pipelines.{name}")
-    if not (hasattr(module, "load_config") and hasattr(module, "run")):
-        raise ValueError(f"pipelines.{name} is not a trainable experiment (no load_config/run)")
-    return module
+    return _registry.experiment(name)
 
 
 def run_summary(module, run_dir):

@@ -18,22 +18,29 @@ import yaml
 from pipelines._yaml import read_config
 
 
-def load_config(path, defaults, resolve, overrides):
-    """`defaults`, updated by the YAML file at `path` (None: no file), then by the non-None
-    `overrides`; checked by `resolve` (a pipeline's ``resolve``, returning the full config).
+def load_config(path, defaults, resolve, overrides, sets=None):
+    """`defaults`, updated by the YAML file at `path` (None: no file) with the `--set` mapping
+    `sets` laid over it, then by the non-None `overrides`; checked by `resolve` (a pipeline's
+    ``resolve``, returning the full config).
 
     The file is checked on its own first, so its errors, unreadable file included, name it.
     """
-    cfg = defaults
+    cfg = resolve(merge(defaults, sets)) if sets and path is None else defaults
     if path is not None:
         try:
             config = read_config(path)
-            cfg = resolve({} if config is None else config)
+            cfg = resolve(with_sets({} if config is None else config, sets))
         except OSError as err:
             raise ValueError(f"cannot read config {path}: {err.strerror or err}") from None
         except (ValueError, yaml.YAMLError) as err:
             raise ValueError(f"config {path}: {err}") from None
     return resolve(merge(cfg, {k: v for k, v in overrides.items() if v is not None}))
+
+
+def with_sets(config, sets):
+    """The file's `config` with the command line's `--set` mapping laid over it (a config that
+    is no mapping is left for `resolve` to reject)."""
+    return merge(config, sets) if sets and isinstance(config, dict) else config
 
 
 def merge(base, update):

@@ -53,11 +53,13 @@ def code_version(repo=REPO):
     return f"{head}-dirty-{h.hexdigest()[:16]}"
 
 
-def provenance(seed, data, data_sha256=None):
-    """What a reader needs to trust or rerun a result: versions, code, seed, data, host, time."""
+def provenance(seed, data, data_sha256=None, overrides=()):
+    """What a reader needs to trust or rerun a result: versions, code, the command and its
+    `--set` overrides, seed, data, host, time."""
     return {
         "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": sys.argv,
+        "overrides": list(overrides),
         "seed": seed,
         "data": data,
         "data_sha256": data_sha256,
@@ -70,15 +72,16 @@ def provenance(seed, data, data_sha256=None):
     }
 
 
-def write_provenance(out, seed, data, settings, data_sha256=None):
+def write_provenance(out, seed, data, settings, data_sha256=None, overrides=()):
     """Write out/provenance.json: this command's provenance, plus the list of every command
-    that wrote to the run with its settings (a figure is made by several commands, one per
-    panel, and a resumed run by several sittings)."""
+    that wrote to the run with its settings and `--set` overrides (a figure is made by several
+    commands, one per panel, and a resumed run by several sittings)."""
     path = Path(out) / "provenance.json"
-    record = provenance(seed, data, data_sha256)
+    record = provenance(seed, data, data_sha256, overrides)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
-    commands.append({"command": record["command"], "timestamp_utc": record["timestamp_utc"],
+    commands.append({"command": record["command"], "overrides": record["overrides"],
+                     "timestamp_utc": record["timestamp_utc"],
                      "git_commit": record["git_commit"], "settings": settings})
     write_json(path, {**record, "commands": commands})
     return path

@@ -120,10 +120,10 @@ PRESETS = {
 
 # ---------------------------------------------------------------------------- config
 
-def load_config(path=None, **overrides):
+def load_config(path=None, sets=None, **overrides):
     """DEFAULTS and the preset, updated by the YAML file at `path`, then by the non-None
-    `overrides`; checked. The file is checked on its own first, so its errors name it."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+    `overrides`; checked. `sets` (`--set` keys) lay over the file; its errors name the file."""
+    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
 
 
 def resolve(config):
@@ -509,7 +509,7 @@ def warm_up_lai(loss_fn, methods):
         loss_fn(scores, labels, loss=loss, method=inference, reduction="mean")
 
 
-def run(config, out_dir=None, progress=True):
+def run(config, out_dir=None, progress=True, overrides=()):
     """Warm-start the PL-CNN, train every selected method from it (resuming), evaluate,
     write tables and the figure; return the run directory.
 
@@ -554,7 +554,7 @@ def run(config, out_dir=None, progress=True):
                       for c in ap]
     history = pd.DataFrame([row for p in finished.values() for row in p["history"]])
     write_outputs(out, cfg, data["note"], history, pd.DataFrame(per_class), warm_test,
-                  n_parameters(model))
+                  n_parameters(model), overrides)
     return out
 
 
@@ -655,7 +655,7 @@ def plot(history, methods, warm_test, ours):
     return fig
 
 
-def write_outputs(out, cfg, note, history, per_class, warm_test, n_params):
+def write_outputs(out, cfg, note, history, per_class, warm_test, n_params, overrides=()):
     """Every file of the run directory, each atomically."""
     import torch
 
@@ -669,7 +669,8 @@ def write_outputs(out, cfg, note, history, per_class, warm_test, n_params):
     ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
     save_figure(plot(history, methods, warm_test, ours), out / "figure")
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], note, {**cfg, "torch_threads": torch.get_num_threads()})
+    write_provenance(out, cfg["seed"], note, {**cfg, "torch_threads": torch.get_num_threads()},
+                     overrides=overrides)
 
 
 def report(run_dir):

@@ -107,9 +107,10 @@ DEFAULTS = {
 
 # ---------------------------------------------------------------------------- config
 
-def load_config(path=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path`, then by the non-None `overrides`; checked."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+def load_config(path=None, sets=None, **overrides):
+    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
+    then by the non-None `overrides`; checked."""
+    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
 
 
 def resolve(config):
@@ -458,7 +459,7 @@ def _settings(cfg, dataset, data):
                         **{k: cfg[k] for k in keys})
 
 
-def run(config, out_dir=None, progress=True):
+def run(config, out_dir=None, progress=True, overrides=()):
     """Train every (data set, method, seed) not already in the run directory, write the
     tables, the figure and the provenance; return the run directory."""
     import torch
@@ -484,7 +485,7 @@ def run(config, out_dir=None, progress=True):
                 record = train_one(method, data, cfg, dataset, seed, inputs, starts.get(seed))
                 store.put(key, record)
             records.append(record)
-    write_outputs(out, cfg, records, notes)
+    write_outputs(out, cfg, records, notes, overrides)
     return out
 
 
@@ -572,7 +573,7 @@ def plot(records, datasets, methods):
     return fig
 
 
-def write_outputs(out, cfg, records, notes):
+def write_outputs(out, cfg, records, notes, overrides=()):
     """tables.md, results.csv, summary.csv, history.csv, figure.png/pdf, config, provenance."""
     import torch
 
@@ -587,7 +588,8 @@ def write_outputs(out, cfg, records, notes):
     write_text(out / "tables.md", report_text(cfg, summary, notes))
     save_figure(plot(records, cfg["datasets"], cfg["methods"]), out / "figure")
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seeds"], notes, {**cfg, "torch_threads": torch.get_num_threads()})
+    write_provenance(out, cfg["seeds"], notes, {**cfg, "torch_threads": torch.get_num_threads()},
+                     overrides=overrides)
 
 
 def report(run_dir):

@@ -23,21 +23,11 @@ from sklearn.metrics import average_precision_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
-from tqdm import tqdm
 
-from pipelines import _config
-from pipelines._config import (
-    check_c_grid,
-    check_choice,
-    check_keys,
-    check_number,
-    dump_config,
-    merge,
-    new_run_dir,
-)
+from pipelines import _schema as S
 from pipelines._io import atomic_path, write_text
-from pipelines._provenance import write_provenance
-from pipelines._runs import claim_run_dir, digest_arrays
+from pipelines._runner import Experiment
+from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
@@ -52,73 +42,53 @@ DATA_NOTE = "scikit-learn load_digits (1797 images, 8x8, real data)"
 RUN_COLUMNS = ["digit", "method", "C", "C_from", "test_ap", "train_s", "lai_calls", "lai_time_s",
                "n_iter", "converged"]
 
-# Built-in defaults: every key a config may set; configs/digits.yaml overrides a few.
-DEFAULTS = {
-    "experiment": EXPERIMENT,
-    "seed": 0,
-    "test_size": 0.5,  # fraction of the images in the test half
-    "classes": list(range(10)),  # digits, each one-vs-rest
-    "scaler": "standard",  # standard | minmax, fit on the train half
-    "solver": "cutting_plane",  # RankSVM solver (both RankSVM methods)
-    "inference": "auto",  # LAI method of the AP-SVM; the 0-1 SVM always uses zero_one
-    "tol": 1e-3,
-    "max_iter": 1000,
-    # per method: a fixed C, or "cv" for k-fold CV over cv.grid. RankSVM's C weighs the
-    # loss-scale slack (for the 0-1 SVM the mean hinge: LinearSVC's C times n_train);
-    # LinearSVC's C is liblinear's, on the summed squared hinge.
-    "C": {"ap_svm": "cv", "zero_one_svm": "cv", "linear_svc": "cv"},
-    "cv": {
-        "folds": 5,
-        "grid": {"ap_svm": [0.1, 1.0, 10.0, 100.0],
-                 "zero_one_svm": [0.1, 1.0, 10.0, 100.0],
-                 "linear_svc": [0.001, 0.01, 0.1, 1.0]},
-    },
-}
+AP_INFERENCES = tuple(sorted(m for m, losses in LAI_METHODS.items() if "ap" in losses))
+C_VALUE = S.either(S.number(low=0, strict=True), "cv")
+GRID = S.c_grid()
 
 
-# ---------------------------------------------------------------------------- config
-
-def load_config(path=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path`, then by the non-None `overrides`; checked.
-
-    The file is checked on its own first, so its errors name the file.
-    """
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+def _digit(value):
+    """The CLI's --class gives digits as text."""
+    return int(value) if isinstance(value, str) and value.isdecimal() else value
 
 
-def resolve(config):
-    """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    check_keys(config, DEFAULTS, "")
-    cfg = merge(DEFAULTS, config)
-    check_keys(cfg["C"], METHODS, "C")
-    check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
-    check_keys(cfg["cv"]["grid"], METHODS, "cv.grid")
-    if cfg["experiment"] != EXPERIMENT:
-        raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
-                         f"got {cfg['experiment']!r}")
-    check_number(cfg["seed"], "seed", integer=True, low=0)
-    check_number(cfg["test_size"], "test_size", low=0, strict=True)
-    if cfg["test_size"] >= 1:
-        raise ValueError(f"test_size must be a fraction in (0, 1); got {cfg['test_size']!r}")
-    classes = cfg["classes"]
-    if isinstance(classes, list):  # the CLI's --class gives digits as text
-        classes = cfg["classes"] = [int(c) if isinstance(c, str) and c.isdecimal() else c
-                                    for c in classes]
-    if (not isinstance(classes, list) or not classes or len(set(classes)) != len(classes)
-            or any(isinstance(c, bool) or c not in range(10) for c in classes)):
-        raise ValueError(f"classes must be a non-empty list of distinct digits 0-9; got {classes!r}")
-    check_choice(cfg["scaler"], "scaler", SCALERS)
-    check_choice(cfg["solver"], "solver", SOLVERS)
-    ap_methods = sorted(m for m, losses in LAI_METHODS.items() if "ap" in losses)
-    check_choice(cfg["inference"], "inference", ap_methods)
-    check_number(cfg["tol"], "tol", low=0)
-    check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
-    check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
-    for name in METHODS:
-        if cfg["C"][name] != "cv":
-            check_number(cfg["C"][name], f"C.{name}", low=0, strict=True)
-        check_c_grid(cfg["cv"]["grid"][name], f"cv.grid.{name}")
-    return cfg
+class CPerMethod(S.Section):
+    ap_svm: C_VALUE = S.key("cv", "C of the AP-SVM, or cv")
+    zero_one_svm: C_VALUE = S.key("cv", "C of the 0-1 SVM (the mean hinge's weight), or cv")
+    linear_svc: C_VALUE = S.key("cv", "liblinear's C of LinearSVC (summed squared hinge), or cv")
+
+
+class Grids(S.Section):
+    ap_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the AP-SVM's CV tries")
+    zero_one_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the 0-1 SVM's CV tries")
+    linear_svc: GRID = S.key([0.001, 0.01, 0.1, 1.0], "C values LinearSVC's CV tries")
+
+
+class CV(S.Section):
+    folds: S.number(integer=True, low=2) = S.key(5, "stratified folds on the train half")
+    grid: Grids = S.key(Grids, "per method, the C values tried")
+
+
+class Config(S.Section):
+    """The digits experiment: every key a config may set; configs/digits.yaml sets a few."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: S.number(integer=True, low=0) = S.key(0, "seed of the stratified split and CV folds")
+    test_size: S.number(low=0, strict=True, high=1) = S.key(
+        0.5, "fraction of the images in the test half")
+    classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9",
+                             convert=_digit) = S.key(list(range(10)),
+                                                     "digits, each one-vs-rest")
+    scaler: S.choice(SCALERS) = S.key("standard", "feature scaling fit on the train half")
+    solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM solver of both RankSVMs")
+    inference: S.choice(AP_INFERENCES) = S.key(
+        "auto", "LAI method of the AP-SVM; the 0-1 SVM always uses zero_one")
+    tol: S.number(low=0) = S.key(1e-3, "RankSVM's stopping tolerance")
+    max_iter: S.number(integer=True, low=1) = S.key(1000, "RankSVM's most iterations")
+    C: CPerMethod = S.key(CPerMethod, "per method: a fixed C, or cv for k-fold CV over "
+                          "cv.grid (RankSVM's C weighs the loss-scale slack)")
+    cv: CV = S.key(CV, "cross-validation of C")
+    force: S.flag() = S.key(False, "retrain the digits and methods the run directory holds")
 
 
 # ---------------------------------------------------------------------------- data
@@ -147,7 +117,7 @@ def _estimator(cfg, name, C):
                    max_iter=cfg["max_iter"])
 
 
-def warm_up(cfg):
+def warm_up(cfg, units=None):
     """One LAI call per RankSVM method on small scores, so numba compiles (or loads) its
     kernels here and not inside the first timed fit."""
     scores = np.random.default_rng(0).normal(size=40)
@@ -171,23 +141,31 @@ def fit_one(cfg, name, X, y):
     return est, float(C), "fixed", time.perf_counter() - start
 
 
-def train_all(cfg, data, progress=True):
-    """Every class x method: a frame with the columns RUN_COLUMNS."""
-    X_train, X_test, y_train, y_test, _ = data
-    rows = []
-    for digit in tqdm(cfg["classes"], desc="digits one-vs-rest", unit="class",
-                      disable=not progress):
-        y_tr, y_te = y_train == digit, y_test == digit
-        for name, loss in METHODS.items():
-            est, C, C_from, train_s = fit_one(cfg, name, X_train, y_tr)
-            ap = average_precision_score(y_te, est.decision_function(X_test))
-            record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
-                      "test_ap": float(ap), "train_s": float(train_s)}
-            if loss is not None:
-                record.update(lai_calls=est.lai_calls_, lai_time_s=est.lai_time_,
-                              n_iter=est.n_iter_, converged=est.converged_)
-            rows.append(record)
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+def settings(cfg, data):
+    """What a digit x method record depends on besides the unit: the split and scaled data
+    and every key but the selection of digits."""
+    sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
+    return {"data": data[-1], "data_sha256": sha,
+            **{k: v for k, v in cfg.items() if k not in ("classes", "force")}}
+
+
+def units(cfg, data):
+    """One unit per digit and method, digits outer."""
+    return [(digit, name) for digit in cfg["classes"] for name in METHODS]
+
+
+def run_unit(run, unit):
+    """Fit method `name` for `digit` one-vs-rest and rank the test half: a row of runs.csv."""
+    digit, name = unit
+    X_train, X_test, y_train, y_test, _ = run.data
+    est, C, C_from, train_s = fit_one(run.cfg, name, X_train, y_train == digit)
+    ap = average_precision_score(y_test == digit, est.decision_function(X_test))
+    record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
+              "test_ap": float(ap), "train_s": float(train_s)}
+    if METHODS[name] is not None:
+        record.update(lai_calls=int(est.lai_calls_), lai_time_s=float(est.lai_time_),
+                      n_iter=int(est.n_iter_), converged=bool(est.converged_))
+    return record
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -237,27 +215,17 @@ def summary(cfg, runs, note):
     ]) + "\n"
 
 
-def run(config, out_dir=None, progress=True):
-    """Train and evaluate every selected digit and method, write the run directory, and
-    return its path.
-
-    `out_dir` None writes to results/digits/<UTC time>-<random>/ under the working directory,
-    which is claimed (and checked writable) before training; the results are written when
-    every fit is done, each file atomically.
-    """
-    cfg = resolve(config)
-    data = load_data(cfg)
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
-    warm_up(cfg)
-    runs = train_all(cfg, data, progress)
+def write(run, records):
+    """runs.csv, table.csv (test AP per digit and method) and table.md."""
+    runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
-        with atomic_path(out / name) as tmp:
+        with atomic_path(run.out / name) as tmp:
             frame.to_csv(tmp, index=False)
-    write_text(out / "table.md", summary(cfg, runs, data[-1]))
-    write_text(out / "config.yaml", dump_config(cfg))
-    # the checksum of the arrays the fits saw (split and scaled)
-    write_provenance(out, cfg["seed"], data[-1], cfg, digest_arrays(*data[:4]))
-    return out
+    write_text(run.out / "table.md", summary(run.cfg, runs, run.data[-1]))
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, warm_up=warm_up)
 
 
 def results_table(run_dir):

@@ -147,9 +147,10 @@ GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
 
 # ---------------------------------------------------------------------------- config
 
-def load_config(path=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path`, then by the non-None `overrides`; checked."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+def load_config(path=None, sets=None, **overrides):
+    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
+    then by the non-None `overrides`; checked."""
+    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
 
 
 def resolve(config):
@@ -648,7 +649,7 @@ def _settings(cfg, splits):
         nms_threshold=float(cfg["nms_threshold"]))
 
 
-def run(config, out_dir=None, progress=True):
+def run(config, out_dir=None, progress=True, overrides=()):
     """Train every selected class x method (resuming), evaluate on test, write Table 5;
     return the run directory.
 
@@ -698,7 +699,7 @@ def run(config, out_dir=None, progress=True):
     note = data_note(splits)
     write_tables(out, records, cfg, note, is_synthetic(splits))
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], note, settings, settings["data_sha256"])
+    write_provenance(out, cfg["seed"], note, settings, settings["data_sha256"], overrides)
     return out
 
 

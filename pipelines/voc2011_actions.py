@@ -172,14 +172,15 @@ DEFAULTS = {
 
 # ---------------------------------------------------------------------------- config
 
-def load_config(path=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path`, then by the non-None `overrides`; checked.
+def load_config(path=None, sets=None, **overrides):
+    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
+    then by the non-None `overrides`; checked.
 
     `overrides` may hold a partial ``figures`` mapping; its None entries are dropped too.
     """
     if isinstance(overrides.get("figures"), dict):
         overrides["figures"] = {k: v for k, v in overrides["figures"].items() if v is not None}
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
 
 
 def resolve(config):
@@ -486,7 +487,7 @@ def _digest(split):
     return digest_arrays(X.data, X.indices, X.indptr, np.asarray(X.shape), split.labels)
 
 
-def run(config, out_dir=None, progress=True):
+def run(config, out_dir=None, progress=True, overrides=()):
     """Train every selected class x method (resuming), write Tables 1-4; return the run dir.
 
     `out_dir` None writes to results/voc2011_actions/<UTC time>-tables-<random>/. Every
@@ -534,7 +535,8 @@ def run(config, out_dir=None, progress=True):
     records = [r for r in store.records("*__*.json") if "method" in r]
     write_tables(out, records, cfg, data_note(splits), is_synthetic(splits))
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], data_note(splits), settings, settings["data_sha256"])
+    write_provenance(out, cfg["seed"], data_note(splits), settings, settings["data_sha256"],
+                     overrides)
     return out
 
 

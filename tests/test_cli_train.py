@@ -2,6 +2,7 @@
 driven through click's CliRunner on tiny subsamples of the synthetic VOC2011 action data."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -104,6 +105,47 @@ def test_train_error_keeps_earlier_results(tiny_config, tmp_path):
 
 def test_experiments_lists_the_pipelines():
     assert "voc2011_actions" in experiments() and "_io" not in experiments()
+    assert "scaling" not in experiments()  # a benchmark, not an experiment
+
+
+def test_train_set_overrides_keys_and_records_them(tiny_config, tmp_path):
+    out = tmp_path / "run"
+    result = invoke("train", "--config", tiny_config, "--set", "methods=[0-1]",
+                    "--set", "classes=[phoning]", "--set", "C.01=10", "--out", out)
+    assert result.exit_code == 0, result.output
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["methods"] == ["0-1"] and config["classes"] == ["phoning"]
+    assert config["C"]["01"] == 10 and config["max_boxes"] == TINY["max_boxes"]
+    provenance = json.loads((out / "provenance.json").read_text())
+    sets = ["methods=[0-1]", "classes=[phoning]", "C.01=10"]
+    assert provenance["overrides"] == sets and provenance["commands"][-1]["overrides"] == sets
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("C.svc=1", "digits.yaml: unknown config key 'C.svc'; allowed keys in 'C': ap_svm, "
+                "zero_one_svm, linear_svc"),
+    ("cv.folds=" + "x" * 500, "cv.folds: expected a finite integer >= 2; got 'xxx"),
+    ("seed", "--set 'seed': expected KEY=VALUE"),
+])
+def test_train_bad_set_is_one_line_and_writes_nothing(tmp_path, setting, message):
+    config = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
+    result = invoke("train", "--config", config, "--set", setting, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and message in result.output, result.output
+    assert result.output.count("\n") == 1 and len(result.output) < 300, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_show_prints_the_defaults_with_help():
+    from pipelines import _runner, digits
+
+    result = invoke("config", "show", "digits")
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.output) == _runner.resolve(digits.SPEC, {})
+    lines = result.output.splitlines()
+    assert len(lines) == 20 and all("  # " in line for line in lines)
+    assert "  ap_svm: cv  # C of the AP-SVM, or cv" in lines
+    assert invoke("config", "show", "scaling").exit_code == 2  # a benchmark: not a choice
 
 
 def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):

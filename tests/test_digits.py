@@ -9,33 +9,56 @@ import pytest
 import yaml
 from sklearn.metrics import average_precision_score
 
-from pipelines import digits
+from pipelines import _runner, digits
 from qs.estimators import RankSVM
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
 
 
+def load_config(path=None, sets=None, /, **overrides):
+    return _runner.load_config(digits.SPEC, path, sets, **overrides)
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     """Two digits, the AP-SVM's C by 2-fold CV over two values, the others fixed."""
-    cfg = digits.load_config(
+    cfg = load_config(
         classes=[3, 8], max_iter=60, tol=1e-2,
         C={"ap_svm": "cv", "zero_one_svm": 10.0, "linear_svc": 0.01},
         cv={"folds": 2, "grid": {"ap_svm": [1.0, 10.0]}},
     )
     out = tmp_path_factory.mktemp("digits") / "run"
-    return cfg, digits.run(cfg, out, progress=False)
+    return cfg, _runner.run(digits.SPEC, cfg, out, progress=False)
 
 
 def test_run_writes_its_files(small_run):
     cfg, out = small_run
     names = {p.name for p in out.iterdir()}
     assert names == {"table.csv", "table.md", "runs.csv", "config.yaml", "provenance.json",
-                     "qsrank-run.json", ".qsrank-run.lock"}
+                     "qsrank-run.json", ".qsrank-run.lock", "runs"}
+    assert len(list((out / "runs").glob("*.json"))) == 2 * len(digits.METHODS)
     assert yaml.safe_load((out / "config.yaml").read_text()) == cfg
     record = json.loads((out / "provenance.json").read_text())
     assert record["seed"] == 0
     assert record["data"].startswith("scikit-learn load_digits (1797 images, 8x8, real data)")
+
+
+def test_rerun_resumes_and_a_changed_key_retrains(small_run, tmp_path):
+    cfg, out = small_run
+    stamp = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    table = (out / "table.md").read_text()
+    _runner.run(digits.SPEC, cfg, out, progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamp
+    assert (out / "table.md").read_text() == table  # rebuilt from the stored records
+    # a new key value retrains every unit; a new digit only its own
+    copy = tmp_path / "run"
+    _runner.run(digits.SPEC, {**cfg, "classes": [3]}, copy, progress=False)
+    first = {p.name: p.stat().st_mtime_ns for p in (copy / "runs").iterdir()}
+    _runner.run(digits.SPEC, {**cfg, "classes": [3, 8]}, copy, progress=False)
+    after = {p.name: p.stat().st_mtime_ns for p in (copy / "runs").iterdir()}
+    assert all(after[name] == first[name] for name in first) and len(after) == 6
+    _runner.run(digits.SPEC, {**cfg, "classes": [3], "tol": 0.05}, copy, progress=False)
+    assert all((copy / "runs" / n).stat().st_mtime_ns != first[n] for n in first)
 
 
 def test_table_values_and_mean_row(small_run):
@@ -77,7 +100,7 @@ def test_table_matches_a_fit_by_hand(small_run):
 
 
 def test_split_is_seeded_stratified_and_scaled_on_train():
-    cfg = digits.load_config()
+    cfg = load_config()
     X_train, X_test, y_train, y_test, note = digits.load_data(cfg)
     assert X_train.shape == (898, 64) and X_test.shape == (899, 64)
     assert np.abs(np.bincount(y_train) - np.bincount(y_test)).max() <= 1
@@ -85,43 +108,55 @@ def test_split_is_seeded_stratified_and_scaled_on_train():
     assert np.abs(X_test.mean(axis=0)).max() > 1e-3  # scaled with the train half's statistics
     again = digits.load_data(cfg)
     np.testing.assert_array_equal(again[0], X_train)
-    other = digits.load_data(digits.load_config(seed=1))
+    other = digits.load_data(load_config(seed=1))
     assert not np.array_equal(other[2], y_train)
     assert "898 train / 899 test" in note
 
 
 def test_classes_given_as_text_are_digits():
-    assert digits.load_config(classes=["3", "8"])["classes"] == [3, 8]
+    assert load_config(classes=["3", "8"])["classes"] == [3, 8]
 
 
 def test_shipped_config_loads():
-    cfg = digits.load_config(CONFIG)
+    cfg = load_config(CONFIG)
     assert cfg["experiment"] == "digits" and cfg["classes"] == list(range(10))
     assert cfg["C"] == {name: "cv" for name in digits.METHODS}
 
 
 @pytest.mark.parametrize("overrides,match", [
-    ({"epochs": 3}, r"unknown config key\(s\) 'epochs'"),
-    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"unknown config key\(s\) 'svc' in 'C'"),
-    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'rbf' in 'cv.grid'"),
-    ({"experiment": "scaling"}, "experiment must be 'digits'"),
-    ({"classes": [3, 10]}, "distinct digits 0-9"),
-    ({"classes": []}, "distinct digits 0-9"),
-    ({"classes": ["three"]}, "distinct digits 0-9"),
-    ({"test_size": 1.0}, r"test_size must be a fraction in \(0, 1\)"),
-    ({"scaler": "robust"}, "scaler must be one of standard, minmax"),
-    ({"inference": "chakrabarti"}, "inference must be one of"),
-    ({"C": {"ap_svm": -1}}, "C.ap_svm must be a finite number > 0"),
-    ({"cv": {"folds": 1}}, "cv.folds must be a finite integer >= 2"),
-    ({"cv": {"grid": {"linear_svc": []}}}, "cv.grid.linear_svc must be a non-empty list"),
+    ({"epochs": 3}, r"^unknown config key 'epochs'; allowed keys: experiment, seed"),
+    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"^unknown config key 'C.svc'; allowed keys in 'C'"),
+    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'cv.grid.rbf'; allowed keys in 'cv.grid'"),
+    ({"experiment": "scaling"}, "^experiment: expected one of digits; got 'scaling'$"),
+    ({"classes": [3, 10]}, r"^classes: expected .*distinct digits 0-9; got entry 1: 10 "),
+    ({"classes": []}, r"^classes: expected a non-empty list of distinct digits 0-9; got \[\]$"),
+    ({"classes": ["three"]}, "got entry 0: 'three'"),
+    ({"classes": [3, 3]}, r"got \[3, 3\] \(with repeats\)"),
+    ({"test_size": 1.0}, r"^test_size: expected a finite number > 0 and < 1; got 1.0$"),
+    ({"scaler": "robust"}, "^scaler: expected one of standard, minmax; got 'robust'$"),
+    ({"inference": "chakrabarti"}, "^inference: expected one of .*; got 'chakrabarti'$"),
+    ({"C": {"ap_svm": -1}}, "^C.ap_svm: expected a finite number > 0 or 'cv'; got -1$"),
+    ({"C": 5}, "^C: expected a mapping of keys; got 5$"),
+    ({"seed": True}, "^seed: expected a finite integer >= 0; got True$"),
+    ({"cv": {"folds": 1}}, "^cv.folds: expected a finite integer >= 2; got 1$"),
+    ({"cv": {"grid": {"linear_svc": []}}}, "^cv.grid.linear_svc: expected a non-empty list"),
+    ({"cv": {"grid": {"linear_svc": [1, -2]}}}, "got entry 1: -2$"),
 ])
 def test_bad_config_is_rejected(overrides, match):
     with pytest.raises(ValueError, match=match):
-        digits.load_config(**overrides)
+        load_config(**overrides)
 
 
 def test_config_file_errors_name_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("experiment: digits\nlearning_rate: 0.1\n")
-    with pytest.raises(ValueError, match=r"bad\.yaml: unknown config key\(s\) 'learning_rate'"):
-        digits.load_config(path)
+    with pytest.raises(ValueError, match=r"bad\.yaml: unknown config key 'learning_rate'"):
+        load_config(path)
+
+
+def test_set_overrides_lay_over_the_file():
+    cfg = load_config(CONFIG, {"C": {"ap_svm": 10}, "cv": {"folds": 3}})
+    assert cfg["C"] == {"ap_svm": 10, "zero_one_svm": "cv", "linear_svc": "cv"}
+    assert cfg["cv"]["folds"] == 3 and cfg["cv"]["grid"] == _runner.resolve(digits.SPEC, {})["cv"]["grid"]
+    with pytest.raises(ValueError, match=r"digits\.yaml: unknown config key 'C.svc'"):
+        load_config(CONFIG, {"C": {"svc": 1}})

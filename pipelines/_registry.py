@@ -1,0 +1,26 @@
+"""The experiments: what a config's `experiment` key may name and `qsrank train` runs.
+
+Benchmarks (scaling, replay, cold start, ...) are not experiments: they time code, and run
+as `qsrank bench`. Modules load on first use, so listing the names imports nothing.
+"""
+
+import importlib
+
+EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
+
+
+def experiment(name):
+    """The module of experiment `name`; ValueError naming the known ones otherwise."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
+    return importlib.import_module(f"pipelines.{name}")
+
+
+def schema(name):
+    """The declared config model of experiment `name`; ValueError when it declares none."""
+    spec = getattr(experiment(name), "SPEC", None)
+    model = getattr(spec, "schema", None)
+    if model is None:
+        raise ValueError(f"experiment {name} declares no config schema; its keys and defaults "
+                         f"are DEFAULTS in pipelines/{name}.py")
+    return model

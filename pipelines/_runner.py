@@ -1,0 +1,113 @@
+"""The one experiment runner: resolve the config, load the data, claim the run directory,
+resume the finished units of work, warm up, train the units left with a progress bar, then
+write the tables, figures, config and provenance.
+
+An experiment declares what differs (:class:`Experiment`): its config schema, its data, the
+settings its results depend on, its units of work (class x method, data set x method x seed,
+...), how to run one, and how to turn the finished records into tables and figures.
+"""
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from pipelines import _config, _schema
+from pipelines._config import dump_config, new_run_dir
+from pipelines._io import write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import RunStore, claim_run_dir, settings_key
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment as the runner sees it.
+
+    - `schema`: the pydantic model of its config (pipelines._schema.Section);
+    - `load_data(cfg)`: the data every unit reads;
+    - `settings(cfg, data)`: what a unit's record depends on besides the unit itself, with the
+      keys ``data`` (a note naming the data) and ``data_sha256``; a stored record is reused
+      only under the same settings and code;
+    - `units(cfg, data)`: the units of work, tuples of names (stored as runs/<a>__<b>.json);
+    - `warm_up(cfg, units)`: compile (or load) the kernels the units left will call;
+    - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
+    - `write(run, records)`: the tables and figures, from the records of every unit in order.
+    """
+
+    name: str
+    schema: Any
+    load_data: Callable
+    settings: Callable
+    units: Callable
+    run_unit: Callable
+    write: Callable
+    warm_up: Callable = lambda cfg, units: None
+    kind: str = "tables"
+    unit_label: str = "unit"
+
+
+@dataclass
+class Run:
+    """What a unit and the writers see: the resolved config, the data, the run directory and
+    its store of finished units."""
+
+    cfg: dict
+    data: Any
+    out: Any
+    store: RunStore
+
+
+def resolve(experiment, config):
+    """The full config of `experiment`: its schema's defaults updated by `config`."""
+    return _schema.validate(experiment.schema, config)
+
+
+def load_config(experiment, path=None, sets=None, /, **overrides):
+    """The schema's defaults, updated by the YAML file at `path` with the `--set` mapping
+    `sets` laid over it, then by the non-None `overrides`; checked. Errors name the file."""
+    return _config.load_config(path, {}, lambda c: resolve(experiment, c), overrides, sets)
+
+
+def unit_name(unit):
+    """The store name of a unit: its parts joined by '__'."""
+    return "__".join(map(str, unit))
+
+
+def run(experiment, config, out_dir=None, progress=True, overrides=()):
+    """Run every unit of `experiment` not already finished in the run directory under the same
+    settings, write its outputs, and return the directory.
+
+    `out_dir` None writes to results/<experiment>/<UTC time>-<random>/. The config is checked
+    and the data loaded before the directory is claimed, so a bad config writes nothing; each
+    finished unit is stored at once, so an interrupted run loses at most the unit under way.
+    `overrides`: the command line's `--set` items, recorded in the provenance.
+    """
+    cfg = resolve(experiment, config)
+    data = experiment.load_data(cfg)
+    out = claim_run_dir(out_dir or new_run_dir(experiment.name), experiment.name,
+                        experiment.kind)
+    settings = settings_key(**experiment.settings(cfg, data))
+    store = RunStore(out, settings)
+    state = Run(cfg, data, out, store)
+    units = experiment.units(cfg, data)
+    left = [u for u in units if cfg.get("force") or not store.done(unit_name(u))]
+    if progress:
+        done = len(units) - len(left)
+        status = ("up to date" if not left else
+                  f"resuming: {done} of {len(units)} units done" if done else None)
+        if status:
+            print(f"{experiment.name}: {status}", file=sys.stderr)
+    if left:
+        experiment.warm_up(cfg, left)
+    with tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+              disable=not progress) as bar:
+        for unit in left:
+            bar.set_postfix_str(" ".join(map(str, unit)))
+            store.put(unit_name(unit), experiment.run_unit(state, unit))
+            bar.update()
+    experiment.write(state, [store.get(unit_name(u)) for u in units])
+    write_text(out / "config.yaml", dump_config(cfg))
+    write_provenance(out, cfg.get("seed"), settings["data"], settings,
+                     settings["data_sha256"], overrides)
+    return out

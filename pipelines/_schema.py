@@ -1,0 +1,272 @@
+"""Declared experiment configs: a pydantic model per experiment (types, defaults, one line of
+help per key), validated into the plain dict the pipeline reads, with one-line errors that
+name the key path, what was expected and what was given.
+
+The leaf types below keep a value as given (an integer stays an integer, so tables print the
+C or the grid a config wrote) and state what they expect in words the errors reuse.
+"""
+
+import copy
+import math
+import numbers
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
+
+#: the longest given value an error message quotes
+SHOWN = 60
+
+
+class Section(BaseModel):
+    """A mapping of declared keys; any other key is an error."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Expected(ValueError):
+    """A value that is not what a key expects; the message says what it expects, and `given`
+    (when set) what was given in its place (e.g. the bad entry of a list)."""
+
+    def __init__(self, expected, given=None):
+        super().__init__(expected)
+        self.given = given
+
+
+def _leaf(check, expected):
+    """An annotated type whose validator `check(value)` returns the value or raises Expected."""
+    def validate(value):
+        try:
+            return check(value)
+        except Expected:
+            raise
+        except (TypeError, ValueError):
+            raise Expected(expected) from None
+    return PlainValidator(validate, json_schema_input_type=Any)
+
+
+def number(*, integer=False, low=None, strict=False, high=None, high_strict=True):
+    """A finite integer (or real, unless `integer`), not a boolean, within the given bounds;
+    numpy scalars are accepted and stored as plain Python numbers."""
+    kind = "integer" if integer else "number"
+    bounds = [f"{'>' if strict else '>='} {low}" if low is not None else "",
+              f"{'<' if high_strict else '<='} {high}" if high is not None else ""]
+    expected = " ".join(["a finite", kind, " and ".join(b for b in bounds if b)]).strip()
+
+    def check(value):
+        if isinstance(value, bool) or not isinstance(
+                value, numbers.Integral if integer else numbers.Real):
+            raise Expected(expected)
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
+        ok = math.isfinite(value)
+        if ok and low is not None:
+            ok = value > low if strict else value >= low
+        if ok and high is not None:
+            ok = value < high if high_strict else value <= high
+        if not ok:
+            raise Expected(expected)
+        return value
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def choice(allowed):
+    """One of the strings `allowed`."""
+    allowed = tuple(allowed)
+    expected = f"one of {', '.join(allowed)}"
+
+    def check(value):
+        if not isinstance(value, str) or value not in allowed:
+            raise Expected(expected)
+        return value
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def member(allowed, expected):
+    """One of the values `allowed` (not a boolean); `expected` says which in words."""
+    allowed = tuple(allowed)
+
+    def check(value):
+        if isinstance(value, bool) or value not in allowed:
+            raise Expected(expected)
+        return value
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def optional(leaf, what="null"):
+    """`leaf`, or None."""
+    inner = leaf.__metadata__[0].func
+
+    def check(value):
+        if value is None:
+            return None
+        try:
+            return inner(value)
+        except Expected as err:
+            raise Expected(f"{what} or {err}") from None
+    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
+
+
+def either(leaf, literal):
+    """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
+    inner = leaf.__metadata__[0].func
+
+    def check(value):
+        if value == literal and isinstance(value, str):
+            return value
+        try:
+            return inner(value)
+        except Expected as err:
+            raise Expected(f"{err} or {literal!r}") from None
+    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
+
+
+def flag():
+    """true or false."""
+    def check(value):
+        if not isinstance(value, bool):
+            raise Expected("true or false")
+        return value
+    return Annotated[Any, _leaf(check, "true or false")]
+
+
+def text():
+    """A string (a path, a name)."""
+    def check(value):
+        if not isinstance(value, str):
+            raise Expected("a string")
+        return value
+    return Annotated[Any, _leaf(check, "a string")]
+
+
+def distinct_list(leaf, what, *, convert=None):
+    """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
+    inner = leaf.__metadata__[0].func
+    expected = f"a non-empty list of distinct {what}"
+
+    def check(value):
+        if not isinstance(value, list) or not value:
+            raise Expected(expected)
+        out = []
+        for k, entry in enumerate(value):
+            try:
+                out.append(inner(convert(entry) if convert else entry))
+            except Expected as err:
+                raise Expected(expected, f"entry {k}: {_shown(entry)} (not {err})") from None
+        if len(set(map(repr, out))) != len(out):
+            raise Expected(expected, f"{_shown(value)} (with repeats)")
+        return out
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def c_grid():
+    """A non-empty list of C values > 0 (a cross-validation grid)."""
+    entry = number(low=0, strict=True).__metadata__[0].func
+
+    def check(value):
+        if not isinstance(value, list) or not value:
+            raise Expected("a non-empty list of C values > 0")
+        for k, c in enumerate(value):
+            try:
+                entry(c)
+            except Expected:
+                raise Expected("a non-empty list of C values > 0",
+                               f"entry {k}: {_shown(c)}") from None
+        return [entry(c) for c in value]
+    return Annotated[Any, _leaf(check, "a non-empty list of C values > 0")]
+
+
+def key(default, help):  # noqa: A002 - the word the config docs use
+    """A declared key: its default (a Section class: that section's defaults) and its one line
+    of help."""
+    if isinstance(default, type) and issubclass(default, BaseModel):
+        return Field(default_factory=default, description=help)
+    if isinstance(default, (list, dict)):
+        return Field(default_factory=lambda: copy.deepcopy(default), description=help)
+    return Field(default, description=help)
+
+
+def validate(model, config):
+    """`config` (a mapping) checked against `model`: the resolved plain dict, or a ValueError
+    of one line naming the key path, what was expected and what was given."""
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a mapping of keys; got {_shown(config)}")
+    try:
+        return model.model_validate(config).model_dump()
+    except ValidationError as err:
+        raise ValueError(error_line(model, err.errors()[0])) from None
+
+
+def error_line(model, error):
+    """One pydantic error as one line of text."""
+    loc = [str(part) for part in error["loc"]]
+    path = ".".join(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(model, loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else ""
+        where = f" in {'.'.join(loc[:-1])!r}" if len(loc) > 1 else ""
+        return f"unknown config key {path!r}; allowed keys{where}: {allowed}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{path}: expected a mapping of keys; got {_shown(error['input'])}"
+    ctx_error = error.get("ctx", {}).get("error")
+    if isinstance(ctx_error, Expected):
+        given = ctx_error.given or _shown(error["input"])
+        return f"{path}: expected {ctx_error}; got {given}"
+    message = str(ctx_error) if ctx_error is not None else error["msg"]
+    return f"{path}: {message}" if path else message
+
+
+def _model_at(model, loc):
+    """The model class of the section at key path `loc` (None when it is no section)."""
+    for part in loc:
+        field = model.model_fields.get(part)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+    return model
+
+
+def _shown(value):
+    """`value` as a config would write it, cut to SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
+def help_lines(model, defaults=None, indent=""):
+    """The keys of `model` with their defaults (or `defaults`, a resolved config) and one line
+    of help each, as YAML a config could start from."""
+    defaults = model().model_dump() if defaults is None else defaults
+    lines = []
+    for name, field in model.model_fields.items():
+        value, help_text = defaults[name], field.description or ""
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            lines.append(f"{indent}{name}:{'  # ' + help_text if help_text else ''}")
+            lines += help_lines(sub, value, indent + "  ")
+            continue
+        shown = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+        shown = shown.removesuffix("\n...").removesuffix("...").strip()
+        lines.append(f"{indent}{name}: {shown}{'  # ' + help_text if help_text else ''}")
+    return lines
+
+
+def parse_sets(items):
+    """`--set key.path=value` items as a nested mapping; each value read as a YAML scalar
+    (or flow list/mapping), so `C.ap=10` gives the number 10 and `methods=[ap, 0-1]` a list."""
+    out = {}
+    for item in items:
+        path, sep, raw = item.partition("=")
+        names = path.strip().split(".")
+        if not sep or not all(names):
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY a dotted key path")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ValueError(f"--set {item!r}: the value is not a YAML scalar") from None
+        node = out
+        for name in names[:-1]:
+            node = node.setdefault(name, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {item!r}: {name} is set to a value above")
+        node[names[-1]] = value
+    return out

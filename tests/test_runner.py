@@ -1,0 +1,88 @@
+"""The experiment runner (pipelines/_runner.py) on a toy experiment: units run once and
+resume, outputs and provenance are written, a bad config writes nothing."""
+
+import json
+
+import pytest
+import yaml
+
+from pipelines import _runner
+from pipelines import _schema as S
+
+CALLS = []
+
+
+class Toy(S.Section):
+    experiment: S.choice(["toy"]) = S.key("toy", "the pipeline")
+    seed: S.number(integer=True, low=0) = S.key(0, "seed")
+    items: S.distinct_list(S.choice("abcd"), "letters a-d") = S.key(["a", "b"], "units")
+    scale: S.number() = S.key(1.0, "scales every value")
+    force: S.flag() = S.key(False, "rerun finished units")
+
+
+def _unit(run, unit):
+    CALLS.append(unit)
+    return {"item": unit[0], "value": run.data[unit[0]] * run.cfg["scale"]}
+
+
+def _write(run, records):
+    (run.out / "table.md").write_text(
+        "\n".join(f"{r['item']} {r['value']}" for r in records) + "\n")
+
+
+TOY = _runner.Experiment(
+    name="toy", schema=Toy, load_data=lambda cfg: {"a": 1, "b": 2, "c": 3, "d": 4},
+    settings=lambda cfg, data: {"data": "toy data", "data_sha256": "0" * 64,
+                                "scale": cfg["scale"]},
+    units=lambda cfg, data: [(item,) for item in cfg["items"]], run_unit=_unit, write=_write,
+    warm_up=lambda cfg, units: CALLS.append(("warm", len(units))))
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    CALLS.clear()
+
+
+def test_units_run_once_then_resume(tmp_path, capsys):
+    out = _runner.run(TOY, {}, tmp_path / "run", overrides=["scale=1"])
+    assert CALLS == [("warm", 2), ("a",), ("b",)]
+    assert (out / "table.md").read_text() == "a 1.0\nb 2.0\n"
+    assert yaml.safe_load((out / "config.yaml").read_text())["items"] == ["a", "b"]
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["overrides"] == ["scale=1"] and provenance["data"] == "toy data"
+    CALLS.clear()
+    _runner.run(TOY, {"items": ["a", "b", "c"]}, out)
+    assert CALLS == [("warm", 1), ("c",)]
+    assert "toy: resuming: 2 of 3 units done" in capsys.readouterr().err
+    CALLS.clear()
+    _runner.run(TOY, {"items": ["c", "a"]}, out)
+    assert CALLS == [] and "toy: up to date" in capsys.readouterr().err
+    assert (out / "table.md").read_text() == "c 3.0\na 1.0\n"  # the units' order
+
+
+def test_changed_settings_or_force_rerun(tmp_path):
+    out = _runner.run(TOY, {}, tmp_path / "run", progress=False)
+    CALLS.clear()
+    _runner.run(TOY, {"scale": 2.0}, out, progress=False)
+    assert CALLS == [("warm", 2), ("a",), ("b",)]
+    assert (out / "table.md").read_text() == "a 2.0\nb 4.0\n"
+    CALLS.clear()
+    _runner.run(TOY, {"scale": 2.0, "force": True}, out, progress=False)
+    assert CALLS == [("warm", 2), ("a",), ("b",)]
+
+
+def test_a_bad_config_writes_nothing(tmp_path):
+    with pytest.raises(ValueError, match="^unknown config key 'colour'"):
+        _runner.run(TOY, {"colour": 1}, tmp_path / "run")
+    with pytest.raises(ValueError, match="^items: expected a non-empty list"):
+        _runner.run(TOY, {"items": ["e"]}, tmp_path / "run")
+    assert not (tmp_path / "run").exists() and CALLS == []
+
+
+def test_load_config_lays_sets_over_the_file(tmp_path):
+    path = tmp_path / "toy.yaml"
+    path.write_text("experiment: toy\nitems: [d]\nscale: 3\n")
+    cfg = _runner.load_config(TOY, path, {"scale": 5}, seed=2)
+    assert (cfg["items"], cfg["scale"], cfg["seed"]) == (["d"], 5, 2)
+    with pytest.raises(ValueError, match=r"toy\.yaml: scale: expected a finite number; got 'x'"):
+        _runner.load_config(TOY, path, {"scale": "x"})
