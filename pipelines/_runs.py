@@ -5,7 +5,9 @@ a figure), each reused only under the same code, data and settings.
 A run directory holds a marker, ``qsrank-run.json``, naming the experiment and the kind of
 run (tables, figure, ...) that writes there; another experiment or kind is refused, so that
 `--out` pointed at the wrong directory never overwrites that run's config, provenance or
-tables. Every error is a ValueError, which the CLI shows as one line.
+tables. One process at a time writes a run directory: it holds the directory's lock file,
+``.qsrank-run.lock``, and a second is refused naming it. Every error is a ValueError, which
+the CLI shows as one line.
 """
 
 import hashlib
