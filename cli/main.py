@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -79,8 +80,17 @@ def _report_compiles():
 
 @click.group()
 @click.version_option(_version(), prog_name="qsrank")
-def main():
+@click.pass_context
+def main(ctx):
     """Exact loss-augmented inference for AP and NDCG losses (Mohapatra et al., CVPR 2018)."""
+    ctx.call_on_close(_release_run_dirs)
+
+
+def _release_run_dirs():
+    """After a command: release the run directories it claimed (if it loaded the pipelines)."""
+    runs = sys.modules.get("pipelines._runs")
+    if runs is not None:
+        runs.release_run_dirs()
 
 
 @main.command()

@@ -5,7 +5,9 @@ a figure), each reused only under the same code, data and settings.
 A run directory holds a marker, ``qsrank-run.json``, naming the experiment and the kind of
 run (tables, figure, ...) that writes there; another experiment or kind is refused, so that
 `--out` pointed at the wrong directory never overwrites that run's config, provenance or
-tables. Every error is a ValueError, which the CLI shows as one line.
+tables. One process at a time writes a run directory: it holds the directory's lock file,
+``.qsrank-run.lock``, and a second is refused naming it. Every error is a ValueError, which
+the CLI shows as one line.
 """
 
 import hashlib
@@ -31,8 +33,8 @@ def claim_run_dir(out, experiment, kind):
     Accepted: a new or empty directory, or one that holds a run of the same experiment and
     kind (it resumes). Refused: a run of another experiment or kind, a non-empty directory
     that is no qsrank run, and a directory another process is writing: the directory's lock
-    (`LOCK`) is held from here until this process ends, so one process at a time writes a
-    run. The temporary files a killed run left are removed.
+    (`LOCK`) is held from here until this process ends or calls `release_run_dirs`, so one
+    process at a time writes a run. The temporary files a killed run left are removed.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -79,8 +81,16 @@ def _check_owner(out, mine):
 _HELD = {}  # the run directories this process holds the lock of
 
 
+def release_run_dirs():
+    """Release the locks of the run directories this process holds (and remove their lock
+    files): for a caller whose runs are over, such as the CLI after each command."""
+    while _HELD:
+        _HELD.popitem()[1].release()
+
+
 def _lock(out):
-    """Hold the lock of run directory `out` until this process ends (taken once)."""
+    """Hold the lock of run directory `out` until this process ends or calls
+    `release_run_dirs` (taken once)."""
     key = out.resolve()
     if key not in _HELD or not _HELD[key].held():
         _HELD[key] = OutputLock(out / LOCK, f"output directory {out}").acquire()

@@ -1,6 +1,7 @@
-"""The box-feature store (qs/data/store.py), the conversion into it (qs/data/convert.py) and
-`qsrank load cnn`: layout, identity with the in-memory data, checksums, resuming after an
-interrupt, a reader that crashes its process, and bad input."""
+"""The box-feature store (qs/data/store.py), the conversion into it (qs/data/convert.py),
+`qsrank load cnn` and `qsrank load verify`: layout, identity with the in-memory data,
+checksums verified as chunks are read, resuming after an interrupt, kills inside the
+writer's crash windows, a reader that crashes its process, and bad input."""
 
 import os
 import signal

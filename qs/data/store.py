@@ -33,6 +33,7 @@ the progress records, which the next writer of that path removes if a kill came 
 it is read (`StoreDamaged` names the store and the chunk); `BoxStore.verify` checks them all.
 """
 
+import asyncio
 import functools
 import glob
 import hashlib
@@ -202,7 +203,8 @@ def _verified_class():
             if expected is None:
                 return await self._store.get(key, prototype, byte_range)
             whole = await self._store.get(key, prototype)
-            if whole is None or hashlib.sha256(whole.as_numpy_array()).hexdigest() != expected:
+            if whole is None or await asyncio.to_thread(  # hashed off zarr's event loop
+                    _sha256, whole.as_numpy_array()) != expected:
                 name, _, chunk = key.partition("/")
                 raise StoreDamaged(
                     f"{self.where}: {name} chunk {chunk} "
@@ -506,6 +508,10 @@ def _remove_stale_temporaries(path, partial):
 def _partial(path):
     path = Path(path)
     return path.with_name(path.name + PARTIAL)
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
 
 
 def _file_sha256(path):
