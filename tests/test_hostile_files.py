@@ -255,3 +255,39 @@ def test_bench_out_of_memory_is_one_line_naming_the_setting(tmp_path, monkeypatc
     assert result.exit_code == 1, result.output
     assert result.output == ("Error: out of memory timing the sizes of presets.quick.negatives "
                              "(stop 200); lower its stop\n")
+
+
+# --- formats without a length: every check they allow -----------------------------------------
+
+def test_text_files_cut_short_mid_line_are_refused(tmp_path):
+    list_path = write_poselet(tmp_path)
+    feature = tmp_path / "2011_000001_1.feature"
+    feature.write_bytes(feature.read_bytes()[:-2])  # "... 2401:0.3\n" -> "... 2401:0."
+    with pytest.raises(ValueError, match=r"2011_000001_1\.feature: the last line ends without a "
+                                         r"newline; the file looks cut short"):
+        load_poselet(list_path)
+    feature.write_bytes(feature.read_bytes() + b"3\n")
+    load_poselet(list_path)  # whole again
+    list_path.write_bytes(list_path.read_bytes()[:-1])
+    with pytest.raises(ValueError, match=r"trainval\.txt: the last line ends without a newline"):
+        load_poselet(list_path)
+    image_set = _config(tmp_path, "000005 1\n000007 -1\n000009 -")
+    with pytest.raises(ValueError, match=r"config\.yaml: the last line ends without a newline"):
+        load_image_set(image_set)
+    svm = tmp_path / "f.svm"
+    svm.write_text("1 1:0.5 2:1.25\n-1 3:2.0")
+    with pytest.raises(ValueError, match=r"f\.svm: the last line ends without a newline"):
+        load_features(svm)
+    latent = tmp_path / "latent.txt"
+    latent.write_text("0")
+    with pytest.raises(ValueError, match=r"latent\.txt: the last line ends without a newline"):
+        load_latent_list(latent, n_features=4)
+
+
+@pytest.mark.parametrize("image_id", ["0000\x075", "00000\xe9", "a/b", "..", "x:y"])
+def test_image_ids_are_portable_file_names(tmp_path, image_id):
+    path = tmp_path / "trainval.txt"
+    path.write_bytes(b"000005\n" + image_id.encode() + b"\n")
+    with pytest.raises(ValueError, match=r"trainval\.txt, line 2: the image id .* is not a file "
+                                         r"name of letters, digits and \._-"):
+        load_image_set(path)
