@@ -19,6 +19,7 @@ from qs.data import (
     load_features,
     load_image_set,
     load_latent_list,
+    load_npz_cache,
     load_poselet,
     load_rcnn_cache,
 )
@@ -27,12 +28,14 @@ from qs.data.formats import read_isolated
 from tests.test_data import write_poselet
 
 
-def _segfaulting_mat(path):
-    """An uncompressed v5 .mat whose type tag (byte 177) crashes scipy's reader."""
+def _segfaulting_mat(path, byte=177, value=0x0F):
+    """An uncompressed v5 .mat whose data type tag (bytes 176-177) scipy's reader looks up
+    out of its table: 0x0f07 (the issue's) crashes it or reads a zero item size, depending on
+    the memory it lands on; 0x00ff crashes it."""
     scipy.io.savemat(path, {"X": np.ones((10, 16), np.float32), "y": np.zeros(10)},
                      do_compression=False)
     raw = bytearray(path.read_bytes())
-    raw[177] = 0x0F
+    raw[byte] = value
     path.write_bytes(bytes(raw))
     return path
 
@@ -50,9 +53,7 @@ def test_a_reader_that_crashes_becomes_a_one_line_error_naming_the_file(tmp_path
 
 
 def test_a_mat_file_that_crashes_scipy_is_a_one_line_error(tmp_path):
-    """Byte 177 of this file is a type tag that scipy looks up out of its table: in a fresh
-    process it crashes; in a worker that read other files it may read a zero item size."""
-    path = _segfaulting_mat(tmp_path / "seg.mat")
+    path = _segfaulting_mat(tmp_path / "seg.mat")  # the issue's file
     with pytest.raises(ValueError, match=r"seg\.mat"):
         load_features(path)
     good = tmp_path / "good.mat"
@@ -66,8 +67,9 @@ def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
     rng = np.random.default_rng(0)
     scipy.io.savemat(tmp_path / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
                                                "feat": rng.normal(size=(1, 3))})
-    _segfaulting_mat(tmp_path / "000002.mat")
-    with pytest.raises(ValueError, match=r"000002\.mat"):
+    _segfaulting_mat(tmp_path / "000002.mat", 176, 0xFF)
+    with pytest.raises(ValueError, match=r"000002\.mat: the reader process died \(killed by "
+                                         r"SIGSEGV\)"):
         load_rcnn_cache(tmp_path)
 
 
@@ -110,7 +112,7 @@ def test_lists_and_data_files_on_devices_or_fifos_are_refused(tmp_path, target):
     for name, read in [("list.txt", load_poselet), ("set.txt", load_image_set),
                        ("latent.txt", lambda p: load_latent_list(p, n_features=4)),
                        ("f.svm", load_features), ("f.mat", load_features),
-                       ("000001.mat", load_rcnn_cache),
+                       ("000001.mat", load_rcnn_cache), ("cache.npz", load_npz_cache),
                        ("data_batch_1.bin", read_binary_batch)]:
         link = tmp_path / name
         link.symlink_to(target)

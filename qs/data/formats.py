@@ -346,6 +346,7 @@ def load_npz_cache(path):
     """Read back a `PoseletData` saved from `cache_arrays`, every field checked against the
     others (one row of each per box)."""
     path = Path(path)
+    check_regular(path, "the .npz cache")
     with _open_npz(path) as npz:
         arrays = _npz_arrays(path, npz, _CACHE_KEYS)
     X, _ = _checked(path, _x_from(path, arrays), arrays["y"], None)
