@@ -14,7 +14,7 @@ import qs.data.poselet as poselet_module
 from cli.main import main
 from click.testing import CliRunner
 from pipelines import scaling
-from pipelines._yaml import CONFIG_BYTES, read_config
+from pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 from qs.data import (
     load_features,
     load_image_set,
@@ -293,3 +293,9 @@ def test_image_ids_are_portable_file_names(tmp_path, image_id):
     with pytest.raises(ValueError, match=r"trainval\.txt, line 2: the image id .* is not a file "
                                          r"name of letters, digits and \._-"):
         load_image_set(path)
+
+
+def test_parse_yaml_reads_a_command_line_value_by_the_config_rules():
+    assert parse_yaml("1e-5") == 1e-5 and parse_yaml("[ap, 0-1]") == ["ap", "0-1"]
+    with pytest.raises(ValueError, match="anchors and aliases"):
+        parse_yaml("[&a 1, *a]")
