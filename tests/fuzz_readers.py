@@ -10,8 +10,9 @@ read by the reader the pipelines use. Every read ends one of these ways:
 - ``crash`` (the reading process died), ``other`` (another exception type), ``hang``.
 
 The reads run in a spawned worker process, replaced when a read kills it or hangs, so that
-a reader that crashes or hangs is counted rather than taking the run down. Not a unit test: run it as
-``python -m tests.fuzz_readers [--mutants 300] [--seed 0]``; it prints one row per format.
+a reader that crashes or hangs is counted rather than taking the run down. Not a unit test:
+run it as ``python -m tests.fuzz_readers [--mutants 300] [--seed 0]``; it prints one row per
+format, and ``diff/flip`` ... split ``different`` by mutation.
 """
 
 import argparse

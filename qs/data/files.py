@@ -97,8 +97,8 @@ def inside(root, name, where):
 def shown(text, numeric=False):
     """``text`` (read from a file) quoted for a message when it is a short run of word
     characters, digits and ``.:+-`` as the fields of list files are (``numeric``: a number, or
-    an index, ':' and a short value, as in a sparse feature file); otherwise only its length, so that a foreign file's
-    contents (a path, a password line) are not printed."""
+    an index, ':' and a short value, as in a sparse feature file); otherwise only its length,
+    so that a foreign file's contents (a path, a password line) are not printed."""
     if (_NUMERIC if numeric else _FIELDS).fullmatch(text):
         return repr(text)
     return f"<{len(text)} characters, not shown>"
