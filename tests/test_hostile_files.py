@@ -73,6 +73,23 @@ def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
         load_rcnn_cache(tmp_path)
 
 
+def test_train_on_a_mat_file_that_crashes_the_reader_is_a_one_line_error(tmp_path):
+    rng = np.random.default_rng(0)
+    for split in ("trainval", "test"):
+        (tmp_path / split).mkdir()
+        scipy.io.savemat(tmp_path / split / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
+                                                           "feat": rng.normal(size=(1, 3))})
+    _segfaulting_mat(tmp_path / "test" / "000002.mat", 176, 0xFF)
+    config = _config(tmp_path, f"experiment: voc2007_detection\ndata: {{trainval: "
+                               f"{tmp_path / 'trainval'}, test: {tmp_path / 'test'}}}\n")
+    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 1, result.output
+    assert result.output == (f"Error: {tmp_path / 'test' / '000002.mat'}: the reader process "
+                             "died (killed by SIGSEGV) reading this file, which is likely "
+                             "corrupt; remove or replace it.\n")
+
+
 # --- bounded reads: only regular files, of a bounded size -----------------------------------
 
 def _in_thread(fn):
