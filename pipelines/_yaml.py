@@ -16,7 +16,7 @@ import yaml
 
 from qs.data.files import Unreadable, read_bytes
 
-__all__ = ["CONFIG_BYTES", "MAX_DEPTH", "read_config"]
+__all__ = ["CONFIG_BYTES", "MAX_DEPTH", "parse_yaml", "read_config"]
 
 CONFIG_BYTES = 2 ** 20  # configs are a few hundred bytes; a megabyte is not a config
 MAX_DEPTH = 32  # mappings and lists in lists; the deepest built-in config nests 4
@@ -37,8 +37,14 @@ def read_config(path):
         line = raw[:err.start].count(b"\n") + 1
         raise ValueError(f"line {line}: byte 0x{raw[err.start]:02x} is not UTF-8 text; save "
                          "the config as UTF-8") from None
+    return parse_yaml(text, "the config")
+
+
+def parse_yaml(text, name="the value"):
+    """The YAML value of ``text`` (a config, or a value given on the command line), read by
+    the rules of `read_config`; ``name`` stands for the text in yaml's own messages."""
     loader = _ConfigLoader(text)
-    loader.name = "the config"  # in yaml's own messages, for "<unicode string>"
+    loader.name = name  # instead of "<unicode string>"
     try:
         return loader.get_single_data()
     except yaml.YAMLError as err:

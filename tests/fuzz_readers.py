@@ -9,16 +9,18 @@ read by the reader the pipelines use. Every read ends one of these ways:
 - ``different``: the data read without error as other data (silent damage);
 - ``crash`` (the reading process died), ``other`` (another exception type), ``hang``.
 
-Each read runs in a forked process of its own, so that a reader that crashes or hangs is
-counted rather than taking the run down. Not a unit test: run it as
-``python -m tests.fuzz_readers [--mutants 300] [--seed 0]``; it prints one row per format.
+The reads run in a spawned worker process, replaced when a read kills it or hangs, so that
+a reader that crashes or hangs is counted rather than taking the run down. Not a unit test:
+run it as ``python -m tests.fuzz_readers [--mutants 300] [--seed 0]``; it prints one row per
+format, and ``diff/flip`` ... split ``different`` by mutation.
 """
 
 import argparse
-import os
-import select
+import multiprocessing
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor, TimeoutError
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -137,54 +139,75 @@ def _equal(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
 
 
-def _outcome(read, path, original):
-    """The outcome of reading ``path``, in a forked process (Linux)."""
-    receive, send = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: read, report one word, leave without cleanup
-        os.close(receive)
+_ORIGINALS = {}  # in a reading worker: each format's original data, read once
+
+
+def _read_outcome(name, path, original_path):
+    """In a reading worker: the outcome of reading the damaged file ``path``."""
+    read = FORMATS[name][1]
+    if name not in _ORIGINALS:
+        _ORIGINALS[name] = read(Path(original_path))
+    try:
+        return "same" if _equal(read(Path(path)), _ORIGINALS[name]) else "different"
+    except ValueError:
+        return "error"
+    except Exception:  # noqa: BLE001 - any other exception is what is counted
+        return "other"
+
+
+class _Worker:
+    """A spawned process that reads the files, replaced when a read kills it or hangs."""
+
+    def __init__(self):
+        self.pool = None
+
+    def outcome(self, name, path, original_path):
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        future = self.pool.submit(_read_outcome, name, str(path), str(original_path))
         try:
-            result = "same" if _equal(read(path), original) else "different"
-        except ValueError:
-            result = "error"
-        except BaseException:  # noqa: BLE001 - any other exception is what is counted
-            result = "other"
-        os.write(send, result.encode())
-        os._exit(0)
-    os.close(send)
-    ready, _, _ = select.select([receive], [], [], TIMEOUT_S)
-    if not ready:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(receive)
-        return "hang"
-    word = os.read(receive, 32).decode()
-    os.close(receive)
-    os.waitpid(pid, 0)
-    return word or "crash"
+            return future.result(timeout=TIMEOUT_S)
+        except BrokenProcessPool:
+            self.close()
+            return "crash"
+        except TimeoutError:
+            for process in list(self.pool._processes.values()):  # noqa: SLF001 - no public way
+                process.kill()
+            self.close()
+            return "hang"
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
 
 
 def fuzz(n_mutants=300, seed=0, formats=tuple(FORMATS)):
     """``{format: {outcome: count}}`` over ``n_mutants`` damaged files of each format, with
     ``different`` also split by mutation (``different flip`` ...)."""
     counts = {}
+    worker = _Worker()
     with tempfile.TemporaryDirectory() as tmp:
-        for k, name in enumerate(formats):
-            make, read = FORMATS[name]
-            rng = np.random.default_rng([seed, k])
-            root = Path(tmp) / name
-            root.mkdir()
-            path = make(root, rng)
-            raw = path.read_bytes()
-            original = read(path)
-            row = counts[name] = dict.fromkeys(COLUMNS, 0)
-            for kind, damaged in mutants(raw, n_mutants, rng):
-                path.write_bytes(damaged)
-                outcome = _outcome(read, path, original)
-                row[outcome] += 1
-                if outcome == "different":
-                    row[f"different {kind}"] += 1
-            path.write_bytes(raw)
+        try:
+            for k, name in enumerate(formats):
+                make, _ = FORMATS[name]
+                rng = np.random.default_rng([seed, k])
+                root, kept = Path(tmp) / name, Path(tmp) / f"{name}-original"
+                root.mkdir()
+                kept.mkdir()
+                path = make(root, rng)
+                raw = path.read_bytes()
+                original = kept / path.name
+                original.write_bytes(raw)
+                row = counts[name] = dict.fromkeys(COLUMNS, 0)
+                for kind, damaged in mutants(raw, n_mutants, rng):
+                    path.write_bytes(damaged)
+                    outcome = worker.outcome(name, path, original)
+                    row[outcome] += 1
+                    if outcome == "different":
+                        row[f"different {kind}"] += 1
+        finally:
+            worker.close()
     return counts
 
 

@@ -122,7 +122,8 @@ def test_latent_list_names_missing_feature_files(tmp_path):
     ("1 2\n", r"line 1: expected the number of images \(one integer >= 0\); got '1 2'"),
     ("1\n000005 -1\n1\n", r"line 2: expected the number of boxes \(one integer >= 0\)"),
     ("1\n000005\n1\n", r"line 2: expected the header of image 1 of 1 \(STEM n_boxes\)"),
-    ("1\n../000005 1\n1 1 5 5 1 -1\n1\n", "line 2: the stem <9 characters, not shown> holds a path"),
+    ("1\n../000005 1\n1 1 5 5 1 -1\n1\n",
+     "line 2: the stem <9 characters, not shown> holds a path"),
     ("1\n000005 1\n1 1 5 5 1 -1\n1\n7\n", "line 5: unexpected content after the 1 images"),
 ])
 def test_latent_list_errors_name_file_and_line(tmp_path, text, message):

@@ -114,7 +114,7 @@ def test_poselet_bad_feature_file(tmp_path, content, message):
 
 def test_poselet_with_bias_already_in_files(tmp_path):
     list_path = write_poselet(tmp_path)
-    (tmp_path / "2011_000001_1.feature").write_text("1:0.5 2405:1")
+    (tmp_path / "2011_000001_1.feature").write_text("1:0.5 2405:1\n")
     data = load_poselet(list_path, n_features=2405, bias=False)
     assert data.X.shape == (6, 2405) and data.X[0, 2404] == 1.0
 

@@ -14,11 +14,12 @@ import qs.data.poselet as poselet_module
 from cli.main import main
 from click.testing import CliRunner
 from pipelines import scaling
-from pipelines._yaml import CONFIG_BYTES, read_config
+from pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 from qs.data import (
     load_features,
     load_image_set,
     load_latent_list,
+    load_npz_cache,
     load_poselet,
     load_rcnn_cache,
 )
@@ -27,12 +28,14 @@ from qs.data.formats import read_isolated
 from tests.test_data import write_poselet
 
 
-def _segfaulting_mat(path):
-    """An uncompressed v5 .mat whose type tag (byte 177) crashes scipy's reader."""
+def _segfaulting_mat(path, byte=177, value=0x0F):
+    """An uncompressed v5 .mat whose data type tag (bytes 176-177) scipy's reader looks up
+    out of its table: 0x0f07 (the issue's) crashes it or reads a zero item size, depending on
+    the memory it lands on; 0x00ff crashes it."""
     scipy.io.savemat(path, {"X": np.ones((10, 16), np.float32), "y": np.zeros(10)},
                      do_compression=False)
     raw = bytearray(path.read_bytes())
-    raw[177] = 0x0F
+    raw[byte] = value
     path.write_bytes(bytes(raw))
     return path
 
@@ -50,9 +53,7 @@ def test_a_reader_that_crashes_becomes_a_one_line_error_naming_the_file(tmp_path
 
 
 def test_a_mat_file_that_crashes_scipy_is_a_one_line_error(tmp_path):
-    """Byte 177 of this file is a type tag that scipy looks up out of its table: in a fresh
-    process it crashes; in a worker that read other files it may read a zero item size."""
-    path = _segfaulting_mat(tmp_path / "seg.mat")
+    path = _segfaulting_mat(tmp_path / "seg.mat")  # the issue's file
     with pytest.raises(ValueError, match=r"seg\.mat"):
         load_features(path)
     good = tmp_path / "good.mat"
@@ -66,9 +67,27 @@ def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
     rng = np.random.default_rng(0)
     scipy.io.savemat(tmp_path / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
                                                "feat": rng.normal(size=(1, 3))})
-    _segfaulting_mat(tmp_path / "000002.mat")
-    with pytest.raises(ValueError, match=r"000002\.mat"):
+    _segfaulting_mat(tmp_path / "000002.mat", 176, 0xFF)
+    with pytest.raises(ValueError, match=r"000002\.mat: the reader process died \(killed by "
+                                         r"SIGSEGV\)"):
         load_rcnn_cache(tmp_path)
+
+
+def test_train_on_a_mat_file_that_crashes_the_reader_is_a_one_line_error(tmp_path):
+    rng = np.random.default_rng(0)
+    for split in ("trainval", "test"):
+        (tmp_path / split).mkdir()
+        scipy.io.savemat(tmp_path / split / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
+                                                           "feat": rng.normal(size=(1, 3))})
+    _segfaulting_mat(tmp_path / "test" / "000002.mat", 176, 0xFF)
+    config = _config(tmp_path, f"experiment: voc2007_detection\ndata: {{trainval: "
+                               f"{tmp_path / 'trainval'}, test: {tmp_path / 'test'}}}\n")
+    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 1, result.output
+    assert result.output == (f"Error: {tmp_path / 'test' / '000002.mat'}: the reader process "
+                             "died (killed by SIGSEGV) reading this file, which is likely "
+                             "corrupt; remove or replace it.\n")
 
 
 # --- bounded reads: only regular files, of a bounded size -----------------------------------
@@ -110,7 +129,7 @@ def test_lists_and_data_files_on_devices_or_fifos_are_refused(tmp_path, target):
     for name, read in [("list.txt", load_poselet), ("set.txt", load_image_set),
                        ("latent.txt", lambda p: load_latent_list(p, n_features=4)),
                        ("f.svm", load_features), ("f.mat", load_features),
-                       ("000001.mat", load_rcnn_cache),
+                       ("000001.mat", load_rcnn_cache), ("cache.npz", load_npz_cache),
                        ("data_batch_1.bin", read_binary_batch)]:
         link = tmp_path / name
         link.symlink_to(target)
@@ -255,3 +274,45 @@ def test_bench_out_of_memory_is_one_line_naming_the_setting(tmp_path, monkeypatc
     assert result.exit_code == 1, result.output
     assert result.output == ("Error: out of memory timing the sizes of presets.quick.negatives "
                              "(stop 200); lower its stop\n")
+
+
+# --- formats without a length: every check they allow -----------------------------------------
+
+def test_text_files_cut_short_mid_line_are_refused(tmp_path):
+    list_path = write_poselet(tmp_path)
+    feature = tmp_path / "2011_000001_1.feature"
+    feature.write_bytes(feature.read_bytes()[:-2])  # "... 2401:0.3\n" -> "... 2401:0."
+    with pytest.raises(ValueError, match=r"2011_000001_1\.feature: the last line ends without a "
+                                         r"newline; the file looks cut short"):
+        load_poselet(list_path)
+    feature.write_bytes(feature.read_bytes() + b"3\n")
+    load_poselet(list_path)  # whole again
+    list_path.write_bytes(list_path.read_bytes()[:-1])
+    with pytest.raises(ValueError, match=r"trainval\.txt: the last line ends without a newline"):
+        load_poselet(list_path)
+    image_set = _config(tmp_path, "000005 1\n000007 -1\n000009 -")
+    with pytest.raises(ValueError, match=r"config\.yaml: the last line ends without a newline"):
+        load_image_set(image_set)
+    svm = tmp_path / "f.svm"
+    svm.write_text("1 1:0.5 2:1.25\n-1 3:2.0")
+    with pytest.raises(ValueError, match=r"f\.svm: the last line ends without a newline"):
+        load_features(svm)
+    latent = tmp_path / "latent.txt"
+    latent.write_text("0")
+    with pytest.raises(ValueError, match=r"latent\.txt: the last line ends without a newline"):
+        load_latent_list(latent, n_features=4)
+
+
+@pytest.mark.parametrize("image_id", ["0000\x075", "00000\xe9", "a/b", "..", "x:y"])
+def test_image_ids_are_portable_file_names(tmp_path, image_id):
+    path = tmp_path / "trainval.txt"
+    path.write_bytes(b"000005\n" + image_id.encode() + b"\n")
+    with pytest.raises(ValueError, match=r"trainval\.txt, line 2: the image id .* is not a file "
+                                         r"name of letters, digits and \._-"):
+        load_image_set(path)
+
+
+def test_parse_yaml_reads_a_command_line_value_by_the_config_rules():
+    assert parse_yaml("1e-5") == 1e-5 and parse_yaml("[ap, 0-1]") == ["ap", "0-1"]
+    with pytest.raises(ValueError, match="anchors and aliases"):
+        parse_yaml("[&a 1, *a]")

@@ -12,13 +12,21 @@ line or field. Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 1-based inc
 
 import hashlib
 import math
+import re
 from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 
 import numpy as np
 
-from qs.data.files import LIST_BYTES, SAMPLE_BYTES, check_regular, read_bytes, shown
+from qs.data.files import (
+    LIST_BYTES,
+    SAMPLE_BYTES,
+    check_final_newline,
+    check_regular,
+    read_bytes,
+    shown,
+)
 from qs.data.formats import read_isolated, read_mat
 from qs.data.sparse_text import parse_sparse_features
 from qs.data.voc2007 import CLASSES, DetectionData
@@ -27,6 +35,7 @@ __all__ = ["LatentListData", "VocAnnotation", "load_image_set", "load_latent_lis
            "load_rcnn_cache", "load_voc_annotation"]
 
 _SHOWN = 5  # missing files named in one message, at most
+_IMAGE_ID = re.compile(r"[A-Za-z0-9._-]+")  # an image id names its files: portable characters
 
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
@@ -61,6 +70,7 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, annotations=Non
     path = Path(path)
     feature_dir = path.parent if feature_dir is None else Path(feature_dir)
     raw = read_bytes(path, "the latent list file", LIST_BYTES)
+    check_final_newline(path, raw)
     images = parse_latent_list(path, raw.decode("utf-8", errors="replace"))
 
     files = latent_feature_files(path, feature_dir, images)
@@ -446,9 +456,12 @@ def _xml_flag(path, node, field, where):
 def load_image_set(path):
     """Read a VOC image-set list: ``(ids, None)`` for a list of ids (``trainval.txt``), or
     ``(ids, labels)`` for a class list (``aeroplane_trainval.txt``: an id and 1 present, -1
-    absent, 0 only difficult per line)."""
+    absent, 0 only difficult per line). An id names its files (``ID.mat``, ``ID.xml``), so it
+    is letters, digits and ``._-`` only; every line ends with a newline."""
     path = Path(path)
-    text = read_bytes(path, "the image set", LIST_BYTES).decode("utf-8", errors="replace")
+    raw = read_bytes(path, "the image set", LIST_BYTES)
+    check_final_newline(path, raw)
+    text = raw.decode("utf-8", errors="replace")
     rows = [(no, line.split()) for no, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not rows:
         return np.array([], dtype=str), None
@@ -461,10 +474,10 @@ def load_image_set(path):
         if len(fields) != width:
             raise ValueError(f"{path}, line {no}: expected {width} field(s) as on line "
                              f"{rows[0][0]}; got {shown(' '.join(fields))}.")
-        if PurePath(fields[0]).name != fields[0] or fields[0] in (".", ".."):
+        if not _IMAGE_ID.fullmatch(fields[0]) or fields[0] in (".", ".."):
             raise ValueError(f"{path}, line {no}: the image id {shown(fields[0])} is not a "
-                             "file name (it names a directory or climbs out of one); expected "
-                             "an id such as 000005.")
+                             "file name of letters, digits and ._- (no directory, nothing that "
+                             "climbs out of one); expected an id such as 000005.")
         if fields[0] in seen:
             raise ValueError(f"{path}, line {no}: image {shown(fields[0])} is listed twice (first "
                              f"on line {seen[fields[0]]}).")

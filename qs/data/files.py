@@ -12,8 +12,8 @@ import re
 import stat
 from pathlib import Path, PurePath
 
-__all__ = ["LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "check_regular", "inside", "read_bytes",
-           "shown"]
+__all__ = ["LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "check_final_newline", "check_regular",
+           "inside", "read_bytes", "shown"]
 
 LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
 SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
@@ -75,6 +75,15 @@ def _check_mode(path, what, info):
         raise Unreadable(what, path, f"it is {kind}, not a regular file")
 
 
+def check_final_newline(path, data):
+    """Refuse a non-empty text file (its bytes or text ``data``) whose last line has no
+    newline: a file cut short mid-line (a copy or a download that stopped) would otherwise read
+    as a shorter last number."""
+    if data and not data.endswith(b"\n" if isinstance(data, bytes) else "\n"):
+        raise ValueError(f"{path}: the last line ends without a newline; the file looks cut "
+                         "short (every line of this format ends with one).")
+
+
 def inside(root, name, where):
     """``root / name`` for a relative ``name`` read from a list file (``where`` names the
     file and line); an absolute name or one that climbs out with ``..`` is refused."""
@@ -88,8 +97,8 @@ def inside(root, name, where):
 def shown(text, numeric=False):
     """``text`` (read from a file) quoted for a message when it is a short run of word
     characters, digits and ``.:+-`` as the fields of list files are (``numeric``: a number, or
-    an index, ':' and a short value, as in a sparse feature file); otherwise only its length, so that a foreign file's
-    contents (a path, a password line) are not printed."""
+    an index, ':' and a short value, as in a sparse feature file); otherwise only its length,
+    so that a foreign file's contents (a path, a password line) are not printed."""
     if (_NUMERIC if numeric else _FIELDS).fullmatch(text):
         return repr(text)
     return f"<{len(text)} characters, not shown>"

@@ -21,7 +21,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from qs.data.files import check_regular
+from qs.data.files import check_final_newline, check_regular
 from qs.data.poselet import PoseletData
 
 __all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_isolated",
@@ -39,7 +39,9 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
 
     ``x_key``/``y_key`` name the variables of a .mat file; ``n_features``, when given, is the
     number of columns X must have. Unreadable, corrupt or inconsistent files raise ValueError
-    naming the file.
+    naming the file. A .mat file is read in a worker process (`read_isolated`: the first one
+    starts its server, a few seconds), so a script reading one runs under ``if __name__ ==
+    "__main__":``.
     """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
@@ -53,6 +55,7 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
             _h5py(path)  # a missing h5py is said here, not by the worker
         ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
+        check_final_newline(path, _last_byte(path))
         X, y = _call(path, "svmlight", load_svmlight_file, str(path), n_features=n_features,
                      dtype=np.float64)
     else:
@@ -60,6 +63,17 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
             arrays = _npz_arrays(path, npz, ("y",))
         X, y = _x_from(path, arrays), arrays["y"]
     return _checked(path, X, y, n_features)
+
+
+def _last_byte(path):
+    """The last byte of a file (b"" if it is empty)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(size - 1, 0))
+            return fh.read(1)
+    except OSError as err:
+        raise ValueError(f"Cannot read {path}: {err.strerror}.") from None
 
 
 def _checked(path, X, y, n_features):
@@ -334,6 +348,7 @@ def load_npz_cache(path):
     """Read back a `PoseletData` saved from `cache_arrays`, every field checked against the
     others (one row of each per box)."""
     path = Path(path)
+    check_regular(path, "the .npz cache")
     with _open_npz(path) as npz:
         arrays = _npz_arrays(path, npz, _CACHE_KEYS)
     X, _ = _checked(path, _x_from(path, arrays), arrays["y"], None)

@@ -29,7 +29,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from qs.data.files import LIST_BYTES, SAMPLE_BYTES, Unreadable, inside, read_bytes, shown
+from qs.data.files import (
+    LIST_BYTES,
+    SAMPLE_BYTES,
+    Unreadable,
+    check_final_newline,
+    inside,
+    read_bytes,
+    shown,
+)
 from qs.data.sparse_text import parse_sparse_features
 
 __all__ = ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"]
@@ -88,6 +96,7 @@ def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=Tru
     list_path = Path(list_path)
     feature_dir = list_path.parent if feature_dir is None else Path(feature_dir)
     raw = read_bytes(list_path, "the poselet list file", LIST_BYTES)
+    check_final_newline(list_path, raw)
     boxes = _parse_list(list_path, raw.decode("utf-8", errors="replace"))
 
     feature_hash = hashlib.sha256()

@@ -2,14 +2,15 @@
 code writes them (the VOC2011 poselet features and the VOC2007 latent AP-SVM box features).
 
 A file holds 1-based, strictly increasing ``index:value`` pairs, whitespace separated over any
-number of lines. The parser checks all of it, since the files are untrusted input.
+number of lines, each line ended by a newline. The parser checks all of it, since the files
+are untrusted input.
 """
 
 import re
 
 import numpy as np
 
-from qs.data.files import shown
+from qs.data.files import check_final_newline, shown
 
 __all__ = ["parse_sparse_features"]
 
@@ -45,6 +46,7 @@ def parse_sparse_features(path, text, n_features=None, hint=""):
     finite = np.isfinite(value)
     if not finite.all():
         _fail(path, text, np.flatnonzero(~finite)[0], "has a value that is not finite")
+    check_final_newline(path, text)
     return index, value
 
 
