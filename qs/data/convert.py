@@ -34,6 +34,7 @@ from qs.data.boxes import (
     read_latent_features,
     read_rcnn_file,
 )
+from qs.data.files import LIST_BYTES, read_bytes
 from qs.data.formats import mat_shapes
 from qs.data.store import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007
@@ -191,11 +192,7 @@ class LatentListSource:
             raise ValueError("A latent list file needs its feature dimension (n_features, "
                              f"--features); got {n_features!r}.")
         self.feature_dir = self.path.parent if feature_dir is None else Path(feature_dir)
-        try:
-            raw = self.path.read_bytes()
-        except OSError as err:
-            raise ValueError(f"Cannot read the latent list file {self.path}: "
-                             f"{err.strerror}.") from None
+        raw = read_bytes(self.path, "the latent list file", LIST_BYTES)
         self.sha256 = hashlib.sha256(raw).hexdigest()
         images = parse_latent_list(self.path, raw.decode("utf-8", errors="replace"))
         if not images:
