@@ -12,8 +12,10 @@ curves: forward + backward time and peak extra memory of each loss (exact AP and
     /proc/self/clear_refs; allocations of 64 KiB or more mapped and unmapped one by one, see
     :func:`exact_rss`), or torch's allocator peak on CUDA; bytes per score divide it by
     Q n. A log-log figure shows time and memory against n.
-batched: the inference of the loss (``lai_batch``, one call for all queries) against
-    ``qs.inference.lai``'s default called row by row, at n >= 10^5 per query.
+batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``lai_batch``
+    call for all queries, or ``lai`` per row from :data:`qs.torch.LAI_PER_ROW_MIN` scores),
+    and ``lai_batch`` itself, against ``qs.inference.lai``'s default called row by row, at
+    n >= 10^5 per query.
 distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
     ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
     on the same global batch in one process.
@@ -195,9 +197,13 @@ def exact_rss():
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
                     seed=0, loss="ap"):
-    """Rows (n, positives share, lai_batch s, Q x lai s, ratio)."""
+    """Rows (n, positives share, loss's inference s, lai_batch s, Q x lai s): the loss's
+    inference is ``rank_hinge_loss``'s forward pass on float64 CPU scores (no copy)."""
+    import torch
+
     from qs.inference import lai
     from qs.inference.batch import lai_batch
+    from qs.torch import rank_hinge_loss
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -205,18 +211,24 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
         for frac in fracs:
             scores, labels = _one_vs_rest(rng, q, n, frac)
             scores = scores.astype(np.float64)
-            cases = {"batch": lambda: lai_batch(scores, labels, loss, gradient=True),
+            s, y = torch.from_numpy(scores), torch.from_numpy(labels)
+
+            def loss_forward():
+                with torch.no_grad():
+                    rank_hinge_loss(s, y, loss)
+
+            cases = {"loss": loss_forward,
+                     "batch": lambda: lai_batch(scores, labels, loss, gradient=True),
                      "rows": lambda: [lai(scores[k], labels[k], loss) for k in range(q)]}
             times = {name: [] for name in cases}
             for fn in cases.values():
                 fn()
-            for _ in range(repeats):  # interleaved: both see the same load
+            for _ in range(repeats):  # interleaved: all see the same load
                 for name, fn in cases.items():
                     start = time.perf_counter()
                     fn()
                     times[name].append(time.perf_counter() - start)
-            batch, rows_s = (float(np.median(times[k])) for k in ("batch", "rows"))
-            rows.append((n, frac, batch, rows_s, batch / rows_s))
+            rows.append((n, frac, *(float(np.median(times[k])) for k in cases)))
     return rows
 
 
@@ -380,11 +392,14 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched
         sections.append("## Forward + backward per loss\n\n" + _curves_text(rows, q))
     if "batched" in parts:
         rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=repeats, seed=seed)
-        sections.append("## The loss's batched inference against `lai` row by row (4 "
-                        "queries, AP, with the gradient)\n\n" + markdown_table(
-                            ["n", "positives", "lai_batch ms", "4 x lai ms", "ratio"],
-                            [(n, f"{f:.1%}", f"{b * 1e3:.1f}", f"{r * 1e3:.1f}",
-                              f"{x:.2f}") for n, f, b, r, x in rows]))
+        sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
+                        "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
+                        "gradient) against 4 `lai` calls\n\n" + markdown_table(
+                            ["n", "positives", "loss ms", "lai_batch ms", "4 x lai ms",
+                             "loss / lai", "lai_batch / lai"],
+                            [(n, f"{f:.1%}", f"{a * 1e3:.1f}", f"{b * 1e3:.1f}",
+                              f"{r * 1e3:.1f}", f"{a / r:.2f}", f"{b / r:.2f}")
+                             for n, f, a, b, r in rows]))
     if "distributed" in parts:
         dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
         sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "

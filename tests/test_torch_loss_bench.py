@@ -12,7 +12,7 @@ def test_every_part_runs_and_writes_its_files(tmp_path):
     out = tmp_path / "run"
     written, report = torch_loss_bench.run(out, sizes=(256, 512), q=2, repeats=1,
                                   batched_sizes=(2000,), per_rank=256, bank=(3000, 8, 16))
-    for heading in ("## Forward + backward per loss", "## The loss's batched inference",
+    for heading in ("## Forward + backward per loss", "## The loss's inference against `lai`",
                     "## Distributed (gloo, 2 processes, 256 samples each, 2 queries)",
                     "## Memory bank (M = 3000, 8 queries, d = 16"):
         assert heading in report
