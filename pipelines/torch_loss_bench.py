@@ -8,9 +8,10 @@ curves: forward + backward time and peak extra memory of each loss (exact AP and
     2^8 ... 2^20 scores each (float32, as a network gives them), on the CPU, and on CUDA too
     when torch sees a device; a loss is skipped past a size whose call took over ``budget``
     seconds, and Smooth-AP past the memory its Q n^2 sigmoid table needs. Peak memory is the
-    process's resident-set high-water mark over the call (Linux: reset through
-    /proc/self/clear_refs; allocations of 64 KiB or more mapped and unmapped one by one, see
-    :func:`exact_rss`), or torch's allocator peak on CUDA; bytes per score divide it by
+    process's resident-set high-water mark over one call (Linux: reset through
+    /proc/self/clear_refs), taken in a pass after the timed ones and the other parts, with
+    allocations of 64 KiB or more mapped and unmapped one by one (:func:`exact_rss`), or
+    torch's allocator peak on CUDA; bytes per score divide it by
     Q n. A log-log figure shows time and memory against n.
 batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``lai_batch``
     call for all queries, or ``lai`` per row from :data:`qs.torch.LAI_PER_ROW_MIN` scores),
@@ -127,14 +128,12 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 losses=LOSSES):
     """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
     the losses' repeats are interleaved, so that all of them see the same load, and a repeat
-    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`. The peaks are taken in a
+    second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
+    the default allocator."""
     fns = _losses(torch)
-    rng = np.random.default_rng(seed)
     rows, stopped = [], {}
-    for n in sizes:
-        scores, labels = _one_vs_rest(rng, q, n)
-        s = torch.from_numpy(scores).to(device)
-        y = torch.from_numpy(labels).to(device)
+    for n, s, y in _inputs(torch, sizes, q, device, seed):
         steps, notes = {}, {}
         for name in losses:
             need = 4 * q * n * n * s.element_size()
@@ -144,13 +143,11 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 notes[name] = f"needs about {need / 2**30:,.0f} GiB"
             else:
                 steps[name] = _step(torch, fns[name], s, y, device)
-        peaks, inner = {}, {}
+        inner = {}
         for name, step in steps.items():
             step()  # first call: compiles, allocates
-            with PeakMemory(torch, device) as peak:
-                start = time.perf_counter()
-                step()
-            peaks[name] = peak.peak
+            start = time.perf_counter()
+            step()
             inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
         times = {name: [] for name in steps}
         for _ in range(repeats):
@@ -161,13 +158,31 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 times[name].append((time.perf_counter() - start) / inner[name])
         for name in losses:
             if name not in steps:
-                rows.append((device, name, n, None, None, None, None, notes[name]))
+                rows.append([device, name, n, None, None, None, None, notes[name]])
                 continue
             med, lo, hi = _median(times[name])
-            rows.append((device, name, n, med, lo, hi, peaks[name], ""))
+            rows.append([device, name, n, med, lo, hi, None, ""])
             if med > budget:
                 stopped[name] = f"skipped: {med:.1f} s at n = {n}"
-    return rows
+    if device == "cpu":
+        exact_rss()
+    timed = {(r[1], r[2]): r for r in rows if r[3] is not None}
+    for n, s, y in _inputs(torch, sizes, q, device, seed):
+        for name in losses:
+            if (name, n) in timed:
+                step = _step(torch, fns[name], s, y, device)
+                with PeakMemory(torch, device) as peak:
+                    step()
+                timed[name, n][6] = peak.peak
+    return [tuple(r) for r in rows]
+
+
+def _inputs(torch, sizes, q, device, seed):
+    """(n, scores, labels) at each size, the same in every pass (one generator)."""
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        scores, labels = _one_vs_rest(rng, q, n)
+        yield n, torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
 
 def _step(torch, fn, s, y, device):
@@ -368,28 +383,16 @@ def _curves_text(rows, q):
                            "bytes/score", "black-box / this", "note"], table)
 
 
-def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched_sizes=(100_000,
-        1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
+def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
+        batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
     """Run the parts named in ``parts`` into the run directory ``out`` (default
     results/torch_losses/<run-id>); return (the run directory, the report)."""
     import torch
 
     torch.set_num_threads(1)
-    exact_rss()
     out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
     sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
                 f"torch {torch.__version__})"]
-    if "curves" in parts:
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
-                                                          seed)]
-        with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes",
-                             "note"])
-            writer.writerows(rows)
-        figure(rows, out / "curves")
-        sections.append("## Forward + backward per loss\n\n" + _curves_text(rows, q))
     if "batched" in parts:
         rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=repeats, seed=seed)
         sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
@@ -412,6 +415,18 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched
         sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
                         f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
                         f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
+    if "curves" in parts:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
+                                                          seed)]
+        with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes",
+                             "note"])
+            writer.writerows(rows)
+        figure(rows, out / "curves")
+        # last: its memory pass changes the allocator for the rest of the process
+        sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
     report = "\n\n".join(sections) + "\n"
     write_text(out / "report.md", report)
     write_provenance(out, seed, "synthetic scores", {

@@ -21,6 +21,8 @@ def test_every_part_runs_and_writes_its_files(tmp_path):
     devices = 2 if torch.cuda.is_available() else 1
     assert len(rows) == devices * 2 * len(torch_loss_bench.LOSSES)
     assert all(float(r["median_s"]) > 0 for r in rows)
+    smooth = [r for r in rows if r["loss"] == "Smooth-AP" and r["device"] == "cpu"]
+    assert int(smooth[-1]["peak_bytes"]) >= 2 * 512 * 512 * 4  # its (Q, n, n) table
     for name in ("report.md", "curves.png", "curves.pdf", "provenance.json"):
         assert (out / name).is_file()
 
