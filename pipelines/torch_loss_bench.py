@@ -33,6 +33,7 @@ import argparse
 import ctypes
 import csv
 import datetime
+import gc
 import os
 import socket
 import sys
@@ -98,6 +99,8 @@ class PeakMemory:
             self.torch.cuda.reset_peak_memory_stats()
             self.before = self.torch.cuda.memory_allocated()
         else:
+            gc.collect()
+            _trim()
             self.before = self._reset_rss()
         return self
 
@@ -202,12 +205,25 @@ def exact_rss():
     """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
     so that the resident-set high-water mark follows the arrays a call allocates instead of
     the heap it reuses (no-op without glibc)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
+    libc = _libc()
+    if libc is not None:
         libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def _trim():
+    """Give the heap's free memory back to the system, so that a peak counts new pages."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,

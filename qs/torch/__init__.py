@@ -80,8 +80,10 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
 def ranked_queries(pos, keep=None):
     """Bool (Q,): the queries that have a positive and a negative among their kept entries
     (``keep``: bool (Q, n), None for all), the ones a "mean" counts."""
-    if keep is None:
-        return pos.any(dim=-1) & ~pos.all(dim=-1)
+    if keep is None:  # one pass: counting bytes beats any() and all() over bools
+        n = pos.shape[-1]
+        count = pos.view(torch.uint8).sum(dim=-1, dtype=torch.int32 if n < 2**31 else None)
+        return (count > 0) & (count < n)
     return (pos & keep).any(dim=-1) & (~pos & keep).any(dim=-1)
 
 
@@ -155,17 +157,21 @@ def _solve(scores, pos, loss, method):
 
 def _lai_rows(scores, pos, loss, method):
     """Hinge and gradient of each row by :func:`qs.inference.lai` (the long rows' route)."""
-    hinge, grad = np.zeros(len(scores)), np.zeros(scores.shape)
+    n = scores.shape[1]
+    hinge, grad = np.zeros(len(scores)), np.empty(scores.shape)
     workspace = Workspace()
     for q, (s, y) in enumerate(zip(scores, pos)):
-        p = int(y.sum())
-        if 0 < p < len(y):
-            res = lai(s, y, loss, method, workspace=workspace)
-            hinge[q] = res.objective - res.ground_truth_F
-            # coef(R*): 1/P and -1/N; for the 0-1 hinge +-1/(2n)
-            truth = (0.5 / len(y), -0.5 / len(y)) if loss == "01" else (1.0 / p,
-                                                                        -1.0 / (len(y) - p))
-            np.subtract(res.coef, np.where(y, *truth), out=grad[q])
+        positives = np.flatnonzero(y)
+        p = len(positives)
+        if not 0 < p < n:
+            grad[q] = 0.0
+            continue
+        res = lai(s, y, loss, method, workspace=workspace)
+        hinge[q] = res.objective - res.ground_truth_F
+        # minus coef(R*): 1/P at the positives and -1/N at the negatives (+-1/(2n) for 0-1)
+        at_pos, at_neg = (0.5 / n, -0.5 / n) if loss == "01" else (1.0 / p, -1.0 / (n - p))
+        np.subtract(res.coef, at_neg, out=grad[q])
+        grad[q, positives] = res.coef[positives] - at_pos
     return hinge, grad
 
 
