@@ -251,16 +251,27 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
             cases = {"loss": loss_forward,
                      "batch": lambda: lai_batch(scores, labels, loss, gradient=True),
                      "rows": lambda: [lai(scores[k], labels[k], loss) for k in range(q)]}
-            times = {name: [] for name in cases}
-            for fn in cases.values():
-                fn()
-            for _ in range(repeats):  # interleaved: all see the same load
-                for name, fn in cases.items():
-                    start = time.perf_counter()
-                    fn()
-                    times[name].append(time.perf_counter() - start)
-            rows.append((n, frac, *(float(np.median(times[k])) for k in cases)))
+            rows.append((n, frac, *_interleaved(cases, repeats).values()))
     return rows
+
+
+def _interleaved(cases, repeats):
+    """Median seconds per call of each case: repeats interleaved across the cases, each the
+    mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    inner = {}
+    for name, fn in cases.items():
+        fn()
+        start = time.perf_counter()
+        fn()
+        inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
+    times = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            for _ in range(inner[name]):
+                fn()
+            times[name].append((time.perf_counter() - start) / inner[name])
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def _free_port():
@@ -343,17 +354,8 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
         x = emb.clone().requires_grad_(True)
         memory(x, labels).backward()
 
-    cases = {"product": product, "step": step}
-    times = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    prod, loss = float(np.median(times["product"])), float(np.median(times["step"]))
-    return prod, loss, loss / prod
+    times = _interleaved({"product": product, "step": step}, repeats)
+    return times["product"], times["step"], times["step"] / times["product"]
 
 
 def figure(rows, stem):
@@ -410,7 +412,7 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
     sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
                 f"torch {torch.__version__})"]
     if "batched" in parts:
-        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=repeats, seed=seed)
+        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
         sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
                         "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
                         "gradient) against 4 `lai` calls\n\n" + markdown_table(
@@ -427,7 +429,7 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
                         f"ms; ratio {dist_s / one_s:.2f}")
     if "memory" in parts:
         size, queries, dim = bank
-        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 3), seed=seed)
+        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
         sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
                         f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
                         f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
