@@ -8,12 +8,15 @@ curves: forward + backward time and peak extra memory of each loss (exact AP and
     2^8 ... 2^20 scores each (float32, as a network gives them), on the CPU, and on CUDA too
     when torch sees a device; a loss is skipped past a size whose call took over ``budget``
     seconds, and Smooth-AP past the memory its Q n^2 sigmoid table needs. Peak memory is the
-    process's resident-set high-water mark over the call (Linux: reset through
-    /proc/self/clear_refs; allocations of 64 KiB or more mapped and unmapped one by one, see
-    :func:`exact_rss`), or torch's allocator peak on CUDA; bytes per score divide it by
+    process's resident-set high-water mark over one call (Linux: reset through
+    /proc/self/clear_refs), taken in a pass after the timed ones and the other parts, with
+    allocations of 64 KiB or more mapped and unmapped one by one (:func:`exact_rss`), or
+    torch's allocator peak on CUDA; bytes per score divide it by
     Q n. A log-log figure shows time and memory against n.
-batched: the inference of the loss (``lai_batch``, one call for all queries) against
-    ``qs.inference.lai``'s default called row by row, at n >= 10^5 per query.
+batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``lai_batch``
+    call for all queries, or ``lai`` per row from :data:`qs.torch.LAI_PER_ROW_MIN` scores),
+    and ``lai_batch`` itself, against ``qs.inference.lai``'s default called row by row, at
+    n >= 10^5 per query.
 distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
     ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
     on the same global batch in one process.
@@ -30,6 +33,7 @@ import argparse
 import ctypes
 import csv
 import datetime
+import gc
 import os
 import socket
 import sys
@@ -95,6 +99,8 @@ class PeakMemory:
             self.torch.cuda.reset_peak_memory_stats()
             self.before = self.torch.cuda.memory_allocated()
         else:
+            gc.collect()
+            _trim()
             self.before = self._reset_rss()
         return self
 
@@ -125,14 +131,12 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 losses=LOSSES):
     """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
     the losses' repeats are interleaved, so that all of them see the same load, and a repeat
-    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`. The peaks are taken in a
+    second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
+    the default allocator."""
     fns = _losses(torch)
-    rng = np.random.default_rng(seed)
     rows, stopped = [], {}
-    for n in sizes:
-        scores, labels = _one_vs_rest(rng, q, n)
-        s = torch.from_numpy(scores).to(device)
-        y = torch.from_numpy(labels).to(device)
+    for n, s, y in _inputs(torch, sizes, q, device, seed):
         steps, notes = {}, {}
         for name in losses:
             need = 4 * q * n * n * s.element_size()
@@ -142,13 +146,11 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 notes[name] = f"needs about {need / 2**30:,.0f} GiB"
             else:
                 steps[name] = _step(torch, fns[name], s, y, device)
-        peaks, inner = {}, {}
+        inner = {}
         for name, step in steps.items():
             step()  # first call: compiles, allocates
-            with PeakMemory(torch, device) as peak:
-                start = time.perf_counter()
-                step()
-            peaks[name] = peak.peak
+            start = time.perf_counter()
+            step()
             inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
         times = {name: [] for name in steps}
         for _ in range(repeats):
@@ -159,13 +161,31 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
                 times[name].append((time.perf_counter() - start) / inner[name])
         for name in losses:
             if name not in steps:
-                rows.append((device, name, n, None, None, None, None, notes[name]))
+                rows.append([device, name, n, None, None, None, None, notes[name]])
                 continue
             med, lo, hi = _median(times[name])
-            rows.append((device, name, n, med, lo, hi, peaks[name], ""))
+            rows.append([device, name, n, med, lo, hi, None, ""])
             if med > budget:
                 stopped[name] = f"skipped: {med:.1f} s at n = {n}"
-    return rows
+    if device == "cpu":
+        exact_rss()
+    timed = {(r[1], r[2]): r for r in rows if r[3] is not None}
+    for n, s, y in _inputs(torch, sizes, q, device, seed):
+        for name in losses:
+            if (name, n) in timed:
+                step = _step(torch, fns[name], s, y, device)
+                with PeakMemory(torch, device) as peak:
+                    step()
+                timed[name, n][6] = peak.peak
+    return [tuple(r) for r in rows]
+
+
+def _inputs(torch, sizes, q, device, seed):
+    """(n, scores, labels) at each size, the same in every pass (one generator)."""
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        scores, labels = _one_vs_rest(rng, q, n)
+        yield n, torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
 
 def _step(torch, fn, s, y, device):
@@ -185,19 +205,36 @@ def exact_rss():
     """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
     so that the resident-set high-water mark follows the arrays a call allocates instead of
     the heap it reuses (no-op without glibc)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
+    libc = _libc()
+    if libc is not None:
         libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def _trim():
+    """Give the heap's free memory back to the system, so that a peak counts new pages."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
                     seed=0, loss="ap"):
-    """Rows (n, positives share, lai_batch s, Q x lai s, ratio)."""
+    """Rows (n, positives share, loss's inference s, lai_batch s, Q x lai s): the loss's
+    inference is ``rank_hinge_loss``'s forward pass on float64 CPU scores (no copy)."""
+    import torch
+
     from qs.inference import lai
     from qs.inference.batch import lai_batch
+    from qs.torch import rank_hinge_loss
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -205,19 +242,36 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
         for frac in fracs:
             scores, labels = _one_vs_rest(rng, q, n, frac)
             scores = scores.astype(np.float64)
-            cases = {"batch": lambda: lai_batch(scores, labels, loss, gradient=True),
+            s, y = torch.from_numpy(scores), torch.from_numpy(labels)
+
+            def loss_forward():
+                with torch.no_grad():
+                    rank_hinge_loss(s, y, loss)
+
+            cases = {"loss": loss_forward,
+                     "batch": lambda: lai_batch(scores, labels, loss, gradient=True),
                      "rows": lambda: [lai(scores[k], labels[k], loss) for k in range(q)]}
-            times = {name: [] for name in cases}
-            for fn in cases.values():
-                fn()
-            for _ in range(repeats):  # interleaved: both see the same load
-                for name, fn in cases.items():
-                    start = time.perf_counter()
-                    fn()
-                    times[name].append(time.perf_counter() - start)
-            batch, rows_s = (float(np.median(times[k])) for k in ("batch", "rows"))
-            rows.append((n, frac, batch, rows_s, batch / rows_s))
+            rows.append((n, frac, *_interleaved(cases, repeats).values()))
     return rows
+
+
+def _interleaved(cases, repeats):
+    """Median seconds per call of each case: repeats interleaved across the cases, each the
+    mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    inner = {}
+    for name, fn in cases.items():
+        fn()
+        start = time.perf_counter()
+        fn()
+        inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
+    times = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            for _ in range(inner[name]):
+                fn()
+            times[name].append((time.perf_counter() - start) / inner[name])
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def _free_port():
@@ -300,17 +354,8 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
         x = emb.clone().requires_grad_(True)
         memory(x, labels).backward()
 
-    cases = {"product": product, "step": step}
-    times = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    prod, loss = float(np.median(times["product"])), float(np.median(times["step"]))
-    return prod, loss, loss / prod
+    times = _interleaved({"product": product, "step": step}, repeats)
+    return times["product"], times["step"], times["step"] / times["product"]
 
 
 def figure(rows, stem):
@@ -356,17 +401,38 @@ def _curves_text(rows, q):
                            "bytes/score", "black-box / this", "note"], table)
 
 
-def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched_sizes=(100_000,
-        1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
+def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
+        batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
     """Run the parts named in ``parts`` into the run directory ``out`` (default
     results/torch_losses/<run-id>); return (the run directory, the report)."""
     import torch
 
     torch.set_num_threads(1)
-    exact_rss()
     out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
     sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
                 f"torch {torch.__version__})"]
+    if "batched" in parts:
+        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
+        sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
+                        "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
+                        "gradient) against 4 `lai` calls\n\n" + markdown_table(
+                            ["n", "positives", "loss ms", "lai_batch ms", "4 x lai ms",
+                             "loss / lai", "lai_batch / lai"],
+                            [(n, f"{f:.1%}", f"{a * 1e3:.1f}", f"{b * 1e3:.1f}",
+                              f"{r * 1e3:.1f}", f"{a / r:.2f}", f"{b / r:.2f}")
+                             for n, f, a, b, r in rows]))
+    if "distributed" in parts:
+        dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
+        sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
+                        f"queries)\n\nstep {dist_s * 1e3:.2f} ms (min-max {lo * 1e3:.2f}-"
+                        f"{hi * 1e3:.2f}); one process on the global batch {one_s * 1e3:.2f} "
+                        f"ms; ratio {dist_s / one_s:.2f}")
+    if "memory" in parts:
+        size, queries, dim = bank
+        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
+        sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
+                        f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
+                        f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
     if "curves" in parts:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
@@ -377,26 +443,8 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0, batched
                              "note"])
             writer.writerows(rows)
         figure(rows, out / "curves")
-        sections.append("## Forward + backward per loss\n\n" + _curves_text(rows, q))
-    if "batched" in parts:
-        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=repeats, seed=seed)
-        sections.append("## The loss's batched inference against `lai` row by row (4 "
-                        "queries, AP, with the gradient)\n\n" + markdown_table(
-                            ["n", "positives", "lai_batch ms", "4 x lai ms", "ratio"],
-                            [(n, f"{f:.1%}", f"{b * 1e3:.1f}", f"{r * 1e3:.1f}",
-                              f"{x:.2f}") for n, f, b, r, x in rows]))
-    if "distributed" in parts:
-        dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
-        sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
-                        f"queries)\n\nstep {dist_s * 1e3:.2f} ms (min-max {lo * 1e3:.2f}-"
-                        f"{hi * 1e3:.2f}); one process on the global batch {one_s * 1e3:.2f} "
-                        f"ms; ratio {dist_s / one_s:.2f}")
-    if "memory" in parts:
-        size, queries, dim = bank
-        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 3), seed=seed)
-        sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-                        f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
-                        f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
+        # last: its memory pass changes the allocator for the rest of the process
+        sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
     report = "\n\n".join(sections) + "\n"
     write_text(out / "report.md", report)
     write_provenance(out, seed, "synthetic scores", {

@@ -212,3 +212,27 @@ def test_cuda_equals_cpu(loss):
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     assert value.item() == pytest.approx(ref.hinge.sum(), rel=1e-12)
     np.testing.assert_array_equal(x.grad.cpu().numpy(), ref.coef)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_long_rows_are_lai_row_by_row(loss):
+    """Rows of LAI_PER_ROW_MIN scores or more are solved by lai one by one: its hinge and
+    coef(R_bar) - coef(R*) exactly, and the batch kernel's to rounding."""
+    from qs.torch import LAI_PER_ROW_MIN
+
+    scores, labels = queries(14, q=3, n=LAI_PER_ROW_MIN, frac=0.01)
+    x = scores.clone().requires_grad_(True)
+    values = rank_hinge_loss(x, labels, loss, reduction="none")
+    values.sum().backward()
+    for q in range(2, 3):
+        res = lai(scores[q].numpy(), labels[q].numpy(), loss)
+        y = labels[q].numpy()
+        assert values[q].item() == res.objective - res.ground_truth_F
+        h = 0.5 / len(y)  # coef(R*) of the 0-1 hinge; 1/P and -1/N for AP and NDCG
+        truth = np.where(y, h, -h) if loss == "01" else np.where(y, 1.0 / y.sum(),
+                                                                  -1.0 / (~y).sum())
+        np.testing.assert_array_equal(x.grad[q].numpy(), res.coef - truth)
+    assert not x.grad[:2].any() and not values[:2].any()
+    ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
+    np.testing.assert_allclose(values.detach().numpy(), ref.hinge, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), ref.coef, rtol=1e-12, atol=1e-15)

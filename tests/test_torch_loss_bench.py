@@ -12,7 +12,7 @@ def test_every_part_runs_and_writes_its_files(tmp_path):
     out = tmp_path / "run"
     written, report = torch_loss_bench.run(out, sizes=(256, 512), q=2, repeats=1,
                                   batched_sizes=(2000,), per_rank=256, bank=(3000, 8, 16))
-    for heading in ("## Forward + backward per loss", "## The loss's batched inference",
+    for heading in ("## Forward + backward per loss", "## The loss's inference against `lai`",
                     "## Distributed (gloo, 2 processes, 256 samples each, 2 queries)",
                     "## Memory bank (M = 3000, 8 queries, d = 16"):
         assert heading in report
@@ -21,6 +21,8 @@ def test_every_part_runs_and_writes_its_files(tmp_path):
     devices = 2 if torch.cuda.is_available() else 1
     assert len(rows) == devices * 2 * len(torch_loss_bench.LOSSES)
     assert all(float(r["median_s"]) > 0 for r in rows)
+    smooth = [r for r in rows if r["loss"] == "Smooth-AP" and r["device"] == "cpu"]
+    assert int(smooth[-1]["peak_bytes"]) >= 2 * 512 * 512 * 4  # its (Q, n, n) table
     for name in ("report.md", "curves.png", "curves.pdf", "provenance.json"):
         assert (out / name).is_file()
 

@@ -94,6 +94,36 @@ def test_bad_settings_are_refused(kwargs, message):
         CrossBatchMemory(**kwargs)
 
 
+def test_two_calls_before_one_backward_keep_each_call_s_memory():
+    """Gradient accumulation: the second call's store must not change the memory that the
+    first call's graph holds."""
+    data = batches((6, 5, 7))
+    memory = CrossBatchMemory(8)
+    memory(*data[0])
+    xs = [emb.clone().requires_grad_(True) for emb, _ in data[1:]]
+    total = memory(xs[0], data[1][1]) + memory(xs[1], data[2][1])
+    total.backward()
+    past = [torch.cat([data[0][0]])[-8:], torch.cat([data[0][0], data[1][0]])[-8:]]
+    past_labels = [data[0][1][-8:], torch.cat([data[0][1], data[1][1]])[-8:]]
+    for k in range(2):
+        y = data[k + 1][0].clone().requires_grad_(True)
+        against(y, data[k + 1][1], past[k], past_labels[k], "ap", "cosine").backward()
+        torch.testing.assert_close(xs[k].grad, y.grad, rtol=1e-12, atol=1e-14)
+
+
+def test_the_state_dict_restores_the_memory():
+    data = batches((6, 5, 7, 4))
+    memory = CrossBatchMemory(9, "ndcg")
+    for emb, labels in data[:3]:
+        memory(emb, labels)
+    state = memory.state_dict()
+    fresh = CrossBatchMemory(9, "ndcg")
+    fresh.load_state_dict(state)
+    for a, b in zip(memory.stored(), fresh.stored()):
+        assert torch.equal(a, b)
+    assert fresh(*data[3]).item() == memory(*data[3]).item()
+
+
 def test_a_large_memory_runs_and_follows_the_state_dict():
     rng = np.random.default_rng(1)
     memory = CrossBatchMemory(100_000)

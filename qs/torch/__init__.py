@@ -6,7 +6,8 @@ ranking SVM, ``max_R (Delta(R*, R) + F(R)) - F(R*)``, found by exact loss-augmen
 (an exact subgradient, since the inference is exact). Scores of shape (Q, n) hold Q queries,
 for instance the one-vs-rest classes of a mini-batch (``logits.T``), solved in one call.
 
-CPU tensors go to the numba kernels (:func:`qs.inference.batch.lai_batch`); CUDA tensors to
+CPU tensors go to the numba kernels (:func:`qs.inference.batch.lai_batch`; rows of at least
+:data:`LAI_PER_ROW_MIN` scores to :func:`qs.inference.lai` one by one); CUDA tensors to
 the same inference written in torch operations (:mod:`qs.torch._exact`, method "torch",
 which CPU tensors may ask for too). Needs the ``[torch]`` extra; ``import qs`` never imports
 torch.
@@ -22,13 +23,18 @@ import functools
 import numpy as np
 import torch
 
-from qs.inference import _resolve
+from qs.inference import Workspace, _resolve, lai
 from qs.inference.batch import BATCH_LOSSES, lai_batch
 from qs.torch._exact import lai_torch
 
 __all__ = ["rank_hinge_loss", "RankHingeLoss"]
 
 REDUCTIONS = ("mean", "sum", "none")
+#: rows of at least this many scores go to :func:`qs.inference.lai` one by one, shorter ones
+#: to one :func:`~qs.inference.batch.lai_batch` call: at 10^6 scores per query the batch
+#: kernel's route (and its threads, on shared cores) took 1.1-1.6 times ``lai`` row by row
+#: (``qsrank bench --torch-losses``), while at 10^5 and below it was as fast or faster
+LAI_PER_ROW_MIN = 100_000
 _INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -74,8 +80,10 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
 def ranked_queries(pos, keep=None):
     """Bool (Q,): the queries that have a positive and a negative among their kept entries
     (``keep``: bool (Q, n), None for all), the ones a "mean" counts."""
-    if keep is None:
-        return pos.any(dim=-1) & ~pos.all(dim=-1)
+    if keep is None:  # one pass: counting bytes beats any() and all() over bools
+        n = pos.shape[-1]
+        count = pos.view(torch.uint8).sum(dim=-1, dtype=torch.int32 if n < 2**31 else None)
+        return (count > 0) & (count < n)
     return (pos & keep).any(dim=-1) & (~pos & keep).any(dim=-1)
 
 
@@ -138,9 +146,33 @@ def _solve(scores, pos, loss, method):
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
         return hinge, grad.to(scores.dtype)
     x = scores.to("cpu", torch.float64)  # no copy for a CPU float64 tensor
-    res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True)
-    return (torch.from_numpy(res.hinge).to(scores.device),
-            torch.from_numpy(res.coef).to(scores.device, scores.dtype))
+    if x.shape[1] >= LAI_PER_ROW_MIN:
+        hinge, grad = _lai_rows(x.numpy(), pos.cpu().numpy(), loss, method)
+    else:
+        res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True)
+        hinge, grad = res.hinge, res.coef
+    return (torch.from_numpy(hinge).to(scores.device),
+            torch.from_numpy(grad).to(scores.device, scores.dtype))
+
+
+def _lai_rows(scores, pos, loss, method):
+    """Hinge and gradient of each row by :func:`qs.inference.lai` (the long rows' route)."""
+    n = scores.shape[1]
+    hinge, grad = np.zeros(len(scores)), np.empty(scores.shape)
+    workspace = Workspace()
+    for q, (s, y) in enumerate(zip(scores, pos)):
+        positives = np.flatnonzero(y)
+        p = len(positives)
+        if not 0 < p < n:
+            grad[q] = 0.0
+            continue
+        res = lai(s, y, loss, method, workspace=workspace)
+        hinge[q] = res.objective - res.ground_truth_F
+        # minus coef(R*): 1/P at the positives and -1/N at the negatives (+-1/(2n) for 0-1)
+        at_pos, at_neg = (0.5 / n, -0.5 / n) if loss == "01" else (1.0 / p, -1.0 / (n - p))
+        np.subtract(res.coef, at_neg, out=grad[q])
+        grad[q, positives] = res.coef[positives] - at_pos
+    return hinge, grad
 
 
 def check_scores(scores):

@@ -9,14 +9,15 @@ map between two inferences, for ``eps > 0``:
 - positive update: ``(coef(R+) - coef(R_w)) / eps`` with ``R+ = argmax F(R) + eps Delta``;
 - negative update: ``(coef(R_w) - coef(R-)) / eps`` with ``R- = argmax F(R) - eps Delta``.
 
-Both tend to the gradient of the expected loss as eps goes to 0 (Hazan et al., Theorem 1),
-and both descend the loss. ``F`` is linear in the scores, so ``argmax F + eps Delta =
-argmax F(s / eps) + Delta``: ``R+`` is the loss-augmented inference of ``s / eps``, solved
-by the kernels of :mod:`qs.inference` in ``O(N log P)`` per query. ``-Delta`` breaks the
-property that makes that inference exact (the optimal ranks of the negatives need no longer
-follow their scores' order, DESIGN.md), so ``R-`` is found by a dynamic programme over the
-numbers of negatives above each positive, ``O(P N)`` time and memory per query (Song et
-al.'s bound; the positive update does not pay it). The same programme solves ``R+`` with
+Under Hazan et al.'s assumptions both tend to the gradient of the expected loss as eps
+goes to 0 (their Theorem 1), and both descend the loss. ``F`` is linear in the scores, so
+``argmax F + eps Delta = argmax F(s / eps) + Delta``: ``R+`` is the loss-augmented
+inference of ``s / eps``, solved by the kernels of :mod:`qs.inference` in ``O(N log P)`` per
+query. ``-Delta`` breaks the property that makes that inference exact (each negative's best
+rank, taken alone, need no longer be monotone in its score, which Algorithm 1's divide and
+conquer relies on; DESIGN.md), so ``R-`` is found by a dynamic programme over the numbers of
+negatives above each positive, ``O(P N)`` time and memory per query (Song et al.'s bound;
+the positive update does not pay it). The same programme solves ``R+`` with
 ``method="dp"``, an independent check of the fast route.
 
 Ties: ``R_w`` ranks a positive above a negative of equal score (the rule of the kernels: a

@@ -4,11 +4,14 @@
 seen (detached, first in first out) and ranks each query of a batch against the other
 samples of the batch and every sample in memory: rankings of ``B - 1 + M`` samples per
 query, found by exact inference as in :func:`qs.torch.retrieval.retrieval_loss`. The batch
-is stored after its loss is made, so a sample is never its own positive. With cosine
-similarity the memory holds the normalised embeddings, so a call normalises only its batch.
-The memory is a pair of module buffers: it follows ``.to(device)`` and the state dict. A
-store writes new buffers rather than the old ones in place (a copy of the memory per call),
-so a loss may be backpropagated after later calls, as with gradient accumulation.
+is stored after its loss is made (at the next call), so a sample is never its own
+positive. With cosine similarity the memory holds the normalised embeddings, so a call
+normalises only its batch. The memory is a pair of module buffers (and the fill count as
+extra state): it follows ``.to(device)`` and the state dict. A batch is written in place
+once the backward of the call that used the memory has run; before that (two calls, then
+one backward, as in gradient accumulation) it goes into new buffers, a copy of the memory,
+so the earlier graph keeps the values it was made with. (A graph backpropagated twice with
+``retain_graph=True`` across a later call gets torch's in-place modification error.)
 """
 
 import torch
@@ -42,9 +45,12 @@ class CrossBatchMemory(torch.nn.Module):
         self.register_buffer("memory_labels", torch.empty(0, dtype=torch.int64))
         self.filled = 0  # samples in memory
         self.next = 0  # where the next one goes
+        self._pending = None  # the last batch, stored at the next call
+        self._held = False  # a graph not yet backpropagated holds the memory
 
     def forward(self, embeddings, labels):
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
+        self._flush()
         if self.memory.numel() and self.memory.shape[1] != embeddings.shape[1]:
             raise ValueError(f"the memory holds embeddings of size {self.memory.shape[1]}; got "
                              f"a batch of size {embeddings.shape[1]} (shape "
@@ -54,12 +60,15 @@ class CrossBatchMemory(torch.nn.Module):
         scores = off_diagonal(embeddings @ embeddings.T)  # the batch, each query left out
         positive = off_diagonal(labels[:, None] == labels[None, :])
         if self.filled:
-            stored = self.memory[: self.filled].to(embeddings.dtype)
-            scores = torch.cat([scores, embeddings @ stored.T], dim=1)
+            bank = embeddings @ self.memory[: self.filled].to(embeddings.dtype).T
+            if bank.requires_grad:
+                self._held = True
+                bank.register_hook(self._release)
+            scores = torch.cat([scores, bank], dim=1)
             positive = torch.cat([positive, labels[:, None] == self.memory_labels[None, :]
                                   [:, : self.filled]], dim=1)
         value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
-        self._store(embeddings.detach(), labels)
+        self._pending = (embeddings.detach(), labels)
         return value
 
     def reset(self):
@@ -67,25 +76,62 @@ class CrossBatchMemory(torch.nn.Module):
         self.memory = torch.empty(0, 0, device=self.memory.device)
         self.memory_labels = torch.empty(0, dtype=torch.int64, device=self.memory.device)
         self.filled = self.next = 0
+        self._pending, self._held = None, False
 
     def stored(self):
         """(embeddings, labels) in memory, oldest first (normalised for cosine similarity)."""
+        self._flush()
         if self.filled < self.size:  # not yet wrapped: written from the start
             return self.memory[: self.filled], self.memory_labels[: self.filled]
         order = torch.arange(self.next, self.next + self.size) % self.size
         return self.memory[order], self.memory_labels[order]
 
-    def _store(self, embeddings, labels):
+    def _release(self, grad):
+        """Backward reached this call's product with the memory: it may be written over."""
+        self._held = False
+
+    def _flush(self):
+        """Store the last batch: in place, or into new buffers while a graph that has not
+        been backpropagated holds the old ones (gradient accumulation)."""
+        if self._pending is not None:
+            embeddings, labels = self._pending
+            self._pending = None
+            self._store(embeddings, labels, in_place=not self._held)
+
+    def _store(self, embeddings, labels, in_place=False):
         if not self.memory.numel():
             self.memory = embeddings.new_zeros((self.size, embeddings.shape[1]))
             self.memory_labels = labels.new_zeros(self.size, dtype=torch.int64)
+            in_place = True
         embeddings, labels = embeddings[-self.size :], labels[-self.size :]
-        at = (self.next + torch.arange(len(labels), device=labels.device)) % self.size
-        # out of place: a graph not yet backpropagated may hold the old memory
-        self.memory = self.memory.index_copy(0, at, embeddings.to(self.memory.dtype))
-        self.memory_labels = self.memory_labels.index_copy(0, at, labels.to(torch.int64))
+        at = (self.next + torch.arange(len(labels), device=self.memory.device)) % self.size
+        embeddings, labels = embeddings.to(self.memory), labels.to(self.memory_labels)
+        if in_place:
+            self.memory.index_copy_(0, at, embeddings)
+            self.memory_labels.index_copy_(0, at, labels)
+        else:
+            self.memory = self.memory.index_copy(0, at, embeddings)
+            self.memory_labels = self.memory_labels.index_copy(0, at, labels)
         self.next = (self.next + len(labels)) % self.size
         self.filled = min(self.size, self.filled + len(labels))
+
+    def get_extra_state(self):
+        return {"filled": self.filled, "next": self.next}
+
+    def set_extra_state(self, state):
+        self.filled, self.next = int(state["filled"]), int(state["next"])
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self._flush()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("memory", "memory_labels"):  # the saved shapes, not the current ones
+            if prefix + name in state_dict:
+                setattr(self, name, torch.empty_like(state_dict[prefix + name],
+                                                     device=getattr(self, name).device))
+        self._pending, self._held = None, False
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
         return (f"size={self.size}, loss={self.loss!r}, similarity={self.similarity!r}, "
