@@ -1,5 +1,9 @@
 """qs.torch: the structured hinges as autograd functions, against lai and finite differences."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -236,3 +240,11 @@ def test_long_rows_are_lai_row_by_row(loss):
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     np.testing.assert_allclose(values.detach().numpy(), ref.hinge, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(x.grad.numpy(), ref.coef, rtol=1e-12, atol=1e-15)
+
+
+def test_import_without_torch_names_the_extra():
+    code = ("import sys\nsys.modules['torch'] = None\n"
+            "try:\n    import qs.torch\nexcept ImportError as err:\n    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert "[torch] extra" in out.stdout

@@ -21,7 +21,12 @@ Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels)
 import functools
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as err:  # name the extra, not only the missing module
+    raise ImportError("qs.torch needs PyTorch: install the [torch] extra "
+                      "(pip install -e '.[torch]' from a clone)") from err
 
 from qs.inference import Workspace, _resolve, lai
 from qs.inference.batch import BATCH_LOSSES, lai_batch
