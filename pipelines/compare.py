@@ -233,9 +233,9 @@ def load_data(name, cfg):
                     scaler.transform(X_te).astype(np.float32), y_te[:, None] == np.arange(10),
                     "scikit-learn load_digits (real): stratified 50/50 split seed 0, "
                     "standardised on the train half", "linear")
-    from pipelines import cifar10
+    from pipelines._images import SPLIT, cifar_split
 
-    data = cifar10.load_data(cifar10.resolve({}))
+    data = cifar_split(None, SPLIT, 0)
     (X_tr, y_tr), (X_te, y_te) = data["train"], data["test"]
     return Data(X_tr, y_tr[:, None] == np.arange(10), X_te, y_te[:, None] == np.arange(10),
                 data["note"], "plcnn")
@@ -325,9 +325,9 @@ class _Inputs:
     def __init__(self, data):
         self.images = data.model == "plcnn"
         if self.images:
-            from pipelines.cifar10 import _Normaliser
+            from pipelines._images import Normaliser
 
-            self.normalise = _Normaliser(data.X_train)
+            self.normalise = Normaliser(data.X_train)
 
     def __call__(self, X):
         import torch
