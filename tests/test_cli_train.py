@@ -70,10 +70,10 @@ def test_train_filters_class_loss_inference(tiny_config, tmp_path):
 
 
 @pytest.mark.parametrize("changes, args, message", [
-    ({"colour": "red"}, [], "unknown config key(s) 'colour'"),
-    ({}, ["--class", "dancing"], "unknown action class name(s) 'dancing'"),
+    ({"colour": "red"}, [], "unknown config key 'colour'"),
+    ({}, ["--class", "dancing"], "got unknown action class name(s) 'dancing'"),
     ({}, ["--loss", "ndcg"], "no method of ['0-1', 'ap', 'ap_qs'] has loss 'ndcg'"),
-    ({}, ["--inference", "magic"], "inference must be one of"),
+    ({}, ["--inference", "magic"], "inference: expected null or one of zero_one, yue"),
     ({"experiment": "nonesuch"}, [], "unknown experiment 'nonesuch'"),
     ({"experiment": None}, [], "has no top-level key `experiment`"),
     ({"data": {"trainval": "/nowhere/list.txt", "test": "/nowhere/list.txt"}}, [],
@@ -166,9 +166,9 @@ def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     (["--experiment", "voc2011_actions", "--budget", 1], "--budget applies to the synthetic"),
     (["--class", "phoning"], "--class needs --experiment"),
     (["--experiment", "voc2011_actions", "--class", "dancing", "--preset", "quick"],
-     "figures.class must be an action class"),
+     "figures.class: expected one of jumping, phoning"),
     (["--experiment", "voc2011_actions", "--methods", "ap_fast"],
-     "unknown method name(s) 'ap_fast'"),
+     "got unknown method name(s) 'ap_fast'"),
 ])
 def test_bench_experiment_errors(tmp_path, args, message):
     result = invoke("bench", *args, "--out", tmp_path / "out")
