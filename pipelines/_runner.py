@@ -8,6 +8,7 @@ settings its results depend on, its units of work (class x method, data set x me
 """
 
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ class Experiment:
     - `warm_up(cfg, units)`: compile (or load) the kernels the units left will call;
     - `prepare(cfg)`: the config as run (e.g. a device `auto` made concrete), once resolved;
     - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
+    - `session(run)`: a context manager the units run inside (thread limits, a scheduler);
     - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
     - `write(run, records)`: the tables and figures, from the records of every unit in order.
     """
@@ -47,6 +49,7 @@ class Experiment:
     warm_up: Callable = lambda cfg, units: None
     prepare: Callable = lambda cfg: cfg
     note: Callable = None
+    session: Callable = None
     kind: str = "tables"
     unit_label: str = "unit"
 
@@ -107,8 +110,9 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
             print(f"{experiment.name}: {status}", file=sys.stderr)
     if left:
         experiment.warm_up(cfg, left)
-    with tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
-              disable=not progress) as bar:
+    session = experiment.session(state) if experiment.session else nullcontext()
+    with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+                       disable=not progress) as bar:
         for unit in left:
             bar.set_postfix_str(" ".join(map(str, unit)))
             store.put(unit_name(unit), experiment.run_unit(state, unit))

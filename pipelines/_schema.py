@@ -182,6 +182,55 @@ def sized_list(leaf, length, what):
     return Annotated[Any, _leaf(check, expected)]
 
 
+def names(known, what, convert=None):
+    """A name or a non-empty list of names from `known`, as a list without repeats;
+    `convert` maps the value first (e.g. 'all' to every name)."""
+    expected = f"one or more {what} names from {', '.join(known)}"
+
+    def check(value):
+        value = convert(value) if convert else value
+        given = [value] if isinstance(value, str) else value
+        if not isinstance(given, list) or not given:
+            raise Expected(expected)
+        unknown = [n for n in given if n not in known]
+        if unknown:
+            raise Expected(expected, f"unknown {what} name(s) {', '.join(map(shown, unknown))}")
+        return list(dict.fromkeys(given))
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def per_key(leaf, keys, defaults, what, cast=None):
+    """One `leaf` value for every key of `keys`, given as one value (for all) or a mapping
+    of some keys (the others from `defaults`); resolved to the full mapping, each given value
+    passed through `cast` when set."""
+    check_one = leaf.__metadata__[0].func
+
+    def inner(value):
+        value = check_one(value)
+        return cast(value) if cast else value
+    keys = tuple(keys)
+    expected = f"{what}, or a mapping of {', '.join(keys)} to one"
+
+    def check(value):
+        if not isinstance(value, dict):
+            try:
+                one = inner(value)
+            except Expected:
+                raise Expected(expected) from None
+            return {k: copy.deepcopy(one) for k in keys}
+        unknown = [k for k in value if k not in keys]
+        if unknown:
+            raise Expected(expected, f"unknown key(s) {', '.join(map(shown, unknown))}")
+        out = copy.deepcopy(defaults)
+        for k, v in value.items():
+            try:
+                out[k] = inner(v)
+            except Expected:
+                raise Expected(expected, f"{k}: {shown(v)}") from None
+        return out
+    return Annotated[Any, _leaf(check, expected)]
+
+
 def c_grid():
     """A non-empty list of C values > 0 (a cross-validation grid)."""
     entry = number(low=0, strict=True).__metadata__[0].func

@@ -131,48 +131,8 @@ FIGURE_PRESETS = {
 COUNTS = S.distinct_list(S.number(integer=True, low=1), "counts >= 1")
 
 
-def _names(known, what, convert=None):
-    """A name or a non-empty list of names from `known` (repeats dropped); `convert` maps the
-    value first."""
-    expected = f"one or more {what} names from {', '.join(known)}"
-
-    def check(value):
-        value = convert(value) if convert else value
-        names = [value] if isinstance(value, str) else value
-        if not isinstance(names, list) or not names:
-            raise S.Expected(expected)
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise S.Expected(expected, f"unknown {what} name(s) "
-                             f"{', '.join(map(S.shown, unknown))}")
-        return list(dict.fromkeys(names))
-    return S.custom(check, expected)
-
-
 def _all_classes(value):
     return list(ACTIONS) if value == "all" else value
-
-
-def _per_loss(value):
-    """A C > 0 for every loss, or a mapping loss -> C (the others the fixed defaults)."""
-    entry = S.number(low=0, strict=True).__metadata__[0].func
-    if isinstance(value, dict):
-        unknown = [k for k in value if k not in LOSSES]
-        if unknown:
-            raise S.Expected(f"a number > 0 or a mapping of {', '.join(LOSSES)} to one",
-                             f"unknown loss(es) {', '.join(map(S.shown, unknown))}")
-        out = dict(FIXED_C)
-        for loss, c in value.items():
-            try:
-                out[loss] = entry(c)
-            except S.Expected:
-                raise S.Expected(f"a number > 0 or a mapping of {', '.join(LOSSES)} to one",
-                                 f"{loss}: {S.shown(c)}") from None
-        return out
-    try:
-        return {loss: float(entry(value)) for loss in LOSSES}
-    except S.Expected:
-        raise ValueError from None  # the leaf's own words: a number or a mapping
 
 
 def _data(value):
@@ -184,7 +144,7 @@ def _data(value):
     return {"trainval": value["trainval"], "test": value["test"]}
 
 
-PER_LOSS = S.custom(_per_loss, f"a number > 0 or a mapping of {', '.join(LOSSES)} to one")
+PER_LOSS = S.per_key(S.number(low=0, strict=True), LOSSES, FIXED_C, "a number > 0", float)
 C_OR_CV = S.either(PER_LOSS, "cv")
 
 
@@ -232,7 +192,7 @@ class Figures(S.Section):
                                       name="class")
     vary: S.choice(VARIES) = S.key("negatives", "which count grows")
     loss: S.choice(("ap", "ndcg", "all")) = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
-    methods: S.optional(_names(METHODS, "method")) = S.key(
+    methods: S.optional(S.names(METHODS, "method")) = S.key(
         None, "null: the paper's curves of each figure")
     preset: S.text() = S.key("paper", "the sizes: a name in figures.presets")
     repeats: S.number(integer=True, low=1) = S.key(
@@ -258,9 +218,9 @@ class Config(S.Section):
         None, "feature files of list-file data; null: beside each list file")
     max_boxes: S.optional(S.number(integer=True, low=2)) = S.key(
         None, "keep at most this many boxes of each split (seeded; for quick looks)")
-    classes: _names(ACTIONS, "action class", _all_classes) = S.key(
+    classes: S.names(ACTIONS, "action class", _all_classes) = S.key(
         list(ACTIONS), "action classes to train (or all)")
-    methods: _names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
+    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
     loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
     inference: S.optional(S.choice(INFERENCES)) = S.key(
         None, "run only the methods of this LAI method")

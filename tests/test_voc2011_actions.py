@@ -215,8 +215,10 @@ def test_forced_cv_runs_once_per_class_and_loss(tmp_path, monkeypatch):
     ({"classes": ["phoning", "dancing"]}, "got unknown action class name.s. 'dancing'$"),
     ({"methods": ["ap_fast"]}, "^methods: expected one or more method names from 0-1, ap"),
     ({"methods": ["ap"], "loss": "ndcg"}, r"^no method of \['ap'\] has loss 'ndcg'$"),
-    ({"C": -1}, "^C: expected a number > 0 or a mapping of 01, ap, ndcg to one or 'cv'; got -1$"),
-    ({"C": {"ap": 1.0, "auc": 2.0}}, "got unknown loss.es. 'auc'$"),
+    ({"C": -1}, "^C: expected a number > 0, or a mapping of 01, ap, ndcg to one or 'cv'; "
+                "got -1$"),
+    ({"C": {"ap": 1.0, "auc": 2.0}}, "got unknown key.s. 'auc'$"),
+    ({"C": {"ap": 0}}, "^C: expected .*; got ap: 0$"),
     ({"data": "/nowhere/list.txt"}, "^data: expected 'synthetic' or a mapping"),
     ({"features_dir": "/x"}, "^features_dir applies to list-file data only"),
     ({"solver": "adam"}, "^solver: expected one of .*; got 'adam'$"),
