@@ -314,19 +314,24 @@ def shown(value):
 def help_lines(model, defaults=None, indent=""):
     """The keys of `model` with their defaults (or `defaults`, a resolved config) and one line
     of help each, as YAML a config could start from."""
-    defaults = model().model_dump(by_alias=True) if defaults is None else defaults
+    if defaults is None:  # unvalidated: the defaults as declared, whatever is installed
+        defaults = model.model_construct().model_dump(by_alias=True)
     lines = []
     for name, field in keys(model).items():
-        value, help_text = defaults[name], field.description or ""
+        comment = f"  # {field.description}" if field.description else ""
         sub = field.annotation
         if isinstance(sub, type) and issubclass(sub, BaseModel):
-            lines.append(f"{indent}{name}:{'  # ' + help_text if help_text else ''}")
-            lines += help_lines(sub, value, indent + "  ")
-            continue
-        shown = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-        shown = shown.removesuffix("\n...").removesuffix("...").strip()
-        lines.append(f"{indent}{name}: {shown}{'  # ' + help_text if help_text else ''}")
+            lines.append(f"{indent}{_flow(name)}:{comment}")
+            lines += help_lines(sub, defaults[name], indent + "  ")
+        else:
+            lines.append(f"{indent}{_flow(name)}: {_flow(defaults[name])}{comment}")
     return lines
+
+
+def _flow(value):
+    """`value` as one line of YAML that reads back as itself (a key '01' stays a string)."""
+    text = yaml.safe_dump([value], default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()[1:-1]
 
 
 def parse_sets(items):

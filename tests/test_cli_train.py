@@ -148,6 +148,18 @@ def test_config_show_prints_the_defaults_with_help():
     assert invoke("config", "show", "scaling").exit_code == 2  # a benchmark: not a choice
 
 
+@pytest.mark.parametrize("name", experiments())
+def test_config_show_gives_every_experiments_defaults(name):
+    from pipelines import _registry, _schema
+
+    result = invoke("config", "show", name)
+    assert result.exit_code == 0, result.output
+    model = _registry.schema(name)
+    assert yaml.safe_load(result.output) == model.model_construct().model_dump(by_alias=True)
+    assert all("  # " in line for line in result.output.splitlines())
+    assert _schema.keys(model)["experiment"].default == name
+
+
 def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     out = tmp_path / "fig"
     result = invoke("bench", "--experiment", "voc2011_actions", "--config", tiny_config,
