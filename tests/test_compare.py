@@ -244,4 +244,5 @@ def test_cli_bad_method_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["compare", "--config", str(config)])
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
-    assert "unknown method(s) 'nope'; known:" in result.output
+    assert "methods: expected a non-empty list of distinct method names; got entry 1: " \
+        "'nope' (not one of cross_entropy," in result.output
