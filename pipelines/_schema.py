@@ -45,6 +45,12 @@ def _leaf(check, expected):
     return PlainValidator(validate, json_schema_input_type=Any)
 
 
+def checker(leaf):
+    """The function that checks a value of the leaf type `leaf` (returns it or raises
+    Expected), to check an entry of a larger value by hand."""
+    return leaf.__metadata__[0].func
+
+
 def custom(check, expected):
     """A leaf checked by `check(value)`, which returns the value to keep or raises
     Expected (or TypeError/ValueError: then the error says `expected`)."""
@@ -100,7 +106,7 @@ def member(allowed, expected):
 
 def optional(leaf, what="null"):
     """`leaf`, or None."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
 
     def check(value):
         if value is None:
@@ -114,7 +120,7 @@ def optional(leaf, what="null"):
 
 def either(leaf, literal):
     """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
 
     def check(value):
         if value == literal and isinstance(value, str):
@@ -146,7 +152,7 @@ def text():
 
 def distinct_list(leaf, what, *, convert=None):
     """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
     expected = f"a non-empty list of distinct {what}"
 
     def check(value):
@@ -166,7 +172,7 @@ def distinct_list(leaf, what, *, convert=None):
 
 def sized_list(leaf, length, what):
     """A list of `length` `leaf` values."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
     expected = f"a list of {length} {what}"
 
     def check(value):
@@ -203,7 +209,7 @@ def per_key(leaf, keys, defaults, what, cast=None):
     """One `leaf` value for every key of `keys`, given as one value (for all) or a mapping
     of some keys (the others from `defaults`); resolved to the full mapping, each given value
     passed through `cast` when set."""
-    check_one = leaf.__metadata__[0].func
+    check_one = checker(leaf)
 
     def inner(value):
         value = check_one(value)
@@ -233,7 +239,7 @@ def per_key(leaf, keys, defaults, what, cast=None):
 
 def c_grid():
     """A non-empty list of C values > 0 (a cross-validation grid)."""
-    entry = number(low=0, strict=True).__metadata__[0].func
+    entry = checker(number(low=0, strict=True))
 
     def check(value):
         if not isinstance(value, list) or not value:

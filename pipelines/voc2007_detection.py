@@ -104,7 +104,7 @@ def _c_values(value):
     values = value if isinstance(value, list) else [value]
     if not values:
         raise ValueError
-    entry = S.number(low=0, strict=True).__metadata__[0].func
+    entry = S.checker(S.number(low=0, strict=True))
     return [float(entry(c)) for c in dict.fromkeys(values)]
 
 

@@ -163,8 +163,8 @@ class CV(S.Section):
 def _presets(value):
     """figures.presets: the built-in presets with the config's laid over them, key by key;
     per preset and vary, the count that stays (`fixed`; total: `neg_per_pos`) and `values`."""
-    count = S.number(integer=True, low=1).__metadata__[0].func
-    counts = COUNTS.__metadata__[0].func
+    count = S.checker(S.number(integer=True, low=1))
+    counts = S.checker(COUNTS)
     presets = merge(FIGURE_PRESETS, value)
     for name, preset in presets.items():
         for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
