@@ -243,24 +243,24 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
 
     `qsrank config show EXPERIMENT` lists the keys a config (or --set) may give.
     """
+    from pipelines import _runner, _schema
+
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
                  "solver": solver, "force": force, "scheduler": scheduler}
     notice_compiles()
     try:
         module = pipeline_of(config_path)
-        if scheduler is not None and "scheduler" not in getattr(module, "DEFAULTS", {}):
+        spec = getattr(module, "SPEC", None)
+        keys = _schema.keys(spec.schema) if spec else getattr(module, "DEFAULTS", {})
+        if scheduler is not None and "scheduler" not in keys:
             raise ValueError(f"--scheduler applies to experiments that read box stores "
                              f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
-        from pipelines import _runner
-        from pipelines._schema import parse_sets
-
         given = {k: v for k, v in overrides.items() if v is not None}
-        spec = getattr(module, "SPEC", None)
         if spec is not None:
-            config = _runner.load_config(spec, config_path, parse_sets(sets), **given)
+            config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
             run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
         else:
-            config = module.load_config(config_path, sets=parse_sets(sets), **given)
+            config = module.load_config(config_path, sets=_schema.parse_sets(sets), **given)
             run_dir = module.run(config, out, progress=True, overrides=sets)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None

@@ -89,14 +89,6 @@ def check_number(value, where, integer=False, low=None, strict=False):
                          f"{bound}; got {value!r}")
 
 
-def check_c_grid(grid, where):
-    """Reject anything but a non-empty list of C values > 0 (a cross-validation grid)."""
-    if not isinstance(grid, list) or not grid:
-        raise ValueError(f"{where} must be a non-empty list of C values; got {grid!r}")
-    for c in grid:
-        check_number(c, f"{where} entry", low=0, strict=True)
-
-
 def dump_config(cfg):
     """The resolved config as YAML; numpy numbers (which the checks accept) as plain ones."""
     def plain(value):

@@ -18,8 +18,9 @@ def experiment(name):
 
 def schema(name):
     """The declared config model of experiment `name`; ValueError when it declares none."""
-    spec = getattr(experiment(name), "SPEC", None)
-    model = getattr(spec, "schema", None)
+    module = experiment(name)
+    model = getattr(getattr(module, "SPEC", None), "schema", None) or getattr(module, "Config",
+                                                                             None)
     if model is None:
         raise ValueError(f"experiment {name} declares no config schema; its keys and defaults "
                          f"are DEFAULTS in pipelines/{name}.py")

@@ -8,7 +8,8 @@ settings its results depend on, its units of work (class x method, data set x me
 """
 
 import sys
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tqdm import tqdm
@@ -31,6 +32,9 @@ class Experiment:
       only under the same settings and code;
     - `units(cfg, data)`: the units of work, tuples of names (stored as runs/<a>__<b>.json);
     - `warm_up(cfg, units)`: compile (or load) the kernels the units left will call;
+    - `prepare(cfg)`: the config as run (e.g. a device `auto` made concrete), once resolved;
+    - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
+    - `session(run)`: a context manager the units run inside (thread limits, a scheduler);
     - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
     - `write(run, records)`: the tables and figures, from the records of every unit in order.
     """
@@ -43,19 +47,25 @@ class Experiment:
     run_unit: Callable
     write: Callable
     warm_up: Callable = lambda cfg, units: None
+    prepare: Callable = lambda cfg: cfg
+    note: Callable = None
+    session: Callable = None
     kind: str = "tables"
     unit_label: str = "unit"
 
 
 @dataclass
 class Run:
-    """What a unit and the writers see: the resolved config, the data, the run directory and
-    its store of finished units."""
+    """What a unit and the writers see: the resolved config, the data, the run directory, its
+    store of finished units, whether to show progress, and a cache the units of one run share
+    (a network built once, say)."""
 
     cfg: dict
     data: Any
     out: Any
     store: RunStore
+    progress: bool = False
+    cache: dict = field(default_factory=dict)
 
 
 def resolve(experiment, config):
@@ -83,13 +93,13 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     finished unit is stored at once, so an interrupted run loses at most the unit under way.
     `overrides`: the command line's `--set` items, recorded in the provenance.
     """
-    cfg = resolve(experiment, config)
+    cfg = experiment.prepare(resolve(experiment, config))
     data = experiment.load_data(cfg)
     out = claim_run_dir(out_dir or new_run_dir(experiment.name), experiment.name,
                         experiment.kind)
     settings = settings_key(**experiment.settings(cfg, data))
     store = RunStore(out, settings)
-    state = Run(cfg, data, out, store)
+    state = Run(cfg, data, out, store, progress)
     units = experiment.units(cfg, data)
     left = [u for u in units if cfg.get("force") or not store.done(unit_name(u))]
     if progress:
@@ -100,14 +110,15 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
             print(f"{experiment.name}: {status}", file=sys.stderr)
     if left:
         experiment.warm_up(cfg, left)
-    with tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
-              disable=not progress) as bar:
+    session = experiment.session(state) if experiment.session else nullcontext()
+    with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+                       disable=not progress) as bar:
         for unit in left:
             bar.set_postfix_str(" ".join(map(str, unit)))
             store.put(unit_name(unit), experiment.run_unit(state, unit))
             bar.update()
     experiment.write(state, [store.get(unit_name(u)) for u in units])
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg.get("seed"), settings["data"], settings,
-                     settings["data_sha256"], overrides)
+    note = experiment.note(cfg, data) if experiment.note else settings["data"]
+    write_provenance(out, cfg.get("seed"), note, settings, settings["data_sha256"], overrides)
     return out

@@ -45,6 +45,18 @@ def _leaf(check, expected):
     return PlainValidator(validate, json_schema_input_type=Any)
 
 
+def checker(leaf):
+    """The function that checks a value of the leaf type `leaf` (returns it or raises
+    Expected), to check an entry of a larger value by hand."""
+    return leaf.__metadata__[0].func
+
+
+def custom(check, expected):
+    """A leaf checked by `check(value)`, which returns the value to keep or raises
+    Expected (or TypeError/ValueError: then the error says `expected`)."""
+    return Annotated[Any, _leaf(check, expected)]
+
+
 def number(*, integer=False, low=None, strict=False, high=None, high_strict=True):
     """A finite integer (or real, unless `integer`), not a boolean, within the given bounds;
     numpy scalars are accepted and stored as plain Python numbers."""
@@ -94,7 +106,7 @@ def member(allowed, expected):
 
 def optional(leaf, what="null"):
     """`leaf`, or None."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
 
     def check(value):
         if value is None:
@@ -102,13 +114,13 @@ def optional(leaf, what="null"):
         try:
             return inner(value)
         except Expected as err:
-            raise Expected(f"{what} or {err}") from None
+            raise Expected(f"{what} or {err}", err.given) from None
     return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
 
 
 def either(leaf, literal):
     """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
 
     def check(value):
         if value == literal and isinstance(value, str):
@@ -116,7 +128,7 @@ def either(leaf, literal):
         try:
             return inner(value)
         except Expected as err:
-            raise Expected(f"{err} or {literal!r}") from None
+            raise Expected(f"{err} or {literal!r}", err.given) from None
     return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
 
 
@@ -140,7 +152,7 @@ def text():
 
 def distinct_list(leaf, what, *, convert=None):
     """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
-    inner = leaf.__metadata__[0].func
+    inner = checker(leaf)
     expected = f"a non-empty list of distinct {what}"
 
     def check(value):
@@ -151,16 +163,83 @@ def distinct_list(leaf, what, *, convert=None):
             try:
                 out.append(inner(convert(entry) if convert else entry))
             except Expected as err:
-                raise Expected(expected, f"entry {k}: {_shown(entry)} (not {err})") from None
+                raise Expected(expected, f"entry {k}: {shown(entry)} (not {err})") from None
         if len(set(map(repr, out))) != len(out):
-            raise Expected(expected, f"{_shown(value)} (with repeats)")
+            raise Expected(expected, f"{shown(value)} (with repeats)")
+        return out
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def sized_list(leaf, length, what):
+    """A list of `length` `leaf` values."""
+    inner = checker(leaf)
+    expected = f"a list of {length} {what}"
+
+    def check(value):
+        if not isinstance(value, list) or len(value) != length:
+            raise Expected(expected)
+        out = []
+        for k, entry in enumerate(value):
+            try:
+                out.append(inner(entry))
+            except Expected:
+                raise Expected(expected, f"entry {k}: {shown(entry)}") from None
+        return out
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def names(known, what, convert=None):
+    """A name or a non-empty list of names from `known`, as a list without repeats;
+    `convert` maps the value first (e.g. 'all' to every name)."""
+    expected = f"one or more {what} names from {', '.join(known)}"
+
+    def check(value):
+        value = convert(value) if convert else value
+        given = [value] if isinstance(value, str) else value
+        if not isinstance(given, list) or not given:
+            raise Expected(expected)
+        unknown = [n for n in given if n not in known]
+        if unknown:
+            raise Expected(expected, f"unknown {what} name(s) {', '.join(map(shown, unknown))}")
+        return list(dict.fromkeys(given))
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def per_key(leaf, keys, defaults, what, cast=None):
+    """One `leaf` value for every key of `keys`, given as one value (for all) or a mapping
+    of some keys (the others from `defaults`); resolved to the full mapping, each given value
+    passed through `cast` when set."""
+    check_one = checker(leaf)
+
+    def inner(value):
+        value = check_one(value)
+        return cast(value) if cast else value
+    keys = tuple(keys)
+    expected = f"{what}, or a mapping of {', '.join(keys)} to one"
+
+    def check(value):
+        if not isinstance(value, dict):
+            try:
+                one = inner(value)
+            except Expected:
+                raise Expected(expected) from None
+            return {k: copy.deepcopy(one) for k in keys}
+        unknown = [k for k in value if k not in keys]
+        if unknown:
+            raise Expected(expected, f"unknown key(s) {', '.join(map(shown, unknown))}")
+        out = copy.deepcopy(defaults)
+        for k, v in value.items():
+            try:
+                out[k] = inner(v)
+            except Expected:
+                raise Expected(expected, f"{k}: {shown(v)}") from None
         return out
     return Annotated[Any, _leaf(check, expected)]
 
 
 def c_grid():
     """A non-empty list of C values > 0 (a cross-validation grid)."""
-    entry = number(low=0, strict=True).__metadata__[0].func
+    entry = checker(number(low=0, strict=True))
 
     def check(value):
         if not isinstance(value, list) or not value:
@@ -170,28 +249,34 @@ def c_grid():
                 entry(c)
             except Expected:
                 raise Expected("a non-empty list of C values > 0",
-                               f"entry {k}: {_shown(c)}") from None
+                               f"entry {k}: {shown(c)}") from None
         return [entry(c) for c in value]
     return Annotated[Any, _leaf(check, "a non-empty list of C values > 0")]
 
 
-def key(default, help):  # noqa: A002 - the word the config docs use
-    """A declared key: its default (a Section class: that section's defaults) and its one line
-    of help."""
+def key(default, help, name=None):  # noqa: A002 - the word the config docs use
+    """A declared key: its default (a Section class: that section's defaults), its one line
+    of help, and its name in the config when that is no Python name (`class`, `01`)."""
     if isinstance(default, type) and issubclass(default, BaseModel):
-        return Field(default_factory=default, description=help)
+        return Field(default_factory=default, description=help, alias=name)
     if isinstance(default, (list, dict)):
-        return Field(default_factory=lambda: copy.deepcopy(default), description=help)
-    return Field(default, description=help)
+        return Field(default_factory=lambda: copy.deepcopy(default), description=help,
+                     alias=name)
+    return Field(default, description=help, alias=name)
+
+
+def keys(model):
+    """The config keys of a section, in order: {name in the config: field}."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 def validate(model, config):
     """`config` (a mapping) checked against `model`: the resolved plain dict, or a ValueError
     of one line naming the key path, what was expected and what was given."""
     if not isinstance(config, dict):
-        raise ValueError(f"config must be a mapping of keys; got {_shown(config)}")
+        raise ValueError(f"config must be a mapping of keys; got {shown(config)}")
     try:
-        return model.model_validate(config).model_dump()
+        return model.model_validate(config).model_dump(by_alias=True)
     except ValidationError as err:
         raise ValueError(error_line(model, err.errors()[0])) from None
 
@@ -203,14 +288,14 @@ def error_line(model, error):
     kind = error["type"]
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else ""
+        allowed = ", ".join(keys(parent)) if parent else ""
         where = f" in {'.'.join(loc[:-1])!r}" if len(loc) > 1 else ""
         return f"unknown config key {path!r}; allowed keys{where}: {allowed}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"{path}: expected a mapping of keys; got {_shown(error['input'])}"
+        return f"{path}: expected a mapping of keys; got {shown(error['input'])}"
     ctx_error = error.get("ctx", {}).get("error")
     if isinstance(ctx_error, Expected):
-        given = ctx_error.given or _shown(error["input"])
+        given = ctx_error.given or shown(error["input"])
         return f"{path}: expected {ctx_error}; got {given}"
     message = str(ctx_error) if ctx_error is not None else error["msg"]
     return f"{path}: {message}" if path else message
@@ -219,14 +304,14 @@ def error_line(model, error):
 def _model_at(model, loc):
     """The model class of the section at key path `loc` (None when it is no section)."""
     for part in loc:
-        field = model.model_fields.get(part)
+        field = keys(model).get(part)
         model = field.annotation if field is not None else None
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
     return model
 
 
-def _shown(value):
+def shown(value):
     """`value` as a config would write it, cut to SHOWN characters."""
     text = repr(value)
     return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
@@ -235,19 +320,24 @@ def _shown(value):
 def help_lines(model, defaults=None, indent=""):
     """The keys of `model` with their defaults (or `defaults`, a resolved config) and one line
     of help each, as YAML a config could start from."""
-    defaults = model().model_dump() if defaults is None else defaults
+    if defaults is None:  # unvalidated: the defaults as declared, whatever is installed
+        defaults = model.model_construct().model_dump(by_alias=True)
     lines = []
-    for name, field in model.model_fields.items():
-        value, help_text = defaults[name], field.description or ""
+    for name, field in keys(model).items():
+        comment = f"  # {field.description}" if field.description else ""
         sub = field.annotation
         if isinstance(sub, type) and issubclass(sub, BaseModel):
-            lines.append(f"{indent}{name}:{'  # ' + help_text if help_text else ''}")
-            lines += help_lines(sub, value, indent + "  ")
-            continue
-        shown = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-        shown = shown.removesuffix("\n...").removesuffix("...").strip()
-        lines.append(f"{indent}{name}: {shown}{'  # ' + help_text if help_text else ''}")
+            lines.append(f"{indent}{_flow(name)}:{comment}")
+            lines += help_lines(sub, defaults[name], indent + "  ")
+        else:
+            lines.append(f"{indent}{_flow(name)}: {_flow(defaults[name])}{comment}")
     return lines
+
+
+def _flow(value):
+    """`value` as one line of YAML that reads back as itself (a key '01' stays a string)."""
+    text = yaml.safe_dump([value], default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()[1:-1]
 
 
 def parse_sets(items):

@@ -33,22 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from pydantic import model_validator
 from tqdm import tqdm
 
-from pipelines import _config
-from pipelines._config import (
-    check_choice,
-    check_keys,
-    check_number,
-    dump_config,
-    merge,
-    new_run_dir,
-)
+from pipelines import _schema as S
+from pipelines._config import merge
+from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
 from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._provenance import write_provenance
-from pipelines._runs import claim_run_dir, digest_arrays, same, settings_key
+from pipelines._runner import Experiment
+from pipelines._runs import same, settings_key
 from pipelines._tables import markdown_table
-from qs.data.cifar10 import DIGITS_NOTE, digits_as_cifar, load_cifar10
 from qs.metrics import average_precision, ndcg
 
 EXPERIMENT = "cifar10"
@@ -75,39 +69,6 @@ PAPER_NDCG = {"01": 95.31, "ndcg": 96.14}
 PAPER_HOURS = {"ap_yue": 1.974, "ap_qs": 1.589, "ndcg_chakrabarti": 2.217, "ndcg_qs": 1.632}
 EVAL_BATCH = 500
 
-# Built-in defaults, the `default` preset: small and quick on 2 CPU cores, no download.
-DEFAULTS = {
-    "experiment": EXPERIMENT,
-    "preset": "default",  # default | full (PRESETS)
-    "seed": 0,  # network initialisation, data split and mini-batch order
-    "data": None,  # null: digits-as-CIFAR; else the folder of the CIFAR-10 batches
-    "split": {"train": 1197, "val": 200, "test": 400},  # images; val and train from one pool
-    "widths": [8, 16, 32],  # channels of the three blocks (paper: 64, 128, 256)
-    "batch_size": 200,
-    "threads": None,  # torch intra-op threads (null: torch's default)
-    # cpu | cuda | auto (cuda when torch sees a CUDA device); the network's device. The LAI
-    # of a named method runs on the CPU either way (numba), method auto's on the device
-    "device": "cpu",
-    # the paper's warm start (Section 4.3, after Berrada et al.): a few epochs of Adadelta
-    # (lr 1.0, torch's and Zeiler's), cross-entropy then multi-class hinge; or sgd (lr,
-    # with the run's momentum and weight decay)
-    "warm_start": {"cross_entropy_epochs": 4, "hinge_epochs": 1, "optimizer": "adadelta",
-                   "lr": 1.0},
-    "epochs": 3,  # per method, after the warm start (layer-wise: sweeps over the layers)
-    "training": "end_to_end",  # end_to_end (SGD on the whole net) | layerwise (see below)
-    # layer-wise SVM (training: layerwise): per layer, proximal/2 |theta - theta_prev|^2 +
-    # C * mean structured hinge of the mini-batches, by block-coordinate Frank-Wolfe; the
-    # paper's C 1e3 and proximal weight 1e2; `passes` over the mini-batches per layer
-    "layerwise": {"C": 1000.0, "proximal": 100.0, "passes": 1},
-    "lr": 0.01,
-    "momentum": 0.9,
-    "weight_decay": 5e-4,
-    "freeze_bn": True,  # batch norm as a fixed affine map in the rank-loss training
-    "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_chakrabarti", "ndcg_qs"],
-    "loss": None,  # run only the methods of this loss (null: all)
-    "inference": None,  # run only the methods of this LAI method (null: all)
-    "force": False,  # retrain finished methods (the warm start is kept while valid)
-}
 PRESETS = {
     "default": {},
     # The paper's data, split, network and batch size; the epochs are ours (the paper's
@@ -118,74 +79,87 @@ PRESETS = {
 }
 
 
-# ---------------------------------------------------------------------------- config
+class Split(S.Section):
+    train: S.number(integer=True, low=1) = S.key(SPLIT["train"], "training images")
+    val: S.number(integer=True, low=0) = S.key(SPLIT["val"], "validation images (drawn from "
+                                               "the training pool)")
+    test: S.number(integer=True, low=1) = S.key(SPLIT["test"], "test images")
 
-def load_config(path=None, sets=None, **overrides):
-    """DEFAULTS and the preset, updated by the YAML file at `path`, then by the non-None
-    `overrides`; checked. `sets` (`--set` keys) lay over the file; its errors name the file."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
+
+class WarmStart(S.Section):
+    cross_entropy_epochs: S.number(integer=True, low=0) = S.key(4, "cross-entropy epochs")
+    hinge_epochs: S.number(integer=True, low=0) = S.key(1, "multi-class hinge epochs")
+    optimizer: S.choice(WARM_OPTIMIZERS) = S.key(
+        "adadelta", "adadelta (lr 1.0, as the paper) or sgd (with the run's momentum and "
+        "weight decay)")
+    lr: S.number(low=0, strict=True) = S.key(1.0, "the warm start's learning rate")
 
 
-def resolve(config):
-    """DEFAULTS, the preset's values, then `config`; raises ValueError naming any unknown
-    key or bad value."""
-    check_keys(config, DEFAULTS, "")
-    preset = config.get("preset", DEFAULTS["preset"])
-    check_choice(preset, "preset", PRESETS)
-    cfg = merge(merge(DEFAULTS, PRESETS[preset]), config)
-    if cfg["experiment"] != EXPERIMENT:
-        raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
-                         f"got {cfg['experiment']!r}")
-    check_number(cfg["seed"], "seed", integer=True, low=0)
-    if cfg["data"] is not None and not isinstance(cfg["data"], str):
-        raise ValueError("data must be null (digits-as-CIFAR) or the folder of the CIFAR-10 "
-                         f"batches; got {cfg['data']!r}")
-    if preset == "full" and cfg["data"] is None:
-        raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: to "
-                         "the folder of the CIFAR-10 batches (python or binary version)")
-    check_keys(cfg["split"], DEFAULTS["split"], "split")
-    for part in ("train", "val", "test"):
-        check_number(cfg["split"][part], f"split.{part}", integer=True, low=1 if part != "val"
-                     else 0)
-    widths = cfg["widths"]
-    if (not isinstance(widths, list) or len(widths) != 3
-            or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths)):
-        raise ValueError(f"widths must be a list of 3 positive integers; got {widths!r}")
-    check_number(cfg["batch_size"], "batch_size", integer=True, low=2)
-    if cfg["threads"] is not None:
-        check_number(cfg["threads"], "threads", integer=True, low=1)
-    check_choice(cfg["device"], "device", DEVICES)
-    check_choice(cfg["warm_start"]["optimizer"], "warm_start.optimizer", WARM_OPTIMIZERS)
-    check_keys(cfg["warm_start"], DEFAULTS["warm_start"], "warm_start")
-    for key in ("cross_entropy_epochs", "hinge_epochs"):
-        check_number(cfg["warm_start"][key], f"warm_start.{key}", integer=True, low=0)
-    check_number(cfg["warm_start"]["lr"], "warm_start.lr", low=0, strict=True)
-    check_number(cfg["epochs"], "epochs", integer=True, low=1)
-    check_choice(cfg["training"], "training", TRAININGS)
-    check_keys(cfg["layerwise"], DEFAULTS["layerwise"], "layerwise")
-    for key in ("C", "proximal"):
-        check_number(cfg["layerwise"][key], f"layerwise.{key}", low=0, strict=True)
-    check_number(cfg["layerwise"]["passes"], "layerwise.passes", integer=True, low=1)
-    check_number(cfg["lr"], "lr", low=0, strict=True)
-    check_number(cfg["momentum"], "momentum", low=0)
-    check_number(cfg["weight_decay"], "weight_decay", low=0)
-    for key in ("freeze_bn", "force"):
-        if not isinstance(cfg[key], bool):
-            raise ValueError(f"{key} must be true or false; got {cfg[key]!r}")  # noqa: TRY004
-    methods = cfg["methods"]
-    if not isinstance(methods, list) or not methods or len(set(methods)) != len(methods):
-        raise ValueError(f"methods must be a non-empty list of distinct names; got {methods!r}")
-    for name in methods:
-        check_choice(name, "methods entry", METHODS)
-    if cfg["loss"] is not None:
-        check_choice(cfg["loss"], "loss", LOSSES)
-    if cfg["inference"] is not None:
-        check_choice(cfg["inference"], "inference", INFERENCES)
-    if not selected_methods(cfg):
-        raise ValueError(f"no method of {methods} has "
-                         + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                        if cfg[k] is not None))
-    return cfg
+class Layerwise(S.Section):
+    C: S.number(low=0, strict=True) = S.key(1000.0, "weight of the mean structured hinge")
+    proximal: S.number(low=0, strict=True) = S.key(100.0, "proximal weight")
+    passes: S.number(integer=True, low=1) = S.key(1, "passes over the mini-batches per layer")
+
+
+class Config(S.Section):
+    """The CIFAR-10 experiment; the defaults are the `default` preset: small and quick on 2
+    CPU cores, no download."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    preset: S.choice(PRESETS) = S.key("default", "default (digits-as-CIFAR, narrow, quick) "
+                                      "or full (the paper's data, split, network)")
+    seed: S.number(integer=True, low=0) = S.key(
+        0, "network initialisation, data split and mini-batch order")
+    data: S.optional(S.text()) = S.key(
+        None, "null: digits-as-CIFAR; else the folder of the CIFAR-10 batches")
+    split: Split = S.key(Split, "images per part of the split")
+    widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
+        [8, 16, 32], "channels of the three blocks (paper: 64, 128, 256)")
+    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
+    threads: S.optional(S.number(integer=True, low=1)) = S.key(
+        None, "torch intra-op threads (null: torch's default)")
+    device: S.choice(DEVICES) = S.key(
+        "cpu", "the network's device (auto: cuda when torch sees one); the LAI of a named "
+        "method runs on the CPU")
+    warm_start: WarmStart = S.key(WarmStart, "the paper's warm start (after Berrada et al.)")
+    epochs: S.number(integer=True, low=1) = S.key(
+        3, "per method, after the warm start (layer-wise: sweeps over the layers)")
+    training: S.choice(TRAININGS) = S.key(
+        "end_to_end", "end_to_end (SGD on the whole net) or layerwise (the paper's)")
+    layerwise: Layerwise = S.key(
+        Layerwise, "layer-wise SVM: per layer, proximal/2 |theta - theta_prev|^2 + C * mean "
+        "structured hinge, by block-coordinate Frank-Wolfe")
+    lr: S.number(low=0, strict=True) = S.key(0.01, "the methods' SGD learning rate")
+    momentum: S.number(low=0) = S.key(0.9, "SGD momentum")
+    weight_decay: S.number(low=0) = S.key(5e-4, "weight decay")
+    freeze_bn: S.flag() = S.key(True, "batch norm as a fixed affine map in the rank-loss "
+                                "training")
+    methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
+        ["zero_one", "ap_yue", "ap_qs", "ndcg_chakrabarti", "ndcg_qs"], "methods to train")
+    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
+    inference: S.optional(S.choice(INFERENCES)) = S.key(
+        None, "run only the methods of this LAI method")
+    force: S.flag() = S.key(False, "retrain finished methods (the warm start is kept while "
+                            "valid)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, config):
+        """The preset's values under the config's."""
+        preset = config.get("preset", "default") if isinstance(config, dict) else None
+        return merge(PRESETS[preset], config) if preset in PRESETS else config
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.preset == "full" and self.data is None:
+            raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: "
+                             "to the folder of the CIFAR-10 batches (python or binary version)")
+        if not selected_methods(self.model_dump()):
+            raise ValueError(f"no method of {self.methods} has "
+                             + " and ".join(f"{k} {getattr(self, k)!r}"
+                                            for k in ("loss", "inference")
+                                            if getattr(self, k) is not None))
+        return self
 
 
 def pick_device(device, cuda_available):
@@ -209,50 +183,7 @@ def selected_methods(cfg):
 def load_data(cfg):
     """{'train', 'val', 'test'}: (uint8 images, labels), the seeded split of the configured
     sizes, and 'note': where the images came from."""
-    split = cfg["split"]
-    if cfg["data"] is None:
-        data = digits_as_cifar(split["test"], cfg["seed"])
-    else:
-        data = load_cifar10(cfg["data"])
-        if split["test"] > len(data.y_test):
-            raise ValueError(f"split.test is {split['test']}; the test batch holds "
-                             f"{len(data.y_test)} images")
-    pool = len(data.y_train)
-    if split["train"] + split["val"] > pool:
-        raise ValueError(f"split.train + split.val is {split['train'] + split['val']}; the "
-                         f"training images number {pool}")
-    order = np.random.default_rng(cfg["seed"]).permutation(pool)
-    train, val = order[:split["train"]], order[split["train"]:split["train"] + split["val"]]
-    X, y = data.X_train, data.y_train
-    digest = digest_arrays(X, y)[:16]
-    note = (f"{data.source}; sha256(train images, labels) {digest}; split seed {cfg['seed']}: "
-            f"{len(train)} train / {len(val)} val / {split['test']} test")
-    return {"train": (X[train], y[train]), "val": (X[val], y[val]),
-            "test": (data.X_test[:split["test"]], data.y_test[:split["test"]]), "note": note}
-
-
-def is_digits(note):
-    """Whether a data note is digits-as-CIFAR (not CIFAR-10)."""
-    return note.startswith(DIGITS_NOTE)
-
-
-class _Normaliser:
-    """uint8 images -> float32 tensors on `device`, per channel (x - mean) / std of the
-    training images."""
-
-    def __init__(self, images, device="cpu"):
-        pixels = images.reshape(len(images), 3, -1).astype(np.float64) / 255
-        self.mean = pixels.mean(axis=(0, 2))
-        self.std = np.maximum(pixels.std(axis=(0, 2)), 1e-8)
-        self.device = device
-
-    def __call__(self, images):
-        import torch
-
-        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float().div_(255)
-        mean = torch.tensor(self.mean, dtype=torch.float32, device=self.device)
-        std = torch.tensor(self.std, dtype=torch.float32, device=self.device)
-        return (x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+    return cifar_split(cfg["data"], cfg["split"], cfg["seed"])
 
 
 def _clock(device):
@@ -509,53 +440,101 @@ def warm_up_lai(loss_fn, methods):
         loss_fn(scores, labels, loss=loss, method=inference, reduction="mean")
 
 
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Warm-start the PL-CNN, train every selected method from it (resuming), evaluate,
-    write tables and the figure; return the run directory.
-
-    `out_dir` None writes to results/cifar10/<UTC time>-<random>/.
-    """
+def prepare(cfg):
+    """The config as run: `device` auto made concrete, torch's threads set."""
     import torch
 
-    from qs.nets import PLCNN, n_parameters
-
-    cfg = resolve(config)
-    cfg["device"] = pick_device(cfg["device"], torch.cuda.is_available())
-    data = load_data(cfg)
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT), EXPERIMENT, "tables")
     if cfg["threads"] is not None:
         torch.set_num_threads(cfg["threads"])
-    loss_fn = _rank_hinge_loss()
+    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
+
+
+def settings(cfg, data):
+    """What every phase shares; each phase's checkpoint also keeps its own (_settings)."""
+    keys = ("seed", "split", "widths", "batch_size", "warm_start", "momentum",
+            "weight_decay", "epochs", "training", "layerwise", "lr", "freeze_bn")
+    return {"data": data["note"], "data_sha256": None, **{k: cfg[k] for k in keys}}
+
+
+def units(cfg, data):
+    """The warm start's two phases, then one unit per selected method, each from the warm
+    start's final weights."""
+    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(cfg))]
+
+
+def warm_up(cfg, units):
+    """Compile (or load) the LAI kernels of the methods left."""
+    warm_up_lai(_rank_hinge_loss(), [u[0] for u in units if u[0] not in WARM_PHASES])
+
+
+def _network(run):
+    """The run's PL-CNN, seeded initial weights, normaliser and loss, built once."""
+    if "model" not in run.cache:
+        import torch
+
+        from qs.nets import PLCNN
+
+        torch.manual_seed(run.cfg["seed"])
+        model = PLCNN(tuple(run.cfg["widths"])).to(run.cfg["device"])
+        run.cache.update(model=model, init=_copy(model.state_dict()),
+                         normalise=Normaliser(run.data["train"][0], run.cfg["device"]),
+                         loss_fn=_rank_hinge_loss())
+    return run.cache["model"]
+
+
+def run_unit(run, unit):
+    """Train one phase from its start (resuming from its checkpoint): the record holds its
+    history rows and test metrics (per class for a method, the means for the warm start)."""
+    phase, = unit
+    ckpt = _train(run, phase)
+    mean_ap, mean_ndcg, ap, nd = evaluate(model_with(run.cache["model"], ckpt["model"]),
+                                          run.cache["normalise"], *run.data["test"])
+    per_class = [] if phase in WARM_PHASES else [
+        {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
+    return {"phase": phase, "history": ckpt["history"], "test": [mean_ap, mean_ndcg],
+            "per_class": per_class}
+
+
+def _train(run, phase):
+    """The finished checkpoint of `phase`, trained (or resumed, or read when finished) from
+    its start: the seeded initial weights, or the phase before's final weights (the warm
+    start's for every method)."""
+    if phase in run.cache:
+        return run.cache[phase]
+    cfg, data, model = run.cfg, run.data, _network(run)
+    if phase == WARM_PHASES[0]:
+        start = run.cache["init"]
+    else:
+        start = _train(run, WARM_PHASES[0] if phase == WARM_PHASES[1] else WARM_PHASES[1])
+        start = start["model"]
+    path = run.out / "checkpoints" / f"{phase}.pt"
+    phase_settings = {**_settings(cfg, data["note"], phase), "start": _digest(start)}
+    forced = cfg["force"] and phase not in WARM_PHASES
+    ckpt = None if forced else _load(path, phase_settings)
+    ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}
+    run.cache[phase] = train_phase(cfg, phase, model, data, run.cache["normalise"],
+                                   run.cache["loss_fn"], ckpt, start, run.progress)
+    return run.cache[phase]
+
+
+def write(run, records):
+    """results.csv, history.csv, per_class.csv, table.md and the figure."""
+    from qs.nets import n_parameters
+
+    cfg, note = run.cfg, run.data["note"]
+    history = pd.DataFrame([row for r in records for row in r["history"]])
+    per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
+    warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
     methods = selected_methods(cfg)
-    normalise = _Normaliser(data["train"][0], cfg["device"])
-    torch.manual_seed(cfg["seed"])
-    model = PLCNN(tuple(cfg["widths"])).to(cfg["device"])
-    state = _copy(model.state_dict())
-    warm_up_lai(loss_fn, methods)
-    finished = {}
-    for phase in (*WARM_PHASES, *methods):
-        path = out / "checkpoints" / f"{phase}.pt"
-        start = state if phase in WARM_PHASES else finished["warm_hinge"]["model"]
-        phase_settings = {**_settings(cfg, data["note"], phase), "start": _digest(start)}
-        forced = cfg["force"] and phase not in WARM_PHASES
-        ckpt = None if forced else _load(path, phase_settings)
-        ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}
-        finished[phase] = train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start,
-                                      progress)
-        if phase in WARM_PHASES:
-            state = finished[phase]["model"]
-        if phase == "warm_hinge":
-            warm_test = evaluate(model_with(model, state), normalise, *data["test"])
-    per_class = []
-    for name in methods:
-        _, _, ap, nd = evaluate(model_with(model, finished[name]["model"]), normalise,
-                                *data["test"])
-        per_class += [{"method": name, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]}
-                      for c in ap]
-    history = pd.DataFrame([row for p in finished.values() for row in p["history"]])
-    write_outputs(out, cfg, data["note"], history, pd.DataFrame(per_class), warm_test,
-                  n_parameters(model), overrides)
-    return out
+    results = results_frame(history, methods)
+    for name, frame in (("results.csv", results), ("history.csv", history),
+                        ("per_class.csv", per_class)):
+        with atomic_path(run.out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
+    write_text(run.out / "table.md", text)
+    ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
+    save_figure(plot(history, methods, warm_test, ours), run.out / "figure")
 
 
 def model_with(model, state):
@@ -655,24 +634,11 @@ def plot(history, methods, warm_test, ours):
     return fig
 
 
-def write_outputs(out, cfg, note, history, per_class, warm_test, n_params, overrides=()):
-    """Every file of the run directory, each atomically."""
-    import torch
-
-    methods = selected_methods(cfg)
-    results = results_frame(history, methods)
-    for name, frame in (("results.csv", results), ("history.csv", history),
-                        ("per_class.csv", per_class)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
-    write_text(out / "table.md", summary(cfg, note, results, history, warm_test, n_params))
-    ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
-    save_figure(plot(history, methods, warm_test, ours), out / "figure")
-    write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], note, {**cfg, "torch_threads": torch.get_num_threads()},
-                     overrides=overrides)
-
-
 def report(run_dir):
     """What `qsrank train` prints for this experiment: the run's table.md."""
     return (Path(run_dir) / "table.md").read_text(encoding="utf-8")
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
+                  prepare=prepare, unit_label="phase")

@@ -39,11 +39,13 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
+from pydantic import model_validator
 from sklearn.metrics import auc, precision_recall_curve
 from tqdm import tqdm
 
 from pipelines import _config
-from pipelines._config import check_choice, check_keys, check_number, dump_config, merge
+from pipelines import _schema as S
+from pipelines._config import dump_config
 from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
@@ -81,97 +83,99 @@ METHODS = {
 }
 BASELINES = ("cross_entropy", "zero_one")
 
-_DATASET_DEFAULTS = {"epochs": 10, "seconds": None, "batch_size": 256, "lr": 0.01}
-DEFAULTS = {
-    "experiment": EXPERIMENT,
-    "seeds": [0, 1, 2],  # training seeds (initialisation and batch order); the data split is fixed
-    "methods": ["cross_entropy", "zero_one", "ap_hinge", "ndcg_hinge", "aucpr",
-                "recall_at_precision", "smooth_ap", "blackbox_ap", "libauc_ap", "libauc_ndcg"],
-    "datasets": list(DATASETS),
-    # per data set the budget (epochs, and seconds: stop after the first epoch past it) and
-    # Adam's step size and batch size for the model
-    "voc2011_actions": {**_DATASET_DEFAULTS, "epochs": 5, "batch_size": 512},
-    "digits": {**_DATASET_DEFAULTS, "epochs": 20, "batch_size": 128},
-    "cifar10": {**_DATASET_DEFAULTS, "epochs": 3, "batch_size": 200, "warm_start_epochs": 3,
-                "widths": [8, 16, 32]},
-    "loss_lr": 0.01,  # SGD step of the losses' own parameters (thresholds, multipliers)
-    "options": {
-        "num_anchors": 20, "dual_rate_factor": 0.1, "surrogate": "xent",
-        "temperature": 0.01, "blackbox_strength": 1000.0, "libauc_gamma": 0.9,
-        "libauc_num_pos": 8,
-    },
-    "threads": None,  # torch intra-op threads (null: torch's default)
-    "force": False,
-}
+class Budget(S.Section):
+    """A data set's budget (epochs, and seconds: stop after the first epoch past it) and
+    Adam's step size and batch size for the model."""
+
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        10, "the budget in epochs (null: seconds only)")
+    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
+        None, "the budget in seconds: stop after the first epoch past it (null: none)")
+    batch_size: S.number(integer=True, low=2) = S.key(256, "mini-batch size")
+    lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
+
+    @model_validator(mode="after")
+    def _a_budget(self):
+        if self.epochs is None and self.seconds is None:
+            raise ValueError("set a budget, epochs or seconds (both are null)")
+        return self
 
 
-# ---------------------------------------------------------------------------- config
+class VOCBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        5, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(512, "mini-batch size")
+
+
+class DigitsBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        20, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(128, "mini-batch size")
+
+
+class CifarBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        3, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
+    warm_start_epochs: S.number(integer=True, low=0) = S.key(
+        3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method")
+    widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
+        [8, 16, 32], "channels of the PL-CNN's three blocks")
+
+
+class Options(S.Section):
+    """The losses' own settings."""
+
+    num_anchors: S.number(integer=True, low=1) = S.key(20, "AUCPR's anchors")
+    dual_rate_factor: S.number(low=0, strict=True) = S.key(
+        0.1, "global objectives: the multipliers' ascent, as a fraction of the descent step")
+    surrogate: S.choice(("hinge", "xent")) = S.key("xent", "global objectives' surrogate")
+    temperature: S.number(low=0, strict=True) = S.key(0.01, "Smooth-AP's sigmoid temperature")
+    blackbox_strength: S.number(low=0, strict=True) = S.key(
+        1000.0, "black-box AP's interpolation strength")
+    libauc_gamma: S.number(low=0, strict=True) = S.key(
+        0.9, "LibAUC's moving-average weight (SOAP gamma, SONG gamma0)")
+    libauc_num_pos: S.number(integer=True, low=1) = S.key(8, "LibAUC NDCG's num_pos")
+
+
+class Config(S.Section):
+    """`qsrank compare`: every method, data set and seed; the same model, data and budget."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seeds: S.distinct_list(S.number(integer=True, low=0), "integers >= 0") = S.key(
+        [0, 1, 2], "training seeds (initialisation and batch order); the data split is fixed")
+    methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
+        ["cross_entropy", "zero_one", "ap_hinge", "ndcg_hinge", "aucpr", "recall_at_precision",
+         "smooth_ap", "blackbox_ap", "libauc_ap", "libauc_ndcg"], "the methods compared")
+    datasets: S.distinct_list(S.choice(DATASETS), "data set names") = S.key(
+        list(DATASETS), "the data sets")
+    voc2011_actions: VOCBudget = S.key(VOCBudget, "budget and steps on voc2011_actions")
+    digits: DigitsBudget = S.key(DigitsBudget, "budget and steps on digits")
+    cifar10: CifarBudget = S.key(CifarBudget, "budget, steps and network on cifar10")
+    loss_lr: S.number(low=0, strict=True) = S.key(
+        0.01, "SGD step of the losses' own parameters (thresholds, multipliers)")
+    options: Options = S.key(Options, "the losses' own settings")
+    threads: S.optional(S.number(integer=True, low=1)) = S.key(
+        None, "torch intra-op threads (null: torch's default)")
+    force: S.flag() = S.key(False, "retrain what the run directory holds")
+
+    @model_validator(mode="after")
+    def _available(self):
+        for name in self.methods:
+            check_available(name)
+        return self
+
 
 def load_config(path=None, sets=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
-    then by the non-None `overrides`; checked."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
+    """The defaults, updated by the YAML file at `path` with `sets` (`--set` keys) laid over
+    it, then by the non-None `overrides`; checked."""
+    return _config.load_config(path, {}, resolve, overrides, sets)
 
 
 def resolve(config):
-    """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value,
-    an unknown method (listing the known ones), or one whose package is missing."""
-    check_keys(config, DEFAULTS, "")
-    cfg = merge(DEFAULTS, config)
-    if cfg["experiment"] != EXPERIMENT:
-        raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
-                         f"got {cfg['experiment']!r}")
-    seeds = cfg["seeds"]
-    if not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be a non-empty list of distinct integers; got {seeds!r}")
-    for seed in seeds:
-        check_number(seed, "seeds entry", integer=True, low=0)
-    for key, known in (("methods", METHODS), ("datasets", DATASETS)):
-        names = cfg[key]
-        if not isinstance(names, list) or not names or len(set(names)) != len(names):
-            raise ValueError(f"{key} must be a non-empty list of distinct names; got {names!r}")
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(f"unknown {key[:-1]}(s) {', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(known)}")
-    for name in DATASETS:
-        allowed = DEFAULTS[name]
-        check_keys(cfg[name], allowed, name)
-        _check_budget(cfg[name], name)
-        check_number(cfg[name]["batch_size"], f"{name}.batch_size", integer=True, low=2)
-        check_number(cfg[name]["lr"], f"{name}.lr", low=0, strict=True)
-    check_number(cfg["cifar10"]["warm_start_epochs"], "cifar10.warm_start_epochs", integer=True,
-                 low=0)
-    widths = cfg["cifar10"]["widths"]
-    if (not isinstance(widths, list) or len(widths) != 3
-            or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths)):
-        raise ValueError(f"cifar10.widths must be a list of 3 positive integers; got {widths!r}")
-    check_number(cfg["loss_lr"], "loss_lr", low=0, strict=True)
-    opts = cfg["options"]
-    check_keys(opts, DEFAULTS["options"], "options")
-    check_number(opts["num_anchors"], "options.num_anchors", integer=True, low=1)
-    check_choice(opts["surrogate"], "options.surrogate", ("hinge", "xent"))
-    for key in ("dual_rate_factor", "temperature", "blackbox_strength"):
-        check_number(opts[key], f"options.{key}", low=0, strict=True)
-    check_number(opts["libauc_gamma"], "options.libauc_gamma", low=0, strict=True)
-    check_number(opts["libauc_num_pos"], "options.libauc_num_pos", integer=True, low=1)
-    if cfg["threads"] is not None:
-        check_number(cfg["threads"], "threads", integer=True, low=1)
-    if not isinstance(cfg["force"], bool):
-        raise ValueError(f"force must be true or false; got {cfg['force']!r}")  # noqa: TRY004
-    for name in cfg["methods"]:
-        check_available(name)
-    return cfg
-
-
-def _check_budget(section, name):
-    epochs, seconds = section["epochs"], section["seconds"]
-    if epochs is None and seconds is None:
-        raise ValueError(f"{name}: set a budget, epochs or seconds (both are null)")
-    if epochs is not None:
-        check_number(epochs, f"{name}.epochs (the budget)", integer=True, low=1)
-    if seconds is not None:
-        check_number(seconds, f"{name}.seconds (the budget)", low=0, strict=True)
+    """The full config: the defaults updated by `config`; a one-line ValueError naming a bad
+    key, or an ImportError naming a method whose package is missing."""
+    return S.validate(Config, config)
 
 
 def check_available(name):
@@ -233,9 +237,9 @@ def load_data(name, cfg):
                     scaler.transform(X_te).astype(np.float32), y_te[:, None] == np.arange(10),
                     "scikit-learn load_digits (real): stratified 50/50 split seed 0, "
                     "standardised on the train half", "linear")
-    from pipelines import cifar10
+    from pipelines._images import SPLIT, cifar_split
 
-    data = cifar10.load_data(cifar10.resolve({}))
+    data = cifar_split(None, SPLIT, 0)
     (X_tr, y_tr), (X_te, y_te) = data["train"], data["test"]
     return Data(X_tr, y_tr[:, None] == np.arange(10), X_te, y_te[:, None] == np.arange(10),
                 data["note"], "plcnn")
@@ -325,9 +329,9 @@ class _Inputs:
     def __init__(self, data):
         self.images = data.model == "plcnn"
         if self.images:
-            from pipelines.cifar10 import _Normaliser
+            from pipelines._images import Normaliser
 
-            self.normalise = _Normaliser(data.X_train)
+            self.normalise = Normaliser(data.X_train)
 
     def __call__(self, X):
         import torch

@@ -40,27 +40,19 @@ the model is then trained on all of trainval with it.
 
 import hashlib
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from tqdm import tqdm
+from pydantic import model_validator
 
-from pipelines import _config
-from pipelines._config import (
-    check_choice,
-    check_keys,
-    check_number,
-    dump_config,
-    merge,
-    new_run_dir,
-)
+from pipelines import _schema as S
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
-from pipelines._provenance import write_provenance
-from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
+from pipelines._runner import Experiment
+from pipelines._runs import digest_arrays
 from pipelines._tables import fmt, markdown_table, ours_label
 from qs.data import load_rcnn_cache
 from qs.data.store import open_store
@@ -99,191 +91,120 @@ CLASS_NAMES = dict(zip(CLASSES, [
     "Dining-table", "Dog", "Horse", "Motorbike", "Person", "Potted-plant", "Sheep", "Sofa",
     "Train", "TV-monitor"]))
 
-# Built-in defaults: every key a config may set; configs/voc2007_detection.yaml overrides few.
-DEFAULTS = {
-    "experiment": EXPERIMENT,
-    "seed": 0,
-    "data": "synthetic",  # or {trainval: DIR, test: DIR}: directories of R-CNN .mat caches
-    "store": None,  # or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`
-    # a store's features (as float32) up to this size are loaded in memory, larger ones are
-    # read block by block as a Dask array
-    "in_memory_max_gb": 1.0,
-    # where a store read block by block is scored: null (Dask's threaded scheduler), threads,
-    # sync, processes, or the address of a dask.distributed scheduler (tcp://HOST:PORT)
-    "scheduler": None,
-    # the synthetic data's size (qs.data.voc2007.make_voc2007_detection): scale x VOC2007's
-    # 5011 / 4952 images, boxes_per_image candidate boxes of n_features each
-    "synthetic": {"scale": 0.5, "boxes_per_image": 8, "n_features": 16, "signal": 4.0,
-                  "noise": 1.0, "difficult_rate": 0.1},
-    "classes": list(CLASSES),
-    "methods": list(METHODS),
-    "loss": None,  # run only the methods of this loss (null: all)
-    "inference": None,  # run only the methods of this LAI method (null: all)
-    "solver": "cutting_plane",  # the inner solver of the CCCP loop (the only one it has)
-    # initial boxes of the positive images, the same for both losses: image_means (each
-    # positive image's best box under the difference between the mean box feature of the
-    # positive and of the negative images: a centroid classifier of whole images) or random
-    # (a seeded random box). From random boxes the latent 0-1 SVM's first step is w = 0 on
-    # most classes of the synthetic data, and w = 0 is a fixed point of CCCP: see the README.
-    "init": "image_means",
-    # C: a number, a list (a grid: the value with the best detection AP on a stratified
-    # validation_fraction of trainval, per class), or one such per loss
-    "C": [10.0, 100.0, 1000.0],
-    "validation_fraction": 0.25,
-    "tol": 1e-3,
-    "max_iter": 20000,  # cutting-plane iterations per outer step
-    "max_outer": 400,
-    "min_outer": 2,  # a number or one per loss (the released code: 2)
-    "nms_threshold": 0.3,  # IoU above which a lower-scoring box of the same image is dropped
-    "blas_threads": 1,  # BLAS threads while training and scoring (null: the library's)
-    "force": False,  # retrain finished class x method runs
-}
-SYNTHETIC_KEYS = tuple(DEFAULTS["synthetic"])
 INITS = ("image_means", "random")
 SPLITS = ("trainval", "test")
 #: the method that trains the models of a C grid, per loss (the AP methods train one model)
 GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
+C_GRID = [10.0, 100.0, 1000.0]
 
 
-# ---------------------------------------------------------------------------- config
-
-def load_config(path=None, sets=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
-    then by the non-None `overrides`; checked."""
-    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
-
-
-def resolve(config):
-    """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    check_keys(config, DEFAULTS, "")
-    cfg = merge(DEFAULTS, config)
-    if cfg["experiment"] != EXPERIMENT:
-        raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
-                         f"got {cfg['experiment']!r}")
-    check_number(cfg["seed"], "seed", integer=True, low=0)
-    _check_data(cfg)
-    if cfg["classes"] == "all":
-        cfg["classes"] = list(CLASSES)
-    cfg["classes"] = _check_names(cfg["classes"], CLASSES, "classes", "object class")
-    cfg["methods"] = _check_names(cfg["methods"], METHODS, "methods", "method")
-    if cfg["loss"] is not None:
-        check_choice(cfg["loss"], "loss", LOSSES)
-    if cfg["inference"] is not None:
-        check_choice(cfg["inference"], "inference", INFERENCES)
-    if not selected_methods(cfg):
-        raise ValueError(f"no method of {cfg['methods']} has "
-                         + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                        if cfg[k] is not None)
-                         + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
-    check_choice(cfg["solver"], "solver", ("cutting_plane",))
-    check_choice(cfg["init"], "init", INITS)
-    cfg["C"] = _c_grids(cfg["C"])
-    check_number(cfg["validation_fraction"], "validation_fraction", low=0, strict=True)
-    if cfg["validation_fraction"] >= 1:
-        raise ValueError("validation_fraction must be a fraction in (0, 1); got "
-                         f"{cfg['validation_fraction']!r}")
-    cfg["min_outer"] = _per_loss(cfg["min_outer"], "min_outer", integer=True, low=1,
-                                 strict=False)
-    check_number(cfg["tol"], "tol", low=0, strict=True)
-    for key in ("max_iter", "max_outer"):
-        check_number(cfg[key], key, integer=True, low=1)
-    check_number(cfg["nms_threshold"], "nms_threshold", low=0)
-    if cfg["nms_threshold"] > 1:
-        raise ValueError(f"nms_threshold must be an IoU in [0, 1]; got {cfg['nms_threshold']!r}")
-    if cfg["blas_threads"] is not None:
-        check_number(cfg["blas_threads"], "blas_threads", integer=True, low=1)
-    if not isinstance(cfg["force"], bool):
-        raise ValueError(f"force must be true or false; got {cfg['force']!r}")  # noqa: TRY004
-    return cfg
+def _c_values(value):
+    """A C value > 0 or a non-empty list of them, as a list of floats without repeats."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError
+    entry = S.checker(S.number(low=0, strict=True))
+    return [float(entry(c)) for c in dict.fromkeys(values)]
 
 
-def _check_data(cfg):
-    data, store, scheduler = cfg["data"], cfg["store"], cfg["scheduler"]
-    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler):
-        raise ValueError("scheduler must be null, threads, sync, processes or the address of a "
-                         f"dask.distributed scheduler; got {scheduler!r}")
-    if scheduler is not None and store is None:
-        raise ValueError("scheduler applies to data read from stores (store: {trainval: PATH, "
-                         "test: PATH}); the data in memory are scored in memory")
-    check_number(cfg["in_memory_max_gb"], "in_memory_max_gb", low=0)
-    check_keys(cfg["synthetic"], SYNTHETIC_KEYS, "synthetic")
-    syn = cfg["synthetic"]
-    check_number(syn["scale"], "synthetic.scale", low=0, strict=True)
-    if syn["scale"] > 1:
-        raise ValueError(f"synthetic.scale must be in (0, 1]; got {syn['scale']!r}")
-    check_number(syn["boxes_per_image"], "synthetic.boxes_per_image", integer=True, low=2)
-    check_number(syn["n_features"], "synthetic.n_features", integer=True, low=1)
-    for key in ("signal", "noise"):
-        check_number(syn[key], f"synthetic.{key}", low=0)
-    check_number(syn["difficult_rate"], "synthetic.difficult_rate", low=0)
-    if syn["difficult_rate"] > 1:
-        raise ValueError("synthetic.difficult_rate must be a fraction in [0, 1]; "
-                         f"got {syn['difficult_rate']!r}")
-    if store is not None:
-        if data != "synthetic":
+def _split_paths(value):
+    """{trainval: PATH, test: PATH} with two non-empty strings, else a ValueError."""
+    if (not isinstance(value, dict) or set(value) != set(SPLITS)
+            or not all(isinstance(value[k], str) and value[k] for k in SPLITS)):
+        raise ValueError
+    return {k: value[k] for k in SPLITS}
+
+
+def _data(value):
+    return value if value == "synthetic" else _split_paths(value)
+
+
+def _scheduler(value):
+    if not isinstance(value, str) or not value:
+        raise ValueError
+    return value
+
+
+C_VALUES = S.custom(_c_values, "a C value > 0 or a non-empty list of them")
+
+
+class Synthetic(S.Section):
+    """The synthetic data's size (qs.data.voc2007.make_voc2007_detection)."""
+
+    scale: S.number(low=0, strict=True, high=1, high_strict=False) = S.key(
+        0.5, "fraction of VOC2007's 5011 / 4952 images")
+    boxes_per_image: S.number(integer=True, low=2) = S.key(8, "candidate boxes per image")
+    n_features: S.number(integer=True, low=1) = S.key(16, "features per box")
+    signal: S.number(low=0) = S.key(4.0, "strength of the objects' signal")
+    noise: S.number(low=0) = S.key(1.0, "feature noise")
+    difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
+        0.1, "fraction of objects marked difficult")
+
+
+class Config(S.Section):
+    """The VOC2007 detection experiment (Table 5)."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, init and holdout")
+    data: S.custom(_data, "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
+                   "directories of R-CNN .mat feature caches") = S.key(
+        "synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
+    store: S.optional(S.custom(_split_paths, "a mapping {trainval: PATH, test: PATH}, each "
+                               "a box-feature store written by `qsrank load cnn`")) = S.key(
+        None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
+    in_memory_max_gb: S.number(low=0) = S.key(
+        1.0, "a store's features up to this size are loaded in memory, larger read by block")
+    scheduler: S.optional(S.custom(_scheduler, "threads, sync, processes or the address of "
+                                   "a dask.distributed scheduler")) = S.key(
+        None, "where a store read by block is scored: null (Dask's threads), threads, sync, "
+        "processes, or tcp://HOST:PORT")
+    synthetic: Synthetic = S.key(Synthetic, "the synthetic data's size")
+    classes: S.names(CLASSES, "object class", lambda v: list(CLASSES) if v == "all" else v) \
+        = S.key(list(CLASSES), "object classes to train (or all)")
+    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods to train")
+    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
+    inference: S.optional(S.choice(INFERENCES)) = S.key(
+        None, "run only the methods of this LAI method")
+    solver: S.choice(("cutting_plane",)) = S.key(
+        "cutting_plane", "the inner solver of the CCCP loop (the only one it has)")
+    init: S.choice(INITS) = S.key(
+        "image_means", "initial boxes of the positive images: image_means (the best box under "
+        "a centroid classifier of whole images) or random (seeded)")
+    C: S.per_key(C_VALUES, LOSSES, {loss: list(C_GRID) for loss in LOSSES},
+                 "a C value > 0 or a non-empty list of them") = S.key(
+        list(C_GRID), "a number, a grid (the best detection AP on a held-out part of "
+        "trainval), or one such per loss")
+    validation_fraction: S.number(low=0, strict=True, high=1) = S.key(
+        0.25, "the stratified part of trainval held out to choose C")
+    tol: S.number(low=0, strict=True) = S.key(1e-3, "cutting-plane tolerance")
+    max_iter: S.number(integer=True, low=1) = S.key(
+        20000, "cutting-plane iterations per outer step")
+    max_outer: S.number(integer=True, low=1) = S.key(400, "most outer (CCCP) steps")
+    min_outer: S.per_key(S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2},
+                         "an integer >= 1", int) = S.key(
+        2, "fewest outer steps, a number or one per loss (the released code: 2)")
+    nms_threshold: S.number(low=0, high=1, high_strict=False) = S.key(
+        0.3, "IoU above which a lower-scoring box of the same image is dropped")
+    blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
+        1, "BLAS threads while training and scoring (null: the library's)")
+    force: S.flag() = S.key(False, "retrain finished class x method runs")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.scheduler is not None and self.store is None:
+            raise ValueError("scheduler applies to data read from stores (store: {trainval: "
+                             "PATH, test: PATH}); the data in memory are scored in memory")
+        if self.store is not None and self.data != "synthetic":
             raise ValueError("give either data (synthetic or R-CNN cache directories) or "
                              "store, not both")
-        _check_splits(store, "store", "a box-feature store written by `qsrank load cnn`")
-        return
-    if data == "synthetic":
-        return
-    if not isinstance(data, dict):
-        raise ValueError(  # noqa: TRY004 (a config error: ValueError, as the CLI expects)
-            "data must be 'synthetic' or a mapping {trainval: DIR, test: DIR} of directories "
-            f"of R-CNN .mat feature caches; got {data!r}")
-    _check_splits(data, "data", "a directory of R-CNN .mat caches")
-
-
-def _check_splits(paths, where, what):
-    if not isinstance(paths, dict):
-        raise ValueError(f"{where} must be a mapping {{trainval: PATH, test: PATH}}, each "  # noqa: TRY004
-                         f"{what}; got {paths!r}")
-    check_keys(paths, SPLITS, where)
-    for split in SPLITS:
-        if not isinstance(paths.get(split), str) or not paths[split]:
-            raise ValueError(f"{where}.{split} must be {what}; got {paths.get(split)!r}")
-
-
-def _check_names(names, known, where, what):
-    if isinstance(names, str):
-        names = [names]
-    if not isinstance(names, list) or not names:
-        raise ValueError(f"{where} must be a non-empty list of {what} names; got {names!r}")
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"unknown {what} name(s) {', '.join(map(repr, unknown))} in {where}; "
-                         f"known: {', '.join(known)}")
-    return list(dict.fromkeys(names))
-
-
-def _per_loss(value, where, integer=False, low=0, strict=True):
-    """A number (the same for both losses) or a mapping loss -> number, as a full mapping."""
-    cast = int if integer else float
-    if isinstance(value, dict):
-        check_keys(value, LOSSES, where)
-        for loss, v in value.items():
-            check_number(v, f"{where}.{loss}", integer=integer, low=low, strict=strict)
-        default = _per_loss(DEFAULTS[where], where, integer, low, strict)
-        return {**default, **{k: cast(v) for k, v in value.items()}}
-    check_number(value, where, integer=integer, low=low, strict=strict)
-    return {loss: cast(value) for loss in LOSSES}
-
-
-def _c_grids(value):
-    """C as a mapping loss -> list of C values (one value: no choice to make)."""
-    def grid(v, where):
-        values = v if isinstance(v, list) else [v]
-        if not values:
-            raise ValueError(f"{where} must be a C value > 0 or a non-empty list of them")
-        for c in values:
-            check_number(c, where, low=0, strict=True)
-        return [float(c) for c in dict.fromkeys(values)]
-
-    if isinstance(value, dict):
-        check_keys(value, LOSSES, "C")
-        default = _c_grids(DEFAULTS["C"])
-        return {**default, **{k: grid(v, f"C.{k}") for k, v in value.items()}}
-    return {loss: grid(value, "C") for loss in LOSSES}
+        cfg = self.model_dump()
+        if not selected_methods(cfg):
+            raise ValueError(
+                f"no method of {cfg['methods']} has "
+                + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
+                               if cfg[k] is not None)
+                + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
+        return self
 
 
 def selected_methods(cfg):
@@ -635,72 +556,77 @@ def detection_ap(est, split, cls, threshold, scheduler=None):
     return voc_detection_ap(*found, split.ground_truth(CLASSES.index(cls)))
 
 
-def _settings(cfg, splits):
-    """What a finished run's numbers depend on besides its class and method: a stored record
-    is reused only when these match (code version with local edits, and the data's contents).
-    How the data are read (in memory, out of core, the scheduler) is not among them: it
-    changes no number."""
-    return settings_key(
-        data=[splits[s].source for s in SPLITS],
-        data_sha256=[splits[s].digest for s in SPLITS],
-        seed=cfg["seed"], init=cfg["init"], C=cfg["C"],
-        validation_fraction=float(cfg["validation_fraction"]), tol=float(cfg["tol"]),
-        max_iter=cfg["max_iter"], max_outer=cfg["max_outer"], min_outer=cfg["min_outer"],
-        nms_threshold=float(cfg["nms_threshold"]))
-
-
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Train every selected class x method (resuming), evaluate on test, write Table 5;
-    return the run directory.
-
-    `out_dir` None writes to results/voc2007_detection/<UTC time>-tables-<random>/. Every
-    finished training is written at once (runs/<class>__<method>.json and .npz), and every
-    choice of C (runs/<class>__C-<loss>.json), so an interrupted run loses at most the
-    training under way; the tables are rebuilt at the end from every record in runs/ made
-    under the current settings.
-    """
-    cfg = resolve(config)
+def load_checked(cfg):
+    """The splits and every selected class's trainval labels, each class checked to be
+    trainable and evaluable before any training."""
     splits = load_data(cfg)
-    labels = {cls: check_class(splits, cls) for cls in cfg["classes"]}  # all, before training
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, "tables"), EXPERIMENT, "tables")
-    settings = _settings(cfg, splits)
-    store = RunStore(out, settings)
-    methods = selected_methods(cfg)
-    todo = [(c, m) for c in cfg["classes"] for m in methods
-            if cfg["force"] or not store.done(f"{c}__{m}")]
-    train, test = splits["trainval"], splits["test"]
-    if todo:
-        warm_up(dict.fromkeys([m for _, m in todo] + [GRID_METHOD[METHODS[m][0]]
-                                                      for _, m in todo]))
-    chosen = {}  # (class, loss) -> C, once per run
-    out_of_core = cfg["store"] is not None and any(s.data is None for s in splits.values())
+    return {**splits, "labels": {cls: check_class(splits, cls) for cls in cfg["classes"]}}
+
+
+def _splits(data):
+    return {split: data[split] for split in SPLITS}
+
+
+def settings(cfg, data):
+    """What a class x method training depends on besides the unit: a stored record is reused
+    only when these match (the data's contents too). How the data are read (in memory, out
+    of core, the scheduler) is not among them: it changes no number."""
+    return {"data": [data[s].source for s in SPLITS],
+            "data_sha256": [data[s].digest for s in SPLITS],
+            "seed": cfg["seed"], "init": cfg["init"], "C": cfg["C"],
+            "validation_fraction": float(cfg["validation_fraction"]),
+            "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
+            "max_outer": cfg["max_outer"], "min_outer": cfg["min_outer"],
+            "nms_threshold": float(cfg["nms_threshold"])}
+
+
+def units(cfg, data):
+    return [(c, m) for c in cfg["classes"] for m in selected_methods(cfg)]
+
+
+def _warm_up(cfg, units):
+    warm_up(dict.fromkeys([m for _, m in units] + [GRID_METHOD[METHODS[m][0]]
+                                                   for _, m in units]))
+
+
+@contextmanager
+def session(run):
+    """BLAS threads limited, and the Dask scheduler that scores stores read out of core."""
+    cfg, data = run.cfg, run.data
+    out_of_core = cfg["store"] is not None and any(data[s].data is None for s in SPLITS)
     with _blas_threads(cfg["blas_threads"]), \
-            dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler, \
-            tqdm(total=len(todo), desc="voc2007 train", unit="run", disable=not progress) as bar:
-        for cls, name in todo:
-            bar.set_postfix_str(f"{cls} {name}")
-            loss = METHODS[name][0]
-            if (cls, loss) not in chosen:
-                chosen[cls, loss] = _chosen_C(cfg, store, loss, train, labels[cls], cls,
-                                              scheduler)
-            C = chosen[cls, loss]
-            est, record = train_one(cfg, name, train, labels[cls], C, scheduler)
-            w = np.append(est.coef_, est.intercept_)
-            record.update({"class": cls,
-                           "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"],
-                                                   scheduler),
-                           "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()})
-            write_npz(store.path(f"{cls}__{name}").with_suffix(".npz"),
-                      {"coef": est.coef_, "intercept": est.intercept_})
-            store.put(f"{cls}__{name}", record)  # last: marks the unit done
-            bar.update()
-    records = [r for r in store.records("*__*.json") if r.get("method") in METHODS
+            dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler:
+        run.cache["scheduler"] = scheduler
+        yield
+
+
+def run_unit(run, unit):
+    """Train method `name` on class `cls` (C chosen once per class and loss, kept in runs/),
+    evaluate its detections on test, keep its weights in runs/<class>__<method>.npz."""
+    cls, name = unit
+    cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
+    labels, scheduler = run.data["labels"][cls], run.cache["scheduler"]
+    loss = METHODS[name][0]
+    chosen = run.cache.setdefault("chosen", {})  # (class, loss) -> C, once per run
+    if (cls, loss) not in chosen:
+        chosen[cls, loss] = _chosen_C(cfg, run.store, loss, train, labels, cls, scheduler)
+    est, record = train_one(cfg, name, train, labels, chosen[cls, loss], scheduler)
+    w = np.append(est.coef_, est.intercept_)
+    record.update({"class": cls,
+                   "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"], scheduler),
+                   "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()})
+    write_npz(run.store.path(f"{cls}__{name}").with_suffix(".npz"),
+              {"coef": est.coef_, "intercept": est.intercept_})
+    return record
+
+
+def write(run, records):
+    """Table 5 from every class x method record of the directory made under these settings
+    (an earlier run's other classes included)."""
+    records = [r for r in run.store.records("*__*.json") if r.get("method") in METHODS
                and r.get("class") in CLASSES]
-    note = data_note(splits)
-    write_tables(out, records, cfg, note, is_synthetic(splits))
-    write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], note, settings, settings["data_sha256"], overrides)
-    return out
+    splits = _splits(run.data)
+    write_tables(run.out, records, run.cfg, data_note(splits), is_synthetic(splits))
 
 
 def _chosen_C(cfg, store, loss, train, labels, cls, scheduler):
@@ -924,3 +850,9 @@ def report(run_dir):
 def results_table(run_dir):
     """results.csv of a run (the AP table) as a DataFrame."""
     return pd.read_csv(Path(run_dir) / "results.csv")
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
+                  units=units, run_unit=run_unit, write=write, warm_up=_warm_up,
+                  note=lambda cfg, data: data_note(_splits(data)), session=session,
+                  unit_label="run")

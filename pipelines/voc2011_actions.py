@@ -36,19 +36,14 @@ import pandas as pd
 import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+from pydantic import model_validator
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from tqdm import tqdm
 
-from pipelines import _config
-from pipelines._config import (
-    check_c_grid,
-    check_choice,
-    check_keys,
-    check_number,
-    dump_config,
-    merge,
-    new_run_dir,
-)
+from pipelines import _runner
+from pipelines import _schema as S
+from pipelines._runner import Experiment
+from pipelines._config import dump_config, merge, new_run_dir
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
@@ -119,193 +114,154 @@ FIXED_C = {"01": 100.0, "ap": 1000.0, "ndcg": 10.0}
 SIZE_KEYS = {"negatives": ("fixed", "values"), "positives": ("fixed", "values"),
              "total": ("neg_per_pos", "values")}
 
-# Built-in defaults: every key a config may set; configs/voc2011_actions.yaml overrides a few.
-DEFAULTS = {
-    "experiment": EXPERIMENT,
-    "seed": 0,
-    "data": "synthetic",  # or {trainval: PATH, test: PATH}; PATH a poselet list file or .npz
-    "features_dir": None,  # feature files of list-file data; null: beside each list file
-    "max_boxes": None,  # keep at most this many boxes of each split (seeded; for quick looks)
-    "classes": list(ACTIONS),
-    "methods": list(METHODS),
-    "loss": None,  # run only the methods of this loss (null: all)
-    "inference": None,  # run only the methods of this LAI method (null: all)
-    "solver": "cutting_plane",
-    "C": dict(FIXED_C),  # a number, one per loss, or "cv" (5-fold CV over cv.grid)
-    "cv": {
-        "folds": 5,
-        "grid": {"01": [1.0, 10.0, 100.0, 1000.0, 10000.0],
-                 "ap": [0.1, 1.0, 10.0, 100.0, 1000.0],
-                 "ndcg": [0.1, 1.0, 10.0, 100.0, 1000.0]},
+FIGURE_PRESETS = {
+    # class phoning has 227 trainval positives and, in the synthetic set, 3085 trainval
+    # negatives: every size fits the trainval boxes
+    "paper": {
+        "negatives": {"fixed": 227, "values": [250, 500, 1000, 2000, 3000]},
+        "positives": {"fixed": 200, "values": [25, 50, 100, 150, 227]},
+        "total": {"neg_per_pos": 10, "values": [275, 550, 1100, 1650, 2497]},
     },
-    "tol": 1e-3,
-    "max_iter": 1000,
-    "force": False,  # retrain finished class x method runs
-    "figures": {
-        "class": "phoning",
-        "vary": "negatives",
-        "loss": "all",  # ap (Figure 2), ndcg (Figure 3) or all
-        "methods": None,  # null: the paper's curves of each figure
-        "preset": "paper",
-        "repeats": 3,  # trainings per point; the fastest one's total LAI time is plotted
-        "pool": "trainval",  # boxes to subsample from: trainval, or trainval+test for more
-        # what 5-fold CV chose for class phoning on the synthetic data (seed 0); null: the
-        # tables' C (their fixed defaults when C is cv)
-        "C": {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
-        "presets": {
-            # class phoning has 227 trainval positives and, in the synthetic set, 3085
-            # trainval negatives: every size fits the trainval boxes
-            "paper": {
-                "negatives": {"fixed": 227, "values": [250, 500, 1000, 2000, 3000]},
-                "positives": {"fixed": 200, "values": [25, 50, 100, 150, 227]},
-                "total": {"neg_per_pos": 10, "values": [275, 550, 1100, 1650, 2497]},
-            },
-            "quick": {
-                "negatives": {"fixed": 10, "values": [30, 60]},
-                "positives": {"fixed": 30, "values": [5, 10]},
-                "total": {"neg_per_pos": 10, "values": [33, 66]},
-            },
-        },
+    "quick": {
+        "negatives": {"fixed": 10, "values": [30, 60]},
+        "positives": {"fixed": 30, "values": [5, 10]},
+        "total": {"neg_per_pos": 10, "values": [33, 66]},
     },
 }
+COUNTS = S.distinct_list(S.number(integer=True, low=1), "counts >= 1")
 
 
-# ---------------------------------------------------------------------------- config
+def _all_classes(value):
+    return list(ACTIONS) if value == "all" else value
+
+
+def _data(value):
+    if value == "synthetic":
+        return value
+    if (not isinstance(value, dict) or set(value) != {"trainval", "test"}
+            or not all(isinstance(v, str) and v for v in value.values())):
+        raise ValueError
+    return {"trainval": value["trainval"], "test": value["test"]}
+
+
+PER_LOSS = S.per_key(S.number(low=0, strict=True), LOSSES, FIXED_C, "a number > 0", float)
+C_OR_CV = S.either(PER_LOSS, "cv")
+
+
+class Grid(S.Section):
+    zero_one: S.c_grid() = S.key([1.0, 10.0, 100.0, 1000.0, 10000.0], "C values of the 0-1 SVM",
+                                 name="01")
+    ap: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the AP-SVM")
+    ndcg: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the NDCG-SVM")
+
+
+class CV(S.Section):
+    folds: S.number(integer=True, low=2) = S.key(5, "stratified folds on trainval")
+    grid: Grid = S.key(Grid, "per loss, the C values tried")
+
+
+def _presets(value):
+    """figures.presets: the built-in presets with the config's laid over them, key by key;
+    per preset and vary, the count that stays (`fixed`; total: `neg_per_pos`) and `values`."""
+    count = S.checker(S.number(integer=True, low=1))
+    counts = S.checker(COUNTS)
+    presets = merge(FIGURE_PRESETS, value)
+    for name, preset in presets.items():
+        for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
+            where = f"{name}.{vary}" if vary else str(name)
+            if vary not in SIZE_KEYS or not isinstance(spec, dict) \
+                    or set(spec) != set(SIZE_KEYS[vary]):
+                raise S.Expected(PRESETS_EXPECTED, f"{where}: {S.shown(spec)}")
+            try:
+                count(spec[SIZE_KEYS[vary][0]])
+                counts(spec["values"])
+            except S.Expected as err:
+                raise S.Expected(PRESETS_EXPECTED, f"{where}: {err.given or S.shown(spec)}") \
+                    from None
+    return presets
+
+
+PRESETS_EXPECTED = ("per preset name, a mapping of negatives and positives ({fixed, values}) "
+                    "and total ({neg_per_pos, values}) to counts >= 1")
+
+
+class Figures(S.Section):
+    """Figures 2-3 (`qsrank bench --experiment voc2011_actions`)."""
+
+    class_: S.choice(ACTIONS) = S.key("phoning", "the action class whose boxes are subsampled",
+                                      name="class")
+    vary: S.choice(VARIES) = S.key("negatives", "which count grows")
+    loss: S.choice(("ap", "ndcg", "all")) = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
+    methods: S.optional(S.names(METHODS, "method")) = S.key(
+        None, "null: the paper's curves of each figure")
+    preset: S.text() = S.key("paper", "the sizes: a name in figures.presets")
+    repeats: S.number(integer=True, low=1) = S.key(
+        3, "trainings per point; the fastest one's total LAI time is plotted")
+    pool: S.choice(("trainval", "trainval+test")) = S.key(
+        "trainval", "boxes to subsample from (trainval+test for more)")
+    C: S.optional(PER_LOSS) = S.key(
+        {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
+        "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'")
+    presets: S.custom(_presets, PRESETS_EXPECTED) = S.key(
+        FIGURE_PRESETS, "per preset and vary: the count that stays and the varied counts")
+
+
+class Config(S.Section):
+    """The VOC2011 action experiment (Tables 1-4; Figures 2-3 under `figures`)."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, subsampling and CV folds")
+    data: S.custom(_data, "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
+                   "poselet list file or an .npz cache from `qsrank load poselet --out`") = S.key(
+        "synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
+    features_dir: S.optional(S.text()) = S.key(
+        None, "feature files of list-file data; null: beside each list file")
+    max_boxes: S.optional(S.number(integer=True, low=2)) = S.key(
+        None, "keep at most this many boxes of each split (seeded; for quick looks)")
+    classes: S.names(ACTIONS, "action class", _all_classes) = S.key(
+        list(ACTIONS), "action classes to train (or all)")
+    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
+    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
+    inference: S.optional(S.choice(INFERENCES)) = S.key(
+        None, "run only the methods of this LAI method")
+    solver: S.choice(SOLVERS) = S.key("cutting_plane", "structured SVM solver")
+    C: C_OR_CV = S.key(dict(FIXED_C), "a number, one per loss, or cv (folds over cv.grid)")
+    cv: CV = S.key(CV, "cross-validation of C (C: cv)")
+    tol: S.number(low=0) = S.key(1e-3, "the solver's stopping tolerance")
+    max_iter: S.number(integer=True, low=1) = S.key(1000, "the solver's most iterations")
+    force: S.flag() = S.key(False, "retrain finished class x method runs")
+    figures: Figures = S.key(Figures, "Figures 2-3: LAI time in training as the data grow")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        cfg = self.model_dump(by_alias=True)
+        if cfg["data"] == "synthetic" and cfg["features_dir"] is not None:
+            raise ValueError("features_dir applies to list-file data only; data is 'synthetic'")
+        if not selected_methods(cfg):
+            raise ValueError(f"no method of {cfg['methods']} has "
+                             + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
+                                            if cfg[k] is not None))
+        fig = cfg["figures"]
+        if not figure_methods(cfg):
+            raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
+                             f"{fig['loss']!r} (or 0-1)")
+        if fig["preset"] not in fig["presets"]:
+            raise ValueError(f"figures.preset: expected one of {', '.join(fig['presets'])}; "
+                             f"got {S.shown(fig['preset'])}")
+        if fig["vary"] not in fig["presets"][fig["preset"]]:
+            raise ValueError(f"figures.presets.{fig['preset']} defines no sizes for vary "
+                             f"{fig['vary']!r}")
+        figure_sizes(cfg)
+        return self
+
 
 def load_config(path=None, sets=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path` with `sets` (`--set` keys) laid over it,
-    then by the non-None `overrides`; checked.
-
-    `overrides` may hold a partial ``figures`` mapping; its None entries are dropped too.
-    """
+    """The config of `path` with `sets` (`--set` keys) laid over it, then the non-None
+    `overrides`, checked; `overrides` may hold a partial ``figures`` mapping, whose None
+    entries are dropped too."""
     if isinstance(overrides.get("figures"), dict):
         overrides["figures"] = {k: v for k, v in overrides["figures"].items() if v is not None}
-    return _config.load_config(path, DEFAULTS, resolve, overrides, sets)
-
-
-def resolve(config):
-    """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    check_keys(config, DEFAULTS, "")
-    cfg = merge(DEFAULTS, config)
-    if cfg["experiment"] != EXPERIMENT:
-        raise ValueError(f"experiment must be {EXPERIMENT!r} for this pipeline; "
-                         f"got {cfg['experiment']!r}")
-    check_number(cfg["seed"], "seed", integer=True, low=0)
-    _check_data(cfg)
-    if cfg["max_boxes"] is not None:
-        check_number(cfg["max_boxes"], "max_boxes", integer=True, low=2)
-    if cfg["classes"] == "all":
-        cfg["classes"] = list(ACTIONS)
-    cfg["classes"] = _check_names(cfg["classes"], ACTIONS, "classes", "action class")
-    cfg["methods"] = _check_names(cfg["methods"], METHODS, "methods", "method")
-    if cfg["loss"] is not None and cfg["loss"] not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(LOSSES)} or null; got {cfg['loss']!r}")
-    if cfg["inference"] is not None and cfg["inference"] not in INFERENCES:
-        raise ValueError(f"inference must be one of {', '.join(INFERENCES)} or null; "
-                         f"got {cfg['inference']!r}")
-    if not selected_methods(cfg):
-        raise ValueError(f"no method of {cfg['methods']} has "
-                         + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                        if cfg[k] is not None))
-    check_choice(cfg["solver"], "solver", SOLVERS)
-    check_number(cfg["tol"], "tol", low=0)
-    check_number(cfg["max_iter"], "max_iter", integer=True, low=1)
-    if not isinstance(cfg["force"], bool):
-        raise ValueError(f"force must be true or false; got {cfg['force']!r}")  # noqa: TRY004
-    check_keys(cfg["cv"], DEFAULTS["cv"], "cv")
-    check_number(cfg["cv"]["folds"], "cv.folds", integer=True, low=2)
-    check_keys(cfg["cv"]["grid"], LOSSES, "cv.grid")
-    for loss, grid in cfg["cv"]["grid"].items():
-        check_c_grid(grid, f"cv.grid.{loss}")
-    cfg["C"] = _check_C(cfg["C"], "C", allow_cv=True)
-    _check_figures(cfg)
-    return cfg
-
-
-def _check_data(cfg):
-    data = cfg["data"]
-    if data == "synthetic":
-        if cfg["features_dir"] is not None:
-            raise ValueError("features_dir applies to list-file data only; data is 'synthetic'")
-        return
-    if not isinstance(data, dict):
-        raise ValueError(  # noqa: TRY004 (a config error: ValueError, as the CLI expects)
-                         "data must be 'synthetic' or a mapping {trainval: PATH, test: PATH} "
-                         "(each a poselet list file or an .npz cache from `qsrank load "
-                         f"poselet --out`); got {data!r}")
-    check_keys(data, ("trainval", "test"), "data")
-    for split in ("trainval", "test"):
-        if not isinstance(data.get(split), str) or not data[split]:
-            raise ValueError(f"data.{split} must be the path of a poselet list file or .npz "
-                             f"cache; got {data.get(split)!r}")
-    if cfg["features_dir"] is not None and not isinstance(cfg["features_dir"], str):
-        raise ValueError(f"features_dir must be a path or null; got {cfg['features_dir']!r}")
-
-
-def _check_C(value, where, allow_cv=False):
-    """A positive number (the same for every loss), a mapping loss -> number, or 'cv'."""
-    if allow_cv and value == "cv":
-        return value
-    if isinstance(value, dict):
-        check_keys(value, LOSSES, where)
-        for loss, c in value.items():
-            check_number(c, f"{where}.{loss}", low=0, strict=True)
-        return {**FIXED_C, **value}
-    check_number(value, where, low=0, strict=True)
-    return {loss: float(value) for loss in LOSSES}
-
-
-def _check_figures(cfg):
-    fig = cfg["figures"]
-    check_keys(fig, DEFAULTS["figures"], "figures")
-    if fig["class"] not in ACTIONS:
-        raise ValueError(f"figures.class must be an action class, one of {', '.join(ACTIONS)}; "
-                         f"got {fig['class']!r}")
-    check_choice(fig["vary"], "figures.vary", VARIES)
-    if fig["loss"] not in ("ap", "ndcg", "all"):
-        raise ValueError(f"figures.loss must be ap, ndcg or all; got {fig['loss']!r}")
-    if fig["methods"] is not None:
-        fig["methods"] = _check_names(fig["methods"], METHODS, "figures.methods", "method")
-    if not figure_methods(cfg):
-        raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
-                         f"{fig['loss']!r} (or 0-1)")
-    check_number(fig["repeats"], "figures.repeats", integer=True, low=1)
-    if fig["pool"] not in ("trainval", "trainval+test"):
-        raise ValueError(f"figures.pool must be trainval or trainval+test; got {fig['pool']!r}")
-    if fig["C"] is not None:
-        fig["C"] = _check_C(fig["C"], "figures.C")
-    check_keys(fig["presets"], fig["presets"], "figures.presets")
-    for name, preset in fig["presets"].items():
-        check_keys(preset, SIZE_KEYS, f"figures.presets.{name}")
-        for vary, spec in preset.items():
-            where = f"figures.presets.{name}.{vary}"
-            check_keys(spec, SIZE_KEYS[vary], where)
-            missing = [k for k in SIZE_KEYS[vary] if k not in spec]
-            if missing:
-                raise ValueError(f"{where} lacks key(s) {', '.join(missing)}")
-            check_number(spec[SIZE_KEYS[vary][0]], f"{where}.{SIZE_KEYS[vary][0]}",
-                         integer=True, low=1)
-            if not isinstance(spec["values"], list) or not spec["values"]:
-                raise ValueError(f"{where}.values must be a non-empty list of counts")
-            for v in spec["values"]:
-                check_number(v, f"{where}.values entry", integer=True, low=1)
-    check_choice(fig["preset"], "figures.preset", fig["presets"])
-    if fig["vary"] not in fig["presets"][fig["preset"]]:
-        raise ValueError(f"figures.presets.{fig['preset']} defines no sizes for vary "
-                         f"{fig['vary']!r}")
-    figure_sizes(cfg)
-
-
-def _check_names(names, known, where, what):
-    if isinstance(names, str):
-        names = [names]
-    if not isinstance(names, list) or not names:
-        raise ValueError(f"{where} must be a non-empty list of {what} names; got {names!r}")
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"unknown {what} name(s) {', '.join(map(repr, unknown))} in {where}; "
-                         f"known: {', '.join(known)}")
-    return list(dict.fromkeys(names))
+    return _runner.load_config(SPEC, path, sets, **overrides)
 
 
 def selected_methods(cfg):
@@ -470,15 +426,9 @@ def cross_validate(cfg, loss, X, y, bias):
 
 
 def _settings(cfg, splits):
-    """What a finished run's numbers depend on besides its class and method: a stored record
-    is reused only when these match (the code's version, local edits included, and the data's
-    contents, so that a change to a solver, a LAI method or the generator retrains)."""
-    return settings_key(
-        data=[splits["trainval"].source, splits["test"].source],
-        data_sha256=[_digest(splits["trainval"]), _digest(splits["test"])],
-        seed=cfg["seed"], max_boxes=cfg["max_boxes"], solver=cfg["solver"],
-        tol=float(cfg["tol"]), max_iter=cfg["max_iter"],
-        C=cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]})
+    """The settings as a store key (the code's version added): a stored record is reused
+    only when these match."""
+    return settings_key(**settings(cfg, splits))
 
 
 def _digest(split):
@@ -487,57 +437,59 @@ def _digest(split):
     return digest_arrays(X.data, X.indices, X.indptr, np.asarray(X.shape), split.labels)
 
 
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Train every selected class x method (resuming), write Tables 1-4; return the run dir.
-
-    `out_dir` None writes to results/voc2011_actions/<UTC time>-tables-<random>/. Every
-    finished training is written at once (runs/<class>__<method>.json, its weights in
-    runs/<class>__<method>.npz), so an interrupted run loses at most the training under way;
-    the tables are rebuilt at the end from every record in runs/ trained under the current
-    settings. All files are written atomically.
-    """
-    cfg = resolve(config)
+def load_checked(cfg):
+    """The data, every selected class checked to have positive and negative boxes in both
+    splits before any training."""
     splits = load_data(cfg)
-    train, test = splits["trainval"], splits["test"]
-    for action in cfg["classes"]:  # check every class before training any
-        _class_data(train, action)
-        _class_data(test, action)
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, "tables"), EXPERIMENT, "tables")
-    settings = _settings(cfg, splits)
-    store = RunStore(out, settings)
-    methods = selected_methods(cfg)
-    units = [(a, m) for a in cfg["classes"] for m in methods]
-    todo = [(a, m) for a, m in units if cfg["force"] or not store.done(f"{a}__{m}")]
-    if todo:
-        warm_up(dict.fromkeys(m for _, m in todo))
-    cv_done = set()  # (class, loss) whose CV this run has done: once per loss, even if forced
-    with tqdm(total=len(todo), desc="voc2011 train", unit="run", disable=not progress) as bar:
-        for action in dict.fromkeys(a for a, _ in todo):
-            X, y_all, ignore = _class_data(train, action)
-            X, y = X[~ignore], y_all[~ignore]
-            Xt, yt, ignore_t = _class_data(test, action)
-            for name in [m for a, m in todo if a == action]:
-                bar.set_postfix_str(f"{action} {name}")
-                C, cv = _C_for(cfg, store, action, METHODS[name][0], X, y, train.bias, cv_done)
-                est, record = train_one(cfg, name, C, X, y, train.bias)
-                scores = est.decision_function(Xt)
-                record.update(
-                    {"class": action, "C_from": "cv" if cv else "fixed",
-                     "test_ap": voc_average_precision(yt, scores, ignore=ignore_t),
-                     "test_ndcg": ndcg(yt[~ignore_t], scores[~ignore_t]),
-                     "cv_ap": cv.get("cv_ap") if cv else None,
-                     "cv_ndcg": cv.get("cv_ndcg") if cv else None,
-                     "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest()})
-                write_npz(store.path(f"{action}__{name}").with_suffix(".npz"),
-                          {"coef": est.coef_[0], "intercept": est.intercept_})
-                store.put(f"{action}__{name}", record)  # last: marks the run done
-                bar.update()
-    records = [r for r in store.records("*__*.json") if "method" in r]
-    write_tables(out, records, cfg, data_note(splits), is_synthetic(splits))
-    write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], data_note(splits), settings, settings["data_sha256"],
-                     overrides)
-    return out
+    for action in cfg["classes"]:
+        _class_data(splits["trainval"], action)
+        _class_data(splits["test"], action)
+    return splits
+
+
+def settings(cfg, splits):
+    """What a class x method training depends on besides the unit: the data's contents, so
+    that a change to the generator retrains, and the training's keys."""
+    return {"data": [splits["trainval"].source, splits["test"].source],
+            "data_sha256": [_digest(splits["trainval"]), _digest(splits["test"])],
+            "seed": cfg["seed"], "max_boxes": cfg["max_boxes"], "solver": cfg["solver"],
+            "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
+            "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
+
+
+def units(cfg, splits):
+    return [(a, m) for a in cfg["classes"] for m in selected_methods(cfg)]
+
+
+def run_unit(run, unit):
+    """Train method `name` on class `action` (C fixed or by CV, resumable), evaluate it on
+    the test boxes, and keep its weights in runs/<class>__<method>.npz."""
+    action, name = unit
+    cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
+    X, y_all, ignore = _class_data(train, action)
+    X, y = X[~ignore], y_all[~ignore]
+    Xt, yt, ignore_t = _class_data(test, action)
+    cv_done = run.cache.setdefault("cv_done", set())
+    C, cv = _C_for(cfg, run.store, action, METHODS[name][0], X, y, train.bias, cv_done)
+    est, record = train_one(cfg, name, C, X, y, train.bias)
+    scores = est.decision_function(Xt)
+    record.update(
+        {"class": action, "C_from": "cv" if cv else "fixed",
+         "test_ap": voc_average_precision(yt, scores, ignore=ignore_t),
+         "test_ndcg": ndcg(yt[~ignore_t], scores[~ignore_t]),
+         "cv_ap": cv.get("cv_ap") if cv else None,
+         "cv_ndcg": cv.get("cv_ndcg") if cv else None,
+         "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest()})
+    write_npz(run.store.path(f"{action}__{name}").with_suffix(".npz"),
+              {"coef": est.coef_[0], "intercept": est.intercept_})
+    return record
+
+
+def write(run, records):
+    """Tables 1-4 from every class x method record of the directory trained under these
+    settings (an earlier run's other classes included)."""
+    records = [r for r in run.store.records("*__*.json") if "method" in r]
+    write_tables(run.out, records, run.cfg, data_note(run.data), is_synthetic(run.data))
 
 
 def _C_for(cfg, store, action, loss, X, y, bias, cv_done):
@@ -789,7 +741,7 @@ def figure_run(config, out_dir=None, progress=True):
     Each finished point is runs/<vary>__p<P>_n<N>__<method>.json; a rerun resumes, and
     timings.csv, figure.png/.pdf and summary.md cover every point in the directory.
     """
-    cfg = resolve(config)
+    cfg = _runner.resolve(SPEC, config)
     fig = cfg["figures"]
     splits = load_data(cfg)
     action, vary = fig["class"], fig["vary"]
@@ -943,3 +895,9 @@ def plot_figure(frame, stem, synthetic=True):
             if ax.has_data():
                 ax.legend(fontsize="small")
     return save_figure(fig, stem)
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
+                  units=units, run_unit=run_unit, write=write,
+                  warm_up=lambda cfg, units: warm_up(dict.fromkeys(m for _, m in units)),
+                  note=lambda cfg, splits: data_note(splits), unit_label="run")

@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pipelines._images import Normaliser
 from qs.data.cifar10 import (
     CLASS_NAMES,
     DIGITS_NOTE,
@@ -213,6 +214,18 @@ TINY = {"split": {"train": 40, "val": 10, "test": 40}, "widths": [2, 3, 4], "bat
         "epochs": 1, "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_qs"]}
 
 
+def _config(cifar10, **overrides):
+    from pipelines import _runner
+
+    return _runner.load_config(cifar10.SPEC, **overrides)
+
+
+def _run(cifar10, cfg, out, progress=False):
+    from pipelines import _runner
+
+    return _runner.run(cifar10.SPEC, cfg, out, progress=progress)
+
+
 def _pipeline():
     pytest.importorskip("torch")
     pytest.importorskip("qs.torch")
@@ -225,7 +238,7 @@ def _pipeline():
 def tiny_run(tmp_path_factory):
     cifar10 = _pipeline()
     out = tmp_path_factory.mktemp("cifar10") / "run"
-    return cifar10.run(cifar10.load_config(**TINY), out, progress=False)
+    return _run(cifar10, _config(cifar10, **TINY), out, progress=False)
 
 
 def test_run_writes_tables_figure_and_provenance(tiny_run):
@@ -237,7 +250,7 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
     names = {p.name for p in tiny_run.iterdir()}
     assert names == {"results.csv", "history.csv", "per_class.csv", "table.md", "figure.png",
                      "figure.pdf", "config.yaml", "provenance.json", "checkpoints",
-                     "qsrank-run.json", ".qsrank-run.lock"}
+                     "qsrank-run.json", ".qsrank-run.lock", "runs"}
     results = pd.read_csv(tiny_run / "results.csv")
     assert list(results.method) == TINY["methods"]
     assert ((results.test_map > 0) & (results.test_map <= 1)).all()
@@ -275,7 +288,11 @@ def test_device_auto_picks_cuda_only_when_there_is_one():
     assert cifar10.pick_device("cpu", True) == "cpu"
     with pytest.raises(ValueError, match="device is cuda, but torch sees no CUDA device"):
         cifar10.pick_device("cuda", False)
-    assert cifar10.resolve({"preset": "full", "data": "x"})["device"] == "auto"
+    assert _config(cifar10, preset="full", data="x")["device"] == "auto"
+    # the preset lies under the config, key by key
+    cfg = _config(cifar10, preset="full", data="x", split={"train": 5})
+    assert cfg["split"] == {"train": 5, "val": 5000, "test": 10000}
+    assert cfg["widths"] == [64, 128, 256] and cfg["warm_start"]["lr"] == 1.0
 
 
 def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
@@ -286,13 +303,13 @@ def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
     from qs.nets import PLCNN
 
     cifar10 = _pipeline()
-    cfg = cifar10.load_config(**TINY)
+    cfg = _config(cifar10, **TINY)
     data = cifar10.load_data(cfg)
     net = PLCNN(tuple(TINY["widths"]))
     net.load_state_dict(torch.load(tiny_run / "checkpoints" / "ap_qs.pt")["model"])
     net.eval()
     with torch.no_grad():
-        scores = net(cifar10._Normaliser(data["train"][0])(data["test"][0])).double().numpy()
+        scores = net(Normaliser(data["train"][0])(data["test"][0])).double().numpy()
     y = data["test"][1]
     expected = np.mean([average_precision_score(y == c, scores[:, c]) for c in range(10)])
     results = pd.read_csv(tiny_run / "results.csv").set_index("method")
@@ -312,14 +329,15 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run, no_figu
     ckpts = tiny_run / "checkpoints"
     stamp = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     (ckpts / "ap_qs.pt").unlink()
-    cifar10.run(cifar10.load_config(**TINY), tiny_run, progress=False)
+    (tiny_run / "runs" / "ap_qs.json").unlink()
+    _run(cifar10, _config(cifar10, **TINY), tiny_run, progress=False)
     again = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in again if again[k] != stamp.get(k)} == {"ap_qs.pt"}
-    cifar10.run(cifar10.load_config(**TINY, force=True, inference="yue"), tiny_run,
+    _run(cifar10, _config(cifar10, **TINY, force=True, inference="yue"), tiny_run,
                 progress=False)
     forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt"}
-    cifar10.run(cifar10.load_config(**{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
+    _run(cifar10, _config(cifar10, **{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
                 progress=False)  # a method's setting changed: the warm start is kept
     changed = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in changed if changed[k] != forced[k]} == {"zero_one.pt"}
@@ -352,34 +370,36 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    ({"epoch": 2}, "unknown config key"),
-    ({"preset": "full"}, "preset full is the paper's setting on real CIFAR-10"),
-    ({"preset": "huge"}, "preset must be one of default, full"),
-    ({"widths": [64, 128]}, "widths must be a list of 3 positive integers"),
+    ({"epoch": 2}, "^unknown config key 'epoch'; allowed keys: experiment, preset, seed"),
+    ({"preset": "full"}, "^preset full is the paper's setting on real CIFAR-10"),
+    ({"preset": "huge"}, "^preset: expected one of default, full; got 'huge'$"),
+    ({"widths": [64, 128]}, r"^widths: expected a list of 3 positive integers; got \[64, 128\]$"),
+    ({"widths": [64, 0, 8]}, "^widths: expected a list of 3 positive integers; got entry 1: 0$"),
     ({"split": {"train": 1000, "val": 500}}, "split.train \\+ split.val is 1500"),
-    ({"methods": ["ap_fast"]}, "methods entry must be one of"),
-    ({"methods": ["ap_qs"], "loss": "ndcg"}, "no method of \\['ap_qs'\\] has loss 'ndcg'"),
-    ({"warm_start": {"lr": 0}}, "warm_start.lr must be a finite number > 0"),
-    ({"data": 3}, "data must be null"),
-    ({"device": "tpu"}, "device must be one of cpu, cuda, auto"),
-    ({"warm_start": {"optimizer": "adam"}}, "warm_start.optimizer must be one of"),
+    ({"methods": ["ap_fast"]}, "^methods: expected a non-empty list of distinct method names; "
+                               "got entry 0: 'ap_fast' \\(not one of zero_one, ap_yue"),
+    ({"methods": ["ap_qs"], "loss": "ndcg"}, "^no method of \\['ap_qs'\\] has loss 'ndcg'$"),
+    ({"warm_start": {"lr": 0}}, "^warm_start.lr: expected a finite number > 0; got 0$"),
+    ({"data": 3}, "^data: expected null or a string; got 3$"),
+    ({"device": "tpu"}, "^device: expected one of cpu, cuda, auto; got 'tpu'$"),
+    ({"warm_start": {"optimizer": "adam"}}, "^warm_start.optimizer: expected one of adadelta"),
 ])
 def test_bad_configs(config, message):
     from pipelines import cifar10
 
     with pytest.raises(ValueError, match=message):
-        cifar10.load_data(cifar10.load_config(**config))
+        cifar10.load_data(_config(cifar10, **config))
 
 
 def test_data_folder_without_batches(tmp_path):
     from pipelines import cifar10
 
     with pytest.raises(ValueError, match="no CIFAR-10 batches found"):
-        cifar10.load_data(cifar10.load_config(data=str(tmp_path)))
+        cifar10.load_data(_config(cifar10, data=str(tmp_path)))
     write_python(tmp_path, n=4)
     with pytest.raises(ValueError, match="split.train \\+ split.val is 1397; the training "
                                          "images number 20"):
-        cifar10.load_data(cifar10.load_config(data=str(tmp_path), split={"test": 4}))
+        cifar10.load_data(_config(cifar10, data=str(tmp_path), split={"test": 4}))
 
 
 def test_layerwise_svm_lowers_its_layers_objective():
@@ -393,10 +413,10 @@ def test_layerwise_svm_lowers_its_layers_objective():
     from qs.torch import rank_hinge_loss
 
     cifar10 = _pipeline()
-    cfg = cifar10.load_config(**{**TINY, "training": "layerwise",
+    cfg = _config(cifar10, **{**TINY, "training": "layerwise",
                                    "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}})
     data = cifar10.load_data(cfg)
-    normalise = cifar10._Normaliser(data["train"][0])
+    normalise = Normaliser(data["train"][0])
     torch.manual_seed(0)
     net = PLCNN(tuple(TINY["widths"])).eval()
     layer = net.linear_layers()[-1]

@@ -70,10 +70,10 @@ def test_train_filters_class_loss_inference(tiny_config, tmp_path):
 
 
 @pytest.mark.parametrize("changes, args, message", [
-    ({"colour": "red"}, [], "unknown config key(s) 'colour'"),
-    ({}, ["--class", "dancing"], "unknown action class name(s) 'dancing'"),
+    ({"colour": "red"}, [], "unknown config key 'colour'"),
+    ({}, ["--class", "dancing"], "got unknown action class name(s) 'dancing'"),
     ({}, ["--loss", "ndcg"], "no method of ['0-1', 'ap', 'ap_qs'] has loss 'ndcg'"),
-    ({}, ["--inference", "magic"], "inference must be one of"),
+    ({}, ["--inference", "magic"], "inference: expected null or one of zero_one, yue"),
     ({"experiment": "nonesuch"}, [], "unknown experiment 'nonesuch'"),
     ({"experiment": None}, [], "has no top-level key `experiment`"),
     ({"data": {"trainval": "/nowhere/list.txt", "test": "/nowhere/list.txt"}}, [],
@@ -148,6 +148,18 @@ def test_config_show_prints_the_defaults_with_help():
     assert invoke("config", "show", "scaling").exit_code == 2  # a benchmark: not a choice
 
 
+@pytest.mark.parametrize("name", experiments())
+def test_config_show_gives_every_experiments_defaults(name):
+    from pipelines import _registry, _schema
+
+    result = invoke("config", "show", name)
+    assert result.exit_code == 0, result.output
+    model = _registry.schema(name)
+    assert yaml.safe_load(result.output) == model.model_construct().model_dump(by_alias=True)
+    assert all("  # " in line for line in result.output.splitlines())
+    assert _schema.keys(model)["experiment"].default == name
+
+
 def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     out = tmp_path / "fig"
     result = invoke("bench", "--experiment", "voc2011_actions", "--config", tiny_config,
@@ -166,9 +178,9 @@ def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     (["--experiment", "voc2011_actions", "--budget", 1], "--budget applies to the synthetic"),
     (["--class", "phoning"], "--class needs --experiment"),
     (["--experiment", "voc2011_actions", "--class", "dancing", "--preset", "quick"],
-     "figures.class must be an action class"),
+     "figures.class: expected one of jumping, phoning"),
     (["--experiment", "voc2011_actions", "--methods", "ap_fast"],
-     "unknown method name(s) 'ap_fast'"),
+     "got unknown method name(s) 'ap_fast'"),
 ])
 def test_bench_experiment_errors(tmp_path, args, message):
     result = invoke("bench", *args, "--out", tmp_path / "out")

@@ -1,16 +1,20 @@
 """What every experiment shares (pipelines/_runs.py, _provenance.py): the code version that keys
 a stored run, run directories claimed for one experiment and kind, and provenance."""
 
+from functools import partial
 import json
 import subprocess
 
 import pytest
 import yaml
 
-from pipelines import _runs
+from pipelines import _runner, _runs
 from pipelines import voc2011_actions as voc
 from pipelines._provenance import PACKAGES, code_version
 from pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+
+run = partial(_runner.run, voc.SPEC)
+resolve = partial(_runner.resolve, voc.SPEC)
 
 TINY = {"max_boxes": 250, "classes": ["phoning"], "methods": ["ap_qs"]}
 
@@ -45,14 +49,15 @@ def test_local_code_edits_retrain(tmp_path, monkeypatch):
     monkeypatch.setattr(voc, "train_one", lambda cfg, name, *a, **k:
                         trained.append(name) or real(cfg, name, *a, **k))
     monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0001")
-    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
-    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
+    run(resolve(TINY), tmp_path / "run", progress=False)
+    run(resolve(TINY), tmp_path / "run", progress=False)
     assert trained == ["ap_qs"]  # the same edits: resumed
     monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0002")
-    voc.run(voc.resolve(TINY), tmp_path / "run", progress=False)
+    run(resolve(TINY), tmp_path / "run", progress=False)
     assert trained == ["ap_qs", "ap_qs"]  # other edits of the same commit: retrained
     record = json.loads((tmp_path / "run" / "runs" / "phoning__ap_qs.json").read_text())
     assert record["settings"]["code"] == "abc-dirty-0002"
+
 
 
 def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, monkeypatch):
@@ -64,19 +69,19 @@ def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, 
     before = {p.name: p.read_bytes() for p in bench.iterdir()}
     with pytest.raises(ValueError, match="holds a scaling bench run, not a voc2011_actions "
                                          "tables run"):
-        voc.run(voc.resolve(TINY), bench, progress=False)
+        run(resolve(TINY), bench, progress=False)
     figure = claim_run_dir(tmp_path / "figure", "voc2011_actions", "figure")
     with pytest.raises(ValueError, match="holds a voc2011_actions figure run"):
-        voc.run(voc.resolve(TINY), figure, progress=False)
+        run(resolve(TINY), figure, progress=False)
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     (stranger / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not empty and holds no qsrank run"):
-        voc.run(voc.resolve(TINY), stranger, progress=False)
+        run(resolve(TINY), stranger, progress=False)
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     with pytest.raises(ValueError, match="cannot write to output directory"):
-        voc.run(voc.resolve(TINY), blocker / "run", progress=False)
+        run(resolve(TINY), blocker / "run", progress=False)
     assert trained == []
     assert {p.name: p.read_bytes() for p in bench.iterdir()} == before
 
@@ -103,9 +108,9 @@ def test_store_keeps_records_of_the_current_settings_only(tmp_path):
 
 
 def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
-    cfg = voc.resolve({**TINY, "methods": ["0-1"]})
+    cfg = resolve({**TINY, "methods": ["0-1"]})
     for vary in ("negatives", "positives"):
-        voc.figure_run(voc.resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
+        voc.figure_run(resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
                                                         "loss": "ap", "vary": vary,
                                                         "methods": ["0-1"]}}),
                        tmp_path / "fig", progress=False)

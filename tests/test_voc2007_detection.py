@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from cli.main import main
+from pipelines import _runner
 from pipelines import voc2007_detection as voc
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -110,7 +111,7 @@ def test_table_says_when_ap_weights_differ(tiny_run):
 
 def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     reference, _ = tiny_run
-    cfg = voc.load_config(write_config(tmp_path / "tiny.yaml"))
+    cfg = _runner.load_config(voc.SPEC, write_config(tmp_path / "tiny.yaml"))
     n_images = voc.load_data(cfg)["trainval"].n_images
     out = tmp_path / "run"
     trained, chosen = [], []
@@ -131,7 +132,7 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     monkeypatch.setattr(voc, "choose_C", choose_C)
     stop = True
     with pytest.raises(KeyboardInterrupt):
-        voc.run(cfg, out, progress=False)
+        _runner.run(voc.SPEC, cfg, out, progress=False)
     assert sorted(p.name for p in (out / "runs").glob("*.json")) == [
         "aeroplane__0-1.json", "aeroplane__C-01.json", "aeroplane__C-ap.json",
         "aeroplane__ap.json", "aeroplane__ap_qs.json"]
@@ -140,7 +141,7 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     trained.clear()
     chosen.clear()
     stop = False
-    voc.run(cfg, out, progress=False)
+    _runner.run(voc.SPEC, cfg, out, progress=False)
     assert trained == ["ap_auto", *voc.METHODS]  # aeroplane's last, then person's four
     assert chosen == [("person", "01"), ("person", "ap")]  # aeroplane's Cs were kept
     cols = ["class", "method", "C", "test_ap", "w_sha256", "lai_calls"]
@@ -163,28 +164,31 @@ def test_cli_filters_class_loss_and_inference(tmp_path):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"colour": 1}, r"unknown config key\(s\) 'colour'; allowed keys: experiment, seed, data"),
-    ({"synthetic": {"size": 3}}, r"unknown config key\(s\) 'size' in 'synthetic'"),
-    ({"classes": ["aeroplane", "zebra"]}, (r"unknown object class name\(s\) 'zebra' in classes; "
-                                          r"known: aeroplane, bicycle")),
-    ({"seed": "one"}, r"seed must be a finite integer >= 0; got 'one'"),
-    ({"nms_threshold": 1.5}, r"nms_threshold must be an IoU in \[0, 1\]"),
-    ({"synthetic": {"scale": 0}}, r"synthetic.scale must be a finite number > 0"),
-    ({"C": {"ndcg": 1.0}}, r"unknown config key\(s\) 'ndcg' in 'C'"),
-    ({"methods": "ap_search"}, r"unknown method name\(s\) 'ap_search'"),
-    ({"data": 3}, r"data must be 'synthetic' or a mapping"),
+    ({"colour": 1}, r"unknown config key 'colour'; allowed keys: experiment, seed, data"),
+    ({"synthetic": {"size": 3}}, r"unknown config key 'synthetic.size'; allowed keys in "
+                                 r"'synthetic': scale, boxes_per_image"),
+    ({"classes": ["aeroplane", "zebra"]}, (r"classes: expected one or more object class names "
+                                          r"from aeroplane, bicycle, .*; got unknown object "
+                                          r"class name\(s\) 'zebra'")),
+    ({"seed": "one"}, r"seed: expected a finite integer >= 0; got 'one'"),
+    ({"nms_threshold": 1.5}, r"nms_threshold: expected a finite number >= 0 and <= 1; got 1.5"),
+    ({"synthetic": {"scale": 0}}, r"synthetic.scale: expected a finite number > 0 and <= 1"),
+    ({"C": {"ndcg": 1.0}}, r"C: expected .*; got unknown key\(s\) 'ndcg'"),
+    ({"methods": "ap_search"}, r"got unknown method name\(s\) 'ap_search'"),
+    ({"data": 3}, r"data: expected 'synthetic' or a mapping"),
     ({"scheduler": "threads"}, r"scheduler applies to data read from stores"),
-    ({"store": "boxes.zarr"}, r"store must be a mapping \{trainval: PATH, test: PATH\}"),
-    ({"store": {"trainval": "a.zarr"}}, r"store.test must be a box-feature store"),
+    ({"store": "boxes.zarr"}, r"store: expected null or a mapping \{trainval: PATH, test: PATH\}"),
+    ({"store": {"trainval": "a.zarr"}}, r"store: expected null or a mapping .*; got "
+                                        r"\{'trainval': 'a.zarr'\}"),
     ({"store": {"trainval": "a", "test": "b"}, "data": {"trainval": "c", "test": "d"}},
      r"give either data .* or store, not both"),
-    ({"in_memory_max_gb": -1}, r"in_memory_max_gb must be a finite number >= 0"),
-    ({"init": "whole_image"}, r"init must be one of image_means, random"),
-    ({"C": []}, r"C must be a C value > 0 or a non-empty list of them"),
-    ({"C": {"01": [10, 0]}}, r"C.01 must be a finite number > 0; got 0"),
-    ({"validation_fraction": 1}, r"validation_fraction must be a fraction in \(0, 1\)"),
-    ({"min_outer": {"ap": 0}}, r"min_outer.ap must be a finite integer >= 1"),
-    ({"blas_threads": 0}, r"blas_threads must be a finite integer >= 1"),
+    ({"in_memory_max_gb": -1}, r"in_memory_max_gb: expected a finite number >= 0; got -1"),
+    ({"init": "whole_image"}, r"init: expected one of image_means, random"),
+    ({"C": []}, r"C: expected a C value > 0 or a non-empty list of them, or a mapping"),
+    ({"C": {"01": [10, 0]}}, r"C: expected .*; got 01: \[10, 0\]"),
+    ({"validation_fraction": 1}, r"validation_fraction: expected a finite number > 0 and < 1"),
+    ({"min_outer": {"ap": 0}}, r"min_outer: expected an integer >= 1, .*; got ap: 0"),
+    ({"blas_threads": 0}, r"blas_threads: expected null or a finite integer >= 1; got 0"),
 ])
 def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
     result = invoke("train", "--config", write_config(tmp_path / "bad.yaml", **changes),
@@ -197,9 +201,10 @@ def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
 def test_cli_loss_and_store_errors(tmp_path):
     config = write_config(tmp_path / "c.yaml")
     result = invoke("train", "--config", config, "--loss", "ndcg")
-    assert result.exit_code == 1 and "loss must be one of 01, ap; got 'ndcg'" in result.output
+    assert result.exit_code == 1 and "loss: expected null or one of 01, ap; got 'ndcg'" in \
+        result.output
     result = invoke("train", "--config", config, "--solver", "frank_wolfe")
-    assert result.exit_code == 1 and "solver must be one of cutting_plane" in result.output
+    assert result.exit_code == 1 and "solver: expected one of cutting_plane" in result.output
     store = write_config(tmp_path / "s.yaml", store={"trainval": str(tmp_path / "t.zarr"),
                                                      "test": str(tmp_path / "boxes.zarr")})
     result = invoke("train", "--config", store, "--out", tmp_path / "run")

@@ -2,6 +2,7 @@
 the synthetic data: its files and columns, identical weights across exact LAI methods,
 resuming, settings changes, bad configs and data, and atomicity when a training fails."""
 
+from functools import partial
 import json
 from pathlib import Path
 
@@ -10,9 +11,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipelines import _runner
 from pipelines import voc2011_actions as voc
 from pipelines._io import write_npz
 from qs.data import cache_arrays, make_voc2011_actions
+
+run = partial(_runner.run, voc.SPEC)
+resolve = partial(_runner.resolve, voc.SPEC)
 
 CLASSES = ["phoning", "ridingbike"]
 AP_METHODS = ["ap", "ap_qs", "ap_search"]
@@ -33,7 +38,7 @@ TIMING_COLUMNS = ["class", "method", "loss", "inference", "solver", "C", "C_from
 
 
 def config(**changes):
-    return voc.resolve({**TINY, **changes})
+    return resolve({**TINY, **changes})
 
 
 def read(path):
@@ -54,10 +59,11 @@ def count_trainings(monkeypatch):
     return calls
 
 
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("voc") / "run"
-    return voc.run(config(), out, progress=False)
+    return run(config(), out, progress=False)
 
 
 def test_run_writes_tables_with_paper_columns(tiny_run):
@@ -127,27 +133,27 @@ def test_resume_skips_finished_runs_and_force_retrains(tiny_run, count_trainings
     runs = sorted((tiny_run / "runs").glob("*.json"))
     assert len(runs) == len(CLASSES) * len(METHODS)
     before = {p: p.stat().st_mtime_ns for p in runs}
-    voc.run(config(), tiny_run, progress=False)
+    run(config(), tiny_run, progress=False)
     assert count_trainings == []
     assert {p: p.stat().st_mtime_ns for p in runs} == before
     # a filtered run into the same directory: only phoning's ap_qs, tables still cover all
-    voc.run(config(classes=["phoning"], loss="ap", inference="qs", force=True), tiny_run,
+    run(config(classes=["phoning"], loss="ap", inference="qs", force=True), tiny_run,
             progress=False)
     assert count_trainings == ["ap_qs"]
     assert len(read(tiny_run / "timings.csv")) == len(CLASSES) * len(METHODS)
 
 
 def test_changed_settings_retrain(tmp_path, count_trainings):
-    out = voc.run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path, progress=False)
+    out = run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path, progress=False)
     assert count_trainings == ["ap_qs"]
-    voc.run(config(classes=["phoning"], methods=["ap_qs"], C=3.0), out, progress=False)
+    run(config(classes=["phoning"], methods=["ap_qs"], C=3.0), out, progress=False)
     assert count_trainings == ["ap_qs", "ap_qs"]
     timings = read(out / "timings.csv")
     assert timings["C"].tolist() == [3.0]  # the old record is not mixed into the tables
 
 
 def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
-    out = voc.run(config(classes=["phoning"], methods=["0-1", "ap_qs"]), tmp_path,
+    out = run(config(classes=["phoning"], methods=["0-1", "ap_qs"]), tmp_path,
                   progress=False)
     tables = {p.name: p.read_bytes() for p in out.glob("*.*")}
     real = voc.train_one
@@ -161,7 +167,7 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
 
     monkeypatch.setattr(voc, "train_one", fail_second)
     with pytest.raises(RuntimeError, match="boom"):
-        voc.run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out,
+        run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out,
                 progress=False)
     assert {p.name: p.read_bytes() for p in out.glob("*.*")} == tables
     assert not list(out.rglob(".*.tmp"))
@@ -171,21 +177,21 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
     calls.clear()
     monkeypatch.setattr(voc, "train_one",
                         lambda cfg, name, *a, **k: calls.append(name) or real(cfg, name, *a, **k))
-    voc.run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out, progress=False)
+    run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out, progress=False)
     assert calls == ["ap_qs"]
 
 
 def test_cv_chooses_C_from_the_grid_and_resumes(tmp_path, count_trainings):
     cv = {"folds": 2, "grid": {"01": [1.0, 10.0], "ap": [1.0, 10.0], "ndcg": [1.0]}}
     cfg = config(max_boxes=200, classes=["ridingbike"], methods=["0-1", "ap_qs"], C="cv", cv=cv)
-    out = voc.run(cfg, tmp_path, progress=False)
+    out = run(cfg, tmp_path, progress=False)
     timings = read(out / "timings.csv")
     assert set(timings["C"]) <= {1.0, 10.0} and set(timings["C_from"]) == {"cv"}
     assert timings["cv_ap"].between(0, 1).all() and timings["cv_ndcg"].between(0, 1).all()
     record = json.loads((out / "runs" / "cv-ridingbike__ap.json").read_text())
     assert record["C"] == record["grid"][int(np.argmax(record["mean_test_ap"]))]
     assert "5-fold" not in (out / "table1.md").read_text()
-    voc.run(cfg, out, progress=False)
+    run(cfg, out, progress=False)
     assert count_trainings == ["0-1", "ap_qs"]
 
 
@@ -198,24 +204,32 @@ def test_forced_cv_runs_once_per_class_and_loss(tmp_path, monkeypatch):
     cv = {"folds": 2, "grid": {"01": [1.0], "ap": [1.0, 10.0], "ndcg": [1.0]}}
     cfg = config(max_boxes=200, classes=["ridingbike"], methods=["ap", "ap_qs"], C="cv", cv=cv,
                  force=True)
-    voc.run(cfg, tmp_path, progress=False)
-    voc.run(cfg, tmp_path, progress=False)
+    run(cfg, tmp_path, progress=False)
+    run(cfg, tmp_path, progress=False)
     assert calls == ["ap", "ap"]
 
 
 @pytest.mark.parametrize("changes, match", [
-    ({"colour": 1}, "unknown config key.*'colour'"),
-    ({"cv": {"folds": 5, "gird": {}}}, "unknown config key.*'gird' in 'cv'"),
-    ({"classes": ["phoning", "dancing"]}, "unknown action class name.*'dancing'"),
-    ({"methods": ["ap_fast"]}, "unknown method name.*'ap_fast'"),
-    ({"methods": ["ap"], "loss": "ndcg"}, "no method of"),
-    ({"C": -1}, "C must be a finite number > 0"),
-    ({"C": {"ap": 1.0, "auc": 2.0}}, "unknown config key.*'auc'"),
-    ({"data": "/nowhere/list.txt"}, "data must be 'synthetic' or a mapping"),
-    ({"solver": "adam"}, "solver must be one of"),
-    ({"experiment": "digits"}, "experiment must be 'voc2011_actions'"),
-    ({"figures": {"vary": "both"}}, "figures.vary must be one of"),
-    ({"figures": {"preset": "huge"}}, "figures.preset must be one of"),
+    ({"colour": 1}, "^unknown config key 'colour'; allowed keys: experiment, seed, data"),
+    ({"cv": {"folds": 5, "gird": {}}}, "^unknown config key 'cv.gird'; allowed keys in 'cv'"),
+    ({"classes": ["phoning", "dancing"]}, "got unknown action class name.s. 'dancing'$"),
+    ({"methods": ["ap_fast"]}, "^methods: expected one or more method names from 0-1, ap"),
+    ({"methods": ["ap"], "loss": "ndcg"}, r"^no method of \['ap'\] has loss 'ndcg'$"),
+    ({"C": -1}, "^C: expected a number > 0, or a mapping of 01, ap, ndcg to one or 'cv'; "
+                "got -1$"),
+    ({"C": {"ap": 1.0, "auc": 2.0}}, "got unknown key.s. 'auc'$"),
+    ({"C": {"ap": 0}}, "^C: expected .*; got ap: 0$"),
+    ({"data": "/nowhere/list.txt"}, "^data: expected 'synthetic' or a mapping"),
+    ({"features_dir": "/x"}, "^features_dir applies to list-file data only"),
+    ({"solver": "adam"}, "^solver: expected one of .*; got 'adam'$"),
+    ({"experiment": "digits"}, "^experiment: expected one of voc2011_actions; got 'digits'$"),
+    ({"figures": {"vary": "both"}}, "^figures.vary: expected one of total, negatives, positives"),
+    ({"figures": {"preset": "huge"}}, "^figures.preset: expected one of paper, quick; got 'huge'$"),
+    ({"figures": {"class_": "phoning"}}, "^unknown config key 'figures.class_'"),
+    ({"figures": {"presets": {"mine": {"total": {"fixed": 3, "values": [4]}}}}},
+     r"^figures.presets: expected .*; got mine.total: \{'fixed': 3, 'values': \[4\]\}$"),
+    ({"figures": {"presets": {"quick": {"total": {"values": [1]}}}, "preset": "quick",
+                  "vary": "total"}}, "every total must leave at least one negative"),
 ])
 def test_bad_config_is_a_clear_value_error(changes, match):
     with pytest.raises(ValueError, match=match):
@@ -227,7 +241,7 @@ def test_load_config_names_the_file(tmp_path):
     path.write_text("experiment: voc2011_actions\nseeed: 3\n")
     with pytest.raises(ValueError, match=r"config .*bad.yaml: unknown config key.*'seeed'"):
         voc.load_config(path)
-    assert voc.load_config() == voc.resolve({})
+    assert voc.load_config() == resolve({})
 
 
 def test_repository_config_sets_only_the_experiment():
@@ -235,31 +249,31 @@ def test_repository_config_sets_only_the_experiment():
     text = path.read_text()
     assert text.startswith("# `make reproduce-table1`") and "Table 4" in text
     assert yaml.safe_load(text) == {"experiment": "voc2011_actions"}
-    assert voc.load_config(path) == voc.resolve({})
+    assert voc.load_config(path) == resolve({})
 
 
 def test_class_without_positives_fails_before_writing(tmp_path):
     # 8 boxes: some action has no positive among them
-    out = voc.run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path, progress=False)
+    out = run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path, progress=False)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     missing = next(a for a in voc.ACTIONS
                    if voc.load_data(config(max_boxes=8))["trainval"].targets(a)[0].sum() == 0)
     with pytest.raises(ValueError, match=f"class '{missing}' has no positive box"):
-        voc.run(config(max_boxes=8, classes=[missing]), out, progress=False)
+        run(config(max_boxes=8, classes=[missing]), out, progress=False)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_missing_list_or_feature_file(tmp_path):
     with pytest.raises(ValueError, match="Cannot read the poselet list file"):
-        voc.run(config(data={"trainval": str(tmp_path / "no.txt"),
-                             "test": str(tmp_path / "no.txt")}), tmp_path / "out")
+        run(config(data={"trainval": str(tmp_path / "no.txt"),
+                         "test": str(tmp_path / "no.txt")}), tmp_path / "out")
     listing = tmp_path / "list.txt"
     listing.write_text("1\n0 2 img1 1\n1 2 30 40 1 2\n2\n")
     with pytest.raises(ValueError, match=r"Missing or unreadable feature file .*img1_1.feature"):
-        voc.run(config(data={"trainval": str(listing), "test": str(listing)}), tmp_path / "out")
+        run(config(data={"trainval": str(listing), "test": str(listing)}), tmp_path / "out")
     with pytest.raises(ValueError, match="does not exist"):
-        voc.run(config(data={"trainval": str(tmp_path / "c.npz"),
-                             "test": str(tmp_path / "c.npz")}), tmp_path / "out")
+        run(config(data={"trainval": str(tmp_path / "c.npz"),
+                         "test": str(tmp_path / "c.npz")}), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -269,11 +283,11 @@ def test_npz_cache_data(tmp_path):
     for split, data in splits.items():
         paths[split] = str(tmp_path / f"{split}.npz")
         write_npz(paths[split], cache_arrays(data))
-    out = voc.run(config(data=paths, classes=["phoning"], methods=["ap_qs"]), tmp_path / "run",
-                  progress=False)
+    out = run(config(data=paths, classes=["phoning"], methods=["ap_qs"]), tmp_path / "run",
+              progress=False)
     via_cache = read(out / "timings.csv")
-    direct = voc.run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path / "direct",
-                     progress=False)
+    direct = run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path / "direct",
+                 progress=False)
     assert via_cache["test_ap"].tolist() == read(direct / "timings.csv")["test_ap"].tolist()
     assert "synthetic (seed 0)" in (out / "table1.md").read_text()
 
@@ -290,7 +304,7 @@ def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings):
                        progress=False)
     timings = read(out / "timings.csv")
     assert list(timings.columns) == voc.FIGURE_COLUMNS
-    spec = voc.DEFAULTS["figures"]["presets"]["quick"]
+    spec = voc.FIGURE_PRESETS["quick"]
     assert len(timings) == 2 * 2 * 4 == len(count_trainings)
     assert set(timings["method"]) == {"0-1", "ap", "ap_qs", "ap_search"}
     neg = timings[timings["vary"] == "negatives"]
@@ -317,12 +331,12 @@ def test_figure_sizes_beyond_the_data(tmp_path):
 
 
 def test_figure_sizes():
-    cfg = voc.resolve({"figures": {"vary": "total"}})
+    cfg = resolve({"figures": {"vary": "total"}})
     assert voc.figure_sizes(cfg)[-1] == (227, 2270)
-    cfg = voc.resolve({"figures": {"vary": "positives"}})
+    cfg = resolve({"figures": {"vary": "positives"}})
     assert voc.figure_sizes(cfg) == [(p, 200) for p in (25, 50, 100, 150, 227)]
-    assert voc.figure_methods(voc.resolve({"figures": {"loss": "ndcg"}})) == ["0-1", "ndcg",
-                                                                             "ndcg_qs"]
+    assert voc.figure_methods(resolve({"figures": {"loss": "ndcg"}})) == ["0-1", "ndcg",
+                                                                         "ndcg_qs"]
 
 
 def test_ratios_use_the_classes_both_methods_have():
