@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
+from pipelines._yaml import parse_yaml
+
 #: the longest given value an error message quotes
 SHOWN = 60
 
@@ -349,10 +351,10 @@ def parse_sets(items):
         names = path.strip().split(".")
         if not sep or not all(names):
             raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY a dotted key path")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            raise ValueError(f"--set {item!r}: the value is not a YAML scalar") from None
+        try:  # by the rules of a config file: 1e-5 a float, no aliases, ...
+            value = parse_yaml(raw, f"--set {path.strip()}") if raw.strip() else None
+        except ValueError as err:
+            raise ValueError(f"--set {item[:80]!r}: {err}") from None
         node = out
         for name in names[:-1]:
             node = node.setdefault(name, {})

@@ -69,9 +69,11 @@ def test_parse_sets_reads_dotted_paths_and_yaml_values():
                          "fast=true", "name="]) == {
         "C": 10, "inner": {"folds": 3, "grid": [1, 2]}, "data": "/x/y", "fast": True,
         "name": None}
+    assert S.parse_sets(["C=1e-5"]) == {"C": 1e-5}  # a float, as in a config file
     assert S.validate(Model, S.parse_sets(["inner.folds=3"]))["inner"]["folds"] == 3
     for bad, message in [("C", "expected KEY=VALUE"), (".C=1", "expected KEY=VALUE"),
-                         ("C=[1", "not a YAML scalar"), ("C.x=2", "is set to a value above")]:
+                         ("C=[1", "expected ',' or ']'"), ("C=&a 1", "anchors and aliases"),
+                         ("C.x=2", "is set to a value above")]:
         with pytest.raises(ValueError, match=message):
             S.parse_sets(["C=1", bad] if message.endswith("above") else [bad])
 
