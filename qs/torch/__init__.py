@@ -61,6 +61,8 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
         part in its query's ranking (as a masked array's mask): a query ranked against the
         others but not itself, padding. A masked entry gets zero gradient.
 
+    Notes
+    -----
     A query without a positive or without a negative (among its entries not masked) has no
     ranking: its loss is 0 with zero gradient, and "mean" leaves it out of the denominator
     (0 when no query counts). Scores are solved in float64 (float64 CPU tensors are shared,

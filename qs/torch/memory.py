@@ -30,6 +30,8 @@ class CrossBatchMemory(torch.nn.Module):
     size : int > 0, the number of past samples kept.
     loss, similarity, method, reduction : as :func:`qs.torch.retrieval.retrieval_loss`.
 
+    Notes
+    -----
     ``forward(embeddings (B, d), labels (B,))`` returns the loss and then stores the batch;
     every call must give the same embedding size ``d``. :meth:`reset` empties the memory.
     """
