@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipelines._yaml import read_config
+from pipelines._yaml import read_config, shown
 
 
 def load_config(path, defaults, resolve, overrides, sets=None):
@@ -65,14 +65,15 @@ def check_keys(mapping, allowed, where):
     where_text = f" in {where!r}" if where else ""
     unknown = [key for key in mapping if key not in allowed]
     if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(map(repr, unknown))}{where_text}; "
+        raise ValueError(f"unknown config key(s) {', '.join(map(shown, unknown))}{where_text}; "
                          f"allowed keys{where_text}: {', '.join(map(str, allowed))}")
 
 
 def check_choice(value, where, allowed):
     """Reject anything but a string in `allowed`."""
     if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{where} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+        raise ValueError(f"{where} must be one of {', '.join(map(str, allowed))}; "
+                         f"got {shown(value)}")
 
 
 def check_number(value, where, integer=False, low=None, strict=False):
@@ -86,7 +87,7 @@ def check_number(value, where, integer=False, low=None, strict=False):
     if not ok:
         bound = "" if low is None else f" {'>' if strict else '>='} {low}"
         raise ValueError(f"{where} must be a finite {'integer' if integer else 'number'}"
-                         f"{bound}; got {value!r}")
+                         f"{bound}; got {shown(value)}")
 
 
 def dump_config(cfg):

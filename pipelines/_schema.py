@@ -14,10 +14,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
-from pipelines._yaml import parse_yaml
+from pipelines._yaml import parse_yaml, shown
 
-#: the longest given value an error message quotes
-SHOWN = 60
 
 
 class Section(BaseModel):
@@ -311,12 +309,6 @@ def _model_at(model, loc):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
     return model
-
-
-def shown(value):
-    """`value` as a config would write it, cut to SHOWN characters."""
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
 
 
 def help_lines(model, defaults=None, indent=""):

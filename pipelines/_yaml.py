@@ -125,3 +125,14 @@ def _brief(value, limit=40, quote=True):
     """``value`` for a message, cut short: a config's message never prints a whole value."""
     text = repr(value) if quote or not isinstance(value, str) else value
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+#: the longest given value an error message quotes
+SHOWN = 60
+
+
+def shown(value):
+    """`value` as a config would write it, cut to SHOWN characters: an error names what was
+    given without printing a whole value."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."

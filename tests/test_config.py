@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import yaml
 
-from pipelines._config import check_keys, check_number, dump_config, load_config
+from pipelines._config import check_choice, check_keys, check_number, dump_config, load_config
 
 
 def test_numpy_numbers_pass_the_checks_and_are_written_as_plain_numbers():
@@ -29,3 +29,14 @@ def test_unreadable_or_unknown_config_names_the_problem(tmp_path):
     with pytest.raises(ValueError, match=r"config .*bad.yaml: unknown config key\(s\) 'colour'"):
         load_config(bad, {"seed": 0}, resolve, {})
     assert load_config(None, {"seed": 0}, resolve, {"seed": 4}) == {"seed": 4}
+
+
+@pytest.mark.parametrize("check", [
+    lambda v: check_number(v, "seed", integer=True, low=0),
+    lambda v: check_choice(v, "loss", ("ap", "ndcg")),
+    lambda v: check_keys({v: 1}, ("seed",), "scores"),
+])
+def test_an_error_never_prints_a_whole_value(check):
+    with pytest.raises(ValueError) as err:
+        check("x" * 100_000)
+    assert len(str(err.value)) < 300 and "..." in str(err.value)
