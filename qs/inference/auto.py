@@ -52,6 +52,13 @@ SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
 
+
+@jit
+def sorts(n_neg, n_pos):
+    """Whether the default sorts (:func:`_gathered_lai`) rather than running ``bucket``: the
+    size rule above, which reads P as well as N."""
+    return n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos
+
 #: what :func:`_gathered_lai` runs: the choice above (``AUTO``), or one method forced
 AUTO, QS, BUCKET_SORT = 0, 1, 2
 
@@ -139,8 +146,7 @@ def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
 
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
-    n_neg = neg_rank.size
-    if n_neg >= SORT_BELOW and n_neg >= SORT_PER_POSITIVE * n_pos:
+    if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
     return _run(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
 
