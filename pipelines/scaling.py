@@ -94,6 +94,11 @@ COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "searc
           "auto": "C4", "sort_dc": "C5", "bucket": "C6", "bucket_sort": "k", "batch": "C4",
           "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
+# What a sample measures. On a machine shared with other jobs, wall time inflates a call
+# longer than the scheduler's time slice (it waits for the others) far more than a short one,
+# and so the ratios between them; the process's CPU time does not wait (a threaded call counts
+# the CPU time of all its threads).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SAMPLE_S = 2e-3  # seconds of back-to-back calls per timed sample (one call if longer)
 # Each call of a curve reads the next of a rotation of different score vectors of one size,
 # together at least ROTATION_BYTES (beyond the caches; and the branch predictor cannot learn
@@ -123,6 +128,7 @@ DEFAULTS = {
     "repeats": 5,
     "preset": "paper",
     "budget_s": 10.0,
+    "clock": "wall",
     "scores": {"pos_mean": 1.0, "pos_std": 1.0, "neg_mean": 0.0, "neg_std": 1.0},
     "presets": {
         "paper": {
@@ -173,6 +179,7 @@ def resolve(config):
         for vary, spec in preset.items():
             check_keys(spec, SPEC_KEYS[vary], f"presets.{name}.{vary}")
     check_choice(cfg["vary"], "vary", VARIES)
+    check_choice(cfg["clock"], "clock", tuple(CLOCKS))
     check_choice(cfg["loss"], "loss", LOSSES + ("all",))
     check_choice(cfg["preset"], "preset", tuple(cfg["presets"]))
     check_number(cfg["seed"], "seed", integer=True, low=0)
@@ -334,7 +341,7 @@ def _time_all(cfg, chosen, pairs, progress):
             for _ in range(cfg["repeats"]):
                 for curve, (_, call, number) in calls.items():
                     call()  # untimed: the curve's code and outputs warm, as in back-to-back calls
-                    warm[curve].append(_clock(call, number))
+                    warm[curve].append(_clock(call, number, CLOCKS[cfg["clock"]]))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
                 last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
@@ -368,12 +375,12 @@ def _caller(curve, rotation, labels, negatives):
     return lambda: lai(next(following), labels, loss=loss, method=method)
 
 
-def _clock(call, number=1):
-    """Seconds per call, the mean of `number` back-to-back calls."""
-    start = time.perf_counter()
+def _clock(call, number=1, timer=time.perf_counter):
+    """Seconds per call, the mean of `number` back-to-back calls, by `timer` (CLOCKS)."""
+    start = timer()
     for _ in range(number):
         call()
-    return (time.perf_counter() - start) / number
+    return (timer() - start) / number
 
 
 # ---------------------------------------------------------------------------- reports
@@ -563,7 +570,7 @@ def _time_share(cfg, chosen, pairs, progress):
                     _, call, number = calls[curve]
                     if number > 1:
                         call()  # untimed: warm, as in back-to-back calls
-                    warm[curve].append(_clock(call, number))
+                    warm[curve].append(_clock(call, number, CLOCKS[cfg["clock"]]))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
                 last[curve, which] = (n_pos, n_neg, float(np.median(warm[curve])))
@@ -661,7 +668,8 @@ def share_summary(cfg, table):
         "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
         "of two samples of the same round (the curves run in a shuffled order in each round), "
         f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
-        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3). The fastest other exact method is the "
+        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
         "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
         share_markdown(table)]) + "\n"
 
