@@ -1,8 +1,14 @@
 """The default method: ``bucket``, ``bucket_sort`` or ``qs``, chosen by what the input is.
 
-- Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
-  settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer: the kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
+The rule (:func:`sorts`), reading N and P:
+
+- Many negatives, and many per positive, at least ``max(SORT_BELOW, SORT_PER_POSITIVE *
+  P)`` (a share of positives P/N up to 1/24): ``bucket``, which settles whole buckets of
+  negatives unsorted (its corner work is small beside N).
+- Fewer, or more positives: the ranks change up to P times among the N negatives, so that
+  nearly every bucket would straddle a change and be gathered; sorting all the negatives
+  by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
+  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
