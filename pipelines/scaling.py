@@ -245,7 +245,8 @@ def share_pairs(spec, where):
         check_number(n, f"{where}.negatives", integer=True, low=1)
     for share in spec["shares"]:
         check_number(share, f"{where}.shares", low=0, strict=True)
-    return [(max(1, round(share * n)), n) for n in spec["negatives"] for share in spec["shares"]]
+    pairs = [(max(1, round(share * n)), n) for n in spec["negatives"] for share in spec["shares"]]
+    return list(dict.fromkeys(pairs))  # small N: several shares round to one P
 
 
 def size_pairs(vary, spec, values, where):
@@ -534,6 +535,12 @@ def _predicted_share(last, method, n_pos, n_neg):
     return seconds * (n_pos + n_neg) / (p0 + n0)
 
 
+def _nearest_share(shares, n_pos, n_neg):
+    """Index of the share a cell (n_pos, n_neg) was made from (the first, where several
+    round to the same P)."""
+    return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
+
+
 def _time_share(cfg, chosen, pairs, progress):
     """Every curve at every cell of the grid: a cold call, then rounds of one sample per curve
     in a seeded shuffled order (a slow spell of the machine hits all curves of a round, and
@@ -545,8 +552,8 @@ def _time_share(cfg, chosen, pairs, progress):
     rng = np.random.default_rng(cfg["seed"])
     with tqdm(total=len(pairs) * len(chosen), desc="bench share", unit="curve",
               disable=not progress) as bar:
-        for cell, (n_pos, n_neg) in enumerate(pairs):
-            which = cell % len(shares)
+        for n_pos, n_neg in pairs:
+            which = _nearest_share(shares, n_pos, n_neg)
             rotation, labels = _data(cfg, n_pos, n_neg)
             calls = {}
             for curve in chosen:
@@ -620,7 +627,7 @@ def share_table(timings, shares):
             if (loss, default, n_pos, n_neg) not in samples:
                 continue
             own = samples[loss, default, n_pos, n_neg]
-            share = min(shares, key=lambda x: abs(max(1, round(x * n_neg)) - n_pos))
+            share = shares[_nearest_share(shares, n_pos, n_neg)]
             row = {"loss": loss, "n_neg": n_neg, "share": share, "n_pos": n_pos,
                    "default_s": float(np.median(own)),
                    "default_spread": f"{own.min():.3g}-{own.max():.3g}",

@@ -217,3 +217,10 @@ def test_share_grid_rejects_a_bad_share(tmp_path):
     result = invoke("bench", "--config", config, "--preset", "quick", "--out", tmp_path / "r")
     assert result.exit_code == 1 and "shares" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_share_cells_are_unique_where_shares_round_to_one_count():
+    pairs = scaling.sizes(scaling.resolve({"vary": "share"}))
+    spec = scaling.DEFAULTS["presets"]["paper"]["share"]
+    assert len(pairs) == len(set(pairs)) < len(spec["negatives"]) * len(spec["shares"])
+    assert (1, 1000) in pairs and (5 * 10**6, 10**7) in pairs
