@@ -15,8 +15,9 @@ The rule (:func:`sorts`), reading N and P:
   ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
-  sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
-  loss. Inside training most negatives fall below every positive after a few iterations,
+  sorts them by buckets. Otherwise (mostly below every positive, or tied), or with few
+  positives (at least ``QS_PER_POSITIVE`` negatives per positive: few ranks, which ``qs``'s
+  splits separate in a few levels): ``qs``, for every loss. Inside training most negatives fall below every positive after a few iterations,
   and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
@@ -57,6 +58,7 @@ from qs.inference.qs import qs_ranks
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
+QS_PER_POSITIVE = 64
 
 
 @jit
@@ -128,7 +130,8 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
     sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
     c2 = 2.0 / (n_pos * n_neg)
     positive_steps_into(pos_values, c2, ref, spos)
-    if route == QS or (route == AUTO and settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE):
+    if route == QS or (route == AUTO and (n >= QS_PER_POSITIVE * p
+                                          or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)):
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
     else:
         if route == AUTO:
