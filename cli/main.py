@@ -13,10 +13,12 @@ from pipelines import _registry
 # The pipelines, qs and numba load only inside a command: `qsrank --help` imports none of them.
 # So the choices of the options are written here; tests/test_cli.py checks them against their
 # sources (pipelines.scaling, qs.ssvm.SOLVERS).
-VARIES = ("negatives", "positives", "total")
+VARIES = ("negatives", "positives", "total", "share")
 BENCH_LOSSES = ("ap", "ndcg")
 CURVE_NAMES = ("0-1", "ap", "ap_qs", "ap_search", "ap_auto", "ap_auto_out", "sort_dc", "ndcg",
-               "ndcg_qs", "ndcg_auto", "ndcg_auto_out", "np.max", "np.partition", "np.sort")
+               "ndcg_qs", "ndcg_auto", "ndcg_auto_out", "np.max", "np.partition", "np.sort",
+               "ap_batch", "ap_bucket", "ap_bucket_sort", "ndcg_batch", "ndcg_bucket",
+               "ndcg_bucket_sort")
 SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")
 SORTER_KINDS = ("lstm", "cnn")  # qs.surrogates.sodeep.KINDS
 SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
@@ -95,7 +97,8 @@ def _release_run_dirs():
 
 @main.command()
 @click.option("--vary", type=click.Choice(VARIES),
-              help="Which count grows [config: negatives].")
+              help="Which count grows [config: negatives]; share: a grid of negatives x share "
+                   "of positives, every exact method and the 0-1 LAI.")
 @click.option("--loss", type=click.Choice(BENCH_LOSSES + ("all",)),
               help="Losses to time [config: all].")
 @click.option("--methods",
@@ -160,10 +163,12 @@ def bench(config_path, out, methods, budget, experiment, action, replay, torch_l
         if config is None:
             raise click.ClickException("out of memory reading the config") from None
         preset, vary = config["preset"], config["vary"]
+        sizes = config["presets"][preset][vary]
+        stop = f" (stop {sizes['stop']})" if "stop" in sizes else ""
         raise click.ClickException(
-            f"out of memory timing the sizes of presets.{preset}.{vary} (stop "
-            f"{config['presets'][preset][vary]['stop']}); lower its stop") from None
-    click.echo(scaling.median_tables(*scaling.read_run(run_dir)))
+            f"out of memory timing the sizes of presets.{preset}.{vary}{stop}; lower its "
+            f"{'stop' if stop else 'sizes'}") from None
+    click.echo(scaling.report(run_dir))
     click.echo(f"\nresults: {run_dir}")
 
 

@@ -38,9 +38,11 @@ from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
+from pipelines._yaml import shown
 from qs.inference import METHODS, lai
+from qs.inference.batch import lai_batch
 
-VARIES = ("negatives", "positives", "total")
+VARIES = ("negatives", "positives", "total", "share")
 LOSSES = ("ap", "ndcg")
 
 # (loss passed to lai, curve name, lai method); "ap" and "ndcg" are the paper's baselines.
@@ -67,12 +69,38 @@ REFERENCES = {
     "np.partition": lambda neg: np.partition(neg, len(neg) // 2),
     "np.sort": np.sort,
 }
-CURVE_NAMES = tuple(dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES)))
+# `vary: share`: the default (through lai and lai_batch), every other exact method whose cost
+# is linear up to logarithms (the O(NP) scans are left out), and the 0-1 LAI, on a grid of
+# negatives x share of positives. "batch" is the default through lai_batch, one query.
+SHARE_CURVES = (
+    ("01", "0-1", "zero_one"),
+    ("ap", "ap_auto", "auto"),
+    ("ap", "ap_batch", "batch"),
+    ("ap", "ap_bucket", "bucket"),
+    ("ap", "ap_bucket_sort", "bucket_sort"),
+    ("ap", "ap_qs", "qs"),
+    ("ap", "ap_search", "search"),
+    ("ap", "sort_dc", "sort_dc"),
+    ("ndcg", "ndcg_auto", "auto"),
+    ("ndcg", "ndcg_batch", "batch"),
+    ("ndcg", "ndcg_bucket", "bucket"),
+    ("ndcg", "ndcg_bucket_sort", "bucket_sort"),
+    ("ndcg", "ndcg_qs", "qs"),
+    ("ndcg", "sort_dc", "sort_dc"),
+)
+CURVE_NAMES = tuple(dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES)
+                                  + [c[1] for c in SHARE_CURVES]))
 SHARED = ("01", "-")  # loss column of the curves drawn beside every loss: 0-1 and references
 QUADRATIC = frozenset({"yue", "chakrabarti"})  # O(NP) scans; all else predicted linear in N + P
 COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "search": "C3",
-          "auto": "C4", "sort_dc": "C5", "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
+          "auto": "C4", "sort_dc": "C5", "bucket": "C6", "bucket_sort": "k", "batch": "C4",
+          "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
+# What a sample measures. On a machine shared with other jobs, wall time inflates a call
+# longer than the scheduler's time slice (it waits for the others) far more than a short one,
+# and so the ratios between them; the process's CPU time does not wait (a threaded call counts
+# the CPU time of all its threads).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SAMPLE_S = 2e-3  # seconds of back-to-back calls per timed sample (one call if longer)
 # Each call of a curve reads the next of a rotation of different score vectors of one size,
 # together at least ROTATION_BYTES (beyond the caches; and the branch predictor cannot learn
@@ -84,8 +112,10 @@ TIMING_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "repeat",
 COLD_COLUMNS = ["vary", "loss", "curve", "method", "n_pos", "n_neg", "seconds", "status"]
 
 # How each preset spaces its sizes: `points` log-spaced values from `start` to `stop` of the
-# varied count, the other count `fixed` (or, for total, `neg_per_pos` negatives per positive).
+# varied count, the other count `fixed` (or, for total, `neg_per_pos` negatives per positive);
+# for share, every count of `negatives` with P = max(1, round(share N)) for every share.
 SPEC_KEYS = {
+    "share": ("negatives", "shares"),
     "negatives": ("fixed", "start", "stop", "points"),
     "positives": ("fixed", "start", "stop", "points"),
     "total": ("neg_per_pos", "start", "stop", "points"),
@@ -100,12 +130,15 @@ DEFAULTS = {
     "repeats": 5,
     "preset": "paper",
     "budget_s": 10.0,
+    "clock": "wall",
     "scores": {"pos_mean": 1.0, "pos_std": 1.0, "neg_mean": 0.0, "neg_std": 1.0},
     "presets": {
         "paper": {
             "negatives": {"fixed": 227, "start": 2270, "stop": 1000000, "points": 8},
             "positives": {"fixed": 200, "start": 20, "stop": 2000, "points": 8},
             "total": {"neg_per_pos": 10, "start": 2497, "stop": 1100000, "points": 8},
+            "share": {"negatives": [1000, 10000, 100000, 1000000, 10000000],
+                      "shares": [0.0001, 0.001, 0.01, 0.05, 0.2, 0.5]},
         },
         "large": {
             "negatives": {"fixed": 1000, "start": 10000, "stop": 10000000, "points": 7},
@@ -121,6 +154,7 @@ DEFAULTS = {
             "negatives": {"fixed": 5, "start": 20, "stop": 200, "points": 3},
             "positives": {"fixed": 20, "start": 2, "stop": 20, "points": 3},
             "total": {"neg_per_pos": 10, "start": 22, "stop": 220, "points": 3},
+            "share": {"negatives": [200, 2000], "shares": [0.01, 0.5]},
         },
     },
 }
@@ -147,6 +181,7 @@ def resolve(config):
         for vary, spec in preset.items():
             check_keys(spec, SPEC_KEYS[vary], f"presets.{name}.{vary}")
     check_choice(cfg["vary"], "vary", VARIES)
+    check_choice(cfg["clock"], "clock", tuple(CLOCKS))
     check_choice(cfg["loss"], "loss", LOSSES + ("all",))
     check_choice(cfg["preset"], "preset", tuple(cfg["presets"]))
     check_number(cfg["seed"], "seed", integer=True, low=0)
@@ -158,15 +193,15 @@ def resolve(config):
     if methods is not None:
         if not isinstance(methods, list) or not methods:
             raise ValueError("methods must be a non-empty list of curve names or null; "
-                             f"got {methods!r}")
+                             f"got {shown(methods)}")
         unknown = [m for m in methods if m not in CURVE_NAMES]
         if unknown:
-            raise ValueError(f"unknown curve name(s) {', '.join(map(repr, unknown))} in methods; "
+            raise ValueError(f"unknown curve name(s) {', '.join(map(shown, unknown))} in methods; "
                              f"known: {', '.join(CURVE_NAMES)}")
     if not curves(cfg):
         raise ValueError(f"methods {methods} select no curve for loss {cfg['loss']!r}")
     for loss, name, method in curves(cfg):
-        if name not in REFERENCES and loss not in METHODS.get(method, ()):
+        if name not in REFERENCES and method != "batch" and loss not in METHODS.get(method, ()):
             raise ValueError(f"curve {name!r} needs lai method {method!r} with loss {loss!r}, "
                              "which qs.inference does not offer")
     sizes(cfg)
@@ -176,8 +211,11 @@ def resolve(config):
 def curves(cfg):
     """The (loss, curve, method) triples to time, in table order."""
     losses = LOSSES if cfg["loss"] == "all" else (cfg["loss"],)
-    chosen = [c for c in LAI_CURVES if c[0] in losses + ("01",)]
-    chosen += [("-", name, name) for name in REFERENCES]
+    if cfg["vary"] == "share":
+        chosen = [c for c in SHARE_CURVES if c[0] in losses + ("01",)]
+    else:
+        chosen = [c for c in LAI_CURVES if c[0] in losses + ("01",)]
+        chosen += [("-", name, name) for name in REFERENCES]
     return [c for c in chosen if cfg["methods"] is None or c[1] in cfg["methods"]]
 
 
@@ -191,6 +229,8 @@ def sizes(cfg):
     missing = [key for key in SPEC_KEYS[vary] if key not in spec]
     if missing:
         raise ValueError(f"{where} lacks key(s) {', '.join(missing)}")
+    if vary == "share":
+        return share_pairs(spec, where)
     for key in SPEC_KEYS[vary]:
         check_number(spec[key], f"{where}.{key}", integer=True, low=1)
     grid = np.geomspace(spec["start"], spec["stop"], spec["points"])
@@ -215,6 +255,19 @@ def _check_memory(pairs, where):
         raise ValueError(f"{where}: the largest size ({n_pos} positives, {n_neg} negatives) "
                          f"needs about {need / 1e9:,.0f} GB for its scores, more than this "
                          f"machine's {total / 1e9:,.0f} GB of memory; lower its stop")
+
+
+def share_pairs(spec, where):
+    """(n_pos, n_neg) of every count of negatives x share of positives, N then share order."""
+    for key in ("negatives", "shares"):
+        if not isinstance(spec[key], list) or not spec[key]:
+            raise ValueError(f"{where}.{key} must be a non-empty list; got {spec[key]!r}")
+    for n in spec["negatives"]:
+        check_number(n, f"{where}.negatives", integer=True, low=1)
+    for share in spec["shares"]:
+        check_number(share, f"{where}.shares", low=0, strict=True)
+    pairs = [(max(1, round(share * n)), n) for n in spec["negatives"] for share in spec["shares"]]
+    return list(dict.fromkeys(pairs))  # small N: several shares round to one P
 
 
 def size_pairs(vary, spec, values, where):
@@ -242,6 +295,8 @@ def run(config, out_dir=None, progress=True):
     """
     cfg = resolve(config)
     out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
+    if cfg["vary"] == "share":
+        return _run_share(cfg, out, progress)
     timings, cold = _time_all(cfg, curves(cfg), sizes(cfg), progress)
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
         with atomic_path(out / name) as tmp:
@@ -308,7 +363,7 @@ def _time_all(cfg, chosen, pairs, progress):
             for _ in range(cfg["repeats"]):
                 for curve, (_, call, number) in calls.items():
                     call()  # untimed: the curve's code and outputs warm, as in back-to-back calls
-                    warm[curve].append(_clock(call, number))
+                    warm[curve].append(_clock(call, number, CLOCKS[cfg["clock"]]))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
                 last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
@@ -333,18 +388,21 @@ def _caller(curve, rotation, labels, negatives):
         fn, following = REFERENCES[name], itertools.cycle(negatives)
         return lambda: fn(next(following))
     following = itertools.cycle(rotation)
+    if method == "batch":
+        rows = labels[None]
+        return lambda: lai_batch(next(following)[None], rows, loss=loss)
     if name in REUSED_OUTPUTS:
         out = np.empty(negatives[0].size, dtype=np.int32), np.empty(labels.size)
         return lambda: lai(next(following), labels, loss=loss, method=method, out=out)
     return lambda: lai(next(following), labels, loss=loss, method=method)
 
 
-def _clock(call, number=1):
-    """Seconds per call, the mean of `number` back-to-back calls."""
-    start = time.perf_counter()
+def _clock(call, number=1, timer=time.perf_counter):
+    """Seconds per call, the mean of `number` back-to-back calls, by `timer` (CLOCKS)."""
+    start = timer()
     for _ in range(number):
         call()
-    return (time.perf_counter() - start) / number
+    return (timer() - start) / number
 
 
 # ---------------------------------------------------------------------------- reports
@@ -395,6 +453,15 @@ def median_tables(timings, cold):
     return "\n\n".join(f"{_title(panel)}: median seconds per call\n\n"
                        + _size_table(_medians(timings, cold, panel), SKIPPED)
                        for panel in _panels(cold))
+
+
+def report(run_dir):
+    """What `qsrank bench` prints of a finished run: the grid table of a share run, else the
+    median tables."""
+    grid = Path(run_dir) / "grid.csv"
+    if grid.is_file():
+        return share_markdown(pd.read_csv(grid, keep_default_na=False, na_values=[""]))
+    return median_tables(*read_run(run_dir))
 
 
 def summary(cfg, timings, cold):
@@ -462,3 +529,200 @@ def plot_run(run_dir):
     if timings.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no timings to plot")
     return plot(timings, Path(run_dir) / "scaling")
+
+
+# ---------------------------------------------------------------------------- share grid
+
+#: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
+#: seconds per call of the slower methods
+SHARE_WORK = 2 * 10**7
+SHARE_COLUMNS = ["loss", "n_neg", "share", "n_pos", "default_s", "default_spread",
+                 "ns_per_score", "vs_zero_one", "vs_zero_one_spread", "fastest_other",
+                 "vs_fastest_other", "vs_fastest_other_spread", "batch_vs_lai"]
+
+
+def _share_repeats(cfg, n_neg):
+    return min(cfg["repeats"], max(3, SHARE_WORK // n_neg))
+
+
+def _predicted_share(last, method, n_pos, n_neg):
+    """Seconds per call extrapolated from the curve's time at the same share and a smaller N:
+    linear in N + P, but for search, whose scan past the concave ranks costs up to P^2."""
+    if last is None:
+        return 0.0
+    p0, n0, seconds = last
+    if method == "search":
+        return seconds * (n_pos**2 + n_neg) / (p0**2 + n0)
+    return seconds * (n_pos + n_neg) / (p0 + n0)
+
+
+def _nearest_share(shares, n_pos, n_neg):
+    """Index of the share a cell (n_pos, n_neg) was made from (the first, where several
+    round to the same P)."""
+    return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
+
+
+def _time_share(cfg, chosen, pairs, progress):
+    """Every curve at every cell of the grid: a cold call, then rounds of one sample per curve
+    in a seeded shuffled order (a slow spell of the machine hits all curves of a round, and
+    no curve always follows the same one); a sample is one call when a call lasts more than
+    SAMPLE_S, else the mean of back-to-back calls after an untimed one. (timings, cold)."""
+    rows, cold = [], []
+    last = {}  # (curve, share index) -> (n_pos, n_neg, median seconds) at the largest N so far
+    shares = cfg["presets"][cfg["preset"]]["share"]["shares"]
+    rng = np.random.default_rng(cfg["seed"])
+    with tqdm(total=len(pairs) * len(chosen), desc="bench share", unit="curve",
+              disable=not progress) as bar:
+        for n_pos, n_neg in pairs:
+            which = _nearest_share(shares, n_pos, n_neg)
+            rotation, labels = _data(cfg, n_pos, n_neg)
+            calls = {}
+            for curve in chosen:
+                loss, name, method = curve
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
+                key = {"vary": "share", "loss": loss, "curve": name, "method": method,
+                       "n_pos": n_pos, "n_neg": n_neg}
+                if _predicted_share(last.get((curve, which)), method, n_pos,
+                                    n_neg) > cfg["budget_s"]:
+                    cold.append({**key, "seconds": np.nan, "status": SKIPPED})
+                    bar.update()
+                    continue
+                call = _caller(curve, rotation, labels, None)
+                seconds = _clock(call)
+                cold.append({**key, "seconds": seconds, "status": "ok"})
+                calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / _clock(call))))
+            warm = {curve: [] for curve in calls}
+            for _ in range(_share_repeats(cfg, n_neg)):
+                for t in rng.permutation(len(calls)):
+                    curve = list(calls)[t]
+                    _, call, number = calls[curve]
+                    if number > 1:
+                        call()  # untimed: warm, as in back-to-back calls
+                    warm[curve].append(_clock(call, number, CLOCKS[cfg["clock"]]))
+            for curve, (key, _, _) in calls.items():
+                rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
+                last[curve, which] = (n_pos, n_neg, float(np.median(warm[curve])))
+                bar.update()
+            del rotation
+    return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
+
+
+def _run_share(cfg, out, progress):
+    """`vary: share`: time the grid, write timings, the grid table (CSV and Markdown) and the
+    figure; return the run directory."""
+    pairs = sizes(cfg)
+    timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
+    for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
+        with atomic_path(out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    write_text(out / "config.yaml", dump_config(cfg))
+    write_provenance(out, cfg["seed"], _data_note(cfg), cfg)
+    table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
+    with atomic_path(out / "grid.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    write_text(out / "summary.md", share_summary(cfg, table))
+    plot_share(timings, out / "scaling")
+    return out
+
+
+def _ratio(a, b):
+    """Median and (min, max) of the per-round ratios of two curves' samples (same round)."""
+    ratios = np.asarray(a) / np.asarray(b)
+    return float(np.median(ratios)), (float(ratios.min()), float(ratios.max()))
+
+
+def share_table(timings, shares):
+    """One row per loss and cell: the default's median time and spread (min-max over rounds),
+    time per score, and its ratios to the 0-1 LAI and to the fastest other exact method
+    (medians of per-round ratios, with their min-max), and lai_batch's time over lai's."""
+    rows = []
+    samples = {key: frame.sort_values("repeat")["seconds"].to_numpy()
+               for key, frame in timings.groupby(["loss", "curve", "n_pos", "n_neg"])}
+    zero_one = timings[timings["curve"] == "0-1"]
+    for loss in LOSSES:
+        mine = timings[timings["loss"] == loss]
+        if mine.empty:
+            continue
+        default = f"{loss}_auto"
+        for (n_pos, n_neg), cell in mine.groupby(["n_pos", "n_neg"], sort=False):
+            if (loss, default, n_pos, n_neg) not in samples:
+                continue
+            own = samples[loss, default, n_pos, n_neg]
+            share = shares[_nearest_share(shares, n_pos, n_neg)]
+            row = {"loss": loss, "n_neg": n_neg, "share": share, "n_pos": n_pos,
+                   "default_s": float(np.median(own)),
+                   "default_spread": f"{own.min():.3g}-{own.max():.3g}",
+                   "ns_per_score": 1e9 * float(np.median(own)) / (n_pos + n_neg)}
+            if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
+                mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
+                row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
+            others = {c: samples[loss, c, n_pos, n_neg] for c in cell["curve"].unique()
+                      if c not in (default, f"{loss}_batch")}
+            if others:
+                best = min(others, key=lambda c: np.median(others[c]))
+                mid, (lo, hi) = _ratio(own, others[best])
+                row.update({"fastest_other": best, "vs_fastest_other": mid,
+                            "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}"})
+            if (loss, f"{loss}_batch", n_pos, n_neg) in samples:
+                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg],
+                                             own)[0]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=SHARE_COLUMNS)
+
+
+def share_markdown(table):
+    """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
+    def fmt(value, spec):
+        return "n/a" if pd.isna(value) else format(value, spec)
+
+    rows = [[r.loss, str(r.n_neg), f"{r.share:g}", str(r.n_pos), fmt(r.default_s, ".3g"),
+             r.default_spread, fmt(r.ns_per_score, ".3g"), fmt(r.vs_zero_one, ".2f"),
+             "n/a" if pd.isna(r.vs_zero_one_spread) else r.vs_zero_one_spread, "n/a" if pd.isna(r.fastest_other)
+             else r.fastest_other, fmt(r.vs_fastest_other, ".2f"),
+             "n/a" if pd.isna(r.vs_fastest_other_spread) else r.vs_fastest_other_spread,
+             fmt(r.batch_vs_lai, ".2f")] for r in table.itertuples(index=False)]
+    header = ["loss", "N", "P/N", "P", "default (s)", "spread (s)", "ns per score",
+              "default / 0-1", "spread", "fastest other exact", "default / it", "spread",
+              "lai_batch / lai"]
+    return markdown_table(header, rows)
+
+
+def share_summary(cfg, table):
+    """summary.md of a share grid: what was timed and the grid table."""
+    return "\n\n".join([
+        "# Loss-augmented inference across the share of positives",
+        f"Data: {_data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
+        "default is `lai(..., method=\"auto\")`; `lai_batch / lai` is the default through "
+        "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
+        "of two samples of the same round (the curves run in a shuffled order in each round), "
+        f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
+        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
+        "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
+        share_markdown(table)]) + "\n"
+
+
+def plot_share(timings, stem):
+    """Time per score against P/N, a panel per loss and count of negatives; every method and
+    the 0-1 LAI. Writes `stem`.png and `stem`.pdf atomically and returns their paths."""
+    med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
+    med = med.median().reset_index()
+    med["x"] = med["n_pos"] / med["n_neg"]
+    med["per_score"] = med["seconds"] / (med["n_pos"] + med["n_neg"])
+    losses = [loss for loss in LOSSES if (med["loss"] == loss).any()]
+    counts = sorted(med["n_neg"].unique())
+    fig = Figure(figsize=(3.6 * len(counts), 3.3 * len(losses)), layout="constrained")
+    axes = fig.subplots(len(losses), len(counts), squeeze=False)
+    for row, loss in zip(axes, losses):
+        for ax, n_neg in zip(row, counts):
+            mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
+            for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
+                style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
+                ax.plot(line["x"], line["per_score"], marker="o", markersize=3, label=curve,
+                        color=COLORS.get(method, "k"), linestyle=style,
+                        linewidth=2.2 if method == "auto" else 1.0)
+            ax.set(xscale="log", yscale="log", xlabel="share of positives P/N",
+                   ylabel="seconds per score", title=f"{loss}, N = {n_neg:.0e}")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize="xx-small")
+    return save_figure(fig, stem)

@@ -101,3 +101,20 @@ def test_the_split_gather_splits_and_keeps_every_negative():
     up, down = key[:above] >> KEY_SHIFT, key[above:] >> KEY_SHIFT
     np.testing.assert_array_equal(up, neg[scores[neg] > 0.0])  # each part in input order
     np.testing.assert_array_equal(down, neg[scores[neg] <= 0.0])
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+@pytest.mark.parametrize("n_pos", [1, 5, 46, 47, 300])
+def test_few_and_many_positives_among_few_negatives_are_exact(loss, n_pos):
+    """Both sides of QS_PER_POSITIVE (3000 negatives: qs up to 46 positives, bucket_sort from
+    47), random scores and ties."""
+    from qs.inference.auto import QS_PER_POSITIVE
+
+    assert (3000 >= QS_PER_POSITIVE * n_pos) == (n_pos <= 46)
+    scores, labels = inputs(n_pos, 3000, seed=n_pos)
+    for s in (scores, np.round(scores)):
+        ours = lai(s, labels, loss, "auto")
+        ref = lai(s, labels, loss, "sort_dc")
+        np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
+        np.testing.assert_array_equal(ours.coef, ref.coef)
+        assert ours.objective == pytest.approx(ref.objective, rel=1e-12)

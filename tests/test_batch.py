@@ -158,11 +158,13 @@ def test_mini_batch_route_with_stretched_buckets_is_lai_row_by_row(loss):
 
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
-@pytest.mark.parametrize("frac", [0.2, 0.5, 0.8])
-def test_many_positives_batch_is_lai_row_by_row(loss, frac, ties):
-    """Rows with hundreds of positives (sorted by buckets) and more positives than negatives,
-    by the default and bucket_sort."""
+@pytest.mark.parametrize("frac,n", [(0.2, 3000), (0.5, 3000), (0.8, 3000), (0.5, 40_000)])
+def test_many_positives_batch_is_lai_row_by_row(loss, frac, n, ties):
+    """Rows with hundreds of positives (sorted by buckets), more positives than negatives, and
+    rows the default sorts that are too large for its small-row route, by the default and
+    bucket_sort."""
+    assert n < batch.SMALL_ROW_MAX or (1 - frac) * n > batch.SMALL_ROW_MAX
     rng = np.random.default_rng(int(frac * 10) + ties)
-    scores, labels = batch_input(rng, 4, 3000, frac, ties)
+    scores, labels = batch_input(rng, 4, n, frac, ties)
     for method in ("auto", "bucket_sort"):
         check_rows(lai_batch(scores, labels, loss, method), scores, labels, loss, method)

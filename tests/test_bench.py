@@ -183,3 +183,44 @@ def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
     assert (timings["seconds"] > 0).all()
     assert f"phoning, ndcg loss: {n_calls} LAI calls" in result.output
     assert all(f"| {m} " in result.output for m in methods)
+
+
+def test_share_grid_writes_its_table_and_figure(tmp_path):
+    """`--vary share`: every cell of the quick grid timed for every curve, the grid table
+    (CSV, Markdown, stdout) with the default's ratios, and the figure."""
+    out = tmp_path / "share"
+    result = invoke("bench", "--vary", "share", "--preset", "quick", "--repeats", 2,
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    spec = scaling.DEFAULTS["presets"]["quick"]["share"]
+    cells = {(max(1, round(s * n)), n) for n in spec["negatives"] for s in spec["shares"]}
+    timings = read(out / "timings.csv")
+    assert set(zip(timings["n_pos"], timings["n_neg"])) == cells
+    assert set(timings["curve"]) == {c[1] for c in scaling.SHARE_CURVES}
+    assert (timings.groupby(["loss", "curve", "n_pos", "n_neg"]).size() == 2).all()
+    grid = read(out / "grid.csv")
+    assert list(grid.columns) == scaling.SHARE_COLUMNS
+    assert len(grid) == 2 * len(cells) and set(grid["loss"]) == {"ap", "ndcg"}
+    assert (grid["vs_zero_one"] > 0).all() and (grid["vs_fastest_other"] > 0).all()
+    assert set(grid["fastest_other"]) <= {c[1] for c in scaling.SHARE_CURVES} - {
+        "0-1", "ap_auto", "ndcg_auto", "ap_batch", "ndcg_batch"}
+    table = scaling.share_markdown(grid)
+    assert table in (out / "summary.md").read_text() and table in result.output
+    for name in ("scaling.png", "scaling.pdf"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_share_grid_rejects_a_bad_share(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"vary": "share", "presets": {"quick": {"share": {
+        "negatives": [100], "shares": [0.1, -1]}}}}))
+    result = invoke("bench", "--config", config, "--preset", "quick", "--out", tmp_path / "r")
+    assert result.exit_code == 1 and "shares" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_share_cells_are_unique_where_shares_round_to_one_count():
+    pairs = scaling.sizes(scaling.resolve({"vary": "share"}))
+    spec = scaling.DEFAULTS["presets"]["paper"]["share"]
+    assert len(pairs) == len(set(pairs)) < len(spec["negatives"]) * len(spec["shares"])
+    assert (1, 1000) in pairs and (5 * 10**6, 10**7) in pairs

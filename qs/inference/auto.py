@@ -1,16 +1,23 @@
 """The default method: ``bucket``, ``bucket_sort`` or ``qs``, chosen by what the input is.
 
-- Many negatives, at least ``max(SORT_BELOW, SORT_PER_POSITIVE * P)``: ``bucket``, which
-  settles whole buckets of negatives unsorted (its corner work is small beside N).
-- Fewer: the kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
+The rule (:func:`sorts`), reading N and P:
+
+- Many negatives, and many per positive, at least ``max(SORT_BELOW, SORT_PER_POSITIVE *
+  P)`` (a share of positives P/N up to 1/24): ``bucket``, which settles whole buckets of
+  negatives unsorted (its corner work is small beside N).
+- Fewer, or more positives: the ranks change up to P times among the N negatives, so that
+  nearly every bucket would straddle a change and be gathered; sorting all the negatives
+  by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
+  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
   ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
-  sorts them by buckets. Otherwise (mostly below every positive, or tied): ``qs``, for every
-  loss. Inside training most negatives fall below every positive after a few iterations,
+  sorts them by buckets. Otherwise (mostly below every positive, or tied), or with few
+  positives (at least ``QS_PER_POSITIVE`` negatives per positive: few ranks, which ``qs``'s
+  splits separate in a few levels): ``qs``, for every loss. Inside training most negatives fall below every positive after a few iterations,
   and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
@@ -51,6 +58,14 @@ from qs.inference.qs import qs_ranks
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
 SETTLED_SHARE = 0.5
+QS_PER_POSITIVE = 64
+
+
+@jit
+def sorts(n_neg, n_pos):
+    """Whether the default sorts (:func:`_gathered_lai`) rather than running ``bucket``: the
+    size rule above, which reads P as well as N."""
+    return n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos
 
 #: what :func:`_gathered_lai` runs: the choice above (``AUTO``), or one method forced
 AUTO, QS, BUCKET_SORT = 0, 1, 2
@@ -115,7 +130,8 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
     sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
     c2 = 2.0 / (n_pos * n_neg)
     positive_steps_into(pos_values, c2, ref, spos)
-    if route == QS or (route == AUTO and settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE):
+    if route == QS or (route == AUTO and (n >= QS_PER_POSITIVE * p
+                                          or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)):
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
     else:
         if route == AUTO:
@@ -139,8 +155,7 @@ def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
 
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
-    n_neg = neg_rank.size
-    if n_neg >= SORT_BELOW and n_neg >= SORT_PER_POSITIVE * n_pos:
+    if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
     return _run(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
 

@@ -15,11 +15,12 @@ and 185 us with its workqueue layer against the loop's 46 us: too little gained 
 works, too much lost where the cores are shared).
 
 A named method solves each query with the per-query kernel of :func:`qs.inference.lai`, so
-objectives and ranks are those of ``lai`` row by row. ``"auto"`` solves a large query with
-``bucket`` and a small one (fewer negatives than :mod:`qs.inference.auto`'s sorting
-threshold), the common case in a mini-batch, as ``bucket_sort`` does (the negatives sorted
-by buckets, then Algorithm 1's divide and conquer on them) but in work arrays held for the
-whole call, with no allocation per query, and with few branches that the input decides: at
+objectives and ranks are those of ``lai`` row by row. ``"auto"`` chooses as ``lai`` does
+(:func:`qs.inference.auto.sorts`): a query it leaves unsorted goes to ``bucket``, one it
+sorts to the kernel of ``lai``'s default, and a small one (fewer than :data:`SMALL_ROW_MAX`
+negatives), the common case in a mini-batch, is solved as ``bucket_sort`` does (the
+negatives sorted by buckets, then Algorithm 1's divide and conquer on them, AP's sweep past
+place P) but in work arrays held for the whole call, with no allocation per query, and with few branches that the input decides: at
 this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
 Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`, three runs):
 ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x), ``search``, ``sort_dc`` and the
@@ -51,7 +52,8 @@ from qs.inference._core import (
 )
 from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
-from qs.inference.auto import SORT_BELOW, SORT_PER_POSITIVE, _gathered_lai
+from qs.inference.auto import AUTO as ROUTE_AUTO
+from qs.inference.auto import _gathered_lai, sorts
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map
 from qs.inference._core import INSERTION_MAX
 from qs.inference.qs import _sort_dc
@@ -248,7 +250,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
             continue
         if method == ZERO_ONE:
             _zero_one_row(scores[q], is_pos[q], gradient, coef[q], out[q])
-        elif method == AUTO and m < max(SORT_BELOW, SORT_PER_POSITIVE * p):
+        elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
             _small_row(inc, scores[q], is_pos[q], p, table, ideal, gradient, work, iwork, count,
                        rank[q], coef[q], out[q])
         else:
@@ -318,8 +320,9 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, co
     m = n - p
     params = _params(inc, table, ideal, p)
     neg_rank = np.empty(m, dtype=np.int32)
-    if method == BUCKET_SORT or method == QS:  # as bucket_sort_lai, qs_lai
-        route = ROUTE_QS if method == QS else ROUTE_BUCKET_SORT
+    if method == BUCKET_SORT or method == QS or (method == AUTO and sorts(m, p)):
+        # as bucket_sort_lai, qs_lai, and auto_lai's sorting branch
+        route = ROUTE_QS if method == QS else ROUTE_AUTO if method == AUTO else ROUTE_BUCKET_SORT
         _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
             inc, params, route, scores, is_pos, p, neg_rank, coef, np.empty(0),
             np.empty(0, dtype=np.int64))
@@ -376,6 +379,10 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
         sorted_index[place] = index[a]
 
 
+#: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
+#: they are sorted: :func:`_small_row`'s one histogram of two buckets per negative outgrows the
+#: cache, where that kernel's sort goes by coarse buckets first
+SMALL_ROW_MAX = 1 << 14
 #: buckets per negative of the small-query route: two halve the negatives an insertion moves
 #: (the branch that mispredicts), for a longer pass over the counts (measured on 10 queries
 #: of 256 normal scores: 10-20% less time than one; four no better than two)
