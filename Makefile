@@ -29,7 +29,7 @@ COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
 DIGITS_RUN ?= results/digits/default
 
-.PHONY: help install test docs readme bench bench-large bench-torch bench-torch-losses bench-voc2007-scale clean digits reproduce-voc2011 \
+.PHONY: help install test docs readme bench bench-large bench-share bench-torch bench-torch-losses bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	sodeep-eval sodeep-checkpoints compare
@@ -59,6 +59,9 @@ bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2
 
 bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 	$(QSRANK) bench --vary negatives --preset large
+
+bench-share: $(STAMP)  ## every exact LAI method and the 0-1 LAI on the grid negatives x share of positives (kept in results/scaling/share)
+	$(QSRANK) bench --vary share --out results/scaling/share
 
 bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
 	$(PY) -m pipelines.torch_lai_bench
