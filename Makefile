@@ -60,8 +60,8 @@ bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2
 bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
 	$(QSRANK) bench --vary negatives --preset large
 
-bench-share: $(STAMP)  ## every exact LAI method and the 0-1 LAI on the grid negatives x share of positives (kept in results/scaling/share)
-	$(QSRANK) bench --vary share --out results/scaling/share
+bench-share: $(STAMP)  ## every exact LAI method and the 0-1 LAI on the grid negatives x share of positives, by CPU time (kept in results/scaling/share)
+	$(QSRANK) bench --vary share --clock cpu --out results/scaling/share
 
 bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
 	$(PY) -m pipelines.torch_lai_bench

@@ -124,10 +124,13 @@ def _release_run_dirs():
               help="Record the score vectors of cutting-plane trainings on the VOC2011 action "
                    "data (--config: a voc2011_actions config) and time every exact method on "
                    "them, call by call (--repeats rounds [5], --loss).")
+@click.option("--clock", type=click.Choice(["wall", "cpu"]),
+              help="Time by the wall clock, or by the process's CPU time on a machine shared "
+                   "with other jobs [config: wall].")
 @click.option("--torch-losses", is_flag=True,
               help="Time the rank losses of qs.torch against the surrogates (forward + "
                    "backward, peak memory, distributed, memory bank; --repeats [5]).")
-def bench(config_path, out, methods, budget, experiment, action, replay, torch_losses,
+def bench(config_path, out, methods, budget, experiment, action, replay, clock, torch_losses,
           **options):
     """Time LAI methods as the sample counts grow (paper 000, Figures 2-3).
 
@@ -155,7 +158,8 @@ def bench(config_path, out, methods, budget, experiment, action, replay, torch_l
     methods = [name.strip() for name in methods.split(",")] if methods else None
     config = None
     try:
-        config = scaling.load_config(config_path, methods=methods, budget_s=budget, **options)
+        config = scaling.load_config(config_path, methods=methods, budget_s=budget, clock=clock,
+                                     **options)
         run_dir = scaling.run(config, out)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
