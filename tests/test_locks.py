@@ -116,7 +116,9 @@ def test_a_run_directory_has_one_writer(tmp_path):
         with pytest.raises(OutputBusy, match=rf"output directory {out} is being written by "
                                              rf"another process \(pid {child.pid} on "):
             _runs.claim_run_dir(out, "compare", "tables")
-        result = CliRunner().invoke(main, ["compare", "--out", str(out)])
+        config = tmp_path / "compare.yaml"  # methods that need no optional extra
+        config.write_text("experiment: compare\nmethods: [zero_one, ap_hinge]\n")
+        result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out", str(out)])
         assert f"pid {child.pid}" in one_line(result)
     finally:
         stop.set()
