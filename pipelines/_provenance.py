@@ -28,6 +28,10 @@ def _version(package):
         return None
 
 
+#: tracked paths that are not code (pathspecs, from the repository root)
+NOT_CODE = ("results", "docs", "*.md")
+
+
 def _git(args, repo):
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=30,
                           check=True).stdout
@@ -36,11 +40,16 @@ def _git(args, repo):
 def code_version(repo=REPO):
     """The HEAD commit of `repo`; with local edits, ``<commit>-dirty-<digest>`` where the
     digest covers the uncommitted changes of tracked files and the untracked source files,
-    so that a stored run is reused only under the very same code. None outside git."""
+    so that a stored run is reused only under the very same code. None outside git.
+
+    What runs write (`NOT_CODE`: the published runs under results/ are tracked) and the docs
+    are not code: a run rewriting its committed tables must not change the version that its
+    own stored units were made under."""
+    code = ["--", ".", *(f":(exclude){p}" for p in NOT_CODE)]
     try:
         head = _git(["rev-parse", "HEAD"], repo).decode().strip()
-        diff = _git(["diff", "HEAD", "--binary"], repo)
-        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], repo)
+        diff = _git(["diff", "HEAD", "--binary", *code], repo)
+        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", *code], repo)
     except (OSError, subprocess.SubprocessError):
         return None
     names = sorted(n for n in untracked.decode().split("\0") if n.endswith((".py", ".yaml")))

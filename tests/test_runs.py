@@ -43,6 +43,24 @@ def test_code_version_names_local_edits(tmp_path):
     assert code_version(tmp_path / "nowhere") is None
 
 
+def test_code_version_ignores_results_and_docs(tmp_path):
+    (tmp_path / "results" / "x" / "default").mkdir(parents=True)
+    table = tmp_path / "results" / "x" / "default" / "table.csv"
+    table.write_text("a\n1\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("# r\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "one")
+    head = code_version(tmp_path)
+    table.write_text("a\n2\n")  # a run rewrote its published table
+    (tmp_path / "results" / "x" / "default" / "config.yaml").write_text("seed: 1\n")
+    (tmp_path / "README.md").write_text("# r2\n")
+    assert code_version(tmp_path) == head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_version(tmp_path).startswith(f"{head}-dirty-")
+
+
 def test_local_code_edits_retrain(tmp_path, monkeypatch):
     trained = []
     real = voc.train_one
