@@ -76,7 +76,8 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     flat = scores.ndim == 1
     if flat:
         scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
-    values = _RankHinge.apply(scores, pos, loss, method, keep)
+    values = _RowLoss.apply(scores, pos, keep,
+                           functools.partial(_solve, loss=loss, method=method))
     if reduction == "none":
         return values[0] if flat else values
     if reduction == "sum":
@@ -109,21 +110,23 @@ class RankHingeLoss(torch.nn.Module):
         return f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}"
 
 
-class _RankHinge(torch.autograd.Function):
-    """Hinge per row of (Q, n) scores; the gradient is saved from the forward pass."""
+class _RowLoss(torch.autograd.Function):
+    """A loss per row of (Q, n) scores from ``solve(scores, pos) -> (value (Q,), gradient
+    (Q, n))`` on the kept entries (:func:`solve_kept`); the gradient is saved from the forward
+    pass. The hinge and direct loss minimization (:mod:`qs.torch.dlm`) differ only in
+    ``solve``."""
 
     @staticmethod
-    def forward(ctx, scores, pos, loss, method, keep):
-        hinge, grad = solve_kept(scores.detach(), pos, keep,
-                                 functools.partial(_solve, loss=loss, method=method))
+    def forward(ctx, scores, pos, keep, solve):
+        value, grad = solve_kept(scores.detach(), pos, keep, solve)
         ctx.save_for_backward(grad)
-        return hinge.to(scores.dtype)
+        return value.to(scores.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
-        return grad_out[:, None] * grad, None, None, None, None
+        return grad_out[:, None] * grad, None, None, None
 
 
 def solve_kept(scores, pos, keep, solve):

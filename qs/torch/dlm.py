@@ -36,7 +36,7 @@ import torch
 from qs._numba import jit
 from qs.inference.batch import lai_batch
 from qs.losses import LOSSES
-from qs.torch import _check, _check_mask, ranked_queries, solve_kept
+from qs.torch import _check, _check_mask, _RowLoss, ranked_queries
 
 __all__ = ["DirectLoss", "UPDATES", "direct_coefficients", "direct_loss"]
 
@@ -65,7 +65,7 @@ def direct_loss(scores, labels, loss="ap", *, eps, update="positive", method="au
     if flat:
         scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
     solve = functools.partial(_solve, loss=loss, eps=float(eps), update=update, method=method)
-    values = _Direct.apply(scores, pos, keep, solve)
+    values = _RowLoss.apply(scores, pos, keep, solve)
     if reduction == "none":
         return values[0] if flat else values
     if reduction == "sum":
@@ -88,20 +88,6 @@ class DirectLoss(torch.nn.Module):
     def extra_repr(self):
         return (f"loss={self.loss!r}, eps={self.eps!r}, update={self.update!r}, "
                 f"method={self.method!r}, reduction={self.reduction!r}")
-
-
-class _Direct(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, scores, pos, keep, solve):
-        value, grad = solve_kept(scores.detach(), pos, keep, solve)
-        ctx.save_for_backward(grad)
-        return value.to(scores.dtype)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        (grad,) = ctx.saved_tensors
-        return grad_out[:, None] * grad, None, None, None
 
 
 def _solve(scores, pos, loss, eps, update, method):
