@@ -588,3 +588,9 @@ def poselet_summary(poselet):
     lines += [f"  {k:2d} {name:<18} {count}" for k, (name, count)
               in enumerate(poselet.positives_per_class().items(), start=1)]
     return "\n".join(lines + [f"source: {poselet.source}"])
+
+
+from cli.fit import evaluate, fit, predict  # noqa: E402 (own data: a module of its own)
+
+for _command in (fit, predict, evaluate):
+    main.add_command(_command)

@@ -37,8 +37,9 @@ _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
     """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
 
-    ``x_key``/``y_key`` name the variables of a .mat file; ``n_features``, when given, is the
-    number of columns X must have. Unreadable, corrupt or inconsistent files raise ValueError
+    ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
+    (y is None; an svmlight file's labels are dropped), for data to score. ``n_features``,
+    when given, is the number of columns X must have. Unreadable, corrupt or inconsistent files raise ValueError
     naming the file. A .mat file is read in a worker process (`read_isolated`: the first one
     starts its server, a few seconds), so a script reading one runs under ``if __name__ ==
     "__main__":``.
@@ -58,10 +59,11 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
         check_final_newline(path, _last_byte(path))
         X, y = _call(path, "svmlight", load_svmlight_file, str(path), n_features=n_features,
                      dtype=np.float64)
+        y = y if y_key is not None else None
     else:
         with _open_npz(path) as npz:
-            arrays = _npz_arrays(path, npz, ("y",))
-        X, y = _x_from(path, arrays), arrays["y"]
+            arrays = _npz_arrays(path, npz, ("y",) if y_key is not None else ())
+        X, y = _x_from(path, arrays), arrays.get("y")
     return _checked(path, X, y, n_features)
 
 
@@ -78,27 +80,29 @@ def _last_byte(path):
 
 def _checked(path, X, y, n_features):
     """``(X, y)`` as returned: X float64 (CSR when sparse) and finite, y 1-D with a label
-    per row, numbers (finite) or strings."""
+    per row, numbers (finite) or strings; y None when X alone was read."""
     if not sp.issparse(X):
         X = np.asarray(X)
         if X.dtype.kind not in "biuf":
             raise ValueError(f"{path}: expected X to hold numbers; got dtype {X.dtype}.")
     X = X.tocsr().astype(np.float64) if sp.issparse(X) else X.astype(np.float64)
-    y = np.asarray(y)
-    if y.ndim == 2 and 1 in y.shape:  # MATLAB keeps vectors 2-D
+    y = None if y is None else np.asarray(y)
+    if y is not None and y.ndim == 2 and 1 in y.shape:  # MATLAB keeps vectors 2-D
         y = y.ravel()
-    if X.ndim != 2 or y.ndim != 1:
-        raise ValueError(f"{path}: expected X 2-D and y 1-D; got X of shape {X.shape} and y "
-                         f"of shape {y.shape}.")
-    if X.shape[0] != y.size:
+    if X.ndim != 2 or (y is not None and y.ndim != 1):
+        expected, got = "X 2-D", f"X of shape {X.shape}"
+        if y is not None:
+            expected, got = f"{expected} and y 1-D", f"{got} and y of shape {y.shape}"
+        raise ValueError(f"{path}: expected {expected}; got {got}.")
+    if y is not None and X.shape[0] != y.size:
         raise ValueError(f"{path}: X has {X.shape[0]} rows but y has {y.size} labels; expected "
                          "one label per row.")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{path}: expected {n_features} feature columns; got {X.shape[1]}.")
     _check_finite(path, "X", X)
-    if y.dtype.kind not in "biufUS":
+    if y is not None and y.dtype.kind not in "biufUS":
         raise ValueError(f"{path}: expected y to hold numbers or strings; got dtype {y.dtype}.")
-    if y.dtype.kind == "f":
+    if y is not None and y.dtype.kind == "f":
         _check_finite(path, "y", y)
     return X, y
 
@@ -234,12 +238,13 @@ class _Reader:
 
 
 def _load_mat(path, x_key, y_key):
-    names, found = read_mat(path, (x_key, y_key))
-    missing = [k for k in (x_key, y_key) if k not in found]
+    keys = (x_key,) if y_key is None else (x_key, y_key)
+    names, found = read_mat(path, keys)
+    missing = [k for k in keys if k not in found]
     if missing:
         raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
                          f"{', '.join(names) or 'none'} (pass x_key/y_key).")
-    return found[x_key], found[y_key]
+    return found[x_key], found.get(y_key)
 
 
 def read_mat(path, keys):

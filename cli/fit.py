@@ -1,0 +1,117 @@
+"""`qsrank fit`, `predict` and `evaluate`: a RankSVM on the user's own feature files, the
+scores of a saved model, and the rank metrics of scores. The pipelines load inside the
+commands, so `qsrank --help` imports none of them."""
+
+from pathlib import Path
+
+import click
+
+FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _grid(ctx, param, value):
+    """--C 1 or --C 0.01,0.1,1: one C, or a grid that cross-validation chooses from."""
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected a number or comma-separated numbers; got "
+                                 f"{value[:60]!r}.") from None
+
+
+def _user_errors():
+    from cli.main import USER_ERRORS
+
+    return USER_ERRORS
+
+
+@click.command()
+@click.argument("train", type=FILE)
+@click.option("--test", type=FILE, help="Test feature file [default: hold out --test-size "
+              "of TRAIN, stratified].")
+@click.option("--label-column", help="The label column of a CSV/TSV/Parquet file.")
+@click.option("--loss", type=click.Choice(["ap", "ndcg", "01"]), default="ap", show_default=True,
+              help="The loss RankSVM is trained for.")
+@click.option("--C", "C", callback=_grid, help="RankSVM's C, or comma-separated values to "
+              "choose from by k-fold CV [default: 0.1,1,10,100].")
+@click.option("--baseline-C", "baseline_C", callback=_grid, help="The same for LinearSVC and "
+              "LogisticRegression [default: 0.001,0.01,0.1,1,10,100].")
+@click.option("--cv-folds", type=click.IntRange(min=2), help="Stratified CV folds [5].")
+@click.option("--cv-metric", type=click.Choice(["ap", "ndcg", "roc_auc"]),
+              help="The metric CV chooses C by [ap].")
+@click.option("--solver", help="RankSVM's solver: cutting_plane [default], frank_wolfe or "
+              "subgradient.")
+@click.option("--pos-label", help="The positive class [default: the larger of two classes; "
+              "with more, every class one vs the rest].")
+@click.option("--scale", type=click.Choice(["standard", "none"]),
+              help="Standardise the features on the training rows [standard].")
+@click.option("--test-size", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Share of TRAIN held out without --test [0.25].")
+@click.option("--seed", type=click.IntRange(min=0), help="Seed of the split and CV folds [0].")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory: model, metrics, table, provenance; an existing one resumes.")
+@click.option("--force", is_flag=True, default=None, help="Retrain the classes it holds.")
+def fit(train, test, out, **options):
+    """Train a RankSVM for the loss on TRAIN, one vs the rest per positive class, beside
+    tuned LinearSVC and LogisticRegression baselines; print the test metrics.
+
+    TRAIN and --test: CSV/TSV (with --label-column), Parquet, svmlight/libsvm, or .npz/.mat
+    holding X and y.
+    """
+    from cli.main import notice_compiles
+    from pipelines import _runner
+    from pipelines import fit as pipeline
+
+    notice_compiles()
+    try:
+        config = _runner.load_config(pipeline.SPEC, None, None, train=str(train),
+                                     test=None if test is None else str(test), **options)
+        run_dir = _runner.run(pipeline.SPEC, config, out, progress=True)
+    except _user_errors() as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(pipeline.report(run_dir))
+    click.echo(f"results: {run_dir}")
+
+
+@click.command()
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("data", type=FILE)
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The scores CSV to write: one column per positive class.")
+def predict(model, data, out):
+    """Score the rows of DATA with MODEL (a `qsrank fit` run directory or its model.json).
+
+    DATA: the model's features in a file of the formats `qsrank fit` reads; a label column
+    is ignored.
+    """
+    from pipelines.model import predict as score
+
+    try:
+        rows = score(model, data, out)
+    except _user_errors() as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"scores of {rows} rows: {out}")
+
+
+@click.command()
+@click.argument("scores", type=FILE)
+@click.argument("labels", type=FILE)
+@click.option("--label-column", help="The label column of a CSV/TSV/Parquet LABELS file.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the metrics to this CSV.")
+def evaluate(scores, labels, label_column, out):
+    """AP, NDCG, VOC AP and ROC AUC of each class's column of SCORES (as `qsrank predict`
+    writes them) against the labels of LABELS, that class vs the rest."""
+    from pipelines._tables import frame_table
+    from pipelines.model import METRICS
+    from pipelines.model import evaluate as measure
+
+    try:
+        frame = measure(scores, labels, label_column=label_column, out=out)
+    except _user_errors() as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(frame_table(frame.rename(columns=METRICS), dict.fromkeys(METRICS.values(),
+                                                                          ".4f")))
+    if out is not None:
+        click.echo(f"metrics: {out}")

@@ -1,0 +1,191 @@
+"""A researcher's own feature files as ``(X, y, feature names)``: CSV, TSV and Parquet tables
+with a named label column, and the svmlight, .npz and .mat files of `qs.data.formats`.
+
+Every file is untrusted: only regular files are read, features must be numbers and finite,
+labels present on every row; each problem is a one-line ValueError naming the file, the
+column (or key) and the first row at fault. Nothing read runs code (.npz without pickle).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qs.data.files import check_regular, shown
+from qs.data.formats import KINDS, load_features
+
+__all__ = ["SUFFIXES", "Table", "align_features", "read_labels", "read_table"]
+
+#: suffix -> format: the tables with named columns, then the formats of qs.data.formats
+TABLE_KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet",
+               ".pq": "parquet"}
+SUFFIXES = {**TABLE_KINDS, **KINDS}
+
+
+@dataclass(frozen=True)
+class Table:
+    """What a feature file holds: ``X`` (float64, dense or CSR), ``y`` (one label per row, or
+    None when the labels were not asked for or are absent), ``feature_names`` (the column
+    names of a table, else None) and the file it came from."""
+
+    X: object
+    y: object
+    feature_names: list | None
+    path: Path
+
+
+def read_table(path, *, label_column=None, labels=True):
+    """Read the feature file ``path``, its format told by its suffix (`SUFFIXES`).
+
+    A table (CSV, TSV, Parquet) needs ``label_column``, the column of labels; every other
+    column is a feature. svmlight, .npz (X, y) and .mat (X, y) files hold their labels
+    themselves. ``labels=False`` reads data to score: the features alone, a table's label
+    column dropped when it has one.
+    """
+    path = Path(path)
+    kind = _kind(path)
+    check_regular(path, "the feature file")
+    if kind not in ("csv", "tsv", "parquet"):
+        if label_column is not None and labels:
+            raise ValueError(f"{path}: a {path.suffix} file holds its labels itself (y); a "
+                             "label column applies to CSV, TSV and Parquet files only.")
+        X, y = load_features(path, y_key="y" if labels else None)
+        if y is not None:
+            y = _class_labels(y.astype(str) if y.dtype.kind in "SU" else y)
+        return Table(X, y, None, path)
+    frame = _read_frame(path, kind)
+    if labels and label_column is None:
+        raise ValueError(f"{path}: name its label column (one of {_columns(frame)}).")
+    if labels and label_column not in frame.columns:
+        raise ValueError(f"{path}: no label column {shown(str(label_column))}; its columns: "
+                         f"{_columns(frame)}.")
+    y = _labels(path, label_column, frame[label_column]) if labels else None
+    features = frame.drop(columns=[label_column]) if label_column in frame.columns else frame
+    if features.shape[1] == 0:
+        raise ValueError(f"{path}: no feature column besides the label column "
+                         f"{shown(str(label_column))}.")
+    return Table(_features(path, features), y, [str(c) for c in features.columns], path)
+
+
+def read_labels(path, *, label_column=None):
+    """The labels of ``path``: a table's ``label_column`` (the other columns unread), or the
+    y of an svmlight, .npz or .mat file."""
+    path = Path(path)
+    if _kind(path) not in ("csv", "tsv", "parquet"):
+        return read_table(path, label_column=label_column).y
+    check_regular(path, "the label file")
+    header = _read_frame(path, _kind(path), nrows=0)
+    if label_column is None or label_column not in header.columns:
+        what = "name its label column" if label_column is None else \
+            f"no label column {shown(str(label_column))}"
+        raise ValueError(f"{path}: {what}; its columns: {_columns(header)}.")
+    frame = _read_frame(path, _kind(path), columns=[label_column])
+    return _labels(path, label_column, frame[label_column])
+
+
+def align_features(table, feature_names, n_features, against):
+    """``table.X`` with its columns in the order of ``feature_names`` (a table's columns are
+    matched by name), or checked to have ``n_features`` columns; ``against`` names where the
+    expected features come from (the training file, the model) for the error."""
+    names = table.feature_names
+    if names is not None and feature_names is not None:
+        missing = [n for n in feature_names if n not in names]
+        if missing:
+            extra = [n for n in names if n not in feature_names]
+            raise ValueError(
+                f"{table.path}: lacks the feature column(s) {_listed(missing)} of {against}"
+                + (f"; it has {_listed(extra)} instead" if extra else "") + ".")
+        if len(names) != len(feature_names):
+            extra = [n for n in names if n not in feature_names]
+            raise ValueError(f"{table.path}: has feature column(s) {_listed(extra)} that "
+                             f"{against} has not.")
+        order = [names.index(n) for n in feature_names]
+        return table.X[:, order]
+    if table.X.shape[1] != n_features:
+        raise ValueError(f"{table.path}: has {table.X.shape[1]} features, but {against} has "
+                         f"{n_features}.")
+    return table.X
+
+
+def _kind(path):
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
+                         f"{', '.join(SUFFIXES)}; got {path.suffix or 'none'!r}.")
+    return kind
+
+
+def _read_frame(path, kind, nrows=None, columns=None):
+    """The table at ``path`` as a DataFrame; a ValueError naming it when it cannot be read."""
+    try:
+        if kind == "parquet":
+            return pd.read_parquet(path, columns=columns)
+        return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", nrows=nrows,
+                           usecols=columns)
+    except ImportError:
+        raise ValueError(f"{path}: reading Parquet needs pyarrow or fastparquet; install one "
+                         "(pip install pyarrow).") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty; expected a header line of column "
+                         "names.") from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        reason = " ".join(str(err).split())[:200]
+        raise ValueError(f"Cannot read {path} as {kind.upper()}: {reason}") from None
+
+
+def _features(path, frame):
+    """The feature columns as float64, refused when a column holds text or a value is
+    missing or infinite."""
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype.kind not in "biuf":
+            numbers = pd.to_numeric(column, errors="coerce")
+            bad = np.flatnonzero(numbers.isna().to_numpy() & column.notna().to_numpy())
+            if bad.size:
+                raise ValueError(
+                    f"{path}: feature column {shown(str(name))} holds text, e.g. "
+                    f"{shown(str(column.iloc[bad[0]]))} in {_row(bad[0])} ({bad.size} "
+                    "non-numeric value(s)); features must be numbers (encode categories as "
+                    "numbers first).")
+    X = frame.apply(pd.to_numeric).to_numpy(dtype=np.float64)
+    rows, cols = np.nonzero(~np.isfinite(X))
+    if rows.size:
+        value = X[rows[0], cols[0]]
+        what = "is missing (empty or NaN)" if np.isnan(value) else f"is {value}"
+        raise ValueError(f"{path}: feature column {shown(str(frame.columns[cols[0]]))} {what} in "
+                         f"{_row(rows[0])} ({rows.size} non-finite value(s) in all); fill in or "
+                         "drop them first.")
+    return X
+
+
+def _labels(path, name, column):
+    """The labels of a column, as numbers or strings; refused when one is missing."""
+    missing = np.flatnonzero(column.isna().to_numpy())
+    if missing.size:
+        raise ValueError(f"{path}: label column {shown(str(name))} is empty in "
+                         f"{_row(missing[0])} ({missing.size} missing label(s)).")
+    values = column.to_numpy()
+    return _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
+
+
+def _class_labels(y):
+    """Labels as given, but whole numbers stored as floats (svmlight's 1.0, -1.0) as
+    integers, so that a class is named 1, not 1.0."""
+    if y.dtype.kind == "f" and np.isfinite(y).all() and (y == np.round(y)).all():
+        return y.astype(np.int64)
+    return y
+
+
+def _row(k):
+    """Data row ``k`` (0-based) as a user counts it: from 1, after the header line."""
+    return f"data row {k + 1} (line {k + 2} of a text file)"
+
+
+def _columns(frame):
+    return _listed([str(c) for c in frame.columns]) or "none"
+
+
+def _listed(names, most=8):
+    shown_names = ", ".join(shown(n) for n in names[:most])
+    return shown_names + (f" and {len(names) - most} more" if len(names) > most else "")
