@@ -28,11 +28,14 @@ COMPARE_CONFIG ?= configs/compare.yaml
 COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
 DIGITS_RUN ?= results/digits/default
+# `qsrank fit` on your own data, shown on scikit-learn's breast cancer data written to CSV
+FIT_DATA ?= build/breast_cancer.csv
+FIT_RUN ?= results/fit/breast_cancer
 
 .PHONY: help install test docs readme bench bench-large bench-share bench-torch bench-torch-losses bench-voc2007-scale clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
-	sodeep-eval sodeep-checkpoints compare
+	sodeep-eval sodeep-checkpoints compare fit-example
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -128,6 +131,14 @@ compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, fig
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml): AP-SVM vs 0-1 SVM vs LinearSVC (resumes)
 	$(QSRANK) train --config configs/digits.yaml --out $(DIGITS_RUN)
+
+$(FIT_DATA): | $(STAMP)
+	mkdir -p $(dir $@)
+	$(PY) -c "from sklearn.datasets import load_breast_cancer as load; d = load(as_frame=True); \
+	  d.frame.assign(diagnosis=d.target_names[d.target]).drop(columns='target').to_csv('$@', index=False)"
+
+fit-example: $(FIT_DATA)  ## qsrank fit on scikit-learn's breast cancer data as CSV: RankSVM (AP) vs tuned LinearSVC, LogisticRegression (resumes)
+	$(QSRANK) fit $(FIT_DATA) --label-column diagnosis --pos-label malignant --out $(FIT_RUN)
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

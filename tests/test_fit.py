@@ -1,0 +1,284 @@
+"""`qsrank fit`, `predict`, `evaluate` on a researcher's own files: the readers give back the
+arrays written, one-vs-rest models match RankSVMs fitted directly, CV picks the C a direct
+loop picks, the metrics match scikit-learn's, and every bad input is one line, exit 1, and
+nothing written."""
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+from click.testing import CliRunner
+from sklearn.datasets import dump_svmlight_file
+from sklearn.metrics import (average_precision_score, ndcg_score, precision_recall_curve,
+                             roc_auc_score)
+from sklearn.model_selection import StratifiedKFold
+from sklearn.preprocessing import StandardScaler
+
+from cli.main import main
+from pipelines import fit as pipeline
+from pipelines.model import evaluate, read_model, write_model
+from qs.data.tables import read_labels, read_table
+from qs.estimators import RankSVM
+from qs.metrics import average_precision
+from qs.ssvm import SOLVERS
+
+NAMES = ["alpha", "beta", "gamma", "delta"]
+
+
+def data(n=60, d=4, classes=("a", "b"), seed=0):
+    """Features that separate the classes somewhat, labels cycling over `classes`."""
+    rng = np.random.default_rng(seed)
+    y = np.array([classes[k % len(classes)] for k in range(n)])
+    X = rng.normal(size=(n, d)) + (np.searchsorted(sorted(classes), y)[:, None] == np.arange(d))
+    return X, y
+
+
+def write_csv(path, X, y, names=NAMES, sep=","):
+    frame = pd.DataFrame(X, columns=names[:X.shape[1]]).assign(label=y)
+    frame.to_csv(path, index=False, sep=sep)
+    return path
+
+
+def qsrank(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line_error(result, *words):
+    """Exit 1 with one line that holds every word."""
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for word in words:
+        assert str(word) in lines[0], (word, lines[0])
+
+
+# ---------------------------------------------------------------------------- readers
+
+@pytest.mark.parametrize("suffix,sep", [(".csv", ","), (".tsv", "\t")])
+def test_table_reader_round_trip(tmp_path, suffix, sep):
+    X, y = data()
+    table = read_table(write_csv(tmp_path / f"f{suffix}", X, y, sep=sep), label_column="label")
+    np.testing.assert_array_equal(table.X, X)
+    np.testing.assert_array_equal(table.y, y)
+    assert table.feature_names == NAMES
+    np.testing.assert_array_equal(read_labels(tmp_path / f"f{suffix}", label_column="label"), y)
+    unlabelled = read_table(tmp_path / f"f{suffix}", label_column="label", labels=False)
+    assert unlabelled.y is None and unlabelled.X.shape == X.shape
+
+
+def test_parquet_reader_round_trip(tmp_path):
+    pytest.importorskip("pyarrow")
+    X, y = data()
+    path = tmp_path / "f.parquet"
+    pd.DataFrame(X, columns=NAMES).assign(label=y).to_parquet(path)
+    table = read_table(path, label_column="label")
+    np.testing.assert_array_equal(table.X, X)
+    np.testing.assert_array_equal(table.y, y)
+    assert table.feature_names == NAMES
+
+
+def test_svmlight_npz_mat_readers_round_trip(tmp_path):
+    X, _ = data()
+    y = np.tile([1, -1, 2], 20)
+    dump_svmlight_file(X, y, str(tmp_path / "f.svm"))
+    np.savez(tmp_path / "f.npz", X=X, y=y)
+    scipy.io.savemat(tmp_path / "f.mat", {"X": X, "y": y})
+    for name in ("f.svm", "f.npz", "f.mat"):
+        table = read_table(tmp_path / name)
+        dense = table.X.toarray() if hasattr(table.X, "toarray") else table.X
+        np.testing.assert_allclose(dense, X, rtol=1e-15)
+        np.testing.assert_array_equal(table.y, y)
+        assert table.y.dtype.kind == "i", name  # svmlight's 1.0 is class 1
+        assert table.feature_names is None
+    assert read_table(tmp_path / "f.npz", labels=False).y is None
+
+
+def test_npz_with_pickled_objects_is_refused(tmp_path):
+    np.savez(tmp_path / "f.npz", X=np.array([[1, "a"]], dtype=object), y=np.array([1]))
+    with pytest.raises(ValueError, match="f.npz"):
+        read_table(tmp_path / "f.npz")
+
+
+# ---------------------------------------------------------------------------- fit
+
+def test_multiclass_one_vs_rest_matches_rank_svms_and_predict_scores(tmp_path):
+    X, y = data(n=90, classes=("cat", "dog", "eel"))
+    X_test, y_test = data(n=45, classes=("cat", "dog", "eel"), seed=1)
+    train = write_csv(tmp_path / "train.csv", X, y)
+    test = write_csv(tmp_path / "test.csv", X_test, y_test)
+    result = qsrank("fit", train, "--test", test, "--label-column", "label", "--C", "1",
+                    "--baseline-C", "1", "--out", tmp_path / "run")
+    assert result.exit_code == 0, result.output
+    model = read_model(tmp_path / "run")
+    assert model.meta["classes"] == ["cat", "dog", "eel"]
+    assert model.meta["feature_names"] == NAMES
+    scaler = StandardScaler().fit(X)
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert set(metrics["class"]) == {"cat", "dog", "eel"}
+    assert set(metrics["method"]) == set(pipeline.METHODS)
+    expected = np.column_stack([
+        RankSVM(loss="ap", C=1.0).fit(scaler.transform(X), y == c)
+        .decision_function(scaler.transform(X_test)) for c in ("cat", "dog", "eel")])
+    assert qsrank("predict", tmp_path / "run" / "model.json", test, "--out",
+                  tmp_path / "scores.csv").exit_code == 0
+    scores = pd.read_csv(tmp_path / "scores.csv")
+    assert list(scores.columns) == ["cat", "dog", "eel"]
+    np.testing.assert_allclose(scores.to_numpy(), expected, rtol=1e-9, atol=1e-9)
+    ap = metrics.set_index(["class", "method"])["ap"]
+    for k, c in enumerate(("cat", "dog", "eel")):
+        assert ap[c, "rank_svm"] == pytest.approx(average_precision(y_test == c,
+                                                                    expected[:, k]))
+
+
+def test_binary_takes_the_larger_class_or_pos_label_and_resumes(tmp_path):
+    X, y = data(classes=(0, 1))
+    train = write_csv(tmp_path / "t.csv", X, y)
+    args = ["fit", train, "--label-column", "label", "--C", "1", "--baseline-C", "1"]
+    assert qsrank(*args, "--out", tmp_path / "a").exit_code == 0
+    assert read_model(tmp_path / "a").meta["classes"] == [1]
+    assert qsrank(*args, "--pos-label", "0", "--out", tmp_path / "b").exit_code == 0
+    assert read_model(tmp_path / "b").meta["classes"] == [0]
+    again = qsrank(*args, "--pos-label", "0", "--out", tmp_path / "b")
+    assert again.exit_code == 0 and "fit: up to date" in again.output
+    one_line_error(qsrank(*args, "--pos-label", "7", "--out", tmp_path / "c"), "no class '7'")
+
+
+def test_cv_picks_the_c_a_direct_loop_picks():
+    X, y = data(n=80, d=4)
+    X = StandardScaler().fit_transform(X)
+    is_b = y == "b"
+    cfg = {**pipeline.Config().model_dump(), "cv_folds": 4, "seed": 3}
+    grid = [0.001, 0.1, 10.0]
+    _, chosen, best = pipeline.tune(cfg, pipeline.estimator(cfg, "rank_svm"), grid, X, is_b)
+    folds = list(StratifiedKFold(4, shuffle=True, random_state=3).split(X, is_b))
+    means = [np.mean([average_precision(is_b[te], RankSVM(C=C).fit(X[tr], is_b[tr])
+                                        .decision_function(X[te])) for tr, te in folds])
+             for C in grid]
+    assert chosen == grid[int(np.argmax(means))]
+    assert best == pytest.approx(max(means))
+
+
+def test_evaluate_matches_scikit_learn(tmp_path):
+    rng = np.random.default_rng(5)
+    labels = np.array(["x", "y", "z"])[rng.integers(0, 3, 200)]
+    scores = pd.DataFrame(rng.normal(size=(200, 3)), columns=["x", "y", "z"])
+    scores.to_csv(tmp_path / "s.csv", index=False)
+    pd.DataFrame({"truth": labels}).to_csv(tmp_path / "l.csv", index=False)
+    result = qsrank("evaluate", tmp_path / "s.csv", tmp_path / "l.csv", "--label-column",
+                    "truth", "--out", tmp_path / "m.csv")
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "m.csv").set_index("class")
+    for c in "xyz":
+        rel, s = labels == c, scores[c].to_numpy()
+        assert frame.loc[c, "ap"] == pytest.approx(average_precision_score(rel, s), abs=1e-12)
+        assert frame.loc[c, "ndcg"] == pytest.approx(ndcg_score([rel], [s]), abs=1e-12)
+        assert frame.loc[c, "roc_auc"] == pytest.approx(roc_auc_score(rel, s), abs=1e-12)
+        precision, recall, _ = precision_recall_curve(rel, s)
+        steps = np.arange(1, rel.sum() + 1) / rel.sum()  # VOC: best precision at recall >= k/P
+        voc = np.mean([precision[recall >= r - 1e-12].max() for r in steps])
+        assert frame.loc[c, "voc_ap"] == pytest.approx(voc, abs=1e-12)
+        assert frame.loc[c, "positives"] == rel.sum()
+    assert evaluate(tmp_path / "s.csv", tmp_path / "l.csv", "truth").shape == (3, 6)
+
+
+def test_help_names_every_solver():
+    result = qsrank("fit", "--help")
+    assert result.exit_code == 0
+    assert all(name in result.output for name in SOLVERS)
+    for command in ("predict", "evaluate"):
+        assert qsrank(command, "--help").output.startswith("Usage: ")
+
+
+# ---------------------------------------------------------------------------- bad input
+
+def _bad_csv(path, problem):
+    X, y = data(n=20)
+    frame = pd.DataFrame(X, columns=NAMES).assign(label=y).astype(object)
+    if problem == "mixed":
+        frame.loc[3, "beta"] = "tall"
+    elif problem == "nan":
+        frame.loc[5, "gamma"] = None
+    elif problem == "one class":
+        frame["label"] = "a"
+    elif problem == "no label":
+        frame = frame.drop(columns="label")
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("problem,words", [
+    ("no label", ["no label column 'label'", "'alpha'"]),
+    ("mixed", ["column 'beta' holds text", "data row 4"]),
+    ("nan", ["column 'gamma' is missing", "data row 6"]),
+    ("one class", ["one class only", "'a'"]),
+])
+def test_bad_training_file_is_one_line_and_writes_nothing(tmp_path, problem, words):
+    path = _bad_csv(tmp_path / "bad.csv", problem)
+    result = qsrank("fit", path, "--label-column", "label", "--out", tmp_path / "run")
+    one_line_error(result, "bad.csv", *words)
+    assert not (tmp_path / "run").exists()
+
+
+def test_test_file_of_another_feature_count_is_refused(tmp_path):
+    X, y = data()
+    train = write_csv(tmp_path / "train.csv", X, y)
+    test = write_csv(tmp_path / "test.csv", X[:, :3], y)
+    one_line_error(qsrank("fit", train, "--test", test, "--label-column", "label", "--out",
+                          tmp_path / "run"), "test.csv", "'delta'")
+    np.savez(tmp_path / "train.npz", X=X, y=y)
+    np.savez(tmp_path / "test.npz", X=X[:, :3], y=y)
+    one_line_error(qsrank("fit", tmp_path / "train.npz", "--test", tmp_path / "test.npz",
+                          "--out", tmp_path / "run"), "test.npz", "3 features", "has 4")
+    one_line_error(qsrank("fit", tmp_path / "train.npz", "--test", tmp_path / "test.npz",
+                          "--label-column", "y", "--out", tmp_path / "run"), "train.npz")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model")
+    meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
+            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none"}
+    write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
+                scale=np.ones(4))
+    return out
+
+
+def test_model_scores_are_its_linear_function(tmp_path, model_dir):
+    X, y = data(n=10)
+    path = write_csv(tmp_path / "d.csv", X[:, ::-1], y, names=NAMES[::-1])  # columns reordered
+    assert qsrank("predict", model_dir, path, "--out", tmp_path / "s.csv").exit_code == 0
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["b"], X @ [1, 2, 3, 4] + 0.5)
+
+
+def _copy(model_dir, tmp_path, **changes):
+    meta = json.loads((model_dir / "model.json").read_text())
+    (tmp_path / "model.npz").write_bytes((model_dir / "model.npz").read_bytes())
+    (tmp_path / "model.json").write_text(json.dumps({**meta, **changes}))
+    return tmp_path / "model.json"
+
+
+@pytest.mark.parametrize("kind", ["other version", "not ours", "other features", "pickle"])
+def test_model_file_refusals_are_one_line(tmp_path, model_dir, kind):
+    X, y = data(n=10)
+    data_path = write_csv(tmp_path / "d.csv", X, y)
+    if kind == "other version":
+        model, words = _copy(model_dir, tmp_path, format_version=99), ["version 99"]
+    elif kind == "not ours":
+        model, words = data_path, ["not a qsrank model file"]
+    elif kind == "other features":
+        data_path = tmp_path / "d.npz"
+        np.savez(data_path, X=X[:, :3], y=y)
+        model, words = model_dir, ["3 features", "has 4"]
+    else:
+        np.savez(tmp_path / "evil.npz", coef=np.array([[object()]], dtype=object))
+        raw = (tmp_path / "evil.npz").read_bytes()
+        model = _copy(model_dir, tmp_path, weights="evil.npz",
+                      weights_sha256=hashlib.sha256(raw).hexdigest())
+        words = ["evil.npz", "not a readable .npz"]
+    result = qsrank("predict", model, data_path, "--out", tmp_path / "s.csv")
+    one_line_error(result, *words)
+    assert not (tmp_path / "s.csv").exists()
