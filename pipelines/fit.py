@@ -31,6 +31,7 @@ from pipelines._io import atomic_path, write_text
 from pipelines._runner import Experiment
 from pipelines._tables import frame_table
 from pipelines.model import METRICS, rank_metrics, write_model
+from qs.data.files import shown
 from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM
 from qs.inference import lai
@@ -132,8 +133,8 @@ def load_data(cfg):
 def _classes(path, y):
     classes = np.unique(y)
     if classes.size < 2:
-        raise ValueError(f"{path}: the labels hold one class only ({classes[0]!r}); ranking "
-                         "needs positives and negatives.")
+        raise ValueError(f"{path}: the labels hold one class only ({shown(str(classes[0]))}); "
+                         "ranking needs positives and negatives.")
     return classes
 
 
@@ -144,7 +145,7 @@ def _positives(path, classes, pos_label):
     match = [c for c in classes if str(c) == pos_label]
     if not match:
         raise ValueError(f"{path}: no class {pos_label!r} to take as positive; its classes: "
-                         f"{', '.join(map(str, classes[:20]))}.")
+                         f"{', '.join(shown(str(c)) for c in classes[:20])}.")
     return match
 
 
@@ -153,7 +154,7 @@ def _check_cv(path, cfg, is_pos, c):
     grids = (cfg["C"], cfg["baseline_C"])
     least = min(int(is_pos.sum()), int((~is_pos).sum()))
     if any(len(g) > 1 for g in grids) and least < cfg["cv_folds"]:
-        raise ValueError(f"{path}: class {str(c)!r} has {int(is_pos.sum())} positive and "
+        raise ValueError(f"{path}: class {shown(str(c))} has {int(is_pos.sum())} positive and "
                          f"{int((~is_pos).sum())} negative training rows, fewer than the "
                          f"{cfg['cv_folds']} CV folds; lower the folds or fix C.")
 
@@ -250,15 +251,15 @@ def table(records):
     """The Markdown table of test metrics per class and method (a mean per method over
     several classes)."""
     frame = metrics_frame(records)
-    shown = frame[["class", "method", "C", *METRICS]].copy()
-    shown["method"] = shown["method"].map(METHODS)
+    cells = frame[["class", "method", "C", *METRICS]].copy()
+    cells["method"] = cells["method"].map(METHODS)
     if len(records) > 1:
         means = frame.groupby("method", sort=False)[list(METRICS)].mean().reset_index()
         means["method"] = means["method"].map(METHODS)
-        shown = pd.concat([shown, means.assign(**{"class": "mean", "C": ""})], ignore_index=True)
-    shown["class"] = shown["class"].astype(str)
-    shown["C"] = shown["C"].map(lambda c: f"{c:g}" if isinstance(c, float) else str(c))
-    return frame_table(shown.rename(columns=METRICS), {v: ".4f" for v in METRICS.values()})
+        cells = pd.concat([cells, means.assign(**{"class": "mean", "C": ""})], ignore_index=True)
+    cells["class"] = cells["class"].astype(str)
+    cells["C"] = cells["C"].map(lambda c: f"{c:g}" if isinstance(c, float) else str(c))
+    return frame_table(cells.rename(columns=METRICS), {v: ".4f" for v in METRICS.values()})
 
 
 def summary(cfg, records, note):

@@ -39,10 +39,10 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
 
     ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
     (y is None; an svmlight file's labels are dropped), for data to score. ``n_features``,
-    when given, is the number of columns X must have. Unreadable, corrupt or inconsistent files raise ValueError
-    naming the file. A .mat file is read in a worker process (`read_isolated`: the first one
-    starts its server, a few seconds), so a script reading one runs under ``if __name__ ==
-    "__main__":``.
+    when given, is the number of columns X must have. Unreadable, corrupt or inconsistent
+    files raise ValueError naming the file. A .mat file is read in a worker process
+    (`read_isolated`: the first one starts its server, a few seconds), so a script reading
+    one runs under ``if __name__ == "__main__":``.
     """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
