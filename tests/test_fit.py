@@ -282,3 +282,48 @@ def test_model_file_refusals_are_one_line(tmp_path, model_dir, kind):
     result = qsrank("predict", model, data_path, "--out", tmp_path / "s.csv")
     one_line_error(result, *words)
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_sparse_svmlight_fit_scores_as_the_estimator(tmp_path):
+    X, _ = data(n=60)
+    X[X < 0.3] = 0.0  # mostly zeros: read and kept as CSR
+    y = np.tile([3, 5], 30)
+    dump_svmlight_file(X, y, str(tmp_path / "t.svm"))
+    result = qsrank("fit", tmp_path / "t.svm", "--test", tmp_path / "t.svm", "--loss", "ndcg",
+                    "--C", "1", "--baseline-C", "1", "--out", tmp_path / "run")
+    assert result.exit_code == 0, result.output
+    assert read_model(tmp_path / "run").meta["classes"] == [5]
+    scaled = StandardScaler(with_mean=False).fit(X)
+    expected = RankSVM(loss="ndcg", C=1.0).fit(scaled.transform(X), y == 5)
+    assert qsrank("predict", tmp_path / "run", tmp_path / "t.svm", "--out",
+                  tmp_path / "s.csv").exit_code == 0
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["5"],
+                               expected.decision_function(scaled.transform(X)), rtol=1e-9,
+                               atol=1e-9)
+
+
+def test_parquet_without_an_engine_names_the_package(tmp_path, monkeypatch):
+    def no_engine(*args, **kwargs):
+        raise ImportError("Unable to find a usable engine")
+
+    monkeypatch.setattr(pd, "read_parquet", no_engine)
+    (tmp_path / "f.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ValueError, match=r"f.parquet: reading Parquet needs pyarrow or "
+                                         r"fastparquet"):
+        read_table(tmp_path / "f.parquet", label_column="label")
+
+
+@pytest.mark.parametrize("problem,words", [
+    ("rows", ["has 3 labels", "4 rows"]),
+    ("text", ["expected a CSV of finite scores"]),
+    ("classes", ["none of its columns"]),
+])
+def test_evaluate_bad_input_is_one_line_and_writes_nothing(tmp_path, problem, words):
+    scores = {"rows": "a\n0.1\n0.2\n0.3\n0.4\n", "text": "a\n0.1\nhigh\n0.3\n",
+              "classes": "q\n0.1\n0.2\n0.3\n"}[problem]
+    (tmp_path / "s.csv").write_text(scores)
+    (tmp_path / "l.csv").write_text("label\na\nb\na\n")
+    result = qsrank("evaluate", tmp_path / "s.csv", tmp_path / "l.csv", "--label-column",
+                    "label", "--out", tmp_path / "m.csv")
+    one_line_error(result, *words)
+    assert not (tmp_path / "m.csv").exists()
