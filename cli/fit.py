@@ -77,18 +77,20 @@ def fit(train, test, out, **options):
 @click.command()
 @click.argument("model", type=click.Path(exists=True, path_type=Path))
 @click.argument("data", type=FILE)
+@click.option("--label-column", help="A column of a CSV/TSV/Parquet DATA to leave out "
+              "[default: the model's label column].")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The scores CSV to write: one column per positive class.")
-def predict(model, data, out):
+def predict(model, data, label_column, out):
     """Score the rows of DATA with MODEL (a `qsrank fit` run directory or its model.json).
 
-    DATA: the model's features in a file of the formats `qsrank fit` reads; a label column
-    is ignored.
+    DATA: the model's features in a file of the formats `qsrank fit` reads; its label
+    column, if any, is left out.
     """
     from pipelines.model import predict as score
 
     try:
-        rows = score(model, data, out)
+        rows = score(model, data, out, label_column=label_column)
     except _user_errors() as err:
         raise click.ClickException(str(err)) from None
     click.echo(f"scores of {rows} rows: {out}")

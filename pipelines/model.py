@@ -117,11 +117,13 @@ def _weights(path, raw, n_features, n_classes):
     return arrays
 
 
-def predict(model_path, data_path, out):
+def predict(model_path, data_path, out, label_column=None):
     """Score the rows of `data_path` with the model at `model_path` and write them to the CSV
-    `out` (one column per positive class); return the number of rows."""
+    `out` (one column per positive class); return the number of rows. A table's
+    `label_column` (default: the model's) is left out of the features."""
     model = read_model(model_path)
-    table = read_table(data_path, label_column=model.meta.get("label_column"), labels=False)
+    label_column = label_column or model.meta.get("label_column")
+    table = read_table(data_path, label_column=label_column, labels=False)
     X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
                        f"the model {model.path}")
     frame = pd.DataFrame(model.scores(X), columns=[str(c) for c in model.meta["classes"]])

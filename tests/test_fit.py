@@ -300,6 +300,14 @@ def test_sparse_svmlight_fit_scores_as_the_estimator(tmp_path):
     np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["5"],
                                expected.decision_function(scaled.transform(X)), rtol=1e-9,
                                atol=1e-9)
+    # the same rows as a CSV with a label column the model does not know
+    write_csv(tmp_path / "t.csv", X, y, names=["f0", "f1", "f2", "f3"])
+    assert qsrank("predict", tmp_path / "run", tmp_path / "t.csv", "--out",
+                  tmp_path / "s2.csv").exit_code == 1  # 5 columns: the label taken as a feature
+    assert qsrank("predict", tmp_path / "run", tmp_path / "t.csv", "--label-column", "label",
+                  "--out", tmp_path / "s2.csv").exit_code == 0
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "s2.csv"),
+                               pd.read_csv(tmp_path / "s.csv"), rtol=1e-12)
 
 
 def test_parquet_without_an_engine_names_the_package(tmp_path, monkeypatch):
