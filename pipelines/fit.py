@@ -101,6 +101,7 @@ def load_data(cfg):
         X_train, y_train, y_test = train.X, train.y, test.y
         if y_train.dtype.kind != y_test.dtype.kind:  # 1 in one file, "1" in the other
             y_train, y_test = y_train.astype(str), y_test.astype(str)
+            classes = np.unique(y_train)
         _classes(test.path, y_test)
         split = f"test: {test.path} ({X_test.shape[0]} rows)"
     else:

@@ -335,3 +335,24 @@ def test_evaluate_bad_input_is_one_line_and_writes_nothing(tmp_path, problem, wo
                     "label", "--out", tmp_path / "m.csv")
     one_line_error(result, *words)
     assert not (tmp_path / "m.csv").exists()
+
+
+def test_mixed_label_types_and_a_narrower_svmlight_test_file(tmp_path):
+    X, _ = data(n=40)
+    y = np.tile([0, 1], 20)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"))
+    X_test = X.copy()
+    X_test[:, -1] = 0.0  # svmlight writes no value of the last column: the file is narrower
+    dump_svmlight_file(X_test, y, str(tmp_path / "test.svm"))
+    assert read_table(tmp_path / "test.svm").X.shape[1] == X.shape[1] - 1
+    result = qsrank("fit", tmp_path / "train.svm", "--test", tmp_path / "test.svm", "--C", "1",
+                    "--baseline-C", "1", "--out", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    write_csv(tmp_path / "train.csv", X, y)
+    write_csv(tmp_path / "test.csv", X, np.where(y == 1, "1", "x"))  # "1" as text
+    result = qsrank("fit", tmp_path / "train.csv", "--test", tmp_path / "test.csv",
+                    "--label-column", "label", "--C", "1", "--baseline-C", "1", "--out",
+                    tmp_path / "b")
+    assert result.exit_code == 0, result.output
+    metrics = pd.read_csv(tmp_path / "b" / "metrics.csv")
+    assert list(metrics["test_positives"]) == [20, 20, 20]

@@ -87,7 +87,8 @@ def read_labels(path, *, label_column=None):
 def align_features(table, feature_names, n_features, against):
     """``table.X`` with its columns in the order of ``feature_names`` (a table's columns are
     matched by name), or checked to have ``n_features`` columns; ``against`` names where the
-    expected features come from (the training file, the model) for the error."""
+    expected features come from (the training file, the model) for the error. An svmlight
+    file, which leaves zeros out, may end before the last columns: they are zeros."""
     names = table.feature_names
     if names is not None and feature_names is not None:
         missing = [n for n in feature_names if n not in names]
@@ -102,6 +103,10 @@ def align_features(table, feature_names, n_features, against):
                              f"{against} has not.")
         order = [names.index(n) for n in feature_names]
         return table.X[:, order]
+    if SUFFIXES[table.path.suffix.lower()] == "svmlight" and table.X.shape[1] < n_features:
+        X = table.X.copy()  # svmlight leaves zeros out: the last columns may be all zero
+        X.resize((X.shape[0], n_features))
+        return X
     if table.X.shape[1] != n_features:
         raise ValueError(f"{table.path}: has {table.X.shape[1]} features, but {against} has "
                          f"{n_features}.")
