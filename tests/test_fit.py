@@ -5,6 +5,8 @@ nothing written."""
 
 import hashlib
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -182,6 +184,18 @@ def test_evaluate_matches_scikit_learn(tmp_path):
         assert frame.loc[c, "voc_ap"] == pytest.approx(voc, abs=1e-12)
         assert frame.loc[c, "positives"] == rel.sum()
     assert evaluate(tmp_path / "s.csv", tmp_path / "l.csv", "truth").shape == (3, 6)
+
+
+def test_help_imports_no_pipeline_nor_data_library():
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom cli.main import main\n"
+            "for command in ('fit', 'predict', 'evaluate'):\n"
+            "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numba', 'qs', 'scipy', 'pandas', 'sklearn') or m.startswith('pipelines.') "
+            "and m != 'pipelines._registry'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_help_names_every_solver():
