@@ -7,7 +7,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import DEFAULT_CONFIG, main
+from cli.bench import DEFAULT_CONFIG
+from cli.main import main
 from pipelines import replay, scaling
 
 OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",

@@ -12,7 +12,7 @@ import pytest
 import scipy.io
 from click.testing import CliRunner
 
-import cli.main as cli_main
+import cli.load as cli_load
 from cli.main import main
 from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
@@ -394,7 +394,7 @@ def test_a_crash_while_scanning_names_the_file(tmp_path):
 
 def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2))
-    monkeypatch.setattr(cli_main, "cnn_source", lambda source, dtype, split, **_:
+    monkeypatch.setattr(cli_load, "cnn_source", lambda source, dtype, split, **_:
                         CrashingRcnnSource(source[0], dtype))
     result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 2, "--chunk-images", 2)
     assert result.exit_code == 1, result.output
