@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines._io import write_json
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007

@@ -48,7 +48,7 @@ from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
 from pipelines._tables import fmt, markdown_table, ours_label
-from pipelines.scaling import size_pairs
+from pipelines._sizes import size_pairs
 from qs.data import (
     ACTIONS,
     PoseletData,
