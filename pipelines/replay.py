@@ -40,7 +40,7 @@ COLUMNS = ["class", "loss", "method", "call", "round", "seconds"]
 def record(cfg, action, loss):
     """(score vectors of every LAI call, 1/0 labels) of one cutting-plane training."""
     splits = voc.load_data(cfg)
-    X, labels, ignore = voc._class_data(splits["trainval"], action)
+    X, labels, ignore = voc.class_data(splits["trainval"], action)
     X, y = X[~ignore], labels[~ignore]
     C = cfg["C"]
     C = C[loss] if isinstance(C, dict) else voc.FIXED_C[loss] if C == "cv" else C
