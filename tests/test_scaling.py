@@ -1,4 +1,5 @@
-"""`qsrank bench` and `qsrank plot scaling` driven through click's CliRunner on tiny sizes."""
+"""The scaling benchmark (pipelines/scaling/): `qsrank bench` and `qsrank plot scaling` driven
+through click's CliRunner on tiny sizes, its rotation of inputs and its share grid."""
 
 import json
 
@@ -9,7 +10,7 @@ from click.testing import CliRunner
 
 from cli.bench import DEFAULT_CONFIG
 from cli.main import main
-from pipelines import replay, scaling
+from pipelines import scaling
 from pipelines.scaling import config, share, timing
 
 OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
@@ -165,26 +166,6 @@ def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):
     for _ in range(4):
         call()
     assert [id(v) for v in seen] == [id(v) for v in rotation + rotation[:1]]
-
-
-def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({"experiment": "voc2011_actions", "max_boxes": 300}))
-    out = tmp_path / "replay"
-    result = invoke("bench", "--replay", "--config", config, "--class", "phoning", "--loss",
-                    "ndcg", "--repeats", 2, "--out", out)
-    assert result.exit_code == 0, result.output
-    for name in ("timings.csv", "summary.md", "config.yaml", "provenance.json"):
-        assert (out / name).is_file(), name
-    timings = read(out / "timings.csv")
-    methods = ["zero_one", *replay.METHODS["ndcg"]]
-    n_calls = timings["call"].nunique()
-    assert n_calls >= 2 and set(timings["loss"]) == {"ndcg"}
-    assert len(timings) == 2 * n_calls * len(methods)
-    assert sorted(timings["method"].unique()) == sorted(methods)
-    assert (timings["seconds"] > 0).all()
-    assert f"phoning, ndcg loss: {n_calls} LAI calls" in result.output
-    assert all(f"| {m} " in result.output for m in methods)
 
 
 def test_share_grid_writes_its_table_and_figure(tmp_path):

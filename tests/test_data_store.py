@@ -18,7 +18,7 @@ from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
 from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_box_readers import rcnn_arrays, voc_xml, write_latent, write_mat73
+from tests.test_data_boxes import rcnn_arrays, voc_xml, write_latent, write_mat73
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
 
