@@ -65,3 +65,12 @@ def test_voc2007_scale_bad_size_is_one_line():
     result = CliRunner().invoke(main, ["bench", "voc2007-scale", "--images", "3"])
     assert result.exit_code == 1
     assert result.output.startswith("Error: images must lie in [20, 5011]")
+
+
+def test_the_makefile_runs_benchmarks_through_qsrank_bench():
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "-m pipelines" not in makefile
+    for command in _registry.BENCHMARKS.values():
+        assert command.replace("qsrank", "$(QSRANK)", 1) in makefile, command
