@@ -80,9 +80,9 @@ def bench(ctx, config_path, out, methods, budget, experiment, action, replay, cl
     if ctx.invoked_subcommand is not None:
         given = _given(ctx)
         if given:
-            raise click.UsageError(f"{', '.join(given)} belong to `qsrank bench` without a "
-                                   f"command; give the options of {ctx.invoked_subcommand} "
-                                   "after its name.")
+            raise click.UsageError(f"{', '.join(given)}: options of `qsrank bench` without a "
+                                   f"command; give those of {ctx.invoked_subcommand} after "
+                                   "its name.")
         return
     notice_compiles()
     if torch_losses:
