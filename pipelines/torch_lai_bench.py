@@ -214,4 +214,3 @@ def _minibatch_text(torch, repeats):
                 f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
                 for m in NAMED[loss]]
     return out
-

@@ -210,8 +210,9 @@ def sizes(cfg):
 
 
 def _check_memory(pairs, where):
-    """Refuse sizes whose score vectors (`timing.make_data`: the rotation and its negatives) exceed the
-    machine's memory, up front rather than as a MemoryError after the smaller sizes ran."""
+    """Refuse sizes whose score vectors (`timing.make_data`: the rotation and its negatives)
+    exceed the machine's memory, up front rather than as a MemoryError after the smaller sizes
+    ran."""
     n_pos, n_neg = max(pairs, key=sum)
     n = n_pos + n_neg
     count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))

@@ -9,6 +9,7 @@ import numpy as np
 from pipelines._runs import digest_arrays
 from qs.data import PoseletData, load_npz_cache, load_poselet, make_voc2011_actions
 
+
 def load_data(cfg):
     """``{"trainval": PoseletData, "test": PoseletData}`` as the config names them."""
     if cfg["data"] == "synthetic":

@@ -23,6 +23,7 @@ from qs.estimators import RankSVM
 from qs.inference import lai
 from qs.metrics import average_precision, ndcg, voc_average_precision
 
+
 def warm_up(methods):
     """Call every method's LAI on small inputs so numba compiles (or loads) its kernels now,
     not inside the first timed training."""
