@@ -126,7 +126,8 @@ def _scaling(config_path, out, methods, budget, clock, **options):
 
 
 def _replay(config_path, out, action, loss, repeats):
-    from pipelines import replay, voc2011_actions
+    from pipelines import voc2011_actions
+    from pipelines.voc2011_actions import replay
 
     if config_path is None:
         config_path = default_config("voc2011_actions")

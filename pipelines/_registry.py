@@ -8,10 +8,11 @@ import importlib
 
 EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
 
-#: benchmark module of pipelines/ -> the command that runs it
+#: benchmark module of pipelines/ -> the command that runs it; the benchmarks of an
+#: experiment's training on its data sit in its package (Figures 2-3: `figures`)
 BENCHMARKS = {
     "scaling": "qsrank bench",
-    "replay": "qsrank bench --replay",
+    "voc2011_actions.replay": "qsrank bench --replay",
     "cold_start": "qsrank bench cold-start",
     "torch_lai_bench": "qsrank bench torch-lai",
     "torch_loss_bench": "qsrank bench torch-losses",

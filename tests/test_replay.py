@@ -1,12 +1,12 @@
-"""The replay benchmark (pipelines/replay.py, `qsrank bench --replay`): the LAI calls of a
-training recorded and every exact method timed on them, on a tiny subsample."""
+"""The replay benchmark (pipelines/voc2011_actions/replay.py, `qsrank bench --replay`): the
+LAI calls of a training recorded and every exact method timed on them, on a tiny subsample."""
 
 import pandas as pd
 import yaml
 from click.testing import CliRunner
 
 from cli.main import main
-from pipelines import replay
+from pipelines.voc2011_actions import replay
 
 
 def invoke(*args):

@@ -27,7 +27,8 @@ written by ``qsrank load poselet --out``. Numba is warmed up on every LAI method
 timed training, so compilation never lands in an LAI time.
 
 The package: `config` (the schema), `data`, `train` (the units of Tables 1-4 and the
-experiment's declaration `SPEC`), `tables`, `figures` (Figures 2-3).
+experiment's declaration `SPEC`), `tables`, `figures` (Figures 2-3); and `replay`, the
+benchmark of every exact method on the score vectors of these trainings.
 """
 
 from pipelines import _runner
