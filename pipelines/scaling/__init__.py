@@ -12,6 +12,9 @@ back-to-back calls lasting about 2 ms). Every call reads the next of a rotation 
 seeded score vectors (at least 64 MB of them): a repeated input would be learnt by the
 caches and the branch predictor, which training never lets happen. A curve whose predicted
 time per call exceeds the budget is skipped at that size and every larger one.
+
+The package: `config` (curves, clocks, sizes and their checks), `timing`, `report` (tables,
+summary and figure) and `share` (the grid of `vary: share`).
 """
 
 from pipelines._config import dump_config, new_run_dir
