@@ -32,13 +32,13 @@ DIGITS_RUN ?= results/digits/default
 FIT_DATA ?= build/breast_cancer.csv
 FIT_RUN ?= results/fit/breast_cancer
 
-.PHONY: help install test docs readme bench bench-large bench-share bench-torch bench-torch-losses bench-voc2007-scale clean digits reproduce-voc2011 \
+.PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	sodeep-eval sodeep-checkpoints compare fit-example
 
 help:  ## list the targets
-	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -57,23 +57,29 @@ docs: $(STAMP)  ## build the docs site into site/ (strict: broken links or missi
 readme: $(STAMP)  ## rewrite README.md's headline table from the result files under results/
 	$(QSRANK) readme
 
-bench: $(STAMP)  ## time the LAI methods as negatives vary (paper 000, Figures 2-3 settings)
+bench: $(STAMP)  ## qsrank bench --vary negatives: time the LAI methods as negatives vary (paper 000, Figures 2-3 settings)
 	$(QSRANK) bench --vary negatives
 
-bench-large: $(STAMP)  ## the scaling curves up to 10^7 negatives
+bench-large: $(STAMP)  ## qsrank bench --preset large: the scaling curves up to 10^7 negatives
 	$(QSRANK) bench --vary negatives --preset large
 
-bench-share: $(STAMP)  ## every exact LAI method and the 0-1 LAI on the grid negatives x share of positives, by CPU time (kept in results/scaling/share)
+bench-share: $(STAMP)  ## qsrank bench --vary share: every exact LAI method and the 0-1 LAI on the grid negatives x share of positives, by CPU time (kept in results/scaling/share)
 	$(QSRANK) bench --vary share --clock cpu --out results/scaling/share
 
-bench-torch: $(STAMP)  ## LAI in deep-net training: batched vs single calls, share of a PL-CNN step, torch method vs numba
-	$(PY) -m pipelines.torch_lai_bench
+bench-replay: $(STAMP)  ## qsrank bench --replay: every exact LAI method on the score vectors of VOC2011 action trainings (class phoning)
+	$(QSRANK) bench --replay
 
-bench-torch-losses: $(STAMP)  ## the rank losses of qs.torch against the surrogates: time, memory, distributed, memory bank
-	$(QSRANK) bench --torch-losses
+bench-torch: $(STAMP)  ## qsrank bench torch-lai: LAI in deep-net training, batched vs single calls, share of a PL-CNN step, torch method vs numba
+	$(QSRANK) bench torch-lai
 
-bench-voc2007-scale: $(STAMP)  ## VOC2007 at scale: Dask scoring pass (SCALE_IMAGES=5011: paper's size; SCALE_STORE=PATH: also from a store on disk), pooled-negative LAI
-	$(PY) -m pipelines.voc2007_scale --images $(SCALE_IMAGES) $(if $(SCALE_STORE),--store $(SCALE_STORE))
+bench-torch-losses: $(STAMP)  ## qsrank bench torch-losses: the rank losses of qs.torch against the surrogates (time, memory, distributed, memory bank)
+	$(QSRANK) bench torch-losses
+
+bench-voc2007-scale: $(STAMP)  ## qsrank bench voc2007-scale: the Dask scoring pass (SCALE_IMAGES=5011: paper's size; SCALE_STORE=PATH: also from a store on disk), pooled-negative LAI
+	$(QSRANK) bench voc2007-scale --images $(SCALE_IMAGES) $(if $(SCALE_STORE),--store $(SCALE_STORE))
+
+bench-cold-start: $(STAMP)  ## qsrank bench cold-start: first-call time of every LAI method and loss in fresh processes
+	$(QSRANK) bench cold-start
 
 voc2011-train: $(STAMP)
 	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)

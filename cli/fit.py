@@ -21,7 +21,7 @@ def _grid(ctx, param, value):
 
 
 def _user_errors():
-    from cli.main import USER_ERRORS
+    from cli.common import USER_ERRORS
 
     return USER_ERRORS
 
@@ -59,7 +59,7 @@ def fit(train, test, out, **options):
     TRAIN and --test: CSV/TSV (with --label-column), Parquet, svmlight/libsvm, or .npz/.mat
     holding X and y.
     """
-    from cli.main import notice_compiles
+    from cli.common import notice_compiles
     from pipelines import _runner
     from pipelines import fit as pipeline
 

@@ -1,12 +1,23 @@
-"""The experiments: what a config's `experiment` key may name and `qsrank train` runs.
+"""The experiments: what a config's `experiment` key may name and `qsrank train` runs; and,
+apart, the benchmarks, which time code and run as `qsrank bench ...`.
 
-Benchmarks (scaling, replay, cold start, ...) are not experiments: they time code, and run
-as `qsrank bench`. Modules load on first use, so listing the names imports nothing.
+Modules load on first use, so listing the names imports nothing.
 """
 
 import importlib
 
 EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
+
+#: benchmark module of pipelines/ -> the command that runs it; the benchmarks of an
+#: experiment's training on its data sit in its package (Figures 2-3: `figures`)
+BENCHMARKS = {
+    "scaling": "qsrank bench",
+    "voc2011_actions.replay": "qsrank bench --replay",
+    "cold_start": "qsrank bench cold-start",
+    "torch_lai_bench": "qsrank bench torch-lai",
+    "torch_loss_bench": "qsrank bench torch-losses",
+    "voc2007_scale": "qsrank bench voc2007-scale",
+}
 
 
 def experiment(name):

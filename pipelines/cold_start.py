@@ -10,7 +10,7 @@ With ``fresh_cache`` every process of a repeat shares one new, empty ``NUMBA_CAC
 the first process to need a kernel compiles it (what a new install pays, in parts, before
 the cache is warm), the later ones load it.
 
-Run: ``python -m pipelines.cold_start [--repeats 3] [--fresh-cache]``; prints Markdown.
+Run: ``qsrank bench cold-start [--repeats 3] [--fresh-cache]``; prints Markdown.
 """
 
 import json
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 
-import click
 import numpy as np
 
 from pipelines._tables import markdown_table
@@ -76,21 +75,10 @@ def run(repeats=3, fresh_cache=False):
     return rows
 
 
-@click.command()
-@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
-              help="fresh processes per method and loss")
-@click.option("--fresh-cache", is_flag=True,
-              help="each repeat starts from an empty NUMBA_CACHE_DIR (a new install)")
-def main(repeats, fresh_cache):
-    """Print the first-call times of every method and loss in fresh processes."""
-    rows = run(repeats, fresh_cache)
+def report(rows, repeats, fresh_cache):
+    """:func:`run`'s rows as Markdown, under a line saying how they were measured."""
     cache = "an empty NUMBA_CACHE_DIR per repeat" if fresh_cache else "the kernels' disk cache"
-    click.echo(f"Fresh process per (method, loss), {repeats} repeats, {cache}; P = 300, "
-               "N = 3000\n")
     header = ["method", "loss", "import qs.inference s", "first call s (median)",
               "first call s (max)", "second call ms"]
-    click.echo(markdown_table(header, rows))
-
-
-if __name__ == "__main__":
-    main()
+    return (f"Fresh process per (method, loss), {repeats} repeats, {cache}; P = 300, "
+            f"N = 3000\n\n{markdown_table(header, rows)}")

@@ -17,12 +17,11 @@ cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-
     kernels on the CPU for 64 queries x 10^6 samples, with the ranks compared (skipped, and
     said so, without one).
 
-Run: ``python -m pipelines.torch_lai_bench [a b c d]`` (the parts to run, default all;
-``python -m pipelines.torch_lai_bench d`` for the GPU measurement alone); prints Markdown.
+Run: ``qsrank bench torch-lai [a b c d]`` (the parts to run, default all; ``qsrank bench
+torch-lai d`` for the GPU measurement alone); prints Markdown.
 Torch runs on ``threads`` threads (default 1: the machines this was measured on are shared).
 """
 
-import sys
 import time
 
 import numpy as np
@@ -215,7 +214,3 @@ def _minibatch_text(torch, repeats):
                 f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
                 for m in NAMED[loss]]
     return out
-
-
-if __name__ == "__main__":
-    print(run(parts="".join(sys.argv[1:]) or "abcd"))

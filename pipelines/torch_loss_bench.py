@@ -1,4 +1,4 @@
-"""Benchmark of the rank losses a deep net trains on: `qsrank bench --torch-losses`.
+"""Benchmark of the rank losses a deep net trains on: `qsrank bench torch-losses`.
 
 Four parts, each a median over warm repeats (first calls apart), ratios measured side by side
 in one run, on seeded synthetic data (about 10% positives per query):
@@ -23,20 +23,17 @@ distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
 memory: ``CrossBatchMemory`` with M = 10^5 stored embeddings, 64 queries, d = 128: the
     loss and its gradient against the similarity product alone.
 
-Run ``qsrank bench --torch-losses [--out DIR] [--repeats R]``, or ``python -m
-pipelines.torch_loss_bench`` for the sizes and parts (``--help``); it writes report.md,
-curves.csv, curves.png/.pdf and provenance.json into the run directory. Torch runs on
-one thread (the machines this was measured on are shared).
+Run ``qsrank bench torch-losses [--out DIR] [--repeats R] [--sizes ...] [--parts ...]``; it
+writes report.md, curves.csv, curves.png/.pdf and provenance.json into the run directory.
+Torch runs on one thread (the machines this was measured on are shared).
 """
 
-import argparse
 import ctypes
 import csv
 import datetime
 import gc
 import os
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -451,27 +448,3 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
         "sizes": list(sizes), "queries": q, "repeats": repeats, "parts": list(parts),
         "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count()})
     return out, report
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m pipelines.torch_loss_bench",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path,
-                        help="run directory [results/torch_losses/<run-id>]")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
-                        help="scores per query, comma-separated [2^8, 2^10, ..., 2^20]")
-    parser.add_argument("--queries", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {', '.join(PARTS)}")
-    args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.parts.split(",")]
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        parser.error(f"unknown parts {unknown}; choose from {list(PARTS)}")
-    out, report = run(args.out, tuple(int(n) for n in args.sizes.split(",")), args.queries,
-                      args.repeats, parts)
-    print(report + f"\nresults: {out}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@
     first call of each, which loads or compiles the kernels, timed apart).
 
 The data are synthetic: this measures time and memory, not accuracy, and is not the paper's
-data. ``python -m pipelines.voc2007_scale --images 5011`` runs the paper's size (5011 images
+data. ``qsrank bench voc2007-scale --images 5011`` runs the paper's size (5011 images
 x 2000 boxes x 4096 features, 82 GB at float16).
 """
 
@@ -30,10 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-import click
 import numpy as np
 
-from pipelines._io import write_json
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
@@ -229,44 +227,3 @@ def report(results):
             + "\n\n" + f"Pooled negatives, {results['settings']['positives']} positives, "
               "median ms per LAI call\n\n"
             + markdown_table(["pooled negatives", "AP (default)", "0-1", "AP / 0-1"], pooled))
-
-
-@click.command()
-@click.option("--images", type=click.IntRange(len(CLASSES), SPLIT_SIZES[SPLIT]),
-              default=DEFAULTS["images"], show_default=True)
-@click.option("--boxes", type=click.IntRange(2), default=DEFAULTS["boxes"], show_default=True)
-@click.option("--features", type=click.IntRange(1), default=DEFAULTS["features"],
-              show_default=True)
-@click.option("--chunk-images", type=click.IntRange(1), default=DEFAULTS["chunk_images"],
-              show_default=True)
-@click.option("--dtype", type=click.Choice(["float16", "float32"]), default=DEFAULTS["dtype"],
-              show_default=True)
-@click.option("--store", type=click.Path(file_okay=False), default=None,
-              help="also score a box-feature store (qsrank load cnn) read from disk, beside "
-                   "the generated features of its shape (which then replaces --images, "
-                   "--boxes, --features, --dtype, --chunk-images)")
-@click.option("--seed", type=click.IntRange(0), default=DEFAULTS["seed"], show_default=True)
-@click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="a dask.distributed scheduler's address (default: the threaded scheduler)")
-@click.option("--repeats", type=click.IntRange(1), default=DEFAULTS["repeats"], show_default=True)
-@click.option("--pooled", type=click.IntRange(1), multiple=True, default=DEFAULTS["pooled"],
-              show_default=True, help="pooled negative boxes (repeat the option)")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="also write the figures as JSON here")
-def main(images, boxes, features, chunk_images, dtype, store, seed, scheduler, repeats, pooled,
-         out):
-    """Print the scale benchmark's tables (a Dask pass at any size, generated or read from a
-    store, and pooled-negative LAI)."""
-    try:
-        results = run(images=images, boxes=boxes, features=features, chunk_images=chunk_images,
-                      dtype=dtype, store=store, seed=seed, scheduler=scheduler,
-                      repeats=repeats, pooled=pooled)
-    except ValueError as err:
-        raise click.ClickException(str(err)) from None
-    if out:
-        write_json(out, results)
-    click.echo(report(results))
-
-
-if __name__ == "__main__":
-    main()

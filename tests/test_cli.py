@@ -12,11 +12,14 @@ import numba
 import pytest
 from click.testing import CliRunner
 
-import cli.main as cli_main
+from cli import bench, common, train
 from cli.main import main
 
-COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"],
-            ["load", "cnn"], ["sodeep"], ["sodeep", "train"], ["sodeep", "eval"]]
+COMMANDS = [[], ["bench"], ["bench", "torch-lai"], ["bench", "torch-losses"],
+            ["bench", "voc2007-scale"], ["bench", "cold-start"], ["train"], ["compare"],
+            ["config"], ["config", "show"], ["plot"], ["plot", "scaling"], ["load"],
+            ["load", "poselet"], ["load", "cnn"], ["load", "verify"], ["sodeep"],
+            ["sodeep", "train"], ["sodeep", "eval"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -49,17 +52,17 @@ def test_option_choices_match_their_sources():
     from pipelines import scaling
     from qs.ssvm import SOLVERS
 
-    assert cli_main.VARIES == scaling.VARIES
-    assert cli_main.BENCH_LOSSES == scaling.LOSSES
-    assert cli_main.CURVE_NAMES == scaling.CURVE_NAMES
-    assert cli_main.SOLVER_NAMES == tuple(sorted(SOLVERS))
-    assert set(cli_main.BENCH_EXPERIMENTS) <= set(cli_main.experiments())
+    assert bench.VARIES == scaling.VARIES
+    assert bench.BENCH_LOSSES == scaling.LOSSES
+    assert bench.CURVE_NAMES == scaling.CURVE_NAMES
+    assert train.SOLVER_NAMES == tuple(sorted(SOLVERS))
+    assert set(bench.BENCH_EXPERIMENTS) <= set(train.experiments())
 
 
 def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkeypatch):
-    monkeypatch.setitem(cli_main._notice, "shown", False)
-    cli_main.notice_compiles()
-    cli_main.notice_compiles()  # registering twice still prints once
+    monkeypatch.setitem(common._notice, "shown", False)
+    common.notice_compiles()
+    common.notice_compiles()  # registering twice still prints once
 
     @numba.njit
     def add_one(x):
@@ -68,16 +71,16 @@ def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkey
     add_one(1)
     add_one(1.5)
     assert capsys.readouterr().err == "compiling kernels (first run only) ...\n"
-    assert cli_main._notice["depth"] == 0 and cli_main._notice["seconds"] > 0
-    atexit.unregister(cli_main._report_compiles)  # not at the end of the test run
+    assert common._notice["depth"] == 0 and common._notice["seconds"] > 0
+    atexit.unregister(common._report_compiles)  # not at the end of the test run
 
 
 def test_compile_time_reported_at_exit(tmp_path):
     """A process that compiles prints, as it exits, how long it compiled."""
     script = tmp_path / "compiles.py"
-    script.write_text("import numba\nfrom cli import main as m\nm.notice_compiles()\n"
+    script.write_text("import numba\nfrom cli import common as m\nm.notice_compiles()\n"
                       "numba.njit(lambda x: x + 1)(1)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(cli_main.__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(common.__file__).resolve().parents[1])}
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          env=env, check=True)
     assert re.search(r"compiled kernels for \d+\.\d s", run.stderr)

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import experiments, main
+from cli.main import main
+from cli.train import experiments
 
 TINY = {"experiment": "voc2011_actions", "max_boxes": 250, "classes": ["phoning", "running"],
         "methods": ["0-1", "ap", "ap_qs"]}

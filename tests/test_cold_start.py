@@ -1,9 +1,11 @@
-"""The cold-start benchmark (pipelines/cold_start.py): its cases and one fresh-process probe."""
+"""The cold-start benchmark (pipelines/cold_start.py, `qsrank bench cold-start`): its cases
+and one fresh-process probe."""
 
 import os
 
 from click.testing import CliRunner
 
+from cli.main import main
 from pipelines import cold_start
 from qs.inference import METHODS
 
@@ -23,6 +25,6 @@ def test_a_probe_times_import_and_two_calls_in_a_fresh_process():
 
 def test_cli_prints_one_row_per_case(monkeypatch):
     monkeypatch.setattr(cold_start, "cases", lambda: [("zero_one", "01")])
-    result = CliRunner().invoke(cold_start.main, ["--repeats", "1"])
+    result = CliRunner().invoke(main, ["bench", "cold-start", "--repeats", "1"])
     assert result.exit_code == 0, result.output
     assert result.output.count("| zero_one") == 1 and "first call s (max)" in result.output

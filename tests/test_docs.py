@@ -64,12 +64,12 @@ def _parse(args):
     not exist here (the docs name the user's files) or a missing argument is accepted; an
     unknown command or option, or a value outside an option's choices, is not."""
     command, rest, ctx = main, list(args), click.Context(main, info_name="qsrank")
-    while isinstance(command, click.Group) and rest:
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
         name, command, rest = command.resolve_command(ctx, rest)
-        if isinstance(command, click.Group):
+        if isinstance(command, click.Group) and not (rest and rest[0].startswith("-")):
             ctx = click.Context(command, info_name=name, parent=ctx)
             continue
-        try:
+        try:  # a command, or a group given its own options (`qsrank bench --vary ...`)
             command.make_context(name, rest, parent=ctx)
         except click.MissingParameter:
             pass

@@ -10,6 +10,7 @@ import yaml
 
 from pipelines import _runner, _runs
 from pipelines import voc2011_actions as voc
+from pipelines.voc2011_actions import train as voc_train
 from pipelines._provenance import PACKAGES, code_version
 from pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
 
@@ -64,7 +65,7 @@ def test_code_version_ignores_results_and_docs(tmp_path):
 def test_local_code_edits_retrain(tmp_path, monkeypatch):
     trained = []
     real = voc.train_one
-    monkeypatch.setattr(voc, "train_one", lambda cfg, name, *a, **k:
+    monkeypatch.setattr(voc_train, "train_one", lambda cfg, name, *a, **k:
                         trained.append(name) or real(cfg, name, *a, **k))
     monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0001")
     run(resolve(TINY), tmp_path / "run", progress=False)
@@ -80,7 +81,7 @@ def test_local_code_edits_retrain(tmp_path, monkeypatch):
 
 def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, monkeypatch):
     trained = []
-    monkeypatch.setattr(voc, "train_one", lambda *a, **k: trained.append(a) or 1 / 0)
+    monkeypatch.setattr(voc_train, "train_one", lambda *a, **k: trained.append(a) or 1 / 0)
     bench = tmp_path / "bench"
     claim_run_dir(bench, "scaling", "bench")
     (bench / "config.yaml").write_text("seed: 0\n")

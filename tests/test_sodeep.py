@@ -300,10 +300,10 @@ def test_unknown_kind_and_bad_training_arguments():
 
 
 def test_cli_choices_match_their_sources():
-    import cli.main as cli_main
+    import cli.sodeep as cli_sodeep
 
-    assert cli_main.SORTER_KINDS == sodeep.KINDS
-    assert cli_main.SORTER_LENGTH == DEFAULT_LENGTH
+    assert cli_sodeep.SORTER_KINDS == sodeep.KINDS
+    assert cli_sodeep.SORTER_LENGTH == DEFAULT_LENGTH
 
 
 def test_cli_train_then_eval(tmp_path):

@@ -34,26 +34,43 @@ def test_smooth_ap_is_skipped_where_its_table_would_not_fit(monkeypatch):
     assert rows[0][3] > 0 and rows[1][3] is None and "needs about" in rows[1][7]
 
 
-def test_unknown_parts_are_refused(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        torch_loss_bench.main(["--out", str(tmp_path / "x"), "--parts", "curves,bogus"])
-    assert "unknown parts ['bogus']" in capsys.readouterr().err
+def test_unknown_parts_are_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    result = CliRunner().invoke(main, ["bench", "torch-losses", "--out", str(tmp_path / "x"),
+                                       "--parts", "curves,bogus"])
+    assert result.exit_code == 2 and "unknown parts ['bogus']" in result.output
+    assert not (tmp_path / "x").exists()
 
 
-def test_cli_runs_the_benchmark(monkeypatch, tmp_path):
+@pytest.mark.parametrize("args, expected", [
+    (["bench", "--torch-losses", "--repeats", "2"], {"repeats": 2}),
+    (["bench", "torch-losses", "--repeats", "2", "--sizes", "256,512", "--queries", "3",
+      "--parts", "curves,memory"],
+     {"repeats": 2, "sizes": (256, 512), "q": 3, "parts": ("curves", "memory")}),
+])
+def test_cli_runs_the_benchmark(monkeypatch, tmp_path, args, expected):
     from click.testing import CliRunner
 
     from cli.main import main
 
     calls = []
 
-    def fake_run(out, repeats):
-        calls.append((out, repeats))
+    def fake_run(out, **given):
+        calls.append((out, given))
         return tmp_path, "# report"
 
     monkeypatch.setattr(torch_loss_bench, "run", fake_run)
-    result = CliRunner().invoke(main, ["bench", "--torch-losses", "--out", str(tmp_path),
-                                       "--repeats", "2"])
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert calls == [(tmp_path, 2)] and "# report" in result.output
-    assert f"results: {tmp_path}" in result.output
+    (out, given), = calls
+    assert out == tmp_path and {k: given[k] for k in expected} == expected
+    assert "# report" in result.output and f"results: {tmp_path}" in result.output
+
+
+def test_cli_parts_are_the_benchmarks():
+    from cli.bench import TORCH_LOSS_PARTS
+
+    assert TORCH_LOSS_PARTS == torch_loss_bench.PARTS

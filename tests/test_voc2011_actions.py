@@ -13,8 +13,10 @@ import yaml
 
 from pipelines import _runner
 from pipelines import voc2011_actions as voc
+from pipelines.voc2011_actions import figures as voc_figures
+from pipelines.voc2011_actions import train as voc_train
 from pipelines._io import write_npz
-from qs.data import cache_arrays, make_voc2011_actions
+from qs.data import ACTIONS, cache_arrays, make_voc2011_actions
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)
@@ -55,7 +57,7 @@ def count_trainings(monkeypatch):
         calls.append(name)
         return real(cfg, name, *args, **kwargs)
 
-    monkeypatch.setattr(voc, "train_one", counted)
+    monkeypatch.setattr(voc_train, "train_one", counted)
     return calls
 
 
@@ -165,7 +167,7 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
             raise RuntimeError("boom")
         return real(cfg, name, *args, **kwargs)
 
-    monkeypatch.setattr(voc, "train_one", fail_second)
+    monkeypatch.setattr(voc_train, "train_one", fail_second)
     with pytest.raises(RuntimeError, match="boom"):
         run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out,
                 progress=False)
@@ -175,7 +177,7 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
     first = json.loads((out / "runs" / "phoning__0-1.json").read_text())
     assert first["settings"]["tol"] == 1e-2
     calls.clear()
-    monkeypatch.setattr(voc, "train_one",
+    monkeypatch.setattr(voc_train, "train_one",
                         lambda cfg, name, *a, **k: calls.append(name) or real(cfg, name, *a, **k))
     run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out, progress=False)
     assert calls == ["ap_qs"]
@@ -199,7 +201,7 @@ def test_forced_cv_runs_once_per_class_and_loss(tmp_path, monkeypatch):
     # ap and ap_qs share the AP loss, hence one cross-validation, even when forced
     calls = []
     real = voc.cross_validate
-    monkeypatch.setattr(voc, "cross_validate", lambda cfg, loss, *a: calls.append(loss)
+    monkeypatch.setattr(voc_train, "cross_validate", lambda cfg, loss, *a: calls.append(loss)
                         or real(cfg, loss, *a))
     cv = {"folds": 2, "grid": {"01": [1.0], "ap": [1.0, 10.0], "ndcg": [1.0]}}
     cfg = config(max_boxes=200, classes=["ridingbike"], methods=["ap", "ap_qs"], C="cv", cv=cv,
@@ -256,7 +258,7 @@ def test_class_without_positives_fails_before_writing(tmp_path):
     # 8 boxes: some action has no positive among them
     out = run(config(classes=["phoning"], methods=["ap_qs"]), tmp_path, progress=False)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    missing = next(a for a in voc.ACTIONS
+    missing = next(a for a in ACTIONS
                    if voc.load_data(config(max_boxes=8))["trainval"].targets(a)[0].sum() == 0)
     with pytest.raises(ValueError, match=f"class '{missing}' has no positive box"):
         run(config(max_boxes=8, classes=[missing]), out, progress=False)
@@ -303,7 +305,7 @@ def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings):
         voc.figure_run(config(figures={**FIG, "vary": vary, "loss": "ap"}), out,
                        progress=False)
     timings = read(out / "timings.csv")
-    assert list(timings.columns) == voc.FIGURE_COLUMNS
+    assert list(timings.columns) == voc_figures.FIGURE_COLUMNS
     spec = voc.FIGURE_PRESETS["quick"]
     assert len(timings) == 2 * 2 * 4 == len(count_trainings)
     assert set(timings["method"]) == {"0-1", "ap", "ap_qs", "ap_search"}

@@ -1,4 +1,5 @@
-"""Replay benchmark: every exact LAI method on the score vectors of real trainings.
+"""Replay benchmark (`qsrank bench --replay`): every exact LAI method on the score vectors of
+the VOC2011 action trainings.
 
 The scaling benchmark times synthetic scores; training calls LAI on scores that change as
 the weights learn (all zero at the first iteration, then most negatives below every
@@ -22,12 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines import voc2011_actions as voc
 from pipelines._config import dump_config, new_run_dir
 from pipelines._io import write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
+from pipelines.voc2011_actions.config import FIXED_C
+from pipelines.voc2011_actions.data import class_data, load_data
 from qs.inference import Workspace, lai
 from qs.ssvm import cutting_plane
 
@@ -39,11 +41,11 @@ COLUMNS = ["class", "loss", "method", "call", "round", "seconds"]
 
 def record(cfg, action, loss):
     """(score vectors of every LAI call, 1/0 labels) of one cutting-plane training."""
-    splits = voc.load_data(cfg)
-    X, labels, ignore = voc._class_data(splits["trainval"], action)
+    splits = load_data(cfg)
+    X, labels, ignore = class_data(splits["trainval"], action)
     X, y = X[~ignore], labels[~ignore]
     C = cfg["C"]
-    C = C[loss] if isinstance(C, dict) else voc.FIXED_C[loss] if C == "cv" else C
+    C = C[loss] if isinstance(C, dict) else FIXED_C[loss] if C == "cv" else C
     seen = []
     cutting_plane(X, y, C=C, loss=loss, tol=cfg["tol"], max_iter=cfg["max_iter"],
                   callback=lambda progress: seen.append(progress.scores))

@@ -1,4 +1,5 @@
-"""`qsrank bench` and `qsrank plot scaling` driven through click's CliRunner on tiny sizes."""
+"""The scaling benchmark (pipelines/scaling/): `qsrank bench` and `qsrank plot scaling` driven
+through click's CliRunner on tiny sizes, its rotation of inputs and its share grid."""
 
 import json
 
@@ -7,8 +8,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import DEFAULT_CONFIG, main
-from pipelines import replay, scaling
+from cli.bench import DEFAULT_CONFIG
+from cli.main import main
+from pipelines import scaling
+from pipelines.scaling import config, share, timing
 
 OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
            "scaling.png", "scaling.pdf")
@@ -88,11 +91,11 @@ def test_budget_skips_larger_sizes_and_says_so(tmp_path):
     result = invoke("bench", "--preset", "quick", "--loss", "ap", "--methods", "ap,ap_qs",
                     "--repeats", 1, "--budget", 1e-12, "--out", tmp_path)
     assert result.exit_code == 0, result.output
-    assert scaling.SKIPPED in result.output
+    assert config.SKIPPED in result.output
     timings, cold = read(tmp_path / "timings.csv"), read(tmp_path / "compile.csv")
     assert set(timings["curve"]) == {"ap", "ap_qs"} and timings["n_neg"].nunique() == 1
-    assert (cold["status"] == scaling.SKIPPED).sum() == 2 * (cold["n_neg"].nunique() - 1)
-    assert scaling.SKIPPED in (tmp_path / "summary.md").read_text()
+    assert (cold["status"] == config.SKIPPED).sum() == 2 * (cold["n_neg"].nunique() - 1)
+    assert config.SKIPPED in (tmp_path / "summary.md").read_text()
 
 
 def test_unknown_vary_is_a_usage_error():
@@ -131,7 +134,7 @@ def test_library_value_error_becomes_a_message(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise ValueError("scores contain NaN at index 3")
 
-    monkeypatch.setattr(scaling, "lai", refuse)
+    monkeypatch.setattr(timing, "lai", refuse)
     result = invoke("bench", "--preset", "quick", "--methods", "ap_qs", "--out", tmp_path / "out")
     assert result.exit_code == 1
     assert "scores contain NaN at index 3" in result.output and "Traceback" not in result.output
@@ -151,38 +154,18 @@ def test_plot_scaling_without_timings_is_an_error(tmp_path):
 
 def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):
     cfg = scaling.load_config(None, preset="quick")
-    rotation, labels = scaling._data(cfg, 10, 90)
-    assert len(rotation) == scaling.MAX_INPUTS  # 100 samples: the cap binds before 64 MB
+    rotation, labels = timing.make_data(cfg, 10, 90)
+    assert len(rotation) == config.MAX_INPUTS  # 100 samples: the cap binds before 64 MB
     assert len({v.tobytes() for v in rotation[:50]}) == 50
-    monkeypatch.setattr(scaling, "ROTATION_BYTES", 8 * 100 * 3)
-    rotation, labels = scaling._data(cfg, 10, 90)
+    monkeypatch.setattr(timing, "ROTATION_BYTES", 8 * 100 * 3)
+    rotation, labels = timing.make_data(cfg, 10, 90)
     assert len(rotation) == 3
     seen = []
-    monkeypatch.setattr(scaling, "lai", lambda scores, *args, **kwargs: seen.append(scores))
-    call = scaling._caller(("ap", "ap_auto", "auto"), rotation, labels, None)
+    monkeypatch.setattr(timing, "lai", lambda scores, *args, **kwargs: seen.append(scores))
+    call = timing.caller(("ap", "ap_auto", "auto"), rotation, labels, None)
     for _ in range(4):
         call()
     assert [id(v) for v in seen] == [id(v) for v in rotation + rotation[:1]]
-
-
-def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({"experiment": "voc2011_actions", "max_boxes": 300}))
-    out = tmp_path / "replay"
-    result = invoke("bench", "--replay", "--config", config, "--class", "phoning", "--loss",
-                    "ndcg", "--repeats", 2, "--out", out)
-    assert result.exit_code == 0, result.output
-    for name in ("timings.csv", "summary.md", "config.yaml", "provenance.json"):
-        assert (out / name).is_file(), name
-    timings = read(out / "timings.csv")
-    methods = ["zero_one", *replay.METHODS["ndcg"]]
-    n_calls = timings["call"].nunique()
-    assert n_calls >= 2 and set(timings["loss"]) == {"ndcg"}
-    assert len(timings) == 2 * n_calls * len(methods)
-    assert sorted(timings["method"].unique()) == sorted(methods)
-    assert (timings["seconds"] > 0).all()
-    assert f"phoning, ndcg loss: {n_calls} LAI calls" in result.output
-    assert all(f"| {m} " in result.output for m in methods)
 
 
 def test_share_grid_writes_its_table_and_figure(tmp_path):
@@ -196,15 +179,15 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
     cells = {(max(1, round(s * n)), n) for n in spec["negatives"] for s in spec["shares"]}
     timings = read(out / "timings.csv")
     assert set(zip(timings["n_pos"], timings["n_neg"])) == cells
-    assert set(timings["curve"]) == {c[1] for c in scaling.SHARE_CURVES}
+    assert set(timings["curve"]) == {c[1] for c in config.SHARE_CURVES}
     assert (timings.groupby(["loss", "curve", "n_pos", "n_neg"]).size() == 2).all()
     grid = read(out / "grid.csv")
-    assert list(grid.columns) == scaling.SHARE_COLUMNS
+    assert list(grid.columns) == share.SHARE_COLUMNS
     assert len(grid) == 2 * len(cells) and set(grid["loss"]) == {"ap", "ndcg"}
     assert (grid["vs_zero_one"] > 0).all() and (grid["vs_fastest_other"] > 0).all()
-    assert set(grid["fastest_other"]) <= {c[1] for c in scaling.SHARE_CURVES} - {
+    assert set(grid["fastest_other"]) <= {c[1] for c in config.SHARE_CURVES} - {
         "0-1", "ap_auto", "ndcg_auto", "ap_batch", "ndcg_batch"}
-    table = scaling.share_markdown(grid)
+    table = share.share_markdown(grid)
     assert table in (out / "summary.md").read_text() and table in result.output
     for name in ("scaling.png", "scaling.pdf"):
         assert (out / name).stat().st_size > 0

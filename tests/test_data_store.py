@@ -12,13 +12,13 @@ import pytest
 import scipy.io
 from click.testing import CliRunner
 
-import cli.main as cli_main
+import cli.load as cli_load
 from cli.main import main
 from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
 from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_box_readers import rcnn_arrays, voc_xml, write_latent, write_mat73
+from tests.test_data_boxes import rcnn_arrays, voc_xml, write_latent, write_mat73
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
 
@@ -394,7 +394,7 @@ def test_a_crash_while_scanning_names_the_file(tmp_path):
 
 def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2))
-    monkeypatch.setattr(cli_main, "cnn_source", lambda source, dtype, split, **_:
+    monkeypatch.setattr(cli_load, "cnn_source", lambda source, dtype, split, **_:
                         CrashingRcnnSource(source[0], dtype))
     result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 2, "--chunk-images", 2)
     assert result.exit_code == 1, result.output

@@ -1,0 +1,158 @@
+"""`qsrank train`, `qsrank compare` and `qsrank config`: run an experiment that a config
+names, and show the keys its config may give; `qsrank readme` rewrites the README's table."""
+
+from pathlib import Path
+
+import click
+
+from cli.common import CONFIGS, USER_ERRORS, default_config, notice_compiles
+from pipelines import _registry
+
+SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")  # qs.ssvm.SOLVERS
+
+
+@click.command()
+@click.option("--config", "config_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML config; its key `experiment` names the pipeline "
+                   "(e.g. configs/voc2011_actions.yaml, configs/digits.yaml).")
+@click.option("--class", "classes", multiple=True,
+              help="Train only this class (repeatable) [voc2011_actions, voc2007_detection].")
+@click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
+              help="Train only the methods of this loss.")
+@click.option("--inference", help="Train only the methods of this LAI method (e.g. qs, yue).")
+@click.option("--solver", type=click.Choice(SOLVER_NAMES), help="Structured SVM solver.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory; an existing one resumes [default: "
+                   "results/<experiment>/<run-id>].")
+@click.option("--force", is_flag=True, default=None,
+              help="Retrain what the run directory already holds.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Dask scheduler that scores box stores read out of core: the address of "
+                   "a dask.distributed scheduler (tcp://HOST:8786), or threads, sync, "
+                   "processes [config: Dask's threaded scheduler] [voc2007_detection].")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted path, e.g. C.ap=10 or cv.folds=3; the value "
+                   "read as YAML); repeatable; recorded in the run's provenance.")
+def train(config_path, classes, loss, inference, solver, out, force, scheduler, sets):
+    """Run the experiment a config names: train, evaluate, write its tables.
+
+    `qsrank config show EXPERIMENT` lists the keys a config (or --set) may give.
+    """
+    from pipelines import _runner, _schema
+
+    overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
+                 "solver": solver, "force": force, "scheduler": scheduler}
+    notice_compiles()
+    try:
+        module = pipeline_of(config_path)
+        spec = getattr(module, "SPEC", None)
+        keys = _schema.keys(spec.schema) if spec else getattr(module, "DEFAULTS", {})
+        if scheduler is not None and "scheduler" not in keys:
+            raise ValueError(f"--scheduler applies to experiments that read box stores "
+                             f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if spec is not None:
+            config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
+            run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
+        else:
+            config = module.load_config(config_path, sets=_schema.parse_sets(sets), **given)
+            run_dir = module.run(config, out, progress=True, overrides=sets)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(run_summary(module, run_dir))
+    click.echo(f"results: {run_dir}")
+
+
+@click.command()
+@click.option("--config", "config_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML config of the comparison [default: configs/compare.yaml].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory; an existing one resumes [default: "
+                   "results/compare/<run-id>].")
+@click.option("--force", is_flag=True, default=None,
+              help="Retrain what the run directory already holds.")
+def compare(config_path, out, force):
+    """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
+    table per data set (test AP, NDCG, recall at precision 0.9, AUCPR, times)."""
+    from pipelines import compare as pipeline
+
+    if config_path is None:
+        config_path = default_config("compare")
+    notice_compiles()
+    try:
+        config = pipeline.load_config(config_path, force=force)
+        run_dir = pipeline.run(config, out, progress=True)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(pipeline.report(run_dir))
+    click.echo(f"results: {run_dir}")
+
+
+def experiments():
+    """The experiments a config's `experiment` key may name."""
+    return list(_registry.EXPERIMENTS)
+
+
+@click.group()
+def config():
+    """The keys of the experiments' configs."""
+
+
+@config.command("show")
+@click.argument("experiment", type=click.Choice(_registry.EXPERIMENTS))
+def config_show(experiment):
+    """Print EXPERIMENT's config keys with their defaults and one line of help each, as YAML
+    a config can start from."""
+    from pipelines import _schema
+
+    try:
+        model = _registry.schema(experiment)
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo("\n".join(_schema.help_lines(model)))
+
+
+def pipeline_of(config_path):
+    """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
+    from pipelines._yaml import read_config
+
+    try:
+        config = read_config(config_path)
+    except OSError as err:
+        raise ValueError(f"cannot read config {config_path}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"config {config_path}: {err}") from None
+    name = config.get("experiment") if isinstance(config, dict) else None
+    known = experiments()
+    if name is None:
+        raise ValueError(f"config {config_path} has no top-level key `experiment` naming its "
+                         f"pipeline; one of: {', '.join(known)}")
+    if name not in known:
+        raise ValueError(f"config {config_path}: unknown experiment {name!r}; known: "
+                         f"{', '.join(known)}")
+    return _registry.experiment(name)
+
+
+def run_summary(module, run_dir):
+    """What `qsrank train` prints: the pipeline's report(run_dir), else the run's summary.md."""
+    if hasattr(module, "report"):
+        return module.report(run_dir)
+    summary = Path(run_dir) / "summary.md"
+    return summary.read_text(encoding="utf-8") if summary.is_file() else ""
+
+
+@click.command(hidden=True)
+@click.option("--readme", type=click.Path(dir_okay=False, path_type=Path),
+              default=CONFIGS.parent / "README.md", show_default=True)
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path),
+              default=CONFIGS.parent / "results", show_default=True)
+def readme(readme, results):
+    """Rewrite the README's headline table from the committed result files (`make readme`)."""
+    from pipelines import headline
+
+    try:
+        click.echo(headline.write_readme(readme, results))
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None

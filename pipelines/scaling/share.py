@@ -1,0 +1,218 @@
+"""`vary: share`: the grid of negatives x share of positives, every exact method whose cost is
+linear up to logarithms and the 0-1 LAI, timed in shuffled rounds; the grid table and figure."""
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from tqdm import tqdm
+
+from pipelines._config import dump_config
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._provenance import write_provenance
+from pipelines._tables import markdown_table
+from pipelines.scaling.config import (
+    CLOCKS,
+    COLD_COLUMNS,
+    COLORS,
+    LOSSES,
+    SAMPLE_S,
+    SKIPPED,
+    TIMING_COLUMNS,
+    curves,
+    sizes,
+)
+from pipelines.scaling.timing import caller, clock, data_note, make_data
+
+#: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
+#: seconds per call of the slower methods
+SHARE_WORK = 2 * 10**7
+SHARE_COLUMNS = ["loss", "n_neg", "share", "n_pos", "default_s", "default_spread",
+                 "ns_per_score", "vs_zero_one", "vs_zero_one_spread", "fastest_other",
+                 "vs_fastest_other", "vs_fastest_other_spread", "batch_vs_lai"]
+
+
+def _share_repeats(cfg, n_neg):
+    return min(cfg["repeats"], max(3, SHARE_WORK // n_neg))
+
+
+def _predicted_share(last, method, n_pos, n_neg):
+    """Seconds per call extrapolated from the curve's time at the same share and a smaller N:
+    linear in N + P, but for search, whose scan past the concave ranks costs up to P^2."""
+    if last is None:
+        return 0.0
+    p0, n0, seconds = last
+    if method == "search":
+        return seconds * (n_pos**2 + n_neg) / (p0**2 + n0)
+    return seconds * (n_pos + n_neg) / (p0 + n0)
+
+
+def _nearest_share(shares, n_pos, n_neg):
+    """Index of the share a cell (n_pos, n_neg) was made from (the first, where several
+    round to the same P)."""
+    return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
+
+
+def _time_share(cfg, chosen, pairs, progress):
+    """Every curve at every cell of the grid: a cold call, then rounds of one sample per curve
+    in a seeded shuffled order (a slow spell of the machine hits all curves of a round, and
+    no curve always follows the same one); a sample is one call when a call lasts more than
+    SAMPLE_S, else the mean of back-to-back calls after an untimed one. (timings, cold)."""
+    rows, cold = [], []
+    last = {}  # (curve, share index) -> (n_pos, n_neg, median seconds) at the largest N so far
+    shares = cfg["presets"][cfg["preset"]]["share"]["shares"]
+    rng = np.random.default_rng(cfg["seed"])
+    with tqdm(total=len(pairs) * len(chosen), desc="bench share", unit="curve",
+              disable=not progress) as bar:
+        for n_pos, n_neg in pairs:
+            which = _nearest_share(shares, n_pos, n_neg)
+            rotation, labels = make_data(cfg, n_pos, n_neg)
+            calls = {}
+            for curve in chosen:
+                loss, name, method = curve
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
+                key = {"vary": "share", "loss": loss, "curve": name, "method": method,
+                       "n_pos": n_pos, "n_neg": n_neg}
+                if _predicted_share(last.get((curve, which)), method, n_pos,
+                                    n_neg) > cfg["budget_s"]:
+                    cold.append({**key, "seconds": np.nan, "status": SKIPPED})
+                    bar.update()
+                    continue
+                call = caller(curve, rotation, labels, None)
+                seconds = clock(call)
+                cold.append({**key, "seconds": seconds, "status": "ok"})
+                calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
+            warm = {curve: [] for curve in calls}
+            for _ in range(_share_repeats(cfg, n_neg)):
+                for t in rng.permutation(len(calls)):
+                    curve = list(calls)[t]
+                    _, call, number = calls[curve]
+                    if number > 1:
+                        call()  # untimed: warm, as in back-to-back calls
+                    warm[curve].append(clock(call, number, CLOCKS[cfg["clock"]]))
+            for curve, (key, _, _) in calls.items():
+                rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
+                last[curve, which] = (n_pos, n_neg, float(np.median(warm[curve])))
+                bar.update()
+            del rotation
+    return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
+
+
+def run_share(cfg, out, progress):
+    """`vary: share`: time the grid, write timings, the grid table (CSV and Markdown) and the
+    figure; return the run directory."""
+    pairs = sizes(cfg)
+    timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
+    for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
+        with atomic_path(out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    write_text(out / "config.yaml", dump_config(cfg))
+    write_provenance(out, cfg["seed"], data_note(cfg), cfg)
+    table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
+    with atomic_path(out / "grid.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    write_text(out / "summary.md", share_summary(cfg, table))
+    plot_share(timings, out / "scaling")
+    return out
+
+
+def _ratio(a, b):
+    """Median and (min, max) of the per-round ratios of two curves' samples (same round)."""
+    ratios = np.asarray(a) / np.asarray(b)
+    return float(np.median(ratios)), (float(ratios.min()), float(ratios.max()))
+
+
+def share_table(timings, shares):
+    """One row per loss and cell: the default's median time and spread (min-max over rounds),
+    time per score, and its ratios to the 0-1 LAI and to the fastest other exact method
+    (medians of per-round ratios, with their min-max), and lai_batch's time over lai's."""
+    rows = []
+    samples = {key: frame.sort_values("repeat")["seconds"].to_numpy()
+               for key, frame in timings.groupby(["loss", "curve", "n_pos", "n_neg"])}
+    zero_one = timings[timings["curve"] == "0-1"]
+    for loss in LOSSES:
+        mine = timings[timings["loss"] == loss]
+        if mine.empty:
+            continue
+        default = f"{loss}_auto"
+        for (n_pos, n_neg), cell in mine.groupby(["n_pos", "n_neg"], sort=False):
+            if (loss, default, n_pos, n_neg) not in samples:
+                continue
+            own = samples[loss, default, n_pos, n_neg]
+            share = shares[_nearest_share(shares, n_pos, n_neg)]
+            row = {"loss": loss, "n_neg": n_neg, "share": share, "n_pos": n_pos,
+                   "default_s": float(np.median(own)),
+                   "default_spread": f"{own.min():.3g}-{own.max():.3g}",
+                   "ns_per_score": 1e9 * float(np.median(own)) / (n_pos + n_neg)}
+            if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
+                mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
+                row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
+            others = {c: samples[loss, c, n_pos, n_neg] for c in cell["curve"].unique()
+                      if c not in (default, f"{loss}_batch")}
+            if others:
+                best = min(others, key=lambda c: np.median(others[c]))
+                mid, (lo, hi) = _ratio(own, others[best])
+                row.update({"fastest_other": best, "vs_fastest_other": mid,
+                            "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}"})
+            if (loss, f"{loss}_batch", n_pos, n_neg) in samples:
+                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg],
+                                             own)[0]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=SHARE_COLUMNS)
+
+
+def share_markdown(table):
+    """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
+    def fmt(value, spec):
+        return "n/a" if pd.isna(value) else format(value, spec)
+
+    rows = [[r.loss, str(r.n_neg), f"{r.share:g}", str(r.n_pos), fmt(r.default_s, ".3g"),
+             r.default_spread, fmt(r.ns_per_score, ".3g"), fmt(r.vs_zero_one, ".2f"),
+             "n/a" if pd.isna(r.vs_zero_one_spread) else r.vs_zero_one_spread, "n/a" if pd.isna(r.fastest_other)
+             else r.fastest_other, fmt(r.vs_fastest_other, ".2f"),
+             "n/a" if pd.isna(r.vs_fastest_other_spread) else r.vs_fastest_other_spread,
+             fmt(r.batch_vs_lai, ".2f")] for r in table.itertuples(index=False)]
+    header = ["loss", "N", "P/N", "P", "default (s)", "spread (s)", "ns per score",
+              "default / 0-1", "spread", "fastest other exact", "default / it", "spread",
+              "lai_batch / lai"]
+    return markdown_table(header, rows)
+
+
+def share_summary(cfg, table):
+    """summary.md of a share grid: what was timed and the grid table."""
+    return "\n\n".join([
+        "# Loss-augmented inference across the share of positives",
+        f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
+        "default is `lai(..., method=\"auto\")`; `lai_batch / lai` is the default through "
+        "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
+        "of two samples of the same round (the curves run in a shuffled order in each round), "
+        f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
+        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
+        "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
+        share_markdown(table)]) + "\n"
+
+
+def plot_share(timings, stem):
+    """Time per score against P/N, a panel per loss and count of negatives; every method and
+    the 0-1 LAI. Writes `stem`.png and `stem`.pdf atomically and returns their paths."""
+    med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
+    med = med.median().reset_index()
+    med["x"] = med["n_pos"] / med["n_neg"]
+    med["per_score"] = med["seconds"] / (med["n_pos"] + med["n_neg"])
+    losses = [loss for loss in LOSSES if (med["loss"] == loss).any()]
+    counts = sorted(med["n_neg"].unique())
+    fig = Figure(figsize=(3.6 * len(counts), 3.3 * len(losses)), layout="constrained")
+    axes = fig.subplots(len(losses), len(counts), squeeze=False)
+    for row, loss in zip(axes, losses):
+        for ax, n_neg in zip(row, counts):
+            mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
+            for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
+                style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
+                ax.plot(line["x"], line["per_score"], marker="o", markersize=3, label=curve,
+                        color=COLORS.get(method, "k"), linestyle=style,
+                        linewidth=2.2 if method == "auto" else 1.0)
+            ax.set(xscale="log", yscale="log", xlabel="share of positives P/N",
+                   ylabel="seconds per score", title=f"{loss}, N = {n_neg:.0e}")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize="xx-small")
+    return save_figure(fig, stem)

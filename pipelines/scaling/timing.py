@@ -1,0 +1,122 @@
+"""The timing of the scaling benchmark: seeded score vectors in a rotation, one cold call and
+rounds of warm samples per curve and size."""
+
+import itertools
+import time
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from pipelines.scaling.config import (
+    CLOCKS,
+    COLD_COLUMNS,
+    MAX_INPUTS,
+    MIN_INPUTS,
+    QUADRATIC,
+    REFERENCES,
+    REUSED_OUTPUTS,
+    ROTATION_BYTES,
+    SAMPLE_S,
+    SKIPPED,
+    TIMING_COLUMNS,
+)
+from qs.inference import lai
+from qs.inference.batch import lai_batch
+
+
+def make_data(cfg, n_pos, n_neg):
+    """Seeded synthetic score vectors (the rotation, see ROTATION_BYTES) and their 1/0
+    labels, shuffled so no method profits from input order."""
+    n = n_pos + n_neg
+    rng = np.random.default_rng([cfg["seed"], n_pos, n_neg])
+    s = cfg["scores"]
+    labels = np.repeat(np.array([1, 0], dtype=np.int8), [n_pos, n_neg])
+    order = rng.permutation(n)
+    count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
+    rotation = []
+    for _ in range(count):
+        scores = np.concatenate([rng.normal(s["pos_mean"], s["pos_std"], n_pos),
+                                 rng.normal(s["neg_mean"], s["neg_std"], n_neg)])
+        rotation.append(scores[order])
+    return rotation, labels[order]
+
+
+def data_note(cfg):
+    s = cfg["scores"]
+    return (f"synthetic scores, not the paper's data: positives ~ N({s['pos_mean']:g}, "
+            f"{s['pos_std']:g}^2), negatives ~ N({s['neg_mean']:g}, {s['neg_std']:g}^2), "
+            f"seed {cfg['seed']}")
+
+
+def time_all(cfg, chosen, pairs, progress):
+    """One cold call per size and curve, then `repeats` rounds of one warm sample of every
+    curve in turn (round robin: a slow spell of the machine hits all curves alike, so their
+    ratios hold); a sample is the mean of enough back-to-back calls to last about SAMPLE_S,
+    so that short calls are timed above the clock's resolution, and follows an untimed call
+    of the same curve, so that a sample of one long call is as warm as back-to-back calls:
+    (timings, cold) frames."""
+    rows, cold = [], []
+    last = {}  # curve -> (n_pos, n_neg, median seconds) at its largest timed size
+    with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
+              disable=not progress) as bar:
+        for n_pos, n_neg in pairs:
+            rotation, labels = make_data(cfg, n_pos, n_neg)
+            negatives = [scores[labels == 0] for scores in rotation]
+            calls = {}
+            for curve in chosen:
+                loss, name, method = curve
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
+                key = {"vary": cfg["vary"], "loss": loss, "curve": name, "method": method,
+                       "n_pos": n_pos, "n_neg": n_neg}
+                if _predicted(last.get(curve), method, n_pos, n_neg) > cfg["budget_s"]:
+                    cold.append({**key, "seconds": np.nan, "status": SKIPPED})
+                    bar.update()
+                else:
+                    call = caller(curve, rotation, labels, negatives)
+                    cold.append({**key, "seconds": clock(call), "status": "ok"})
+                    calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
+            warm = {curve: [] for curve in calls}
+            for _ in range(cfg["repeats"]):
+                for curve, (_, call, number) in calls.items():
+                    call()  # untimed: the curve's code and outputs warm, as in back-to-back calls
+                    warm[curve].append(clock(call, number, CLOCKS[cfg["clock"]]))
+            for curve, (key, _, _) in calls.items():
+                rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
+                last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
+                bar.update()
+    return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
+
+
+def _predicted(last, method, n_pos, n_neg):
+    """Seconds per call extrapolated from the curve's largest timed size (0 if none yet)."""
+    if last is None:
+        return 0.0
+    p0, n0, seconds = last
+    if method in QUADRATIC:
+        return seconds * (n_pos * n_neg) / (p0 * n0)
+    return seconds * (n_pos + n_neg) / (p0 + n0)
+
+
+def caller(curve, rotation, labels, negatives):
+    """The curve's call, on the next input of the rotation at each call."""
+    loss, name, method = curve
+    if name in REFERENCES:
+        fn, following = REFERENCES[name], itertools.cycle(negatives)
+        return lambda: fn(next(following))
+    following = itertools.cycle(rotation)
+    if method == "batch":
+        rows = labels[None]
+        return lambda: lai_batch(next(following)[None], rows, loss=loss)
+    if name in REUSED_OUTPUTS:
+        out = np.empty(negatives[0].size, dtype=np.int32), np.empty(labels.size)
+        return lambda: lai(next(following), labels, loss=loss, method=method, out=out)
+    return lambda: lai(next(following), labels, loss=loss, method=method)
+
+
+def clock(call, number=1, timer=time.perf_counter):
+    """Seconds per call, the mean of `number` back-to-back calls, by `timer` (CLOCKS)."""
+    start = timer()
+    for _ in range(number):
+        call()
+    return (timer() - start) / number

@@ -1,0 +1,203 @@
+"""The VOC2011 action experiment's config: the methods as the paper names them, the schema
+of every key (Tables 1-4; Figures 2-3 under `figures`), and the selections it implies."""
+
+from pydantic import model_validator
+
+from pipelines import _schema as S
+from pipelines._config import merge
+from pipelines._sizes import size_pairs
+from qs.data import ACTIONS
+from qs.ssvm import SOLVERS
+
+EXPERIMENT = "voc2011_actions"
+
+#: paper name -> (loss, LAI method)
+METHODS = {
+    "0-1": ("01", "zero_one"),
+    "ap": ("ap", "yue"),
+    "ap_qs": ("ap", "qs"),
+    "ap_search": ("ap", "search"),
+    "ap_auto": ("ap", "auto"),
+    "ndcg": ("ndcg", "chakrabarti"),
+    "ndcg_qs": ("ndcg", "qs"),
+    "ndcg_auto": ("ndcg", "auto"),
+}
+LOSSES = ("01", "ap", "ndcg")
+INFERENCES = tuple(dict.fromkeys(m for _, m in METHODS.values()))
+#: the curves of each figure, as the paper's captions split them
+FIGURE_METHODS = {"ap": ("0-1", "ap", "ap_qs", "ap_search"), "ndcg": ("0-1", "ndcg", "ndcg_qs")}
+VARIES = ("total", "negatives", "positives")  # the paper's panel order
+
+# Fixed C of the quick default, one per loss: the value 5-fold cross-validation (C: cv, the
+# grid below) chose most often over the 10 classes on the synthetic data, seed 0 (01: 100 for
+# 9 classes; ap: 1000 for 6; ndcg: 10 for 5, 1000 for 4). C is on the scale of the
+# loss: for 0-1 the slack is the mean hinge, so C = LinearSVC's C x n_samples.
+FIXED_C = {"01": 100.0, "ap": 1000.0, "ndcg": 10.0}
+
+SIZE_KEYS = {"negatives": ("fixed", "values"), "positives": ("fixed", "values"),
+             "total": ("neg_per_pos", "values")}
+
+FIGURE_PRESETS = {
+    # class phoning has 227 trainval positives and, in the synthetic set, 3085 trainval
+    # negatives: every size fits the trainval boxes
+    "paper": {
+        "negatives": {"fixed": 227, "values": [250, 500, 1000, 2000, 3000]},
+        "positives": {"fixed": 200, "values": [25, 50, 100, 150, 227]},
+        "total": {"neg_per_pos": 10, "values": [275, 550, 1100, 1650, 2497]},
+    },
+    "quick": {
+        "negatives": {"fixed": 10, "values": [30, 60]},
+        "positives": {"fixed": 30, "values": [5, 10]},
+        "total": {"neg_per_pos": 10, "values": [33, 66]},
+    },
+}
+COUNTS = S.distinct_list(S.number(integer=True, low=1), "counts >= 1")
+
+
+def _all_classes(value):
+    return list(ACTIONS) if value == "all" else value
+
+
+def _data(value):
+    if value == "synthetic":
+        return value
+    if (not isinstance(value, dict) or set(value) != {"trainval", "test"}
+            or not all(isinstance(v, str) and v for v in value.values())):
+        raise ValueError
+    return {"trainval": value["trainval"], "test": value["test"]}
+
+
+PER_LOSS = S.per_key(S.number(low=0, strict=True), LOSSES, FIXED_C, "a number > 0", float)
+C_OR_CV = S.either(PER_LOSS, "cv")
+
+
+class Grid(S.Section):
+    zero_one: S.c_grid() = S.key([1.0, 10.0, 100.0, 1000.0, 10000.0], "C values of the 0-1 SVM",
+                                 name="01")
+    ap: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the AP-SVM")
+    ndcg: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the NDCG-SVM")
+
+
+class CV(S.Section):
+    folds: S.number(integer=True, low=2) = S.key(5, "stratified folds on trainval")
+    grid: Grid = S.key(Grid, "per loss, the C values tried")
+
+
+def _presets(value):
+    """figures.presets: the built-in presets with the config's laid over them, key by key;
+    per preset and vary, the count that stays (`fixed`; total: `neg_per_pos`) and `values`."""
+    count = S.checker(S.number(integer=True, low=1))
+    counts = S.checker(COUNTS)
+    presets = merge(FIGURE_PRESETS, value)
+    for name, preset in presets.items():
+        for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
+            where = f"{name}.{vary}" if vary else str(name)
+            if vary not in SIZE_KEYS or not isinstance(spec, dict) \
+                    or set(spec) != set(SIZE_KEYS[vary]):
+                raise S.Expected(PRESETS_EXPECTED, f"{where}: {S.shown(spec)}")
+            try:
+                count(spec[SIZE_KEYS[vary][0]])
+                counts(spec["values"])
+            except S.Expected as err:
+                raise S.Expected(PRESETS_EXPECTED, f"{where}: {err.given or S.shown(spec)}") \
+                    from None
+    return presets
+
+
+PRESETS_EXPECTED = ("per preset name, a mapping of negatives and positives ({fixed, values}) "
+                    "and total ({neg_per_pos, values}) to counts >= 1")
+
+
+class Figures(S.Section):
+    """Figures 2-3 (`qsrank bench --experiment voc2011_actions`)."""
+
+    class_: S.choice(ACTIONS) = S.key("phoning", "the action class whose boxes are subsampled",
+                                      name="class")
+    vary: S.choice(VARIES) = S.key("negatives", "which count grows")
+    loss: S.choice(("ap", "ndcg", "all")) = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
+    methods: S.optional(S.names(METHODS, "method")) = S.key(
+        None, "null: the paper's curves of each figure")
+    preset: S.text() = S.key("paper", "the sizes: a name in figures.presets")
+    repeats: S.number(integer=True, low=1) = S.key(
+        3, "trainings per point; the fastest one's total LAI time is plotted")
+    pool: S.choice(("trainval", "trainval+test")) = S.key(
+        "trainval", "boxes to subsample from (trainval+test for more)")
+    C: S.optional(PER_LOSS) = S.key(
+        {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
+        "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'")
+    presets: S.custom(_presets, PRESETS_EXPECTED) = S.key(
+        FIGURE_PRESETS, "per preset and vary: the count that stays and the varied counts")
+
+
+class Config(S.Section):
+    """The VOC2011 action experiment (Tables 1-4; Figures 2-3 under `figures`)."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, subsampling and CV folds")
+    data: S.custom(_data, "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
+                   "poselet list file or an .npz cache from `qsrank load poselet --out`") = S.key(
+        "synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
+    features_dir: S.optional(S.text()) = S.key(
+        None, "feature files of list-file data; null: beside each list file")
+    max_boxes: S.optional(S.number(integer=True, low=2)) = S.key(
+        None, "keep at most this many boxes of each split (seeded; for quick looks)")
+    classes: S.names(ACTIONS, "action class", _all_classes) = S.key(
+        list(ACTIONS), "action classes to train (or all)")
+    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
+    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
+    inference: S.optional(S.choice(INFERENCES)) = S.key(
+        None, "run only the methods of this LAI method")
+    solver: S.choice(SOLVERS) = S.key("cutting_plane", "structured SVM solver")
+    C: C_OR_CV = S.key(dict(FIXED_C), "a number, one per loss, or cv (folds over cv.grid)")
+    cv: CV = S.key(CV, "cross-validation of C (C: cv)")
+    tol: S.number(low=0) = S.key(1e-3, "the solver's stopping tolerance")
+    max_iter: S.number(integer=True, low=1) = S.key(1000, "the solver's most iterations")
+    force: S.flag() = S.key(False, "retrain finished class x method runs")
+    figures: Figures = S.key(Figures, "Figures 2-3: LAI time in training as the data grow")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        cfg = self.model_dump(by_alias=True)
+        if cfg["data"] == "synthetic" and cfg["features_dir"] is not None:
+            raise ValueError("features_dir applies to list-file data only; data is 'synthetic'")
+        if not selected_methods(cfg):
+            raise ValueError(f"no method of {cfg['methods']} has "
+                             + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
+                                            if cfg[k] is not None))
+        fig = cfg["figures"]
+        if not figure_methods(cfg):
+            raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
+                             f"{fig['loss']!r} (or 0-1)")
+        if fig["preset"] not in fig["presets"]:
+            raise ValueError(f"figures.preset: expected one of {', '.join(fig['presets'])}; "
+                             f"got {S.shown(fig['preset'])}")
+        if fig["vary"] not in fig["presets"][fig["preset"]]:
+            raise ValueError(f"figures.presets.{fig['preset']} defines no sizes for vary "
+                             f"{fig['vary']!r}")
+        figure_sizes(cfg)
+        return self
+
+
+def selected_methods(cfg):
+    """The configured methods that pass the loss and inference filters, in config order."""
+    return [m for m in cfg["methods"]
+            if cfg["loss"] in (None, METHODS[m][0])
+            and cfg["inference"] in (None, METHODS[m][1])]
+
+
+def figure_methods(cfg):
+    """The methods of the figure run: the loss's paper curves, or figures.methods filtered."""
+    fig = cfg["figures"]
+    losses = ("ap", "ndcg") if fig["loss"] == "all" else (fig["loss"],)
+    if fig["methods"] is None:
+        return list(dict.fromkeys(m for loss in losses for m in FIGURE_METHODS[loss]))
+    return [m for m in fig["methods"] if METHODS[m][0] in losses + ("01",)]
+
+
+def figure_sizes(cfg):
+    """The (n_pos, n_neg) pairs of the figure run, smallest first."""
+    fig = cfg["figures"]
+    vary = fig["vary"]
+    spec = fig["presets"][fig["preset"]][vary]
+    return size_pairs(vary, spec, sorted(set(spec["values"])),
+                      f"figures.presets.{fig['preset']}.{vary}")

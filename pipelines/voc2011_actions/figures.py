@@ -1,0 +1,214 @@
+"""Figures 2-3 (`qsrank bench --experiment voc2011_actions`): the total LAI time of whole
+trainings on class phoning's boxes, subsampled, as the negatives, positives or total grow."""
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+from tqdm import tqdm
+
+from pipelines import _runner
+from pipelines._config import dump_config, new_run_dir
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._provenance import write_provenance
+from pipelines._runs import RunStore, claim_run_dir
+from pipelines._tables import fmt, markdown_table
+from pipelines.voc2011_actions import train
+from pipelines.voc2011_actions.config import (
+    EXPERIMENT,
+    FIXED_C,
+    METHODS,
+    VARIES,
+    figure_methods,
+    figure_sizes,
+)
+from pipelines.voc2011_actions.data import class_data, data_note, is_synthetic, load_data
+from qs.data import ACTIONS
+
+FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
+FIGURE_COLUMNS = ["vary", "loss", "method", "inference", "class", "n_pos", "n_neg", "C",
+                  "lai_calls", "lai_time_s", "lai_time_median_s", "lai_ms_per_call", "n_iter",
+                  "converged", "train_s", "repeats"]
+COLORS = {"0-1": "C0", "ap": "C1", "ndcg": "C1", "ap_qs": "C2", "ndcg_qs": "C2",
+          "ap_search": "C3", "ap_auto": "C4", "ndcg_auto": "C4"}
+
+
+def _pool(cfg, splits, action):
+    """Features and labels of the boxes of `action` to subsample from (difficult ones out)."""
+    parts = ["trainval"] + (["test"] if cfg["figures"]["pool"] == "trainval+test" else [])
+    Xs, ys = [], []
+    for part in parts:
+        X, y, ignore = class_data(splits[part], action)
+        Xs.append(X[~ignore])
+        ys.append(y[~ignore])
+    return sp.vstack(Xs, format="csr"), np.concatenate(ys)
+
+
+def figure_run(config, out_dir=None, progress=True):
+    """Train every figure method at every size of figures.vary; write the run dir, return it.
+
+    The boxes of figures.class are subsampled: a seeded order of its positives and one of
+    its negatives, the first n_pos and n_neg taken, so that every smaller training set is
+    part of every larger one. Each point is trained figures.repeats times (the same weights
+    each time: the solvers are deterministic) and the smallest total LAI time is kept (on a
+    shared machine the fastest repeat is the best estimate of a deterministic computation's
+    cost), the median beside it.
+    Each finished point is runs/<vary>__p<P>_n<N>__<method>.json; a rerun resumes, and
+    timings.csv, figure.png/.pdf and summary.md cover every point in the directory.
+    """
+    cfg = _runner.resolve(train.SPEC, config)
+    fig = cfg["figures"]
+    splits = load_data(cfg)
+    action, vary = fig["class"], fig["vary"]
+    X, y = _pool(cfg, splits, action)
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    pairs = figure_sizes(cfg)
+    big_p, big_n = max(p for p, _ in pairs), max(n for _, n in pairs)
+    if big_p > pos.size or big_n > neg.size:
+        raise ValueError(
+            f"figures.presets.{fig['preset']}.{vary} asks for up to {big_p} positives and "
+            f"{big_n} negatives of class {action!r}, but the {fig['pool']} boxes hold "
+            f"{pos.size} and {neg.size}; lower the sizes"
+            + (" or set figures.pool: trainval+test" if fig["pool"] == "trainval" else ""))
+    rng = np.random.default_rng([cfg["seed"], ACTIONS.index(action)])
+    pos, neg = rng.permutation(pos), rng.permutation(neg)
+    Cs = fig["C"] or (cfg["C"] if cfg["C"] != "cv" else dict(FIXED_C))
+    methods = figure_methods(cfg)
+    settings = {**train.store_settings(cfg, splits), "C": Cs, "class": action, "pool": fig["pool"],
+                "repeats": fig["repeats"]}
+    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, f"figure-{vary}"), EXPERIMENT,
+                        "figure")
+    store = RunStore(out, settings)
+    name_of = {(p, n, m): f"{vary}__p{p}_n{n}__{m}" for p, n in pairs for m in methods}
+    todo = [key for key in name_of if cfg["force"] or not store.done(name_of[key])]
+    if todo:
+        train.warm_up(dict.fromkeys(m for *_, m in todo))
+    with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
+              disable=not progress) as bar:
+        for n_pos, n_neg, name in todo:
+            bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
+            rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
+            Xs, ys = X[rows], y[rows]
+            runs = [train.train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys,
+                                    splits["trainval"].bias)[1]
+                    for _ in range(fig["repeats"])]
+            times = [r["lai_time_s"] for r in runs]
+            record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
+                      "lai_time_s": float(min(times)),
+                      "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
+                      "train_s": float(np.median([r["train_s"] for r in runs])),
+                      "repeats": fig["repeats"]}
+            record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
+            store.put(name_of[(n_pos, n_neg, name)], record)
+            bar.update()
+    records = store.records("*__p*_n*__*.json")
+    frame = figure_frame(records)
+    with atomic_path(out / "timings.csv") as tmp:
+        frame.to_csv(tmp, index=False)
+    note = data_note(splits)
+    write_text(out / "config.yaml", dump_config(cfg))
+    command = {**settings, "vary": vary, "preset": fig["preset"], "methods": methods}
+    write_provenance(out, cfg["seed"], note, command, settings["data_sha256"])
+    write_text(out / "summary.md", figure_summary(frame, cfg, note))
+    plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
+    return out
+
+
+def figure_frame(records):
+    frame = pd.DataFrame([{c: r.get(c) for c in FIGURE_COLUMNS} for r in records],
+                         columns=FIGURE_COLUMNS)
+    order = {m: i for i, m in enumerate(METHODS)}
+    vary = {v: i for i, v in enumerate(VARIES)}
+    if frame.empty:
+        return frame
+    frame["_v"], frame["_m"] = frame["vary"].map(vary), frame["method"].map(order)
+    return frame.sort_values(["_v", "_m", "n_pos", "n_neg"]).drop(columns=["_v", "_m"]) \
+        .reset_index(drop=True)
+
+
+def _x(frame, vary):
+    return {"negatives": frame["n_neg"], "positives": frame["n_pos"],
+            "total": frame["n_pos"] + frame["n_neg"]}[vary]
+
+
+def _xlabel(frame, vary):
+    if vary == "negatives":
+        return f"negatives (positives = {frame['n_pos'].iloc[0]})"
+    if vary == "positives":
+        return f"positives (negatives = {frame['n_neg'].iloc[0]})"
+    per_pos = round(float((frame["n_neg"] / frame["n_pos"]).median()))
+    return f"samples (positives : negatives = 1 : {per_pos})"
+
+
+def _figure_rows(frame):
+    """The rank losses present (a row of panels each), or just 0-1."""
+    return [loss for loss in ("ap", "ndcg") if (frame["loss"] == loss).any()] or ["01"]
+
+
+def figure_summary(frame, cfg, note):
+    """summary.md of a figure run: total LAI time per size and method, and speed-ups."""
+    action = cfg["figures"]["class"]
+    parts = [f"# Figures 2-3: total LAI time during training as the data grow (class {action})",
+             note,
+             (f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}), C "
+              f"fixed per loss; each point is the smallest over {cfg['figures']['repeats']} "
+              "identical trainings of the total wall time of their LAI calls (numba warmed up "
+              f"beforehand). Boxes subsampled from the {cfg['figures']['pool']} boxes of the "
+              "class, smaller sets nested in larger ones.")]
+    for loss in _figure_rows(frame):
+        mine = frame[frame["loss"].isin((loss, "01"))]
+        for vary in [v for v in VARIES if (mine["vary"] == v).any()]:
+            part = mine[mine["vary"] == vary]
+            table = part.pivot_table(index=["n_pos", "n_neg"], columns="method",
+                                     values="lai_time_s", sort=False)
+            table = table[[m for m in METHODS if m in table.columns]]
+            calls = part.pivot_table(index=["n_pos", "n_neg"], columns="loss",
+                                     values="lai_calls", aggfunc="max", sort=False)
+            header = ["n_pos", "n_neg", *(f"{m} (s)" for m in table.columns)]
+            slow, fast = {"ap": ("ap", "ap_qs"), "ndcg": ("ndcg", "ndcg_qs")}.get(loss, (0, 0))
+            speed = slow in table.columns and fast in table.columns
+            if speed:
+                header.append(f"{slow} / {fast}")
+            header += [f"LAI calls ({'0-1' if k == '01' else k})" for k in calls.columns]
+            rows = []
+            for (p, n), values in zip(table.index, table.to_numpy()):
+                row = [p, n, *(fmt(v, 4) for v in values)]
+                if speed:
+                    row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
+                row += [fmt(v, 0) for v in calls.loc[(p, n)]]
+                rows.append(row)
+            title = (f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
+                     if loss in FIGURE_NUMBER else f"## 0-1, varying the {vary}")
+            parts += [title, markdown_table(header, rows)]
+    return "\n\n".join(parts) + "\n"
+
+
+def plot_figure(frame, stem, synthetic=True):
+    """Log-log total LAI time per training against the varied count: a row of panels per
+    figure (ap: Figure 2, ndcg: Figure 3), a panel per vary. Writes stem.png and stem.pdf."""
+    rows = _figure_rows(frame)
+    varies = [v for v in VARIES if (frame["vary"] == v).any()] or ["negatives"]
+    fig = Figure(figsize=(4.6 * len(varies), 3.8 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), len(varies), squeeze=False)
+    for i, loss in enumerate(rows):
+        for j, vary in enumerate(varies):
+            ax = axes[i][j]
+            part = frame[(frame["vary"] == vary) & frame["loss"].isin((loss, "01"))]
+            for name in [m for m in METHODS if (part["method"] == m).any()]:
+                line = part[part["method"] == name]
+                ax.plot(_x(line, vary), line["lai_time_s"], marker="o", markersize=3,
+                        label=name, color=COLORS.get(name, "k"))
+            ax.set(xscale="log", yscale="log", ylabel="total LAI time in training (s)")
+            if not part.empty:
+                ax.set_xlabel(_xlabel(part, vary))
+                xs = sorted(set(_x(part, vary)))
+                ax.xaxis.set_minor_locator(NullLocator())
+                ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
+            label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
+            ax.set_title(f"{label}: varying {vary}" + (" (synthetic data)" if synthetic else ""),
+                         fontsize="medium")
+            ax.grid(True, which="major", alpha=0.3)
+            if ax.has_data():
+                ax.legend(fontsize="small")
+    return save_figure(fig, stem)

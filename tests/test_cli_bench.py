@@ -1,0 +1,78 @@
+"""`qsrank bench` (cli/bench.py): the scaling benchmark without a command, every other
+benchmark as a command, and the registry's list of benchmarks in step with them."""
+
+import importlib
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli import bench
+from cli.main import main
+from pipelines import _registry
+
+
+def test_every_benchmark_runs_as_a_bench_command_and_none_is_an_experiment():
+    assert not set(_registry.BENCHMARKS) & set(_registry.EXPERIMENTS)
+    commands = set()
+    for name, command in _registry.BENCHMARKS.items():
+        words = command.split()
+        assert words[:2] == ["qsrank", "bench"], command
+        if len(words) > 2 and not words[2].startswith("--"):
+            commands.add(words[2])
+        assert not hasattr(importlib.import_module(f"pipelines.{name}"), "main"), name
+    assert commands == set(bench.bench.commands)
+
+
+def test_bench_options_before_a_command_are_refused():
+    result = CliRunner().invoke(main, ["bench", "--repeats", "2", "--vary", "total",
+                                       "cold-start"])
+    assert result.exit_code == 2
+    assert "--vary, --repeats: options of `qsrank bench` without a command; give those of " \
+        "cold-start after its name." in result.output
+
+
+def test_torch_lai_passes_its_parts(monkeypatch):
+    pytest.importorskip("torch")
+    from pipelines import torch_lai_bench
+
+    calls = []
+    monkeypatch.setattr(torch_lai_bench, "run", lambda **kw: calls.append(kw) or "(a) text")
+    runner = CliRunner()
+    result = runner.invoke(main, ["bench", "torch-lai", "d", "a", "--repeats", "3"])
+    assert result.exit_code == 0, result.output
+    assert calls == [{"threads": 1, "repeats": 3, "parts": "da"}] and "(a) text" in result.output
+    assert runner.invoke(main, ["bench", "torch-lai"]).exit_code == 0
+    assert calls[-1]["parts"] == "abcd"
+    assert runner.invoke(main, ["bench", "torch-lai", "e"]).exit_code == 2
+
+
+def test_voc2007_scale_passes_the_pipelines_defaults_and_writes_json(monkeypatch, tmp_path):
+    from pipelines import voc2007_scale
+
+    assert {k: voc2007_scale.DEFAULTS[k] for k in bench.SCALE_DEFAULTS} == bench.SCALE_DEFAULTS
+    calls = []
+    monkeypatch.setattr(voc2007_scale, "run", lambda **kw: calls.append(kw) or {"figures": 1})
+    monkeypatch.setattr(voc2007_scale, "report", lambda results: "scale report")
+    out = tmp_path / "scale.json"
+    result = CliRunner().invoke(main, ["bench", "voc2007-scale", "--images", "24", "--pooled",
+                                       "500", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert calls == [{**bench.SCALE_DEFAULTS, "images": 24, "pooled": (500,), "store": None,
+                       "scheduler": None}]
+    assert json.loads(out.read_text()) == {"figures": 1} and "scale report" in result.output
+
+
+def test_voc2007_scale_bad_size_is_one_line():
+    result = CliRunner().invoke(main, ["bench", "voc2007-scale", "--images", "3"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: images must lie in [20, 5011]")
+
+
+def test_the_makefile_runs_benchmarks_through_qsrank_bench():
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "-m pipelines" not in makefile
+    for command in _registry.BENCHMARKS.values():
+        assert command.replace("qsrank", "$(QSRANK)", 1) in makefile, command
