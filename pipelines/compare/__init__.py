@@ -94,7 +94,7 @@ class RetrievalBudget(S.Section):
     """A retrieval data set's budget, its class-balanced batches and its embedding model."""
 
     epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        20, "the budget in epochs (null: seconds only)")
+        10, "the budget in epochs (null: seconds only)")
     seconds: S.optional(S.number(low=0, strict=True)) = S.key(
         None, "the budget in seconds: stop after the first epoch past it (null: none)")
     lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
@@ -102,13 +102,15 @@ class RetrievalBudget(S.Section):
     samples_per_class: S.number(integer=True, low=2) = S.key(
         5, "samples of each class in a batch")
     hidden: S.number(integer=True, low=0) = S.key(
-        128, "hidden units of the MLP (0: a linear map)")
+        0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)")
     dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
 
     _a_budget = model_validator(mode="after")(_a_budget)
 
 
 class DigitsRetrieval(RetrievalBudget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        5, "the budget in epochs (null: seconds only)")
     train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
         [0, 1, 2, 3, 4], "the training digits; the others are held out for the test")
 

@@ -35,6 +35,10 @@ class Method:
     losses: dict = field(default_factory=dict)
 
 
+def _untrained(cfg, data):
+    return (lambda out, target, i: (out * 0).sum()), []
+
+
 # ---------------------------------------------------------------------------- classification
 
 def _cross_entropy(cfg, data):
@@ -230,8 +234,11 @@ METHODS = {
     "fastap": Method("outside", {"retrieval": Loss(
         _pml_fastap, "FastAP, pytorch-metric-learning's FastAPLoss",
         "pytorch-metric-learning")}),
+    "untrained": Method("baseline", {family: Loss(
+        _untrained, "the seeded initial model, never moved (a zero loss): where training "
+                    "starts") for family in FAMILIES}),
 }
-BASELINES = ("cross_entropy", "zero_one")
+BASELINES = ("cross_entropy", "zero_one", "untrained")
 
 
 def make_loss(name, family, cfg, data):

@@ -15,7 +15,7 @@ __all__ = ["make_retrieval_classes"]
 
 
 def make_retrieval_classes(seed=0, *, classes=100, per_class=30, features=64, latent=8,
-                           noise=0.6, style=4, style_scale=2.0):
+                           noise=0.45, warp=1.5, style=4, style_scale=2.0):
     """(X float64 (classes * per_class, features), y int64 class ids 0..classes-1, source):
     the samples in class order, and a line saying what they are."""
     for name, value in (("classes", classes), ("per_class", per_class),
@@ -28,7 +28,7 @@ def make_retrieval_classes(seed=0, *, classes=100, per_class=30, features=64, la
     z = centres[y] + noise * rng.normal(size=(len(y), latent))
     projection = rng.normal(size=(latent, features)) / np.sqrt(latent)
     directions = rng.normal(size=(style, features)) / np.sqrt(features)
-    X = np.tanh(2.0 * z @ projection) + style_scale * rng.normal(size=(len(y), style)) @ directions
+    X = np.tanh(warp * z @ projection) + style_scale * rng.normal(size=(len(y), style)) @ directions
     X += 0.1 * rng.normal(size=X.shape)
     source = (f"synthetic classes (seed {seed}), not a real data set: {classes} classes x "
               f"{per_class} samples, {features} features from a {latent}-d latent space")
