@@ -88,12 +88,15 @@ def report_text(cfg, summary, notes):
         tested.append("Retrieval: each test sample of the held-out classes a query against the "
                       "other test samples by cosine similarity; mAP@R and Recall@k over the "
                       "queries.")
-    parts = ["# Training for AP and NDCG: the methods side by side (`qsrank compare`)",
+    title = ("Training for AP and NDCG" if "classification" in families
+             else "Training embeddings for AP, tested on held-out classes")
+    output = "scores" if families == {"classification"} else "model's output"
+    parts = [f"# {title}: the methods side by side (`qsrank compare`)",
              ("Each cell: mean ± standard deviation over the seeds "
               f"{', '.join(map(str, cfg['seeds']))} (initialisation and batch order; the data "
               f"split is fixed). {' '.join(tested)} Train s: "
               "the training steps only; loss ms/step: the loss's forward and backward to the "
-              "scores, per step.")]
+              f"{output}, per step.")]
     for dataset in cfg["datasets"]:
         section = cfg[dataset]
         budget = " and ".join(b for b in (
