@@ -126,5 +126,6 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
     write_text(out / "config.yaml", dump_config(cfg))
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
-    write_provenance(out, cfg.get("seed", cfg.get("seeds")), note, settings, settings["data_sha256"], overrides)
+    write_provenance(out, cfg.get("seed", cfg.get("seeds")), note, settings,
+                     settings["data_sha256"], overrides)
     return out
