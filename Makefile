@@ -27,6 +27,7 @@ SCALE_STORE ?=
 COMPARE_CONFIG ?= configs/compare.yaml
 COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
+COMPARE_RETRIEVAL_RUN ?= results/compare/retrieval
 DIGITS_RUN ?= results/digits/default
 # `qsrank fit` on your own data, shown on scikit-learn's breast cancer data written to CSV
 FIT_DATA ?= build/breast_cancer.csv
@@ -35,7 +36,7 @@ FIT_RUN ?= results/fit/breast_cancer
 .PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
-	sodeep-eval sodeep-checkpoints compare fit-example
+	sodeep-eval sodeep-checkpoints compare fit-example compare-retrieval
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -134,6 +135,10 @@ $(COMPARE_STAMP): $(STAMP)
 compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, figure (resumes)
 	$(QSRANK) compare --config $(COMPARE_CONFIG) --out $(COMPARE_RUN)
 	@echo "figure: $(COMPARE_RUN)/figure.png"
+
+compare-retrieval: $(COMPARE_STAMP)  ## embedding learning for AP, held-out classes: methods side by side (resumes)
+	$(QSRANK) compare --config configs/compare_retrieval.yaml --out $(COMPARE_RETRIEVAL_RUN)
+	@echo "figure: $(COMPARE_RETRIEVAL_RUN)/figure.png"
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml): AP-SVM vs 0-1 SVM vs LinearSVC (resumes)
 	$(QSRANK) train --config configs/digits.yaml --out $(DIGITS_RUN)

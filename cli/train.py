@@ -75,7 +75,8 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
               help="Retrain what the run directory already holds.")
 def compare(config_path, out, force):
     """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
-    table per data set (test AP, NDCG, recall at precision 0.9, AUCPR, times)."""
+    table per data set (classification: test AP, NDCG, recall at precision 0.9, AUCPR;
+    retrieval on held-out classes: mAP@R, Recall@1/4; times)."""
     from pipelines import compare as pipeline
 
     if config_path is None:

@@ -31,6 +31,9 @@ class Experiment:
       keys ``data`` (a note naming the data) and ``data_sha256``; a stored record is reused
       only under the same settings and code;
     - `units(cfg, data)`: the units of work, tuples of names (stored as runs/<a>__<b>.json);
+    - `unit_settings(cfg, data, unit)`: when given, what one unit's record depends on in
+      place of `settings` (a data set's own section, say, so that changing it retrains only
+      the units of that data set); `settings` then speaks for the whole run in provenance;
     - `warm_up(cfg, units)`: compile (or load) the kernels the units left will call;
     - `prepare(cfg)`: the config as run (e.g. a device `auto` made concrete), once resolved;
     - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
@@ -50,6 +53,7 @@ class Experiment:
     prepare: Callable = lambda cfg: cfg
     note: Callable = None
     session: Callable = None
+    unit_settings: Callable = None
     kind: str = "tables"
     unit_label: str = "unit"
 
@@ -101,7 +105,9 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     store = RunStore(out, settings)
     state = Run(cfg, data, out, store, progress)
     units = experiment.units(cfg, data)
-    left = [u for u in units if cfg.get("force") or not store.done(unit_name(u))]
+    stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
+              if experiment.unit_settings else store for u in units}
+    left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
     if progress:
         done = len(units) - len(left)
         status = ("up to date" if not left else
@@ -115,10 +121,11 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
                        disable=not progress) as bar:
         for unit in left:
             bar.set_postfix_str(" ".join(map(str, unit)))
-            store.put(unit_name(unit), experiment.run_unit(state, unit))
+            stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
             bar.update()
-    experiment.write(state, [store.get(unit_name(u)) for u in units])
+    experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
     write_text(out / "config.yaml", dump_config(cfg))
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
-    write_provenance(out, cfg.get("seed"), note, settings, settings["data_sha256"], overrides)
+    write_provenance(out, cfg.get("seed", cfg.get("seeds")), note, settings,
+                     settings["data_sha256"], overrides)
     return out

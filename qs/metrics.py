@@ -12,7 +12,8 @@ import numpy as np
 from qs.inference._prepare import as_positive_mask, as_scores
 from qs.losses import LOSSES
 
-__all__ = ["average_precision", "box_iou", "ndcg", "negatives_above", "nms",
+__all__ = ["average_precision", "box_iou", "mean_average_precision_at_r", "ndcg",
+           "negatives_above", "nms", "recall_at_k",
            "voc_average_precision", "voc_detection_ap"]
 
 
@@ -152,3 +153,56 @@ def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
     precision = tp / np.arange(1, ranked.size + 1)
     points = [precision[recall >= t].max(initial=0.0) for t in np.linspace(0, 1, 11)]
     return float(np.mean(points))
+
+
+# ---------------------------------------------------------------------------- retrieval
+
+def _neighbour_relevance(embeddings, labels):
+    """Each sample a query against all the others, ranked by cosine similarity: (relevance
+    (n, n - 1) bool, True where the neighbour at that position shares the query's class;
+    R (n,), the number of the query's class among the others). Equal similarities keep the
+    neighbours' order in the input."""
+    x = np.asarray(embeddings, dtype=np.float64)
+    labels = np.asarray(labels)
+    if x.ndim != 2 or labels.ndim != 1 or len(labels) != len(x):
+        raise ValueError(f"embeddings must be 2-D (n, size) with one label each; got shapes "
+                         f"{x.shape} and {labels.shape}.")
+    if len(x) < 2:
+        raise ValueError(f"retrieval needs at least 2 samples; got {len(x)}.")
+    if not np.isfinite(x).all():
+        raise ValueError("embeddings must be finite.")
+    unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    sims = unit @ unit.T
+    np.fill_diagonal(sims, -np.inf)  # a query is not its own neighbour
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :-1]  # the query itself last: cut
+    relevant = labels[order] == labels[:, None]
+    return relevant, relevant.sum(axis=1)
+
+
+def mean_average_precision_at_r(embeddings, labels):
+    """mAP@R (Musgrave et al., ECCV 2020) of every sample as a query against the others by
+    cosine similarity (higher is better): with R the number of the query's class among the
+    others, the mean over the R nearest of precision at each that is of the class, over R;
+    averaged over the queries with R > 0."""
+    relevant, r = _neighbour_relevance(embeddings, labels)
+    keep = r > 0
+    if not keep.any():
+        raise ValueError("no class has two samples; mAP@R is undefined.")
+    relevant, r = relevant[keep], r[keep]
+    position = np.arange(1, relevant.shape[1] + 1)
+    within = position[None, :] <= r[:, None]
+    precision = np.cumsum(relevant, axis=1) / position
+    return float(np.mean((precision * (relevant & within)).sum(axis=1) / r))
+
+
+def recall_at_k(embeddings, labels, k):
+    """Recall@k of image retrieval (higher is better): the share of the queries, each sample
+    against the others by cosine similarity, with a sample of its class among its k
+    nearest; over the queries whose class has another sample."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    relevant, r = _neighbour_relevance(embeddings, labels)
+    keep = r > 0
+    if not keep.any():
+        raise ValueError("no class has two samples; recall@k is undefined.")
+    return float(relevant[keep, :k].any(axis=1).mean())

@@ -50,3 +50,41 @@ def best_objective(scores, labels, loss):
         delta = 1.0 - metric([labels[k] for k in order])
         best = max(best, delta + score_term(order, scores, labels))
     return best
+
+
+def retrieval_lists(embeddings, labels):
+    """For each query with another sample of its class: (the other samples' relevance in
+    order of descending cosine similarity, equal ones in input order; R). Loops only."""
+    out = []
+    for q in range(len(labels)):
+        norm_q = math.sqrt(sum(v * v for v in embeddings[q]))
+        sims = []
+        for j in range(len(labels)):
+            if j != q:
+                norm_j = math.sqrt(sum(v * v for v in embeddings[j]))
+                dot = sum(a * b for a, b in zip(embeddings[q], embeddings[j]))
+                sims.append((-dot / (norm_q * norm_j), j))
+        ranked = [labels[j] == labels[q] for _, j in sorted(sims)]
+        if sum(ranked):
+            out.append((ranked, sum(ranked)))
+    return out
+
+
+def map_at_r(embeddings, labels):
+    """mAP@R: per query, (1/R) sum over the first R places of precision@i where place i is
+    of the query's class; the mean over the queries."""
+    values = []
+    for ranked, r in retrieval_lists(embeddings, labels):
+        hits, total = 0, 0.0
+        for i, rel in enumerate(ranked[:r], start=1):
+            if rel:
+                hits += 1
+                total += hits / i
+        values.append(total / r)
+    return sum(values) / len(values)
+
+
+def recall_at_k(embeddings, labels, k):
+    """Recall@k: the share of the queries with a sample of their class in the first k."""
+    lists = retrieval_lists(embeddings, labels)
+    return sum(any(ranked[:k]) for ranked, _ in lists) / len(lists)

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 from cli.main import main
 from pipelines import compare
+from pipelines.compare import classification, methods
 from qs.metrics import average_precision
 from qs.surrogates import outside
 
@@ -158,25 +159,26 @@ def test_pipeline_tables_resume_and_force(tmp_path):
                                "digits__cross_entropy__seed1.json"]
 
 
+def _digits_task(cfg):
+    return classification.Task(classification.load_data("digits"), cfg, "digits")
+
+
 def test_seconds_budget_stops_after_the_first_epoch_past_it():
     cfg = compare.resolve({**TINY, "digits": {"epochs": None, "seconds": 1e-9}})
-    data = compare.load_data("digits", cfg)
-    record = compare.train_one("cross_entropy", data, cfg, "digits", 0, compare._Inputs(data))
+    record = compare.train_one("cross_entropy", _digits_task(cfg), cfg, "digits", 0)
     assert record["epoch"] == 1
 
 
 def test_sodeep_row_trains_through_the_shipped_sorter():
     cfg = compare.resolve({**TINY, "methods": ["sodeep_ap"]})
-    data = compare.load_data("digits", cfg)
-    record = compare.train_one("sodeep_ap", data, cfg, "digits", 0, compare._Inputs(data))
+    record = compare.train_one("sodeep_ap", _digits_task(cfg), cfg, "digits", 0)
     # the frozen sorter's AP surrogate learns the digits: far above the positive rate (~0.1)
     assert record["test_ap"] > 0.5
 
 
 def test_same_seed_same_start_and_batches():
     cfg = compare.resolve(TINY)
-    data = compare.load_data("digits", cfg)
-    a, b = (compare.train_one("ap_hinge", data, cfg, "digits", 0, compare._Inputs(data))
+    a, b = (compare.train_one("ap_hinge", _digits_task(cfg), cfg, "digits", 0)
             for _ in range(2))
     assert a["test_ap"] == b["test_ap"]
 
@@ -222,7 +224,7 @@ def test_bad_config(config, match):
 
 def test_method_without_its_package_names_the_extra(monkeypatch, tmp_path):
     real = importlib.util.find_spec
-    monkeypatch.setattr(compare.importlib.util, "find_spec",
+    monkeypatch.setattr(methods.importlib.util, "find_spec",
                         lambda name, *a: None if name == "libauc" else real(name, *a))
     with pytest.raises(ImportError, match=r"method libauc_ap needs the package libauc, which "
                                           r"is not installed: pip install 'qsrank\[compare\]'"):

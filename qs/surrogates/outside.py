@@ -11,7 +11,8 @@ structured hinge of :mod:`qs.torch`. None of them finds the exact most violated 
   :func:`blackbox_ap_loss` is 1 - AP of those ranks.
 - LibAUC (the ``[compare]`` extra): :class:`LibAUCAPLoss`, its AP loss (SOAP: moving
   averages of the ratio's numerator and denominator per positive sample), and
-  :class:`LibAUCNDCGLoss`, its NDCG loss (SONG).
+  :class:`LibAUCNDCGLoss`, its NDCG loss (SONG); :class:`LibAUCRetrievalAPLoss`, SOAP over
+  the queries of a batch of embeddings.
 - torchsort (no extra: it installs only by compiling a C++ extension):
   :func:`soft_rank_spearman_loss` and :func:`soft_rank_ap_loss` through its soft rank.
 
@@ -24,8 +25,9 @@ import importlib
 
 import torch
 
-__all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "blackbox_ap_loss", "blackbox_ranks",
-           "require", "smooth_ap_loss", "soft_rank_ap_loss", "soft_rank_spearman_loss"]
+__all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "LibAUCRetrievalAPLoss", "blackbox_ap_loss",
+           "blackbox_ranks", "require", "smooth_ap_loss", "soft_rank_ap_loss",
+           "soft_rank_spearman_loss"]
 
 #: optional package -> (import name, how to install it)
 PACKAGES = {
@@ -232,3 +234,32 @@ def soft_rank_ap_loss(scores, labels, strength=1.0):
                       else row.sum() * 0.0)
     return _mean_over_ranked(torch.stack(values), pos)
 
+
+
+class LibAUCRetrievalAPLoss(torch.nn.Module):
+    """LibAUC's AP loss (SOAP) for embeddings: each sample of the batch a query ranking the
+    others by cosine similarity, the samples of its class its positives. SOAP's moving
+    averages are kept per positive sample, in one table per class of the query (the queries
+    of a class rank the same positives). ``labels``: class ids 0..num_classes-1; ``index``:
+    the samples' indices in the training set. A query alone of its class in the batch is
+    left out."""
+
+    def __init__(self, n_train, num_classes, margin=1.0, gamma=0.9):
+        super().__init__()
+        losses = require("libauc", "libauc.losses")
+        self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
+                                     device=torch.device("cpu")) for _ in range(num_classes)]
+
+    def forward(self, embeddings, labels, index):
+        unit = torch.nn.functional.normalize(embeddings, dim=1)
+        sims = unit @ unit.T
+        labels, index = torch.as_tensor(labels).cpu(), torch.as_tensor(index).cpu()
+        total, counted = sims.new_zeros(()), 0
+        for q in range(len(labels)):
+            others = torch.arange(len(labels)) != q
+            pos = labels[others] == labels[q]
+            if pos.any():
+                total = total + self.losses[int(labels[q])](sims[q, others][:, None],
+                                                             pos.long()[:, None], index[others])
+                counted += 1
+        return total / max(counted, 1)

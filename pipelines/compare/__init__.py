@@ -1,0 +1,303 @@
+"""`qsrank compare`: the ways of training for AP and NDCG side by side.
+
+Every method trains the same model from the same initialisation, on the same data, batches
+and budget (epochs, and optionally wall-clock seconds), for each seed. Two families of data
+sets:
+
+- classification (:mod:`pipelines.compare.classification`): one-vs-rest scores of every
+  class; test AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes;
+- retrieval (:mod:`pipelines.compare.retrieval`): embeddings learnt from class labels, tested
+  on held-out classes by mAP@R and Recall@1/4.
+
+The methods (:data:`pipelines.compare.methods.METHODS`, each with its loss per family):
+
+- baselines: ``cross_entropy`` and ``zero_one`` (the binary hinge);
+- ours: ``ap_hinge`` and ``ndcg_hinge``, the structured hinge of the AP / NDCG loss by exact
+  loss-augmented inference (:mod:`qs.torch`); on retrieval batches ``ap_hinge`` ranks every
+  sample of the batch against the others, ``ap_hinge_memory`` against a memory bank of past
+  embeddings too, and ``dlm_ap`` is direct loss minimization of AP on the same inference;
+- global objectives (paper 004): ``aucpr`` and ``recall_at_precision``, their thresholds and
+  multipliers stepped by plain SGD at ``loss_lr``;
+- outside (:mod:`qs.surrogates.outside`, pytorch-metric-learning): ``smooth_ap``,
+  ``blackbox_ap``, ``libauc_ap``, ``libauc_ndcg``, ``soft_rank_ap``, ``sodeep_ap``, and
+  ``fastap`` on retrieval.
+
+The units of work are data set x method x seed (a method runs on the data sets of the
+families it has a loss for), each kept as ``runs/<data set>__<method>__seed<k>.json`` by the
+runner (:mod:`pipelines._runner`): running again into the same directory resumes,
+retraining only what is missing or was made under other settings (or all, with ``force``).
+"""
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import model_validator
+
+from pipelines import _runner
+from pipelines import _schema as S
+from pipelines._runner import Experiment
+from pipelines._runs import digest_arrays
+from pipelines.compare import classification, outputs, retrieval
+from pipelines.compare.methods import FAMILIES, METHODS, check_available
+from pipelines.compare.outputs import DATASETS, FAMILY_OF, results_frame
+from pipelines.compare.training import train_one
+
+EXPERIMENT = "compare"
+
+__all__ = ["DATASETS", "METHODS", "SPEC", "load_config", "load_data", "report",
+           "resolve", "results_frame", "run", "task", "train_one"]
+
+
+def _a_budget(section):
+    if section.epochs is None and section.seconds is None:
+        raise ValueError("set a budget, epochs or seconds (both are null)")
+    return section
+
+
+class Budget(S.Section):
+    """A classification data set's budget (epochs, and seconds: stop after the first epoch
+    past it) and Adam's step size and batch size for the model."""
+
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        10, "the budget in epochs (null: seconds only)")
+    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
+        None, "the budget in seconds: stop after the first epoch past it (null: none)")
+    batch_size: S.number(integer=True, low=2) = S.key(256, "mini-batch size")
+    lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
+
+    _a_budget = model_validator(mode="after")(_a_budget)
+
+
+class VOCBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        5, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(512, "mini-batch size")
+
+
+class DigitsBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        20, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(128, "mini-batch size")
+
+
+class CifarBudget(Budget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        3, "the budget in epochs (null: seconds only)")
+    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
+    warm_start_epochs: S.number(integer=True, low=0) = S.key(
+        3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method")
+    widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
+        [8, 16, 32], "channels of the PL-CNN's three blocks")
+
+
+class RetrievalBudget(S.Section):
+    """A retrieval data set's budget, its class-balanced batches and its embedding model."""
+
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        10, "the budget in epochs (null: seconds only)")
+    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
+        None, "the budget in seconds: stop after the first epoch past it (null: none)")
+    lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
+    classes_per_batch: S.number(integer=True, low=2) = S.key(5, "classes in each batch")
+    samples_per_class: S.number(integer=True, low=2) = S.key(
+        5, "samples of each class in a batch")
+    hidden: S.number(integer=True, low=0) = S.key(
+        0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)")
+    dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
+
+    _a_budget = model_validator(mode="after")(_a_budget)
+
+
+class DigitsRetrieval(RetrievalBudget):
+    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
+        5, "the budget in epochs (null: seconds only)")
+    train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
+        [0, 1, 2, 3, 4], "the training digits; the others are held out for the test")
+
+    @model_validator(mode="after")
+    def _held_out(self):
+        if not 2 <= len(self.train_classes) <= 8:
+            raise ValueError(f"train_classes: expected 2 to 8 digits (the others are held out "
+                             f"for the test); got {len(self.train_classes)}")
+        return self
+
+
+class SyntheticRetrieval(RetrievalBudget):
+    classes_per_batch: S.number(integer=True, low=2) = S.key(8, "classes in each batch")
+    samples_per_class: S.number(integer=True, low=2) = S.key(
+        8, "samples of each class in a batch")
+    classes: S.number(integer=True, low=4) = S.key(
+        100, "classes generated; the first half train, the second half is held out")
+    per_class: S.number(integer=True, low=2) = S.key(30, "samples of each class")
+
+
+class Options(S.Section):
+    """The losses' own settings."""
+
+    num_anchors: S.number(integer=True, low=1) = S.key(20, "AUCPR's anchors")
+    dual_rate_factor: S.number(low=0, strict=True) = S.key(
+        0.1, "global objectives: the multipliers' ascent, as a fraction of the descent step")
+    surrogate: S.choice(("hinge", "xent")) = S.key("xent", "global objectives' surrogate")
+    temperature: S.number(low=0, strict=True) = S.key(0.01, "Smooth-AP's sigmoid temperature")
+    blackbox_strength: S.number(low=0, strict=True) = S.key(
+        1000.0, "black-box AP's interpolation strength")
+    libauc_gamma: S.number(low=0, strict=True) = S.key(
+        0.9, "LibAUC's moving-average weight (SOAP gamma, SONG gamma0)")
+    libauc_num_pos: S.number(integer=True, low=1) = S.key(8, "LibAUC NDCG's num_pos")
+    memory_size: S.number(integer=True, low=1) = S.key(
+        512, "ap_hinge_memory: past embeddings kept in the memory bank")
+    dlm_eps: S.number(low=0, strict=True) = S.key(
+        0.1, "dlm_ap: the step eps of direct loss minimization, on the cosine scale")
+    dlm_update: S.choice(("positive", "negative")) = S.key(
+        "positive", "dlm_ap: the positive or the negative update")
+    fastap_bins: S.number(integer=True, low=1) = S.key(10, "FastAP's histogram bins")
+
+
+class Config(S.Section):
+    """`qsrank compare`: every method, data set and seed; the same model, data and budget."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seeds: S.distinct_list(S.number(integer=True, low=0), "integers >= 0") = S.key(
+        [0, 1, 2], "training seeds (initialisation and batch order); the data split is fixed")
+    methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
+        ["cross_entropy", "zero_one", "ap_hinge", "ndcg_hinge", "aucpr", "recall_at_precision",
+         "smooth_ap", "blackbox_ap", "libauc_ap", "libauc_ndcg"],
+        "the methods compared (each on the data sets of the families it has a loss for)")
+    datasets: S.distinct_list(S.choice(DATASETS), "data set names") = S.key(
+        list(classification.DATASETS), "the data sets")
+    voc2011_actions: VOCBudget = S.key(VOCBudget, "budget and steps on voc2011_actions")
+    digits: DigitsBudget = S.key(DigitsBudget, "budget and steps on digits")
+    cifar10: CifarBudget = S.key(CifarBudget, "budget, steps and network on cifar10")
+    digits_retrieval: DigitsRetrieval = S.key(
+        DigitsRetrieval, "budget, batches, model and split of digits_retrieval")
+    synthetic_retrieval: SyntheticRetrieval = S.key(
+        SyntheticRetrieval, "budget, batches, model and data of synthetic_retrieval")
+    loss_lr: S.number(low=0, strict=True) = S.key(
+        0.01, "SGD step of the losses' own parameters (thresholds, multipliers)")
+    options: Options = S.key(Options, "the losses' own settings")
+    threads: S.optional(S.number(integer=True, low=1)) = S.key(
+        None, "torch intra-op threads (null: torch's default)")
+    force: S.flag() = S.key(False, "retrain what the run directory holds")
+
+    @model_validator(mode="after")
+    def _applicable(self):
+        families = {FAMILY_OF[d] for d in self.datasets}
+        for name in self.methods:
+            mine = [f for f in FAMILIES if f in METHODS[name].losses]
+            if not families.intersection(mine):
+                raise ValueError(f"methods: {name} runs on {' and '.join(mine)} data sets "
+                                 f"only, and datasets names none")
+            for family in families.intersection(mine):
+                check_available(name, family)
+        for dataset in self.datasets:
+            section = getattr(self, dataset)
+            if ("smooth_ap" in self.methods and FAMILY_OF[dataset] == "retrieval"
+                    and section.classes_per_batch != section.samples_per_class):
+                raise ValueError(
+                    f"{dataset}: smooth_ap (pytorch-metric-learning's SmoothAPLoss) needs "
+                    f"classes_per_batch equal to samples_per_class; got "
+                    f"{section.classes_per_batch} and {section.samples_per_class}")
+        return self
+
+
+def load_config(path=None, sets=None, **overrides):
+    """The defaults, updated by the YAML file at `path` with `sets` (`--set` keys) laid over
+    it, then by the non-None `overrides`; checked."""
+    return _runner.load_config(SPEC, path, sets, **overrides)
+
+
+def resolve(config):
+    """The full config: the defaults updated by `config`; a one-line ValueError naming a bad
+    key, or an ImportError naming a method whose package is missing."""
+    return _runner.resolve(SPEC, config)
+
+
+def run(config, out_dir=None, progress=True, overrides=()):
+    """Train every (data set, method, seed) not already in the run directory, write the
+    tables, the figure and the provenance; return the run directory."""
+    return _runner.run(SPEC, config, out_dir, progress, overrides)
+
+
+# ---------------------------------------------------------------------------- the declaration
+
+def load_data(cfg):
+    """{data set: its data} for the data sets of `cfg`, each split fixed (the same for every
+    seed), and {data set: the digest of its arrays}."""
+    sets = {name: (classification.load_data(name) if FAMILY_OF[name] == "classification"
+                   else retrieval.load_data(name, cfg[name])) for name in cfg["datasets"]}
+    return {"sets": sets, "sha256": {n: digest_arrays(*d.arrays()) for n, d in sets.items()}}
+
+
+def settings(cfg, data):
+    """The run's settings, as its provenance records them: every data set's note and
+    digest, and the losses' settings."""
+    return {"data": {n: d.note for n, d in data["sets"].items()},
+            "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
+            "loss_lr": cfg["loss_lr"], "options": cfg["options"]}
+
+
+def unit_settings(cfg, data, unit):
+    """What a unit's record depends on besides the unit: its data set's section and data,
+    and the losses' settings (so a change to one data set retrains only that one)."""
+    dataset = unit[0]
+    return {"dataset": dataset, "section": cfg[dataset], "data": data["sets"][dataset].note,
+            "data_sha256": data["sha256"][dataset], "loss_lr": cfg["loss_lr"],
+            "options": cfg["options"]}
+
+
+def units(cfg, data):
+    """Data set x method x seed, data sets outer; a method only on the data sets of the
+    families it has a loss for."""
+    return [(dataset, method, f"seed{seed}") for dataset in cfg["datasets"]
+            for method in cfg["methods"] if FAMILY_OF[dataset] in METHODS[method].losses
+            for seed in cfg["seeds"]]
+
+
+@contextmanager
+def session(run):
+    """torch's intra-op threads as `threads` sets them, restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    if run.cfg["threads"] is not None:
+        torch.set_num_threads(run.cfg["threads"])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def task(run, dataset):
+    """The training task of `dataset`, made once per run."""
+    tasks = run.cache.setdefault("tasks", {})
+    if dataset not in tasks:
+        family = classification if FAMILY_OF[dataset] == "classification" else retrieval
+        tasks[dataset] = family.Task(run.data["sets"][dataset], run.cfg, dataset)
+    return tasks[dataset]
+
+
+def run_unit(run, unit):
+    """Train and evaluate one (data set, method, seed): its record."""
+    dataset, method, seed = unit[0], unit[1], int(unit[2].removeprefix("seed"))
+    work = task(run, dataset)
+    start = None
+    if dataset == "cifar10":  # the PL-CNN's warm start, shared by the methods of a seed
+        starts = run.cache.setdefault("starts", {})
+        if seed not in starts:
+            starts[seed] = work.warm_start(seed)
+        start = starts[seed]
+    return train_one(method, work, run.cfg, dataset, seed, start)
+
+
+def write(run, records):
+    outputs.write(run.out, run.cfg, records, {n: d.note for n, d in run.data["sets"].items()})
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, session=session,
+                  unit_settings=unit_settings, unit_label="run")
+
+
+def report(run_dir):
+    """What `qsrank compare` prints: the run's tables.md."""
+    return (Path(run_dir) / "tables.md").read_text(encoding="utf-8")
