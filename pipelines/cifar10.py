@@ -40,6 +40,7 @@ from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
 from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._methods import inferences, selected_methods
 from pipelines._runner import Experiment
 from pipelines._runs import same, settings_key
 from pipelines._tables import markdown_table
@@ -57,7 +58,7 @@ METHODS = {
     "ndcg_auto": ("ndcg", "auto"),
 }
 LOSSES = ("01", "ap", "ndcg")
-INFERENCES = tuple(dict.fromkeys(inference for _, inference in METHODS.values()))
+INFERENCES = inferences(METHODS)
 WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
 DEVICES = ("cpu", "cuda", "auto")
@@ -154,7 +155,7 @@ class Config(S.Section):
         if self.preset == "full" and self.data is None:
             raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: "
                              "to the folder of the CIFAR-10 batches (python or binary version)")
-        if not selected_methods(self.model_dump()):
+        if not selected_methods(METHODS, self.model_dump()):
             raise ValueError(f"no method of {self.methods} has "
                              + " and ".join(f"{k} {getattr(self, k)!r}"
                                             for k in ("loss", "inference")
@@ -170,12 +171,6 @@ def pick_device(device, cuda_available):
         raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
                          "auto")
     return device
-
-
-def selected_methods(cfg):
-    """The configured methods that pass the `loss` and `inference` filters, in order."""
-    return [m for m in cfg["methods"] if cfg["loss"] in (None, METHODS[m][0])
-            and cfg["inference"] in (None, METHODS[m][1])]
 
 
 # ---------------------------------------------------------------------------- data
@@ -440,7 +435,7 @@ def settings(cfg, data):
 def units(cfg, data):
     """The warm start's two phases, then one unit per selected method, each from the warm
     start's final weights."""
-    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(cfg))]
+    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(METHODS, cfg))]
 
 
 def warm_up(cfg, units):
@@ -506,7 +501,7 @@ def write(run, records):
     history = pd.DataFrame([row for r in records for row in r["history"]])
     per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
     warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
-    methods = selected_methods(cfg)
+    methods = selected_methods(METHODS, cfg)
     results = results_frame(history, methods)
     for name, frame in (("results.csv", results), ("history.csv", history),
                         ("per_class.csv", per_class)):
