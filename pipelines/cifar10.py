@@ -316,8 +316,8 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     batches = _mini_batches(cfg, len(y), sweep)
     lai_s, hinges = [], []
 
-    def hinge(scores, y):
-        value, spent = step_loss(scores, y)
+    def hinge(scores, targets):
+        value, spent = step_loss(scores, targets)
         lai_s.append(spent)
         return value
 
