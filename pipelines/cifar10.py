@@ -40,6 +40,7 @@ from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
 from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._methods import inferences, selected_methods
 from pipelines._runner import Experiment
 from pipelines._runs import same, settings_key
 from pipelines._tables import markdown_table
@@ -57,7 +58,7 @@ METHODS = {
     "ndcg_auto": ("ndcg", "auto"),
 }
 LOSSES = ("01", "ap", "ndcg")
-INFERENCES = tuple(dict.fromkeys(inference for _, inference in METHODS.values()))
+INFERENCES = inferences(METHODS)
 WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
 DEVICES = ("cpu", "cuda", "auto")
@@ -154,7 +155,7 @@ class Config(S.Section):
         if self.preset == "full" and self.data is None:
             raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: "
                              "to the folder of the CIFAR-10 batches (python or binary version)")
-        if not selected_methods(self.model_dump()):
+        if not selected_methods(METHODS, self.model_dump()):
             raise ValueError(f"no method of {self.methods} has "
                              + " and ".join(f"{k} {getattr(self, k)!r}"
                                             for k in ("loss", "inference")
@@ -170,12 +171,6 @@ def pick_device(device, cuda_available):
         raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
                          "auto")
     return device
-
-
-def selected_methods(cfg):
-    """The configured methods that pass the `loss` and `inference` filters, in order."""
-    return [m for m in cfg["methods"] if cfg["loss"] in (None, METHODS[m][0])
-            and cfg["inference"] in (None, METHODS[m][1])]
 
 
 # ---------------------------------------------------------------------------- data
@@ -280,17 +275,21 @@ def _load(path, settings):
     return state if same(state.get("settings"), settings) else None
 
 
+def _mini_batches(cfg, n, epoch):
+    """The seeded mini-batches (index arrays) of an epoch or a sweep over ``n`` images."""
+    order = np.random.default_rng([cfg["seed"], epoch]).permutation(n)
+    return [order[i:i + cfg["batch_size"]] for i in range(0, n, cfg["batch_size"])]
+
+
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
     """One epoch of the optimizer in seeded mini-batches: (train s, LAI s, mean loss, steps)."""
     import torch
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
-    order = np.random.default_rng([cfg["seed"], epoch]).permutation(len(y))
-    starts = range(0, len(y), cfg["batch_size"])
+    batches = _mini_batches(cfg, len(y), epoch)
     train_s = lai_s = total = 0.0
-    for i, start in enumerate(starts):
-        idx = order[start:start + cfg["batch_size"]]
+    for i, idx in enumerate(batches):
         began = _clock(normalise.device)
         scores = model(normalise(X[idx]))
         value, spent = step_loss(scores, labels[idx])
@@ -302,61 +301,38 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
         total += value.detach().item()
         bar.update()
         bar.set_postfix(loss=f"{total / (i + 1):.4f}")
-    return train_s, lai_s, total / len(starts), len(starts)
+    return train_s, lai_s, total / len(batches), len(batches)
 
 
 def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
-    """The layer-wise SVM of one layer (paper 000 Section 4.3 after Berrada et al.): with the
-    activation pattern fixed at the current weights theta0, minimise over u
-    ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)``, H_b the structured hinge of mini-batch b
-    (affine in u), by block-coordinate Frank-Wolfe with the mini-batches as blocks and the
-    line search clipped to [0, 1]. Returns (train s, LAI s, mean hinge, steps)."""
+    """One layer's proximal structured SVM (:func:`qs.torch.layerwise.layerwise_svm`) over
+    the sweep's seeded mini-batches: (train s, LAI s, mean hinge, steps)."""
     import torch
-    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    from qs.torch.layerwise import layerwise_svm
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
-    params = [layer.weight, layer.bias]
-    theta0 = parameters_to_vector(params).detach().clone()
-    lam = cfg["layerwise"]["proximal"] / cfg["layerwise"]["C"]
-    order = np.random.default_rng([cfg["seed"], sweep]).permutation(len(y))
-    blocks = [order[i:i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
-    n_blocks = len(blocks)
-    u = torch.zeros_like(theta0)
-    u_b = torch.zeros(n_blocks, theta0.numel(), device=theta0.device)
-    l_b = np.zeros(n_blocks)
-    rng = np.random.default_rng([cfg["seed"], sweep, 1])
-    train_s = lai_s = total = 0.0
-    steps = 0
-    for _ in range(cfg["layerwise"]["passes"]):
-        for b in rng.permutation(n_blocks):
-            began = _clock(normalise.device)
-            x = normalise(X[blocks[b]])
-            with torch.no_grad():
-                vector_to_parameters(theta0, params)
-                pattern = model.patterns(x)
-                vector_to_parameters(theta0 + u, params)
-            value, spent = step_loss(model.forward_fixed(x, pattern), labels[blocks[b]])
-            psi = torch.cat([g.flatten() for g in torch.autograd.grad(value, params)])
-            u_s = -psi / (lam * n_blocks)  # the Frank-Wolfe corner of block b
-            l_s = (value.item() - float(psi @ u)) / n_blocks
-            diff = u_b[b] - u_s
-            denom = lam * float(diff @ diff)
-            gamma = 0.0 if denom <= 0 else min(max(
-                (lam * float(diff @ u) - l_b[b] + l_s) / denom, 0.0), 1.0)
-            step = gamma * (u_s - u_b[b])
-            u_b[b] += step
-            u += step
-            l_b[b] += gamma * (l_s - l_b[b])
-            train_s += _clock(normalise.device) - began
-            lai_s += spent
-            total += value.item()
-            steps += 1
-            bar.update()
-            bar.set_postfix(loss=f"{total / steps:.4f}")
-    with torch.no_grad():
-        vector_to_parameters(theta0 + u, params)
-    return train_s, lai_s, total / steps, steps
+    batches = _mini_batches(cfg, len(y), sweep)
+    lai_s, hinges = [], []
+
+    def hinge(scores, targets):
+        value, spent = step_loss(scores, targets)
+        lai_s.append(spent)
+        return value
+
+    def progress(value):
+        hinges.append(value)
+        bar.update()
+        bar.set_postfix(loss=f"{np.mean(hinges):.4f}")
+
+    began = _clock(normalise.device)
+    result = layerwise_svm(
+        model, layer, hinge, lambda b: (normalise(X[batches[b]]), labels[batches[b]]),
+        len(batches), C=cfg["layerwise"]["C"], proximal=cfg["layerwise"]["proximal"],
+        passes=cfg["layerwise"]["passes"], random_state=[cfg["seed"], sweep, 1],
+        callback=progress)
+    return _clock(normalise.device) - began, sum(lai_s), result.mean_hinge, result.steps
 
 
 def _units(cfg, phase, n_layers):
@@ -459,7 +435,7 @@ def settings(cfg, data):
 def units(cfg, data):
     """The warm start's two phases, then one unit per selected method, each from the warm
     start's final weights."""
-    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(cfg))]
+    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(METHODS, cfg))]
 
 
 def warm_up(cfg, units):
@@ -525,7 +501,7 @@ def write(run, records):
     history = pd.DataFrame([row for r in records for row in r["history"]])
     per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
     warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
-    methods = selected_methods(cfg)
+    methods = selected_methods(METHODS, cfg)
     results = results_frame(history, methods)
     for name, frame in (("results.csv", results), ("history.csv", history),
                         ("per_class.csv", per_class)):

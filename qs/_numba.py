@@ -8,7 +8,8 @@ them.
 
 Loss-generic kernels take as first argument either a built-in loss's code (an integer, so
 that they are cached like the others) or a user's increment kernel (see
-:func:`qs.losses.increment`). numba cannot cache code compiled for a function argument: a
+:func:`qs.losses.increment`); :mod:`qs.losses` registers its built-in kernels' codes here
+(:func:`builtin_increment`), so that :func:`bind` needs no import of it. numba cannot cache code compiled for a function argument: a
 user's :class:`qs.losses.QSLoss` compiles on its first use in every process, and those
 compilations are kept out of the disk cache.
 
@@ -131,7 +132,18 @@ jit_generic = numba.njit(cache=False, nogil=True)
 # again inside each caller, at every level of calls: much of the kernels' compile time.
 jit_inline = numba.njit(inline="always", nogil=True)
 
+#: increment kernel of a built-in loss -> its code, as :func:`builtin_increment` registers them
+BUILTIN_INCREMENTS = {}
 _bound = {}
+
+
+def builtin_increment(code):
+    """Decorator registering a built-in loss's increment kernel under ``code`` (an integer
+    the loss-generic kernels branch on), so that :func:`bind` passes the code in its place."""
+    def register(kernel):
+        BUILTIN_INCREMENTS[kernel] = code
+        return kernel
+    return register
 
 
 def bind(kernel, inc):
@@ -145,8 +157,6 @@ def bind(kernel, inc):
     """
     key = (kernel, inc)
     if key not in _bound:
-        from qs.losses import BUILTIN_INCREMENTS  # qs.losses imports this module
-
         if inc in BUILTIN_INCREMENTS:
             _bound[key] = functools.partial(kernel, BUILTIN_INCREMENTS[inc])
         else:

@@ -13,10 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from qs.detection import check_padded, score_bags
 from qs.inference import METHODS
-from qs.inference._prepare import as_positive_mask
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
+from qs.validation import as_positive_mask
 
 __all__ = ["LatentRankSVM", "RankSVM"]
 

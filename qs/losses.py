@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import jit, jit_inline
+from qs._numba import builtin_increment, jit, jit_inline
 
 __all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES"]
 
@@ -69,6 +69,13 @@ class QSLoss:
         return f"{type(self).__name__}()"
 
 
+#: The codes of the built-in increment kernels. The inference kernels take a code in place of
+#: the increment kernel for the built-in losses: an integer argument, where a function argument
+#: would keep numba from caching them on disk (see ``qs._numba``).
+AP_CODE, NDCG_CODE = 0, 1
+
+
+@builtin_increment(AP_CODE)
 @jit_inline
 def _ap_increment(j, i, n_pos, params):
     return -i / ((j + i - 1.0) * (j + i) * n_pos)
@@ -126,6 +133,7 @@ class APLoss(QSLoss):
         return float(losses[0]) if n.ndim == 1 else losses.reshape(n.shape[:-1])
 
 
+@builtin_increment(NDCG_CODE)
 @jit_inline
 def _ndcg_increment(j, i, n_pos, params):
     # unsigned (i, j >= 1): the rank evaluations' loop reads the table without numba's
@@ -213,12 +221,6 @@ class NDCGLoss(QSLoss):
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
-
-#: The built-in increment kernels by code. The inference kernels take a code in place of the
-#: increment kernel for the built-in losses: an integer argument, where a function argument
-#: would keep numba from caching them on disk (see ``qs._numba``).
-AP_CODE, NDCG_CODE = 0, 1
-BUILTIN_INCREMENTS = {_ap_increment: AP_CODE, _ndcg_increment: NDCG_CODE}
 
 
 def increment(inc, j, i, n_pos, params):

@@ -9,8 +9,8 @@ whenever no positive ties a negative.
 
 import numpy as np
 
-from qs.inference._prepare import as_positive_mask, as_scores
 from qs.losses import LOSSES
+from qs.validation import as_positive_mask, as_scores, check_finite
 
 __all__ = ["average_precision", "box_iou", "mean_average_precision_at_r", "ndcg",
            "negatives_above", "nms", "recall_at_k",
@@ -21,8 +21,7 @@ def negatives_above(labels, scores):
     """For each positive in ranking order, how many negatives stand above it."""
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size).astype(bool)
-    if not np.isfinite(scores).all():
-        raise ValueError("scores must be finite.")
+    check_finite(scores, "the metric")
     if not is_pos.any():
         raise ValueError("labels contain no positive sample; the metric is undefined.")
     order = np.lexsort((is_pos, -scores))  # by descending score, negatives first among ties
@@ -94,8 +93,7 @@ def nms(boxes, scores, threshold=0.3):
     repeat. Returns the indices kept, best first; equal scores keep input order."""
     scores = as_scores(scores)
     boxes = _check_boxes(boxes, scores.size, "boxes")
-    if not np.isfinite(scores).all():
-        raise ValueError("scores must be finite.")
+    check_finite(scores, "suppression")
     order = np.argsort(-scores, kind="stable")
     keep = []
     while order.size:
@@ -123,8 +121,7 @@ def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
     if image_ids.shape != scores.shape:
         raise ValueError(f"image_ids must hold one id per detection; got shape "
                          f"{image_ids.shape} for {scores.size} detections.")
-    if not np.isfinite(scores).all():
-        raise ValueError("scores must be finite.")
+    check_finite(scores, "the metric")
     truth = {}
     for image, (gt_boxes, difficult) in ground_truth.items():
         difficult = np.asarray(difficult, dtype=bool).reshape(-1)

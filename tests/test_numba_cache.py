@@ -12,7 +12,7 @@ import pytest
 
 import qs._numba as qn
 from qs.inference import lai
-from qs.inference.scan import _scan_sorted
+from qs.inference.scan import scan_sorted
 from qs.losses import APLoss
 from qs.ssvm import cutting_plane
 
@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import numpy as np
 from qs.inference import lai
-from qs.inference.scan import _scan_sorted
+from qs.inference.scan import scan_sorted
 scores, labels = np.array([0.3, -1.0, 2.0, 0.5, 0.1]), np.array([1, 0, 0, 1, 0])
 lai(scores, labels, "ap", "yue")
 lai(scores, labels, "ndcg", "chakrabarti")
-print(sum(_scan_sorted.stats.cache_misses.values()), sum(_scan_sorted.stats.cache_hits.values()))
+print(sum(scan_sorted.stats.cache_misses.values()), sum(scan_sorted.stats.cache_hits.values()))
 """
 
 
@@ -97,7 +97,7 @@ class FreshAP(APLoss):
 
 
 def test_user_loss_is_exact_and_not_written_to_the_cache():
-    cache = Path(_scan_sorted._cache.cache_path)
+    cache = Path(scan_sorted._cache.cache_path)
     before = sorted(cache.glob("*.nbc"))
     rng = np.random.default_rng(3)
     scores, labels = rng.standard_normal(60), rng.random(60) < 0.3

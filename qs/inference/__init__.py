@@ -11,13 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qs.inference._prepare import (
-    as_positive_mask,
-    as_scores,
-    check_counts,
-    output_arrays,
-    raise_for,
-)
+from qs.inference._prepare import output_arrays, raise_for
 from qs.inference.auto import auto_lai, bucket_sort_lai, qs_lai
 from qs.inference.brute import brute_lai
 from qs.inference.bucket import bucket_lai
@@ -27,8 +21,9 @@ from qs.inference.search import search_lai
 from qs.inference.workspace import Workspace
 from qs.inference.zero_one import zero_one_lai
 from qs.losses import get_loss
+from qs.validation import as_positive_mask, as_scores, check_counts
 
-__all__ = ["lai", "LAIResult", "METHODS", "Workspace"]
+__all__ = ["lai", "LAIResult", "METHODS", "Workspace", "resolve"]
 
 _RANKING = {
     "auto": auto_lai,
@@ -80,7 +75,10 @@ class LAIResult:
     ground_truth_F: float
 
 
-def _resolve(loss, method):
+def resolve(loss, method):
+    """(loss object, method name) that :func:`lai` runs for ``loss`` and ``method``: the
+    loss object is None for the 0-1 loss, whose method is ``zero_one``. A ValueError names
+    an unknown method or one that does not support the loss."""
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}.")
     if loss == "01":
@@ -132,7 +130,7 @@ def lai(scores, labels, loss="ap", method="auto", out=None, workspace=None):
     measured from one of them before anything is rounded, so that a common offset changes
     neither ranks nor objective.
     """
-    loss_obj, method = _resolve(loss, method)
+    loss_obj, method = resolve(loss, method)
     given = scores, labels  # which out= must not overwrite, converted copies or not
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size)

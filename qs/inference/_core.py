@@ -541,24 +541,6 @@ def settled_share(v, lowest):
     return settled / total
 
 
-@jit
-def label_check(labels):
-    """(index of the first label outside {1, 0, -1} or -1, whether any label is -1). The
-    loop has no branch, so that it vectorises; the index is searched only on failure."""
-    bad = False
-    minus = False
-    for k in range(labels.size):
-        y = labels[k]
-        bad |= (y != 1) & (y != 0) & (y != -1)
-        minus |= y == -1
-    if bad:
-        for k in range(labels.size):
-            y = labels[k]
-            if y != 1 and y != 0 and y != -1:
-                return k, minus
-    return -1, minus
-
-
 @jit_inline
 def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j);

@@ -1,62 +1,11 @@
-"""Validation at the boundary, and the driver of the methods that sort the negatives."""
+"""The inference's own checks (outputs, sizes, the kernels' error codes) and the driver of
+the methods that sort the negatives; scores and labels are checked in :mod:`qs.validation`."""
 
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, label_check, scan_and_gather
-
-
-def as_scores(scores):
-    """Scores as a 1-D float64 C-contiguous array (no copy when already so)."""
-    arr = np.asarray(scores)
-    if arr.ndim != 1:
-        raise ValueError(
-            f"scores must be a 1-D array of one score per sample; got an array of shape "
-            f"{arr.shape}. Flatten it (e.g. scores.ravel()) if it holds one score per sample."
-        )
-    if arr.dtype.kind not in "fiub":
-        raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
-    return np.ascontiguousarray(arr, dtype=np.float64)
-
-
-def as_positive_mask(labels, n):
-    """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
-    {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
-    viewed, not copied."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array; got an array of shape {arr.shape}.")
-    if arr.size != n:
-        raise ValueError(
-            f"scores and labels must have the same length; got {n} scores and {arr.size} labels."
-        )
-    if arr.dtype == np.bool_:
-        return np.ascontiguousarray(arr).view(np.uint8)
-    if arr.dtype.kind not in "fiu":
-        raise ValueError(
-            f"labels must be bool or numeric (1 positive, 0 or -1 negative); got dtype {arr.dtype}."
-        )
-    if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
-        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
-                         else arr.dtype.newbyteorder("="))
-    arr = np.ascontiguousarray(arr)
-    bad, minus = label_check(arr)
-    if bad >= 0:
-        raise ValueError(
-            f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or False) for a "
-            f"negative; got {arr[bad]!r} at index {bad}."
-        )
-    if arr.itemsize == 1 and not minus:  # already 1 and 0 bytes: no copy
-        return arr.view(np.uint8)
-    return (arr == 1).view(np.uint8)
-
-
-def check_counts(n_pos, n_neg):
-    """A ranking needs at least one positive and one negative."""
-    if n_pos == 0:
-        raise ValueError("labels contain no positive sample; a ranking loss needs at least one.")
-    if n_neg == 0:
-        raise ValueError("labels contain no negative sample; a ranking loss needs at least one.")
+from qs.inference._core import NOT_FINITE, scan_and_gather
+from qs.validation import not_finite
 
 
 def output_arrays(out, n_neg, n, zero_one, inputs):
@@ -97,10 +46,7 @@ def check_size(scores):
 def raise_for(err, where, scores):
     """Turn a kernel's error code into a ValueError."""
     if err == NOT_FINITE:
-        raise ValueError(
-            f"scores must be finite; got {scores[where]!r} at index {where}. "
-            "Remove or impute NaN/inf scores before inference."
-        )
+        raise not_finite(scores[where], where, "inference")
 
 
 def sorted_negatives(scores, is_pos, n_pos):

@@ -8,7 +8,7 @@ The rule (:func:`sorts`), reading N and P:
 - Fewer, or more positives: the ranks change up to P times among the N negatives, so that
   nearly every bucket would straddle a change and be gathered; sorting all the negatives
   by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
-  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (:func:`_gathered_lai`, one
+  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (:func:`gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
@@ -63,27 +63,27 @@ QS_PER_POSITIVE = 64
 
 @jit
 def sorts(n_neg, n_pos):
-    """Whether the default sorts (:func:`_gathered_lai`) rather than running ``bucket``: the
+    """Whether the default sorts (:func:`gathered_lai`) rather than running ``bucket``: the
     size rule above, which reads P as well as N."""
     return n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos
 
-#: what :func:`_gathered_lai` runs: the choice above (``AUTO``), or one method forced
+#: what :func:`gathered_lai` runs: the choice above (``AUTO``), or one method forced
 AUTO, QS, BUCKET_SORT = 0, 1, 2
 
 
 @jit
 def work_floats(n_neg, n_pos):
-    """Size of the float64 work buffer of :func:`_gathered_lai`."""
+    """Size of the float64 work buffer of :func:`gathered_lai`."""
     return 2 * n_neg + 3 * n_pos + 1
 
 
 @jit
 def work_ints(n_neg, n_pos):
-    """Size of the int64 work buffer of :func:`_gathered_lai`."""
+    """Size of the int64 work buffer of :func:`gathered_lai`."""
     return 3 * n_neg + 4 * n_pos + 2 + STACK_SIZE + histogram_size(n_neg, n_pos)
 
 
-#: the work arrays of :func:`_gathered_lai` as two buffers, one per dtype: a kernel call from
+#: the work arrays of :func:`gathered_lai` as two buffers, one per dtype: a kernel call from
 #: Python pays about 0.08 us per array argument to unbox it, 1 us of a training call's 45
 PACKED = (("floats", work_floats, np.float64), ("ints", work_ints, np.int64))
 #: the buffers of a call without a workspace: too short, so the kernel allocates its own
@@ -91,7 +91,7 @@ NO_FLOATS, NO_INTS = np.empty(0), np.empty(0, dtype=np.int64)
 
 
 @jit
-def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floats, ints):
+def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floats, ints):
     """``qs``, ``bucket_sort`` or (``route`` AUTO) the one the share of settled negatives
     picks: one kernel for the three, so that the default runs the code ``qs`` runs.
 
@@ -143,13 +143,13 @@ def _gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, flo
 
 
 def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
-    """:func:`_gathered_lai` with the loss's code, and the workspace's buffers if any."""
+    """:func:`gathered_lai` with the loss's code, and the workspace's buffers if any."""
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
     floats, ints = NO_FLOATS, NO_INTS
     if ws is not None:
         floats, ints = ws.arrays(PACKED, neg_rank.size, n_pos)
-    return bind(_gathered_lai, loss.kernel)(params, route, scores, is_pos, n_pos, neg_rank, coef,
+    return bind(gathered_lai, loss.kernel)(params, route, scores, is_pos, n_pos, neg_rank, coef,
                                             floats, ints)
 
 

@@ -41,10 +41,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from qs._numba import jit
-from qs.inference import _resolve, lai
+from qs._numba import BUILTIN_INCREMENTS, jit
+from qs.inference import lai
+from qs.inference import resolve as _resolve
 from qs.inference._core import (
-    label_check,
     opt_ranks_swept,
     reference,
     scan_and_gather,
@@ -53,14 +53,16 @@ from qs.inference._core import (
 from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
 from qs.inference.auto import AUTO as ROUTE_AUTO
-from qs.inference.auto import _gathered_lai, sorts
+from qs.inference.auto import gathered_lai as _gathered_lai
+from qs.inference.auto import sorts
 from qs.inference.bucket import MAX_BUCKETS, _bucket, _map
 from qs.inference._core import INSERTION_MAX
-from qs.inference.qs import _sort_dc
-from qs.inference.scan import _scan_sorted
-from qs.inference.search import _search_sorted
+from qs.inference.qs import sort_dc as _sort_dc
+from qs.inference.scan import scan_sorted as _scan_sorted
+from qs.inference.search import search_sorted as _search_sorted
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import AP_CODE, BUILTIN_INCREMENTS, LOSSES
+from qs.losses import AP_CODE, LOSSES
+from qs.validation import label_check
 
 __all__ = ["BatchResult", "lai_batch"]
 

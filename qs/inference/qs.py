@@ -36,8 +36,8 @@ def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
 
 
 @jit
-def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-             sum_pos, sum_neg, ref):
+def sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+            sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2, ref)
@@ -49,4 +49,4 @@ def _sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank
 
 def sort_dc_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """np.sort of the negatives, then the same divide and conquer over ranks."""
-    return run_sorted(_sort_dc, loss, scores, is_pos, n_pos, neg_rank, coef)
+    return run_sorted(sort_dc, loss, scores, is_pos, n_pos, neg_rank, coef)

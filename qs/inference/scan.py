@@ -12,8 +12,8 @@ from qs.inference._prepare import run_sorted
 
 
 @jit
-def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                 sum_pos, sum_neg, ref):
+def scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+                sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2, ref)
@@ -26,4 +26,4 @@ def _scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_
 
 def scan_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Every negative tries every rank (the Yue / Chakrabarti baseline)."""
-    return run_sorted(_scan_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)
+    return run_sorted(scan_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

@@ -14,8 +14,8 @@ from qs.losses import increment
 
 
 @jit
-def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                   sum_pos, sum_neg, ref):
+def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+                  sum_pos, sum_neg, ref):
     n_pos, n_neg = pos_sorted.size, v.size
     c2 = 2.0 / (n_pos * n_neg)
     spos = positive_steps(pos_sorted, c2, ref)
@@ -43,4 +43,4 @@ def _search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ne
 
 def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Binary search per negative over the concave part of its AP objective."""
-    return run_sorted(_search_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)
+    return run_sorted(search_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)

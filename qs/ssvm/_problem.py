@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 
 from qs.inference import Workspace, lai
-from qs.inference._prepare import as_positive_mask, check_counts
 from qs.losses import QSLoss
+from qs.validation import as_positive_mask, check_counts
 
 
 def ground_truth_coef(is_pos, loss):

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from qs.torch import check_scores
+from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = [
     "SURROGATES",
@@ -238,18 +238,8 @@ def _rows(scores, labels, surrogate):
     """(scores (Q, n) float, positives (Q, n) bool), validated."""
     _check_surrogate(surrogate)
     check_scores(scores)
-    labels = torch.as_tensor(labels, device=scores.device)
-    if tuple(labels.shape) != tuple(scores.shape):
-        raise ValueError(f"scores and labels must have the same shape; got scores "
-                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
-    if labels.dtype != torch.bool:
-        bad = (labels != 1) & (labels != 0) & (labels != -1)
-        if bad.any():
-            raise ValueError("labels must be binary: 1 (or True) positive, 0 or -1 (or False) "
-                             f"negative; got {labels[bad][0].item()!r}.")
-        labels = labels == 1
-    if not torch.isfinite(scores.detach()).all():
-        raise ValueError("scores must be finite; got NaN or inf.")
+    labels = as_positive_tensor(labels, scores)
+    check_finite_tensor(scores)
     if scores.ndim == 1:
         return scores[None], labels[None]
     return scores, labels

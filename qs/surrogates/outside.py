@@ -25,6 +25,8 @@ import importlib
 
 import torch
 
+from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
+
 __all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "LibAUCRetrievalAPLoss", "blackbox_ap_loss",
            "blackbox_ranks", "require", "smooth_ap_loss", "soft_rank_ap_loss",
            "soft_rank_spearman_loss"]
@@ -50,13 +52,10 @@ def require(package, module=None):
 
 
 def _rows(scores, labels):
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        raise ValueError("scores must be a floating-point torch.Tensor.")
-    labels = torch.as_tensor(labels, device=scores.device)
-    if tuple(labels.shape) != tuple(scores.shape) or scores.ndim not in (1, 2):
-        raise ValueError(f"scores and labels must be (n,) or (queries, n) of one shape; got "
-                         f"{tuple(scores.shape)} and {tuple(labels.shape)}.")
-    pos = labels if labels.dtype == torch.bool else labels == 1
+    """(scores (Q, n), positives (Q, n) bool), validated."""
+    check_scores(scores)
+    pos = as_positive_tensor(labels, scores)
+    check_finite_tensor(scores)
     return (scores[None], pos[None]) if scores.ndim == 1 else (scores, pos)
 
 

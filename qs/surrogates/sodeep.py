@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qs.torch import check_scores
+from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = ["DEFAULT_LENGTH", "KINDS", "PAPER_L1", "SIZES", "CNNSorter", "HandcraftedSorter",
            "LSTMSorter", "bounded_ranks", "build_sorter", "exact_ranks", "load_sorter",
@@ -192,7 +192,6 @@ class HandcraftedSorter(nn.Module):
         return (soft.sum(dim=-1) + 0.5) / d
 
 
-_INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 SORTERS = {"lstm": LSTMSorter, "cnn": CNNSorter}
 
 
@@ -412,34 +411,11 @@ def _sorted_ranks(sorter, scores):
                          f"--length {n}) or score groups of {length}.")
     if n < 2:
         raise ValueError(f"scores need at least 2 entries per query to be ranked; got {n}.")
-    finite = torch.isfinite(scores.detach())
-    if not finite.all():
-        where = tuple(int(k) for k in torch.nonzero(~finite)[0])
-        raise ValueError(f"scores must be finite; got {scores[where].item()!r} at index "
-                         f"{where}. Remove or impute NaN/inf scores before the loss.")
+    check_finite_tensor(scores)
     rows = scores if scores.ndim == 2 else scores[None]
     param = next(iter(sorter.parameters()), None) if isinstance(sorter, nn.Module) else None
     x = rows.to(param.dtype) if param is not None else rows
     return sorter(x).to(scores.dtype)
-
-
-def _binary(labels, shape, device):
-    """Labels as a bool tensor (1/True positive, 0/-1/False negative) of `shape`."""
-    labels = torch.as_tensor(labels, device=device)
-    if tuple(labels.shape) != tuple(shape):
-        raise ValueError(f"scores and labels must have the same shape; got scores "
-                         f"{tuple(shape)} and labels {tuple(labels.shape)}.")
-    if labels.dtype == torch.bool:
-        return labels
-    if not (labels.is_floating_point() or labels.dtype in _INTEGER):
-        raise ValueError(f"labels must be bool or numeric; got dtype {labels.dtype}.")
-    bad = (labels != 1) & (labels != 0) & (labels != -1)
-    if bad.any():
-        where = tuple(int(k) for k in torch.nonzero(bad)[0])
-        raise ValueError(f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or "
-                         f"False) for a negative; got {labels[where].item()!r} at index "
-                         f"{where}.")
-    return labels == 1
 
 
 def _reduce(values, counted, flat, reduction):
@@ -469,7 +445,7 @@ def sodeep_ap_loss(scores, labels, sorter=None, reduction="mean"):
         gradient, and "mean" leaves it out.
     """
     ranks = _sorted_ranks(sorter, scores)
-    pos = _binary(labels, scores.shape, scores.device)
+    pos = as_positive_tensor(labels, scores)
     pos = pos if pos.ndim == 2 else pos[None]
     rows = scores.detach() if scores.ndim == 2 else scores.detach()[None]
     d = rows.shape[-1]

@@ -28,9 +28,10 @@ except ImportError as err:  # name the extra, not only the missing module
     raise ImportError("qs.torch needs PyTorch: install the [torch] extra "
                       "(pip install -e '.[torch]' from a clone)") from err
 
-from qs.inference import Workspace, _resolve, lai
+from qs.inference import Workspace, resolve, lai
 from qs.inference.batch import BATCH_LOSSES, lai_batch
 from qs.torch._exact import lai_torch
+from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = ["rank_hinge_loss", "RankHingeLoss"]
 
@@ -40,7 +41,6 @@ REDUCTIONS = ("mean", "sum", "none")
 #: kernel's route (and its threads, on shared cores) took 1.1-1.6 times ``lai`` row by row
 #: (``qsrank bench --torch-losses``), while at 10^5 and below it was as fast or faster
 LAI_PER_ROW_MIN = 100_000
-_INTEGER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, mask=None):
@@ -185,18 +185,6 @@ def _lai_rows(scores, pos, loss, method):
     return hinge, grad
 
 
-def check_scores(scores):
-    """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
-    tensors every rank loss of the package takes (here and in :mod:`qs.surrogates`)."""
-    if not isinstance(scores, torch.Tensor):
-        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
-    if scores.ndim not in (1, 2):
-        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
-                         f"{tuple(scores.shape)}.")
-
-
 def _check_mask(mask, scores):
     """The mask as a bool tensor on the scores' device, of the scores' shape."""
     if not isinstance(mask, torch.Tensor):
@@ -216,36 +204,9 @@ def _check(scores, labels, loss, method, reduction):
     if not (isinstance(loss, str) and loss in BATCH_LOSSES):
         raise ValueError(f"loss must be one of {list(BATCH_LOSSES)}; got {loss!r}.")
     if method != "torch":
-        _resolve(loss, method)  # unknown method, or one that does not support the loss
+        resolve(loss, method)  # unknown method, or one that does not support the loss
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {list(REDUCTIONS)}; got {reduction!r}.")
-    if not isinstance(labels, torch.Tensor):
-        labels = np.asarray(labels)
-        if labels.dtype.kind not in "biuf":
-            raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); "
-                             f"got dtype {labels.dtype}.")
-        labels = torch.from_numpy(labels)
-    if tuple(labels.shape) != tuple(scores.shape):
-        raise ValueError(f"scores and labels must have the same shape; got scores "
-                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
-    labels = labels.to(scores.device)
-    if labels.dtype != torch.bool:
-        if labels.is_complex() or not (labels.is_floating_point() or labels.dtype in _INTEGER):
-            raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); "
-                             f"got dtype {labels.dtype}.")
-        bad = (labels != 1) & (labels != 0) & (labels != -1)
-        if bad.any():
-            where = tuple(int(k) for k in torch.nonzero(bad)[0])
-            raise ValueError(f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or "
-                             f"False) for a negative; got {labels[where].item()!r} at index "
-                             f"{where}.")
-        labels = labels == 1
-    if bool(torch.isfinite(scores.detach().sum())):  # one reduction: NaN and inf reach it
-        return labels
-    finite = torch.isfinite(scores.detach())
-    if not finite.all():
-        where = tuple(int(k) for k in torch.nonzero(~finite)[0])
-        raise ValueError(f"scores must be finite; got {scores[where].item()!r} at index {where}. "
-                         "Remove or impute NaN/inf scores before the loss.")
+    labels = as_positive_tensor(labels, scores)
+    check_finite_tensor(scores)
     return labels
-

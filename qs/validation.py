@@ -1,0 +1,164 @@
+"""Checks of scores and binary labels at the boundary, for numpy arrays and torch tensors.
+
+Every public function of the package that takes one score per sample and binary labels
+(inference, metrics, solvers, estimators, the torch losses and the surrogates) checks them
+here, so that a bad input gets the same message wherever it enters. Labels: a positive is 1
+or True, a negative 0, -1 or False. Scores: finite numbers. The tensor checks use the
+tensors' own methods and import torch only to convert labels given as arrays, so that
+``import qs`` never imports torch.
+"""
+
+import numpy as np
+
+from qs._numba import jit
+
+__all__ = ["as_positive_mask", "as_positive_tensor", "as_scores", "check_counts",
+           "check_finite", "check_finite_tensor", "check_scores", "label_check", "not_finite"]
+
+LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
+
+
+def not_finite(value, where, before):
+    """The ValueError of a score ``value`` that is NaN or infinite, at index ``where`` (an
+    int, or a tuple for rows of queries); ``before`` names what the scores are for."""
+    return ValueError(f"scores must be finite; got {value!r} at index {where}. Remove or "
+                      f"impute NaN/inf scores before {before}.")
+
+
+def _not_binary(value, where):
+    return ValueError(f"labels must be binary: {LABELS}; got {value!r} at index {where}.")
+
+
+def _not_numeric(dtype):
+    return ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); got "
+                      f"dtype {dtype}.")
+
+
+# ---------------------------------------------------------------------------- numpy
+
+def as_scores(scores):
+    """Scores as a 1-D float64 C-contiguous array (no copy when already so); finiteness is
+    checked by the caller (the inference kernels check it in their first pass)."""
+    arr = np.asarray(scores)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"scores must be a 1-D array of one score per sample; got an array of shape "
+            f"{arr.shape}. Flatten it (e.g. scores.ravel()) if it holds one score per sample."
+        )
+    if arr.dtype.kind not in "fiub":
+        raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def check_finite(scores, before):
+    """Refuse a 1-D score array holding NaN or inf (see :func:`not_finite`)."""
+    finite = np.isfinite(scores)
+    if not finite.all():
+        where = int(np.flatnonzero(~finite)[0])
+        raise not_finite(scores[where], where, before)
+
+
+def as_positive_mask(labels, n):
+    """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
+    {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
+    viewed, not copied."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array; got an array of shape {arr.shape}.")
+    if arr.size != n:
+        raise ValueError(
+            f"scores and labels must have the same length; got {n} scores and {arr.size} labels."
+        )
+    if arr.dtype == np.bool_:
+        return np.ascontiguousarray(arr).view(np.uint8)
+    if arr.dtype.kind not in "fiu":
+        raise _not_numeric(arr.dtype)
+    if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
+        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
+                         else arr.dtype.newbyteorder("="))
+    arr = np.ascontiguousarray(arr)
+    bad, minus = label_check(arr)
+    if bad >= 0:
+        raise _not_binary(arr[bad], bad)
+    if arr.itemsize == 1 and not minus:  # already 1 and 0 bytes: no copy
+        return arr.view(np.uint8)
+    return (arr == 1).view(np.uint8)
+
+
+def check_counts(n_pos, n_neg):
+    """A ranking needs at least one positive and one negative."""
+    if n_pos == 0:
+        raise ValueError("labels contain no positive sample; a ranking loss needs at least one.")
+    if n_neg == 0:
+        raise ValueError("labels contain no negative sample; a ranking loss needs at least one.")
+
+
+@jit
+def label_check(labels):
+    """(index of the first label outside {1, 0, -1} or -1, whether any label is -1). The
+    loop has no branch, so that it vectorises; the index is searched only on failure."""
+    bad = False
+    minus = False
+    for k in range(labels.size):
+        y = labels[k]
+        bad |= (y != 1) & (y != 0) & (y != -1)
+        minus |= y == -1
+    if bad:
+        for k in range(labels.size):
+            y = labels[k]
+            if y != 1 and y != 0 and y != -1:
+                return k, minus
+    return -1, minus
+
+
+# ---------------------------------------------------------------------------- torch
+
+def check_scores(scores):
+    """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
+    tensors every rank loss of the package takes (:mod:`qs.torch`, :mod:`qs.surrogates`)."""
+    import torch
+
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}.")
+    if not scores.is_floating_point():
+        raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
+    if scores.ndim not in (1, 2):
+        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
+                         f"{tuple(scores.shape)}.")
+
+
+def check_finite_tensor(scores, before="the loss"):
+    """Refuse a score tensor holding NaN or inf; one reduction when all are finite."""
+    detached = scores.detach()
+    if detached.sum().isfinite():  # NaN and inf reach the sum
+        return
+    finite = detached.isfinite()
+    if not finite.all():
+        where = tuple(int(k) for k in (~finite).nonzero()[0])
+        raise not_finite(scores[where].item(), where, before)
+
+
+def as_positive_tensor(labels, scores):
+    """Labels (a tensor or an array, bool or numbers in {1, 0, -1}) of the scores' shape as
+    a bool tensor on the scores' device, True at the positives."""
+    import torch
+
+    if not isinstance(labels, torch.Tensor):
+        labels = np.asarray(labels)
+        if labels.dtype.kind not in "biuf":
+            raise _not_numeric(labels.dtype)
+        labels = torch.from_numpy(labels)
+    if tuple(labels.shape) != tuple(scores.shape):
+        raise ValueError(f"scores and labels must have the same shape; got scores "
+                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
+    labels = labels.to(scores.device)
+    if labels.dtype == torch.bool:
+        return labels
+    if labels.is_complex() or not (labels.is_floating_point() or labels.dtype in (
+            torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)):
+        raise _not_numeric(labels.dtype)
+    bad = (labels != 1) & (labels != 0) & (labels != -1)
+    if bad.any():
+        where = tuple(int(k) for k in bad.nonzero()[0])
+        raise _not_binary(labels[where].item(), where)
+    return labels == 1

@@ -1,0 +1,99 @@
+"""qs.validation: arrays and tensors of scores and labels are accepted and refused alike."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from qs._numba import BUILTIN_INCREMENTS, bind
+from qs.losses import AP_CODE, LOSSES, NDCG_CODE
+from qs.validation import as_positive_mask, as_scores, check_counts, check_finite
+
+torch = pytest.importorskip("torch")
+
+from qs.validation import (  # noqa: E402
+    as_positive_tensor,
+    check_finite_tensor,
+    check_scores,
+)
+
+ACCEPTED = [
+    np.array([True, False, True, False]),
+    np.array([1, 0, 1, 0], dtype=np.int8),
+    np.array([1, -1, 1, -1], dtype=np.int64),
+    np.array([1.0, 0.0, 1.0, -1.0], dtype=np.float32),
+    np.array([1, 0, 1, 0], dtype=np.uint8),
+]
+
+
+@pytest.mark.parametrize("labels", ACCEPTED, ids=lambda a: str(a.dtype))
+def test_array_and_tensor_labels_give_the_same_positives(labels):
+    mask = as_positive_mask(labels, labels.size).astype(bool)
+    scores = torch.zeros(labels.size)
+    assert mask.tolist() == [True, False, True, False]
+    assert as_positive_tensor(torch.from_numpy(labels), scores).tolist() == mask.tolist()
+    assert as_positive_tensor(labels, scores).tolist() == mask.tolist()  # an array, converted
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.array([1, 0, -1, 2]), r"labels must be binary: 1 \(or True\) for a positive, 0 or -1 "
+                              r"\(or False\) for a negative; got .*2.* at index \(?3"),
+    (np.array([1.0, 0.5, 0.0, 1.0]), r"labels must be binary: .*got .*0\.5.* at index \(?1"),
+    (np.array(["a", "b", "c", "d"]), r"labels must be bool or numeric"),
+])
+def test_array_and_tensor_labels_are_refused_alike(bad, message):
+    with pytest.raises(ValueError, match=message):
+        as_positive_mask(bad, bad.size)
+    with pytest.raises(ValueError, match=message):
+        as_positive_tensor(bad if bad.dtype.kind == "U" else torch.from_numpy(bad),
+                           torch.zeros(bad.size))
+
+
+def test_shape_mismatch_is_refused():
+    with pytest.raises(ValueError, match="same length; got 3 scores and 4 labels"):
+        as_positive_mask([1, 0, 1, 0], 3)
+    with pytest.raises(ValueError, match=r"same shape; got scores \(3,\) and labels \(4,\)"):
+        as_positive_tensor(torch.tensor([1, 0, 1, 0]), torch.zeros(3))
+
+
+def test_non_finite_scores_are_named_with_their_index():
+    with pytest.raises(ValueError, match=r"scores must be finite; got .*nan.* at index 2\. "
+                                         r"Remove or impute NaN/inf scores before the metric"):
+        check_finite(as_scores([0.0, 1.0, np.nan, np.inf]), "the metric")
+    with pytest.raises(ValueError, match=r"scores must be finite; got inf at index \(1, 0\)\. "
+                                         r"Remove or impute NaN/inf scores before the loss"):
+        check_finite_tensor(torch.tensor([[0.0, 1.0], [float("inf"), 2.0]]))
+    check_finite(as_scores([0.0, -1e308, 1e308]), "the metric")
+    check_finite_tensor(torch.full((4,), 60000.0, dtype=torch.float16))  # the sum overflows
+
+
+def test_scores_must_be_floating_point_tensors_of_one_or_two_dimensions():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        check_scores(np.zeros(3))
+    with pytest.raises(ValueError, match="floating-point"):
+        check_scores(torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"1-D \(n,\) or 2-D"):
+        check_scores(torch.zeros(1, 1, 3))
+
+
+def test_a_ranking_needs_a_positive_and_a_negative():
+    with pytest.raises(ValueError, match="no positive sample"):
+        check_counts(0, 3)
+    with pytest.raises(ValueError, match="no negative sample"):
+        check_counts(3, 0)
+    check_counts(1, 1)
+
+
+def test_the_builtin_losses_bind_by_their_codes():
+    """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
+    a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
+    assert BUILTIN_INCREMENTS == {LOSSES["ap"].kernel: AP_CODE, LOSSES["ndcg"].kernel: NDCG_CODE}
+    from qs.inference.qs import sort_dc
+
+    assert bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, qs._numba, qs.validation; "
+         "print('qs.losses' in sys.modules, 'torch' in sys.modules)"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert imported == ["False", "False"]
