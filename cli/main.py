@@ -132,7 +132,7 @@ def _release_run_dirs():
                    "backward, peak memory, distributed, memory bank; --repeats [5]).")
 def bench(config_path, out, methods, budget, experiment, action, replay, clock, torch_losses,
           **options):
-    """Time LAI methods as the sample counts grow (paper 000, Figures 2-3).
+    """Time LAI methods as the sample counts grow (Mohapatra et al., CVPR 2018, Figures 2-3).
 
     Without --experiment: single LAI calls on synthetic scores. With --experiment
     voc2011_actions: whole trainings on the boxes of one class (--class), subsampled;
@@ -391,7 +391,7 @@ def plot_scaling(run_dir):
 
 @main.group()
 def sodeep():
-    """SoDeep's learned sorters (paper 003): train one, or compare their rank error."""
+    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank error."""
 
 
 @sodeep.command("train")

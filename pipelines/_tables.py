@@ -4,6 +4,10 @@ paper's."""
 
 import math
 
+#: how tables and captions cite the papers whose results they set beside ours
+CVPR2018 = "Mohapatra et al., CVPR 2018"
+FULL_VERSION = "Mohapatra et al., arXiv:1604.08269 (full version)"
+
 
 def markdown_table(header, rows):
     """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""

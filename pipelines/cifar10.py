@@ -1,4 +1,4 @@
-"""CIFAR-10 (paper 000, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
+"""CIFAR-10 (Mohapatra et al., CVPR 2018, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
 
 The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
 Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
@@ -42,7 +42,7 @@ from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
 from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import same, settings_key
-from pipelines._tables import markdown_table
+from pipelines._tables import CVPR2018, markdown_table
 from qs.metrics import average_precision, ndcg
 
 EXPERIMENT = "cifar10"
@@ -62,7 +62,7 @@ WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
 DEVICES = ("cpu", "cuda", "auto")
 WARM_OPTIMIZERS = {"adadelta": "Adadelta", "sgd": "SGD"}
-# Paper 000, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and mean NDCG in
+# Mohapatra et al., CVPR 2018, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and mean NDCG in
 # percent per loss, training time in hours per method.
 PAPER_MAP = {"01": 84.22, "ap": 85.28}
 PAPER_NDCG = {"01": 95.31, "ndcg": 96.14}
@@ -306,7 +306,7 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
 
 
 def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
-    """The layer-wise SVM of one layer (paper 000 Section 4.3 after Berrada et al.): with the
+    """The layer-wise SVM of one layer (Mohapatra et al., CVPR 2018, Section 4.3, after Berrada et al.): with the
     activation pattern fixed at the current weights theta0, minimise over u
     ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)``, H_b the structured hinge of mini-batch b
     (affine in u), by block-coordinate Frank-Wolfe with the mini-batches as blocks and the
@@ -593,8 +593,8 @@ def summary(cfg, note, results, history, warm_test, n_params):
               _cell(r.paper_train_h, ".3f")] for r in results.itertuples()]
     ws = cfg["warm_start"]
     return "\n\n".join([
-        "# CIFAR-10 experiment (paper 000, Section 4.3): 0-1 vs AP vs NDCG training of the "
-        "PL-CNN",
+        f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "
+        "the PL-CNN",
         f"Data: {note}." + (" **Not the paper's data**: the paper's numbers stand beside ours "
                             "for orientation only." if is_digits(note) else ""),
         (f"Network: PL-CNN, widths {cfg['widths']}, {n_params:,} parameters. Warm start: "

@@ -1,4 +1,4 @@
-"""Scaling benchmark (paper 000, Figures 2-3): seconds per loss-augmented inference (LAI)
+"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented inference (LAI)
 call as the number of negatives, positives, or both grows, on seeded synthetic scores.
 
 Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between curves
@@ -468,7 +468,7 @@ def summary(cfg, timings, cold):
     """summary.md: data note, medians, ratios to the paper's baseline and to 0-1, cold calls."""
     parts = [
         f"# Scaling of loss-augmented inference: varying the {cfg['vary']}",
-        f"Data: {_data_note(cfg)}. Preset `{cfg['preset']}` (paper 000, Figures 2-3). Each "
+        f"Data: {_data_note(cfg)}. Preset `{cfg['preset']}` (Mohapatra et al., CVPR 2018, Figures 2-3). Each "
         f"cell is the median of {cfg['repeats']} warm calls through `qs.inference.lai`, each on "
         "the next of a rotation of different score vectors of that size (at least "
         f"{ROTATION_BYTES >> 20} MB of them) "

@@ -1,4 +1,4 @@
-"""SoDeep's sorters (paper 003, Section 4.1): train one on synthetic score vectors and write
+"""SoDeep's sorters (Engilberge et al., CVPR 2019, Section 4.1): train one on synthetic score vectors and write
 its checkpoint (`qsrank sodeep train`), and the L1 rank error of the sorters beside the
 paper's Table 1 (`qsrank sodeep eval`).
 

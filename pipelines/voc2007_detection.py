@@ -1,4 +1,4 @@
-"""VOC2007 weakly supervised detection with the latent AP-SVM (paper 000, Section 4.2): Table 5
+"""VOC2007 weakly supervised detection with the latent AP-SVM (Mohapatra et al., CVPR 2018, Section 4.2): Table 5
 and the LAI time of its training.
 
 For each object class, the latent structured SVM of :class:`qs.estimators.LatentRankSVM`
@@ -53,7 +53,7 @@ from pipelines import _schema as S
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
-from pipelines._tables import fmt, markdown_table, ours_label
+from pipelines._tables import CVPR2018, fmt, markdown_table, ours_label
 from qs.data import load_rcnn_cache
 from qs.data.store import open_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -78,13 +78,13 @@ AP_METHODS = ("ap_qs", "ap", "ap_auto")
 #: (slower, faster) pairs of the LAI-time table; the first is the paper's
 RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
 
-# Paper 000, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES order.
+# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES order.
 PAPER_AP = dict(zip(CLASSES, [
     (46.60, 48.18), (48.53, 61.45), (33.31, 36.73), (15.23, 19.66), (6.10, 1.01),
     (37.01, 49.51), (61.28, 66.78), (38.12, 40.77), (2.71, 3.23), (21.06, 38.52),
     (14.20, 39.53), (33.55, 36.25), (46.14, 53.86), (29.97, 34.81), (29.58, 30.41),
     (21.27, 23.03), (11.65, 32.20), (36.66, 42.03), (29.71, 37.10), (27.31, 37.26)]))
-# Paper 000, Section 4.2: total LAI time during training, averaged over the 20 classes (s)
+# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20 classes (s)
 PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
 CLASS_NAMES = dict(zip(CLASSES, [
     "Aeroplane", "Bicycle", "Bird", "Boat", "Bottle", "Bus", "Car", "Cat", "Chair", "Cow",
@@ -794,7 +794,7 @@ def write_tables(out, records, cfg, note, synthetic):
              note]
     if not frame.empty:
         parts += [_setting_line(cfg, frame),
-                  ("Paper: paper 000, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
+                  (f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
                   "selective-search boxes with 4096-d CNN features)."),
                   _ap_md(t5, ours), _identical_line(t5)]
     if not lt.empty:
@@ -802,7 +802,7 @@ def write_tables(out, records, cfg, note, synthetic):
             "## Total loss-augmented inference time per class during training (s)",
             ("Ours: total wall time of the LAI calls of one AP-SVM training (numba warmed up "
              "beforehand; the methods run one after another on this machine, so load changes "
-             "between them show). Paper: paper 000, Section 4.2, total LAI time averaged over "
+             f"between them show). Paper: {CVPR2018}, Section 4.2, total LAI time averaged over "
              "the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
              "QS O(N log P), so the ratio grows with the number of images: at fewer images "
              "than the paper's it is smaller."),

@@ -1,4 +1,4 @@
-"""VOC2011 action classification (paper 000, Section 4.1): Tables 1-4 and Figures 2-3.
+"""VOC2011 action classification (Mohapatra et al., CVPR 2018, Section 4.1): Tables 1-4 and Figures 2-3.
 
 For each action class, the ranking structured SVM (:class:`qs.estimators.RankSVM`) is trained
 on the trainval person boxes with every method the paper compares, named as the paper names
@@ -47,7 +47,7 @@ from pipelines._config import dump_config, merge, new_run_dir
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
-from pipelines._tables import fmt, markdown_table, ours_label
+from pipelines._tables import CVPR2018, FULL_VERSION, fmt, markdown_table, ours_label
 from pipelines.scaling import size_pairs
 from qs.data import (
     ACTIONS,
@@ -84,14 +84,15 @@ FIGURE_METHODS = {"ap": ("0-1", "ap", "ap_qs", "ap_search"), "ndcg": ("0-1", "nd
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
 VARIES = ("total", "negatives", "positives")  # the paper's panel order
 
-# The paper's numbers. Tables 1-2: paper 000; ap_search (AP-SVM-SEARCH): paper 001, Tables
-# 2-3 (paper 000 quotes its 0.0985 s in the text). Paper 001 times the 0-1 ("Binary SVM")
-# LAI at 0.1434 s in total and 1.872 ms per call; we set paper 000's numbers beside ours.
+# The paper's numbers. Tables 1-2: Mohapatra et al., CVPR 2018; ap_search (AP-SVM-SEARCH):
+# its full version (arXiv:1604.08269), Tables 2-3 (the CVPR paper quotes its 0.0985 s in the
+# text). The full version times the 0-1 ("Binary SVM") LAI at 0.1434 s in total and 1.872 ms
+# per call; we set the CVPR paper's numbers beside ours.
 PAPER_TOTAL_S = {"0-1": 0.0694, "ap": 0.7154, "ap_qs": 0.0625, "ap_search": 0.0985,
                  "ndcg": 6.8019, "ndcg_qs": 0.0473}
 PAPER_MS_PER_CALL = {"0-1": (0.48, 0.03), "ap": (16.29, 0.18), "ap_qs": (1.48, 0.39),
                      "ap_search": (2.323, 0.200), "ndcg": (71.07, 1.57), "ndcg_qs": (0.55, 0.11)}
-# Tables 3-4 of paper 000 (test AP; NDCG, which the paper reports as the mean over the five
+# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, which the paper reports as the mean over the five
 # cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in percent.
 PAPER_AP = dict(zip(ACTIONS, [(52.580, 55.230), (32.090, 32.630), (35.210, 41.180),
                               (27.410, 26.600), (72.240, 81.060), (79.820, 83.290),
@@ -645,8 +646,8 @@ def write_tables(out, records, cfg, note, synthetic):
          "per call, paper"],
         [[row.ratio, fmt(row.total_time, 1), fmt(row.paper_total_time, 1),
           fmt(row.per_call, 1), fmt(row.paper_per_call, 1)] for row in r.itertuples()])
-    paper_src = ("Paper: paper 000, Table 1 (ap_search: paper 001, Table 2, also quoted in "
-                 "paper 000's text); blank where the paper has no such method.")
+    paper_src = (f"Paper: {CVPR2018}, Table 1 (ap_search: {FULL_VERSION}, Table 2, also quoted in "
+                 "the CVPR paper's text); blank where the paper has no such method.")
     md1 = "\n\n".join([
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
         note, setting, paper_src,
@@ -658,7 +659,7 @@ def write_tables(out, records, cfg, note, synthetic):
         "# Table 2: mean time per loss-augmented inference call (ms)",
         note, setting,
         ("Ours: each training's mean time per call, then mean ± standard deviation over "
-         "classes. Paper: paper 000, Table 2 (ap_search: paper 001, Table 3)."),
+         f"classes. Paper: {CVPR2018}, Table 2 (ap_search: {FULL_VERSION}, Table 3)."),
         markdown_table(
             ["method", f"{ours} (ms)", "paper (ms)", "classes"],
             [[row.method, f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
@@ -668,11 +669,11 @@ def write_tables(out, records, cfg, note, synthetic):
         "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
     md3 = _metric_md(3, "test AP (%, VOC devkit AP, difficult boxes ignored)", "ap", t3,
                      spread_ap, note, setting, ours,
-                     "Paper: paper 000, Table 3 (VOC2011 test set, evaluation server).",
+                     f"Paper: {CVPR2018}, Table 3 (VOC2011 test set, evaluation server).",
                      "ap, ap_qs, ap_search and ap_auto")
     md4 = _metric_md(4, "test NDCG (%, difficult boxes ignored)", "ndcg", t4, spread_ndcg,
                      note, setting, ours,
-                     "Paper: paper 000, Table 4 (its NDCG is the mean over the five "
+                     f"Paper: {CVPR2018}, Table 4 (its NDCG is the mean over the five "
                      "cross-validation folds, not the test set).", "ndcg, ndcg_qs and ndcg_auto")
     for name, text in (("table1", md1), ("table2", md2), ("table3", md3), ("table4", md4)):
         write_text(out / f"{name}.md", text)

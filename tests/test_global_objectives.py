@@ -1,4 +1,4 @@
-"""Global objectives (paper 004): the tp/fp bounds, the Lagrangians, the reversed multiplier
+"""Global objectives (Eban et al., AISTATS 2017): the tp/fp bounds, the Lagrangians, the reversed multiplier
 gradients, and a constraint met after training."""
 
 import math

@@ -1,4 +1,4 @@
-"""The VOC2011 action pipeline (paper 000, Tables 1-4 and Figures 2-3) on tiny subsamples of
+"""The VOC2011 action pipeline (Mohapatra et al., CVPR 2018, Tables 1-4 and Figures 2-3) on tiny subsamples of
 the synthetic data: its files and columns, identical weights across exact LAI methods,
 resuming, settings changes, bad configs and data, and atomicity when a training fails."""
 
