@@ -35,7 +35,7 @@ from pipelines._config import (
     new_run_dir,
 )
 from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._provenance import write_provenance
+from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
 from pipelines._yaml import shown
@@ -295,16 +295,18 @@ def run(config, out_dir=None, progress=True):
     """
     cfg = resolve(config)
     out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
-    if cfg["vary"] == "share":
-        return _run_share(cfg, out, progress)
-    timings, cold = _time_all(cfg, curves(cfg), sizes(cfg), progress)
-    for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
-    write_text(out / "config.yaml", dump_config(cfg))
+    with recording_interruption(out, cfg["seed"], _data_note(cfg), cfg):
+        if cfg["vary"] == "share":
+            _run_share(cfg, out, progress)
+        else:
+            timings, cold = _time_all(cfg, curves(cfg), sizes(cfg), progress)
+            for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
+                with atomic_path(out / name) as tmp:
+                    frame.to_csv(tmp, index=False)
+            write_text(out / "config.yaml", dump_config(cfg))
+            write_text(out / "summary.md", summary(cfg, timings, cold))
+            plot(timings, out / "scaling")
     write_provenance(out, cfg["seed"], _data_note(cfg), cfg)
-    write_text(out / "summary.md", summary(cfg, timings, cold))
-    plot(timings, out / "scaling")
     return out
 
 
@@ -609,20 +611,18 @@ def _time_share(cfg, chosen, pairs, progress):
 
 def _run_share(cfg, out, progress):
     """`vary: share`: time the grid, write timings, the grid table (CSV and Markdown) and the
-    figure; return the run directory."""
+    figure."""
     pairs = sizes(cfg)
     timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], _data_note(cfg), cfg)
     table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
     with atomic_path(out / "grid.csv") as tmp:
         table.to_csv(tmp, index=False)
     write_text(out / "summary.md", share_summary(cfg, table))
     plot_share(timings, out / "scaling")
-    return out
 
 
 def _ratio(a, b):

@@ -28,6 +28,7 @@ timed training, so compilation never lands in an LAI time.
 """
 
 import hashlib
+import sys
 import time
 from pathlib import Path
 
@@ -42,10 +43,10 @@ from tqdm import tqdm
 
 from pipelines import _runner
 from pipelines import _schema as S
-from pipelines._runner import Experiment
+from pipelines._runner import Experiment, resume_status
 from pipelines._config import dump_config, merge, new_run_dir
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
-from pipelines._provenance import write_provenance
+from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
 from pipelines._tables import CVPR2018, FULL_VERSION, fmt, markdown_table, ours_label
 from pipelines.scaling import size_pairs
@@ -767,35 +768,38 @@ def figure_run(config, out_dir=None, progress=True):
     store = RunStore(out, settings)
     name_of = {(p, n, m): f"{vary}__p{p}_n{n}__{m}" for p, n in pairs for m in methods}
     todo = [key for key in name_of if cfg["force"] or not store.done(name_of[key])]
-    if todo:
-        warm_up(dict.fromkeys(m for *_, m in todo))
-    with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
-              disable=not progress) as bar:
-        for n_pos, n_neg, name in todo:
-            bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
-            rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
-            Xs, ys = X[rows], y[rows]
-            runs = [train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys, splits["trainval"].bias)[1]
-                    for _ in range(fig["repeats"])]
-            times = [r["lai_time_s"] for r in runs]
-            record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
-                      "lai_time_s": float(min(times)),
-                      "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
-                      "train_s": float(np.median([r["train_s"] for r in runs])),
-                      "repeats": fig["repeats"]}
-            record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
-            store.put(name_of[(n_pos, n_neg, name)], record)
-            bar.update()
-    records = store.records("*__p*_n*__*.json")
-    frame = figure_frame(records)
-    with atomic_path(out / "timings.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    status = resume_status(len(name_of), len(todo), "points")
+    if progress and status:
+        print(f"figure {vary}: {status}", file=sys.stderr)
     note = data_note(splits)
-    write_text(out / "config.yaml", dump_config(cfg))
     command = {**settings, "vary": vary, "preset": fig["preset"], "methods": methods}
+    with recording_interruption(out, cfg["seed"], note, command, settings["data_sha256"]):
+        if todo:
+            warm_up(dict.fromkeys(m for *_, m in todo))
+        with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
+                  disable=not progress) as bar:
+            for n_pos, n_neg, name in todo:
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
+                rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
+                Xs, ys = X[rows], y[rows]
+                runs = [train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys,
+                                  splits["trainval"].bias)[1] for _ in range(fig["repeats"])]
+                times = [r["lai_time_s"] for r in runs]
+                record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
+                          "lai_time_s": float(min(times)),
+                          "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
+                          "train_s": float(np.median([r["train_s"] for r in runs])),
+                          "repeats": fig["repeats"]}
+                record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
+                store.put(name_of[(n_pos, n_neg, name)], record)
+                bar.update()
+        frame = figure_frame(store.records("*__p*_n*__*.json"))
+        with atomic_path(out / "timings.csv") as tmp:
+            frame.to_csv(tmp, index=False)
+        write_text(out / "config.yaml", dump_config(cfg))
+        write_text(out / "summary.md", figure_summary(frame, cfg, note))
+        plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
     write_provenance(out, cfg["seed"], note, command, settings["data_sha256"])
-    write_text(out / "summary.md", figure_summary(frame, cfg, note))
-    plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
     return out
 
 
