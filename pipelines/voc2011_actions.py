@@ -48,7 +48,8 @@ from pipelines._config import dump_config, merge, new_run_dir
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
-from pipelines._tables import CVPR2018, FULL_VERSION, fmt, markdown_table, ours_label
+from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
+                               unconverged_note)
 from pipelines.scaling import size_pairs
 from qs.data import (
     ACTIONS,
@@ -621,7 +622,8 @@ def _setting_line(cfg, frame):
     n_conv = int(frame["converged"].sum())
     return (f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}); C {how} "
             f"({Cs}). {n_conv} of {len(frame)} trainings converged. Time: wall time of the "
-            "LAI calls inside training (numba warmed up beforehand), this machine.")
+            "LAI calls inside one training per class and method, each timed once (one "
+            "measurement, not a median of repeats; numba warmed up beforehand), this machine.")
 
 
 def write_tables(out, records, cfg, note, synthetic):
@@ -630,6 +632,9 @@ def write_tables(out, records, cfg, note, synthetic):
     ours = ours_label(synthetic)
     data_col = note
     setting = _setting_line(cfg, frame)
+    early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
+    early_methods = set(early["method"]) if len(early) else set()
+    early_note = unconverged_note(len(early))
     with atomic_path(out / "timings.csv") as tmp:
         frame.to_csv(tmp, index=False)
 
@@ -649,31 +654,33 @@ def write_tables(out, records, cfg, note, synthetic):
           fmt(row.per_call, 1), fmt(row.paper_per_call, 1)] for row in r.itertuples()])
     paper_src = (f"Paper: {CVPR2018}, Table 1 (ap_search: {FULL_VERSION}, Table 2, also quoted in "
                  "the CVPR paper's text); blank where the paper has no such method.")
-    md1 = "\n\n".join([
+    md1 = "\n\n".join(filter(None, [
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
         note, setting, paper_src,
         markdown_table(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
-                       [[row.method, fmt(row.lai_time_s, 4), fmt(row.paper_lai_time_s, 4),
-                         fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
-        "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
-    md2 = "\n\n".join([
+                       [[mark(row.method, row.method in early_methods), fmt(row.lai_time_s, 4),
+                         fmt(row.paper_lai_time_s, 4), fmt(row.lai_calls, 1), row.n_classes]
+                        for row in t1.itertuples()]),
+        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
+    md2 = "\n\n".join(filter(None, [
         "# Table 2: mean time per loss-augmented inference call (ms)",
         note, setting,
         ("Ours: each training's mean time per call, then mean ± standard deviation over "
          f"classes. Paper: {CVPR2018}, Table 2 (ap_search: {FULL_VERSION}, Table 3)."),
         markdown_table(
             ["method", f"{ours} (ms)", "paper (ms)", "classes"],
-            [[row.method, f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
+            [[mark(row.method, row.method in early_methods),
+              f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
               "" if pd.isna(row.paper_ms_per_call)
               else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
               row.n_classes] for row in t2.itertuples()]),
-        "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
+        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
     md3 = _metric_md(3, "test AP (%, VOC devkit AP, difficult boxes ignored)", "ap", t3,
-                     spread_ap, note, setting, ours,
+                     spread_ap, note, setting, ours, early,
                      f"Paper: {CVPR2018}, Table 3 (VOC2011 test set, evaluation server).",
                      "ap, ap_qs, ap_search and ap_auto")
     md4 = _metric_md(4, "test NDCG (%, difficult boxes ignored)", "ndcg", t4, spread_ndcg,
-                     note, setting, ours,
+                     note, setting, ours, early,
                      f"Paper: {CVPR2018}, Table 4 (its NDCG is the mean over the five "
                      "cross-validation folds, not the test set).", "ndcg, ndcg_qs and ndcg_auto")
     for name, text in (("table1", md1), ("table2", md2), ("table3", md3), ("table4", md4)):
@@ -681,20 +688,32 @@ def write_tables(out, records, cfg, note, synthetic):
     write_text(out / "summary.md", f"{md1}\n\n{md2}\n\n{md3}\n\n{md4}")
 
 
-def _metric_md(number, what, loss, table, spread, note, setting, ours, paper_src, same):
+def _metric_md(number, what, loss, table, spread, note, setting, ours, early, paper_src,
+               same):
+    """Table 3 or 4 as Markdown; a cell whose training (any of the methods of the loss, for
+    the rank-loss column) stopped before converging is marked."""
     cols = list(table.columns)
-    rows = [[row["object_class"], *(fmt(row[c], 3) for c in cols[2:6])]
-            for _, row in table.iterrows()]
+    early_losses = set(zip(early["class"], early["loss"]))
+    n_marked = 0
+    rows = []
+    for _, row in table.iterrows():
+        cells = [fmt(row[c], 3) for c in cols[2:6]]
+        for i, trained in enumerate(("01", loss)):
+            if (row["class"], trained) in early_losses and cells[i]:
+                cells[i] = mark(cells[i], True)
+                n_marked += 1
+        rows.append([row["object_class"], *cells])
     if len(table):
         means = table[cols[2:6]].mean()
         rows.append(["**mean**", *(fmt(means[c], 3) for c in cols[2:6])])
     header = ["Object class", f"0-1 loss, {ours}", f"{loss} loss, {ours}", "0-1 loss, paper",
               f"{loss} loss, paper"]
-    return "\n\n".join([
+    return "\n\n".join(filter(None, [
         f"# Table {number}: {what}, 0-1 loss vs {loss} loss",
         note, setting, paper_src, markdown_table(header, rows),
+        unconverged_note(n_marked, "cell"),
         (f"{same} train to the same weights (exact LAI); the largest difference of the "
-         f"metric between them over the classes is {spread:.2g} points.")]) + "\n"
+         f"metric between them over the classes is {spread:.2g} points.")])) + "\n"
 
 
 def report(run_dir):
