@@ -53,7 +53,7 @@ from pipelines import _schema as S
 from pipelines._io import atomic_path, save_figure, write_npz, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
-from pipelines._tables import CVPR2018, fmt, markdown_table, ours_label
+from pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
 from qs.data import load_rcnn_cache
 from qs.data.store import open_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -697,8 +697,11 @@ def lai_table(frame):
     return table.reset_index()
 
 
-def _ap_md(t5, ours):
-    rows = [[r["object_class"], fmt(r["ap_0-1"], 2), fmt(r["ap_ap"], 2),
+def _ap_md(t5, ours, early=frozenset()):
+    """Table 5 as Markdown; `early`: the (class, loss) pairs with a training that stopped
+    before converging, whose cells are marked."""
+    rows = [[r["object_class"], mark(fmt(r["ap_0-1"], 2), (r["class"], "01") in early),
+             mark(fmt(r["ap_ap"], 2), (r["class"], "ap") in early),
              fmt(r["paper_ap_0-1"], 2), fmt(r["paper_ap_ap"], 2)] for _, r in t5.iterrows()]
     if len(t5):
         means = t5[["ap_0-1", "ap_ap", "paper_ap_0-1", "paper_ap_ap"]].mean()
@@ -723,7 +726,7 @@ def _identical_line(t5):
             f"weights differ for {bad}; the AP column shows {AP_METHODS[0]} where present.")
 
 
-def _lai_md(lt, ours):
+def _lai_md(lt, ours, early=frozenset()):
     methods = [m for m in METHODS if m in lt.columns]
     names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
     ratios = [c for c in (f"{a} / {b}" for a, b in RATIOS) if c in lt.columns]
@@ -734,7 +737,8 @@ def _lai_md(lt, ours):
         header.append("LAI share of training (Yue)")
     rows = []
     for _, r in lt.iterrows():
-        row = [CLASS_NAMES[r["class"]], *(fmt(r[m], 4) for m in methods),
+        row = [CLASS_NAMES[r["class"]],
+               *(mark(fmt(r[m], 4), (r["class"], m) in early) for m in methods),
                *(fmt(r[c], 1) for c in ratios), fmt(r["lai_calls"], 0)]
         rows.append(row + ([f"{100 * r['lai_share_ap']:.0f}%"] if share else []))
     means = lt[methods].mean()
@@ -792,22 +796,25 @@ def write_tables(out, records, cfg, note, synthetic):
         t5.assign(data=note).to_csv(tmp, index=False)
     parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM",
              note]
+    early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     if not frame.empty:
         parts += [_setting_line(cfg, frame),
-                  (f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
-                  "selective-search boxes with 4096-d CNN features)."),
-                  _ap_md(t5, ours), _identical_line(t5)]
+                  (f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about "
+                   "2000 selective-search boxes with 4096-d CNN features)."),
+                  _ap_md(t5, ours, set(zip(early["class"], early["loss"]))),
+                  unconverged_note(len(early)), _identical_line(t5)]
     if not lt.empty:
         parts += [
             "## Total loss-augmented inference time per class during training (s)",
-            ("Ours: total wall time of the LAI calls of one AP-SVM training (numba warmed up "
+            ("Ours: total wall time of the LAI calls of one AP-SVM training per class and "
+             "method, timed once (one measurement, not a median of repeats; numba warmed up "
              "beforehand; the methods run one after another on this machine, so load changes "
              f"between them show). Paper: {CVPR2018}, Section 4.2, total LAI time averaged over "
              "the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
              "QS O(N log P), so the ratio grows with the number of images: at fewer images "
              "than the paper's it is smaller."),
-            _lai_md(lt, ours)]
-    write_text(out / "table5.md", "\n\n".join(parts) + "\n")
+            _lai_md(lt, ours, set(zip(early["class"], early["method"])))]
+    write_text(out / "table5.md", "\n\n".join(filter(None, parts)) + "\n")
     if not frame.empty:
         plot(t5, lt, out / "figure", synthetic)
 

@@ -109,6 +109,23 @@ def test_table_says_when_ap_weights_differ(tiny_run):
     assert line.startswith("**Warning**") and "aeroplane, person" in line
 
 
+def test_trainings_stopped_early_are_marked(tiny_run, tmp_path):
+    out, _ = tiny_run
+    assert "†" not in (out / "table5.md").read_text()  # every tiny training converged
+    records = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*__*.json"))]
+    for r in records:
+        if (r.get("class"), r.get("method")) == ("person", "ap_qs"):
+            r["converged"] = False
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    voc.write_tables(tmp_path, [r for r in records if "method" in r], cfg, "synthetic", True)
+    md = (tmp_path / "table5.md").read_text()
+    ap_row, lai_row = _md_rows(md, "Person")
+    assert ap_row[2].endswith(" †") and "†" not in ap_row[1]
+    assert lai_row[2].endswith(" †") and "†" not in lai_row[1] + lai_row[3]
+    assert "†: 1 training stopped at the iteration cap before converging" in md
+    assert "†" not in "".join(_md_rows(md, "Aeroplane")[0])
+
+
 def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     reference, _ = tiny_run
     cfg = _runner.load_config(voc.SPEC, write_config(tmp_path / "tiny.yaml"))
