@@ -96,6 +96,8 @@ COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "searc
           "auto": "C4", "sort_dc": "C5", "bucket": "C6", "bucket_sort": "k", "batch": "C4",
           "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
+#: the figures' legend names of the paper's baselines, which the curve names give as the loss
+LABELS = {"ap": "ap (Yue et al.)", "ndcg": "ndcg (Chakrabarti et al.)"}
 # What a sample measures. On a machine shared with other jobs, wall time inflates a call
 # longer than the scheduler's time slice (it waits for the others) far more than a short one,
 # and so the ratios between them; the process's CPU time does not wait (a threaded call counts
@@ -433,12 +435,17 @@ def _title(panel):
     return f"{panel} loss" if panel in LOSSES else "0-1 and references"
 
 
-def _medians(timings, cold, panel):
-    """Median seconds per call: rows (n_pos, n_neg), columns the panel's curves; NaN = skipped."""
+def _medians(timings, cold, panel, statistic="median"):
+    """Median seconds per call (`statistic` "spread": the repeats' interquartile range over
+    their median): rows (n_pos, n_neg), columns the panel's curves; NaN = skipped."""
     mine = cold[cold["loss"].isin((panel,) + SHARED)]
     names = list(dict.fromkeys(mine["curve"]))  # names are unique within a panel
     warm = timings[timings["loss"].isin((panel,) + SHARED)]
-    table = warm.groupby(["n_pos", "n_neg", "curve"])["seconds"].median().unstack("curve")
+    seconds = warm.groupby(["n_pos", "n_neg", "curve"])["seconds"]
+    table = seconds.median()
+    if statistic == "spread":
+        table = (seconds.quantile(0.75) - seconds.quantile(0.25)) / table
+    table = table.unstack("curve")
     index = pd.MultiIndex.from_frame(mine[["n_pos", "n_neg"]].drop_duplicates())
     return table.reindex(index=index, columns=names)
 
@@ -470,7 +477,8 @@ def summary(cfg, timings, cold):
     """summary.md: data note, medians, ratios to the paper's baseline and to 0-1, cold calls."""
     parts = [
         f"# Scaling of loss-augmented inference: varying the {cfg['vary']}",
-        f"Data: {_data_note(cfg)}. Preset `{cfg['preset']}` (Mohapatra et al., CVPR 2018, Figures 2-3). Each "
+        f"Data: {_data_note(cfg)}. Preset `{cfg['preset']}` (Mohapatra et al., CVPR 2018, "
+        "Figures 2-3). Each "
         f"cell is the median of {cfg['repeats']} warm calls through `qs.inference.lai`, each on "
         "the next of a rotation of different score vectors of that size (at least "
         f"{ROTATION_BYTES >> 20} MB of them) "
@@ -481,7 +489,9 @@ def summary(cfg, timings, cold):
     ]
     for panel in _panels(cold):
         table = _medians(timings, cold, panel)
-        parts += [f"## {_title(panel)}", "Median seconds per call:", _size_table(table, SKIPPED)]
+        parts += [f"## {_title(panel)}", "Median seconds per call:", _size_table(table, SKIPPED),
+                  "Spread of the repeats: interquartile range / median:",
+                  _size_table(_medians(timings, cold, panel, "spread"), SKIPPED)]
         baseline = [(panel, f"the paper's baseline `{panel}`")] if panel in LOSSES else []
         for name, label in baseline + [("0-1", "`0-1`")]:
             if name in table.columns:
@@ -491,20 +501,24 @@ def summary(cfg, timings, cold):
     warm = timings.groupby(["loss", "curve", "n_pos", "n_neg"])["seconds"].median()
     rows = [[r.curve, r.loss, r.method, str(r.n_pos), str(r.n_neg), f"{r.seconds:.3g}",
              f"{warm[(r.loss, r.curve, r.n_pos, r.n_neg)]:.3g}"] for r in first.itertuples()]
-    header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s)", "warm median (s)"]
+    header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s, one call)",
+              "warm median (s)"]
     parts += ["## Cold first call at the smallest size (numba compile or cache load included)",
               markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 
 def plot(timings, stem):
-    """Log-log median seconds per call against the varied count, a panel per loss.
+    """Log-log median seconds per call against the varied count, a panel per loss, the
+    band between the quartiles of the repeats around each curve.
 
     Writes `stem`.png and `stem`.pdf atomically and returns their paths.
     """
     vary = timings["vary"].iloc[0]
-    med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
-    med = med.median().reset_index()
+    grouped = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)
+    med = grouped["seconds"].median().reset_index()
+    med["q1"] = grouped["seconds"].quantile(0.25).to_numpy()
+    med["q3"] = grouped["seconds"].quantile(0.75).to_numpy()
     med["x"] = {"negatives": med["n_neg"], "positives": med["n_pos"],
                 "total": med["n_pos"] + med["n_neg"]}[vary]
     xlabel = {"negatives": f"negatives N (P = {med['n_pos'].iloc[0]})",
@@ -516,10 +530,14 @@ def plot(timings, stem):
         mine = med[med["loss"].isin((panel,) + SHARED)]
         for (loss, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
             style = "--" if loss == "-" else ":" if curve in REUSED_OUTPUTS else "-"
-            ax.plot(line["x"], line["seconds"], marker="o", markersize=3, label=curve,
-                    color=COLORS.get(method, "k"), linestyle=style)
-        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="median seconds per LAI call",
-               title=_title(panel))
+            color = COLORS.get(method, "k")
+            ax.plot(line["x"], line["seconds"], marker="o", markersize=3,
+                    label=LABELS.get(curve, curve), color=color, linestyle=style)
+            ax.fill_between(line["x"], line["q1"], line["q3"], color=color, alpha=0.15,
+                            linewidth=0)
+        ax.set(xscale="log", yscale="log", xlabel=xlabel,
+               ylabel="seconds per LAI call,\nmedian and quartiles of the repeats",
+               title=f"{_title(panel)} (synthetic scores)")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize="small")
     return save_figure(fig, stem)
@@ -718,11 +736,13 @@ def plot_share(timings, stem):
             mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
             for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
                 style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
-                ax.plot(line["x"], line["per_score"], marker="o", markersize=3, label=curve,
+                ax.plot(line["x"], line["per_score"], marker="o", markersize=3,
+                        label=LABELS.get(curve, curve),
                         color=COLORS.get(method, "k"), linestyle=style,
                         linewidth=2.2 if method == "auto" else 1.0)
             ax.set(xscale="log", yscale="log", xlabel="share of positives P/N",
-                   ylabel="seconds per score", title=f"{loss}, N = {n_neg:.0e}")
+                   ylabel="median seconds per score",
+                   title=f"{loss}, N = {n_neg:.0e} (synthetic scores)")
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize="xx-small")
     return save_figure(fig, stem)
