@@ -281,14 +281,15 @@ def _load(path, settings):
 
 
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
-    """One epoch of the optimizer in seeded mini-batches: (train s, LAI s, mean loss, steps)."""
+    """One epoch of the optimizer in seeded mini-batches: (the measured time of each step
+    (s), LAI s, mean loss)."""
     import torch
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
     order = np.random.default_rng([cfg["seed"], epoch]).permutation(len(y))
     starts = range(0, len(y), cfg["batch_size"])
-    train_s = lai_s = total = 0.0
+    step_s, lai_s, total = [], 0.0, 0.0
     for i, start in enumerate(starts):
         idx = order[start:start + cfg["batch_size"]]
         began = _clock(normalise.device)
@@ -297,12 +298,12 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        train_s += _clock(normalise.device) - began
+        step_s.append(_clock(normalise.device) - began)
         lai_s += spent
         total += value.detach().item()
         bar.update()
         bar.set_postfix(loss=f"{total / (i + 1):.4f}")
-    return train_s, lai_s, total / len(starts), len(starts)
+    return step_s, lai_s, total / len(starts)
 
 
 def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
@@ -310,7 +311,8 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     activation pattern fixed at the current weights theta0, minimise over u
     ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)``, H_b the structured hinge of mini-batch b
     (affine in u), by block-coordinate Frank-Wolfe with the mini-batches as blocks and the
-    line search clipped to [0, 1]. Returns (train s, LAI s, mean hinge, steps)."""
+    line search clipped to [0, 1]. Returns (the measured time of each step (s), LAI s, mean
+    hinge)."""
     import torch
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
@@ -326,8 +328,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     u_b = torch.zeros(n_blocks, theta0.numel(), device=theta0.device)
     l_b = np.zeros(n_blocks)
     rng = np.random.default_rng([cfg["seed"], sweep, 1])
-    train_s = lai_s = total = 0.0
-    steps = 0
+    step_s, lai_s, total = [], 0.0, 0.0
     for _ in range(cfg["layerwise"]["passes"]):
         for b in rng.permutation(n_blocks):
             began = _clock(normalise.device)
@@ -348,15 +349,14 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
             u_b[b] += step
             u += step
             l_b[b] += gamma * (l_s - l_b[b])
-            train_s += _clock(normalise.device) - began
+            step_s.append(_clock(normalise.device) - began)
             lai_s += spent
             total += value.item()
-            steps += 1
             bar.update()
-            bar.set_postfix(loss=f"{total / steps:.4f}")
+            bar.set_postfix(loss=f"{total / len(step_s):.4f}")
     with torch.no_grad():
         vector_to_parameters(theta0 + u, params)
-    return train_s, lai_s, total / steps, steps
+    return step_s, lai_s, total / len(step_s)
 
 
 def _units(cfg, phase, n_layers):
@@ -390,7 +390,7 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
         optimizer.load_state_dict(ckpt["optimizer"])
     else:
         model.load_state_dict(start_state)
-        ckpt.update(history=[], units_done=0, model=None)
+        ckpt.update(history=[], step_s=[], units_done=0, model=None)
     step_loss, is_rank = _phase_loss(phase, loss_fn)
     n_batches = -(-len(data["train"][1]) // cfg["batch_size"])
     cumulative = ckpt["history"][-1] if ckpt["history"] else {"train_s": 0.0, "lai_s": 0.0,
@@ -407,22 +407,23 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
                   desc=f"{phase} {unit + 1}/{units} ({what})", unit="batch", leave=False,
                   disable=not progress) as bar:
             if layerwise:
-                train_s, lai_s, loss, steps = _svm_layer(
+                step_s, lai_s, loss = _svm_layer(
                     cfg, model, layers[unit % len(layers)], step_loss, data, normalise, unit,
                     bar)
             else:
-                train_s, lai_s, loss, steps = _sgd_epoch(cfg, model, optimizer, step_loss,
-                                                         data, normalise, unit, bar)
+                step_s, lai_s, loss = _sgd_epoch(cfg, model, optimizer, step_loss, data,
+                                                 normalise, unit, bar)
         val = evaluate(model, normalise, *data["val"]) if len(data["val"][1]) else (np.nan,) * 2
         test = evaluate(model, normalise, *data["test"])
         cumulative = {"phase": phase, "unit": unit + 1, "loss": loss,
-                      "train_s": cumulative["train_s"] + train_s,
+                      "train_s": cumulative["train_s"] + sum(step_s),
                       "lai_s": cumulative["lai_s"] + lai_s if is_rank else np.nan,
-                      "steps": cumulative["steps"] + steps,
+                      "steps": cumulative["steps"] + len(step_s),
                       "val_map": val[0], "val_ndcg": val[1], "test_map": test[0],
                       "test_ndcg": test[1]}
         ckpt.update(model=_copy(model.state_dict()), optimizer=optimizer.state_dict(),
-                    units_done=unit + 1, history=[*ckpt["history"], cumulative])
+                    units_done=unit + 1, history=[*ckpt["history"], cumulative],
+                    step_s=[*ckpt.get("step_s", []), *step_s])
         _save(ckpt["path"], {k: v for k, v in ckpt.items() if k != "path"})
     if ckpt.get("model") is None:  # a phase of 0 epochs passes its start state on
         ckpt.update(model=start_state, optimizer=optimizer.state_dict(), units_done=0)
@@ -491,8 +492,8 @@ def run_unit(run, unit):
                                           run.cache["normalise"], *run.data["test"])
     per_class = [] if phase in WARM_PHASES else [
         {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
-    return {"phase": phase, "history": ckpt["history"], "test": [mean_ap, mean_ndcg],
-            "per_class": per_class}
+    return {"phase": phase, "history": ckpt["history"], "step_s": ckpt.get("step_s", []),
+            "test": [mean_ap, mean_ndcg], "per_class": per_class}
 
 
 def _train(run, phase):
@@ -526,7 +527,7 @@ def write(run, records):
     per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
     warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
     methods = selected_methods(cfg)
-    results = results_frame(history, methods)
+    results = results_frame(history, methods, {r["phase"]: r["step_s"] for r in records})
     for name, frame in (("results.csv", results), ("history.csv", history),
                         ("per_class.csv", per_class)):
         with atomic_path(run.out / name) as tmp:
@@ -545,8 +546,9 @@ def model_with(model, state):
 
 # ---------------------------------------------------------------------------- outputs
 
-def results_frame(history, methods):
-    """One row per method: its final epoch's metrics and cumulative times."""
+def results_frame(history, methods, step_s):
+    """One row per method: its final epoch's metrics and cumulative times, and the median
+    and quartiles of its measured step times (`step_s`: phase -> each step's seconds)."""
     last = history.groupby("phase", sort=False).tail(1).set_index("phase")
     rows = []
     for name in methods:
@@ -556,6 +558,9 @@ def results_frame(history, methods):
                      "test_map": r.test_map, "test_ndcg": r.test_ndcg, "val_map": r.val_map,
                      "val_ndcg": r.val_ndcg, "units": int(r.unit), "steps": int(r.steps),
                      "train_s": r.train_s, "lai_s": r.lai_s,
+                     **dict(zip(("step_ms_q1", "step_ms_median", "step_ms_q3"),
+                                1e3 * np.quantile(step_s[name] or [np.nan],
+                                                  [0.25, 0.5, 0.75]))),
                      "lai_ms_per_step": 1e3 * r.lai_s / r.steps,
                      "paper_map": PAPER_MAP.get(loss), "paper_ndcg": PAPER_NDCG.get(loss),
                      "paper_train_h": PAPER_HOURS.get(name)})
@@ -588,7 +593,9 @@ def summary(cfg, note, results, history, warm_test, n_params):
                 _cell(r.paper_ndcg, ".2f")] for r in results.itertuples()]
     metrics.insert(0, ["warm start", "-", "-", _cell(100 * warm_test[0], ".2f"), "-",
                        _cell(100 * warm_test[1], ".2f"), "-"])
-    times = [[r.method, r.inference, r.steps, _cell(r.train_s, ".2f"), _cell(r.lai_s, ".3f"),
+    times = [[r.method, r.inference, r.steps, _cell(r.train_s, ".2f"),
+              f"{r.step_ms_median:.1f} [{r.step_ms_q1:.1f}, {r.step_ms_q3:.1f}]",
+              _cell(r.lai_s, ".3f"),
               _cell(100 * r.lai_s / r.train_s, ".2f"), _cell(r.lai_ms_per_step, ".3f"),
               _cell(r.paper_train_h, ".3f")] for r in results.itertuples()]
     ws = cfg["warm_start"]
@@ -609,23 +616,38 @@ def summary(cfg, note, results, history, warm_test, n_params):
                         f"NDCG {ours}", "NDCG paper"], metrics),
         "## Training time per method",
         (f"Steps only (evaluation apart), this run's hardware; the warm start took "
-         f"{warm_s:.2f} s more. LAI time: inside `rank_hinge_loss` (exact LAI of the 10 "
+         f"{warm_s:.2f} s more. `train s`: the sum of the measured times of the steps of "
+         "one training (one measurement); `step ms`: the median step time, its quartiles "
+         "in brackets. LAI time: inside `rank_hinge_loss` (exact LAI of the 10 "
          "queries of each mini-batch), numba compiled beforehand. The paper's hours are for "
          "its layer-wise training on CIFAR-10 with a GPU."),
-        markdown_table(["method", "LAI", "steps", "train s", "LAI s", "LAI % of train",
+        markdown_table(["method", "LAI", "steps", "train s", "step ms", "LAI s",
+                        "LAI % of train",
                         "LAI ms/step", "paper train h"], times),
     ]) + "\n"
 
 
 def plot(history, methods, warm_test, ours):
-    """Test mAP against cumulative training time per method, from the warm start's mAP."""
+    """Test mAP against the summed measured step times per method, from the warm start's mAP.
+
+    Methods whose mAP curves are identical (exact LAI methods of one loss train the same
+    weights) share a colour and the legend says so; each keeps its own step times."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
-    for name in methods:
-        rows = history[history.phase == name]
-        ax.plot([0.0, *rows.train_s], [100 * warm_test[0], *(100 * rows.test_map)],
-                marker="o", label=name)
-    ax.set_xlabel("training time after the warm start (s)")
+    curves = {name: history[history.phase == name] for name in methods}
+    groups = {}
+    for name, rows in curves.items():
+        key = tuple(rows.test_map.round(12))
+        groups.setdefault(key, []).append(name)
+    for k, names in enumerate(groups.values()):
+        for i, name in enumerate(names):
+            rows = curves[name]
+            label = (f"{' = '.join(names)} (identical mAP)" if i == 0 and len(names) > 1
+                     else name if i == 0 else f"{name} (its own step times)")
+            ax.plot([0.0, *rows.train_s], [100 * warm_test[0], *(100 * rows.test_map)],
+                    marker="os^"[i % 3], linestyle=("-", "--", ":")[i % 3], color=f"C{k}",
+                    label=label)
+    ax.set_xlabel("training time after the warm start: summed measured step times (s)")
     ax.set_ylabel("test mean AP (%)")
     ax.set_title(f"PL-CNN, {ours}", fontsize=10)
     ax.grid(alpha=0.3)

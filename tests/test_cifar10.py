@@ -271,6 +271,31 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
         f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]])
 
 
+def test_times_are_the_summed_step_times_and_identical_curves_are_said_so(tiny_run):
+    import json
+
+    import pandas as pd
+
+    cifar10 = _pipeline()
+    results = pd.read_csv(tiny_run / "results.csv").set_index("method")
+    for method in TINY["methods"]:
+        step_s = json.loads((tiny_run / "runs" / f"{method}.json").read_text())["step_s"]
+        assert len(step_s) == results.steps[method]
+        assert results.train_s[method] == pytest.approx(sum(step_s), rel=1e-9)
+        assert results.step_ms_median[method] == pytest.approx(1e3 * np.median(step_s))
+        assert results.step_ms_q1[method] <= results.step_ms_median[method] \
+            <= results.step_ms_q3[method]
+    assert "`train s`: the sum of the measured times of the steps" in cifar10.report(tiny_run)
+    history = pd.read_csv(tiny_run / "history.csv")
+    fig = cifar10.plot(history, TINY["methods"], (0.9, 0.95), "digits-as-CIFAR")
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    # exact LAI: Yue's and QS train the same network (on the tiny data other losses may too)
+    assert any(label.startswith("ap_yue = ap_qs") and label.endswith("(identical mAP)")
+               for label in labels) and "ap_qs (its own step times)" in labels
+    assert len(labels) == len(TINY["methods"])  # no curve hidden
+    assert "summed measured step times" in fig.axes[0].get_xlabel()
+
+
 def test_warm_start_is_adadelta_as_in_the_paper(tiny_run):
     import torch
 
@@ -437,6 +462,6 @@ def test_layerwise_svm_lowers_its_layers_objective():
 
     before = objective()
     with tqdm(disable=True) as bar:
-        *_, steps = cifar10._svm_layer(cfg, net, layer, step_loss, data, normalise, 0, bar)
-    assert steps == 4 * len(blocks)
+        step_s, *_ = cifar10._svm_layer(cfg, net, layer, step_loss, data, normalise, 0, bar)
+    assert len(step_s) == 4 * len(blocks)
     assert objective() < before - 1e-3
