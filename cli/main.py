@@ -371,21 +371,15 @@ def readme(readme, results):
         raise click.ClickException(str(err)) from None
 
 
-@main.group()
-def plot():
-    """Redraw the figure of a finished run."""
-
-
-@plot.command("scaling")
+@main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def plot_scaling(run_dir):
-    """Redraw RUN_DIR/scaling.png and scaling.pdf from RUN_DIR/timings.csv."""
-    from pipelines import scaling
-
+def plot(run_dir):
+    """Redraw the figures of the run in RUN_DIR (PNG and PDF) from its result files: a
+    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection or CIFAR-10."""
     try:
-        paths = scaling.plot_run(run_dir)
+        paths = _registry.redraw(run_dir)
     except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(f"cannot redraw {run_dir}: {err}") from None
     click.echo("\n".join(map(str, paths)))
 
 

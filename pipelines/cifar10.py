@@ -39,7 +39,7 @@ from tqdm import tqdm
 from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import atomic_path, read_csv, run_data_note, save_figure, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import same, settings_key
 from pipelines._tables import CVPR2018, markdown_table
@@ -534,8 +534,27 @@ def write(run, records):
             frame.to_csv(tmp, index=False)
     text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
     write_text(run.out / "table.md", text)
-    ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
-    save_figure(plot(history, methods, warm_test, ours), run.out / "figure")
+    save_figure(plot(history, methods, warm_test, _source(note)), run.out / "figure")
+
+
+def _source(note):
+    """The figure's name of the data."""
+    return "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
+
+
+def redraw(run_dir, kind="tables"):
+    """Redraw figure.png and .pdf of a run from its history.csv and results.csv; return their
+    paths."""
+    run_dir = Path(run_dir)
+    history = read_csv(run_dir / "history.csv", ["phase", "train_s", "test_map", "test_ndcg"])
+    methods = list(read_csv(run_dir / "results.csv", ["method"])["method"])
+    warm = history[history.phase.isin(WARM_PHASES)]
+    if warm.empty or not methods:
+        raise ValueError(f"{run_dir / 'history.csv'} lacks the warm start's or the methods' "
+                         "rows")
+    warm_test = (warm.test_map.iloc[-1], warm.test_ndcg.iloc[-1])
+    fig = plot(history, methods, warm_test, _source(run_data_note(run_dir)))
+    return save_figure(fig, run_dir / "figure")
 
 
 def model_with(model, state):

@@ -34,7 +34,7 @@ from pipelines._config import (
     merge,
     new_run_dir,
 )
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import atomic_path, read_csv, save_figure, write_text
 from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
@@ -411,19 +411,11 @@ def _clock(call, number=1, timer=time.perf_counter):
 
 # ---------------------------------------------------------------------------- reports
 
-def _read_csv(path, columns):
-    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}")
-    return frame
-
-
 def read_run(run_dir):
     """The (timings, cold) frames of a finished run, their columns checked."""
     run_dir = Path(run_dir)
-    return (_read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
-            _read_csv(run_dir / "compile.csv", COLD_COLUMNS))
+    return (read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
+            read_csv(run_dir / "compile.csv", COLD_COLUMNS))
 
 
 def _panels(frame):
@@ -543,11 +535,16 @@ def plot(timings, stem):
     return save_figure(fig, stem)
 
 
-def plot_run(run_dir):
-    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv; return their paths."""
-    timings = _read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
+def redraw(run_dir, kind="bench"):
+    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv (a curve run or a share
+    grid); return their paths."""
+    if kind != "bench":
+        raise ValueError(f"{run_dir} holds a scaling {kind} run, which draws no figure")
+    timings = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
     if timings.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no timings to plot")
+    if (timings["vary"] == "share").all():
+        return plot_share(timings, Path(run_dir) / "scaling")
     return plot(timings, Path(run_dir) / "scaling")
 
 

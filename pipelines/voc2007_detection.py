@@ -50,7 +50,8 @@ from matplotlib.figure import Figure
 from pydantic import model_validator
 
 from pipelines import _schema as S
-from pipelines._io import atomic_path, save_figure, write_npz, write_text
+from pipelines._io import (atomic_path, read_csv, run_data_note, save_figure, write_npz,
+                           write_text)
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
@@ -847,6 +848,16 @@ def plot(t5, lt, stem, synthetic):
         axes[1].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
                        frameon=False)
     return save_figure(fig, stem)
+
+
+def redraw(run_dir, kind="tables"):
+    """Redraw figure.png and .pdf of a run from its timings.csv; return their paths."""
+    frame = timings_frame(read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
+                          .to_dict("records"))
+    if frame.empty:
+        raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no trainings to plot")
+    synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
+    return plot(ap_table(frame), lai_table(frame), Path(run_dir) / "figure", synthetic)
 
 
 def report(run_dir):

@@ -45,7 +45,8 @@ from pipelines import _runner
 from pipelines import _schema as S
 from pipelines._runner import Experiment, resume_status
 from pipelines._config import dump_config, merge, new_run_dir
-from pipelines._io import atomic_path, save_figure, write_npz, write_text
+from pipelines._io import (atomic_path, read_csv, run_data_note, save_figure, write_npz,
+                           write_text)
 from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir, digest_arrays, settings_key
 from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
@@ -938,6 +939,18 @@ def plot_figure(frame, stem, synthetic=True):
             if ax.has_data():
                 ax.legend(fontsize="small")
     return save_figure(fig, stem)
+
+
+def redraw(run_dir, kind):
+    """Redraw figure.png and .pdf of a figure run (`qsrank bench --experiment
+    voc2011_actions`) from its timings.csv; return their paths. A table run draws none."""
+    if kind != "figure":
+        raise ValueError(f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "
+                         "figure; Figures 2-3 are drawn by the runs of qsrank bench "
+                         "--experiment voc2011_actions (make reproduce-figure2/3)")
+    frame = read_csv(Path(run_dir) / "timings.csv", FIGURE_COLUMNS)
+    synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
+    return plot_figure(frame, Path(run_dir) / "figure", synthetic=synthetic)
 
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,

@@ -296,6 +296,21 @@ def test_times_are_the_summed_step_times_and_identical_curves_are_said_so(tiny_r
     assert "summed measured step times" in fig.axes[0].get_xlabel()
 
 
+def test_plot_redraws_the_same_figure(tiny_run, tmp_path):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_run, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock",
+                                                                  "checkpoints", "figure.*"))
+    result = CliRunner().invoke(main, ["plot", str(copy)])
+    assert result.exit_code == 0, result.output
+    assert (copy / "figure.png").read_bytes() == (tiny_run / "figure.png").read_bytes()
+
+
 def test_warm_start_is_adadelta_as_in_the_paper(tiny_run):
     import torch
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import cli.main as cli_main
 from cli.main import main
 
-COMMANDS = [[], ["bench"], ["train"], ["plot"], ["plot", "scaling"], ["load"], ["load", "poselet"],
+COMMANDS = [[], ["bench"], ["train"], ["plot"], ["load"], ["load", "poselet"],
             ["load", "cnn"], ["sodeep"], ["sodeep", "train"], ["sodeep", "eval"]]
 
 

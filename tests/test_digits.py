@@ -185,3 +185,16 @@ def test_fits_stopped_early_warn_and_are_marked(tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| 3 "))
     assert row.count("†") == 2  # the two RankSVMs, not LinearSVC
     assert "†: 2 fits stopped at the iteration cap before converging" in md
+
+
+def test_plot_says_a_digits_run_has_no_figure(small_run):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    _, out = small_run
+    result = CliRunner().invoke(main, ["plot", str(out)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: cannot redraw {out}: {out} holds a digits tables run; qsrank plot redraws the "
+        "figures of cifar10, voc2007_detection, voc2011_actions figure and scaling runs")

@@ -447,3 +447,23 @@ def test_latent_zero_one_svm_from_random_boxes_starts_at_w_zero():
     train.fit(est, y)
     assert np.linalg.norm(est.coef_) > 0.1
     assert voc.detection_ap(est, voc.Split.in_memory(splits["test"]), "car", 0.3) > 0.4
+
+
+def test_plot_redraws_the_figure_and_names_a_missing_file(tiny_run, tmp_path):
+    import shutil
+
+    out, _ = tiny_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock"))
+    for ext in ("png", "pdf"):
+        (copy / f"figure.{ext}").unlink()
+    result = invoke("plot", copy)
+    assert result.exit_code == 0, result.output
+    assert (copy / "figure.png").read_bytes().startswith(b"\x89PNG")
+    assert (copy / "figure.pdf").read_bytes().startswith(b"%PDF")
+    (copy / "timings.csv").unlink()
+    (copy / "figure.png").unlink()
+    result = invoke("plot", copy)
+    assert result.exit_code == 1
+    assert f"{copy / 'timings.csv'} is missing" in result.output
+    assert not (copy / "figure.png").exists()

@@ -370,3 +370,22 @@ def test_ratios_use_the_classes_both_methods_have():
     row = voc.ratios(frame).set_index("ratio").loc["ap / ap_qs"]
     assert row["total_time"] == pytest.approx(10.0) and row["per_call"] == pytest.approx(4.0)
     assert row["paper_total_time"] == pytest.approx(0.7154 / 0.0625)
+
+
+def test_plot_redraws_a_figure_run_and_says_a_table_run_has_none(tiny_run, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    out = tmp_path / "fig"
+    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out,
+                   progress=False)
+    for ext in ("png", "pdf"):
+        (out / f"figure.{ext}").unlink()
+    result = CliRunner().invoke(main, ["plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "figure.png").read_bytes().startswith(b"\x89PNG")
+    result = CliRunner().invoke(main, ["plot", str(tiny_run)])
+    assert result.exit_code == 1
+    assert "Tables 1-4, which have no figure" in result.output
+    assert "qsrank bench --experiment voc2011_actions" in result.output
