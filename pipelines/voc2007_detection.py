@@ -823,7 +823,8 @@ def write_tables(out, records, cfg, note, synthetic):
 def plot(t5, lt, stem, synthetic):
     """Two panels: test AP per class (0-1 vs AP loss), and total LAI time per class of each
     AP method (log scale). Writes stem.png and stem.pdf."""
-    tag = " (synthetic data)" if synthetic else ""
+    tag = (" (synthetic look-alike of VOC2007 detection)" if synthetic
+           else " (VOC2007 box features)")
     panels = 2 if not lt.empty else 1
     fig = Figure(figsize=(11, 3.6 * panels), layout="constrained")
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
