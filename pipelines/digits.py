@@ -181,6 +181,8 @@ def run_unit(run, unit):
     if METHODS[name] is not None:
         record.update(lai_calls=int(est.lai_calls_), lai_time_s=float(est.lai_time_),
                       n_iter=int(est.n_iter_), converged=bool(est.converged_))
+    else:  # liblinear stops at max_iter when it has not converged (and warns so itself)
+        record.update(n_iter=int(est.n_iter_), converged=bool(est.n_iter_ < est.max_iter))
     return record
 
 
@@ -206,8 +208,8 @@ def timing_table(runs):
 
 
 def _marked_ap_table(runs):
-    """The test-AP table as text cells, a RankSVM's cell marked when its fit stopped before
-    converging; and the number of marked cells."""
+    """The test-AP table as text cells, a cell marked when its fit stopped before converging;
+    and the number of marked cells."""
     table = ap_table(runs)
     cells = table.map(lambda v: v if isinstance(v, str) else "-" if pd.isna(v) else f"{v:.4f}")
     early = runs[runs["converged"].eq(False)]
