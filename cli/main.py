@@ -385,7 +385,8 @@ def plot(run_dir):
 
 @main.group()
 def sodeep():
-    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank error."""
+    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank
+    error."""
 
 
 @sodeep.command("train")

@@ -1,4 +1,5 @@
-"""CIFAR-10 (Mohapatra et al., CVPR 2018, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
+"""CIFAR-10 (Mohapatra et al., CVPR 2018, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG
+losses.
 
 The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
 Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
@@ -62,8 +63,8 @@ WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
 DEVICES = ("cpu", "cuda", "auto")
 WARM_OPTIMIZERS = {"adadelta": "Adadelta", "sgd": "SGD"}
-# Mohapatra et al., CVPR 2018, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and mean NDCG in
-# percent per loss, training time in hours per method.
+# Mohapatra et al., CVPR 2018, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and
+# mean NDCG in percent per loss, training time in hours per method.
 PAPER_MAP = {"01": 84.22, "ap": 85.28}
 PAPER_NDCG = {"01": 95.31, "ndcg": 96.14}
 PAPER_HOURS = {"ap_yue": 1.974, "ap_qs": 1.589, "ndcg_chakrabarti": 2.217, "ndcg_qs": 1.632}
@@ -307,8 +308,8 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
 
 
 def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
-    """The layer-wise SVM of one layer (Mohapatra et al., CVPR 2018, Section 4.3, after Berrada et al.): with the
-    activation pattern fixed at the current weights theta0, minimise over u
+    """The layer-wise SVM of one layer (Mohapatra et al., CVPR 2018, Section 4.3, after Berrada et
+    al.): with the activation pattern fixed at the current weights theta0, minimise over u
     ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)``, H_b the structured hinge of mini-batch b
     (affine in u), by block-coordinate Frank-Wolfe with the mini-batches as blocks and the
     line search clipped to [0, 1]. Returns (the measured time of each step (s), LAI s, mean

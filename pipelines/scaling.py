@@ -1,5 +1,6 @@
-"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented inference (LAI)
-call as the number of negatives, positives, or both grows, on seeded synthetic scores.
+"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented
+inference (LAI) call as the number of negatives, positives, or both grows, on seeded synthetic
+scores.
 
 Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between curves
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,

@@ -1,5 +1,5 @@
-"""VOC2007 weakly supervised detection with the latent AP-SVM (Mohapatra et al., CVPR 2018, Section 4.2): Table 5
-and the LAI time of its training.
+"""VOC2007 weakly supervised detection with the latent AP-SVM (Mohapatra et al., CVPR 2018, Section
+4.2): Table 5 and the LAI time of its training.
 
 For each object class, the latent structured SVM of :class:`qs.estimators.LatentRankSVM`
 is trained on the trainval images (each a bag of candidate boxes, the object's box latent)
@@ -79,13 +79,15 @@ AP_METHODS = ("ap_qs", "ap", "ap_auto")
 #: (slower, faster) pairs of the LAI-time table; the first is the paper's
 RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
 
-# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES order.
+# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES
+# order.
 PAPER_AP = dict(zip(CLASSES, [
     (46.60, 48.18), (48.53, 61.45), (33.31, 36.73), (15.23, 19.66), (6.10, 1.01),
     (37.01, 49.51), (61.28, 66.78), (38.12, 40.77), (2.71, 3.23), (21.06, 38.52),
     (14.20, 39.53), (33.55, 36.25), (46.14, 53.86), (29.97, 34.81), (29.58, 30.41),
     (21.27, 23.03), (11.65, 32.20), (36.66, 42.03), (29.71, 37.10), (27.31, 37.26)]))
-# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20 classes (s)
+# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20
+# classes (s)
 PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
 CLASS_NAMES = dict(zip(CLASSES, [
     "Aeroplane", "Bicycle", "Bird", "Boat", "Bottle", "Bus", "Car", "Cat", "Chair", "Cow",

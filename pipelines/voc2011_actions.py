@@ -1,4 +1,5 @@
-"""VOC2011 action classification (Mohapatra et al., CVPR 2018, Section 4.1): Tables 1-4 and Figures 2-3.
+"""VOC2011 action classification (Mohapatra et al., CVPR 2018, Section 4.1): Tables 1-4 and Figures
+2-3.
 
 For each action class, the ranking structured SVM (:class:`qs.estimators.RankSVM`) is trained
 on the trainval person boxes with every method the paper compares, named as the paper names
@@ -95,8 +96,9 @@ PAPER_TOTAL_S = {"0-1": 0.0694, "ap": 0.7154, "ap_qs": 0.0625, "ap_search": 0.09
                  "ndcg": 6.8019, "ndcg_qs": 0.0473}
 PAPER_MS_PER_CALL = {"0-1": (0.48, 0.03), "ap": (16.29, 0.18), "ap_qs": (1.48, 0.39),
                      "ap_search": (2.323, 0.200), "ndcg": (71.07, 1.57), "ndcg_qs": (0.55, 0.11)}
-# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, which the paper reports as the mean over the five
-# cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in percent.
+# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, which the paper reports as the mean
+# over the five cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in
+# percent.
 PAPER_AP = dict(zip(ACTIONS, [(52.580, 55.230), (32.090, 32.630), (35.210, 41.180),
                               (27.410, 26.600), (72.240, 81.060), (79.820, 83.290),
                               (73.090, 76.850), (21.880, 25.980), (30.620, 32.050),

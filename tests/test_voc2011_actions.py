@@ -1,5 +1,5 @@
-"""The VOC2011 action pipeline (Mohapatra et al., CVPR 2018, Tables 1-4 and Figures 2-3) on tiny subsamples of
-the synthetic data: its files and columns, identical weights across exact LAI methods,
+"""The VOC2011 action pipeline (Mohapatra et al., CVPR 2018, Tables 1-4 and Figures 2-3) on tiny
+subsamples of the synthetic data: its files and columns, identical weights across exact LAI methods,
 resuming, settings changes, bad configs and data, and atomicity when a training fails."""
 
 from functools import partial
