@@ -4,18 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QSRANK := $(VENV)/bin/qsrank
-# VOC2011 actions (paper 000, Section 4.1): one training run feeds Tables 1-4, so the four
+# VOC2011 actions (Mohapatra et al., CVPR 2018, Section 4.1): one training run feeds Tables 1-4, so the four
 # targets share (and resume) one run directory; point VOC_CONFIG at a config with `data:` set
 # for the real poselet features.
 VOC_CONFIG ?= configs/voc2011_actions.yaml
 VOC_RUN ?= results/voc2011_actions/default
 VOC_FIGURES ?= results/voc2011_actions
 FIGURE_CLASS ?= phoning
-# CIFAR-10 (paper 000, Section 4.3): digits-as-CIFAR by default; point CIFAR10_CONFIG at a
+# CIFAR-10 (Mohapatra et al., CVPR 2018, Section 4.3): digits-as-CIFAR by default; point CIFAR10_CONFIG at a
 # config with `preset: full` and `data:` set for the real batches.
 CIFAR10_CONFIG ?= configs/cifar10.yaml
 CIFAR10_RUN ?= results/cifar10/default
-# VOC2007 detection (paper 000, Section 4.2): synthetic bags of boxes by default; point
+# VOC2007 detection (Mohapatra et al., CVPR 2018, Section 4.2): synthetic bags of boxes by default; point
 # VOC2007_CONFIG at a config with `data:` set for real box features.
 VOC2007_CONFIG ?= configs/voc2007_detection.yaml
 VOC2007_RUN ?= results/voc2007_detection/default
@@ -58,7 +58,7 @@ docs: $(STAMP)  ## build the docs site into site/ (strict: broken links or missi
 readme: $(STAMP)  ## rewrite README.md's headline table from the result files under results/
 	$(QSRANK) readme
 
-bench: $(STAMP)  ## qsrank bench --vary negatives: time the LAI methods as negatives vary (paper 000, Figures 2-3 settings)
+bench: $(STAMP)  ## qsrank bench --vary negatives: time the LAI methods as negatives vary (Mohapatra et al., CVPR 2018, Figures 2-3 settings)
 	$(QSRANK) bench --vary negatives
 
 bench-large: $(STAMP)  ## qsrank bench --preset large: the scaling curves up to 10^7 negatives
@@ -82,19 +82,21 @@ bench-voc2007-scale: $(STAMP)  ## qsrank bench voc2007-scale: the Dask scoring p
 bench-cold-start: $(STAMP)  ## qsrank bench cold-start: first-call time of every LAI method and loss in fresh processes
 	$(QSRANK) bench cold-start
 
+# the training's own report (all four tables) is not shown: each target below prints its table
 voc2011-train: $(STAMP)
-	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN)
+	$(QSRANK) train --config $(VOC_CONFIG) --out $(VOC_RUN) > /dev/null
+	@echo "results: $(VOC_RUN)"
 
-reproduce-table1: voc2011-train  ## paper 000 Table 1: total LAI time in training, VOC2011 actions (resumes)
+reproduce-table1: voc2011-train  ## Mohapatra et al. (CVPR 2018) Table 1: total LAI time in training, VOC2011 actions (resumes)
 	@echo; cat $(VOC_RUN)/table1.md
 
-reproduce-table2: voc2011-train  ## paper 000 Table 2: time per LAI call, same run as Table 1
+reproduce-table2: voc2011-train  ## Mohapatra et al. (CVPR 2018) Table 2: time per LAI call, same run as Table 1
 	@echo; cat $(VOC_RUN)/table2.md
 
-reproduce-table3: voc2011-train  ## paper 000 Table 3: test AP per action, 0-1 vs AP loss
+reproduce-table3: voc2011-train  ## Mohapatra et al. (CVPR 2018) Table 3: test AP per action, 0-1 vs AP loss
 	@echo; cat $(VOC_RUN)/table3.md
 
-reproduce-table4: voc2011-train  ## paper 000 Table 4: NDCG per action, 0-1 vs NDCG loss
+reproduce-table4: voc2011-train  ## Mohapatra et al. (CVPR 2018) Table 4: NDCG per action, 0-1 vs NDCG loss
 	@echo; cat $(VOC_RUN)/table4.md
 
 # $(call figure,LOSS,NAME): the three panels (total, negatives, positives) of one figure
@@ -103,23 +105,23 @@ figure = for vary in total negatives positives; do \
 	    --loss $(1) --vary $$vary --out $(VOC_FIGURES)/$(2) || exit 1; \
 	done; echo "figure: $(VOC_FIGURES)/$(2)/figure.png"
 
-reproduce-figure2: $(STAMP)  ## paper 000 Figure 2: AP LAI time as total/negatives/positives grow (phoning)
+reproduce-figure2: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Figure 2: AP LAI time as total/negatives/positives grow (phoning)
 	$(call figure,ap,figure2)
 
-reproduce-figure3: $(STAMP)  ## paper 000 Figure 3: NDCG LAI time as total/negatives/positives grow (phoning)
+reproduce-figure3: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Figure 3: NDCG LAI time as total/negatives/positives grow (phoning)
 	$(call figure,ndcg,figure3)
 
-reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-figure2 reproduce-figure3  ## all of paper 000 Section 4.1
+reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-figure2 reproduce-figure3  ## all of Mohapatra et al. (CVPR 2018) Section 4.1
 
-reproduce-table5: $(STAMP)  ## paper 000 Table 5: VOC2007 detection AP, latent 0-1 vs AP-SVM, and LAI time (resumes)
+reproduce-table5: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Table 5: VOC2007 detection AP, latent 0-1 vs AP-SVM, and LAI time (resumes)
 	$(QSRANK) train --config $(VOC2007_CONFIG) --out $(VOC2007_RUN)
 	@echo "figure: $(VOC2007_RUN)/figure.png"
 
-reproduce-cifar10: $(STAMP)  ## paper 000 Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
+reproduce-cifar10: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
 	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)
 	@echo "figure: $(CIFAR10_RUN)/figure.png"
 
-sodeep-eval: $(STAMP)  ## paper 003 Table 1: L1 rank error of the shipped SoDeep sorters
+sodeep-eval: $(STAMP)  ## Engilberge et al. (SoDeep, CVPR 2019) Table 1: L1 rank error of the shipped SoDeep sorters
 	$(QSRANK) sodeep eval
 
 sodeep-checkpoints: $(STAMP)  ## retrain the SoDeep sorters shipped in qs/surrogates (about an hour)

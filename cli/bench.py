@@ -1,6 +1,6 @@
 """`qsrank bench`: the benchmarks. Without a subcommand it times LAI as the sample counts grow
 (the scaling benchmark, with --replay or --experiment its variants inside training); each
-other benchmark is a subcommand. `qsrank plot scaling` redraws a scaling run's figure."""
+other benchmark is a subcommand. `qsrank plot RUN_DIR` redraws the figures of a run."""
 
 from pathlib import Path
 
@@ -70,7 +70,7 @@ def _given(ctx):
 @click.pass_context
 def bench(ctx, config_path, out, methods, budget, experiment, action, replay, clock,
           torch_losses, **options):
-    """Time LAI methods as the sample counts grow (paper 000, Figures 2-3), or run the
+    """Time LAI methods as the sample counts grow (Mohapatra et al., CVPR 2018, Figures 2-3), or run the
     benchmark COMMAND.
 
     Without a COMMAND: single LAI calls on synthetic scores. With --experiment
@@ -282,19 +282,15 @@ def cold_start(repeats, fresh_cache):
     click.echo(pipeline.report(rows, repeats, fresh_cache))
 
 
-@click.group()
-def plot():
-    """Redraw the figure of a finished run."""
-
-
-@plot.command("scaling")
+@click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def plot_scaling(run_dir):
-    """Redraw RUN_DIR/scaling.png and scaling.pdf from RUN_DIR/timings.csv."""
-    from pipelines import scaling
+def plot(run_dir):
+    """Redraw the figures of the run in RUN_DIR (PNG and PDF) from its result files: a
+    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection or CIFAR-10."""
+    from pipelines import _registry
 
     try:
-        paths = scaling.plot_run(run_dir)
+        paths = _registry.redraw(run_dir)
     except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(f"cannot redraw {run_dir}: {err}") from None
     click.echo("\n".join(map(str, paths)))

@@ -1,4 +1,4 @@
-"""`qsrank sodeep`: SoDeep's learned sorters (paper 003): train one, or compare their rank
+"""`qsrank sodeep`: SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank
 error."""
 
 from pathlib import Path
@@ -13,7 +13,7 @@ SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
 
 @click.group()
 def sodeep():
-    """SoDeep's learned sorters (paper 003): train one, or compare their rank error."""
+    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank error."""
 
 
 @sodeep.command("train")

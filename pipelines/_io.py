@@ -65,3 +65,27 @@ def read_json(path):
 def write_json(path, obj):
     """Write `obj` as indented JSON to `path` atomically."""
     write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def read_csv(path, columns=()):
+    """The CSV file at `path` as a DataFrame, checked to hold `columns`; a ValueError naming
+    the file when it is missing or lacks some of them."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} is missing")
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}")
+    return frame
+
+
+def run_data_note(run_dir):
+    """The data note a run recorded in its provenance.json; a ValueError when it has none."""
+    path = Path(run_dir) / "provenance.json"
+    record = read_json(path)
+    if not isinstance(record, dict) or not isinstance(record.get("data"), (str, list)):
+        raise ValueError(f"{path} is missing or records no data note")
+    return record["data"] if isinstance(record["data"], str) else "; ".join(record["data"])

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -62,13 +63,15 @@ def code_version(repo=REPO):
     return f"{head}-dirty-{h.hexdigest()[:16]}"
 
 
-def provenance(seed, data, data_sha256=None, overrides=()):
+def provenance(seed, data, data_sha256=None, overrides=(), status="complete"):
     """What a reader needs to trust or rerun a result: versions, code, the command and its
-    `--set` overrides, seed, data, host, time."""
+    `--set` overrides, whether it ran to the end (`status`: "complete", or "interrupted" with
+    what stopped it), seed, data, host, time."""
     return {
         "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": sys.argv,
         "overrides": list(overrides),
+        "status": status,
         "seed": seed,
         "data": data,
         "data_sha256": data_sha256,
@@ -81,16 +84,31 @@ def provenance(seed, data, data_sha256=None, overrides=()):
     }
 
 
-def write_provenance(out, seed, data, settings, data_sha256=None, overrides=()):
+def write_provenance(out, seed, data, settings, data_sha256=None, overrides=(),
+                     status="complete"):
     """Write out/provenance.json: this command's provenance, plus the list of every command
-    that wrote to the run with its settings and `--set` overrides (a figure is made by several
-    commands, one per panel, and a resumed run by several sittings)."""
+    that wrote to the run with its settings, `--set` overrides and status (a figure is made by
+    several commands, one per panel, and a resumed run by several sittings)."""
     path = Path(out) / "provenance.json"
-    record = provenance(seed, data, data_sha256, overrides)
+    record = provenance(seed, data, data_sha256, overrides, status)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
     commands.append({"command": record["command"], "overrides": record["overrides"],
-                     "timestamp_utc": record["timestamp_utc"],
+                     "timestamp_utc": record["timestamp_utc"], "status": status,
                      "git_commit": record["git_commit"], "settings": settings})
     write_json(path, {**record, "commands": commands})
     return path
+
+
+@contextmanager
+def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=()):
+    """Run the block; if it stops early (Ctrl-C, an error), record this command in
+    out/provenance.json as ``interrupted: <what stopped it>`` before the error goes on, so a
+    run directory never passes an unfinished command off as a finished one."""
+    try:
+        yield
+    except BaseException as err:
+        what = type(err).__name__ + (f": {' '.join(str(err).split())[:200]}" if str(err) else "")
+        write_provenance(out, seed, data, settings, data_sha256, overrides,
+                         status=f"interrupted: {what}")
+        raise

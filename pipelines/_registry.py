@@ -7,7 +7,6 @@ Modules load on first use, so listing the names imports nothing.
 import importlib
 
 EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
-
 #: benchmark module of pipelines/ -> the command that runs it; the benchmarks of an
 #: experiment's training on its data sit in its package (Figures 2-3: `figures`)
 BENCHMARKS = {
@@ -36,3 +35,23 @@ def schema(name):
         raise ValueError(f"experiment {name} declares no config schema; its keys and defaults "
                          f"are DEFAULTS in pipelines/{name}.py")
     return model
+
+
+def redraw(run_dir):
+    """Redraw the figures of run directory `run_dir` from its result files, by the experiment
+    and kind its marker (qsrank-run.json) names; return the paths written. A ValueError says
+    what is missing: the marker, a result file, or a figure the run does not draw."""
+    from pipelines._runs import MARKER, run_owner
+
+    owner = run_owner(run_dir)
+    if owner is None:
+        raise ValueError(f"{run_dir} holds no qsrank run ({MARKER} missing): nothing to redraw")
+    name, kind = owner["experiment"], owner["kind"]
+    known = name in EXPERIMENTS or name in BENCHMARKS  # a marker names a benchmark's module
+    draw = getattr(importlib.import_module(f"pipelines.{name}"), "redraw", None) if known \
+        else None
+    if draw is None:
+        raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot redraws the "
+                         "figures of cifar10, voc2007_detection, voc2011_actions figure and "
+                         "scaling runs")
+    return draw(run_dir, kind)

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from pipelines import _config, _schema
 from pipelines._config import dump_config, new_run_dir
 from pipelines._io import write_text
-from pipelines._provenance import write_provenance
+from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir, settings_key
 
 
@@ -109,23 +109,32 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
               if experiment.unit_settings else store for u in units}
     left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
     if progress:
-        done = len(units) - len(left)
-        status = ("up to date" if not left else
-                  f"resuming: {done} of {len(units)} units done" if done else None)
+        status = resume_status(len(units), len(left))
         if status:
             print(f"{experiment.name}: {status}", file=sys.stderr)
-    if left:
-        experiment.warm_up(cfg, left)
-    session = experiment.session(state) if experiment.session else nullcontext()
-    with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
-                       disable=not progress) as bar:
-        for unit in left:
-            bar.set_postfix_str(" ".join(map(str, unit)))
-            stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
-            bar.update()
-    experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
-    write_text(out / "config.yaml", dump_config(cfg))
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
-    write_provenance(out, cfg.get("seed", cfg.get("seeds")), note, settings,
-                     settings["data_sha256"], overrides)
+    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, settings["data_sha256"],
+                  overrides)
+    with recording_interruption(*provenance):
+        if left:
+            experiment.warm_up(cfg, left)
+        session = experiment.session(state) if experiment.session else nullcontext()
+        with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+                           disable=not progress) as bar:
+            for unit in left:
+                bar.set_postfix_str(" ".join(map(str, unit)))
+                stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
+                bar.update()
+        experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
+        write_text(out / "config.yaml", dump_config(cfg))
+    write_provenance(*provenance)
     return out
+
+
+def resume_status(n_units, n_left, what="units"):
+    """The line a run prints before it starts: "up to date: all N units done" when nothing is
+    left, "resuming: K of N units done" when some are; None for a fresh run."""
+    done = n_units - n_left
+    if not n_left:
+        return f"up to date: all {n_units} {what} done"
+    return f"resuming: {done} of {n_units} {what} done" if done else None

@@ -4,6 +4,28 @@ paper's."""
 
 import math
 
+#: how tables and captions cite the papers whose results they set beside ours
+CVPR2018 = "Mohapatra et al., CVPR 2018"
+FULL_VERSION = "Mohapatra et al., arXiv:1604.08269 (full version)"
+
+
+#: the mark of a table row or cell whose training stopped before converging
+UNCONVERGED = "†"
+
+
+def mark(label, unconverged):
+    """`label`, followed by the `UNCONVERGED` mark when `unconverged` is true."""
+    return f"{label} {UNCONVERGED}" if unconverged else str(label)
+
+
+def unconverged_note(n, what="training"):
+    """The line under a table with marked rows or cells: what the mark means ('' for none)."""
+    if not n:
+        return ""
+    return (f"{UNCONVERGED}: {n} {what}{'s' if n > 1 else ''} stopped at the iteration cap "
+            "before converging (scikit-learn's ConvergenceWarning); the marked numbers come from "
+            "weights short of the optimum.")
+
 
 def markdown_table(header, rows):
     """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""

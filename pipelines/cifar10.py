@@ -1,4 +1,5 @@
-"""CIFAR-10 (paper 000, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG losses.
+"""CIFAR-10 (Mohapatra et al., CVPR 2018, Section 4.3): the PL-CNN trained for the 0-1, AP and NDCG
+losses.
 
 The network (:class:`qs.nets.PLCNN`) is warm-started as in the paper, by a few epochs of
 Adadelta (cross-entropy epochs, then multi-class hinge epochs), and from that one warm start
@@ -39,11 +40,11 @@ from tqdm import tqdm
 from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._images import SPLIT, Normaliser, cifar_split, is_digits
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import atomic_path, read_csv, run_data_note, save_figure, write_text
 from pipelines._methods import inferences, selected_methods
 from pipelines._runner import Experiment
 from pipelines._runs import same, settings_key
-from pipelines._tables import markdown_table
+from pipelines._tables import CVPR2018, markdown_table
 from qs.metrics import average_precision, ndcg
 
 EXPERIMENT = "cifar10"
@@ -63,8 +64,8 @@ WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
 DEVICES = ("cpu", "cuda", "auto")
 WARM_OPTIMIZERS = {"adadelta": "Adadelta", "sgd": "SGD"}
-# Paper 000, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and mean NDCG in
-# percent per loss, training time in hours per method.
+# Mohapatra et al., CVPR 2018, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and
+# mean NDCG in percent per loss, training time in hours per method.
 PAPER_MAP = {"01": 84.22, "ap": 85.28}
 PAPER_NDCG = {"01": 95.31, "ndcg": 96.14}
 PAPER_HOURS = {"ap_yue": 1.974, "ap_qs": 1.589, "ndcg_chakrabarti": 2.217, "ndcg_qs": 1.632}
@@ -282,13 +283,14 @@ def _mini_batches(cfg, n, epoch):
 
 
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
-    """One epoch of the optimizer in seeded mini-batches: (train s, LAI s, mean loss, steps)."""
+    """One epoch of the optimizer in seeded mini-batches: (the measured time of each step
+    (s), LAI s, mean loss)."""
     import torch
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
     batches = _mini_batches(cfg, len(y), epoch)
-    train_s = lai_s = total = 0.0
+    step_s, lai_s, total = [], 0.0, 0.0
     for i, idx in enumerate(batches):
         began = _clock(normalise.device)
         scores = model(normalise(X[idx]))
@@ -296,17 +298,18 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        train_s += _clock(normalise.device) - began
+        step_s.append(_clock(normalise.device) - began)
         lai_s += spent
         total += value.detach().item()
         bar.update()
         bar.set_postfix(loss=f"{total / (i + 1):.4f}")
-    return train_s, lai_s, total / len(batches), len(batches)
+    return step_s, lai_s, total / len(batches)
 
 
 def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     """One layer's proximal structured SVM (:func:`qs.torch.layerwise.layerwise_svm`) over
-    the sweep's seeded mini-batches: (train s, LAI s, mean hinge, steps)."""
+    the sweep's seeded mini-batches: (the measured time of each step (s), LAI s, mean
+    hinge)."""
     import torch
 
     from qs.torch.layerwise import layerwise_svm
@@ -314,7 +317,8 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
     batches = _mini_batches(cfg, len(y), sweep)
-    lai_s, hinges = [], []
+    lai_s, hinges, step_s = [], [], []
+    last = [_clock(normalise.device)]
 
     def hinge(scores, targets):
         value, spent = step_loss(scores, targets)
@@ -322,17 +326,19 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
         return value
 
     def progress(value):
+        now = _clock(normalise.device)
+        step_s.append(now - last[0])
+        last[0] = now
         hinges.append(value)
         bar.update()
         bar.set_postfix(loss=f"{np.mean(hinges):.4f}")
 
-    began = _clock(normalise.device)
     result = layerwise_svm(
         model, layer, hinge, lambda b: (normalise(X[batches[b]]), labels[batches[b]]),
         len(batches), C=cfg["layerwise"]["C"], proximal=cfg["layerwise"]["proximal"],
         passes=cfg["layerwise"]["passes"], random_state=[cfg["seed"], sweep, 1],
         callback=progress)
-    return _clock(normalise.device) - began, sum(lai_s), result.mean_hinge, result.steps
+    return step_s, sum(lai_s), result.mean_hinge
 
 
 def _units(cfg, phase, n_layers):
@@ -366,7 +372,7 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
         optimizer.load_state_dict(ckpt["optimizer"])
     else:
         model.load_state_dict(start_state)
-        ckpt.update(history=[], units_done=0, model=None)
+        ckpt.update(history=[], step_s=[], units_done=0, model=None)
     step_loss, is_rank = _phase_loss(phase, loss_fn)
     n_batches = -(-len(data["train"][1]) // cfg["batch_size"])
     cumulative = ckpt["history"][-1] if ckpt["history"] else {"train_s": 0.0, "lai_s": 0.0,
@@ -383,22 +389,23 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
                   desc=f"{phase} {unit + 1}/{units} ({what})", unit="batch", leave=False,
                   disable=not progress) as bar:
             if layerwise:
-                train_s, lai_s, loss, steps = _svm_layer(
+                step_s, lai_s, loss = _svm_layer(
                     cfg, model, layers[unit % len(layers)], step_loss, data, normalise, unit,
                     bar)
             else:
-                train_s, lai_s, loss, steps = _sgd_epoch(cfg, model, optimizer, step_loss,
-                                                         data, normalise, unit, bar)
+                step_s, lai_s, loss = _sgd_epoch(cfg, model, optimizer, step_loss, data,
+                                                 normalise, unit, bar)
         val = evaluate(model, normalise, *data["val"]) if len(data["val"][1]) else (np.nan,) * 2
         test = evaluate(model, normalise, *data["test"])
         cumulative = {"phase": phase, "unit": unit + 1, "loss": loss,
-                      "train_s": cumulative["train_s"] + train_s,
+                      "train_s": cumulative["train_s"] + sum(step_s),
                       "lai_s": cumulative["lai_s"] + lai_s if is_rank else np.nan,
-                      "steps": cumulative["steps"] + steps,
+                      "steps": cumulative["steps"] + len(step_s),
                       "val_map": val[0], "val_ndcg": val[1], "test_map": test[0],
                       "test_ndcg": test[1]}
         ckpt.update(model=_copy(model.state_dict()), optimizer=optimizer.state_dict(),
-                    units_done=unit + 1, history=[*ckpt["history"], cumulative])
+                    units_done=unit + 1, history=[*ckpt["history"], cumulative],
+                    step_s=[*ckpt.get("step_s", []), *step_s])
         _save(ckpt["path"], {k: v for k, v in ckpt.items() if k != "path"})
     if ckpt.get("model") is None:  # a phase of 0 epochs passes its start state on
         ckpt.update(model=start_state, optimizer=optimizer.state_dict(), units_done=0)
@@ -467,8 +474,8 @@ def run_unit(run, unit):
                                           run.cache["normalise"], *run.data["test"])
     per_class = [] if phase in WARM_PHASES else [
         {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
-    return {"phase": phase, "history": ckpt["history"], "test": [mean_ap, mean_ndcg],
-            "per_class": per_class}
+    return {"phase": phase, "history": ckpt["history"], "step_s": ckpt.get("step_s", []),
+            "test": [mean_ap, mean_ndcg], "per_class": per_class}
 
 
 def _train(run, phase):
@@ -502,15 +509,34 @@ def write(run, records):
     per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
     warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
     methods = selected_methods(METHODS, cfg)
-    results = results_frame(history, methods)
+    results = results_frame(history, methods, {r["phase"]: r["step_s"] for r in records})
     for name, frame in (("results.csv", results), ("history.csv", history),
                         ("per_class.csv", per_class)):
         with atomic_path(run.out / name) as tmp:
             frame.to_csv(tmp, index=False)
     text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
     write_text(run.out / "table.md", text)
-    ours = "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
-    save_figure(plot(history, methods, warm_test, ours), run.out / "figure")
+    save_figure(plot(history, methods, warm_test, _source(note)), run.out / "figure")
+
+
+def _source(note):
+    """The figure's name of the data."""
+    return "digits-as-CIFAR (not CIFAR-10)" if is_digits(note) else "CIFAR-10"
+
+
+def redraw(run_dir, kind="tables"):
+    """Redraw figure.png and .pdf of a run from its history.csv and results.csv; return their
+    paths."""
+    run_dir = Path(run_dir)
+    history = read_csv(run_dir / "history.csv", ["phase", "train_s", "test_map", "test_ndcg"])
+    methods = list(read_csv(run_dir / "results.csv", ["method"])["method"])
+    warm = history[history.phase.isin(WARM_PHASES)]
+    if warm.empty or not methods:
+        raise ValueError(f"{run_dir / 'history.csv'} lacks the warm start's or the methods' "
+                         "rows")
+    warm_test = (warm.test_map.iloc[-1], warm.test_ndcg.iloc[-1])
+    fig = plot(history, methods, warm_test, _source(run_data_note(run_dir)))
+    return save_figure(fig, run_dir / "figure")
 
 
 def model_with(model, state):
@@ -521,8 +547,9 @@ def model_with(model, state):
 
 # ---------------------------------------------------------------------------- outputs
 
-def results_frame(history, methods):
-    """One row per method: its final epoch's metrics and cumulative times."""
+def results_frame(history, methods, step_s):
+    """One row per method: its final epoch's metrics and cumulative times, and the median
+    and quartiles of its measured step times (`step_s`: phase -> each step's seconds)."""
     last = history.groupby("phase", sort=False).tail(1).set_index("phase")
     rows = []
     for name in methods:
@@ -532,6 +559,9 @@ def results_frame(history, methods):
                      "test_map": r.test_map, "test_ndcg": r.test_ndcg, "val_map": r.val_map,
                      "val_ndcg": r.val_ndcg, "units": int(r.unit), "steps": int(r.steps),
                      "train_s": r.train_s, "lai_s": r.lai_s,
+                     **dict(zip(("step_ms_q1", "step_ms_median", "step_ms_q3"),
+                                1e3 * np.quantile(step_s[name] or [np.nan],
+                                                  [0.25, 0.5, 0.75]))),
                      "lai_ms_per_step": 1e3 * r.lai_s / r.steps,
                      "paper_map": PAPER_MAP.get(loss), "paper_ndcg": PAPER_NDCG.get(loss),
                      "paper_train_h": PAPER_HOURS.get(name)})
@@ -564,13 +594,15 @@ def summary(cfg, note, results, history, warm_test, n_params):
                 _cell(r.paper_ndcg, ".2f")] for r in results.itertuples()]
     metrics.insert(0, ["warm start", "-", "-", _cell(100 * warm_test[0], ".2f"), "-",
                        _cell(100 * warm_test[1], ".2f"), "-"])
-    times = [[r.method, r.inference, r.steps, _cell(r.train_s, ".2f"), _cell(r.lai_s, ".3f"),
+    times = [[r.method, r.inference, r.steps, _cell(r.train_s, ".2f"),
+              f"{r.step_ms_median:.1f} [{r.step_ms_q1:.1f}, {r.step_ms_q3:.1f}]",
+              _cell(r.lai_s, ".3f"),
               _cell(100 * r.lai_s / r.train_s, ".2f"), _cell(r.lai_ms_per_step, ".3f"),
               _cell(r.paper_train_h, ".3f")] for r in results.itertuples()]
     ws = cfg["warm_start"]
     return "\n\n".join([
-        "# CIFAR-10 experiment (paper 000, Section 4.3): 0-1 vs AP vs NDCG training of the "
-        "PL-CNN",
+        f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "
+        "the PL-CNN",
         f"Data: {note}." + (" **Not the paper's data**: the paper's numbers stand beside ours "
                             "for orientation only." if is_digits(note) else ""),
         (f"Network: PL-CNN, widths {cfg['widths']}, {n_params:,} parameters. Warm start: "
@@ -585,23 +617,38 @@ def summary(cfg, note, results, history, warm_test, n_params):
                         f"NDCG {ours}", "NDCG paper"], metrics),
         "## Training time per method",
         (f"Steps only (evaluation apart), this run's hardware; the warm start took "
-         f"{warm_s:.2f} s more. LAI time: inside `rank_hinge_loss` (exact LAI of the 10 "
+         f"{warm_s:.2f} s more. `train s`: the sum of the measured times of the steps of "
+         "one training (one measurement); `step ms`: the median step time, its quartiles "
+         "in brackets. LAI time: inside `rank_hinge_loss` (exact LAI of the 10 "
          "queries of each mini-batch), numba compiled beforehand. The paper's hours are for "
          "its layer-wise training on CIFAR-10 with a GPU."),
-        markdown_table(["method", "LAI", "steps", "train s", "LAI s", "LAI % of train",
+        markdown_table(["method", "LAI", "steps", "train s", "step ms", "LAI s",
+                        "LAI % of train",
                         "LAI ms/step", "paper train h"], times),
     ]) + "\n"
 
 
 def plot(history, methods, warm_test, ours):
-    """Test mAP against cumulative training time per method, from the warm start's mAP."""
+    """Test mAP against the summed measured step times per method, from the warm start's mAP.
+
+    Methods whose mAP curves are identical (exact LAI methods of one loss train the same
+    weights) share a colour and the legend says so; each keeps its own step times."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
-    for name in methods:
-        rows = history[history.phase == name]
-        ax.plot([0.0, *rows.train_s], [100 * warm_test[0], *(100 * rows.test_map)],
-                marker="o", label=name)
-    ax.set_xlabel("training time after the warm start (s)")
+    curves = {name: history[history.phase == name] for name in methods}
+    groups = {}
+    for name, rows in curves.items():
+        key = tuple(rows.test_map.round(12))
+        groups.setdefault(key, []).append(name)
+    for k, names in enumerate(groups.values()):
+        for i, name in enumerate(names):
+            rows = curves[name]
+            label = (f"{' = '.join(names)} (identical mAP)" if i == 0 and len(names) > 1
+                     else name if i == 0 else f"{name} (its own step times)")
+            ax.plot([0.0, *rows.train_s], [100 * warm_test[0], *(100 * rows.test_map)],
+                    marker="os^"[i % 3], linestyle=("-", "--", ":")[i % 3], color=f"C{k}",
+                    label=label)
+    ax.set_xlabel("training time after the warm start: summed measured step times (s)")
     ax.set_ylabel("test mean AP (%)")
     ax.set_title(f"PL-CNN, {ours}", fontsize=10)
     ax.grid(alpha=0.3)

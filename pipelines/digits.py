@@ -8,7 +8,9 @@ the 0-1 (hinge) SVM trained by the same solver (``RankSVM(loss="01")``), and sci
 half by average precision, the paper's measure (Section 4.1, Table 3, on other data).
 
 Each method's C is fixed in the config or chosen per digit by stratified k-fold CV on the
-train half by validation AP. Total LAI time is that of the final fits, numba compilation
+train half by validation AP, every method by the same rule over the same grid: LinearSVC's C
+is put on the RankSVMs' scale, the weight of the mean (not summed) loss
+(:class:`MeanLossLinearSVC`). Total LAI time is that of the final fits, numba compilation
 excluded by a warm-up call.
 """
 
@@ -28,7 +30,7 @@ from pipelines import _schema as S
 from pipelines._io import atomic_path, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
-from pipelines._tables import frame_table
+from pipelines._tables import frame_table, mark, unconverged_note
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
 from qs.inference import lai
@@ -55,13 +57,15 @@ def _digit(value):
 class CPerMethod(S.Section):
     ap_svm: C_VALUE = S.key("cv", "C of the AP-SVM, or cv")
     zero_one_svm: C_VALUE = S.key("cv", "C of the 0-1 SVM (the mean hinge's weight), or cv")
-    linear_svc: C_VALUE = S.key("cv", "liblinear's C of LinearSVC (summed squared hinge), or cv")
+    linear_svc: C_VALUE = S.key("cv", "C of LinearSVC on the RankSVMs' scale (the mean squared "
+                                "hinge's weight: liblinear's C x n_samples), or cv")
 
 
 class Grids(S.Section):
     ap_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the AP-SVM's CV tries")
     zero_one_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the 0-1 SVM's CV tries")
-    linear_svc: GRID = S.key([0.001, 0.01, 0.1, 1.0], "C values LinearSVC's CV tries")
+    linear_svc: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values LinearSVC's CV tries "
+                             "(on the RankSVMs' scale)")
 
 
 class CV(S.Section):
@@ -108,10 +112,22 @@ def load_data(cfg):
 
 # ---------------------------------------------------------------------------- training
 
+class MeanLossLinearSVC(LinearSVC):
+    """LinearSVC whose C weighs the mean squared hinge over the training samples, as the
+    RankSVMs' C weighs their mean loss (liblinear's own C weighs the sum): fit gives every
+    sample the weight 1 / n_samples. So one C grid means the same for the three methods,
+    in the CV folds and the final fit alike."""
+
+    def fit(self, X, y, sample_weight=None):
+        if sample_weight is not None:
+            raise ValueError("MeanLossLinearSVC sets the sample weights itself")
+        return super().fit(X, y, sample_weight=np.full(X.shape[0], 1.0 / X.shape[0]))
+
+
 def _estimator(cfg, name, C):
     loss = METHODS[name]
     if loss is None:
-        return LinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
+        return MeanLossLinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
     inference = cfg["inference"] if loss == "ap" else "zero_one"
     return RankSVM(loss=loss, inference=inference, solver=cfg["solver"], C=C, tol=cfg["tol"],
                    max_iter=cfg["max_iter"])
@@ -165,6 +181,8 @@ def run_unit(run, unit):
     if METHODS[name] is not None:
         record.update(lai_calls=int(est.lai_calls_), lai_time_s=float(est.lai_time_),
                       n_iter=int(est.n_iter_), converged=bool(est.converged_))
+    else:  # liblinear stops at max_iter when it has not converged (and warns so itself)
+        record.update(n_iter=int(est.n_iter_), converged=bool(est.n_iter_ < est.max_iter))
     return record
 
 
@@ -189,6 +207,18 @@ def timing_table(runs):
     return table.reindex(list(METHODS)).rename_axis("method").reset_index()
 
 
+def _marked_ap_table(runs):
+    """The test-AP table as text cells, a cell marked when its fit stopped before converging;
+    and the number of marked cells."""
+    table = ap_table(runs)
+    cells = table.map(lambda v: v if isinstance(v, str) else "-" if pd.isna(v) else f"{v:.4f}")
+    early = runs[runs["converged"].eq(False)]
+    for digit, method in zip(early["digit"], early["method"]):
+        row = cells.index[cells["digit"] == str(digit)][0]
+        cells.loc[row, method] = mark(cells.loc[row, method], True)
+    return cells, len(early)
+
+
 def summary(cfg, runs, note):
     """table.md: the data, how C was chosen, test AP per digit, and times per method."""
     how_C = "; ".join(
@@ -197,22 +227,27 @@ def summary(cfg, runs, note):
         for name in METHODS)
     chosen = runs.pivot(index="digit", columns="method", values="C")[list(METHODS)]
     chosen = chosen.rename_axis("digit").reset_index()
-    return "\n\n".join([
+    ap_cells, n_early = _marked_ap_table(runs)
+    return "\n\n".join(filter(None, [
         "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
         f"Data: {note}. Real data; not a data set of the paper.",
         f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
         f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
-        "sklearn LinearSVC (squared hinge, the outside reference). C: " + how_C + ".",
+        "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
+        "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
+        + how_C + ".",
         "## Test average precision",
-        frame_table(ap_table(runs), {m: ".4f" for m in METHODS}),
+        frame_table(ap_cells, {}),
+        unconverged_note(n_early, "fit"),
         "## Time per method, summed over the digits",
-        ("Final fits only (CV fits excluded); LAI time measured inside RankSVM, numba "
-         "compilation excluded by a warm-up call."),
+        ("Final fits only (CV fits excluded), each timed once (one measurement per digit, "
+         "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
+         "excluded by a warm-up call."),
         frame_table(timing_table(runs), {"train_s": ".3f", "lai_time_s": ".4f", "lai_calls": ".0f",
                                           "lai_ms_per_call": ".4f"}),
         "## C used per digit",
         frame_table(chosen, {}),
-    ]) + "\n"
+    ])) + "\n"
 
 
 def write(run, records):

@@ -1,6 +1,6 @@
-"""SoDeep's sorters (paper 003, Section 4.1): train one on synthetic score vectors and write
-its checkpoint (`qsrank sodeep train`), and the L1 rank error of the sorters beside the
-paper's Table 1 (`qsrank sodeep eval`).
+"""SoDeep's sorters (Engilberge et al., CVPR 2019, Section 4.1): train one on synthetic score
+vectors and write its checkpoint (`qsrank sodeep train`), and the L1 rank error of the sorters
+beside the paper's Table 1 (`qsrank sodeep eval`).
 
 A checkpoint is one torch file: the weights and their metadata (kind, length,
 hyper-parameters, seed, steps, test L1 error, torch version, training wall time,

@@ -1,5 +1,5 @@
-"""VOC2007 weakly supervised detection with the latent AP-SVM (paper 000, Section 4.2): Table 5
-and the LAI time of its training.
+"""VOC2007 weakly supervised detection with the latent AP-SVM (Mohapatra et al., CVPR 2018, Section
+4.2): Table 5 and the LAI time of its training.
 
 For each object class, the latent structured SVM of :class:`qs.estimators.LatentRankSVM`
 is trained on the trainval images (each a bag of candidate boxes, the object's box latent)
@@ -50,10 +50,11 @@ from matplotlib.figure import Figure
 from pydantic import model_validator
 
 from pipelines import _schema as S
-from pipelines._io import atomic_path, save_figure, write_npz, write_text
+from pipelines._io import (atomic_path, read_csv, run_data_note, save_figure, write_npz,
+                           write_text)
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
-from pipelines._tables import fmt, markdown_table, ours_label
+from pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
 from qs.data import load_rcnn_cache
 from qs.data.store import open_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -78,13 +79,15 @@ AP_METHODS = ("ap_qs", "ap", "ap_auto")
 #: (slower, faster) pairs of the LAI-time table; the first is the paper's
 RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
 
-# Paper 000, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES order.
+# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES
+# order.
 PAPER_AP = dict(zip(CLASSES, [
     (46.60, 48.18), (48.53, 61.45), (33.31, 36.73), (15.23, 19.66), (6.10, 1.01),
     (37.01, 49.51), (61.28, 66.78), (38.12, 40.77), (2.71, 3.23), (21.06, 38.52),
     (14.20, 39.53), (33.55, 36.25), (46.14, 53.86), (29.97, 34.81), (29.58, 30.41),
     (21.27, 23.03), (11.65, 32.20), (36.66, 42.03), (29.71, 37.10), (27.31, 37.26)]))
-# Paper 000, Section 4.2: total LAI time during training, averaged over the 20 classes (s)
+# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20
+# classes (s)
 PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
 CLASS_NAMES = dict(zip(CLASSES, [
     "Aeroplane", "Bicycle", "Bird", "Boat", "Bottle", "Bus", "Car", "Cat", "Chair", "Cow",
@@ -697,8 +700,11 @@ def lai_table(frame):
     return table.reset_index()
 
 
-def _ap_md(t5, ours):
-    rows = [[r["object_class"], fmt(r["ap_0-1"], 2), fmt(r["ap_ap"], 2),
+def _ap_md(t5, ours, early=frozenset()):
+    """Table 5 as Markdown; `early`: the (class, loss) pairs with a training that stopped
+    before converging, whose cells are marked."""
+    rows = [[r["object_class"], mark(fmt(r["ap_0-1"], 2), (r["class"], "01") in early),
+             mark(fmt(r["ap_ap"], 2), (r["class"], "ap") in early),
              fmt(r["paper_ap_0-1"], 2), fmt(r["paper_ap_ap"], 2)] for _, r in t5.iterrows()]
     if len(t5):
         means = t5[["ap_0-1", "ap_ap", "paper_ap_0-1", "paper_ap_ap"]].mean()
@@ -723,7 +729,7 @@ def _identical_line(t5):
             f"weights differ for {bad}; the AP column shows {AP_METHODS[0]} where present.")
 
 
-def _lai_md(lt, ours):
+def _lai_md(lt, ours, early=frozenset()):
     methods = [m for m in METHODS if m in lt.columns]
     names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
     ratios = [c for c in (f"{a} / {b}" for a, b in RATIOS) if c in lt.columns]
@@ -734,7 +740,8 @@ def _lai_md(lt, ours):
         header.append("LAI share of training (Yue)")
     rows = []
     for _, r in lt.iterrows():
-        row = [CLASS_NAMES[r["class"]], *(fmt(r[m], 4) for m in methods),
+        row = [CLASS_NAMES[r["class"]],
+               *(mark(fmt(r[m], 4), (r["class"], m) in early) for m in methods),
                *(fmt(r[c], 1) for c in ratios), fmt(r["lai_calls"], 0)]
         rows.append(row + ([f"{100 * r['lai_share_ap']:.0f}%"] if share else []))
     means = lt[methods].mean()
@@ -792,22 +799,25 @@ def write_tables(out, records, cfg, note, synthetic):
         t5.assign(data=note).to_csv(tmp, index=False)
     parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM",
              note]
+    early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     if not frame.empty:
         parts += [_setting_line(cfg, frame),
-                  ("Paper: paper 000, Table 5 (VOC2007 test, 5011 trainval images of about 2000 "
-                  "selective-search boxes with 4096-d CNN features)."),
-                  _ap_md(t5, ours), _identical_line(t5)]
+                  (f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about "
+                   "2000 selective-search boxes with 4096-d CNN features)."),
+                  _ap_md(t5, ours, set(zip(early["class"], early["loss"]))),
+                  unconverged_note(len(early)), _identical_line(t5)]
     if not lt.empty:
         parts += [
             "## Total loss-augmented inference time per class during training (s)",
-            ("Ours: total wall time of the LAI calls of one AP-SVM training (numba warmed up "
+            ("Ours: total wall time of the LAI calls of one AP-SVM training per class and "
+             "method, timed once (one measurement, not a median of repeats; numba warmed up "
              "beforehand; the methods run one after another on this machine, so load changes "
-             "between them show). Paper: paper 000, Section 4.2, total LAI time averaged over "
+             f"between them show). Paper: {CVPR2018}, Section 4.2, total LAI time averaged over "
              "the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
              "QS O(N log P), so the ratio grows with the number of images: at fewer images "
              "than the paper's it is smaller."),
-            _lai_md(lt, ours)]
-    write_text(out / "table5.md", "\n\n".join(parts) + "\n")
+            _lai_md(lt, ours, set(zip(early["class"], early["method"])))]
+    write_text(out / "table5.md", "\n\n".join(filter(None, parts)) + "\n")
     if not frame.empty:
         plot(t5, lt, out / "figure", synthetic)
 
@@ -815,7 +825,8 @@ def write_tables(out, records, cfg, note, synthetic):
 def plot(t5, lt, stem, synthetic):
     """Two panels: test AP per class (0-1 vs AP loss), and total LAI time per class of each
     AP method (log scale). Writes stem.png and stem.pdf."""
-    tag = " (synthetic data)" if synthetic else ""
+    tag = (" (synthetic look-alike of VOC2007 detection)" if synthetic
+           else " (VOC2007 box features)")
     panels = 2 if not lt.empty else 1
     fig = Figure(figsize=(11, 3.6 * panels), layout="constrained")
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
@@ -840,6 +851,16 @@ def plot(t5, lt, stem, synthetic):
         axes[1].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
                        frameon=False)
     return save_figure(fig, stem)
+
+
+def redraw(run_dir, kind="tables"):
+    """Redraw figure.png and .pdf of a run from its timings.csv; return their paths."""
+    frame = timings_frame(read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
+                          .to_dict("records"))
+    if frame.empty:
+        raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no trainings to plot")
+    synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
+    return plot(ap_table(frame), lai_table(frame), Path(run_dir) / "figure", synthetic)
 
 
 def report(run_dir):

@@ -1,4 +1,5 @@
-"""Scale benchmark of the VOC2007 latent AP-SVM (paper 000, Section 4.2, at the paper's size).
+"""Scale benchmark of the VOC2007 latent AP-SVM (Mohapatra et al., CVPR 2018, Section 4.2, at the
+paper's size).
 
 (a) One outer step's scoring pass: every box of ``images`` images x ``boxes`` boxes x
     ``features`` features of the synthetic VOC2007 look-alike

@@ -5,9 +5,12 @@ One estimator trains the AP-SVM (Yue et al. 2007), the NDCG-SVM and the binary h
 It fits, predicts, scores and cross-validates like any scikit-learn classifier.
 """
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -56,8 +59,10 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     qp_solver : str, default "daqp"
         ``qpsolvers`` backend of the cutting-plane dual QP (ignored by the other solvers).
     random_state : None, int or RandomState
-        Accepted for the scikit-learn API and stored; unused, because the solvers run here
-        full batch and are deterministic: the same data give the same model.
+        Has no effect: every solver here is deterministic (full batch, no random
+        initialisation or sampling), so the same data always give the same model. The
+        parameter exists so that scikit-learn's tools (``clone``, grid search, pipelines
+        that set ``random_state`` on every step) accept the estimator.
 
     Attributes
     ----------
@@ -65,7 +70,8 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     intercept_ : array of shape (1,)
     classes_ : array of shape (2,); ``classes_[1]`` is the positive class.
     n_features_in_, feature_names_in_ : as in scikit-learn.
-    n_iter_ : int, solver iterations. converged_ : bool, tolerance met before ``max_iter``.
+    n_iter_ : int, solver iterations. converged_ : bool, tolerance met before ``max_iter``
+        (when not, ``fit`` warns with scikit-learn's ``ConvergenceWarning``).
     objective_curve_, gap_curve_ : primal objective and duality gap per iteration.
     lai_times_ : wall time (s) of every LAI call; ``lai_calls_`` their number,
         ``lai_time_`` their sum, ``lai_time_per_call_`` their mean; all without
@@ -113,6 +119,11 @@ class RankSVM(ClassifierMixin, BaseEstimator):
             self.intercept_ = np.zeros(1)
         self.n_iter_ = res.n_iter
         self.converged_ = res.converged
+        if not res.converged:
+            warnings.warn(f"{self.solver} stopped at max_iter={self.max_iter} before meeting "
+                          f"tol={self.tol:g} (duality gap {res.gap[-1]:.3g}); the weights may "
+                          "be far from optimal: raise max_iter or tol.", ConvergenceWarning,
+                          stacklevel=2)
         self.objective_curve_ = res.objective
         self.gap_curve_ = res.gap
         self.lai_times_ = res.lai_times
@@ -208,7 +219,8 @@ class LatentRankSVM(BaseEstimator):
 
     Attributes: ``coef_`` (n_features,), ``intercept_`` (float), ``pos_boxes_`` (the imputed
     box of each positive training image), ``objective_curve_`` (latent objective per outer
-    step), ``n_outer_``, ``n_iter_`` (cutting-plane iterations in all), ``converged_``,
+    step), ``n_outer_``, ``n_iter_`` (cutting-plane iterations in all), ``converged_`` (when
+    False, ``fit`` warned with scikit-learn's ``ConvergenceWarning``),
     ``lai_times_``, ``lai_calls_``, ``lai_time_``.
     """
 
@@ -250,6 +262,10 @@ class LatentRankSVM(BaseEstimator):
         self.n_outer_ = res.n_outer
         self.n_iter_ = int(sum(r.n_iter for r in res.inner))
         self.converged_ = res.converged
+        if not res.converged:
+            warnings.warn(f"the latent objective did not settle (decrease below C x tol) "
+                          f"within max_outer={self.max_outer} outer steps; raise max_outer or "
+                          "tol.", ConvergenceWarning, stacklevel=2)
         self.lai_times_ = res.lai_times
         self.lai_calls_ = res.lai_calls
         self.lai_time_ = res.lai_time

@@ -4,7 +4,7 @@ A ranking of P positives and N negatives is summarised, as far as AP and NDCG ca
 *interleaving*: how many negatives stand above each positive. For the k-th positive (in
 ranking order) ``n_above[k-1]`` is that count, a non-decreasing vector with values in 0..N.
 
-A loss is QS-suitable (paper 000, Section 3.1) when it decomposes over negatives,
+A loss is QS-suitable (Mohapatra et al., CVPR 2018, Section 3.1) when it decomposes over negatives,
 ``Delta = sum_j delta_j(rank_j)`` with ``j`` the negative's place among the negatives and
 ``rank_j`` its interleaving rank (1 + positives above it), and when the greedy choice per
 negative is monotone in ``j``. The quicksort-flavoured inference needs from such a loss only

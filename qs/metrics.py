@@ -5,6 +5,9 @@ with equal scores are ranked pessimistically (the negative first), so the metric
 lowest over the orderings the scores allow; scikit-learn treats ties otherwise (AP: one
 threshold for the tied block; NDCG: averaged over the tied block), and the two agree
 whenever no positive ties a negative.
+
+Every metric here takes the labels first and the scores second, as scikit-learn's do
+(``y_true, y_score``); :func:`qs.inference.lai` takes the scores first, as torch losses do.
 """
 
 import numpy as np
@@ -30,12 +33,14 @@ def negatives_above(labels, scores):
 
 
 def average_precision(labels, scores):
-    """Average precision of the ranking by descending score (higher is better)."""
+    """Average precision of the ranking by descending score (higher is better); labels
+    first, as in scikit-learn's ``average_precision_score(y_true, y_score)``."""
     return 1.0 - LOSSES["ap"].value(negatives_above(labels, scores))
 
 
 def ndcg(labels, scores):
-    """NDCG with binary gains and discount 1/log2(1 + position) (higher is better)."""
+    """NDCG with binary gains and discount 1/log2(1 + position) (higher is better); labels
+    first, as in scikit-learn's ``ndcg_score``."""
     return 1.0 - LOSSES["ndcg"].value(negatives_above(labels, scores))
 
 

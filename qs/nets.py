@@ -1,4 +1,5 @@
-"""The PL-CNN of the CIFAR-10 experiment (paper 000, Section 4.3; Berrada et al., ICLR 2017).
+"""The PL-CNN of the CIFAR-10 experiment (Mohapatra et al., CVPR 2018, Section 4.3; Berrada et al.,
+ICLR 2017).
 
 Three blocks of [conv3x3 + BN + ReLU, conv3x3 + BN + ReLU, max-pool 2x2] and a linear layer
 from the last block's 4x4 maps to the class scores. At the paper's widths (64, 128, 256)

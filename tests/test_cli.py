@@ -17,7 +17,7 @@ from cli.main import main
 
 COMMANDS = [[], ["bench"], ["bench", "torch-lai"], ["bench", "torch-losses"],
             ["bench", "voc2007-scale"], ["bench", "cold-start"], ["train"], ["compare"],
-            ["config"], ["config", "show"], ["plot"], ["plot", "scaling"], ["load"],
+            ["config"], ["config", "show"], ["plot"], ["load"],
             ["load", "poselet"], ["load", "cnn"], ["load", "verify"], ["sodeep"],
             ["sodeep", "train"], ["sodeep", "eval"]]
 

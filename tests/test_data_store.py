@@ -119,6 +119,22 @@ def test_paper_scale_settings_are_accepted_without_generating():
     assert lazy.shape == (4952, 2000, 4096) and lazy.nbytes == 4952 * 2000 * 4096 * 2
 
 
+def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):
+    import tqdm
+
+    finals = []
+
+    class Recorded(tqdm.tqdm):
+        def close(self):
+            finals.append((self.n, self.total))
+            super().close()
+
+    monkeypatch.setattr(tqdm, "tqdm", Recorded)
+    src = convert.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
+    convert.convert(src, tmp_path / "s.zarr", chunk_images=2, workers=0, progress=True)
+    assert finals[-1] == (5, 5)
+
+
 # --- layout, checksums, opening --------------------------------------------------------------
 
 def test_store_layout_and_padding(tmp_path):

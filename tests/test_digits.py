@@ -24,7 +24,7 @@ def small_run(tmp_path_factory):
     """Two digits, the AP-SVM's C by 2-fold CV over two values, the others fixed."""
     cfg = load_config(
         classes=[3, 8], max_iter=60, tol=1e-2,
-        C={"ap_svm": "cv", "zero_one_svm": 10.0, "linear_svc": 0.01},
+        C={"ap_svm": "cv", "zero_one_svm": 10.0, "linear_svc": 10.0},
         cv={"folds": 2, "grid": {"ap_svm": [1.0, 10.0]}},
     )
     out = tmp_path_factory.mktemp("digits") / "run"
@@ -86,6 +86,8 @@ def test_runs_record_C_choice_and_lai(small_run):
     svm = runs[runs.method != "linear_svc"]
     assert np.all(svm.lai_calls >= 1) and np.all(svm.lai_time_s > 0)
     assert runs[runs.method == "linear_svc"].lai_calls.isna().all()
+    linear = runs[runs.method == "linear_svc"]
+    assert linear.converged.all() and (linear.n_iter < 10_000).all()
 
 
 def test_table_matches_a_fit_by_hand(small_run):
@@ -160,3 +162,41 @@ def test_set_overrides_lay_over_the_file():
     assert cfg["cv"]["folds"] == 3 and cfg["cv"]["grid"] == _runner.resolve(digits.SPEC, {})["cv"]["grid"]
     with pytest.raises(ValueError, match=r"digits\.yaml: unknown config key 'C.svc'"):
         load_config(CONFIG, {"C": {"svc": 1}})
+
+
+def test_linear_svc_c_is_on_the_rank_svms_scale():
+    # C weighs the mean squared hinge: liblinear's C divided by the number of samples
+    from sklearn.svm import LinearSVC
+
+    X, _, y, _, _ = digits.load_data(load_config())
+    y = y == 1
+    ours = digits.MeanLossLinearSVC(C=10.0, tol=1e-8, max_iter=100_000).fit(X, y)
+    plain = LinearSVC(C=10.0 / X.shape[0], tol=1e-8, max_iter=100_000).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, plain.coef_, rtol=1e-5, atol=1e-7)
+    assert digits.Grids().linear_svc == digits.Grids().ap_svm == digits.Grids().zero_one_svm
+
+
+def test_fits_stopped_early_warn_and_are_marked(tmp_path):
+    from sklearn.exceptions import ConvergenceWarning
+
+    cfg = load_config(classes=[3], max_iter=2, tol=0.0,
+                      C={"ap_svm": 10.0, "zero_one_svm": 10.0, "linear_svc": 10.0})
+    with pytest.warns(ConvergenceWarning, match="stopped at max_iter=2"):
+        out = _runner.run(digits.SPEC, cfg, tmp_path / "run", progress=False)
+    md = (out / "table.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| 3 "))
+    assert row.count("†") == 2  # the two RankSVMs; LinearSVC converged
+    assert "†: 2 fits stopped at the iteration cap before converging" in md
+
+
+def test_plot_says_a_digits_run_has_no_figure(small_run):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    _, out = small_run
+    result = CliRunner().invoke(main, ["plot", str(out)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: cannot redraw {out}: {out} holds a digits tables run; qsrank plot redraws the "
+        "figures of cifar10, voc2007_detection, voc2011_actions figure and scaling runs")

@@ -2,9 +2,12 @@
 methods giving the same model, the 0-1 loss against LinearSVC, label mapping, the intercept,
 the LAI record, and bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import average_precision_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
 from sklearn.svm import LinearSVC
@@ -142,9 +145,13 @@ def test_lai_record_is_consistent(solver, calls_per_iter):
 
 def test_iteration_cap_is_reported():
     X, y = make_data(seed=8)
-    capped = RankSVM(C=100.0, tol=0.0, max_iter=3).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match=r"cutting_plane stopped at max_iter=3 before "
+                      r"meeting tol=0 \(duality gap"):
+        capped = RankSVM(C=100.0, tol=0.0, max_iter=3).fit(X, y)
     assert capped.n_iter_ == 3 and not capped.converged_
-    assert RankSVM(C=1.0, tol=1e-3).fit(X, y).converged_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert RankSVM(C=1.0, tol=1e-3).fit(X, y).converged_
 
 
 @pytest.mark.parametrize("loss,metric", [("ap", average_precision), ("ndcg", ndcg),

@@ -1,5 +1,5 @@
-"""Global objectives (paper 004): the tp/fp bounds, the Lagrangians, the reversed multiplier
-gradients, and a constraint met after training."""
+"""Global objectives (Eban et al., AISTATS 2017): the tp/fp bounds, the Lagrangians, the reversed
+multiplier gradients, and a constraint met after training."""
 
 import math
 

@@ -329,7 +329,7 @@ def per_negative_best_ranks(loss, scores, labels):
 
 
 def test_chakrabarti_discount_breaks_the_greedy():
-    """Paper 000, supplementary Remark 1: negatives 3e and e, a positive 5e."""
+    """Mohapatra et al., CVPR 2018, supplementary Remark 1: negatives 3e and e, a positive 5e."""
     eps = 1e-3
     scores = np.array([3 * eps, eps, 5 * eps])
     labels = np.array([0, 0, 1])

@@ -56,7 +56,7 @@ def test_units_run_once_then_resume(tmp_path, capsys):
     assert "toy: resuming: 2 of 3 units done" in capsys.readouterr().err
     CALLS.clear()
     _runner.run(TOY, {"items": ["c", "a"]}, out)
-    assert CALLS == [] and "toy: up to date" in capsys.readouterr().err
+    assert CALLS == [] and "toy: up to date: all 2 units done" in capsys.readouterr().err
     assert (out / "table.md").read_text() == "c 3.0\na 1.0\n"  # the units' order
 
 
@@ -86,3 +86,42 @@ def test_load_config_lays_sets_over_the_file(tmp_path):
     assert (cfg["items"], cfg["scale"], cfg["seed"]) == (["d"], 5, 2)
     with pytest.raises(ValueError, match=r"toy\.yaml: scale: expected a finite number; got 'x'"):
         _runner.load_config(TOY, path, {"scale": "x"})
+
+
+def test_an_interrupted_run_is_recorded_so(tmp_path):
+    def stop_at_b(run, unit):
+        if unit == ("b",):
+            raise KeyboardInterrupt
+        return _unit(run, unit)
+
+    toy = _runner.Experiment(**{**TOY.__dict__, "run_unit": stop_at_b})
+    with pytest.raises(KeyboardInterrupt):
+        _runner.run(toy, {}, tmp_path / "run", progress=False)
+    provenance = json.loads((tmp_path / "run" / "provenance.json").read_text())
+    assert provenance["status"] == "interrupted: KeyboardInterrupt"
+    assert [c["status"] for c in provenance["commands"]] == ["interrupted: KeyboardInterrupt"]
+    assert not (tmp_path / "run" / "table.md").exists()  # no table from a part of the units
+    out = _runner.run(TOY, {}, tmp_path / "run", progress=False)  # resumes, finishes
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["status"] == "complete"
+    assert [c["status"] for c in provenance["commands"]] == [
+        "interrupted: KeyboardInterrupt", "complete"]
+    assert CALLS == [("warm", 2), ("a",), ("warm", 1), ("b",)]
+
+
+def test_a_failing_unit_is_recorded_with_its_error(tmp_path):
+    def fail(run, unit):
+        raise ValueError("features.npz: NaN in row 3")
+
+    toy = _runner.Experiment(**{**TOY.__dict__, "run_unit": fail})
+    with pytest.raises(ValueError):
+        _runner.run(toy, {}, tmp_path / "run", progress=False)
+    provenance = json.loads((tmp_path / "run" / "provenance.json").read_text())
+    assert provenance["status"] == "interrupted: ValueError: features.npz: NaN in row 3"
+
+
+def test_resume_status_lines():
+    assert _runner.resume_status(80, 60) == "resuming: 20 of 80 units done"
+    assert _runner.resume_status(80, 0) == "up to date: all 80 units done"
+    assert _runner.resume_status(80, 80) is None
+    assert _runner.resume_status(5, 2, "points") == "resuming: 3 of 5 points done"

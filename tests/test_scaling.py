@@ -1,4 +1,4 @@
-"""The scaling benchmark (pipelines/scaling/): `qsrank bench` and `qsrank plot scaling` driven
+"""The scaling benchmark (pipelines/scaling/): `qsrank bench` and `qsrank plot` driven
 through click's CliRunner on tiny sizes, its rotation of inputs and its share grid."""
 
 import json
@@ -77,11 +77,11 @@ def test_bench_records_config_data_and_provenance(quick_run):
     assert record["seed"] == 0 and record["packages"]["numba"]
 
 
-def test_plot_scaling_redraws_the_figure(quick_run):
+def test_plot_redraws_the_figure(quick_run):
     out, _ = quick_run
     for ext in ("png", "pdf"):
         (out / f"scaling.{ext}").unlink()
-    result = invoke("plot", "scaling", out)
+    result = invoke("plot", out)
     assert result.exit_code == 0, result.output
     assert (out / "scaling.png").read_bytes().startswith(b"\x89PNG")
     assert (out / "scaling.pdf").read_bytes().startswith(b"%PDF")
@@ -146,10 +146,18 @@ def test_config_file_resolves_to_the_paper_settings():
     assert scaling.sizes(config)[0] == (227, 2270)
 
 
-def test_plot_scaling_without_timings_is_an_error(tmp_path):
-    result = invoke("plot", "scaling", tmp_path)
+def test_plot_names_what_is_missing(quick_run, tmp_path):
+    result = invoke("plot", tmp_path)
     assert result.exit_code == 1, result.output
-    assert "timings.csv" in result.output and "Traceback" not in result.output
+    assert result.output.startswith(f"Error: cannot redraw {tmp_path}: ")
+    assert "qsrank-run.json missing" in result.output and "Traceback" not in result.output
+    copy = tmp_path / "run"
+    copy.mkdir()
+    (copy / "qsrank-run.json").write_bytes((quick_run[0] / "qsrank-run.json").read_bytes())
+    result = invoke("plot", copy)
+    assert result.exit_code == 1, result.output
+    assert f"{copy / 'timings.csv'} is missing" in result.output
+    assert not list(copy.glob("scaling.*"))
 
 
 def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):

@@ -248,3 +248,16 @@ def test_estimator_on_padded_bags():
         model.fit(train.X, y)
     with pytest.raises(ValueError, match="X has 11 features"):
         model.decision_function(test_bags[0][:, :, :11], counts=test_bags[1])
+
+
+def test_estimator_warns_when_the_objective_does_not_settle():
+    from sklearn.exceptions import ConvergenceWarning
+
+    from qs.estimators import LatentRankSVM
+
+    train = make_voc2007_detection(1, scale=0.01, boxes_per_image=10, n_features=12)["trainval"]
+    y = train.image_labels(4)
+    with pytest.warns(ConvergenceWarning, match="within max_outer=1 outer steps"):
+        model = LatentRankSVM(C=10.0, tol=1e-2, max_outer=1, min_outer=1).fit(
+            train.X, y, offsets=train.offsets)
+    assert not model.converged_

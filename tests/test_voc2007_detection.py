@@ -109,6 +109,23 @@ def test_table_says_when_ap_weights_differ(tiny_run):
     assert line.startswith("**Warning**") and "aeroplane, person" in line
 
 
+def test_trainings_stopped_early_are_marked(tiny_run, tmp_path):
+    out, _ = tiny_run
+    assert "†" not in (out / "table5.md").read_text()  # every tiny training converged
+    records = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*__*.json"))]
+    for r in records:
+        if (r.get("class"), r.get("method")) == ("person", "ap_qs"):
+            r["converged"] = False
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    voc.write_tables(tmp_path, [r for r in records if "method" in r], cfg, "synthetic", True)
+    md = (tmp_path / "table5.md").read_text()
+    ap_row, lai_row = _md_rows(md, "Person")
+    assert ap_row[2].endswith(" †") and "†" not in ap_row[1]
+    assert lai_row[2].endswith(" †") and "†" not in lai_row[1] + lai_row[3]
+    assert "†: 1 training stopped at the iteration cap before converging" in md
+    assert "†" not in "".join(_md_rows(md, "Aeroplane")[0])
+
+
 def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     reference, _ = tiny_run
     cfg = _runner.load_config(voc.SPEC, write_config(tmp_path / "tiny.yaml"))
@@ -430,3 +447,23 @@ def test_latent_zero_one_svm_from_random_boxes_starts_at_w_zero():
     train.fit(est, y)
     assert np.linalg.norm(est.coef_) > 0.1
     assert voc.detection_ap(est, voc.Split.in_memory(splits["test"]), "car", 0.3) > 0.4
+
+
+def test_plot_redraws_the_figure_and_names_a_missing_file(tiny_run, tmp_path):
+    import shutil
+
+    out, _ = tiny_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock"))
+    for ext in ("png", "pdf"):
+        (copy / f"figure.{ext}").unlink()
+    result = invoke("plot", copy)
+    assert result.exit_code == 0, result.output
+    assert (copy / "figure.png").read_bytes().startswith(b"\x89PNG")
+    assert (copy / "figure.pdf").read_bytes().startswith(b"%PDF")
+    (copy / "timings.csv").unlink()
+    (copy / "figure.png").unlink()
+    result = invoke("plot", copy)
+    assert result.exit_code == 1
+    assert f"{copy / 'timings.csv'} is missing" in result.output
+    assert not (copy / "figure.png").exists()

@@ -1,5 +1,5 @@
-"""The VOC2011 action pipeline (paper 000, Tables 1-4 and Figures 2-3) on tiny subsamples of
-the synthetic data: its files and columns, identical weights across exact LAI methods,
+"""The VOC2011 action pipeline (Mohapatra et al., CVPR 2018, Tables 1-4 and Figures 2-3) on tiny
+subsamples of the synthetic data: its files and columns, identical weights across exact LAI methods,
 resuming, settings changes, bad configs and data, and atomicity when a training fails."""
 
 from functools import partial
@@ -171,7 +171,12 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="boom"):
         run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out,
                 progress=False)
-    assert {p.name: p.read_bytes() for p in out.glob("*.*")} == tables
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["status"] == "interrupted: RuntimeError: boom"
+    assert [c["status"] for c in provenance["commands"]] == ["complete", provenance["status"]]
+    del tables["provenance.json"]
+    assert {p.name: p.read_bytes() for p in out.glob("*.*") if p.name != "provenance.json"} \
+        == tables
     assert not list(out.rglob(".*.tmp"))
     # the first training of the failed run was kept and is not redone
     first = json.loads((out / "runs" / "phoning__0-1.json").read_text())
@@ -181,6 +186,25 @@ def test_failed_training_keeps_earlier_files(tmp_path, monkeypatch):
                         lambda cfg, name, *a, **k: calls.append(name) or real(cfg, name, *a, **k))
     run(config(classes=["phoning"], methods=["0-1", "ap_qs"], tol=1e-2), out, progress=False)
     assert calls == ["ap_qs"]
+
+
+def test_trainings_stopped_early_warn_and_are_marked(tmp_path):
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="stopped at max_iter=2"):
+        out = run(config(classes=["phoning"], methods=["0-1", "ap_qs", "ndcg_qs"], max_iter=2,
+                         tol=0.0), tmp_path / "run", progress=False)
+    table1 = (out / "table1.md").read_text()
+    for method in ("0-1", "ap_qs", "ndcg_qs"):
+        assert f"| {method} † " in table1
+    assert "†: 3 trainings stopped at the iteration cap before converging" in table1
+    row = next(line for line in (out / "table3.md").read_text().splitlines()
+               if line.startswith("| Phoning"))
+    assert row.count("†") == 2
+    # converged trainings are not marked, and no note is added
+    clean = run(config(classes=["phoning"], methods=["0-1", "ap_qs"]), tmp_path / "clean",
+                progress=False)
+    assert "†" not in (clean / "table1.md").read_text()
 
 
 def test_cv_chooses_C_from_the_grid_and_resumes(tmp_path, count_trainings):
@@ -299,7 +323,7 @@ def test_npz_cache_data(tmp_path):
 FIG = {"preset": "quick", "repeats": 1}
 
 
-def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings):
+def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings, capsys):
     out = tmp_path / "fig"
     for vary in ("negatives", "positives"):
         voc.figure_run(config(figures={**FIG, "vary": vary, "loss": "ap"}), out,
@@ -317,9 +341,9 @@ def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings):
         assert (out / name).stat().st_size > 0
     summary = (out / "summary.md").read_text()
     assert "Figure 2 (ap), varying the negatives" in summary and "synthetic" in summary
-    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out,
-                   progress=False)
+    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out)
     assert len(count_trainings) == 16  # resumed: nothing retrained
+    assert "figure negatives: up to date: all 8 points done" in capsys.readouterr().err
     # same-size trainings of the exact AP methods agree
     agree = timings[timings["method"].isin(["ap", "ap_qs", "ap_search"])]
     assert agree.groupby(["vary", "n_pos", "n_neg"])["lai_calls"].nunique().eq(1).all()
@@ -348,3 +372,22 @@ def test_ratios_use_the_classes_both_methods_have():
     row = voc.ratios(frame).set_index("ratio").loc["ap / ap_qs"]
     assert row["total_time"] == pytest.approx(10.0) and row["per_call"] == pytest.approx(4.0)
     assert row["paper_total_time"] == pytest.approx(0.7154 / 0.0625)
+
+
+def test_plot_redraws_a_figure_run_and_says_a_table_run_has_none(tiny_run, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    out = tmp_path / "fig"
+    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out,
+                   progress=False)
+    for ext in ("png", "pdf"):
+        (out / f"figure.{ext}").unlink()
+    result = CliRunner().invoke(main, ["plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "figure.png").read_bytes().startswith(b"\x89PNG")
+    result = CliRunner().invoke(main, ["plot", str(tiny_run)])
+    assert result.exit_code == 1
+    assert "Tables 1-4, which have no figure" in result.output
+    assert "qsrank bench --experiment voc2011_actions" in result.output

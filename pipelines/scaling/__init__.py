@@ -1,5 +1,6 @@
-"""Scaling benchmark (paper 000, Figures 2-3): seconds per loss-augmented inference (LAI)
-call as the number of negatives, positives, or both grows, on seeded synthetic scores.
+"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented
+inference (LAI) call as the number of negatives, positives, or both grows, on seeded synthetic
+scores.
 
 Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between curves
 measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
@@ -19,7 +20,7 @@ summary and figure) and `share` (the grid of `vary: share`).
 
 from pipelines._config import dump_config, new_run_dir
 from pipelines._io import atomic_path, write_text
-from pipelines._provenance import write_provenance
+from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines.scaling.config import (
     CURVE_NAMES,
@@ -31,11 +32,11 @@ from pipelines.scaling.config import (
     resolve,
     sizes,
 )
-from pipelines.scaling.report import plot, plot_run, report, summary
+from pipelines.scaling.report import plot, redraw, report, summary
 from pipelines.scaling.share import run_share
 from pipelines.scaling.timing import data_note, time_all
 
-__all__ = ["CURVE_NAMES", "DEFAULTS", "LOSSES", "VARIES", "load_config", "plot_run", "report",
+__all__ = ["CURVE_NAMES", "DEFAULTS", "LOSSES", "VARIES", "load_config", "redraw", "report",
            "resolve", "run", "sizes"]
 
 
@@ -48,14 +49,16 @@ def run(config, out_dir=None, progress=True):
     """
     cfg = resolve(config)
     out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
-    if cfg["vary"] == "share":
-        return run_share(cfg, out, progress)
-    timings, cold = time_all(cfg, curves(cfg), sizes(cfg), progress)
-    for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
-    write_text(out / "config.yaml", dump_config(cfg))
+    with recording_interruption(out, cfg["seed"], data_note(cfg), cfg):
+        if cfg["vary"] == "share":
+            run_share(cfg, out, progress)
+        else:
+            timings, cold = time_all(cfg, curves(cfg), sizes(cfg), progress)
+            for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
+                with atomic_path(out / name) as tmp:
+                    frame.to_csv(tmp, index=False)
+            write_text(out / "config.yaml", dump_config(cfg))
+            write_text(out / "summary.md", summary(cfg, timings, cold))
+            plot(timings, out / "scaling")
     write_provenance(out, cfg["seed"], data_note(cfg), cfg)
-    write_text(out / "summary.md", summary(cfg, timings, cold))
-    plot(timings, out / "scaling")
     return out

@@ -66,6 +66,8 @@ COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "searc
           "auto": "C4", "sort_dc": "C5", "bucket": "C6", "bucket_sort": "k", "batch": "C4",
           "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
 SKIPPED = "skipped (budget)"
+#: the figures' legend names of the paper's baselines, which the curve names give as the loss
+LABELS = {"ap": "ap (Yue et al.)", "ndcg": "ndcg (Chakrabarti et al.)"}
 # What a sample measures. On a machine shared with other jobs, wall time inflates a call
 # longer than the scheduler's time slice (it waits for the others) far more than a short one,
 # and so the ratios between them; the process's CPU time does not wait (a threaded call counts

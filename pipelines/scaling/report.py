@@ -6,11 +6,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipelines._io import save_figure
+from pipelines._io import read_csv, save_figure
 from pipelines._tables import markdown_table
 from pipelines.scaling.config import (
     COLD_COLUMNS,
     COLORS,
+    LABELS,
     LOSSES,
     REUSED_OUTPUTS,
     ROTATION_BYTES,
@@ -18,23 +19,15 @@ from pipelines.scaling.config import (
     SKIPPED,
     TIMING_COLUMNS,
 )
-from pipelines.scaling.share import share_markdown
+from pipelines.scaling.share import plot_share, share_markdown
 from pipelines.scaling.timing import data_note
-
-
-def _read_csv(path, columns):
-    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}")
-    return frame
 
 
 def read_run(run_dir):
     """The (timings, cold) frames of a finished run, their columns checked."""
     run_dir = Path(run_dir)
-    return (_read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
-            _read_csv(run_dir / "compile.csv", COLD_COLUMNS))
+    return (read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
+            read_csv(run_dir / "compile.csv", COLD_COLUMNS))
 
 
 def _panels(frame):
@@ -46,12 +39,17 @@ def _title(panel):
     return f"{panel} loss" if panel in LOSSES else "0-1 and references"
 
 
-def _medians(timings, cold, panel):
-    """Median seconds per call: rows (n_pos, n_neg), columns the panel's curves; NaN = skipped."""
+def _medians(timings, cold, panel, statistic="median"):
+    """Median seconds per call (`statistic` "spread": the repeats' interquartile range over
+    their median): rows (n_pos, n_neg), columns the panel's curves; NaN = skipped."""
     mine = cold[cold["loss"].isin((panel,) + SHARED)]
     names = list(dict.fromkeys(mine["curve"]))  # names are unique within a panel
     warm = timings[timings["loss"].isin((panel,) + SHARED)]
-    table = warm.groupby(["n_pos", "n_neg", "curve"])["seconds"].median().unstack("curve")
+    seconds = warm.groupby(["n_pos", "n_neg", "curve"])["seconds"]
+    table = seconds.median()
+    if statistic == "spread":
+        table = (seconds.quantile(0.75) - seconds.quantile(0.25)) / table
+    table = table.unstack("curve")
     index = pd.MultiIndex.from_frame(mine[["n_pos", "n_neg"]].drop_duplicates())
     return table.reindex(index=index, columns=names)
 
@@ -94,7 +92,9 @@ def summary(cfg, timings, cold):
     ]
     for panel in _panels(cold):
         table = _medians(timings, cold, panel)
-        parts += [f"## {_title(panel)}", "Median seconds per call:", _size_table(table, SKIPPED)]
+        parts += [f"## {_title(panel)}", "Median seconds per call:", _size_table(table, SKIPPED),
+                  "Spread of the repeats: interquartile range / median:",
+                  _size_table(_medians(timings, cold, panel, "spread"), SKIPPED)]
         baseline = [(panel, f"the paper's baseline `{panel}`")] if panel in LOSSES else []
         for name, label in baseline + [("0-1", "`0-1`")]:
             if name in table.columns:
@@ -104,20 +104,24 @@ def summary(cfg, timings, cold):
     warm = timings.groupby(["loss", "curve", "n_pos", "n_neg"])["seconds"].median()
     rows = [[r.curve, r.loss, r.method, str(r.n_pos), str(r.n_neg), f"{r.seconds:.3g}",
              f"{warm[(r.loss, r.curve, r.n_pos, r.n_neg)]:.3g}"] for r in first.itertuples()]
-    header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s)", "warm median (s)"]
+    header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s, one call)",
+              "warm median (s)"]
     parts += ["## Cold first call at the smallest size (numba compile or cache load included)",
               markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 
 def plot(timings, stem):
-    """Log-log median seconds per call against the varied count, a panel per loss.
+    """Log-log median seconds per call against the varied count, a panel per loss, the
+    band between the quartiles of the repeats around each curve.
 
     Writes `stem`.png and `stem`.pdf atomically and returns their paths.
     """
     vary = timings["vary"].iloc[0]
-    med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
-    med = med.median().reset_index()
+    grouped = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)
+    med = grouped["seconds"].median().reset_index()
+    med["q1"] = grouped["seconds"].quantile(0.25).to_numpy()
+    med["q3"] = grouped["seconds"].quantile(0.75).to_numpy()
     med["x"] = {"negatives": med["n_neg"], "positives": med["n_pos"],
                 "total": med["n_pos"] + med["n_neg"]}[vary]
     xlabel = {"negatives": f"negatives N (P = {med['n_pos'].iloc[0]})",
@@ -129,18 +133,27 @@ def plot(timings, stem):
         mine = med[med["loss"].isin((panel,) + SHARED)]
         for (loss, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
             style = "--" if loss == "-" else ":" if curve in REUSED_OUTPUTS else "-"
-            ax.plot(line["x"], line["seconds"], marker="o", markersize=3, label=curve,
-                    color=COLORS.get(method, "k"), linestyle=style)
-        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="median seconds per LAI call",
-               title=_title(panel))
+            color = COLORS.get(method, "k")
+            ax.plot(line["x"], line["seconds"], marker="o", markersize=3,
+                    label=LABELS.get(curve, curve), color=color, linestyle=style)
+            ax.fill_between(line["x"], line["q1"], line["q3"], color=color, alpha=0.15,
+                            linewidth=0)
+        ax.set(xscale="log", yscale="log", xlabel=xlabel,
+               ylabel="seconds per LAI call,\nmedian and quartiles of the repeats",
+               title=f"{_title(panel)} (synthetic scores)")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize="small")
     return save_figure(fig, stem)
 
 
-def plot_run(run_dir):
-    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv; return their paths."""
-    timings = _read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
+def redraw(run_dir, kind="bench"):
+    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv (a curve run or a share
+    grid); return their paths."""
+    if kind != "bench":
+        raise ValueError(f"{run_dir} holds a scaling {kind} run, which draws no figure")
+    timings = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
     if timings.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no timings to plot")
+    if (timings["vary"] == "share").all():
+        return plot_share(timings, Path(run_dir) / "scaling")
     return plot(timings, Path(run_dir) / "scaling")

@@ -8,12 +8,12 @@ from tqdm import tqdm
 
 from pipelines._config import dump_config
 from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._provenance import write_provenance
 from pipelines._tables import markdown_table
 from pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
     COLORS,
+    LABELS,
     LOSSES,
     SAMPLE_S,
     SKIPPED,
@@ -99,20 +99,18 @@ def _time_share(cfg, chosen, pairs, progress):
 
 def run_share(cfg, out, progress):
     """`vary: share`: time the grid, write timings, the grid table (CSV and Markdown) and the
-    figure; return the run directory."""
+    figure."""
     pairs = sizes(cfg)
     timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(out, cfg["seed"], data_note(cfg), cfg)
     table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
     with atomic_path(out / "grid.csv") as tmp:
         table.to_csv(tmp, index=False)
     write_text(out / "summary.md", share_summary(cfg, table))
     plot_share(timings, out / "scaling")
-    return out
 
 
 def _ratio(a, b):
@@ -208,11 +206,13 @@ def plot_share(timings, stem):
             mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
             for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
                 style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
-                ax.plot(line["x"], line["per_score"], marker="o", markersize=3, label=curve,
+                ax.plot(line["x"], line["per_score"], marker="o", markersize=3,
+                        label=LABELS.get(curve, curve),
                         color=COLORS.get(method, "k"), linestyle=style,
                         linewidth=2.2 if method == "auto" else 1.0)
             ax.set(xscale="log", yscale="log", xlabel="share of positives P/N",
-                   ylabel="seconds per score", title=f"{loss}, N = {n_neg:.0e}")
+                   ylabel="median seconds per score",
+                   title=f"{loss}, N = {n_neg:.0e} (synthetic scores)")
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize="xx-small")
     return save_figure(fig, stem)

@@ -1,4 +1,5 @@
-"""VOC2011 action classification (paper 000, Section 4.1): Tables 1-4 and Figures 2-3.
+"""VOC2011 action classification (Mohapatra et al., CVPR 2018, Section 4.1): Tables 1-4 and Figures
+2-3.
 
 For each action class, the ranking structured SVM (:class:`qs.estimators.RankSVM`) is trained
 on the trainval person boxes with every method the paper compares, named as the paper names
@@ -43,13 +44,14 @@ from pipelines.voc2011_actions.config import (
     selected_methods,
 )
 from pipelines.voc2011_actions.data import class_data, data_note, load_data
-from pipelines.voc2011_actions.figures import figure_run
+from pipelines.voc2011_actions.figures import figure_run, redraw
 from pipelines.voc2011_actions.tables import ratios, report
 from pipelines.voc2011_actions.train import SPEC, cross_validate, train_one
 
 __all__ = ["EXPERIMENT", "FIGURE_PRESETS", "FIXED_C", "METHODS", "SPEC", "Config",
            "class_data", "cross_validate", "data_note", "figure_methods", "figure_run",
-           "figure_sizes", "load_config", "load_data", "ratios", "report", "selected_methods",
+           "figure_sizes", "load_config", "load_data", "ratios", "redraw", "report",
+           "selected_methods",
            "train_one"]
 
 

@@ -1,6 +1,9 @@
 """Figures 2-3 (`qsrank bench --experiment voc2011_actions`): the total LAI time of whole
 trainings on class phoning's boxes, subsampled, as the negatives, positives or total grow."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -9,9 +12,10 @@ from matplotlib.ticker import NullLocator
 from tqdm import tqdm
 
 from pipelines import _runner
+from pipelines._runner import resume_status
 from pipelines._config import dump_config, new_run_dir
-from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._provenance import write_provenance
+from pipelines._io import atomic_path, read_csv, run_data_note, save_figure, write_text
+from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir
 from pipelines._tables import fmt, markdown_table
 from pipelines.voc2011_actions import train
@@ -28,8 +32,13 @@ from qs.data import ACTIONS
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
 FIGURE_COLUMNS = ["vary", "loss", "method", "inference", "class", "n_pos", "n_neg", "C",
-                  "lai_calls", "lai_time_s", "lai_time_median_s", "lai_ms_per_call", "n_iter",
-                  "converged", "train_s", "repeats"]
+                  "lai_calls", "lai_time_s", "lai_time_median_s", "lai_time_max_s",
+                  "lai_ms_per_call", "n_iter", "converged", "train_s", "repeats"]
+#: what the figures' legends call each method: the LAI method by its authors, not a bare loss
+METHOD_LABELS = {"0-1": "0-1 (hinge SVM)", "ap": "ap (Yue et al.)", "ap_qs": "ap_qs (QS)",
+                 "ap_search": "ap_search (binary search)", "ap_auto": "ap_auto (default)",
+                 "ndcg": "ndcg (Chakrabarti et al.)", "ndcg_qs": "ndcg_qs (QS)",
+                 "ndcg_auto": "ndcg_auto (default)"}
 COLORS = {"0-1": "C0", "ap": "C1", "ndcg": "C1", "ap_qs": "C2", "ndcg_qs": "C2",
           "ap_search": "C3", "ap_auto": "C4", "ndcg_auto": "C4"}
 
@@ -51,9 +60,8 @@ def figure_run(config, out_dir=None, progress=True):
     The boxes of figures.class are subsampled: a seeded order of its positives and one of
     its negatives, the first n_pos and n_neg taken, so that every smaller training set is
     part of every larger one. Each point is trained figures.repeats times (the same weights
-    each time: the solvers are deterministic) and the smallest total LAI time is kept (on a
-    shared machine the fastest repeat is the best estimate of a deterministic computation's
-    cost), the median beside it.
+    each time: the solvers are deterministic); the record keeps every repeat's total LAI time,
+    and the figure and summary show their median with the fastest and slowest.
     Each finished point is runs/<vary>__p<P>_n<N>__<method>.json; a rerun resumes, and
     timings.csv, figure.png/.pdf and summary.md cover every point in the directory.
     """
@@ -82,40 +90,47 @@ def figure_run(config, out_dir=None, progress=True):
     store = RunStore(out, settings)
     name_of = {(p, n, m): f"{vary}__p{p}_n{n}__{m}" for p, n in pairs for m in methods}
     todo = [key for key in name_of if cfg["force"] or not store.done(name_of[key])]
-    if todo:
-        train.warm_up(dict.fromkeys(m for *_, m in todo))
-    with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
-              disable=not progress) as bar:
-        for n_pos, n_neg, name in todo:
-            bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
-            rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
-            Xs, ys = X[rows], y[rows]
-            runs = [train.train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys,
-                                    splits["trainval"].bias)[1]
-                    for _ in range(fig["repeats"])]
-            times = [r["lai_time_s"] for r in runs]
-            record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
-                      "lai_time_s": float(min(times)),
-                      "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
-                      "train_s": float(np.median([r["train_s"] for r in runs])),
-                      "repeats": fig["repeats"]}
-            record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
-            store.put(name_of[(n_pos, n_neg, name)], record)
-            bar.update()
-    records = store.records("*__p*_n*__*.json")
-    frame = figure_frame(records)
-    with atomic_path(out / "timings.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    status = resume_status(len(name_of), len(todo), "points")
+    if progress and status:
+        print(f"figure {vary}: {status}", file=sys.stderr)
     note = data_note(splits)
-    write_text(out / "config.yaml", dump_config(cfg))
     command = {**settings, "vary": vary, "preset": fig["preset"], "methods": methods}
+    with recording_interruption(out, cfg["seed"], note, command, settings["data_sha256"]):
+        if todo:
+            train.warm_up(dict.fromkeys(m for *_, m in todo))
+        with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
+                  disable=not progress) as bar:
+            for n_pos, n_neg, name in todo:
+                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
+                rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
+                Xs, ys = X[rows], y[rows]
+                runs = [train.train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys,
+                                        splits["trainval"].bias)[1]
+                        for _ in range(fig["repeats"])]
+                times = [r["lai_time_s"] for r in runs]
+                record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
+                          "lai_time_s": float(min(times)),
+                          "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
+                          "train_s": float(np.median([r["train_s"] for r in runs])),
+                          "repeats": fig["repeats"]}
+                record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
+                store.put(name_of[(n_pos, n_neg, name)], record)
+                bar.update()
+        frame = figure_frame(store.records("*__p*_n*__*.json"))
+        with atomic_path(out / "timings.csv") as tmp:
+            frame.to_csv(tmp, index=False)
+        write_text(out / "config.yaml", dump_config(cfg))
+        write_text(out / "summary.md", figure_summary(frame, cfg, note))
+        plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
     write_provenance(out, cfg["seed"], note, command, settings["data_sha256"])
-    write_text(out / "summary.md", figure_summary(frame, cfg, note))
-    plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
     return out
 
 
 def figure_frame(records):
+    """One row per figure point and method: ``lai_time_s`` the fastest of its repeated
+    trainings, ``lai_time_median_s`` their median and ``lai_time_max_s`` the slowest."""
+    records = [{**r, "lai_time_max_s": max(r.get("lai_times_s") or [r["lai_time_s"]])}
+               for r in records]
     frame = pd.DataFrame([{c: r.get(c) for c in FIGURE_COLUMNS} for r in records],
                          columns=FIGURE_COLUMNS)
     order = {m: i for i, m in enumerate(METHODS)}
@@ -152,16 +167,19 @@ def figure_summary(frame, cfg, note):
     parts = [f"# Figures 2-3: total LAI time during training as the data grow (class {action})",
              note,
              (f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}), C "
-              f"fixed per loss; each point is the smallest over {cfg['figures']['repeats']} "
-              "identical trainings of the total wall time of their LAI calls (numba warmed up "
-              f"beforehand). Boxes subsampled from the {cfg['figures']['pool']} boxes of the "
+              f"fixed per loss; each point is the median over {cfg['figures']['repeats']} "
+              "identical trainings of the total wall time of their LAI calls, [fastest, "
+              "slowest] beside it (numba warmed up beforehand); the speed-ups are ratios of "
+              f"medians. Boxes subsampled from the {cfg['figures']['pool']} boxes of the "
               "class, smaller sets nested in larger ones.")]
     for loss in _figure_rows(frame):
         mine = frame[frame["loss"].isin((loss, "01"))]
         for vary in [v for v in VARIES if (mine["vary"] == v).any()]:
             part = mine[mine["vary"] == vary]
-            table = part.pivot_table(index=["n_pos", "n_neg"], columns="method",
-                                     values="lai_time_s", sort=False)
+            table, low, high = (
+                part.pivot_table(index=["n_pos", "n_neg"], columns="method", values=v,
+                                 sort=False)
+                for v in ("lai_time_median_s", "lai_time_s", "lai_time_max_s"))
             table = table[[m for m in METHODS if m in table.columns]]
             calls = part.pivot_table(index=["n_pos", "n_neg"], columns="loss",
                                      values="lai_calls", aggfunc="max", sort=False)
@@ -173,7 +191,9 @@ def figure_summary(frame, cfg, note):
             header += [f"LAI calls ({'0-1' if k == '01' else k})" for k in calls.columns]
             rows = []
             for (p, n), values in zip(table.index, table.to_numpy()):
-                row = [p, n, *(fmt(v, 4) for v in values)]
+                row = [p, n, *(f"{fmt(v, 4)} [{fmt(low.loc[(p, n), m], 4)}, "
+                               f"{fmt(high.loc[(p, n), m], 4)}]" if fmt(v, 4) else ""
+                               for m, v in zip(table.columns, values))]
                 if speed:
                     row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
                 row += [fmt(v, 0) for v in calls.loc[(p, n)]]
@@ -185,8 +205,9 @@ def figure_summary(frame, cfg, note):
 
 
 def plot_figure(frame, stem, synthetic=True):
-    """Log-log total LAI time per training against the varied count: a row of panels per
-    figure (ap: Figure 2, ndcg: Figure 3), a panel per vary. Writes stem.png and stem.pdf."""
+    """Log-log total LAI time per training against the varied count, the median of the
+    repeated trainings with bars from the fastest to the slowest: a row of panels per figure
+    (ap: Figure 2, ndcg: Figure 3), a panel per vary. Writes stem.png and stem.pdf."""
     rows = _figure_rows(frame)
     varies = [v for v in VARIES if (frame["vary"] == v).any()] or ["negatives"]
     fig = Figure(figsize=(4.6 * len(varies), 3.8 * len(rows)), layout="constrained")
@@ -197,18 +218,35 @@ def plot_figure(frame, stem, synthetic=True):
             part = frame[(frame["vary"] == vary) & frame["loss"].isin((loss, "01"))]
             for name in [m for m in METHODS if (part["method"] == m).any()]:
                 line = part[part["method"] == name]
-                ax.plot(_x(line, vary), line["lai_time_s"], marker="o", markersize=3,
-                        label=name, color=COLORS.get(name, "k"))
-            ax.set(xscale="log", yscale="log", ylabel="total LAI time in training (s)")
+                median = line["lai_time_median_s"].to_numpy()
+                spread = [median - line["lai_time_s"], line["lai_time_max_s"] - median]
+                ax.errorbar(_x(line, vary), median, yerr=spread, marker="o", markersize=3,
+                            capsize=2, label=METHOD_LABELS.get(name, name),
+                            color=COLORS.get(name, "k"))
+            ax.set(xscale="log", yscale="log",
+                   ylabel="total LAI time in training (s),\nmedian [fastest, slowest]")
             if not part.empty:
                 ax.set_xlabel(_xlabel(part, vary))
                 xs = sorted(set(_x(part, vary)))
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
-            ax.set_title(f"{label}: varying {vary}" + (" (synthetic data)" if synthetic else ""),
-                         fontsize="medium")
+            source = ("synthetic look-alike of VOC2011 actions" if synthetic
+                      else "VOC2011 actions poselet features")
+            ax.set_title(f"{label}: varying {vary}\n({source})", fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
             if ax.has_data():
                 ax.legend(fontsize="small")
     return save_figure(fig, stem)
+
+
+def redraw(run_dir, kind):
+    """Redraw figure.png and .pdf of a figure run (`qsrank bench --experiment
+    voc2011_actions`) from its timings.csv; return their paths. A table run draws none."""
+    if kind != "figure":
+        raise ValueError(f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "
+                         "figure; Figures 2-3 are drawn by the runs of qsrank bench "
+                         "--experiment voc2011_actions (make reproduce-figure2/3)")
+    frame = read_csv(Path(run_dir) / "timings.csv", FIGURE_COLUMNS)
+    synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
+    return plot_figure(frame, Path(run_dir) / "figure", synthetic=synthetic)

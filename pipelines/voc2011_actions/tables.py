@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines._io import atomic_path, write_text
-from pipelines._tables import fmt, markdown_table, ours_label
+from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
+                               unconverged_note)
 from pipelines.voc2011_actions.config import METHODS
 from qs.data import ACTIONS
 
@@ -15,15 +16,17 @@ from qs.data import ACTIONS
 RATIOS = (("ap", "ap_qs"), ("ndcg", "ndcg_qs"), ("ap", "ap_search"), ("ap", "ap_auto"),
           ("ndcg", "ndcg_auto"))
 
-# The paper's numbers. Tables 1-2: paper 000; ap_search (AP-SVM-SEARCH): paper 001, Tables
-# 2-3 (paper 000 quotes its 0.0985 s in the text). Paper 001 times the 0-1 ("Binary SVM")
-# LAI at 0.1434 s in total and 1.872 ms per call; we set paper 000's numbers beside ours.
+# The paper's numbers. Tables 1-2: Mohapatra et al., CVPR 2018; ap_search (AP-SVM-SEARCH):
+# its full version (arXiv:1604.08269), Tables 2-3 (the CVPR paper quotes its 0.0985 s in the
+# text). The full version times the 0-1 ("Binary SVM") LAI at 0.1434 s in total and 1.872 ms
+# per call; we set the CVPR paper's numbers beside ours.
 PAPER_TOTAL_S = {"0-1": 0.0694, "ap": 0.7154, "ap_qs": 0.0625, "ap_search": 0.0985,
                  "ndcg": 6.8019, "ndcg_qs": 0.0473}
 PAPER_MS_PER_CALL = {"0-1": (0.48, 0.03), "ap": (16.29, 0.18), "ap_qs": (1.48, 0.39),
                      "ap_search": (2.323, 0.200), "ndcg": (71.07, 1.57), "ndcg_qs": (0.55, 0.11)}
-# Tables 3-4 of paper 000 (test AP; NDCG, which the paper reports as the mean over the five
-# cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in percent.
+# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, which the paper reports as the mean
+# over the five cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in
+# percent.
 PAPER_AP = dict(zip(ACTIONS, [(52.580, 55.230), (32.090, 32.630), (35.210, 41.180),
                               (27.410, 26.600), (72.240, 81.060), (79.820, 83.290),
                               (73.090, 76.850), (21.880, 25.980), (30.620, 32.050),
@@ -148,7 +151,8 @@ def _setting_line(cfg, frame):
     n_conv = int(frame["converged"].sum())
     return (f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}); C {how} "
             f"({Cs}). {n_conv} of {len(frame)} trainings converged. Time: wall time of the "
-            "LAI calls inside training (numba warmed up beforehand), this machine.")
+            "LAI calls inside one training per class and method, each timed once (one "
+            "measurement, not a median of repeats; numba warmed up beforehand), this machine.")
 
 
 def write_tables(out, records, cfg, note, synthetic):
@@ -157,6 +161,9 @@ def write_tables(out, records, cfg, note, synthetic):
     ours = ours_label(synthetic)
     data_col = note
     setting = _setting_line(cfg, frame)
+    early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
+    early_methods = set(early["method"]) if len(early) else set()
+    early_note = unconverged_note(len(early))
     with atomic_path(out / "timings.csv") as tmp:
         frame.to_csv(tmp, index=False)
 
@@ -174,54 +181,68 @@ def write_tables(out, records, cfg, note, synthetic):
          "per call, paper"],
         [[row.ratio, fmt(row.total_time, 1), fmt(row.paper_total_time, 1),
           fmt(row.per_call, 1), fmt(row.paper_per_call, 1)] for row in r.itertuples()])
-    paper_src = ("Paper: paper 000, Table 1 (ap_search: paper 001, Table 2, also quoted in "
-                 "paper 000's text); blank where the paper has no such method.")
-    md1 = "\n\n".join([
+    paper_src = (f"Paper: {CVPR2018}, Table 1 (ap_search: {FULL_VERSION}, Table 2, also quoted in "
+                 "the CVPR paper's text); blank where the paper has no such method.")
+    md1 = "\n\n".join(filter(None, [
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
         note, setting, paper_src,
         markdown_table(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
-                       [[row.method, fmt(row.lai_time_s, 4), fmt(row.paper_lai_time_s, 4),
-                         fmt(row.lai_calls, 1), row.n_classes] for row in t1.itertuples()]),
-        "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
-    md2 = "\n\n".join([
+                       [[mark(row.method, row.method in early_methods), fmt(row.lai_time_s, 4),
+                         fmt(row.paper_lai_time_s, 4), fmt(row.lai_calls, 1), row.n_classes]
+                        for row in t1.itertuples()]),
+        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
+    md2 = "\n\n".join(filter(None, [
         "# Table 2: mean time per loss-augmented inference call (ms)",
         note, setting,
         ("Ours: each training's mean time per call, then mean ± standard deviation over "
-         "classes. Paper: paper 000, Table 2 (ap_search: paper 001, Table 3)."),
+         f"classes. Paper: {CVPR2018}, Table 2 (ap_search: {FULL_VERSION}, Table 3)."),
         markdown_table(
             ["method", f"{ours} (ms)", "paper (ms)", "classes"],
-            [[row.method, f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
+            [[mark(row.method, row.method in early_methods),
+              f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
               "" if pd.isna(row.paper_ms_per_call)
               else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
               row.n_classes] for row in t2.itertuples()]),
-        "Speed-up (baseline time / faster time):", ratio_md]) + "\n"
+        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
     md3 = _metric_md(3, "test AP (%, VOC devkit AP, difficult boxes ignored)", "ap", t3,
-                     spread_ap, note, setting, ours,
-                     "Paper: paper 000, Table 3 (VOC2011 test set, evaluation server).",
+                     spread_ap, note, setting, ours, early,
+                     f"Paper: {CVPR2018}, Table 3 (VOC2011 test set, evaluation server).",
                      "ap, ap_qs, ap_search and ap_auto")
     md4 = _metric_md(4, "test NDCG (%, difficult boxes ignored)", "ndcg", t4, spread_ndcg,
-                     note, setting, ours,
-                     "Paper: paper 000, Table 4 (its NDCG is the mean over the five "
+                     note, setting, ours, early,
+                     f"Paper: {CVPR2018}, Table 4 (its NDCG is the mean over the five "
                      "cross-validation folds, not the test set).", "ndcg, ndcg_qs and ndcg_auto")
     for name, text in (("table1", md1), ("table2", md2), ("table3", md3), ("table4", md4)):
         write_text(out / f"{name}.md", text)
     write_text(out / "summary.md", f"{md1}\n\n{md2}\n\n{md3}\n\n{md4}")
 
 
-def _metric_md(number, what, loss, table, spread, note, setting, ours, paper_src, same):
+def _metric_md(number, what, loss, table, spread, note, setting, ours, early, paper_src,
+               same):
+    """Table 3 or 4 as Markdown; a cell whose training (any of the methods of the loss, for
+    the rank-loss column) stopped before converging is marked."""
     cols = list(table.columns)
-    rows = [[row["object_class"], *(fmt(row[c], 3) for c in cols[2:6])]
-            for _, row in table.iterrows()]
+    early_losses = set(zip(early["class"], early["loss"]))
+    n_marked = 0
+    rows = []
+    for _, row in table.iterrows():
+        cells = [fmt(row[c], 3) for c in cols[2:6]]
+        for i, trained in enumerate(("01", loss)):
+            if (row["class"], trained) in early_losses and cells[i]:
+                cells[i] = mark(cells[i], True)
+                n_marked += 1
+        rows.append([row["object_class"], *cells])
     if len(table):
         means = table[cols[2:6]].mean()
         rows.append(["**mean**", *(fmt(means[c], 3) for c in cols[2:6])])
     header = ["Object class", f"0-1 loss, {ours}", f"{loss} loss, {ours}", "0-1 loss, paper",
               f"{loss} loss, paper"]
-    return "\n\n".join([
+    return "\n\n".join(filter(None, [
         f"# Table {number}: {what}, 0-1 loss vs {loss} loss",
         note, setting, paper_src, markdown_table(header, rows),
+        unconverged_note(n_marked, "cell"),
         (f"{same} train to the same weights (exact LAI); the largest difference of the "
-         f"metric between them over the classes is {spread:.2g} points.")]) + "\n"
+         f"metric between them over the classes is {spread:.2g} points.")])) + "\n"
 
 
 def report(run_dir):

@@ -395,8 +395,8 @@ def read_images(source, indices, workers, method="read", progress=None):
               disable=not progress) as bar:
         try:
             for item in items:
+                bar.update()  # before the yield: the reader of the last image stops here
                 yield item
-                bar.update()
         finally:
             items.close()  # a pool still running is shut down
 

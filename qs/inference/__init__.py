@@ -99,6 +99,9 @@ def resolve(loss, method):
 def lai(scores, labels, loss="ap", method="auto", out=None, workspace=None):
     """Loss-augmented inference: the ranking maximising loss + score term.
 
+    The scores come first and the labels second, as in torch losses (``loss(input,
+    target)``); the metrics of :mod:`qs.metrics` take the labels first, as scikit-learn's do.
+
     Parameters
     ----------
     scores : array of shape (n,), finite.

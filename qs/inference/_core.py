@@ -1,6 +1,6 @@
 """Kernels shared by the LAI methods.
 
-Notation (paper 000, DESIGN.md): P positives sorted by descending score ``s+_1 >= ...``;
+Notation (Mohapatra et al., CVPR 2018): P positives sorted by descending score ``s+_1 >= ...``;
 a negative of score ``s`` at place ``j`` (1-based, among negatives sorted by descending
 score) moved from interleaving rank ``i`` to ``i+1`` changes the objective by
 
@@ -655,8 +655,8 @@ NO_PLACE = np.int64(1) << np.int64(62)
 def concave_place(inc, n_pos):
     """The first place ``j`` from which a negative's objective is concave over all ranks
     ``1 .. P + 1`` (its increments non-increasing in the rank): ``P`` for AP, whose
-    increments are non-increasing over the first ``min(j, P)`` ranks (paper 001,
-    Proposition 5; DESIGN.md); :data:`NO_PLACE` for the other losses."""
+    increments are non-increasing over the first ``min(j, P)`` ranks (Mohapatra et al.,
+    arXiv:1604.08269, Proposition 5; DESIGN.md); :data:`NO_PLACE` for the other losses."""
     return n_pos if isinstance(inc, int) and inc == AP_CODE else NO_PLACE
 
 
@@ -709,8 +709,8 @@ def _has_equal_neighbours(v, a, b):
 @jit
 def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
                        stack, pivot, split):
-    """Algorithm 1 of paper 000 (OptRanks) on the unsorted block ``v[lo..hi]`` (the negatives
-    of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
+    """Algorithm 1 of Mohapatra et al., CVPR 2018 (OptRanks) on the unsorted block ``v[lo..hi]``
+    (the negatives of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
     As in quicksort, each block is split once around a pivot value ``p`` (median of three at
     pseudo-random places) rather than at its exact median: the block's part above ``p`` has

@@ -1,4 +1,5 @@
-"""The quicksort-flavoured method of paper 000 (Algorithm 1), and its fully sorted twin.
+"""The quicksort-flavoured method of Mohapatra et al., CVPR 2018 (Algorithm 1), and its fully
+sorted twin.
 
 ``qs`` never sorts the negatives: it splits a block of them around a pivot score, finds the
 optimal ranks on either side of the split by trying the ranks still allowed, and recurses on

@@ -1,9 +1,10 @@
-"""AP-SVM-SEARCH (paper 001, Section 5, Algorithm 3): binary search where AP is unimodal.
+"""AP-SVM-SEARCH (Mohapatra et al., arXiv:1604.08269, Section 5, Algorithm 3): binary search where
+AP is unimodal.
 
 For the AP loss the increments of the objective of the negative at place ``j`` are
-non-increasing over the first ``q = min(j, P)`` ranks (paper 001, Proposition 5; DESIGN.md):
-its objective is concave there, and the largest maximiser is found by binary search on the
-sign of the increment. Past ``q`` the ranks are scanned. Negatives are sorted first:
+non-increasing over the first ``q = min(j, P)`` ranks (Mohapatra et al., arXiv:1604.08269,
+Proposition 5): its objective is concave there, and the largest maximiser is found by binary search
+on the sign of the increment. Past ``q`` the ranks are scanned. Negatives are sorted first:
 O(N log N + N log P + P^2).
 """
 

@@ -1,5 +1,5 @@
 """Global objectives (Eban et al., "Large-scale learning with global non-decomposable
-objectives", paper 004) as torch losses.
+objectives", Eban et al., AISTATS 2017) as torch losses.
 
 Every objective is built from two per-sample bounds at a threshold ``b`` (Section 2):
 ``tp >= tp_l = sum_{positives} (1 - l(f - b))`` and ``fp <= fp_u = sum_{negatives}
