@@ -16,8 +16,8 @@ The methods (:data:`pipelines.compare.methods.METHODS`, each with its loss per f
   loss-augmented inference (:mod:`qs.torch`); on retrieval batches ``ap_hinge`` ranks every
   sample of the batch against the others, ``ap_hinge_memory`` against a memory bank of past
   embeddings too, and ``dlm_ap`` is direct loss minimization of AP on the same inference;
-- global objectives (paper 004): ``aucpr`` and ``recall_at_precision``, their thresholds and
-  multipliers stepped by plain SGD at ``loss_lr``;
+- global objectives (Eban et al., AISTATS 2017): ``aucpr`` and ``recall_at_precision``,
+  their thresholds and multipliers stepped by plain SGD at ``loss_lr``;
 - outside (:mod:`qs.surrogates.outside`, pytorch-metric-learning): ``smooth_ap``,
   ``blackbox_ap``, ``libauc_ap``, ``libauc_ndcg``, ``soft_rank_ap``, ``sodeep_ap``, and
   ``fastap`` on retrieval.

@@ -81,7 +81,8 @@ def summary(cfg, timings, cold):
     """summary.md: data note, medians, ratios to the paper's baseline and to 0-1, cold calls."""
     parts = [
         f"# Scaling of loss-augmented inference: varying the {cfg['vary']}",
-        f"Data: {data_note(cfg)}. Preset `{cfg['preset']}` (paper 000, Figures 2-3). Each "
+        f"Data: {data_note(cfg)}. Preset `{cfg['preset']}` (Mohapatra et al., CVPR 2018, "
+        "Figures 2-3). Each "
         f"cell is the median of {cfg['repeats']} warm calls through `qs.inference.lai`, each on "
         "the next of a rotation of different score vectors of that size (at least "
         f"{ROTATION_BYTES >> 20} MB of them) "

@@ -1,5 +1,5 @@
-"""Layer-wise SVM training of a piecewise-linear network (paper 000, Section 4.3, after
-Berrada et al., ICLR 2017): one layer at a time, a proximal structured SVM solved by
+"""Layer-wise SVM training of a piecewise-linear network (Mohapatra et al., CVPR 2018,
+Section 4.3, after Berrada et al., ICLR 2017): one layer at a time, a proximal structured SVM solved by
 block-coordinate Frank-Wolfe (Lacoste-Julien et al., ICML 2013) over the mini-batches.
 
 With the activation pattern (ReLU masks, max-pool choices) fixed at the current weights
