@@ -383,16 +383,19 @@ def _scatter(v, key, count, v_out, key_out):
 @jit_inline
 def _sort_buckets(v, key, ends, tmp_v, tmp_key):
     """Sort each bucket of ``v`` (ends ``ends``, the highest bucket first) in place, ties by
-    key: by insertion when small, else by :func:`sort_pairs` through the scratch arrays."""
+    key: the buckets of more than :data:`INSERTION_MAX` scores by :func:`sort_pairs` through
+    the scratch arrays, then one insertion sort of the whole of ``v``, which moves each score
+    only within its bucket (O(n) moves for about one score per bucket; none in the buckets
+    already sorted). A loop sorting each small bucket by insertion tested its size at every
+    bucket, a test the processor mispredicted at almost every one: half of the sort's time at
+    10^6 scores; the test for a large bucket is almost always false, and predicted."""
     lo = 0
     for b in range(ends.size - 1, -1, -1):
         hi = ends[b]
-        m = hi - lo
-        if m > INSERTION_MAX:
+        if hi - lo > INSERTION_MAX:
             sort_pairs(v[lo:hi], key[lo:hi], tmp_v[lo:hi], tmp_key[lo:hi])
-        elif m > 1:
-            _sort_pairs_descending(v, key, lo, hi - 1)
         lo = hi
+    _sort_pairs_descending(v, key, 0, v.size - 1)
 
 
 @jit_inline
@@ -576,6 +579,61 @@ def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     return best
 
 
+def negative_increments(inc):
+    """Whether every loss increment ``delta_j(i+1) - delta_j(i)`` of ``inc`` is negative: so
+    for the built-in losses (AP: ``-i / (P (j+i-1)(j+i))``; NDCG: the discount decreases),
+    not known for a user's loss."""
+    return isinstance(inc, int)
+
+
+@overload(negative_increments, inline="always")
+def _negative_increments_numba(inc):
+    if isinstance(inc, types.Integer):
+        return lambda inc: True
+    return lambda inc: False
+
+
+@jit_inline
+def score_cap(spos, cs, lo, hi):
+    """The first rank ``U`` in ``lo..hi`` whose positive does not score above the negative
+    (``spos[U] - cs <= 0``; ``hi`` when none in ``lo..hi-1``), searched from ``hi`` down by
+    doubling steps, then halving: O(log(hi - U)) tests, one when nothing is cut. ``spos``
+    does not increase with the rank."""
+    if hi - lo < 2 or spos[hi - 1] - cs > 0.0:
+        return hi
+    b = hi - 1  # spos[b] - cs <= 0: U <= b
+    step = 1
+    a = b - step
+    while a > lo and spos[a] - cs <= 0.0:
+        b = a
+        step *= 2
+        a = b - step
+    a = max(a, lo)
+    while a < b:  # U in a..b
+        m = (a + b) >> 1
+        if spos[m] - cs > 0.0:
+            a = m + 1
+        else:
+            b = m
+    return b
+
+
+@jit_inline
+def best_rank_capped(inc, params, n_pos, c2, spos, s, j, lo, hi):
+    """:func:`best_rank`, the same rank, with fewer evaluations for the built-in losses.
+
+    From the first rank ``U`` whose positive does not score above the negative, every
+    increment is negative (a score term ``spos[i] - cs <= 0`` plus a negative loss
+    increment, also in floating point), so the gain never returns to 0 there: the largest
+    maximiser is at most ``U``, and the search stops at it (:func:`score_cap`). In the
+    divide and conquer, where a block's rank interval spans the ranks of all its places,
+    this cuts the wide intervals of its first levels: about half the rank evaluations of
+    AP's places below P at a share of positives of 0.2, three quarters at 0.05."""
+    if negative_increments(inc):
+        hi = score_cap(spos, c2 * (s - spos[0]), lo, hi)
+    return best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi)
+
+
 @jit
 def _sort_pairs_descending(v, idx, lo, hi):
     """Insertion sort of ``v[lo..hi]`` (descending), moving ``idx`` along."""
@@ -652,7 +710,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
                 j = j_offset + m + 1
             else:
                 j = places[m]
-            rm = best_rank(inc, params, n_pos, c2, spos, v[m], j, ra, rb)
+            rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j, ra, rb)
             rk[m] = rm
             if m < b:
                 stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = m + 1, b, rm, rb
@@ -703,7 +761,7 @@ def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
         opt_ranks_sorted(v, rk, 0, n - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
         return
     m0 = j0 - 1
-    r = best_rank(inc, params, n_pos, c2, spos, v[m0], j0, 1, n_pos + 1)
+    r = best_rank_capped(inc, params, n_pos, c2, spos, v[m0], j0, 1, n_pos + 1)
     rk[m0] = r
     if m0 > 0:
         opt_ranks_sorted(v, rk, 0, m0 - 1, 0, None, 1, r, inc, params, n_pos, c2, spos)
@@ -766,7 +824,8 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             tied |= _has_equal_neighbours(v, a, b)
         if is_sorted:
             m = (a + b) >> 1
-            rm = best_rank(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
+            rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra,
+                                  rb)
             rk[m] = rm
             first, second = (a, m - 1, ra, rm, 1), (m + 1, b, rm, rb, 1)
         else:
@@ -778,12 +837,14 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             above_sorted = 0
             r_above = ra
             if i > a:
-                r_above = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
+                r_above = best_rank_capped(inc, params, n_pos, c2, spos, p, j_offset + i, ra,
+                                           rb)
             else:  # nothing above p: the values equal to p come first, a sorted block
                 i = _partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
                 above_sorted = 1
                 tied |= i - a > 1
-            r_below = best_rank(inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb)
+            r_below = best_rank_capped(inc, params, n_pos, c2, spos, p, j_offset + i + 1,
+                                       r_above, rb)
             if above_sorted:
                 r_above = r_below
             upper, lower = (a, i - 1, ra, r_above, above_sorted), (i, b, r_below, rb, 0)
