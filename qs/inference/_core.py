@@ -214,8 +214,13 @@ def input_pivot(scores):
     return p
 
 
-#: moves per positive the insertion sort of :func:`sort_positives_hinted` may make
+#: moves per positive the insertion sort of :func:`sort_positives_hinted` may make, counted
+#: from its start with ``HINT_FIRST`` positives' moves in hand: an order unrelated to the
+#: scores (the last call's, on other scores of the same sizes) makes about a / 2 moves at the
+#: a-th positive and is given up within the first hundred, where a budget for all of them
+#: spent 8 P moves first (13 ns per positive at P = 5 * 10^5)
 HINT_MOVES = 8
+HINT_FIRST = 64
 
 
 @jit_inline
@@ -241,7 +246,7 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
     (median 150-190 exchanges of neighbours among 225 positives on the VOC2011 data, AP), so
     an insertion sort from the previous order takes about P moves, where the merge sort made
     P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
-    It gives up after :data:`HINT_MOVES` moves per positive (and when ``order`` is not a
+    It gives up past :data:`HINT_MOVES` moves per positive so far (and when ``order`` is not a
     permutation) for :func:`sort_pairs`, or for :func:`sort_by_buckets` (``count``: its
     scratch, at least 16 elements) above :data:`POSITIVES_BY_BUCKETS` positives. Ties go by input order either way: the result does
     not depend on ``order``."""
@@ -251,7 +256,7 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
             o = order[t]
             tmp_v[t] = pos_values[o]
             tmp_i[t] = o
-        budget = HINT_MOVES * n
+        budget = HINT_MOVES * HINT_FIRST
         for a in range(1, n):
             x, ix = tmp_v[a], tmp_i[a]
             b = a
@@ -259,7 +264,7 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
                 tmp_v[b], tmp_i[b] = tmp_v[b - 1], tmp_i[b - 1]
                 b -= 1
             tmp_v[b], tmp_i[b] = x, ix
-            budget -= a - b
+            budget += HINT_MOVES - (a - b)
             if budget < 0:
                 break
         if budget >= 0:
@@ -593,6 +598,11 @@ def _negative_increments_numba(inc):
     return lambda inc: False
 
 
+#: rank intervals at least this wide are cut by :func:`score_cap` (narrower ones cost it more
+#: in mispredicted tests than it saves)
+CAP_MIN = 64
+
+
 @jit_inline
 def score_cap(spos, cs, lo, hi):
     """The first rank ``U`` in ``lo..hi`` whose positive does not score above the negative
@@ -629,7 +639,7 @@ def best_rank_capped(inc, params, n_pos, c2, spos, s, j, lo, hi):
     divide and conquer, where a block's rank interval spans the ranks of all its places,
     this cuts the wide intervals of its first levels: about half the rank evaluations of
     AP's places below P at a share of positives of 0.2, three quarters at 0.05."""
-    if negative_increments(inc):
+    if negative_increments(inc) and hi - lo > CAP_MIN:
         hi = score_cap(spos, c2 * (s - spos[0]), lo, hi)
     return best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi)
 
