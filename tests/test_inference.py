@@ -724,3 +724,67 @@ def test_many_positives_are_sorted_by_buckets_as_by_lexsort(n, ties):
     np.testing.assert_array_equal(values, v[want])
     np.testing.assert_array_equal(index, idx[want])
     np.testing.assert_array_equal(order, want)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_capped_rank_search_finds_the_full_searchs_rank(loss):
+    """best_rank_capped (which stops at the first positive not above the negative) against
+    best_rank over the whole interval, on every interval of small rank sets whose scores
+    tie the negative's, and on wide intervals (where the cut is taken)."""
+    from qs.inference._core import CAP_MIN, best_rank, best_rank_capped, positive_steps
+    from qs.losses import AP_CODE, NDCG_CODE
+
+    code = {"ap": AP_CODE, "ndcg": NDCG_CODE}[loss]
+    rng = np.random.default_rng(7)
+    cut = 0
+    for n_pos, n_neg in [(6, 5), (3 * CAP_MIN, 40), (600, 2000)]:
+        params = get_loss(loss).prepare(n_pos, n_neg)
+        pos = np.sort(np.round(rng.normal(size=n_pos), 1))[::-1]  # ties among them
+        c2 = 2.0 / (n_pos * n_neg)
+        spos = positive_steps(pos, c2, 0.1)
+        for s in np.r_[pos[:: max(1, n_pos // 12)], rng.normal(size=12)]:  # ties with a positive
+            for j in (1, 2, n_neg // 2, n_neg):
+                bounds = ([(lo, hi) for lo in range(1, n_pos + 2) for hi in range(lo, n_pos + 2)]
+                          if n_pos < 10 else [(1, n_pos + 1), (2, n_pos), (n_pos // 3, n_pos + 1)])
+                for lo, hi in bounds:
+                    want = best_rank(code, params, n_pos, c2, spos, s, j, lo, hi)
+                    got = best_rank_capped(code, params, n_pos, c2, spos, s, j, lo, hi)
+                    assert got == want, (n_pos, s, j, lo, hi)
+                    above = 1 + np.count_nonzero(spos[1:] - c2 * (s - 0.1) > 0.0)
+                    cut += hi - lo > CAP_MIN and lo < above < hi
+    assert cut > 0  # the cut was taken, not only skipped
+
+
+def test_score_cap_is_the_first_rank_whose_positive_is_not_above():
+    """score_cap against a linear search, from every start, with ties."""
+    from qs.inference._core import score_cap
+
+    spos = np.r_[0.0, np.repeat([5.0, 3.0, 3.0, 1.0, 0.0, -2.0], [1, 2, 30, 50, 3, 60])]
+    n_pos = spos.size - 1
+    for cs in (6.0, 5.0, 3.0, 2.0, 0.0, -1.0, -3.0):
+        first = 1 + np.count_nonzero(spos[1:] - cs > 0.0)
+        for lo in range(1, n_pos + 2):
+            for hi in (lo, lo + 1, min(n_pos + 1, lo + 70), n_pos + 1):
+                hi = max(hi, lo)
+                want = hi if hi - lo < 2 or first >= hi else max(first, lo)
+                assert score_cap(spos, cs, lo, hi) == want, (cs, lo, hi)
+
+
+@pytest.mark.parametrize("n", [100, 5000])
+def test_a_stale_hint_still_sorts_the_positives(n):
+    """sort_positives_hinted from the order of other scores (a previous call's, of the same
+    size: given up early) and from the right order (kept) gives lexsort's order."""
+    from qs.inference._core import sort_positives_hinted
+
+    rng = np.random.default_rng(n)
+    idx = np.sort(rng.choice(3 * n, n, replace=False)).astype(np.int64)
+    order = np.full(n, -1, dtype=np.int64)
+    for v in (rng.normal(size=n), np.round(rng.normal(size=n), 1), None):
+        v = v if v is not None else values[np.argsort(order)] + 0.0  # the same scores again
+        want = np.lexsort((idx, -v))
+        values, index = v.copy(), idx.copy()
+        sort_positives_hinted(values, index, order, np.empty(n), np.empty(n, dtype=np.int64),
+                              np.empty(16, dtype=np.int64))
+        np.testing.assert_array_equal(values, v[want])
+        np.testing.assert_array_equal(index, idx[want])
+        np.testing.assert_array_equal(order, want)

@@ -6,7 +6,13 @@ import pytest
 
 from qs.inference import lai
 from qs.inference._core import SHARE_SAMPLE, settled_share
-from qs.inference.auto import SETTLED_SHARE, SORT_BELOW
+from qs.inference.auto import (
+    BUCKET_MAX_POSITIVES,
+    SETTLED_SHARE,
+    SORT_BELOW,
+    SORT_PER_POSITIVE,
+    sorts,
+)
 
 
 def inputs(n_pos, n_neg, seed=0):
@@ -117,4 +123,28 @@ def test_few_and_many_positives_among_few_negatives_are_exact(loss, n_pos):
         ref = lai(s, labels, loss, "sort_dc")
         np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
         np.testing.assert_array_equal(ours.coef, ref.coef)
+        assert ours.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+def test_the_size_rule_reads_the_share_and_the_number_of_positives():
+    """bucket for many negatives per positive unless the positives outnumber half its
+    buckets; sorting otherwise."""
+    assert sorts(SORT_BELOW - 1, 1)
+    assert not sorts(10**6, 1000)
+    assert sorts(10**6, 10**6 // SORT_PER_POSITIVE + 1)  # a share above 1/24
+    assert not sorts(10**7, BUCKET_MAX_POSITIVES)
+    assert sorts(10**7, BUCKET_MAX_POSITIVES + 1)  # many negatives, but too many positives
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_many_positives_among_many_negatives_agree_across_methods(loss):
+    """The default where the number of positives alone makes it sort, against ``bucket``
+    (which sorts nothing) and ``qs`` on a large input with ties."""
+    n_pos = BUCKET_MAX_POSITIVES + 1
+    scores, labels = inputs(n_pos, SORT_PER_POSITIVE * n_pos, seed=3)
+    scores = np.round(scores, 3)  # ties among the negatives and across the labels
+    ours = lai(scores, labels, loss, "auto")
+    for method in ("bucket", "qs"):
+        ref = lai(scores, labels, loss, method)
+        np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank, err_msg=method)
         assert ours.objective == pytest.approx(ref.objective, rel=1e-12)

@@ -110,9 +110,9 @@ def lai(scores, labels, loss="ap", method="auto", out=None, workspace=None):
     loss : "ap", "ndcg", "01", or a :class:`qs.losses.QSLoss` instance.
     method : a key of ``METHODS``; "auto" picks the fastest exact method for the input
         (:mod:`qs.inference.auto`): ``bucket``, unless the negatives are fewer than
-        ``max(8192, 24 P)`` (few, or a share of positives above 1/24) and fewer than half
-        of them score at or below the lowest positive (random scores), where ``bucket_sort``
-        is faster. Training's scores (most negatives
+        ``max(8192, 24 P)`` (few, or a share of positives above 1/24) or the positives
+        more than 32768, and fewer than half of the negatives score at or below the lowest
+        positive (random scores), where ``bucket_sort`` is faster. Training's scores (most negatives
         below every positive), ties (the all-zero scores of its first iteration) and few
         positives (64 negatives or more each) go to ``qs``; the 0-1 loss to ``zero_one``.
     out : None, or arrays ``(neg_rank, coef)`` to write the result into: int32 of shape
