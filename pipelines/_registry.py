@@ -52,6 +52,6 @@ def redraw(run_dir):
         else None
     if draw is None:
         raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot redraws the "
-                         "figures of cifar10, voc2007_detection, voc2011_actions figure and "
-                         "scaling runs")
+                         "figures of cifar10, compare, voc2007_detection, voc2011_actions "
+                         "figure and scaling runs")
     return draw(run_dir, kind)

@@ -197,6 +197,14 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
                                        str(tmp_path / "b")])
     assert result.exit_code == 0, result.output
     assert "| cross_entropy" in result.output
+    for ext in ("png", "pdf"):
+        (tmp_path / "a" / f"figure.{ext}").unlink()
+    result = CliRunner().invoke(main, ["plot", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "a" / "figure.png").read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "a" / "history.csv").unlink()
+    result = CliRunner().invoke(main, ["plot", str(tmp_path / "a")])
+    assert result.exit_code == 1 and "history.csv is missing" in result.output
 
 
 # ---------------------------------------------------------------------------- bad input

@@ -39,13 +39,13 @@ from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines.compare import classification, outputs, retrieval
 from pipelines.compare.methods import FAMILIES, METHODS, check_available
-from pipelines.compare.outputs import DATASETS, FAMILY_OF, results_frame
+from pipelines.compare.outputs import DATASETS, FAMILY_OF, redraw, results_frame
 from pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 
-__all__ = ["DATASETS", "METHODS", "SPEC", "load_config", "load_data", "report",
-           "resolve", "results_frame", "run", "task", "train_one"]
+__all__ = ["DATASETS", "METHODS", "SPEC", "load_config", "load_data", "redraw",
+           "report", "resolve", "results_frame", "run", "task", "train_one"]
 
 
 def _a_budget(section):

@@ -2,13 +2,15 @@
 table per data set (tables.md), the history per epoch, and a figure of the test metric
 against training time."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import atomic_path, read_csv, save_figure, write_text
 from pipelines._tables import markdown_table
 from pipelines.compare import classification, retrieval
 from pipelines.compare.methods import BASELINES, METHODS
@@ -109,11 +111,9 @@ def report_text(cfg, summary, notes):
     return "\n\n".join(parts) + "\n"
 
 
-def plot(records, datasets, methods):
+def plot(history, datasets, methods):
     """The test metric against training time, per data set: the mean over the seeds per
-    epoch."""
-    history = pd.DataFrame([{**h, "dataset": r["dataset"], "method": r["method"]}
-                            for r in records for h in r["history"]])
+    epoch (`history`: one row per data set, method, seed and epoch, as history.csv)."""
     fig = Figure(figsize=(5.2 * len(datasets), 4.4))
     axes = fig.subplots(1, len(datasets), squeeze=False)[0]
     # one colour per method (more than ten): tab20's dark shades, then its light ones
@@ -150,4 +150,19 @@ def write(out, cfg, records, notes):
         with atomic_path(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     write_text(out / "tables.md", report_text(cfg, summary, notes))
-    save_figure(plot(records, cfg["datasets"], cfg["methods"]), out / "figure")
+    save_figure(plot(history, cfg["datasets"], cfg["methods"]), out / "figure")
+
+
+def redraw(run_dir, kind="tables"):
+    """Redraw figure.png and .pdf of a compare run from its history.csv; return their
+    paths."""
+    history = read_csv(Path(run_dir) / "history.csv", ["dataset", "method", "epoch", "train_s"])
+    datasets = [d for d in dict.fromkeys(history.dataset) if d in FAMILY_OF]
+    if not datasets:
+        raise ValueError(f"{Path(run_dir) / 'history.csv'} holds no known data set's rows")
+    for dataset in datasets:
+        metric = PLOTTED[FAMILY_OF[dataset]][0]
+        if metric not in history.columns:
+            raise ValueError(f"{Path(run_dir) / 'history.csv'} lacks column {metric}")
+    methods = list(dict.fromkeys(history.method))
+    return save_figure(plot(history, datasets, methods), Path(run_dir) / "figure")
