@@ -180,22 +180,24 @@ class TopBoxes(NamedTuple):
     its ``k`` best boxes (best first, the first among equal scores first; -1 past an image's
     box count), ``rows`` float64 (n, k, d) their features (zeros past the count), ``score``
     (n, k) their scores (-inf past the count), ``next_score`` (n,) the best score of the
-    boxes left out (-inf when none is), and ``norm`` (n,) the largest Euclidean norm of
-    the image's boxes."""
+    boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
+    (n,) the largest distance of one of its boxes from that mean."""
 
     index: np.ndarray
     rows: np.ndarray
     score: np.ndarray
     next_score: np.ndarray
-    norm: np.ndarray
+    mean: np.ndarray
+    spread: np.ndarray
 
 
 def top_boxes(features, counts, w, k, *, scheduler=None):
     """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
     boxes (bags, ``counts`` and ``scheduler`` as :func:`score_bags` takes them), with what
     bounds the scores of the boxes left out under other weights: a box ``x`` left out scores
-    ``x . v <= next_score + norm * |v - w|`` for any ``v``. Returns a :class:`TopBoxes`; its
-    first column is :func:`score_bags`'s best box."""
+    ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as ``x . (v -
+    w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`; its first
+    column is :func:`score_bags`'s best box."""
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
@@ -218,7 +220,8 @@ def _top_block(block, counts, W, boxes, first_image, *, k):
     """:class:`TopBoxes` fields of the images of one block (``boxes`` unused)."""
     n, k_max, d = block.shape
     index, rows = np.full((n, k), -1, dtype=np.int64), np.zeros((n, k, d))
-    score, next_score, norm = np.full((n, k), -np.inf), np.full(n, -np.inf), np.empty(n)
+    score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
+    mean, spread = np.empty((n, d)), np.empty(n)
     kept = min(k, k_max)
     for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
         valid = np.arange(k_max) < counts[a:b, None]
@@ -231,8 +234,11 @@ def _top_block(block, counts, W, boxes, first_image, *, k):
             * taken[:, :, None]
         if k < k_max:
             next_score[a:b] = np.take_along_axis(scores, order[:, k:k + 1], axis=1)[:, 0]
-        norm[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", sub, sub)), 0).max(axis=1)
-    return index, rows, score, next_score, norm
+        mean[a:b] = np.einsum("ikd,ik->id", sub, valid) / counts[a:b, None]
+        away = sub - mean[a:b, None, :]
+        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0) \
+            .max(axis=1)
+    return index, rows, score, next_score, mean, spread
 
 
 def check_flat(X, counts):

@@ -95,8 +95,8 @@ def test_flat_bags_score_as_padded_ones(monkeypatch):
 @pytest.mark.parametrize("ties", [False, True])
 def test_top_boxes_against_a_loop(ties):
     """The k best boxes (first among equal scores first), their rows and scores, the best
-    score left out, the largest box norm; the bound it gives holds for other weights; flat,
-    padded and Dask bags agree."""
+    score left out, the mean box and the spread around it; the bound they give holds for
+    other weights; flat, padded and Dask bags agree."""
     da = pytest.importorskip("dask.array")
     features, counts, _ = padded_bags(9, n=17, k=9, ties=ties)
     rng = np.random.default_rng(10)
@@ -112,12 +112,13 @@ def test_top_boxes_against_a_loop(ties):
             np.testing.assert_array_equal(got.rows[i, :len(kept)], features[i, kept])
             assert got.next_score[i] == pytest.approx(scores[order[k]] if n > k else -np.inf,
                                                       rel=1e-12)
-            assert got.norm[i] == pytest.approx(np.linalg.norm(
-                features[i, :n].astype(np.float64), axis=1).max())
-            v = rng.normal(size=6)
-            left = scores[order[k:]] if n > k else np.zeros(0)
-            assert (features[i, order[k:]].astype(np.float64) @ v <= got.next_score[i]
-                    + got.norm[i] * np.linalg.norm(v - w) + 1e-9).all() or not left.size
+            boxes = features[i, :n].astype(np.float64)
+            np.testing.assert_allclose(got.mean[i], boxes.mean(axis=0), rtol=1e-12)
+            assert got.spread[i] == pytest.approx(np.linalg.norm(boxes - boxes.mean(axis=0),
+                                                                 axis=1).max(), rel=1e-12)
+            v = w + rng.normal(size=6)
+            assert (boxes[order[k:]] @ v <= got.next_score[i] + got.mean[i] @ (v - w)
+                    + got.spread[i] * np.linalg.norm(v - w) + 1e-9).all()
         assert got.index[:, 0].tolist() == score_bags(features, counts,
                                                       w[:, None]).best[:, 0].tolist()
         valid = np.arange(9) < counts[:, None]

@@ -167,9 +167,9 @@ class _PaddedBags(_Bags):
 class _WorkingSet(_Bags):
     """Bags whose negatives' best boxes come from a working set held in memory: each image's
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
-    scored. A box left out scores at most ``next_score + norm * |w - w0|`` under ``w``
-    (:func:`~qs.detection.top_boxes`), so when a negative's best box in the working set
-    scores above that bound, it is the image's best box (the first among equal scores, as a
+    scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
+    |w - w0|`` under ``w`` (:func:`~qs.detection.top_boxes`), so when a negative's best box in
+    the working set scores above that bound, it is the image's best box (the first among equal scores, as a
     pass would choose); the negatives where it does not are scored again in full at ``w``,
     which renews their working set. Every answer is that of a full pass."""
 
@@ -192,9 +192,11 @@ class _WorkingSet(_Bags):
         if images is None:
             self._top, self._anchors = top, [np.array(w, dtype=np.float64)]
             self._anchor = np.zeros(self.shape[0], dtype=np.int64)
+            self._mean_at_anchor = top.mean @ w
             return
         for old, new in zip(self._top, top):
             old[images] = new
+        self._mean_at_anchor[images] = top.mean @ w
         self._anchors.append(np.array(w, dtype=np.float64))
         self._anchor[images] = len(self._anchors) - 1
         used = np.unique(self._anchor)  # anchors no image refers to any more go
@@ -229,7 +231,7 @@ class _WorkingSet(_Bags):
         top = self._top
         high = np.where(top.index >= 0, np.matmul(top.rows, w), -np.inf).max(axis=1)
         moved = np.array([np.linalg.norm(w - a) for a in self._anchors])[self._anchor]
-        bound = top.next_score + top.norm * moved
+        bound = top.next_score + top.mean @ w - self._mean_at_anchor + top.spread * moved
         finite = np.where(np.isfinite(bound), bound, 0.0)
         return high > bound + self.SLACK * (1.0 + np.abs(high) + np.abs(finite))
 
