@@ -495,7 +495,8 @@ def test_bad_latent_lists(tmp_path):
                    "000005_1.feature, line 1: pair 2 ('3:2.0') is beyond the 2 features")
     path.write_text("2\n000005 2\n10 20 30 40 1 -1\n")
     one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "Truncated latent list file", "box 2 of 2 as token 10, but the file ends after token 9")
+                   "Truncated latent list file",
+                   "box 2 of 2 as token 10, but the file ends after token 9")
     assert not out.exists()
 
 

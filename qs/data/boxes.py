@@ -7,7 +7,8 @@
 - `load_voc_annotation`, `load_image_set`: the VOC devkit's per-image XML and image-set lists.
 
 All files are untrusted: every fault raises a one-line ValueError naming the file and the
-position (line, field, or image, box and token). Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 1-based inclusive pixels.
+position (line, field, or image, box and token). Boxes come out as `DetectionData` boxes:
+x1 y1 x2 y2, 1-based inclusive pixels.
 """
 
 import hashlib
@@ -31,8 +32,8 @@ from qs.data.formats import read_isolated, read_mat
 from qs.data.sparse_text import parse_sparse_features
 from qs.data.voc2007 import CLASSES, DetectionData
 
-__all__ = ["LAYOUTS", "LatentExample", "LatentListData", "VocAnnotation", "load_image_set", "load_latent_list",
-           "load_rcnn_cache", "load_voc_annotation"]
+__all__ = ["LAYOUTS", "LatentExample", "LatentListData", "VocAnnotation", "load_image_set",
+           "load_latent_list", "load_rcnn_cache", "load_voc_annotation"]
 
 _SHOWN = 5  # missing files named in one message, at most
 _IMAGE_ID = re.compile(r"[A-Za-z0-9._-]+")  # an image id names its files: portable characters

@@ -169,9 +169,9 @@ class _WorkingSet(_Bags):
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
     scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
     |w - w0|`` under ``w`` (:func:`~qs.detection.top_boxes`), so when a negative's best box in
-    the working set scores above that bound, it is the image's best box (the first among equal scores, as a
-    pass would choose); the negatives where it does not are scored again in full at ``w``,
-    which renews their working set. Every answer is that of a full pass."""
+    the working set scores above that bound, it is the image's best box (the first among
+    equal scores, as a pass would choose); the negatives where it does not are scored again
+    in full at ``w``, which renews their working set. Every answer is that of a full pass."""
 
     #: relative margin of the bound for the rounding of scores (a closer call scores again)
     SLACK = 1e-9
