@@ -51,6 +51,9 @@ def load_poselet(path, features_dir, out):
               help="List file: where the STEM_id.feature files are [default: beside it].")
 @click.option("--features", "n_features", type=click.IntRange(min=1),
               help="Feature dimension (list file: required; synthetic: [64]).")
+@click.option("--layout", type=click.Choice(["pooled", "unpooled"]),
+              help="List file: the released reader's layout, pooled (also test files) or "
+                   "unpooled (is_fs label STEM n_boxes per image) [default: pooled].")
 @click.option("--annotations", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Directory of VOC annotation XML files (ID.xml): objects, difficult flags, "
                    "image sizes.")
@@ -98,13 +101,13 @@ def load_verify(store):
     click.echo(f"{store}: all {n} chunks match their checksums")
 
 
-def cnn_source(source, dtype, split, *, n_features, features_dir, annotations, image_set, scale, seed,
-               boxes):
+def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annotations, image_set,
+               scale, seed, boxes):
     """The `qs.data.convert` source that `qsrank load cnn SOURCE` names."""
     from qs.data import convert
     from qs.data.voc2007 import SyntheticVOC2007
 
-    given = {"--features-dir": features_dir, "--annotations": annotations,
+    given = {"--features-dir": features_dir, "--layout": layout, "--annotations": annotations,
              "--image-set": image_set}
     if source == ("synthetic",):
         extra = [k for k, v in given.items() if v is not None]
@@ -119,10 +122,11 @@ def cnn_source(source, dtype, split, *, n_features, features_dir, annotations, i
     if len(paths) == 1 and not paths[0].is_dir() and paths[0].suffix.lower() != ".mat":
         if image_set is not None:
             raise click.UsageError("--image-set applies to R-CNN .mat caches, not a list file.")
-        return convert.LatentListSource(paths[0], n_features, dtype, feature_dir=features_dir,
-                                        annotations=annotations)
-    if features_dir is not None:
-        raise click.UsageError("--features-dir applies to a latent list file.")
+        return convert.LatentListSource(paths[0], n_features, dtype, layout=layout or "pooled",
+                                        feature_dir=features_dir, annotations=annotations)
+    for option in ("--features-dir", "--layout"):
+        if given[option] is not None:
+            raise click.UsageError(f"{option} applies to a latent list file.")
     if len(paths) > 1 and any(p.is_dir() or p.suffix.lower() != ".mat" for p in paths):
         raise click.UsageError("Several SOURCE paths must all be .mat files.")
     return convert.RcnnSource(paths[0] if len(paths) == 1 and paths[0].is_dir() else paths,

@@ -20,7 +20,7 @@ method), ``figure.png``/``.pdf``, ``config.yaml`` and ``provenance.json``. Each 
 class x method is kept as ``runs/<class>__<method>.json`` (its weights beside it as
 ``.npz``); running again into the same directory resumes.
 
-Data: one function, :func:`load_data`, gives both splits as :class:`Split`: ``data:
+Data: one function, :func:`load_data`, gives both splits as :class:`qs.data.bags.BagSet`: ``data:
 synthetic`` (the seeded look-alike of :func:`qs.data.voc2007.make_voc2007_detection`, sized by
 ``synthetic:``; never reported as the paper's data), ``data: {trainval: DIR, test: DIR}``,
 directories of R-CNN per-image ``.mat`` caches (:func:`qs.data.load_rcnn_cache`), or
@@ -41,7 +41,6 @@ the model is then trained on all of trainval with it.
 import hashlib
 import time
 from contextlib import contextmanager, nullcontext
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +55,13 @@ from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
 from qs.data import load_rcnn_cache
+from qs.data.bags import BagSet
 from qs.data.store import open_store
-from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
-from qs.detection import bag_argmax, dask_scheduler, score_bags
+from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
 from qs.inference import lai
-from qs.metrics import nms, voc_detection_ap
+from qs.metrics import voc_detection_ap
 
 EXPERIMENT = "voc2007_detection"
 
@@ -99,6 +99,8 @@ SPLITS = ("trainval", "test")
 #: the method that trains the models of a C grid, per loss (the AP methods train one model)
 GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
 C_GRID = [10.0, 100.0, 1000.0]
+#: boxes per image of the training working set when the data are read out of core
+WORKING_SET = 10
 
 
 def _c_values(value):
@@ -188,6 +190,10 @@ class Config(S.Section):
         2, "fewest outer steps, a number or one per loss (the released code: 2)")
     nms_threshold: S.number(low=0, high=1, high_strict=False) = S.key(
         0.3, "IoU above which a lower-scoring box of the same image is dropped")
+    working_set: S.optional(S.number(integer=True, low=0)) = S.key(
+        None, "boxes per image held in memory between passes over every box in training "
+        "(exact; 0: none, every LAI call scores every box); null: 10 for a store read out of "
+        "core, 0 otherwise")
     blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
         1, "BLAS threads while training and scoring (null: the library's)")
     force: S.flag() = S.key(False, "retrain finished class x method runs")
@@ -219,171 +225,27 @@ def selected_methods(cfg):
 
 # ---------------------------------------------------------------------------- data
 
-class Split:
-    """One split as the pipeline trains and evaluates on it.
-
-    Image ids, labels (n_images, 20) int8 (1: holds the class, 0: not, -1: unknown) and the
-    ground-truth objects (per image ``(boxes, classes, difficult)``, or None when unknown) are
-    in memory. The box features are either in memory, ``data`` (a flat
-    :class:`~qs.data.voc2007.DetectionData`), or read block by block from a store:
-    ``features`` (a padded Dask array), with ``counts`` and ``boxes`` (n_images, K_max, 4)
-    in memory (16 bytes a box: 160 MB for VOC2007's 10M boxes).
-    ``source`` says where the data came from, ``where`` how they are read, ``digest`` is
-    their identity in the resume key.
-    """
-
-    def __init__(self, source, image_ids, labels, objects, digest, where, *, data=None,
-                 features=None, counts=None, boxes=None):
-        self.source, self.image_ids, self.labels = source, np.asarray(image_ids), labels
-        self.objects, self.digest, self.where = objects, digest, where
-        self.data, self.features, self.counts, self.boxes = data, features, counts, boxes
-        self._means = None
-
-    @classmethod
-    def in_memory(cls, data, *, labels=None, digest=None, where="in memory"):
-        """A split held as `DetectionData`; labels from its objects unless given."""
-        if labels is None:
-            labels = np.stack([data.image_labels(k) for k in range(len(CLASSES))], axis=1)
-        return cls(data.source, data.image_ids, labels, data.objects,
-                   digest or _digest(data), where, data=data)
-
-    @classmethod
-    def from_store(cls, store, max_bytes, scheduler):
-        """A store's split: in memory when its features take at most `max_bytes` as float32,
-        else read block by block on `scheduler` (a config value)."""
-        counts = store.counts[:].astype(np.int64)
-        size = int(counts.sum()) * store.d * 4
-        labels = store.labels[:].astype(np.int8)
-        digest = store.data_checksum()  # of the bytes on disk: a damaged store stops here
-        about = (f"store {store.path}: {size:,} bytes of features as float32, "
-                 f"{'at most' if size <= max_bytes else 'above'} in_memory_max_gb "
-                 f"({max_bytes / 1e9:g} GB)")
-        if size <= max_bytes:
-            return cls.in_memory(store.to_detection_data(max_bytes), labels=labels,
-                                 digest=digest, where=f"{about}: loaded in memory")
-        on = "Dask's threaded scheduler" if scheduler in (None, "threads") else \
-            f"the Dask scheduler {scheduler}"
-        where = f"{about}: read out of core, blocks of {store.chunk_images} images on {on}"
-        return cls(store.source, np.array(store.image_ids[:].tolist(), dtype=str), labels,
-                   _store_objects(store), digest, where, features=store.dask_features(),
-                   counts=counts, boxes=np.asarray(store.boxes[:]))
-
-    @property
-    def n_images(self):
-        return self.labels.shape[0]
-
-    @property
-    def n_boxes(self):
-        return self.data.X.shape[0] if self.data is not None else int(self.counts.sum())
-
-    @property
-    def d(self):
-        return self.data.X.shape[1] if self.data is not None else self.features.shape[2]
-
-    def image_labels(self, cls):
-        """Column `cls` (a class index) of the labels."""
-        return self.labels[:, cls]
-
-    def ground_truth(self, cls):
-        """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
-        return {image: (b[c == cls], d[c == cls])
-                for image, (b, c, d) in zip(self.image_ids, self.objects)}
-
-    def subset(self, images):
-        """The split restricted to the images `images` (sorted indices)."""
-        images = np.asarray(images)
-        objects = None if self.objects is None else tuple(self.objects[i] for i in images)
-        kwargs = {}
-        if self.data is not None:
-            d = self.data
-            rows = np.concatenate([np.arange(d.offsets[i], d.offsets[i + 1]) for i in images])
-            sizes = np.diff(d.offsets)[images]
-            kwargs["data"] = DetectionData(d.X[rows], np.concatenate([[0], np.cumsum(sizes)]),
-                                           d.boxes[rows], d.image_ids[images], objects,
-                                           d.source)
-        else:
-            kwargs.update(features=self.features[images], counts=self.counts[images],
-                          boxes=self.boxes[images])
-        part = Split(self.source, self.image_ids[images], self.labels[images], objects,
-                     self.digest, self.where, **kwargs)
-        if self._means is not None:
-            part._means = self._means[images]
-        return part
-
-    def fit(self, est, y):
-        """Fit the estimator `est` on the split's bags with image labels `y`."""
-        if self.data is not None:
-            return est.fit(self.data.X, y, offsets=self.data.offsets)
-        return est.fit(self.features, y, counts=self.counts)
-
-    def image_means(self, scheduler):
-        """(n_images, d) float64: each image's mean box feature (one pass, kept)."""
-        if self._means is None:
-            if self.data is not None:
-                d = self.data
-                self._means = np.add.reduceat(d.X.astype(np.float64), d.offsets[:-1],
-                                              axis=0) / np.diff(d.offsets)[:, None]
-            else:  # padding rows are zeros
-                with dask_scheduler(scheduler) as get:
-                    sums = self.features.astype(np.float64).sum(axis=1).compute(scheduler=get)
-                self._means = sums / self.counts[:, None]
-        return self._means
-
-    def best_boxes(self, w, scheduler):
-        """Index (within its bag) of each image's best box under weights `w`."""
-        if self.data is not None:
-            d = self.data
-            return bag_argmax(d.X @ w, d.offsets) - d.offsets[:-1]
-        return score_bags(self.features, self.counts, w[:, None], scheduler=scheduler).best[:, 0]
-
-    def initial_boxes(self, y, scheduler):
-        """The positive images' initial boxes of ``init: image_means``: their best box under
-        the difference between the mean box feature of positive and of negative images."""
-        means, pos = self.image_means(scheduler), np.asarray(y) == 1
-        w = means[pos].mean(axis=0) - means[~pos].mean(axis=0)
-        return self.best_boxes(w, scheduler)[pos]
-
-    def detections(self, est, threshold, scheduler):
-        """Detections of a fitted model: per image, its boxes after non-maximum suppression at
-        `threshold`; returned as (image ids, boxes, scores) of every image's survivors."""
-        if self.data is not None:
-            return detections(est.box_scores(self.data.X), self.data, threshold)
-        found = score_bags(self.features, self.counts, est.coef_[:, None],
-                           top=self.features.shape[1], boxes=self.boxes,
-                           nms_threshold=threshold, scheduler=scheduler).detections
-        return (self.image_ids[found.image], self.boxes[found.image, found.box]
-                .astype(np.float64), found.score + est.intercept_)
-
-
-def _store_objects(store):
-    """Per image ``(boxes, classes, difficult)`` of a store, or None when it has none."""
-    if store.gt_offsets is None:
-        return None
-    bounds = store.gt_offsets[:]
-    boxes = store.gt_boxes[:].astype(np.float64)
-    classes, difficult = store.gt_class[:].astype(np.int64), store.gt_difficult[:].astype(bool)
-    return tuple((boxes[a:b], classes[a:b], difficult[a:b])
-                 for a, b in pairwise(bounds))
-
-
 def load_data(cfg):
-    """``{"trainval": Split, "test": Split}`` from the config's data source: the one place
-    that knows where the boxes come from."""
+    """``{"trainval": BagSet, "test": BagSet, "digests": {split: SHA-256}}`` from the config's
+    data source: the one place that knows where the boxes come from. A digest is the split's
+    identity in the resume key."""
     if cfg["store"] is not None:
         return _load_stores(cfg)
     if cfg["data"] == "synthetic":
         made = make_voc2007_detection(cfg["seed"], **cfg["synthetic"])
-        return {split: Split.in_memory(made[split]) for split in SPLITS}
-    splits = {}
+        return {**{split: BagSet.in_memory(made[split]) for split in SPLITS},
+                "digests": {split: _digest(made[split]) for split in SPLITS}}
+    splits, digests = {}, {}
     for split, path in cfg["data"].items():
         if not Path(path).is_dir():
             raise ValueError(f"data.{split}: {path} is not a directory of R-CNN .mat caches")
-        splits[split] = Split.in_memory(load_rcnn_cache(path))
+        data = load_rcnn_cache(path)
+        splits[split], digests[split] = BagSet.in_memory(data), _digest(data)
     d_train, d_test = (splits[s].d for s in SPLITS)
     if d_train != d_test:
         raise ValueError(f"trainval boxes have {d_train} features but test boxes {d_test}; "
                          "both splits must come from the same feature extraction")
-    return {split: splits[split] for split in SPLITS}
+    return {**{split: splits[split] for split in SPLITS}, "digests": digests}
 
 
 def _load_stores(cfg):
@@ -401,9 +263,11 @@ def _load_stores(cfg):
     if test.gt_offsets is None:
         raise ValueError(f"{test.path} has no ground-truth objects: the test split needs them "
                          "for detection AP")
+    # of the bytes on disk: a damaged store stops here, named by its checksums
+    digests = {split: stores[split].data_checksum() for split in SPLITS}
     max_bytes = cfg["in_memory_max_gb"] * 1e9
-    return {split: Split.from_store(stores[split], max_bytes, cfg["scheduler"])
-            for split in SPLITS}
+    return {**{split: BagSet.from_store(stores[split], max_bytes, cfg["scheduler"])
+               for split in SPLITS}, "digests": digests}
 
 
 def is_synthetic(splits):
@@ -446,14 +310,10 @@ def check_class(splits, cls):
         kind = "positive" if n_pos == 0 else "negative"
         raise ValueError(f"class {cls!r} has no {kind} image in trainval ({train.source}); it "
                          "cannot be trained (drop it from classes)")
-    if not _has_object(test.objects, k):
+    if not test.has_object(k):
         raise ValueError(f"class {cls!r} has no object (other than difficult ones) in test "
                          f"({test.source}); its AP is undefined (drop it from classes)")
     return labels
-
-
-def _has_object(objects, k):
-    return any((~d[c == k]).any() for _, c, d in objects)
 
 
 def holdout(labels, fraction, seed, k):
@@ -504,11 +364,15 @@ def train_one(cfg, name, train, labels, C, scheduler=None):
     """Fit method `name` with `C` on the trainval bags; the estimator and a record of its
     training (the initial boxes are found before the clock starts)."""
     loss, method = METHODS[name]
-    init = train.initial_boxes(labels, scheduler) if cfg["init"] == "image_means" else "random"
+    init = train.mean_difference_boxes(labels, scheduler) if cfg["init"] == "image_means" \
+        else "random"
+    k = cfg["working_set"]
+    if k is None:
+        k = WORKING_SET if train.data is None else 0
     est = LatentRankSVM(loss=loss, inference=method, C=C, tol=cfg["tol"],
                         max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
                         min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
-                        scheduler=scheduler)
+                        scheduler=scheduler, working_set=k or None)
     start = time.perf_counter()
     train.fit(est, labels)
     train_s = time.perf_counter() - start
@@ -517,7 +381,7 @@ def train_one(cfg, name, train, labels, C, scheduler=None):
               "n_boxes": train.n_boxes, "lai_calls": int(est.lai_calls_),
               "lai_time_s": float(est.lai_time_), "n_outer": int(est.n_outer_),
               "n_iter": int(est.n_iter_), "converged": bool(est.converged_),
-              "train_s": train_s}
+              "train_s": train_s, "passes": float(est.passes_), "working_set": k}
     return est, record
 
 
@@ -530,7 +394,7 @@ def choose_C(cfg, loss, train, labels, cls, scheduler=None):
         return grid[0], {}
     k = CLASSES.index(cls)
     fit_idx, val_idx = holdout(labels, cfg["validation_fraction"], cfg["seed"], k)
-    if train.objects is None or not _has_object(train.subset(val_idx).objects, k):
+    if not train.subset(val_idx).has_object(k):
         raise ValueError(f"class {cls!r}: choosing C needs ground-truth objects (other than "
                          "difficult ones) in the held-out trainval images; give C as one number")
     fit, val = train.subset(fit_idx), train.subset(val_idx)
@@ -541,21 +405,10 @@ def choose_C(cfg, loss, train, labels, cls, scheduler=None):
     return max(grid, key=lambda c: (scores[c], -c)), scores
 
 
-def detections(box_scores, data, threshold):
-    """The detections of one class: per image, its boxes after non-maximum suppression at
-    `threshold`; returned as (image ids, boxes, scores) of every image's survivors."""
-    ids, boxes, scores = [], [], []
-    for i, (a, b) in enumerate(zip(data.offsets[:-1], data.offsets[1:])):
-        keep = a + nms(data.boxes[a:b], box_scores[a:b], threshold)
-        ids.append(np.full(keep.size, i))
-        boxes.append(data.boxes[keep])
-        scores.append(box_scores[keep])
-    return data.image_ids[np.concatenate(ids)], np.concatenate(boxes), np.concatenate(scores)
-
-
 def detection_ap(est, split, cls, threshold, scheduler=None):
-    """VOC2007 detection AP of a fitted model on the :class:`Split` `split` for class `cls`."""
-    found = split.detections(est, threshold, scheduler)
+    """VOC2007 detection AP of a fitted model on the :class:`~qs.data.bags.BagSet` `split`
+    for class `cls`."""
+    found = split.detections(est.coef_, est.intercept_, threshold, scheduler)
     return voc_detection_ap(*found, split.ground_truth(CLASSES.index(cls)))
 
 
@@ -575,7 +428,7 @@ def settings(cfg, data):
     only when these match (the data's contents too). How the data are read (in memory, out
     of core, the scheduler) is not among them: it changes no number."""
     return {"data": [data[s].source for s in SPLITS],
-            "data_sha256": [data[s].digest for s in SPLITS],
+            "data_sha256": [data["digests"][s] for s in SPLITS],
             "seed": cfg["seed"], "init": cfg["init"], "C": cfg["C"],
             "validation_fraction": float(cfg["validation_fraction"]),
             "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
@@ -648,7 +501,7 @@ def _chosen_C(cfg, store, loss, train, labels, cls, scheduler):
 
 TIMING_COLUMNS = ["class", "method", "loss", "inference", "C", "n_images", "n_pos", "n_boxes",
                   "lai_calls", "lai_time_s", "train_s", "n_outer", "n_iter", "converged",
-                  "test_ap", "w_sha256"]
+                  "passes", "working_set", "test_ap", "w_sha256"]
 
 
 def timings_frame(records):

@@ -6,7 +6,9 @@ Bags come padded: ``features`` (n_images, K_max, d), float16/32/64, with ``count
 ``features`` may be a NumPy array (scored in memory, converted to float64 once), a Dask array,
 or a chunked on-disk array such as a zarr array (scored as a Dask computation over blocks of
 images, each block upcast to float64 on its own, so that memory stays at a few blocks whatever
-the store's size; keep a large float16 array lazy this way).
+the store's size; keep a large float16 array lazy this way). Flat bags, a NumPy matrix
+(n_boxes, d) of every image's boxes in turn with the same ``counts``, are padded a few images
+at a time and scored by the same code.
 
 One pass scores every box against all classes' weights ``W`` (d, n_classes) at once. Every
 image's scores come from one matrix product of its own ``(K_max, d)`` rows (NumPy's batched
@@ -26,8 +28,8 @@ import numpy as np
 
 from qs.metrics import nms
 
-__all__ = ["BoxScores", "Detections", "bag_argmax", "check_padded", "dask_scheduler",
-           "score_bags"]
+__all__ = ["BoxScores", "Detections", "TopBoxes", "bag_argmax", "check_flat", "check_padded",
+           "dask_scheduler", "score_bags", "top_boxes"]
 
 #: bytes of float64 features a block upcasts at a time: bounds memory per worker
 SUB_BLOCK_BYTES = 64 << 20
@@ -123,12 +125,14 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
 
     Parameters
     ----------
-    features : (n_images, K_max, d) NumPy, Dask or zarr array (float16/32/64), padded.
-    counts : (n_images,) int, valid boxes per image.
+    features : (n_images, K_max, d) NumPy, Dask or zarr array (float16/32/64), padded; or
+        flat, a NumPy (n_boxes, d) matrix of the images' boxes in turn.
+    counts : (n_images,) int, valid boxes per image (flat: boxes per image, summing to
+        n_boxes; a box is then named by its index within its image all the same).
     W : (d, n_classes) weights, one column per class.
     top : None, or the number of best boxes per image and class among which non-maximum
         suppression keeps detections (exactly the first survivors of suppression over all the
-        image's boxes); needs ``boxes`` (n_images, K_max, 4), x1 y1 x2 y2.
+        image's boxes); needs ``boxes`` (n_images, K_max, 4), x1 y1 x2 y2 (flat: (n_boxes, 4)).
     nms_threshold : IoU above which a box is suppressed by a better one.
     rows : also return the features of each image's best box per class (``BoxScores.rows``,
         n_images x n_classes x d float64: the one box per image a latent SVM trains on).
@@ -138,10 +142,12 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
 
     Returns a :class:`BoxScores`.
     """
-    features, counts = check_padded(features, counts)
+    flat = isinstance(features, np.ndarray) and features.ndim == 2
+    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
+    d = features.shape[-1]
     W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != features.shape[2]:
-        raise ValueError(f"W must have shape ({features.shape[2]}, n_classes): one column of "
+    if W.ndim != 2 or W.shape[0] != d:
+        raise ValueError(f"W must have shape ({d}, n_classes): one column of "
                          f"weights per class; got shape {W.shape}.")
     if not np.isfinite(W).all():
         raise ValueError("W holds NaN or infinite values.")
@@ -149,23 +155,128 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
     if top is not None:
         if isinstance(top, bool) or not isinstance(top, numbers.Integral) or top < 1:
             raise ValueError(f"top must be a positive integer or None; got {top!r}.")
-        if boxes is None or getattr(boxes, "shape", None) != features.shape[:2] + (4,):
-            raise ValueError(f"detections need boxes of shape {features.shape[:2] + (4,)}; got "
+        shape = features.shape[:-1] + (4,)
+        if boxes is None or getattr(boxes, "shape", None) != shape:
+            raise ValueError(f"detections need boxes of shape {shape}; got "
                              f"{None if boxes is None else getattr(boxes, 'shape', None)}.")
     options = {"top": top, "nms_threshold": float(nms_threshold), "rows": rows}
-    if isinstance(features, np.ndarray):
+    if flat:
+        parts = _flat_parts(features, counts, W, np.asarray(boxes) if top else None,
+                            _score_block, options)
+    elif isinstance(features, np.ndarray):
         parts = [_score_block(features, counts, W, np.asarray(boxes) if top else None, 0,
                               **options)]
     else:
-        parts = _dask_parts(features, counts, W, boxes if top else None, options, scheduler)
+        parts = _dask_parts(features, counts, W, boxes if top else None, _score_block, options,
+                            scheduler)
     best, score, gathered, found = zip(*parts)
     return BoxScores(np.concatenate(best), np.concatenate(score),
                      np.concatenate(gathered) if rows else None,
                      Detections(*map(np.concatenate, zip(*found))) if top else None)
 
 
-def _dask_parts(features, counts, W, boxes, options, scheduler):
-    """Score every block of images of a Dask array, one task per block."""
+class TopBoxes(NamedTuple):
+    """Outcome of :func:`top_boxes`, per image under one weight vector: ``index`` int64 (n, k),
+    its ``k`` best boxes (best first, the first among equal scores first; -1 past an image's
+    box count), ``rows`` float64 (n, k, d) their features (zeros past the count), ``score``
+    (n, k) their scores (-inf past the count), ``next_score`` (n,) the best score of the
+    boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
+    (n,) the largest distance of one of its boxes from that mean."""
+
+    index: np.ndarray
+    rows: np.ndarray
+    score: np.ndarray
+    next_score: np.ndarray
+    mean: np.ndarray
+    spread: np.ndarray
+
+
+def top_boxes(features, counts, w, k, *, scheduler=None):
+    """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
+    boxes (bags, ``counts`` and ``scheduler`` as :func:`score_bags` takes them), with what
+    bounds the scores of the boxes left out under other weights: a box ``x`` left out scores
+    ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as ``x . (v -
+    w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`; its first
+    column is :func:`score_bags`'s best box."""
+    flat = isinstance(features, np.ndarray) and features.ndim == 2
+    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
+    W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
+    if W.shape[0] != features.shape[-1] or not np.isfinite(W).all():
+        raise ValueError(f"w must hold {features.shape[-1]} finite weights; got shape "
+                         f"{np.shape(w)}.")
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    options = {"k": int(k)}
+    if flat:
+        parts = _flat_parts(features, counts, W, None, _top_block, options)
+    elif isinstance(features, np.ndarray):
+        parts = [_top_block(features, counts, W, None, 0, **options)]
+    else:
+        parts = _dask_parts(features, counts, W, None, _top_block, options, scheduler)
+    return TopBoxes(*map(np.concatenate, zip(*parts)))
+
+
+def _top_block(block, counts, W, boxes, first_image, *, k):
+    """:class:`TopBoxes` fields of the images of one block (``boxes`` unused)."""
+    n, k_max, d = block.shape
+    index, rows = np.full((n, k), -1, dtype=np.int64), np.zeros((n, k, d))
+    score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
+    mean, spread = np.empty((n, d)), np.empty(n)
+    kept = min(k, k_max)
+    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
+        valid = np.arange(k_max) < counts[a:b, None]
+        scores = np.where(valid, scores[:, :, 0], -np.inf)
+        order = np.argsort(-scores, axis=1, kind="stable")  # ties: the first box first
+        taken = np.arange(kept) < counts[a:b, None]
+        index[a:b, :kept] = np.where(taken, order[:, :kept], -1)
+        score[a:b, :kept] = np.take_along_axis(scores, order[:, :kept], axis=1)
+        rows[a:b, :kept] = np.take_along_axis(sub, order[:, :kept, None], axis=1) \
+            * taken[:, :, None]
+        if k < k_max:
+            next_score[a:b] = np.take_along_axis(scores, order[:, k:k + 1], axis=1)[:, 0]
+        mean[a:b] = np.einsum("ikd,ik->id", sub, valid) / counts[a:b, None]
+        away = sub - mean[a:b, None, :]
+        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0) \
+            .max(axis=1)
+    return index, rows, score, next_score, mean, spread
+
+
+def check_flat(X, counts):
+    """Validated flat bags: ``X`` (n_boxes, d) floating point, ``counts`` (n_images,) int64
+    of at least one box each, summing to n_boxes."""
+    if not np.issubdtype(X.dtype, np.floating):
+        raise ValueError(f"box features must be floating point; got dtype {X.dtype}.")
+    counts = np.asarray(counts)
+    if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer) \
+            or counts.min() < 1 or counts.sum() != X.shape[0]:
+        raise ValueError(f"counts must give at least one box per image and sum to the "
+                         f"{X.shape[0]} rows of the flat box features; got shape "
+                         f"{counts.shape}, dtype {counts.dtype}.")
+    return X, counts.astype(np.int64)
+
+
+def _flat_parts(X, counts, W, boxes, fn, options):
+    """``fn`` (a block scorer) over flat bags a few images at a time, each group padded to its
+    largest image."""
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    step = max(1, SUB_BLOCK_BYTES // (int(counts.max()) * X.shape[1] * 8))
+    parts = []
+    for a in range(0, counts.size, step):
+        b = min(counts.size, a + step)
+        valid = np.arange(counts[a:b].max()) < counts[a:b, None]
+        block = np.zeros(valid.shape + (X.shape[1],))
+        block[valid] = X[offsets[a]:offsets[b]]
+        padded_boxes = None
+        if boxes is not None:
+            padded_boxes = np.zeros(valid.shape + (4,))
+            padded_boxes[valid] = boxes[offsets[a]:offsets[b]]
+        parts.append(fn(block, counts[a:b], W, padded_boxes, a, **options))
+    return parts
+
+
+def _dask_parts(features, counts, W, boxes, fn, options, scheduler):
+    """``fn`` (a block scorer) over every block of images of a Dask array, one task per
+    block."""
     import dask
 
     bounds = np.concatenate([[0], np.cumsum(features.chunks[0])])
@@ -173,7 +284,7 @@ def _dask_parts(features, counts, W, boxes, options, scheduler):
     if boxes is not None:
         boxes = _as_dask(boxes).rechunk({0: features.chunks[0]}).to_delayed().ravel()
     weights = dask.delayed(W)  # one key that every task reads, not a copy in each
-    score = dask.delayed(_score_block, pure=True)
+    score = dask.delayed(fn, pure=True)
     tasks = [score(block, counts[a:b], weights, None if boxes is None else boxes[i], a,
                    **options)
              for i, (block, a, b) in enumerate(zip(blocks, bounds[:-1], bounds[1:]))]
@@ -209,29 +320,38 @@ def dask_scheduler(scheduler):
                          f"scheduler address or Client; got {scheduler!r}.")
 
 
-def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, rows):
-    """Best boxes (and detections) of the images of one block, ``first_image`` the first's
-    index: ``(best, score, rows or None, detections as 4 arrays or None)``."""
+def _sub_blocks(block, counts, W, first_image):
+    """``(a, b, features, scores)`` of the images ``a:b`` of a block, a few at a time: their
+    features upcast to float64 (one buffer for the block: its pages are touched once) and
+    their scores (images, K_max, classes), one matrix product per image, checked finite."""
     n, k_max, d = block.shape
     step = max(1, SUB_BLOCK_BYTES // (k_max * d * 8))
-    best = np.empty((n, W.shape[1]), dtype=np.int64)
-    score = np.empty((n, W.shape[1]))
-    gathered = np.empty((n, W.shape[1], d)) if rows else None
-    found = []
     upcast = block.dtype != np.float64 or not block.flags.c_contiguous
-    buffer = np.empty((min(step, n), k_max, d)) if upcast else None  # one for the block: its
-    for a in range(0, n, step):                                    # pages are touched once
+    buffer = np.empty((min(step, n), k_max, d)) if upcast else None
+    for a in range(0, n, step):
         b = min(n, a + step)
-        if upcast:  # a few images at a time
+        if upcast:
             sub = buffer[:b - a]
             np.copyto(sub, block[a:b])
         else:
             sub = block[a:b]
-        scores = np.matmul(sub, W)  # (images, K_max, classes): one product per image
+        scores = np.matmul(sub, W)
         valid = np.arange(k_max) < counts[a:b, None]
         if not np.isfinite(scores[valid]).all():
             raise ValueError(f"box features hold NaN or infinite values (images "
                              f"{first_image + a} to {first_image + b - 1}).")
+        yield a, b, sub, scores
+
+
+def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, rows):
+    """Best boxes (and detections) of the images of one block, ``first_image`` the first's
+    index: ``(best, score, rows or None, detections as 4 arrays or None)``."""
+    n, _, d = block.shape
+    best = np.empty((n, W.shape[1]), dtype=np.int64)
+    score = np.empty((n, W.shape[1]))
+    gathered = np.empty((n, W.shape[1], d)) if rows else None
+    found = []
+    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
         best[a:b], score[a:b] = _best(scores, counts[a:b])
         if rows:
             gathered[a:b] = np.take_along_axis(sub, best[a:b, :, None], axis=1)

@@ -217,16 +217,19 @@ class LatentRankSVM(BaseEstimator):
     ``fit_intercept``: for "01" a constant feature of value 1 carries the bias (the 0-1
     hinge needs one; a ranking does not change with it, so "ap" and "ndcg" learn none).
 
+    ``working_set``: None, or the boxes per image kept in memory between passes over every
+    box (exact; see :func:`~qs.ssvm.latent.latent_cutting_plane`).
+
     Attributes: ``coef_`` (n_features,), ``intercept_`` (float), ``pos_boxes_`` (the imputed
     box of each positive training image), ``objective_curve_`` (latent objective per outer
     step), ``n_outer_``, ``n_iter_`` (cutting-plane iterations in all), ``converged_`` (when
     False, ``fit`` warned with scikit-learn's ``ConvergenceWarning``),
-    ``lai_times_``, ``lai_calls_``, ``lai_time_``.
+    ``lai_times_``, ``lai_calls_``, ``lai_time_``, ``passes_`` (passes over every box).
     """
 
     def __init__(self, *, loss="ap", inference="auto", C=100.0, tol=1e-3, max_iter=20000,
                  max_outer=400, min_outer=2, init="random", fit_intercept=True,
-                 qp_solver="daqp", scheduler=None, random_state=0):
+                 qp_solver="daqp", scheduler=None, working_set=None, random_state=0):
         self.loss = loss
         self.inference = inference
         self.C = C
@@ -238,6 +241,7 @@ class LatentRankSVM(BaseEstimator):
         self.fit_intercept = fit_intercept
         self.qp_solver = qp_solver
         self.scheduler = scheduler
+        self.working_set = working_set
         self.random_state = random_state
 
     def fit(self, X, y, *, offsets=None, counts=None):
@@ -253,7 +257,7 @@ class LatentRankSVM(BaseEstimator):
             _append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
             method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
             min_outer=self.min_outer, init=self.init, random_state=self.random_state,
-            qp_solver=self.qp_solver, scheduler=self.scheduler)
+            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set)
         self.coef_ = res.w[:-1] if bias else res.w
         self.intercept_ = float(res.w[-1]) if bias else 0.0
         self.n_features_in_ = self.coef_.size
@@ -269,6 +273,7 @@ class LatentRankSVM(BaseEstimator):
         self.lai_times_ = res.lai_times
         self.lai_calls_ = res.lai_calls
         self.lai_time_ = res.lai_time
+        self.passes_ = res.passes
         return self
 
     def box_scores(self, X):

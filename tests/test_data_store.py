@@ -18,7 +18,13 @@ from qs.data import convert, open_store
 from qs.data.boxes import load_latent_list, load_rcnn_cache
 from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_data_boxes import rcnn_arrays, voc_xml, write_latent, write_mat73
+from tests.test_data_boxes import (
+    rcnn_arrays,
+    voc_xml,
+    write_latent,
+    write_mat73,
+    write_records,
+)
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
 
@@ -438,7 +444,24 @@ def test_cli_converts_a_latent_list_file(tmp_path):
     for name in ("X", "offsets", "boxes", "image_ids"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert (open_store(tmp_path / "s.zarr").labels[:] == -1).all()  # unknown without XML
-    assert "latent AP-SVM list" in got.source
+    assert "latent AP-SVM list" in got.source and "pooled layout" in got.source
+
+
+def test_cli_converts_an_unpooled_latent_list_file(tmp_path):
+    """--layout unpooled: one stored image per example, an is_fs image split per box."""
+    path = write_records(tmp_path, "unpooled", 1)
+    result = cli(path, "--out", tmp_path / "s.zarr", "--features", 1, "--dtype", "float32",
+                 "--workers", 1, "--layout", "unpooled")
+    assert result.exit_code == 0, result.output
+    got = open_store(tmp_path / "s.zarr").to_detection_data()
+    want = load_latent_list(path, layout="unpooled").data
+    for name in ("X", "offsets", "boxes", "image_ids"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert "unpooled layout" in got.source
+    one_line_error(cli(path, "--out", tmp_path / "t.zarr", "--features", 1, "--workers", 1),
+                   "unpooled.txt, image 1 of 4 ('0'), box 1 of 1, token 4")
+    result = cli("synthetic", "--out", tmp_path / "u.zarr", "--layout", "pooled")
+    assert result.exit_code == 2 and "--layout do not apply to synthetic data" in result.output
 
 
 @pytest.mark.parametrize("version", ["v5", "v7.3"])
@@ -477,17 +500,19 @@ def test_bad_latent_lists(tmp_path):
     one_line_error(cli(path, "--out", out, "--workers", 1), "needs its feature dimension")
     (tmp_path / "000005_2.feature").unlink()
     one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "1 of 3 feature files are missing", "000005_2.feature (line 4)")
+                   "1 of 3 feature files are missing", "000005_2.feature (image 1, box 2)")
     write_latent(tmp_path)
     path.write_text(path.read_text().replace("000005 2", "000005 3"))
     one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "list.txt, line 5: image '000005' (line 2) declares 3 boxes")
+                   "list.txt, image 1 of 2 ('000005'), box 3 of 3, token 21 (line 7): expected "
+                   "the box label in -1, 0, 1; got 10")
     write_latent(tmp_path)
     one_line_error(cli(path, "--out", out, "--features", 2, "--workers", 1),
                    "000005_1.feature, line 1: pair 2 ('3:2.0') is beyond the 2 features")
     path.write_text("2\n000005 2\n10 20 30 40 1 -1\n")
     one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "Truncated latent list file", "after line 3")
+                   "Truncated latent list file",
+                   "box 2 of 2 as token 10, but the file ends after token 9")
     assert not out.exists()
 
 
@@ -499,8 +524,8 @@ def test_boxes_outside_the_image(tmp_path):
         (notes / f"{stem}.xml").write_text(voc_xml(45, 80, ()))
     one_line_error(cli(path, "--out", tmp_path / "a.zarr", "--features", 4, "--annotations",
                        notes, "--workers", 1),
-                   "list.txt, line 4: box [1.0, 1.0, 50.0, 60.0] (x1 y1 x2 y2) is outside "
-                   "image '000005' of 45 x 80 pixels")
+                   "list.txt, image 1 ('000005'), box 2: box [1.0, 1.0, 50.0, 60.0] (x1 y1 x2 "
+                   "y2) is outside the image of 45 x 80 pixels")
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4,))
     (notes / "img0.xml").write_text(voc_xml(100, 100, ()))
     one_line_error(cli(mats, "--out", tmp_path / "b.zarr", "--annotations", notes,

@@ -5,7 +5,8 @@ a dask.distributed cluster, and bad input named."""
 import numpy as np
 import pytest
 
-from qs.detection import bag_argmax, score_bags
+from qs import detection
+from qs.detection import bag_argmax, score_bags, top_boxes
 from qs.metrics import nms
 
 
@@ -78,6 +79,59 @@ def test_detections_are_the_first_survivors_of_suppression():
                                            for i, c, b in got], rtol=1e-12)
 
 
+def test_flat_bags_score_as_padded_ones(monkeypatch):
+    """Flat bags (image after image) give the padded bags' best boxes, rows and detections,
+    also when they are padded a few images at a time."""
+    features, counts, boxes = padded_bags(7, n=13, k=9, ties=True)
+    W = np.random.default_rng(8).normal(size=(6, 4))
+    valid = np.arange(9) < counts[:, None]
+    ref = score_bags(features, counts, W, top=9, boxes=boxes, rows=True)
+    for sub_block in (detection.SUB_BLOCK_BYTES, 9 * 6 * 8 * 3):  # one group; 3 images each
+        monkeypatch.setattr(detection, "SUB_BLOCK_BYTES", sub_block)
+        assert_same(ref, score_bags(features[valid], counts, W, top=9, boxes=boxes[valid],
+                                    rows=True))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_top_boxes_against_a_loop(ties):
+    """The k best boxes (first among equal scores first), their rows and scores, the best
+    score left out, the mean box and the spread around it; the bound they give holds for
+    other weights; flat, padded and Dask bags agree."""
+    da = pytest.importorskip("dask.array")
+    features, counts, _ = padded_bags(9, n=17, k=9, ties=ties)
+    rng = np.random.default_rng(10)
+    w = rng.integers(-2, 3, 6).astype(float) if ties else rng.normal(size=6)
+    for k in (1, 3, 9, 12):
+        got = top_boxes(features, counts, w, k)
+        for i, n in enumerate(counts):
+            scores = features[i, :n].astype(np.float64) @ w
+            order = sorted(range(n), key=lambda b: (-scores[b], b))
+            kept = order[:k]
+            assert got.index[i].tolist() == kept + [-1] * (k - len(kept))
+            np.testing.assert_allclose(got.score[i, :len(kept)], scores[kept], rtol=1e-12)
+            np.testing.assert_array_equal(got.rows[i, :len(kept)], features[i, kept])
+            assert got.next_score[i] == pytest.approx(scores[order[k]] if n > k else -np.inf,
+                                                      rel=1e-12)
+            boxes = features[i, :n].astype(np.float64)
+            np.testing.assert_allclose(got.mean[i], boxes.mean(axis=0), rtol=1e-12)
+            assert got.spread[i] == pytest.approx(np.linalg.norm(boxes - boxes.mean(axis=0),
+                                                                 axis=1).max(), rel=1e-12)
+            v = w + rng.normal(size=6)
+            assert (boxes[order[k:]] @ v <= got.next_score[i] + got.mean[i] @ (v - w)
+                    + got.spread[i] * np.linalg.norm(v - w) + 1e-9).all()
+        assert got.index[:, 0].tolist() == score_bags(features, counts,
+                                                      w[:, None]).best[:, 0].tolist()
+        valid = np.arange(9) < counts[:, None]
+        for other in (top_boxes(features[valid], counts, w, k),
+                      top_boxes(da.from_array(features, chunks=(5, 9, 6)), counts, w, k)):
+            for x, y in zip(got, other):
+                np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        top_boxes(features, counts, w, 0)
+    with pytest.raises(ValueError, match="w must hold 6 finite weights"):
+        top_boxes(features, counts, np.ones(5), 2)
+
+
 def assert_same(a, b):
     for name in ("best", "score", "rows"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
@@ -117,6 +171,9 @@ def test_bad_input_is_named():
     features, counts, boxes = padded_bags(0)
     W = np.ones((6, 2))
     with pytest.raises(ValueError, match="3-D array"):
+        score_bags(features[0, 0], counts, W)
+    with pytest.raises(ValueError, match=r"counts must give at least one box per image and "
+                                         r"sum to the 9 rows of the flat box features"):
         score_bags(features[0], counts, W)
     with pytest.raises(ValueError, match=r"counts must lie in \[1, 9\]"):
         score_bags(features, np.where(counts == counts[0], 0, counts), W)

@@ -261,3 +261,53 @@ def test_estimator_warns_when_the_objective_does_not_settle():
         model = LatentRankSVM(C=10.0, tol=1e-2, max_outer=1, min_outer=1).fit(
             train.X, y, offsets=train.offsets)
     assert not model.converged_
+
+
+def wide_bags(seed, n_pos=6, n_neg=14, d=6, ties=False):
+    """Bags of 1-12 boxes (more than a small working set holds); with ``ties``, small-integer
+    features, so that many boxes tie."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 13, n_pos + n_neg)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    X = rng.integers(-1, 2, (offsets[-1], d)).astype(float) if ties else \
+        rng.normal(size=(offsets[-1], d))
+    for i in range(n_pos):
+        X[offsets[i] + rng.integers(sizes[i]), 0] += 3.0
+    return X, offsets, np.repeat([1, 0], [n_pos, n_neg])
+
+
+@pytest.mark.parametrize("loss, method", [("ap", "qs"), ("01", "zero_one")])
+@pytest.mark.parametrize("ties", [False, True])
+def test_working_set_trains_the_model_of_full_passes(loss, method, ties):
+    """Exact: the weights, boxes and objectives of every pass scoring all boxes, from a
+    working set of 1, 2 or 5 boxes per image, flat, padded and as Dask bags, with ties."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = wide_bags(3, ties=ties)
+    features, counts = padded(X, offsets)
+    options = {"C": 10.0, "loss": loss, "method": method, "max_outer": 8, "random_state": 1}
+    if loss == "01":  # the bias feature, as the estimator appends it
+        X, features = np.hstack([X, np.ones((len(X), 1))]), np.concatenate(
+            [features, np.ones(features.shape[:2] + (1,))], axis=2)
+    full = latent_cutting_plane(X, offsets, labels, **options)
+    assert full.passes == full.lai_calls  # one pass per LAI call and per objective check
+    for k in (1, 2, 5):
+        for bags, bounds in ((X, offsets), (features, counts),
+                             (da.from_array(features, chunks=(6, -1, -1)), counts)):
+            r = latent_cutting_plane(bags, bounds, labels, working_set=k, **options)
+            np.testing.assert_array_equal(r.w, full.w)
+            assert r.pos_boxes.tolist() == full.pos_boxes.tolist()
+            np.testing.assert_array_equal(r.objective, full.objective)
+            assert r.lai_calls == full.lai_calls and r.passes <= full.passes
+
+
+def test_working_set_saves_passes_and_reports_them():
+    """On bags larger than the working set, most LAI calls need no pass; the callback sees
+    the passes made so far, and the last equals the result's."""
+    X, offsets, labels = wide_bags(5, n_pos=15, n_neg=45, d=10)
+    seen = []
+    r = latent_cutting_plane(X, offsets, labels, C=10.0, max_outer=6, working_set=4,
+                             callback=lambda step, objective, passes: seen.append(passes))
+    assert r.passes < r.lai_calls / 2, (r.passes, r.lai_calls)
+    assert seen == sorted(seen) and seen[-1] == r.passes and len(seen) == r.n_outer
+    with pytest.raises(ValueError, match="working_set must be None or an integer >= 1"):
+        latent_cutting_plane(X, offsets, labels, working_set=0)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from cli.main import main
 from pipelines import _runner
 from pipelines import voc2007_detection as voc
+from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
 from qs.estimators import LatentRankSVM
@@ -249,14 +250,17 @@ def same_results(out, reference, classes=TINY["classes"]):
     pd.testing.assert_frame_equal(ours, ref[ref["class"].isin(classes)].reset_index(drop=True))
 
 
-@pytest.mark.parametrize("max_gb, how", [
-    (1.0, "at most in_memory_max_gb (1 GB): loaded in memory"),
+@pytest.mark.parametrize("max_gb, how, working_set", [
+    (1.0, "at most in_memory_max_gb (1 GB): loaded in memory", 0),
     (0, ("above in_memory_max_gb (0 GB): read out of core, blocks of 16 images on Dask's "
-        "threaded scheduler"))])
-def test_stores_train_what_the_data_in_memory_train(tiny_run, stores, tmp_path, max_gb, how):
+        "threaded scheduler"), 2)])
+def test_stores_train_what_the_data_in_memory_train(tiny_run, stores, tmp_path, max_gb, how,
+                                                    working_set):
+    """Out of core with a working set of 2 of the 6 boxes per image: the same models."""
     reference, _ = tiny_run
     out = tmp_path / "run"
-    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=max_gb)
+    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=max_gb,
+                          **({"working_set": working_set} if working_set else {}))
     result = invoke("train", "--config", config, "--out", out)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
@@ -264,6 +268,9 @@ def test_stores_train_what_the_data_in_memory_train(tiny_run, stores, tmp_path, 
     assert ("test: synthetic VOC2007-like bags of boxes (seed 0, scale 0.01, test); not the "
             "paper's data") in text and "Our numbers are synthetic" in text
     same_results(out, reference)  # the same weights, bit for bit, and the same test APs
+    timings = pd.read_csv(out / "timings.csv")
+    assert (timings["working_set"] == working_set).all()
+    assert ((timings["passes"] < timings["lai_calls"]) == bool(working_set)).all()
     for cls in TINY["classes"]:
         for m in voc.METHODS:
             ours, ref = (np.load(d / "runs" / f"{cls}__{m}.npz") for d in (out, reference))
@@ -389,13 +396,14 @@ def test_detections_are_suppressed_per_image_before_ap():
     # its object at the same place, whose box NMS must keep (suppression is per image)
     boxes = np.array([[1, 1, 10, 10], [1, 1, 10, 9], [30, 30, 40, 40],
                       [1, 1, 10, 10], [50, 50, 60, 60], [70, 70, 80, 80]], dtype=float)
-    data = DetectionData(np.zeros((6, 1), np.float32), np.array([0, 3, 6]), boxes,
+    scores = np.array([3.0, 2.0, 0.25, 0.5, 0.375, 0.125])
+    data = DetectionData(scores[:, None].astype(np.float32), np.array([0, 3, 6]), boxes,
                          np.array(["a", "b"]),
                          ((boxes[:1], np.array([0]), np.array([False])),
                           (boxes[3:4], np.array([0]), np.array([False]))), "hand-made")
-    scores = np.array([3.0, 2.0, 0.2, 0.5, 0.4, 0.3])
-    ids, kept, s = voc.detections(scores, data, 0.3)
-    assert list(ids) == ["a", "a", "b", "b", "b"] and list(s) == [3.0, 0.2, 0.5, 0.4, 0.3]
+    ids, kept, s = BagSet.in_memory(data).detections(np.ones(1), 1.0, 0.3)
+    assert list(ids) == ["a", "a", "b", "b", "b"]
+    assert list(s) == [4.0, 1.25, 1.5, 1.375, 1.125]
     assert np.array_equal(kept, boxes[[0, 2, 3, 4, 5]])
     # without NMS the duplicate in image a is a false positive ranked second: AP < 1
     assert voc_detection_ap(ids, kept, s, data.ground_truth(0)) == pytest.approx(1.0)
@@ -436,17 +444,17 @@ def test_latent_zero_one_svm_from_random_boxes_starts_at_w_zero():
     # negative: the objective is 1/2 + C * 2P/n, and at w = 0 every box ties, so CCCP has no
     # direction to move the boxes. From the image-means boxes it learns the class.
     splits = make_voc2007_detection(0, scale=0.1, boxes_per_image=8, n_features=16)
-    train = voc.Split.in_memory(splits["trainval"])
+    train = BagSet.in_memory(splits["trainval"])
     y = train.image_labels(CLASSES.index("car"))
     C = 1e4
     est = LatentRankSVM(loss="01", inference="zero_one", C=C, max_outer=1, min_outer=1)
     train.fit(est, y)
     assert np.linalg.norm(est.coef_) < 1e-9 and est.intercept_ == pytest.approx(-1, abs=1e-6)
     assert est.objective_curve_[0] == pytest.approx(0.5 + C * 2 * y.sum() / y.size, rel=1e-6)
-    est.set_params(init=train.initial_boxes(y, None))
+    est.set_params(init=train.mean_difference_boxes(y))
     train.fit(est, y)
     assert np.linalg.norm(est.coef_) > 0.1
-    assert voc.detection_ap(est, voc.Split.in_memory(splits["test"]), "car", 0.3) > 0.4
+    assert voc.detection_ap(est, BagSet.in_memory(splits["test"]), "car", 0.3) > 0.4
 
 
 def test_plot_redraws_the_figure_and_names_a_missing_file(tiny_run, tmp_path):

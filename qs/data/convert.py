@@ -26,6 +26,7 @@ import numpy as np
 
 from qs.data.boxes import (
     annotated_objects,
+    corner_boxes,
     latent_feature_files,
     load_image_set,
     load_voc_annotation,
@@ -179,45 +180,44 @@ class RcnnSource:
 
 
 class LatentListSource:
-    """A latent AP-SVM list file (`qs.data.boxes.load_latent_list` gives the layout) with its
-    ``STEM_id.feature`` files in ``feature_dir`` (default: beside it), ``n_features`` wide.
-    ``annotations``: a directory of VOC ``STEM.xml`` files for the objects and image sizes."""
+    """A latent AP-SVM list file (`qs.data.boxes.load_latent_list` gives the layouts) with its
+    ``STEM_id.feature`` files in ``feature_dir`` (default: beside it), ``n_features`` wide;
+    one stored image per example of ``layout``. ``annotations``: a directory of VOC
+    ``STEM.xml`` files for the objects and image sizes."""
 
     kind = "latent-list"
 
-    def __init__(self, path, n_features, dtype="float32", *, feature_dir=None,
+    def __init__(self, path, n_features, dtype="float32", *, layout="pooled", feature_dir=None,
                  annotations=None):
-        self.path = Path(path)
+        self.path, self.layout = Path(path), layout
         if n_features is None or n_features < 1:
             raise ValueError("A latent list file needs its feature dimension (n_features, "
                              f"--features); got {n_features!r}.")
         self.feature_dir = self.path.parent if feature_dir is None else Path(feature_dir)
         raw = read_bytes(self.path, "the latent list file", LIST_BYTES)
         self.sha256 = hashlib.sha256(raw).hexdigest()
-        images = parse_latent_list(self.path, raw.decode("utf-8", errors="replace"))
-        if not images:
+        examples = parse_latent_list(self.path, raw.decode("utf-8", errors="replace"), layout)
+        if not examples:
             raise ValueError(f"{self.path}: the list holds no images.")
-        files = latent_feature_files(self.path, self.feature_dir, images)
-        counts = [len(lines) for _, _, lines, _ in images]
+        files = latent_feature_files(self.path, self.feature_dir, examples)
+        counts = [e.box_ids.size for e in examples]
         starts = np.concatenate([[0], np.cumsum(counts)])
-        self.files = [[f.name for _, f in files[a:b]] for a, b in pairwise(starts)]
-        boxes = np.array([b[1] for _, _, lines, _ in images for b in lines],
-                         dtype=np.float64).reshape(-1, 4)
-        boxes[:, 2:] += boxes[:, :2] - 1  # x y width height -> x1 y1 x2 y2, inclusive
+        self.files = [[f.name for f in files[a:b]] for a, b in pairwise(starts)]
+        boxes = corner_boxes(examples)
         self.boxes = [boxes[a:b] for a, b in pairwise(starts)]
         notes = None
         if annotations is not None:
-            notes = {stem: load_voc_annotation(Path(annotations) / f"{stem}.xml")
-                     for stem, *_ in images}
-        self.objects = annotated_objects(self.path, images, boxes, counts, notes)
+            notes = {e.stem: load_voc_annotation(Path(annotations) / f"{e.stem}.xml")
+                     for e in examples}
+        self.objects = annotated_objects(self.path, examples, boxes, notes)
         self.annotations, self.split = annotations, None
         self.has_gt = annotations is not None
-        self.image_ids = np.array([stem for stem, *_ in images], dtype=str)
+        self.image_ids = np.array([e.stem for e in examples], dtype=str)
         self.k_max, self.d, self.dtype = max(max(counts), 1), int(n_features), np.dtype(dtype)
 
     def describe(self):
-        text = (f"latent AP-SVM list {self.path.resolve()} (sha256 {self.sha256}), feature files "
-                f"in {self.feature_dir.resolve()}")
+        text = (f"latent AP-SVM list {self.path.resolve()} ({self.layout} layout, sha256 "
+                f"{self.sha256}), feature files in {self.feature_dir.resolve()}")
         if self.annotations is not None:
             text += f", VOC annotations in {Path(self.annotations).resolve()}"
         return text

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
+from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags, top_boxes
 from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve
 
@@ -65,22 +65,37 @@ def check_bags(X, offsets):
     return X, offsets.astype(np.int64)
 
 
-def as_bags(X, bounds, scheduler=None):
+def as_bags(X, bounds, scheduler=None, working_set=None):
     """Validated bags: flat ``X`` (n_boxes, d) with ``bounds`` its offsets, or padded ``X``
     (n_images, K_max, d) with ``bounds`` its counts; ``scheduler`` as
-    :func:`qs.detection.score_bags` takes it. Bags already made pass through."""
+    :func:`qs.detection.score_bags` takes it; ``working_set``: None, or the boxes per image
+    kept in memory between passes (see :func:`latent_cutting_plane`). Bags already made pass
+    through."""
     if isinstance(X, _Bags):
         return X
+    if working_set is not None and (isinstance(working_set, bool) or not isinstance(
+            working_set, (int, np.integer)) or working_set < 1):
+        raise ValueError(f"working_set must be None or an integer >= 1; got {working_set!r}.")
     if getattr(X, "ndim", 2) == 3:
-        return _PaddedBags(*check_padded(X, bounds), scheduler)
-    return _FlatBags(*check_bags(X, bounds))
+        bags = _PaddedBags(*check_padded(X, bounds), scheduler)
+    else:
+        X, offsets = check_bags(X, bounds)
+        if working_set is not None and sp.issparse(X):
+            raise ValueError("working_set needs dense box features; got a sparse matrix.")
+        bags = _FlatBags(X, offsets)
+    return bags if working_set is None else _WorkingSet(bags, int(working_set))
 
 
 class _Bags:
     """Bags of boxes seen by the solver. A box is named by its row in the box matrix (flat:
     a row of ``X``; padded: ``image * K_max + box``). ``best(w)`` gives each image's best row
     and the features of those rows (n_images, d); ``take(rows)`` the features of rows;
-    ``starts`` and ``sizes`` the first row and the box count of each image."""
+    ``chosen(w, is_pos, pos_rows, pos_X)`` the features of the positives' given boxes and of
+    the negatives' best boxes under ``w``; ``starts`` and ``sizes`` the first row and the box
+    count of each image; ``passes`` the passes over every box so far (images scored in full
+    over all images: a pass over a few images counts as that fraction of one)."""
+
+    passes = 0
 
 
 class _FlatBags(_Bags):
@@ -90,6 +105,7 @@ class _FlatBags(_Bags):
         self.shape = (self.sizes.size, X.shape[1])
 
     def best(self, w):
+        self.passes += 1
         rows = bag_argmax(np.asarray(self.X @ w).ravel(), self.offsets)
         return rows, self.X[rows]
 
@@ -97,9 +113,19 @@ class _FlatBags(_Bags):
         return self.X[rows]
 
     def chosen(self, w, is_pos, pos_rows, pos_X):
+        self.passes += 1
         rows = bag_argmax(np.asarray(self.X @ w).ravel(), self.offsets)
         rows[is_pos] = pos_rows
         return self.X[rows]
+
+    def top(self, w, k, images=None):
+        if images is None:
+            self.passes += 1
+            return top_boxes(self.X, self.sizes, w, k)
+        self.passes += images.size / self.sizes.size
+        rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
+                               for i in images])
+        return top_boxes(self.X[rows], self.sizes[images], w, k)
 
 
 class _PaddedBags(_Bags):
@@ -110,9 +136,18 @@ class _PaddedBags(_Bags):
         self.shape = (n, d)
 
     def best(self, w):
+        self.passes += 1
         res = score_bags(self.features, self.sizes, w[:, None], rows=True,
                          scheduler=self.scheduler)
         return self.starts + res.best[:, 0], res.rows[:, 0]
+
+    def top(self, w, k, images=None):
+        if images is None:
+            self.passes += 1
+            return top_boxes(self.features, self.sizes, w, k, scheduler=self.scheduler)
+        self.passes += images.size / self.sizes.size
+        return top_boxes(self.features[images], self.sizes[images], w, k,
+                         scheduler=self.scheduler)
 
     def take(self, rows):
         images, boxes = np.divmod(rows, self.k_max)
@@ -127,6 +162,78 @@ class _PaddedBags(_Bags):
         _, X = self.best(w)
         X[is_pos] = pos_X
         return X
+
+
+class _WorkingSet(_Bags):
+    """Bags whose negatives' best boxes come from a working set held in memory: each image's
+    ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
+    scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
+    |w - w0|`` under ``w`` (:func:`~qs.detection.top_boxes`), so when a negative's best box in
+    the working set scores above that bound, it is the image's best box (the first among
+    equal scores, as a pass would choose); the negatives where it does not are scored again
+    in full at ``w``, which renews their working set. Every answer is that of a full pass."""
+
+    #: relative margin of the bound for the rounding of scores (a closer call scores again)
+    SLACK = 1e-9
+
+    def __init__(self, bags, k):
+        self.bags, self.k = bags, k
+        self.starts, self.sizes, self.shape = bags.starts, bags.sizes, bags.shape
+        self._top = None
+        self._anchors, self._anchor = [], None  # weights of the renewals; each image's
+
+    @property
+    def passes(self):
+        return self.bags.passes
+
+    def _renew(self, w, images=None):
+        """Score every box of ``images`` (all: None) at ``w``; their working sets renewed."""
+        top = self.bags.top(w, self.k, images)
+        if images is None:
+            self._top, self._anchors = top, [np.array(w, dtype=np.float64)]
+            self._anchor = np.zeros(self.shape[0], dtype=np.int64)
+            self._mean_at_anchor = top.mean @ w
+            return
+        for old, new in zip(self._top, top):
+            old[images] = new
+        self._mean_at_anchor[images] = top.mean @ w
+        self._anchors.append(np.array(w, dtype=np.float64))
+        self._anchor[images] = len(self._anchors) - 1
+        used = np.unique(self._anchor)  # anchors no image refers to any more go
+        self._anchors = [self._anchors[i] for i in used]
+        self._anchor = np.searchsorted(used, self._anchor)
+
+    def best(self, w):
+        self._renew(w)
+        return self.starts + self._top.index[:, 0], self._top.rows[:, 0].copy()
+
+    def take(self, rows):
+        return self.bags.take(rows)
+
+    def chosen(self, w, is_pos, pos_rows, pos_X):
+        if self._top is None:
+            self._renew(w)
+        else:
+            unsure = np.flatnonzero(~is_pos & ~self._proven(w))
+            if unsure.size:
+                self._renew(w, unsure)
+        top = self._top
+        scores = np.where(top.index >= 0, np.matmul(top.rows, w), -np.inf)
+        high = scores.max(axis=1)
+        # the first box among the working set's equal best scores
+        at = np.where(scores == high[:, None], top.index, np.iinfo(np.int64).max)
+        X = top.rows[np.arange(scores.shape[0]), at.argmin(axis=1)]
+        X[is_pos] = pos_X
+        return X
+
+    def _proven(self, w):
+        """Per image: whether its best box under ``w`` is in its working set (by the bound)."""
+        top = self._top
+        high = np.where(top.index >= 0, np.matmul(top.rows, w), -np.inf).max(axis=1)
+        moved = np.array([np.linalg.norm(w - a) for a in self._anchors])[self._anchor]
+        bound = top.next_score + top.mean @ w - self._mean_at_anchor + top.spread * moved
+        finite = np.where(np.isfinite(bound), bound, 0.0)
+        return high > bound + self.SLACK * (1.0 + np.abs(high) + np.abs(finite))
 
 
 class LatentProblem(Problem):
@@ -161,6 +268,8 @@ class LatentResult:
     inner : the :class:`~qs.ssvm.SolverResult` of each outer step's cutting plane.
     lai_times : wall time of every LAI call, inner steps and objective evaluations.
     n_outer, converged : outer steps run; whether the objective settled before the cap.
+    passes : passes over every box (the reads of the whole store when it is on disk), a pass
+        over some images counting as that fraction of one.
     """
 
     w: np.ndarray
@@ -170,6 +279,7 @@ class LatentResult:
     lai_times: np.ndarray
     n_outer: int
     converged: bool
+    passes: float
 
     @property
     def lai_calls(self):
@@ -182,7 +292,8 @@ class LatentResult:
 
 def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto", tol=1e-3,
                          max_iter=20000, max_outer=400, min_outer=2, init="random",
-                         random_state=0, qp_solver="daqp", scheduler=None, callback=None):
+                         random_state=0, qp_solver="daqp", scheduler=None, working_set=None,
+                         callback=None):
     """Train the latent structured SVM on bags of boxes by CCCP around the cutting plane.
 
     Parameters
@@ -202,7 +313,14 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
     scheduler : where padded Dask or zarr bags are scored (see
         :func:`qs.detection.score_bags`): the threaded scheduler by default, or the address
         of a ``dask.distributed`` scheduler.
-    callback : called with ``(outer_step, objective)`` after each outer step.
+    working_set : None (every LAI call scores every box), or ``k``: each image's ``k`` best
+        boxes under the weights of the last pass over every box are kept in memory (n_images x
+        k x n_features float64), and an LAI call takes its negatives' best boxes from them
+        when a bound on the boxes left out proves them best, else it makes a pass that renews
+        them; each outer step ends with a pass (re-imputing the positives). The same model
+        as without (exact), in far fewer passes when the data are on disk.
+    callback : called with ``(outer_step, objective, passes)`` after each outer step
+        (``passes``: over every box so far).
 
     Returns a :class:`LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
     """
@@ -212,7 +330,7 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
     with dask_scheduler(scheduler) as get:  # one client for the whole run
-        bags = as_bags(X, bounds, get)
+        bags = as_bags(X, bounds, get, working_set)
         first = LatentProblem(bags, None, labels, np.zeros(0), **options)  # validates the rest
         is_pos = first.is_pos
         starts = bags.starts[is_pos]
@@ -231,13 +349,13 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
             objective.append(check.latent_objective(w, X_best))
             lai_times += [*result.lai_times, *check.lai_times]
             if callback is not None:
-                callback(step + 1, objective[-1])
+                callback(step + 1, objective[-1], bags.passes)
             settled = len(objective) >= 2 and objective[-2] - objective[-1] < C * tol
             if step + 1 >= min_outer and settled:
                 converged = True
                 break
     return LatentResult(w, pos_rows - starts, np.array(objective), tuple(inner),
-                        np.array(lai_times), len(objective), converged)
+                        np.array(lai_times), len(objective), converged, bags.passes)
 
 
 def _initial_boxes(init, sizes, random_state):
