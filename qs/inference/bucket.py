@@ -435,6 +435,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
+@jit
 def n_buckets_for(n_pos, n_neg):
     """About 2 sqrt(N P) buckets, capped so that the counts stay in cache.
 
