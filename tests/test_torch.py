@@ -219,12 +219,14 @@ def test_cuda_equals_cpu(loss):
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-def test_long_rows_are_lai_row_by_row(loss):
-    """Rows of LAI_PER_ROW_MIN scores or more are solved by lai one by one: its hinge and
-    coef(R_bar) - coef(R*) exactly, and the batch kernel's to rounding."""
-    from qs.torch import LAI_PER_ROW_MIN
+def test_long_rows_are_lai_row_by_row(loss, monkeypatch):
+    """Rows of lai_batch's LAI_ROW_MIN scores or more are solved by lai one by one: its hinge
+    and coef(R_bar) - coef(R*) exactly, and the batch kernel's to rounding."""
+    from qs.inference import batch
 
-    scores, labels = queries(14, q=3, n=LAI_PER_ROW_MIN, frac=0.01)
+    n = 3000
+    scores, labels = queries(14, q=3, n=n, frac=0.01)
+    monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
     x = scores.clone().requires_grad_(True)
     values = rank_hinge_loss(x, labels, loss, reduction="none")
     values.sum().backward()
@@ -237,6 +239,7 @@ def test_long_rows_are_lai_row_by_row(loss):
                                                                   -1.0 / (~y).sum())
         np.testing.assert_array_equal(x.grad[q].numpy(), res.coef - truth)
     assert not x.grad[:2].any() and not values[:2].any()
+    monkeypatch.undo()
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     np.testing.assert_allclose(values.detach().numpy(), ref.hinge, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(x.grad.numpy(), ref.coef, rtol=1e-12, atol=1e-15)
