@@ -251,3 +251,23 @@ def test_import_without_torch_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert "[torch] extra" in out.stdout
+
+
+def test_threaded_inference_keeps_torch_thread_count():
+    """The batch's threads (and lai's, on long rows) leave torch's thread count as set: numba's
+    OpenMP threading layer, once launched, would set it for the whole process. In a fresh
+    process, where no layer is launched yet."""
+    code = ("import numpy as np, torch\n"
+            "torch.set_num_threads(1)\n"
+            "torch.ones(1 << 22).sum()\n"  # torch's OpenMP threads in use
+            "from qs.inference import batch, bucket\n"
+            "from qs.torch import rank_hinge_loss\n"
+            "batch.THREADED_MIN = batch.LAI_ROW_MIN = bucket.THREADED_MIN = 64\n"
+            "rng = np.random.default_rng(0)\n"
+            "x = torch.from_numpy(rng.normal(size=(8, 64)))\n"
+            "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5)\n"
+            "rank_hinge_loss(x, x > 0.5)\n"
+            "print(torch.get_num_threads())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["1"]

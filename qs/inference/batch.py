@@ -38,7 +38,6 @@ mini-batches meet such queries. Scores must be finite in every row, skipped or n
 import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
 from numba import types
 from numba.extending import overload
@@ -59,7 +58,7 @@ from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
 from qs.inference.auto import _gathered_lai, sorts, work_floats, work_ints
 from qs.inference.bucket import THREADED_MIN as BUCKET_THREADED_MIN
-from qs.inference.bucket import _bucket, _map, n_buckets_for
+from qs.inference.bucket import _bucket, _map, n_buckets_for, thread_count
 from qs.inference.qs import _sort_dc
 from qs.inference.scan import _scan_sorted
 from qs.inference.search import _search_sorted
@@ -165,7 +164,7 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
         if scores.size < THREADED_MIN or q == 1:
             where = rows(0, q)
         else:
-            blocks = np.linspace(0, q, min(q, 2 * numba.get_num_threads()) + 1).astype(np.int64)
+            blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
             where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
         _check_finite(scores, where)
     return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid)

