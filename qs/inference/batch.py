@@ -20,8 +20,8 @@ objectives and ranks are those of ``lai`` row by row. ``"auto"`` chooses as ``la
 sorts to the kernel of ``lai``'s default, and a small one (fewer than :data:`SMALL_ROW_MAX`
 negatives), the common case in a mini-batch, is solved as ``bucket_sort`` does (the
 negatives sorted by buckets, then Algorithm 1's divide and conquer on them, AP's sweep past
-place P) but in work arrays held for the whole call, with no allocation per query, and with few branches that the input decides: at
-this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
+place P) but in the call's work arrays, with few branches that the input decides: at this
+size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
 Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`, three runs):
 ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x), ``search``, ``sort_dc`` and the
 scan; the call 3.5-3.6 times ten single 0-1 kernels (AP; NDCG 3.4-3.45), 2.55 times
@@ -29,6 +29,16 @@ cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of those ten 0-1 kernels' tim
 each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the
 divide and conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its
 negatives stays above twice the 0-1 kernels on one thread.
+
+Each query is solved in work arrays held for the whole call (a float32 row widened to
+float64, the coefficients, the ranks, the per-query kernels' work), then written out in one
+pass that subtracts ``coef(R*)`` for the gradient and stores the coefficients in the dtype
+asked for (:func:`_finish_row`): a float32 (Q, n) score matrix is neither copied to float64
+nor its gradient made in float64, and the finiteness of the scores is checked row by row by
+the pass that first reads them. Rows of :data:`LAI_ROW_MIN` samples or more go to
+:func:`qs.inference.lai` one by one, which runs its bucket method on threads within the row.
+The loss values come from :func:`qs.losses.loss_value` and NDCG's increments from
+:func:`qs.losses.ndcg_increments_into`, as ``lai``'s.
 
 A query without a positive or without a negative has no ranking loss: it is skipped (loss,
 objective and F zero, coefficients zero, ``valid`` False) rather than refused, since small
