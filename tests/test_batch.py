@@ -187,16 +187,13 @@ def test_float32_scores_are_their_float64_copy(loss, method, ties):
     s32 = scores.astype(np.float32)
     ref = lai_batch(s32.astype(np.float64), labels, loss, method, gradient=True)
     res = lai_batch(s32, labels, loss, method, gradient=True)
-    for field in BatchResult_FIELDS:
+    for field in batch.BatchResult._fields:
         np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
     low = lai_batch(s32, labels, loss, method, gradient=True, ranks=False, coef_dtype=np.float32)
     assert low.rank is None and low.coef.dtype == np.float32
     np.testing.assert_array_equal(low.coef, ref.coef.astype(np.float32))
     np.testing.assert_array_equal(low.hinge, ref.hinge)
     np.testing.assert_array_equal(low.valid, ref.valid)
-
-
-BatchResult_FIELDS = ("rank", "coef", "loss", "objective", "ground_truth_F", "valid")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
