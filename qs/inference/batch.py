@@ -337,18 +337,20 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
     negatives' ranks (``neg_rank``: in the negatives' order if ``compact``, else at their
     input places; zeros if not ``ranked``) with 0 at the positives."""
     n = is_pos.size
+    if ranked and compact and rank.size:  # one pass: the ranks and coefficients together
+        t = 0
+        for k in range(n):  # neg_rank holds at least n values: t < n where it is read
+            pos = is_pos[k] != 0
+            coef[k] = coef64[k] - (truth_pos if pos else truth_neg)
+            rank[k] = 0 if pos else neg_rank[t]
+            t += not pos
+        return
     for k in range(n):  # no branch: vectorised
         coef[k] = coef64[k] - (truth_pos if is_pos[k] else truth_neg)
     if rank.size == 0:
         return
     if not ranked:
         rank[:] = 0
-    elif compact:
-        t = 0
-        for k in range(n):  # neg_rank holds at least n values: t < n where it is read
-            pos = is_pos[k] != 0
-            rank[k] = 0 if pos else neg_rank[t]
-            t += not pos
     else:
         for k in range(n):
             rank[k] = 0 if is_pos[k] else neg_rank[k]
