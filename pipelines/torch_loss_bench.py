@@ -1,7 +1,10 @@
 """Benchmark of the rank losses a deep net trains on: `qsrank bench torch-losses`.
 
 Four parts, each a median over warm repeats (first calls apart), ratios measured side by side
-in one run, on seeded synthetic data (about 10% positives per query):
+in one run, on seeded synthetic data (about 10% positives per query). The batched and memory
+parts give the wall clock and the process's CPU time (all its threads: the batch's inference
+runs blocks of queries on numba's threads from 2^21 scores on, torch keeps one), the second
+being the steadier on a machine shared with other jobs:
 
 curves: forward + backward time and peak extra memory of each loss (exact AP and NDCG
     hinges, direct loss minimization for AP, black-box AP, Smooth-AP) for Q queries of n =
@@ -14,9 +17,8 @@ curves: forward + backward time and peak extra memory of each loss (exact AP and
     torch's allocator peak on CUDA; bytes per score divide it by
     Q n. A log-log figure shows time and memory against n.
 batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``lai_batch``
-    call for all queries, or ``lai`` per row from :data:`qs.torch.LAI_PER_ROW_MIN` scores),
-    and ``lai_batch`` itself, against ``qs.inference.lai``'s default called row by row, at
-    n >= 10^5 per query.
+    call for all queries), and ``lai_batch`` itself, against ``qs.inference.lai``'s default
+    called row by row, at n >= 10^5 per query.
 distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
     ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
     on the same global batch in one process.
@@ -225,8 +227,9 @@ def _trim():
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
                     seed=0, loss="ap"):
-    """Rows (n, positives share, loss's inference s, lai_batch s, Q x lai s): the loss's
-    inference is ``rank_hinge_loss``'s forward pass on float64 CPU scores (no copy)."""
+    """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each time a pair
+    (wall s, CPU s): the loss's inference is ``rank_hinge_loss``'s forward pass on float64
+    CPU scores (no copy)."""
     import torch
 
     from qs.inference import lai
@@ -253,8 +256,8 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
 
 
 def _interleaved(cases, repeats):
-    """Median seconds per call of each case: repeats interleaved across the cases, each the
-    mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    """Median (wall s, CPU s) per call of each case: repeats interleaved across the cases,
+    each the mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
     inner = {}
     for name, fn in cases.items():
         fn()
@@ -264,11 +267,12 @@ def _interleaved(cases, repeats):
     times = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(inner[name]):
                 fn()
-            times[name].append((time.perf_counter() - start) / inner[name])
-    return {name: float(np.median(t)) for name, t in times.items()}
+            times[name].append(((time.perf_counter() - start) / inner[name],
+                                (time.process_time() - cpu) / inner[name]))
+    return {name: tuple(float(x) for x in np.median(t, axis=0)) for name, t in times.items()}
 
 
 def _free_port():
@@ -331,7 +335,7 @@ def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
 
 
 def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
-    """(median s of the similarity product, of loss + gradient, ratio)."""
+    """(median (wall s, CPU s) of the similarity product, of loss + gradient)."""
     import torch
 
     from qs.torch.memory import CrossBatchMemory
@@ -352,7 +356,7 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
         memory(x, labels).backward()
 
     times = _interleaved({"product": product, "step": step}, repeats)
-    return times["product"], times["step"], times["step"] / times["product"]
+    return times["product"], times["step"]
 
 
 def figure(rows, stem):
@@ -412,11 +416,14 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
         rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
         sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
                         "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
-                        "gradient) against 4 `lai` calls\n\n" + markdown_table(
+                        "gradient) against 4 `lai` calls; wall clock, then CPU time\n\n"
+                        + markdown_table(
                             ["n", "positives", "loss ms", "lai_batch ms", "4 x lai ms",
-                             "loss / lai", "lai_batch / lai"],
-                            [(n, f"{f:.1%}", f"{a * 1e3:.1f}", f"{b * 1e3:.1f}",
-                              f"{r * 1e3:.1f}", f"{a / r:.2f}", f"{b / r:.2f}")
+                             "loss / lai", "lai_batch / lai", "loss / lai (CPU)",
+                             "lai_batch / lai (CPU)"],
+                            [(n, f"{f:.1%}", f"{a[0] * 1e3:.1f}", f"{b[0] * 1e3:.1f}",
+                              f"{r[0] * 1e3:.1f}", f"{a[0] / r[0]:.2f}", f"{b[0] / r[0]:.2f}",
+                              f"{a[1] / r[1]:.2f}", f"{b[1] / r[1]:.2f}")
                              for n, f, a, b, r in rows]))
     if "distributed" in parts:
         dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
@@ -426,10 +433,12 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
                         f"ms; ratio {dist_s / one_s:.2f}")
     if "memory" in parts:
         size, queries, dim = bank
-        prod, loss, ratio = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
+        prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
         sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-                        f"classes)\n\nsimilarity product {prod * 1e3:.1f} ms; loss + gradient "
-                        f"{loss * 1e3:.1f} ms; ratio {ratio:.2f}")
+                        f"classes)\n\nsimilarity product {prod[0] * 1e3:.1f} ms; loss + "
+                        f"gradient {loss[0] * 1e3:.1f} ms; ratio {loss[0] / prod[0]:.2f} (CPU "
+                        f"time: {prod[1] * 1e3:.1f} ms, {loss[1] * 1e3:.1f} ms; ratio "
+                        f"{loss[1] / prod[1]:.2f})")
     if "curves" in parts:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,

@@ -21,7 +21,8 @@ from numba.extending import overload
 
 from qs._numba import builtin_increment, jit, jit_inline
 
-__all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES"]
+__all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES", "loss_value",
+           "ndcg_increments_into"]
 
 
 def _scalar(x):
@@ -164,6 +165,17 @@ def _ndcg_losses(n_above, ideal):
     return out
 
 
+@jit
+def ndcg_increments_into(d, ideal, out):
+    """NDCG's increments ``(D(t+1) - D(t)) / C`` at ``t = 1 .. d.size - 1`` (0 at ``t = 0``)
+    from the discount ``d = D(1 .. d.size)`` and ``C = ideal``, written in ``out``: the table
+    of :meth:`NDCGLoss.prepare`, and of each query of :func:`qs.inference.batch.lai_batch`."""
+    out[0] = 0.0
+    for t in range(1, d.size):
+        out[t] = (d[t] - d[t - 1]) / ideal
+    return out[: d.size]
+
+
 def discount(positions):
     """NDCG discount ``D(k) = 1 / log2(1 + k)`` of 1-based positions (convex, decreasing)."""
     return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
@@ -197,9 +209,7 @@ class NDCGLoss(QSLoss):
     @functools.lru_cache(maxsize=8)
     def _table(self, n_pos, n_neg):
         d = self.discount(np.arange(1, n_pos + n_neg + 2))
-        table = np.empty(n_pos + n_neg + 1)
-        table[0] = 0.0
-        table[1:] = np.diff(d) / self._ideal(n_pos)
+        table = ndcg_increments_into(d, self._ideal(n_pos), np.empty(n_pos + n_neg + 1))
         table.flags.writeable = False
         return table
 
@@ -221,6 +231,16 @@ class NDCGLoss(QSLoss):
 
 
 LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
+
+
+@jit
+def loss_value(inc, n_above, ideal):
+    """The loss of the built-in code ``inc`` from ``n_above`` (int64), as :meth:`APLoss.value`
+    and :meth:`NDCGLoss.value` compute it for inference; ``ideal`` is NDCG's ``C`` (unused
+    for AP)."""
+    if inc == AP_CODE:
+        return _ap_loss(n_above)
+    return _ndcg_loss(n_above, ideal)
 
 
 def increment(inc, j, i, n_pos, params):

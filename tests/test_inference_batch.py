@@ -168,3 +168,61 @@ def test_many_positives_batch_is_lai_row_by_row(loss, frac, n, ties):
     scores, labels = batch_input(rng, 4, n, frac, ties)
     for method in ("auto", "bucket_sort"):
         check_rows(lai_batch(scores, labels, loss, method), scores, labels, loss, method)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
+                                         ("ap", "bucket"), ("ap", "qs"), ("ndcg", "sort_dc")])
+def test_float32_scores_are_their_float64_copy(loss, method, ties):
+    """float32 scores (read in place, widened row by row) give exactly the result of their
+    float64 copy, on small rows, rows the default solves by its per-query kernels, and rows
+    of both routes in one call; coef in float32 is the float64 coef rounded, and ranks=False
+    leaves the rest unchanged."""
+    rng = np.random.default_rng(16)
+    scores, labels = batch_input(rng, 5, 20_000, 0.01, ties)
+    scores[3, :256] += 0.5  # a row the default sorts beside rows it buckets
+    labels[4] = rng.random(20_000) < 0.2
+    if ties:
+        scores = np.round(scores * 8) / 8
+    s32 = scores.astype(np.float32)
+    ref = lai_batch(s32.astype(np.float64), labels, loss, method, gradient=True)
+    res = lai_batch(s32, labels, loss, method, gradient=True)
+    for field in batch.BatchResult._fields:
+        np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
+    low = lai_batch(s32, labels, loss, method, gradient=True, ranks=False, coef_dtype=np.float32)
+    assert low.rank is None and low.coef.dtype == np.float32
+    np.testing.assert_array_equal(low.coef, ref.coef.astype(np.float32))
+    np.testing.assert_array_equal(low.hinge, ref.hinge)
+    np.testing.assert_array_equal(low.valid, ref.valid)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
+def test_long_rows_through_lai_are_lai_row_by_row(loss, dtype, monkeypatch):
+    """Rows of LAI_ROW_MIN samples or more are solved by lai one by one (its threads within
+    the row), skipped rows and the gradient as in the kernel."""
+    rng = np.random.default_rng(17)
+    scores, labels = batch_input(rng, 5, 2000, 0.05, False)
+    scores = scores.astype(dtype)
+    monkeypatch.setattr(batch, "LAI_ROW_MIN", 2000)
+    res = lai_batch(scores, labels, loss)
+    check_rows(res, scores.astype(np.float64), labels, loss, "auto")
+    grad = lai_batch(scores, labels, loss, gradient=True, ranks=False, coef_dtype=dtype)
+    monkeypatch.undo()
+    ref = lai_batch(scores, labels, loss, gradient=True, coef_dtype=dtype)
+    assert grad.rank is None
+    np.testing.assert_array_equal(grad.coef, ref.coef)
+    np.testing.assert_allclose(grad.hinge, ref.hinge, rtol=1e-12, atol=1e-15)
+    scores[1, 7] = np.nan  # a skipped row
+    with pytest.raises(ValueError, match="finite; got nan at query 1, sample 7"):
+        monkeypatch.setattr(batch, "LAI_ROW_MIN", 2000)
+        lai_batch(scores, labels, loss)
+    scores[1, 7] = 0.0
+    scores[3, 11] = -np.inf
+    with pytest.raises(ValueError, match="finite; got -inf at query 3, sample 11"):
+        lai_batch(scores, labels, loss)
+
+
+def test_bad_coef_dtype_is_refused():
+    with pytest.raises(ValueError, match="coef_dtype must be float64 or float32"):
+        lai_batch(np.zeros((1, 2)), np.array([[1, 0]]), coef_dtype=np.int32)

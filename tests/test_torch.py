@@ -219,12 +219,14 @@ def test_cuda_equals_cpu(loss):
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-def test_long_rows_are_lai_row_by_row(loss):
-    """Rows of LAI_PER_ROW_MIN scores or more are solved by lai one by one: its hinge and
-    coef(R_bar) - coef(R*) exactly, and the batch kernel's to rounding."""
-    from qs.torch import LAI_PER_ROW_MIN
+def test_long_rows_are_lai_row_by_row(loss, monkeypatch):
+    """Rows of lai_batch's LAI_ROW_MIN scores or more are solved by lai one by one: its hinge
+    and coef(R_bar) - coef(R*) exactly, and the batch kernel's to rounding."""
+    from qs.inference import batch
 
-    scores, labels = queries(14, q=3, n=LAI_PER_ROW_MIN, frac=0.01)
+    n = 3000
+    scores, labels = queries(14, q=3, n=n, frac=0.01)
+    monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
     x = scores.clone().requires_grad_(True)
     values = rank_hinge_loss(x, labels, loss, reduction="none")
     values.sum().backward()
@@ -237,6 +239,7 @@ def test_long_rows_are_lai_row_by_row(loss):
                                                                   -1.0 / (~y).sum())
         np.testing.assert_array_equal(x.grad[q].numpy(), res.coef - truth)
     assert not x.grad[:2].any() and not values[:2].any()
+    monkeypatch.undo()
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     np.testing.assert_allclose(values.detach().numpy(), ref.hinge, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(x.grad.numpy(), ref.coef, rtol=1e-12, atol=1e-15)
@@ -248,3 +251,24 @@ def test_import_without_torch_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert "[torch] extra" in out.stdout
+
+
+def test_threaded_inference_keeps_torch_thread_count():
+    """The batch's threads (and lai's, on long rows) leave torch's thread count as set: numba's
+    OpenMP threading layer, once launched, would set it for the whole process. In a fresh
+    process, where no layer is launched yet."""
+    code = ("import numpy as np, torch\n"
+            "torch.set_num_threads(1)\n"
+            "torch.ones(1 << 22).sum()\n"  # torch's OpenMP threads in use
+            "from qs.inference import batch, bucket\n"
+            "from qs.torch import rank_hinge_loss\n"
+            "batch.THREADED_MIN = batch.LAI_ROW_MIN = bucket.THREADED_MIN = 64\n"
+            "rng = np.random.default_rng(0)\n"
+            "x = torch.from_numpy(rng.normal(size=(8, 64)))\n"
+            "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5)\n"
+            "y = torch.from_numpy(rng.normal(size=(2, 9000)))\n"
+            "rank_hinge_loss(y, y > 2.0)\n"  # lai's bucket method, on threads
+            "print(torch.get_num_threads())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["1"]

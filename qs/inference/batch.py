@@ -20,8 +20,8 @@ objectives and ranks are those of ``lai`` row by row. ``"auto"`` chooses as ``la
 sorts to the kernel of ``lai``'s default, and a small one (fewer than :data:`SMALL_ROW_MAX`
 negatives), the common case in a mini-batch, is solved as ``bucket_sort`` does (the
 negatives sorted by buckets, then Algorithm 1's divide and conquer on them, AP's sweep past
-place P) but in work arrays held for the whole call, with no allocation per query, and with few branches that the input decides: at
-this size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
+place P) but in the call's work arrays, with few branches that the input decides: at this
+size a mispredicted branch costs more than the arithmetic (:func:`_small_row`).
 Measured on 10 queries of 256 samples, 10% positives (`make bench-torch`, three runs):
 ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x), ``search``, ``sort_dc`` and the
 scan; the call 3.5-3.6 times ten single 0-1 kernels (AP; NDCG 3.4-3.45), 2.55 times
@@ -29,6 +29,16 @@ cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of those ten 0-1 kernels' tim
 each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets), and the
 divide and conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its
 negatives stays above twice the 0-1 kernels on one thread.
+
+Each query is solved in work arrays held for the whole call (a float32 row widened to
+float64, the coefficients, the ranks, the per-query kernels' work), then written out in one
+pass that subtracts ``coef(R*)`` for the gradient and stores the coefficients in the dtype
+asked for (:func:`_finish_row`): a float32 (Q, n) score matrix is neither copied to float64
+nor its gradient made in float64, and the finiteness of the scores is checked row by row by
+the pass that first reads them. Rows of :data:`LAI_ROW_MIN` samples or more go to
+:func:`qs.inference.lai` one by one, which runs its bucket method on threads within the row.
+The loss values come from :func:`qs.losses.loss_value` and NDCG's increments from
+:func:`qs.losses.ndcg_increments_into`, as ``lai``'s.
 
 A query without a positive or without a negative has no ranking loss: it is skipped (loss,
 objective and F zero, coefficients zero, ``valid`` False) rather than refused, since small
@@ -38,30 +48,33 @@ mini-batches meet such queries. Scores must be finite in every row, skipped or n
 import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from qs._numba import BUILTIN_INCREMENTS, jit
 from qs.inference import lai
 from qs.inference import resolve as _resolve
 from qs.inference._core import (
+    INSERTION_MAX,
+    OK,
     opt_ranks_swept,
     reference,
     scan_and_gather,
     sort_positives,
 )
+from qs.inference.auto import AUTO as ROUTE_AUTO
 from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
-from qs.inference.auto import AUTO as ROUTE_AUTO
 from qs.inference.auto import gathered_lai as _gathered_lai
-from qs.inference.auto import sorts
-from qs.inference.bucket import MAX_BUCKETS, _bucket, _map
-from qs.inference._core import INSERTION_MAX
+from qs.inference.auto import sorts, work_floats, work_ints
+from qs.inference.bucket import THREADED_MIN as BUCKET_THREADED_MIN
+from qs.inference.bucket import _bucket, _map, n_buckets_for, thread_count
 from qs.inference.qs import sort_dc as _sort_dc
 from qs.inference.scan import scan_sorted as _scan_sorted
 from qs.inference.search import search_sorted as _search_sorted
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import AP_CODE, LOSSES
+from qs.losses import AP_CODE, LOSSES, loss_value, ndcg_increments_into
 from qs.validation import label_check
 
 __all__ = ["BatchResult", "lai_batch"]
@@ -73,10 +86,16 @@ BATCH_LOSSES = ("ap", "ndcg", "01")
 #: cores shared with other jobs, threads lost at every size tried (16 x 10^5 samples: 141 vs
 #: 130 ms; 64 x 2048: 12.1 vs 7.7 ms)
 THREADED_MIN = 1 << 21
+#: rows of at least this many samples go to :func:`qs.inference.lai` one by one, which runs
+#: the default's bucket method on threads from this size on (within the row)
+LAI_ROW_MIN = BUCKET_THREADED_MIN
 #: the kernel's code of each method ("yue" and "chakrabarti" share the scan)
 METHOD_CODES = {"auto": 0, "bucket_sort": 1, "bucket": 2, "qs": 3, "sort_dc": 4, "yue": 5,
                 "chakrabarti": 5, "search": 6, "zero_one": 7}
 AUTO, BUCKET_SORT, BUCKET, QS, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(8)
+#: the dtypes of scores read as they are (anything else is converted to float64) and of
+#: the coefficients the call can write
+FLOATS = (np.float64, np.float32)
 
 
 class BatchResult(NamedTuple):
@@ -84,15 +103,17 @@ class BatchResult(NamedTuple):
     built in a third of a frozen dataclass's time, a share of a small batch's call).
 
     rank : int32 (Q, n): interleaving rank of each negative at its input place, 0 at the
-        positives (and everywhere in skipped rows and for the 0-1 loss).
-    coef : float64 (Q, n): ``coef(R_bar)`` as in :class:`qs.inference.LAIResult`, or with
-        ``gradient=True`` ``coef(R_bar) - coef(R*)``, the gradient of the structured hinge
-        ``objective - ground_truth_F`` with respect to the scores.
+        positives (and everywhere in skipped rows and for the 0-1 loss); None when the call
+        was made with ``ranks=False``.
+    coef : (Q, n) of the call's ``coef_dtype`` (float64 by default): ``coef(R_bar)`` as in
+        :class:`qs.inference.LAIResult`, or with ``gradient=True`` ``coef(R_bar) - coef(R*)``,
+        the gradient of the structured hinge ``objective - ground_truth_F`` with respect to
+        the scores.
     loss, objective, ground_truth_F : float64 (Q,), as in ``LAIResult``.
     valid : bool (Q,): the query has a positive and a negative (others are skipped, zeros).
     """
 
-    rank: np.ndarray
+    rank: np.ndarray | None
     coef: np.ndarray
     loss: np.ndarray
     objective: np.ndarray
@@ -105,17 +126,23 @@ class BatchResult(NamedTuple):
         return self.objective - self.ground_truth_F
 
 
-def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False):
+def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks=True,
+              coef_dtype=np.float64):
     """Loss-augmented inference of each row of ``scores`` (one query per row), in one call.
 
     Parameters
     ----------
-    scores : array (Q, n) of finite numbers; float64 C-contiguous rows are read in place,
-        anything else is converted once.
+    scores : array (Q, n) of finite numbers; float64 and float32 C-contiguous rows are read
+        in place (a float32 row is widened to float64 row by row, in a work array, and solved
+        as its float64 copy would be), anything else is converted to float64 once.
     labels : array (Q, n): 1/True positive, 0/-1/False negative.
     loss : "ap", "ndcg" or "01".
     method : a method of :data:`qs.inference.METHODS` that supports ``loss``.
     gradient : if True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
+    ranks : if False, the result's ``rank`` is None and no ranks are written (a gradient
+        needs only the coefficients).
+    coef_dtype : float64 or float32: the dtype ``coef`` is written in (float32 halves the
+        memory of a float32 network's gradient, and is the float64 value rounded).
 
     Returns a :class:`BatchResult`. Ties are broken as in :func:`qs.inference.lai`.
     """
@@ -124,33 +151,35 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False):
     if not isinstance(method, str):
         _resolve(loss, method)  # raises: methods are named
     code, inc = _codes(loss, method)
+    if np.dtype(coef_dtype) not in FLOATS:
+        raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores2d(scores)
     is_pos = _as_positive_mask2d(labels, scores.shape)
     q, n = scores.shape
-    rank = np.empty((q, n), dtype=np.int32)
-    coef = np.empty((q, n))
+    rank = np.empty((q, n if ranks else 0), dtype=np.int32)
+    coef = np.empty((q, n), dtype=coef_dtype)
     out = np.empty((q, 3))  # loss, objective, ground-truth F
     valid = np.empty(q, dtype=np.bool_)
     if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
         _check_finite(scores, _first_not_finite(scores))
         _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid)
+    elif n >= LAI_ROW_MIN:
+        _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid)
     else:
         table, ideal = _discount(loss, n)
 
-        if scores.size < THREADED_MIN or q == 1:  # one call, on the arrays as they are
-            where = _batch(code, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
-                           valid)
-            _check_finite(scores, where if where[1] >= 0 else None)
-        else:
-            def rows(a, b):
-                qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
-                                rank[a:b], coef[a:b], out[a:b], valid[a:b])
-                return (a + qq, kk) if kk >= 0 else None
+        def rows(a, b):
+            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
+                            rank[a:b], coef[a:b], out[a:b], valid[a:b])
+            return (a + qq, kk) if kk >= 0 else None
 
-            blocks = np.linspace(0, q, min(q, 2 * numba.get_num_threads()) + 1).astype(np.int64)
-            _check_finite(scores, min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b),
-                                      default=None))
-    return BatchResult(rank, coef, out[:, 0], out[:, 1], out[:, 2], valid)
+        if scores.size < THREADED_MIN or q == 1:
+            where = rows(0, q)
+        else:
+            blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
+            where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
+        _check_finite(scores, where)
+    return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid)
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,15 +193,17 @@ def _codes(loss, method):
 
 
 def _as_scores2d(scores):
-    """Scores as a 2-D float64 C-contiguous array (no copy when already so); finiteness is
-    checked by the kernel, in the pass that reads them."""
+    """Scores as a 2-D C-contiguous array of float64 or float32 (no copy when already so;
+    other dtypes are converted to float64); finiteness is checked by the kernel, in the
+    pass that reads them."""
     arr = np.asarray(scores)
     if arr.ndim != 2:
         raise ValueError(f"scores must be a 2-D array of shape (queries, samples); got shape "
                          f"{arr.shape}.")
     if arr.dtype.kind not in "fiub":
         raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    dtype = arr.dtype if arr.dtype in FLOATS and arr.dtype.isnative else np.float64
+    return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def _first_not_finite(scores):
@@ -218,152 +249,241 @@ def _discount(loss, n):
     return d, np.cumsum(d)
 
 
+def _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid):
+    """The rows by :func:`qs.inference.lai` one by one (rows of at least
+    :data:`LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
+    then written out as the kernel writes its rows (:func:`_finish_row`)."""
+    n = scores.shape[1]
+    row = np.empty(n) if scores.dtype != np.float64 else None
+    neg_rank, coef64 = np.empty(n, dtype=np.int32), np.empty(n)
+    for q in range(scores.shape[0]):
+        s = scores[q]
+        if row is not None:
+            s = row
+            s[:] = scores[q]
+        y = is_pos[q]
+        p = int(np.count_nonzero(y))
+        valid[q] = 0 < p < n
+        if not valid[q]:
+            bad = _first_not_finite(scores[q : q + 1])
+            _check_finite(scores, None if bad is None else (q, bad[1]))
+            coef[q] = 0.0
+            rank[q] = 0
+            out[q] = 0.0
+            continue
+        zero_one = loss == "01"
+        try:
+            res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], coef64))
+        except ValueError:
+            bad = _first_not_finite(scores[q : q + 1])
+            if bad is None:
+                raise
+            _check_finite(scores, (q, bad[1]))
+        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
+        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, coef64, rank[q],
+                    coef[q])
+        out[q] = res.loss, res.objective, res.ground_truth_F
+
+
 # ---------------------------------------------------------------------------- the kernel
+
+def _as_float64(row, buf):
+    """``row`` as float64: the row itself when it is, else cast into ``buf`` (of its size)."""
+    if row.dtype == np.float64:
+        return row
+    buf[:] = row
+    return buf
+
+
+@overload(_as_float64, inline="always")
+def _as_float64_numba(row, buf):
+    if row.dtype == types.float64:
+        return lambda row, buf: row
+
+    def cast(row, buf):
+        for k in range(row.size):
+            buf[k] = row[k]
+        return buf
+
+    return cast
+
+
+@jit
+def _not_finite_at(row):
+    """Index of the first non-finite score of ``row``, -1 if none."""
+    finite = True
+    for k in range(row.size):  # no branch: vectorised
+        finite &= np.isfinite(row[k])
+    if not finite:
+        for k in range(row.size):
+            if not np.isfinite(row[k]):
+                return k
+    return -1
+
+
+@jit
+def _truth_coef(zero_one, gradient, n, p):
+    """``coef(R*)`` at a positive and at a negative, which the gradient subtracts (zeros
+    without it): ``1/P`` and ``-1/N``; ``+-1/(2n)`` for the 0-1 loss."""
+    if not gradient:
+        return 0.0, 0.0
+    if zero_one:
+        return 0.5 / n, -0.5 / n
+    return 1.0 / p, -1.0 / (n - p)
+
+
+@jit
+def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
+    """Write a solved row: ``coef = coef64 - coef(R*)`` (``truth_pos`` at the positives,
+    ``truth_neg`` at the negatives; in ``coef``'s dtype), and, unless ``rank`` is empty, the
+    negatives' ranks (``neg_rank``: in the negatives' order if ``compact``, else at their
+    input places; zeros if not ``ranked``) with 0 at the positives."""
+    n = is_pos.size
+    if ranked and compact and rank.size:  # one pass: the ranks and coefficients together
+        t = 0
+        for k in range(n):  # neg_rank holds at least n values: t < n where it is read
+            pos = is_pos[k] != 0
+            coef[k] = coef64[k] - (truth_pos if pos else truth_neg)
+            rank[k] = 0 if pos else neg_rank[t]
+            t += not pos
+        return
+    for k in range(n):  # no branch: vectorised
+        coef[k] = coef64[k] - (truth_pos if is_pos[k] else truth_neg)
+    if rank.size == 0:
+        return
+    if not ranked:
+        rank[:] = 0
+    else:
+        for k in range(n):
+            rank[k] = 0 if is_pos[k] else neg_rank[k]
+
 
 @jit
 def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out, valid):
     """Every row of ``scores`` by the method of code ``method``, the loss of code ``inc``
-    (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss). Returns the
-    (query, sample) of the first non-finite score, (-1, -1) if none; the outputs are then
-    not filled."""
+    (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
+    columns when the ranks are not wanted. Returns the (query, sample) of the first
+    non-finite score, (-1, -1) if none; the outputs are then not all filled.
+
+    Each row is solved in work arrays held for the whole call (the row widened to float64
+    when it is not, the coefficients, the ranks, the per-query kernels' work), then written
+    out by one pass (:func:`_finish_row`): no allocation per row, and no pass over the
+    whole batch before the rows are solved."""
     n_rows, n = scores.shape
-    finite = True
-    for q in range(n_rows):  # no branch: vectorised
-        for k in range(n):
-            finite &= np.isfinite(scores[q, k])
-    if not finite:
-        for q in range(n_rows):
-            for k in range(n):
-                if not np.isfinite(scores[q, k]):
-                    return q, k
-    work = np.empty((6, n + 2))
-    iwork = np.empty((6, n + 2), dtype=np.int64)
-    count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
+    row = np.empty(n)
+    coef64 = np.empty(n)
+    neg_rank = np.empty(n, dtype=np.int32)
+    params = np.empty(n + 1)
+    work = np.empty((6, 0))
+    iwork = np.empty((6, 0), dtype=np.int64)
+    count = np.empty(0, dtype=np.int64)
+    floats = np.empty(0)
+    ints = np.empty(0, dtype=np.int64)
     for q in range(n_rows):
+        s = _as_float64(scores[q], row)
         p = 0
         for k in range(n):
             p += is_pos[q, k]
-            rank[q, k] = 0
         m = n - p
         valid[q] = p > 0 and m > 0
         if not valid[q]:
+            bad = _not_finite_at(s)
+            if bad >= 0:
+                return q, bad
             coef[q, :] = 0.0
+            rank[q, :] = 0
             out[q, :] = 0.0
             continue
-        if method == ZERO_ONE:
-            _zero_one_row(scores[q], is_pos[q], gradient, coef[q], out[q])
+        zero_one = method == ZERO_ONE
+        compact = True
+        if zero_one:
+            err, where, value, dot, truth = zero_one_lai(s, is_pos[q], coef64)
+            out[q, 0], out[q, 1], out[q, 2] = value, value + dot, truth
         elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
-            _small_row(inc, scores[q], is_pos[q], p, table, ideal, gradient, work, iwork, count,
-                       rank[q], coef[q], out[q])
+            err, where = OK, _not_finite_at(s)
+            if where < 0:
+                if work.shape[1] < n + 2:
+                    work = np.empty((6, n + 2))
+                    iwork = np.empty((6, n + 2), dtype=np.int64)
+                    count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
+                _small_row(inc, s, is_pos[q], p, table, ideal, work, iwork, count, neg_rank,
+                           coef64, out[q])
+                compact = False
         else:
-            _solver_row(method, inc, scores[q], is_pos[q], p, table, ideal, gradient, rank[q],
-                        coef[q], out[q])
+            if method == AUTO or method == BUCKET_SORT or method == QS:
+                if floats.size < work_floats(m, p):
+                    floats = np.empty(work_floats(m, p))
+                if ints.size < work_ints(m, p):
+                    ints = np.empty(work_ints(m, p), dtype=np.int64)
+            err, where = _solver_row(method, inc, s, is_pos[q], p, table, ideal, params, floats,
+                                     ints, neg_rank, coef64, out[q])
+        if err != OK or where >= 0:
+            return q, where
+        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
+        _finish_row(is_pos[q], truth_pos, truth_neg, not zero_one, compact, neg_rank, coef64,
+                    rank[q], coef[q])
     return -1, -1
 
 
 @jit
-def _zero_one_row(scores, is_pos, gradient, coef, out):
-    n = scores.size
-    h = 0.5 / n
-    _, _, value, dot, truth = zero_one_lai(scores, is_pos, coef)
-    out[0], out[1], out[2] = value, value + dot, truth
-    if gradient:
-        for k in range(n):
-            coef[k] -= h if is_pos[k] else -h
-
-
-@jit
-def _ndcg_params_into(table, ideal, n_pos, params):
-    """The increment table of :meth:`qs.losses.NDCGLoss.prepare` for P positives:
-    ``(D(t+1) - D(t)) / C(P)`` at ``t = 1..n``. (C is a running sum here, a pairwise one
-    there: equal to rounding.)"""
-    c = ideal[n_pos - 1]
-    params[0] = 0.0
-    for t in range(1, table.size):
-        params[t] = (table[t] - table[t - 1]) / c
-    return params[: table.size]
-
-
-@jit
 def _params_into(inc, table, ideal, n_pos, params):
-    """The loss's increment parameters for P positives, written in ``params``."""
+    """The loss's increment parameters for P positives (:meth:`qs.losses.QSLoss.prepare`),
+    written in ``params``: none for AP, NDCG's table."""
     if inc == AP_CODE:
         return params[:0]
-    return _ndcg_params_into(table, ideal, n_pos, params)
+    return ndcg_increments_into(table, ideal[n_pos - 1], params)
 
 
 @jit
-def _params(inc, table, ideal, n_pos):
-    """The loss's increment parameters for P positives (a new array)."""
-    return _params_into(inc, table, ideal, n_pos, np.empty(table.size))
+def _ideal(inc, ideal, n_pos):
+    """NDCG's ``C(P)`` for P positives (1.0, unused, for AP)."""
+    return 1.0 if inc == AP_CODE else ideal[n_pos - 1]
 
 
 @jit
-def _loss_value(inc, k, n_above, table, total):
-    """``total`` plus the k-th positive's term of 1 - AP (its ``n_above / (k + 1 + n_above)``)
-    or of the DCG (``D(k + 1 + n_above)``), as :meth:`qs.losses.APLoss.value` and
-    ``NDCGLoss.value`` sum them."""
-    if inc == AP_CODE:
-        return total + n_above / (k + 1.0 + n_above)
-    return total + table[k + n_above]
-
-
-@jit
-def _finish_value(inc, total, n_pos, ideal):
-    if inc == AP_CODE:
-        return total / n_pos
-    return 1.0 - total / ideal[n_pos - 1]
-
-
-@jit
-def _solver_row(method, inc, scores, is_pos, p, table, ideal, gradient, rank, coef, out):
-    """One query by the per-query kernel of ``lai`` with the method of code ``method``."""
+def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, ints, neg_rank,
+                coef, out):
+    """One query by the per-query kernel of ``lai`` with the method of code ``method``, into
+    ``neg_rank`` (the negatives' order) and ``coef``; ``floats`` and ``ints`` are
+    :func:`qs.inference.auto._gathered_lai`'s work arrays. Returns (error, where) of the
+    kernel."""
     n = scores.size
     m = n - p
-    params = _params(inc, table, ideal, p)
-    neg_rank = np.empty(m, dtype=np.int32)
+    params = _params_into(inc, table, ideal, p, params)
+    ranks = neg_rank[:m]
     if method == BUCKET_SORT or method == QS or (method == AUTO and sorts(m, p)):
         # as bucket_sort_lai, qs_lai, and auto_lai's sorting branch
         route = ROUTE_QS if method == QS else ROUTE_AUTO if method == AUTO else ROUTE_BUCKET_SORT
-        _, _, sum_pos, sum_neg, n_above, f = _gathered_lai(
-            inc, params, route, scores, is_pos, p, neg_rank, coef, np.empty(0),
-            np.empty(0, dtype=np.int64))
-    elif method == BUCKET or method == AUTO:  # as bucket_lai's n_buckets_for
-        n_buckets = int(min(MAX_BUCKETS, max(16, 2.0 * (p * m) ** 0.5)))
-        _, _, sum_pos, sum_neg, n_above, f = _bucket(inc, params, scores, is_pos, p, n_buckets,
-                                                     neg_rank, coef)
+        err, where, sum_pos, sum_neg, n_above, f = _gathered_lai(
+            inc, params, route, scores, is_pos, p, ranks, coef, floats, ints)
+    elif method == BUCKET or method == AUTO:  # as bucket_lai
+        err, where, sum_pos, sum_neg, n_above, f = _bucket(
+            inc, params, scores, is_pos, p, n_buckets_for(p, m), ranks, coef)
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
-        _, _, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos, p, v)
+        err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos,
+                                                                                   p, v)
+        if err != OK:
+            return err, where
         v = np.sort(v)[::-1].copy()
         rk = np.empty(m, dtype=np.int64)
         if method == SORT_DC:
-            _, _, sum_pos, sum_neg, n_above, f = _sort_dc(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+            err, where, sum_pos, sum_neg, n_above, f = _sort_dc(
+                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
                 sum_pos, sum_neg, ref)
         elif method == SCAN:
-            _, _, sum_pos, sum_neg, n_above, f = _scan_sorted(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+            err, where, sum_pos, sum_neg, n_above, f = _scan_sorted(
+                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
                 sum_pos, sum_neg, ref)
         else:
-            _, _, sum_pos, sum_neg, n_above, f = _search_sorted(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
+            err, where, sum_pos, sum_neg, n_above, f = _search_sorted(
+                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
                 sum_pos, sum_neg, ref)
-    total = 0.0
-    for k in range(p):
-        total = _loss_value(inc, k, n_above[k], table, total)
-    value = _finish_value(inc, total, p, ideal)
+    if err != OK:
+        return err, where
+    value = loss_value(inc, n_above, _ideal(inc, ideal, p))
     out[0], out[1], out[2] = value, value + f, sum_pos / p - sum_neg / m
-    t = 0
-    for k in range(n):
-        if is_pos[k]:
-            if gradient:
-                coef[k] -= 1.0 / p
-        else:
-            rank[k] = neg_rank[t]
-            t += 1
-            if gradient:
-                coef[k] += 1.0 / m
+    return OK, -1
 
 
 @jit
@@ -412,11 +532,10 @@ def _insertion_pass(v, idx, size, budget):
 
 
 @jit
-def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, count, rank, coef,
-               out):
+def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, coef, out):
     """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
     and ``count`` (:data:`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
-    negatives only (the caller's zeros stay at the positives).
+    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place.
 
     Written against the branch predictor (the input decides each branch, and a mispredicted
     one costs as much as a dozen operations): one pass over the scores, without a branch on
@@ -490,31 +609,30 @@ def _small_row(inc, scores, is_pos, p, table, ideal, gradient, work, iwork, coun
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
     # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)
-    to_neg = 1.0 / m if gradient else 0.0
     count[: p + 2] = 0
     for t in range(m):
         k = sorted_idx[t]
         r = rk[t]
         rank[k] = r
-        coef[k] = (p + 2 - 2 * r) * inv + to_neg
+        coef[k] = (p + 2 - 2 * r) * inv
         count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
     dot = 0.0
     for t in range(m):  # the negatives as gathered: in input order
         dot += (p + 2 - 2 * rank[idx[t]]) * inv * (v[t] - ref)
+    n_above = bucket[:p]  # the negatives' buckets are read: the row is free
     above = 0
-    total = 0.0
     for k in range(p):
         above = max(above, count[k + 1])
+        n_above[k] = above
         c = (m - 2.0 * above) * inv
-        coef[pos_order[k]] = c - 1.0 / p if gradient else c
+        coef[pos_order[k]] = c
         dot += c * (pos_sorted[k] - ref)
-        total = _loss_value(inc, k, above, table, total)
-    value = _finish_value(inc, total, p, ideal)
+    value = loss_value(inc, n_above, _ideal(inc, ideal, p))
     out[0], out[1], out[2] = value, value + dot, sum_pos / p - sum_neg / m
 
 
 def _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid):
-    """:func:`lai` with method "brute", row by row."""
+    """:func:`lai` with method "brute", row by row (``rank`` without columns: none kept)."""
     n = scores.shape[1]
     n_pos = is_pos.sum(axis=1, dtype=np.int64)
     valid[:] = (n_pos > 0) & (n_pos < n)
@@ -524,7 +642,8 @@ def _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid):
     for q in np.flatnonzero(valid):
         pos = is_pos[q].astype(bool)
         res = lai(scores[q], pos, loss, "brute")
-        rank[q, ~pos] = res.neg_rank
+        if rank.shape[1]:
+            rank[q, ~pos] = res.neg_rank
         coef[q] = res.coef
         if gradient:
             coef[q] -= np.where(pos, 1.0 / n_pos[q], -1.0 / (n - n_pos[q]))
