@@ -199,4 +199,5 @@ def test_plot_says_a_digits_run_has_no_figure(small_run):
     assert result.exit_code == 1
     assert result.output.strip() == (
         f"Error: cannot redraw {out}: {out} holds a digits tables run; qsrank plot redraws the "
-        "figures of cifar10, voc2007_detection, voc2011_actions figure and scaling runs")
+        "figures of cifar10, compare, voc2007_detection, voc2011_actions figure and scaling "
+        "runs")

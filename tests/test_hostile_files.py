@@ -63,13 +63,20 @@ def test_a_mat_file_that_crashes_scipy_is_a_one_line_error(tmp_path):
     np.testing.assert_array_equal(y, np.arange(3.0))
 
 
+# What scipy does with an out-of-table type tag depends on the memory the lookup lands on: it
+# crashes the reader process, or reads a zero item size and raises. Either way one line names
+# the file (the crash itself is made certain in the test above).
+BAD_MAT = (r"(: the reader process died \(killed by SIGSEGV\) reading this file, which is likely "
+           r"corrupt; remove or replace it\.|Cannot read .* as MATLAB \.mat \(corrupt, "
+           r"truncated or another format\?\): .*)")
+
+
 def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
     rng = np.random.default_rng(0)
     scipy.io.savemat(tmp_path / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
                                                "feat": rng.normal(size=(1, 3))})
     _segfaulting_mat(tmp_path / "000002.mat", 176, 0xFF)
-    with pytest.raises(ValueError, match=r"000002\.mat: the reader process died \(killed by "
-                                         r"SIGSEGV\)"):
+    with pytest.raises(ValueError, match=r"000002\.mat" + BAD_MAT):
         load_rcnn_cache(tmp_path)
 
 
@@ -85,9 +92,9 @@ def test_train_on_a_mat_file_that_crashes_the_reader_is_a_one_line_error(tmp_pat
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
                                        str(tmp_path / "run")])
     assert result.exit_code == 1, result.output
-    assert result.output == (f"Error: {tmp_path / 'test' / '000002.mat'}: the reader process "
-                             "died (killed by SIGSEGV) reading this file, which is likely "
-                             "corrupt; remove or replace it.\n")
+    assert result.output.count("\n") == 1 and str(tmp_path / "test" / "000002.mat") in \
+        result.output
+    assert re.fullmatch(r"Error: .*" + BAD_MAT + "\n", result.output), result.output
 
 
 # --- bounded reads: only regular files, of a bounded size -----------------------------------
