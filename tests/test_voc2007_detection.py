@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from cli.main import main
 from pipelines import _runner
 from pipelines import voc2007_detection as voc
+from pipelines.voc2007_detection import train as voc_train
 from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -146,8 +147,8 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
         chosen.append((cls, loss))
         return real_choose(cfg, loss, train, labels, cls, scheduler)
 
-    monkeypatch.setattr(voc, "train_one", train_one)
-    monkeypatch.setattr(voc, "choose_C", choose_C)
+    monkeypatch.setattr(voc_train, "train_one", train_one)
+    monkeypatch.setattr(voc_train, "choose_C", choose_C)
     stop = True
     with pytest.raises(KeyboardInterrupt):
         _runner.run(voc.SPEC, cfg, out, progress=False)
