@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from cli.main import main
 from pipelines import _runner
 from pipelines import voc2007_detection as voc
+from pipelines.voc2007_detection import tables as voc_tables
 from pipelines.voc2007_detection import train as voc_train
 from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
@@ -107,7 +108,7 @@ def test_table_says_when_ap_weights_differ(tiny_run):
     out, _ = tiny_run
     frame = pd.read_csv(out / "timings.csv")
     frame.loc[frame["method"] == "ap_auto", "w_sha256"] = "0" * 64
-    line = voc._identical_line(voc.ap_table(frame))
+    line = voc_tables._identical_line(voc.ap_table(frame))
     assert line.startswith("**Warning**") and "aeroplane, person" in line
 
 
