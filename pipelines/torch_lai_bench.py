@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from pipelines._measure import median_time
 from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai
@@ -34,17 +35,6 @@ from qs.inference.zero_one import zero_one_lai
 NAMED = {"ap": ("bucket_sort", "qs", "sort_dc", "search", "yue"),
          "ndcg": ("bucket_sort", "qs", "sort_dc", "chakrabarti"), "01": ()}
 GPU_BATCH = (64, 1_000_000)
-
-
-def _median_time(fn, repeats, inner=1):
-    """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls (seconds)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - start) / inner)
-    return float(np.median(times))
 
 
 def _first_time(fn):
@@ -94,7 +84,7 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
     first = [_first_time(fn) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike
-    rounds = np.array([[_median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
+    rounds = np.array([[median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
     return [(name, float(t), f) for (name, _), t, f in zip(cases, np.median(rounds, 0), first)]
 
 
@@ -134,8 +124,8 @@ def large_batch(torch, q=16, n=100_000, repeats=3, loss="ap", seed=0):
     rng = np.random.default_rng(seed)
     scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
     s_t, y_t = torch.from_numpy(scores), torch.from_numpy(labels)
-    numba_s = _median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
-    torch_s = _median_time(lambda: lai_torch(s_t, y_t, loss), repeats)
+    numba_s = median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
+    torch_s = median_time(lambda: lai_torch(s_t, y_t, loss), repeats)
     same = bool(np.array_equal(lai_torch(s_t, y_t, loss)[2].numpy(),
                                lai_batch(scores, labels, loss).rank))
     return numba_s, torch_s, same
@@ -158,8 +148,8 @@ def gpu_batch(torch, q=GPU_BATCH[0], n=GPU_BATCH[1], repeats=3, loss="ap", seed=
         return result
 
     on_gpu()  # CUDA context, kernels, allocator
-    torch_s = _median_time(on_gpu, repeats)
-    numba_s = _median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
+    torch_s = median_time(on_gpu, repeats)
+    numba_s = median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
     same = bool(np.array_equal(on_gpu()[2].cpu().numpy(), lai_batch(scores, labels, loss).rank))
     return numba_s, torch_s, same
 

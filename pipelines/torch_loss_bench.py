@@ -30,20 +30,18 @@ writes report.md, curves.csv, curves.png/.pdf and provenance.json into the run d
 Torch runs on one thread (the machines this was measured on are shared).
 """
 
-import ctypes
 import csv
 import datetime
-import gc
 import os
 import socket
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
 from pipelines._config import new_run_dir
 from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._measure import PeakMemory, exact_rss
 from pipelines._provenance import write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
@@ -82,48 +80,6 @@ def _one_vs_rest(rng, q, n, frac=0.1):
 
 def _median(times):
     return float(np.median(times)), float(np.min(times)), float(np.max(times))
-
-
-class PeakMemory:
-    """Peak extra memory of a call: the resident-set high-water mark (CPU, Linux) or the
-    allocator's peak (CUDA), less what was in use before it; None where not measurable."""
-
-    def __init__(self, torch, device):
-        self.torch, self.device = torch, device
-
-    def __enter__(self):
-        self.peak = None
-        if self.device == "cuda":
-            self.torch.cuda.synchronize()
-            self.torch.cuda.reset_peak_memory_stats()
-            self.before = self.torch.cuda.memory_allocated()
-        else:
-            gc.collect()
-            _trim()
-            self.before = self._reset_rss()
-        return self
-
-    def __exit__(self, *exc):
-        if self.device == "cuda":
-            self.torch.cuda.synchronize()
-            self.peak = self.torch.cuda.max_memory_allocated() - self.before
-        elif self.before is not None:
-            self.peak = max(0, _status_kb("VmHWM") * 1024 - self.before)
-
-    @staticmethod
-    def _reset_rss():
-        try:
-            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-        except OSError:
-            return None
-        return _status_kb("VmRSS") * 1024
-
-
-def _status_kb(field):
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
 
 
 def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0,
@@ -198,31 +154,6 @@ def _step(torch, fn, s, y, device):
             torch.cuda.synchronize()
 
     return step
-
-
-def exact_rss():
-    """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
-    so that the resident-set high-water mark follows the arrays a call allocates instead of
-    the heap it reuses (no-op without glibc)."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
-
-
-def _libc():
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-def _trim():
-    """Give the heap's free memory back to the system, so that a peak counts new pages."""
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,

@@ -26,13 +26,12 @@ x 2000 boxes x 4096 features, 82 GB at float16).
 
 import concurrent.futures
 import multiprocessing
-import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from pipelines._measure import median_time, peak_bytes
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
@@ -66,29 +65,6 @@ def _weights(n_features, n_classes, seed):
     return np.random.default_rng([seed, 1]).normal(size=(n_features, n_classes))
 
 
-def _median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
-def peak_bytes():
-    """This process's peak resident set in bytes: VmHWM of /proc/self/status where there is
-    one (Linux), else ``ru_maxrss`` (which counts the forking parent's pages too)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes there, KiB elsewhere
-
-
 def _measured_pass(cfg, store=None):
     """One scoring pass in this process, over the generated features or the store at
     ``store``: (seconds, peak resident bytes, bytes before, best boxes)."""
@@ -120,12 +96,12 @@ def scoring_pass(cfg):
     features = generated_features(cfg)
     n_blocks = features.numblocks[0]
     first = features.blocks[0]
-    generate = _median_time(lambda: first.compute(scheduler="sync"), cfg["repeats"])
+    generate = median_time(lambda: first.compute(scheduler="sync"), cfg["repeats"])
     block = first.compute(scheduler="sync")
     W = _weights(cfg["features"], cfg["classes"], cfg["seed"])
     counts = np.full(block.shape[0], cfg["boxes"])
-    products = _median_time(lambda: np.matmul(block.astype(np.float64), W), cfg["repeats"])
-    score = _median_time(lambda: score_bags(block, counts, W), cfg["repeats"])
+    products = median_time(lambda: np.matmul(block.astype(np.float64), W), cfg["repeats"])
+    score = median_time(lambda: score_bags(block, counts, W), cfg["repeats"])
     figures = {"images": cfg["images"], "boxes": cfg["boxes"], "features": cfg["features"],
                "classes": cfg["classes"], "dtype": cfg["dtype"], "blocks": n_blocks,
                "chunk_images": cfg["chunk_images"], "feature_gb": features.nbytes / 1e9,
@@ -170,7 +146,7 @@ def pooled_lai(sizes, n_pos, repeats, seed=0):
         times = {}
         for loss in ("ap", "01"):
             lai(scores, labels, loss=loss)  # first call: kernels loaded or compiled
-            times[loss] = _median_time(
+            times[loss] = median_time(
                 lambda s=scores, y=labels, loss=loss: lai(s, y, loss=loss), repeats)
         rows.append((n_neg, times["ap"], times["01"]))
     return rows

@@ -359,9 +359,9 @@ def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
 @pytest.fixture
 def no_figure(monkeypatch):
     """Runs whose figure no test reads skip drawing it (half of a tiny run's time)."""
-    from pipelines import cifar10
+    from pipelines.cifar10 import train
 
-    monkeypatch.setattr(cifar10, "save_figure", lambda fig, path: None)
+    monkeypatch.setattr(train, "save_figure", lambda fig, path: None)
 
 
 def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run, no_figure):
@@ -453,6 +453,8 @@ def test_layerwise_svm_lowers_its_layers_objective():
     from qs.torch import rank_hinge_loss
 
     cifar10 = _pipeline()
+    from pipelines.cifar10 import phases
+
     cfg = _config(cifar10, **{**TINY, "training": "layerwise",
                                    "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}})
     data = cifar10.load_data(cfg)
@@ -460,7 +462,7 @@ def test_layerwise_svm_lowers_its_layers_objective():
     torch.manual_seed(0)
     net = PLCNN(tuple(TINY["widths"])).eval()
     layer = net.linear_layers()[-1]
-    step_loss, _ = cifar10._phase_loss("ap_qs", rank_hinge_loss)
+    step_loss, _ = phases._phase_loss("ap_qs", rank_hinge_loss)
     x, y = normalise(data["train"][0]), torch.from_numpy(data["train"][1])
     pattern = net.patterns(x)
     order = np.random.default_rng([cfg["seed"], 0]).permutation(len(y))
@@ -477,6 +479,6 @@ def test_layerwise_svm_lowers_its_layers_objective():
 
     before = objective()
     with tqdm(disable=True) as bar:
-        step_s, *_ = cifar10._svm_layer(cfg, net, layer, step_loss, data, normalise, 0, bar)
+        step_s, *_ = phases._svm_layer(cfg, net, layer, step_loss, data, normalise, 0, bar)
     assert len(step_s) == 4 * len(blocks)
     assert objective() < before - 1e-3

@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from cli.main import main
 from pipelines import _runner
 from pipelines import voc2007_detection as voc
+from pipelines.voc2007_detection import tables as voc_tables
+from pipelines.voc2007_detection import train as voc_train
 from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
@@ -106,7 +108,7 @@ def test_table_says_when_ap_weights_differ(tiny_run):
     out, _ = tiny_run
     frame = pd.read_csv(out / "timings.csv")
     frame.loc[frame["method"] == "ap_auto", "w_sha256"] = "0" * 64
-    line = voc._identical_line(voc.ap_table(frame))
+    line = voc_tables._identical_line(voc.ap_table(frame))
     assert line.startswith("**Warning**") and "aeroplane, person" in line
 
 
@@ -146,8 +148,8 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
         chosen.append((cls, loss))
         return real_choose(cfg, loss, train, labels, cls, scheduler)
 
-    monkeypatch.setattr(voc, "train_one", train_one)
-    monkeypatch.setattr(voc, "choose_C", choose_C)
+    monkeypatch.setattr(voc_train, "train_one", train_one)
+    monkeypatch.setattr(voc_train, "choose_C", choose_C)
     stop = True
     with pytest.raises(KeyboardInterrupt):
         _runner.run(voc.SPEC, cfg, out, progress=False)

@@ -7,11 +7,11 @@ import os
 import numpy as np
 import pytest
 
+from pipelines._measure import peak_bytes
 from pipelines.voc2007_scale import (
     DEFAULTS,
     _fresh_process_pass,
     generated_features,
-    peak_bytes,
     report,
     run,
 )

@@ -1,0 +1,103 @@
+"""Time and memory measurements shared by the benchmarks: the median time of repeated calls,
+and a process's peak resident set (over its life, or over one call)."""
+
+import ctypes
+import gc
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def median_time(fn, repeats, inner=1):
+    """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls (seconds)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return float(np.median(times))
+
+
+def peak_bytes():
+    """This process's peak resident set in bytes: VmHWM of /proc/self/status where there is
+    one (Linux), else ``ru_maxrss`` (which counts the forking parent's pages too)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes there, KiB elsewhere
+
+
+class PeakMemory:
+    """Peak extra memory of a call: the resident-set high-water mark (CPU, Linux) or the
+    allocator's peak (CUDA), less what was in use before it; None where not measurable."""
+
+    def __init__(self, torch, device):
+        self.torch, self.device = torch, device
+
+    def __enter__(self):
+        self.peak = None
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats()
+            self.before = self.torch.cuda.memory_allocated()
+        else:
+            gc.collect()
+            _trim()
+            self.before = self._reset_rss()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            self.peak = self.torch.cuda.max_memory_allocated() - self.before
+        elif self.before is not None:
+            self.peak = max(0, peak_bytes() - self.before)
+
+    @staticmethod
+    def _reset_rss():
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+        except OSError:
+            return None
+        return _status_kb("VmRSS") * 1024
+
+
+def _status_kb(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def exact_rss():
+    """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
+    so that the resident-set high-water mark follows the arrays a call allocates instead of
+    the heap it reuses (no-op without glibc)."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def _trim():
+    """Give the heap's free memory back to the system, so that a peak counts new pages."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)

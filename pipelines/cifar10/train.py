@@ -1,0 +1,147 @@
+"""The experiment's units (the warm start's two phases, then one per method, each trained by
+`phases`), the outputs of a run, and its declaration (`SPEC`)."""
+
+import pandas as pd
+
+from pipelines._images import Normaliser, cifar_split
+from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._methods import selected_methods
+from pipelines._runner import Experiment
+from pipelines.cifar10.config import EXPERIMENT, METHODS, WARM_PHASES, Config
+from pipelines.cifar10.figures import data_name, plot
+from pipelines.cifar10.phases import (
+    checkpoint_settings,
+    copy_state,
+    evaluate,
+    load_checkpoint,
+    state_digest,
+    torch_rank_hinge_loss,
+    train_phase,
+    warm_up_lai,
+)
+from pipelines.cifar10.tables import results_frame, summary
+
+
+def pick_device(device, cuda_available):
+    """The torch device of the config's `device` (auto: cuda when one is available)."""
+    if device == "auto":
+        return "cuda" if cuda_available else "cpu"
+    if device == "cuda" and not cuda_available:
+        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
+                         "auto")
+    return device
+
+
+def load_data(cfg):
+    """{'train', 'val', 'test'}: (uint8 images, labels), the seeded split of the configured
+    sizes, and 'note': where the images came from."""
+    return cifar_split(cfg["data"], cfg["split"], cfg["seed"])
+
+
+def prepare(cfg):
+    """The config as run: `device` auto made concrete, torch's threads set."""
+    import torch
+
+    if cfg["threads"] is not None:
+        torch.set_num_threads(cfg["threads"])
+    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
+
+
+def settings(cfg, data):
+    """What every phase shares; each phase's checkpoint also keeps its own
+    (checkpoint_settings)."""
+    keys = ("seed", "split", "widths", "batch_size", "warm_start", "momentum",
+            "weight_decay", "epochs", "training", "layerwise", "lr", "freeze_bn")
+    return {"data": data["note"], "data_sha256": None, **{k: cfg[k] for k in keys}}
+
+
+def units(cfg, data):
+    """The warm start's two phases, then one unit per selected method, each from the warm
+    start's final weights."""
+    return [(phase,) for phase in (*WARM_PHASES, *selected_methods(METHODS, cfg))]
+
+
+def warm_up(cfg, units):
+    """Compile (or load) the LAI kernels of the methods left."""
+    warm_up_lai(torch_rank_hinge_loss(), [u[0] for u in units if u[0] not in WARM_PHASES])
+
+
+def _network(run):
+    """The run's PL-CNN, seeded initial weights, normaliser and loss, built once."""
+    if "model" not in run.cache:
+        import torch
+
+        from qs.nets import PLCNN
+
+        torch.manual_seed(run.cfg["seed"])
+        model = PLCNN(tuple(run.cfg["widths"])).to(run.cfg["device"])
+        run.cache.update(model=model, init=copy_state(model.state_dict()),
+                         normalise=Normaliser(run.data["train"][0], run.cfg["device"]),
+                         loss_fn=torch_rank_hinge_loss())
+    return run.cache["model"]
+
+
+def run_unit(run, unit):
+    """Train one phase from its start (resuming from its checkpoint): the record holds its
+    history rows and test metrics (per class for a method, the means for the warm start)."""
+    phase, = unit
+    ckpt = _train(run, phase)
+    mean_ap, mean_ndcg, ap, nd = evaluate(model_with(run.cache["model"], ckpt["model"]),
+                                          run.cache["normalise"], *run.data["test"])
+    per_class = [] if phase in WARM_PHASES else [
+        {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
+    return {"phase": phase, "history": ckpt["history"], "step_s": ckpt.get("step_s", []),
+            "test": [mean_ap, mean_ndcg], "per_class": per_class}
+
+
+def _train(run, phase):
+    """The finished checkpoint of `phase`, trained (or resumed, or read when finished) from
+    its start: the seeded initial weights, or the phase before's final weights (the warm
+    start's for every method)."""
+    if phase in run.cache:
+        return run.cache[phase]
+    cfg, data, model = run.cfg, run.data, _network(run)
+    if phase == WARM_PHASES[0]:
+        start = run.cache["init"]
+    else:
+        start = _train(run, WARM_PHASES[0] if phase == WARM_PHASES[1] else WARM_PHASES[1])
+        start = start["model"]
+    path = run.out / "checkpoints" / f"{phase}.pt"
+    phase_settings = {**checkpoint_settings(cfg, data["note"], phase),
+                      "start": state_digest(start)}
+    forced = cfg["force"] and phase not in WARM_PHASES
+    ckpt = None if forced else load_checkpoint(path, phase_settings)
+    ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}
+    run.cache[phase] = train_phase(cfg, phase, model, data, run.cache["normalise"],
+                                   run.cache["loss_fn"], ckpt, start, run.progress)
+    return run.cache[phase]
+
+
+def write(run, records):
+    """results.csv, history.csv, per_class.csv, table.md and the figure."""
+    from qs.nets import n_parameters
+
+    cfg, note = run.cfg, run.data["note"]
+    history = pd.DataFrame([row for r in records for row in r["history"]])
+    per_class = pd.DataFrame([row for r in records for row in r["per_class"]])
+    warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
+    methods = selected_methods(METHODS, cfg)
+    results = results_frame(history, methods, {r["phase"]: r["step_s"] for r in records})
+    for name, frame in (("results.csv", results), ("history.csv", history),
+                        ("per_class.csv", per_class)):
+        with atomic_path(run.out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
+    write_text(run.out / "table.md", text)
+    save_figure(plot(history, methods, warm_test, data_name(note)), run.out / "figure")
+
+
+def model_with(model, state):
+    """`model` holding the weights `state`."""
+    model.load_state_dict(state)
+    return model
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
+                  prepare=prepare, unit_label="phase")

@@ -1,0 +1,166 @@
+"""The VOC2007 detection experiment's names (methods, losses, the paper's numbers) and its
+config schema."""
+
+from pydantic import model_validator
+
+from pipelines import _schema as S
+from qs.data.voc2007 import CLASSES
+
+EXPERIMENT = "voc2007_detection"
+
+#: method name -> (loss, LAI method); the names of Tables 1-4
+METHODS = {
+    "0-1": ("01", "zero_one"),
+    "ap": ("ap", "yue"),
+    "ap_qs": ("ap", "qs"),
+    "ap_auto": ("ap", "auto"),
+}
+LOSSES = ("01", "ap")
+INFERENCES = tuple(m for _, m in METHODS.values())
+#: the AP methods, all exact: the same weights, in the order the AP column takes them
+AP_METHODS = ("ap_qs", "ap", "ap_auto")
+#: (slower, faster) pairs of the LAI-time table; the first is the paper's
+RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
+
+# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES
+# order.
+PAPER_AP = dict(zip(CLASSES, [
+    (46.60, 48.18), (48.53, 61.45), (33.31, 36.73), (15.23, 19.66), (6.10, 1.01),
+    (37.01, 49.51), (61.28, 66.78), (38.12, 40.77), (2.71, 3.23), (21.06, 38.52),
+    (14.20, 39.53), (33.55, 36.25), (46.14, 53.86), (29.97, 34.81), (29.58, 30.41),
+    (21.27, 23.03), (11.65, 32.20), (36.66, 42.03), (29.71, 37.10), (27.31, 37.26)]))
+# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20
+# classes (s)
+PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
+CLASS_NAMES = dict(zip(CLASSES, [
+    "Aeroplane", "Bicycle", "Bird", "Boat", "Bottle", "Bus", "Car", "Cat", "Chair", "Cow",
+    "Dining-table", "Dog", "Horse", "Motorbike", "Person", "Potted-plant", "Sheep", "Sofa",
+    "Train", "TV-monitor"]))
+
+INITS = ("image_means", "random")
+SPLITS = ("trainval", "test")
+#: the method that trains the models of a C grid, per loss (the AP methods train one model)
+GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
+C_GRID = [10.0, 100.0, 1000.0]
+#: boxes per image of the training working set when the data are read out of core
+WORKING_SET = 10
+
+
+def _c_values(value):
+    """A C value > 0 or a non-empty list of them, as a list of floats without repeats."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError
+    entry = S.checker(S.number(low=0, strict=True))
+    return [float(entry(c)) for c in dict.fromkeys(values)]
+
+
+def _split_paths(value):
+    """{trainval: PATH, test: PATH} with two non-empty strings, else a ValueError."""
+    if (not isinstance(value, dict) or set(value) != set(SPLITS)
+            or not all(isinstance(value[k], str) and value[k] for k in SPLITS)):
+        raise ValueError
+    return {k: value[k] for k in SPLITS}
+
+
+def _data(value):
+    return value if value == "synthetic" else _split_paths(value)
+
+
+def _scheduler(value):
+    if not isinstance(value, str) or not value:
+        raise ValueError
+    return value
+
+
+C_VALUES = S.custom(_c_values, "a C value > 0 or a non-empty list of them")
+
+
+class Synthetic(S.Section):
+    """The synthetic data's size (qs.data.voc2007.make_voc2007_detection)."""
+
+    scale: S.number(low=0, strict=True, high=1, high_strict=False) = S.key(
+        0.5, "fraction of VOC2007's 5011 / 4952 images")
+    boxes_per_image: S.number(integer=True, low=2) = S.key(8, "candidate boxes per image")
+    n_features: S.number(integer=True, low=1) = S.key(16, "features per box")
+    signal: S.number(low=0) = S.key(4.0, "strength of the objects' signal")
+    noise: S.number(low=0) = S.key(1.0, "feature noise")
+    difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
+        0.1, "fraction of objects marked difficult")
+
+
+class Config(S.Section):
+    """The VOC2007 detection experiment (Table 5)."""
+
+    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, init and holdout")
+    data: S.custom(_data, "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
+                   "directories of R-CNN .mat feature caches") = S.key(
+        "synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
+    store: S.optional(S.custom(_split_paths, "a mapping {trainval: PATH, test: PATH}, each "
+                               "a box-feature store written by `qsrank load cnn`")) = S.key(
+        None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
+    in_memory_max_gb: S.number(low=0) = S.key(
+        1.0, "a store's features up to this size are loaded in memory, larger read by block")
+    scheduler: S.optional(S.custom(_scheduler, "threads, sync, processes or the address of "
+                                   "a dask.distributed scheduler")) = S.key(
+        None, "where a store read by block is scored: null (Dask's threads), threads, sync, "
+        "processes, or tcp://HOST:PORT")
+    synthetic: Synthetic = S.key(Synthetic, "the synthetic data's size")
+    classes: S.names(CLASSES, "object class", lambda v: list(CLASSES) if v == "all" else v) \
+        = S.key(list(CLASSES), "object classes to train (or all)")
+    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods to train")
+    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
+    inference: S.optional(S.choice(INFERENCES)) = S.key(
+        None, "run only the methods of this LAI method")
+    solver: S.choice(("cutting_plane",)) = S.key(
+        "cutting_plane", "the inner solver of the CCCP loop (the only one it has)")
+    init: S.choice(INITS) = S.key(
+        "image_means", "initial boxes of the positive images: image_means (the best box under "
+        "a centroid classifier of whole images) or random (seeded)")
+    C: S.per_key(C_VALUES, LOSSES, {loss: list(C_GRID) for loss in LOSSES},
+                 "a C value > 0 or a non-empty list of them") = S.key(
+        list(C_GRID), "a number, a grid (the best detection AP on a held-out part of "
+        "trainval), or one such per loss")
+    validation_fraction: S.number(low=0, strict=True, high=1) = S.key(
+        0.25, "the stratified part of trainval held out to choose C")
+    tol: S.number(low=0, strict=True) = S.key(1e-3, "cutting-plane tolerance")
+    max_iter: S.number(integer=True, low=1) = S.key(
+        20000, "cutting-plane iterations per outer step")
+    max_outer: S.number(integer=True, low=1) = S.key(400, "most outer (CCCP) steps")
+    min_outer: S.per_key(S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2},
+                         "an integer >= 1", int) = S.key(
+        2, "fewest outer steps, a number or one per loss (the released code: 2)")
+    nms_threshold: S.number(low=0, high=1, high_strict=False) = S.key(
+        0.3, "IoU above which a lower-scoring box of the same image is dropped")
+    working_set: S.optional(S.number(integer=True, low=0)) = S.key(
+        None, "boxes per image held in memory between passes over every box in training "
+        "(exact; 0: none, every LAI call scores every box); null: 10 for a store read out of "
+        "core, 0 otherwise")
+    blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
+        1, "BLAS threads while training and scoring (null: the library's)")
+    force: S.flag() = S.key(False, "retrain finished class x method runs")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.scheduler is not None and self.store is None:
+            raise ValueError("scheduler applies to data read from stores (store: {trainval: "
+                             "PATH, test: PATH}); the data in memory are scored in memory")
+        if self.store is not None and self.data != "synthetic":
+            raise ValueError("give either data (synthetic or R-CNN cache directories) or "
+                             "store, not both")
+        cfg = self.model_dump()
+        if not selected_methods(cfg):
+            raise ValueError(
+                f"no method of {cfg['methods']} has "
+                + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
+                               if cfg[k] is not None)
+                + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
+        return self
+
+
+def selected_methods(cfg):
+    """The configured methods that pass the loss and inference filters, in config order."""
+    return [m for m in cfg["methods"]
+            if cfg["loss"] in (None, METHODS[m][0])
+            and cfg["inference"] in (None, METHODS[m][1])]
