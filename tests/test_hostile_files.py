@@ -76,8 +76,9 @@ def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
     scipy.io.savemat(tmp_path / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
                                                "feat": rng.normal(size=(1, 3))})
     _segfaulting_mat(tmp_path / "000002.mat", 176, 0xFF)
-    with pytest.raises(ValueError, match=r"000002\.mat" + BAD_MAT):
+    with pytest.raises(ValueError, match=BAD_MAT) as err:
         load_rcnn_cache(tmp_path)
+    assert "000002.mat" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_train_on_a_mat_file_that_crashes_the_reader_is_a_one_line_error(tmp_path):
