@@ -10,7 +10,6 @@ directory gets the model (`pipelines.model`: data, not pickle), the test metrics
 and method (metrics.csv, table.md), config and provenance; it resumes class by class.
 """
 
-import hashlib
 import re
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from tqdm import tqdm
 from pipelines import _schema as S
 from pipelines._io import atomic_path, write_text
 from pipelines._runner import Experiment
+from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table
 from pipelines.model import METRICS, rank_metrics, write_model
 from qs.data.files import shown
@@ -162,14 +162,8 @@ def _check_cv(path, cfg, is_pos, c):
 
 def _digest(*arrays):
     """SHA-256 of the arrays the fits see (sparse ones by their CSR parts)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        parts = (a.data, a.indices, a.indptr) if sp.issparse(a) else (np.asarray(a),)
-        for part in parts:
-            part = np.ascontiguousarray(part)
-            h.update(f"{part.dtype.str}{part.shape}".encode())
-            h.update(part.tobytes())
-    return h.hexdigest()
+    return digest_arrays(*[part for a in arrays for part in
+                           ((a.data, a.indices, a.indptr) if sp.issparse(a) else (a,))])
 
 
 # ---------------------------------------------------------------------------- training

@@ -146,8 +146,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
     batches = _mini_batches(cfg, len(y), sweep)
-    lai_s, hinges, step_s = [], [], []
-    last = [_clock(normalise.device)]
+    lai_s, hinges, stamps = [], [], [_clock(normalise.device)]
 
     def hinge(scores, targets):
         value, spent = step_loss(scores, targets)
@@ -155,9 +154,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
         return value
 
     def progress(value):
-        now = _clock(normalise.device)
-        step_s.append(now - last[0])
-        last[0] = now
+        stamps.append(_clock(normalise.device))  # a step ends at each call
         hinges.append(value)
         bar.update()
         bar.set_postfix(loss=f"{np.mean(hinges):.4f}")
@@ -167,7 +164,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
         len(batches), C=cfg["layerwise"]["C"], proximal=cfg["layerwise"]["proximal"],
         passes=cfg["layerwise"]["passes"], random_state=[cfg["seed"], sweep, 1],
         callback=progress)
-    return step_s, sum(lai_s), result.mean_hinge
+    return np.diff(stamps).tolist(), sum(lai_s), result.mean_hinge
 
 
 def _units(cfg, phase, n_layers):

@@ -73,7 +73,7 @@ def report(run_dir):
     median tables."""
     grid = Path(run_dir) / "grid.csv"
     if grid.is_file():
-        return share_markdown(pd.read_csv(grid, keep_default_na=False, na_values=[""]))
+        return share_markdown(read_csv(grid))
     return median_tables(*read_run(run_dir))
 
 
