@@ -211,14 +211,16 @@ class _WorkingSet(_Bags):
         return self.bags.take(rows)
 
     def chosen(self, w, is_pos, pos_rows, pos_X):
-        if self._top is None:
+        renewed = self._top is None
+        if renewed:
             self._renew(w)
-        else:
-            unsure = np.flatnonzero(~is_pos & ~self._proven(w))
+        scores = self._scores(w)
+        if not renewed:
+            unsure = np.flatnonzero(~is_pos & ~self._proven(w, scores.max(axis=1)))
             if unsure.size:
                 self._renew(w, unsure)
+                scores[unsure] = self._scores(w, unsure)
         top = self._top
-        scores = np.where(top.index >= 0, np.matmul(top.rows, w), -np.inf)
         high = scores.max(axis=1)
         # the first box among the working set's equal best scores
         at = np.where(scores == high[:, None], top.index, np.iinfo(np.int64).max)
@@ -226,10 +228,16 @@ class _WorkingSet(_Bags):
         X[is_pos] = pos_X
         return X
 
-    def _proven(self, w):
-        """Per image: whether its best box under ``w`` is in its working set (by the bound)."""
+    def _scores(self, w, images=slice(None)):
+        """The working set's scores under ``w`` (of ``images``), -inf where a bag has fewer
+        boxes than the set holds."""
         top = self._top
-        high = np.where(top.index >= 0, np.matmul(top.rows, w), -np.inf).max(axis=1)
+        return np.where(top.index[images] >= 0, np.matmul(top.rows[images], w), -np.inf)
+
+    def _proven(self, w, high):
+        """Per image: whether its best box under ``w`` is in its working set (by the bound),
+        ``high`` the working set's best score under ``w``."""
+        top = self._top
         moved = np.array([np.linalg.norm(w - a) for a in self._anchors])[self._anchor]
         bound = top.next_score + top.mean @ w - self._mean_at_anchor + top.spread * moved
         finite = np.where(np.isfinite(bound), bound, 0.0)
