@@ -12,8 +12,8 @@ import numpy as np
 
 from qs._numba import jit
 
-__all__ = ["as_positive_mask", "as_positive_tensor", "as_scores", "check_counts",
-           "check_finite", "check_finite_tensor", "check_scores", "label_check", "not_finite"]
+__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_scores",
+           "check_counts", "check_finite", "check_finite_tensor", "check_scores", "label_check", "not_finite"]
 
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
@@ -26,7 +26,9 @@ def not_finite(value, where, before):
 
 
 def _not_binary(value, where):
-    return ValueError(f"labels must be binary: {LABELS}; got {value!r} at index {where}.")
+    """`where`: an index, or a phrase such as "query 2, sample 5"."""
+    where = where if isinstance(where, str) else f"index {where}"
+    return ValueError(f"labels must be binary: {LABELS}; got {value!r} at {where}.")
 
 
 def _not_numeric(dtype):
@@ -82,6 +84,25 @@ def as_positive_mask(labels, n):
         raise _not_binary(arr[bad], bad)
     if arr.itemsize == 1 and not minus:  # already 1 and 0 bytes: no copy
         return arr.view(np.uint8)
+    return (arr == 1).view(np.uint8)
+
+
+def as_positive_mask2d(labels, shape):
+    """(queries, n) labels (bool, or numbers in {1, 0, -1}) as a uint8 mask of ``shape``,
+    a bad label named by its query and sample."""
+    arr = np.asarray(labels)
+    if arr.shape != shape:
+        raise ValueError(f"scores and labels must have the same shape; got scores {shape} and "
+                         f"labels {arr.shape}.")
+    if arr.dtype == np.bool_:
+        return np.ascontiguousarray(arr).view(np.uint8)
+    if arr.dtype.kind not in "fiu":
+        raise _not_numeric(arr.dtype)
+    arr = np.ascontiguousarray(arr)
+    bad, _ = label_check(arr.reshape(-1))
+    if bad >= 0:
+        qq, kk = divmod(int(bad), shape[1])
+        raise _not_binary(arr[qq, kk], f"query {qq}, sample {kk}")
     return (arr == 1).view(np.uint8)
 
 

@@ -75,7 +75,7 @@ from qs.inference.scan import scan_sorted as _scan_sorted
 from qs.inference.search import search_sorted as _search_sorted
 from qs.inference.zero_one import zero_one_lai
 from qs.losses import AP_CODE, LOSSES, loss_value, ndcg_increments_into
-from qs.validation import label_check
+from qs.validation import as_positive_mask2d
 
 __all__ = ["BatchResult", "lai_batch"]
 
@@ -154,7 +154,7 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
     if np.dtype(coef_dtype) not in FLOATS:
         raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores2d(scores)
-    is_pos = _as_positive_mask2d(labels, scores.shape)
+    is_pos = as_positive_mask2d(labels, scores.shape)
     q, n = scores.shape
     rank = np.empty((q, n if ranks else 0), dtype=np.int32)
     coef = np.empty((q, n), dtype=coef_dtype)
@@ -217,26 +217,6 @@ def _check_finite(scores, where):
         qq, kk = (int(x) for x in where)
         raise ValueError(f"scores must be finite; got {float(scores[qq, kk])!r} at query {qq}, "
                          f"sample {kk}. Remove or impute NaN/inf scores before inference.")
-
-
-def _as_positive_mask2d(labels, shape):
-    """Labels (bool, or numbers in {1, 0, -1}) as a uint8 mask of ``shape``."""
-    arr = np.asarray(labels)
-    if arr.shape != shape:
-        raise ValueError(f"scores and labels must have the same shape; got scores {shape} and "
-                         f"labels {arr.shape}.")
-    if arr.dtype == np.bool_:
-        return np.ascontiguousarray(arr).view(np.uint8)
-    if arr.dtype.kind not in "fiu":
-        raise ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); got "
-                         f"dtype {arr.dtype}.")
-    arr = np.ascontiguousarray(arr)
-    bad, _ = label_check(arr.reshape(-1))
-    if bad >= 0:
-        qq, kk = divmod(int(bad), shape[1])
-        raise ValueError(f"labels must be binary: 1 (or True) for a positive, 0 or -1 (or False) "
-                         f"for a negative; got {arr[qq, kk]!r} at query {qq}, sample {kk}.")
-    return (arr == 1).view(np.uint8)
 
 
 @functools.lru_cache(maxsize=4)
