@@ -3,6 +3,7 @@ config schema."""
 
 from pydantic import model_validator
 
+from pipelines import _methods
 from pipelines import _schema as S
 from qs.data.voc2007 import CLASSES
 
@@ -161,6 +162,4 @@ class Config(S.Section):
 
 def selected_methods(cfg):
     """The configured methods that pass the loss and inference filters, in config order."""
-    return [m for m in cfg["methods"]
-            if cfg["loss"] in (None, METHODS[m][0])
-            and cfg["inference"] in (None, METHODS[m][1])]
+    return _methods.selected_methods(METHODS, cfg)

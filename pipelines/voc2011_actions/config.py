@@ -3,6 +3,7 @@ of every key (Tables 1-4; Figures 2-3 under `figures`), and the selections it im
 
 from pydantic import model_validator
 
+from pipelines import _methods
 from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._sizes import size_pairs
@@ -180,9 +181,7 @@ class Config(S.Section):
 
 def selected_methods(cfg):
     """The configured methods that pass the loss and inference filters, in config order."""
-    return [m for m in cfg["methods"]
-            if cfg["loss"] in (None, METHODS[m][0])
-            and cfg["inference"] in (None, METHODS[m][1])]
+    return _methods.selected_methods(METHODS, cfg)
 
 
 def figure_methods(cfg):
