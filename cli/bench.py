@@ -192,7 +192,9 @@ def torch_lai(parts, repeats, threads):
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--parts", default=",".join(TORCH_LOSS_PARTS), show_default=True,
               help="Comma-separated parts to run.")
-def torch_losses(out, sizes, queries, repeats, parts):
+@click.option("--devices", help="Devices of the curves, comma-separated (cpu, cuda) "
+              "[default: cpu, and cuda when torch sees one].")
+def torch_losses(out, sizes, queries, repeats, parts, devices):
     """The rank losses of qs.torch against the surrogates: forward + backward time, peak
     memory, distributed, memory bank."""
     chosen = [p.strip() for p in parts.split(",")]
@@ -201,6 +203,11 @@ def torch_losses(out, sizes, queries, repeats, parts):
         raise click.BadParameter(f"unknown parts {unknown}; choose from "
                                  f"{', '.join(TORCH_LOSS_PARTS)}", param_hint="--parts")
     given = {"q": queries, "parts": tuple(chosen)}
+    if devices:
+        given["devices"] = tuple(d.strip() for d in devices.split(","))
+        if not set(given["devices"]) <= {"cpu", "cuda"}:
+            raise click.BadParameter(f"expected cpu and/or cuda; got {devices!r}",
+                                     param_hint="--devices")
     if sizes:
         try:
             given["sizes"] = tuple(int(n) for n in sizes.split(","))

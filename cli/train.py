@@ -73,7 +73,10 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
                    "results/compare/<run-id>].")
 @click.option("--force", is_flag=True, default=None,
               help="Retrain what the run directory already holds.")
-def compare(config_path, out, force):
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted path, e.g. device=cuda or seeds=[0]; the "
+                   "value read as YAML); repeatable; recorded in the run's provenance.")
+def compare(config_path, out, force, sets):
     """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
     table per data set (classification: test AP, NDCG, recall at precision 0.9, AUCPR;
     retrieval on held-out classes: mAP@R, Recall@1/4; times)."""
@@ -83,8 +86,10 @@ def compare(config_path, out, force):
         config_path = default_config("compare")
     notice_compiles()
     try:
-        config = pipeline.load_config(config_path, force=force)
-        run_dir = pipeline.run(config, out, progress=True)
+        from pipelines import _schema
+
+        config = pipeline.load_config(config_path, _schema.parse_sets(sets), force=force)
+        run_dir = pipeline.run(config, out, progress=True, overrides=sets)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(pipeline.report(run_dir))

@@ -334,10 +334,17 @@ def _curves_text(rows, q):
 
 
 def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
-        batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0):
+        batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0,
+        devices=None):
     """Run the parts named in ``parts`` into the run directory ``out`` (default
-    results/torch_losses/<run-id>); return (the run directory, the report)."""
+    results/torch_losses/<run-id>); return (the run directory, the report). ``devices``: those
+    of the curves (None: the CPU, and CUDA when torch sees one)."""
     import torch
+
+    if devices is None:
+        devices = ("cpu",) + (("cuda",) if torch.cuda.is_available() else ())
+    if "cuda" in devices and not torch.cuda.is_available():
+        raise ValueError("devices names cuda, but torch sees no CUDA device")
 
     torch.set_num_threads(1)
     out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
@@ -371,7 +378,6 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
                         f"time: {prod[1] * 1e3:.1f} ms, {loss[1] * 1e3:.1f} ms; ratio "
                         f"{loss[1] / prod[1]:.2f})")
     if "curves" in parts:
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
                                                           seed)]
         with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
@@ -386,5 +392,5 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
     write_text(out / "report.md", report)
     write_provenance(out, seed, "synthetic scores", {
         "sizes": list(sizes), "queries": q, "repeats": repeats, "parts": list(parts),
-        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count()})
+        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count(), "devices": list(devices)})
     return out, report

@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pipelines._device import pick_device
 from pipelines._images import Normaliser
 from qs.data.cifar10 import (
     CLASS_NAMES,
@@ -323,11 +324,11 @@ def test_warm_start_is_adadelta_as_in_the_paper(tiny_run):
 
 def test_device_auto_picks_cuda_only_when_there_is_one():
     cifar10 = _pipeline()
-    assert cifar10.pick_device("auto", False) == "cpu"
-    assert cifar10.pick_device("auto", True) == "cuda"
-    assert cifar10.pick_device("cpu", True) == "cpu"
+    assert pick_device("auto", False) == "cpu"
+    assert pick_device("auto", True) == "cuda"
+    assert pick_device("cpu", True) == "cpu"
     with pytest.raises(ValueError, match="device is cuda, but torch sees no CUDA device"):
-        cifar10.pick_device("cuda", False)
+        pick_device("cuda", False)
     assert _config(cifar10, preset="full", data="x")["device"] == "auto"
     # the preset lies under the config, key by key
     cfg = _config(cifar10, preset="full", data="x", split={"train": 5})

@@ -57,7 +57,6 @@ from pipelines.cifar10.train import (
     SPEC,
     load_data,
     model_with,
-    pick_device,
     prepare,
     run_unit,
     settings,
@@ -69,6 +68,6 @@ from pipelines.cifar10.train import (
 __all__ = ["DEVICES", "EVAL_BATCH", "EXPERIMENT", "INFERENCES", "LOSSES", "METHODS",
            "PAPER_HOURS", "PAPER_MAP", "PAPER_NDCG", "PRESETS", "SPEC", "TRAININGS",
            "WARM_OPTIMIZERS", "WARM_PHASES", "Config", "Layerwise", "Split", "WarmStart",
-           "evaluate", "load_data", "model_with", "pick_device", "plot", "prepare", "redraw",
+           "evaluate", "load_data", "model_with", "plot", "prepare", "redraw",
            "report", "results_frame", "run_unit", "settings", "summary", "train_phase",
            "units", "warm_up", "warm_up_lai", "write"]

@@ -5,6 +5,7 @@ from pydantic import model_validator
 
 from pipelines import _schema as S
 from pipelines._config import merge
+from pipelines._device import DEVICES
 from pipelines._images import SPLIT
 from pipelines._methods import inferences, selected_methods
 
@@ -23,7 +24,6 @@ LOSSES = ("01", "ap", "ndcg")
 INFERENCES = inferences(METHODS)
 WARM_PHASES = ("warm_cross_entropy", "warm_hinge")
 TRAININGS = ("end_to_end", "layerwise")
-DEVICES = ("cpu", "cuda", "auto")
 WARM_OPTIMIZERS = {"adadelta": "Adadelta", "sgd": "SGD"}
 # Mohapatra et al., CVPR 2018, Section 4.3 (real CIFAR-10, layer-wise training): test mean AP and
 # mean NDCG in percent per loss, training time in hours per method.

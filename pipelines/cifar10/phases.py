@@ -2,24 +2,15 @@
 (layer-wise: layer by layer), checkpointed per unit; the network's test metrics."""
 
 import hashlib
-import time
 
 import numpy as np
 from tqdm import tqdm
 
+from pipelines._device import clock
 from pipelines._io import atomic_path
 from pipelines._runs import same, settings_key
 from pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
 from qs.metrics import average_precision, ndcg
-
-
-def _clock(device):
-    """perf_counter once the device's queued work is done (CUDA runs asynchronously)."""
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 def torch_rank_hinge_loss():
@@ -67,9 +58,9 @@ def _phase_loss(phase, loss_fn):
 
     def rank_loss(scores, y):
         onehot = torch.nn.functional.one_hot(y, scores.shape[1]).T.contiguous()
-        start = _clock(scores.device.type)
+        start = clock(scores.device.type)
         value = loss_fn(scores.T, onehot, loss=loss, method=inference, reduction="mean")
-        return value, _clock(scores.device.type) - start
+        return value, clock(scores.device.type) - start
 
     return rank_loss, True
 
@@ -121,13 +112,13 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
     batches = _mini_batches(cfg, len(y), epoch)
     step_s, lai_s, total = [], 0.0, 0.0
     for i, idx in enumerate(batches):
-        began = _clock(normalise.device)
+        began = clock(normalise.device)
         scores = model(normalise(X[idx]))
         value, spent = step_loss(scores, labels[idx])
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        step_s.append(_clock(normalise.device) - began)
+        step_s.append(clock(normalise.device) - began)
         lai_s += spent
         total += value.detach().item()
         bar.update()
@@ -146,7 +137,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
     batches = _mini_batches(cfg, len(y), sweep)
-    lai_s, hinges, stamps = [], [], [_clock(normalise.device)]
+    lai_s, hinges, stamps = [], [], [clock(normalise.device)]
 
     def hinge(scores, targets):
         value, spent = step_loss(scores, targets)
@@ -154,7 +145,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
         return value
 
     def progress(value):
-        stamps.append(_clock(normalise.device))  # a step ends at each call
+        stamps.append(clock(normalise.device))  # a step ends at each call
         hinges.append(value)
         bar.update()
         bar.set_postfix(loss=f"{np.mean(hinges):.4f}")

@@ -3,6 +3,7 @@
 
 import pandas as pd
 
+from pipelines._device import pick_device
 from pipelines._images import Normaliser, cifar_split
 from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._methods import selected_methods
@@ -20,16 +21,6 @@ from pipelines.cifar10.phases import (
     warm_up_lai,
 )
 from pipelines.cifar10.tables import results_frame, summary
-
-
-def pick_device(device, cuda_available):
-    """The torch device of the config's `device` (auto: cuda when one is available)."""
-    if device == "auto":
-        return "cuda" if cuda_available else "cpu"
-    if device == "cuda" and not cuda_available:
-        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
-                         "auto")
-    return device
 
 
 def load_data(cfg):

@@ -35,6 +35,7 @@ from pydantic import model_validator
 
 from pipelines import _runner
 from pipelines import _schema as S
+from pipelines._device import DEVICES, pick_device
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines.compare import classification, outputs, retrieval
@@ -177,6 +178,9 @@ class Config(S.Section):
     options: Options = S.key(Options, "the losses' own settings")
     threads: S.optional(S.number(integer=True, low=1)) = S.key(
         None, "torch intra-op threads (null: torch's default)")
+    device: S.choice(DEVICES) = S.key(
+        "cpu", "where the models and the losses run (auto: cuda when torch sees one); "
+        "numba's inference and LibAUC's moving averages follow the scores' device")
     force: S.flag() = S.key(False, "retrain what the run directory holds")
 
     @model_validator(mode="after")
@@ -233,7 +237,20 @@ def settings(cfg, data):
     digest, and the losses' settings."""
     return {"data": {n: d.note for n, d in data["sets"].items()},
             "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
-            "loss_lr": cfg["loss_lr"], "options": cfg["options"]}
+            "loss_lr": cfg["loss_lr"], "options": cfg["options"], **_on(cfg)}
+
+
+def _on(cfg):
+    """The device among the settings when it is not the CPU (so that runs stored before the
+    key existed still resume)."""
+    return {} if cfg["device"] == "cpu" else {"device": cfg["device"]}
+
+
+def prepare(cfg):
+    """The config as run: `device` auto made concrete."""
+    import torch
+
+    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
 
 
 def unit_settings(cfg, data, unit):
@@ -242,7 +259,7 @@ def unit_settings(cfg, data, unit):
     dataset = unit[0]
     return {"dataset": dataset, "section": cfg[dataset], "data": data["sets"][dataset].note,
             "data_sha256": data["sha256"][dataset], "loss_lr": cfg["loss_lr"],
-            "options": cfg["options"]}
+            "options": cfg["options"], **_on(cfg)}
 
 
 def units(cfg, data):
@@ -295,7 +312,7 @@ def write(run, records):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, session=session,
-                  unit_settings=unit_settings, unit_label="run")
+                  prepare=prepare, unit_settings=unit_settings, unit_label="run")
 
 
 def report(run_dir):

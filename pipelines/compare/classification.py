@@ -103,17 +103,20 @@ class Task:
 
     def __init__(self, data, cfg, dataset):
         self.data, self.cfg, self.section = data, cfg, cfg[dataset]
+        self.device = cfg["device"]
         self.images = data.model == "plcnn"
         if self.images:
             from pipelines._images import Normaliser
 
-            self.normalise = Normaliser(data.X_train)
+            self.normalise = Normaliser(data.X_train, self.device)
         self.Y = None
 
     def inputs(self, X):
         import torch
 
-        return self.normalise(X) if self.images else torch.from_numpy(np.ascontiguousarray(X))
+        if self.images:
+            return self.normalise(X)
+        return torch.from_numpy(np.ascontiguousarray(X)).to(self.device)
 
     def model(self, seed):
         import torch
@@ -135,16 +138,16 @@ class Task:
         import torch
 
         if self.Y is None:
-            self.Y = torch.from_numpy(self.data.Y_train)
-        return (model(self.inputs(self.data.X_train[idx])).T, self.Y[idx].T,
-                torch.from_numpy(idx))
+            self.Y = torch.from_numpy(self.data.Y_train).to(self.device)
+        index = torch.from_numpy(idx).to(self.device)
+        return model(self.inputs(self.data.X_train[idx])).T, self.Y[index].T, index
 
     def scores(self, model, X, batch=500):
         import torch
 
         model.eval()
         with torch.no_grad():
-            out = np.concatenate([model(self.inputs(X[i:i + batch])).double().numpy()
+            out = np.concatenate([model(self.inputs(X[i:i + batch])).double().cpu().numpy()
                                   for i in range(0, len(X), batch)])
         model.train()
         return out
@@ -157,10 +160,10 @@ class Task:
         a state dict; every method of this seed starts from it."""
         import torch
 
-        model = self.model(seed)
+        model = self.model(seed).to(self.device)
         section = self.cfg["cifar10"]
         opt = torch.optim.Adam(model.parameters(), lr=section["lr"])
-        target = torch.from_numpy(self.data.Y_train.argmax(1))
+        target = torch.from_numpy(self.data.Y_train.argmax(1)).to(self.device)
         for epoch in range(section["warm_start_epochs"]):
             for idx in batch_order(len(target), section["batch_size"], seed, -1 - epoch):
                 opt.zero_grad()

@@ -65,7 +65,7 @@ def _global_objective(name):
         common = {"num_labels": data.Y_train.shape[1], "surrogate": opts["surrogate"],
                   "dual_rate_factor": opts["dual_rate_factor"]}
         module = (go.AUCPRLoss(num_anchors=opts["num_anchors"], **common) if name == "aucpr"
-                  else go.RecallAtPrecisionLoss(TARGET_PRECISION, **common))
+                  else go.RecallAtPrecisionLoss(TARGET_PRECISION, **common)).to(cfg["device"])
         return (lambda s, y, i: module(s, y)), list(module.parameters())
 
     return build
@@ -88,7 +88,8 @@ def _libauc_ap(cfg, data):
     from qs.surrogates import outside
 
     n_train, n_classes = data.Y_train.shape
-    return outside.LibAUCAPLoss(n_train, n_classes, gamma=cfg["options"]["libauc_gamma"]), []
+    return outside.LibAUCAPLoss(n_train, n_classes, gamma=cfg["options"]["libauc_gamma"],
+                                device=cfg["device"]), []
 
 
 def _libauc_ndcg(cfg, data):
@@ -97,7 +98,7 @@ def _libauc_ndcg(cfg, data):
     opts = cfg["options"]
     return outside.LibAUCNDCGLoss(len(data.Y_train), data.Y_train.sum(0),
                                   num_pos=opts["libauc_num_pos"],
-                                  gamma0=opts["libauc_gamma"]), []
+                                  gamma0=opts["libauc_gamma"], device=cfg["device"]), []
 
 
 def _soft_rank_ap(cfg, data):
@@ -147,7 +148,7 @@ def _retrieval_hinge(cfg, data):
 def _memory_hinge(cfg, data):
     from qs.torch.memory import CrossBatchMemory
 
-    memory = CrossBatchMemory(cfg["options"]["memory_size"], loss="ap")
+    memory = CrossBatchMemory(cfg["options"]["memory_size"], loss="ap").to(cfg["device"])
     return (lambda e, y, i: memory(e, y)), []
 
 
@@ -186,7 +187,8 @@ def _retrieval_libauc_ap(cfg, data):
     from qs.surrogates import outside
 
     return outside.LibAUCRetrievalAPLoss(len(data.y_train), data.train_classes,
-                                         gamma=cfg["options"]["libauc_gamma"]), []
+                                         gamma=cfg["options"]["libauc_gamma"],
+                                         device=cfg["device"]), []
 
 
 # ---------------------------------------------------------------------------- the table

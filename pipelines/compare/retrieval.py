@@ -97,7 +97,7 @@ class Task:
     family = "retrieval"
 
     def __init__(self, data, cfg, dataset):
-        self.data, self.section = data, cfg[dataset]
+        self.data, self.section, self.device = data, cfg[dataset], cfg["device"]
         self.members = [np.flatnonzero(data.y_train == c) for c in range(data.train_classes)]
         self.X = self.y = None
 
@@ -129,9 +129,9 @@ class Task:
         import torch
 
         if self.X is None:
-            self.X = torch.from_numpy(self.data.X_train)
-            self.y = torch.from_numpy(self.data.y_train)
-        index = torch.from_numpy(idx)
+            self.X = torch.from_numpy(self.data.X_train).to(self.device)
+            self.y = torch.from_numpy(self.data.y_train).to(self.device)
+        index = torch.from_numpy(idx).to(self.device)
         return torch.nn.functional.normalize(model(self.X[index]), dim=1), self.y[index], index
 
     def evaluate(self, model):
@@ -139,7 +139,8 @@ class Task:
 
         model.eval()
         with torch.no_grad():
-            embeddings = model(torch.from_numpy(self.data.X_test)).double().numpy()
+            test = torch.from_numpy(self.data.X_test).to(self.device)
+            embeddings = model(test).double().cpu().numpy()
         model.train()
         y = self.data.y_test
         return {"map_at_r": mean_average_precision_at_r(embeddings, y),

@@ -9,10 +9,9 @@ time is the loss's forward and backward to the model's output, measured apart fr
 model's.
 """
 
-import time
-
 import numpy as np
 
+from pipelines._device import clock
 from pipelines.compare.methods import make_loss
 
 
@@ -22,8 +21,8 @@ def train_one(name, task, cfg, dataset, seed, start=None):
     epoch, final metrics and times)."""
     import torch
 
-    section = cfg[dataset]
-    model = task.model(seed)
+    section, device = cfg[dataset], cfg["device"]
+    model = task.model(seed).to(device)
     if start is not None:
         model.load_state_dict(start)
     _warm_up_loss(name, task, cfg, model)
@@ -36,20 +35,20 @@ def train_one(name, task, cfg, dataset, seed, start=None):
     epoch = 0
     while True:
         for idx in task.batches(seed, epoch):
-            began = time.perf_counter()
+            began = clock(device)
             output, target, index = task.step(model, idx)
             leaf = output.detach().requires_grad_()
-            t0 = time.perf_counter()
+            t0 = clock(device)
             value = loss_fn(leaf, target, index)
             value.backward()
-            loss_s += time.perf_counter() - t0
+            loss_s += clock(device) - t0
             opt.zero_grad()
             output.backward(leaf.grad if leaf.grad is not None else torch.zeros_like(leaf))
             opt.step()
             if opt_loss is not None:
                 opt_loss.step()
                 opt_loss.zero_grad()
-            train_s += time.perf_counter() - began
+            train_s += clock(device) - began
             steps += 1
             if not np.isfinite(value.item()):
                 raise RuntimeError(f"{name} on {dataset} (seed {seed}): the loss became "

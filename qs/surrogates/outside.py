@@ -145,11 +145,12 @@ class LibAUCAPLoss(torch.nn.Module):
     takes the samples' indices in the training set (``index``, shape (n,)). A query with no
     positive in the batch is left out (LibAUC refuses it)."""
 
-    def __init__(self, n_train, num_labels=1, margin=1.0, gamma=0.9):
+    def __init__(self, n_train, num_labels=1, margin=1.0, gamma=0.9, device="cpu"):
         super().__init__()
         losses = require("libauc", "libauc.losses")
+        self.device = torch.device(device)
         self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
-                                     device=torch.device("cpu")) for _ in range(num_labels)]
+                                     device=self.device) for _ in range(num_labels)]
 
     def forward(self, scores, labels, index):
         scores, pos = _rows(scores, labels)
@@ -157,7 +158,7 @@ class LibAUCAPLoss(torch.nn.Module):
         for q, loss in enumerate(self.losses):
             if pos[q].any():
                 total = total + loss(torch.sigmoid(scores[q])[:, None],
-                                     pos[q].long()[:, None], index.cpu())
+                                     pos[q].long()[:, None], index.to(self.device))
                 counted += 1
         return total / max(counted, 1)
 
@@ -169,17 +170,18 @@ class LibAUCNDCGLoss(torch.nn.Module):
     against every sample of the batch. ``train_positives``: the number of positives of each
     query in the whole training set (for its ideal DCG)."""
 
-    def __init__(self, n_train, train_positives, num_pos=8, gamma0=0.9, margin=1.0, seed=0):
+    def __init__(self, n_train, train_positives, num_pos=8, gamma0=0.9, margin=1.0, seed=0,
+                 device="cpu"):
         super().__init__()
         losses = require("libauc", "libauc.losses")
-        self.n_train, self.num_pos = n_train, num_pos
+        self.n_train, self.num_pos, self.device = n_train, num_pos, torch.device(device)
         self.positives = torch.as_tensor(train_positives, dtype=torch.float64)
         discount = 1.0 / torch.log2(torch.arange(2, n_train + 2, dtype=torch.float64))
         self.ideal = torch.cumsum(discount, 0)[(self.positives.long() - 1).clamp(min=0)]
         self.loss = losses.NDCGLoss(N=len(self.positives) * n_train,
                                     num_user=len(self.positives), num_item=n_train,
                                     num_pos=num_pos, gamma0=gamma0, margin=margin,
-                                    device=torch.device("cpu"))
+                                    device=self.device)
         self.generator = torch.Generator().manual_seed(seed)
 
     def forward(self, scores, labels, index):
@@ -192,16 +194,17 @@ class LibAUCNDCGLoss(torch.nn.Module):
         predictions = torch.stack([torch.cat([scores[q, p], scores[q]])
                                    for q, p in zip(queries, picks)])
         q_index = torch.tensor(queries)
+        pos, index = pos.cpu(), index.cpu()
         batch = {
             "rating": torch.cat([torch.ones(len(queries), self.num_pos), pos[queries].float()],
                                 dim=1),
             "user_id": q_index,
             "num_pos_items": self.positives[q_index],
             "ideal_dcg": self.ideal[q_index],
-            "user_item_id": torch.stack([q * self.n_train + index.cpu()[p]
+            "user_item_id": torch.stack([q * self.n_train + index[p.cpu()]
                                          for q, p in zip(queries, picks)]),
         }
-        return self.loss(predictions, batch)
+        return self.loss(predictions, {k: v.to(self.device) for k, v in batch.items()})
 
 
 # ---------------------------------------------------------------------------- torchsort
@@ -243,11 +246,12 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
     the samples' indices in the training set. A query alone of its class in the batch is
     left out."""
 
-    def __init__(self, n_train, num_classes, margin=1.0, gamma=0.9):
+    def __init__(self, n_train, num_classes, margin=1.0, gamma=0.9, device="cpu"):
         super().__init__()
         losses = require("libauc", "libauc.losses")
+        self.device = torch.device(device)
         self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
-                                     device=torch.device("cpu")) for _ in range(num_classes)]
+                                     device=self.device) for _ in range(num_classes)]
 
     def forward(self, embeddings, labels, index):
         unit = torch.nn.functional.normalize(embeddings, dim=1)
@@ -258,7 +262,8 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
             others = torch.arange(len(labels)) != q
             pos = labels[others] == labels[q]
             if pos.any():
-                total = total + self.losses[int(labels[q])](sims[q, others][:, None],
-                                                             pos.long()[:, None], index[others])
+                total = total + self.losses[int(labels[q])](
+                    sims[q, others.to(sims.device)][:, None], pos.long()[:, None].to(self.device),
+                    index[others].to(self.device))
                 counted += 1
         return total / max(counted, 1)
