@@ -50,6 +50,9 @@ SIZES = tuple(2**k for k in range(8, 21, 2))
 PARTS = ("curves", "batched", "distributed", "memory")
 LOSSES = ("exact AP hinge", "exact NDCG hinge", "DLM AP (positive, eps 0.1)", "black-box AP",
           "Smooth-AP")
+#: timed on CUDA only: the torch method at every size, beside "auto" (numba on a CPU copy
+#: below qs.torch.CUDA_TORCH_FROM scores)
+CUDA_LOSSES = ("exact AP hinge, torch method",)
 #: Smooth-AP is skipped where its (Q, n, n) table and the temporaries of its backward
 #: (about four of them) would need more than this
 SMOOTH_AP_MAX_BYTES = 4 << 30
@@ -65,6 +68,7 @@ def _losses(torch):
     return {
         "exact AP hinge": lambda s, y: rank_hinge_loss(s, y, "ap"),
         "exact NDCG hinge": lambda s, y: rank_hinge_loss(s, y, "ndcg"),
+        "exact AP hinge, torch method": lambda s, y: rank_hinge_loss(s, y, "ap", method="torch"),
         "DLM AP (positive, eps 0.1)": lambda s, y: direct_loss(s, y, "ap", eps=0.1),
         "black-box AP": blackbox_ap_loss,
         "Smooth-AP": smooth_ap_loss,
@@ -90,6 +94,7 @@ def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, s
     second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
     the default allocator."""
     fns = _losses(torch)
+    losses = tuple(losses) + (CUDA_LOSSES if device == "cuda" else ())
     rows, stopped = [], {}
     for n, s, y in _inputs(torch, sizes, q, device, seed):
         steps, notes = {}, {}

@@ -206,12 +206,28 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
         rank_hinge_loss(**args)
 
 
+def test_auto_on_cuda_runs_the_torch_method_from_cuda_torch_from_scores():
+    from types import SimpleNamespace
+
+    from qs.torch import CUDA_TORCH_FROM, _torch_method
+
+    def batch(cuda, numel):
+        return SimpleNamespace(is_cuda=cuda, numel=lambda: numel)
+
+    assert _torch_method(batch(True, CUDA_TORCH_FROM), "auto")
+    assert not _torch_method(batch(True, CUDA_TORCH_FROM - 1), "auto")
+    assert not _torch_method(batch(False, 10 * CUDA_TORCH_FROM), "auto")
+    assert _torch_method(batch(False, 1), "torch")
+    assert not _torch_method(batch(True, 10 * CUDA_TORCH_FROM), "qs")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("method", ["auto", "torch"])
 @pytest.mark.parametrize("loss", LOSSES)
-def test_cuda_equals_cpu(loss):
+def test_cuda_equals_cpu(loss, method):
     scores, labels = queries(13, q=8, n=5000, frac=0.05)
     x = scores.cuda().requires_grad_(True)
-    value = rank_hinge_loss(x, labels.cuda(), loss, reduction="sum")
+    value = rank_hinge_loss(x, labels.cuda(), loss, method, reduction="sum")
     value.backward()
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     assert value.item() == pytest.approx(ref.hinge.sum(), rel=1e-12)

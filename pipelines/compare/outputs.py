@@ -46,7 +46,7 @@ def summary_frame(results, methods):
     values = list(results.columns[5:])
     grouped = results.groupby(["dataset", "method"], sort=False)
     mean, std = grouped[values].mean(), grouped[values].std(ddof=1)
-    frame = mean.join(std, suffixes=("", "_sd")).reset_index()
+    frame = mean.join(std.add_suffix("_sd")).reset_index()  # pandas 2 and 3 alike
     frame["seeds"] = grouped.size().values
     order = {m: k for k, m in enumerate(methods)}
     return frame.sort_values(["dataset", "method"], key=lambda c: c.map(order)

@@ -8,9 +8,10 @@ for instance the one-vs-rest classes of a mini-batch (``logits.T``), solved in o
 
 CPU tensors go to the numba kernels in one :func:`qs.inference.batch.lai_batch` call, which
 reads float32 and float64 scores in place and writes the gradient in their dtype; CUDA
-tensors to the same inference written in torch operations (:mod:`qs.torch._exact`, method
-"torch", which CPU tensors may ask for too). Needs the ``[torch]`` extra; ``import qs`` never imports
-torch.
+tensors of at least :data:`CUDA_TORCH_FROM` scores to the same inference written in torch
+operations (:mod:`qs.torch._exact`, method "torch", which CPU tensors may ask for too), smaller
+ones to the numba kernels on a copy on the CPU. Needs the ``[torch]`` extra; ``import qs``
+never imports torch.
 
 Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
 :mod:`qs.torch.memory` (against a memory bank of past embeddings),
@@ -38,6 +39,10 @@ __all__ = ["rank_hinge_loss", "RankHingeLoss"]
 REDUCTIONS = ("mean", "sum", "none")
 #: score dtypes the kernels read without a cast
 _READ_AS_IS = (torch.float32, torch.float64)
+#: on CUDA, "auto" runs the torch method from this many scores (all queries together) on, and
+#: numba on a CPU copy below: the torch method is bound by its kernel launches up to about
+#: 10^6 scores (results/torch_losses/cuda: 12 ms for 8 x 256 scores, 54 ms for 8 x 2^20)
+CUDA_TORCH_FROM = 1 << 20
 
 
 def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, mask=None):
@@ -50,8 +55,10 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     labels : tensor or array of the same shape: 1/True positive, 0/-1/False negative.
     loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
     method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
-        CPU "auto" is :func:`qs.inference.lai`'s default; on CUDA it is "torch", and a named
-        numba method copies the scores to the CPU and back.
+        CPU "auto" is :func:`qs.inference.lai`'s default; on CUDA it is "torch" from
+        :data:`CUDA_TORCH_FROM` scores on, and below that the numba default on a copy on the
+        CPU (where kernel launches would cost more than the work); a named numba method
+        copies the scores to the CPU and back.
     reduction : "mean" (over the queries that have a positive and a negative), "sum", or
         "none" (shape (Q,), or a scalar for 1-D scores).
     mask : optional bool tensor or array of the scores' shape, True where an entry takes no
@@ -149,9 +156,16 @@ def solve_kept(scores, pos, keep, solve):
     return hinge, grad
 
 
+def _torch_method(scores, method):
+    """Whether the torch method solves `scores`: asked for, or "auto" on a CUDA batch of at
+    least CUDA_TORCH_FROM scores."""
+    return method == "torch" or (method == "auto" and scores.is_cuda
+                                 and scores.numel() >= CUDA_TORCH_FROM)
+
+
 def _solve(scores, pos, loss, method):
     """(hinge (Q,), gradient (Q, n)) on the scores' device, in the scores' dtype."""
-    if method == "torch" or (scores.is_cuda and method == "auto"):
+    if _torch_method(scores, method):
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
         return hinge, grad.to(scores.dtype)
     # float32 and float64 are read in place; float16 and bfloat16 widen to float32 exactly
