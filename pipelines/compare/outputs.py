@@ -98,7 +98,8 @@ def report_text(cfg, summary, notes):
               f"{', '.join(map(str, cfg['seeds']))} (initialisation and batch order; the data "
               f"split is fixed). {' '.join(tested)} Train s: "
               "the training steps only; loss ms/step: the loss's forward and backward to the "
-              f"{output}, per step. Models and losses on the {cfg['device'].upper()}.")]
+              f"{output}, per step." + (f" Models and losses ran on {cfg['device']}."
+                                         if cfg["device"] != "cpu" else ""))]
     for dataset in cfg["datasets"]:
         section = cfg[dataset]
         budget = " and ".join(b for b in (
