@@ -39,7 +39,9 @@ class Experiment:
     - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
     - `session(run)`: a context manager the units run inside (thread limits, a scheduler);
     - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
-    - `write(run, records)`: the tables and figures, from the records of every unit in order.
+    - `write(run, records)`: the tables and figures, from the records of every unit in order;
+    - `label(cfg)`: what progress lines and new run directories call the run (default: the
+      name; a figure run of one vary, say).
     """
 
     name: str
@@ -56,6 +58,7 @@ class Experiment:
     unit_settings: Callable = None
     kind: str = "tables"
     unit_label: str = "unit"
+    label: Callable = None
 
 
 @dataclass
@@ -99,7 +102,9 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     """
     cfg = experiment.prepare(resolve(experiment, config))
     data = experiment.load_data(cfg)
-    out = claim_run_dir(out_dir or new_run_dir(experiment.name), experiment.name,
+    label = experiment.label(cfg) if experiment.label else experiment.name
+    kind = label.replace(" ", "-") if experiment.label else None
+    out = claim_run_dir(out_dir or new_run_dir(experiment.name, kind), experiment.name,
                         experiment.kind)
     settings = settings_key(**experiment.settings(cfg, data))
     store = RunStore(out, settings)
@@ -109,9 +114,10 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
               if experiment.unit_settings else store for u in units}
     left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
     if progress:
-        status = resume_status(len(units), len(left))
+        noun = experiment.unit_label + ("es" if experiment.unit_label.endswith("s") else "s")
+        status = resume_status(len(units), len(left), noun)
         if status:
-            print(f"{experiment.name}: {status}", file=sys.stderr)
+            print(f"{label}: {status}", file=sys.stderr)
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
     provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, settings["data_sha256"],
                   overrides)
@@ -119,7 +125,7 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
         if left:
             experiment.warm_up(cfg, left)
         session = experiment.session(state) if experiment.session else nullcontext()
-        with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+        with session, tqdm(total=len(left), desc=label, unit=experiment.unit_label,
                            disable=not progress) as bar:
             for unit in left:
                 bar.set_postfix_str(" ".join(map(str, unit)))

@@ -27,7 +27,7 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
 from pipelines import _schema as S
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
@@ -254,8 +254,7 @@ def write(run, records):
     """runs.csv, table.csv (test AP per digit and method) and table.md."""
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
-        with atomic_path(run.out / name) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(run.out / name, frame)
     write_text(run.out / "table.md", summary(run.cfg, runs, run.data[-1]))
 
 

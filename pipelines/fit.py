@@ -26,7 +26,7 @@ from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
 from pipelines import _schema as S
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table
@@ -277,8 +277,7 @@ def summary(cfg, records, note):
 
 def write(run, records):
     """metrics.csv, table.md and the model (model.json + model.npz)."""
-    with atomic_path(run.out / "metrics.csv") as tmp:
-        metrics_frame(records).to_csv(tmp, index=False)
+    write_csv(run.out / "metrics.csv", metrics_frame(records))
     write_text(run.out / "table.md", summary(run.cfg, records, run.data.note))
     data, cfg = run.data, run.cfg
     meta = {"n_features": int(data.mean.size), "feature_names": data.feature_names,

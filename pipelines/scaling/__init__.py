@@ -19,7 +19,7 @@ summary and figure) and `share` (the grid of `vary: share`).
 """
 
 from pipelines._config import dump_config, new_run_dir
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines.scaling.config import (
@@ -55,8 +55,7 @@ def run(config, out_dir=None, progress=True):
         else:
             timings, cold = time_all(cfg, curves(cfg), sizes(cfg), progress)
             for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-                with atomic_path(out / name) as tmp:
-                    frame.to_csv(tmp, index=False)
+                write_csv(out / name, frame)
             write_text(out / "config.yaml", dump_config(cfg))
             write_text(out / "summary.md", summary(cfg, timings, cold))
             plot(timings, out / "scaling")

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 from pipelines._config import dump_config
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import save_figure, write_csv, write_text
 from pipelines._tables import markdown_table
 from pipelines.scaling.config import (
     CLOCKS,
@@ -103,12 +103,10 @@ def run_share(cfg, out, progress):
     pairs = sizes(cfg)
     timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
     for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(out / name, frame)
     write_text(out / "config.yaml", dump_config(cfg))
     table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
-    with atomic_path(out / "grid.csv") as tmp:
-        table.to_csv(tmp, index=False)
+    write_csv(out / "grid.csv", table)
     write_text(out / "summary.md", share_summary(cfg, table))
     plot_share(timings, out / "scaling")
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines._config import dump_config, new_run_dir
-from pipelines._io import write_text
+from pipelines._io import write_csv, write_text
 from pipelines._provenance import write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
@@ -86,7 +86,7 @@ def run(cfg, classes, losses, repeats, out_dir=None):
             frame.insert(0, "class", action)
             frames.append(frame)
     timings = pd.concat(frames, ignore_index=True)
-    write_text(out / "timings.csv", timings.to_csv(index=False))
+    write_csv(out / "timings.csv", timings)
     write_text(out / "config.yaml", dump_config({**cfg, "replay": {
         "classes": list(classes), "losses": list(losses), "repeats": repeats}}))
     note = f"score vectors of cutting-plane trainings on the {cfg['data']} VOC2011 action data"

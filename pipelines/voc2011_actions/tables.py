@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
                                unconverged_note)
 from pipelines.voc2011_actions.config import METHODS
@@ -164,8 +164,7 @@ def write_tables(out, records, cfg, note, synthetic):
     early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     early_methods = set(early["method"]) if len(early) else set()
     early_note = unconverged_note(len(early))
-    with atomic_path(out / "timings.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    write_csv(out / "timings.csv", frame)
 
     t1, t2 = table1(frame), table2(frame)
     r = ratios(frame)
@@ -173,8 +172,7 @@ def write_tables(out, records, cfg, note, synthetic):
     t4, spread_ndcg = table4(frame)
     for name, table in (("table1", t1), ("table2", t2), ("ratios", r), ("table3", t3),
                         ("table4", t4)):
-        with atomic_path(out / f"{name}.csv") as tmp:
-            table.assign(data=data_col).to_csv(tmp, index=False)
+        write_csv(out / f"{name}.csv", table.assign(data=data_col))
 
     ratio_md = markdown_table(
         ["ratio", f"total time, {ours}", "total time, paper", f"per call, {ours}",

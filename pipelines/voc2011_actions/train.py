@@ -9,7 +9,6 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from pipelines._io import write_npz
 from pipelines._runner import Experiment
-from pipelines._runs import settings_key
 from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config, selected_methods
 from pipelines.voc2011_actions.data import (
     class_data,
@@ -85,12 +84,6 @@ def cross_validate(cfg, loss, X, y, bias):
             "cv_ndcg": float(res["mean_test_ndcg"][best]),
             "mean_test_ap": [float(v) for v in res["mean_test_ap"]],
             "mean_test_ndcg": [float(v) for v in res["mean_test_ndcg"]]}
-
-
-def store_settings(cfg, splits):
-    """The settings as a store key (the code's version added): a stored record is reused
-    only when these match."""
-    return settings_key(**settings(cfg, splits))
 
 
 def settings(cfg, splits):
