@@ -41,7 +41,9 @@ class Experiment:
     - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
     - `write(run, records)`: the tables and figures, from the records of every unit in order;
     - `label(cfg)`: what progress lines and new run directories call the run (default: the
-      name; a figure run of one vary, say).
+      name; a figure run of one vary, say);
+    - `command(cfg)`: what this command adds to the settings its provenance records (the vary
+      of a figure run, whose directory holds several).
     """
 
     name: str
@@ -59,6 +61,7 @@ class Experiment:
     kind: str = "tables"
     unit_label: str = "unit"
     label: Callable = None
+    command: Callable = None
 
 
 @dataclass
@@ -119,7 +122,8 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
         if status:
             print(f"{label}: {status}", file=sys.stderr)
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
-    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, settings["data_sha256"],
+    recorded = {**settings, **experiment.command(cfg)} if experiment.command else settings
+    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, recorded, settings["data_sha256"],
                   overrides)
     with recording_interruption(*provenance):
         if left:

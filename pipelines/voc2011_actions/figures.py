@@ -117,7 +117,10 @@ SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=
                   units=units, run_unit=run_unit, write=write, kind="figure",
                   warm_up=lambda cfg, units: train.warm_up(dict.fromkeys(u[2] for u in units)),
                   note=lambda cfg, data: data_note(data["splits"]), unit_label="point",
-                  label=lambda cfg: f"figure {cfg['figures']['vary']}")
+                  label=lambda cfg: f"figure {cfg['figures']['vary']}",
+                  command=lambda cfg: {"vary": cfg["figures"]["vary"],
+                                       "preset": cfg["figures"]["preset"],
+                                       "methods": figure_methods(cfg)})
 
 
 def figure_run(config, out_dir=None, progress=True):
