@@ -33,7 +33,7 @@ from pipelines.scaling.config import (
     sizes,
 )
 from pipelines.scaling.report import plot, redraw, report, summary
-from pipelines.scaling.share import run_share
+from pipelines.scaling.share import time_share, write_share
 from pipelines.scaling.timing import data_note, time_all
 
 __all__ = ["CURVE_NAMES", "DEFAULTS", "LOSSES", "VARIES", "load_config", "redraw", "report",
@@ -50,13 +50,15 @@ def run(config, out_dir=None, progress=True):
     cfg = resolve(config)
     out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
     with recording_interruption(out, cfg["seed"], data_note(cfg), cfg):
-        if cfg["vary"] == "share":
-            run_share(cfg, out, progress)
+        share = cfg["vary"] == "share"
+        timings, cold = time_share(cfg, progress) if share else \
+            time_all(cfg, curves(cfg), sizes(cfg), progress)
+        for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
+            write_csv(out / name, frame)
+        write_text(out / "config.yaml", dump_config(cfg))
+        if share:
+            write_share(cfg, out, timings)
         else:
-            timings, cold = time_all(cfg, curves(cfg), sizes(cfg), progress)
-            for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-                write_csv(out / name, frame)
-            write_text(out / "config.yaml", dump_config(cfg))
             write_text(out / "summary.md", summary(cfg, timings, cold))
             plot(timings, out / "scaling")
     write_provenance(out, cfg["seed"], data_note(cfg), cfg)
