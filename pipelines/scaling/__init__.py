@@ -24,7 +24,7 @@ from pipelines._provenance import recording_interruption, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines.scaling.config import (
     CURVE_NAMES,
-    DEFAULTS,
+    PRESETS,
     LOSSES,
     VARIES,
     curves,
@@ -36,7 +36,7 @@ from pipelines.scaling.report import plot, redraw, report, summary
 from pipelines.scaling.share import time_share, write_share
 from pipelines.scaling.timing import data_note, time_all
 
-__all__ = ["CURVE_NAMES", "DEFAULTS", "LOSSES", "VARIES", "load_config", "redraw", "report",
+__all__ = ["CURVE_NAMES", "PRESETS", "LOSSES", "VARIES", "load_config", "redraw", "report",
            "resolve", "run", "sizes"]
 
 
