@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
+from pipelines._config import merge
 from pipelines._yaml import parse_yaml, shown
 
 
@@ -221,6 +222,31 @@ def per_key(leaf, keys, defaults, what, cast=None):
                 out[k] = inner(v)
             except Expected:
                 raise Expected(expected, f"{k}: {shown(v)}") from None
+        return out
+    return Annotated[Any, _leaf(check, expected)]
+
+
+def presets(builtin, keys, leaves, expected):
+    """Named presets of sizes: the `builtin` ones with the config's laid over them, key by key;
+    per preset and vary (a key of `keys`), a mapping of exactly the keys `keys[vary]`, each
+    value a `leaves[key]` (default: an integer >= 1)."""
+    count = checker(number(integer=True, low=1))
+
+    def check(value):
+        if not isinstance(value, dict):
+            raise Expected(expected)
+        out = merge(builtin, value)
+        for name, preset in out.items():
+            for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
+                where = f"{name}.{vary}" if vary else str(name)
+                if vary not in keys or not isinstance(spec, dict) or set(spec) != set(keys[vary]):
+                    raise Expected(expected, f"{where}: {shown(spec)}")
+                for k, entry in spec.items():
+                    try:
+                        spec[k] = checker(leaves[k])(entry) if k in leaves else count(entry)
+                    except Expected as err:
+                        given = err.given or shown(entry)
+                        raise Expected(expected, f"{where}.{k}: {given}") from None
         return out
     return Annotated[Any, _leaf(check, expected)]
 

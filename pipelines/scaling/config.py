@@ -9,7 +9,6 @@ from pydantic import model_validator
 
 from pipelines import _config
 from pipelines import _schema as S
-from pipelines._config import merge
 from pipelines._sizes import size_pairs
 from qs.inference import METHODS
 
@@ -121,32 +120,6 @@ PRESETS = {
 PRESETS_EXPECTED = ("per preset name, a mapping of negatives, positives and total ({fixed or "
                     "neg_per_pos, start, stop, points}: counts >= 1) and share ({negatives: "
                     "counts >= 1, shares: numbers > 0})")
-_ENTRY = {"shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
-          "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1")}
-
-
-def _presets(value):
-    """presets: the built-in presets with the config's laid over them, key by key; every
-    preset's sizes checked."""
-    if not isinstance(value, dict):
-        raise S.Expected(PRESETS_EXPECTED)
-    count = S.checker(S.number(integer=True, low=1))
-    presets = merge(PRESETS, value)
-    for name, preset in presets.items():
-        for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
-            where = f"{name}.{vary}" if vary else str(name)
-            if vary not in SPEC_KEYS or not isinstance(spec, dict) \
-                    or set(spec) != set(SPEC_KEYS[vary]):
-                raise S.Expected(PRESETS_EXPECTED, f"{where}: {S.shown(spec)}")
-            for key, entry in spec.items():
-                try:
-                    spec[key] = S.checker(_ENTRY[key])(entry) if key in _ENTRY else count(entry)
-                except S.Expected as err:
-                    given = err.given or S.shown(entry)
-                    raise S.Expected(PRESETS_EXPECTED, f"{where}.{key}: {given}") from None
-    return presets
-
-
 class Scores(S.Section):
     pos_mean: S.number() = S.key(1.0, "mean of the positives' normal scores")
     pos_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
@@ -169,7 +142,10 @@ class Config(S.Section):
         10.0, "skip a curve once a call is predicted to take longer (seconds)")
     clock: S.choice(CLOCKS) = S.key("wall", "wall, or cpu: the process's CPU time")
     scores: Scores = S.key(Scores, "the synthetic scores")
-    presets: S.custom(_presets, PRESETS_EXPECTED) = S.key(
+    presets: S.presets(PRESETS, SPEC_KEYS, {
+        "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
+        "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1")},
+        PRESETS_EXPECTED) = S.key(
         PRESETS, "per preset and vary: how the sizes are spaced")
 
     @model_validator(mode="after")
