@@ -26,6 +26,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
+from pipelines import _methods
 from pipelines import _schema as S
 from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
@@ -33,7 +34,6 @@ from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
-from qs.inference import lai
 from qs.ssvm import SOLVERS
 
 EXPERIMENT = "digits"
@@ -134,12 +134,8 @@ def _estimator(cfg, name, C):
 
 
 def warm_up(cfg, units=None):
-    """One LAI call per RankSVM method on small scores, so numba compiles (or loads) its
-    kernels here and not inside the first timed fit."""
-    scores = np.random.default_rng(0).normal(size=40)
-    labels = np.arange(40) % 4 == 0
-    lai(scores, labels, loss="ap", method=cfg["inference"])
-    lai(scores, labels, loss="01", method="zero_one")
+    """Compile (or load) the LAI kernels of both RankSVMs."""
+    _methods.warm_up([("ap", cfg["inference"]), ("01", "zero_one")])
 
 
 def fit_one(cfg, name, X, y):

@@ -25,6 +25,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
+from pipelines import _methods
 from pipelines import _schema as S
 from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
@@ -34,7 +35,6 @@ from pipelines.model import METRICS, rank_metrics, write_model
 from qs.data.files import shown
 from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM
-from qs.inference import lai
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 
@@ -181,8 +181,8 @@ def units(cfg, data):
 
 
 def warm_up(cfg, units=None):
-    """One LAI call, so numba compiles (or loads) the kernels outside the timed fits."""
-    lai(np.linspace(1, 0, 8), np.arange(8) % 3 == 0, loss=cfg["loss"])
+    """Compile (or load) the LAI kernels of the RankSVM."""
+    _methods.warm_up([(cfg["loss"], "auto")])
 
 
 def estimator(cfg, name):
