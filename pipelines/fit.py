@@ -128,7 +128,7 @@ def load_data(cfg):
     note = (f"{train.path} ({X_train.shape[0]} training rows, {X_train.shape[1]} features, "
             f"{len(classes)} classes); {split}")
     return FitData(X_train, y_train, X_test, y_test, train.feature_names, positives, mean,
-                   scale, note, _digest(X_train, y_train, X_test, y_test))
+                   scale, note, digest_arrays(X_train, y_train, X_test, y_test))
 
 
 def _classes(path, y):
@@ -158,12 +158,6 @@ def _check_cv(path, cfg, is_pos, c):
         raise ValueError(f"{path}: class {shown(str(c))} has {int(is_pos.sum())} positive and "
                          f"{int((~is_pos).sum())} negative training rows, fewer than the "
                          f"{cfg['cv_folds']} CV folds; lower the folds or fix C.")
-
-
-def _digest(*arrays):
-    """SHA-256 of the arrays the fits see (sparse ones by their CSR parts)."""
-    return digest_arrays(*[part for a in arrays for part in
-                           ((a.data, a.indices, a.indptr) if sp.issparse(a) else (a,))])
 
 
 # ---------------------------------------------------------------------------- training
