@@ -1,20 +1,9 @@
 """Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented
-inference (LAI) call as the number of negatives, positives, or both grows, on seeded synthetic
-scores.
+inference (LAI) call through the public ``qs.inference.lai`` as the number of negatives,
+positives, or both grows, on seeded synthetic scores (docs/benchmarks.md says how each curve
+is timed).
 
-Every LAI curve goes through the public ``qs.inference.lai``, so a ratio between curves
-measures the algorithm, not the call path. Curve names follow the paper (0-1, ap, ap_qs,
-ndcg, ndcg_qs) plus our own methods and outside references; ``*_auto_out`` is the default
-writing into output arrays reused from call to call (``lai(..., out=)``), every other curve
-allocates new ones per call. At each size every curve gets one cold call, timed apart
-because it includes numba compilation or cache loading, then ``repeats`` rounds of one warm
-timed sample of each curve in turn (a sample: an untimed call, then the mean of
-back-to-back calls lasting about 2 ms). Every call reads the next of a rotation of different
-seeded score vectors (at least 64 MB of them): a repeated input would be learnt by the
-caches and the branch predictor, which training never lets happen. A curve whose predicted
-time per call exceeds the budget is skipped at that size and every larger one.
-
-The package: `config` (curves, clocks, sizes and their checks), `timing`, `report` (tables,
+The package: `config` (curves, clocks, sizes and the schema), `timing`, `report` (tables,
 summary and figure) and `share` (the grid of `vary: share`).
 """
 
