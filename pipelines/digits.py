@@ -28,7 +28,7 @@ from sklearn.svm import LinearSVC
 
 from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._io import write_csv, write_text
+from pipelines._io import read_csv, write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
@@ -260,12 +260,7 @@ SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=
 
 def results_table(run_dir):
     """The test-AP table of a finished run (digits and `mean` as rows, methods as columns)."""
-    path = Path(run_dir) / "table.csv"
-    table = pd.read_csv(path, dtype={"digit": str})
-    missing = [c for c in ["digit", *METHODS] if c not in table.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}")
-    return table
+    return read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
 
 
 def report(run_dir):

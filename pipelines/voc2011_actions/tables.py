@@ -244,7 +244,3 @@ def report(run_dir):
                          for k in range(1, 5))
     return (run_dir / "summary.md").read_text(encoding="utf-8")
 
-
-def results_table(run_dir):
-    """timings.csv of a run as a DataFrame (one row per class x method, or per figure point)."""
-    return pd.read_csv(Path(run_dir) / "timings.csv")
