@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from pipelines._io import save_figure, write_csv, write_text
-from pipelines._tables import markdown_table
+from pipelines._tables import cell, markdown_table
 from pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
 from pipelines.scaling.timing import data_note, time_grid
 
@@ -74,7 +74,7 @@ def share_table(timings, shares):
         if mine.empty:
             continue
         default = f"{loss}_auto"
-        for (n_pos, n_neg), cell in mine.groupby(["n_pos", "n_neg"], sort=False):
+        for (n_pos, n_neg), grid_cell in mine.groupby(["n_pos", "n_neg"], sort=False):
             if (loss, default, n_pos, n_neg) not in samples:
                 continue
             own = samples[loss, default, n_pos, n_neg]
@@ -86,7 +86,7 @@ def share_table(timings, shares):
             if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
                 mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
                 row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
-            others = {c: samples[loss, c, n_pos, n_neg] for c in cell["curve"].unique()
+            others = {c: samples[loss, c, n_pos, n_neg] for c in grid_cell["curve"].unique()
                       if c not in (default, f"{loss}_batch")}
             if others:
                 best = min(others, key=lambda c: np.median(others[c]))
@@ -102,15 +102,14 @@ def share_table(timings, shares):
 
 def share_markdown(table):
     """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
-    def fmt(value, spec):
-        return "n/a" if pd.isna(value) else format(value, spec)
+    def fmt(value, spec=""):
+        return cell(value, spec, "n/a")
 
     rows = [[r.loss, str(r.n_neg), f"{r.share:g}", str(r.n_pos), fmt(r.default_s, ".3g"),
              r.default_spread, fmt(r.ns_per_score, ".3g"), fmt(r.vs_zero_one, ".2f"),
-             "n/a" if pd.isna(r.vs_zero_one_spread) else r.vs_zero_one_spread, "n/a" if pd.isna(r.fastest_other)
-             else r.fastest_other, fmt(r.vs_fastest_other, ".2f"),
-             "n/a" if pd.isna(r.vs_fastest_other_spread) else r.vs_fastest_other_spread,
-             fmt(r.batch_vs_lai, ".2f")] for r in table.itertuples(index=False)]
+             fmt(r.vs_zero_one_spread), fmt(r.fastest_other), fmt(r.vs_fastest_other, ".2f"),
+             fmt(r.vs_fastest_other_spread), fmt(r.batch_vs_lai, ".2f")]
+            for r in table.itertuples(index=False)]
     header = ["loss", "N", "P/N", "P", "default (s)", "spread (s)", "ns per score",
               "default / 0-1", "spread", "fastest other exact", "default / it", "spread",
               "lai_batch / lai"]
