@@ -8,7 +8,7 @@ settings its results depend on, its units of work (class x method, data set x me
 """
 
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -106,26 +106,22 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     cfg = experiment.prepare(resolve(experiment, config))
     data = experiment.load_data(cfg)
     label = experiment.label(cfg) if experiment.label else experiment.name
-    kind = label.replace(" ", "-") if experiment.label else None
-    out = claim_run_dir(out_dir or new_run_dir(experiment.name, kind), experiment.name,
-                        experiment.kind)
     settings = settings_key(**experiment.settings(cfg, data))
-    store = RunStore(out, settings)
-    state = Run(cfg, data, out, store, progress)
-    units = experiment.units(cfg, data)
-    stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
-              if experiment.unit_settings else store for u in units}
-    left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
-    if progress:
-        noun = experiment.unit_label + ("es" if experiment.unit_label.endswith("s") else "s")
-        status = resume_status(len(units), len(left), noun)
-        if status:
-            print(f"{label}: {status}", file=sys.stderr)
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
     recorded = {**settings, **experiment.command(cfg)} if experiment.command else settings
-    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, recorded, settings["data_sha256"],
-                  overrides)
-    with recording_interruption(*provenance):
+    with run_dir(experiment.name, experiment.kind, out_dir, cfg, note, recorded,
+                 label=label.replace(" ", "-") if experiment.label else None,
+                 data_sha256=settings["data_sha256"], overrides=overrides) as out:
+        store = RunStore(out, settings)
+        state = Run(cfg, data, out, store, progress)
+        units = experiment.units(cfg, data)
+        stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
+                  if experiment.unit_settings else store for u in units}
+        left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
+        noun = experiment.unit_label + ("es" if experiment.unit_label.endswith("s") else "s")
+        status = resume_status(len(units), len(left), noun)
+        if progress and status:
+            print(f"{label}: {status}", file=sys.stderr)
         if left:
             experiment.warm_up(cfg, left)
         session = experiment.session(state) if experiment.session else nullcontext()
@@ -136,9 +132,23 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
                 stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
                 bar.update()
         experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
+    return out
+
+
+@contextmanager
+def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None,
+            overrides=()):
+    """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
+    results/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
+    the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
+    the `--set` `overrides`); when it fails, record the command as interrupted."""
+    out = claim_run_dir(out_dir or new_run_dir(name, label), name, kind)
+    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256,
+                  overrides)
+    with recording_interruption(*provenance):
+        yield out
         write_text(out / "config.yaml", dump_config(cfg))
     write_provenance(*provenance)
-    return out
 
 
 def resume_status(n_units, n_left, what="units"):

@@ -7,10 +7,8 @@ The package: `config` (curves, clocks, sizes and the schema), `timing`, `report`
 summary and figure) and `share` (the grid of `vary: share`).
 """
 
-from pipelines._config import dump_config, new_run_dir
 from pipelines._io import write_csv, write_text
-from pipelines._provenance import recording_interruption, write_provenance
-from pipelines._runs import claim_run_dir
+from pipelines._runner import run_dir
 from pipelines.scaling.config import (
     CURVE_NAMES,
     PRESETS,
@@ -37,18 +35,15 @@ def run(config, out_dir=None, progress=True):
     are complete, each file atomically.
     """
     cfg = resolve(config)
-    out = claim_run_dir(out_dir or new_run_dir("scaling", cfg["vary"]), "scaling", "bench")
-    with recording_interruption(out, cfg["seed"], data_note(cfg), cfg):
+    with run_dir("scaling", "bench", out_dir, cfg, data_note(cfg), cfg, label=cfg["vary"]) as out:
         share = cfg["vary"] == "share"
         timings, cold = time_share(cfg, progress) if share else \
             time_all(cfg, curves(cfg), sizes(cfg), progress)
         for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
             write_csv(out / name, frame)
-        write_text(out / "config.yaml", dump_config(cfg))
         if share:
             write_share(cfg, out, timings)
         else:
             write_text(out / "summary.md", summary(cfg, timings, cold))
             plot(timings, out / "scaling")
-    write_provenance(out, cfg["seed"], data_note(cfg), cfg)
     return out
