@@ -14,6 +14,14 @@ def selected_methods(methods, cfg):
             and cfg["inference"] in (None, methods[m][1])]
 
 
+def check_selection(methods, cfg):
+    """A ValueError naming the filters when they leave none of ``cfg["methods"]``."""
+    if not selected_methods(methods, cfg):
+        raise ValueError(f"no method of {cfg['methods']} has "
+                         + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
+                                        if cfg[k] is not None))
+
+
 def warm_up(calls):
     """Call ``lai`` for every (loss, LAI method) of `calls` on small seeded inputs that take
     its kernels' main paths (negatives spread, negatives below the positives, many

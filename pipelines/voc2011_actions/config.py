@@ -23,7 +23,7 @@ METHODS = {
     "ndcg_auto": ("ndcg", "auto"),
 }
 LOSSES = ("01", "ap", "ndcg")
-INFERENCES = tuple(dict.fromkeys(m for _, m in METHODS.values()))
+INFERENCES = _methods.inferences(METHODS)
 #: the curves of each figure, as the paper's captions split them
 FIGURE_METHODS = {"ap": ("0-1", "ap", "ap_qs", "ap_search"), "ndcg": ("0-1", "ndcg", "ndcg_qs")}
 VARIES = ("total", "negatives", "positives")  # the paper's panel order
@@ -139,10 +139,7 @@ class Config(S.Section):
         cfg = self.model_dump(by_alias=True)
         if cfg["data"] == "synthetic" and cfg["features_dir"] is not None:
             raise ValueError("features_dir applies to list-file data only; data is 'synthetic'")
-        if not selected_methods(cfg):
-            raise ValueError(f"no method of {cfg['methods']} has "
-                             + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                            if cfg[k] is not None))
+        _methods.check_selection(METHODS, cfg)
         fig = cfg["figures"]
         if not figure_methods(cfg):
             raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
@@ -155,11 +152,6 @@ class Config(S.Section):
                              f"{fig['vary']!r}")
         figure_sizes(cfg)
         return self
-
-
-def selected_methods(cfg):
-    """The configured methods that pass the loss and inference filters, in config order."""
-    return _methods.selected_methods(METHODS, cfg)
 
 
 def figure_methods(cfg):

@@ -10,7 +10,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from pipelines import _methods
 from pipelines._io import write_npz
 from pipelines._runner import Experiment
-from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config, selected_methods
+from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config
 from pipelines.voc2011_actions.data import (
     class_data,
     data_note,
@@ -90,7 +90,7 @@ def settings(cfg, splits):
 
 
 def units(cfg, splits):
-    return [(a, m) for a in cfg["classes"] for m in selected_methods(cfg)]
+    return [(a, m) for a in cfg["classes"] for m in _methods.selected_methods(METHODS, cfg)]
 
 
 def run_unit(run, unit):
