@@ -98,9 +98,10 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     """Run every unit of `experiment` not already finished in the run directory under the same
     settings, write its outputs, and return the directory.
 
-    `out_dir` None writes to results/<experiment>/<UTC time>-<random>/. The config is checked
-    and the data loaded before the directory is claimed, so a bad config writes nothing; each
-    finished unit is stored at once, so an interrupted run loses at most the unit under way.
+    `out_dir` None writes to results/<experiment>/<UTC time>[-<label>]-<random>/. The config is
+    checked and the data loaded before the directory is claimed, so a bad config writes
+    nothing; each finished unit is stored at once, so an interrupted run loses at most the unit
+    under way.
     `overrides`: the command line's `--set` items, recorded in the provenance.
     """
     cfg = experiment.prepare(resolve(experiment, config))
