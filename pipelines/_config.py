@@ -1,13 +1,11 @@
-"""Config handling shared by the pipelines: read a YAML file, lay it over the built-in
-defaults, check keys and values, and name a new run directory.
+"""Config handling shared by the pipelines: read a YAML file, lay it and the command line's
+`--set` keys over the defaults, write the resolved config, and name a new run directory.
 
 Every config error is a ValueError naming the offending key (and the file, when one was
 read), as the CLI shows ValueErrors to the user as they are.
 """
 
 import copy
-import math
-import numbers
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipelines._yaml import read_config, shown
+from pipelines._yaml import read_config
 
 
 def load_config(path, defaults, resolve, overrides, sets=None):
@@ -50,44 +48,6 @@ def merge(base, update):
         both = isinstance(value, dict) and isinstance(out.get(key), dict)
         out[key] = merge(out[key], value) if both else copy.deepcopy(value)
     return out
-
-
-def check_mapping(value, where):
-    """Reject anything but a mapping; `where` names it ('' for the whole config)."""
-    if not isinstance(value, dict):  # a ValueError, as every config error (the CLI shows them)
-        raise ValueError(  # noqa: TRY004
-            f"{where or 'config'} must be a mapping, got {type(value).__name__}")
-
-
-def check_keys(mapping, allowed, where):
-    """Reject a non-mapping or a key not in `allowed`, naming the unknown keys and the allowed."""
-    check_mapping(mapping, where)
-    where_text = f" in {where!r}" if where else ""
-    unknown = [key for key in mapping if key not in allowed]
-    if unknown:
-        raise ValueError(f"unknown config key(s) {', '.join(map(shown, unknown))}{where_text}; "
-                         f"allowed keys{where_text}: {', '.join(map(str, allowed))}")
-
-
-def check_choice(value, where, allowed):
-    """Reject anything but a string in `allowed`."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{where} must be one of {', '.join(map(str, allowed))}; "
-                         f"got {shown(value)}")
-
-
-def check_number(value, where, integer=False, low=None, strict=False):
-    """Accept a finite integer (or real, unless `integer`), numpy scalars included but not
-    booleans, that is >= `low` (> `low` if `strict`)."""
-    kind = numbers.Integral if integer else numbers.Real
-    ok = (isinstance(value, kind) and not isinstance(value, bool)
-          and (isinstance(value, numbers.Integral) or math.isfinite(value)))
-    if ok and low is not None:
-        ok = value > low if strict else value >= low
-    if not ok:
-        bound = "" if low is None else f" {'>' if strict else '>='} {low}"
-        raise ValueError(f"{where} must be a finite {'integer' if integer else 'number'}"
-                         f"{bound}; got {shown(value)}")
 
 
 def dump_config(cfg):

@@ -38,6 +38,12 @@ def write_text(path, text):
         tmp.write_text(text, encoding="utf-8")
 
 
+def write_csv(path, frame):
+    """Write DataFrame `frame` to `path` as CSV (no index) atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
 def save_figure(fig, stem):
     """Write a matplotlib figure to stem.png and stem.pdf atomically; return the two paths."""
     paths = [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]

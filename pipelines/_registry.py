@@ -27,14 +27,8 @@ def experiment(name):
 
 
 def schema(name):
-    """The declared config model of experiment `name`; ValueError when it declares none."""
-    module = experiment(name)
-    model = getattr(getattr(module, "SPEC", None), "schema", None) or getattr(module, "Config",
-                                                                             None)
-    if model is None:
-        raise ValueError(f"experiment {name} declares no config schema; its keys and defaults "
-                         f"are DEFAULTS in pipelines/{name}.py")
-    return model
+    """The declared config model of experiment `name`."""
+    return experiment(name).SPEC.schema
 
 
 def redraw(run_dir):

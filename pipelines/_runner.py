@@ -8,7 +8,7 @@ settings its results depend on, its units of work (class x method, data set x me
 """
 
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -39,7 +39,11 @@ class Experiment:
     - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
     - `session(run)`: a context manager the units run inside (thread limits, a scheduler);
     - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
-    - `write(run, records)`: the tables and figures, from the records of every unit in order.
+    - `write(run, records)`: the tables and figures, from the records of every unit in order;
+    - `label(cfg)`: what progress lines and new run directories call the run (default: the
+      name; a figure run of one vary, say);
+    - `command(cfg)`: what this command adds to the settings its provenance records (the vary
+      of a figure run, whose directory holds several).
     """
 
     name: str
@@ -56,6 +60,8 @@ class Experiment:
     unit_settings: Callable = None
     kind: str = "tables"
     unit_label: str = "unit"
+    label: Callable = None
+    command: Callable = None
 
 
 @dataclass
@@ -92,43 +98,58 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     """Run every unit of `experiment` not already finished in the run directory under the same
     settings, write its outputs, and return the directory.
 
-    `out_dir` None writes to results/<experiment>/<UTC time>-<random>/. The config is checked
-    and the data loaded before the directory is claimed, so a bad config writes nothing; each
-    finished unit is stored at once, so an interrupted run loses at most the unit under way.
+    `out_dir` None writes to results/<experiment>/<UTC time>[-<label>]-<random>/. The config is
+    checked and the data loaded before the directory is claimed, so a bad config writes
+    nothing; each finished unit is stored at once, so an interrupted run loses at most the unit
+    under way.
     `overrides`: the command line's `--set` items, recorded in the provenance.
     """
     cfg = experiment.prepare(resolve(experiment, config))
     data = experiment.load_data(cfg)
-    out = claim_run_dir(out_dir or new_run_dir(experiment.name), experiment.name,
-                        experiment.kind)
+    label = experiment.label(cfg) if experiment.label else experiment.name
     settings = settings_key(**experiment.settings(cfg, data))
-    store = RunStore(out, settings)
-    state = Run(cfg, data, out, store, progress)
-    units = experiment.units(cfg, data)
-    stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
-              if experiment.unit_settings else store for u in units}
-    left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
-    if progress:
-        status = resume_status(len(units), len(left))
-        if status:
-            print(f"{experiment.name}: {status}", file=sys.stderr)
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
-    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, settings["data_sha256"],
-                  overrides)
-    with recording_interruption(*provenance):
+    recorded = {**settings, **experiment.command(cfg)} if experiment.command else settings
+    with run_dir(experiment.name, experiment.kind, out_dir, cfg, note, recorded,
+                 label=label.replace(" ", "-") if experiment.label else None,
+                 data_sha256=settings["data_sha256"], overrides=overrides) as out:
+        store = RunStore(out, settings)
+        state = Run(cfg, data, out, store, progress)
+        units = experiment.units(cfg, data)
+        stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
+                  if experiment.unit_settings else store for u in units}
+        left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
+        noun = experiment.unit_label + ("es" if experiment.unit_label.endswith("s") else "s")
+        status = resume_status(len(units), len(left), noun)
+        if progress and status:
+            print(f"{label}: {status}", file=sys.stderr)
         if left:
             experiment.warm_up(cfg, left)
         session = experiment.session(state) if experiment.session else nullcontext()
-        with session, tqdm(total=len(left), desc=experiment.name, unit=experiment.unit_label,
+        with session, tqdm(total=len(left), desc=label, unit=experiment.unit_label,
                            disable=not progress) as bar:
             for unit in left:
                 bar.set_postfix_str(" ".join(map(str, unit)))
                 stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
                 bar.update()
         experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
+    return out
+
+
+@contextmanager
+def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None,
+            overrides=()):
+    """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
+    results/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
+    the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
+    the `--set` `overrides`); when it fails, record the command as interrupted."""
+    out = claim_run_dir(out_dir or new_run_dir(name, label), name, kind)
+    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256,
+                  overrides)
+    with recording_interruption(*provenance):
+        yield out
         write_text(out / "config.yaml", dump_config(cfg))
     write_provenance(*provenance)
-    return out
 
 
 def resume_status(n_units, n_left, what="units"):

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import yaml
 
 from pipelines._io import TEMPORARY, read_json, write_json
@@ -169,9 +170,13 @@ def same(a, b):
 
 
 def digest_arrays(*arrays):
-    """SHA-256 of arrays' shapes, dtypes and bytes: the data identity of a run."""
+    """SHA-256 of arrays' shapes, dtypes and bytes: the data identity of a run. A sparse
+    matrix counts as its CSR parts and shape."""
     h = hashlib.sha256()
-    for arr in arrays:
+    csr = [a.tocsr() if sp.issparse(a) else a for a in arrays]
+    parts = [p for a in csr for p in ((a.data, a.indices, a.indptr, np.asarray(a.shape))
+                                      if sp.issparse(a) else (a,))]
+    for arr in parts:
         arr = np.ascontiguousarray(arr)
         h.update(f"{arr.dtype.str}{arr.shape}".encode())
         h.update(arr.tobytes())

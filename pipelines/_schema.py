@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
+from pipelines._config import merge
 from pipelines._yaml import parse_yaml, shown
-
 
 
 class Section(BaseModel):
@@ -81,111 +81,100 @@ def number(*, integer=False, low=None, strict=False, high=None, high_strict=True
     return Annotated[Any, _leaf(check, expected)]
 
 
-def choice(allowed):
-    """One of the strings `allowed`."""
-    allowed = tuple(allowed)
-    expected = f"one of {', '.join(allowed)}"
-
+def _accept(ok, expected):
+    """A leaf holding the values for which `ok(value)` is true, kept as given."""
     def check(value):
-        if not isinstance(value, str) or value not in allowed:
+        if not ok(value):
             raise Expected(expected)
         return value
     return Annotated[Any, _leaf(check, expected)]
+
+
+def choice(allowed):
+    """One of the strings `allowed`."""
+    allowed = tuple(allowed)
+    return _accept(lambda v: isinstance(v, str) and v in allowed,
+                   f"one of {', '.join(allowed)}")
 
 
 def member(allowed, expected):
     """One of the values `allowed` (not a boolean); `expected` says which in words."""
     allowed = tuple(allowed)
-
-    def check(value):
-        if isinstance(value, bool) or value not in allowed:
-            raise Expected(expected)
-        return value
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def optional(leaf, what="null"):
-    """`leaf`, or None."""
-    inner = checker(leaf)
-
-    def check(value):
-        if value is None:
-            return None
-        try:
-            return inner(value)
-        except Expected as err:
-            raise Expected(f"{what} or {err}", err.given) from None
-    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
-
-
-def either(leaf, literal):
-    """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
-    inner = checker(leaf)
-
-    def check(value):
-        if value == literal and isinstance(value, str):
-            return value
-        try:
-            return inner(value)
-        except Expected as err:
-            raise Expected(f"{err} or {literal!r}", err.given) from None
-    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
+    return _accept(lambda v: not isinstance(v, bool) and v in allowed, expected)
 
 
 def flag():
     """true or false."""
-    def check(value):
-        if not isinstance(value, bool):
-            raise Expected("true or false")
-        return value
-    return Annotated[Any, _leaf(check, "true or false")]
+    return _accept(lambda v: isinstance(v, bool), "true or false")
 
 
 def text():
     """A string (a path, a name)."""
-    def check(value):
-        if not isinstance(value, str):
-            raise Expected("a string")
-        return value
-    return Annotated[Any, _leaf(check, "a string")]
+    return _accept(lambda v: isinstance(v, str), "a string")
 
 
-def distinct_list(leaf, what, *, convert=None):
-    """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
+def optional(leaf, what="null"):
+    """`leaf`, or None."""
+    return _or(leaf, lambda value: value is None, f"{what} or {{}}")
+
+
+def either(leaf, literal):
+    """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
+    return _or(leaf, lambda value: value == literal and isinstance(value, str),
+               f"{{}} or {literal!r}")
+
+
+def _or(leaf, other, expected):
+    """`leaf`, or a value for which `other(value)` is true, kept as given; `expected` words
+    the pair around the leaf's own expectation ({})."""
     inner = checker(leaf)
-    expected = f"a non-empty list of distinct {what}"
 
     def check(value):
-        if not isinstance(value, list) or not value:
+        if other(value):
+            return value
+        try:
+            return inner(value)
+        except Expected as err:
+            raise Expected(expected.format(err), err.given) from None
+    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
+
+
+def list_of(leaf, expected, *, length=None, distinct=False, convert=None, why=False):
+    """A non-empty list of `leaf` values (of `length` values, when given; without repeats,
+    if `distinct`); `convert` maps each entry first. A bad entry is named, with what it is
+    not when `why`."""
+    inner = checker(leaf)
+
+    def check(value):
+        if not isinstance(value, list) or not value or length not in (None, len(value)):
             raise Expected(expected)
         out = []
         for k, entry in enumerate(value):
             try:
                 out.append(inner(convert(entry) if convert else entry))
             except Expected as err:
-                raise Expected(expected, f"entry {k}: {shown(entry)} (not {err})") from None
-        if len(set(map(repr, out))) != len(out):
+                raise Expected(expected, f"entry {k}: {shown(entry)}"
+                               + (f" (not {err})" if why else "")) from None
+        if distinct and len(set(map(repr, out))) != len(out):
             raise Expected(expected, f"{shown(value)} (with repeats)")
         return out
     return Annotated[Any, _leaf(check, expected)]
 
 
+def distinct_list(leaf, what, *, convert=None):
+    """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
+    return list_of(leaf, f"a non-empty list of distinct {what}", distinct=True,
+                   convert=convert, why=True)
+
+
 def sized_list(leaf, length, what):
     """A list of `length` `leaf` values."""
-    inner = checker(leaf)
-    expected = f"a list of {length} {what}"
+    return list_of(leaf, f"a list of {length} {what}", length=length)
 
-    def check(value):
-        if not isinstance(value, list) or len(value) != length:
-            raise Expected(expected)
-        out = []
-        for k, entry in enumerate(value):
-            try:
-                out.append(inner(entry))
-            except Expected:
-                raise Expected(expected, f"entry {k}: {shown(entry)}") from None
-        return out
-    return Annotated[Any, _leaf(check, expected)]
+
+def c_grid():
+    """A non-empty list of C values > 0 (a cross-validation grid)."""
+    return list_of(number(low=0, strict=True), "a non-empty list of C values > 0")
 
 
 def names(known, what, convert=None):
@@ -237,21 +226,29 @@ def per_key(leaf, keys, defaults, what, cast=None):
     return Annotated[Any, _leaf(check, expected)]
 
 
-def c_grid():
-    """A non-empty list of C values > 0 (a cross-validation grid)."""
-    entry = checker(number(low=0, strict=True))
+def presets(builtin, keys, leaves, expected):
+    """Named presets of sizes: the `builtin` ones with the config's laid over them, key by key;
+    per preset and vary (a key of `keys`), a mapping of exactly the keys `keys[vary]`, each
+    value a `leaves[key]` (default: an integer >= 1)."""
+    count = checker(number(integer=True, low=1))
 
     def check(value):
-        if not isinstance(value, list) or not value:
-            raise Expected("a non-empty list of C values > 0")
-        for k, c in enumerate(value):
-            try:
-                entry(c)
-            except Expected:
-                raise Expected("a non-empty list of C values > 0",
-                               f"entry {k}: {shown(c)}") from None
-        return [entry(c) for c in value]
-    return Annotated[Any, _leaf(check, "a non-empty list of C values > 0")]
+        if not isinstance(value, dict):
+            raise Expected(expected)
+        out = merge(builtin, value)
+        for name, preset in out.items():
+            for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
+                where = f"{name}.{vary}" if vary else str(name)
+                if vary not in keys or not isinstance(spec, dict) or set(spec) != set(keys[vary]):
+                    raise Expected(expected, f"{where}: {shown(spec)}")
+                for k, entry in spec.items():
+                    try:
+                        spec[k] = checker(leaves[k])(entry) if k in leaves else count(entry)
+                    except Expected as err:
+                        given = err.given or shown(entry)
+                        raise Expected(expected, f"{where}.{k}: {given}") from None
+        return out
+    return Annotated[Any, _leaf(check, expected)]
 
 
 def key(default, help, name=None):  # noqa: A002 - the word the config docs use

@@ -42,9 +42,14 @@ def markdown_table(header, rows):
 
 def fmt(value, digits):
     """`value` with `digits` decimals; blank for a missing value (None or NaN)."""
+    return cell(value, f".{digits}f", "")
+
+
+def cell(value, spec="", missing="-"):
+    """`value` formatted by `spec`; `missing` for a missing value (None or NaN)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{value:.{digits}f}"
+        return missing
+    return format(value, spec)
 
 
 def ours_label(synthetic):
@@ -54,10 +59,6 @@ def ours_label(synthetic):
 
 def frame_table(frame, formats):
     """A DataFrame as a Markdown table; `formats` maps a column to a format spec, NaN: '-'."""
-    def cell(col, v):
-        if isinstance(v, float) and math.isnan(v):
-            return "-"
-        return format(v, formats.get(col, ""))
-
-    rows = [[cell(c, v) for c, v in zip(frame.columns, row)] for row in frame.itertuples(False)]
+    rows = [[cell(v, formats.get(c, "")) for c, v in zip(frame.columns, row)]
+            for row in frame.itertuples(False)]
     return markdown_table(frame.columns, rows)

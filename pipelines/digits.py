@@ -26,14 +26,14 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
+from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._io import atomic_path, write_text
+from pipelines._io import read_csv, write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
-from qs.inference import lai
 from qs.ssvm import SOLVERS
 
 EXPERIMENT = "digits"
@@ -134,12 +134,8 @@ def _estimator(cfg, name, C):
 
 
 def warm_up(cfg, units=None):
-    """One LAI call per RankSVM method on small scores, so numba compiles (or loads) its
-    kernels here and not inside the first timed fit."""
-    scores = np.random.default_rng(0).normal(size=40)
-    labels = np.arange(40) % 4 == 0
-    lai(scores, labels, loss="ap", method=cfg["inference"])
-    lai(scores, labels, loss="01", method="zero_one")
+    """Compile (or load) the LAI kernels of both RankSVMs."""
+    _methods.warm_up([("ap", cfg["inference"]), ("01", "zero_one")])
 
 
 def fit_one(cfg, name, X, y):
@@ -254,8 +250,7 @@ def write(run, records):
     """runs.csv, table.csv (test AP per digit and method) and table.md."""
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
-        with atomic_path(run.out / name) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(run.out / name, frame)
     write_text(run.out / "table.md", summary(run.cfg, runs, run.data[-1]))
 
 
@@ -265,12 +260,7 @@ SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=
 
 def results_table(run_dir):
     """The test-AP table of a finished run (digits and `mean` as rows, methods as columns)."""
-    path = Path(run_dir) / "table.csv"
-    table = pd.read_csv(path, dtype={"digit": str})
-    missing = [c for c in ["digit", *METHODS] if c not in table.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}")
-    return table
+    return read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
 
 
 def report(run_dir):

@@ -25,8 +25,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
+from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table
@@ -34,7 +35,6 @@ from pipelines.model import METRICS, rank_metrics, write_model
 from qs.data.files import shown
 from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM
-from qs.inference import lai
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 
@@ -128,7 +128,7 @@ def load_data(cfg):
     note = (f"{train.path} ({X_train.shape[0]} training rows, {X_train.shape[1]} features, "
             f"{len(classes)} classes); {split}")
     return FitData(X_train, y_train, X_test, y_test, train.feature_names, positives, mean,
-                   scale, note, _digest(X_train, y_train, X_test, y_test))
+                   scale, note, digest_arrays(X_train, y_train, X_test, y_test))
 
 
 def _classes(path, y):
@@ -160,12 +160,6 @@ def _check_cv(path, cfg, is_pos, c):
                          f"{cfg['cv_folds']} CV folds; lower the folds or fix C.")
 
 
-def _digest(*arrays):
-    """SHA-256 of the arrays the fits see (sparse ones by their CSR parts)."""
-    return digest_arrays(*[part for a in arrays for part in
-                           ((a.data, a.indices, a.indptr) if sp.issparse(a) else (a,))])
-
-
 # ---------------------------------------------------------------------------- training
 
 def settings(cfg, data):
@@ -181,8 +175,8 @@ def units(cfg, data):
 
 
 def warm_up(cfg, units=None):
-    """One LAI call, so numba compiles (or loads) the kernels outside the timed fits."""
-    lai(np.linspace(1, 0, 8), np.arange(8) % 3 == 0, loss=cfg["loss"])
+    """Compile (or load) the LAI kernels of the RankSVM."""
+    _methods.warm_up([(cfg["loss"], "auto")])
 
 
 def estimator(cfg, name):
@@ -277,8 +271,7 @@ def summary(cfg, records, note):
 
 def write(run, records):
     """metrics.csv, table.md and the model (model.json + model.npz)."""
-    with atomic_path(run.out / "metrics.csv") as tmp:
-        metrics_frame(records).to_csv(tmp, index=False)
+    write_csv(run.out / "metrics.csv", metrics_frame(records))
     write_text(run.out / "table.md", summary(run.cfg, records, run.data.note))
     data, cfg = run.data, run.cfg
     meta = {"n_features": int(data.mean.size), "feature_names": data.feature_names,

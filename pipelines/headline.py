@@ -5,12 +5,9 @@ runs under ``results/`` (kept in git), so that no number in the README is typed 
 README holds what the result files say.
 """
 
-import json
 from pathlib import Path
 
-import pandas as pd
-
-from pipelines._io import write_text
+from pipelines._io import read_csv, run_data_note, write_text
 from pipelines._tables import markdown_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -18,19 +15,12 @@ HEADER = ["result", "ours", "paper", "our data", "command"]
 
 
 def _csv(results, name):
-    path = Path(results) / name
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: run the command of its row to write it")
-    return pd.read_csv(path)
+    return read_csv(Path(results) / name)
 
 
 def _data(results, run):
     """What the run's data were, in two words, from its provenance."""
-    path = Path(results) / run / "provenance.json"
-    try:
-        note = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"{path}: no data source recorded ({err})") from None
+    note = run_data_note(Path(results) / run)
     if "digits-as-CIFAR" in note:
         return "digits-as-CIFAR"
     return "synthetic" if "synthetic" in note else "real"

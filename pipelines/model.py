@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from pipelines._io import atomic_path, write_json, write_npz
+from pipelines._io import write_csv, write_json, write_npz
 from pipelines._provenance import _version
 from qs.data.files import check_regular, read_bytes
 from qs.data.tables import align_features, read_labels, read_table
@@ -127,8 +127,7 @@ def predict(model_path, data_path, out, label_column=None):
     X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
                        f"the model {model.path}")
     frame = pd.DataFrame(model.scores(X), columns=[str(c) for c in model.meta["classes"]])
-    with atomic_path(out) as tmp:
-        frame.to_csv(tmp, index=False)
+    write_csv(out, frame)
     return len(frame)
 
 
@@ -159,8 +158,7 @@ def evaluate(scores_path, labels_path, label_column=None, out=None):
              **rank_metrics(labels == c, scores[c].to_numpy())} for c in scores.columns]
     frame = pd.DataFrame(rows)
     if out is not None:
-        with atomic_path(out) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(out, frame)
     return frame
 
 

@@ -25,28 +25,22 @@ def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=
     """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
     running loss, and write its checkpoint to `out` atomically; return its metadata. One
     process at a time trains into `out`: a second is refused, naming the first."""
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
-    with OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"):
-        for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a kill
-            if TEMPORARY.fullmatch(tmp.name):
-                tmp.unlink()
-        return _train(kind, length, steps, seed, out, size=size, batch_size=batch_size, lr=lr,
-                      test_vectors=test_vectors, progress=progress, **hyper)
-
-
-def _train(kind, length, steps, seed, out, *, size, batch_size, lr, test_vectors, progress,
-           **hyper):
-    """`train`, under the checkpoint's lock."""
     import torch
 
     from qs.surrogates import sodeep
 
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
     hyper = {k: v for k, v in hyper.items() if v is not None}
     running = {"loss": None}
-    with tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",
-              disable=not progress) as bar:
+    with OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"), \
+            tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",
+                 disable=not progress) as bar:
+        for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a kill
+            if TEMPORARY.fullmatch(tmp.name):
+                tmp.unlink()
+
         def callback(step, loss):
             prev = running["loss"]
             running["loss"] = loss if prev is None else 0.98 * prev + 0.02 * loss
@@ -60,13 +54,13 @@ def _train(kind, length, steps, seed, out, *, size, batch_size, lr, test_vectors
                                            test_vectors=test_vectors, callback=callback,
                                            **hyper)
         meta["train_seconds"] = round(time.perf_counter() - start, 1)
-    meta["provenance"] = provenance(seed, "synthetic score vectors (qs.surrogates.sodeep."
-                                          "synthetic_scores)")
-    try:
-        with atomic_path(out) as tmp:
-            torch.save(sodeep.sorter_state(sorter, meta), tmp)
-    except OSError as err:
-        raise ValueError(f"cannot write checkpoint {out}: {err.strerror or err}") from None
+        meta["provenance"] = provenance(seed, "synthetic score vectors (qs.surrogates.sodeep."
+                                              "synthetic_scores)")
+        try:
+            with atomic_path(out) as tmp:
+                torch.save(sodeep.sorter_state(sorter, meta), tmp)
+        except OSError as err:
+            raise ValueError(f"cannot write checkpoint {out}: {err.strerror or err}") from None
     return meta
 
 
@@ -79,8 +73,8 @@ def train_report(meta, out):
 
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
-    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the handcrafted ranker and
-    the sorters of `checkpoints` (default: the shipped LSTM and CNN), all on the same
+    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the
+    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and CNN), all on the same
     `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
     from qs.surrogates import sodeep
 

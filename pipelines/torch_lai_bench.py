@@ -117,40 +117,26 @@ def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
     return float(np.median(step_times)), float(np.median(loss_times)), n_parameters(net)
 
 
-def large_batch(torch, q=16, n=100_000, repeats=3, loss="ap", seed=0):
-    """(c): (numba seconds, torch-method seconds, ranks identical)."""
+def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
+    """(c) on the CPU, (d) on CUDA: (numba seconds on the CPU, torch-method seconds on
+    `device`, ranks identical)."""
     from qs.torch._exact import lai_torch
 
     rng = np.random.default_rng(seed)
     scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
-    s_t, y_t = torch.from_numpy(scores), torch.from_numpy(labels)
-    numba_s = median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
-    torch_s = median_time(lambda: lai_torch(s_t, y_t, loss), repeats)
-    same = bool(np.array_equal(lai_torch(s_t, y_t, loss)[2].numpy(),
-                               lai_batch(scores, labels, loss).rank))
-    return numba_s, torch_s, same
+    s_t, y_t = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
-
-def gpu_batch(torch, q=GPU_BATCH[0], n=GPU_BATCH[1], repeats=3, loss="ap", seed=0):
-    """(d): (numba seconds on the CPU, torch-method seconds on CUDA, ranks identical), or
-    None without a CUDA device."""
-    from qs.torch._exact import lai_torch
-
-    if not torch.cuda.is_available():
-        return None
-    rng = np.random.default_rng(seed)
-    scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
-    s_t, y_t = torch.from_numpy(scores).cuda(), torch.from_numpy(labels).cuda()
-
-    def on_gpu():
+    def on_device():
         result = lai_torch(s_t, y_t, loss)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         return result
 
-    on_gpu()  # CUDA context, kernels, allocator
-    torch_s = median_time(on_gpu, repeats)
+    on_device()  # CUDA context, kernels, allocator
+    torch_s = median_time(on_device, repeats)
     numba_s = median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
-    same = bool(np.array_equal(on_gpu()[2].cpu().numpy(), lai_batch(scores, labels, loss).rank))
+    same = bool(np.array_equal(on_device()[2].cpu().numpy(),
+                               lai_batch(scores, labels, loss).rank))
     return numba_s, torch_s, same
 
 
@@ -168,18 +154,17 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
                 f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
                 f"{100 * loss_s / step:.3f}% of the step"]
     if large and "c" in parts:
-        numba_s, torch_s, same = large_batch(torch, *large)
+        numba_s, torch_s, same = torch_vs_numba(torch, *large)
         out += ["", f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
                 f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
                 f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}"]
     if "d" in parts:
-        gpu = gpu_batch(torch)
         head = f"(d) {GPU_BATCH[0]} queries x {GPU_BATCH[1]} samples (1% positives), AP:"
-        if gpu is None:
+        if not torch.cuda.is_available():
             out += ["", f"{head} skipped, torch sees no CUDA device "
                     "(torch.cuda.is_available() is False)."]
         else:
-            numba_s, torch_s, same = gpu
+            numba_s, torch_s, same = torch_vs_numba(torch, *GPU_BATCH, device="cuda")
             out += ["", f"{head} numba lai_batch on the CPU {numba_s:.3f} s, torch method on "
                     f"{torch.cuda.get_device_name()} {torch_s:.4f} s (speed-up "
                     f"{numba_s / torch_s:.1f}x), ranks identical: {same}"]

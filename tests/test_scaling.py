@@ -49,7 +49,7 @@ def test_bench_writes_every_output_and_prints_table(quick_run):
 
 def test_bench_csv_has_one_row_per_size_curve_repeat(quick_run):
     out, _ = quick_run
-    spec = scaling.DEFAULTS["presets"]["quick"]["negatives"]
+    spec = scaling.PRESETS["quick"]["negatives"]
     timings = read(out / "timings.csv")
     assert list(timings.columns) == ["vary", "loss", "curve", "method", "n_pos", "n_neg",
                                      "repeat", "seconds"]
@@ -105,7 +105,7 @@ def test_unknown_vary_is_a_usage_error():
 
 
 @pytest.mark.parametrize("text, key", [("repeatz: 3\n", "repeatz"),
-                                       ("scores: {pos_meen: 2.0}\n", "pos_meen")])
+                                       ("scores: {pos_meen: 2.0}\n", "scores.pos_meen")])
 def test_unknown_config_key_names_it_and_writes_nothing(tmp_path, text, key):
     config = tmp_path / "bad.yaml"
     config.write_text(text)
@@ -183,7 +183,7 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
     result = invoke("bench", "--vary", "share", "--preset", "quick", "--repeats", 2,
                     "--out", out)
     assert result.exit_code == 0, result.output
-    spec = scaling.DEFAULTS["presets"]["quick"]["share"]
+    spec = scaling.PRESETS["quick"]["share"]
     cells = {(max(1, round(s * n)), n) for n in spec["negatives"] for s in spec["shares"]}
     timings = read(out / "timings.csv")
     assert set(zip(timings["n_pos"], timings["n_neg"])) == cells
@@ -212,6 +212,6 @@ def test_share_grid_rejects_a_bad_share(tmp_path):
 
 def test_share_cells_are_unique_where_shares_round_to_one_count():
     pairs = scaling.sizes(scaling.resolve({"vary": "share"}))
-    spec = scaling.DEFAULTS["presets"]["paper"]["share"]
+    spec = scaling.PRESETS["paper"]["share"]
     assert len(pairs) == len(set(pairs)) < len(spec["negatives"]) * len(spec["shares"])
     assert (1, 1000) in pairs and (5 * 10**6, 10**7) in pairs

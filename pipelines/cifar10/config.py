@@ -7,7 +7,7 @@ from pipelines import _schema as S
 from pipelines._config import merge
 from pipelines._device import DEVICES
 from pipelines._images import SPLIT
-from pipelines._methods import inferences, selected_methods
+from pipelines._methods import check_selection, inferences
 
 EXPERIMENT = "cifar10"
 #: method -> (loss, LAI method of qs.inference)
@@ -117,9 +117,5 @@ class Config(S.Section):
         if self.preset == "full" and self.data is None:
             raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: "
                              "to the folder of the CIFAR-10 batches (python or binary version)")
-        if not selected_methods(METHODS, self.model_dump()):
-            raise ValueError(f"no method of {self.methods} has "
-                             + " and ".join(f"{k} {getattr(self, k)!r}"
-                                            for k in ("loss", "inference")
-                                            if getattr(self, k) is not None))
+        check_selection(METHODS, self.model_dump())
         return self

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines._images import is_digits
-from pipelines._tables import CVPR2018, markdown_table
+from pipelines._tables import CVPR2018, cell, markdown_table
 from pipelines.cifar10.config import (
     METHODS,
     PAPER_HOURS,
@@ -39,11 +39,6 @@ def results_frame(history, methods, step_s):
     return pd.DataFrame(rows)
 
 
-def _cell(value, spec):
-    return "-" if value is None or (isinstance(value, float) and np.isnan(value)) \
-        else format(value, spec)
-
-
 def _training_text(cfg):
     if cfg["training"] == "layerwise":
         lw = cfg["layerwise"]
@@ -60,16 +55,16 @@ def summary(cfg, note, results, history, warm_test, n_params):
     ours = "ours (digits-as-CIFAR, not CIFAR-10)" if is_digits(note) else "ours (CIFAR-10)"
     warm = history[history.phase.isin(WARM_PHASES)]
     warm_s = float(warm.groupby("phase").train_s.max().sum()) if len(warm) else 0.0
-    metrics = [[r.method, r.loss, r.inference, _cell(100 * r.test_map, ".2f"),
-                _cell(r.paper_map, ".2f"), _cell(100 * r.test_ndcg, ".2f"),
-                _cell(r.paper_ndcg, ".2f")] for r in results.itertuples()]
-    metrics.insert(0, ["warm start", "-", "-", _cell(100 * warm_test[0], ".2f"), "-",
-                       _cell(100 * warm_test[1], ".2f"), "-"])
-    times = [[r.method, r.inference, r.steps, _cell(r.train_s, ".2f"),
+    metrics = [[r.method, r.loss, r.inference, cell(100 * r.test_map, ".2f"),
+                cell(r.paper_map, ".2f"), cell(100 * r.test_ndcg, ".2f"),
+                cell(r.paper_ndcg, ".2f")] for r in results.itertuples()]
+    metrics.insert(0, ["warm start", "-", "-", cell(100 * warm_test[0], ".2f"), "-",
+                       cell(100 * warm_test[1], ".2f"), "-"])
+    times = [[r.method, r.inference, r.steps, cell(r.train_s, ".2f"),
               f"{r.step_ms_median:.1f} [{r.step_ms_q1:.1f}, {r.step_ms_q3:.1f}]",
-              _cell(r.lai_s, ".3f"),
-              _cell(100 * r.lai_s / r.train_s, ".2f"), _cell(r.lai_ms_per_step, ".3f"),
-              _cell(r.paper_train_h, ".3f")] for r in results.itertuples()]
+              cell(r.lai_s, ".3f"),
+              cell(100 * r.lai_s / r.train_s, ".2f"), cell(r.lai_ms_per_step, ".3f"),
+              cell(r.paper_train_h, ".3f")] for r in results.itertuples()]
     ws = cfg["warm_start"]
     return "\n\n".join([
         f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "

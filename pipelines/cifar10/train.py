@@ -5,7 +5,7 @@ import pandas as pd
 
 from pipelines._device import pick_device
 from pipelines._images import Normaliser, cifar_split
-from pipelines._io import atomic_path, save_figure, write_text
+from pipelines._io import save_figure, write_csv, write_text
 from pipelines._methods import selected_methods
 from pipelines._runner import Experiment
 from pipelines.cifar10.config import EXPERIMENT, METHODS, WARM_PHASES, Config
@@ -120,8 +120,7 @@ def write(run, records):
     results = results_frame(history, methods, {r["phase"]: r["step_s"] for r in records})
     for name, frame in (("results.csv", results), ("history.csv", history),
                         ("per_class.csv", per_class)):
-        with atomic_path(run.out / name) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(run.out / name, frame)
     text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
     write_text(run.out / "table.md", text)
     save_figure(plot(history, methods, warm_test, data_name(note)), run.out / "figure")

@@ -1,15 +1,15 @@
-"""The scaling benchmark's curves, clocks and sizes: its built-in defaults, every key a config
-may set, and their checks."""
+"""The scaling benchmark's curves, clocks and sizes, and its config schema."""
 
 import os
 import time
 
 import numpy as np
 
+from pydantic import model_validator
+
 from pipelines import _config
-from pipelines._config import check_choice, check_keys, check_mapping, check_number, merge
+from pipelines import _schema as S
 from pipelines._sizes import size_pairs
-from pipelines._yaml import shown
 from qs.inference import METHODS
 
 VARIES = ("negatives", "positives", "total", "share")
@@ -92,91 +92,89 @@ SPEC_KEYS = {
     "positives": ("fixed", "start", "stop", "points"),
     "total": ("neg_per_pos", "start", "stop", "points"),
 }
-
-# Built-in defaults: every key a config may set; configs/scaling.yaml overrides a few.
-DEFAULTS = {
-    "seed": 0,
-    "vary": "negatives",
-    "loss": "all",
-    "methods": None,
-    "repeats": 5,
-    "preset": "paper",
-    "budget_s": 10.0,
-    "clock": "wall",
-    "scores": {"pos_mean": 1.0, "pos_std": 1.0, "neg_mean": 0.0, "neg_std": 1.0},
-    "presets": {
-        "paper": {
-            "negatives": {"fixed": 227, "start": 2270, "stop": 1000000, "points": 8},
-            "positives": {"fixed": 200, "start": 20, "stop": 2000, "points": 8},
-            "total": {"neg_per_pos": 10, "start": 2497, "stop": 1100000, "points": 8},
-            "share": {"negatives": [1000, 10000, 100000, 1000000, 10000000],
-                      "shares": [0.0001, 0.001, 0.01, 0.05, 0.2, 0.5]},
-        },
-        "large": {
-            "negatives": {"fixed": 1000, "start": 10000, "stop": 10000000, "points": 7},
-            "positives": {"fixed": 100000, "start": 100, "stop": 100000, "points": 7},
-            "total": {"neg_per_pos": 10, "start": 11000, "stop": 11000000, "points": 7},
-        },
-        "voc": {
-            "negatives": {"fixed": 300, "start": 3000, "stop": 30000, "points": 3},
-            "positives": {"fixed": 3000, "start": 30, "stop": 300, "points": 3},
-            "total": {"neg_per_pos": 10, "start": 3300, "stop": 33000, "points": 3},
-        },
-        "quick": {
-            "negatives": {"fixed": 5, "start": 20, "stop": 200, "points": 3},
-            "positives": {"fixed": 20, "start": 2, "stop": 20, "points": 3},
-            "total": {"neg_per_pos": 10, "start": 22, "stop": 220, "points": 3},
-            "share": {"negatives": [200, 2000], "shares": [0.01, 0.5]},
-        },
+PRESETS = {
+    "paper": {
+        "negatives": {"fixed": 227, "start": 2270, "stop": 1000000, "points": 8},
+        "positives": {"fixed": 200, "start": 20, "stop": 2000, "points": 8},
+        "total": {"neg_per_pos": 10, "start": 2497, "stop": 1100000, "points": 8},
+        "share": {"negatives": [1000, 10000, 100000, 1000000, 10000000],
+                  "shares": [0.0001, 0.001, 0.01, 0.05, 0.2, 0.5]},
+    },
+    "large": {
+        "negatives": {"fixed": 1000, "start": 10000, "stop": 10000000, "points": 7},
+        "positives": {"fixed": 100000, "start": 100, "stop": 100000, "points": 7},
+        "total": {"neg_per_pos": 10, "start": 11000, "stop": 11000000, "points": 7},
+    },
+    "voc": {
+        "negatives": {"fixed": 300, "start": 3000, "stop": 30000, "points": 3},
+        "positives": {"fixed": 3000, "start": 30, "stop": 300, "points": 3},
+        "total": {"neg_per_pos": 10, "start": 3300, "stop": 33000, "points": 3},
+    },
+    "quick": {
+        "negatives": {"fixed": 5, "start": 20, "stop": 200, "points": 3},
+        "positives": {"fixed": 20, "start": 2, "stop": 20, "points": 3},
+        "total": {"neg_per_pos": 10, "start": 22, "stop": 220, "points": 3},
+        "share": {"negatives": [200, 2000], "shares": [0.01, 0.5]},
     },
 }
+PRESETS_EXPECTED = ("per preset name, a mapping of negatives, positives and total ({fixed or "
+                    "neg_per_pos, start, stop, points}: counts >= 1) and share ({negatives: "
+                    "counts >= 1, shares: numbers > 0})")
+class Scores(S.Section):
+    pos_mean: S.number() = S.key(1.0, "mean of the positives' normal scores")
+    pos_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
+    neg_mean: S.number() = S.key(0.0, "mean of the negatives' normal scores")
+    neg_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
 
+
+class Config(S.Section):
+    """The scaling benchmark: every key a config may set; configs/scaling.yaml sets a few."""
+
+    seed: S.number(integer=True, low=0) = S.key(0, "seed of the synthetic scores")
+    vary: S.choice(VARIES) = S.key("negatives", "which count grows (share: the grid of "
+                                   "negatives x share of positives)")
+    loss: S.choice(LOSSES + ("all",)) = S.key("all", "the losses timed")
+    methods: S.optional(S.names(CURVE_NAMES, "curve")) = S.key(None, "curves to time; null: "
+                                                               "every curve of the losses")
+    repeats: S.number(integer=True, low=1) = S.key(5, "warm timed samples per size and curve")
+    preset: S.text() = S.key("paper", "the sizes: a name in presets")
+    budget_s: S.number(low=0, strict=True) = S.key(
+        10.0, "skip a curve once a call is predicted to take longer (seconds)")
+    clock: S.choice(CLOCKS) = S.key("wall", "wall, or cpu: the process's CPU time")
+    scores: Scores = S.key(Scores, "the synthetic scores")
+    presets: S.presets(PRESETS, SPEC_KEYS, {
+        "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
+        "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1")},
+        PRESETS_EXPECTED) = S.key(
+        PRESETS, "per preset and vary: how the sizes are spaced")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        cfg = self.model_dump()
+        if cfg["preset"] not in cfg["presets"]:
+            raise ValueError(f"preset: expected one of {', '.join(cfg['presets'])}; got "
+                             f"{S.shown(cfg['preset'])}")
+        if not curves(cfg):
+            raise ValueError(f"methods {cfg['methods']} select no curve for loss "
+                             f"{cfg['loss']!r}")
+        for loss, name, method in curves(cfg):
+            if name not in REFERENCES and method != "batch" \
+                    and loss not in METHODS.get(method, ()):
+                raise ValueError(f"curve {name!r} needs lai method {method!r} with loss "
+                                 f"{loss!r}, which qs.inference does not offer")
+        sizes(cfg)
+        return self
 
 
 def load_config(path=None, **overrides):
-    """DEFAULTS, updated by the YAML file at `path`, then by the non-None `overrides`; checked.
-
-    The file is checked on its own first, so its errors name the file.
-    """
-    return _config.load_config(path, DEFAULTS, resolve, overrides)
+    """The defaults, updated by the YAML file at `path`, then by the non-None `overrides`;
+    checked. The file is checked on its own first, so its errors name the file."""
+    return _config.load_config(path, {}, resolve, overrides)
 
 
 def resolve(config):
-    """DEFAULTS updated by `config`; raises ValueError naming any unknown key or bad value."""
-    check_keys(config, DEFAULTS, "")
-    cfg = merge(DEFAULTS, config)
-    check_keys(cfg["scores"], DEFAULTS["scores"], "scores")
-    check_mapping(cfg["presets"], "presets")
-    for name, preset in cfg["presets"].items():
-        check_keys(preset, SPEC_KEYS, f"presets.{name}")
-        for vary, spec in preset.items():
-            check_keys(spec, SPEC_KEYS[vary], f"presets.{name}.{vary}")
-    check_choice(cfg["vary"], "vary", VARIES)
-    check_choice(cfg["clock"], "clock", tuple(CLOCKS))
-    check_choice(cfg["loss"], "loss", LOSSES + ("all",))
-    check_choice(cfg["preset"], "preset", tuple(cfg["presets"]))
-    check_number(cfg["seed"], "seed", integer=True, low=0)
-    check_number(cfg["repeats"], "repeats", integer=True, low=1)
-    check_number(cfg["budget_s"], "budget_s", low=0, strict=True)
-    for key, value in cfg["scores"].items():
-        check_number(value, f"scores.{key}", low=None if key.endswith("mean") else 0, strict=True)
-    methods = cfg["methods"]
-    if methods is not None:
-        if not isinstance(methods, list) or not methods:
-            raise ValueError("methods must be a non-empty list of curve names or null; "
-                             f"got {shown(methods)}")
-        unknown = [m for m in methods if m not in CURVE_NAMES]
-        if unknown:
-            raise ValueError(f"unknown curve name(s) {', '.join(map(shown, unknown))} in methods; "
-                             f"known: {', '.join(CURVE_NAMES)}")
-    if not curves(cfg):
-        raise ValueError(f"methods {methods} select no curve for loss {cfg['loss']!r}")
-    for loss, name, method in curves(cfg):
-        if name not in REFERENCES and method != "batch" and loss not in METHODS.get(method, ()):
-            raise ValueError(f"curve {name!r} needs lai method {method!r} with loss {loss!r}, "
-                             "which qs.inference does not offer")
-    sizes(cfg)
-    return cfg
+    """The defaults updated by `config`; a one-line ValueError naming any bad key or value."""
+    return S.validate(Config, config)
 
 
 def curves(cfg):
@@ -197,13 +195,10 @@ def sizes(cfg):
     where = f"presets.{cfg['preset']}.{vary}"
     if spec is None:
         raise ValueError(f"preset {cfg['preset']!r} defines no sizes for vary {vary!r} ({where})")
-    missing = [key for key in SPEC_KEYS[vary] if key not in spec]
-    if missing:
-        raise ValueError(f"{where} lacks key(s) {', '.join(missing)}")
     if vary == "share":
-        return share_pairs(spec, where)
-    for key in SPEC_KEYS[vary]:
-        check_number(spec[key], f"{where}.{key}", integer=True, low=1)
+        pairs = [(max(1, round(share * n)), n) for n in spec["negatives"]
+                 for share in spec["shares"]]
+        return list(dict.fromkeys(pairs))  # small N: several shares round to one P
     grid = np.geomspace(spec["start"], spec["stop"], spec["points"])
     grid = [int(v) for v in np.unique(np.rint(grid).astype(np.int64))]
     pairs = size_pairs(vary, spec, grid, where)
@@ -227,16 +222,3 @@ def _check_memory(pairs, where):
         raise ValueError(f"{where}: the largest size ({n_pos} positives, {n_neg} negatives) "
                          f"needs about {need / 1e9:,.0f} GB for its scores, more than this "
                          f"machine's {total / 1e9:,.0f} GB of memory; lower its stop")
-
-
-def share_pairs(spec, where):
-    """(n_pos, n_neg) of every count of negatives x share of positives, N then share order."""
-    for key in ("negatives", "shares"):
-        if not isinstance(spec[key], list) or not spec[key]:
-            raise ValueError(f"{where}.{key} must be a non-empty list; got {spec[key]!r}")
-    for n in spec["negatives"]:
-        check_number(n, f"{where}.negatives", integer=True, low=1)
-    for share in spec["shares"]:
-        check_number(share, f"{where}.shares", low=0, strict=True)
-    pairs = [(max(1, round(share * n)), n) for n in spec["negatives"] for share in spec["shares"]]
-    return list(dict.fromkeys(pairs))  # small N: several shares round to one P

@@ -1,27 +1,16 @@
 """`vary: share`: the grid of negatives x share of positives, every exact method whose cost is
-linear up to logarithms and the 0-1 LAI, timed in shuffled rounds; the grid table and figure."""
+linear up to logarithms and the 0-1 LAI, timed in shuffled rounds (a slow spell of the machine
+hits all curves of a round, and no curve always follows the same one); the grid table and
+figure."""
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from tqdm import tqdm
 
-from pipelines._config import dump_config
-from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._tables import markdown_table
-from pipelines.scaling.config import (
-    CLOCKS,
-    COLD_COLUMNS,
-    COLORS,
-    LABELS,
-    LOSSES,
-    SAMPLE_S,
-    SKIPPED,
-    TIMING_COLUMNS,
-    curves,
-    sizes,
-)
-from pipelines.scaling.timing import caller, clock, data_note, make_data
+from pipelines._io import save_figure, write_csv, write_text
+from pipelines._tables import cell, markdown_table
+from pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
+from pipelines.scaling.timing import data_note, time_grid
 
 #: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
 #: seconds per call of the slower methods
@@ -29,10 +18,6 @@ SHARE_WORK = 2 * 10**7
 SHARE_COLUMNS = ["loss", "n_neg", "share", "n_pos", "default_s", "default_spread",
                  "ns_per_score", "vs_zero_one", "vs_zero_one_spread", "fastest_other",
                  "vs_fastest_other", "vs_fastest_other_spread", "batch_vs_lai"]
-
-
-def _share_repeats(cfg, n_neg):
-    return min(cfg["repeats"], max(3, SHARE_WORK // n_neg))
 
 
 def _predicted_share(last, method, n_pos, n_neg):
@@ -52,63 +37,20 @@ def _nearest_share(shares, n_pos, n_neg):
     return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
 
 
-def _time_share(cfg, chosen, pairs, progress):
-    """Every curve at every cell of the grid: a cold call, then rounds of one sample per curve
-    in a seeded shuffled order (a slow spell of the machine hits all curves of a round, and
-    no curve always follows the same one); a sample is one call when a call lasts more than
-    SAMPLE_S, else the mean of back-to-back calls after an untimed one. (timings, cold)."""
-    rows, cold = [], []
-    last = {}  # (curve, share index) -> (n_pos, n_neg, median seconds) at the largest N so far
+def time_share(cfg, progress):
+    """Every curve at every cell of the grid: (timings, cold) frames."""
     shares = cfg["presets"][cfg["preset"]]["share"]["shares"]
-    rng = np.random.default_rng(cfg["seed"])
-    with tqdm(total=len(pairs) * len(chosen), desc="bench share", unit="curve",
-              disable=not progress) as bar:
-        for n_pos, n_neg in pairs:
-            which = _nearest_share(shares, n_pos, n_neg)
-            rotation, labels = make_data(cfg, n_pos, n_neg)
-            calls = {}
-            for curve in chosen:
-                loss, name, method = curve
-                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
-                key = {"vary": "share", "loss": loss, "curve": name, "method": method,
-                       "n_pos": n_pos, "n_neg": n_neg}
-                if _predicted_share(last.get((curve, which)), method, n_pos,
-                                    n_neg) > cfg["budget_s"]:
-                    cold.append({**key, "seconds": np.nan, "status": SKIPPED})
-                    bar.update()
-                    continue
-                call = caller(curve, rotation, labels, None)
-                seconds = clock(call)
-                cold.append({**key, "seconds": seconds, "status": "ok"})
-                calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
-            warm = {curve: [] for curve in calls}
-            for _ in range(_share_repeats(cfg, n_neg)):
-                for t in rng.permutation(len(calls)):
-                    curve = list(calls)[t]
-                    _, call, number = calls[curve]
-                    if number > 1:
-                        call()  # untimed: warm, as in back-to-back calls
-                    warm[curve].append(clock(call, number, CLOCKS[cfg["clock"]]))
-            for curve, (key, _, _) in calls.items():
-                rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
-                last[curve, which] = (n_pos, n_neg, float(np.median(warm[curve])))
-                bar.update()
-            del rotation
-    return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
+    return time_grid(
+        cfg, curves(cfg), sizes(cfg), progress, predict=_predicted_share,
+        repeats=lambda n_neg: min(cfg["repeats"], max(3, SHARE_WORK // n_neg)),
+        rng=np.random.default_rng(cfg["seed"]),
+        group=lambda n_pos, n_neg: _nearest_share(shares, n_pos, n_neg))
 
 
-def run_share(cfg, out, progress):
-    """`vary: share`: time the grid, write timings, the grid table (CSV and Markdown) and the
-    figure."""
-    pairs = sizes(cfg)
-    timings, cold = _time_share(cfg, curves(cfg), pairs, progress)
-    for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
-    write_text(out / "config.yaml", dump_config(cfg))
+def write_share(cfg, out, timings):
+    """The grid table (grid.csv, summary.md) and the figure of a share run."""
     table = share_table(timings, cfg["presets"][cfg["preset"]]["share"]["shares"])
-    with atomic_path(out / "grid.csv") as tmp:
-        table.to_csv(tmp, index=False)
+    write_csv(out / "grid.csv", table)
     write_text(out / "summary.md", share_summary(cfg, table))
     plot_share(timings, out / "scaling")
 
@@ -132,7 +74,7 @@ def share_table(timings, shares):
         if mine.empty:
             continue
         default = f"{loss}_auto"
-        for (n_pos, n_neg), cell in mine.groupby(["n_pos", "n_neg"], sort=False):
+        for (n_pos, n_neg), grid_cell in mine.groupby(["n_pos", "n_neg"], sort=False):
             if (loss, default, n_pos, n_neg) not in samples:
                 continue
             own = samples[loss, default, n_pos, n_neg]
@@ -144,7 +86,7 @@ def share_table(timings, shares):
             if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
                 mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
                 row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
-            others = {c: samples[loss, c, n_pos, n_neg] for c in cell["curve"].unique()
+            others = {c: samples[loss, c, n_pos, n_neg] for c in grid_cell["curve"].unique()
                       if c not in (default, f"{loss}_batch")}
             if others:
                 best = min(others, key=lambda c: np.median(others[c]))
@@ -160,15 +102,14 @@ def share_table(timings, shares):
 
 def share_markdown(table):
     """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
-    def fmt(value, spec):
-        return "n/a" if pd.isna(value) else format(value, spec)
+    def fmt(value, spec=""):
+        return cell(value, spec, "n/a")
 
     rows = [[r.loss, str(r.n_neg), f"{r.share:g}", str(r.n_pos), fmt(r.default_s, ".3g"),
              r.default_spread, fmt(r.ns_per_score, ".3g"), fmt(r.vs_zero_one, ".2f"),
-             "n/a" if pd.isna(r.vs_zero_one_spread) else r.vs_zero_one_spread, "n/a" if pd.isna(r.fastest_other)
-             else r.fastest_other, fmt(r.vs_fastest_other, ".2f"),
-             "n/a" if pd.isna(r.vs_fastest_other_spread) else r.vs_fastest_other_spread,
-             fmt(r.batch_vs_lai, ".2f")] for r in table.itertuples(index=False)]
+             fmt(r.vs_zero_one_spread), fmt(r.fastest_other), fmt(r.vs_fastest_other, ".2f"),
+             fmt(r.vs_fastest_other_spread), fmt(r.batch_vs_lai, ".2f")]
+            for r in table.itertuples(index=False)]
     header = ["loss", "N", "P/N", "P", "default (s)", "spread (s)", "ns per score",
               "default / 0-1", "spread", "fastest other exact", "default / it", "spread",
               "lai_batch / lai"]

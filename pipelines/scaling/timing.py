@@ -56,35 +56,52 @@ def time_all(cfg, chosen, pairs, progress):
     so that short calls are timed above the clock's resolution, and follows an untimed call
     of the same curve, so that a sample of one long call is as warm as back-to-back calls:
     (timings, cold) frames."""
+    return time_grid(cfg, chosen, pairs, progress, predict=_predicted,
+                     repeats=lambda n_neg: cfg["repeats"])
+
+
+def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group=None):
+    """Every curve at every size: a cold call (skipped, with every larger size of the curve,
+    when `predict(last, method, n_pos, n_neg)` from its largest timed size of the same
+    `group(n_pos, n_neg)` exceeds the budget), then `repeats(n_neg)` rounds of one warm
+    sample per curve, in table order or, with `rng`, a shuffled order per round (then a
+    sample of one call has no untimed call before it). (timings, cold) frames."""
     rows, cold = [], []
-    last = {}  # curve -> (n_pos, n_neg, median seconds) at its largest timed size
+    last = {}  # (curve, group) -> (n_pos, n_neg, median seconds) at its largest timed size
+    references = any(curve[1] in REFERENCES for curve in chosen)
     with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
               disable=not progress) as bar:
         for n_pos, n_neg in pairs:
+            which = group(n_pos, n_neg) if group else None
             rotation, labels = make_data(cfg, n_pos, n_neg)
-            negatives = [scores[labels == 0] for scores in rotation]
+            negatives = [s[labels == 0] for s in rotation] if references else None
             calls = {}
             for curve in chosen:
                 loss, name, method = curve
                 bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
                 key = {"vary": cfg["vary"], "loss": loss, "curve": name, "method": method,
                        "n_pos": n_pos, "n_neg": n_neg}
-                if _predicted(last.get(curve), method, n_pos, n_neg) > cfg["budget_s"]:
+                if predict(last.get((curve, which)), method, n_pos, n_neg) > cfg["budget_s"]:
                     cold.append({**key, "seconds": np.nan, "status": SKIPPED})
                     bar.update()
-                else:
-                    call = caller(curve, rotation, labels, negatives)
-                    cold.append({**key, "seconds": clock(call), "status": "ok"})
-                    calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
+                    continue
+                call = caller(curve, rotation, labels, negatives)
+                cold.append({**key, "seconds": clock(call), "status": "ok"})
+                calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
             warm = {curve: [] for curve in calls}
-            for _ in range(cfg["repeats"]):
-                for curve, (_, call, number) in calls.items():
-                    call()  # untimed: the curve's code and outputs warm, as in back-to-back calls
+            for _ in range(repeats(n_neg)):
+                order = list(calls) if rng is None else \
+                    [list(calls)[t] for t in rng.permutation(len(calls))]
+                for curve in order:
+                    _, call, number = calls[curve]
+                    if rng is None or number > 1:
+                        call()  # untimed: warm, as in back-to-back calls
                     warm[curve].append(clock(call, number, CLOCKS[cfg["clock"]]))
             for curve, (key, _, _) in calls.items():
                 rows += [{**key, "repeat": r, "seconds": t} for r, t in enumerate(warm[curve])]
-                last[curve] = (n_pos, n_neg, float(np.median(warm[curve])))
+                last[curve, which] = (n_pos, n_neg, float(np.median(warm[curve])))
                 bar.update()
+            del rotation, negatives
     return pd.DataFrame(rows, columns=TIMING_COLUMNS), pd.DataFrame(cold, columns=COLD_COLUMNS)
 
 

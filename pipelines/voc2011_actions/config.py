@@ -5,7 +5,6 @@ from pydantic import model_validator
 
 from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._config import merge
 from pipelines._sizes import size_pairs
 from qs.data import ACTIONS
 from qs.ssvm import SOLVERS
@@ -24,7 +23,7 @@ METHODS = {
     "ndcg_auto": ("ndcg", "auto"),
 }
 LOSSES = ("01", "ap", "ndcg")
-INFERENCES = tuple(dict.fromkeys(m for _, m in METHODS.values()))
+INFERENCES = _methods.inferences(METHODS)
 #: the curves of each figure, as the paper's captions split them
 FIGURE_METHODS = {"ap": ("0-1", "ap", "ap_qs", "ap_search"), "ndcg": ("0-1", "ndcg", "ndcg_qs")}
 VARIES = ("total", "negatives", "positives")  # the paper's panel order
@@ -84,27 +83,6 @@ class CV(S.Section):
     grid: Grid = S.key(Grid, "per loss, the C values tried")
 
 
-def _presets(value):
-    """figures.presets: the built-in presets with the config's laid over them, key by key;
-    per preset and vary, the count that stays (`fixed`; total: `neg_per_pos`) and `values`."""
-    count = S.checker(S.number(integer=True, low=1))
-    counts = S.checker(COUNTS)
-    presets = merge(FIGURE_PRESETS, value)
-    for name, preset in presets.items():
-        for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
-            where = f"{name}.{vary}" if vary else str(name)
-            if vary not in SIZE_KEYS or not isinstance(spec, dict) \
-                    or set(spec) != set(SIZE_KEYS[vary]):
-                raise S.Expected(PRESETS_EXPECTED, f"{where}: {S.shown(spec)}")
-            try:
-                count(spec[SIZE_KEYS[vary][0]])
-                counts(spec["values"])
-            except S.Expected as err:
-                raise S.Expected(PRESETS_EXPECTED, f"{where}: {err.given or S.shown(spec)}") \
-                    from None
-    return presets
-
-
 PRESETS_EXPECTED = ("per preset name, a mapping of negatives and positives ({fixed, values}) "
                     "and total ({neg_per_pos, values}) to counts >= 1")
 
@@ -126,7 +104,7 @@ class Figures(S.Section):
     C: S.optional(PER_LOSS) = S.key(
         {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
         "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'")
-    presets: S.custom(_presets, PRESETS_EXPECTED) = S.key(
+    presets: S.presets(FIGURE_PRESETS, SIZE_KEYS, {"values": COUNTS}, PRESETS_EXPECTED) = S.key(
         FIGURE_PRESETS, "per preset and vary: the count that stays and the varied counts")
 
 
@@ -161,10 +139,7 @@ class Config(S.Section):
         cfg = self.model_dump(by_alias=True)
         if cfg["data"] == "synthetic" and cfg["features_dir"] is not None:
             raise ValueError("features_dir applies to list-file data only; data is 'synthetic'")
-        if not selected_methods(cfg):
-            raise ValueError(f"no method of {cfg['methods']} has "
-                             + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                            if cfg[k] is not None))
+        _methods.check_selection(METHODS, cfg)
         fig = cfg["figures"]
         if not figure_methods(cfg):
             raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
@@ -177,11 +152,6 @@ class Config(S.Section):
                              f"{fig['vary']!r}")
         figure_sizes(cfg)
         return self
-
-
-def selected_methods(cfg):
-    """The configured methods that pass the loss and inference filters, in config order."""
-    return _methods.selected_methods(METHODS, cfg)
 
 
 def figure_methods(cfg):

@@ -1,7 +1,6 @@
 """Figures 2-3 (`qsrank bench --experiment voc2011_actions`): the total LAI time of whole
 trainings on class phoning's boxes, subsampled, as the negatives, positives or total grow."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,14 +8,10 @@ import pandas as pd
 import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
-from tqdm import tqdm
 
 from pipelines import _runner
-from pipelines._runner import resume_status
-from pipelines._config import dump_config, new_run_dir
-from pipelines._io import atomic_path, read_csv, run_data_note, save_figure, write_text
-from pipelines._provenance import recording_interruption, write_provenance
-from pipelines._runs import RunStore, claim_run_dir
+from pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
+from pipelines._runner import Experiment
 from pipelines._tables import fmt, markdown_table
 from pipelines.voc2011_actions import train
 from pipelines.voc2011_actions.config import (
@@ -24,10 +19,12 @@ from pipelines.voc2011_actions.config import (
     FIXED_C,
     METHODS,
     VARIES,
+    Config,
     figure_methods,
     figure_sizes,
 )
-from pipelines.voc2011_actions.data import class_data, data_note, is_synthetic, load_data
+from pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
+from pipelines.voc2011_actions.data import load_data as load_data_splits
 from qs.data import ACTIONS
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
@@ -43,87 +40,94 @@ COLORS = {"0-1": "C0", "ap": "C1", "ndcg": "C1", "ap_qs": "C2", "ndcg_qs": "C2",
           "ap_search": "C3", "ap_auto": "C4", "ndcg_auto": "C4"}
 
 
-def _pool(cfg, splits, action):
-    """Features and labels of the boxes of `action` to subsample from (difficult ones out)."""
-    parts = ["trainval"] + (["test"] if cfg["figures"]["pool"] == "trainval+test" else [])
-    Xs, ys = [], []
-    for part in parts:
-        X, y, ignore = class_data(splits[part], action)
-        Xs.append(X[~ignore])
-        ys.append(y[~ignore])
-    return sp.vstack(Xs, format="csr"), np.concatenate(ys)
-
-
-def figure_run(config, out_dir=None, progress=True):
-    """Train every figure method at every size of figures.vary; write the run dir, return it.
-
-    The boxes of figures.class are subsampled: a seeded order of its positives and one of
-    its negatives, the first n_pos and n_neg taken, so that every smaller training set is
-    part of every larger one. Each point is trained figures.repeats times (the same weights
-    each time: the solvers are deterministic); the record keeps every repeat's total LAI time,
-    and the figure and summary show their median with the fastest and slowest.
-    Each finished point is runs/<vary>__p<P>_n<N>__<method>.json; a rerun resumes, and
-    timings.csv, figure.png/.pdf and summary.md cover every point in the directory.
-    """
-    cfg = _runner.resolve(train.SPEC, config)
+def load_data(cfg):
+    """The splits and the boxes of figures.class to subsample from (difficult ones out, the
+    test boxes too with pool trainval+test), its positives and negatives in a seeded order:
+    the first n_pos and n_neg of them are a point's training set, so that every smaller set is
+    part of every larger one. A ValueError when the sizes exceed the boxes."""
     fig = cfg["figures"]
-    splits = load_data(cfg)
-    action, vary = fig["class"], fig["vary"]
-    X, y = _pool(cfg, splits, action)
+    splits = load_data_splits(cfg)
+    parts = ["trainval"] + (["test"] if fig["pool"] == "trainval+test" else [])
+    boxes = [class_data(splits[part], fig["class"]) for part in parts]
+    X = sp.vstack([X[~ignore] for X, _, ignore in boxes], format="csr")
+    y = np.concatenate([y[~ignore] for _, y, ignore in boxes])
     pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
     pairs = figure_sizes(cfg)
     big_p, big_n = max(p for p, _ in pairs), max(n for _, n in pairs)
     if big_p > pos.size or big_n > neg.size:
         raise ValueError(
-            f"figures.presets.{fig['preset']}.{vary} asks for up to {big_p} positives and "
-            f"{big_n} negatives of class {action!r}, but the {fig['pool']} boxes hold "
+            f"figures.presets.{fig['preset']}.{fig['vary']} asks for up to {big_p} positives "
+            f"and {big_n} negatives of class {fig['class']!r}, but the {fig['pool']} boxes hold "
             f"{pos.size} and {neg.size}; lower the sizes"
             + (" or set figures.pool: trainval+test" if fig["pool"] == "trainval" else ""))
-    rng = np.random.default_rng([cfg["seed"], ACTIONS.index(action)])
-    pos, neg = rng.permutation(pos), rng.permutation(neg)
-    Cs = fig["C"] or (cfg["C"] if cfg["C"] != "cv" else dict(FIXED_C))
-    methods = figure_methods(cfg)
-    settings = {**train.store_settings(cfg, splits), "C": Cs, "class": action, "pool": fig["pool"],
-                "repeats": fig["repeats"]}
-    out = claim_run_dir(out_dir or new_run_dir(EXPERIMENT, f"figure-{vary}"), EXPERIMENT,
-                        "figure")
-    store = RunStore(out, settings)
-    name_of = {(p, n, m): f"{vary}__p{p}_n{n}__{m}" for p, n in pairs for m in methods}
-    todo = [key for key in name_of if cfg["force"] or not store.done(name_of[key])]
-    status = resume_status(len(name_of), len(todo), "points")
-    if progress and status:
-        print(f"figure {vary}: {status}", file=sys.stderr)
-    note = data_note(splits)
-    command = {**settings, "vary": vary, "preset": fig["preset"], "methods": methods}
-    with recording_interruption(out, cfg["seed"], note, command, settings["data_sha256"]):
-        if todo:
-            train.warm_up(dict.fromkeys(m for *_, m in todo))
-        with tqdm(total=len(todo), desc=f"figure {vary}", unit="point",
-                  disable=not progress) as bar:
-            for n_pos, n_neg, name in todo:
-                bar.set_postfix_str(f"{name} P={n_pos} N={n_neg}")
-                rows = np.sort(np.concatenate([pos[:n_pos], neg[:n_neg]]))
-                Xs, ys = X[rows], y[rows]
-                runs = [train.train_one(cfg, name, Cs[METHODS[name][0]], Xs, ys,
-                                        splits["trainval"].bias)[1]
-                        for _ in range(fig["repeats"])]
-                times = [r["lai_time_s"] for r in runs]
-                record = {**runs[0], "vary": vary, "class": action, "n_neg": n_neg,
-                          "lai_time_s": float(min(times)),
-                          "lai_time_median_s": float(np.median(times)), "lai_times_s": times,
-                          "train_s": float(np.median([r["train_s"] for r in runs])),
-                          "repeats": fig["repeats"]}
-                record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
-                store.put(name_of[(n_pos, n_neg, name)], record)
-                bar.update()
-        frame = figure_frame(store.records("*__p*_n*__*.json"))
-        with atomic_path(out / "timings.csv") as tmp:
-            frame.to_csv(tmp, index=False)
-        write_text(out / "config.yaml", dump_config(cfg))
-        write_text(out / "summary.md", figure_summary(frame, cfg, note))
-        plot_figure(frame, out / "figure", synthetic=is_synthetic(splits))
-    write_provenance(out, cfg["seed"], note, command, settings["data_sha256"])
-    return out
+    rng = np.random.default_rng([cfg["seed"], ACTIONS.index(fig["class"])])
+    return {"splits": splits, "X": X, "y": y, "pos": rng.permutation(pos),
+            "neg": rng.permutation(neg)}
+
+
+def _C(cfg):
+    """C per loss of the figure's trainings."""
+    return cfg["figures"]["C"] or (cfg["C"] if cfg["C"] != "cv" else dict(FIXED_C))
+
+
+def settings(cfg, data):
+    """What a point depends on: the tables' training settings with the figure's C, class,
+    pool and repeats (not the vary: several share one directory)."""
+    fig = cfg["figures"]
+    return {**train.settings(cfg, data["splits"]), "C": _C(cfg), "class": fig["class"],
+            "pool": fig["pool"], "repeats": fig["repeats"]}
+
+
+def units(cfg, data):
+    """One unit per size and method: (vary, p<P>_n<N>, method)."""
+    return [(cfg["figures"]["vary"], f"p{p}_n{n}", m) for p, n in figure_sizes(cfg)
+            for m in figure_methods(cfg)]
+
+
+def run_unit(run, unit):
+    """Train one method figures.repeats times on one size (the same weights each time: the
+    solvers are deterministic); the record keeps every repeat's total LAI time."""
+    vary, size, name = unit
+    n_pos, n_neg = map(int, size[1:].split("_n"))
+    cfg, data = run.cfg, run.data
+    rows = np.sort(np.concatenate([data["pos"][:n_pos], data["neg"][:n_neg]]))
+    runs = [train.train_one(cfg, name, _C(cfg)[METHODS[name][0]], data["X"][rows],
+                            data["y"][rows], data["splits"]["trainval"].bias)[1]
+            for _ in range(cfg["figures"]["repeats"])]
+    times = [r["lai_time_s"] for r in runs]
+    record = {**runs[0], "vary": vary, "class": cfg["figures"]["class"], "n_neg": n_neg,
+              "lai_time_s": float(min(times)), "lai_time_median_s": float(np.median(times)),
+              "lai_times_s": times, "train_s": float(np.median([r["train_s"] for r in runs])),
+              "repeats": cfg["figures"]["repeats"]}
+    record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
+    return record
+
+
+def write(run, records):
+    """timings.csv, summary.md and the figure, over every point in the directory (each vary
+    run into it)."""
+    frame = figure_frame(run.store.records("*__p*_n*__*.json"))
+    write_csv(run.out / "timings.csv", frame)
+    note = data_note(run.data["splits"])
+    write_text(run.out / "summary.md", figure_summary(frame, run.cfg, note))
+    plot_figure(frame, run.out / "figure", synthetic=is_synthetic(run.data["splits"]))
+
+
+SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
+                  units=units, run_unit=run_unit, write=write, kind="figure",
+                  warm_up=lambda cfg, units: train.warm_up(dict.fromkeys(u[2] for u in units)),
+                  note=lambda cfg, data: data_note(data["splits"]), unit_label="point",
+                  label=lambda cfg: f"figure {cfg['figures']['vary']}",
+                  command=lambda cfg: {"vary": cfg["figures"]["vary"],
+                                       "preset": cfg["figures"]["preset"],
+                                       "methods": figure_methods(cfg)})
+
+
+def figure_run(config, out_dir=None, progress=True):
+    """Train every figure method at every size of figures.vary (resuming the points the
+    directory holds); write timings.csv, summary.md and figure.png/.pdf over every point in
+    the directory; return it."""
+    return _runner.run(SPEC, config, out_dir, progress)
 
 
 def figure_frame(records):

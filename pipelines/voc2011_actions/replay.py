@@ -23,10 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines._config import dump_config, new_run_dir
-from pipelines._io import write_text
-from pipelines._provenance import write_provenance
-from pipelines._runs import claim_run_dir
+from pipelines._io import write_csv, write_text
+from pipelines._runner import run_dir
 from pipelines._tables import markdown_table
 from pipelines.voc2011_actions.config import FIXED_C
 from pipelines.voc2011_actions.data import class_data, load_data
@@ -75,24 +73,22 @@ def time_methods(vectors, labels, loss, methods, repeats):
 def run(cfg, classes, losses, repeats, out_dir=None):
     """Record and replay each class x loss; write timings.csv, summary.md, config.yaml and
     provenance.json into the run directory, which is returned."""
-    out = claim_run_dir(out_dir or new_run_dir("scaling", "replay"), "scaling", "replay")
-    frames = []
-    for action in classes:
-        for loss in losses:
-            vectors, labels = record(cfg, action, loss)
-            rows = time_methods(vectors, labels, loss, METHODS[loss], repeats)
-            frame = pd.DataFrame(rows, columns=COLUMNS[2:])
-            frame.insert(0, "loss", loss)
-            frame.insert(0, "class", action)
-            frames.append(frame)
-    timings = pd.concat(frames, ignore_index=True)
-    write_text(out / "timings.csv", timings.to_csv(index=False))
-    write_text(out / "config.yaml", dump_config({**cfg, "replay": {
-        "classes": list(classes), "losses": list(losses), "repeats": repeats}}))
+    settings = {"classes": list(classes), "losses": list(losses), "repeats": repeats}
     note = f"score vectors of cutting-plane trainings on the {cfg['data']} VOC2011 action data"
-    write_provenance(out, cfg["seed"], note, {"classes": list(classes), "losses": list(losses),
-                                              "repeats": repeats})
-    write_text(out / "summary.md", summary(timings))
+    with run_dir("scaling", "replay", out_dir, {**cfg, "replay": settings}, note, settings,
+                 label="replay") as out:
+        frames = []
+        for action in classes:
+            for loss in losses:
+                vectors, labels = record(cfg, action, loss)
+                rows = time_methods(vectors, labels, loss, METHODS[loss], repeats)
+                frame = pd.DataFrame(rows, columns=COLUMNS[2:])
+                frame.insert(0, "loss", loss)
+                frame.insert(0, "class", action)
+                frames.append(frame)
+        timings = pd.concat(frames, ignore_index=True)
+        write_csv(out / "timings.csv", timings)
+        write_text(out / "summary.md", summary(timings))
     return out
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines._io import atomic_path, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
                                unconverged_note)
 from pipelines.voc2011_actions.config import METHODS
@@ -102,42 +102,35 @@ def ratios(frame):
                                        "paper_per_call"])
 
 
-def _metric_table(frame, metric, rank_methods, paper):
-    """Per class: the 0-1 SVM and the rank-loss SVM's test metric (percent), paper beside.
+def _metric_table(frame, loss, rank_methods, paper):
+    """Per class: the 0-1 SVM's and the `loss` SVM's test metric (percent), the paper's beside
+    (columns <loss>_0-1, <loss>_<loss>, paper_...).
 
     The rank-loss column takes the first of `rank_methods` trained for the class (they give
     the same weights); also returns the largest spread of the metric among them."""
     rows, spread = [], 0.0
     for action in dict.fromkeys(frame["class"]):
-        mine = frame[frame["class"] == action].set_index("method")[metric]
+        mine = frame[frame["class"] == action].set_index("method")[f"test_{loss}"]
         zero_one = mine.get("0-1")
         ranked = [mine[m] for m in rank_methods if m in mine.index]
         if len(ranked) > 1:
             spread = max(spread, float(np.ptp(ranked)))
         if zero_one is None and not ranked:
             continue
-        rows.append({"class": action, "object_class": CLASS_NAMES[action],
-                     "zero_one": None if zero_one is None else 100 * zero_one,
-                     "rank_loss": 100 * ranked[0] if ranked else None,
-                     "paper_zero_one": paper[action][0], "paper_rank_loss": paper[action][1]})
-    out = pd.DataFrame(rows, columns=["class", "object_class", "zero_one", "rank_loss",
-                                      "paper_zero_one", "paper_rank_loss"])
+        rows.append([action, CLASS_NAMES[action], None if zero_one is None else 100 * zero_one,
+                     100 * ranked[0] if ranked else None, *paper[action]])
+    columns = [f"{loss}_0-1", f"{loss}_{loss}"]
+    out = pd.DataFrame(rows, columns=["class", "object_class", *columns,
+                                      *(f"paper_{c}" for c in columns)])
     return out, 100 * spread
 
 
 def table3(frame):
-    out, spread = _metric_table(frame, "test_ap", ("ap_qs", "ap", "ap_search", "ap_auto"),
-                                PAPER_AP)
-    return out.rename(columns={"zero_one": "ap_0-1", "rank_loss": "ap_ap",
-                               "paper_zero_one": "paper_ap_0-1",
-                               "paper_rank_loss": "paper_ap_ap"}), spread
+    return _metric_table(frame, "ap", ("ap_qs", "ap", "ap_search", "ap_auto"), PAPER_AP)
 
 
 def table4(frame):
-    out, spread = _metric_table(frame, "test_ndcg", ("ndcg_qs", "ndcg", "ndcg_auto"), PAPER_NDCG)
-    return out.rename(columns={"zero_one": "ndcg_0-1", "rank_loss": "ndcg_ndcg",
-                               "paper_zero_one": "paper_ndcg_0-1",
-                               "paper_rank_loss": "paper_ndcg_ndcg"}), spread
+    return _metric_table(frame, "ndcg", ("ndcg_qs", "ndcg", "ndcg_auto"), PAPER_NDCG)
 
 
 def _setting_line(cfg, frame):
@@ -164,8 +157,7 @@ def write_tables(out, records, cfg, note, synthetic):
     early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     early_methods = set(early["method"]) if len(early) else set()
     early_note = unconverged_note(len(early))
-    with atomic_path(out / "timings.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    write_csv(out / "timings.csv", frame)
 
     t1, t2 = table1(frame), table2(frame)
     r = ratios(frame)
@@ -173,8 +165,7 @@ def write_tables(out, records, cfg, note, synthetic):
     t4, spread_ndcg = table4(frame)
     for name, table in (("table1", t1), ("table2", t2), ("ratios", r), ("table3", t3),
                         ("table4", t4)):
-        with atomic_path(out / f"{name}.csv") as tmp:
-            table.assign(data=data_col).to_csv(tmp, index=False)
+        write_csv(out / f"{name}.csv", table.assign(data=data_col))
 
     ratio_md = markdown_table(
         ["ratio", f"total time, {ours}", "total time, paper", f"per call, {ours}",
@@ -253,7 +244,3 @@ def report(run_dir):
                          for k in range(1, 5))
     return (run_dir / "summary.md").read_text(encoding="utf-8")
 
-
-def results_table(run_dir):
-    """timings.csv of a run as a DataFrame (one row per class x method, or per figure point)."""
-    return pd.read_csv(Path(run_dir) / "timings.csv")

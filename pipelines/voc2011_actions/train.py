@@ -7,10 +7,10 @@ import time
 import numpy as np
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
+from pipelines import _methods
 from pipelines._io import write_npz
 from pipelines._runner import Experiment
-from pipelines._runs import settings_key
-from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config, selected_methods
+from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config
 from pipelines.voc2011_actions.data import (
     class_data,
     data_note,
@@ -20,20 +20,12 @@ from pipelines.voc2011_actions.data import (
 )
 from pipelines.voc2011_actions.tables import write_tables
 from qs.estimators import RankSVM
-from qs.inference import lai
 from qs.metrics import average_precision, ndcg, voc_average_precision
 
 
 def warm_up(methods):
-    """Call every method's LAI on small inputs so numba compiles (or loads) its kernels now,
-    not inside the first timed training."""
-    rng = np.random.default_rng(0)
-    for n_pos, n_neg in ((3, 7), (60, 600)):
-        scores = rng.normal(size=n_pos + n_neg)
-        labels = np.repeat(np.array([1, 0], dtype=np.int8), [n_pos, n_neg])
-        for name in methods:
-            loss, method = METHODS[name]
-            lai(scores, labels, loss=loss, method=method)
+    """Compile (or load) the LAI kernels of the methods named."""
+    _methods.warm_up(METHODS[name] for name in methods)
 
 
 def _estimator(cfg, name, C, bias):
@@ -87,12 +79,6 @@ def cross_validate(cfg, loss, X, y, bias):
             "mean_test_ndcg": [float(v) for v in res["mean_test_ndcg"]]}
 
 
-def store_settings(cfg, splits):
-    """The settings as a store key (the code's version added): a stored record is reused
-    only when these match."""
-    return settings_key(**settings(cfg, splits))
-
-
 def settings(cfg, splits):
     """What a class x method training depends on besides the unit: the data's contents, so
     that a change to the generator retrains, and the training's keys."""
@@ -104,7 +90,7 @@ def settings(cfg, splits):
 
 
 def units(cfg, splits):
-    return [(a, m) for a in cfg["classes"] for m in selected_methods(cfg)]
+    return [(a, m) for a in cfg["classes"] for m in _methods.selected_methods(METHODS, cfg)]
 
 
 def run_unit(run, unit):
