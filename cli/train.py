@@ -46,18 +46,13 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
     notice_compiles()
     try:
         module = pipeline_of(config_path)
-        spec = getattr(module, "SPEC", None)
-        keys = _schema.keys(spec.schema) if spec else getattr(module, "DEFAULTS", {})
-        if scheduler is not None and "scheduler" not in keys:
+        spec = module.SPEC
+        if scheduler is not None and "scheduler" not in _schema.keys(spec.schema):
             raise ValueError(f"--scheduler applies to experiments that read box stores "
                              f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
         given = {k: v for k, v in overrides.items() if v is not None}
-        if spec is not None:
-            config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
-            run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
-        else:
-            config = module.load_config(config_path, sets=_schema.parse_sets(sets), **given)
-            run_dir = module.run(config, out, progress=True, overrides=sets)
+        config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
+        run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(run_summary(module, run_dir))
