@@ -4,7 +4,7 @@ the methods that sort the negatives; scores and labels are checked in :mod:`qs.v
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, scan_and_gather
+from qs.inference._input import NOT_FINITE, scan_and_gather
 from qs.validation import not_finite
 
 
@@ -37,7 +37,7 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
 
 
 def check_size(scores):
-    """The keys of :func:`~qs.inference._core.scan_gather` hold input indices in 32 bits."""
+    """The keys of :func:`~qs.inference._input.scan_gather` hold input indices in 32 bits."""
     if scores.size >= 1 << 32:
         raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
                          f"{scores.size}. Use method='bucket'.")

@@ -29,23 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from qs._numba import bind, jit
-from qs.inference._core import (
-    MAX_BUCKETS,
-    NOT_FINITE,
-    OK,
-    ONE,
-    bucket_of,
-    canonical_ties,
-    failed,
-    finish,
-    new_stack,
-    opt_ranks_sorted,
-    opt_ranks_unsorted,
-    positive_steps,
-    reference,
-    sort_positives,
-)
+from qs._numba import ONE, bind, jit
+from qs.inference._input import NOT_FINITE, OK, failed, reference
+from qs.inference._output import canonical_ties, finish
+from qs.inference._ranks import new_stack, opt_ranks_sorted, opt_ranks_unsorted, positive_steps
+from qs.inference._sorting import MAX_BUCKETS, bucket_of, sort_positives
 from qs.losses import increment
 
 #: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads

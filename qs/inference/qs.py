@@ -13,21 +13,15 @@ O(N log N) sort. It is the simple exact peer the benchmark sets beside ``qs``.
 """
 
 from qs._numba import jit, jit_inline
-from qs.inference._core import (
-    canonical_ties,
-    finish,
-    finish_working,
-    opt_ranks_sorted,
-    opt_ranks_unsorted,
-    positive_steps,
-)
+from qs.inference._output import canonical_ties, finish, finish_working
+from qs.inference._ranks import opt_ranks_sorted, opt_ranks_unsorted, positive_steps
 from qs.inference._prepare import run_sorted
 
 
 @jit_inline
 def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
     """Algorithm 1 on the gathered negatives ``v`` (keys ``key``, see
-    :func:`~qs.inference._core.scan_gather_split`) split around ``pivot``, ``above`` of them
+    :func:`~qs.inference._input.scan_gather_split`) split around ``pivot``, ``above`` of them
     above it, and partitioned further in place: the rank at each position into ``rk``
     (non-decreasing along ``v``), tied negatives ranked in input order."""
     n_neg = v.size

@@ -7,7 +7,8 @@ that a ratio of times measures the algorithms.
 """
 
 from qs._numba import jit
-from qs.inference._core import best_rank, finish, finish_working, positive_steps
+from qs.inference._output import finish, finish_working
+from qs.inference._ranks import best_rank, positive_steps
 from qs.inference._prepare import run_sorted
 
 
