@@ -14,7 +14,7 @@ user's :class:`qs.losses.QSLoss` compiles on its first use in every process, and
 compilations are kept out of the disk cache.
 
 No ``fastmath``: it would change NaN/inf semantics and the tie-breaking comparisons the
-methods must share.
+methods must share. :data:`ONE` is the unsigned step of the kernels' hot loops.
 """
 
 import functools

@@ -19,8 +19,8 @@ def test_capped_rank_search_finds_the_full_searchs_rank(loss):
     for n_pos, n_neg in [(6, 5), (3 * CAP_MIN, 40), (600, 2000)]:
         params = get_loss(loss).prepare(n_pos, n_neg)
         pos = np.sort(np.round(rng.normal(size=n_pos), 1))[::-1]  # ties among them
-        c2 = 2.0 / (n_pos * n_neg)
-        spos = positive_steps(pos, c2, 0.1)
+        c2, spos = positive_steps(pos, n_neg, 0.1)
+        assert c2 == 2.0 / (n_pos * n_neg)
         for s in np.r_[pos[:: max(1, n_pos // 12)], rng.normal(size=12)]:  # ties with a positive
             for j in (1, 2, n_neg // 2, n_neg):
                 bounds = ([(lo, hi) for lo in range(1, n_pos + 2) for hi in range(lo, n_pos + 2)]

@@ -200,53 +200,6 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
 
 
 @jit_inline
-def negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
-    """:func:`negative_coefficients` counting into ``rank_count`` (P + 2 elements, zeroed
-    here); returns the sum."""
-    for r in range(rank_count.size):
-        rank_count[r] = 0
-    inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
-    q = np.uintp(0)
-    for k in range(scores.size):
-        if is_pos[k]:
-            continue
-        r = neg_rank[q]
-        c = (n_pos + 2 - 2 * r) * inv
-        coef[k] = c
-        dot += c * (scores[k] - ref)
-        rank_count[np.uintp(r)] += 1
-        q += ONE
-    return dot
-
-
-@jit_inline
-def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref):
-    """Fill the negatives' ``coef`` from their ranks; return (negatives per rank, sum of
-    coef * (score - ref) over the negatives)."""
-    rank_count = np.empty(n_pos + 2, dtype=np.int64)
-    dot = negative_coefficients_into(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref,
-                                     rank_count)
-    return rank_count, dot
-
-
-@jit
-def finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref):
-    """Ranks found on the sorted scores ``v`` given back to the negatives by value, in input
-    order; then :func:`negative_coefficients`."""
-    n_ent = min(n_pos + 1, v.size)
-    ent_rank = np.empty(n_ent, dtype=np.int64)
-    ent_lo = np.empty(n_ent)
-    ent_hi = np.empty(n_ent)
-    ent_eq_lo = np.empty(n_ent, dtype=np.int64)
-    ent_eq_hi = np.empty(n_ent, dtype=np.int64)
-    n_ent = rank_entries(v, rk, 0, v.size - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
-    assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
-                    ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
-    return negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref)
-
-
-@jit_inline
 def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks of the negatives from a working array (scores ``v``, keys ``key`` as
     :func:`scan_gather` writes them, ranks ``rk``), written straight to their places, and the
@@ -295,3 +248,46 @@ def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum
         coef[pos_index[k]] = c
         dot += c * (pos_sorted[k] - ref)
     return OK, -1, sum_pos, sum_neg, n_above, dot
+
+
+@jit_inline
+def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
+    """Fill the negatives' ``coef`` from their ranks (in input order), counting them per rank
+    into ``rank_count`` (P + 2 elements, zeroed here); return the sum of coef * (score - ref)
+    over the negatives."""
+    for r in range(rank_count.size):
+        rank_count[r] = 0
+    inv = 1.0 / (n_pos * n_neg)
+    dot = 0.0
+    q = np.uintp(0)
+    for k in range(scores.size):
+        if is_pos[k]:
+            continue
+        r = neg_rank[q]
+        c = (n_pos + 2 - 2 * r) * inv
+        coef[k] = c
+        dot += c * (scores[k] - ref)
+        rank_count[np.uintp(r)] += 1
+        q += ONE
+    return dot
+
+
+@jit
+def finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
+                  sum_neg, ref):
+    """The result tuple of a method that ranked the negatives sorted alone (scores ``v``,
+    ranks ``rk``; :func:`qs.inference._prepare.run_sorted`): the ranks given back to the
+    negatives by value, in input order, their coefficients, then :func:`finish`."""
+    n_pos, n_neg = pos_sorted.size, v.size
+    n_ent = min(n_pos + 1, n_neg)
+    ent_rank = np.empty(n_ent, dtype=np.int64)
+    ent_lo = np.empty(n_ent)
+    ent_hi = np.empty(n_ent)
+    ent_eq_lo = np.empty(n_ent, dtype=np.int64)
+    ent_eq_hi = np.empty(n_ent, dtype=np.int64)
+    n_ent = rank_entries(v, rk, 0, n_neg - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
+    assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
+                    ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
+    rank_count = np.empty(n_pos + 2, dtype=np.int64)
+    dot = negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count)
+    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)

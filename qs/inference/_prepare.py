@@ -61,10 +61,12 @@ def sorted_negatives(scores, is_pos, n_pos):
     return v, sum_pos, sum_neg, pos_sorted, pos_index, ref
 
 
-def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef):
+def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Run a method ``kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index,
     neg_rank, coef, sum_pos, sum_neg, ref)`` on the sorted negatives ``v``, scores measured
-    from the reference score ``ref``."""
+    from the reference score ``ref``; the kernel ends with
+    :func:`~qs.inference._output.finish_sorted`. ``ws``: taken as every method's driver takes
+    it; these methods use no work arrays."""
     v, sum_pos, sum_neg, pos_sorted, pos_index, ref = sorted_negatives(scores, is_pos, n_pos)
     rk = np.empty(v.size, dtype=np.int64)
     params = loss.prepare(n_pos, v.size)

@@ -23,22 +23,23 @@ from qs.losses import AP_CODE, increment
 
 
 @jit
-def positive_steps(pos_sorted, c2, ref):
-    """``spos[i] = c2 * (s+_i - ref)`` (1-based); ``spos[0] = ref``, the reference score,
-    so that the rank evaluations that take ``spos`` also know it."""
+def positive_steps(pos_sorted, n_neg, ref):
+    """What every rank evaluation reads of the positives ``pos_sorted`` (descending): (c2,
+    spos), the scale ``c2 = 2 / (P N)`` of the score term and ``spos[i] = c2 * (s+_i - ref)``
+    (1-based); ``spos[0] = ref``, the reference score, so that the rank evaluations that take
+    ``spos`` also know it."""
     spos = np.empty(pos_sorted.size + 1)
-    spos[0] = ref
-    for i in range(pos_sorted.size):
-        spos[i + 1] = c2 * (pos_sorted[i] - ref)
-    return spos
+    return positive_steps_into(pos_sorted, n_neg, ref, spos), spos
 
 
 @jit
-def positive_steps_into(pos_sorted, c2, ref, spos):
-    """:func:`positive_steps` written into ``spos`` (P + 1 elements)."""
+def positive_steps_into(pos_sorted, n_neg, ref, spos):
+    """:func:`positive_steps` written into ``spos`` (P + 1 elements); returns c2."""
+    c2 = 2.0 / (pos_sorted.size * n_neg)
     spos[0] = ref
     for i in range(pos_sorted.size):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
+    return c2
 
 
 @jit_inline

@@ -36,6 +36,8 @@ N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`
 the default within 4% of the faster of them).
 """
 
+import functools
+
 import numpy as np
 
 from qs._numba import bind, jit, jit_inline
@@ -154,8 +156,7 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     if err != OK:
         return failed(err, where)
     sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
-    c2 = 2.0 / (n_pos * n_neg)
-    positive_steps_into(pos_values, c2, ref, spos)
+    c2 = positive_steps_into(pos_values, n_neg, ref, spos)
     if route == QS or (route == AUTO and (n >= QS_PER_POSITIVE * p
                                           or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)):
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
@@ -168,8 +169,9 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
-def _run(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws):
-    """:func:`gathered_lai` with the loss's code, and the workspace's buffers if any."""
+def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
+    """:func:`gathered_lai` with the loss's code, and the work arrays of the
+    :class:`~qs.inference.Workspace` ``ws`` when given."""
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
     floats, ints = NO_FLOATS, NO_INTS
@@ -183,16 +185,10 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
-    return _run(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+    return run_gathered(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
 
 
-def qs_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """``qs`` (:mod:`qs.inference.qs`), work arrays from the
-    :class:`~qs.inference.Workspace` ``ws`` when given."""
-    return _run(QS, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
-
-
-def bucket_sort_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """``bucket_sort`` (:mod:`qs.inference.bucket_sort`), work arrays from the
-    :class:`~qs.inference.Workspace` ``ws`` when given."""
-    return _run(BUCKET_SORT, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+#: ``qs`` (:mod:`qs.inference.qs`) and ``bucket_sort`` (:mod:`qs.inference.bucket_sort`), as
+#: :func:`qs.inference.lai` runs them
+qs_lai = functools.partial(run_gathered, QS)
+bucket_sort_lai = functools.partial(run_gathered, BUCKET_SORT)

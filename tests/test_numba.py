@@ -1,5 +1,6 @@
-"""Kernels cached on disk: built-in losses load in a second process, a user's loss compiles
-and stays out of the cache, a cache directory that cannot be written is a warning."""
+"""qs._numba: kernels cached on disk (built-in losses load in a second process, a user's
+loss compiles and stays out of the cache, a cache directory that cannot be written is a
+warning) and compiled once per argument types."""
 
 import os
 import subprocess
