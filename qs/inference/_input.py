@@ -1,5 +1,6 @@
-"""The pass over the input that every method starts with: finiteness, the sums of F, the
-positives, and the negatives gathered (with their places) or summarised.
+"""The pass over the input that the methods start with: finiteness (an error code for the
+Python API to raise), the sums of F, the positives, and the negatives gathered with their
+places (``bucket`` makes its own pass, which counts them into buckets instead).
 
 Scores are measured from a reference score ``ref`` (:func:`reference`) in the rank
 evaluations and in the sums of F: a common offset of all scores cancels in ``s - ref``
