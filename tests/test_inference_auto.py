@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 
 from qs.inference import lai
-from qs.inference._core import SHARE_SAMPLE, settled_share
 from qs.inference.auto import (
     BUCKET_MAX_POSITIVES,
     SETTLED_SHARE,
+    SHARE_SAMPLE,
     SORT_BELOW,
     SORT_PER_POSITIVE,
+    settled_share,
     sorts,
 )
 
@@ -82,31 +83,6 @@ def test_ties_keep_input_order_on_the_sorting_branch(loss):
             ref = lai(scores, labels, loss, method)
             np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
             np.testing.assert_array_equal(ours.coef, ref.coef)
-
-
-def test_the_split_gather_splits_and_keeps_every_negative():
-    """scan_gather_split: negatives above the pivot first (input order), the others after
-    them (reverse input order until unsplit), each with its key, and the sums."""
-    from qs.inference._core import KEY_LOW, KEY_SHIFT, scan_gather_split, unsplit
-
-    rng = np.random.default_rng(4)
-    scores = rng.integers(-3, 4, 500).astype(float)
-    is_pos = (rng.random(500) < 0.1).astype(np.uint8)
-    n_pos = int(is_pos.sum())
-    neg = np.flatnonzero(is_pos == 0)
-    v, key = np.empty(neg.size), np.empty(neg.size, np.int64)
-    pv, pi = np.empty(n_pos), np.empty(n_pos, np.int64)
-    err, _, sum_pos, sum_neg, above = scan_gather_split(scores, is_pos, 0.5, 0.0, pv, pi, v, key)
-    assert err == 0 and above == np.count_nonzero(scores[neg] > 0.0)
-    assert sum_neg == pytest.approx((scores[neg] - 0.5).sum())
-    assert sum_pos == pytest.approx((scores[is_pos == 1] - 0.5).sum())
-    np.testing.assert_array_equal(pi, np.flatnonzero(is_pos))
-    np.testing.assert_array_equal(scores[key >> KEY_SHIFT], v)
-    np.testing.assert_array_equal(neg[key & KEY_LOW], key >> KEY_SHIFT)  # ordinal -> index
-    unsplit(v, key, above)
-    up, down = key[:above] >> KEY_SHIFT, key[above:] >> KEY_SHIFT
-    np.testing.assert_array_equal(up, neg[scores[neg] > 0.0])  # each part in input order
-    np.testing.assert_array_equal(down, neg[scores[neg] <= 0.0])
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])

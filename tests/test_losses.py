@@ -84,3 +84,16 @@ def test_metric_errors():
         ndcg([1, 0], [np.nan, 0.2])
     with pytest.raises(ValueError, match="Unknown loss"):
         get_loss("mrr")
+
+
+def test_ap_increment_is_the_telescoped_difference():
+    """Both forms of the AP increment, and the numba kernel, agree with delta_j(i+1) - delta_j(i)
+    computed from the definition delta_j(i) = (1/P) sum_{k>=i} [j/(j+k) - (j-1)/(j+k-1)]."""
+    loss, n_pos = APLoss(), 7
+    for j in range(1, 12):
+        delta = [sum(j / (j + k) - (j - 1) / (j + k - 1) for k in range(i, n_pos + 1)) / n_pos
+                 for i in range(1, n_pos + 2)]
+        i = np.arange(1, n_pos + 1)
+        np.testing.assert_allclose(loss.increment(j, i, n_pos, 9), np.diff(delta), rtol=1e-12)
+        kernel = [loss.kernel(j, int(t), n_pos, loss.prepare(n_pos, 9)) for t in i]
+        np.testing.assert_allclose(kernel, np.diff(delta), rtol=1e-12)

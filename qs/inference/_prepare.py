@@ -4,7 +4,7 @@ the methods that sort the negatives; scores and labels are checked in :mod:`qs.v
 import numpy as np
 
 from qs._numba import bind
-from qs.inference._core import NOT_FINITE, scan_and_gather
+from qs.inference._input import NOT_FINITE, scan_and_gather
 from qs.validation import not_finite
 
 
@@ -37,7 +37,7 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
 
 
 def check_size(scores):
-    """The keys of :func:`~qs.inference._core.scan_gather` hold input indices in 32 bits."""
+    """The keys of :func:`~qs.inference._input.scan_gather` hold input indices in 32 bits."""
     if scores.size >= 1 << 32:
         raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
                          f"{scores.size}. Use method='bucket'.")
@@ -61,10 +61,12 @@ def sorted_negatives(scores, is_pos, n_pos):
     return v, sum_pos, sum_neg, pos_sorted, pos_index, ref
 
 
-def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef):
+def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Run a method ``kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index,
     neg_rank, coef, sum_pos, sum_neg, ref)`` on the sorted negatives ``v``, scores measured
-    from the reference score ``ref``."""
+    from the reference score ``ref``; the kernel ends with
+    :func:`~qs.inference._output.finish_sorted`. ``ws``: taken as every method's driver takes
+    it; these methods use no work arrays."""
     v, sum_pos, sum_neg, pos_sorted, pos_index, ref = sorted_negatives(scores, is_pos, n_pos)
     rk = np.empty(v.size, dtype=np.int64)
     params = loss.prepare(n_pos, v.size)

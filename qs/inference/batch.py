@@ -55,14 +55,9 @@ from numba.extending import overload
 from qs._numba import BUILTIN_INCREMENTS, jit
 from qs.inference import lai
 from qs.inference import resolve as _resolve
-from qs.inference._core import (
-    INSERTION_MAX,
-    OK,
-    opt_ranks_swept,
-    reference,
-    scan_and_gather,
-    sort_positives,
-)
+from qs.inference._input import OK, reference, scan_and_gather
+from qs.inference._ranks import opt_ranks_swept
+from qs.inference._sorting import INSERTION_MAX, sort_positives
 from qs.inference.auto import AUTO as ROUTE_AUTO
 from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS

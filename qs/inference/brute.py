@@ -12,7 +12,8 @@ import itertools
 
 import numpy as np
 
-from qs.inference._core import finish, scan_and_gather
+from qs.inference._input import scan_and_gather
+from qs.inference._output import finish
 from qs.inference._prepare import raise_for
 
 #: most values the enumeration holds at once: (P+1)^N assignments times N P comparisons, as

@@ -29,23 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from qs._numba import bind, jit
-from qs.inference._core import (
-    MAX_BUCKETS,
-    NOT_FINITE,
-    OK,
-    ONE,
-    bucket_of,
-    canonical_ties,
-    failed,
-    finish,
-    new_stack,
-    opt_ranks_sorted,
-    opt_ranks_unsorted,
-    positive_steps,
-    reference,
-    sort_positives,
-)
+from qs._numba import ONE, bind, jit
+from qs.inference._input import NOT_FINITE, OK, failed, reference
+from qs.inference._output import canonical_ties, finish
+from qs.inference._ranks import new_stack, opt_ranks_sorted, opt_ranks_unsorted, positive_steps
+from qs.inference._sorting import MAX_BUCKETS, bucket_of, sort_positives
 from qs.losses import increment
 
 #: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads
@@ -312,6 +300,14 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
 
 
 @jit
+def _gathered_arrays(n_gather):
+    """Score, input index and place of each of the ``n_gather`` negatives that the
+    straddling buckets gather."""
+    index = np.empty(n_gather, dtype=np.int64)
+    return np.empty(n_gather), index, np.empty_like(index)
+
+
+@jit
 def _coef_of_rank(n_pos, n_neg):
     return (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
 
@@ -325,15 +321,11 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
         scan_histogram(scores, is_pos, n_pos, n_buckets, ref))
     if err != OK:
         return failed(err, where)
-    c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2, ref)
+    c2, spos = positive_steps(pos_sorted, n_neg, ref)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
         _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
-    n_gather = starts[-1]
-    g_score = np.empty(n_gather)
-    g_index = np.empty(n_gather, dtype=np.int64)
-    g_place = np.empty(n_gather, dtype=np.int64)
+    g_score, g_index, g_place = _gathered_arrays(starts[-1])
     fill_from = starts[:-1].copy().reshape((1, straddling.size))
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
@@ -408,17 +400,13 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     sum_neg = sum(s[3] for s in scanned)
     ends = np.r_[ends[:, 0].min(), ends[:, 1].max(), ends[:, 2].min(), ends[:, 3].max()]
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
-    c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2, ref)
+    c2, spos = positive_steps(pos_sorted, n_neg, ref)
     total = count.sum(axis=0, dtype=np.int32)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = bind(
         _rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
-    n_gather = starts[-1]
-    g_score = np.empty(n_gather)
-    g_index = np.empty(n_gather, dtype=np.int64)
-    g_place = np.empty(n_gather, dtype=np.int64)
+    g_score, g_index, g_place = _gathered_arrays(starts[-1])
     fill_from = _chunk_fill(count, order, straddling, starts)
     fill = fill_from.copy()
     slot_rank = top_r[straddling]

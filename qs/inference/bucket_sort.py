@@ -8,14 +8,16 @@ insertion when it is small) give the negatives in descending order, ties in inpu
 without a comparison sort of the whole array. The divide and conquer then runs on sorted
 scores with no partitioning, and the ranks go to their places through the keys. For AP it
 stops at place P, past which every negative's objective is concave in its rank: a monotone
-sweep ranks the rest in O(N + P) (:func:`~qs.inference._core.opt_ranks_swept`). O(N + B)
+sweep ranks the rest in O(N + P) (:func:`~qs.inference._ranks.opt_ranks_swept`). O(N + B)
 expected for scores spread over their range, plus O(N log P) rank evaluations (AP: O(N + P)
 past place P). It runs in the kernel it shares with ``qs`` and ``auto``
 (:mod:`qs.inference.auto`).
 """
 
 from qs._numba import jit, jit_inline
-from qs.inference._core import MAX_BUCKETS, opt_ranks_swept, sort_by_buckets
+from qs.inference._ranks import opt_ranks_swept
+from qs.inference._sorting import MAX_BUCKETS, sort_by_buckets
+
 
 @jit
 def histogram_size(n_neg, n_pos):

@@ -12,22 +12,18 @@ first pivot in its pass over the input.
 O(N log N) sort. It is the simple exact peer the benchmark sets beside ``qs``.
 """
 
+import functools
+
 from qs._numba import jit, jit_inline
-from qs.inference._core import (
-    canonical_ties,
-    finish,
-    finish_working,
-    opt_ranks_sorted,
-    opt_ranks_unsorted,
-    positive_steps,
-)
+from qs.inference._output import canonical_ties, finish_sorted
 from qs.inference._prepare import run_sorted
+from qs.inference._ranks import opt_ranks_sorted, opt_ranks_unsorted, positive_steps
 
 
 @jit_inline
 def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
     """Algorithm 1 on the gathered negatives ``v`` (keys ``key``, see
-    :func:`~qs.inference._core.scan_gather_split`) split around ``pivot``, ``above`` of them
+    :func:`~qs.inference._input.scan_gather_split`) split around ``pivot``, ``above`` of them
     above it, and partitioned further in place: the rank at each position into ``rk``
     (non-decreasing along ``v``), tied negatives ranked in input order."""
     n_neg = v.size
@@ -39,15 +35,13 @@ def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
 @jit
 def sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
             sum_pos, sum_neg, ref):
-    n_pos, n_neg = pos_sorted.size, v.size
-    c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2, ref)
-    opt_ranks_sorted(v, rk, 0, n_neg - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
-                  ref)
+    """Algorithm 1's divide and conquer over ranks on the sorted negatives ``v``."""
+    n_pos = pos_sorted.size
+    c2, spos = positive_steps(pos_sorted, v.size, ref)
+    opt_ranks_sorted(v, rk, 0, v.size - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
+    return finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
+                         sum_neg, ref)
 
 
-def sort_dc_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """np.sort of the negatives, then the same divide and conquer over ranks."""
-    return run_sorted(sort_dc, loss, scores, is_pos, n_pos, neg_rank, coef)
+#: ``sort_dc``: np.sort of the negatives, then the same divide and conquer over ranks
+sort_dc_lai = functools.partial(run_sorted, sort_dc)

@@ -8,18 +8,22 @@ on the sign of the increment. Past ``q`` the ranks are scanned. Negatives are so
 O(N log N + N log P + P^2).
 """
 
+import functools
+
 from qs._numba import jit
-from qs.inference._core import best_rank, finish, finish_working, positive_steps
+from qs.inference._output import finish_sorted
 from qs.inference._prepare import run_sorted
+from qs.inference._ranks import best_rank, positive_steps
 from qs.losses import increment
 
 
 @jit
 def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
                   sum_pos, sum_neg, ref):
-    n_pos, n_neg = pos_sorted.size, v.size
-    c2 = 2.0 / (n_pos * n_neg)
-    spos = positive_steps(pos_sorted, c2, ref)
+    """Binary search per negative of the sorted ``v`` over the concave part of its AP
+    objective, a scan past it."""
+    n_pos = pos_sorted.size
+    c2, spos = positive_steps(pos_sorted, v.size, ref)
     for m in range(v.size):
         j = m + 1
         cs = c2 * (v[m] - spos[0])
@@ -37,11 +41,9 @@ def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
-    rank_count, dot = finish_working(v, rk, scores, is_pos, n_pos, n_neg, neg_rank, coef, ref)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
-                  ref)
+    return finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
+                         sum_neg, ref)
 
 
-def search_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """Binary search per negative over the concave part of its AP objective."""
-    return run_sorted(search_sorted, loss, scores, is_pos, n_pos, neg_rank, coef)
+#: the method, as :func:`qs.inference.lai` runs it
+search_lai = functools.partial(run_sorted, search_sorted)

@@ -10,7 +10,7 @@ O(n), one pass.
 import numpy as np
 
 from qs._numba import jit
-from qs.inference._core import NOT_FINITE, OK
+from qs.inference._input import NOT_FINITE, OK
 
 
 @jit

@@ -1,5 +1,6 @@
-"""Kernels cached on disk: built-in losses load in a second process, a user's loss compiles
-and stays out of the cache, a cache directory that cannot be written is a warning."""
+"""qs._numba: kernels cached on disk (built-in losses load in a second process, a user's
+loss compiles and stays out of the cache, a cache directory that cannot be written is a
+warning) and compiled once per argument types."""
 
 import os
 import subprocess
@@ -129,8 +130,8 @@ def test_the_stamp_covers_every_kernel_file(tmp_path, monkeypatch):
     qn.source_stamp.cache_clear()
     try:
         stamp = qn.source_stamp()
-        core = tmp_path / "inference" / "_core.py"
-        core.write_text(core.read_text() + "\n# an edit\n")
+        kernel_file = tmp_path / "inference" / "_ranks.py"
+        kernel_file.write_text(kernel_file.read_text() + "\n# an edit\n")
         qn.source_stamp.cache_clear()
         assert qn.source_stamp() != stamp
     finally:

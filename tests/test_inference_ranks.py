@@ -1,0 +1,47 @@
+"""The rank evaluations of Algorithm 1 (qs.inference._ranks): the capped search finds the rank
+of the full one."""
+
+import numpy as np
+import pytest
+
+from qs.inference._ranks import CAP_MIN, best_rank, best_rank_capped, positive_steps, score_cap
+from qs.losses import AP_CODE, NDCG_CODE, get_loss
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_capped_rank_search_finds_the_full_searchs_rank(loss):
+    """best_rank_capped (which stops at the first positive not above the negative) against
+    best_rank over the whole interval, on every interval of small rank sets whose scores
+    tie the negative's, and on wide intervals (where the cut is taken)."""
+    code = {"ap": AP_CODE, "ndcg": NDCG_CODE}[loss]
+    rng = np.random.default_rng(7)
+    cut = 0
+    for n_pos, n_neg in [(6, 5), (3 * CAP_MIN, 40), (600, 2000)]:
+        params = get_loss(loss).prepare(n_pos, n_neg)
+        pos = np.sort(np.round(rng.normal(size=n_pos), 1))[::-1]  # ties among them
+        c2, spos = positive_steps(pos, n_neg, 0.1)
+        assert c2 == 2.0 / (n_pos * n_neg)
+        for s in np.r_[pos[:: max(1, n_pos // 12)], rng.normal(size=12)]:  # ties with a positive
+            for j in (1, 2, n_neg // 2, n_neg):
+                bounds = ([(lo, hi) for lo in range(1, n_pos + 2) for hi in range(lo, n_pos + 2)]
+                          if n_pos < 10 else [(1, n_pos + 1), (2, n_pos), (n_pos // 3, n_pos + 1)])
+                for lo, hi in bounds:
+                    want = best_rank(code, params, n_pos, c2, spos, s, j, lo, hi)
+                    got = best_rank_capped(code, params, n_pos, c2, spos, s, j, lo, hi)
+                    assert got == want, (n_pos, s, j, lo, hi)
+                    above = 1 + np.count_nonzero(spos[1:] - c2 * (s - 0.1) > 0.0)
+                    cut += hi - lo > CAP_MIN and lo < above < hi
+    assert cut > 0  # the cut was taken, not only skipped
+
+
+def test_score_cap_is_the_first_rank_whose_positive_is_not_above():
+    """score_cap against a linear search, from every start, with ties."""
+    spos = np.r_[0.0, np.repeat([5.0, 3.0, 3.0, 1.0, 0.0, -2.0], [1, 2, 30, 50, 3, 60])]
+    n_pos = spos.size - 1
+    for cs in (6.0, 5.0, 3.0, 2.0, 0.0, -1.0, -3.0):
+        first = 1 + np.count_nonzero(spos[1:] - cs > 0.0)
+        for lo in range(1, n_pos + 2):
+            for hi in (lo, lo + 1, min(n_pos + 1, lo + 70), n_pos + 1):
+                hi = max(hi, lo)
+                want = hi if hi - lo < 2 or first >= hi else max(first, lo)
+                assert score_cap(spos, cs, lo, hi) == want, (cs, lo, hi)
