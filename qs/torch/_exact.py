@@ -120,7 +120,7 @@ def _segmented_cumsum(x, offset, longest):
 def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index, neg_index,
             ideal, discount):
     """Coefficients, loss and hinge from the ranks of the sorted negatives (as
-    :func:`qs.inference._core.finish` and :func:`~qs.inference._core.negative_coefficients`)."""
+    :func:`qs.inference._output.finish` and :func:`~qs.inference._output.negative_coefficients`)."""
     q, n = scores.shape
     f64 = scores.dtype
     place = torch.arange(1, n + 1, device=scores.device)
