@@ -189,8 +189,8 @@ def _exchange(group, rows, names, agreed=None, payload=()):
     send = _packed(data if size <= capacity else [], head + capacity, device)
     send[:head] = header.view(torch.uint8).to(device)
     every = _all_gather(send, group)
-    table = every[:, :head].cpu().contiguous().view(torch.int64)
-    needed = -(-int(table[:, -1].max()) // 8) * 8  # 8-byte aligned rows
+    table = every[:, :head].cpu().contiguous().view(torch.int64).tolist()
+    needed = -(-max(header[-1] for header in table) // 8) * 8  # 8-byte aligned rows
     _capacity[key] = needed
     if refused:
         return None, None
@@ -199,7 +199,7 @@ def _exchange(group, rows, names, agreed=None, payload=()):
         every = _all_gather(_packed(data, needed, device), group)
     else:
         every = every[:, head:]
-    return [int(v) for v in table[:, 0]], every
+    return [header[0] for header in table], every
 
 
 def _packed(data, length, device):
@@ -230,15 +230,15 @@ def _read(payload, at, dtype, shape):
 
 def _check_headers(table, names):
     """Raise the same ValueError on every process when one refused its input or the
-    processes disagree on a value that ``names`` names."""
-    bad = torch.nonzero(table[:, 0] < 0).flatten().tolist()
+    processes disagree on a value that ``names`` names (``table``: a header per process)."""
+    bad = [r for r, header in enumerate(table) if header[0] < 0]
     if bad:
         raise ValueError(f"the loss was refused on process(es) {bad} (see the error there); "
                          "no process computes it.")
     for k, name in enumerate(names, start=1):
-        if (table[:, k] != table[0, k]).any():
-            values = ", ".join(f"rank {r}: {_shown(name, int(v))}"
-                               for r, v in enumerate(table[:, k]))
+        if any(header[k] != table[0][k] for header in table):
+            values = ", ".join(f"rank {r}: {_shown(name, header[k])}"
+                               for r, header in enumerate(table))
             raise ValueError(f"the processes disagree on the {name} ({values}); every "
                              f"process must pass the same {name}.")
 
