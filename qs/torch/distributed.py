@@ -134,13 +134,15 @@ class _GlobalRankLoss(torch.autograd.Function):
         rows[: len(values), 0] = values.to(rows.dtype)
         rows[: len(values), 1] = ranked_queries(mine_pos).to(rows.dtype)
         rows[: len(values), 2:] = coef
-        table = _all_gather(rows.to(_wire_device(group)), group)
-        # (per, world, ...) -> query order: query k * world + s is row k of process s
-        table = table.transpose(0, 1).reshape(per * world, -1)[:q].to(scores.device)
+        table = _all_gather(rows.to(_wire_device(group)), group).to(scores.device)
         start = sum(sizes[:rank])
-        count = table[:, 1].to(torch.int64).sum().clamp(min=1)
-        ctx.save_for_backward(table[:, 2 + start : 2 + start + n_r].contiguous(), count)
-        return table[:, 0].sum() / count
+        # (world, per, ...) -> query order: query k * world + s is row k of process s
+        values = table[:, :, 0].T.reshape(-1)[:q]
+        count = table[:, :, 1].T.reshape(-1)[:q].to(torch.int64).sum().clamp(min=1)
+        mine = table[:, :, 2 + start : 2 + start + n_r].transpose(0, 1)
+        mine = mine.reshape(per * world, n_r)[:q]
+        ctx.save_for_backward(mine, count)
+        return values.sum() / count
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -186,8 +188,8 @@ def _exchange(group, rows, names, agreed=None, payload=()):
     header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size],
                           dtype=torch.int64)
     head = 8 * _HEADER
-    send = _packed(data if size <= capacity else [], head + capacity, device)
-    send[:head] = header.view(torch.uint8).to(device)
+    send = _packed([header.view(torch.uint8)] + (data if size <= capacity else []),
+                   head + capacity, device)
     every = _all_gather(send, group)
     table = every[:, :head].cpu().contiguous().view(torch.int64).tolist()
     needed = -(-max(header[-1] for header in table) // 8) * 8  # 8-byte aligned rows
