@@ -61,6 +61,7 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     embeddings : float tensor (b, d), this process's samples (b may differ between
         processes, and be 0). labels : (b,) integer class labels.
     """
+    _require_group()
     names = ("embedding size", "dtype")
     try:
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
@@ -69,8 +70,9 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
         _exchange(group, None, names)
         raise error
     b, d = embeddings.shape
+    chunk = [labels.to(torch.int64), embeddings.detach()]
     sizes, every = _exchange(group, b, names, (d, _code(embeddings)),
-                             [labels.to(torch.int64), embeddings.detach()])
+                             [chunk] * dist.get_world_size(group))
     label_parts, emb_parts = [], []
     for s, rows in enumerate(sizes):
         label_parts.append(_read(every[s], 0, torch.int64, (rows,)))
@@ -95,6 +97,7 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
 
     scores : float tensor (Q, n_r), Q the same on every process. labels : the same shape.
     """
+    _require_group()
     names = ("number of queries", "dtype")
     try:
         pos = _check(scores, labels, loss, method, "mean")
@@ -108,41 +111,44 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
 
 
 class _GlobalRankLoss(torch.autograd.Function):
-    """The global mean hinge from this process's columns; the forward pass exchanges the
-    scores and labels (one collective), solves this process's queries, and exchanges the
-    loss values and gradient rows (one more), keeping this process's columns of the
-    gradient for the backward pass."""
+    """The global mean hinge from this process's columns. The forward pass sends each
+    process the rows of its queries (one collective), solves this process's queries, and
+    sends each process these queries' loss values and gradient over its columns (one
+    more), which it keeps for the backward pass."""
 
     @staticmethod
     def forward(ctx, scores, pos, loss, method, group):
         q, n_r = scores.shape
         world, rank = dist.get_world_size(group), dist.get_rank(group)
+        x = scores.detach()
+        # to process s: its queries' rows (s, s + world, ...) of this process's columns
         sizes, every = _exchange(group, n_r, ("number of queries", "dtype"),
-                                 (q, _code(scores)), [scores.detach(), pos])
-        width = scores.element_size()
-        mine_scores, mine_pos = [], []
-        for s, cols in enumerate(sizes):  # this process's queries: rows rank, rank + world...
-            mine_scores.append(_read(every[s], 0, scores.dtype, (q, cols))[rank::world])
-            mine_pos.append(_read(every[s], width * q * cols, torch.bool, (q, cols))[rank::world])
-        mine_scores = torch.cat(mine_scores, dim=1).to(scores.device)
-        mine_pos = torch.cat(mine_pos, dim=1).to(scores.device)
+                                 (q, _code(scores)),
+                                 [[x[s::world], pos[s::world]] for s in range(world)])
+        queries = [len(range(s, q, world)) for s in range(world)]
+        mine, width = queries[rank], scores.element_size()
+        mine_scores = torch.cat([_read(every[r], 0, x.dtype, (mine, n))
+                                 for r, n in enumerate(sizes)], dim=1).to(x.device)
+        mine_pos = torch.cat([_read(every[r], width * mine * n, torch.bool, (mine, n))
+                              for r, n in enumerate(sizes)], dim=1).to(x.device)
         values, coef = _solve(mine_scores, mine_pos, loss=loss, method=method)
-        # one row per query of this process, padded to the most any process has:
-        # (value, counted, its gradient over the n global columns)
-        per = -(-q // world)
-        rows = coef.new_zeros((per, 2 + coef.shape[1]))
-        rows[: len(values), 0] = values.to(rows.dtype)
-        rows[: len(values), 1] = ranked_queries(mine_pos).to(rows.dtype)
-        rows[: len(values), 2:] = coef
-        table = _all_gather(rows.to(_wire_device(group)), group).to(scores.device)
-        start = sum(sizes[:rank])
-        # (world, per, ...) -> query order: query k * world + s is row k of process s
-        values = table[:, :, 0].T.reshape(-1)[:q]
-        count = table[:, :, 1].T.reshape(-1)[:q].to(torch.int64).sum().clamp(min=1)
-        mine = table[:, :, 2 + start : 2 + start + n_r].transpose(0, 1)
-        mine = mine.reshape(per * world, n_r)[:q]
-        ctx.save_for_backward(mine, count)
-        return values.sum() / count
+        # to process s: each query's value, whether it counts, its gradient on s's columns
+        head = [values.to(coef.dtype), ranked_queries(mine_pos).to(coef.dtype)]
+        starts = [sum(sizes[:s]) for s in range(world)]
+        send = torch.cat([t for s in range(world) for t in
+                          head + [coef[:, starts[s] : starts[s] + sizes[s]].reshape(-1)]])
+        got = _all_to_all(send, [mine * (2 + n) for n in sizes],
+                          [queries[r] * (2 + n_r) for r in range(world)], group)
+        got = got.to(x.device).split([queries[r] * (2 + n_r) for r in range(world)])
+        # in query order: query k * world + r is process r's k-th
+        every_value, counted, grad = coef.new_empty(q), coef.new_empty(q), coef.new_empty(q, n_r)
+        for r, part in enumerate(got):
+            every_value[r::world] = part[: queries[r]]
+            counted[r::world] = part[queries[r] : 2 * queries[r]]
+            grad[r::world] = part[2 * queries[r] :].view(queries[r], n_r)
+        count = counted.to(torch.int64).sum().clamp(min=1)
+        ctx.save_for_backward(grad, count)
+        return every_value.sum() / count
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -169,28 +175,28 @@ class _RowsOfAll(torch.autograd.Function):
         return wire[ctx.start : ctx.start + ctx.rows].to(grad.dtype), None, None, None
 
 
-def _exchange(group, rows, names, agreed=None, payload=()):
-    """Send (rows, *agreed) and the ``payload`` tensors (their bytes, in order) to every
-    process; return the rows of each process and a (world, bytes) uint8 tensor of their
-    payloads. One collective when every payload fits the capacity agreed at the previous
-    exchange, two otherwise. ``rows`` None: this process refused its input (it raises its
-    own error after); the others raise one naming it. The same ValueError on every process
-    when the ``agreed`` values (named by ``names``) differ."""
-    if not dist.is_available() or not dist.is_initialized():
-        raise ValueError("the distributed losses need an initialised torch.distributed "
-                         "process group (torch.distributed.init_process_group).")
+def _exchange(group, rows, names, agreed=None, chunks=None):
+    """Send (rows, *agreed) to every process, and to process s the bytes of the tensors of
+    ``chunks[s]`` one after the other; return the rows of each process and a (world, bytes)
+    uint8 tensor whose row r holds what process r sent this one. One collective when every
+    chunk fits the capacity agreed at the previous exchange, two otherwise. ``rows`` None:
+    this process refused its input (it raises its own error after); the others raise one
+    naming it. The same ValueError on every process when the ``agreed`` values (named by
+    ``names``) differ."""
     key = dist.group.WORLD if group is None else group
     capacity = _capacity.get(key, 0)
     device = _wire_device(group)
-    data = [t.contiguous().view(-1).view(torch.uint8) for t in payload]
-    size = sum(t.numel() for t in data)
+    world = dist.get_world_size(group)
+    data = [[_bytes(t) for t in chunk] for chunk in chunks or [[]] * world]
+    size = max(sum(t.numel() for t in chunk) for chunk in data)
     refused = rows is None
     header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size],
                           dtype=torch.int64)
     head = 8 * _HEADER
-    send = _packed([header.view(torch.uint8)] + (data if size <= capacity else []),
-                   head + capacity, device)
-    every = _all_gather(send, group)
+    fits = size <= capacity
+    every = _all_to_all(_packed([[_bytes(header)] + (chunk if fits else []) for chunk in data],
+                                head + capacity, device), None, None, group)
+    every = every.view(world, head + capacity)
     table = every[:, :head].cpu().contiguous().view(torch.int64).tolist()
     needed = -(-max(header[-1] for header in table) // 8) * 8  # 8-byte aligned rows
     _capacity[key] = needed
@@ -198,27 +204,42 @@ def _exchange(group, rows, names, agreed=None, payload=()):
         return None, None
     _check_headers(table, names)
     if needed > capacity:
-        every = _all_gather(_packed(data, needed, device), group)
-    else:
-        every = every[:, head:]
-    return [header[0] for header in table], every
+        every = _all_to_all(_packed(data, needed, device), None, None, group)
+        return [header[0] for header in table], every.view(world, needed)
+    return [header[0] for header in table], every[:, head:]
 
 
-def _packed(data, length, device):
-    """The bytes of ``data`` one after the other, zero-padded to ``length``."""
-    buffer = torch.zeros(length, dtype=torch.uint8, device=device)
-    at = 0
-    for t in data:
-        buffer[at : at + t.numel()] = t
-        at += t.numel()
-    return buffer
+def _packed(chunks, length, device):
+    """(world * length) uint8: the bytes of each chunk's tensors one after the other, each
+    chunk zero-padded to ``length``."""
+    buffer = torch.zeros((len(chunks), length), dtype=torch.uint8, device=device)
+    for row, chunk in zip(buffer, chunks):
+        at = 0
+        for t in chunk:
+            row[at : at + t.numel()] = t
+            at += t.numel()
+    return buffer.view(-1)
 
 
-def _all_gather(x, group):
-    """(world, *x.shape): every process's ``x``, in rank order."""
-    every = x.new_empty((dist.get_world_size(group) * x.shape[0],) + tuple(x.shape[1:]))
-    dist.all_gather_single(every, x, group=group)
-    return every.view((-1,) + tuple(x.shape))
+def _bytes(t):
+    return t.contiguous().view(-1).view(torch.uint8)
+
+
+def _all_to_all(send, send_counts, receive_counts, group):
+    """``all_to_all_single`` of a 1-D tensor, sent as bytes (any dtype goes through gloo):
+    chunks of equal size when the counts are None, else ``send_counts[s]`` elements to
+    process s and ``receive_counts[r]`` from process r. On gloo, about half the latency of
+    an ``all_gather`` of the same chunks (2 processes on loopback)."""
+    dtype, width = send.dtype, send.element_size()
+    send = _bytes(send)
+    if send_counts is None:
+        receive = torch.empty_like(send)
+        dist.all_to_all_single(receive, send, group=group)
+        return receive
+    receive = send.new_empty(sum(receive_counts) * width)
+    dist.all_to_all_single(receive, send, [c * width for c in receive_counts],
+                           [c * width for c in send_counts], group=group)
+    return receive.view(dtype)
 
 
 def _read(payload, at, dtype, shape):
@@ -243,6 +264,12 @@ def _check_headers(table, names):
                                for r, header in enumerate(table))
             raise ValueError(f"the processes disagree on the {name} ({values}); every "
                              f"process must pass the same {name}.")
+
+
+def _require_group():
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError("the distributed losses need an initialised torch.distributed "
+                         "process group (torch.distributed.init_process_group).")
 
 
 def _wire_device(group):
