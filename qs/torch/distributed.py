@@ -16,23 +16,27 @@ divides the global loss's gradient by the world size: multiply the loss by the w
 undo that.
 
 Round trips are what a step costs on a CPU backend (gloo: about 0.1-1 ms each), so each
-exchange is one collective. The shapes, dtypes and data of every process travel together:
-one ``all_gather`` of a byte buffer, a fixed header (rows, the values the processes must
-agree on, payload bytes) and the payload padded to a capacity that every process knows
-alike (the largest payload of the previous call on the group), so that a step of the same
-shapes as the last is one collective; a payload that outgrew it is sent in a second one.
-If the processes disagree (another embedding size, another number of queries), every
-process raises the same ValueError, read from the same headers, instead of waiting on a
-collective that would never complete; a process whose input is refused (NaN, labels of the
-wrong shape) sends a header saying so and raises its error while the others raise one
-naming it. Then the score loss needs one more collective, in the forward pass: every
-process's loss values and gradient rows (the coefficients of its queries' rankings), from
-which each process takes the columns of its own scores, so its backward is local. The
-retrieval loss sums its values across the group (one all-reduce) and, in the backward,
-sums the gradient its queries send to the other processes' embeddings (one all-reduce of
-the (B, d) gradient, smaller than the B x B coefficients).
+exchange is one collective, an ``all_to_all`` (on gloo about half the latency of an
+``all_gather``). The shapes, dtypes and data of every process travel together: to each
+process a byte chunk made of a fixed header (rows, the values the processes must agree on,
+chunk bytes) and the data, padded to a capacity that every process knows alike (the largest
+chunk of the previous exchange on the group), so that a step of the same shapes as the last
+is one collective; a chunk that outgrew it is sent in a second one. If the processes
+disagree (another embedding size, another number of queries), every process raises the same
+ValueError, read from the same headers, instead of waiting on a collective that would never
+complete; a process whose input is refused (NaN, labels of the wrong shape) sends a header
+saying so and raises its error while the others raise one naming it.
+
+The score loss sends each process the rows of its queries only; after the inference, one
+more collective in the forward pass sends each process the loss values of every query and
+their gradient over its own columns (the coefficients of the rankings), so its backward is
+local: two collectives a step. The retrieval loss sends every process the whole batch, sums
+its values across the group (one all-reduce) and, in the backward, the gradient its queries
+send to the other processes' embeddings (one all-reduce of the (B, d) gradient, smaller than
+the B x B coefficients): three.
 """
 
+import math
 import weakref
 
 import torch
@@ -46,10 +50,10 @@ __all__ = ["distributed_rank_hinge_loss", "distributed_retrieval_loss"]
 #: dtypes the gradient all-reduce sends as they are; others go as float32 (exactly)
 _SENT_AS_IS = (torch.float32, torch.float64)
 _DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-#: int64 words of an exchange's header: rows, two values agreed on, payload bytes
+#: int64 words of an exchange's header: rows, two values agreed on, chunk bytes
 _HEADER = 4
-#: per process group, the payload bytes every process pads its part to (the largest payload
-#: of the previous exchange, which every process read from the same headers)
+#: per process group, the bytes every process pads its chunks to (the largest chunk of the
+#: previous exchange, which every process read from the same headers)
 _capacity = weakref.WeakKeyDictionary()
 
 
@@ -242,13 +246,9 @@ def _all_to_all(send, send_counts, receive_counts, group):
     return receive.view(dtype)
 
 
-def _read(payload, at, dtype, shape):
-    """The tensor of ``dtype`` and ``shape`` whose bytes start at byte ``at`` of a payload."""
-    count = 1
-    for dim in shape:
-        count *= dim
-    width = torch.empty((), dtype=dtype).element_size()
-    return payload[at : at + count * width].view(dtype).view(shape)
+def _read(chunk, at, dtype, shape):
+    """The tensor of ``dtype`` and ``shape`` whose bytes start at byte ``at`` of a chunk."""
+    return chunk[at : at + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
 
 
 def _check_headers(table, names):
