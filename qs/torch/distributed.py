@@ -141,9 +141,9 @@ class _GlobalRankLoss(torch.autograd.Function):
         starts = [sum(sizes[:s]) for s in range(world)]
         send = torch.cat([t for s in range(world) for t in
                           head + [coef[:, starts[s] : starts[s] + sizes[s]].reshape(-1)]])
-        got = _all_to_all(send, [mine * (2 + n) for n in sizes],
-                          [queries[r] * (2 + n_r) for r in range(world)], group)
-        got = got.to(x.device).split([queries[r] * (2 + n_r) for r in range(world)])
+        receive = [queries[r] * (2 + n_r) for r in range(world)]
+        got = _all_to_all(send.to(_wire_device(group)), [mine * (2 + n) for n in sizes],
+                          receive, group).to(x.device).split(receive)
         # in query order: query k * world + r is process r's k-th
         every_value, counted, grad = coef.new_empty(q), coef.new_empty(q), coef.new_empty(q, n_r)
         for r, part in enumerate(got):
