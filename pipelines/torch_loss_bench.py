@@ -21,7 +21,7 @@ batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``la
     called row by row, at n >= 10^5 per query.
 distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
     ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
-    on the same global batch in one process.
+    on the same global batch in one process, timed in turn in the same processes.
 memory: ``CrossBatchMemory`` with M = 10^5 stored embeddings, 64 queries, d = 128: the
     loss and its gradient against the similarity product alone.
 
@@ -58,6 +58,8 @@ CUDA_LOSSES = ("exact AP hinge, torch method",)
 SMOOTH_AP_MAX_BYTES = 4 << 30
 #: a repeat of a fast loss runs back-to-back calls for at least this long (their mean counts)
 MIN_REPEAT_S = 0.05
+#: a repeat of the distributed part is the mean of this many back-to-back steps
+DISTRIBUTED_STEPS = 10
 
 
 def _losses(torch):
@@ -221,6 +223,7 @@ def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
     import torch
     import torch.distributed as dist
 
+    from qs.torch import rank_hinge_loss
     from qs.torch.distributed import distributed_rank_hinge_loss
 
     torch.set_num_threads(1)
@@ -231,43 +234,45 @@ def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
         cols = slice(rank * per_rank, (rank + 1) * per_rank)
         x = torch.from_numpy(scores[:, cols].copy()).requires_grad_(True)
         y = torch.from_numpy(labels[:, cols].copy())
+        whole = torch.from_numpy(scores).requires_grad_(True)
+        whole_y = torch.from_numpy(labels)
         times = []
         for k in range(repeats + 1):
             dist.barrier()
-            start = time.perf_counter()
-            x.grad = None
-            distributed_rank_hinge_loss(x, y).backward()
-            dist.barrier()
+            step = _mean_step(lambda: distributed_rank_hinge_loss(x, y), x)
+            dist.barrier()  # the other processes wait at the next barrier meanwhile
+            one = _mean_step(lambda: rank_hinge_loss(whole, whole_y), whole) if rank == 0 else 0
             if k:
-                times.append(time.perf_counter() - start)
+                times.append((step, one))
         np.save(f"{out}/{rank}.npy", np.array(times))
     finally:
         dist.destroy_process_group()
 
 
-def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
-    """(median s of a distributed step, of the one-process step, min/max of the first)."""
-    import torch
+def _mean_step(loss, x):
+    """Mean wall time of :data:`DISTRIBUTED_STEPS` back-to-back steps (forward + backward)."""
+    start = time.perf_counter()
+    for _ in range(DISTRIBUTED_STEPS):
+        x.grad = None
+        loss().backward()
+    return (time.perf_counter() - start) / DISTRIBUTED_STEPS
 
-    from qs.torch import rank_hinge_loss
+
+def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
+    """(median s of a distributed step, of the one-process step, min/max of the first): a
+    repeat times each in turn in the same processes (the one-process step on process 0, the
+    others waiting), so both see the same load; the distributed step ends when its last
+    process is done."""
+    import torch
 
     with tempfile.TemporaryDirectory() as tmp:
         torch.multiprocessing.spawn(_distributed_worker,
                                     args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
                                     nprocs=world, join=True)
-        per_step = np.max([np.load(f"{tmp}/{r}.npy") for r in range(world)], axis=0)
-    scores, labels = _one_vs_rest(np.random.default_rng(seed), q, world * per_rank)
-    x = torch.from_numpy(scores).requires_grad_(True)
-    y = torch.from_numpy(labels)
-    times = []
-    for k in range(repeats + 1):
-        start = time.perf_counter()
-        x.grad = None
-        rank_hinge_loss(x, y).backward()
-        if k:
-            times.append(time.perf_counter() - start)
+        every = [np.load(f"{tmp}/{r}.npy") for r in range(world)]
+    per_step = np.max([t[:, 0] for t in every], axis=0)
     med, lo, hi = _median(per_step)
-    return med, float(np.median(times)), lo, hi
+    return med, float(np.median(every[0][:, 1])), lo, hi
 
 
 def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):

@@ -46,14 +46,14 @@ def _worker(rank, world, port, out, case, sizes, loss):
                             world_size=world, timeout=TIMEOUT)
     try:
         start, stop = sum(sizes[:rank]), sum(sizes[: rank + 1])
-        if case == "embeddings":
+        if case == "embeddings":  # twice: the second call's chunks fit the first's capacity
             emb, labels = global_batch(sizes)
-            x = emb[start:stop].clone().requires_grad_(True)
-            value = distributed_retrieval_loss(x, labels[start:stop], loss=loss)
+            for _ in range(2):
+                x = emb[start:stop].clone().requires_grad_(True)
+                value = distributed_retrieval_loss(x, labels[start:stop], loss=loss)
         elif case == "scores":
-            scores, labels = score_batch(sum(sizes))
-            x = scores[:, start:stop].clone().requires_grad_(True)
-            value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss)
+            _score_calls(rank, out, sizes, loss)
+            return
         else:  # this process's embeddings have another size, or are not finite
             emb, labels = global_batch(sizes, d=6 + (rank == 1 and case == "mismatch"))
             if case == "nan" and rank == 1:
@@ -69,12 +69,42 @@ def _worker(rank, world, port, out, case, sizes, loss):
         dist.destroy_process_group()
 
 
-def score_batch(n, q=5, seed=1):
-    """Scores and labels of q queries over n samples; query 0 has no positive."""
+def score_batch(sizes, q, dtype=torch.float64, seed=1):
+    """Scores and labels of q queries over the samples of every process; query 0 has no
+    positive, nor has the last process any."""
     rng = np.random.default_rng(seed)
-    labels = rng.random((q, n)) < 0.3
+    labels = rng.random((q, sum(sizes))) < 0.3
     labels[0] = False
-    return torch.from_numpy(rng.normal(size=(q, n))), torch.from_numpy(labels)
+    labels[:, sum(sizes[:-1]) :] = False
+    scores = torch.from_numpy(rng.normal(size=(q, sum(sizes)))).to(dtype)
+    return scores, torch.from_numpy(labels)
+
+
+def score_calls(sizes):
+    """(sizes, queries, dtype) of each call in turn: as given; larger (the exchange outgrows
+    the capacity of the last one); as given again (it fits); then the processes disagree on
+    the number of queries (None: rank + the usual); then as given (the group still works);
+    then in float16 (two bytes a score on the wire). 5 queries over 2 processes, 3 over 4
+    (one process has none)."""
+    q, f64 = (5 if len(sizes) == 2 else 3), torch.float64
+    return [(sizes, q, f64), (tuple(2 * s + 1 for s in sizes), q + 2, f64), (sizes, q, f64),
+            (sizes, None, f64), (sizes, q, f64), (sizes, q, torch.float16)]
+
+
+def _score_calls(rank, out, sizes, loss):
+    results = {}
+    for k, (shape, q, dtype) in enumerate(score_calls(sizes)):
+        start, stop = sum(shape[:rank]), sum(shape[: rank + 1])
+        scores, labels = score_batch(shape, q or score_calls(sizes)[0][1] + rank, dtype)
+        x = scores[:, start:stop].clone().requires_grad_(True)
+        try:
+            value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss)
+        except ValueError as error:
+            results["message"] = str(error)
+            continue
+        value.backward()
+        results[f"value{k}"], results[f"grad{k}"] = value.item(), x.grad.double().numpy()
+    np.savez(f"{out}/{rank}.npz", **results)
 
 
 def spawn(tmp_path, case, sizes, loss="ap"):
@@ -101,17 +131,26 @@ def test_retrieval_over_processes_is_the_loss_of_the_concatenated_batch(tmp_path
         assert np.abs(grads[start : start + sizes[2]]).sum() > 0
 
 
-def test_scores_over_processes_are_the_loss_of_the_concatenated_scores(tmp_path):
-    sizes = (30, 11, 19)
-    scores, labels = score_batch(sum(sizes))
-    x = scores.clone().requires_grad_(True)
-    expected = rank_hinge_loss(x, labels, "ap")
-    expected.backward()
+@pytest.mark.parametrize("sizes", [(30, 11), (9, 0, 14, 6)])
+def test_scores_over_processes_are_the_loss_of_the_concatenated_scores(tmp_path, sizes):
     parts = spawn(tmp_path, "scores", sizes)
-    for p in parts:
-        assert float(p["value"]) == pytest.approx(expected.item(), rel=1e-12)
-    np.testing.assert_allclose(np.concatenate([p["grad"] for p in parts], axis=1),
-                               x.grad.numpy(), rtol=0, atol=1e-12)
+    for k, (shape, q, dtype) in enumerate(score_calls(sizes)):
+        if q is None:
+            expected = ", ".join(f"rank {r}: {score_calls(sizes)[0][1] + r}"
+                                 for r in range(len(sizes)))
+            for p in parts:
+                assert f"disagree on the number of queries ({expected})" in str(p["message"])
+            continue
+        scores, labels = score_batch(shape, q, dtype)  # float16: the same float16 loss
+        x = scores.clone().requires_grad_(True)
+        expected = rank_hinge_loss(x, labels, "ap")
+        expected.backward()
+        for p in parts:
+            assert float(p[f"value{k}"]) == pytest.approx(expected.item(), rel=1e-12), k
+        grads = np.concatenate([p[f"grad{k}"] for p in parts], axis=1)
+        np.testing.assert_allclose(grads, x.grad.double().numpy(), rtol=0, atol=1e-12)
+        last = sum(shape[:-1])  # the process without positives still gets gradients
+        assert np.abs(grads[:, last:]).sum() > 0
 
 
 def test_processes_that_disagree_on_the_embedding_size_all_raise(tmp_path):

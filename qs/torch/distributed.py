@@ -10,30 +10,51 @@ process ``q % world_size``).
 The value returned is the loss of the global batch, the same on every process (the mean
 over the queries with a positive and a negative, all processes together). Its backward
 gives each process the exact gradient of that global loss with respect to its own
-embeddings or scores: the gradients that a process's queries send to the other processes'
-samples are summed across the group (an all-reduce in the backward of the gather). So every
-process must call backward, as in any data-parallel step. ``DistributedDataParallel``
-averages the parameters' gradients over the processes, which divides the global loss's
-gradient by the world size: multiply the loss by the world size to undo that.
+embeddings or scores. So every process must call backward, as in any data-parallel step.
+``DistributedDataParallel`` averages the parameters' gradients over the processes, which
+divides the global loss's gradient by the world size: multiply the loss by the world size to
+undo that.
 
-Before the data, each call exchanges the shapes and dtypes of every process's inputs; if the
-processes disagree (another embedding size, another number of queries), every process raises
-the same ValueError instead of waiting on a collective that would never complete, and a
-process whose input is refused (NaN, labels of the wrong shape) raises its error while the
-others raise one naming it.
+Round trips are what a step costs on a CPU backend (gloo: about 0.1-1 ms each), so each
+exchange is one collective, an ``all_to_all`` (on gloo about half the latency of an
+``all_gather``). The shapes, dtypes and data of every process travel together: to each
+process a byte chunk made of a fixed header (rows, the values the processes must agree on,
+chunk bytes) and the data, padded to a capacity that every process knows alike (the largest
+chunk of the previous exchange on the group), so that a step of the same shapes as the last
+is one collective; a chunk that outgrew it is sent in a second one. If the processes
+disagree (another embedding size, another number of queries), every process raises the same
+ValueError, read from the same headers, instead of waiting on a collective that would never
+complete; a process whose input is refused (NaN, labels of the wrong shape) sends a header
+saying so and raises its error while the others raise one naming it.
+
+The score loss sends each process the rows of its queries only; after the inference, one
+more collective in the forward pass sends each process the loss values of every query and
+their gradient over its own columns (the coefficients of the rankings), so its backward is
+local: two collectives a step. The retrieval loss sends every process the whole batch, sums
+its values across the group (one all-reduce) and, in the backward, the gradient its queries
+send to the other processes' embeddings (one all-reduce of the (B, d) gradient, smaller than
+the B x B coefficients): three.
 """
+
+import math
+import weakref
 
 import torch
 import torch.distributed as dist
 
-from qs.torch import _check, rank_hinge_loss, ranked_queries
+from qs.torch import _check, _solve, rank_hinge_loss, ranked_queries
 from qs.torch.retrieval import _check_options, check_embeddings, similarities
 
-__all__ = ["distributed_rank_hinge_loss", "distributed_retrieval_loss", "gather_rows"]
+__all__ = ["distributed_rank_hinge_loss", "distributed_retrieval_loss"]
 
-#: dtypes sent through the collectives as they are; others go as float32 (exactly)
+#: dtypes the gradient all-reduce sends as they are; others go as float32 (exactly)
 _SENT_AS_IS = (torch.float32, torch.float64)
 _DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+#: int64 words of an exchange's header: rows, two values agreed on, chunk bytes
+_HEADER = 4
+#: per process group, the bytes every process pads its chunks to (the largest chunk of the
+#: previous exchange, which every process read from the same headers)
+_capacity = weakref.WeakKeyDictionary()
 
 
 def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cosine",
@@ -44,22 +65,30 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     embeddings : float tensor (b, d), this process's samples (b may differ between
         processes, and be 0). labels : (b,) integer class labels.
     """
+    _require_group()
+    names = ("embedding size", "dtype")
     try:
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
         _check_options(loss, similarity, "mean")
     except (TypeError, ValueError) as error:
-        _agree(group, None, None, ["embedding size", "dtype"])
+        _exchange(group, None, names)
         raise error
-    sizes = _agree(group, embeddings.shape[0], [embeddings.shape[1], _code(embeddings)],
-                   ["embedding size", "dtype"])
+    b, d = embeddings.shape
+    chunk = [labels.to(torch.int64), embeddings.detach()]
+    sizes, every = _exchange(group, b, names, (d, _code(embeddings)),
+                             [chunk] * dist.get_world_size(group))
+    label_parts, emb_parts = [], []
+    for s, rows in enumerate(sizes):
+        label_parts.append(_read(every[s], 0, torch.int64, (rows,)))
+        emb_parts.append(_read(every[s], 8 * rows, embeddings.dtype, (rows, d)))
     rank = dist.get_rank(group)
     start = sum(sizes[:rank])
-    refs = gather_rows(embeddings, sizes, group)
-    ref_labels = _gather_plain(labels.to(torch.int64), sizes, group)
+    refs = _RowsOfAll.apply(embeddings, emb_parts, start, group)
+    ref_labels = torch.cat(label_parts).to(labels.device)
     scores = similarities(embeddings, refs, similarity)
     positive = labels[:, None].to(torch.int64) == ref_labels[None, :]
     mask = torch.zeros_like(positive)
-    own = torch.arange(len(labels), device=mask.device)
+    own = torch.arange(b, device=mask.device)
     mask[own, start + own] = True
     values = rank_hinge_loss(scores, positive, loss, method, "none", mask=mask)
     counted = ranked_queries(positive, ~mask).sum()
@@ -72,93 +101,186 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
 
     scores : float tensor (Q, n_r), Q the same on every process. labels : the same shape.
     """
+    _require_group()
+    names = ("number of queries", "dtype")
     try:
         pos = _check(scores, labels, loss, method, "mean")
         if scores.ndim != 2:
             raise ValueError(f"scores must be 2-D (queries, this process's samples); got "
                              f"shape {tuple(scores.shape)}.")
     except (TypeError, ValueError) as error:
-        _agree(group, None, None, ["number of queries", "dtype"])
+        _exchange(group, None, names)
         raise error
-    sizes = _agree(group, scores.shape[1], [scores.shape[0], _code(scores)],
-                   ["number of queries", "dtype"])
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
-    every = gather_rows(scores.T, sizes, group).T  # (Q, n)
-    every_pos = _gather_plain(pos.T.to(torch.uint8), sizes, group).T.bool()
-    mine = torch.arange(rank, scores.shape[0], world, device=scores.device)
-    values = rank_hinge_loss(every[mine], every_pos[mine], loss, method, "none")
-    counted = ranked_queries(every_pos[mine]).sum()
-    return _global_mean(values.sum(), counted, group)
+    return _GlobalRankLoss.apply(scores, pos, loss, method, group)
 
 
-def gather_rows(x, sizes, group=None):
-    """The rows of every process's ``x`` (``sizes[r]`` rows on process r), concatenated in
-    rank order; differentiable: the backward sums the gradient over the processes and
-    returns this process's rows of it."""
-    return _GatherRows.apply(x, tuple(sizes), group)
+class _GlobalRankLoss(torch.autograd.Function):
+    """The global mean hinge from this process's columns. The forward pass sends each
+    process the rows of its queries (one collective), solves this process's queries, and
+    sends each process these queries' loss values and gradient over its columns (one
+    more), which it keeps for the backward pass."""
 
-
-class _GatherRows(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, sizes, group):
-        ctx.sizes, ctx.group = sizes, group
-        return _gather_plain(x, sizes, group)
+    def forward(ctx, scores, pos, loss, method, group):
+        q, n_r = scores.shape
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        x = scores.detach()
+        # to process s: its queries' rows (s, s + world, ...) of this process's columns
+        sizes, every = _exchange(group, n_r, ("number of queries", "dtype"),
+                                 (q, _code(scores)),
+                                 [[x[s::world], pos[s::world]] for s in range(world)])
+        queries = [len(range(s, q, world)) for s in range(world)]
+        mine, width = queries[rank], scores.element_size()
+        mine_scores = torch.cat([_read(every[r], 0, x.dtype, (mine, n))
+                                 for r, n in enumerate(sizes)], dim=1).to(x.device)
+        mine_pos = torch.cat([_read(every[r], width * mine * n, torch.bool, (mine, n))
+                              for r, n in enumerate(sizes)], dim=1).to(x.device)
+        values, coef = _solve(mine_scores, mine_pos, loss=loss, method=method)
+        # to process s: each query's value, whether it counts, its gradient on s's columns
+        head = [values.to(coef.dtype), ranked_queries(mine_pos).to(coef.dtype)]
+        starts = [sum(sizes[:s]) for s in range(world)]
+        send = torch.cat([t for s in range(world) for t in
+                          head + [coef[:, starts[s] : starts[s] + sizes[s]].reshape(-1)]])
+        receive = [queries[r] * (2 + n_r) for r in range(world)]
+        got = _all_to_all(send.to(_wire_device(group)), [mine * (2 + n) for n in sizes],
+                          receive, group).to(x.device).split(receive)
+        # in query order: query k * world + r is process r's k-th
+        every_value, counted, grad = coef.new_empty(q), coef.new_empty(q), coef.new_empty(q, n_r)
+        for r, part in enumerate(got):
+            every_value[r::world] = part[: queries[r]]
+            counted[r::world] = part[queries[r] : 2 * queries[r]]
+            grad[r::world] = part[2 * queries[r] :].view(queries[r], n_r)
+        count = counted.to(torch.int64).sum().clamp(min=1)
+        ctx.save_for_backward(grad, count)
+        return every_value.sum() / count
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        coef, count = ctx.saved_tensors
+        return grad / count * coef, None, None, None, None
+
+
+class _RowsOfAll(torch.autograd.Function):
+    """Every process's rows (``parts``, already exchanged) concatenated in rank order, as a
+    function of this process's ``x``; the backward sums the gradient over the processes
+    and returns this process's rows of it."""
+
+    @staticmethod
+    def forward(ctx, x, parts, start, group):
+        ctx.start, ctx.rows, ctx.group = start, x.shape[0], group
+        return torch.cat(parts).to(x.device)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         wire = grad.contiguous() if grad.dtype in _SENT_AS_IS else grad.float()
         dist.all_reduce(wire, group=ctx.group)
-        rank = dist.get_rank(ctx.group)
-        start = sum(ctx.sizes[:rank])
-        return wire[start : start + ctx.sizes[rank]].to(grad.dtype), None, None
+        return wire[ctx.start : ctx.start + ctx.rows].to(grad.dtype), None, None, None
 
 
-def _gather_plain(x, sizes, group):
-    """all_gather of rows of unequal counts: padded to the largest, then trimmed."""
-    wire = x.detach().contiguous()
-    if wire.is_floating_point() and wire.dtype not in _SENT_AS_IS:
-        wire = wire.float()
-    padded = wire.new_zeros((max(sizes),) + tuple(wire.shape[1:]))
-    padded[: len(wire)] = wire
-    parts = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(parts, padded, group=group)
-    return torch.cat([p[:s] for p, s in zip(parts, sizes)]).to(x.dtype)
-
-
-def _code(x):
-    return _DTYPES.index(x.dtype) if x.dtype in _DTYPES else -1
-
-
-def _agree(group, rows, header, names):
-    """Exchange (rows, *header) with every process; return the rows of each, or raise the
-    same ValueError everywhere when a header differs between processes. ``rows`` None: this
-    process refused its input (it raises its own error after the exchange); the others
-    raise one that names it."""
-    if not dist.is_available() or not dist.is_initialized():
-        raise ValueError("the distributed losses need an initialised torch.distributed "
-                         "process group (torch.distributed.init_process_group).")
+def _exchange(group, rows, names, agreed=None, chunks=None):
+    """Send (rows, *agreed) to every process, and to process s the bytes of the tensors of
+    ``chunks[s]`` one after the other; return the rows of each process and a (world, bytes)
+    uint8 tensor whose row r holds what process r sent this one. One collective when every
+    chunk fits the capacity agreed at the previous exchange, two otherwise. ``rows`` None:
+    this process refused its input (it raises its own error after); the others raise one
+    naming it. The same ValueError on every process when the ``agreed`` values (named by
+    ``names``) differ."""
+    key = dist.group.WORLD if group is None else group
+    capacity = _capacity.get(key, 0)
+    device = _wire_device(group)
+    world = dist.get_world_size(group)
+    data = [[_bytes(t) for t in chunk] for chunk in chunks or [[]] * world]
+    size = max(sum(t.numel() for t in chunk) for chunk in data)
     refused = rows is None
-    mine = torch.tensor([-1 if refused else rows]
-                        + ([-1] * len(names) if refused else list(header)), dtype=torch.int64)
-    if dist.get_backend(group) == "nccl":
-        mine = mine.cuda()
-    every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(every, mine, group=group)
-    table = torch.stack(every).cpu()
+    header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size],
+                          dtype=torch.int64)
+    head = 8 * _HEADER
+    fits = size <= capacity
+    every = _all_to_all(_packed([[_bytes(header)] + (chunk if fits else []) for chunk in data],
+                                head + capacity, device), None, None, group)
+    every = every.view(world, head + capacity)
+    table = every[:, :head].cpu().contiguous().view(torch.int64).tolist()
+    needed = -(-max(header[-1] for header in table) // 8) * 8  # 8-byte aligned rows
+    _capacity[key] = needed
     if refused:
-        return None
-    bad = torch.nonzero(table[:, 0] < 0).flatten().tolist()
+        return None, None
+    _check_headers(table, names)
+    if needed > capacity:
+        every = _all_to_all(_packed(data, needed, device), None, None, group)
+        return [header[0] for header in table], every.view(world, needed)
+    return [header[0] for header in table], every[:, head:]
+
+
+def _packed(chunks, length, device):
+    """(world * length) uint8: the bytes of each chunk's tensors one after the other, each
+    chunk zero-padded to ``length``."""
+    buffer = torch.zeros((len(chunks), length), dtype=torch.uint8, device=device)
+    for row, chunk in zip(buffer, chunks):
+        at = 0
+        for t in chunk:
+            row[at : at + t.numel()] = t
+            at += t.numel()
+    return buffer.view(-1)
+
+
+def _bytes(t):
+    return t.contiguous().view(-1).view(torch.uint8)
+
+
+def _all_to_all(send, send_counts, receive_counts, group):
+    """``all_to_all_single`` of a 1-D tensor, sent as bytes (any dtype goes through gloo):
+    chunks of equal size when the counts are None, else ``send_counts[s]`` elements to
+    process s and ``receive_counts[r]`` from process r. On gloo, about half the latency of
+    an ``all_gather`` of the same chunks (2 processes on loopback)."""
+    dtype, width = send.dtype, send.element_size()
+    send = _bytes(send)
+    if send_counts is None:
+        receive = torch.empty_like(send)
+        dist.all_to_all_single(receive, send, group=group)
+        return receive
+    receive = send.new_empty(sum(receive_counts) * width)
+    dist.all_to_all_single(receive, send, [c * width for c in receive_counts],
+                           [c * width for c in send_counts], group=group)
+    return receive.view(dtype)
+
+
+def _read(chunk, at, dtype, shape):
+    """The tensor of ``dtype`` and ``shape`` whose bytes start at byte ``at`` of a chunk."""
+    return chunk[at : at + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
+
+
+def _check_headers(table, names):
+    """Raise the same ValueError on every process when one refused its input or the
+    processes disagree on a value that ``names`` names (``table``: a header per process)."""
+    bad = [r for r, header in enumerate(table) if header[0] < 0]
     if bad:
         raise ValueError(f"the loss was refused on process(es) {bad} (see the error there); "
                          "no process computes it.")
     for k, name in enumerate(names, start=1):
-        if (table[:, k] != table[0, k]).any():
-            values = ", ".join(f"rank {r}: {_shown(name, int(v))}"
-                               for r, v in enumerate(table[:, k]))
+        if any(header[k] != table[0][k] for header in table):
+            values = ", ".join(f"rank {r}: {_shown(name, header[k])}"
+                               for r, header in enumerate(table))
             raise ValueError(f"the processes disagree on the {name} ({values}); every "
                              f"process must pass the same {name}.")
-    return [int(v) for v in table[:, 0]]
+
+
+def _require_group():
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError("the distributed losses need an initialised torch.distributed "
+                         "process group (torch.distributed.init_process_group).")
+
+
+def _wire_device(group):
+    """Where the collectives' buffers live: the current CUDA device for NCCL, else the CPU."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _code(x):
+    return _DTYPES.index(x.dtype) if x.dtype in _DTYPES else -1
 
 
 def _shown(name, value):
@@ -167,12 +289,10 @@ def _shown(name, value):
 
 def _global_mean(local_sum, local_count, group):
     """The global mean, the same on every process, whose gradient is this process's
-    ``local_sum`` over the global count (the other processes' parts reach it through the
-    gathers' backward)."""
+    ``local_sum`` over the global count (the other processes' parts reach it through
+    :class:`_RowsOfAll`'s backward)."""
     totals = torch.stack([local_sum.detach().to(torch.float64),
-                          local_count.to(torch.float64)])
-    if dist.get_backend(group) != "nccl":
-        totals = totals.cpu()
+                          local_count.to(torch.float64)]).to(_wire_device(group))
     dist.all_reduce(totals, group=group)
     count = totals[1].clamp(min=1).to(local_sum.device, local_sum.dtype)
     local = local_sum / count
