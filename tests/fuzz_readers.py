@@ -81,7 +81,7 @@ def _feature(root, rng):
 
 
 def _read_feature(path):
-    from qs.data.boxes import read_latent_features
+    from qs.data.latent_list import read_latent_features
     return read_latent_features([path], 64)
 
 

@@ -15,16 +15,12 @@ from click.testing import CliRunner
 import cli.load as cli_load
 from cli.main import main
 from qs.data import convert, open_store
-from qs.data.boxes import load_latent_list, load_rcnn_cache
+from qs.data.boxes import load_rcnn_cache
+from qs.data.latent_list import load_latent_list
 from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_data_boxes import (
-    rcnn_arrays,
-    voc_xml,
-    write_latent,
-    write_mat73,
-    write_records,
-)
+from tests.test_data_boxes import rcnn_arrays, voc_xml, write_mat73
+from tests.test_data_latent_list import write_latent, write_records
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
 

@@ -5,15 +5,9 @@ Every data object says where it came from (`PoseletData.source`), so that no syn
 number is ever reported as the papers' data.
 """
 
-from qs.data.boxes import (
-    LatentListData,
-    VocAnnotation,
-    load_image_set,
-    load_latent_list,
-    load_rcnn_cache,
-    load_voc_annotation,
-)
+from qs.data.boxes import VocAnnotation, load_image_set, load_rcnn_cache, load_voc_annotation
 from qs.data.formats import cache_arrays, load_features, load_npz_cache
+from qs.data.latent_list import LatentListData, load_latent_list
 from qs.data.poselet import ACTIONS, IGNORE, N_FEATURES, PoseletData, load_poselet
 from qs.data.retrieval import make_retrieval_classes
 from qs.data.store import BoxStore, open_store

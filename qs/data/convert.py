@@ -24,19 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from qs.data.boxes import (
+from qs.data.boxes import load_image_set, load_voc_annotation, mat_paths, read_rcnn_file
+from qs.data.files import LIST_BYTES, read_bytes
+from qs.data.formats import mat_shapes
+from qs.data.latent_list import (
     annotated_objects,
     corner_boxes,
     latent_feature_files,
-    load_image_set,
-    load_voc_annotation,
-    mat_paths,
     parse_latent_list,
     read_latent_features,
-    read_rcnn_file,
 )
-from qs.data.files import LIST_BYTES, read_bytes
-from qs.data.formats import mat_shapes
 from qs.data.store import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007
 
@@ -180,7 +177,7 @@ class RcnnSource:
 
 
 class LatentListSource:
-    """A latent AP-SVM list file (`qs.data.boxes.load_latent_list` gives the layouts) with its
+    """A latent AP-SVM list file (`qs.data.latent_list.load_latent_list` gives the layouts) with its
     ``STEM_id.feature`` files in ``feature_dir`` (default: beside it), ``n_features`` wide;
     one stored image per example of ``layout``. ``annotations``: a directory of VOC
     ``STEM.xml`` files for the objects and image sizes."""

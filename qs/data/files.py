@@ -12,11 +12,14 @@ import re
 import stat
 from pathlib import Path, PurePath
 
-__all__ = ["LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "check_final_newline", "check_regular",
+import numpy as np
+
+__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32", "check_final_newline", "check_regular",
            "inside", "read_bytes", "shown"]
 
 LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
 SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
+IMAGE_ID = re.compile(r"[A-Za-z0-9._-]+")  # an image id names its files: portable characters
 # What a message may quote of a file: a short field of a list file (names, numbers), or of
 # a numeric format (``index:value`` pairs).
 _FIELDS = re.compile(r"[\w.:+\- ]{0,60}", re.ASCII)
@@ -102,3 +105,12 @@ def shown(text, numeric=False):
     if (_NUMERIC if numeric else _FIELDS).fullmatch(text):
         return repr(text)
     return f"<{len(text)} characters, not shown>"
+
+
+def as_float32(path, name, a):
+    """Finite float64 values as float32, an error where they overflow it."""
+    big = np.flatnonzero(np.abs(a.ravel()) > np.finfo(np.float32).max)
+    if big.size:
+        raise ValueError(f"{path}: {name} hold {float(a.ravel()[big[0]])}, beyond float32 "
+                         f"(the features are kept as float32).")
+    return a.astype(np.float32)
