@@ -1,5 +1,5 @@
-"""The box-feature store (qs/data/store.py), the conversion into it (qs/data/convert.py),
-`qsrank load cnn` and `qsrank load verify`: layout, identity with the in-memory data,
+"""The box-feature store (qs/data/store.py, store_writer.py), the conversion into it
+(qs/data/convert.py), `qsrank load cnn` and `qsrank load verify`: layout, identity with the in-memory data,
 checksums verified as chunks are read, resuming after an interrupt, kills inside the
 writer's crash windows, a reader that crashes its process, and bad input."""
 
@@ -17,7 +17,8 @@ from cli.main import main
 from qs.data import convert, open_store
 from qs.data.boxes import load_rcnn_cache
 from qs.data.latent_list import load_latent_list
-from qs.data.store import FORMAT_VERSION, StoreDamaged, StoreWriter
+from qs.data.store import FORMAT_VERSION, StoreDamaged
+from qs.data.store_writer import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
 from tests.test_data_boxes import rcnn_arrays, voc_xml, write_mat73
 from tests.test_data_latent_list import write_latent, write_records
@@ -607,7 +608,7 @@ def test_a_kill_inside_finish_is_repaired_by_a_rerun(tmp_path, monkeypatch, wind
         if window == "before the rename":
             killed_at_rename(m, "s.zarr.partial")
         else:
-            m.setattr("qs.data.store._finish_cleanup", lambda path: killed())
+            m.setattr("qs.data.store_writer._finish_cleanup", lambda path: killed())
         with pytest.raises(KeyboardInterrupt):
             convert.write_synthetic_store(out, chunk_images=10, **SMALL)
     if window == "before the rename":

@@ -34,7 +34,7 @@ from qs.data.latent_list import (
     parse_latent_list,
     read_latent_features,
 )
-from qs.data.store import StoreWriter
+from qs.data.store_writer import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007
 
 __all__ = ["LatentListSource", "RcnnSource", "ReaderCrash", "SyntheticSource",

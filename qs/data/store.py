@@ -20,7 +20,7 @@ Group attributes: ``format``, ``format_version``, ``complete`` (the completion m
 of the chunk's stored bytes}}`` for every chunk of every array. Chunk keys are zarr's default
 (``c/<block>/0/0`` for ``features``).
 
-A store is written by `StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
+A store is written by `qs.data.store_writer.StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
 each block recorded with its checksums under ``progress/`` once its chunks are on disk; an
 interrupted conversion resumes there, skipping the blocks already written and intact. One
 writer at a time holds a store's path (the lock file ``.<STORE name>.lock`` beside it). A
@@ -35,21 +35,15 @@ it is read (`StoreDamaged` names the store and the chunk); `BoxStore.verify` che
 
 import asyncio
 import functools
-import glob
 import hashlib
 import json
-import os
-import re
-import shutil
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
-from qs.data.lock import OutputLock
-from qs.data.voc2007 import CLASSES
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "StoreWriter", "open_store"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "open_store"]
 
 FORMAT = "qsrank-boxstore"
 FORMAT_VERSION = 1
@@ -58,7 +52,6 @@ IMAGE_ARRAYS = ("features", "counts", "boxes", "labels", "image_ids")
 GT_ARRAYS = ("gt_boxes", "gt_class", "gt_difficult", "gt_offsets")
 DTYPES = ("float16", "float32")
 PARTIAL = ".partial"
-_ZARR_TEMPORARY = re.compile(r".*\.[0-9a-f]{32}\.partial")  # zarr's file being written
 
 
 class BoxStore:
@@ -123,7 +116,7 @@ class BoxStore:
         found, bad = {}, []
         for where in tqdm(sorted(expected), desc=f"verifying {self.path}", unit="chunk",
                           leave=False, disable=not progress):
-            found[where] = _file_sha256(self.path / where)
+            found[where] = file_sha256(self.path / where)
             if found[where] != expected[where]:
                 name, _, key = where.partition("/")
                 bad.append(f"{name} chunk {key}" + (" (missing)" if found[where] is None
@@ -232,7 +225,7 @@ def open_store(path):
         raise ValueError(f"{path} is an unfinished conversion, not a store; rerun the "
                          f"conversion with --out {str(path)[:-len(PARTIAL)]} to finish it.")
     if not path.is_dir():
-        partial = _partial(path)
+        partial = partial_path(path)
         hint = (f"; {partial} holds an unfinished conversion: rerun it to finish"
                 if partial.is_dir() else "")
         raise ValueError(f"No box store at {path}{hint}.")
@@ -264,248 +257,7 @@ def open_store(path):
     return BoxStore(path, zarr.open_group(_verified_store(path, sums), mode="r"))
 
 
-class StoreWriter:
-    """Writes one store block by block into ``<path>.partial/`` and renames it when done.
-
-    ``settings``: the store's shape and kind (``k_max``, ``d``, ``dtype``, ``chunk_images``,
-    ``split``, ``has_labels``, ``has_gt``); an unfinished conversion in ``<path>.partial/``
-    made under other settings is refused (one whose ``k_max`` is larger is reused as it is).
-    ``image_ids``: every image, in order. ``block_keys``: per block of images, a text that
-    identifies its inputs; a block already written is skipped when its key and checksums
-    still match.
-    """
-
-    def __init__(self, path, image_ids, *, k_max, d, dtype, chunk_images, split, has_gt,
-                 block_keys, attrs=None):
-        import zarr
-
-        self.path = Path(path)
-        self.partial = _partial(self.path)
-        if str(dtype) not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
-        if chunk_images < 1:
-            raise ValueError(f"chunk_images must be >= 1; got {chunk_images}.")
-        self.image_ids = np.asarray(image_ids, dtype=str)
-        n = self.image_ids.size
-        if n == 0:
-            raise ValueError("No images to store.")
-        self.block_keys = list(block_keys)
-        if len(self.block_keys) != -(-n // chunk_images):
-            raise ValueError("block_keys must give one key per block of chunk_images images.")
-        self.has_gt = bool(has_gt)
-        self.attrs = dict(attrs or {})
-        settings = {"format_version": FORMAT_VERSION, "d": int(d), "dtype": str(dtype),
-                    "chunk_images": int(chunk_images), "split": split, "has_gt": self.has_gt,
-                    "compressor": COMPRESSOR}
-        self.lock = OutputLock(self.path.with_name(f".{self.path.name}.lock"),
-                               f"the store {self.path}").acquire()
-        self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
-        self.split = split
-        try:
-            self._open(zarr, n, int(k_max), settings)
-            self.k_max = self.group["features"].shape[1]
-            self.done = self._blocks_done()
-        except BaseException:
-            self.close()
-            raise
-
-    def _open(self, zarr, n, k_max, settings):
-        """Under the lock: clean what a killed writer left, then begin or resume."""
-        _remove_stale_temporaries(self.path, self.partial)
-        if self.path.exists():
-            _finish_cleanup(self.path)
-            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
-                             "store is never overwritten).")
-        if not self.partial.exists():
-            self._create(zarr, n, k_max, settings)
-        else:
-            progress = _read_json(self.partial / "progress.json")
-            if not isinstance(progress, dict) or not (self.partial / "progress").is_dir():
-                raise ValueError(f"{self.partial} exists but holds no unfinished conversion "
-                                 "qsrank can resume (no progress records); it is left as it "
-                                 "is: remove it or choose another --out.")
-            kept = {k: v for k, v in progress.items() if k != "k_max"}
-            if kept != settings or progress.get("k_max", -1) < k_max:
-                raise ValueError(
-                    f"{self.partial} holds an unfinished conversion made with other settings "
-                    f"({_diff(progress, {**settings, 'k_max': k_max})}); remove it to start "
-                    "over, or rerun with the settings it was begun with.")
-            self.group = zarr.open_group(self.partial, mode="r+")
-            for name in IMAGE_ARRAYS:  # the image list may have changed (a file removed)
-                arr = self.group[name]
-                if arr.shape[0] != n:
-                    arr.resize((n,) + arr.shape[1:])
-            self.group["image_ids"][:] = self.image_ids
-
-    def close(self):
-        """Release the store's lock (`finish` does; call it when giving up before)."""
-        self.lock.release()
-
-    def _create(self, zarr, n, k_max, settings):
-        """Make the empty store in a hidden directory, then rename it to ``<path>.partial``:
-        a partial directory always holds its progress records."""
-        self.partial.parent.mkdir(parents=True, exist_ok=True)
-        building = self.partial.with_name(f".{self.partial.name}.{os.getpid()}.tmp")
-        group = zarr.open_group(building, mode="w-")
-        c, d = settings["chunk_images"], settings["d"]
-        opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
-                "config": {"write_empty_chunks": True}}
-        group.create_array("features", shape=(n, k_max, d), chunks=(c, k_max, d),
-                           dtype=settings["dtype"], **opts)
-        group.create_array("counts", shape=(n,), chunks=(c,), dtype="int32", **opts)
-        group.create_array("boxes", shape=(n, k_max, 4), chunks=(c, k_max, 4), dtype="float32",
-                           **opts)
-        group.create_array("labels", shape=(n, len(CLASSES)), chunks=(c, len(CLASSES)),
-                           dtype="int8", fill_value=-1, **opts)
-        group.create_array("image_ids", shape=(n,), chunks=(c,), dtype=str, **opts)
-        group["image_ids"][:] = self.image_ids
-        (building / "progress").mkdir()
-        _write_json(building / "progress.json", {**settings, "k_max": k_max})
-        os.rename(building, self.partial)
-        self.group = zarr.open_group(self.partial, mode="r+")
-
-    @property
-    def n_blocks(self):
-        return len(self.block_keys)
-
-    def block_range(self, b):
-        """Images ``start, stop`` of block ``b``."""
-        return b * self.chunk_images, min((b + 1) * self.chunk_images, self.image_ids.size)
-
-    def pending(self):
-        """The blocks still to write, in order."""
-        return [b for b in range(self.n_blocks) if b not in self.done]
-
-    def _blocks_done(self):
-        """Blocks recorded under the same key, same image ids and intact chunks; the records of
-        any other block (stale, or beyond the image list) are removed."""
-        done = set()
-        for record_path in sorted((self.partial / "progress").glob("*.json")):
-            record = _read_json(record_path)
-            b = int(record_path.stem) if record_path.stem.isdigit() else -1
-            ok = (isinstance(record, dict) and 0 <= b < self.n_blocks
-                  and record.get("key") == self.block_keys[b]
-                  and record.get("ids") == self.image_ids[slice(*self.block_range(b))].tolist()
-                  and all(_file_sha256(self._chunk_file(name, b)) == digest
-                          for name, digest in record.get("checksums", {}).items())
-                  and set(record.get("checksums", {})) == set(IMAGE_ARRAYS) - {"image_ids"})
-            if ok:
-                done.add(b)
-            else:
-                record_path.unlink()
-        return done
-
-    def _chunk_file(self, name, b):
-        arr = self.group[name]
-        key = arr.metadata.chunk_key_encoding.encode_chunk_key((b,) + (0,) * (arr.ndim - 1))
-        return self.partial / name / key
-
-    def write_block(self, b, features, counts, boxes, labels=None, objects=None):
-        """Write block ``b``: ``features`` (n_b, K_max, d) and ``boxes`` (n_b, K_max, 4) padded
-        with zeros past each image's ``counts``; ``labels`` (n_b, 20) int8 or None (unknown);
-        ``objects``: per image ``(boxes (m, 4), class (m,), difficult (m,))`` when the store
-        has ground truth. Then record the block's checksums."""
-        start, stop = self.block_range(b)
-        if self.has_gt != (objects is not None):
-            raise ValueError("objects must be given exactly when the store has ground truth.")
-        for name in IMAGE_ARRAYS:  # a chunk is written whole: no bytes left from before
-            if name != "image_ids":
-                self._chunk_file(name, b).unlink(missing_ok=True)
-        self.group["features"][start:stop] = features
-        self.group["counts"][start:stop] = counts
-        self.group["boxes"][start:stop] = boxes
-        if labels is None:
-            labels = np.full((stop - start, len(CLASSES)), -1, np.int8)
-        self.group["labels"][start:stop] = labels
-        record = {"key": self.block_keys[b], "ids": self.image_ids[start:stop].tolist(),
-                  "checksums": {name: _file_sha256(self._chunk_file(name, b))
-                                for name in IMAGE_ARRAYS if name != "image_ids"}}
-        if objects is not None:
-            record["objects"] = [[np.asarray(o, dtype=float).reshape(-1, 4).tolist(),
-                                  np.asarray(c).astype(int).tolist(),
-                                  np.asarray(f).astype(bool).tolist()] for o, c, f in objects]
-        _write_json(self.partial / "progress" / f"{b:06d}.json", record)
-        self.done.add(b)
-
-    def finish(self, source):
-        """Write the ground truth, the checksums and the completion mark, then rename the
-        directory to the store's path: that rename decides; the progress records the store
-        then still holds are removed after it, or by the next writer of this path if a kill
-        comes first. Releases the lock. Returns the path."""
-        import zarr
-
-        if self.pending():
-            raise ValueError(f"{len(self.pending())} blocks of {self.partial} are not written "
-                             "yet.")
-        records = [_read_json(self.partial / "progress" / f"{b:06d}.json")
-                   for b in range(self.n_blocks)]
-        if self.has_gt:
-            self._write_ground_truth(zarr, [obj for r in records for obj in r["objects"]])
-        checksums = {name: {} for name in IMAGE_ARRAYS + (GT_ARRAYS if self.has_gt else ())}
-        for b, record in enumerate(records):
-            for name, digest in record["checksums"].items():
-                checksums[name][self._key(name, b)] = digest
-        for name in ("image_ids",) + (GT_ARRAYS if self.has_gt else ()):
-            arr = self.group[name]
-            for b in range(arr.nchunks):
-                checksums[name][self._key(name, b)] = _file_sha256(self._chunk_file(name, b))
-        self.group.attrs.update({
-            "format": FORMAT, "format_version": FORMAT_VERSION, "source": source,
-            "classes": list(CLASSES), "split": self.split, "n_images": int(self.image_ids.size),
-            "k_max": self.k_max, "d": self.d, "dtype": self.dtype.name,
-            "chunk_images": self.chunk_images, "compressor": COMPRESSOR, **self.attrs,
-            "checksums": checksums, "complete": True})
-        if self.path.exists():
-            raise ValueError(f"{self.path} appeared during the conversion; the finished store "
-                             f"is left in {self.partial}.")
-        os.rename(self.partial, self.path)
-        _finish_cleanup(self.path)
-        self.close()
-        return self.path
-
-    def _key(self, name, b):
-        arr = self.group[name]
-        return arr.metadata.chunk_key_encoding.encode_chunk_key((b,) + (0,) * (arr.ndim - 1))
-
-    def _write_ground_truth(self, zarr, objects):
-        boxes = np.array([b for o in objects for b in o[0]], dtype=np.float32).reshape(-1, 4)
-        cls = np.array([c for o in objects for c in o[1]], dtype=np.int8)
-        difficult = np.array([f for o in objects for f in o[2]], dtype=bool)
-        offsets = np.concatenate([[0], np.cumsum([len(o[1]) for o in objects])]).astype(np.int64)
-        opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
-                "config": {"write_empty_chunks": True}, "overwrite": True}
-        for name, a in zip(GT_ARRAYS, (boxes, cls, difficult, offsets)):
-            arr = self.group.create_array(name, shape=a.shape, dtype=a.dtype,
-                                          chunks=(max(1, a.shape[0]),) + a.shape[1:], **opts)
-            arr[...] = a
-
-
-def _finish_cleanup(path):
-    """Remove the progress records a finished store at ``path`` may still hold."""
-    attrs = (_read_json(path / "zarr.json") or {}).get("attributes", {})
-    if ((path / "progress.json").is_file() and attrs.get("format") == FORMAT
-            and attrs.get("complete") is True):
-        shutil.rmtree(path / "progress", ignore_errors=True)
-        (path / "progress.json").unlink()
-
-
-def _remove_stale_temporaries(path, partial):
-    """Remove what a killed writer of ``path`` left half-made: its hidden directory of a
-    store being created, the temporary files of progress records and of zarr's chunk writes
-    (``NAME.<32 hex digits>.partial``). Called under the lock, so no writer is using them."""
-    for building in path.parent.glob(f".{glob.escape(partial.name)}.*.tmp"):
-        if building.is_dir() and building.name[len(partial.name) + 2:-4].isdigit():
-            shutil.rmtree(building)
-    if partial.is_dir():
-        for tmp in (partial / "progress").glob("*.json.tmp"):
-            tmp.unlink()
-        (partial / "progress.json.tmp").unlink(missing_ok=True)
-        for tmp in partial.rglob("*.partial"):
-            if tmp.is_file() and _ZARR_TEMPORARY.fullmatch(tmp.name):
-                tmp.unlink()
-
-
-def _partial(path):
+def partial_path(path):
     path = Path(path)
     return path.with_name(path.name + PARTIAL)
 
@@ -514,7 +266,7 @@ def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_sha256(path):
+def file_sha256(path):
     """sha256 of a file's bytes, or None when it is missing."""
     h = hashlib.sha256()
     try:
@@ -526,20 +278,8 @@ def _file_sha256(path):
     return h.hexdigest()
 
 
-def _read_json(path):
+def read_json(path):
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _write_json(path, obj):
-    """Write JSON atomically (temp file, then rename)."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(obj), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _diff(have, want):
-    return "; ".join(f"{k}: {have.get(k)!r} there, {want[k]!r} now" for k in want
-                     if have.get(k) != want[k])
