@@ -103,8 +103,8 @@ def load_verify(store):
 
 def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annotations, image_set,
                scale, seed, boxes):
-    """The `qs.data.convert` source that `qsrank load cnn SOURCE` names."""
-    from qs.data import convert
+    """The `qs.data.sources` source that `qsrank load cnn SOURCE` names."""
+    from qs.data import sources
     from qs.data.voc2007 import SyntheticVOC2007
 
     given = {"--features-dir": features_dir, "--layout": layout, "--annotations": annotations,
@@ -114,7 +114,7 @@ def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annota
         if extra:
             raise click.UsageError(f"{', '.join(extra)} do not apply to synthetic data.")
         gen = SyntheticVOC2007(seed, scale, boxes, n_features or 64)
-        return convert.SyntheticSource(gen, split or "trainval", dtype)
+        return sources.SyntheticSource(gen, split or "trainval", dtype)
     paths = [Path(s) for s in source]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -122,14 +122,14 @@ def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annota
     if len(paths) == 1 and not paths[0].is_dir() and paths[0].suffix.lower() != ".mat":
         if image_set is not None:
             raise click.UsageError("--image-set applies to R-CNN .mat caches, not a list file.")
-        return convert.LatentListSource(paths[0], n_features, dtype, layout=layout or "pooled",
+        return sources.LatentListSource(paths[0], n_features, dtype, layout=layout or "pooled",
                                         feature_dir=features_dir, annotations=annotations)
     for option in ("--features-dir", "--layout"):
         if given[option] is not None:
             raise click.UsageError(f"{option} applies to a latent list file.")
     if len(paths) > 1 and any(p.is_dir() or p.suffix.lower() != ".mat" for p in paths):
         raise click.UsageError("Several SOURCE paths must all be .mat files.")
-    return convert.RcnnSource(paths[0] if len(paths) == 1 and paths[0].is_dir() else paths,
+    return sources.RcnnSource(paths[0] if len(paths) == 1 and paths[0].is_dir() else paths,
                               dtype, annotations=annotations, image_set=image_set)
 
 

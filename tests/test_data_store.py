@@ -1,7 +1,8 @@
 """The box-feature store (qs/data/store.py, store_writer.py), the conversion into it
-(qs/data/convert.py), `qsrank load cnn` and `qsrank load verify`: layout, identity with the in-memory data,
-checksums verified as chunks are read, resuming after an interrupt, kills inside the
-writer's crash windows, a reader that crashes its process, and bad input."""
+(qs/data/convert.py, sources.py, reading.py), `qsrank load cnn` and `qsrank load verify`:
+layout, identity with the in-memory data, checksums verified as chunks are read, resuming
+after an interrupt, kills inside the writer's crash windows, a reader that crashes its
+process, and bad input."""
 
 import os
 import signal
@@ -14,9 +15,10 @@ from click.testing import CliRunner
 
 import cli.load as cli_load
 from cli.main import main
-from qs.data import convert, open_store
+from qs.data import convert, open_store, sources
 from qs.data.boxes import load_rcnn_cache
 from qs.data.latent_list import load_latent_list
+from qs.data.reading import ReaderCrash
 from qs.data.store import FORMAT_VERSION, StoreDamaged
 from qs.data.store_writer import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
@@ -133,7 +135,7 @@ def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):
             super().close()
 
     monkeypatch.setattr(tqdm, "tqdm", Recorded)
-    src = convert.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
+    src = sources.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
     convert.convert(src, tmp_path / "s.zarr", chunk_images=2, workers=0, progress=True)
     assert finals[-1] == (5, 5)
 
@@ -141,7 +143,7 @@ def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):
 # --- layout, checksums, opening --------------------------------------------------------------
 
 def test_store_layout_and_padding(tmp_path):
-    src = convert.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
+    src = sources.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
     store = open_store(convert.convert(src, tmp_path / "s.zarr", chunk_images=2, workers=0))
     assert store.features.shape == (5, 4, 5) and store.features.chunks == (2, 4, 5)
     assert store.features.dtype == np.float32 and store.boxes.dtype == np.float32
@@ -366,7 +368,7 @@ def test_an_existing_store_is_never_overwritten(tmp_path):
 
 # --- a reader that crashes its process --------------------------------------------------------
 
-class CrashingRcnnSource(convert.RcnnSource):
+class CrashingRcnnSource(sources.RcnnSource):
     """R-CNN caches whose reader kills its own process on the file named `crash_on`, as a
     corrupt .mat file can make scipy's or h5py's reader do."""
 
@@ -380,21 +382,21 @@ class CrashingRcnnSource(convert.RcnnSource):
 
 def test_a_crashing_reader_names_its_file_and_keeps_the_blocks_before(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2, 4, 3))
-    whole = convert.convert(convert.RcnnSource(mats), tmp_path / "whole.zarr", chunk_images=1,
+    whole = convert.convert(sources.RcnnSource(mats), tmp_path / "whole.zarr", chunk_images=1,
                             workers=0)
     out = tmp_path / "s.zarr"
-    with pytest.raises(convert.ReaderCrash, match=r"img3\.mat: the reader process died "
+    with pytest.raises(ReaderCrash, match=r"img3\.mat: the reader process died "
                                                   r"\(killed by SIGSEGV\) reading this file.* "
                                                   r"\(3 of 6 blocks are kept in .*s\.zarr\."
                                                   r"partial: rerun to resume\.\)"):
         convert.convert(CrashingRcnnSource(mats), out, chunk_images=1, workers=2)
     written = interrupt_after(monkeypatch, 99)
-    convert.convert(convert.RcnnSource(mats), out, chunk_images=1, workers=0)  # file fixed
+    convert.convert(sources.RcnnSource(mats), out, chunk_images=1, workers=0)  # file fixed
     assert written == [3, 4, 5]
     assert tree_bytes(out) == tree_bytes(whole)
 
 
-class CrashingScanSource(convert.RcnnSource):
+class CrashingScanSource(sources.RcnnSource):
     """R-CNN caches whose header reader aborts its process on img1.mat."""
 
     def shape(self, i):
@@ -405,7 +407,7 @@ class CrashingScanSource(convert.RcnnSource):
 
 def test_a_crash_while_scanning_names_the_file(tmp_path):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4))
-    with pytest.raises(convert.ReaderCrash, match=r"img1\.mat: the reader process died "
+    with pytest.raises(ReaderCrash, match=r"img1\.mat: the reader process died "
                                                   r"\(killed by SIGABRT\)"):
         convert.convert(CrashingScanSource(mats), tmp_path / "s.zarr", workers=1)
     assert not (tmp_path / "s.zarr.partial").exists() and not (tmp_path / "s.zarr").exists()

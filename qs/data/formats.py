@@ -212,11 +212,11 @@ def _x_from(path, arrays):
 
 def read_isolated(paths, reader, *args):
     """Yield ``reader(path, *args)`` for each of ``paths`` in order, read in a worker process
-    (`qs.data.convert.read_images`, which isolates the readers of a conversion the same way):
+    (`qs.data.reading.read_images`, which isolates the readers of a conversion the same way):
     for readers that a damaged file can crash, the crash becomes a one-line ValueError naming
     the file. As with any multiprocessing, a script calling it does its work under ``if
     __name__ == "__main__":``."""
-    from qs.data.convert import read_images
+    from qs.data.reading import read_images
 
     paths = list(paths)
     with closing(read_images(_Reader(paths, reader, args), range(len(paths)), 1)) as results:
