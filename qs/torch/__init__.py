@@ -70,16 +70,34 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     """
     pos = _check(scores, labels, loss, method, reduction)
     keep = None if mask is None else ~_check_mask(mask, scores)
+    return row_loss(scores, pos, keep, functools.partial(_solve, loss=loss, method=method),
+                    reduction)
+
+
+def row_loss(scores, pos, keep, solve, reduction):
+    """The loss of each row of (Q, n) or (n,) ``scores`` by ``solve`` on its kept entries
+    (:func:`solve_kept`), reduced as :func:`rank_hinge_loss` says. Without a graph to make
+    (no gradient wanted) the rows are solved without the autograd function; "mean" counts
+    the rows that the solve found ranked, with no pass over the labels."""
     flat = scores.ndim == 1
     if flat:
         scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
-    values = _RowLoss.apply(scores, pos, keep,
-                           functools.partial(_solve, loss=loss, method=method))
+    if torch.is_grad_enabled() and scores.requires_grad:
+        values, valid = _RowLoss.apply(scores, pos, keep, solve)
+    else:
+        values, _, valid = solve_kept(scores.detach(), pos, keep, solve)
+        values = values.to(scores.dtype)
+    return reduce_rows(values[0] if flat else values, valid, reduction)
+
+
+def reduce_rows(values, valid, reduction):
+    """``values`` (one per row) summed, averaged over the ``valid`` rows (bool, one per row),
+    or returned as they are (``reduction`` "none")."""
     if reduction == "none":
-        return values[0] if flat else values
+        return values
     if reduction == "sum":
         return values.sum()
-    return values.sum() / ranked_queries(pos, keep).sum().clamp(min=1)
+    return values.sum() / valid.sum().clamp(min=1)
 
 
 def ranked_queries(pos, keep=None):
@@ -111,55 +129,60 @@ class RankHingeLoss(torch.nn.Module):
 
 class _RowLoss(torch.autograd.Function):
     """A loss per row of (Q, n) scores from ``solve(scores, pos) -> (value (Q,), gradient
-    (Q, n))`` on the kept entries (:func:`solve_kept`); the gradient is saved from the forward
-    pass. The hinge and direct loss minimization (:mod:`qs.torch.dlm`) differ only in
-    ``solve``."""
+    (Q, n), valid (Q,))`` on the kept entries (:func:`solve_kept`); the gradient is saved
+    from the forward pass, ``valid`` (the rows that have a positive and a negative) is
+    returned beside the values. The hinge and direct loss minimization (:mod:`qs.torch.dlm`)
+    differ only in ``solve``."""
 
     @staticmethod
     def forward(ctx, scores, pos, keep, solve):
-        value, grad = solve_kept(scores.detach(), pos, keep, solve)
+        value, grad, valid = solve_kept(scores.detach(), pos, keep, solve)
         ctx.save_for_backward(grad)
-        return value.to(scores.dtype)
+        ctx.mark_non_differentiable(valid)
+        return value.to(scores.dtype), valid
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _):
         (grad,) = ctx.saved_tensors
         return grad_out[:, None] * grad, None, None, None
 
 
 def solve_kept(scores, pos, keep, solve):
-    """``solve(scores, pos) -> (value (Q,), gradient (Q, n))`` on the kept entries of each
-    row (``keep`` None: all of them), the gradient zero elsewhere. Rows keeping the same
-    number of entries are gathered into one rectangle and solved in one call: queries ranked
-    against all but themselves are one call."""
+    """``solve(scores, pos) -> (value (Q,), gradient (Q, n), valid (Q,))`` on the kept
+    entries of each row (``keep`` None: all of them), the gradient zero elsewhere. Rows
+    keeping the same number of entries are gathered into one rectangle and solved in one
+    call: queries ranked against all but themselves are one call."""
     if keep is None or bool(keep.all()):
         return solve(scores, pos)
     hinge = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
     grad = torch.zeros_like(scores)
+    valid = torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
     counts = keep.sum(dim=1)
     for count in torch.unique(counts).tolist():
         if count == 0:
             continue
         rows = torch.nonzero(counts == count).flatten()
         cols = torch.nonzero(keep[rows])[:, 1].view(-1, count)  # row-major: row by row
-        h, g = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
-        hinge[rows] = h
+        h, g, v = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
+        hinge[rows], valid[rows] = h, v
         grad[rows] = torch.zeros_like(grad[rows]).scatter(1, cols, g)
-    return hinge, grad
+    return hinge, grad, valid
 
 
 def _solve(scores, pos, loss, method):
-    """(hinge (Q,), gradient (Q, n)) on the scores' device, in the scores' dtype."""
+    """(hinge (Q,), gradient (Q, n), valid (Q,)) on the scores' device, the gradient in the
+    scores' dtype."""
     if method == "torch" or (scores.is_cuda and method == "auto"):
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
-        return hinge, grad.to(scores.dtype)
+        return hinge, grad.to(scores.dtype), ranked_queries(pos)
     # float32 and float64 are read in place; float16 and bfloat16 widen to float32 exactly
     x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
     res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True, ranks=False,
                     coef_dtype=np.float64 if x.dtype == torch.float64 else np.float32)
     return (torch.from_numpy(res.hinge).to(scores.device),
-            torch.from_numpy(res.coef).to(scores.device, scores.dtype))
+            torch.from_numpy(res.coef).to(scores.device, scores.dtype),
+            torch.from_numpy(res.valid).to(scores.device))
 
 
 def _check_mask(mask, scores):
