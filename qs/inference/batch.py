@@ -127,7 +127,7 @@ class BatchResult(NamedTuple):
 
 
 def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks=True,
-              coef_dtype=np.float64):
+              coef_dtype=np.float64, lead=None):
     """Loss-augmented inference of each row of ``scores`` (one query per row), in one call.
 
     Parameters
@@ -136,6 +136,11 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
         in place (a float32 row is widened to float64 row by row, in a work array, and solved
         as its float64 copy would be), anything else is converted to float64 once.
     labels : array (Q, n): 1/True positive, 0/-1/False negative.
+    lead : None, or a pair ``(scores (Q, k), labels (Q, k))`` of entries that come first in
+        each row: query ``q`` ranks ``[lead[0][q] | scores[q]]``, read from both arrays as
+        the row is widened, with no (Q, k + n) copy made (a memory bank's scores within the
+        batch, then against the bank). The outputs then have ``k + n`` columns, and a
+        sample's index counts the lead's entries first.
     loss : "ap", "ndcg" or "01".
     method : a method of :data:`qs.inference.METHODS` that supports ``loss``.
     gradient : if True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
@@ -155,31 +160,52 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
         raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores2d(scores)
     is_pos = as_positive_mask2d(labels, scores.shape)
-    q, n = scores.shape
+    lead_scores, lead_pos = _as_lead(lead, scores)
+    q, n = scores.shape[0], lead_scores.shape[1] + scores.shape[1]
     rank = np.empty((q, n if ranks else 0), dtype=np.int32)
     coef = np.empty((q, n), dtype=coef_dtype)
     out = np.empty((q, 3))  # loss, objective, ground-truth F
     valid = np.empty(q, dtype=np.bool_)
+    rows_of = (lead_scores, scores)
     if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
-        _check_finite(scores, _first_not_finite(scores))
-        _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid)
+        whole = np.concatenate(rows_of, axis=1)
+        _check_finite(rows_of, _first_not_finite(whole))
+        _brute_rows(whole, np.concatenate((lead_pos, is_pos), axis=1), loss, gradient, rank,
+                    coef, out, valid)
     elif n >= LAI_ROW_MIN:
-        _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid)
+        _lai_rows(rows_of, (lead_pos, is_pos), loss, method, gradient, rank, coef, out, valid)
     else:
         table, ideal = _discount(loss, n)
 
         def rows(a, b):
-            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
-                            rank[a:b], coef[a:b], out[a:b], valid[a:b])
+            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], lead_scores[a:b],
+                            lead_pos[a:b], table, ideal, gradient, rank[a:b], coef[a:b],
+                            out[a:b], valid[a:b])
             return (a + qq, kk) if kk >= 0 else None
 
-        if scores.size < THREADED_MIN or q == 1:
+        if q * n < THREADED_MIN or q == 1:
             where = rows(0, q)
         else:
             blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
             where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
-        _check_finite(scores, where)
+        _check_finite(rows_of, where)
     return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid)
+
+
+def _as_lead(lead, scores):
+    """The lead's scores (in the scores' dtype, C-contiguous) and labels (uint8), (Q, 0)
+    arrays when there is none: the kernel is compiled once for both cases."""
+    if lead is None:
+        return (np.empty((scores.shape[0], 0), dtype=scores.dtype),
+                np.empty((scores.shape[0], 0), dtype=np.uint8))
+    if not (isinstance(lead, tuple) and len(lead) == 2):
+        raise ValueError(f"lead must be a pair (scores, labels); got {type(lead).__name__}.")
+    lead_scores = _as_scores2d(lead[0])
+    if len(lead_scores) != len(scores):
+        raise ValueError(f"lead scores must have one row per query ({len(scores)}); got shape "
+                         f"{lead_scores.shape}.")
+    lead_scores = np.ascontiguousarray(lead_scores, dtype=scores.dtype)
+    return lead_scores, as_positive_mask2d(lead[1], lead_scores.shape)
 
 
 @functools.lru_cache(maxsize=64)
@@ -212,10 +238,15 @@ def _first_not_finite(scores):
     return None if finite.all() else tuple(np.argwhere(~finite)[0])
 
 
-def _check_finite(scores, where):
+def _check_finite(rows_of, where):
+    """Raise for the non-finite score at ``where`` (query, sample) of the rows made of the
+    column blocks ``rows_of`` (the lead's scores, then the scores); nothing if None."""
     if where is not None:
         qq, kk = (int(x) for x in where)
-        raise ValueError(f"scores must be finite; got {float(scores[qq, kk])!r} at query {qq}, "
+        lead_scores, scores = rows_of
+        k = lead_scores.shape[1]
+        value = lead_scores[qq, kk] if kk < k else scores[qq, kk - k]
+        raise ValueError(f"scores must be finite; got {float(value)!r} at query {qq}, "
                          f"sample {kk}. Remove or impute NaN/inf scores before inference.")
 
 
@@ -229,24 +260,30 @@ def _discount(loss, n):
     return d, np.cumsum(d)
 
 
-def _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid):
-    """The rows by :func:`qs.inference.lai` one by one (rows of at least
+def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid):
+    """The rows, each made of the column blocks ``rows_of`` (scores) and ``labels_of``
+    (their labels), by :func:`qs.inference.lai` one by one (rows of at least
     :data:`LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
     then written out as the kernel writes its rows (:func:`_finish_row`)."""
-    n = scores.shape[1]
-    row = np.empty(n) if scores.dtype != np.float64 else None
+    (lead_scores, scores), (lead_pos, is_pos) = rows_of, labels_of
+    k = lead_scores.shape[1]
+    n = k + scores.shape[1]
+    row = np.empty(n) if scores.dtype != np.float64 or k else None
+    y_row = np.empty(n, dtype=np.uint8) if k else None
     neg_rank, coef64 = np.empty(n, dtype=np.int32), np.empty(n)
     for q in range(scores.shape[0]):
-        s = scores[q]
+        s, y = scores[q], is_pos[q]
         if row is not None:
             s = row
-            s[:] = scores[q]
-        y = is_pos[q]
+            s[:k], s[k:] = lead_scores[q], scores[q]
+        if y_row is not None:
+            y = y_row
+            y[:k], y[k:] = lead_pos[q], is_pos[q]
         p = int(np.count_nonzero(y))
         valid[q] = 0 < p < n
         if not valid[q]:
-            bad = _first_not_finite(scores[q : q + 1])
-            _check_finite(scores, None if bad is None else (q, bad[1]))
+            bad = _first_not_finite(s[None])
+            _check_finite(rows_of, None if bad is None else (q, bad[1]))
             coef[q] = 0.0
             rank[q] = 0
             out[q] = 0.0
@@ -255,10 +292,10 @@ def _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid):
         try:
             res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], coef64))
         except ValueError:
-            bad = _first_not_finite(scores[q : q + 1])
+            bad = _first_not_finite(s[None])
             if bad is None:
                 raise
-            _check_finite(scores, (q, bad[1]))
+            _check_finite(rows_of, (q, bad[1]))
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
         _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, coef64, rank[q],
                     coef[q])
@@ -267,25 +304,39 @@ def _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid):
 
 # ---------------------------------------------------------------------------- the kernel
 
-def _as_float64(row, buf):
-    """``row`` as float64: the row itself when it is, else cast into ``buf`` (of its size)."""
-    if row.dtype == np.float64:
+def _row_of(lead, row, buf):
+    """The row ``[lead | row]`` as float64: ``row`` itself when it is float64 and ``lead``
+    empty, else widened into ``buf`` (of their size)."""
+    if row.dtype == np.float64 and lead.size == 0:
         return row
-    buf[:] = row
+    return _joined(lead, row, buf)
+
+
+@overload(_row_of, inline="always")
+def _row_of_numba(lead, row, buf):
+    if row.dtype != types.float64:
+        return lambda lead, row, buf: _joined(lead, row, buf)
+    return lambda lead, row, buf: row if lead.size == 0 else _joined(lead, row, buf)
+
+
+@jit
+def _labels_of(lead, row, buf):
+    """The labels ``[lead | row]``: ``row`` itself when ``lead`` is empty, else copied into
+    ``buf``."""
+    if lead.size == 0:
+        return row
+    return _joined(lead, row, buf)
+
+
+@jit
+def _joined(lead, row, buf):
+    """``[lead | row]`` written into ``buf`` (in its dtype); returns ``buf``."""
+    k = lead.size
+    for t in range(k):
+        buf[t] = lead[t]
+    for t in range(row.size):
+        buf[k + t] = row[t]
     return buf
-
-
-@overload(_as_float64, inline="always")
-def _as_float64_numba(row, buf):
-    if row.dtype == types.float64:
-        return lambda row, buf: row
-
-    def cast(row, buf):
-        for k in range(row.size):
-            buf[k] = row[k]
-        return buf
-
-    return cast
 
 
 @jit
@@ -339,18 +390,22 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
 
 
 @jit
-def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out, valid):
-    """Every row of ``scores`` by the method of code ``method``, the loss of code ``inc``
+def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, rank, coef,
+           out, valid):
+    """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
+    may have no columns) by the method of code ``method``, the loss of code ``inc``
     (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
     columns when the ranks are not wanted. Returns the (query, sample) of the first
     non-finite score, (-1, -1) if none; the outputs are then not all filled.
 
     Each row is solved in work arrays held for the whole call (the row widened to float64
-    when it is not, the coefficients, the ranks, the per-query kernels' work), then written
-    out by one pass (:func:`_finish_row`): no allocation per row, and no pass over the
-    whole batch before the rows are solved."""
-    n_rows, n = scores.shape
+    when it is not, or made of the lead and the scores, the coefficients, the ranks, the
+    per-query kernels' work), then written out by one pass (:func:`_finish_row`): no
+    allocation per row, and no pass over the whole batch before the rows are solved."""
+    n_rows = scores.shape[0]
+    n = lead.shape[1] + scores.shape[1]
     row = np.empty(n)
+    y_row = np.empty(n if lead.shape[1] else 0, dtype=np.uint8)
     coef64 = np.empty(n)
     neg_rank = np.empty(n, dtype=np.int32)
     params = np.empty(n + 1)
@@ -360,10 +415,11 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
     floats = np.empty(0)
     ints = np.empty(0, dtype=np.int64)
     for q in range(n_rows):
-        s = _as_float64(scores[q], row)
+        s = _row_of(lead[q], scores[q], row)
+        y = _labels_of(lead_pos[q], is_pos[q], y_row)
         p = 0
         for k in range(n):
-            p += is_pos[q, k]
+            p += y[k]
         m = n - p
         valid[q] = p > 0 and m > 0
         if not valid[q]:
@@ -377,7 +433,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
         zero_one = method == ZERO_ONE
         compact = True
         if zero_one:
-            err, where, value, dot, truth = zero_one_lai(s, is_pos[q], coef64)
+            err, where, value, dot, truth = zero_one_lai(s, y, coef64)
             out[q, 0], out[q, 1], out[q, 2] = value, value + dot, truth
         elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
             err, where = OK, _not_finite_at(s)
@@ -386,7 +442,7 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                     work = np.empty((6, n + 2))
                     iwork = np.empty((6, n + 2), dtype=np.int64)
                     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-                _small_row(inc, s, is_pos[q], p, table, ideal, work, iwork, count, neg_rank,
+                _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
                            coef64, out[q])
                 compact = False
         else:
@@ -395,12 +451,12 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                     floats = np.empty(work_floats(m, p))
                 if ints.size < work_ints(m, p):
                     ints = np.empty(work_ints(m, p), dtype=np.int64)
-            err, where = _solver_row(method, inc, s, is_pos[q], p, table, ideal, params, floats,
+            err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats,
                                      ints, neg_rank, coef64, out[q])
         if err != OK or where >= 0:
             return q, where
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(is_pos[q], truth_pos, truth_neg, not zero_one, compact, neg_rank, coef64,
+        _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, coef64,
                     rank[q], coef[q])
     return -1, -1
 

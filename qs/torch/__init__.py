@@ -74,6 +74,15 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
                     reduction)
 
 
+def hinge_solve(loss, method):
+    """The ``solve`` of the structured hinge for :func:`row_loss`: ``solve(scores, pos) ->
+    (hinge (Q,), gradient (Q, n), valid (Q,))``. A ValueError names an unknown method or one
+    that does not support the loss."""
+    if method != "torch":
+        resolve(loss, method)
+    return functools.partial(_solve, loss=loss, method=method)
+
+
 def row_loss(scores, pos, keep, solve, reduction):
     """The loss of each row of (Q, n) or (n,) ``scores`` by ``solve`` on its kept entries
     (:func:`solve_kept`), reduced as :func:`rank_hinge_loss` says. Without a graph to make
