@@ -75,9 +75,10 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
 
 
 def hinge_solve(loss, method):
-    """The ``solve`` of the structured hinge for :func:`row_loss`: ``solve(scores, pos) ->
-    (hinge (Q,), gradient (Q, n), valid (Q,))``. A ValueError names an unknown method or one
-    that does not support the loss."""
+    """The ``solve`` of the structured hinge for :func:`row_loss`: ``solve(scores, pos,
+    lead=None) -> (hinge (Q,), gradient (Q, n), valid (Q,))`` (``lead`` as
+    :func:`qs.inference.batch.lai_batch`'s, in tensors). A ValueError names an unknown
+    method or one that does not support the loss."""
     if method != "torch":
         resolve(loss, method)
     return functools.partial(_solve, loss=loss, method=method)
@@ -179,16 +180,22 @@ def solve_kept(scores, pos, keep, solve):
     return hinge, grad, valid
 
 
-def _solve(scores, pos, loss, method):
+def _solve(scores, pos, loss, method, lead=None):
     """(hinge (Q,), gradient (Q, n), valid (Q,)) on the scores' device, the gradient in the
-    scores' dtype."""
+    scores' dtype; ``lead``: None, or (scores (Q, k), positives (Q, k)) that come first in
+    each row (:func:`qs.inference.batch.lai_batch`), the gradient then (Q, k + n)."""
     if method == "torch" or (scores.is_cuda and method == "auto"):
+        if lead is not None:
+            scores, pos = torch.cat([lead[0], scores], 1), torch.cat([lead[1], pos], 1)
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
         return hinge, grad.to(scores.dtype), ranked_queries(pos)
     # float32 and float64 are read in place; float16 and bfloat16 widen to float32 exactly
-    x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
-    res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True, ranks=False,
-                    coef_dtype=np.float64 if x.dtype == torch.float64 else np.float32)
+    dtype = scores.dtype if scores.dtype in _READ_AS_IS else torch.float32
+    if lead is not None:
+        lead = lead[0].to("cpu", dtype).numpy(), lead[1].cpu().numpy()
+    res = lai_batch(scores.to("cpu", dtype).numpy(), pos.cpu().numpy(), loss, method,
+                    gradient=True, ranks=False, lead=lead,
+                    coef_dtype=np.float64 if dtype == torch.float64 else np.float32)
     return (torch.from_numpy(res.hinge).to(scores.device),
             torch.from_numpy(res.coef).to(scores.device, scores.dtype),
             torch.from_numpy(res.valid).to(scores.device))

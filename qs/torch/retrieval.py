@@ -72,78 +72,23 @@ def ranked_against(queries, labels, refs, ref_labels, solve, reduction, *, lead=
     ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
     part), reduced as :func:`qs.torch.rank_hinge_loss` says.
 
-    ``solve``: as :func:`qs.torch.row_loss`'s (:func:`qs.torch.hinge_solve`). ``labels``
-    (B,) and ``ref_labels`` (n,): a reference is a positive of the queries of its class;
-    ``lead_positive`` (B, k) bool goes with ``lead``. ``on_backward``: called once the
-    backward has read the references (the memory bank may then be written over).
+    ``solve``: :func:`qs.torch.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
+    reference is a positive of the queries of its class; ``lead_positive`` (B, k) bool goes
+    with ``lead``. ``on_backward``: called once the backward has read the references (a
+    memory bank may then be written over).
     """
-    positive = _positives(labels, ref_labels, lead_positive)
+    if lead is not None:
+        lead = (lead, lead_positive)
+    positive = _positives(labels, ref_labels)
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad
-                                       for x in (lead, queries, refs)):
-        values, valid = _AgainstRefs.apply(lead, queries, refs, positive, solve, on_backward)
+                                       for x in (lead and lead[0], queries, refs)):
+        values, valid = _AgainstRefs.apply(queries, refs, positive, solve, lead, on_backward,
+                                           *(lead or ()))
     else:
-        values, _, valid = solve(_scores(lead, queries.detach(), refs.detach()), positive)
+        product = queries.detach() @ refs.detach().T
+        values, _, valid = solve(product, positive,
+                                 lead=lead and (lead[0].detach().to(product.dtype), lead[1]))
     return reduce_rows(values.to(queries.dtype), valid, reduction)
-
-
-class _AgainstRefs(torch.autograd.Function):
-    """Scores ``[lead | queries @ refs.T]``, their loss per query by ``solve``, and the
-    gradient of the queries (and references) as products with the coefficient matrix."""
-
-    @staticmethod
-    def forward(ctx, lead, queries, refs, positive, solve, on_backward):
-        scores = _scores(None if lead is None else lead.detach(), queries.detach(),
-                         refs.detach())
-        value, grad, valid = solve(scores, positive)
-        ctx.save_for_backward(grad, queries, refs)
-        ctx.lead, ctx.on_backward = scores.shape[1] - refs.shape[0], on_backward
-        ctx.mark_non_differentiable(valid)
-        return value.to(scores.dtype), valid
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out, _):
-        grad, queries, refs = ctx.saved_tensors
-        weight = grad_out[:, None].to(grad.dtype)
-        part = grad[:, ctx.lead :]
-        g_lead = g_queries = g_refs = None
-        if ctx.needs_input_grad[0]:
-            g_lead = grad[:, : ctx.lead] * weight
-        if ctx.needs_input_grad[1]:
-            g_queries = ((part @ refs.to(grad.dtype)) * weight).to(queries.dtype)
-        if ctx.needs_input_grad[2]:
-            g_refs = (part.T @ (queries.to(grad.dtype) * weight)).to(refs.dtype)
-        if ctx.on_backward is not None:
-            ctx.on_backward()
-        return g_lead, g_queries, g_refs, None, None, None
-
-
-def _scores(lead, queries, refs):
-    """The (B, k + n) score matrix ``[lead | queries @ refs.T]``, in the product's dtype (the
-    product made apart and copied in: BLAS writing into the strided block took longer)."""
-    product = queries @ refs.T
-    if lead is None or lead.shape[1] == 0:
-        return product
-    scores = product.new_empty((product.shape[0], lead.shape[1] + product.shape[1]))
-    scores[:, : lead.shape[1]] = lead
-    scores[:, lead.shape[1] :] = product
-    return scores
-
-
-def _positives(labels, ref_labels, lead):
-    """The (B, k + n) bool matrix ``[lead | labels[:, None] == ref_labels[None, :]]``
-    (on the CPU by numpy, which took a quarter of torch's time at 64 x 10^5)."""
-    k = 0 if lead is None else lead.shape[1]
-    positive = torch.empty((len(labels), k + len(ref_labels)), dtype=torch.bool,
-                           device=labels.device)
-    if k:
-        positive[:, :k] = lead
-    if positive.is_cuda:
-        torch.eq(labels[:, None], ref_labels[None, :], out=positive[:, k:])
-    else:
-        np.equal(labels.numpy()[:, None], ref_labels.numpy()[None, :],
-                 out=positive[:, k:].numpy())
-    return positive
 
 
 def off_diagonal(x):
@@ -153,6 +98,51 @@ def off_diagonal(x):
     if b < 2:
         return x[:, :0]
     return x.flatten()[1:].view(b - 1, b + 1)[:, :-1].reshape(b, b - 1)
+
+
+class _AgainstRefs(torch.autograd.Function):
+    """The loss per query of the rows ``[lead | queries @ refs.T]`` by ``solve`` (the lead
+    read from its own tensor, :func:`qs.inference.batch.lai_batch`), and the gradients of
+    the lead, the queries and the references: the gradient matrix's parts, the products of
+    its reference part with the references and, transposed, with the queries, scaled per
+    query after the product."""
+
+    @staticmethod
+    def forward(ctx, queries, refs, positive, solve, lead, on_backward, *lead_tensors):
+        product = queries.detach() @ refs.detach().T
+        if lead is not None:
+            lead = (lead[0].detach().to(product.dtype), lead[1])
+        value, grad, valid = solve(product, positive, lead=lead)
+        ctx.save_for_backward(grad, queries, refs)
+        ctx.lead, ctx.on_backward = grad.shape[1] - product.shape[1], on_backward
+        ctx.mark_non_differentiable(valid)
+        return value.to(product.dtype), valid
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out, _):
+        grad, queries, refs = ctx.saved_tensors
+        weight = grad_out[:, None].to(grad.dtype)
+        part = grad[:, ctx.lead :]
+        g_queries = g_refs = g_lead = None
+        if ctx.needs_input_grad[0]:
+            g_queries = ((part @ refs.to(grad.dtype)) * weight).to(queries.dtype)
+        if ctx.needs_input_grad[1]:
+            g_refs = (part.T @ (queries.to(grad.dtype) * weight)).to(refs.dtype)
+        if ctx.lead and ctx.needs_input_grad[6]:
+            g_lead = grad[:, : ctx.lead] * weight
+        if ctx.on_backward is not None:
+            ctx.on_backward()
+        grads = (g_queries, g_refs, None, None, None, None, g_lead, None)
+        return grads[: len(ctx.needs_input_grad)]
+
+
+def _positives(labels, ref_labels):
+    """The (B, n) bool matrix ``labels[:, None] == ref_labels[None, :]`` (on the CPU by
+    numpy, which took a quarter of torch's time at 64 x 10^5)."""
+    if labels.is_cuda:
+        return labels[:, None] == ref_labels[None, :]
+    return torch.from_numpy(np.equal(labels.numpy()[:, None], ref_labels.numpy()[None, :]))
 
 
 class RetrievalLoss(torch.nn.Module):
