@@ -272,3 +272,24 @@ def test_a_bad_lead_is_refused():
         lai_batch(scores, labels, lead=(np.zeros((3, 1)), np.zeros((3, 1))))
     with pytest.raises(ValueError, match="same shape"):
         lai_batch(scores, labels, lead=(np.zeros((2, 1)), np.zeros((2, 2))))
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
+def test_rows_solved_in_the_output_are_the_rows_solved_apart(loss, monkeypatch):
+    """float64 coefficients are solved in the output row itself (no pass after when there is
+    no gradient and no rank to write): the same as float32 output widened back where exact,
+    and as the call with ranks, on the kernel's routes and through lai."""
+    rng = np.random.default_rng(19)
+    scores, labels = batch_input(rng, 5, 20_000, 0.01, False)
+    scores[3, :256] += 0.5
+    labels[4] = rng.random(20_000) < 0.2
+    with_ranks = lai_batch(scores, labels, loss)
+    for row_min in (batch.LAI_ROW_MIN, 20_000):
+        monkeypatch.setattr(batch, "LAI_ROW_MIN", row_min)
+        for gradient in (False, True):
+            bare = lai_batch(scores, labels, loss, gradient=gradient, ranks=False)
+            ref = lai_batch(scores, labels, loss, gradient=gradient)
+            np.testing.assert_array_equal(bare.coef, ref.coef)
+            np.testing.assert_array_equal(bare.hinge, ref.hinge)
+        np.testing.assert_array_equal(lai_batch(scores, labels, loss, ranks=False).coef,
+                                      with_ranks.coef)

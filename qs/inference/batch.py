@@ -319,14 +319,15 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
             continue
         zero_one = loss == "01"
         try:
-            res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], coef64))
+            solved = coef[q] if coef.dtype == np.float64 else coef64
+            res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], solved))
         except ValueError:
             bad = _first_not_finite(s[None])
             if bad is None:
                 raise
             _check_finite(rows_of, (q, bad[1]))
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, coef64, rank[q],
+        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q],
                     coef[q])
         out[q] = res.loss, res.objective, res.ground_truth_F
 
@@ -346,6 +347,31 @@ def _row_of_numba(lead, row, buf):
     if row.dtype != types.float64:
         return lambda lead, row, buf: _joined(lead, row, buf)
     return lambda lead, row, buf: row if lead.size == 0 else _joined(lead, row, buf)
+
+
+def _solved_in(coef_row, work):
+    """Where a row's coefficients are solved: the output row itself when it is float64 (the
+    pass that subtracts ``coef(R*)`` then writes over them in place), else the float64 work
+    row."""
+    return coef_row if coef_row.dtype == np.float64 else work
+
+
+@overload(_solved_in, inline="always")
+def _solved_in_numba(coef_row, work):
+    if coef_row.dtype == types.float64:
+        return lambda coef_row, work: coef_row
+    return lambda coef_row, work: work
+
+
+def _is_float64(arr):
+    """Whether ``arr`` holds float64 (a constant of the compiled kernel)."""
+    return arr.dtype == np.float64
+
+
+@overload(_is_float64, inline="always")
+def _is_float64_numba(arr):
+    is_float64 = arr.dtype == types.float64
+    return lambda arr: is_float64
 
 
 @jit
@@ -395,7 +421,8 @@ def _truth_coef(zero_one, gradient, n, p):
 @jit
 def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
     """Write a solved row: ``coef = coef64 - coef(R*)`` (``truth_pos`` at the positives,
-    ``truth_neg`` at the negatives; in ``coef``'s dtype), and, unless ``rank`` is empty, the
+    ``truth_neg`` at the negatives; in ``coef``'s dtype; ``coef64`` may be ``coef`` itself,
+    each entry read before it is written), and, unless ``rank`` is empty, the
     negatives' ranks (``neg_rank``: in the negatives' order if ``compact``, else at their
     input places; zeros if not ``ranked``) with 0 at the positives."""
     n = is_pos.size
@@ -428,8 +455,9 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     non-finite score, (-1, -1) if none; the outputs are then not all filled.
 
     Each row is solved in work arrays held for the whole call (the row widened to float64
-    when it is not, or made of the lead and the scores, the coefficients, the ranks, the
-    per-query kernels' work), then written out by one pass (:func:`_finish_row`): no
+    when it is not, or made of the lead and the scores, the coefficients unless the output
+    is float64, the ranks, the per-query kernels' work), then written out by one pass
+    (:func:`_finish_row`; none when there is nothing to subtract, convert or scatter): no
     allocation per row, and no pass over the whole batch before the rows are solved. The
     work arrays ``row`` .. ``ints`` (:func:`_work_arrays`) are at least as long as a row
     (``params`` one more); ``floats`` and ``ints`` are replaced when a row needs more."""
@@ -458,8 +486,9 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
             continue
         zero_one = method == ZERO_ONE
         compact = True
+        solved = _solved_in(coef[q], coef64)
         if zero_one:
-            err, where, value, dot, truth = zero_one_lai(s, y, coef64)
+            err, where, value, dot, truth = zero_one_lai(s, y, solved)
             out[q, 0], out[q, 1], out[q, 2] = value, value + dot, truth
         elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
             err, where = OK, _not_finite_at(s)
@@ -469,7 +498,7 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                     iwork = np.empty((6, n + 2), dtype=np.int64)
                     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
                 _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
-                           coef64, out[q])
+                           solved, out[q])
                 compact = False
         else:
             if method == AUTO or method == BUCKET_SORT or method == QS:
@@ -478,12 +507,13 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                 if ints.size < work_ints(m, p):
                     ints = np.empty(work_ints(m, p), dtype=np.int64)
             err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats,
-                                     ints, neg_rank, coef64, out[q])
+                                     ints, neg_rank, solved, out[q])
         if err != OK or where >= 0:
             return q, where
-        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, coef64,
-                    rank[q], coef[q])
+        if gradient or rank.shape[1] or not _is_float64(coef):
+            truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
+            _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved,
+                        rank[q], coef[q])
     return -1, -1
 
 
