@@ -198,26 +198,33 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
 
 #: rows of at most this many samples are solved in work arrays that each thread keeps from
 #: one call to the next (:func:`_work_arrays`): about 100 bytes of address space per sample,
-#: of which only what the rows use is touched. A call that allocated them afresh paid for
-#: their new pages: on 4 rows of 10^5 samples, 10% positives (the rows sorted), 2.2 ms per
-#: call against 10 for the rows themselves
-HELD_MAX = 1 << 18
+#: of which only what the rows use is touched. Calls that allocated them afresh paid for
+#: their new pages: on 4 rows of 10^5 samples, 10% positives (rows the default sorts), 15.7
+#: ms per call against 11.2 ms with the arrays held (4 calls of lai: 12.7 ms; CPU time)
+HELD_MAX = 1 << 20
 _held = threading.local()
+_NONE_HELD = (np.empty(0), np.empty(0, dtype=np.uint8), np.empty(0), np.empty(0, dtype=np.int32),
+              np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
 
 
 def _work_arrays(n):
     """The kernel's work arrays for rows of ``n`` samples: (row, labels, coefficients,
     ranks, increments, floats, ints) as :func:`_batch` takes them, this thread's (grown
-    to ``n``, never shrunk) for ``n`` up to :data:`HELD_MAX`, else new ones. floats and
-    ints are sized for any share of positives (:func:`qs.inference.auto.work_floats`,
-    ``work_ints``)."""
+    to ``n``, never shrunk; floats and ints sized for any share of positives,
+    :func:`qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
+    :data:`HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
+    (its allocations take 4 KiB pages, numpy's of 4 MiB and more huge pages where the
+    system allows: at 4 rows of 10^6 samples, 0.1% positives, 2 threads, the kernel
+    allocating per block of rows took 37 ms of CPU time, the held arrays 29, 4 calls of
+    lai 28)."""
+    if n > HELD_MAX:
+        return _NONE_HELD
     arrays = getattr(_held, "arrays", None)
-    if n > HELD_MAX or arrays is None or arrays[0].size < n:
-        arrays = (np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n),
-                  np.empty(n, dtype=np.int32), np.empty(n + 1), np.empty(work_floats(0, n)),
-                  np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64))
-        if n <= HELD_MAX:
-            _held.arrays = arrays
+    if arrays is None or arrays[0].size < n:
+        arrays = _held.arrays = (
+            np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n), np.empty(n, dtype=np.int32),
+            np.empty(n + 1), np.empty(work_floats(0, n)),
+            np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64))
     return arrays
 
 
@@ -460,9 +467,13 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     (:func:`_finish_row`; none when there is nothing to subtract, convert or scatter): no
     allocation per row, and no pass over the whole batch before the rows are solved. The
     work arrays ``row`` .. ``ints`` (:func:`_work_arrays`) are at least as long as a row
-    (``params`` one more); ``floats`` and ``ints`` are replaced when a row needs more."""
+    (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
+    when a row needs more."""
     n_rows = scores.shape[0]
     n = lead.shape[1] + scores.shape[1]
+    if row.size < n:  # none held for rows this long
+        row, y_row, coef64 = np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n)
+        neg_rank, params = np.empty(n, dtype=np.int32), np.empty(n + 1)
     row, y_row, coef64 = row[:n], y_row[:n], coef64[:n]
     neg_rank, params = neg_rank[:n], params[: n + 1]
     work = np.empty((6, 0))
