@@ -37,8 +37,9 @@ gradient and stores the coefficients in the dtype asked for (:func:`_finish_row`
 (Q, n) score matrix is neither copied to float64 nor its gradient made in float64, and the
 finiteness of the scores is checked row by row by the pass that first reads them. A row may
 come in two parts, a lead and the rest (``lead=``), joined as it is widened: a memory bank's
-scores within the batch and against the bank, with no (Q, k + n) copy. Rows of :data:`LAI_ROW_MIN` samples or more go to
-:func:`qs.inference.lai` one by one, which runs its bucket method on threads within the row.
+scores within the batch and against the bank, with no (Q, k + n) copy. Rows of
+:data:`LAI_ROW_MIN` samples or more go to :func:`qs.inference.lai` one by one, which runs its
+bucket method on threads within the row.
 The loss values come from :func:`qs.losses.loss_value` and NDCG's increments from
 :func:`qs.losses.ndcg_increments_into`, as ``lai``'s.
 
