@@ -165,9 +165,9 @@ def _step(torch, fn, s, y, device):
 
 def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
                     seed=0, loss="ap"):
-    """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each time a pair
-    (wall s, CPU s): the loss's inference is ``rank_hinge_loss``'s forward pass on float64
-    CPU scores (no copy)."""
+    """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each time an array
+    (repeats, 2) of (wall s, CPU s) per call: the loss's inference is ``rank_hinge_loss``'s
+    forward pass on float64 CPU scores (no copy)."""
     import torch
 
     from qs.inference import lai
@@ -194,8 +194,10 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
 
 
 def _interleaved(cases, repeats):
-    """Median (wall s, CPU s) per call of each case: repeats interleaved across the cases,
-    each the mean of back-to-back calls filling :data:`MIN_REPEAT_S`."""
+    """(wall s, CPU s) per call of each case, one row per repeat (an array (repeats, 2)):
+    repeats interleaved across the cases, each the mean of back-to-back calls filling
+    :data:`MIN_REPEAT_S`, so that a repeat's ratio between two cases is measured side by
+    side."""
     inner = {}
     for name, fn in cases.items():
         fn()
@@ -210,7 +212,14 @@ def _interleaved(cases, repeats):
                 fn()
             times[name].append(((time.perf_counter() - start) / inner[name],
                                 (time.process_time() - cpu) / inner[name]))
-    return {name: tuple(float(x) for x in np.median(t, axis=0)) for name, t in times.items()}
+    return {name: np.array(t) for name, t in times.items()}
+
+
+def _ratio(num, den, clock):
+    """Median ratio of two cases of :func:`_interleaved` on ``clock`` (0 wall, 1 CPU), with
+    the smallest and largest of the repeats' ratios: "1.23 (1.10-1.31)"."""
+    r = num[:, clock] / den[:, clock]
+    return f"{np.median(r):.2f} ({r.min():.2f}-{r.max():.2f})"
 
 
 def _free_port():
@@ -276,7 +285,8 @@ def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
 
 
 def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
-    """(median (wall s, CPU s) of the similarity product, of loss + gradient)."""
+    """((wall s, CPU s) per repeat of the similarity product, of loss + gradient), each an
+    array (repeats, 2)."""
     import torch
 
     from qs.torch.memory import CrossBatchMemory
@@ -364,14 +374,18 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
         rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
         sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
                         "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
-                        "gradient) against 4 `lai` calls; wall clock, then CPU time\n\n"
+                        "gradient) against 4 `lai` calls; times are medians over the repeats "
+                        "(wall clock); ratios the median of the repeats' ratios, measured side "
+                        "by side, with the smallest and largest, on the wall clock and on CPU "
+                        "time\n\n"
                         + markdown_table(
                             ["n", "positives", "loss ms", "lai_batch ms", "4 x lai ms",
                              "loss / lai", "lai_batch / lai", "loss / lai (CPU)",
                              "lai_batch / lai (CPU)"],
-                            [(n, f"{f:.1%}", f"{a[0] * 1e3:.1f}", f"{b[0] * 1e3:.1f}",
-                              f"{r[0] * 1e3:.1f}", f"{a[0] / r[0]:.2f}", f"{b[0] / r[0]:.2f}",
-                              f"{a[1] / r[1]:.2f}", f"{b[1] / r[1]:.2f}")
+                            [(n, f"{f:.1%}", *(f"{np.median(x[:, 0]) * 1e3:.1f}"
+                                                for x in (a, b, r)),
+                              _ratio(a, r, 0), _ratio(b, r, 0), _ratio(a, r, 1),
+                              _ratio(b, r, 1))
                              for n, f, a, b, r in rows]))
     if "distributed" in parts:
         dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
@@ -382,11 +396,13 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
     if "memory" in parts:
         size, queries, dim = bank
         prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
+        p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
         sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-                        f"classes)\n\nsimilarity product {prod[0] * 1e3:.1f} ms; loss + "
-                        f"gradient {loss[0] * 1e3:.1f} ms; ratio {loss[0] / prod[0]:.2f} (CPU "
-                        f"time: {prod[1] * 1e3:.1f} ms, {loss[1] * 1e3:.1f} ms; ratio "
-                        f"{loss[1] / prod[1]:.2f})")
+                        f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
+                        f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
+                        f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
+                        f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
+                        f"the median of the repeats' ratios (smallest-largest)")
     if "curves" in parts:
         rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
                                                           seed)]

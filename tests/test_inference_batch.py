@@ -226,3 +226,70 @@ def test_long_rows_through_lai_are_lai_row_by_row(loss, dtype, monkeypatch):
 def test_bad_coef_dtype_is_refused():
     with pytest.raises(ValueError, match="coef_dtype must be float64 or float32"):
         lai_batch(np.zeros((1, 2)), np.array([[1, 0]]), coef_dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
+                                         ("ap", "bucket"), ("ndcg", "qs"), ("ap", "brute")])
+def test_a_lead_is_the_call_on_the_joined_rows(loss, method, dtype, monkeypatch):
+    """Rows given as a lead and the rest (a memory bank's batch part, then the bank) give
+    exactly the result of the joined rows: small rows, rows the default buckets, ties, a row
+    whose positives are all in the lead, rows through lai, and a non-finite score located in
+    the joined row."""
+    rng = np.random.default_rng(18)
+    n, k = (6, 2) if method == "brute" else (20_000, 63)
+    scores, labels = batch_input(rng, 5, n, 0.01, False)
+    scores[3] = np.round(scores[3] * 4) / 4  # ties, across the lead and the rest
+    labels[4, :k], labels[4, k:] = True, False
+    scores = scores.astype(dtype)
+    ref = lai_batch(scores, labels, loss, method, gradient=True)
+    res = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
+                    lead=(scores[:, :k], labels[:, :k]))
+    for field in batch.BatchResult._fields:
+        np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
+    if method == "brute":
+        return
+    monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
+    by_lai = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
+                       lead=(scores[:, :k], labels[:, :k]))
+    np.testing.assert_array_equal(by_lai.coef, ref.coef)
+    np.testing.assert_array_equal(by_lai.rank, ref.rank)
+    for at, where in ((1, 3), (2, k + 5)):  # a skipped row; a row solved
+        bad = scores.copy()
+        bad[at, where] = np.nan
+        for row_min in (n, batch.LAI_ROW_MIN * 4):
+            monkeypatch.setattr(batch, "LAI_ROW_MIN", row_min)
+            with pytest.raises(ValueError, match=f"got nan at query {at}, sample {where}"):
+                lai_batch(bad[:, k:], labels[:, k:], loss, method,
+                          lead=(bad[:, :k], labels[:, :k]))
+
+
+def test_a_bad_lead_is_refused():
+    scores, labels = np.zeros((2, 3)), np.array([[1, 0, 0], [0, 1, 0]])
+    with pytest.raises(ValueError, match="lead must be a pair"):
+        lai_batch(scores, labels, lead=np.zeros((2, 1)))
+    with pytest.raises(ValueError, match=r"one row per query \(2\); got shape \(3, 1\)"):
+        lai_batch(scores, labels, lead=(np.zeros((3, 1)), np.zeros((3, 1))))
+    with pytest.raises(ValueError, match="same shape"):
+        lai_batch(scores, labels, lead=(np.zeros((2, 1)), np.zeros((2, 2))))
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
+def test_rows_solved_in_the_output_are_the_rows_solved_apart(loss, monkeypatch):
+    """float64 coefficients are solved in the output row itself (no pass after when there is
+    no gradient and no rank to write): the same as float32 output widened back where exact,
+    and as the call with ranks, on the kernel's routes and through lai."""
+    rng = np.random.default_rng(19)
+    scores, labels = batch_input(rng, 5, 20_000, 0.01, False)
+    scores[3, :256] += 0.5
+    labels[4] = rng.random(20_000) < 0.2
+    with_ranks = lai_batch(scores, labels, loss)
+    for row_min in (batch.LAI_ROW_MIN, 20_000):
+        monkeypatch.setattr(batch, "LAI_ROW_MIN", row_min)
+        for gradient in (False, True):
+            bare = lai_batch(scores, labels, loss, gradient=gradient, ranks=False)
+            ref = lai_batch(scores, labels, loss, gradient=gradient)
+            np.testing.assert_array_equal(bare.coef, ref.coef)
+            np.testing.assert_array_equal(bare.hinge, ref.hinge)
+        np.testing.assert_array_equal(lai_batch(scores, labels, loss, ranks=False).coef,
+                                      with_ranks.coef)

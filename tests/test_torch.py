@@ -190,8 +190,13 @@ def test_subgradient_descent_reaches_the_rank_svm_objective():
     ({"labels": [1, 0, 1]}, ValueError, "same shape"),
     ({"scores": torch.zeros(1, 1, 3)}, ValueError, "1-D .* or 2-D"),
     ({"scores": torch.tensor([[0.0, float("nan"), 1.0]])}, ValueError,
-     r"finite; got nan at index \(0, 1\)"),
-    ({"scores": torch.tensor([[0.0, float("inf"), 1.0]])}, ValueError, "finite"),
+     "finite; got nan at query 0, sample 1"),
+    ({"scores": torch.tensor([0.0, 1.0, float("inf")]), "labels": [1, 0, 1]}, ValueError,
+     "finite; got inf at query 0, sample 2"),
+    ({"scores": torch.tensor([[0.0, float("inf"), 1.0]]), "method": "torch"}, ValueError,
+     r"finite; got inf at index \(0, 1\)"),
+    ({"scores": torch.tensor([[0.0, float("nan"), 1.0]]), "mask": [[True, False, False]]},
+     ValueError, r"finite; got nan at index \(0, 1\)"),
     ({"scores": torch.tensor([[0, 1, 2]])}, ValueError, "floating-point"),
     ({"scores": np.zeros((1, 3))}, TypeError, "torch.Tensor"),
     ({"loss": "auc"}, ValueError, "loss must be one of"),
@@ -207,18 +212,13 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
 
 
 def test_auto_on_cuda_runs_the_torch_method_from_cuda_torch_from_scores():
-    from types import SimpleNamespace
-
     from qs.torch import CUDA_TORCH_FROM, _torch_method
 
-    def batch(cuda, numel):
-        return SimpleNamespace(is_cuda=cuda, numel=lambda: numel)
-
-    assert _torch_method(batch(True, CUDA_TORCH_FROM), "auto")
-    assert not _torch_method(batch(True, CUDA_TORCH_FROM - 1), "auto")
-    assert not _torch_method(batch(False, 10 * CUDA_TORCH_FROM), "auto")
-    assert _torch_method(batch(False, 1), "torch")
-    assert not _torch_method(batch(True, 10 * CUDA_TORCH_FROM), "qs")
+    assert _torch_method(True, CUDA_TORCH_FROM, "auto")
+    assert not _torch_method(True, CUDA_TORCH_FROM - 1, "auto")
+    assert not _torch_method(False, 10 * CUDA_TORCH_FROM, "auto")
+    assert _torch_method(False, 1, "torch")
+    assert not _torch_method(True, 10 * CUDA_TORCH_FROM, "qs")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

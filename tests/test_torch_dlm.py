@@ -151,6 +151,31 @@ def test_mask_and_module():
     assert not x.grad[mask].any()
 
 
+@pytest.mark.parametrize("method", ["auto", "dp"])
+@pytest.mark.parametrize("update", ["positive", "negative"])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_float32_scores_give_the_float64_gradient_rounded_once(loss, update, method):
+    """float32 scores are read in place, solved as their float64 copy and answered in
+    float32: the loss and every gradient entry are the float64 path's rounded once; ties
+    (scores on a grid of 1/4) included (the negative update always runs the programme)."""
+    rng = np.random.default_rng(7)
+    scores = np.round(rng.normal(size=(4, 80)) * 4) / 4 + 1000.0
+    scores[1] = rng.normal(size=80) * 1e-3 + 3.0
+    scores[2] = rng.normal(size=80)  # differences that float32 would round
+    labels = torch.from_numpy(rng.random((4, 80)) < 0.3)
+    low = torch.from_numpy(scores.astype(np.float32)).requires_grad_(True)
+    value = direct_loss(low, labels, loss, eps=0.05, update=update, method=method,
+                        reduction="none")
+    value.sum().backward()
+    wide = low.detach().double().requires_grad_(True)
+    ref = direct_loss(wide, labels, loss, eps=0.05, update=update, method=method,
+                      reduction="none")
+    ref.sum().backward()
+    assert low.grad.dtype == torch.float32 and wide.grad.abs().sum() > 0
+    torch.testing.assert_close(value, ref.float(), rtol=0, atol=0)
+    torch.testing.assert_close(low.grad, wide.grad.float(), rtol=0, atol=0)
+
+
 def test_half_precision_scores_come_back_in_their_dtype():
     rng = np.random.default_rng(6)
     scores = torch.from_numpy(rng.normal(size=(2, 50)))

@@ -30,13 +30,16 @@ each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2 (these buckets),
 divide and conquer alone on sorted negatives 0.75-0.8: an exact method that sorts its
 negatives stays above twice the 0-1 kernels on one thread.
 
-Each query is solved in work arrays held for the whole call (a float32 row widened to
-float64, the coefficients, the ranks, the per-query kernels' work), then written out in one
-pass that subtracts ``coef(R*)`` for the gradient and stores the coefficients in the dtype
-asked for (:func:`_finish_row`): a float32 (Q, n) score matrix is neither copied to float64
-nor its gradient made in float64, and the finiteness of the scores is checked row by row by
-the pass that first reads them. Rows of :data:`LAI_ROW_MIN` samples or more go to
-:func:`qs.inference.lai` one by one, which runs its bucket method on threads within the row.
+Each query is solved in work arrays that the thread keeps from call to call (a float32 row
+widened to float64, the coefficients, the ranks, the per-query kernels' work;
+:func:`_work_arrays`), then written out in one pass that subtracts ``coef(R*)`` for the
+gradient and stores the coefficients in the dtype asked for (:func:`_finish_row`): a float32
+(Q, n) score matrix is neither copied to float64 nor its gradient made in float64, and the
+finiteness of the scores is checked row by row by the pass that first reads them. A row may
+come in two parts, a lead and the rest (``lead=``), joined as it is widened: a memory bank's
+scores within the batch and against the bank, with no (Q, k + n) copy. Rows of
+:data:`LAI_ROW_MIN` samples or more go to :func:`qs.inference.lai` one by one, which runs its
+bucket method on threads within the row.
 The loss values come from :func:`qs.losses.loss_value` and NDCG's increments from
 :func:`qs.losses.ndcg_increments_into`, as ``lai``'s.
 
@@ -46,6 +49,7 @@ mini-batches meet such queries. Scores must be finite in every row, skipped or n
 """
 
 import functools
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -65,6 +69,7 @@ from qs.inference.auto import gathered_lai as _gathered_lai
 from qs.inference.auto import sorts, work_floats, work_ints
 from qs.inference.bucket import THREADED_MIN as BUCKET_THREADED_MIN
 from qs.inference.bucket import _bucket, _map, n_buckets_for, thread_count
+from qs.inference.bucket_sort import histogram_size
 from qs.inference.qs import sort_dc as _sort_dc
 from qs.inference.scan import scan_sorted as _scan_sorted
 from qs.inference.search import search_sorted as _search_sorted
@@ -122,7 +127,7 @@ class BatchResult(NamedTuple):
 
 
 def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks=True,
-              coef_dtype=np.float64):
+              coef_dtype=np.float64, lead=None):
     """Loss-augmented inference of each row of ``scores`` (one query per row), in one call.
 
     Parameters
@@ -131,6 +136,11 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
         in place (a float32 row is widened to float64 row by row, in a work array, and solved
         as its float64 copy would be), anything else is converted to float64 once.
     labels : array (Q, n): 1/True positive, 0/-1/False negative.
+    lead : None, or a pair ``(scores (Q, k), labels (Q, k))`` of entries that come first in
+        each row: query ``q`` ranks ``[lead[0][q] | scores[q]]``, read from both arrays as
+        the row is widened, with no (Q, k + n) copy made (a memory bank's scores within the
+        batch, then against the bank). The outputs then have ``k + n`` columns, and a
+        sample's index counts the lead's entries first.
     loss : "ap", "ndcg" or "01".
     method : a method of :data:`qs.inference.METHODS` that supports ``loss``.
     gradient : if True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
@@ -150,31 +160,84 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
         raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores2d(scores)
     is_pos = as_positive_mask2d(labels, scores.shape)
-    q, n = scores.shape
+    lead_scores, lead_pos = _as_lead(lead, scores)
+    q, n = scores.shape[0], lead_scores.shape[1] + scores.shape[1]
     rank = np.empty((q, n if ranks else 0), dtype=np.int32)
     coef = np.empty((q, n), dtype=coef_dtype)
     out = np.empty((q, 3))  # loss, objective, ground-truth F
     valid = np.empty(q, dtype=np.bool_)
+    rows_of = (lead_scores, scores)
     if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
-        _check_finite(scores, _first_not_finite(scores))
-        _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid)
+        whole = np.concatenate(rows_of, axis=1)
+        _check_finite(rows_of, _first_not_finite(whole))
+        _brute_rows(whole, np.concatenate((lead_pos, is_pos), axis=1), loss, gradient, rank,
+                    coef, out, valid)
     elif n >= LAI_ROW_MIN:
-        _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid)
+        _lai_rows(rows_of, (lead_pos, is_pos), loss, method, gradient, rank, coef, out, valid)
     else:
         table, ideal = _discount(loss, n)
 
         def rows(a, b):
-            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], table, ideal, gradient,
-                            rank[a:b], coef[a:b], out[a:b], valid[a:b])
+            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], lead_scores[a:b],
+                            lead_pos[a:b], table, ideal, gradient, rank[a:b], coef[a:b],
+                            out[a:b], valid[a:b], *_work_arrays(n))
             return (a + qq, kk) if kk >= 0 else None
 
-        if scores.size < THREADED_MIN or q == 1:
+        if q * n < THREADED_MIN or q == 1:
             where = rows(0, q)
         else:
             blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
             where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
-        _check_finite(scores, where)
+        _check_finite(rows_of, where)
     return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid)
+
+
+#: rows of at most this many samples are solved in work arrays that each thread keeps from
+#: one call to the next (:func:`_work_arrays`): about 100 bytes of address space per sample,
+#: of which only what the rows use is touched. Calls that allocated them afresh paid for
+#: their new pages: on 4 rows of 10^5 samples, 10% positives (rows the default sorts), 15.7
+#: ms per call against 11.2 ms with the arrays held (4 calls of lai: 12.7 ms; CPU time)
+HELD_MAX = 1 << 20
+_held = threading.local()
+_NONE_HELD = (np.empty(0), np.empty(0, dtype=np.uint8), np.empty(0), np.empty(0, dtype=np.int32),
+              np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
+
+
+def _work_arrays(n):
+    """The kernel's work arrays for rows of ``n`` samples: (row, labels, coefficients,
+    ranks, increments, floats, ints) as :func:`_batch` takes them, this thread's (grown
+    to ``n``, never shrunk; floats and ints sized for any share of positives,
+    :func:`qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
+    :data:`HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
+    (its allocations take 4 KiB pages, numpy's of 4 MiB and more huge pages where the
+    system allows: at 4 rows of 10^6 samples, 0.1% positives, 2 threads, the kernel
+    allocating per block of rows took 37 ms of CPU time, the held arrays 29, 4 calls of
+    lai 28)."""
+    if n > HELD_MAX:
+        return _NONE_HELD
+    arrays = getattr(_held, "arrays", None)
+    if arrays is None or arrays[0].size < n:
+        arrays = _held.arrays = (
+            np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n), np.empty(n, dtype=np.int32),
+            np.empty(n + 1), np.empty(work_floats(0, n)),
+            np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64))
+    return arrays
+
+
+def _as_lead(lead, scores):
+    """The lead's scores (in the scores' dtype, C-contiguous) and labels (uint8), (Q, 0)
+    arrays when there is none: the kernel is compiled once for both cases."""
+    if lead is None:
+        return (np.empty((scores.shape[0], 0), dtype=scores.dtype),
+                np.empty((scores.shape[0], 0), dtype=np.uint8))
+    if not (isinstance(lead, tuple) and len(lead) == 2):
+        raise ValueError(f"lead must be a pair (scores, labels); got {type(lead).__name__}.")
+    lead_scores = _as_scores2d(lead[0])
+    if len(lead_scores) != len(scores):
+        raise ValueError(f"lead scores must have one row per query ({len(scores)}); got shape "
+                         f"{lead_scores.shape}.")
+    lead_scores = np.ascontiguousarray(lead_scores, dtype=scores.dtype)
+    return lead_scores, as_positive_mask2d(lead[1], lead_scores.shape)
 
 
 @functools.lru_cache(maxsize=64)
@@ -207,10 +270,15 @@ def _first_not_finite(scores):
     return None if finite.all() else tuple(np.argwhere(~finite)[0])
 
 
-def _check_finite(scores, where):
+def _check_finite(rows_of, where):
+    """Raise for the non-finite score at ``where`` (query, sample) of the rows made of the
+    column blocks ``rows_of`` (the lead's scores, then the scores); nothing if None."""
     if where is not None:
         qq, kk = (int(x) for x in where)
-        raise ValueError(f"scores must be finite; got {float(scores[qq, kk])!r} at query {qq}, "
+        lead_scores, scores = rows_of
+        k = lead_scores.shape[1]
+        value = lead_scores[qq, kk] if kk < k else scores[qq, kk - k]
+        raise ValueError(f"scores must be finite; got {float(value)!r} at query {qq}, "
                          f"sample {kk}. Remove or impute NaN/inf scores before inference.")
 
 
@@ -224,63 +292,109 @@ def _discount(loss, n):
     return d, np.cumsum(d)
 
 
-def _lai_rows(scores, is_pos, loss, method, gradient, rank, coef, out, valid):
-    """The rows by :func:`qs.inference.lai` one by one (rows of at least
+def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid):
+    """The rows, each made of the column blocks ``rows_of`` (scores) and ``labels_of``
+    (their labels), by :func:`qs.inference.lai` one by one (rows of at least
     :data:`LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
     then written out as the kernel writes its rows (:func:`_finish_row`)."""
-    n = scores.shape[1]
-    row = np.empty(n) if scores.dtype != np.float64 else None
+    (lead_scores, scores), (lead_pos, is_pos) = rows_of, labels_of
+    k = lead_scores.shape[1]
+    n = k + scores.shape[1]
+    row = np.empty(n) if scores.dtype != np.float64 or k else None
+    y_row = np.empty(n, dtype=np.uint8) if k else None
     neg_rank, coef64 = np.empty(n, dtype=np.int32), np.empty(n)
     for q in range(scores.shape[0]):
-        s = scores[q]
+        s, y = scores[q], is_pos[q]
         if row is not None:
             s = row
-            s[:] = scores[q]
-        y = is_pos[q]
+            s[:k], s[k:] = lead_scores[q], scores[q]
+        if y_row is not None:
+            y = y_row
+            y[:k], y[k:] = lead_pos[q], is_pos[q]
         p = int(np.count_nonzero(y))
         valid[q] = 0 < p < n
         if not valid[q]:
-            bad = _first_not_finite(scores[q : q + 1])
-            _check_finite(scores, None if bad is None else (q, bad[1]))
+            bad = _first_not_finite(s[None])
+            _check_finite(rows_of, None if bad is None else (q, bad[1]))
             coef[q] = 0.0
             rank[q] = 0
             out[q] = 0.0
             continue
         zero_one = loss == "01"
         try:
-            res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], coef64))
+            solved = coef[q] if coef.dtype == np.float64 else coef64
+            res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], solved))
         except ValueError:
-            bad = _first_not_finite(scores[q : q + 1])
+            bad = _first_not_finite(s[None])
             if bad is None:
                 raise
-            _check_finite(scores, (q, bad[1]))
+            _check_finite(rows_of, (q, bad[1]))
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, coef64, rank[q],
+        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q],
                     coef[q])
         out[q] = res.loss, res.objective, res.ground_truth_F
 
 
 # ---------------------------------------------------------------------------- the kernel
 
-def _as_float64(row, buf):
-    """``row`` as float64: the row itself when it is, else cast into ``buf`` (of its size)."""
-    if row.dtype == np.float64:
+def _row_of(lead, row, buf):
+    """The row ``[lead | row]`` as float64: ``row`` itself when it is float64 and ``lead``
+    empty, else widened into ``buf`` (of their size)."""
+    if row.dtype == np.float64 and lead.size == 0:
         return row
-    buf[:] = row
+    return _joined(lead, row, buf)
+
+
+@overload(_row_of, inline="always")
+def _row_of_numba(lead, row, buf):
+    if row.dtype != types.float64:
+        return lambda lead, row, buf: _joined(lead, row, buf)
+    return lambda lead, row, buf: row if lead.size == 0 else _joined(lead, row, buf)
+
+
+def _solved_in(coef_row, work):
+    """Where a row's coefficients are solved: the output row itself when it is float64 (the
+    pass that subtracts ``coef(R*)`` then writes over them in place), else the float64 work
+    row."""
+    return coef_row if coef_row.dtype == np.float64 else work
+
+
+@overload(_solved_in, inline="always")
+def _solved_in_numba(coef_row, work):
+    if coef_row.dtype == types.float64:
+        return lambda coef_row, work: coef_row
+    return lambda coef_row, work: work
+
+
+def _is_float64(arr):
+    """Whether ``arr`` holds float64 (a constant of the compiled kernel)."""
+    return arr.dtype == np.float64
+
+
+@overload(_is_float64, inline="always")
+def _is_float64_numba(arr):
+    is_float64 = arr.dtype == types.float64
+    return lambda arr: is_float64
+
+
+@jit
+def _labels_of(lead, row, buf):
+    """The labels ``[lead | row]``: ``row`` itself when ``lead`` is empty, else copied into
+    ``buf``."""
+    if lead.size == 0:
+        return row
+    return _joined(lead, row, buf)
+
+
+@jit
+def _joined(lead, row, buf):
+    """``[lead | row]`` written into ``buf`` (in its dtype); returns ``buf``."""
+    k = lead.size
+    for t in range(k):
+        buf[t] = lead[t]
+    for t in range(row.size):
+        buf[k + t] = row[t]
     return buf
-
-
-@overload(_as_float64, inline="always")
-def _as_float64_numba(row, buf):
-    if row.dtype == types.float64:
-        return lambda row, buf: row
-
-    def cast(row, buf):
-        for k in range(row.size):
-            buf[k] = row[k]
-        return buf
-
-    return cast
 
 
 @jit
@@ -310,7 +424,8 @@ def _truth_coef(zero_one, gradient, n, p):
 @jit
 def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
     """Write a solved row: ``coef = coef64 - coef(R*)`` (``truth_pos`` at the positives,
-    ``truth_neg`` at the negatives; in ``coef``'s dtype), and, unless ``rank`` is empty, the
+    ``truth_neg`` at the negatives; in ``coef``'s dtype; ``coef64`` may be ``coef`` itself,
+    each entry read before it is written), and, unless ``rank`` is empty, the
     negatives' ranks (``neg_rank``: in the negatives' order if ``compact``, else at their
     input places; zeros if not ``ranked``) with 0 at the positives."""
     n = is_pos.size
@@ -334,31 +449,38 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
 
 
 @jit
-def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out, valid):
-    """Every row of ``scores`` by the method of code ``method``, the loss of code ``inc``
+def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, rank, coef,
+           out, valid, row, y_row, coef64, neg_rank, params, floats, ints):
+    """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
+    may have no columns) by the method of code ``method``, the loss of code ``inc``
     (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
     columns when the ranks are not wanted. Returns the (query, sample) of the first
     non-finite score, (-1, -1) if none; the outputs are then not all filled.
 
     Each row is solved in work arrays held for the whole call (the row widened to float64
-    when it is not, the coefficients, the ranks, the per-query kernels' work), then written
-    out by one pass (:func:`_finish_row`): no allocation per row, and no pass over the
-    whole batch before the rows are solved."""
-    n_rows, n = scores.shape
-    row = np.empty(n)
-    coef64 = np.empty(n)
-    neg_rank = np.empty(n, dtype=np.int32)
-    params = np.empty(n + 1)
+    when it is not, or made of the lead and the scores, the coefficients unless the output
+    is float64, the ranks, the per-query kernels' work), then written out by one pass
+    (:func:`_finish_row`; none when there is nothing to subtract, convert or scatter): no
+    allocation per row, and no pass over the whole batch before the rows are solved. The
+    work arrays ``row`` .. ``ints`` (:func:`_work_arrays`) are at least as long as a row
+    (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
+    when a row needs more."""
+    n_rows = scores.shape[0]
+    n = lead.shape[1] + scores.shape[1]
+    if row.size < n:  # none held for rows this long
+        row, y_row, coef64 = np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n)
+        neg_rank, params = np.empty(n, dtype=np.int32), np.empty(n + 1)
+    row, y_row, coef64 = row[:n], y_row[:n], coef64[:n]
+    neg_rank, params = neg_rank[:n], params[: n + 1]
     work = np.empty((6, 0))
     iwork = np.empty((6, 0), dtype=np.int64)
     count = np.empty(0, dtype=np.int64)
-    floats = np.empty(0)
-    ints = np.empty(0, dtype=np.int64)
     for q in range(n_rows):
-        s = _as_float64(scores[q], row)
+        s = _row_of(lead[q], scores[q], row)
+        y = _labels_of(lead_pos[q], is_pos[q], y_row)
         p = 0
         for k in range(n):
-            p += is_pos[q, k]
+            p += y[k]
         m = n - p
         valid[q] = p > 0 and m > 0
         if not valid[q]:
@@ -371,8 +493,9 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
             continue
         zero_one = method == ZERO_ONE
         compact = True
+        solved = _solved_in(coef[q], coef64)
         if zero_one:
-            err, where, value, dot, truth = zero_one_lai(s, is_pos[q], coef64)
+            err, where, value, dot, truth = zero_one_lai(s, y, solved)
             out[q, 0], out[q, 1], out[q, 2] = value, value + dot, truth
         elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
             err, where = OK, _not_finite_at(s)
@@ -381,8 +504,8 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                     work = np.empty((6, n + 2))
                     iwork = np.empty((6, n + 2), dtype=np.int64)
                     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-                _small_row(inc, s, is_pos[q], p, table, ideal, work, iwork, count, neg_rank,
-                           coef64, out[q])
+                _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
+                           solved, out[q])
                 compact = False
         else:
             if method == AUTO or method == BUCKET_SORT or method == QS:
@@ -390,13 +513,14 @@ def _batch(method, inc, scores, is_pos, table, ideal, gradient, rank, coef, out,
                     floats = np.empty(work_floats(m, p))
                 if ints.size < work_ints(m, p):
                     ints = np.empty(work_ints(m, p), dtype=np.int64)
-            err, where = _solver_row(method, inc, s, is_pos[q], p, table, ideal, params, floats,
-                                     ints, neg_rank, coef64, out[q])
+            err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats,
+                                     ints, neg_rank, solved, out[q])
         if err != OK or where >= 0:
             return q, where
-        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(is_pos[q], truth_pos, truth_neg, not zero_one, compact, neg_rank, coef64,
-                    rank[q], coef[q])
+        if gradient or rank.shape[1] or not _is_float64(coef):
+            truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
+            _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved,
+                        rank[q], coef[q])
     return -1, -1
 
 

@@ -75,18 +75,50 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     (:func:`qs.inference.lai`): where two rankings reach the same objective, a negative takes
     the larger interleaving rank, that is, the place below the positives it ties with.
     """
-    pos = _check(scores, labels, loss, method, reduction)
+    # the CPU kernels check finiteness in the pass that reads the scores (the error names
+    # the query and the sample); elsewhere a pass here (a mask moves the samples)
+    on_kernels = (mask is None and method != "torch" and isinstance(scores, torch.Tensor)
+                  and not scores.is_cuda)
+    pos = _check(scores, labels, loss, method, reduction, finite=not on_kernels)
     keep = None if mask is None else ~_check_mask(mask, scores)
+    return row_loss(scores, pos, keep, functools.partial(_solve, loss=loss, method=method),
+                    reduction)
+
+
+def hinge_solve(loss, method):
+    """The ``solve`` of the structured hinge for :func:`row_loss`: ``solve(scores, pos,
+    lead=None) -> (hinge (Q,), gradient (Q, n), valid (Q,))`` (``lead`` as
+    :func:`qs.inference.batch.lai_batch`'s, in tensors). A ValueError names an unknown
+    method or one that does not support the loss."""
+    if method != "torch":
+        resolve(loss, method)
+    return functools.partial(_solve, loss=loss, method=method)
+
+
+def row_loss(scores, pos, keep, solve, reduction):
+    """The loss of each row of (Q, n) or (n,) ``scores`` by ``solve`` on its kept entries
+    (:func:`solve_kept`), reduced as :func:`rank_hinge_loss` says. Without a graph to make
+    (no gradient wanted) the rows are solved without the autograd function; "mean" counts
+    the rows that the solve found ranked, with no pass over the labels."""
     flat = scores.ndim == 1
     if flat:
         scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
-    values = _RowLoss.apply(scores, pos, keep,
-                           functools.partial(_solve, loss=loss, method=method))
+    if torch.is_grad_enabled() and scores.requires_grad:
+        values, valid = _RowLoss.apply(scores, pos, keep, solve)
+    else:
+        values, _, valid = solve_kept(scores.detach(), pos, keep, solve)
+        values = values.to(scores.dtype)
+    return reduce_rows(values[0] if flat else values, valid, reduction)
+
+
+def reduce_rows(values, valid, reduction):
+    """``values`` (one per row) summed, averaged over the ``valid`` rows (bool, one per row),
+    or returned as they are (``reduction`` "none")."""
     if reduction == "none":
-        return values[0] if flat else values
+        return values
     if reduction == "sum":
         return values.sum()
-    return values.sum() / ranked_queries(pos, keep).sum().clamp(min=1)
+    return values.sum() / valid.sum().clamp(min=1)
 
 
 def ranked_queries(pos, keep=None):
@@ -118,62 +150,73 @@ class RankHingeLoss(torch.nn.Module):
 
 class _RowLoss(torch.autograd.Function):
     """A loss per row of (Q, n) scores from ``solve(scores, pos) -> (value (Q,), gradient
-    (Q, n))`` on the kept entries (:func:`solve_kept`); the gradient is saved from the forward
-    pass. The hinge and direct loss minimization (:mod:`qs.torch.dlm`) differ only in
-    ``solve``."""
+    (Q, n), valid (Q,))`` on the kept entries (:func:`solve_kept`); the gradient is saved
+    from the forward pass, ``valid`` (the rows that have a positive and a negative) is
+    returned beside the values. The hinge and direct loss minimization (:mod:`qs.torch.dlm`)
+    differ only in ``solve``."""
 
     @staticmethod
     def forward(ctx, scores, pos, keep, solve):
-        value, grad = solve_kept(scores.detach(), pos, keep, solve)
+        value, grad, valid = solve_kept(scores.detach(), pos, keep, solve)
         ctx.save_for_backward(grad)
-        return value.to(scores.dtype)
+        ctx.mark_non_differentiable(valid)
+        return value.to(scores.dtype), valid
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _):
         (grad,) = ctx.saved_tensors
         return grad_out[:, None] * grad, None, None, None
 
 
 def solve_kept(scores, pos, keep, solve):
-    """``solve(scores, pos) -> (value (Q,), gradient (Q, n))`` on the kept entries of each
-    row (``keep`` None: all of them), the gradient zero elsewhere. Rows keeping the same
-    number of entries are gathered into one rectangle and solved in one call: queries ranked
-    against all but themselves are one call."""
+    """``solve(scores, pos) -> (value (Q,), gradient (Q, n), valid (Q,))`` on the kept
+    entries of each row (``keep`` None: all of them), the gradient zero elsewhere. Rows
+    keeping the same number of entries are gathered into one rectangle and solved in one
+    call: queries ranked against all but themselves are one call."""
     if keep is None or bool(keep.all()):
         return solve(scores, pos)
     hinge = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
     grad = torch.zeros_like(scores)
+    valid = torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
     counts = keep.sum(dim=1)
     for count in torch.unique(counts).tolist():
         if count == 0:
             continue
         rows = torch.nonzero(counts == count).flatten()
         cols = torch.nonzero(keep[rows])[:, 1].view(-1, count)  # row-major: row by row
-        h, g = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
-        hinge[rows] = h
+        h, g, v = solve(scores[rows].gather(1, cols), pos[rows].gather(1, cols))
+        hinge[rows], valid[rows] = h, v
         grad[rows] = torch.zeros_like(grad[rows]).scatter(1, cols, g)
-    return hinge, grad
+    return hinge, grad, valid
 
 
-def _torch_method(scores, method):
-    """Whether the torch method solves `scores`: asked for, or "auto" on a CUDA batch of at
-    least CUDA_TORCH_FROM scores."""
-    return method == "torch" or (method == "auto" and scores.is_cuda
-                                 and scores.numel() >= CUDA_TORCH_FROM)
+def _torch_method(is_cuda, numel, method):
+    """Whether the torch method solves a batch of `numel` scores: asked for, or "auto" on a
+    CUDA batch of at least CUDA_TORCH_FROM scores."""
+    return method == "torch" or (method == "auto" and is_cuda and numel >= CUDA_TORCH_FROM)
 
 
-def _solve(scores, pos, loss, method):
-    """(hinge (Q,), gradient (Q, n)) on the scores' device, in the scores' dtype."""
-    if _torch_method(scores, method):
+def _solve(scores, pos, loss, method, lead=None):
+    """(hinge (Q,), gradient (Q, n), valid (Q,)) on the scores' device, the gradient in the
+    scores' dtype; ``lead``: None, or (scores (Q, k), positives (Q, k)) that come first in
+    each row (:func:`qs.inference.batch.lai_batch`), the gradient then (Q, k + n)."""
+    numel = scores.numel() + (0 if lead is None else lead[0].numel())
+    if _torch_method(scores.is_cuda, numel, method):
+        if lead is not None:
+            scores, pos = torch.cat([lead[0], scores], 1), torch.cat([lead[1], pos], 1)
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
-        return hinge, grad.to(scores.dtype)
+        return hinge, grad.to(scores.dtype), ranked_queries(pos)
     # float32 and float64 are read in place; float16 and bfloat16 widen to float32 exactly
-    x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
-    res = lai_batch(x.numpy(), pos.cpu().numpy(), loss, method, gradient=True, ranks=False,
-                    coef_dtype=np.float64 if x.dtype == torch.float64 else np.float32)
+    dtype = scores.dtype if scores.dtype in _READ_AS_IS else torch.float32
+    if lead is not None:
+        lead = lead[0].to("cpu", dtype).numpy(), lead[1].cpu().numpy()
+    res = lai_batch(scores.to("cpu", dtype).numpy(), pos.cpu().numpy(), loss, method,
+                    gradient=True, ranks=False, lead=lead,
+                    coef_dtype=np.float64 if dtype == torch.float64 else np.float32)
     return (torch.from_numpy(res.hinge).to(scores.device),
-            torch.from_numpy(res.coef).to(scores.device, scores.dtype))
+            torch.from_numpy(res.coef).to(scores.device, scores.dtype),
+            torch.from_numpy(res.valid).to(scores.device))
 
 
 def _check_mask(mask, scores):
@@ -189,8 +232,9 @@ def _check_mask(mask, scores):
     return mask.to(scores.device)
 
 
-def _check(scores, labels, loss, method, reduction):
-    """Validate the arguments; return the labels as a bool tensor on the scores' device."""
+def _check(scores, labels, loss, method, reduction, finite=True):
+    """Validate the arguments (the scores' finiteness too, if ``finite``); return the labels
+    as a bool tensor on the scores' device."""
     check_scores(scores)
     if not (isinstance(loss, str) and loss in BATCH_LOSSES):
         raise ValueError(f"loss must be one of {list(BATCH_LOSSES)}; got {loss!r}.")
@@ -199,5 +243,6 @@ def _check(scores, labels, loss, method, reduction):
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {list(REDUCTIONS)}; got {reduction!r}.")
     labels = as_positive_tensor(labels, scores)
-    check_finite_tensor(scores)
+    if finite:
+        check_finite_tensor(scores)
     return labels

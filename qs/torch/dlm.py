@@ -36,7 +36,7 @@ import torch
 from qs._numba import jit
 from qs.inference.batch import lai_batch
 from qs.losses import LOSSES
-from qs.torch import _check, _check_mask, _RowLoss, ranked_queries
+from qs.torch import _READ_AS_IS, _check, _check_mask, row_loss
 
 __all__ = ["DirectLoss", "UPDATES", "direct_coefficients", "direct_loss"]
 
@@ -61,16 +61,8 @@ def direct_loss(scores, labels, loss="ap", *, eps, update="positive", method="au
         runs the programme. CUDA scores are solved on the CPU and the gradient sent back.
     """
     pos, keep = _check_direct(scores, labels, loss, eps, update, method, reduction, mask)
-    flat = scores.ndim == 1
-    if flat:
-        scores, pos, keep = scores[None], pos[None], None if keep is None else keep[None]
     solve = functools.partial(_solve, loss=loss, eps=float(eps), update=update, method=method)
-    values = _RowLoss.apply(scores, pos, keep, solve)
-    if reduction == "none":
-        return values[0] if flat else values
-    if reduction == "sum":
-        return values.sum()
-    return values.sum() / ranked_queries(pos, keep).sum().clamp(min=1)
+    return row_loss(scores, pos, keep, solve, reduction)
 
 
 class DirectLoss(torch.nn.Module):
@@ -91,38 +83,79 @@ class DirectLoss(torch.nn.Module):
 
 
 def _solve(scores, pos, loss, eps, update, method):
-    coef_w, coef_d, delta = direct_coefficients(scores.to("cpu", torch.float64).numpy(),
-                                                pos.cpu().numpy(), loss, eps, update, method)
-    grad = (coef_d - coef_w) / eps if update == "positive" else (coef_w - coef_d) / eps
+    """(Delta (Q,), direct gradient (Q, n), valid (Q,)) on the scores' device. float32 and
+    float64 CPU scores are read in place (float16 and bfloat16 widen to float32, exactly),
+    and the gradient is written in their dtype: each value is the float64 one rounded."""
+    x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
+    grad, delta, valid = direct_gradient(x.numpy(), pos.cpu().numpy(), loss, eps, update,
+                                         method)
     return (torch.from_numpy(delta).to(scores.device),
-            torch.from_numpy(grad).to(scores.device, scores.dtype))
+            torch.from_numpy(grad).to(scores.device, scores.dtype),
+            torch.from_numpy(valid).to(scores.device))
+
+
+def direct_gradient(scores, labels, loss, eps, update, method="auto"):
+    """(direct gradient (Q, n) in the scores' dtype, Delta(R*, R_w) (Q,), valid (Q,)) of
+    each row of ``scores`` (float32 or float64, read in place), ``labels`` bool (Q, n): the
+    update's finite difference of :func:`direct_coefficients`, each row made in float64
+    work arrays and written once; rows without both classes are zeros (valid False)."""
+    scores, is_pos, table = _prepared(scores, labels)
+    ndcg = loss == "ndcg"
+    grad = np.empty(scores.shape, dtype=scores.dtype)
+    delta, valid = np.empty(len(scores)), np.empty(len(scores), dtype=np.bool_)
+    sign = 1.0 if update == "positive" else -1.0
+    if update == "positive" and method != "dp":
+        coef_d = lai_batch(_scaled(scores, eps), is_pos, loss, method, ranks=False).coef
+        _gradient_from(ndcg, eps, scores, is_pos, table, coef_d, grad, delta, valid)
+    else:
+        _check_cells(scores, is_pos, update)
+        _gradient_by_programme(ndcg, sign, eps, scores, is_pos, table, grad, delta, valid)
+    return grad, delta, valid
 
 
 def direct_coefficients(scores, labels, loss, eps, update, method="auto"):
-    """(coef(R_w), coef(R_direct), Delta(R*, R_w)) of each row of ``scores`` (Q, n) float64,
-    ``labels`` bool (Q, n); rows without both classes are zeros."""
-    scores = np.ascontiguousarray(scores, dtype=np.float64)
-    is_pos = np.ascontiguousarray(labels, dtype=np.bool_).view(np.uint8)
-    table = LOSSES["ndcg"].discount(np.arange(1, scores.shape[1] + 2))
+    """(coef(R_w), coef(R_direct), Delta(R*, R_w)) of each row of ``scores`` (Q, n),
+    ``labels`` bool (Q, n), in float64; rows without both classes are zeros."""
+    scores, is_pos, table = _prepared(scores, labels)
     ndcg = loss == "ndcg"
     coef_w, delta = np.zeros(scores.shape), np.zeros(len(scores))
     _predicted(ndcg, scores, is_pos, table, coef_w, delta)
     if update == "positive" and method != "dp":
-        with np.errstate(over="ignore"):
-            scaled = scores / eps
-        if not np.isfinite(scaled).all():
-            raise ValueError(f"eps={eps!r} is too small for these scores: scores / eps "
-                             "overflows float64.")
-        return coef_w, lai_batch(scaled, is_pos, loss, method).coef, delta
+        return coef_w, lai_batch(_scaled(scores, eps), is_pos, loss, method).coef, delta
+    _check_cells(scores, is_pos, update)
+    coef_d = np.zeros(scores.shape)
+    _programme(ndcg, 1.0 if update == "positive" else -1.0, eps, scores, is_pos, table, coef_d)
+    return coef_w, coef_d, delta
+
+
+def _prepared(scores, labels):
+    """(scores as float32 or float64 C-contiguous rows, labels as uint8, NDCG's discount
+    D(1..n+1))."""
+    scores = np.asarray(scores)
+    dtype = scores.dtype if scores.dtype in (np.float32, np.float64) else np.float64
+    scores = np.ascontiguousarray(scores, dtype=dtype)
+    is_pos = np.ascontiguousarray(labels, dtype=np.bool_).view(np.uint8)
+    return scores, is_pos, LOSSES["ndcg"].discount(np.arange(1, scores.shape[1] + 2))
+
+
+def _scaled(scores, eps):
+    """``scores / eps`` in float64 (``R+`` is the loss-augmented inference of it)."""
+    with np.errstate(over="ignore"):
+        scaled = np.divide(scores, eps, dtype=np.float64)
+    if not np.isfinite(scaled).all():
+        raise ValueError(f"eps={eps!r} is too small for these scores: scores / eps "
+                         "overflows float64.")
+    return scaled
+
+
+def _check_cells(scores, is_pos, update):
+    """Refuse a dynamic programme whose table would outgrow :data:`DP_MAX_CELLS`."""
     n_pos = is_pos.sum(axis=1, dtype=np.int64)
     cells = int((n_pos * (scores.shape[1] - n_pos + 1)).max(initial=0))
     if cells > DP_MAX_CELLS:
         raise ValueError(f"the dynamic programme of the {update} update needs P (N + 1) = "
                          f"{cells} cells for one query, over {DP_MAX_CELLS}; use the positive "
                          "update (exact inference, no table) or fewer samples per query.")
-    coef_d = np.zeros(scores.shape)
-    _programme(ndcg, 1.0 if update == "positive" else -1.0, eps, scores, is_pos, table, coef_d)
-    return coef_w, coef_d, delta
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -182,69 +215,125 @@ def _delta(ndcg, above, table):
 
 
 @jit
+def _predicted_row(ndcg, s, is_pos, table, coef):
+    """coef(R_w) of one row into ``coef`` and Delta(R*, R_w), R_w the scores' order with a
+    positive above a negative of equal score; False (nothing written) without both
+    classes."""
+    pos_index, neg_index = _classes(s, is_pos)
+    p, m = pos_index.size, neg_index.size
+    if p == 0 or m == 0:
+        return False, 0.0
+    above = np.empty(p, dtype=np.int64)
+    j = 0
+    for k in range(p):
+        while j < m and s[neg_index[j]] > s[pos_index[k]]:
+            j += 1
+        above[k] = j
+    _pattern(above, pos_index, neg_index, coef)
+    return True, _delta(ndcg, above, table)
+
+
+@jit
 def _predicted(ndcg, scores, is_pos, table, coef, delta):
-    """Per row: coef(R_w) and Delta(R*, R_w), R_w the scores' order with a positive above a
-    negative of equal score."""
+    """Per row: coef(R_w) and Delta(R*, R_w) (rows without both classes left alone)."""
     for q in range(scores.shape[0]):
-        pos_index, neg_index = _classes(scores[q], is_pos[q])
-        p, m = pos_index.size, neg_index.size
-        if p == 0 or m == 0:
-            continue
-        above = np.empty(p, dtype=np.int64)
-        j = 0
-        for k in range(p):
-            while j < m and scores[q, neg_index[j]] > scores[q, pos_index[k]]:
-                j += 1
-            above[k] = j
-        _pattern(above, pos_index, neg_index, coef[q])
-        delta[q] = _delta(ndcg, above, table)
+        ranked, d = _predicted_row(ndcg, scores[q], is_pos[q], table, coef[q])
+        if ranked:
+            delta[q] = d
+
+
+@jit
+def _programme_row(ndcg, sign, eps, s, is_pos, table, coef):
+    """coef of ``argmax F(R) + sign eps Delta(R*, R)`` for one row into ``coef`` (nothing
+    written without both classes), over the non-decreasing counts ``a_k`` of negatives
+    above positive k (both classes in score order: any other order of a class lowers F and
+    leaves Delta). The objective splits over the positives: ``-c2 sum_{j <= a_k} (s+_k -
+    s-_j) + sign eps delta_k(a_k)``, with ``delta_k(a) = a / (P (k + a))`` (AP) or ``-D(k +
+    a) / C(P)`` (NDCG); best[a] holds the best sum over positives 1..k with ``a_k <= a``,
+    and arg its smallest maximiser for the backtrack. Scores are measured from the first
+    one in float64, whatever their dtype."""
+    pos_index, neg_index = _classes(s, is_pos)
+    p, m = pos_index.size, neg_index.size
+    if p == 0 or m == 0:
+        return
+    ref = np.float64(s[0])
+    prefix = np.zeros(m + 1)  # sum of the top a negatives' scores (less ref)
+    for j in range(m):
+        prefix[j + 1] = prefix[j] + (s[neg_index[j]] - ref)
+    ideal = 0.0
+    for k in range(p):
+        ideal += table[k]
+    c2 = 2.0 / (p * m)
+    arg = np.empty((p, m + 1), dtype=np.int32)
+    best = np.zeros(m + 1)
+    for k in range(p):
+        sp = s[pos_index[k]] - ref
+        top = -np.inf
+        at = 0
+        for a in range(m + 1):
+            if ndcg:
+                gain = -table[k + a] / ideal
+            else:
+                gain = a / (p * (k + 1.0 + a))
+            value = -c2 * (a * sp - prefix[a]) + sign * eps * gain + best[a]
+            if value > top:
+                top = value
+                at = a
+            best[a] = top
+            arg[k, a] = at
+    above = np.empty(p, dtype=np.int64)
+    a = m
+    for k in range(p - 1, -1, -1):
+        a = arg[k, a]
+        above[k] = a
+    _pattern(above, pos_index, neg_index, coef)
 
 
 @jit
 def _programme(ndcg, sign, eps, scores, is_pos, table, coef):
-    """Per row: coef of ``argmax F(R) + sign eps Delta(R*, R)``, over the non-decreasing
-    counts ``a_k`` of negatives above positive k (both classes in score order: any other
-    order of a class lowers F and leaves Delta). The objective splits over the positives:
-    ``-c2 sum_{j <= a_k} (s+_k - s-_j) + sign eps delta_k(a_k)``, with ``delta_k(a) =
-    a / (P (k + a))`` (AP) or ``-D(k + a) / C(P)`` (NDCG); best[a] holds the best sum over
-    positives 1..k with ``a_k <= a``, and arg its smallest maximiser for the backtrack."""
+    """Per row: coef of ``argmax F(R) + sign eps Delta(R*, R)`` (:func:`_programme_row`)."""
     for q in range(scores.shape[0]):
-        s = scores[q]
-        pos_index, neg_index = _classes(s, is_pos[q])
-        p, m = pos_index.size, neg_index.size
-        if p == 0 or m == 0:
-            continue
-        ref = s[0]
-        prefix = np.zeros(m + 1)  # sum of the top a negatives' scores (less ref)
-        for j in range(m):
-            prefix[j + 1] = prefix[j] + (s[neg_index[j]] - ref)
-        ideal = 0.0
-        for k in range(p):
-            ideal += table[k]
-        c2 = 2.0 / (p * m)
-        arg = np.empty((p, m + 1), dtype=np.int32)
-        best = np.zeros(m + 1)
-        for k in range(p):
-            sp = s[pos_index[k]] - ref
-            top = -np.inf
-            at = 0
-            for a in range(m + 1):
-                if ndcg:
-                    gain = -table[k + a] / ideal
-                else:
-                    gain = a / (p * (k + 1.0 + a))
-                value = -c2 * (a * sp - prefix[a]) + sign * eps * gain + best[a]
-                if value > top:
-                    top = value
-                    at = a
-                best[a] = top
-                arg[k, a] = at
-        above = np.empty(p, dtype=np.int64)
-        a = m
-        for k in range(p - 1, -1, -1):
-            a = arg[k, a]
-            above[k] = a
-        _pattern(above, pos_index, neg_index, coef[q])
+        _programme_row(ndcg, sign, eps, scores[q], is_pos[q], table, coef[q])
+
+
+@jit
+def _write_difference(sign, eps, coef_w, coef_d, grad):
+    """``grad = (coef_d - coef_w) / eps`` (``sign`` +1) or ``(coef_w - coef_d) / eps``, in
+    float64, stored in ``grad``'s dtype."""
+    if sign > 0.0:
+        for k in range(grad.size):
+            grad[k] = (coef_d[k] - coef_w[k]) / eps
+    else:
+        for k in range(grad.size):
+            grad[k] = (coef_w[k] - coef_d[k]) / eps
+
+
+@jit
+def _gradient_from(ndcg, eps, scores, is_pos, table, coef_d, grad, delta, valid):
+    """Per row: the positive update's gradient from ``coef_d`` (coef(R+), float64), with
+    coef(R_w) made in a work row."""
+    coef_w = np.empty(scores.shape[1])
+    for q in range(scores.shape[0]):
+        valid[q], delta[q] = _predicted_row(ndcg, scores[q], is_pos[q], table, coef_w)
+        if valid[q]:
+            _write_difference(1.0, eps, coef_w, coef_d[q], grad[q])
+        else:
+            grad[q, :] = 0.0
+
+
+@jit
+def _gradient_by_programme(ndcg, sign, eps, scores, is_pos, table, grad, delta, valid):
+    """Per row: the update's gradient, coef(R_w) and coef(R_direct) (the programme) made in
+    work rows."""
+    coef_w = np.empty(scores.shape[1])
+    coef_d = np.empty(scores.shape[1])
+    for q in range(scores.shape[0]):
+        valid[q], delta[q] = _predicted_row(ndcg, scores[q], is_pos[q], table, coef_w)
+        if valid[q]:
+            _programme_row(ndcg, sign, eps, scores[q], is_pos[q], table, coef_d)
+            _write_difference(sign, eps, coef_w, coef_d, grad[q])
+        else:
+            grad[q, :] = 0.0
 
 
 def _check_direct(scores, labels, loss, eps, update, method, reduction, mask):

@@ -16,8 +16,8 @@ so the earlier graph keeps the values it was made with. (A graph backpropagated 
 
 import torch
 
-from qs.torch import rank_hinge_loss
-from qs.torch.retrieval import _check_options, check_embeddings, off_diagonal
+from qs.torch import hinge_solve, rank_hinge_loss
+from qs.torch.retrieval import _check_options, check_embeddings, off_diagonal, ranked_against
 
 __all__ = ["CrossBatchMemory"]
 
@@ -41,6 +41,7 @@ class CrossBatchMemory(torch.nn.Module):
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive integer; got {size!r}.")
         _check_options(loss, similarity, reduction)
+        hinge_solve(loss, method)  # an unknown method, or one that does not support the loss
         self.size, self.loss, self.similarity = size, loss, similarity
         self.method, self.reduction = method, reduction
         self.register_buffer("memory", torch.empty(0, 0))
@@ -61,15 +62,17 @@ class CrossBatchMemory(torch.nn.Module):
             embeddings = torch.nn.functional.normalize(embeddings, dim=1)
         scores = off_diagonal(embeddings @ embeddings.T)  # the batch, each query left out
         positive = off_diagonal(labels[:, None] == labels[None, :])
-        if self.filled:
-            bank = embeddings @ self.memory[: self.filled].to(embeddings.dtype).T
-            if bank.requires_grad:
-                self._held = True
-                bank.register_hook(self._release)
-            scores = torch.cat([scores, bank], dim=1)
-            positive = torch.cat([positive, labels[:, None] == self.memory_labels[None, :]
-                                  [:, : self.filled]], dim=1)
-        value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
+        if not self.filled:
+            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
+        else:
+            held = torch.is_grad_enabled() and embeddings.requires_grad
+            self._held = self._held or held
+            value = ranked_against(embeddings, labels,
+                                   self.memory[: self.filled].to(embeddings.dtype),
+                                   self.memory_labels[: self.filled],
+                                   hinge_solve(self.loss, self.method), self.reduction,
+                                   lead=scores, lead_positive=positive,
+                                   on_backward=self._release if held else None)
         self._pending = (embeddings.detach(), labels)
         return value
 
@@ -88,8 +91,8 @@ class CrossBatchMemory(torch.nn.Module):
         order = torch.arange(self.next, self.next + self.size) % self.size
         return self.memory[order], self.memory_labels[order]
 
-    def _release(self, grad):
-        """Backward reached this call's product with the memory: it may be written over."""
+    def _release(self):
+        """Backward read the memory this call was ranked against: it may be written over."""
         self._held = False
 
     def _flush(self):

@@ -8,13 +8,22 @@ is the exact structured hinge (AP or NDCG) averaged over the queries, and its gr
 through the similarities to the embeddings. With ``ref_emb`` and ``ref_labels`` (as
 pytorch-metric-learning's ``ref_emb``) the queries are ranked against that other set
 instead, nothing masked.
+
+Against references (and in :mod:`qs.torch.memory`, against a memory bank) the similarities
+and the loss are one autograd function (:func:`ranked_against`): the product of the queries
+with the references is written into the score matrix the inference reads, and the backward
+is the product of the gradient with the references (and of its transpose with the queries),
+scaled per query on the (Q, d) results: no graph over the (Q, n) product, no copy of it into
+a concatenation, and no (Q, n) product of the gradient with the loss's weights.
 """
 
+import numpy as np
 import torch
 
-from qs.torch import REDUCTIONS, rank_hinge_loss
+from qs.torch import REDUCTIONS, hinge_solve, rank_hinge_loss, reduce_rows
 
-__all__ = ["RetrievalLoss", "SIMILARITIES", "off_diagonal", "retrieval_loss", "similarities"]
+__all__ = ["RetrievalLoss", "SIMILARITIES", "off_diagonal", "ranked_against",
+           "retrieval_loss", "similarities"]
 
 SIMILARITIES = ("cosine", "dot")
 
@@ -45,11 +54,41 @@ def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="a
     embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb,
                                                             ref_labels)
     _check_options(loss, similarity, reduction)
-    scores = similarities(embeddings, refs, similarity)
-    positive = labels[:, None] == ref_labels[None, :]
     if ref_emb is None:  # each query against the others
-        scores, positive = off_diagonal(scores), off_diagonal(positive)
-    return rank_hinge_loss(scores, positive, loss, method, reduction)
+        scores = similarities(embeddings, refs, similarity)
+        positive = labels[:, None] == ref_labels[None, :]
+        return rank_hinge_loss(off_diagonal(scores), off_diagonal(positive), loss, method,
+                               reduction)
+    if similarity == "cosine":
+        embeddings = torch.nn.functional.normalize(embeddings, dim=1)
+        refs = torch.nn.functional.normalize(refs, dim=1)
+    return ranked_against(embeddings, labels, refs, ref_labels, hinge_solve(loss, method),
+                          reduction)
+
+
+def ranked_against(queries, labels, refs, ref_labels, solve, reduction, *, lead=None,
+                   lead_positive=None, on_backward=None):
+    """The loss of each query (B, d) ranked against the references (n, d) by similarity
+    ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
+    part), reduced as :func:`qs.torch.rank_hinge_loss` says.
+
+    ``solve``: :func:`qs.torch.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
+    reference is a positive of the queries of its class; ``lead_positive`` (B, k) bool goes
+    with ``lead``. ``on_backward``: called once the backward has read the references (a
+    memory bank may then be written over).
+    """
+    if lead is not None:
+        lead = (lead, lead_positive)
+    positive = _positives(labels, ref_labels)
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad
+                                       for x in (lead and lead[0], queries, refs)):
+        values, valid = _AgainstRefs.apply(queries, refs, positive, solve, lead, on_backward,
+                                           *(lead or ()))
+    else:
+        product = queries.detach() @ refs.detach().T
+        values, _, valid = solve(product, positive,
+                                 lead=lead and (lead[0].detach().to(product.dtype), lead[1]))
+    return reduce_rows(values.to(queries.dtype), valid, reduction)
 
 
 def off_diagonal(x):
@@ -59,6 +98,51 @@ def off_diagonal(x):
     if b < 2:
         return x[:, :0]
     return x.flatten()[1:].view(b - 1, b + 1)[:, :-1].reshape(b, b - 1)
+
+
+class _AgainstRefs(torch.autograd.Function):
+    """The loss per query of the rows ``[lead | queries @ refs.T]`` by ``solve`` (the lead
+    read from its own tensor, :func:`qs.inference.batch.lai_batch`), and the gradients of
+    the lead, the queries and the references: the gradient matrix's parts, the products of
+    its reference part with the references and, transposed, with the queries, scaled per
+    query after the product."""
+
+    @staticmethod
+    def forward(ctx, queries, refs, positive, solve, lead, on_backward, *lead_tensors):
+        product = queries.detach() @ refs.detach().T
+        if lead is not None:
+            lead = (lead[0].detach().to(product.dtype), lead[1])
+        value, grad, valid = solve(product, positive, lead=lead)
+        ctx.save_for_backward(grad, queries, refs)
+        ctx.lead, ctx.on_backward = grad.shape[1] - product.shape[1], on_backward
+        ctx.mark_non_differentiable(valid)
+        return value.to(product.dtype), valid
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out, _):
+        grad, queries, refs = ctx.saved_tensors
+        weight = grad_out[:, None].to(grad.dtype)
+        part = grad[:, ctx.lead :]
+        g_queries = g_refs = g_lead = None
+        if ctx.needs_input_grad[0]:
+            g_queries = ((part @ refs.to(grad.dtype)) * weight).to(queries.dtype)
+        if ctx.needs_input_grad[1]:
+            g_refs = (part.T @ (queries.to(grad.dtype) * weight)).to(refs.dtype)
+        if ctx.lead and ctx.needs_input_grad[6]:
+            g_lead = grad[:, : ctx.lead] * weight
+        if ctx.on_backward is not None:
+            ctx.on_backward()
+        grads = (g_queries, g_refs, None, None, None, None, g_lead, None)
+        return grads[: len(ctx.needs_input_grad)]
+
+
+def _positives(labels, ref_labels):
+    """The (B, n) bool matrix ``labels[:, None] == ref_labels[None, :]`` (on the CPU by
+    numpy, which took a quarter of torch's time at 64 x 10^5)."""
+    if labels.is_cuda:
+        return labels[:, None] == ref_labels[None, :]
+    return torch.from_numpy(np.equal(labels.numpy()[:, None], ref_labels.numpy()[None, :]))
 
 
 class RetrievalLoss(torch.nn.Module):
