@@ -135,9 +135,9 @@ class _GlobalRankLoss(torch.autograd.Function):
                                  for r, n in enumerate(sizes)], dim=1).to(x.device)
         mine_pos = torch.cat([_read(every[r], width * mine * n, torch.bool, (mine, n))
                               for r, n in enumerate(sizes)], dim=1).to(x.device)
-        values, coef = _solve(mine_scores, mine_pos, loss=loss, method=method)
+        values, coef, counts = _solve(mine_scores, mine_pos, loss=loss, method=method)
         # to process s: each query's value, whether it counts, its gradient on s's columns
-        head = [values.to(coef.dtype), ranked_queries(mine_pos).to(coef.dtype)]
+        head = [values.to(coef.dtype), counts.to(coef.dtype)]
         starts = [sum(sizes[:s]) for s in range(world)]
         send = torch.cat([t for s in range(world) for t in
                           head + [coef[:, starts[s] : starts[s] + sizes[s]].reshape(-1)]])
