@@ -65,6 +65,8 @@ class ClassState:
     n_outer, repeats : outer steps confirmed; inner solves repeated after a pass.
     converged, done : whether the objective settled; whether the class trains no more.
     passes : the passes over every box when it finished (of the whole lockstep training).
+    seconds : wall time spent on the class: its inner solves and checks, and an equal share
+        of every pass it took part in.
     """
 
     w: np.ndarray | None
@@ -78,6 +80,7 @@ class ClassState:
     converged: bool = False
     done: bool = False
     passes: int = 0
+    seconds: float = 0.0
 
     @property
     def lai_calls(self):
@@ -87,11 +90,13 @@ class ClassState:
 @dataclass
 class LockstepState:
     """Every class's :class:`ClassState` and the passes over every box so far; ``resumed``:
-    how many times the training was resumed from a stored state."""
+    how many times the training was resumed from a stored state; ``pass_seconds``: the wall
+    time of each pass."""
 
     classes: list
     passes: int = 0
     resumed: int = 0
+    pass_seconds: list = field(default_factory=list)
 
     @property
     def done(self):
@@ -105,7 +110,8 @@ class LockstepState:
     def to_arrays(self):
         """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold
         them): the ragged parts flattened, the scalars in a JSON string."""
-        arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": []}
+        arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": [],
+                            "pass_seconds": [float(t) for t in self.pass_seconds]}
         for j, c in enumerate(self.classes):
             if c.w is not None:
                 arrays[f"w_{j}"] = c.w
@@ -115,7 +121,7 @@ class LockstepState:
                 "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
                 "n_iter": [int(v) for v in c.n_iter], "n_outer": c.n_outer,
                 "repeats": c.repeats, "converged": c.converged, "done": c.done,
-                "passes": c.passes})
+                "passes": c.passes, "seconds": c.seconds})
         arrays["meta"] = np.array(json.dumps(meta))
         return arrays
 
@@ -129,7 +135,8 @@ class LockstepState:
                 pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
                 working=np.asarray(arrays[f"working_{j}"], np.int64), **c)
                 for j, c in enumerate(meta["classes"])]
-            return cls(classes, int(meta["passes"]), int(meta["resumed"]))
+            return cls(classes, int(meta["passes"]), int(meta["resumed"]),
+                       [float(t) for t in meta["pass_seconds"]])
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a lockstep training state: {err}") from None
 
@@ -284,6 +291,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
             tried, checked = {}, {}
             for j in active:
                 c, bags = state.classes[j], resident[j]
+                start = time.perf_counter()
                 bags.queries = []
                 prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
                               C=float(C[j]), **options)
@@ -291,22 +299,34 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 _record(c, prob, result.n_iter)
                 tried[j] = result.w
                 checked[j] = bags.queries if first else bags.queries[-1:]
+                c.seconds += time.perf_counter() - start
             queries = [q for j in active for q in checked[j]]
+            start = time.perf_counter()
             top = class_top_boxes(
                 features, counts, np.stack([tried[j] for j in active], 1), working_set,
                 gather=np.zeros((is_pos.shape[0], int(first)), np.int64),
                 check=(np.stack([w for w, _ in queries], 1),
                        np.stack([at for _, at in queries], 1)), scheduler=get)
             state.passes += 1
+            _share(state, active, time.perf_counter() - start)
             at = 0
             for col, j in enumerate(active):
                 span = slice(at, at + len(checked[j]))
                 at = span.stop
+                start = time.perf_counter()
                 _finish_step(state, j, col, span, tried[j], top, resident, pos_X,
                              is_pos[:, j], float(C[j]), options, (tol, min_outer, max_outer))
+                state.classes[j].seconds += time.perf_counter() - start
             if callback is not None:
                 callback(state)
     return state
+
+
+def _share(state, classes, seconds):
+    """A pass's wall time, recorded and shared equally among the ``classes`` it served."""
+    state.pass_seconds.append(seconds)
+    for j in classes:
+        state.classes[j].seconds += seconds / len(classes)
 
 
 #: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
@@ -396,7 +416,9 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
         for j in range(n_classes):
             given = init if isinstance(init, str) else init[j]
             gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
+    start = time.perf_counter()
     top = class_top_boxes(features, counts, W0, k, gather=gather, scheduler=get)
+    seconds = time.perf_counter() - start
     classes, resident, pos_X = [], [], []
     for j in range(n_classes):
         pos = is_pos[:, j]
@@ -409,8 +431,8 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
             here = here.grown(gather[:, -1:], top.gathered[:, -1:])
         resident.append(here)
         pos_X.append(rows.astype(np.float64))
-        classes.append(ClassState(None, boxes, here.index))
-    return LockstepState(classes, passes=1), resident, pos_X
+        classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
+    return LockstepState(classes, passes=1, pass_seconds=[seconds]), resident, pos_X
 
 
 def _resume(features, counts, is_pos, state, get):
@@ -428,9 +450,11 @@ def _resume(features, counts, is_pos, state, get):
         parts += [c.working, pos]
     gather = np.concatenate(parts, axis=1)
     d = features.shape[-1]
+    start = time.perf_counter()
     top = class_top_boxes(features, counts, np.zeros((d, 1)), 1, gather=gather, scheduler=get)
     state.passes += 1
     state.resumed += 1
+    _share(state, range(n_classes), time.perf_counter() - start)
     resident, pos_X, at = [], [], 0
     for j, c in enumerate(state.classes):
         k = c.working.shape[1]
