@@ -161,9 +161,10 @@ class Config(S.Section):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.scheduler is not None and self.store is None:
+        if self.scheduler is not None and self.store is None and not self.synthetic.generated:
             raise ValueError("scheduler applies to data read from stores (store: {trainval: "
-                             "PATH, test: PATH}); the data in memory are scored in memory")
+                             "PATH, test: PATH}) or generated (synthetic: {generated: true}); "
+                             "the data in memory are scored in memory")
         if self.store is not None and self.data != "synthetic":
             raise ValueError("give either data (synthetic or R-CNN cache directories) or "
                              "store, not both")

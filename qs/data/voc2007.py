@@ -123,7 +123,7 @@ class SyntheticVOC2007:
         features converted); return its candidate boxes and objects."""
         rng, cand, (obj, classes, difficult) = self._layout(split, i)
         overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
-        noise = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)
+        noise = rng.integers(0, 256, (self.boxes_per_image, self.n_features), dtype=np.uint8)
         half = out.dtype == np.float16
         table = self._noise_levels.astype(out.dtype)  # the levels in the output type
         _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
