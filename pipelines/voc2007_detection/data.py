@@ -46,7 +46,8 @@ def _generated(cfg):
     syn = cfg["synthetic"]
     gen = SyntheticVOC2007(cfg["seed"], **{k: syn[k] for k in GENERATOR_KEYS})
     splits = {split: BagSet.generated(gen, split, dtype=syn["dtype"],
-                                      chunk_images=syn["chunk_images"]) for split in SPLITS}
+                                      chunk_images=syn["chunk_images"],
+                                      scheduler=cfg["scheduler"]) for split in SPLITS}
     identity = repr((gen, syn["dtype"]))
     digests = {split: hashlib.sha256(f"{identity} {split}".encode()).hexdigest()
                for split in SPLITS}

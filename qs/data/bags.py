@@ -57,25 +57,25 @@ class BagSet:
         if size <= max_bytes:
             return cls.in_memory(store.to_detection_data(max_bytes), labels=labels,
                                  where=f"{about}: loaded in memory")
-        on = "Dask's threaded scheduler" if scheduler in (None, "threads") else \
-            f"the Dask scheduler {scheduler}"
-        where = f"{about}: read out of core, blocks of {store.chunk_images} images on {on}"
+        where = (f"{about}: read out of core, blocks of {store.chunk_images} images on "
+                 f"{_scheduler_name(scheduler)}")
         return cls(store.source, np.array(store.image_ids[:].tolist(), dtype=str), labels,
                    _store_objects(store), where, features=store.dask_features(),
                    counts=counts, boxes=np.asarray(store.boxes[:]))
 
     @classmethod
-    def generated(cls, generator, split, *, dtype="float32", chunk_images=4):
+    def generated(cls, generator, split, *, dtype="float32", chunk_images=4, scheduler=None):
         """A split of the synthetic `~qs.data.voc2007.SyntheticVOC2007` whose box features
         are generated block by block from its seed on every pass (never held, never stored:
-        the paper's size needs no 82 GB store); the boxes, labels and objects in memory."""
+        the paper's size needs no 82 GB store); the boxes, labels and objects in memory
+        (`scheduler` only names where in ``where``)."""
         n = generator.n_images(split)
         layouts = [generator.layout(split, i) for i in range(n)]
         objects = tuple(obj for _, obj in layouts)
         labels = np.array([[int((c == k).any()) for k in range(len(CLASSES))]
                            for _, c, _ in objects], dtype=np.int8)
         where = (f"generated block by block from its seed on every pass ({dtype}, blocks of "
-                 f"{chunk_images} images)")
+                 f"{chunk_images} images) on {_scheduler_name(scheduler)}")
         return cls(generator.source(split), generator.image_ids(split), labels, objects, where,
                    features=generator.features(split, dtype=dtype, chunk_images=chunk_images),
                    counts=np.full(n, generator.boxes_per_image, dtype=np.int64),
@@ -192,6 +192,11 @@ class BagSet:
             out.append((self.image_ids[found.image[mine]], picked[mine].astype(np.float64),
                         found.score[mine] + intercept))
         return out
+
+
+def _scheduler_name(scheduler):
+    return "Dask's threaded scheduler" if scheduler in (None, "threads") else \
+        f"the Dask scheduler {scheduler}"
 
 
 def _store_objects(store):
