@@ -79,7 +79,7 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
 
 def test_step_verified_steps_solve_the_full_inner_problem():
     """With one outer step from the same boxes, the weights of a working set of 1 box solve
-    the inner problem over every box to the solver's tolerance (the primal within C tol of
+    the inner problem over every box to twice the solver's tolerance (the primal within 2 C tol of
     the in-memory solution's), and its working set ends holding each negative's best box."""
     X, offsets, labels = class_bags(7, n=60)
     _, counts = padded(X, offsets)
@@ -94,7 +94,7 @@ def test_step_verified_steps_solve_the_full_inner_problem():
         prob = LatentProblem(X, offsets, labels[:, j], init, C=C, loss="ap", method="qs",
                              tol=tol, max_iter=100, callback=None)
         primal = [prob.primal(w, prob.most_violated(w)[2]) for w in (c.w, ref.w)]
-        assert abs(primal[0] - primal[1]) <= C * tol + 1e-9, primal
+        assert abs(primal[0] - primal[1]) <= 2 * C * tol + 1e-9, primal
 
 
 def _initial(sizes):

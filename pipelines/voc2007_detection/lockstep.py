@@ -64,7 +64,7 @@ def _train_and_test(run, loss):
         def saved(state):
             write_npz(path, {**state.to_arrays(),
                              "settings": np.array(json.dumps(run.store.settings))})
-            bar.total = state.passes + _passes_left(state, cfg["min_outer"][loss])
+            bar.total = state.passes + round(_passes_left(state, cfg["min_outer"][loss]))
             bar.update(state.passes - bar.n)
             bar.set_postfix_str(f"{sum(not c.done for c in state.classes)} classes left")
 
@@ -140,14 +140,11 @@ def _stored_state(path, settings):
 
 
 def _passes_left(state, min_outer):
-    """An estimate of the passes still to come: the most outer steps an unfinished class
-    still needs (at least one), times one plus the repeats per outer step so far."""
-    left = [max(1, min_outer - c.n_outer) for c in state.classes if not c.done]
-    if not left:
-        return 0
-    outer = sum(c.n_outer for c in state.classes)
-    repeats = sum(c.repeats for c in state.classes)
-    return round(max(left) * (1 + repeats / max(1, outer)))
+    """An estimate of the passes still to come: over the unfinished classes, the most of the
+    outer steps a class still needs (at least one) times the rounds its steps took so far
+    (one, plus its repeats per outer step)."""
+    return max((max(1, min_outer - c.n_outer) * (1 + c.repeats / max(1, c.n_outer))
+                for c in state.classes if not c.done), default=0)
 
 
 def _write_summary(run, loss, state, train_s, test_s, k):

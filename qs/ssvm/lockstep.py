@@ -251,7 +251,10 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         pass scores all of them): the model is the in-memory one, step by step; "step":
         under the step's final weights only (the same optimum of each step to the solver's
         tolerance, the path of the cutting plane and so the CCCP's may differ; a pass then
-        scores one weight vector per class).
+        scores one weight vector per class), and a step whose hinge term with every
+        negative at its best box exceeds the working set's by at most ``tol`` is confirmed
+        too (its weights then solve the full inner problem to within twice the solver's
+        tolerance, ``C tol`` each).
     scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
     state : a :class:`LockstepState` to resume from (the one a callback received).
     callback : called with the :class:`LockstepState` after every pass.
@@ -315,7 +318,8 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 at = span.stop
                 start = time.perf_counter()
                 _finish_step(state, j, col, span, tried[j], top, resident, pos_X,
-                             is_pos[:, j], float(C[j]), options, (tol, min_outer, max_outer))
+                             is_pos[:, j], float(C[j]), options,
+                             (tol, min_outer, max_outer, first))
                 state.classes[j].seconds += time.perf_counter() - start
             if callback is not None:
                 callback(state)
@@ -345,14 +349,15 @@ def _finish_step(state, j, col, span, w, top, resident, pos_X, is_pos, C, option
     """Confirm class ``j``'s step at ``w`` by the pass ``top`` (its top-k column ``col``, its
     checked columns ``span``) and end it, or grow its working set for a repeat."""
     c, bags = state.classes[j], resident[j]
-    tol, min_outer, max_outer = stops
+    tol, min_outer, max_outer, exact = stops
     best = top.best[:, span]
     chosen = np.stack([at for _, at in bags.queries[-best.shape[1]:]], axis=1)
     lacking = (best != chosen) & (chosen >= 0) & ~bags.holds(best)
     here = _Resident(top.index[:, col], top.rows[:, col])
     if top.gathered.shape[1]:  # the first box of every image (verify="path")
         here = here.grown(np.zeros((best.shape[0], 1), np.int64), top.gathered)
-    if lacking.any():
+    if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
+                                                    is_pos, options, tol)):
         index, rows = _lacking_rows(best, lacking, top.missing)
         resident[j] = bags.grown(here.index, here.rows).grown(index, rows)
         c.working = resident[j].index
@@ -371,6 +376,19 @@ def _finish_step(state, j, col, span, w, top, resident, pos_X, is_pos, C, option
     c.done = c.converged or c.n_outer >= max_outer
     if c.done:
         c.passes = state.passes
+
+
+def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
+    """Whether the hinge term at ``w`` with every negative at its best box (``full``, the
+    pass's best scores) exceeds the working set's by at most ``tol``: then ``w`` solves the
+    full inner problem to within ``C tol`` more than the working set's solution does."""
+    scores = bags.scores(w).max(axis=1)
+    scores[is_pos] = pos_X @ w
+    xi = []
+    for s in (scores, np.where(is_pos, scores, np.maximum(scores, full))):
+        res = lai(s, is_pos, loss=options["loss"], method=options["method"])
+        xi.append(res.objective - res.ground_truth_F)
+    return xi[1] - xi[0] <= tol
 
 
 def _lacking_rows(best, lacking, missing):
