@@ -16,10 +16,10 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
    hinge term is the same with and without the working set at those weights, and as it is
    never larger with the working set anywhere, the weights solve the full inner problem
    within the solver's tolerance. The step ends as in memory (positives re-imputed,
-   the latent objective from every image's best box) and the working set becomes the new
-   top ``k``. Otherwise the working set *grows* by the new top ``k`` (the missing best
-   boxes among them) and the class repeats the step; growing within a step ends, as every
-   repeat adds a box a negative lacked.
+   the latent objective from every image's best box) and the working set takes in the new
+   top ``k``. Otherwise the working set *grows* by the new top ``k`` and the missing best
+   boxes, and the class repeats the step; the repeats of a step end, as each adds a box a
+   negative lacked. A working set only grows: the boxes one step needed serve the next.
 
 So a training costs about as many passes as outer steps plus repeats, tens where the
 per-call design costs thousands. When the working set holds every box the model is the
@@ -369,8 +369,8 @@ def _finish_step(state, j, col, span, w, top, resident, pos_X, is_pos, C, option
     c.objective.append(float(check.latent_objective(w, X_best)))
     _record(c, check, None)
     c.w, c.n_outer = w, c.n_outer + 1
-    resident[j] = here
-    c.working = here.index
+    resident[j] = bags.grown(here.index, here.rows)
+    c.working = resident[j].index
     settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
     c.converged = c.n_outer >= min_outer and settled
     c.done = c.converged or c.n_outer >= max_outer
