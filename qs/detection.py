@@ -404,8 +404,8 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, schedule
     weights ``W`` (d, c); the features of the boxes ``gather`` (n_images, g) names (box
     indices, -1 for none); and with ``check = (V, chosen)``, weights ``V`` (d, t) and boxes
     ``chosen`` (n_images, t), each image's best box under every column of ``V`` and the
-    features of those that differ from ``chosen`` (where it holds -1, none). The pass of latent training with all
-    classes in lockstep (:func:`qs.ssvm.lockstep.latent_lockstep`). Bags, ``counts`` and
+    features of those that differ from ``chosen`` (where it holds -1, none). The pass of
+    latent training with all classes in lockstep (:func:`qs.ssvm.lockstep.latent_lockstep`). Bags, ``counts`` and
     ``scheduler`` as :func:`score_bags` takes them; the scores are its scores to the bit,
     so column 0 of ``index`` is its best box. Returns a :class:`ClassTopBoxes`."""
     flat = isinstance(features, np.ndarray) and features.ndim == 2
