@@ -15,6 +15,10 @@ paper's size).
     :meth:`qs.data.store.BoxStore.dask_features`) beside the generated pass of the store's
     shape and chunks. A store written from the same generator and seed holds the same
     features, so both passes must choose the same boxes; the report says whether they did.
+(a'') The pass of lockstep training (:func:`qs.detection.class_top_boxes`): the same boxes,
+    each image's 10 best boxes under each of the 20 classes' weights with their features, and
+    its best box under one more weight vector per class (the step's check), in a fresh
+    process: one round of :func:`qs.ssvm.lockstep.latent_lockstep` at this size.
 (b) Pooled negatives: one LAI call on ``positives`` positive boxes and 10^6 or 10^7 pooled
     negative boxes, the default AP method against the 0-1 LAI, medians over repeats (the
     first call of each, which loads or compiles the kernels, timed apart).
@@ -35,10 +39,12 @@ from pipelines._measure import median_time, peak_bytes
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
-from qs.detection import score_bags
+from qs.detection import class_top_boxes, score_bags
 from qs.inference import lai
 
 SPLIT = "trainval"
+#: boxes per image and class the lockstep pass keeps (configs/voc2007_large.yaml's working set)
+LOCKSTEP_K = 10
 #: a small default that runs in a few minutes on 2 cores; --images 5011 for the paper's size
 DEFAULTS = {"images": 500, "boxes": 2000, "features": 4096, "classes": 20, "chunk_images": 4,
             "dtype": "float16", "seed": 0, "scheduler": None, "repeats": 5,
@@ -83,11 +89,26 @@ def _measured_pass(cfg, store=None):
     return seconds, peak_bytes(), before, res.best
 
 
-def _fresh_process_pass(cfg, store=None):
-    """:func:`_measured_pass` in a fresh process, so that its peak memory is the pass's own."""
+def _fresh_process_pass(cfg, store=None, measure=None):
+    """``measure`` (:func:`_measured_pass` by default) in a fresh process, so that its peak
+    memory is the pass's own."""
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
-        return pool.submit(_measured_pass, cfg, store).result()
+        return pool.submit(measure or _measured_pass, cfg, store).result()
+
+
+def _measured_lockstep_pass(cfg, store=None):
+    """One lockstep pass over the generated features in this process: (seconds, peak
+    resident bytes, bytes before, best boxes of the check columns)."""
+    features, n = generated_features(cfg), cfg["images"]
+    W = _weights(features.shape[2], cfg["classes"], cfg["seed"])
+    check = (_weights(features.shape[2], cfg["classes"], cfg["seed"] + 1),
+             np.zeros((n, cfg["classes"]), np.int64))
+    before = peak_bytes()
+    start = time.perf_counter()
+    res = class_top_boxes(features, np.full(n, cfg["boxes"]), W, LOCKSTEP_K, check=check,
+                          scheduler=cfg["scheduler"])
+    return time.perf_counter() - start, peak_bytes(), before, res.best
 
 
 def scoring_pass(cfg):
@@ -102,12 +123,15 @@ def scoring_pass(cfg):
     counts = np.full(block.shape[0], cfg["boxes"])
     products = median_time(lambda: np.matmul(block.astype(np.float64), W), cfg["repeats"])
     score = median_time(lambda: score_bags(block, counts, W), cfg["repeats"])
+    lockstep_s, lockstep_peak, _, _ = _fresh_process_pass(cfg, measure=_measured_lockstep_pass)
     figures = {"images": cfg["images"], "boxes": cfg["boxes"], "features": cfg["features"],
                "classes": cfg["classes"], "dtype": cfg["dtype"], "blocks": n_blocks,
                "chunk_images": cfg["chunk_images"], "feature_gb": features.nbytes / 1e9,
                "pass_s": seconds, "products_scaled_s": products * n_blocks,
                "score_scaled_s": score * n_blocks, "generate_scaled_s": generate * n_blocks,
-               "peak_gb": peak / 1e9, "start_gb": before / 1e9}
+               "peak_gb": peak / 1e9, "start_gb": before / 1e9, "lockstep_pass_s": lockstep_s,
+               "lockstep_peak_gb": lockstep_peak / 1e9,
+               "boxes_per_s": cfg["images"] * cfg["boxes"] / lockstep_s}
     return figures, best
 
 
@@ -193,6 +217,9 @@ def report(results):
                  f"{'yes' if s['same_best'] else 'no'}")
     rows.append(("Dask pass, generated chunk by chunk", f"{a['pass_s']:.1f}",
                  f"{base / a['pass_s']:.2f}"))
+    rows.append((f"lockstep pass (top {LOCKSTEP_K} per class, one check per class), "
+                 f"peak {a['lockstep_peak_gb']:.2f} GB", f"{a['lockstep_pass_s']:.1f}",
+                 f"{base / a['lockstep_pass_s']:.2f}"))
     for label, seconds in (("matrix products on one block x blocks", a["products_scaled_s"]),
                            ("scoring one block x blocks", a["score_scaled_s"]),
                            ("generating + scoring one block x blocks",

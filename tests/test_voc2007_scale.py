@@ -43,13 +43,14 @@ def test_run_at_a_tiny_size_reports_every_figure():
     a = res["scoring_pass"]
     assert a["blocks"] == 3 and a["classes"] == 20 and "store_pass" not in res
     for key in ("pass_s", "products_scaled_s", "score_scaled_s", "generate_scaled_s",
-                "peak_gb"):
+                "peak_gb", "lockstep_pass_s", "lockstep_peak_gb", "boxes_per_s"):
         assert a[key] > 0
     assert a["peak_gb"] >= a["start_gb"]
     (n, ap, zero_one), = res["pooled_lai"]
     assert n == 500 and ap > 0 and zero_one > 0
     text = report(res)
     assert "peak memory" in text and "| 5e+02" in text and "store" not in text
+    assert "lockstep pass (top 10 per class, one check per class)" in text
     assert "not the paper's data" in res["provenance"]["data"]
     with pytest.raises(ValueError, match="unknown settings"):
         run(image=3)

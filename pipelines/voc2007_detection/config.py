@@ -6,6 +6,7 @@ from pydantic import model_validator
 from pipelines import _methods
 from pipelines import _schema as S
 from qs.data.voc2007 import CLASSES
+from qs.ssvm.lockstep import VERIFY
 
 EXPERIMENT = "voc2007_detection"
 
@@ -45,6 +46,8 @@ GRID_METHOD = {"01": "0-1", "ap": "ap_auto"}
 C_GRID = [10.0, 100.0, 1000.0]
 #: boxes per image of the training working set when the data are read out of core
 WORKING_SET = 10
+#: the synthetic section's keys that size the data (the others say how features are made)
+GENERATOR_KEYS = ("scale", "boxes_per_image", "n_features", "signal", "noise", "difficult_rate")
 
 
 def _c_values(value):
@@ -88,6 +91,13 @@ class Synthetic(S.Section):
     noise: S.number(low=0) = S.key(1.0, "feature noise")
     difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
         0.1, "fraction of objects marked difficult")
+    generated: S.flag() = S.key(
+        False, "generate the box features block by block from the seed on every pass (never "
+        "held: the paper's size without a store) instead of in memory")
+    dtype: S.choice(("float32", "float16")) = S.key(
+        "float32", "the generated features' type (generated: true)")
+    chunk_images: S.number(integer=True, low=1) = S.key(
+        4, "images per generated block (generated: true)")
 
 
 class Config(S.Section):
@@ -138,19 +148,34 @@ class Config(S.Section):
         None, "boxes per image held in memory between passes over every box in training "
         "(exact; 0: none, every LAI call scores every box); null: 10 for a store read out of "
         "core, 0 otherwise")
+    lockstep: S.flag() = S.key(
+        False, "train every class of a loss together: per round, each class's inner problem "
+        "on its working set, then one pass over all boxes for all classes (needs one C per "
+        "loss); resumable per round")
+    verify: S.choice(VERIFY) = S.key(
+        "path", "lockstep: what a pass checks, every weight vector of the inner solve "
+        "(path: the in-memory models) or its last (step: each step's optimum, fewer products)")
     blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
         1, "BLAS threads while training and scoring (null: the library's)")
     force: S.flag() = S.key(False, "retrain finished class x method runs")
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.scheduler is not None and self.store is None:
+        if self.scheduler is not None and self.store is None and not self.synthetic.generated:
             raise ValueError("scheduler applies to data read from stores (store: {trainval: "
-                             "PATH, test: PATH}); the data in memory are scored in memory")
+                             "PATH, test: PATH}) or generated (synthetic: {generated: true}); "
+                             "the data in memory are scored in memory")
         if self.store is not None and self.data != "synthetic":
             raise ValueError("give either data (synthetic or R-CNN cache directories) or "
                              "store, not both")
         cfg = self.model_dump()
+        if self.lockstep and any(len(cfg["C"][loss]) > 1 for loss in LOSSES):
+            raise ValueError("lockstep trains every class at once and needs one C per loss "
+                             "(a grid chooses C per class on a held-out part that differs by "
+                             "class); give C as a number or one per loss")
+        if self.synthetic.generated and (self.store is not None or self.data != "synthetic"):
+            raise ValueError("synthetic.generated applies to synthetic data only (data: "
+                             "synthetic, no store)")
         if not selected_methods(cfg):
             raise ValueError(
                 f"no method of {cfg['methods']} has "

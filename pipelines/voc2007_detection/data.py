@@ -1,16 +1,17 @@
 """The VOC2007 detection data: both splits as bag sets from the config's source, their
 digests, each class checked trainable, and the held-out part of trainval that chooses C."""
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
 
 from pipelines._runs import digest_arrays
-from pipelines.voc2007_detection.config import SPLITS
+from pipelines.voc2007_detection.config import GENERATOR_KEYS, SPLITS
 from qs.data import load_rcnn_cache
 from qs.data.bags import BagSet
 from qs.data.store import open_store
-from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
 
 
 def load_data(cfg):
@@ -19,8 +20,11 @@ def load_data(cfg):
     identity in the resume key."""
     if cfg["store"] is not None:
         return _load_stores(cfg)
+    if cfg["data"] == "synthetic" and cfg["synthetic"]["generated"]:
+        return _generated(cfg)
     if cfg["data"] == "synthetic":
-        made = make_voc2007_detection(cfg["seed"], **cfg["synthetic"])
+        made = make_voc2007_detection(cfg["seed"], **{k: cfg["synthetic"][k]
+                                                      for k in GENERATOR_KEYS})
         return {**{split: BagSet.in_memory(made[split]) for split in SPLITS},
                 "digests": {split: _digest(made[split]) for split in SPLITS}}
     splits, digests = {}, {}
@@ -34,6 +38,20 @@ def load_data(cfg):
         raise ValueError(f"trainval boxes have {d_train} features but test boxes {d_test}; "
                          "both splits must come from the same feature extraction")
     return {**{split: splits[split] for split in SPLITS}, "digests": digests}
+
+
+def _generated(cfg):
+    """Both synthetic splits with features generated block by block on every pass; a split's
+    identity is its generator's settings (the features follow from them)."""
+    syn = cfg["synthetic"]
+    gen = SyntheticVOC2007(cfg["seed"], **{k: syn[k] for k in GENERATOR_KEYS})
+    splits = {split: BagSet.generated(gen, split, dtype=syn["dtype"],
+                                      chunk_images=syn["chunk_images"],
+                                      scheduler=cfg["scheduler"]) for split in SPLITS}
+    identity = repr((gen, syn["dtype"]))
+    digests = {split: hashlib.sha256(f"{identity} {split}".encode()).hexdigest()
+               for split in SPLITS}
+    return {**splits, "digests": digests}
 
 
 def _load_stores(cfg):

@@ -9,6 +9,7 @@ import numpy as np
 
 from pipelines._io import write_npz
 from pipelines._runner import Experiment
+from pipelines.voc2007_detection import lockstep
 from pipelines.voc2007_detection.config import (
     EXPERIMENT,
     GRID_METHOD,
@@ -131,7 +132,9 @@ def settings(cfg, data):
             "validation_fraction": float(cfg["validation_fraction"]),
             "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
             "max_outer": cfg["max_outer"], "min_outer": cfg["min_outer"],
-            "nms_threshold": float(cfg["nms_threshold"])}
+            "nms_threshold": float(cfg["nms_threshold"]),
+            **({"lockstep": {"verify": cfg["verify"], "working_set": cfg["working_set"]}}
+               if cfg["lockstep"] else {})}
 
 
 def units(cfg, data):
@@ -145,9 +148,10 @@ def _warm_up(cfg, units):
 
 @contextmanager
 def session(run):
-    """BLAS threads limited, and the Dask scheduler that scores stores read out of core."""
+    """BLAS threads limited, and the Dask scheduler that scores boxes read out of core (from
+    stores, or generated)."""
     cfg, data = run.cfg, run.data
-    out_of_core = cfg["store"] is not None and any(data[s].data is None for s in SPLITS)
+    out_of_core = any(data[s].data is None for s in SPLITS)
     with _blas_threads(cfg["blas_threads"]), \
             dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler:
         run.cache["scheduler"] = scheduler
@@ -156,11 +160,15 @@ def session(run):
 
 def run_unit(run, unit):
     """Train method `name` on class `cls` (C chosen once per class and loss, kept in runs/),
-    evaluate its detections on test, keep its weights in runs/<class>__<method>.npz."""
+    evaluate its detections on test, keep its weights in runs/<class>__<method>.npz; with
+    ``lockstep``, the record of the loss's lockstep training of every class (see
+    :mod:`pipelines.voc2007_detection.lockstep`)."""
     cls, name = unit
     cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
     labels, scheduler = run.data["labels"][cls], run.cache["scheduler"]
     loss = METHODS[name][0]
+    if cfg["lockstep"]:
+        return lockstep.records(run, loss)[cls, name]
     chosen = run.cache.setdefault("chosen", {})  # (class, loss) -> C, once per run
     if (cls, loss) not in chosen:
         chosen[cls, loss] = _chosen_C(cfg, run.store, loss, train, labels, cls, scheduler)

@@ -57,12 +57,29 @@ class BagSet:
         if size <= max_bytes:
             return cls.in_memory(store.to_detection_data(max_bytes), labels=labels,
                                  where=f"{about}: loaded in memory")
-        on = "Dask's threaded scheduler" if scheduler in (None, "threads") else \
-            f"the Dask scheduler {scheduler}"
-        where = f"{about}: read out of core, blocks of {store.chunk_images} images on {on}"
+        where = (f"{about}: read out of core, blocks of {store.chunk_images} images on "
+                 f"{_scheduler_name(scheduler)}")
         return cls(store.source, np.array(store.image_ids[:].tolist(), dtype=str), labels,
                    _store_objects(store), where, features=store.dask_features(),
                    counts=counts, boxes=np.asarray(store.boxes[:]))
+
+    @classmethod
+    def generated(cls, generator, split, *, dtype="float32", chunk_images=4, scheduler=None):
+        """A split of the synthetic `~qs.data.voc2007.SyntheticVOC2007` whose box features
+        are generated block by block from its seed on every pass (never held, never stored:
+        the paper's size needs no 82 GB store); the boxes, labels and objects in memory
+        (`scheduler` only names where in ``where``)."""
+        n = generator.n_images(split)
+        layouts = [generator.layout(split, i) for i in range(n)]
+        objects = tuple(obj for _, obj in layouts)
+        labels = np.array([[int((c == k).any()) for k in range(len(CLASSES))]
+                           for _, c, _ in objects], dtype=np.int8)
+        where = (f"generated block by block from its seed on every pass ({dtype}, blocks of "
+                 f"{chunk_images} images) on {_scheduler_name(scheduler)}")
+        return cls(generator.source(split), generator.image_ids(split), labels, objects, where,
+                   features=generator.features(split, dtype=dtype, chunk_images=chunk_images),
+                   counts=np.full(n, generator.boxes_per_image, dtype=np.int64),
+                   boxes=np.stack([b for b, _ in layouts]))
 
     @property
     def n_images(self):
@@ -154,18 +171,32 @@ class BagSet:
         """Detections of a linear box scorer (``coef`` (d,), ``intercept``): per image, its
         boxes after non-maximum suppression at `threshold`, as (image ids, boxes x1 y1 x2 y2,
         scores) of every image's survivors."""
+        return self.class_detections(np.asarray(coef, dtype=np.float64)[:, None],
+                                     [intercept], threshold, scheduler)[0]
+
+    def class_detections(self, W, intercepts, threshold, scheduler=None):
+        """:meth:`detections` of every column of ``W`` (d, n) with its intercept, in one pass
+        over the boxes: a list of n (image ids, boxes, scores)."""
         features, bounds = (self.data.X, self.sizes) if self.data is not None else \
             (self.features, self.counts)
         boxes = self.data.boxes if self.data is not None else self.boxes
-        found = score_bags(features, bounds, np.asarray(coef, dtype=np.float64)[:, None],
-                           top=int(self.sizes.max()), boxes=boxes, nms_threshold=threshold,
-                           scheduler=scheduler).detections
+        found = score_bags(features, bounds, W, top=int(self.sizes.max()), boxes=boxes,
+                           nms_threshold=threshold, scheduler=scheduler).detections
         if self.data is not None:
             picked = self.data.boxes[self.data.offsets[found.image] + found.box]
         else:
             picked = self.boxes[found.image, found.box]
-        return (self.image_ids[found.image], picked.astype(np.float64),
-                found.score + intercept)
+        out = []
+        for column, intercept in enumerate(intercepts):
+            mine = found.cls == column
+            out.append((self.image_ids[found.image[mine]], picked[mine].astype(np.float64),
+                        found.score[mine] + intercept))
+        return out
+
+
+def _scheduler_name(scheduler):
+    return "Dask's threaded scheduler" if scheduler in (None, "threads") else \
+        f"the Dask scheduler {scheduler}"
 
 
 def _store_objects(store):

@@ -121,6 +121,23 @@ class SyntheticVOC2007:
     def _image_into(self, split, i, out):
         """Write image ``i``'s features into ``out`` (K, d) (float16, 32 or 64: the float32
         features converted); return its candidate boxes and objects."""
+        rng, cand, (obj, classes, difficult) = self._layout(split, i)
+        overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
+        noise = rng.integers(0, 256, (self.boxes_per_image, self.n_features), dtype=np.uint8)
+        half = out.dtype == np.float16
+        table = self._noise_levels.astype(out.dtype)  # the levels in the output type
+        _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
+                       overlap, self.directions[classes], out.view(np.uint16) if half else out,
+                       half)
+        return cand, (obj, classes, difficult)
+
+    def layout(self, split, i):
+        """Image ``i``'s candidate boxes and objects as :meth:`image` gives them, without its
+        features (cheap: a bag set's boxes and labels at the paper's size in seconds)."""
+        return self._layout(split, i)[1:]
+
+    def _layout(self, split, i):
+        """``(rng, candidate boxes, objects)`` of image ``i``; ``rng`` then draws its noise."""
         if not 0 <= i < self.n_images(split):
             raise ValueError(f"image index {i} is outside the {self.n_images(split)} images of "
                              f"{split}.")
@@ -134,14 +151,7 @@ class SyntheticVOC2007:
         on_objects = min(k // 4, 3 * m)
         cand = np.concatenate([_jitter(rng, obj[np.arange(on_objects) % m]),
                                _random_boxes(rng, k - on_objects)])[rng.permutation(k)]
-        overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
-        noise = rng.integers(0, 256, (k, self.n_features), dtype=np.uint8)
-        half = out.dtype == np.float16
-        table = self._noise_levels.astype(out.dtype)  # the levels in the output type
-        _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
-                       overlap, self.directions[classes], out.view(np.uint16) if half else out,
-                       half)
-        return cand, (obj, classes, difficult)
+        return rng, cand, (obj, classes, difficult)
 
     @cached_property
     def _noise_levels(self):

@@ -1,0 +1,163 @@
+"""Table 5 with every class of a loss trained at once (config ``lockstep: true``): the way to the
+paper's size, where a pass over the boxes takes minutes.
+
+Per loss, :func:`qs.ssvm.lockstep.latent_lockstep` trains all classes together, one pass
+over every box per round; the first selected method of the loss trains and the loss's other
+selected methods are timed on the same LAI calls (exact methods: the same model, so each
+method's record carries the same weights and its own LAI time). The test images are scored
+for every class in one pass (non-maximum suppression, detection AP). The training state is
+stored after every pass as ``runs/lockstep__<loss>.npz`` (with the settings it was made
+under), so an interrupted run resumes at its last round, and says so. ``lockstep.json``
+holds the passes, their wall times and the peak memory of the process.
+"""
+
+import hashlib
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from pipelines._io import write_json, write_npz
+from pipelines._runs import same
+from pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
+from qs.data.voc2007 import CLASSES
+from qs.metrics import voc_detection_ap
+from qs.ssvm.lockstep import LockstepState, latent_lockstep
+
+
+def records(run, loss):
+    """``{(class, method): record}`` of every selected class and method of `loss`, trained
+    in lockstep (or resumed) and evaluated on test; kept in ``run.cache`` for the run."""
+    done = run.cache.setdefault("lockstep", {})
+    if loss not in done:
+        done[loss] = _train_and_test(run, loss)
+    return done[loss]
+
+
+def _train_and_test(run, loss):
+    cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
+    scheduler = run.cache["scheduler"]
+    classes = cfg["classes"]
+    labels = np.stack([run.data["labels"][c] for c in classes], axis=1)
+    methods = [m for m in selected_methods(cfg) if METHODS[m][0] == loss]
+    inference = METHODS[methods[0]][1]
+    bias = loss == "01"  # the constant feature that carries the 0-1 SVM's bias
+    features, counts = (train.data.X, train.sizes) if train.data is not None else \
+        (train.features, train.counts)
+    if bias:
+        features = _with_ones(features)
+    init = "random"
+    if cfg["init"] == "image_means":
+        init = _mean_difference_weights(train, labels, scheduler, bias)
+    k = cfg["working_set"] or WORKING_SET
+    path = run.store.root / f"lockstep__{loss}.npz"
+    state = None if cfg["force"] else _stored_state(path, run.store.settings)
+    if state is not None and run.progress:
+        print(f"lockstep {loss}: resuming from the stored state after pass {state.passes} "
+              f"({sum(c.n_outer for c in state.classes)} outer steps)", file=sys.stderr)
+    C = cfg["C"][loss][0]
+    with tqdm(desc=f"lockstep {loss}", unit="pass", disable=not run.progress,
+              leave=False) as bar:
+        def saved(state):
+            write_npz(path, {**state.to_arrays(),
+                             "settings": np.array(json.dumps(run.store.settings))})
+            bar.total = state.passes + round(_passes_left(state, cfg["min_outer"][loss]))
+            bar.update(state.passes - bar.n)
+            bar.set_postfix_str(f"{sum(not c.done for c in state.classes)} classes left")
+
+        start = time.perf_counter()
+        state = latent_lockstep(
+            features, counts, labels, C=C, loss=loss, method=inference,
+            timed=[METHODS[m][1] for m in methods[1:]], tol=cfg["tol"],
+            max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
+            min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
+            working_set=k, verify=cfg["verify"], scheduler=scheduler, state=state,
+            callback=saved)
+        train_s = time.perf_counter() - start
+    W = state.W
+    coef, intercepts = (W[:-1], W[-1]) if bias else (W, np.zeros(W.shape[1]))
+    start = time.perf_counter()
+    found = test.class_detections(coef, intercepts, cfg["nms_threshold"], scheduler)
+    test_s = time.perf_counter() - start
+    out = {}
+    for j, cls in enumerate(classes):
+        c = state.classes[j]
+        ap = voc_detection_ap(*found[j], test.ground_truth(CLASSES.index(cls)))
+        w = np.append(coef[:, j], intercepts[j])
+        write_npz(run.store.path(f"{cls}__{loss}-lockstep").with_suffix(".npz"),
+                  {"coef": coef[:, j], "intercept": intercepts[j]})
+        for name in methods:
+            times = np.array(c.lai_times[METHODS[name][1]])
+            out[cls, name] = {
+                "method": name, "loss": loss, "inference": METHODS[name][1], "C": C,
+                "n_images": int(labels.shape[0]), "n_pos": int(labels[:, j].sum()),
+                "n_boxes": train.n_boxes, "lai_calls": int(times.size),
+                "lai_time_s": float(times.sum()), "n_outer": c.n_outer,
+                "n_iter": int(sum(c.n_iter)), "converged": c.converged,
+                "train_s": c.seconds, "passes": float(c.passes), "working_set": k,
+                "repeats": c.repeats, "trained_by": methods[0], "class": cls, "test_ap": ap,
+                "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()}
+    _write_summary(run, loss, state, train_s, test_s, k)
+    return out
+
+
+def _with_ones(features):
+    """The box features with a constant 1 appended to every box (flat in memory, or a padded
+    Dask array: appended block by block)."""
+    if isinstance(features, np.ndarray):
+        return np.hstack([features, np.ones((features.shape[0], 1), features.dtype)])
+    import dask.array as da
+
+    ones = da.ones(features.shape[:2] + (1,), dtype=features.dtype,
+                   chunks=(features.chunks[0], features.chunks[1], 1))
+    return da.concatenate([features, ones], axis=2)
+
+
+def _mean_difference_weights(train, labels, scheduler, bias):
+    """(d, n_classes): per class, the mean box feature of its positive images minus that of
+    its negative images (the weights whose best boxes start both losses; as
+    :meth:`qs.data.bags.BagSet.mean_difference_boxes`)."""
+    means = train.image_means(scheduler)
+    pos = labels == 1
+    W = np.stack([means[p].mean(axis=0) - means[~p].mean(axis=0) for p in pos.T], axis=1)
+    return np.vstack([W, np.zeros((1, W.shape[1]))]) if bias else W
+
+
+def _stored_state(path, settings):
+    """The lockstep state stored at `path` under these settings, or None."""
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = dict(stored)
+    try:
+        kept = json.loads(str(arrays.pop("settings")))
+    except (KeyError, ValueError):
+        return None
+    return LockstepState.from_arrays(arrays) if same(kept, settings) else None
+
+
+def _passes_left(state, min_outer):
+    """An estimate of the passes still to come: over the unfinished classes, the most of the
+    outer steps a class still needs (at least one) times the rounds its steps took so far
+    (one, plus its repeats per outer step)."""
+    return max((max(1, min_outer - c.n_outer) * (1 + c.repeats / max(1, c.n_outer))
+                for c in state.classes if not c.done), default=0)
+
+
+def _write_summary(run, loss, state, train_s, test_s, k):
+    """``lockstep.json``: per loss, the passes and their wall times, the training and test
+    wall times, the peak resident memory of the process so far."""
+    path = run.out / "lockstep.json"
+    summary = {}
+    if path.exists():
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    summary[loss] = {"passes": state.passes, "resumed": state.resumed,
+                     "pass_s": state.pass_seconds, "train_s": train_s, "test_s": test_s,
+                     "working_set": k, "verify": run.cfg["verify"],
+                     "outer_steps": sum(c.n_outer for c in state.classes),
+                     "repeats": sum(c.repeats for c in state.classes),
+                     "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
+    write_json(path, summary)

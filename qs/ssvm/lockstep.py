@@ -1,0 +1,482 @@
+"""Latent AP-SVM training of every class at once, out of core: one pass over all boxes per round.
+
+The latent structured SVM of :func:`qs.ssvm.latent.latent_cutting_plane` solves, at each
+outer (CCCP) step, an inner structured SVM whose negatives take their best box under the
+weights of every LAI call: in memory a product of all boxes with ``w`` per call, out of core
+a pass over the store per call. Here each class keeps a working set in memory instead: each
+image's ``k`` best boxes under the weights of the class's last pass. A round
+
+1. solves every unfinished class's inner problem with its negatives' boxes taken from the
+   working set only (the positives at their imputed boxes);
+2. makes ONE pass over every box for all those classes' new weights at once
+   (:func:`qs.detection.class_top_boxes`: one product of the box features with the (d,
+   classes) weight matrix per image);
+3. per class, *confirms* the step when every negative's best box under the new weights
+   scores no higher than the working set's best (to rounding): then the inner problem's
+   hinge term is the same with and without the working set at those weights, and as it is
+   never larger with the working set anywhere, the weights solve the full inner problem
+   within the solver's tolerance. The step ends as in memory (positives re-imputed,
+   the latent objective from every image's best box) and the working set takes in the new
+   top ``k``. Otherwise the working set *grows* by the new top ``k`` and the missing best
+   boxes, and the class repeats the step; the repeats of a step end, as each adds a box a
+   negative lacked. A working set only grows: the boxes one step needed serve the next.
+
+So a training costs about as many passes as outer steps plus repeats, tens where the
+per-call design costs thousands. When the working set holds every box the model is the
+in-memory one to the bit; with fewer it is the same optimum of each step to the solver's
+tolerance (the cutting plane's path differs). Every LAI call can also be timed with other
+exact methods on the same scores (``timed``: their answers are checked equal), so one
+training gives the LAI time of each method. The whole state after each round is a
+:class:`LockstepState`, which a caller can store (:meth:`LockstepState.to_arrays`) and pass
+back to resume the training at that round; resuming costs one pass to gather the working
+sets' boxes again.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qs.detection import class_top_boxes, dask_scheduler
+from qs.inference import lai
+from qs.ssvm.cutting_plane import solve
+from qs.ssvm.latent import DROP, LatentProblem, _Bags, _initial_boxes
+
+__all__ = ["ClassState", "LockstepState", "latent_lockstep"]
+
+#: relative margin for the rounding of scores when a working set's best box is compared with
+#: the pass's (the same boxes scored by another product)
+SLACK = 1e-9
+#: bytes of float64 a working set upcasts at a time when it scores its boxes
+SCORE_BYTES = 64 << 20
+
+
+@dataclass
+class ClassState:
+    """One class's training so far.
+
+    w : weights of its last confirmed outer step (None before the first).
+    pos_boxes : box index (within its bag) of each positive image, as imputed now.
+    working : int64 (n_images, K) the working set's boxes (-1: none), grown by repeats.
+    objective : latent objective after each confirmed outer step.
+    lai_times : {method: [seconds of each LAI call]} (the training's method and the timed).
+    n_iter : cutting-plane iterations of every inner solve (repeats included).
+    n_outer, repeats : outer steps confirmed; inner solves repeated after a pass.
+    converged, done : whether the objective settled; whether the class trains no more.
+    passes : the passes over every box when it finished (of the whole lockstep training).
+    seconds : wall time spent on the class: its inner solves and checks, and an equal share
+        of every pass it took part in.
+    """
+
+    w: np.ndarray | None
+    pos_boxes: np.ndarray
+    working: np.ndarray
+    objective: list = field(default_factory=list)
+    lai_times: dict = field(default_factory=dict)
+    n_iter: list = field(default_factory=list)
+    n_outer: int = 0
+    repeats: int = 0
+    converged: bool = False
+    done: bool = False
+    passes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def lai_calls(self):
+        return len(next(iter(self.lai_times.values()), []))
+
+
+@dataclass
+class LockstepState:
+    """Every class's :class:`ClassState` and the passes over every box so far; ``resumed``:
+    how many times the training was resumed from a stored state; ``pass_seconds``: the wall
+    time of each pass."""
+
+    classes: list
+    passes: int = 0
+    resumed: int = 0
+    pass_seconds: list = field(default_factory=list)
+
+    @property
+    def done(self):
+        return all(c.done for c in self.classes)
+
+    @property
+    def W(self):
+        """(d, n_classes): the weights (once every class has made a step)."""
+        return np.stack([c.w for c in self.classes], axis=1)
+
+    def to_arrays(self):
+        """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold
+        them): the ragged parts flattened, the scalars in a JSON string."""
+        arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": [],
+                            "pass_seconds": [float(t) for t in self.pass_seconds]}
+        for j, c in enumerate(self.classes):
+            if c.w is not None:
+                arrays[f"w_{j}"] = c.w
+            arrays[f"pos_boxes_{j}"], arrays[f"working_{j}"] = c.pos_boxes, c.working
+            meta["classes"].append({
+                "objective": [float(v) for v in c.objective],
+                "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
+                "n_iter": [int(v) for v in c.n_iter], "n_outer": c.n_outer,
+                "repeats": c.repeats, "converged": c.converged, "done": c.done,
+                "passes": c.passes, "seconds": c.seconds})
+        arrays["meta"] = np.array(json.dumps(meta))
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """The state :meth:`to_arrays` gave (a ValueError when the arrays are not one)."""
+        try:
+            meta = json.loads(str(arrays["meta"]))
+            classes = [ClassState(
+                w=np.asarray(arrays[f"w_{j}"], np.float64) if f"w_{j}" in arrays else None,
+                pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
+                working=np.asarray(arrays[f"working_{j}"], np.int64), **c)
+                for j, c in enumerate(meta["classes"])]
+            return cls(classes, int(meta["passes"]), int(meta["resumed"]),
+                       [float(t) for t in meta["pass_seconds"]])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not a lockstep training state: {err}") from None
+
+
+class _Resident(_Bags):
+    """A class's working set in memory as the latent problem's bags: ``index`` (n, K) boxes
+    (-1: none) and their features ``rows`` (n, K, d). A negative's best box is the working
+    set's best, the first box (by index) among equal scores, as a pass chooses. ``queries``
+    records each call's weights and the boxes chosen (-1 for the positives)."""
+
+    def __init__(self, index, rows):
+        self.index, self.rows = index, rows
+        self.shape = (rows.shape[0], rows.shape[2])
+        self.queries = []
+
+    def scores(self, w):
+        """(n, K) the working set's scores under ``w`` (-inf where it holds no box)."""
+        n, k, d = self.rows.shape
+        out = np.empty((n, k))
+        step = max(1, SCORE_BYTES // max(1, k * d * 8))
+        for a in range(0, n, step):
+            out[a:a + step] = np.matmul(self.rows[a:a + step].astype(np.float64, copy=False), w)
+        return np.where(self.index >= 0, out, -np.inf)
+
+    def chosen(self, w, is_pos, pos_rows, pos_X):
+        scores = self.scores(w)
+        high = scores.max(axis=1)
+        every = np.arange(scores.shape[0])
+        at = np.where(scores == high[:, None], self.index, np.iinfo(np.int64).max).argmin(axis=1)
+        X = self.rows[every, at].astype(np.float64)
+        X[is_pos] = pos_X
+        self.queries.append((np.array(w, dtype=np.float64),
+                             np.where(is_pos, -1, self.index[every, at])))
+        return X
+
+    def holds(self, boxes):
+        """(n, t) whether each image's working set holds the boxes ``boxes`` (n, t)."""
+        return (boxes[:, :, None] == self.index[:, None, :]).any(axis=2)
+
+    def grown(self, index, rows):
+        """The working set with the boxes ``index`` (n, m) / ``rows`` (n, m, d) added (-1 and
+        those it holds already left out)."""
+        new = np.where(self.holds(index) | (index < 0), -1, index)
+        for col in range(1, new.shape[1]):  # a box named twice is added once
+            new[:, col] = np.where((new[:, :col] == new[:, col:col + 1]).any(axis=1), -1,
+                                   new[:, col])
+        keep = (new >= 0).any(axis=0)
+        return _Resident(np.concatenate([self.index, new[:, keep]], axis=1),
+                         np.concatenate([self.rows, rows[:, keep].astype(self.rows.dtype)],
+                                        axis=1))
+
+
+class _Timed(LatentProblem):
+    """The latent problem whose every LAI call is also timed with the exact methods ``timed``
+    on the same scores; their answer is checked to be the training method's."""
+
+    def __init__(self, *args, timed=(), **options):
+        super().__init__(*args, **options)
+        self.timed = {m: [] for m in timed}
+
+    def most_violated(self, w, rows=None):
+        a, b, xi = super().most_violated(w, rows)
+        self._time_others(xi)
+        return a, b, xi
+
+    def latent_objective(self, w, X_best):
+        value = super().latent_objective(w, X_best)
+        self._time_others((value - 0.5 * (w @ w)) / self.C)
+        return value
+
+    def _time_others(self, xi):
+        for method, times in self.timed.items():
+            if not times:  # loads or compiles the kernels
+                lai(self.last_scores, self.is_pos, loss=self.loss, method=method)
+            start = time.perf_counter()
+            res = lai(self.last_scores, self.is_pos, loss=self.loss, method=method)
+            times.append(time.perf_counter() - start)
+            other = res.objective - res.ground_truth_F
+            if not np.isclose(other, xi, rtol=1e-9, atol=1e-12):
+                raise RuntimeError(f"LAI methods {self.method!r} and {method!r} disagree on the "
+                                   f"same scores: slack {xi!r} against {other!r}.")
+
+
+def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="auto", timed=(),
+                    tol=1e-3, max_iter=20000, max_outer=400, min_outer=2, init="random",
+                    random_state=0, working_set=5, verify="path", scheduler=None,
+                    qp_solver="daqp", state=None, callback=None):
+    """Train the latent structured SVM of every class (a column of ``labels``) in lockstep,
+    one pass over all boxes per round (see the module's text).
+
+    Parameters
+    ----------
+    features, counts : the bags as :func:`qs.detection.score_bags` takes them: padded
+        (n_images, K_max, d), a NumPy, Dask or zarr array (a lazy array read or generated
+        block by block on each pass), or flat (n_boxes, d) in memory, with ``counts``
+        (n_images,) boxes per image.
+    labels : (n_images, n_classes), 1/True where the image holds the class, 0/False not.
+    C : one value for every class, or one per class.
+    loss, method, tol, max_iter, max_outer, min_outer, qp_solver : as
+        :func:`qs.ssvm.latent.latent_cutting_plane` takes them, per class.
+    timed : other LAI methods timed on every LAI call's scores (exact: the same answer).
+    init : "random" (a seeded random box per positive image, as
+        :func:`~qs.ssvm.latent.latent_cutting_plane` draws it with ``random_state``), a list
+        of one int array of boxes per class (one per positive image), or weights (d,
+        n_classes): each positive image starts at its best box under its class's column
+        (the first pass's top box), and the first working sets are the top boxes under them.
+    working_set : ``k``, the boxes per image and class a pass keeps (n_images x k x d per
+        class, in the features' type at float32 or wider), plus each image's first box
+        with ``verify="path"`` (the best of all at ``w = 0``, where each inner solve starts).
+    verify : "path": a step is confirmed when the pass finds every negative's best box
+        under every weight vector of the inner solve in the working set, or chosen (the
+        pass scores all of them): the model is the in-memory one, step by step; "step":
+        under the step's final weights only (the same optimum of each step to the solver's
+        tolerance, the path of the cutting plane and so the CCCP's may differ; a pass then
+        scores one weight vector per class), and a step whose hinge term with every
+        negative at its best box exceeds the working set's by at most ``tol`` is confirmed
+        too (its weights then solve the full inner problem to within twice the solver's
+        tolerance, ``C tol`` each).
+    scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
+    state : a :class:`LockstepState` to resume from (the one a callback received).
+    callback : called with the :class:`LockstepState` after every pass.
+
+    Returns the final :class:`LockstepState`: ``state.W`` the weights, per class its boxes,
+    objectives, LAI times per method, outer steps and repeats.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 2 or labels.shape[1] < 1 or labels.shape[0] != np.shape(counts)[0]:
+        raise ValueError(f"labels must be (n_images, n_classes) with one row per image "
+                         f"({np.shape(counts)[0]}); got shape {labels.shape}.")
+    if isinstance(working_set, bool) or not isinstance(working_set, (int, np.integer)) \
+            or working_set < 1:
+        raise ValueError(f"working_set must be an integer >= 1; got {working_set!r}.")
+    if verify not in VERIFY:
+        raise ValueError(f"verify must be one of {', '.join(VERIFY)}; got {verify!r}.")
+    for name, value in (("max_outer", max_outer), ("min_outer", min_outer)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+    n_classes = labels.shape[1]
+    C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n_classes,))
+    is_pos = labels == 1
+    options = {"loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
+               "callback": None, "timed": tuple(timed)}
+    first = verify == "path"
+    with dask_scheduler(scheduler) as get:
+        if state is None:
+            state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
+                                            int(working_set), first, get)
+        else:
+            state, resident, pos_X = _resume(features, counts, is_pos, state, get)
+        d = resident[0].shape[1]
+        if callback is not None:
+            callback(state)
+        while not state.done:
+            active = [j for j, c in enumerate(state.classes) if not c.done]
+            tried, checked = {}, {}
+            for j in active:
+                c, bags = state.classes[j], resident[j]
+                start = time.perf_counter()
+                bags.queries = []
+                prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
+                              C=float(C[j]), **options)
+                result = solve(prob, d, qp_solver, drop=DROP)
+                _record(c, prob, result.n_iter)
+                tried[j] = result.w
+                checked[j] = bags.queries if first else bags.queries[-1:]
+                c.seconds += time.perf_counter() - start
+            queries = [q for j in active for q in checked[j]]
+            start = time.perf_counter()
+            top = class_top_boxes(
+                features, counts, np.stack([tried[j] for j in active], 1), working_set,
+                gather=np.zeros((is_pos.shape[0], int(first)), np.int64),
+                check=(np.stack([w for w, _ in queries], 1),
+                       np.stack([at for _, at in queries], 1)), scheduler=get)
+            state.passes += 1
+            _share(state, active, time.perf_counter() - start)
+            at = 0
+            for col, j in enumerate(active):
+                span = slice(at, at + len(checked[j]))
+                at = span.stop
+                start = time.perf_counter()
+                _finish_step(state, j, col, span, tried[j], top, resident, pos_X,
+                             is_pos[:, j], float(C[j]), options,
+                             (tol, min_outer, max_outer, first))
+                state.classes[j].seconds += time.perf_counter() - start
+            if callback is not None:
+                callback(state)
+    return state
+
+
+def _share(state, classes, seconds):
+    """A pass's wall time, recorded and shared equally among the ``classes`` it served."""
+    state.pass_seconds.append(seconds)
+    for j in classes:
+        state.classes[j].seconds += seconds / len(classes)
+
+
+#: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
+VERIFY = ("path", "step")
+
+
+def _record(c, prob, n_iter):
+    """Add a problem's LAI times (its method's and the timed methods') to class state ``c``."""
+    for method, times in ((prob.method, prob.lai_times), *prob.timed.items()):
+        c.lai_times.setdefault(method, []).extend(times)
+    if n_iter is not None:
+        c.n_iter.append(n_iter)
+
+
+def _finish_step(state, j, col, span, w, top, resident, pos_X, is_pos, C, options, stops):
+    """Confirm class ``j``'s step at ``w`` by the pass ``top`` (its top-k column ``col``, its
+    checked columns ``span``) and end it, or grow its working set for a repeat."""
+    c, bags = state.classes[j], resident[j]
+    tol, min_outer, max_outer, exact = stops
+    best = top.best[:, span]
+    chosen = np.stack([at for _, at in bags.queries[-best.shape[1]:]], axis=1)
+    lacking = (best != chosen) & (chosen >= 0) & ~bags.holds(best)
+    here = _Resident(top.index[:, col], top.rows[:, col])
+    if top.gathered.shape[1]:  # the first box of every image (verify="path")
+        here = here.grown(np.zeros((best.shape[0], 1), np.int64), top.gathered)
+    if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
+                                                    is_pos, options, tol)):
+        index, rows = _lacking_rows(best, lacking, top.missing)
+        resident[j] = bags.grown(here.index, here.rows).grown(index, rows)
+        c.working = resident[j].index
+        c.repeats += 1
+        return
+    X_best = top.rows[:, col, 0].astype(np.float64)
+    c.pos_boxes, pos_X[j] = top.index[is_pos, col, 0], X_best[is_pos]
+    check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **options)
+    c.objective.append(float(check.latent_objective(w, X_best)))
+    _record(c, check, None)
+    c.w, c.n_outer = w, c.n_outer + 1
+    resident[j] = bags.grown(here.index, here.rows)
+    c.working = resident[j].index
+    settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
+    c.converged = c.n_outer >= min_outer and settled
+    c.done = c.converged or c.n_outer >= max_outer
+    if c.done:
+        c.passes = state.passes
+
+
+def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
+    """Whether the hinge term at ``w`` with every negative at its best box (``full``, the
+    pass's best scores) exceeds the working set's by at most ``tol``: then ``w`` solves the
+    full inner problem to within ``C tol`` more than the working set's solution does."""
+    scores = bags.scores(w).max(axis=1)
+    scores[is_pos] = pos_X @ w
+    xi = []
+    for s in (scores, np.where(is_pos, scores, np.maximum(scores, full))):
+        res = lai(s, is_pos, loss=options["loss"], method=options["method"])
+        xi.append(res.objective - res.ground_truth_F)
+    return xi[1] - xi[0] <= tol
+
+
+def _lacking_rows(best, lacking, missing):
+    """``(index (n, m), rows (n, m, d))``: per image the boxes ``best`` names where
+    ``lacking``, with their features from the pass's ``missing`` boxes."""
+    image, box, rows = missing
+    key = image * KEY + box
+    order = np.argsort(key)
+    pairs = np.unique(np.stack([np.nonzero(lacking)[0], best[lacking]], axis=1), axis=0)
+    found = order[np.searchsorted(key[order], pairs[:, 0] * KEY + pairs[:, 1])]
+    counts = np.bincount(pairs[:, 0], minlength=best.shape[0])
+    slot = np.arange(pairs.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.full((best.shape[0], counts.max()), -1, np.int64)
+    out = np.zeros(index.shape + rows.shape[1:], rows.dtype)
+    index[pairs[:, 0], slot], out[pairs[:, 0], slot] = pairs[:, 1], rows[found]
+    return index, out
+
+
+#: images and boxes in one key (boxes per image stay far below it)
+KEY = 1 << 32
+
+
+def _start(features, counts, is_pos, init, random_state, k, first, get):
+    """The first pass: every class's working set under its initial weights (zeros unless
+    ``init`` gives weights; with ``first`` each image's first box too) and its positives'
+    initial boxes."""
+    n, n_classes = is_pos.shape
+    sizes = np.asarray(counts, dtype=np.int64)
+    weights = not isinstance(init, (str, list, tuple))
+    d = features.shape[-1]
+    W0 = np.zeros((d, n_classes))
+    gather = np.full((n, n_classes + 1), -1, np.int64)
+    gather[:, -1] = 0 if first else -1
+    if weights:
+        W0 = np.asarray(init, dtype=np.float64)
+        if W0.shape != (d, n_classes):
+            raise ValueError(f"init weights must have shape ({d}, {n_classes}); got "
+                             f"{W0.shape}.")
+    else:
+        if not isinstance(init, str) and len(init) != n_classes:
+            raise ValueError(f"init must give the boxes of each of the {n_classes} classes; "
+                             f"got {len(init)}.")
+        for j in range(n_classes):
+            given = init if isinstance(init, str) else init[j]
+            gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
+    start = time.perf_counter()
+    top = class_top_boxes(features, counts, W0, k, gather=gather, scheduler=get)
+    seconds = time.perf_counter() - start
+    classes, resident, pos_X = [], [], []
+    for j in range(n_classes):
+        pos = is_pos[:, j]
+        if weights:
+            boxes, rows = top.index[pos, j, 0], top.rows[pos, j, 0]
+        else:
+            boxes, rows = gather[pos, j], top.gathered[pos, j]
+        here = _Resident(top.index[:, j], top.rows[:, j])
+        if first:
+            here = here.grown(gather[:, -1:], top.gathered[:, -1:])
+        resident.append(here)
+        pos_X.append(rows.astype(np.float64))
+        classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
+    return LockstepState(classes, passes=1, pass_seconds=[seconds]), resident, pos_X
+
+
+def _resume(features, counts, is_pos, state, get):
+    """One pass gathering the working sets' and the positives' boxes of a stored state."""
+    n, n_classes = is_pos.shape
+    if len(state.classes) != n_classes or any(
+            c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
+            for j, c in enumerate(state.classes)):
+        raise ValueError("the stored lockstep state was made for other labels (another "
+                         "number of images, classes or positive images).")
+    parts = []
+    for j, c in enumerate(state.classes):
+        pos = np.full((n, 1), -1, np.int64)
+        pos[is_pos[:, j], 0] = c.pos_boxes
+        parts += [c.working, pos]
+    gather = np.concatenate(parts, axis=1)
+    d = features.shape[-1]
+    start = time.perf_counter()
+    top = class_top_boxes(features, counts, np.zeros((d, 1)), 1, gather=gather, scheduler=get)
+    state.passes += 1
+    state.resumed += 1
+    _share(state, range(n_classes), time.perf_counter() - start)
+    resident, pos_X, at = [], [], 0
+    for j, c in enumerate(state.classes):
+        k = c.working.shape[1]
+        resident.append(_Resident(c.working, top.gathered[:, at:at + k]))
+        pos_X.append(top.gathered[is_pos[:, j], at + k].astype(np.float64))
+        at += k + 1
+    return state, resident, pos_X

@@ -1,0 +1,188 @@
+"""Latent training of every class in lockstep (qs.ssvm.lockstep) and its pass
+(qs.detection.class_top_boxes): path-verified steps give the in-memory model to the bit from
+small working sets (flat, padded, Dask; ties; AP and 0-1), step-verified steps solve each
+full inner problem, a resumed training ends where an uninterrupted one does."""
+
+import numpy as np
+import pytest
+
+from qs.detection import class_top_boxes, score_bags
+from qs.ssvm.latent import LatentProblem, latent_cutting_plane
+from qs.ssvm.lockstep import LockstepState, latent_lockstep
+
+
+def class_bags(seed, n=40, n_classes=3, d=6, ties=False):
+    """Flat bags of 1-10 boxes (more than a small working set holds), labels (n, n_classes):
+    a positive image holds one box along its class's feature; with ``ties``, small-integer
+    features and a duplicated box per image, so that many boxes tie."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 11, n)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    X = rng.integers(-1, 2, (offsets[-1], d)).astype(float) if ties else \
+        rng.normal(size=(offsets[-1], d))
+    labels = (rng.random((n, n_classes)) < 0.35).astype(np.int8)
+    labels[0], labels[1] = 1, 0
+    for i, j in zip(*np.nonzero(labels)):
+        X[offsets[i] + rng.integers(sizes[i]), j] += 3.0
+    if ties:
+        many = np.flatnonzero(sizes > 1)
+        X[offsets[many] + 1] = X[offsets[many]]
+    return X, offsets, labels
+
+
+def padded(X, offsets):
+    sizes = np.diff(offsets)
+    features = np.zeros((sizes.size, sizes.max(), X.shape[1]))
+    for i, (a, n) in enumerate(zip(offsets[:-1], sizes)):
+        features[i, :n] = X[a:a + n]
+    return features, sizes
+
+
+def with_bias(X, features):
+    """The bias feature the estimator appends for the 0-1 loss."""
+    return np.hstack([X, np.ones((len(X), 1))]), np.concatenate(
+        [features, np.ones(features.shape[:2] + (1,))], axis=2)
+
+
+@pytest.mark.parametrize("loss, method, timed, C", [("ap", "qs", ("yue",), 10.0),
+                                                    ("01", "zero_one", (), 1000.0)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed, C, ties):
+    """Every class's weights, boxes and objectives equal :func:`latent_cutting_plane`'s to
+    the bit, from working sets of 1 and 2 boxes (and all), flat, padded and Dask, in far
+    fewer passes than one per LAI call. (C large enough for the 0-1 loss that the weights
+    are not zero: at zero weights every score is rounding, which differs between products.)"""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(3, ties=ties)
+    features, counts = padded(X, offsets)
+    if loss == "01":
+        X, features = with_bias(X, features)
+    options = {"C": C, "loss": loss, "method": method, "max_outer": 6, "random_state": 1}
+    full = [latent_cutting_plane(X, offsets, labels[:, j], **options)
+            for j in range(labels.shape[1])]
+    for k in (1, 2, int(counts.max())):
+        for bags in (X, features, da.from_array(features, chunks=(7, -1, -1))):
+            state = latent_lockstep(bags, counts, labels, working_set=k, timed=timed,
+                                    verify="path", **options)
+            for ref, c in zip(full, state.classes):
+                np.testing.assert_array_equal(c.w, ref.w)
+                assert c.pos_boxes.tolist() == ref.pos_boxes.tolist()
+                np.testing.assert_array_equal(c.objective, ref.objective)
+                assert c.n_outer == ref.n_outer and c.converged == ref.converged
+                assert c.lai_calls >= ref.lai_calls  # repeats add calls
+                for m in timed:
+                    assert len(c.lai_times[m]) == c.lai_calls
+            assert state.passes < sum(r.lai_calls for r in full) / 4
+    state = latent_lockstep(X, counts, labels, working_set=int(counts.max()), **options)
+    assert all(c.repeats == 0 and c.lai_calls == r.lai_calls for r, c in zip(full, state.classes))
+
+
+def test_step_verified_steps_solve_the_full_inner_problem():
+    """With one outer step from the same boxes, the weights of a working set of 1 box solve
+    the inner problem over every box to twice the solver's tolerance (the primal within 2 C tol of
+    the in-memory solution's), and its working set ends holding each negative's best box."""
+    X, offsets, labels = class_bags(7, n=60)
+    _, counts = padded(X, offsets)
+    C, tol = 50.0, 1e-4
+    options = {"C": C, "loss": "ap", "method": "qs", "tol": tol, "max_outer": 1,
+               "min_outer": 1}
+    state = latent_lockstep(X, counts, labels, working_set=1, verify="step", **options)
+    assert sum(c.repeats for c in state.classes) > 0  # the check had something to correct
+    for j, c in enumerate(state.classes):
+        ref = latent_cutting_plane(X, offsets, labels[:, j], **options)
+        init = offsets[:-1][labels[:, j] == 1] + _initial(counts[labels[:, j] == 1])
+        prob = LatentProblem(X, offsets, labels[:, j], init, C=C, loss="ap", method="qs",
+                             tol=tol, max_iter=100, callback=None)
+        primal = [prob.primal(w, prob.most_violated(w)[2]) for w in (c.w, ref.w)]
+        assert abs(primal[0] - primal[1]) <= 2 * C * tol + 1e-9, primal
+
+
+def _initial(sizes):
+    """The seeded random boxes latent_cutting_plane starts from (random_state 0)."""
+    rng = np.random.default_rng(0)
+    return (rng.random(sizes.size) * sizes).astype(np.int64)
+
+
+def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
+    X, offsets, labels = class_bags(5)
+    _, counts = padded(X, offsets)
+    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 5, "working_set": 2}
+    whole = latent_lockstep(X, counts, labels, **options)
+    saved = {}
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(state):
+        if state.passes == 3:
+            saved.update(state.to_arrays())
+            raise Stop
+
+    with pytest.raises(Stop):
+        latent_lockstep(X, counts, labels, callback=stop_after_two, **options)
+    stored = LockstepState.from_arrays(dict(saved))
+    resumed = latent_lockstep(X, counts, labels, state=stored, **options)
+    assert resumed.resumed == 1 and resumed.passes == whole.passes + 1
+    np.testing.assert_array_equal(resumed.W, whole.W)
+    for a, b in zip(resumed.classes, whole.classes):
+        assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
+        assert a.n_iter == b.n_iter and a.repeats == b.repeats
+    with pytest.raises(ValueError, match="made for other labels"):
+        latent_lockstep(X, counts, labels[:, :2], state=LockstepState.from_arrays(saved),
+                        **options)
+    with pytest.raises(ValueError, match="not a lockstep training state"):
+        LockstepState.from_arrays({"meta": np.array("{}")})
+
+
+def test_class_top_boxes_agree_with_scoring_and_sorting():
+    """Top k per class by stable sort of the scores (ties: first box first), column 0 is
+    score_bags's best box, gathered and missing boxes hold the named features; flat,
+    padded and Dask alike."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, _ = class_bags(2, ties=True)
+    features, counts = padded(X, offsets)
+    rng = np.random.default_rng(0)
+    W, V = rng.integers(-2, 3, (6, 3)).astype(float), rng.normal(size=(6, 2))
+    gather = np.where(rng.random((counts.size, 2)) < 0.5, -1, 0)
+    chosen = np.zeros((counts.size, 2), np.int64)
+    results = [class_top_boxes(b, counts, W, 3, gather=gather, check=(V, chosen))
+               for b in (X, features, da.from_array(features, chunks=(9, -1, -1)))]
+    ref = score_bags(features, counts, np.hstack([W, V]))
+    for r in results:
+        np.testing.assert_array_equal(r.index[:, :, 0], ref.best[:, :3])
+        np.testing.assert_array_equal(r.best, ref.best[:, 3:])
+        for i in range(counts.size):
+            scores = features[i, :counts[i]] @ W
+            for j in range(3):
+                order = np.argsort(-scores[:, j], kind="stable")[:3]
+                assert r.index[i, j, :order.size].tolist() == order.tolist()
+                assert (r.index[i, j, order.size:] == -1).all()
+                np.testing.assert_array_equal(r.rows[i, j, :order.size], features[i, order])
+            for g in range(2):
+                expect = features[i, 0] if gather[i, g] == 0 else np.zeros(6)
+                np.testing.assert_array_equal(r.gathered[i, g], expect)
+        image, box, rows = r.missing
+        lacking = {(i, b) for i, b in zip(*np.nonzero(r.best != 0)) for b in [r.best[i, b]]}
+        assert set(zip(image.tolist(), box.tolist())) == lacking
+        np.testing.assert_array_equal(rows, features[image, box])
+        for got, want in zip(r, results[0]):
+            if isinstance(got, tuple):
+                for a, b in zip(got, want):
+                    np.testing.assert_array_equal(a, b)
+            else:
+                np.testing.assert_array_equal(got, want)
+
+
+def test_bad_input_is_named():
+    X, offsets, labels = class_bags(1)
+    _, counts = padded(X, offsets)
+    with pytest.raises(ValueError, match=r"labels must be \(n_images, n_classes\)"):
+        latent_lockstep(X, counts, labels[:, 0])
+    with pytest.raises(ValueError, match="working_set must be an integer >= 1"):
+        latent_lockstep(X, counts, labels, working_set=0)
+    with pytest.raises(ValueError, match="verify must be one of path, step"):
+        latent_lockstep(X, counts, labels, verify="all")
+    with pytest.raises(ValueError, match=r"init weights must have shape \(6, 3\)"):
+        latent_lockstep(X, counts, labels, init=np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="gather must be an integer array"):
+        class_top_boxes(X, counts, np.zeros((6, 1)), 1, gather=np.full((counts.size, 1), 99))
