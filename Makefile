@@ -75,7 +75,7 @@ bench-torch: $(STAMP)  ## qsrank bench torch-lai: LAI in deep-net training, batc
 	$(QSRANK) bench torch-lai
 
 bench-torch-losses: $(STAMP)  ## qsrank bench torch-losses: the rank losses of qs.torch against the surrogates (time, memory, distributed, memory bank)
-	$(QSRANK) bench torch-losses
+	$(QSRANK) bench torch-losses --out results/torch_losses/default
 
 bench-voc2007-scale: $(STAMP)  ## qsrank bench voc2007-scale: the Dask scoring pass (SCALE_IMAGES=5011: paper's size; SCALE_STORE=PATH: also from a store on disk), pooled-negative LAI
 	$(QSRANK) bench voc2007-scale --images $(SCALE_IMAGES) $(if $(SCALE_STORE),--store $(SCALE_STORE))
