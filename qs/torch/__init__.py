@@ -41,7 +41,8 @@ REDUCTIONS = ("mean", "sum", "none")
 _READ_AS_IS = (torch.float32, torch.float64)
 #: on CUDA, "auto" runs the torch method from this many scores (all queries together) on, and
 #: numba on a CPU copy below: the torch method is bound by its kernel launches up to about
-#: 10^6 scores (results/torch_losses/cuda: 12 ms for 8 x 256 scores, 54 ms for 8 x 2^20)
+#: 10^6 scores (results/torch_losses/cuda: at 8 x 256 scores it takes ten times numba on a
+#: CPU copy; the two meet near 8 x 2^16)
 CUDA_TORCH_FROM = 1 << 20
 
 
