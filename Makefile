@@ -19,7 +19,6 @@ CIFAR10_RUN ?= results/cifar10/default
 # VOC2007_CONFIG at a config with `data:` set for real box features.
 VOC2007_CONFIG ?= configs/voc2007_detection.yaml
 VOC2007_RUN ?= results/voc2007_detection/default
-VOC2007_LARGE_RUN ?= results/voc2007_detection/large
 # VOC2007 scale benchmark: images of the generated features (the paper's trainval: 5011)
 SCALE_IMAGES ?= 500
 # and a box-feature store (qsrank load cnn) to score from disk beside them (empty: none)
@@ -36,7 +35,7 @@ FIT_RUN ?= results/fit/breast_cancer
 
 .PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 reproduce-table5-large \
+	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	sodeep-eval sodeep-checkpoints compare fit-example compare-retrieval
 
 help:  ## list the targets
@@ -117,9 +116,6 @@ reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-
 reproduce-table5: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Table 5: VOC2007 detection AP, latent 0-1 vs AP-SVM, and LAI time (resumes)
 	$(QSRANK) train --config $(VOC2007_CONFIG) --out $(VOC2007_RUN)
 	@echo "figure: $(VOC2007_RUN)/figure.png"
-
-reproduce-table5-large: $(STAMP)  ## Table 5 with 4096 features, every class of a loss in lockstep out of core, features generated per pass (synthetic; resumes)
-	$(QSRANK) train --config configs/voc2007_large.yaml --out $(VOC2007_LARGE_RUN)
 
 reproduce-cifar10: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
 	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)
