@@ -7,6 +7,7 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
+from pipelines import _methods
 from pipelines._io import write_npz
 from pipelines._runner import Experiment
 from pipelines.voc2007_detection import lockstep
@@ -30,22 +31,7 @@ from pipelines.voc2007_detection.tables import write_tables
 from qs.data.voc2007 import CLASSES
 from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
-from qs.inference import lai
 from qs.metrics import voc_detection_ap
-
-
-def warm_up(methods):
-    """Call every LAI method on small inputs of each shape the default method tells apart
-    (negatives spread, negatives below the positives, many negatives), so that numba compiles
-    (or loads) its kernels now, not inside a timed training."""
-    rng = np.random.default_rng(0)
-    for n_pos, n_neg, shift in ((3, 7, 0.0), (60, 600, 0.0), (60, 600, 5.0), (20, 9000, 0.0)):
-        scores = rng.normal(size=n_pos + n_neg)
-        scores[:n_pos] += shift
-        labels = np.repeat(np.array([1, 0], dtype=np.int8), [n_pos, n_neg])
-        for name in methods:
-            loss, method = METHODS[name]
-            lai(scores, labels, loss=loss, method=method)
 
 
 def _blas_threads(n):
@@ -141,9 +127,10 @@ def units(cfg, data):
     return [(c, m) for c in cfg["classes"] for m in selected_methods(cfg)]
 
 
-def _warm_up(cfg, units):
-    warm_up(dict.fromkeys([m for _, m in units] + [GRID_METHOD[METHODS[m][0]]
-                                                   for _, m in units]))
+def warm_up(cfg, units):
+    """Compile (or load) the kernels of the units' LAI methods and of the C grid's method."""
+    _methods.warm_up(METHODS[name] for _, m in units
+                     for name in (m, GRID_METHOD[METHODS[m][0]]))
 
 
 @contextmanager
@@ -204,6 +191,6 @@ def _chosen_C(cfg, store, loss, train, labels, cls, scheduler):
 
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
-                  units=units, run_unit=run_unit, write=write, warm_up=_warm_up,
+                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
                   note=lambda cfg, data: data_note(_splits(data)), session=session,
                   unit_label="run")
