@@ -256,14 +256,15 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
     def forward(self, embeddings, labels, index):
         unit = torch.nn.functional.normalize(embeddings, dim=1)
         sims = unit @ unit.T
-        labels, index = torch.as_tensor(labels).cpu(), torch.as_tensor(index).cpu()
+        classes = torch.as_tensor(labels).tolist()  # a query's table, by its class
+        labels = torch.as_tensor(labels).to(self.device)
+        index = torch.as_tensor(index).to(self.device)
         total, counted = sims.new_zeros(()), 0
-        for q in range(len(labels)):
-            others = torch.arange(len(labels)) != q
-            pos = labels[others] == labels[q]
+        for q, cls in enumerate(classes):
+            others = torch.arange(len(classes), device=self.device) != q
+            pos = labels[others] == cls
             if pos.any():
-                total = total + self.losses[int(labels[q])](
-                    sims[q, others.to(sims.device)][:, None], pos.long()[:, None].to(self.device),
-                    index[others].to(self.device))
+                total = total + self.losses[cls](sims[q, others][:, None], pos.long()[:, None],
+                                                 index[others])
                 counted += 1
         return total / max(counted, 1)
