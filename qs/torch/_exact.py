@@ -1,5 +1,9 @@
 """Exact loss-augmented inference written in torch operations (method "torch"): the GPU path.
 
+On CUDA tensors of AP and NDCG, where numba can compile for the GPU, :func:`lai_torch` hands
+the work to the few kernels of :mod:`qs.torch._cuda` instead; what follows is the path of the
+other cases (CPU tensors, the 0-1 loss, no numba CUDA target).
+
 Per query the negatives are sorted by descending score (stable: tied negatives keep input
 order, so the earlier one takes the smaller place ``j``). Their optimal ranks are
 non-decreasing along that order (DESIGN.md), so Algorithm 1's divide and conquer applies;
@@ -16,7 +20,9 @@ ranks are theirs wherever the optimum is not a tie to rounding; the objective an
 coefficients then follow from the ranks as in the kernels.
 """
 
+import functools
 import math
+import warnings
 
 import torch
 
@@ -29,6 +35,10 @@ def lai_torch(scores, is_pos, loss):
     :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
     negative are zero.
     """
+    if scores.is_cuda and loss != "01" and _cuda_kernels():
+        from qs.torch._cuda import lai_cuda
+
+        return lai_cuda(scores, is_pos, loss)
     n = scores.shape[1]
     n_pos = is_pos.sum(dim=1)
     n_neg = n - n_pos
@@ -40,6 +50,28 @@ def lai_torch(scores, is_pos, loss):
                                      n_neg.clamp(min=1))
     return (torch.where(valid, hinge, 0.0), torch.where(valid[:, None], grad, 0.0),
             torch.where(valid[:, None], rank, 0))
+
+
+@functools.cache
+def _cuda_kernels():
+    """Whether numba compiles for and runs on the GPU (then :mod:`qs.torch._cuda` serves the
+    CUDA tensors of AP and NDCG): a probe kernel is compiled once, so that a numba whose CUDA
+    target fails in this environment leaves the torch operations in charge, with a warning."""
+    try:
+        from numba import cuda
+
+        if not cuda.is_available():
+            return False
+        cuda.jit("void(int64[:])")(_probe)
+    except Exception as err:  # any failure of numba's CUDA target: the torch operations
+        warnings.warn(f"numba cannot compile for the GPU here ({type(err).__name__}: {err}); "
+                      "the torch method runs in torch operations", RuntimeWarning, stacklevel=3)
+        return False
+    return True
+
+
+def _probe(x):
+    x[0] = 1
 
 
 def _zero_one(scores, is_pos):
