@@ -211,14 +211,17 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
         rank_hinge_loss(**args)
 
 
-def test_auto_on_cuda_runs_the_torch_method_from_cuda_torch_from_scores():
-    from qs.torch import CUDA_TORCH_FROM, _torch_method
+@pytest.mark.parametrize("kernels", [True, False])
+def test_auto_on_cuda_runs_the_torch_method_from_its_threshold(monkeypatch, kernels):
+    import qs.torch as qt
 
-    assert _torch_method(True, CUDA_TORCH_FROM, "auto")
-    assert not _torch_method(True, CUDA_TORCH_FROM - 1, "auto")
-    assert not _torch_method(False, 10 * CUDA_TORCH_FROM, "auto")
-    assert _torch_method(False, 1, "torch")
-    assert not _torch_method(True, 10 * CUDA_TORCH_FROM, "qs")
+    monkeypatch.setattr(qt, "cuda_kernels", lambda: kernels)
+    start = qt.CUDA_TORCH_FROM if kernels else qt.CUDA_TORCH_OPS_FROM
+    assert qt._torch_method(True, start, "auto")
+    assert not qt._torch_method(True, start - 1, "auto")
+    assert not qt._torch_method(False, 10 * start, "auto")
+    assert qt._torch_method(False, 1, "torch")
+    assert not qt._torch_method(True, 10 * start, "qs")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

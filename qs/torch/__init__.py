@@ -8,9 +8,10 @@ for instance the one-vs-rest classes of a mini-batch (``logits.T``), solved in o
 
 CPU tensors go to the numba kernels in one :func:`qs.inference.batch.lai_batch` call, which
 reads float32 and float64 scores in place and writes the gradient in their dtype; CUDA
-tensors of at least :data:`CUDA_TORCH_FROM` scores to the same inference written in torch
-operations (:mod:`qs.torch._exact`, method "torch", which CPU tensors may ask for too), smaller
-ones to the numba kernels on a copy on the CPU. Needs the ``[torch]`` extra; ``import qs``
+tensors of at least :data:`CUDA_TORCH_FROM` scores to the same inference run on the GPU
+(method "torch": numba's CUDA kernels of :mod:`qs.torch._cuda` where numba can compile for
+the GPU, else the torch operations of :mod:`qs.torch._exact`, which CPU tensors may ask for
+too), smaller ones to the numba kernels on a copy on the CPU. Needs the ``[torch]`` extra; ``import qs``
 never imports torch.
 
 Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
@@ -31,7 +32,7 @@ except ImportError as err:  # name the extra, not only the missing module
 
 from qs.inference import resolve
 from qs.inference.batch import BATCH_LOSSES, lai_batch
-from qs.torch._exact import lai_torch
+from qs.torch._exact import cuda_kernels, lai_torch
 from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = ["rank_hinge_loss", "RankHingeLoss"]
@@ -39,11 +40,15 @@ __all__ = ["rank_hinge_loss", "RankHingeLoss"]
 REDUCTIONS = ("mean", "sum", "none")
 #: score dtypes the kernels read without a cast
 _READ_AS_IS = (torch.float32, torch.float64)
-#: on CUDA, "auto" runs the torch method from this many scores (all queries together) on, and
-#: numba on a CPU copy below: the torch method is bound by its kernel launches up to about
-#: 10^6 scores (results/torch_losses/cuda: at 8 x 256 scores it takes ten times numba on a
-#: CPU copy; the two meet near 8 x 2^16)
-CUDA_TORCH_FROM = 1 << 20
+#: on CUDA, "auto" runs the torch method from this many scores (all queries together) on,
+#: and numba on a CPU copy below: with numba's CUDA kernels (:mod:`qs.torch._cuda`) a call
+#: costs about 1-2 ms of launches at any size up to about 10^6 scores
+#: (results/torch_losses/cuda: the kernels overtake the CPU copy between 8 x 2^12 and
+#: 8 x 2^14 scores); :data:`CUDA_TORCH_OPS_FROM` when only the torch operations can run
+CUDA_TORCH_FROM = 1 << 16
+#: the same for the torch operations of :mod:`qs.torch._exact`, bound by their kernel
+#: launches up to about 10^6 scores (ten times numba on a CPU copy at 8 x 256 scores)
+CUDA_TORCH_OPS_FROM = 1 << 20
 
 
 def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, mask=None):
@@ -194,8 +199,13 @@ def solve_kept(scores, pos, keep, solve):
 
 def _torch_method(is_cuda, numel, method):
     """Whether the torch method solves a batch of `numel` scores: asked for, or "auto" on a
-    CUDA batch of at least CUDA_TORCH_FROM scores."""
-    return method == "torch" or (method == "auto" and is_cuda and numel >= CUDA_TORCH_FROM)
+    CUDA batch of at least CUDA_TORCH_FROM scores (CUDA_TORCH_OPS_FROM without the CUDA
+    kernels)."""
+    if method == "torch":
+        return True
+    if method != "auto" or not is_cuda:
+        return False
+    return numel >= (CUDA_TORCH_FROM if cuda_kernels() else CUDA_TORCH_OPS_FROM)
 
 
 def _solve(scores, pos, loss, method, lead=None):

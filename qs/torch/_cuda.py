@@ -172,7 +172,7 @@ def _sweep(s, spos, n_pos_of, c2_of, n, rk):
 
 
 @cuda.jit
-def _finish(loss, scores, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
+def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
     """Gradient and rank of every score, in input order, and its part of the hinge:
     ``grad * score``, plus for a positive its term of the loss (its negatives above found by
     binary search over the non-decreasing ranks of the query's negatives)."""
@@ -210,7 +210,7 @@ def _finish(loss, scores, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, par
         rank[out] = r
         term = 0.0
     grad[out] = g
-    part[k] = term + g * scores[out]
+    part[k] = term + g * s[k]
 
 
 def lai_cuda(scores, is_pos, loss):
@@ -249,7 +249,7 @@ def lai_cuda(scores, is_pos, loss):
     grad = torch.empty(total, dtype=torch.float64, device=dev)
     rank = torch.empty(total, dtype=torch.int64, device=dev)
     part = torch.empty(total, dtype=torch.float64, device=dev)
-    launch(_finish, blocks, width, code, a(flat), a(perm), a(rk), a(n_pos), n, a(disc),
+    launch(_finish, blocks, width, code, a(s), a(perm), a(rk), a(n_pos), n, a(disc),
            a(ideal), a(grad), a(rank), a(part))
     hinge = part.view(q, n).sum(1) + (0.0 if code == AP else 1.0)
     return torch.where(valid, hinge, 0.0), grad.view(q, n), rank.view(q, n)
@@ -261,7 +261,9 @@ def _launcher(device):
     tensors' numpy views)."""
     if device.type == "cuda":
         stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+        # sync=False: the kernels run on torch's stream, after the work that wrote their
+        # inputs; numba's default waits on the host for that stream at every array
         return (lambda kernel, grid, block, *args: kernel[grid, block, stream](*args),
-                cuda.as_cuda_array, THREADS)
+                lambda t: cuda.as_cuda_array(t, sync=False), THREADS)
     return (lambda kernel, grid, block, *args: kernel[grid, block](*args),
             lambda t: t.numpy(), SIMULATED_THREADS)

@@ -35,7 +35,7 @@ def lai_torch(scores, is_pos, loss):
     :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
     negative are zero.
     """
-    if scores.is_cuda and loss != "01" and _cuda_kernels():
+    if scores.is_cuda and loss != "01" and cuda_kernels():
         from qs.torch._cuda import lai_cuda
 
         return lai_cuda(scores, is_pos, loss)
@@ -53,7 +53,7 @@ def lai_torch(scores, is_pos, loss):
 
 
 @functools.cache
-def _cuda_kernels():
+def cuda_kernels():
     """Whether numba compiles for and runs on the GPU (then :mod:`qs.torch._cuda` serves the
     CUDA tensors of AP and NDCG): a probe kernel is compiled once, so that a numba whose CUDA
     target fails in this environment leaves the torch operations in charge, with a warning."""
