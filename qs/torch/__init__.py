@@ -43,8 +43,8 @@ _READ_AS_IS = (torch.float32, torch.float64)
 #: on CUDA, "auto" runs the torch method from this many scores (all queries together) on,
 #: and numba on a CPU copy below: with numba's CUDA kernels (:mod:`qs.torch._cuda`) a call
 #: costs about 1-2 ms of launches at any size up to about 10^6 scores
-#: (results/torch_losses/cuda: the kernels overtake the CPU copy between 8 x 2^12 and
-#: 8 x 2^14 scores); :data:`CUDA_TORCH_OPS_FROM` when only the torch operations can run
+#: (results/torch_losses/cuda: the CPU copy is the faster at 8 x 2^12 scores, the kernels
+#: at 8 x 2^14); :data:`CUDA_TORCH_OPS_FROM` when only the torch operations can run
 CUDA_TORCH_FROM = 1 << 16
 #: the same for the torch operations of :mod:`qs.torch._exact`, bound by their kernel
 #: launches up to about 10^6 scores (ten times numba on a CPU copy at 8 x 256 scores)
