@@ -11,8 +11,8 @@ reads float32 and float64 scores in place and writes the gradient in their dtype
 tensors of at least :data:`CUDA_TORCH_FROM` scores to the same inference run on the GPU
 (method "torch": numba's CUDA kernels of :mod:`qs.torch._cuda` where numba can compile for
 the GPU, else the torch operations of :mod:`qs.torch._exact`, which CPU tensors may ask for
-too), smaller ones to the numba kernels on a copy on the CPU. Needs the ``[torch]`` extra; ``import qs``
-never imports torch.
+too), smaller ones to the numba kernels on a copy on the CPU. Needs the ``[torch]`` extra;
+``import qs`` never imports torch.
 
 Beside it: :mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
 :mod:`qs.torch.memory` (against a memory bank of past embeddings),
@@ -77,7 +77,8 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     ranking: its loss is 0 with zero gradient, and "mean" leaves it out of the denominator
     (0 when no query counts). Scores are solved in float64 (float64 and float32 CPU tensors
     are read in place, float32 rows widened one at a time; float16 and bfloat16 are cast to
-    float32 once, exactly); the loss and gradient come back in the scores' dtype. Ties, which float16 and bfloat16 make often, are broken as the kernels break them
+    float32 once, exactly); the loss and gradient come back in the scores' dtype. Ties, which
+    float16 and bfloat16 make often, are broken as the kernels break them
     (:func:`qs.inference.lai`): where two rankings reach the same objective, a negative takes
     the larger interleaving rank, that is, the place below the positives it ties with.
     """
