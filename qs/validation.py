@@ -12,8 +12,9 @@ import numpy as np
 
 from qs._numba import jit
 
-__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_scores",
-           "check_counts", "check_finite", "check_finite_tensor", "check_scores", "label_check", "not_finite"]
+__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_query_rows",
+           "as_scores", "check_counts", "check_finite", "check_finite_tensor", "check_scores",
+           "label_check", "not_finite"]
 
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
@@ -183,3 +184,14 @@ def as_positive_tensor(labels, scores):
         where = tuple(int(k) for k in bad.nonzero()[0])
         raise _not_binary(labels[where].item(), where)
     return labels == 1
+
+
+def as_query_rows(scores, labels):
+    """Validated score tensor (n,) or (Q, n) and labels of its shape, as (scores (Q, n),
+    positives (Q, n) bool): a 1-D input is one query. The scores are checked in full
+    (:func:`check_scores`, :func:`check_finite_tensor`), the labels by
+    :func:`as_positive_tensor`."""
+    check_scores(scores)
+    pos = as_positive_tensor(labels, scores)
+    check_finite_tensor(scores)
+    return (scores[None], pos[None]) if scores.ndim == 1 else (scores, pos)
