@@ -14,7 +14,7 @@ import pytest
 import qs._numba as qn
 from qs.inference import lai
 from qs.inference.scan import scan_sorted
-from qs.losses import APLoss
+from qs.losses import AP_CODE, LOSSES, NDCG_CODE, APLoss
 from qs.ssvm import cutting_plane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,3 +179,17 @@ def test_batch_kernel_compiles_once_then_loads_in_a_new_process(tmp_path):
     assert (misses, hits) == (1, 0) and compiles > 0
     assert any("_batch" in p.name for p in tmp_path.rglob("*.nbi"))
     assert run() == (0, 1, 0)
+
+
+def test_the_builtin_losses_bind_by_their_codes():
+    """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
+    a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
+    assert qn.BUILTIN_INCREMENTS == {LOSSES["ap"].kernel: AP_CODE,
+                                     LOSSES["ndcg"].kernel: NDCG_CODE}
+    from qs.inference.qs import sort_dc
+
+    assert qn.bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, qs._numba; print('qs.losses' in sys.modules)"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert imported == ["False"]
