@@ -22,7 +22,8 @@ from qs.data.reading import ReaderCrash
 from qs.data.store import FORMAT_VERSION, StoreDamaged
 from qs.data.store_writer import StoreWriter
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_data_boxes import rcnn_arrays, voc_xml, write_mat73
+from tests.test_data_boxes import rcnn_arrays, voc_xml
+from tests.test_data_formats import write_mat73
 from tests.test_data_latent_list import write_latent, write_records
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
