@@ -6,7 +6,13 @@ import sys
 import numpy as np
 import pytest
 
-from qs.validation import as_positive_mask, as_scores, check_counts, check_finite
+from qs.validation import (
+    as_positive_mask,
+    as_positive_mask2d,
+    as_scores,
+    check_counts,
+    check_finite,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -33,6 +39,18 @@ def test_array_and_tensor_labels_give_the_same_positives(labels):
     assert mask.tolist() == [True, False, True, False]
     assert as_positive_tensor(torch.from_numpy(labels), scores).tolist() == mask.tolist()
     assert as_positive_tensor(labels, scores).tolist() == mask.tolist()  # an array, converted
+
+
+@pytest.mark.parametrize("dtype", [">i4", "<i2", ">f8", np.float16, np.int8, bool])
+def test_one_and_several_queries_take_the_same_label_types(dtype):
+    labels = np.array([[1, 0, 1], [0, 0, 1]]).astype(dtype)
+    want = [[1, 0, 1], [0, 0, 1]]
+    assert as_positive_mask2d(labels, (2, 3)).tolist() == want
+    assert [as_positive_mask(row, 3).tolist() for row in labels] == want
+    if dtype is not bool:
+        bad = np.array([[1, 0, 1], [0, 0, 2]]).astype(dtype)
+        with pytest.raises(ValueError, match=r"labels must be binary: .*2.* at query 1, sample 2"):
+            as_positive_mask2d(bad, (2, 3))
 
 
 @pytest.mark.parametrize("bad, message", [
