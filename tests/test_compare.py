@@ -1,5 +1,5 @@
 """`qsrank compare`: the pipeline on tiny budgets (resumed), its methods, and bad input
-(the outside surrogates themselves: tests/test_outside.py)."""
+(the outside surrogates themselves: tests/test_surrogates_outside.py)."""
 
 import importlib.util
 

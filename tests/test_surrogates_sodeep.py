@@ -1,5 +1,5 @@
 """The package qs.surrogates.sodeep: every public name of its modules is importable from it,
-as the same object (the tests of each module are in tests/test_sodeep_<module>.py)."""
+as the same object (the tests of each module are in tests/test_surrogates_sodeep_<module>.py)."""
 
 import importlib
 
