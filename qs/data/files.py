@@ -14,8 +14,8 @@ from pathlib import Path, PurePath
 
 import numpy as np
 
-__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32", "check_final_newline", "check_regular",
-           "inside", "read_bytes", "shown"]
+__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32",
+           "check_final_newline", "check_regular", "inside", "read_bytes", "shown"]
 
 LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
 SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)

@@ -145,7 +145,8 @@ class RecallAtPrecisionLoss(_GlobalObjective):
 
 class PrecisionAtRecallLoss(_GlobalObjective):
     """Maximise precision subject to recall >= ``target_recall`` (beta): minimise ``fp_u``
-    subject to ``tp_l >= beta |Y+|``, i.e. ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
+    subject to ``tp_l >= beta |Y+|``, i.e.
+    ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
     """
 
     def __init__(self, target_recall, num_labels=1, surrogate="xent", dual_rate_factor=0.1):

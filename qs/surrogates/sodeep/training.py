@@ -80,7 +80,8 @@ def train_sorter(kind="lstm", length=DEFAULT_LENGTH, steps=2000, seed=0, *, size
     their exact ranks; the learning rate (default ``LEARNING_RATES[kind]``) halves every
     `lr_halve_every` steps (default a quarter of `steps`), as the paper halves it on a fixed
     schedule. Runs on one thread with seeded weights, so a seed gives the same sorter on a
-    given machine; the global RNG and thread count are left as they were. `callback(step, loss)` is called after every step.
+    given machine; the global RNG and thread count are left as they were.
+    `callback(step, loss)` is called after every step.
     The metadata records the hyper-parameters, the seed, and the L1 error on
     `test_vectors` vectors of the fixed test stream (:func:`rank_l1_error`) and on its first
     :data:`CHECK_VECTORS`.
