@@ -277,10 +277,3 @@ def file_sha256(path):
     except FileNotFoundError:
         return None
     return h.hexdigest()
-
-
-def read_json(path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
