@@ -21,7 +21,7 @@ from qs.ssvm import SOLVERS
 from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
 from qs.validation import as_positive_mask
 
-__all__ = ["LatentRankSVM", "RankSVM"]
+__all__ = ["LatentRankSVM", "RankSVM", "append_ones"]
 
 #: loss -> the metric that ``score`` reports (the 0-1 SVM is judged by AP, as in the paper)
 _METRICS = {"ap": average_precision, "ndcg": ndcg, "01": average_precision}
@@ -108,7 +108,7 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         if self.solver == "cutting_plane":
             kwargs["qp_solver"] = self.qp_solver
         bias_column = self.fit_intercept and self.loss == "01"
-        res = SOLVERS[self.solver](_append_ones(X) if bias_column else X, is_pos, **kwargs)
+        res = SOLVERS[self.solver](append_ones(X) if bias_column else X, is_pos, **kwargs)
         w = res.w[:-1] if bias_column else res.w
         self.coef_ = w[None, :]
         if bias_column:
@@ -169,20 +169,19 @@ class RankSVM(ClassifierMixin, BaseEstimator):
             raise TypeError(f"fit_intercept must be True or False; got {self.fit_intercept!r}.")
 
 
-def _append_ones(X):
-    """``X`` with a constant feature of ones (the bias feature), sparse kept sparse; padded
-    bags (n_images, K_max, d) get it on every box, lazily for a Dask array."""
-    if X.ndim == 3:
-        if isinstance(X, np.ndarray):
-            return np.concatenate([X, np.ones(X.shape[:2] + (1,))], axis=2)
+def append_ones(X):
+    """``X`` with a constant feature of ones appended (the bias feature), in ``X``'s dtype:
+    a matrix (n_samples, d), dense or scipy.sparse (CSR out), or padded bags (n_images, K_max,
+    d), NumPy or Dask (appended block by block, lazily), get it on every row or box."""
+    if X.ndim == 3 and not isinstance(X, np.ndarray):
         import dask.array as da
 
         ones = da.ones(X.shape[:2] + (1,), dtype=X.dtype, chunks=X.chunks[:2] + ((1,),))
         return da.concatenate([X, ones], axis=2)
-    ones = np.ones((X.shape[0], 1))
+    ones = np.ones(X.shape[:-1] + (1,), dtype=X.dtype)
     if sp.issparse(X):
-        return sp.hstack([X, ones], format="csr")
-    return np.hstack([X, ones])
+        return sp.hstack([X, ones], format="csr", dtype=X.dtype)
+    return np.concatenate([X, ones], axis=-1)
 
 
 def _fewest_errors_threshold(scores, is_pos):
@@ -254,7 +253,7 @@ class LatentRankSVM(BaseEstimator):
         X, bounds = _check_layout(X, offsets, counts)
         bias = self.fit_intercept and self.loss == "01"
         res = latent_cutting_plane(
-            _append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
+            append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
             method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
             min_outer=self.min_outer, init=self.init, random_state=self.random_state,
             qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set)

@@ -159,11 +159,12 @@ def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
 
 # ---------------------------------------------------------------------------- retrieval
 
-def _neighbour_relevance(embeddings, labels):
-    """Each sample a query against all the others, ranked by cosine similarity: (relevance
-    (n, n - 1) bool, True where the neighbour at that position shares the query's class;
-    R (n,), the number of the query's class among the others). Equal similarities keep the
-    neighbours' order in the input."""
+def _neighbour_relevance(embeddings, labels, metric):
+    """Each sample a query against all the others, ranked by cosine similarity, over the
+    queries whose class has another sample: (relevance (queries, n - 1) bool, True where the
+    neighbour at that position shares the query's class; R (queries,), the number of the
+    query's class among the others). Equal similarities keep the neighbours' order in the
+    input. No such query is an error naming `metric`."""
     x = np.asarray(embeddings, dtype=np.float64)
     labels = np.asarray(labels)
     if x.ndim != 2 or labels.ndim != 1 or len(labels) != len(x):
@@ -178,7 +179,10 @@ def _neighbour_relevance(embeddings, labels):
     np.fill_diagonal(sims, -np.inf)  # a query is not its own neighbour
     order = np.argsort(-sims, axis=1, kind="stable")[:, :-1]  # the query itself last: cut
     relevant = labels[order] == labels[:, None]
-    return relevant, relevant.sum(axis=1)
+    r = relevant.sum(axis=1)
+    if not (r > 0).any():
+        raise ValueError(f"no class has two samples; {metric} is undefined.")
+    return relevant[r > 0], r[r > 0]
 
 
 def mean_average_precision_at_r(embeddings, labels):
@@ -186,11 +190,7 @@ def mean_average_precision_at_r(embeddings, labels):
     cosine similarity (higher is better): with R the number of the query's class among the
     others, the mean over the R nearest of precision at each that is of the class, over R;
     averaged over the queries with R > 0."""
-    relevant, r = _neighbour_relevance(embeddings, labels)
-    keep = r > 0
-    if not keep.any():
-        raise ValueError("no class has two samples; mAP@R is undefined.")
-    relevant, r = relevant[keep], r[keep]
+    relevant, r = _neighbour_relevance(embeddings, labels, "mAP@R")
     position = np.arange(1, relevant.shape[1] + 1)
     within = position[None, :] <= r[:, None]
     precision = np.cumsum(relevant, axis=1) / position
@@ -203,8 +203,5 @@ def recall_at_k(embeddings, labels, k):
     nearest; over the queries whose class has another sample."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer; got {k!r}.")
-    relevant, r = _neighbour_relevance(embeddings, labels)
-    keep = r > 0
-    if not keep.any():
-        raise ValueError("no class has two samples; recall@k is undefined.")
-    return float(relevant[keep, :k].any(axis=1).mean())
+    relevant, _ = _neighbour_relevance(embeddings, labels, "recall@k")
+    return float(relevant[:, :k].any(axis=1).mean())

@@ -12,8 +12,9 @@ import numpy as np
 
 from qs._numba import jit
 
-__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_scores",
-           "check_counts", "check_finite", "check_finite_tensor", "check_scores", "label_check", "not_finite"]
+__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_query_rows",
+           "as_scores", "check_counts", "check_finite", "check_finite_tensor", "check_scores",
+           "label_check", "not_finite"]
 
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
@@ -60,6 +61,17 @@ def check_finite(scores, before):
         raise not_finite(scores[where], where, before)
 
 
+def _numeric_labels(arr):
+    """Numeric labels as :func:`label_check` takes them: C-contiguous, in native byte order,
+    float16 widened to float32 (no copy when already so)."""
+    if arr.dtype.kind not in "fiu":
+        raise _not_numeric(arr.dtype)
+    if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
+        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
+                         else arr.dtype.newbyteorder("="))
+    return np.ascontiguousarray(arr)
+
+
 def as_positive_mask(labels, n):
     """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
     {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
@@ -73,12 +85,7 @@ def as_positive_mask(labels, n):
         )
     if arr.dtype == np.bool_:
         return np.ascontiguousarray(arr).view(np.uint8)
-    if arr.dtype.kind not in "fiu":
-        raise _not_numeric(arr.dtype)
-    if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
-        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
-                         else arr.dtype.newbyteorder("="))
-    arr = np.ascontiguousarray(arr)
+    arr = _numeric_labels(arr)
     bad, minus = label_check(arr)
     if bad >= 0:
         raise _not_binary(arr[bad], bad)
@@ -96,9 +103,7 @@ def as_positive_mask2d(labels, shape):
                          f"labels {arr.shape}.")
     if arr.dtype == np.bool_:
         return np.ascontiguousarray(arr).view(np.uint8)
-    if arr.dtype.kind not in "fiu":
-        raise _not_numeric(arr.dtype)
-    arr = np.ascontiguousarray(arr)
+    arr = _numeric_labels(arr)
     bad, _ = label_check(arr.reshape(-1))
     if bad >= 0:
         qq, kk = divmod(int(bad), shape[1])
@@ -183,3 +188,14 @@ def as_positive_tensor(labels, scores):
         where = tuple(int(k) for k in bad.nonzero()[0])
         raise _not_binary(labels[where].item(), where)
     return labels == 1
+
+
+def as_query_rows(scores, labels):
+    """Validated score tensor (n,) or (Q, n) and labels of its shape, as (scores (Q, n),
+    positives (Q, n) bool): a 1-D input is one query. The scores are checked in full
+    (:func:`check_scores`, :func:`check_finite_tensor`), the labels by
+    :func:`as_positive_tensor`."""
+    check_scores(scores)
+    pos = as_positive_tensor(labels, scores)
+    check_finite_tensor(scores)
+    return (scores[None], pos[None]) if scores.ndim == 1 else (scores, pos)

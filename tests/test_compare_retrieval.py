@@ -1,6 +1,5 @@
-"""`qsrank compare` on retrieval data sets: the synthetic classes, the class-balanced
-batches, LibAUC's SOAP over a batch of embeddings, a tiny run that resumes, and bad config
-keys of the retrieval sections."""
+"""`qsrank compare` on retrieval data sets: the class-balanced batches, a tiny run that
+resumes, and bad config keys of the retrieval sections."""
 
 import importlib.util
 
@@ -14,24 +13,12 @@ torch = pytest.importorskip("torch")
 from cli.main import main
 from pipelines import compare
 from pipelines.compare import retrieval
-from qs.data.retrieval import make_retrieval_classes
 
 TINY = {"seeds": [0], "datasets": ["digits_retrieval", "synthetic_retrieval"],
         "methods": ["untrained", "ap_hinge"], "threads": 1,
         "digits_retrieval": {"epochs": 1, "hidden": 0, "dim": 8},
         "synthetic_retrieval": {"epochs": 1, "classes": 8, "per_class": 6, "hidden": 8,
                                 "dim": 4, "classes_per_batch": 3, "samples_per_class": 3}}
-
-
-def test_synthetic_classes_are_seeded_and_shaped():
-    X, y, source = make_retrieval_classes(3, classes=6, per_class=4, features=10)
-    again, _, _ = make_retrieval_classes(3, classes=6, per_class=4, features=10)
-    assert X.shape == (24, 10) and np.array_equal(y, np.repeat(np.arange(6), 4))
-    assert np.array_equal(X, again) and "not a real data set" in source
-    assert not np.array_equal(X, make_retrieval_classes(4, classes=6, per_class=4,
-                                                        features=10)[0])
-    with pytest.raises(ValueError, match="per_class must be a positive integer; got 0"):
-        make_retrieval_classes(0, per_class=0)
 
 
 def test_batches_are_class_balanced_seeded_and_held_out_classes_unseen():
@@ -47,29 +34,6 @@ def test_batches_are_class_balanced_seeded_and_held_out_classes_unseen():
         assert len(set(idx)) == 25
     assert all(np.array_equal(a, b) for a, b in zip(batches, task.batches(0, 0)))
     assert not np.array_equal(batches[0], task.batches(1, 0)[0])
-
-
-@pytest.mark.skipif(importlib.util.find_spec("libauc") is None,
-                    reason="libauc not installed (the [compare] extra)")
-def test_libauc_retrieval_loss_trains_embeddings():
-    from qs.metrics import mean_average_precision_at_r
-    from qs.surrogates.outside import LibAUCRetrievalAPLoss
-
-    X, y, _ = make_retrieval_classes(0, classes=4, per_class=20, features=6, latent=3,
-                                     noise=0.2)
-    X = torch.from_numpy(X).float()
-    loss = LibAUCRetrievalAPLoss(len(y), 4)
-    torch.manual_seed(0)
-    model = torch.nn.Linear(6, 3)
-    before = mean_average_precision_at_r(model(X).detach().numpy(), y)
-    opt = torch.optim.Adam(model.parameters(), lr=0.05)
-    g = torch.Generator().manual_seed(0)
-    for step in range(15):
-        idx = torch.randperm(len(y), generator=g)[:24]
-        opt.zero_grad()
-        loss(model(X[idx]), torch.from_numpy(y)[idx], idx).backward()
-        opt.step()
-    assert mean_average_precision_at_r(model(X).detach().numpy(), y) > before + 0.1
 
 
 def test_tiny_run_tables_and_resume(tmp_path):

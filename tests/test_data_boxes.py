@@ -8,6 +8,7 @@ import scipy.io
 from qs.data import load_image_set, load_rcnn_cache, load_voc_annotation
 from qs.data.voc2007 import CLASSES
 from qs.metrics import voc_detection_ap
+from tests.test_data_formats import write_mat73
 
 def voc_xml(width=500, height=375, objects=(("dog", (48, 240, 195, 371), 0, 1),), dtd=""):
     objs = "".join(
@@ -32,17 +33,6 @@ def rcnn_arrays(seed=0, k=4, d=5):
             "gt": np.array([[1], [0], [0], [0]][:k], dtype=np.uint8),
             "class": np.array([[CLASSES.index("dog") + 1], [0], [0], [0]][:k], dtype=np.uint8),
             "overlap": overlap}
-
-
-def write_mat73(path, arrays):
-    """A MATLAB v7.3 file as MATLAB writes it: HDF5 behind a 512-byte header, each variable
-    stored transposed (MATLAB is column-major)."""
-    h5py = pytest.importorskip("h5py")
-    with h5py.File(path, "w", userblock_size=512) as f:
-        for name, a in arrays.items():
-            f[name] = np.asarray(a).T
-    with open(path, "r+b") as fh:
-        fh.write(b"MATLAB 7.3 MAT-file".ljust(116) + b"\0" * 12 + b"\x00\x02IM")
 
 
 @pytest.mark.parametrize("version", ["v5", "v7.3"])

@@ -21,8 +21,9 @@ from qs.data.latent_list import load_latent_list
 from qs.data.reading import ReaderCrash
 from qs.data.store import FORMAT_VERSION, StoreDamaged
 from qs.data.store_writer import StoreWriter
-from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
-from tests.test_data_boxes import rcnn_arrays, voc_xml, write_mat73
+from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from tests.test_data_boxes import rcnn_arrays, voc_xml
+from tests.test_data_formats import write_mat73
 from tests.test_data_latent_list import write_latent, write_records
 
 SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
@@ -48,7 +49,7 @@ def cli(*args):
     return CliRunner().invoke(main, ["load", "cnn", *map(str, args)])
 
 
-# --- the synthetic generator: the same data in memory, in a store and as a Dask array ------
+# --- the synthetic generator: the same data in memory and in a store -----------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
@@ -66,62 +67,6 @@ def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
     labels = open_store(path).labels[:]
     np.testing.assert_array_equal(labels, np.stack([want.image_labels(c)
                                                     for c in range(len(CLASSES))], axis=1))
-
-
-def test_each_image_comes_from_its_own_generator():
-    gen = SyntheticVOC2007(5, **SMALL)
-    whole = gen.split_data("trainval")
-    X, boxes, (obj, _, _) = gen.image("trainval", 17)
-    np.testing.assert_array_equal(X, whole.X[17 * 12:18 * 12])
-    np.testing.assert_array_equal(boxes, whole.boxes[17 * 12:18 * 12])
-    np.testing.assert_array_equal(obj, whole.objects[17][0])
-    other = SyntheticVOC2007(5, scale=0.02, boxes_per_image=12, n_features=16)
-    np.testing.assert_array_equal(other.image("trainval", 17)[0], X)  # scale adds images only
-    assert not np.array_equal(gen.image("test", 17)[0], X)
-    assert not np.array_equal(SyntheticVOC2007(6, **SMALL).image("trainval", 17)[0], X)
-    with pytest.raises(ValueError, match="outside the 50 images"):
-        gen.image("trainval", 50)
-    with pytest.raises(ValueError, match="split must be one of trainval, test"):
-        gen.image("val", 0)
-
-
-def test_synthetic_features_as_a_lazy_dask_array():
-    gen = SyntheticVOC2007(2, **SMALL)
-    calls = []
-    original = gen._feature_block
-    object.__setattr__(gen, "_feature_block", lambda *a: calls.append(1) or original(*a))
-    lazy = gen.features("trainval", dtype="float16", chunk_images=8)
-    assert lazy.shape == (50, 12, 16) and lazy.dtype == np.float16
-    assert lazy.chunks[0] == (8,) * 6 + (2,) and not calls  # nothing generated yet
-    block = lazy[16:24].compute()
-    assert len(calls) == 1
-    whole = gen.split_data("trainval").X.reshape(50, 12, 16)
-    np.testing.assert_array_equal(block, whole[16:24].astype(np.float16))
-    np.testing.assert_array_equal(lazy.compute(), whole.astype(np.float16))
-
-
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("signal, noise", [(4.0, 1.0), (3e5, 1e-5), (0.5, 3e-3)])
-def test_lazy_features_are_the_images_cast_bit_for_bit(dtype, signal, noise):
-    # the compiled float16 conversion against NumPy's cast, through overflow to inf (signal
-    # 3e5), subnormals (noise 1e-5) and the rounding of ordinary values
-    gen = SyntheticVOC2007(4, **SMALL, signal=signal, noise=noise)
-    with np.errstate(over="ignore"):
-        whole = gen.split_data("test").X.reshape(-1, 12, 16).astype(dtype)
-    lazy = gen.features("test", dtype=dtype, chunk_images=16).compute()
-    bits = f"u{np.dtype(dtype).itemsize}"
-    np.testing.assert_array_equal(lazy.view(bits), whole.view(bits))
-    if dtype == "float16" and signal > 1e5:
-        assert np.isinf(lazy).any()
-    if dtype == "float16" and noise < 1e-4:
-        assert (np.abs(lazy[np.isfinite(lazy)]) < np.finfo(np.float16).tiny).any()
-
-
-def test_paper_scale_settings_are_accepted_without_generating():
-    gen = SyntheticVOC2007(0, scale=1.0, boxes_per_image=2000, n_features=4096)
-    assert gen.n_images("trainval") == 5011 and gen.n_images("test") == 4952
-    lazy = gen.features("test", dtype="float16")
-    assert lazy.shape == (4952, 2000, 4096) and lazy.nbytes == 4952 * 2000 * 4096 * 2
 
 
 def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from qs.estimators import RankSVM
+from qs.estimators import RankSVM, append_ones
 from qs.inference import lai
 from qs.metrics import average_precision, ndcg
 
@@ -226,3 +226,22 @@ def test_wrong_number_of_features_at_predict():
     est = RankSVM().fit(X_OK, Y_OK)
     with pytest.raises(ValueError, match="X has 3 features, but RankSVM is expecting 4"):
         est.predict(X_OK[:, :3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_append_ones_keeps_the_dtype_of_every_layout(dtype):
+    rng = np.random.default_rng(0)
+    flat = rng.standard_normal((5, 3)).astype(dtype)
+    padded = rng.standard_normal((4, 2, 3)).astype(dtype)
+    for X in (flat, sp.csr_matrix(flat), padded):
+        out = append_ones(X)
+        dense = out.toarray() if sp.issparse(out) else out
+        assert out.dtype == dtype and dense.shape == X.shape[:-1] + (4,)
+        np.testing.assert_array_equal(dense[..., :3], X.toarray() if sp.issparse(X) else X)
+        assert (dense[..., 3] == 1).all()
+    assert sp.issparse(append_ones(sp.csc_matrix(flat))) and append_ones(
+        sp.csc_matrix(flat)).format == "csr"
+    da = pytest.importorskip("dask.array")
+    lazy = append_ones(da.from_array(padded, chunks=(2, 2, 3)))
+    assert lazy.dtype == dtype and lazy.chunks == ((2, 2), (2,), (3, 1))
+    np.testing.assert_array_equal(lazy.compute(), append_ones(padded))

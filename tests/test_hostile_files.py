@@ -25,7 +25,7 @@ from qs.data import (
 )
 from qs.data.cifar10 import read_binary_batch
 from qs.data.formats import read_isolated
-from tests.test_data import write_poselet
+from tests.test_data_poselet import write_poselet
 
 
 def _segfaulting_mat(path, byte=177, value=0x0F):

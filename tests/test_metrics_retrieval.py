@@ -67,7 +67,9 @@ def test_against_pytorch_metric_learning(seed):
     (lambda: mean_average_precision_at_r(np.zeros(3), [0, 1, 1]), "2-D"),
     (lambda: mean_average_precision_at_r(np.ones((1, 2)), [0]), "at least 2 samples"),
     (lambda: mean_average_precision_at_r([[1.0, np.nan], [1.0, 0.0]], [0, 0]), "finite"),
-    (lambda: mean_average_precision_at_r(np.eye(3), [0, 1, 2]), "no class has two samples"),
+    (lambda: mean_average_precision_at_r(np.eye(3), [0, 1, 2]),
+     "no class has two samples; mAP@R is undefined"),
+    (lambda: recall_at_k(np.eye(3), [0, 1, 2], 1), "no class has two samples; recall@k is undefined"),
     (lambda: recall_at_k(np.eye(3), [0, 0, 1], 0), "k must be a positive integer"),
 ])
 def test_bad_input(call, match):

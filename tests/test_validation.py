@@ -6,14 +6,19 @@ import sys
 import numpy as np
 import pytest
 
-from qs._numba import BUILTIN_INCREMENTS, bind
-from qs.losses import AP_CODE, LOSSES, NDCG_CODE
-from qs.validation import as_positive_mask, as_scores, check_counts, check_finite
+from qs.validation import (
+    as_positive_mask,
+    as_positive_mask2d,
+    as_scores,
+    check_counts,
+    check_finite,
+)
 
 torch = pytest.importorskip("torch")
 
 from qs.validation import (  # noqa: E402
     as_positive_tensor,
+    as_query_rows,
     check_finite_tensor,
     check_scores,
 )
@@ -34,6 +39,18 @@ def test_array_and_tensor_labels_give_the_same_positives(labels):
     assert mask.tolist() == [True, False, True, False]
     assert as_positive_tensor(torch.from_numpy(labels), scores).tolist() == mask.tolist()
     assert as_positive_tensor(labels, scores).tolist() == mask.tolist()  # an array, converted
+
+
+@pytest.mark.parametrize("dtype", [">i4", "<i2", ">f8", np.float16, np.int8, bool])
+def test_one_and_several_queries_take_the_same_label_types(dtype):
+    labels = np.array([[1, 0, 1], [0, 0, 1]]).astype(dtype)
+    want = [[1, 0, 1], [0, 0, 1]]
+    assert as_positive_mask2d(labels, (2, 3)).tolist() == want
+    assert [as_positive_mask(row, 3).tolist() for row in labels] == want
+    if dtype is not bool:
+        bad = np.array([[1, 0, 1], [0, 0, 2]]).astype(dtype)
+        with pytest.raises(ValueError, match=r"labels must be binary: .*2.* at query 1, sample 2"):
+            as_positive_mask2d(bad, (2, 3))
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -85,15 +102,31 @@ def test_a_ranking_needs_a_positive_and_a_negative():
     check_counts(1, 1)
 
 
-def test_the_builtin_losses_bind_by_their_codes():
-    """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
-    a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
-    assert BUILTIN_INCREMENTS == {LOSSES["ap"].kernel: AP_CODE, LOSSES["ndcg"].kernel: NDCG_CODE}
-    from qs.inference.qs import sort_dc
+def test_query_rows_of_one_and_of_several_queries():
+    scores = torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, 3.0]])
+    rows, pos = as_query_rows(scores, np.array([[1, 0, -1], [0, 1, 1]]))
+    assert rows is scores and pos.dtype == torch.bool
+    assert pos.tolist() == [[True, False, False], [False, True, True]]
+    one, one_pos = as_query_rows(scores[0], [True, False, False])
+    assert one.shape == (1, 3) and torch.equal(one[0], scores[0])
+    assert one_pos.tolist() == [[True, False, False]]
 
-    assert bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)
+
+@pytest.mark.parametrize("scores, labels, error, message", [
+    (np.zeros(3), [1, 0, 0], TypeError, "torch.Tensor"),
+    (torch.zeros(1, 1, 3), torch.ones(1, 1, 3), ValueError, r"1-D \(n,\) or 2-D"),
+    (torch.zeros(3), [1, 0, 2], ValueError, "labels must be binary"),
+    (torch.zeros(3), [1, 0], ValueError, "same shape"),
+    (torch.tensor([0.0, float("nan"), 1.0]), [1, 0, 0], ValueError, "finite.*index \\(1,\\)"),
+])
+def test_query_rows_refuse_what_the_checks_refuse(scores, labels, error, message):
+    with pytest.raises(error, match=message):
+        as_query_rows(scores, labels)
+
+
+def test_importing_the_checks_imports_no_torch_and_no_loss():
     imported = subprocess.run(
-        [sys.executable, "-c", "import sys, qs._numba, qs.validation; "
+        [sys.executable, "-c", "import sys, qs.validation; "
          "print('qs.losses' in sys.modules, 'torch' in sys.modules)"],
         capture_output=True, text=True, check=True).stdout.split()
     assert imported == ["False", "False"]

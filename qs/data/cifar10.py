@@ -122,7 +122,8 @@ def read_binary_batch(path):
 
 def _version_of(directory):
     """('python' | 'binary', the folder holding the batches), or a ValueError."""
-    for folder in (directory, directory / "cifar-10-batches-py", directory / "cifar-10-batches-bin"):
+    for folder in (directory, directory / "cifar-10-batches-py",
+                   directory / "cifar-10-batches-bin"):
         if (folder / TEST_BATCH).is_file():
             return "python", folder
         if (folder / f"{TEST_BATCH}.bin").is_file():

@@ -7,6 +7,7 @@ a symlink, would be read until memory runs out or block forever; a list file nam
 quotes what it read would print a foreign file's contents. Each is a ValueError here.
 """
 
+import json
 import os
 import re
 import stat
@@ -14,8 +15,8 @@ from pathlib import Path, PurePath
 
 import numpy as np
 
-__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32", "check_final_newline", "check_regular",
-           "inside", "read_bytes", "shown"]
+__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32",
+           "check_final_newline", "check_regular", "inside", "read_bytes", "read_json", "shown"]
 
 LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
 SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
@@ -114,3 +115,12 @@ def as_float32(path, name, a):
         raise ValueError(f"{path}: {name} hold {float(a.ravel()[big[0]])}, beyond float32 "
                          f"(the features are kept as float32).")
     return a.astype(np.float32)
+
+
+def read_json(path):
+    """The JSON document at `path`, or None when it is missing or unreadable (a record that
+    a killed writer left half-written counts as absent)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -20,8 +20,9 @@ Group attributes: ``format``, ``format_version``, ``complete`` (the completion m
 of the chunk's stored bytes}}`` for every chunk of every array. Chunk keys are zarr's default
 (``c/<block>/0/0`` for ``features``).
 
-A store is written by `qs.data.store_writer.StoreWriter` into ``<STORE>.partial/``, one block of images at a time,
-each block recorded with its checksums under ``progress/`` once its chunks are on disk; an
+A store is written by `qs.data.store_writer.StoreWriter` into ``<STORE>.partial/``, one block
+of images at a time, each block recorded with its checksums under ``progress/`` once its
+chunks are on disk; an
 interrupted conversion resumes there, skipping the blocks already written and intact. One
 writer at a time holds a store's path (the lock file ``.<STORE name>.lock`` beside it). A
 ``.partial`` directory is made under a hidden name and renamed once it holds its progress
@@ -276,10 +277,3 @@ def file_sha256(path):
     except FileNotFoundError:
         return None
     return h.hexdigest()
-
-
-def read_json(path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

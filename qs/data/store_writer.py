@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qs.data.files import read_json
 from qs.data.lock import OutputLock
 from qs.data.store import (
     COMPRESSOR,
@@ -23,7 +24,6 @@ from qs.data.store import (
     IMAGE_ARRAYS,
     file_sha256,
     partial_path,
-    read_json,
 )
 from qs.data.voc2007 import CLASSES
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
+from qs.validation import as_query_rows
 
 __all__ = [
     "SURROGATES",
@@ -58,14 +58,16 @@ def _surrogate(z, surrogate):
 def true_positives_lower_bound(scores, labels, threshold=0.0, surrogate="hinge"):
     """``tp_l = sum over positives of 1 - l(f - b)`` per query: <= the true positives of
     the rule ``f >= b``."""
-    scores, pos = _rows(scores, labels, surrogate)
+    _check_surrogate(surrogate)
+    scores, pos = as_query_rows(scores, labels)
     return ((1.0 - _surrogate(scores - _column(threshold, scores), surrogate)) * pos).sum(-1)
 
 
 def false_positives_upper_bound(scores, labels, threshold=0.0, surrogate="hinge"):
     """``fp_u = sum over negatives of l(-(f - b))`` per query: >= the false positives of
     the rule ``f >= b``."""
-    scores, pos = _rows(scores, labels, surrogate)
+    _check_surrogate(surrogate)
+    scores, pos = as_query_rows(scores, labels)
     return (_surrogate(_column(threshold, scores) - scores, surrogate) * ~pos).sum(-1)
 
 
@@ -98,7 +100,7 @@ class _GlobalObjective(nn.Module):
     def _prepare(self, scores, labels):
         """(scores (Q, n, 1), positives (Q, n, 1), prior (Q, 1)); the trailing axis
         broadcasts against the anchors."""
-        scores, pos = _rows(scores, labels, self.surrogate)
+        scores, pos = as_query_rows(scores, labels)
         if scores.shape[0] != self.num_labels:
             raise ValueError(f"this loss was built for {self.num_labels} queries "
                              f"(num_labels); got scores of {scores.shape[0]}.")
@@ -143,7 +145,8 @@ class RecallAtPrecisionLoss(_GlobalObjective):
 
 class PrecisionAtRecallLoss(_GlobalObjective):
     """Maximise precision subject to recall >= ``target_recall`` (beta): minimise ``fp_u``
-    subject to ``tp_l >= beta |Y+|``, i.e. ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
+    subject to ``tp_l >= beta |Y+|``, i.e.
+    ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
     """
 
     def __init__(self, target_recall, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
@@ -232,17 +235,6 @@ class FBetaLoss(_GlobalObjective):
 def _check_surrogate(surrogate):
     if surrogate not in SURROGATES:
         raise ValueError(f"surrogate must be one of {list(SURROGATES)}; got {surrogate!r}.")
-
-
-def _rows(scores, labels, surrogate):
-    """(scores (Q, n) float, positives (Q, n) bool), validated."""
-    _check_surrogate(surrogate)
-    check_scores(scores)
-    labels = as_positive_tensor(labels, scores)
-    check_finite_tensor(scores)
-    if scores.ndim == 1:
-        return scores[None], labels[None]
-    return scores, labels
 
 
 def _column(threshold, scores):

@@ -25,7 +25,7 @@ import importlib
 
 import torch
 
-from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
+from qs.validation import as_query_rows
 
 __all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "LibAUCRetrievalAPLoss", "blackbox_ap_loss",
            "blackbox_ranks", "require", "smooth_ap_loss", "soft_rank_ap_loss",
@@ -51,14 +51,6 @@ def require(package, module=None):
                           f"installed: {how}") from None
 
 
-def _rows(scores, labels):
-    """(scores (Q, n), positives (Q, n) bool), validated."""
-    check_scores(scores)
-    pos = as_positive_tensor(labels, scores)
-    check_finite_tensor(scores)
-    return (scores[None], pos[None]) if scores.ndim == 1 else (scores, pos)
-
-
 def _mean_over_ranked(values, pos):
     """Mean of per-query values over the queries that have a positive and a negative."""
     n_pos = pos.sum(-1)
@@ -74,7 +66,7 @@ def smooth_ap_loss(scores, labels, temperature=0.01):
     other samples. Memory grows as Q n^2."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0; got {temperature!r}.")
-    scores, pos = _rows(scores, labels)
+    scores, pos = as_query_rows(scores, labels)
     n = scores.shape[-1]
     above = torch.sigmoid((scores[:, None, :] - scores[:, :, None]) / temperature)
     above = above * (1.0 - torch.eye(n, dtype=scores.dtype, device=scores.device))
@@ -127,7 +119,7 @@ def blackbox_ap_loss(scores, labels, strength=1.0):
     are min-max normalised per query first (no gradient through the normalisation's
     constants), so `strength` is on the scale of scores in [0, 1]; negatives sit at -inf in
     the ranking of the positives."""
-    scores, pos = _rows(scores, labels)
+    scores, pos = as_query_rows(scores, labels)
     lo = scores.detach().amin(-1, keepdim=True)
     span = (scores.detach().amax(-1, keepdim=True) - lo).clamp(min=1e-12)
     scaled = (scores - lo) / span
@@ -153,7 +145,7 @@ class LibAUCAPLoss(torch.nn.Module):
                                      device=self.device) for _ in range(num_labels)]
 
     def forward(self, scores, labels, index):
-        scores, pos = _rows(scores, labels)
+        scores, pos = as_query_rows(scores, labels)
         total, counted = scores.new_zeros(()), 0
         for q, loss in enumerate(self.losses):
             if pos[q].any():
@@ -185,7 +177,7 @@ class LibAUCNDCGLoss(torch.nn.Module):
         self.generator = torch.Generator().manual_seed(seed)
 
     def forward(self, scores, labels, index):
-        scores, pos = _rows(scores, labels)
+        scores, pos = as_query_rows(scores, labels)
         queries = [q for q in range(scores.shape[0]) if pos[q].any()]
         if not queries:
             return scores.sum() * 0.0
@@ -227,7 +219,7 @@ def soft_rank_ap_loss(scores, labels, strength=1.0):
     """1 - AP per query from torchsort's soft ranks (descending, l2 regularisation of
     strength `strength`) among all samples and among the positives, averaged."""
     torchsort = require("torchsort")
-    scores, pos = _rows(scores, labels)
+    scores, pos = as_query_rows(scores, labels)
     values = []
     for row, mask in zip(scores, pos):
         rank_all = torchsort.soft_rank(-row[None], regularization_strength=strength)[0]
