@@ -1,39 +1,14 @@
-"""`qsrank compare`: the ways of training for AP and NDCG side by side.
+"""`qsrank compare`: the ways of training for AP and NDCG side by side (docs/experiments/compare.md).
 
-Every method trains the same model from the same initialisation, on the same data, batches
-and budget (epochs, and optionally wall-clock seconds), for each seed. Two families of data
-sets:
-
-- classification (:mod:`pipelines.compare.classification`): one-vs-rest scores of every
-  class; test AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes;
-- retrieval (:mod:`pipelines.compare.retrieval`): embeddings learnt from class labels, tested
-  on held-out classes by mAP@R and Recall@1/4.
-
-The methods (:data:`pipelines.compare.methods.METHODS`, each with its loss per family):
-
-- baselines: ``cross_entropy`` and ``zero_one`` (the binary hinge);
-- ours: ``ap_hinge`` and ``ndcg_hinge``, the structured hinge of the AP / NDCG loss by exact
-  loss-augmented inference (:mod:`qs.torch`); on retrieval batches ``ap_hinge`` ranks every
-  sample of the batch against the others, ``ap_hinge_memory`` against a memory bank of past
-  embeddings too, and ``dlm_ap`` is direct loss minimization of AP on the same inference;
-- global objectives (Eban et al., AISTATS 2017): ``aucpr`` and ``recall_at_precision``,
-  their thresholds and multipliers stepped by plain SGD at ``loss_lr``;
-- outside (:mod:`qs.surrogates.outside`, pytorch-metric-learning): ``smooth_ap``,
-  ``blackbox_ap``, ``libauc_ap``, ``libauc_ndcg``, ``soft_rank_ap``, ``sodeep_ap``, and
-  ``fastap`` on retrieval.
-
-The units of work are data set x method x seed (a method runs on the data sets of the
-families it has a loss for), each kept as ``runs/<data set>__<method>__seed<k>.json`` by the
-runner (:mod:`pipelines._runner`): running again into the same directory resumes,
-retraining only what is missing or was made under other settings (or all, with ``force``).
-"""
+Every method (:data:`pipelines.compare.methods.METHODS`) trains the same model from the same
+initialisation, on the same data, batches and budget, for each seed. The units of work are
+data set x method x seed, on the data sets of the families (classification, retrieval) the
+method has a loss for; the runner resumes them."""
 
 from contextlib import contextmanager
-from pathlib import Path
 
 from pydantic import model_validator
 
-from pipelines import _runner
 from pipelines import _schema as S
 from pipelines._device import DEVICES, pick_device
 from pipelines._runner import Experiment
@@ -45,8 +20,8 @@ from pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 
-__all__ = ["DATASETS", "METHODS", "SPEC", "load_config", "load_data", "redraw",
-           "report", "resolve", "results_frame", "run", "task", "train_one"]
+__all__ = ["DATASETS", "METHODS", "SPEC", "load_data", "redraw", "results_frame", "task",
+           "train_one"]
 
 
 def _a_budget(section):
@@ -204,24 +179,6 @@ class Config(S.Section):
         return self
 
 
-def load_config(path=None, sets=None, **overrides):
-    """The defaults, updated by the YAML file at `path` with `sets` (`--set` keys) laid over
-    it, then by the non-None `overrides`; checked."""
-    return _runner.load_config(SPEC, path, sets, **overrides)
-
-
-def resolve(config):
-    """The full config: the defaults updated by `config`; a one-line ValueError naming a bad
-    key, or an ImportError naming a method whose package is missing."""
-    return _runner.resolve(SPEC, config)
-
-
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Train every (data set, method, seed) not already in the run directory, write the
-    tables, the figure and the provenance; return the run directory."""
-    return _runner.run(SPEC, config, out_dir, progress, overrides)
-
-
 # ---------------------------------------------------------------------------- the declaration
 
 def load_data(cfg):
@@ -312,9 +269,5 @@ def write(run, records):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, session=session,
-                  prepare=prepare, unit_settings=unit_settings, unit_label="run")
-
-
-def report(run_dir):
-    """What `qsrank compare` prints: the run's tables.md."""
-    return (Path(run_dir) / "tables.md").read_text(encoding="utf-8")
+                  prepare=prepare, unit_settings=unit_settings, unit_label="run",
+                  report=("tables.md",))

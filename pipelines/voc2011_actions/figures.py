@@ -9,7 +9,6 @@ import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from pipelines import _runner
 from pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._tables import fmt, markdown_table
@@ -120,14 +119,8 @@ SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=
                   label=lambda cfg: f"figure {cfg['figures']['vary']}",
                   command=lambda cfg: {"vary": cfg["figures"]["vary"],
                                        "preset": cfg["figures"]["preset"],
-                                       "methods": figure_methods(cfg)})
-
-
-def figure_run(config, out_dir=None, progress=True):
-    """Train every figure method at every size of figures.vary (resuming the points the
-    directory holds); write timings.csv, summary.md and figure.png/.pdf over every point in
-    the directory; return it."""
-    return _runner.run(SPEC, config, out_dir, progress)
+                                       "methods": figure_methods(cfg)},
+                  report=("summary.md",))
 
 
 def figure_frame(records):

@@ -1,8 +1,6 @@
 """Tables 1-4 of a finished run, the paper's numbers beside ours: LAI time in total and per
 call, their speed-ups, test AP and NDCG per class."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -234,13 +232,4 @@ def _metric_md(number, what, loss, table, spread, note, setting, ours, early, pa
         unconverged_note(n_marked, "cell"),
         (f"{same} train to the same weights (exact LAI); the largest difference of the "
          f"metric between them over the classes is {spread:.2g} points.")])) + "\n"
-
-
-def report(run_dir):
-    """The Markdown of a finished table or figure run (what the CLI prints)."""
-    run_dir = Path(run_dir)
-    if (run_dir / "table1.md").is_file():
-        return "\n".join((run_dir / f"table{k}.md").read_text(encoding="utf-8")
-                         for k in range(1, 5))
-    return (run_dir / "summary.md").read_text(encoding="utf-8")
 
