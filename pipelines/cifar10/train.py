@@ -3,7 +3,7 @@
 
 import pandas as pd
 
-from pipelines._device import pick_device
+from pipelines._device import prepare, torch_threads
 from pipelines._images import Normaliser, cifar_split
 from pipelines._io import save_figure, write_csv, write_text
 from pipelines._methods import selected_methods
@@ -27,15 +27,6 @@ def load_data(cfg):
     """{'train', 'val', 'test'}: (uint8 images, labels), the seeded split of the configured
     sizes, and 'note': where the images came from."""
     return cifar_split(cfg["data"], cfg["split"], cfg["seed"])
-
-
-def prepare(cfg):
-    """The config as run: `device` auto made concrete, torch's threads set."""
-    import torch
-
-    if cfg["threads"] is not None:
-        torch.set_num_threads(cfg["threads"])
-    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
 
 
 def settings(cfg, data):
@@ -134,4 +125,4 @@ def model_with(model, state):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  prepare=prepare, unit_label="phase")
+                  prepare=prepare, session=torch_threads, unit_label="phase")

@@ -5,12 +5,10 @@ initialisation, on the same data, batches and budget, for each seed. The units o
 data set x method x seed, on the data sets of the families (classification, retrieval) the
 method has a loss for; the runner resumes them."""
 
-from contextlib import contextmanager
-
 from pydantic import model_validator
 
 from pipelines import _schema as S
-from pipelines._device import DEVICES, pick_device
+from pipelines._device import DEVICES, prepare, torch_threads
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines.compare import classification, outputs, retrieval
@@ -203,13 +201,6 @@ def _on(cfg):
     return {} if cfg["device"] == "cpu" else {"device": cfg["device"]}
 
 
-def prepare(cfg):
-    """The config as run: `device` auto made concrete."""
-    import torch
-
-    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
-
-
 def unit_settings(cfg, data, unit):
     """What a unit's record depends on besides the unit: its data set's section and data,
     and the losses' settings (so a change to one data set retrains only that one)."""
@@ -225,20 +216,6 @@ def units(cfg, data):
     return [(dataset, method, f"seed{seed}") for dataset in cfg["datasets"]
             for method in cfg["methods"] if FAMILY_OF[dataset] in METHODS[method].losses
             for seed in cfg["seeds"]]
-
-
-@contextmanager
-def session(run):
-    """torch's intra-op threads as `threads` sets them, restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    if run.cfg["threads"] is not None:
-        torch.set_num_threads(run.cfg["threads"])
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def task(run, dataset):
@@ -268,6 +245,6 @@ def write(run, records):
 
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, session=session,
+                  units=units, run_unit=run_unit, write=write, session=torch_threads,
                   prepare=prepare, unit_settings=unit_settings, unit_label="run",
                   report=("tables.md",))
