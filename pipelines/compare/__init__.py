@@ -22,24 +22,26 @@ __all__ = ["DATASETS", "METHODS", "SPEC", "load_data", "redraw", "results_frame"
            "train_one"]
 
 
-def _a_budget(section):
-    if section.epochs is None and section.seconds is None:
-        raise ValueError("set a budget, epochs or seconds (both are null)")
-    return section
-
-
-class Budget(S.Section):
-    """A classification data set's budget (epochs, and seconds: stop after the first epoch
-    past it) and Adam's step size and batch size for the model."""
+class Epochs(S.Section):
+    """A data set's budget: epochs, and seconds (stop after the first epoch past it)."""
 
     epochs: S.optional(S.number(integer=True, low=1)) = S.key(
         10, "the budget in epochs (null: seconds only)")
     seconds: S.optional(S.number(low=0, strict=True)) = S.key(
         None, "the budget in seconds: stop after the first epoch past it (null: none)")
+
+    @model_validator(mode="after")
+    def _a_budget(self):
+        if self.epochs is None and self.seconds is None:
+            raise ValueError("set a budget, epochs or seconds (both are null)")
+        return self
+
+
+class Budget(Epochs):
+    """A classification data set's budget, and Adam's step size and batch size."""
+
     batch_size: S.number(integer=True, low=2) = S.key(256, "mini-batch size")
     lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
-
-    _a_budget = model_validator(mode="after")(_a_budget)
 
 
 class VOCBudget(Budget):
@@ -64,13 +66,9 @@ class CifarBudget(Budget):
         [8, 16, 32], "channels of the PL-CNN's three blocks")
 
 
-class RetrievalBudget(S.Section):
+class RetrievalBudget(Epochs):
     """A retrieval data set's budget, its class-balanced batches and its embedding model."""
 
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        10, "the budget in epochs (null: seconds only)")
-    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
-        None, "the budget in seconds: stop after the first epoch past it (null: none)")
     lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
     classes_per_batch: S.number(integer=True, low=2) = S.key(5, "classes in each batch")
     samples_per_class: S.number(integer=True, low=2) = S.key(
@@ -78,8 +76,6 @@ class RetrievalBudget(S.Section):
     hidden: S.number(integer=True, low=0) = S.key(
         0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)")
     dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
-
-    _a_budget = model_validator(mode="after")(_a_budget)
 
 
 class DigitsRetrieval(RetrievalBudget):

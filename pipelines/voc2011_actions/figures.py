@@ -11,6 +11,7 @@ from matplotlib.ticker import NullLocator
 
 from pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from pipelines._runner import Experiment
+from pipelines._sizes import varied
 from pipelines._tables import fmt, markdown_table
 from pipelines.voc2011_actions import train
 from pipelines.voc2011_actions.config import (
@@ -139,11 +140,6 @@ def figure_frame(records):
         .reset_index(drop=True)
 
 
-def _x(frame, vary):
-    return {"negatives": frame["n_neg"], "positives": frame["n_pos"],
-            "total": frame["n_pos"] + frame["n_neg"]}[vary]
-
-
 def _xlabel(frame, vary):
     if vary == "negatives":
         return f"negatives (positives = {frame['n_pos'].iloc[0]})"
@@ -217,14 +213,14 @@ def plot_figure(frame, stem, synthetic=True):
                 line = part[part["method"] == name]
                 median = line["lai_time_median_s"].to_numpy()
                 spread = [median - line["lai_time_s"], line["lai_time_max_s"] - median]
-                ax.errorbar(_x(line, vary), median, yerr=spread, marker="o", markersize=3,
+                ax.errorbar(varied(line, vary), median, yerr=spread, marker="o", markersize=3,
                             capsize=2, label=METHOD_LABELS.get(name, name),
                             color=COLORS.get(name, "k"))
             ax.set(xscale="log", yscale="log",
                    ylabel="total LAI time in training (s),\nmedian [fastest, slowest]")
             if not part.empty:
                 ax.set_xlabel(_xlabel(part, vary))
-                xs = sorted(set(_x(part, vary)))
+                xs = sorted(set(varied(part, vary)))
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
