@@ -292,12 +292,10 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
 
 def figure(rows, stem):
     """Time and peak memory against n, log-log, one line per (device, loss)."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax_t, ax_m = fig.subplots(1, 2)
     for device, name in dict.fromkeys((r[0], r[1]) for r in rows):
         pts = [r for r in rows if r[0] == device and r[1] == name and r[3] is not None]
         if not pts:
@@ -312,9 +310,7 @@ def figure(rows, stem):
         ax.grid(True, which="major", alpha=0.3)
     ax_t.legend(fontsize=8)
     fig.tight_layout()
-    paths = save_figure(fig, stem)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, stem)
 
 
 def _curves_text(rows, q):
