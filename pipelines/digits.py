@@ -7,7 +7,6 @@ the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
 
 import hashlib
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,7 @@ from sklearn.svm import LinearSVC
 
 from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._io import read_csv, write_csv, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
@@ -247,8 +246,3 @@ def write(run, records):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up)
-
-
-def results_table(run_dir):
-    """The test-AP table of a finished run (digits and `mean` as rows, methods as columns)."""
-    return read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])

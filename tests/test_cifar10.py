@@ -453,7 +453,6 @@ def test_layerwise_svm_lowers_its_layers_objective():
     from tqdm import tqdm
 
     from qs.nets import PLCNN
-    from qs.torch import rank_hinge_loss
 
     cifar10 = _pipeline()
     from pipelines.cifar10 import phases
@@ -465,7 +464,7 @@ def test_layerwise_svm_lowers_its_layers_objective():
     torch.manual_seed(0)
     net = PLCNN(tuple(TINY["widths"])).eval()
     layer = net.linear_layers()[-1]
-    step_loss, _ = phases._phase_loss("ap_qs", rank_hinge_loss)
+    step_loss, _ = phases._phase_loss("ap_qs")
     x, y = normalise(data["train"][0]), torch.from_numpy(data["train"][1])
     pattern = net.patterns(x)
     order = np.random.default_rng([cfg["seed"], 0]).permutation(len(y))
