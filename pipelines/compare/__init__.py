@@ -44,22 +44,11 @@ class Budget(Epochs):
     lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
 
 
-class VOCBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        5, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(512, "mini-batch size")
+VOCBudget = S.with_defaults(Budget, epochs=5, batch_size=512)
+DigitsBudget = S.with_defaults(Budget, epochs=20, batch_size=128)
 
 
-class DigitsBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        20, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(128, "mini-batch size")
-
-
-class CifarBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        3, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
+class CifarBudget(S.with_defaults(Budget, epochs=3, batch_size=200)):
     warm_start_epochs: S.number(integer=True, low=0) = S.key(
         3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method")
     widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
@@ -78,9 +67,7 @@ class RetrievalBudget(Epochs):
     dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
 
 
-class DigitsRetrieval(RetrievalBudget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        5, "the budget in epochs (null: seconds only)")
+class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
     train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
         [0, 1, 2, 3, 4], "the training digits; the others are held out for the test")
 
@@ -92,10 +79,8 @@ class DigitsRetrieval(RetrievalBudget):
         return self
 
 
-class SyntheticRetrieval(RetrievalBudget):
-    classes_per_batch: S.number(integer=True, low=2) = S.key(8, "classes in each batch")
-    samples_per_class: S.number(integer=True, low=2) = S.key(
-        8, "samples of each class in a batch")
+class SyntheticRetrieval(S.with_defaults(RetrievalBudget, classes_per_batch=8,
+                                         samples_per_class=8)):
     classes: S.number(integer=True, low=4) = S.key(
         100, "classes generated; the first half train, the second half is held out")
     per_class: S.number(integer=True, low=2) = S.key(30, "samples of each class")
