@@ -173,13 +173,14 @@ def settings(cfg, data):
     digest, and the losses' settings."""
     return {"data": {n: d.note for n, d in data["sets"].items()},
             "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
-            "loss_lr": cfg["loss_lr"], "options": cfg["options"], **_on(cfg)}
+            **_losses(cfg)}
 
 
-def _on(cfg):
-    """The device among the settings when it is not the CPU (so that runs stored before the
-    key existed still resume)."""
-    return {} if cfg["device"] == "cpu" else {"device": cfg["device"]}
+def _losses(cfg):
+    """The losses' settings, and the device when it is not the CPU (so that runs stored
+    before the key existed still resume)."""
+    return {"loss_lr": cfg["loss_lr"], "options": cfg["options"],
+            **({} if cfg["device"] == "cpu" else {"device": cfg["device"]})}
 
 
 def unit_settings(cfg, data, unit):
@@ -187,8 +188,7 @@ def unit_settings(cfg, data, unit):
     and the losses' settings (so a change to one data set retrains only that one)."""
     dataset = unit[0]
     return {"dataset": dataset, "section": cfg[dataset], "data": data["sets"][dataset].note,
-            "data_sha256": data["sha256"][dataset], "loss_lr": cfg["loss_lr"],
-            "options": cfg["options"], **_on(cfg)}
+            "data_sha256": data["sha256"][dataset], **_losses(cfg)}
 
 
 def units(cfg, data):
