@@ -263,10 +263,11 @@ def key(default, help, name=None):  # noqa: A002 - the word the config docs use
 
 
 def with_defaults(section, **values):
-    """`section` with other defaults for the keys `values`, their types and help as declared."""
+    """`section` with other defaults for the (leaf) keys `values`, their types and help as
+    declared."""
     fields = section.model_fields
     return create_model(section.__name__, __base__=section, **{
-        name: (Annotated[(Any, *fields[name].metadata)],
+        name: (Annotated[(fields[name].annotation, *fields[name].metadata)],
                key(value, fields[name].description, fields[name].alias))
         for name, value in values.items()})
 
