@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import CONFIGS, USER_ERRORS, default_config, notice_compiles
+from cli.common import CONFIGS, USER_ERRORS, default_config, notice_compiles, user_errors
 
 # The pipelines, qs and numba load only inside a command: `qsrank bench --help` imports none
 # of them. So the choices and defaults of the options are written here; tests/test_cli_bench.py
@@ -126,25 +126,23 @@ def _scaling(config_path, out, methods, budget, clock, **options):
 
 
 def _replay(config_path, out, action, loss, repeats):
-    from pipelines import voc2011_actions
+    from pipelines import _runner, voc2011_actions
     from pipelines.voc2011_actions import replay
 
     if config_path is None:
         config_path = default_config("voc2011_actions")
     classes = [c.strip() for c in action.split(",")] if action else ["phoning"]
     losses = list(BENCH_LOSSES) if loss in (None, "all") else [loss]
-    try:
-        config = voc2011_actions.load_config(config_path, classes=classes)
+    with user_errors():
+        config = _runner.load_config(voc2011_actions.SPEC, config_path, None, classes=classes)
         run_dir = replay.run(config, classes, losses, repeats or 5, out)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(replay.read_summary(run_dir))
     click.echo(f"results: {run_dir}")
 
 
 def _experiment(name, config_path, out, methods, budget, action, *, vary, loss, repeats, preset,
                 seed):
-    from pipelines import _registry
+    from pipelines import _registry, _runner
 
     if budget is not None:
         raise click.UsageError("--budget applies to the synthetic-score benchmark only, not "
@@ -154,13 +152,12 @@ def _experiment(name, config_path, out, methods, budget, action, *, vary, loss, 
     methods = [m.strip() for m in methods.split(",")] if methods else None
     figures = {"vary": vary, "loss": loss, "methods": methods, "repeats": repeats,
                "preset": preset, "class": action}
-    try:
-        module = _registry.experiment(name)
-        config = module.load_config(config_path, seed=seed, figures=figures)
-        run_dir = module.figure_run(config, out)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
-    click.echo(module.report(run_dir))
+    figures = {k: v for k, v in figures.items() if v is not None}
+    with user_errors():
+        spec = _registry.experiment(name).FIGURES
+        config = _runner.load_config(spec, config_path, None, seed=seed, figures=figures)
+        run_dir = _runner.run(spec, config, out)
+    click.echo(_runner.report(spec, run_dir))
     click.echo(f"results: {run_dir}")
 
 
@@ -177,11 +174,9 @@ def torch_lai(parts, repeats, threads):
     from pipelines import torch_lai_bench
 
     notice_compiles()
-    try:
+    with user_errors():
         click.echo(torch_lai_bench.run(threads=threads, repeats=repeats,
                                        parts="".join(parts) or "".join(TORCH_LAI_PARTS)))
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
 
 
 @bench.command("torch-losses")
@@ -221,10 +216,8 @@ def torch_losses(out, sizes, queries, repeats, parts, devices):
 def _torch_losses(out, repeats=None, **given):
     from pipelines import torch_loss_bench
 
-    try:
+    with user_errors():
         run_dir, report = torch_loss_bench.run(out, repeats=repeats or 5, **given)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(report)
     click.echo(f"results: {run_dir}")
 
@@ -263,12 +256,10 @@ def voc2007_scale(out, **settings):
     from pipelines._io import write_json
 
     notice_compiles()
-    try:
+    with user_errors():
         results = pipeline.run(**settings)
         if out is not None:
             write_json(out, results)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(pipeline.report(results))
 
 
@@ -282,10 +273,8 @@ def cold_start(repeats, fresh_cache):
     method and loss, each in fresh processes."""
     from pipelines import cold_start as pipeline
 
-    try:
+    with user_errors():
         rows = pipeline.run(repeats, fresh_cache)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(pipeline.report(rows, repeats, fresh_cache))
 
 

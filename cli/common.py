@@ -1,6 +1,7 @@
 """What every `qsrank` command shares: the user errors it reports in one line, the
 repository's configs, and the notice before numba compiles."""
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -11,6 +12,15 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # What a run can hit that is the user's to fix (bad config or data, an unwritable --out, a
 # QP backend that fails or is missing): a one-line message and exit 1, not a traceback.
 USER_ERRORS = (ValueError, OSError, RuntimeError, ImportError)
+
+
+@contextmanager
+def user_errors():
+    """Run the block; a user's error (`USER_ERRORS`) leaves as a one-line ClickException."""
+    try:
+        yield
+    except USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
 
 _notice = {"registered": False, "shown": False, "depth": 0, "start": 0.0, "seconds": 0.0}
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from cli.common import notice_compiles, user_errors
+
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -18,12 +20,6 @@ def _grid(ctx, param, value):
     except ValueError:
         raise click.BadParameter(f"expected a number or comma-separated numbers; got "
                                  f"{value[:60]!r}.") from None
-
-
-def _user_errors():
-    from cli.common import USER_ERRORS
-
-    return USER_ERRORS
 
 
 @click.command()
@@ -59,18 +55,15 @@ def fit(train, test, out, **options):
     TRAIN and --test: CSV/TSV (with --label-column), Parquet, svmlight/libsvm, or .npz/.mat
     holding X and y.
     """
-    from cli.common import notice_compiles
     from pipelines import _runner
     from pipelines import fit as pipeline
 
     notice_compiles()
-    try:
+    with user_errors():
         config = _runner.load_config(pipeline.SPEC, None, None, train=str(train),
                                      test=None if test is None else str(test), **options)
         run_dir = _runner.run(pipeline.SPEC, config, out, progress=True)
-    except _user_errors() as err:
-        raise click.ClickException(str(err)) from None
-    click.echo(pipeline.report(run_dir))
+    click.echo(_runner.report(pipeline.SPEC, run_dir))
     click.echo(f"results: {run_dir}")
 
 
@@ -89,10 +82,8 @@ def predict(model, data, label_column, out):
     """
     from pipelines.model import predict as score
 
-    try:
+    with user_errors():
         rows = score(model, data, out, label_column=label_column)
-    except _user_errors() as err:
-        raise click.ClickException(str(err)) from None
     click.echo(f"scores of {rows} rows: {out}")
 
 
@@ -109,10 +100,8 @@ def evaluate(scores, labels, label_column, out):
     from pipelines.model import METRICS
     from pipelines.model import evaluate as measure
 
-    try:
+    with user_errors():
         frame = measure(scores, labels, label_column=label_column, out=out)
-    except _user_errors() as err:
-        raise click.ClickException(str(err)) from None
     click.echo(frame_table(frame.rename(columns=METRICS), dict.fromkeys(METRICS.values(),
                                                                           ".4f")))
     if out is not None:

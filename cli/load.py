@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import USER_ERRORS
+from cli.common import USER_ERRORS, user_errors
 
 
 @click.group()
@@ -25,12 +25,10 @@ def load_poselet(path, features_dir, out):
     from pipelines._io import write_npz
     from qs import data
 
-    try:
+    with user_errors():
         poselet = data.load_poselet(path, feature_dir=features_dir)
         if out is not None:
             write_npz(out, data.cache_arrays(poselet))
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(poselet_summary(poselet))
     if out is not None:
         click.echo(f"cache: {out}")

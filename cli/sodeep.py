@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import USER_ERRORS
+from cli.common import user_errors
 
 SORTER_KINDS = ("lstm", "cnn")  # qs.surrogates.sodeep.KINDS
 SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
@@ -39,11 +39,9 @@ def sodeep_train(kind, length, steps, seed, size, hidden, batch_size, lr, test_v
     """Train a sorter on synthetic score vectors (L1 loss on the ranks) and save it."""
     from pipelines import sodeep as pipeline
 
-    try:
+    with user_errors():
         meta = pipeline.train(kind, length, steps, seed, out, size=size, batch_size=batch_size,
                               lr=lr, test_vectors=test_vectors, hidden=hidden)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(pipeline.train_report(meta, out))
 
 
@@ -57,8 +55,6 @@ def sodeep_eval(checkpoints, vectors):
     """L1 rank error of the sorters and the handcrafted ranker, beside the paper's Table 1."""
     from pipelines import sodeep as pipeline
 
-    try:
+    with user_errors():
         rows = pipeline.evaluate(list(checkpoints), vectors)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(pipeline.eval_table(rows, vectors))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import CONFIGS, USER_ERRORS, default_config, notice_compiles
+from cli.common import CONFIGS, default_config, notice_compiles, user_errors
 from pipelines import _registry
 
 SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")  # qs.ssvm.SOLVERS
@@ -44,7 +44,7 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
                  "solver": solver, "force": force, "scheduler": scheduler}
     notice_compiles()
-    try:
+    with user_errors():
         module = pipeline_of(config_path)
         spec = module.SPEC
         if scheduler is not None and "scheduler" not in _schema.keys(spec.schema):
@@ -53,8 +53,6 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
         given = {k: v for k, v in overrides.items() if v is not None}
         config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
         run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo(run_summary(module, run_dir))
     click.echo(f"results: {run_dir}")
 
@@ -75,19 +73,16 @@ def compare(config_path, out, force, sets):
     """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
     table per data set (classification: test AP, NDCG, recall at precision 0.9, AUCPR;
     retrieval on held-out classes: mAP@R, Recall@1/4; times)."""
-    from pipelines import compare as pipeline
+    from pipelines import _runner, _schema
+    from pipelines.compare import SPEC
 
     if config_path is None:
         config_path = default_config("compare")
     notice_compiles()
-    try:
-        from pipelines import _schema
-
-        config = pipeline.load_config(config_path, _schema.parse_sets(sets), force=force)
-        run_dir = pipeline.run(config, out, progress=True, overrides=sets)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
-    click.echo(pipeline.report(run_dir))
+    with user_errors():
+        config = _runner.load_config(SPEC, config_path, _schema.parse_sets(sets), force=force)
+        run_dir = _runner.run(SPEC, config, out, progress=True, overrides=sets)
+    click.echo(_runner.report(SPEC, run_dir))
     click.echo(f"results: {run_dir}")
 
 
@@ -108,10 +103,8 @@ def config_show(experiment):
     a config can start from."""
     from pipelines import _schema
 
-    try:
+    with user_errors():
         model = _registry.schema(experiment)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None
     click.echo("\n".join(_schema.help_lines(model)))
 
 
@@ -137,11 +130,13 @@ def pipeline_of(config_path):
 
 
 def run_summary(module, run_dir):
-    """What `qsrank train` prints: the pipeline's report(run_dir), else the run's summary.md."""
+    """What `qsrank train` prints: the pipeline's own report(run_dir), else the report files
+    its declaration names."""
+    from pipelines import _runner
+
     if hasattr(module, "report"):
         return module.report(run_dir)
-    summary = Path(run_dir) / "summary.md"
-    return summary.read_text(encoding="utf-8") if summary.is_file() else ""
+    return _runner.report(module.SPEC, run_dir)
 
 
 @click.command(hidden=True)
@@ -153,7 +148,5 @@ def readme(readme, results):
     """Rewrite the README's headline table from the committed result files (`make readme`)."""
     from pipelines import headline
 
-    try:
+    with user_errors():
         click.echo(headline.write_readme(readme, results))
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from None

@@ -1,6 +1,8 @@
-"""The torch device of an experiment's `device` key, and a clock that waits for it."""
+"""The torch device and threads of an experiment's `device` and `threads` keys, and a clock
+that waits for the device."""
 
 import time
+from contextlib import contextmanager
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -13,6 +15,27 @@ def pick_device(device, cuda_available):
         raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
                          "auto")
     return device
+
+
+def prepare(cfg):
+    """The config as run: `device` auto made concrete."""
+    import torch
+
+    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
+
+
+@contextmanager
+def torch_threads(run):
+    """torch's intra-op threads as the config's `threads` sets them, restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    if run.cfg["threads"] is not None:
+        torch.set_num_threads(run.cfg["threads"])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def clock(device):

@@ -10,6 +10,7 @@ settings its results depend on, its units of work (class x method, data set x me
 import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from tqdm import tqdm
@@ -43,7 +44,8 @@ class Experiment:
     - `label(cfg)`: what progress lines and new run directories call the run (default: the
       name; a figure run of one vary, say);
     - `command(cfg)`: what this command adds to the settings its provenance records (the vary
-      of a figure run, whose directory holds several).
+      of a figure run, whose directory holds several);
+    - `report`: the Markdown files of a finished run that the CLI prints.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Experiment:
     unit_label: str = "unit"
     label: Callable = None
     command: Callable = None
+    report: tuple = ("table.md",)
 
 
 @dataclass
@@ -87,6 +90,12 @@ def load_config(experiment, path=None, sets=None, /, **overrides):
     """The schema's defaults, updated by the YAML file at `path` with the `--set` mapping
     `sets` laid over it, then by the non-None `overrides`; checked. Errors name the file."""
     return _config.load_config(path, {}, lambda c: resolve(experiment, c), overrides, sets)
+
+
+def report(experiment, run_dir):
+    """What the CLI prints of a finished run: its `report` files, one after the other."""
+    return "\n".join((Path(run_dir) / name).read_text(encoding="utf-8")
+                     for name in experiment.report)
 
 
 def unit_name(unit):

@@ -12,7 +12,7 @@ import numbers
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
 
 from pipelines._config import merge
 from pipelines._yaml import parse_yaml, shown
@@ -260,6 +260,16 @@ def key(default, help, name=None):  # noqa: A002 - the word the config docs use
         return Field(default_factory=lambda: copy.deepcopy(default), description=help,
                      alias=name)
     return Field(default, description=help, alias=name)
+
+
+def with_defaults(section, **values):
+    """`section` with other defaults for the (leaf) keys `values`, their types and help as
+    declared."""
+    fields = section.model_fields
+    return create_model(section.__name__, __base__=section, **{
+        name: (Annotated[(fields[name].annotation, *fields[name].metadata)],
+               key(value, fields[name].description, fields[name].alias))
+        for name, value in values.items()})
 
 
 def keys(model):

@@ -1,5 +1,5 @@
 """Sample counts shared by the benchmarks that grow the data: the (positives, negatives) pairs
-of a varied count."""
+of a varied count, and the varied count of a table's rows."""
 
 
 def size_pairs(vary, spec, values, where):
@@ -14,3 +14,9 @@ def size_pairs(vary, spec, values, where):
         raise ValueError(f"{where}: every total must leave at least one negative beside one "
                          "positive")
     return [(p, t - p) for p, t in pairs]
+
+
+def varied(frame, vary):
+    """The varied count of each row of `frame` (columns n_pos and n_neg)."""
+    return {"negatives": frame["n_neg"], "positives": frame["n_pos"],
+            "total": frame["n_pos"] + frame["n_neg"]}[vary]

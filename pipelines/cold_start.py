@@ -1,17 +1,8 @@
-"""Cold-start benchmark: what a new process pays before its first LAI result.
-
-For every built-in method and loss (``qs.inference.METHODS``, the exhaustive ``brute``
-aside), a fresh Python process imports ``qs.inference`` and makes two calls on one seeded
-VOC-sized input (P = 300, N = 3000); the first call's time is the cold start (loading the
-kernels from numba's disk cache, or compiling them), the second the warm call. One fresh
-process per (method, loss) and per repeat, so that no call profits from another's loading.
-
-With ``fresh_cache`` every process of a repeat shares one new, empty ``NUMBA_CACHE_DIR``:
-the first process to need a kernel compiles it (what a new install pays, in parts, before
-the cache is warm), the later ones load it.
-
-Run: ``qsrank bench cold-start [--repeats 3] [--fresh-cache]``; prints Markdown.
-"""
+"""Cold-start benchmark (`qsrank bench cold-start`): what a new process pays before its first
+LAI result. For every built-in method and loss, a fresh process imports ``qs.inference`` and
+calls it twice on one seeded VOC-sized input (P = 300, N = 3000): the cold call (cache load
+or compile) and the warm one. With ``fresh_cache`` the processes of a repeat share one new,
+empty ``NUMBA_CACHE_DIR``, as after a new install."""
 
 import json
 import os

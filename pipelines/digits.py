@@ -1,22 +1,12 @@
-"""Real-data example: AP-SVM against the 0-1 SVM and LinearSVC on scikit-learn's digits.
+"""Real-data example (docs/experiments/digits.md): AP-SVM against the 0-1 SVM and LinearSVC on
+scikit-learn's digits, one-vs-rest per digit, ranked on a seeded stratified test half by AP.
 
-The 1797 8x8 handwritten digit images bundled with scikit-learn (no download) are split once,
-seeded and stratified, into train and test halves; features are standardised on the train
-half. Each digit is then a one-vs-rest ranking problem: the AP-SVM (``RankSVM(loss="ap")``),
-the 0-1 (hinge) SVM trained by the same solver (``RankSVM(loss="01")``), and scikit-learn's
-``LinearSVC`` as an outside reference are trained on the train half and ranked on the test
-half by average precision, the paper's measure (Section 4.1, Table 3, on other data).
-
-Each method's C is fixed in the config or chosen per digit by stratified k-fold CV on the
-train half by validation AP, every method by the same rule over the same grid: LinearSVC's C
-is put on the RankSVMs' scale, the weight of the mean (not summed) loss
-(:class:`MeanLossLinearSVC`). Total LAI time is that of the final fits, numba compilation
-excluded by a warm-up call.
-"""
+C is fixed or chosen per digit by stratified k-fold CV on the train half, every method over
+the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
+(:class:`MeanLossLinearSVC`)."""
 
 import hashlib
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +18,7 @@ from sklearn.svm import LinearSVC
 
 from pipelines import _methods
 from pipelines import _schema as S
-from pipelines._io import read_csv, write_csv, write_text
+from pipelines._io import write_csv, write_text
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines._tables import frame_table, mark, unconverged_note
@@ -256,13 +246,3 @@ def write(run, records):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up)
-
-
-def results_table(run_dir):
-    """The test-AP table of a finished run (digits and `mean` as rows, methods as columns)."""
-    return read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
-
-
-def report(run_dir):
-    """What `qsrank train` prints for this experiment: the run's table.md."""
-    return (Path(run_dir) / "table.md").read_text(encoding="utf-8")

@@ -1,19 +1,11 @@
-"""`qsrank fit`: a structured SVM for a rank-based loss on a researcher's own feature files.
-
-The training file (and an optional test file; without one, a seeded stratified split of the
-training rows) is read by `qs.data.tables`. Each positive class (the one named by
-``pos_label``; for two classes the larger label, as scikit-learn; otherwise every class, one
-vs the rest) is one unit of work: a `RankSVM` for the loss and, beside it as baselines, a
-`LinearSVC` and a `LogisticRegression`, each with its C fixed or chosen from its grid by the
-same stratified k-fold cross-validation on the training rows and the stated metric. The run
-directory gets the model (`pipelines.model`: data, not pickle), the test metrics per class
-and method (metrics.csv, table.md), config and provenance; it resumes class by class.
-"""
+"""`qsrank fit`: a RankSVM for a rank-based loss on a researcher's own feature files, beside
+LinearSVC and LogisticRegression baselines (docs/fit.md). Each positive class is a unit;
+C is fixed or chosen by stratified k-fold CV; the run directory gets the model (data, not
+pickle: `pipelines.model`), the test metrics (metrics.csv, table.md), config and provenance."""
 
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -285,8 +277,3 @@ def write(run, records):
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up,
                   unit_label="class")
-
-
-def report(run_dir):
-    """What `qsrank fit` prints: the run's table.md."""
-    return (Path(run_dir) / "table.md").read_text(encoding="utf-8")

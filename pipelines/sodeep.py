@@ -1,12 +1,6 @@
-"""SoDeep's sorters (Engilberge et al., CVPR 2019, Section 4.1): train one on synthetic score
-vectors and write its checkpoint (`qsrank sodeep train`), and the L1 rank error of the sorters
-beside the paper's Table 1 (`qsrank sodeep eval`).
-
-A checkpoint is one torch file: the weights and their metadata (kind, length,
-hyper-parameters, seed, steps, test L1 error, torch version, training wall time,
-provenance), written atomically. The package ships the LSTM and CNN checkpoints at
-qs.surrogates.sodeep.DEFAULT_LENGTH, trained by ``make sodeep-checkpoints``.
-"""
+"""SoDeep's sorters (Engilberge et al., CVPR 2019): train one and write its checkpoint (one
+torch file: weights and metadata, atomically; `qsrank sodeep train`), and the L1 rank error of
+the sorters beside the paper's Table 1 (`qsrank sodeep eval`)."""
 
 import glob
 import time

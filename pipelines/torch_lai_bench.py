@@ -1,26 +1,11 @@
-"""Benchmark of LAI inside deep-net training: `make bench-torch`.
+"""Benchmark of LAI inside deep-net training: `qsrank bench torch-lai [a b c d]`, Markdown.
 
-Four measurements, each a median over repeats of warm calls (in (a) interleaved across the
-cases), compile and first calls timed apart, on seeded synthetic scores (one-vs-rest: about
-10% positives per query):
-
-(a) a mini-batch of 10 queries x 256 samples: one ``lai_batch`` call (AP, NDCG, 0-1; with the
-    gradient; the default method, and each named method) and one ``rank_hinge_loss``
-    forward + backward, against 10 single 0-1 LAI kernels (``zero_one_lai`` on
-    preallocated arrays) and 10 single ``lai`` calls;
-(b) the share of the loss (LAI included) in a training step of the PL-CNN (EXPERIMENTS.md:
-    three blocks of [conv3x3+BN+ReLU] x 2 + max-pool with 64, 128, 256 channels, linear
-    4096 -> 10) on the CPU, batch 200 as in the paper;
-(c) the torch method (the GPU path, here on the CPU) against the numba kernels on a larger
-    batch, with the ranks compared;
-(d) on a CUDA device, when torch sees one: the torch method on the GPU against the numba
-    kernels on the CPU for 64 queries x 10^6 samples, with the ranks compared (skipped, and
-    said so, without one).
-
-Run: ``qsrank bench torch-lai [a b c d]`` (the parts to run, default all; ``qsrank bench
-torch-lai d`` for the GPU measurement alone); prints Markdown.
-Torch runs on ``threads`` threads (default 1: the machines this was measured on are shared).
-"""
+Medians over warm calls on seeded one-vs-rest scores (about 10% positives), compile and
+first calls apart: (a) a mini-batch of 10 queries x 256: one ``lai_batch`` call and one
+``rank_hinge_loss`` forward + backward against 10 single calls; (b) the loss's share of a
+PL-CNN training step (batch 200, CPU); (c) the torch method against numba on a larger batch;
+(d) on CUDA, when present, 64 queries x 10^6 scores, ranks compared. Torch on ``threads``
+threads (default 1)."""
 
 import time
 

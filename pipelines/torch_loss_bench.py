@@ -1,34 +1,14 @@
-"""Benchmark of the rank losses a deep net trains on: `qsrank bench torch-losses`.
+"""Benchmark of the rank losses a deep net trains on: `qsrank bench torch-losses`
+(docs/benchmarks.md). Medians over warm repeats on seeded synthetic data (about 10%
+positives per query), ratios measured side by side in one run:
 
-Four parts, each a median over warm repeats (first calls apart), ratios measured side by side
-in one run, on seeded synthetic data (about 10% positives per query). The batched and memory
-parts give the wall clock and the process's CPU time (all its threads: the batch's inference
-runs blocks of queries on numba's threads from 2^21 scores on, torch keeps one), the second
-being the steadier on a machine shared with other jobs:
+- curves: forward + backward time and peak extra memory of each loss for Q queries of
+  n = 2^8 ... 2^20 float32 scores, on the CPU (and CUDA when torch sees one);
+- batched: ``lai_batch`` and the loss's inference against ``lai`` row by row;
+- distributed: ``distributed_rank_hinge_loss`` on 2 gloo processes against one process;
+- memory: ``CrossBatchMemory`` (M = 10^5) against the similarity product alone.
 
-curves: forward + backward time and peak extra memory of each loss (exact AP and NDCG
-    hinges, direct loss minimization for AP, black-box AP, Smooth-AP) for Q queries of n =
-    2^8 ... 2^20 scores each (float32, as a network gives them), on the CPU, and on CUDA too
-    when torch sees a device; a loss is skipped past a size whose call took over ``budget``
-    seconds, and Smooth-AP past the memory its Q n^2 sigmoid table needs. Peak memory is the
-    process's resident-set high-water mark over one call (Linux: reset through
-    /proc/self/clear_refs), taken in a pass after the timed ones and the other parts, with
-    allocations of 64 KiB or more mapped and unmapped one by one (:func:`exact_rss`), or
-    torch's allocator peak on CUDA; bytes per score divide it by
-    Q n. A log-log figure shows time and memory against n.
-batched: the inference of the loss (``rank_hinge_loss``'s forward pass: one ``lai_batch``
-    call for all queries), and ``lai_batch`` itself, against ``qs.inference.lai``'s default
-    called row by row, at n >= 10^5 per query.
-distributed: 2 gloo processes on loopback, ``per_rank`` samples each, Q queries:
-    ``distributed_rank_hinge_loss`` step (forward + backward) against ``rank_hinge_loss``
-    on the same global batch in one process, timed in turn in the same processes.
-memory: ``CrossBatchMemory`` with M = 10^5 stored embeddings, 64 queries, d = 128: the
-    loss and its gradient against the similarity product alone.
-
-Run ``qsrank bench torch-losses [--out DIR] [--repeats R] [--sizes ...] [--parts ...]``; it
-writes report.md, curves.csv, curves.png/.pdf and provenance.json into the run directory.
-Torch runs on one thread (the machines this was measured on are shared).
-"""
+Writes report.md, curves.csv, curves.png/.pdf and provenance.json; torch on one thread."""
 
 import csv
 import datetime
@@ -312,12 +292,10 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
 
 def figure(rows, stem):
     """Time and peak memory against n, log-log, one line per (device, loss)."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax_t, ax_m = fig.subplots(1, 2)
     for device, name in dict.fromkeys((r[0], r[1]) for r in rows):
         pts = [r for r in rows if r[0] == device and r[1] == name and r[3] is not None]
         if not pts:
@@ -332,9 +310,7 @@ def figure(rows, stem):
         ax.grid(True, which="major", alpha=0.3)
     ax_t.legend(fontsize=8)
     fig.tight_layout()
-    paths = save_figure(fig, stem)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, stem)
 
 
 def _curves_text(rows, q):

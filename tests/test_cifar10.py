@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pipelines import _runner
 from pipelines._device import pick_device
 from pipelines._images import Normaliser
 from qs.data.cifar10 import (
@@ -263,7 +264,7 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
     per_class = pd.read_csv(tiny_run / "per_class.csv")
     mean = per_class[per_class.method == "ndcg_qs"].test_ndcg.mean()
     assert mean == pytest.approx(results.set_index("method").test_ndcg["ndcg_qs"])
-    table = cifar10.report(tiny_run)
+    table = _runner.report(cifar10.SPEC, tiny_run)
     assert "not CIFAR-10" in table and "84.22" in table and "1.974" in table
     record = json.loads((tiny_run / "provenance.json").read_text())
     assert record["data"].startswith("digits-as-CIFAR (not CIFAR-10)")
@@ -286,7 +287,8 @@ def test_times_are_the_summed_step_times_and_identical_curves_are_said_so(tiny_r
         assert results.step_ms_median[method] == pytest.approx(1e3 * np.median(step_s))
         assert results.step_ms_q1[method] <= results.step_ms_median[method] \
             <= results.step_ms_q3[method]
-    assert "`train s`: the sum of the measured times of the steps" in cifar10.report(tiny_run)
+    assert "`train s`: the sum of the measured times of the steps" in _runner.report(
+        cifar10.SPEC, tiny_run)
     history = pd.read_csv(tiny_run / "history.csv")
     fig = cifar10.plot(history, TINY["methods"], (0.9, 0.95), "digits-as-CIFAR")
     labels = fig.axes[0].get_legend_handles_labels()[1]
@@ -451,7 +453,6 @@ def test_layerwise_svm_lowers_its_layers_objective():
     from tqdm import tqdm
 
     from qs.nets import PLCNN
-    from qs.torch import rank_hinge_loss
 
     cifar10 = _pipeline()
     from pipelines.cifar10 import phases
@@ -463,7 +464,7 @@ def test_layerwise_svm_lowers_its_layers_objective():
     torch.manual_seed(0)
     net = PLCNN(tuple(TINY["widths"])).eval()
     layer = net.linear_layers()[-1]
-    step_loss, _ = phases._phase_loss("ap_qs", rank_hinge_loss)
+    step_loss, _ = phases._phase_loss("ap_qs")
     x, y = normalise(data["train"][0]), torch.from_numpy(data["train"][1])
     pattern = net.patterns(x)
     order = np.random.default_rng([cfg["seed"], 0]).permutation(len(y))

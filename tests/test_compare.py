@@ -2,6 +2,7 @@
 (the outside surrogates themselves: tests/test_surrogates_outside.py)."""
 
 import importlib.util
+from functools import partial
 
 import pytest
 from click.testing import CliRunner
@@ -9,8 +10,12 @@ from click.testing import CliRunner
 torch = pytest.importorskip("torch")
 
 from cli.main import main
-from pipelines import compare
+from pipelines import _runner, compare
 from pipelines.compare import classification, methods
+
+run = partial(_runner.run, compare.SPEC)
+resolve = partial(_runner.resolve, compare.SPEC)
+report = partial(_runner.report, compare.SPEC)
 
 
 # ---------------------------------------------------------------------------- the pipeline
@@ -20,8 +25,8 @@ TINY = {"seeds": [0, 1], "datasets": ["digits"], "digits": {"epochs": 2, "batch_
 
 
 def test_pipeline_tables_resume_and_force(tmp_path):
-    out = compare.run(compare.resolve(TINY), tmp_path / "run", progress=False)
-    text = compare.report(out)
+    out = run(resolve(TINY), tmp_path / "run", progress=False)
+    text = report(out)
     assert "## digits" in text and "± " in text
     for method in TINY["methods"]:
         assert f"| {method} " in text
@@ -38,9 +43,9 @@ def test_pipeline_tables_resume_and_force(tmp_path):
                  "config.yaml", "provenance.json"):
         assert (out / name).is_file()
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
-    compare.run(compare.resolve(TINY), out, progress=False)  # resumes: nothing retrained
+    run(resolve(TINY), out, progress=False)  # resumes: nothing retrained
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
-    compare.run(compare.resolve({**TINY, "methods": ["cross_entropy"], "force": True}), out,
+    run(resolve({**TINY, "methods": ["cross_entropy"], "force": True}), out,
                 progress=False)
     changed = [n for n, t in stamps.items() if (out / "runs" / n).stat().st_mtime_ns != t]
     assert sorted(changed) == ["digits__cross_entropy__seed0.json",
@@ -52,20 +57,20 @@ def _digits_task(cfg):
 
 
 def test_seconds_budget_stops_after_the_first_epoch_past_it():
-    cfg = compare.resolve({**TINY, "digits": {"epochs": None, "seconds": 1e-9}})
+    cfg = resolve({**TINY, "digits": {"epochs": None, "seconds": 1e-9}})
     record = compare.train_one("cross_entropy", _digits_task(cfg), cfg, "digits", 0)
     assert record["epoch"] == 1
 
 
 def test_sodeep_row_trains_through_the_shipped_sorter():
-    cfg = compare.resolve({**TINY, "methods": ["sodeep_ap"]})
+    cfg = resolve({**TINY, "methods": ["sodeep_ap"]})
     record = compare.train_one("sodeep_ap", _digits_task(cfg), cfg, "digits", 0)
     # the frozen sorter's AP surrogate learns the digits: far above the positive rate (~0.1)
     assert record["test_ap"] > 0.5
 
 
 def test_same_seed_same_start_and_batches():
-    cfg = compare.resolve(TINY)
+    cfg = resolve(TINY)
     a, b = (compare.train_one("ap_hinge", _digits_task(cfg), cfg, "digits", 0)
             for _ in range(2))
     assert a["test_ap"] == b["test_ap"]
@@ -115,7 +120,7 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
 ])
 def test_bad_config(config, match):
     with pytest.raises(ValueError, match=match):
-        compare.resolve(config)
+        resolve(config)
 
 
 def test_method_without_its_package_names_the_extra(monkeypatch, tmp_path):
@@ -124,7 +129,7 @@ def test_method_without_its_package_names_the_extra(monkeypatch, tmp_path):
                         lambda name, *a: None if name == "libauc" else real(name, *a))
     with pytest.raises(ImportError, match=r"method libauc_ap needs the package libauc, which "
                                           r"is not installed: pip install 'qsrank\[compare\]'"):
-        compare.resolve({"methods": ["libauc_ap"]})
+        resolve({"methods": ["libauc_ap"]})
     config = tmp_path / "c.yaml"
     config.write_text("experiment: compare\nmethods: [libauc_ap]\n")
     result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",

@@ -2,6 +2,7 @@
 resumes, and bad config keys of the retrieval sections."""
 
 import importlib.util
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -11,8 +12,12 @@ from click.testing import CliRunner
 torch = pytest.importorskip("torch")
 
 from cli.main import main
-from pipelines import compare
+from pipelines import _runner, compare
 from pipelines.compare import retrieval
+
+run = partial(_runner.run, compare.SPEC)
+resolve = partial(_runner.resolve, compare.SPEC)
+report = partial(_runner.report, compare.SPEC)
 
 TINY = {"seeds": [0], "datasets": ["digits_retrieval", "synthetic_retrieval"],
         "methods": ["untrained", "ap_hinge"], "threads": 1,
@@ -22,7 +27,7 @@ TINY = {"seeds": [0], "datasets": ["digits_retrieval", "synthetic_retrieval"],
 
 
 def test_batches_are_class_balanced_seeded_and_held_out_classes_unseen():
-    cfg = compare.resolve(TINY)
+    cfg = resolve(TINY)
     data = retrieval.load_data("digits_retrieval", cfg["digits_retrieval"])
     assert set(data.y_train) == set(range(5)) and set(data.y_test) == set(range(5, 10))
     task = retrieval.Task(data, cfg, "digits_retrieval")
@@ -37,8 +42,8 @@ def test_batches_are_class_balanced_seeded_and_held_out_classes_unseen():
 
 
 def test_tiny_run_tables_and_resume(tmp_path):
-    out = compare.run(compare.resolve(TINY), tmp_path / "run", progress=False)
-    text = compare.report(out)
+    out = run(resolve(TINY), tmp_path / "run", progress=False)
+    text = report(out)
     for dataset in TINY["datasets"]:
         assert f"## {dataset}" in text
     assert "| mAP@R " in text and "| Recall@4 " in text and "test AP" not in text
@@ -54,11 +59,11 @@ def test_tiny_run_tables_and_resume(tmp_path):
     for name in ("figure.png", "summary.csv", "history.csv", "provenance.json"):
         assert (out / name).is_file()
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
-    compare.run(compare.resolve(TINY), out, progress=False)  # resumes: nothing retrained
+    run(resolve(TINY), out, progress=False)  # resumes: nothing retrained
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
     # a change to one data set's section retrains that data set only
     changed = {**TINY, "digits_retrieval": {**TINY["digits_retrieval"], "lr": 0.002}}
-    compare.run(compare.resolve(changed), out, progress=False)
+    run(resolve(changed), out, progress=False)
     redone = sorted(n for n, t in stamps.items()
                     if (out / "runs" / n).stat().st_mtime_ns != t)
     assert redone == ["digits_retrieval__ap_hinge__seed0.json",
@@ -91,7 +96,7 @@ def test_tiny_run_tables_and_resume(tmp_path):
 ])
 def test_bad_config(config, match):
     with pytest.raises(ValueError, match=match):
-        compare.resolve(config)
+        resolve(config)
 
 
 def test_batch_larger_than_the_classes_is_one_line_and_writes_nothing(tmp_path):

@@ -16,6 +16,7 @@ from pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)
+figure_run = partial(_runner.run, voc.FIGURES)
 
 TINY = {"max_boxes": 250, "classes": ["phoning"], "methods": ["ap_qs"]}
 
@@ -129,10 +130,10 @@ def test_store_keeps_records_of_the_current_settings_only(tmp_path):
 def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
     cfg = resolve({**TINY, "methods": ["0-1"]})
     for vary in ("negatives", "positives"):
-        voc.figure_run(resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
-                                                        "loss": "ap", "vary": vary,
-                                                        "methods": ["0-1"]}}),
-                       tmp_path / "fig", progress=False)
+        figure_run(resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
+                                              "loss": "ap", "vary": vary,
+                                              "methods": ["0-1"]}}),
+                   tmp_path / "fig", progress=False)
     record = json.loads((tmp_path / "fig" / "provenance.json").read_text())
     assert {"qpsolvers", "daqp", "llvmlite", "h5py"} <= set(PACKAGES)
     assert record["packages"]["qpsolvers"] and record["packages"]["daqp"]

@@ -165,7 +165,7 @@ def test_each_call_reads_the_next_of_a_rotation_of_fresh_inputs(monkeypatch):
     rotation, labels = timing.make_data(cfg, 10, 90)
     assert len(rotation) == config.MAX_INPUTS  # 100 samples: the cap binds before 64 MB
     assert len({v.tobytes() for v in rotation[:50]}) == 50
-    monkeypatch.setattr(timing, "ROTATION_BYTES", 8 * 100 * 3)
+    monkeypatch.setattr(config, "ROTATION_BYTES", 8 * 100 * 3)
     rotation, labels = timing.make_data(cfg, 10, 90)
     assert len(rotation) == 3
     seen = []

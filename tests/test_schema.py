@@ -84,3 +84,16 @@ def test_help_lines_are_yaml_of_the_defaults_with_one_comment_per_key():
     assert lines[0] == "name: a  # a name"
     assert "inner:  # a section" in lines and "  folds: 5  # folds" in lines
     assert len(lines) == 8
+
+
+def test_with_defaults_changes_only_the_defaults():
+    Three = S.with_defaults(Inner, folds=3)
+
+    class Outer(S.Section):
+        inner: Three = S.key(Three, "x")
+
+    assert S.validate(Outer, {}) == {"inner": {"folds": 3, "grid": [1.0, 10.0]}}
+    assert S.validate(Outer, {"inner": {"grid": [2]}})["inner"] == {"folds": 3, "grid": [2]}
+    with pytest.raises(ValueError, match=r"^inner.folds: expected a finite integer >= 2; got 1$"):
+        S.validate(Outer, {"inner": {"folds": 1}})
+    assert S.help_lines(Outer)[1] == "  folds: 3  # folds"

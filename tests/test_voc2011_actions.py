@@ -20,6 +20,8 @@ from qs.data import ACTIONS, cache_arrays, make_voc2011_actions
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)
+figure_run = partial(_runner.run, voc.FIGURES)
+load_config = partial(_runner.load_config, voc.SPEC)
 
 CLASSES = ["phoning", "ridingbike"]
 AP_METHODS = ["ap", "ap_qs", "ap_search"]
@@ -266,8 +268,8 @@ def test_load_config_names_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("experiment: voc2011_actions\nseeed: 3\n")
     with pytest.raises(ValueError, match=r"config .*bad.yaml: unknown config key.*'seeed'"):
-        voc.load_config(path)
-    assert voc.load_config() == resolve({})
+        load_config(path)
+    assert load_config() == resolve({})
 
 
 def test_repository_config_sets_only_the_experiment():
@@ -275,7 +277,7 @@ def test_repository_config_sets_only_the_experiment():
     text = path.read_text()
     assert text.startswith("# `make reproduce-table1`") and "Table 4" in text
     assert yaml.safe_load(text) == {"experiment": "voc2011_actions"}
-    assert voc.load_config(path) == resolve({})
+    assert load_config(path) == resolve({})
 
 
 def test_class_without_positives_fails_before_writing(tmp_path):
@@ -326,8 +328,7 @@ FIG = {"preset": "quick", "repeats": 1}
 def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings, capsys):
     out = tmp_path / "fig"
     for vary in ("negatives", "positives"):
-        voc.figure_run(config(figures={**FIG, "vary": vary, "loss": "ap"}), out,
-                       progress=False)
+        figure_run(config(figures={**FIG, "vary": vary, "loss": "ap"}), out, progress=False)
     timings = read(out / "timings.csv")
     assert list(timings.columns) == voc_figures.FIGURE_COLUMNS
     spec = voc.FIGURE_PRESETS["quick"]
@@ -341,7 +342,7 @@ def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings, capsys)
         assert (out / name).stat().st_size > 0
     summary = (out / "summary.md").read_text()
     assert "Figure 2 (ap), varying the negatives" in summary and "synthetic" in summary
-    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out)
+    figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out)
     assert len(count_trainings) == 16  # resumed: nothing retrained
     assert "figure negatives: up to date: all 8 points done" in capsys.readouterr().err
     # same-size trainings of the exact AP methods agree
@@ -352,7 +353,7 @@ def test_figure_run_writes_curves_and_resumes(tmp_path, count_trainings, capsys)
 def test_figure_sizes_beyond_the_data(tmp_path):
     big = {"presets": {"quick": {"negatives": {"fixed": 10, "values": [10 ** 6]}}}}
     with pytest.raises(ValueError, match="but the trainval boxes hold .*trainval\\+test"):
-        voc.figure_run(config(figures={**FIG, **big}), tmp_path / "fig", progress=False)
+        figure_run(config(figures={**FIG, **big}), tmp_path / "fig", progress=False)
     assert not (tmp_path / "fig").exists()
 
 
@@ -380,8 +381,7 @@ def test_plot_redraws_a_figure_run_and_says_a_table_run_has_none(tiny_run, tmp_p
     from cli.main import main
 
     out = tmp_path / "fig"
-    voc.figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out,
-                   progress=False)
+    figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out, progress=False)
     for ext in ("png", "pdf"):
         (out / f"figure.{ext}").unlink()
     result = CliRunner().invoke(main, ["plot", str(out)])

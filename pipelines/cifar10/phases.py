@@ -13,13 +13,6 @@ from pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
 from qs.metrics import average_precision, ndcg
 
 
-def torch_rank_hinge_loss():
-    """qs.torch.rank_hinge_loss, imported at run time (the [torch] extra)."""
-    from qs.torch import rank_hinge_loss
-
-    return rank_hinge_loss
-
-
 def checkpoint_settings(cfg, note, phase):
     """What a phase's checkpoint must share with the run to be resumed: the code's version
     (edited code retrains), the data and the settings the phase uses (a method's start, the
@@ -46,9 +39,11 @@ def state_digest(state):
     return h.hexdigest()[:16]
 
 
-def _phase_loss(phase, loss_fn):
+def _phase_loss(phase):
     """(loss of (scores, labels) -> (loss tensor, LAI seconds), is a rank loss) of a phase."""
     import torch
+
+    from qs.torch import rank_hinge_loss
 
     if phase == "warm_cross_entropy":
         return (lambda s, y: (torch.nn.functional.cross_entropy(s, y), 0.0)), False
@@ -59,7 +54,8 @@ def _phase_loss(phase, loss_fn):
     def rank_loss(scores, y):
         onehot = torch.nn.functional.one_hot(y, scores.shape[1]).T.contiguous()
         start = clock(scores.device.type)
-        value = loss_fn(scores.T, onehot, loss=loss, method=inference, reduction="mean")
+        value = rank_hinge_loss(scores.T, onehot, loss=loss, method=inference,
+                                reduction="mean")
         return value, clock(scores.device.type) - start
 
     return rank_loss, True
@@ -168,7 +164,7 @@ def _units(cfg, phase, n_layers):
     return cfg["epochs"] * (n_layers if cfg["training"] == "layerwise" else 1)
 
 
-def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, progress):
+def train_phase(cfg, phase, model, data, normalise, ckpt, start_state, progress):
     """Train `phase` from `start_state` (a model state dict), resuming from `ckpt`; return
     the finished checkpoint (model state, history rows)."""
     import torch
@@ -190,7 +186,7 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
     else:
         model.load_state_dict(start_state)
         ckpt.update(history=[], step_s=[], units_done=0, model=None)
-    step_loss, is_rank = _phase_loss(phase, loss_fn)
+    step_loss, is_rank = _phase_loss(phase)
     n_batches = -(-len(data["train"][1]) // cfg["batch_size"])
     cumulative = ckpt["history"][-1] if ckpt["history"] else {"train_s": 0.0, "lai_s": 0.0,
                                                                  "steps": 0}
@@ -229,12 +225,14 @@ def train_phase(cfg, phase, model, data, normalise, loss_fn, ckpt, start_state, 
     return ckpt
 
 
-def warm_up_lai(loss_fn, methods):
+def warm_up_lai(methods):
     """One call per method on small scores, so numba compiles (or loads) its kernels here."""
     import torch
+
+    from qs.torch import rank_hinge_loss
 
     scores = torch.randn(10, 40, generator=torch.Generator().manual_seed(0))
     labels = torch.arange(40).remainder(4).eq(0).long().repeat(10, 1)
     for name in methods:
         loss, inference = METHODS[name]
-        loss_fn(scores, labels, loss=loss, method=inference, reduction="mean")
+        rank_hinge_loss(scores, labels, loss=loss, method=inference, reduction="mean")

@@ -1,8 +1,6 @@
 """table.md and results.csv of a finished run: test mean AP and NDCG and the training times
 per method, the paper's numbers beside ours."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -92,8 +90,3 @@ def summary(cfg, note, results, history, warm_test, n_params):
                         "LAI % of train",
                         "LAI ms/step", "paper train h"], times),
     ]) + "\n"
-
-
-def report(run_dir):
-    """What `qsrank train` prints for this experiment: the run's table.md."""
-    return (Path(run_dir) / "table.md").read_text(encoding="utf-8")

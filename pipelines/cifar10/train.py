@@ -3,7 +3,7 @@
 
 import pandas as pd
 
-from pipelines._device import pick_device
+from pipelines._device import prepare, torch_threads
 from pipelines._images import Normaliser, cifar_split
 from pipelines._io import save_figure, write_csv, write_text
 from pipelines._methods import selected_methods
@@ -16,7 +16,6 @@ from pipelines.cifar10.phases import (
     evaluate,
     load_checkpoint,
     state_digest,
-    torch_rank_hinge_loss,
     train_phase,
     warm_up_lai,
 )
@@ -27,15 +26,6 @@ def load_data(cfg):
     """{'train', 'val', 'test'}: (uint8 images, labels), the seeded split of the configured
     sizes, and 'note': where the images came from."""
     return cifar_split(cfg["data"], cfg["split"], cfg["seed"])
-
-
-def prepare(cfg):
-    """The config as run: `device` auto made concrete, torch's threads set."""
-    import torch
-
-    if cfg["threads"] is not None:
-        torch.set_num_threads(cfg["threads"])
-    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
 
 
 def settings(cfg, data):
@@ -54,7 +44,7 @@ def units(cfg, data):
 
 def warm_up(cfg, units):
     """Compile (or load) the LAI kernels of the methods left."""
-    warm_up_lai(torch_rank_hinge_loss(), [u[0] for u in units if u[0] not in WARM_PHASES])
+    warm_up_lai([u[0] for u in units if u[0] not in WARM_PHASES])
 
 
 def _network(run):
@@ -67,8 +57,7 @@ def _network(run):
         torch.manual_seed(run.cfg["seed"])
         model = PLCNN(tuple(run.cfg["widths"])).to(run.cfg["device"])
         run.cache.update(model=model, init=copy_state(model.state_dict()),
-                         normalise=Normaliser(run.data["train"][0], run.cfg["device"]),
-                         loss_fn=torch_rank_hinge_loss())
+                         normalise=Normaliser(run.data["train"][0], run.cfg["device"]))
     return run.cache["model"]
 
 
@@ -77,8 +66,9 @@ def run_unit(run, unit):
     history rows and test metrics (per class for a method, the means for the warm start)."""
     phase, = unit
     ckpt = _train(run, phase)
-    mean_ap, mean_ndcg, ap, nd = evaluate(model_with(run.cache["model"], ckpt["model"]),
-                                          run.cache["normalise"], *run.data["test"])
+    model = run.cache["model"]
+    model.load_state_dict(ckpt["model"])
+    mean_ap, mean_ndcg, ap, nd = evaluate(model, run.cache["normalise"], *run.data["test"])
     per_class = [] if phase in WARM_PHASES else [
         {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
     return {"phase": phase, "history": ckpt["history"], "step_s": ckpt.get("step_s", []),
@@ -103,8 +93,8 @@ def _train(run, phase):
     forced = cfg["force"] and phase not in WARM_PHASES
     ckpt = None if forced else load_checkpoint(path, phase_settings)
     ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}
-    run.cache[phase] = train_phase(cfg, phase, model, data, run.cache["normalise"],
-                                   run.cache["loss_fn"], ckpt, start, run.progress)
+    run.cache[phase] = train_phase(cfg, phase, model, data, run.cache["normalise"], ckpt,
+                                   start, run.progress)
     return run.cache[phase]
 
 
@@ -126,12 +116,6 @@ def write(run, records):
     save_figure(plot(history, methods, warm_test, data_name(note)), run.out / "figure")
 
 
-def model_with(model, state):
-    """`model` holding the weights `state`."""
-    model.load_state_dict(state)
-    return model
-
-
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  prepare=prepare, unit_label="phase")
+                  prepare=prepare, session=torch_threads, unit_label="phase")

@@ -1,41 +1,14 @@
-"""`qsrank compare`: the ways of training for AP and NDCG side by side.
+"""`qsrank compare`: the ways of training for AP and NDCG side by side (docs/experiments/compare.md).
 
-Every method trains the same model from the same initialisation, on the same data, batches
-and budget (epochs, and optionally wall-clock seconds), for each seed. Two families of data
-sets:
-
-- classification (:mod:`pipelines.compare.classification`): one-vs-rest scores of every
-  class; test AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes;
-- retrieval (:mod:`pipelines.compare.retrieval`): embeddings learnt from class labels, tested
-  on held-out classes by mAP@R and Recall@1/4.
-
-The methods (:data:`pipelines.compare.methods.METHODS`, each with its loss per family):
-
-- baselines: ``cross_entropy`` and ``zero_one`` (the binary hinge);
-- ours: ``ap_hinge`` and ``ndcg_hinge``, the structured hinge of the AP / NDCG loss by exact
-  loss-augmented inference (:mod:`qs.torch`); on retrieval batches ``ap_hinge`` ranks every
-  sample of the batch against the others, ``ap_hinge_memory`` against a memory bank of past
-  embeddings too, and ``dlm_ap`` is direct loss minimization of AP on the same inference;
-- global objectives (Eban et al., AISTATS 2017): ``aucpr`` and ``recall_at_precision``,
-  their thresholds and multipliers stepped by plain SGD at ``loss_lr``;
-- outside (:mod:`qs.surrogates.outside`, pytorch-metric-learning): ``smooth_ap``,
-  ``blackbox_ap``, ``libauc_ap``, ``libauc_ndcg``, ``soft_rank_ap``, ``sodeep_ap``, and
-  ``fastap`` on retrieval.
-
-The units of work are data set x method x seed (a method runs on the data sets of the
-families it has a loss for), each kept as ``runs/<data set>__<method>__seed<k>.json`` by the
-runner (:mod:`pipelines._runner`): running again into the same directory resumes,
-retraining only what is missing or was made under other settings (or all, with ``force``).
-"""
-
-from contextlib import contextmanager
-from pathlib import Path
+Every method (:data:`pipelines.compare.methods.METHODS`) trains the same model from the same
+initialisation, on the same data, batches and budget, for each seed. The units of work are
+data set x method x seed, on the data sets of the families (classification, retrieval) the
+method has a loss for; the runner resumes them."""
 
 from pydantic import model_validator
 
-from pipelines import _runner
 from pipelines import _schema as S
-from pipelines._device import DEVICES, pick_device
+from pipelines._device import DEVICES, prepare, torch_threads
 from pipelines._runner import Experiment
 from pipelines._runs import digest_arrays
 from pipelines.compare import classification, outputs, retrieval
@@ -45,59 +18,46 @@ from pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 
-__all__ = ["DATASETS", "METHODS", "SPEC", "load_config", "load_data", "redraw",
-           "report", "resolve", "results_frame", "run", "task", "train_one"]
+__all__ = ["DATASETS", "METHODS", "SPEC", "load_data", "redraw", "results_frame", "task",
+           "train_one"]
 
 
-def _a_budget(section):
-    if section.epochs is None and section.seconds is None:
-        raise ValueError("set a budget, epochs or seconds (both are null)")
-    return section
-
-
-class Budget(S.Section):
-    """A classification data set's budget (epochs, and seconds: stop after the first epoch
-    past it) and Adam's step size and batch size for the model."""
+class Epochs(S.Section):
+    """A data set's budget: epochs, and seconds (stop after the first epoch past it)."""
 
     epochs: S.optional(S.number(integer=True, low=1)) = S.key(
         10, "the budget in epochs (null: seconds only)")
     seconds: S.optional(S.number(low=0, strict=True)) = S.key(
         None, "the budget in seconds: stop after the first epoch past it (null: none)")
+
+    @model_validator(mode="after")
+    def _a_budget(self):
+        if self.epochs is None and self.seconds is None:
+            raise ValueError("set a budget, epochs or seconds (both are null)")
+        return self
+
+
+class Budget(Epochs):
+    """A classification data set's budget, and Adam's step size and batch size."""
+
     batch_size: S.number(integer=True, low=2) = S.key(256, "mini-batch size")
     lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
 
-    _a_budget = model_validator(mode="after")(_a_budget)
+
+VOCBudget = S.with_defaults(Budget, epochs=5, batch_size=512)
+DigitsBudget = S.with_defaults(Budget, epochs=20, batch_size=128)
 
 
-class VOCBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        5, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(512, "mini-batch size")
-
-
-class DigitsBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        20, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(128, "mini-batch size")
-
-
-class CifarBudget(Budget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        3, "the budget in epochs (null: seconds only)")
-    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
+class CifarBudget(S.with_defaults(Budget, epochs=3, batch_size=200)):
     warm_start_epochs: S.number(integer=True, low=0) = S.key(
         3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method")
     widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
         [8, 16, 32], "channels of the PL-CNN's three blocks")
 
 
-class RetrievalBudget(S.Section):
+class RetrievalBudget(Epochs):
     """A retrieval data set's budget, its class-balanced batches and its embedding model."""
 
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        10, "the budget in epochs (null: seconds only)")
-    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
-        None, "the budget in seconds: stop after the first epoch past it (null: none)")
     lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
     classes_per_batch: S.number(integer=True, low=2) = S.key(5, "classes in each batch")
     samples_per_class: S.number(integer=True, low=2) = S.key(
@@ -106,12 +66,8 @@ class RetrievalBudget(S.Section):
         0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)")
     dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
 
-    _a_budget = model_validator(mode="after")(_a_budget)
 
-
-class DigitsRetrieval(RetrievalBudget):
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        5, "the budget in epochs (null: seconds only)")
+class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
     train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
         [0, 1, 2, 3, 4], "the training digits; the others are held out for the test")
 
@@ -123,10 +79,8 @@ class DigitsRetrieval(RetrievalBudget):
         return self
 
 
-class SyntheticRetrieval(RetrievalBudget):
-    classes_per_batch: S.number(integer=True, low=2) = S.key(8, "classes in each batch")
-    samples_per_class: S.number(integer=True, low=2) = S.key(
-        8, "samples of each class in a batch")
+class SyntheticRetrieval(S.with_defaults(RetrievalBudget, classes_per_batch=8,
+                                         samples_per_class=8)):
     classes: S.number(integer=True, low=4) = S.key(
         100, "classes generated; the first half train, the second half is held out")
     per_class: S.number(integer=True, low=2) = S.key(30, "samples of each class")
@@ -204,24 +158,6 @@ class Config(S.Section):
         return self
 
 
-def load_config(path=None, sets=None, **overrides):
-    """The defaults, updated by the YAML file at `path` with `sets` (`--set` keys) laid over
-    it, then by the non-None `overrides`; checked."""
-    return _runner.load_config(SPEC, path, sets, **overrides)
-
-
-def resolve(config):
-    """The full config: the defaults updated by `config`; a one-line ValueError naming a bad
-    key, or an ImportError naming a method whose package is missing."""
-    return _runner.resolve(SPEC, config)
-
-
-def run(config, out_dir=None, progress=True, overrides=()):
-    """Train every (data set, method, seed) not already in the run directory, write the
-    tables, the figure and the provenance; return the run directory."""
-    return _runner.run(SPEC, config, out_dir, progress, overrides)
-
-
 # ---------------------------------------------------------------------------- the declaration
 
 def load_data(cfg):
@@ -237,20 +173,14 @@ def settings(cfg, data):
     digest, and the losses' settings."""
     return {"data": {n: d.note for n, d in data["sets"].items()},
             "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
-            "loss_lr": cfg["loss_lr"], "options": cfg["options"], **_on(cfg)}
+            **_losses(cfg)}
 
 
-def _on(cfg):
-    """The device among the settings when it is not the CPU (so that runs stored before the
-    key existed still resume)."""
-    return {} if cfg["device"] == "cpu" else {"device": cfg["device"]}
-
-
-def prepare(cfg):
-    """The config as run: `device` auto made concrete."""
-    import torch
-
-    return {**cfg, "device": pick_device(cfg["device"], torch.cuda.is_available())}
+def _losses(cfg):
+    """The losses' settings, and the device when it is not the CPU (so that runs stored
+    before the key existed still resume)."""
+    return {"loss_lr": cfg["loss_lr"], "options": cfg["options"],
+            **({} if cfg["device"] == "cpu" else {"device": cfg["device"]})}
 
 
 def unit_settings(cfg, data, unit):
@@ -258,8 +188,7 @@ def unit_settings(cfg, data, unit):
     and the losses' settings (so a change to one data set retrains only that one)."""
     dataset = unit[0]
     return {"dataset": dataset, "section": cfg[dataset], "data": data["sets"][dataset].note,
-            "data_sha256": data["sha256"][dataset], "loss_lr": cfg["loss_lr"],
-            "options": cfg["options"], **_on(cfg)}
+            "data_sha256": data["sha256"][dataset], **_losses(cfg)}
 
 
 def units(cfg, data):
@@ -268,20 +197,6 @@ def units(cfg, data):
     return [(dataset, method, f"seed{seed}") for dataset in cfg["datasets"]
             for method in cfg["methods"] if FAMILY_OF[dataset] in METHODS[method].losses
             for seed in cfg["seeds"]]
-
-
-@contextmanager
-def session(run):
-    """torch's intra-op threads as `threads` sets them, restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    if run.cfg["threads"] is not None:
-        torch.set_num_threads(run.cfg["threads"])
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def task(run, dataset):
@@ -311,10 +226,6 @@ def write(run, records):
 
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, session=session,
-                  prepare=prepare, unit_settings=unit_settings, unit_label="run")
-
-
-def report(run_dir):
-    """What `qsrank compare` prints: the run's tables.md."""
-    return (Path(run_dir) / "tables.md").read_text(encoding="utf-8")
+                  units=units, run_unit=run_unit, write=write, session=torch_threads,
+                  prepare=prepare, unit_settings=unit_settings, unit_label="run",
+                  report=("tables.md",))

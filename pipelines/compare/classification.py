@@ -1,14 +1,7 @@
-"""The classification data sets of `qsrank compare`: one ranking per class (one-vs-rest)
-of the test samples by the model's scores.
-
-``voc2011_actions`` is the synthetic look-alike of the VOC2011 action poselet features
-(never the paper's data; linear model, "difficult" boxes left out), ``digits`` is
-scikit-learn's digits (real; linear model on standardised pixels) and ``cifar10`` is
-digits-as-CIFAR (not CIFAR-10) with the narrow PL-CNN of the CIFAR-10 experiment,
-warm-started by a few cross-entropy epochs shared by every method. The test metrics are AP,
-NDCG, recall at precision 0.9 and the area under the precision-recall curve, each the mean
-over the classes.
-"""
+"""The classification data sets of `qsrank compare` (one ranking per class, one-vs-rest):
+``voc2011_actions`` (the synthetic look-alike, linear model), ``digits`` (real, linear) and
+``cifar10`` (digits-as-CIFAR, the narrow PL-CNN after shared cross-entropy epochs). Test
+metrics: AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes."""
 
 from dataclasses import dataclass
 

@@ -1,13 +1,8 @@
-"""The methods of `qsrank compare`, in one table: a name -> what kind of method it is and,
-for each family of data sets it applies to, the builder of its loss.
-
-A builder takes (cfg, data) and returns (loss, its own parameters). A classification loss
-takes (scores (Q, b), positives (Q, b), index (b,)): the one-vs-rest scores of a batch, one
-row per class. A retrieval loss takes (embeddings (b, d), class labels (b,), index (b,)):
-every sample of the batch a query against the others, the samples of its class its
-positives. ``index`` holds the samples' places in the training set (LibAUC's moving
-averages are kept per sample).
-"""
+"""The methods of `qsrank compare` in one table: name -> kind and, per family of data sets, the
+builder of its loss. A builder takes (cfg, data) and returns (loss, its own parameters); a
+loss takes (output, targets, index): classification scores (Q, b) and positives (Q, b), or
+retrieval embeddings (b, d) and class labels (b,); ``index`` holds the samples' places in the
+training set (LibAUC keeps moving averages per sample)."""
 
 import importlib.util
 from dataclasses import dataclass, field

@@ -10,7 +10,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from pipelines._io import atomic_path, read_csv, save_figure, write_text
+from pipelines._io import read_csv, save_figure, write_csv, write_text
 from pipelines._tables import markdown_table
 from pipelines.compare import classification, retrieval
 from pipelines.compare.methods import BASELINES, METHODS
@@ -148,8 +148,7 @@ def write(out, cfg, records, notes):
                              **h} for r in records for h in r["history"]])
     for name, frame in (("results.csv", results), ("summary.csv", summary),
                         ("history.csv", history)):
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
+        write_csv(out / name, frame)
     write_text(out / "tables.md", report_text(cfg, summary, notes))
     save_figure(plot(history, cfg["datasets"], cfg["methods"]), out / "figure")
 

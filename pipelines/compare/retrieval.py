@@ -1,15 +1,7 @@
-"""The retrieval data sets of `qsrank compare`: embedding learning with class labels,
-tested on classes held out of training.
-
-``digits_retrieval`` is scikit-learn's digits (real): the digits of ``train_classes`` train,
-the others are held out and ranked at test time; pixels standardised on the training
-digits. ``synthetic_retrieval`` is :func:`qs.data.retrieval.make_retrieval_classes` (not a
-real data set): its first half of classes train, the second half is held out. The model is
-an MLP (or a linear map) to ``dim`` dimensions whose output is L2-normalised; batches hold
-``classes_per_batch`` classes with ``samples_per_class`` samples each (class after class),
-drawn afresh each epoch. The test metrics, each test sample a query against the other test
-samples by cosine similarity: mAP@R, Recall@1 and Recall@4 (:mod:`qs.metrics`).
-"""
+"""The retrieval data sets of `qsrank compare`: embeddings learnt from class labels, tested on
+held-out classes (``digits_retrieval``: real; ``synthetic_retrieval``). An MLP or linear map
+to L2-normalised embeddings, class-balanced batches; test metrics mAP@R, Recall@1 and
+Recall@4, each test sample a query against the others by cosine similarity."""
 
 from dataclasses import dataclass
 

@@ -1,13 +1,8 @@
-"""The training loop every method and data set of `qsrank compare` shares: the same model
-from the same initialisation, the same batches, under the data set's budget (epochs, and
-optionally seconds: stop after the first epoch past it), evaluated after each epoch.
-
-A family of data sets supplies a task (:class:`pipelines.compare.classification.Task`,
-:class:`pipelines.compare.retrieval.Task`): its model, its batches, one step's output and
-targets, and its evaluation. Training time counts the steps only (evaluation apart); loss
-time is the loss's forward and backward to the model's output, measured apart from the
-model's.
-"""
+"""The training loop every method and data set of `qsrank compare` shares: the same model and
+initialisation, the same batches, the data set's budget (epochs, and optionally seconds),
+evaluated after each epoch. A family's task (`classification.Task`, `retrieval.Task`) gives
+the model, batches, a step's output and targets, and the evaluation. Training time counts
+the steps only; loss time is the loss's forward and backward, apart from the model's."""
 
 import numpy as np
 

@@ -206,14 +206,18 @@ def sizes(cfg):
     return pairs
 
 
+def rotation_count(n):
+    """How many score vectors of `n` scores a rotation holds (see ROTATION_BYTES)."""
+    return int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
+
+
 def _check_memory(pairs, where):
     """Refuse sizes whose score vectors (`timing.make_data`: the rotation and its negatives)
     exceed the machine's memory, up front rather than as a MemoryError after the smaller sizes
     ran."""
     n_pos, n_neg = max(pairs, key=sum)
     n = n_pos + n_neg
-    count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
-    need = count * 8 * (n + n_neg) + n
+    need = rotation_count(n) * 8 * (n + n_neg) + n
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not POSIX: the MemoryError will say it

@@ -7,6 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from pipelines._io import read_csv, save_figure
+from pipelines._sizes import varied
 from pipelines._tables import markdown_table
 from pipelines.scaling.config import (
     COLD_COLUMNS,
@@ -123,8 +124,7 @@ def plot(timings, stem):
     med = grouped["seconds"].median().reset_index()
     med["q1"] = grouped["seconds"].quantile(0.25).to_numpy()
     med["q3"] = grouped["seconds"].quantile(0.75).to_numpy()
-    med["x"] = {"negatives": med["n_neg"], "positives": med["n_pos"],
-                "total": med["n_pos"] + med["n_neg"]}[vary]
+    med["x"] = varied(med, vary)
     xlabel = {"negatives": f"negatives N (P = {med['n_pos'].iloc[0]})",
               "positives": f"positives P (N = {med['n_neg'].iloc[0]})",
               "total": "samples P + N"}[vary]

@@ -11,15 +11,13 @@ from tqdm import tqdm
 from pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
-    MAX_INPUTS,
-    MIN_INPUTS,
     QUADRATIC,
     REFERENCES,
     REUSED_OUTPUTS,
-    ROTATION_BYTES,
     SAMPLE_S,
     SKIPPED,
     TIMING_COLUMNS,
+    rotation_count,
 )
 from qs.inference import lai
 from qs.inference.batch import lai_batch
@@ -33,9 +31,8 @@ def make_data(cfg, n_pos, n_neg):
     s = cfg["scores"]
     labels = np.repeat(np.array([1, 0], dtype=np.int8), [n_pos, n_neg])
     order = rng.permutation(n)
-    count = int(np.clip(-(-ROTATION_BYTES // (8 * n)), MIN_INPUTS, MAX_INPUTS))
     rotation = []
-    for _ in range(count):
+    for _ in range(rotation_count(n)):
         scores = np.concatenate([rng.normal(s["pos_mean"], s["pos_std"], n_pos),
                                  rng.normal(s["neg_mean"], s["neg_std"], n_neg)])
         rotation.append(scores[order])

@@ -9,9 +9,9 @@ import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from pipelines import _runner
 from pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from pipelines._runner import Experiment
+from pipelines._sizes import varied
 from pipelines._tables import fmt, markdown_table
 from pipelines.voc2011_actions import train
 from pipelines.voc2011_actions.config import (
@@ -120,14 +120,8 @@ SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=
                   label=lambda cfg: f"figure {cfg['figures']['vary']}",
                   command=lambda cfg: {"vary": cfg["figures"]["vary"],
                                        "preset": cfg["figures"]["preset"],
-                                       "methods": figure_methods(cfg)})
-
-
-def figure_run(config, out_dir=None, progress=True):
-    """Train every figure method at every size of figures.vary (resuming the points the
-    directory holds); write timings.csv, summary.md and figure.png/.pdf over every point in
-    the directory; return it."""
-    return _runner.run(SPEC, config, out_dir, progress)
+                                       "methods": figure_methods(cfg)},
+                  report=("summary.md",))
 
 
 def figure_frame(records):
@@ -144,11 +138,6 @@ def figure_frame(records):
     frame["_v"], frame["_m"] = frame["vary"].map(vary), frame["method"].map(order)
     return frame.sort_values(["_v", "_m", "n_pos", "n_neg"]).drop(columns=["_v", "_m"]) \
         .reset_index(drop=True)
-
-
-def _x(frame, vary):
-    return {"negatives": frame["n_neg"], "positives": frame["n_pos"],
-            "total": frame["n_pos"] + frame["n_neg"]}[vary]
 
 
 def _xlabel(frame, vary):
@@ -224,14 +213,14 @@ def plot_figure(frame, stem, synthetic=True):
                 line = part[part["method"] == name]
                 median = line["lai_time_median_s"].to_numpy()
                 spread = [median - line["lai_time_s"], line["lai_time_max_s"] - median]
-                ax.errorbar(_x(line, vary), median, yerr=spread, marker="o", markersize=3,
+                ax.errorbar(varied(line, vary), median, yerr=spread, marker="o", markersize=3,
                             capsize=2, label=METHOD_LABELS.get(name, name),
                             color=COLORS.get(name, "k"))
             ax.set(xscale="log", yscale="log",
                    ylabel="total LAI time in training (s),\nmedian [fastest, slowest]")
             if not part.empty:
                 ax.set_xlabel(_xlabel(part, vary))
-                xs = sorted(set(_x(part, vary)))
+                xs = sorted(set(varied(part, vary)))
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"

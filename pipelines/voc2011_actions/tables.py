@@ -1,8 +1,6 @@
 """Tables 1-4 of a finished run, the paper's numbers beside ours: LAI time in total and per
 call, their speed-ups, test AP and NDCG per class."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -152,11 +150,9 @@ def write_tables(out, records, cfg, note, synthetic):
     """timings.csv, table1-4 .csv/.md, ratios.csv and summary.md from the run records."""
     frame = timings_frame(records)
     ours = ours_label(synthetic)
-    data_col = note
     setting = _setting_line(cfg, frame)
     early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     early_methods = set(early["method"]) if len(early) else set()
-    early_note = unconverged_note(len(early))
     write_csv(out / "timings.csv", frame)
 
     t1, t2 = table1(frame), table2(frame)
@@ -165,36 +161,38 @@ def write_tables(out, records, cfg, note, synthetic):
     t4, spread_ndcg = table4(frame)
     for name, table in (("table1", t1), ("table2", t2), ("ratios", r), ("table3", t3),
                         ("table4", t4)):
-        write_csv(out / f"{name}.csv", table.assign(data=data_col))
+        write_csv(out / f"{name}.csv", table.assign(data=note))
 
     ratio_md = markdown_table(
         ["ratio", f"total time, {ours}", "total time, paper", f"per call, {ours}",
          "per call, paper"],
         [[row.ratio, fmt(row.total_time, 1), fmt(row.paper_total_time, 1),
           fmt(row.per_call, 1), fmt(row.paper_per_call, 1)] for row in r.itertuples()])
-    paper_src = (f"Paper: {CVPR2018}, Table 1 (ap_search: {FULL_VERSION}, Table 2, also quoted in "
-                 "the CVPR paper's text); blank where the paper has no such method.")
-    md1 = "\n\n".join(filter(None, [
+
+    def time_md(title, source, table):
+        return "\n\n".join(filter(None, [
+            title, note, setting, source, table, unconverged_note(len(early)),
+            "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
+
+    md1 = time_md(
         "# Table 1: total loss-augmented inference time during training (s), mean over classes",
-        note, setting, paper_src,
+        f"Paper: {CVPR2018}, Table 1 (ap_search: {FULL_VERSION}, Table 2, also quoted in the "
+        "CVPR paper's text); blank where the paper has no such method.",
         markdown_table(["method", f"{ours} (s)", "paper (s)", "LAI calls (mean)", "classes"],
                        [[mark(row.method, row.method in early_methods), fmt(row.lai_time_s, 4),
                          fmt(row.paper_lai_time_s, 4), fmt(row.lai_calls, 1), row.n_classes]
-                        for row in t1.itertuples()]),
-        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
-    md2 = "\n\n".join(filter(None, [
+                        for row in t1.itertuples()]))
+    md2 = time_md(
         "# Table 2: mean time per loss-augmented inference call (ms)",
-        note, setting,
-        ("Ours: each training's mean time per call, then mean ± standard deviation over "
-         f"classes. Paper: {CVPR2018}, Table 2 (ap_search: {FULL_VERSION}, Table 3)."),
+        "Ours: each training's mean time per call, then mean ± standard deviation over "
+        f"classes. Paper: {CVPR2018}, Table 2 (ap_search: {FULL_VERSION}, Table 3).",
         markdown_table(
             ["method", f"{ours} (ms)", "paper (ms)", "classes"],
             [[mark(row.method, row.method in early_methods),
               f"{fmt(row.ms_per_call, 3)} ± {fmt(row.ms_per_call_std, 3)}",
               "" if pd.isna(row.paper_ms_per_call)
               else f"{row.paper_ms_per_call:g} ± {row.paper_ms_per_call_std:g}",
-              row.n_classes] for row in t2.itertuples()]),
-        early_note, "Speed-up (baseline time / faster time):", ratio_md])) + "\n"
+              row.n_classes] for row in t2.itertuples()]))
     md3 = _metric_md(3, "test AP (%, VOC devkit AP, difficult boxes ignored)", "ap", t3,
                      spread_ap, note, setting, ours, early,
                      f"Paper: {CVPR2018}, Table 3 (VOC2011 test set, evaluation server).",
@@ -234,13 +232,4 @@ def _metric_md(number, what, loss, table, spread, note, setting, ours, early, pa
         unconverged_note(n_marked, "cell"),
         (f"{same} train to the same weights (exact LAI); the largest difference of the "
          f"metric between them over the classes is {spread:.2g} points.")])) + "\n"
-
-
-def report(run_dir):
-    """The Markdown of a finished table or figure run (what the CLI prints)."""
-    run_dir = Path(run_dir)
-    if (run_dir / "table1.md").is_file():
-        return "\n".join((run_dir / f"table{k}.md").read_text(encoding="utf-8")
-                         for k in range(1, 5))
-    return (run_dir / "summary.md").read_text(encoding="utf-8")
 

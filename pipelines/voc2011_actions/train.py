@@ -141,4 +141,5 @@ def _C_for(cfg, store, action, loss, X, y, bias, cv_done):
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
                   units=units, run_unit=run_unit, write=write,
                   warm_up=lambda cfg, units: warm_up(dict.fromkeys(m for _, m in units)),
-                  note=lambda cfg, splits: data_note(splits), unit_label="run")
+                  note=lambda cfg, splits: data_note(splits), unit_label="run",
+                  report=tuple(f"table{k}.md" for k in range(1, 5)))
