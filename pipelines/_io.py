@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from qs.data.files import read_json
+
 # the name of the temporary file `atomic_path` writes for NAME: .NAME.<mkstemp's 8 characters>.tmp
 TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 
@@ -58,14 +60,6 @@ def write_npz(path, arrays):
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)
-
-
-def read_json(path):
-    """The JSON document at `path`, or None when it is missing or unreadable."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def write_json(path, obj):

@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from pipelines._io import read_json, write_json
+from pipelines._io import write_json
+from qs.data.files import read_json
 
 REPO = Path(__file__).resolve().parents[1]
 #: the distributions whose versions a result records (None: not installed); the QP backend

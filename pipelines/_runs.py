@@ -19,8 +19,9 @@ import numpy as np
 import scipy.sparse as sp
 import yaml
 
-from pipelines._io import TEMPORARY, read_json, write_json
+from pipelines._io import TEMPORARY, write_json
 from pipelines._provenance import code_version
+from qs.data.files import read_json
 from qs.data.lock import OutputLock
 
 MARKER = "qsrank-run.json"
