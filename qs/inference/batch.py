@@ -200,12 +200,12 @@ def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks
 HELD_MAX = 1 << 20
 _held = threading.local()
 _NONE_HELD = (np.empty(0), np.empty(0, dtype=np.uint8), np.empty(0), np.empty(0, dtype=np.int32),
-              np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
+              np.empty(0), np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint16))
 
 
 def _work_arrays(n):
     """The kernel's work arrays for rows of ``n`` samples: (row, labels, coefficients,
-    ranks, increments, floats, ints) as :func:`_batch` takes them, this thread's (grown
+    ranks, increments, floats, ints, buckets) as :func:`_batch` takes them, this thread's (grown
     to ``n``, never shrunk; floats and ints sized for any share of positives,
     :func:`qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
     :data:`HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
@@ -220,7 +220,8 @@ def _work_arrays(n):
         arrays = _held.arrays = (
             np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n), np.empty(n, dtype=np.int32),
             np.empty(n + 1), np.empty(work_floats(0, n)),
-            np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64))
+            np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64),
+            np.empty(n, dtype=np.uint16))
     return arrays
 
 
@@ -450,7 +451,7 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
 
 @jit
 def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, rank, coef,
-           out, valid, row, y_row, coef64, neg_rank, params, floats, ints):
+           out, valid, row, y_row, coef64, neg_rank, params, floats, ints, buckets):
     """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
     may have no columns) by the method of code ``method``, the loss of code ``inc``
     (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
@@ -462,7 +463,7 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     is float64, the ranks, the per-query kernels' work), then written out by one pass
     (:func:`_finish_row`; none when there is nothing to subtract, convert or scatter): no
     allocation per row, and no pass over the whole batch before the rows are solved. The
-    work arrays ``row`` .. ``ints`` (:func:`_work_arrays`) are at least as long as a row
+    work arrays ``row`` .. ``buckets`` (:func:`_work_arrays`) are at least as long as a row
     (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
     when a row needs more."""
     n_rows = scores.shape[0]
@@ -470,6 +471,7 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     if row.size < n:  # none held for rows this long
         row, y_row, coef64 = np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n)
         neg_rank, params = np.empty(n, dtype=np.int32), np.empty(n + 1)
+        buckets = np.empty(n, dtype=np.uint16)
     row, y_row, coef64 = row[:n], y_row[:n], coef64[:n]
     neg_rank, params = neg_rank[:n], params[: n + 1]
     work = np.empty((6, 0))
@@ -507,6 +509,16 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                 _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
                            solved, out[q])
                 compact = False
+        elif method == BUCKET or (method == AUTO and not sorts(m, p)):
+            # the output row written as it is solved, the gradient's shift included
+            truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+            err, where = _bucket_row(inc, s, y, p, table, ideal, params, neg_rank, coef[q],
+                                     truth_pos, truth_neg, buckets, out[q])
+            if err != OK:
+                return q, where
+            if rank.shape[1]:
+                _ranks_into(y, neg_rank, rank[q])
+            continue
         else:
             if method == AUTO or method == BUCKET_SORT or method == QS:
                 if floats.size < work_floats(m, p):
@@ -522,6 +534,34 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
             _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved,
                         rank[q], coef[q])
     return -1, -1
+
+
+@jit
+def _bucket_row(inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, shift_pos,
+                shift_neg, buckets, out):
+    """One query by ``bucket`` (as bucket_lai) into ``neg_rank`` (the negatives' order) and
+    ``coef`` (the output row, of its dtype: coefficients less ``shift_pos`` / ``shift_neg``
+    at the positives / negatives). Returns (error, where) of the kernel."""
+    m = scores.size - p
+    err, where, sum_pos, sum_neg, n_above, f = _bucket(
+        inc, _params_into(inc, table, ideal, p, params), scores, is_pos, p, n_buckets_for(p, m),
+        neg_rank[:m], coef, shift_pos, shift_neg, buckets)
+    if err != OK:
+        return err, where
+    value = loss_value(inc, n_above, _ideal(inc, ideal, p))
+    out[0], out[1], out[2] = value, value + f, sum_pos / p - sum_neg / m
+    return OK, -1
+
+
+@jit
+def _ranks_into(is_pos, neg_rank, rank):
+    """``rank``: 0 at the positives, the negatives' ranks (``neg_rank``, in their order) at
+    their places."""
+    t = 0
+    for k in range(is_pos.size):
+        pos = is_pos[k] != 0
+        rank[k] = 0 if pos else neg_rank[t]
+        t += not pos
 
 
 @jit
@@ -555,9 +595,6 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, in
         route = ROUTE_QS if method == QS else ROUTE_AUTO if method == AUTO else ROUTE_BUCKET_SORT
         err, where, sum_pos, sum_neg, n_above, f = _gathered_lai(
             inc, params, route, scores, is_pos, p, ranks, coef, floats, ints)
-    elif method == BUCKET or method == AUTO:  # as bucket_lai
-        err, where, sum_pos, sum_neg, n_above, f = _bucket(
-            inc, params, scores, is_pos, p, n_buckets_for(p, m), ranks, coef)
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
         err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos,
