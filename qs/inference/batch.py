@@ -338,19 +338,25 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
 
 # ---------------------------------------------------------------------------- the kernel
 
-def _row_of(lead, row, buf):
-    """The row ``[lead | row]`` as float64: ``row`` itself when it is float64 and ``lead``
-    empty, else widened into ``buf`` (of their size)."""
-    if row.dtype == np.float64 and lead.size == 0:
+def _float64_row(row, buf):
+    """``row`` as float64: itself when it is, else widened into ``buf`` (of its size)."""
+    if row.dtype == np.float64:
         return row
-    return _joined(lead, row, buf)
+    buf[:] = row
+    return buf
 
 
-@overload(_row_of, inline="always")
-def _row_of_numba(lead, row, buf):
-    if row.dtype != types.float64:
-        return lambda lead, row, buf: _joined(lead, row, buf)
-    return lambda lead, row, buf: row if lead.size == 0 else _joined(lead, row, buf)
+@overload(_float64_row, inline="always")
+def _float64_row_numba(row, buf):
+    if row.dtype == types.float64:
+        return lambda row, buf: row
+
+    def widened(row, buf):
+        for k in range(row.size):
+            buf[k] = row[k]
+        return buf
+
+    return widened
 
 
 def _solved_in(coef_row, work):
@@ -379,9 +385,9 @@ def _is_float64_numba(arr):
 
 
 @jit
-def _labels_of(lead, row, buf):
-    """The labels ``[lead | row]``: ``row`` itself when ``lead`` is empty, else copied into
-    ``buf``."""
+def _joined_row(lead, row, buf):
+    """The row ``[lead | row]`` (scores or labels): ``row`` itself when ``lead`` is empty,
+    else copied into ``buf``."""
     if lead.size == 0:
         return row
     return _joined(lead, row, buf)
@@ -468,6 +474,7 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     when a row needs more."""
     n_rows = scores.shape[0]
     n = lead.shape[1] + scores.shape[1]
+    joined = np.empty(n if lead.shape[1] else 0, dtype=scores.dtype)
     if row.size < n:  # none held for rows this long
         row, y_row, coef64 = np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n)
         neg_rank, params = np.empty(n, dtype=np.int32), np.empty(n + 1)
@@ -478,21 +485,33 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     iwork = np.empty((6, 0), dtype=np.int64)
     count = np.empty(0, dtype=np.int64)
     for q in range(n_rows):
-        s = _row_of(lead[q], scores[q], row)
-        y = _labels_of(lead_pos[q], is_pos[q], y_row)
+        given = _joined_row(lead[q], scores[q], joined)  # in the scores' dtype
+        y = _joined_row(lead_pos[q], is_pos[q], y_row)
         p = 0
         for k in range(n):
             p += y[k]
         m = n - p
         valid[q] = p > 0 and m > 0
         if not valid[q]:
-            bad = _not_finite_at(s)
+            bad = _not_finite_at(given)
             if bad >= 0:
                 return q, bad
             coef[q, :] = 0.0
             rank[q, :] = 0
             out[q, :] = 0.0
             continue
+        if method == BUCKET or (method == AUTO and not sorts(m, p)):
+            # read in the scores' dtype; the output row written as it is solved, the
+            # gradient's shift included
+            truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+            err, where = _bucket_row(inc, given, y, p, table, ideal, params, neg_rank, coef[q],
+                                     truth_pos, truth_neg, buckets, out[q])
+            if err != OK:
+                return q, where
+            if rank.shape[1]:
+                _ranks_into(y, neg_rank, rank[q])
+            continue
+        s = _float64_row(given, row)
         zero_one = method == ZERO_ONE
         compact = True
         solved = _solved_in(coef[q], coef64)
@@ -509,16 +528,6 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                 _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
                            solved, out[q])
                 compact = False
-        elif method == BUCKET or (method == AUTO and not sorts(m, p)):
-            # the output row written as it is solved, the gradient's shift included
-            truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-            err, where = _bucket_row(inc, s, y, p, table, ideal, params, neg_rank, coef[q],
-                                     truth_pos, truth_neg, buckets, out[q])
-            if err != OK:
-                return q, where
-            if rank.shape[1]:
-                _ranks_into(y, neg_rank, rank[q])
-            continue
         else:
             if method == AUTO or method == BUCKET_SORT or method == QS:
                 if floats.size < work_floats(m, p):
