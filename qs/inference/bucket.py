@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from qs._numba import ONE, bind, jit, jit_inline
+from qs._numba import ONE, bind, jit
 from qs.inference._input import NOT_FINITE, OK, failed, reference
 from qs.inference._output import canonical_ties, finish
 from qs.inference._ranks import new_stack, opt_ranks_sorted, opt_ranks_unsorted, positive_steps
