@@ -215,11 +215,13 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     columns when the ranks are not wanted. Returns the (query, sample) of the first
     non-finite score, (-1, -1) if none; the outputs are then not all filled.
 
-    Each row is solved in work arrays held for the whole call (the row widened to float64
-    when it is not, or made of the lead and the scores, the coefficients unless the output
-    is float64, the ranks, the per-query kernels' work), then written out by one pass
-    (:func:`_finish_row`; none when there is nothing to subtract, convert or scatter): no
-    allocation per row, and no pass over the whole batch before the rows are solved. The
+    Each row is solved in work arrays held for the whole call (the row made of the lead and
+    the scores, in their dtype, then widened to float64 for the routes other than
+    ``bucket``; the coefficients unless the output is float64, the ranks, the per-query
+    kernels' work), then written out by one pass (:func:`_finish_row`; none when there is
+    nothing to subtract, convert or scatter, and none for the rows ``bucket`` solves, which
+    it writes out itself, :func:`_bucket_row`): no allocation per row, and no pass over the
+    whole batch before the rows are solved. The
     work arrays ``row`` .. ``buckets`` (:func:`_work_arrays`) are at least as long as a row
     (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
     when a row needs more."""
