@@ -5,7 +5,9 @@ positives per query), ratios measured side by side in one run:
 - curves: forward + backward time and peak extra memory of each loss for Q queries of
   n = 2^8 ... 2^20 float32 scores, on the CPU (and CUDA when torch sees one);
 - batched: ``lai_batch`` and the loss's inference against ``lai`` row by row;
-- distributed: ``distributed_rank_hinge_loss`` on 2 gloo processes against one process;
+- distributed: ``distributed_rank_hinge_loss`` on 2 gloo processes against one process,
+  timed in turn in the same processes (the one-process steps on process 0 while the other
+  waits, blocked, at a barrier); the ratio is the median of the repeats' ratios;
 - memory: ``CrossBatchMemory`` (M = 10^5) against the similarity product alone.
 
 Writes report.md, curves.csv, curves.png/.pdf and provenance.json; torch on one thread."""
@@ -38,8 +40,10 @@ CUDA_LOSSES = ("exact AP hinge, torch method",)
 SMOOTH_AP_MAX_BYTES = 4 << 30
 #: a repeat of a fast loss runs back-to-back calls for at least this long (their mean counts)
 MIN_REPEAT_S = 0.05
-#: a repeat of the distributed part is the mean of this many back-to-back steps
-DISTRIBUTED_STEPS = 10
+#: a repeat of the distributed part is the mean of this many back-to-back steps, and the part
+#: makes at least this many repeats (each about 0.1 s: a hiccup of the machine spoils few)
+DISTRIBUTED_STEPS = 20
+DISTRIBUTED_REPEATS = 15
 
 
 def _losses(torch):
@@ -247,11 +251,11 @@ def _mean_step(loss, x):
     return (time.perf_counter() - start) / DISTRIBUTED_STEPS
 
 
-def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
-    """(median s of a distributed step, of the one-process step, min/max of the first): a
-    repeat times each in turn in the same processes (the one-process step on process 0, the
-    others waiting), so both see the same load; the distributed step ends when its last
-    process is done."""
+def distributed_step(per_rank=4096, q=8, repeats=DISTRIBUTED_REPEATS, world=2, seed=0):
+    """(s of a distributed step, s of the one-process step) per repeat, an array (repeats,
+    2): a repeat times each in turn in the same processes (the one-process step on process
+    0, the others blocked at a barrier), so both see the same load; the distributed step
+    ends when its last process is done."""
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -259,9 +263,7 @@ def distributed_step(per_rank=4096, q=8, repeats=20, world=2, seed=0):
                                     args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
                                     nprocs=world, join=True)
         every = [np.load(f"{tmp}/{r}.npy") for r in range(world)]
-    per_step = np.max([t[:, 0] for t in every], axis=0)
-    med, lo, hi = _median(per_step)
-    return med, float(np.median(every[0][:, 1])), lo, hi
+    return np.column_stack([np.max([t[:, 0] for t in every], axis=0), every[0][:, 1]])
 
 
 def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
@@ -364,11 +366,13 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
                               _ratio(b, r, 1))
                              for n, f, a, b, r in rows]))
     if "distributed" in parts:
-        dist_s, one_s, lo, hi = distributed_step(per_rank, q, max(repeats, 5), seed=seed)
+        times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
+        dist_ms, one_ms = np.median(times, axis=0) * 1e3
         sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
-                        f"queries)\n\nstep {dist_s * 1e3:.2f} ms (min-max {lo * 1e3:.2f}-"
-                        f"{hi * 1e3:.2f}); one process on the global batch {one_s * 1e3:.2f} "
-                        f"ms; ratio {dist_s / one_s:.2f}")
+                        f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
+                        f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
+                        f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
+                        "ratios, smallest-largest)")
     if "memory" in parts:
         size, queries, dim = bank
         prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from qs.inference import METHODS, batch, lai
-from qs.inference.batch import METHOD_CODES, lai_batch
+from qs.inference import batch, lai
+from qs.inference.batch import lai_batch
 from qs.ssvm import ground_truth_coef
 
 METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
@@ -105,31 +105,10 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
         lai_batch(**args)
 
 
-def test_every_method_has_a_batch_solver():
-    assert set(METHOD_CODES) | {"brute"} == set(METHODS)
-    assert {m for ms in METHODS_OF.values() for m in ms} == set(METHODS)
-
-
 def test_import_qs_never_imports_torch():
     code = ("import sys, qs, qs.inference, qs.inference.batch, qs.estimators, qs.ssvm; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
-
-
-@pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("loss", ["ap", "ndcg"])
-def test_mini_batch_route_is_lai_row_by_row(loss, ties):
-    """The default's route for small queries (few positives, placed by counting; tied
-    negatives in one bucket) gives every named method's result."""
-    rng = np.random.default_rng(14)
-    scores, labels = batch_input(rng, 10, 256, 0.1, ties)
-    res = lai_batch(scores, labels, loss, gradient=True)
-    check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
-    for method in ("bucket_sort", "qs"):
-        other = lai_batch(scores, labels, loss, method, gradient=True)
-        np.testing.assert_array_equal(other.rank, res.rank)
-        np.testing.assert_array_equal(other.coef, res.coef)
-        np.testing.assert_allclose(other.hinge, res.hinge, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("method", ["auto", "qs", "zero_one"])
@@ -139,61 +118,6 @@ def test_non_finite_score_in_a_skipped_row_is_refused(method):
     loss = "01" if method == "zero_one" else "ap"
     with pytest.raises(ValueError, match="finite; got inf at query 1, sample 2"):
         lai_batch(scores, labels, loss, method)
-
-
-@pytest.mark.parametrize("loss", ["ap", "ndcg"])
-def test_mini_batch_route_with_stretched_buckets_is_lai_row_by_row(loss):
-    """An outlier lays the buckets over a range that puts the other negatives in one bucket
-    (the insertion pass gives up for a merge sort), a range that overflows (no buckets), and
-    many positives (sorted by merge sort, not placed by counting)."""
-    rng = np.random.default_rng(15)
-    scores, labels = batch_input(rng, 8, 256, 0.1, False)
-    scores[3, np.flatnonzero(~labels[3])[5]] = 1e9
-    scores[4, :2] = -1e308, 1e308
-    scores[5] = np.round(scores[5], 1)  # ties, some across buckets of the outlier's range
-    scores[5, 7] = 1e6
-    labels[6] = rng.random(256) < 0.3
-    check_rows(lai_batch(scores, labels, loss), scores, labels, loss, "auto")
-
-
-@pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("loss", ["ap", "ndcg"])
-@pytest.mark.parametrize("frac,n", [(0.2, 3000), (0.5, 3000), (0.8, 3000), (0.5, 40_000)])
-def test_many_positives_batch_is_lai_row_by_row(loss, frac, n, ties):
-    """Rows with hundreds of positives (sorted by buckets), more positives than negatives, and
-    rows the default sorts that are too large for its small-row route, by the default and
-    bucket_sort."""
-    assert n < batch.SMALL_ROW_MAX or (1 - frac) * n > batch.SMALL_ROW_MAX
-    rng = np.random.default_rng(int(frac * 10) + ties)
-    scores, labels = batch_input(rng, 4, n, frac, ties)
-    for method in ("auto", "bucket_sort"):
-        check_rows(lai_batch(scores, labels, loss, method), scores, labels, loss, method)
-
-
-@pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
-                                         ("ap", "bucket"), ("ap", "qs"), ("ndcg", "sort_dc")])
-def test_float32_scores_are_their_float64_copy(loss, method, ties):
-    """float32 scores (read in place, widened row by row) give exactly the result of their
-    float64 copy, on small rows, rows the default solves by its per-query kernels, and rows
-    of both routes in one call; coef in float32 is the float64 coef rounded, and ranks=False
-    leaves the rest unchanged."""
-    rng = np.random.default_rng(16)
-    scores, labels = batch_input(rng, 5, 20_000, 0.01, ties)
-    scores[3, :256] += 0.5  # a row the default sorts beside rows it buckets
-    labels[4] = rng.random(20_000) < 0.2
-    if ties:
-        scores = np.round(scores * 8) / 8
-    s32 = scores.astype(np.float32)
-    ref = lai_batch(s32.astype(np.float64), labels, loss, method, gradient=True)
-    res = lai_batch(s32, labels, loss, method, gradient=True)
-    for field in batch.BatchResult._fields:
-        np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
-    low = lai_batch(s32, labels, loss, method, gradient=True, ranks=False, coef_dtype=np.float32)
-    assert low.rank is None and low.coef.dtype == np.float32
-    np.testing.assert_array_equal(low.coef, ref.coef.astype(np.float32))
-    np.testing.assert_array_equal(low.hinge, ref.hinge)
-    np.testing.assert_array_equal(low.valid, ref.valid)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -226,42 +150,6 @@ def test_long_rows_through_lai_are_lai_row_by_row(loss, dtype, monkeypatch):
 def test_bad_coef_dtype_is_refused():
     with pytest.raises(ValueError, match="coef_dtype must be float64 or float32"):
         lai_batch(np.zeros((1, 2)), np.array([[1, 0]]), coef_dtype=np.int32)
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
-                                         ("ap", "bucket"), ("ndcg", "qs"), ("ap", "brute")])
-def test_a_lead_is_the_call_on_the_joined_rows(loss, method, dtype, monkeypatch):
-    """Rows given as a lead and the rest (a memory bank's batch part, then the bank) give
-    exactly the result of the joined rows: small rows, rows the default buckets, ties, a row
-    whose positives are all in the lead, rows through lai, and a non-finite score located in
-    the joined row."""
-    rng = np.random.default_rng(18)
-    n, k = (6, 2) if method == "brute" else (20_000, 63)
-    scores, labels = batch_input(rng, 5, n, 0.01, False)
-    scores[3] = np.round(scores[3] * 4) / 4  # ties, across the lead and the rest
-    labels[4, :k], labels[4, k:] = True, False
-    scores = scores.astype(dtype)
-    ref = lai_batch(scores, labels, loss, method, gradient=True)
-    res = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
-                    lead=(scores[:, :k], labels[:, :k]))
-    for field in batch.BatchResult._fields:
-        np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
-    if method == "brute":
-        return
-    monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
-    by_lai = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
-                       lead=(scores[:, :k], labels[:, :k]))
-    np.testing.assert_array_equal(by_lai.coef, ref.coef)
-    np.testing.assert_array_equal(by_lai.rank, ref.rank)
-    for at, where in ((1, 3), (2, k + 5)):  # a skipped row; a row solved
-        bad = scores.copy()
-        bad[at, where] = np.nan
-        for row_min in (n, batch.LAI_ROW_MIN * 4):
-            monkeypatch.setattr(batch, "LAI_ROW_MIN", row_min)
-            with pytest.raises(ValueError, match=f"got nan at query {at}, sample {where}"):
-                lai_batch(bad[:, k:], labels[:, k:], loss, method,
-                          lead=(bad[:, :k], labels[:, :k]))
 
 
 def test_a_bad_lead_is_refused():

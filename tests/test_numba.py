@@ -159,7 +159,8 @@ def test_the_stamp_covers_every_kernel_file(tmp_path, monkeypatch):
 BATCH_SCRIPT = """
 import numpy as np
 from numba.core import event
-from qs.inference.batch import _batch, lai_batch
+from qs.inference._batch_rows import _batch
+from qs.inference.batch import lai_batch
 compiles = []
 
 

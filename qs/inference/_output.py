@@ -232,10 +232,12 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
 
 
 @jit
-def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref):
+def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref,
+           shift=0.0):
     """Coefficients of the positives from the negatives per rank; the result tuple
     (OK, -1, sum_pos, sum_neg, negatives above each positive, F). ``dot_neg``: the sum of
-    coef * (score - ref) over the negatives."""
+    coef * (score - ref) over the negatives. ``coef`` gets the coefficients less ``shift``
+    (a gradient's ``coef(R*)``), F is summed from them as they are."""
     n_pos = pos_sorted.size
     n_above = np.empty(n_pos, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
@@ -245,7 +247,7 @@ def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum
         above += rank_count[k + 1]
         n_above[k] = above
         c = (n_neg - 2.0 * above) * inv
-        coef[pos_index[k]] = c
+        coef[pos_index[k]] = c - shift
         dot += c * (pos_sorted[k] - ref)
     return OK, -1, sum_pos, sum_neg, n_above, dot
 

@@ -18,9 +18,18 @@ No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the 
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
 methods only.
 
-The two passes over the input (histogram, then settling) and the gathered buckets are cut
-into pieces that run on threads for large inputs. The pieces depend on the input size only,
-not on the number of threads, so the result does too.
+The histogram pass keeps each score's bucket (uint16: at most :data:`MAX_BUCKETS` = 2^16
+buckets) and the sum of the negatives' scores per bucket, so that the settling pass reads
+no score of a settled bucket: a table lookup gives its members' rank and coefficient, and
+F's share of them comes from the bucket's sum. Measured on one row of 10^5 scores, 0.1%
+positives (AP, one thread): the method took 318 us, against 433 us when the settling pass
+found each bucket again and summed coefficient times score, one addition waiting on the
+last. The coefficients may be written shifted and in float32 (a gradient ``coef(R_bar) -
+coef(R*)``, :func:`_bucket`), with no pass of their own.
+
+The passes over the input (histogram, then settling) and the gathered buckets are cut into
+pieces that run on threads for large inputs. The pieces depend on the input size only, not
+on the number of threads, so the result does too.
 """
 
 import os
@@ -60,50 +69,77 @@ def _sample_range(scores, n_buckets):
 
 
 @jit
-def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, ends, ref):
-    """One pass over ``scores[lo:hi]``: finiteness, sums, the positives (written from ``p``
-    on) and the histogram of the negatives in ``count``. Scores beyond the range the buckets
-    were laid over go to the end buckets, whose extreme members go to ``ends`` (smallest and
-    largest of the first bucket, then of the last). Returns (error, error_index, sum_pos,
-    sum_neg): sums of ``s - ref``."""
+def _scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, sums, ends,
+                ref, buckets):
+    """Two passes over ``scores[lo:hi]``: the bucket of every score into ``buckets``
+    (uint16, kept for :func:`_settle_chunk`) and its finiteness, without a branch (the loop
+    vectorises); then the positives (written from ``p`` on) and, per bucket, the negatives'
+    count (``count``) and sum of ``s - ref`` (``sums``). Split so, the histogram took half
+    the time of one pass that also found the buckets (49 against 92 us on 10^5 scores), and
+    sums per bucket cost little beside the counts, where one sum over the negatives waits on
+    every addition (82 us). Scores beyond the range the buckets were laid over go to the end
+    buckets, whose extreme members go to ``ends`` (smallest and largest of the first bucket,
+    then of the last). Returns (error, error_index, sum of the positives' ``s - ref``)."""
     top = np.uintp(count.size - 1)
-    sum_pos = 0.0
-    sum_neg = 0.0
+    finite = True
     for k in range(np.uintp(lo), np.uintp(hi)):
         s = scores[k]
-        if not np.isfinite(s):
-            return NOT_FINITE, np.int64(k), 0.0, 0.0
-        if is_pos[k]:
+        finite &= np.isfinite(s)
+        buckets[k] = bucket_of(s, low, scale, top)
+    if not finite:
+        for k in range(lo, hi):
+            if not np.isfinite(scores[k]):
+                return NOT_FINITE, np.int64(k), 0.0
+    sum_pos = 0.0
+    for k in range(np.uintp(lo), np.uintp(hi)):
+        pos = is_pos[k] != 0
+        b = np.uintp(buckets[k])
+        s = scores[k]
+        d = s - ref
+        count[b] += np.int32(not pos)
+        sums[b] += 0.0 if pos else d
+        if pos:
             pos_values[p] = s
             pos_index[p] = k
             p += 1
-            sum_pos += s - ref
-        else:
-            sum_neg += s - ref
-            b = bucket_of(s, low, scale, top)
-            count[b] += 1
-            if b == 0 or b == top:
-                e = 0 if b == 0 else 2
-                ends[e] = min(ends[e], s)
-                ends[e + 1] = max(ends[e + 1], s)
-    return OK, -1, sum_pos, sum_neg
+            sum_pos += d
+        elif b == 0 or b == top:
+            e = 0 if b == 0 else 2
+            ends[e] = min(ends[e], s)
+            ends[e + 1] = max(ends[e + 1], s)
+    return OK, -1, sum_pos
 
 
 @jit
-def scan_histogram(scores, is_pos, n_pos, n_buckets, ref):
+def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
     """:func:`_scan_chunk` over the whole input in one thread, on buckets laid over the range
-    of a sample, and the positives sorted. Returns (error, error_index, sum_pos, sum_neg,
-    pos_sorted, pos_index, low, scale, count, ends)."""
+    of a sample, and the positives sorted. Returns (error, error_index, sum_pos, pos_sorted,
+    pos_index, low, scale, count, sums, ends)."""
     low, scale = _sample_range(scores, n_buckets)
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
     count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
+    sums = np.zeros(n_buckets)
     ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
-    err, where, sum_pos, sum_neg = _scan_chunk(scores, is_pos, 0, scores.size, low, scale,
-                                               pos_values, pos_index, 0, count, ends, ref)
+    err, where, sum_pos = _scan_chunk(scores, is_pos, 0, scores.size, low, scale, pos_values,
+                                      pos_index, 0, count, sums, ends, ref, buckets)
     if err == OK:
         pos_values, pos_index = sort_positives(pos_values, pos_index)
-    return err, where, sum_pos, sum_neg, pos_values, pos_index, low, scale, count, ends
+    return err, where, sum_pos, pos_values, pos_index, low, scale, count, sums, ends
+
+
+@jit
+def _settled_sums(rank_or_slot, coef_of_rank, sums):
+    """(sum of the negatives' ``s - ref``, sum of coefficient times ``s - ref`` over the
+    negatives of the settled buckets), from the buckets' sums."""
+    first_slot = coef_of_rank.size
+    total = 0.0
+    dot = 0.0
+    for b in range(sums.size):
+        r = rank_or_slot[b]
+        total += sums[b]
+        dot += coef_of_rank[r] * sums[b] if r < first_slot else 0.0
+    return total, dot
 
 
 @jit
@@ -198,25 +234,28 @@ def _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
 
 
 @jit
-def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_rank, c2, ref,
-                  slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank, coef):
-    """Pass over ``scores[lo:hi]`` (whose first negative has place ``q``): negatives of
-    settled buckets get rank and coefficient, and so do those of straddling buckets whose
-    step (``steps``, from the rank ``slot_rank`` of the bucket's top corner) is taken at
-    every place of the bucket or at none; ``moved[i]`` counts those that took it. The others
-    are gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
-    bucket. Returns the sum of coefficient times (score - ref) over the negatives given a
-    rank."""
-    top = np.uintp(rank_or_slot.size - 1)
+def _settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, coef_of_rank, out_of_rank, scores,
+                  c2, ref, slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank,
+                  coef):
+    """Pass over the negatives ``lo:hi`` (the first of them at place ``q``; ``buckets``:
+    their buckets, as :func:`_scan_chunk` found them): those of settled buckets get their
+    bucket's rank and coefficient, read from tables, their scores unread (the buckets' sums
+    give F, :func:`_settled_sums`). Those of straddling buckets whose step (``steps``, from
+    the rank ``slot_rank`` of the bucket's top corner) is taken at every place of the bucket
+    or at none get theirs too; ``moved[i]`` counts those that took it. The others are
+    gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
+    bucket. ``coef`` gets ``out_of_rank[r]`` (the coefficient of rank ``r``, shifted, in
+    ``coef``'s dtype). Returns the sum of coefficient (``coef_of_rank``) times ``s - ref``
+    over the negatives of straddling buckets given a rank."""
     first_slot = np.uintp(coef_of_rank.size)  # P + 2: ranks are 1 .. P + 1
     dot = 0.0
     q = np.uintp(q)
     for k in range(np.uintp(lo), np.uintp(hi)):
         if is_pos[k]:
             continue
-        s = scores[k]
-        r = np.uintp(rank_or_slot[bucket_of(s, low, scale, top)])
+        r = np.uintp(rank_or_slot[np.uintp(buckets[k])])
         if r >= first_slot:  # a straddling bucket
+            s = scores[k]
             i = r - first_slot
             d = steps[i, 0] - c2 * (s - ref)  # the step's value is d + increment (see best_rank)
             # taken already at the first place: at every place; taken at the last place
@@ -231,10 +270,9 @@ def _settle_chunk(scores, is_pos, lo, hi, q, low, scale, rank_or_slot, coef_of_r
                 continue
             r = np.uintp(slot_rank[i] + move)
             moved[i] += move
+            dot += coef_of_rank[r] * (s - ref)
         neg_rank[q] = r
-        c = coef_of_rank[r]
-        coef[k] = c
-        dot += c * (s - ref)
+        coef[k] = out_of_rank[r]
         q += ONE
     return dot
 
@@ -258,15 +296,15 @@ def _compact(starts, fill_from, fill_to, g_score, g_index, g_place):
 
 @jit
 def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts, n_live,
-                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, neg_rank,
-                    coef):
+                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, out_of_rank,
+                    neg_rank, coef):
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
     interval and on the places of its gathered negatives (the first ``n_live[i]`` from
     ``starts[i]``): after those of the members that stayed at the top rank (neither gathered
     nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is
     partitioned in place and ``idx`` (gather positions, in input order within a bucket)
-    moves along and breaks ties. Then the gathered negatives' ranks and coefficients.
-    Returns (sum of coefficient times (score - spos[0]) over them, negatives per rank, those
+    moves along and breaks ties. Then the gathered negatives' ranks and coefficients
+    (``out_of_rank``, as :func:`_settle_chunk` writes them). Returns (sum of coefficient times (score - spos[0]) over them, negatives per rank, those
     settled in the pass from straddling buckets included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
@@ -292,9 +330,8 @@ def _solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling,
             g = idx[p]
             r = rk[p]
             neg_rank[g_place[g]] = r
-            c = coef_of_rank[r]
-            coef[g_index[g]] = c
-            dot += c * (v[p] - spos[0])
+            coef[g_index[g]] = out_of_rank[r]
+            dot += coef_of_rank[r] * (v[p] - spos[0])
             rank_count[r] += 1
     return dot, rank_count
 
@@ -313,31 +350,40 @@ def _coef_of_rank(n_pos, n_neg):
 
 
 @jit
-def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef):
-    """The whole method in one thread."""
+def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift_pos, shift_neg,
+            buckets):
+    """The whole method in one thread. ``coef`` (float64 or float32) gets each coefficient
+    less ``shift_pos`` at a positive and ``shift_neg`` at a negative, rounded once to its
+    dtype: a gradient ``coef(R_bar) - coef(R*)`` written with no pass of its own.
+    ``buckets``: a uint16 work array of at least ``scores.size`` (allocated here if
+    shorter)."""
     n_neg = scores.size - n_pos
     ref = reference(scores)
-    err, where, sum_pos, sum_neg, pos_sorted, pos_index, low, scale, count, ends = (
-        scan_histogram(scores, is_pos, n_pos, n_buckets, ref))
+    if buckets.size < scores.size:
+        buckets = np.empty(scores.size, dtype=np.uint16)
+    err, where, sum_pos, pos_sorted, pos_index, low, scale, count, sums, ends = (
+        scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets))
     if err != OK:
         return failed(err, where)
     c2, spos = positive_steps(pos_sorted, n_neg, ref)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
         _rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    out_of_rank = coef_of_rank - shift_neg
+    sum_neg, dot = _settled_sums(rank_or_slot, coef_of_rank, sums)
     g_score, g_index, g_place = _gathered_arrays(starts[-1])
     fill_from = starts[:-1].copy().reshape((1, straddling.size))
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
-    dot = _settle_chunk(scores, is_pos, 0, scores.size, 0, low, scale, rank_or_slot, coef_of_rank,
-                        c2, ref, top_r[straddling], steps, moved, fill[0], g_score, g_index,
-                        g_place, neg_rank, coef)
+    dot += _settle_chunk(is_pos, 0, scores.size, 0, buckets, rank_or_slot, coef_of_rank,
+                         out_of_rank, scores, c2, ref, top_r[straddling], steps, moved, fill[0],
+                         g_score, g_index, g_place, neg_rank, coef)
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     dot_g, count_g = _solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
                                      straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                     n_pos, spos, n_neg, coef_of_rank, neg_rank, coef)
+                                     n_pos, spos, n_neg, coef_of_rank, out_of_rank, neg_rank, coef)
     return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
-                  sum_pos, sum_neg, ref)
+                  sum_pos, sum_neg, ref, shift_pos)
 
 
 @jit
@@ -389,15 +435,17 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
     count = np.zeros((n_chunks, n_buckets), dtype=np.int32)
+    sums = np.zeros((n_chunks, n_buckets))
     ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
+    buckets = np.empty(n, dtype=np.uint16)
     scanned = _map(lambda c: _scan_chunk(scores, is_pos, bounds[c], bounds[c + 1], low, scale,
-                                         pos_values, pos_index, pos_at[c], count[c], ends[c], ref),
+                                         pos_values, pos_index, pos_at[c], count[c], sums[c],
+                                         ends[c], ref, buckets),
                    range(n_chunks))
-    for err, where, _, _ in scanned:
+    for err, where, _ in scanned:
         if err != OK:
             return failed(err, where)
     sum_pos = sum(s[2] for s in scanned)
-    sum_neg = sum(s[3] for s in scanned)
     ends = np.r_[ends[:, 0].min(), ends[:, 1].max(), ends[:, 2].min(), ends[:, 3].max()]
     pos_sorted, pos_index = sort_positives(pos_values, pos_index)
     c2, spos = positive_steps(pos_sorted, n_neg, ref)
@@ -406,15 +454,16 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
         _rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = _coef_of_rank(n_pos, n_neg)
+    sum_neg, dot = _settled_sums(rank_or_slot, coef_of_rank, sums.sum(axis=0))
     g_score, g_index, g_place = _gathered_arrays(starts[-1])
     fill_from = _chunk_fill(count, order, straddling, starts)
     fill = fill_from.copy()
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
-    dots = _map(lambda c: _settle_chunk(scores, is_pos, bounds[c], bounds[c + 1],
-                                        bounds[c] - pos_at[c], low, scale, rank_or_slot,
-                                        coef_of_rank, c2, ref, slot_rank, steps, moved[c], fill[c],
-                                        g_score, g_index, g_place, neg_rank, coef),
+    dots = _map(lambda c: _settle_chunk(is_pos, bounds[c], bounds[c + 1], bounds[c] - pos_at[c],
+                                        buckets, rank_or_slot, coef_of_rank, coef_of_rank, scores,
+                                        c2, ref, slot_rank, steps, moved[c], fill[c], g_score,
+                                        g_index, g_place, neg_rank, coef),
                 range(n_chunks))
     n_live = _compact(starts, fill_from, fill, g_score, g_index, g_place)
     moved = moved.sum(axis=0)
@@ -425,9 +474,9 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     solve = bind(_solve_gathered, loss.kernel)
     solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], first, top_r, bottom_r,
                                   straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                  n_pos, spos, n_neg, coef_of_rank, neg_rank, coef),
+                                  n_pos, spos, n_neg, coef_of_rank, coef_of_rank, neg_rank, coef),
                   range(n_chunks))
-    dot = sum(dots) + sum(d for d, _ in solved)
+    dot += sum(dots) + sum(d for d, _ in solved)
     rank_count = rank_count + sum(r for _, r in solved)
     return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
@@ -443,10 +492,15 @@ def n_buckets_for(n_pos, n_neg):
     return int(min(MAX_BUCKETS, max(16, 2.0 * (n_pos * n_neg) ** 0.5)))
 
 
+#: the work array of a call that has none: too short, so the kernel allocates its own
+NO_BUCKETS = np.empty(0, dtype=np.uint16)
+
+
 def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Ranks of all negatives by score buckets, sorting none of them."""
     if scores.size >= THREADED_MIN:
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
     n_buckets = n_buckets_for(n_pos, neg_rank.size)
-    return bind(_bucket, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef)
+    return bind(_bucket, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef,
+                                      0.0, 0.0, NO_BUCKETS)
