@@ -61,7 +61,11 @@ def _train_and_test(run, loss):
     C = cfg["C"][loss][0]
     with tqdm(desc=f"lockstep {loss}", unit="pass", disable=not run.progress,
               leave=False) as bar:
+        held = {"rows": 0, "bytes": 0}  # the most the working sets held at once
+
         def saved(state):
+            held.update(rows=max(held["rows"], state.rows_held),
+                        bytes=max(held["bytes"], state.row_bytes))
             write_npz(path, {**state.to_arrays(),
                              "settings": np.array(json.dumps(run.store.settings))})
             bar.total = state.passes + round(_passes_left(state, cfg["min_outer"][loss]))
@@ -100,7 +104,7 @@ def _train_and_test(run, loss):
                 "train_s": c.seconds, "passes": float(c.passes), "working_set": k,
                 "repeats": c.repeats, "trained_by": methods[0], "class": cls, "test_ap": ap,
                 "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()}
-    _write_summary(run, loss, state, train_s, test_s, k)
+    _write_summary(run, loss, state, train_s, test_s, k, held)
     return out
 
 
@@ -147,9 +151,10 @@ def _passes_left(state, min_outer):
                 for c in state.classes if not c.done), default=0)
 
 
-def _write_summary(run, loss, state, train_s, test_s, k):
+def _write_summary(run, loss, state, train_s, test_s, k, held):
     """``lockstep.json``: per loss, the passes and their wall times, the training and test
-    wall times, the peak resident memory of the process so far."""
+    wall times, the most box rows the working sets held at once (all classes, each box
+    once) and their bytes, the peak resident memory of the process so far."""
     path = run.out / "lockstep.json"
     summary = {}
     if path.exists():
@@ -159,5 +164,6 @@ def _write_summary(run, loss, state, train_s, test_s, k):
                      "working_set": k, "verify": run.cfg["verify"],
                      "outer_steps": sum(c.n_outer for c in state.classes),
                      "repeats": sum(c.repeats for c in state.classes),
+                     "working_set_rows": held["rows"], "working_set_gb": held["bytes"] / 1e9,
                      "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
     write_json(path, summary)
