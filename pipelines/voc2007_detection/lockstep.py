@@ -20,7 +20,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from pipelines._io import write_json, write_npz
+from pipelines._io import write_json, write_npz, write_text
 from pipelines._runs import same
 from pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
 from qs.data.voc2007 import CLASSES
@@ -152,14 +152,17 @@ def _passes_left(state, min_outer):
 
 
 def _write_summary(run, loss, state, train_s, test_s, k, held):
-    """``lockstep.json``: per loss, the passes and their wall times, the training and test
-    wall times, the most box rows the working sets held at once (all classes, each box
-    once) and their bytes, the peak resident memory of the process so far."""
+    """``lockstep.json`` and its table ``lockstep.md``: per loss, the passes over the trainval
+    boxes and their wall times, the training and test wall times, the most box rows the
+    working sets held at once (all classes, each box once) and their bytes, the peak
+    resident memory of the process so far."""
     path = run.out / "lockstep.json"
     summary = {}
     if path.exists():
         summary = json.loads(path.read_text(encoding="utf-8"))
+    train = run.data["trainval"]
     summary[loss] = {"passes": state.passes, "resumed": state.resumed,
+                     "boxes": train.n_boxes, "features": train.d,
                      "pass_s": state.pass_seconds, "train_s": train_s, "test_s": test_s,
                      "working_set": k, "verify": run.cfg["verify"],
                      "outer_steps": sum(c.n_outer for c in state.classes),
@@ -167,3 +170,19 @@ def _write_summary(run, loss, state, train_s, test_s, k, held):
                      "working_set_rows": held["rows"], "working_set_gb": held["bytes"] / 1e9,
                      "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
     write_json(path, summary)
+    write_text(run.out / "lockstep.md", _summary_table(summary))
+
+
+def _summary_table(summary):
+    """Markdown of ``lockstep.json``: one row per loss."""
+    rows = ["| Loss | Trainval boxes x features | Passes (resumed) | Outer steps | Repeats | "
+            "Training (s) | Mean pass (s) | Pass per 10^6 boxes (s) | Test scoring (s) | "
+            "Working sets (GB) | Peak memory (GB) |", "|" + "---|" * 11]
+    for loss, s in summary.items():
+        mean = sum(s["pass_s"]) / len(s["pass_s"])
+        rows.append(f"| {loss} | {s['boxes']:,} x {s['features']} | {s['passes']} "
+                    f"({s['resumed']}) | {s['outer_steps']} | {s['repeats']} | "
+                    f"{s['train_s']:.1f} | {mean:.2f} | {mean / s['boxes'] * 1e6:.2f} | "
+                    f"{s['test_s']:.1f} | {s['working_set_gb']:.3f} | "
+                    f"{s['peak_rss_gb']:.2f} |")
+    return "\n".join(rows) + "\n"

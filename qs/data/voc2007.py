@@ -10,11 +10,13 @@ detection AP mean something. ``scale`` shrinks the image count from the paper's 
 
 With ``components`` > 0 the features are shaped like CNN features instead, where boxes of one
 image that overlap are alike: a box's feature is its image's background (a draw from a
-``components``-dimensional subspace, the same for every box of the image) plus, for every
-object it overlaps, the overlap times that object's appearance (its class direction plus the
-object's own draw from the subspace), plus small per-box noise (``noise``). A box's best
-score then moves little as the weights change, as with real features; the independent noise
-of the default model makes every box a new direction in every dimension.
+``components``-dimensional subspace plus a little of every class's direction, its context;
+the same for every box of the image) plus, for every object it overlaps, the overlap times
+that object's appearance (its class direction plus the object's own draw from the
+subspace), plus small per-box noise (``noise``). A box's best
+score then moves little as the weights change, as with real features, and what makes a
+class hard to detect is mostly its images' context; the independent noise of the default
+model makes every box a new direction in every dimension.
 
 Every image comes from its own generator, seeded by (seed, split, image index), so one image
 can be made without the others: the same data comes out whole in memory
@@ -44,6 +46,9 @@ CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat"
 SPLIT_SIZES = {"trainval": 5011, "test": 4952}
 IMAGE_SIZE = (500, 375)  # width, height: VOC's most common
 _BYTE_STD = np.sqrt((256 ** 2 - 1) / 12)  # standard deviation of a uniform byte 0..255
+#: with components: the standard deviation of each class direction's weight in an image's
+#: background (scene context: an image without the class may look like one with it)
+CONTEXT = 0.35
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,8 @@ class SyntheticVOC2007:
         if self.components:  # drawn after the noise: the default model's draws are unchanged
             r = self.components
             draws = rng.normal(scale=self.signal / np.sqrt(r), size=(1 + obj.shape[0], r))
-            background = draws[0] @ self.basis
+            context = rng.normal(scale=CONTEXT, size=len(CLASSES))
+            background = draws[0] @ self.basis + context @ self.directions
             appearance = appearance + 0.5 * draws[1:] @ self.basis
         half = out.dtype == np.float16
         table = self._noise_levels.astype(out.dtype)  # the levels in the output type
