@@ -4,6 +4,7 @@ on a dask.distributed cluster; a run resumed after an interruption says so and e
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from pipelines.voc2007_detection import lockstep as voc_lockstep
+from pipelines.voc2007_detection.config import Config
 from qs.data.bags import BagSet
 from qs.data.voc2007 import SyntheticVOC2007
 
@@ -146,3 +148,12 @@ def test_bad_lockstep_config_is_one_line(tmp_path, changes, message):
     result = invoke("train", "--config", config, "--out", tmp_path / "run")
     assert result.exit_code == 1 and re.search(message, result.output), result.output
     assert "Traceback" not in result.output and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["voc2007_large", "voc2007_xlarge", "voc2007_full_images"])
+def test_the_scale_configs_are_valid_and_shaped_like_cnn_features(name):
+    """The configs of the runs at scale validate, generate CNN-like features in lockstep."""
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
+    cfg = Config.model_validate(yaml.safe_load(path.read_text())).model_dump()
+    assert cfg["lockstep"] and cfg["synthetic"]["generated"]
+    assert cfg["synthetic"]["components"] > 0
