@@ -36,6 +36,7 @@ FIT_RUN ?= results/fit/breast_cancer
 .PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
+	voc2007-large voc2007-xlarge voc2007-full-images \
 	sodeep-eval sodeep-checkpoints compare fit-example compare-retrieval
 
 help:  ## list the targets
@@ -116,6 +117,15 @@ reproduce-voc2011: reproduce-table1 reproduce-table2 reproduce-table3 reproduce-
 reproduce-table5: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Table 5: VOC2007 detection AP, latent 0-1 vs AP-SVM, and LAI time (resumes)
 	$(QSRANK) train --config $(VOC2007_CONFIG) --out $(VOC2007_RUN)
 	@echo "figure: $(VOC2007_RUN)/figure.png"
+
+voc2007-large: $(STAMP)  ## Table 5 with 4096 features per box, 20 classes in lockstep out of core (synthetic, generated per pass; resumes)
+	$(QSRANK) train --config configs/voc2007_large.yaml --out results/voc2007_detection/large
+
+voc2007-xlarge: $(STAMP)  ## voc2007-large at twice its images and boxes per image (synthetic, generated per pass; resumes)
+	$(QSRANK) train --config configs/voc2007_xlarge.yaml --out results/voc2007_detection/xlarge
+
+voc2007-full-images: $(STAMP)  ## Table 5's Yue vs QS LAI time at VOC2007's full image count, few boxes and features (synthetic; resumes)
+	$(QSRANK) train --config configs/voc2007_full_images.yaml --out results/voc2007_detection/full_images
 
 reproduce-cifar10: $(STAMP)  ## Mohapatra et al. (CVPR 2018) Section 4.3: CIFAR-10 mAP/NDCG and training time per LAI (resumes)
 	$(QSRANK) train --config $(CIFAR10_CONFIG) --out $(CIFAR10_RUN)

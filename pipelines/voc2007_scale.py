@@ -15,7 +15,7 @@ paper's size).
     :meth:`qs.data.store.BoxStore.dask_features`) beside the generated pass of the store's
     shape and chunks. A store written from the same generator and seed holds the same
     features, so both passes must choose the same boxes; the report says whether they did.
-(a'') The pass of lockstep training (:func:`qs.detection.class_top_boxes`): the same boxes,
+(a'') The pass of lockstep training (:func:`qs.top_boxes.class_top_boxes`): the same boxes,
     each image's 10 best boxes under each of the 20 classes' weights with their features, and
     its best box under one more weight vector per class (the step's check), in a fresh
     process: one round of :func:`qs.ssvm.lockstep.latent_lockstep` at this size.
@@ -39,7 +39,8 @@ from pipelines._measure import median_time, peak_bytes
 from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
-from qs.detection import class_top_boxes, score_bags
+from qs.detection import score_bags
+from qs.top_boxes import class_top_boxes
 from qs.inference import lai
 
 SPLIT = "trainval"

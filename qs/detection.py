@@ -16,7 +16,8 @@ image's scores come from one matrix product of its own ``(K_max, d)`` rows (NumP
 the threaded scheduler or on a ``dask.distributed`` cluster, the result is the same to the bit.
 
 The argmax rule lives in :func:`bag_argmax` and :func:`_best` only: the best box is the first
-among equal scores, padding excluded.
+among equal scores, padding excluded. Each image's best few boxes (the working sets of latent
+training) come from :mod:`qs.top_boxes`, by the same blocks and products.
 """
 
 import contextlib
@@ -28,8 +29,8 @@ import numpy as np
 
 from qs.metrics import nms
 
-__all__ = ["BoxScores", "ClassTopBoxes", "Detections", "TopBoxes", "bag_argmax", "check_flat",
-           "check_padded", "class_top_boxes", "dask_scheduler", "score_bags", "top_boxes"]
+__all__ = ["BoxScores", "Detections", "bag_argmax", "check_flat", "check_padded",
+           "dask_scheduler", "score_bags"]
 
 #: bytes of float64 features a block upcasts at a time: bounds memory per worker
 SUB_BLOCK_BYTES = 64 << 20
@@ -175,72 +176,6 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
                      Detections(*map(np.concatenate, zip(*found))) if top else None)
 
 
-class TopBoxes(NamedTuple):
-    """Outcome of :func:`top_boxes`, per image under one weight vector: ``index`` int64 (n, k),
-    its ``k`` best boxes (best first, the first among equal scores first; -1 past an image's
-    box count), ``rows`` float64 (n, k, d) their features (zeros past the count), ``score``
-    (n, k) their scores (-inf past the count), ``next_score`` (n,) the best score of the
-    boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
-    (n,) the largest distance of one of its boxes from that mean."""
-
-    index: np.ndarray
-    rows: np.ndarray
-    score: np.ndarray
-    next_score: np.ndarray
-    mean: np.ndarray
-    spread: np.ndarray
-
-
-def top_boxes(features, counts, w, k, *, scheduler=None):
-    """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
-    boxes (bags, ``counts`` and ``scheduler`` as :func:`score_bags` takes them), with what
-    bounds the scores of the boxes left out under other weights: a box ``x`` left out scores
-    ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as ``x . (v -
-    w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`; its first
-    column is :func:`score_bags`'s best box."""
-    flat = isinstance(features, np.ndarray) and features.ndim == 2
-    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
-    W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
-    if W.shape[0] != features.shape[-1] or not np.isfinite(W).all():
-        raise ValueError(f"w must hold {features.shape[-1]} finite weights; got shape "
-                         f"{np.shape(w)}.")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}.")
-    options = {"k": int(k)}
-    if flat:
-        parts = _flat_parts(features, counts, W, None, _top_block, options)
-    elif isinstance(features, np.ndarray):
-        parts = [_top_block(features, counts, W, None, 0, **options)]
-    else:
-        parts = _dask_parts(features, counts, W, None, _top_block, options, scheduler)
-    return TopBoxes(*map(np.concatenate, zip(*parts)))
-
-
-def _top_block(block, counts, W, boxes, first_image, *, k):
-    """:class:`TopBoxes` fields of the images of one block (``boxes`` unused)."""
-    n, k_max, d = block.shape
-    index, rows = np.full((n, k), -1, dtype=np.int64), np.zeros((n, k, d))
-    score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
-    mean, spread = np.empty((n, d)), np.empty(n)
-    kept = min(k, k_max)
-    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
-        valid = np.arange(k_max) < counts[a:b, None]
-        scores = np.where(valid, scores[:, :, 0], -np.inf)
-        order = np.argsort(-scores, axis=1, kind="stable")  # ties: the first box first
-        taken = np.arange(kept) < counts[a:b, None]
-        index[a:b, :kept] = np.where(taken, order[:, :kept], -1)
-        score[a:b, :kept] = np.take_along_axis(scores, order[:, :kept], axis=1)
-        rows[a:b, :kept] = np.take_along_axis(sub, order[:, :kept, None], axis=1) \
-            * taken[:, :, None]
-        if k < k_max:
-            next_score[a:b] = np.take_along_axis(scores, order[:, k:k + 1], axis=1)[:, 0]
-        mean[a:b] = np.einsum("ikd,ik->id", sub, valid) / counts[a:b, None]
-        away = sub - mean[a:b, None, :]
-        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0) \
-            .max(axis=1)
-    return index, rows, score, next_score, mean, spread
-
-
 def check_flat(X, counts):
     """Validated flat bags: ``X`` (n_boxes, d) floating point, ``counts`` (n_images,) int64
     of at least one box each, summing to n_boxes."""
@@ -378,105 +313,3 @@ def _detect(scores, counts, boxes, first_image, top, threshold):
                           kept.astype(np.int64), np.full(kept.size, c, dtype=np.int64),
                           valid[kept, c]))
     return found
-
-
-class ClassTopBoxes(NamedTuple):
-    """Outcome of :func:`class_top_boxes`, per image and class (a column of ``W``): ``index``
-    int64 (n, c, k), the class's ``k`` best boxes (best first, the first among equal scores
-    first; -1 past an image's box count), ``score`` float64 (n, c, k) their scores (-inf past
-    the count), ``rows`` (n, c, k, d) their features (zeros past the count); ``gathered`` (n,
-    g, d) the features of the boxes ``gather`` named (zeros where it holds -1); per column of
-    the checked weights, ``best`` int64 (n, t) each image's best box, and ``missing`` the
-    boxes ``(image, box, features)`` that were best under some checked column where the
-    given choice was another box, each pair once. Features in the input's type at float32 or
-    wider (a float16 box converts exactly)."""
-
-    index: np.ndarray
-    score: np.ndarray
-    rows: np.ndarray
-    gathered: np.ndarray
-    best: np.ndarray
-    missing: tuple
-
-
-def class_top_boxes(features, counts, W, k, *, gather=None, check=None, scheduler=None):
-    """In one pass over the boxes: the ``k`` best boxes of every image under each class's
-    weights ``W`` (d, c); the features of the boxes ``gather`` (n_images, g) names (box
-    indices, -1 for none); and with ``check = (V, chosen)``, weights ``V`` (d, t) and boxes
-    ``chosen`` (n_images, t), each image's best box under every column of ``V`` and the
-    features of those that differ from ``chosen`` (where it holds -1, none). The pass of
-    latent training with all classes in lockstep (:func:`qs.ssvm.lockstep.latent_lockstep`). Bags, ``counts`` and
-    ``scheduler`` as :func:`score_bags` takes them; the scores are its scores to the bit,
-    so column 0 of ``index`` is its best box. Returns a :class:`ClassTopBoxes`."""
-    flat = isinstance(features, np.ndarray) and features.ndim == 2
-    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
-    d, n = features.shape[-1], counts.size
-    V, chosen = (np.zeros((d, 0)), np.zeros((n, 0), np.int64)) if check is None else check
-    W = np.concatenate([_check_weights(W, d, "W"), _check_weights(V, d, "check weights")],
-                       axis=1)
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}.")
-    gather = np.full((n, 0), -1, np.int64) if gather is None else np.asarray(gather)
-    chosen = np.asarray(chosen)
-    for name, boxes, cols in (("gather", gather, None), ("chosen", chosen, V.shape[1])):
-        if boxes.ndim != 2 or boxes.shape[0] != n or not np.issubdtype(boxes.dtype, np.integer) \
-                or (cols is not None and boxes.shape[1] != cols) \
-                or (boxes >= counts[:, None]).any() or (boxes < -1).any():
-            raise ValueError(f"{name} must be an integer array (n_images, {cols or 'g'}) of box "
-                             f"indices below each image's box count, or -1; got shape "
-                             f"{boxes.shape}.")
-    c = W.shape[1] - V.shape[1]
-    options = {"k": int(k), "dtype": np.result_type(features.dtype, np.float32), "c": c,
-               "g": gather.shape[1]}
-    per_image = np.concatenate([gather, chosen], axis=1).astype(np.int64)
-    if flat:
-        parts = _flat_parts(features, counts, W, per_image, _class_top_block, options, True)
-    elif isinstance(features, np.ndarray):
-        parts = [_class_top_block(features, counts, W, per_image, 0, **options)]
-    else:
-        parts = _dask_parts(features, counts, W, per_image, _class_top_block, options,
-                            scheduler)
-    *fields, img, box, rows = map(np.concatenate, zip(*parts))
-    return ClassTopBoxes(*fields, (img, box, rows))
-
-
-def _check_weights(W, d, name):
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != d or not np.isfinite(W).all():
-        raise ValueError(f"{name} must be a finite ({d}, columns) array; got shape {W.shape}.")
-    return W
-
-
-def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g):
-    """:class:`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
-    gather and chosen side by side), ``missing`` as three arrays."""
-    n, k_max, d = block.shape
-    per_image = np.asarray(per_image)
-    gather, chosen = per_image[:, :g], per_image[:, g:]
-    index = np.full((n, c, k), -1, dtype=np.int64)
-    score = np.full((n, c, k), -np.inf)
-    rows = np.zeros((n, c, k, d), dtype)
-    gathered = np.zeros((n, g, d), dtype)
-    best = np.empty(chosen.shape, np.int64)
-    missing = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, d), dtype)]
-    kept = min(k, k_max)
-    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
-        m = b - a
-        valid = (np.arange(k_max) < counts[a:b, None])[:, :, None]
-        top = np.moveaxis(np.where(valid, scores[:, :, :c], -np.inf), 1, 2)  # (m, c, K)
-        order = np.argsort(-top, axis=2, kind="stable")[:, :, :kept]  # ties: first box first
-        taken = (np.arange(kept) < counts[a:b, None])[:, None, :]
-        index[a:b, :, :kept] = np.where(taken, order, -1)
-        score[a:b, :, :kept] = np.take_along_axis(top, order, axis=2)
-        picked = np.take_along_axis(sub, order.reshape(m, c * kept, 1), axis=1)
-        rows[a:b, :, :kept] = picked.reshape(m, c, kept, d) * taken[:, :, :, None]
-        want = gather[a:b]
-        got = np.take_along_axis(sub, np.maximum(want, 0)[:, :, None], axis=1)
-        gathered[a:b] = got * (want >= 0)[:, :, None]
-        best[a:b] = _best(scores[:, :, c:], counts[a:b])[0]
-        img, col = np.nonzero((best[a:b] != chosen[a:b]) & (chosen[a:b] >= 0))
-        pairs = np.unique(np.stack([img, best[a:b][img, col]], axis=1), axis=0)
-        missing = [np.concatenate([missing[0], first_image + a + pairs[:, 0]]),
-                   np.concatenate([missing[1], pairs[:, 1]]),
-                   np.concatenate([missing[2], sub[pairs[:, 0], pairs[:, 1]].astype(dtype)])]
-    return index, score, rows, gathered, best, *missing

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from qs import detection
-from qs.detection import bag_argmax, score_bags, top_boxes
+from qs.detection import bag_argmax, score_bags
+from qs.top_boxes import top_boxes
 from qs.metrics import nms
 
 

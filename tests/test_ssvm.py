@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
 from qs.inference import Workspace, lai
+from qs.ssvm._problem import Problem
 from qs.ssvm import (
     SOLVERS,
     Progress,
@@ -261,7 +262,7 @@ def test_identical_features_give_zero_weights():
 
 def test_working_set_grows_in_place_past_its_capacity():
     rng = np.random.default_rng(11)
-    ws = cp_module._WorkingSet(5, 2)
+    ws = cp_module.Constraints(5, 2)
     rows = rng.standard_normal((9, 5))
     for i, a in enumerate(rows):
         ws.add(a, float(i), i)
@@ -276,6 +277,24 @@ def test_working_set_grows_in_place_past_its_capacity():
     np.testing.assert_array_equal(A, rows[::3])
     np.testing.assert_array_equal(b, [0.0, 3.0, 6.0])
     np.testing.assert_allclose(ws.gram(), rows[::3] @ rows[::3].T, rtol=1e-12)
+
+
+def test_a_warm_start_from_the_constraints_of_a_solve_ends_at_its_optimum():
+    """A solve started from an earlier solve's constraints (cp_module.solve's constraints)
+    starts at their solution: it confirms at once on the same problem, and on a problem
+    with a subset of its samples' constraints it reaches the cold solve's objective."""
+    X, y = make_data(seed=3)
+    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_iter": 500,
+               "callback": None}
+    kept = cp_module.Constraints(X.shape[1])
+    cold = cp_module.solve(Problem(X, y, **options), X.shape[1], constraints=kept)
+    assert kept.k > 1
+    again = cp_module.solve(Problem(X, y, **options), X.shape[1], constraints=kept)
+    assert again.n_iter == 1 and again.converged
+    np.testing.assert_allclose(again.objective[-1], cold.objective[-1], rtol=1e-6)
+    fresh = cp_module.solve(Problem(X, y, **options), X.shape[1])
+    np.testing.assert_array_equal(fresh.w, cold.w)  # no constraints given: the cold path
+    assert fresh.n_iter > 3
 
 
 def test_capacity_changes_nothing(monkeypatch):

@@ -1,12 +1,13 @@
 """Latent training of every class in lockstep (qs.ssvm.lockstep) and its pass
-(qs.detection.class_top_boxes): path-verified steps give the in-memory model to the bit from
+(qs.top_boxes.class_top_boxes): path-verified steps give the in-memory model to the bit from
 small working sets (flat, padded, Dask; ties; AP and 0-1), step-verified steps solve each
 full inner problem, a resumed training ends where an uninterrupted one does."""
 
 import numpy as np
 import pytest
 
-from qs.detection import class_top_boxes, score_bags
+from qs.detection import score_bags
+from qs.top_boxes import class_top_boxes
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
 
@@ -136,8 +137,9 @@ def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
 
 def test_class_top_boxes_agree_with_scoring_and_sorting():
     """Top k per class by stable sort of the scores (ties: first box first), column 0 is
-    score_bags's best box, gathered and missing boxes hold the named features; flat,
-    padded and Dask alike."""
+    score_bags's best box, each distinct top box's features held once, gathered and missing
+    boxes hold the named features; flat, padded and Dask alike; float16 features stay
+    float16."""
     da = pytest.importorskip("dask.array")
     X, offsets, _ = class_bags(2, ties=True)
     features, counts = padded(X, offsets)
@@ -157,10 +159,15 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
                 order = np.argsort(-scores[:, j], kind="stable")[:3]
                 assert r.index[i, j, :order.size].tolist() == order.tolist()
                 assert (r.index[i, j, order.size:] == -1).all()
-                np.testing.assert_array_equal(r.rows[i, j, :order.size], features[i, order])
+                np.testing.assert_array_equal(r.rows[r.slot[i, j, :order.size]],
+                                              features[i, order])
+                assert (r.slot[i, j, order.size:] == -1).all()
             for g in range(2):
                 expect = features[i, 0] if gather[i, g] == 0 else np.zeros(6)
                 np.testing.assert_array_equal(r.gathered[i, g], expect)
+        taken = r.index >= 0
+        pairs = {(i, b) for i, b in zip(np.nonzero(taken)[0], r.index[taken])}
+        assert r.rows.shape[0] == len(pairs) == np.unique(r.slot[taken]).size
         image, box, rows = r.missing
         lacking = {(i, b) for i, b in zip(*np.nonzero(r.best != 0)) for b in [r.best[i, b]]}
         assert set(zip(image.tolist(), box.tolist())) == lacking
@@ -171,6 +178,9 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
                     np.testing.assert_array_equal(a, b)
             else:
                 np.testing.assert_array_equal(got, want)
+    half = class_top_boxes(da.from_array(features.astype(np.float16), chunks=(9, -1, -1)),
+                           counts, W, 3, gather=gather, check=(V, chosen))
+    assert half.rows.dtype == half.gathered.dtype == half.missing[2].dtype == np.float16
 
 
 def test_bad_input_is_named():
@@ -186,3 +196,25 @@ def test_bad_input_is_named():
         latent_lockstep(X, counts, labels, init=np.zeros((5, 3)))
     with pytest.raises(ValueError, match="gather must be an integer array"):
         class_top_boxes(X, counts, np.zeros((6, 1)), 1, gather=np.full((counts.size, 1), 99))
+
+
+def test_working_sets_hold_float16_rows_once_for_every_class():
+    """Float16 features stay float16 in the working sets, a box several classes hold has one
+    row, and the model is the one of the same features in float32."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(4, n=30, n_classes=4)
+    features, counts = padded(X.astype(np.float16).astype(np.float64), offsets)
+    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 3, "working_set": 3,
+               "verify": "step"}
+    seen = []
+    half = latent_lockstep(da.from_array(features.astype(np.float16), chunks=(8, -1, -1)),
+                           counts, labels, callback=lambda s: seen.append(
+                               (s.rows_held, s.row_bytes, [c.working.copy() for c in s.classes])),
+                           **options)
+    wide = latent_lockstep(da.from_array(features.astype(np.float32), chunks=(8, -1, -1)),
+                           counts, labels, **options)
+    np.testing.assert_array_equal(half.W, wide.W)
+    for held, nbytes, working in seen:
+        boxes = {(i, b) for w in working for i, b in zip(*np.nonzero(w >= 0)) for b in [w[i, b]]}
+        assert held == len(boxes) < sum(int((w >= 0).sum()) for w in working)
+        assert nbytes == held * features.shape[2] * 2

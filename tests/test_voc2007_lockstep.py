@@ -4,6 +4,7 @@ on a dask.distributed cluster; a run resumed after an interruption says so and e
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from pipelines.voc2007_detection import lockstep as voc_lockstep
+from pipelines.voc2007_detection.config import Config
 from qs.data.bags import BagSet
 from qs.data.voc2007 import SyntheticVOC2007
 
@@ -63,6 +65,12 @@ def test_lockstep_trains_the_per_class_models(runs):
         assert s["passes"] == len(s["pass_s"]) == timings.loc[timings["loss"] == loss,
                                                               "passes"].max()
         assert s["verify"] == "path" and s["peak_rss_gb"] > 0
+        assert s["boxes"] == 50 * 6 and s["features"] == 8
+        assert 0 < s["working_set_rows"] <= s["boxes"]
+        row_bytes = (s["features"] + (loss == "01")) * 4  # float32, the 0-1 SVM's bias column
+        assert s["working_set_gb"] == s["working_set_rows"] * row_bytes / 1e9
+    table = (runs["lockstep"] / "lockstep.md").read_text().splitlines()
+    assert len(table) == 4 and table[2].startswith(f"| 01 | {50 * 6:,} x 8 | ")
 
 
 def test_generated_features_train_what_the_features_in_memory_train(runs, tmp_path):
@@ -113,9 +121,12 @@ def test_an_interrupted_lockstep_run_resumes_and_says_so(runs, tmp_path, monkeyp
     assert summary["01"]["resumed"] == 1 and summary["ap"]["resumed"] == 0
 
 
-def test_a_local_cluster_of_two_workers_gives_the_same_tables(runs, tmp_path):
+@pytest.mark.parametrize("processes", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_local_cluster_of_two_workers_gives_the_same_tables(runs, tmp_path, processes):
+    """Two workers in this process, or two worker processes (the features generated in each
+    worker, the weights sent to them): the tables of the threaded scheduler."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                                   dashboard_address=None) as cluster:
         address = cluster.scheduler_address
         out, output = train(tmp_path, "cluster", "--scheduler", address, lockstep=True,
@@ -137,3 +148,12 @@ def test_bad_lockstep_config_is_one_line(tmp_path, changes, message):
     result = invoke("train", "--config", config, "--out", tmp_path / "run")
     assert result.exit_code == 1 and re.search(message, result.output), result.output
     assert "Traceback" not in result.output and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["voc2007_large", "voc2007_xlarge", "voc2007_full_images"])
+def test_the_scale_configs_are_valid_and_shaped_like_cnn_features(name):
+    """The configs of the runs at scale validate, generate CNN-like features in lockstep."""
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
+    cfg = Config.model_validate(yaml.safe_load(path.read_text())).model_dump()
+    assert cfg["lockstep"] and cfg["synthetic"]["generated"]
+    assert cfg["synthetic"]["components"] > 0

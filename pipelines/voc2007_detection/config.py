@@ -47,7 +47,8 @@ C_GRID = [10.0, 100.0, 1000.0]
 #: boxes per image of the training working set when the data are read out of core
 WORKING_SET = 10
 #: the synthetic section's keys that size the data (the others say how features are made)
-GENERATOR_KEYS = ("scale", "boxes_per_image", "n_features", "signal", "noise", "difficult_rate")
+GENERATOR_KEYS = ("scale", "boxes_per_image", "n_features", "signal", "noise", "difficult_rate",
+                  "components")
 
 
 def _c_values(value):
@@ -91,6 +92,9 @@ class Synthetic(S.Section):
     noise: S.number(low=0) = S.key(1.0, "feature noise")
     difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
         0.1, "fraction of objects marked difficult")
+    components: S.number(integer=True, low=0) = S.key(
+        0, "dimension of the images' backgrounds and the objects' appearances, shared by the "
+        "boxes of an image as CNN features are (0: every box independent noise)")
     generated: S.flag() = S.key(
         False, "generate the box features block by block from the seed on every pass (never "
         "held: the paper's size without a store) instead of in memory")

@@ -8,6 +8,16 @@ plus, for every object it overlaps, that object's class signal scaled by the ove
 so the best box of an image is the one on its object: the latent box matters, and NMS and
 detection AP mean something. ``scale`` shrinks the image count from the paper's size.
 
+With ``components`` > 0 the features are shaped like CNN features instead, where boxes of one
+image that overlap are alike: a box's feature is its image's background (a draw from a
+``components``-dimensional subspace plus a little of every class's direction, its context;
+the same for every box of the image) plus, for every object it overlaps, the overlap times
+that object's appearance (its class direction plus the object's own draw from the
+subspace), plus small per-box noise (``noise``). A box's best
+score then moves little as the weights change, as with real features, and what makes a
+class hard to detect is mostly its images' context; the independent noise of the default
+model makes every box a new direction in every dimension.
+
 Every image comes from its own generator, seeded by (seed, split, image index), so one image
 can be made without the others: the same data comes out whole in memory
 (`make_voc2007_detection`), chunk by chunk into a store (`qs.data.convert.write_synthetic_store`)
@@ -36,6 +46,9 @@ CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat"
 SPLIT_SIZES = {"trainval": 5011, "test": 4952}
 IMAGE_SIZE = (500, 375)  # width, height: VOC's most common
 _BYTE_STD = np.sqrt((256 ** 2 - 1) / 12)  # standard deviation of a uniform byte 0..255
+#: with components: the standard deviation of each class direction's weight in an image's
+#: background (scene context: an image without the class may look like one with it)
+CONTEXT = 0.35
 
 
 @dataclass(frozen=True)
@@ -76,7 +89,9 @@ class SyntheticVOC2007:
     ``scale`` times VOC2007's image counts per split (at least 20, so that every class occurs
     in both splits), ``boxes_per_image`` candidate boxes of ``n_features`` features each;
     ``signal`` is the length of a class's direction, ``noise`` the features' noise standard
-    deviation, ``difficult_rate`` the chance an object is marked difficult.
+    deviation, ``difficult_rate`` the chance an object is marked difficult; ``components``
+    the dimension of the subspace of the images' backgrounds and the objects' appearances
+    (0: none, every box independent noise plus its objects' class signal).
     """
 
     seed: int = 0
@@ -86,6 +101,7 @@ class SyntheticVOC2007:
     signal: float = 4.0
     noise: float = 1.0
     difficult_rate: float = 0.1
+    components: int = 0
 
     def __post_init__(self):
         if not 0 < self.scale <= 1:
@@ -93,6 +109,8 @@ class SyntheticVOC2007:
         if self.boxes_per_image < 2 or self.n_features < 1:
             raise ValueError("boxes_per_image must be >= 2 and n_features >= 1; got "
                              f"{self.boxes_per_image} and {self.n_features}.")
+        if self.components < 0:
+            raise ValueError(f"components must be >= 0; got {self.components!r}.")
 
     @cached_property
     def directions(self):
@@ -100,6 +118,13 @@ class SyntheticVOC2007:
         directions = np.random.default_rng(self.seed).normal(size=(len(CLASSES),
                                                                    self.n_features))
         return directions * (self.signal / np.linalg.norm(directions, axis=1, keepdims=True))
+
+    @cached_property
+    def basis(self):
+        """(components, d) float64: the subspace of backgrounds and appearances, unit rows."""
+        basis = np.random.default_rng([self.seed, len(SPLIT_SIZES)]).normal(
+            size=(self.components, self.n_features))
+        return basis / np.linalg.norm(basis, axis=1, keepdims=True)
 
     def n_images(self, split):
         return max(len(CLASSES), round(self.scale * SPLIT_SIZES[_split_name(split)]))
@@ -124,10 +149,17 @@ class SyntheticVOC2007:
         rng, cand, (obj, classes, difficult) = self._layout(split, i)
         overlap = np.stack([box_iou(o, cand) for o in obj], axis=1)  # (k, m)
         noise = rng.integers(0, 256, (self.boxes_per_image, self.n_features), dtype=np.uint8)
+        appearance, background = self.directions[classes], np.zeros(0)
+        if self.components:  # drawn after the noise: the default model's draws are unchanged
+            r = self.components
+            draws = rng.normal(scale=self.signal / np.sqrt(r), size=(1 + obj.shape[0], r))
+            context = rng.normal(scale=CONTEXT, size=len(CLASSES))
+            background = draws[0] @ self.basis + context @ self.directions
+            appearance = appearance + 0.5 * draws[1:] @ self.basis
         half = out.dtype == np.float16
         table = self._noise_levels.astype(out.dtype)  # the levels in the output type
         _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
-                       overlap, self.directions[classes], out.view(np.uint16) if half else out,
+                       overlap, appearance, background, out.view(np.uint16) if half else out,
                        half)
         return cand, (obj, classes, difficult)
 
@@ -191,11 +223,11 @@ class SyntheticVOC2007:
 
 
 def make_voc2007_detection(seed=0, *, scale=0.05, boxes_per_image=40, n_features=64,
-                           signal=4.0, noise=1.0, difficult_rate=0.1):
+                           signal=4.0, noise=1.0, difficult_rate=0.1, components=0):
     """``{"trainval": DetectionData, "test": DetectionData}``: ``scale`` times VOC2007's image
     counts (at least 20 per split), every class present in both splits."""
     gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, signal, noise,
-                           difficult_rate)
+                           difficult_rate, components)
     return {split: gen.split_data(split) for split in SPLIT_SIZES}
 
 
@@ -224,23 +256,28 @@ def _jitter(rng, boxes):
 
 
 @jit
-def _features_into(levels, table, noise, overlap, directions, out, half):
-    """One image's features: noise ``levels[noise]`` (float32) plus, on a box that meets
-    objects, the sum over them of overlap x class direction (float64, summed in order, then
-    float32), converted to the type of ``table`` (the levels in it) and ``out``; float16 as
-    its bits (numba has no float16). Compiled, it releases the GIL and costs a fraction of
-    NumPy's gather, product and float16 cast at the paper's size."""
+def _features_into(levels, table, noise, overlap, directions, background, out, half):
+    """One image's features: noise ``levels[noise]`` (float32) plus the ``background`` (d,)
+    (none when empty) and, on a box that meets objects, the sum over them of overlap x the
+    object's direction (float64, summed in order after the background, then float32),
+    converted to the type of ``table`` (the levels in it) and ``out``; float16 as its bits
+    (numba has no float16). Compiled, it releases the GIL and costs a fraction of NumPy's
+    gather, product and float16 cast at the paper's size."""
     k, d = noise.shape
     signal = np.empty(d)
+    shared = background.size > 0
     for r in range(k):
         meets = False
         for j in range(overlap.shape[1]):
             meets |= overlap[r, j] > 0
-        if not meets:
+        if not meets and not shared:
             for c in range(d):
                 out[r, c] = table[noise[r, c]]
             continue
-        signal[:] = 0.0
+        if shared:
+            signal[:] = background
+        else:
+            signal[:] = 0.0
         for j in range(overlap.shape[1]):
             for c in range(d):
                 signal[c] += overlap[r, j] * directions[j, c]

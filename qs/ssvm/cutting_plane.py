@@ -49,19 +49,32 @@ def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_i
     return solve(prob, prob.X.shape[1], qp_solver)
 
 
-def solve(prob, n_features, qp_solver="daqp", drop=None):
-    """The cutting-plane loop from ``w = 0`` on any oracle ``prob``: a
+def solve(prob, n_features, qp_solver="daqp", drop=None, constraints=None):
+    """The cutting-plane loop on any oracle ``prob``: a
     :class:`~qs.ssvm._problem.Problem`, or an object with its ``most_violated``, ``primal``,
     ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent solver's).
 
     ``drop=(idle, every)``: every ``every`` iterations, constraints whose dual variable has
     been zero for the last ``idle`` iterations leave the working set (the released latent
     AP-SVM's rule, 20 and 50), which keeps the QP small on long runs.
+
+    ``constraints``: a :class:`Constraints` the working set starts from and grows in (left
+    holding the solve's constraints). Empty, the loop starts at ``w = 0``; holding the
+    constraints of an earlier solve whose every constraint is one of this problem's too (the
+    same problem, or one with more labellings to choose from, as a latent problem whose
+    negatives gain boxes), it starts at their solution: a warm start, the same optimum to
+    the tolerance in fewer iterations.
     """
     solve_qp = _qp_backend(qp_solver)
-    ws = _WorkingSet(n_features, min(INITIAL_CAPACITY, prob.max_iter))
+    ws = Constraints(n_features, min(INITIAL_CAPACITY, prob.max_iter)) if constraints is None \
+        else constraints
     alpha = np.empty(0)
     w = np.zeros(n_features)
+    if ws.k:
+        ws.mark_active(np.ones(ws.k, bool), 0)
+        A, b = ws.rows()
+        alpha = solve_qp(ws.gram(), A, b, prob.C)
+        w = A.T @ alpha
     for it in range(prob.max_iter):
         a, b_new, xi = prob.most_violated(w)
         A, b = ws.rows()
@@ -80,11 +93,11 @@ def solve(prob, n_features, qp_solver="daqp", drop=None):
     return prob.result(w, converged)
 
 
-class _WorkingSet:
-    """Constraints ``w . a_i >= b_i - xi`` and their Gram matrix ``a_i . a_j``, grown in place
-    in arrays whose capacity doubles when full."""
+class Constraints:
+    """The cutting plane's working set: constraints ``w . a_i >= b_i - xi`` and their Gram
+    matrix ``a_i . a_j``, grown in place in arrays whose capacity doubles when full."""
 
-    def __init__(self, n_features, capacity):
+    def __init__(self, n_features, capacity=INITIAL_CAPACITY):
         self.k = 0
         self.A = np.empty((capacity, n_features))
         self.b = np.empty(capacity)

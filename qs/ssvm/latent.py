@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags, top_boxes
+from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
+from qs.top_boxes import top_boxes
 from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve
 
@@ -168,7 +169,7 @@ class _WorkingSet(_Bags):
     """Bags whose negatives' best boxes come from a working set held in memory: each image's
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
     scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
-    |w - w0|`` under ``w`` (:func:`~qs.detection.top_boxes`), so when a negative's best box in
+    |w - w0|`` under ``w`` (:func:`~qs.top_boxes.top_boxes`), so when a negative's best box in
     the working set scores above that bound, it is the image's best box (the first among
     equal scores, as a pass would choose); the negatives where it does not are scored again
     in full at ``w``, which renews their working set. Every answer is that of a full pass."""

@@ -21,6 +21,13 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
    boxes, and the class repeats the step; the repeats of a step end, as each adds a box a
    negative lacked. A working set only grows: the boxes one step needed serve the next.
 
+With ``verify="step"`` a repeated step's inner solve starts from the constraints of its
+last solve (:class:`~qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
+repeat's problem too, whose negatives only gain boxes, so the repeat starts at their
+solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). The
+working sets' features are held once per box for all classes, in the features' own type
+(:mod:`qs.ssvm._working_sets`).
+
 So a training costs about as many passes as outer steps plus repeats, tens where the
 per-call design costs thousands. When the working set holds every box the model is the
 in-memory one to the bit; with fewer it is the same optimum of each step to the solver's
@@ -32,161 +39,19 @@ back to resume the training at that round; resuming costs one pass to gather the
 sets' boxes again.
 """
 
-import json
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from qs.detection import class_top_boxes, dask_scheduler
+from qs.detection import dask_scheduler
 from qs.inference import lai
-from qs.ssvm.cutting_plane import solve
-from qs.ssvm.latent import DROP, LatentProblem, _Bags, _initial_boxes
+from qs.ssvm._lockstep_state import ClassState, LockstepState
+from qs.ssvm._working_sets import Resident, RowPool, lacking_boxes
+from qs.ssvm.cutting_plane import Constraints, solve
+from qs.ssvm.latent import DROP, LatentProblem, _initial_boxes
+from qs.top_boxes import class_top_boxes
 
 __all__ = ["ClassState", "LockstepState", "latent_lockstep"]
-
-#: relative margin for the rounding of scores when a working set's best box is compared with
-#: the pass's (the same boxes scored by another product)
-SLACK = 1e-9
-#: bytes of float64 a working set upcasts at a time when it scores its boxes
-SCORE_BYTES = 64 << 20
-
-
-@dataclass
-class ClassState:
-    """One class's training so far.
-
-    w : weights of its last confirmed outer step (None before the first).
-    pos_boxes : box index (within its bag) of each positive image, as imputed now.
-    working : int64 (n_images, K) the working set's boxes (-1: none), grown by repeats.
-    objective : latent objective after each confirmed outer step.
-    lai_times : {method: [seconds of each LAI call]} (the training's method and the timed).
-    n_iter : cutting-plane iterations of every inner solve (repeats included).
-    n_outer, repeats : outer steps confirmed; inner solves repeated after a pass.
-    converged, done : whether the objective settled; whether the class trains no more.
-    passes : the passes over every box when it finished (of the whole lockstep training).
-    seconds : wall time spent on the class: its inner solves and checks, and an equal share
-        of every pass it took part in.
-    """
-
-    w: np.ndarray | None
-    pos_boxes: np.ndarray
-    working: np.ndarray
-    objective: list = field(default_factory=list)
-    lai_times: dict = field(default_factory=dict)
-    n_iter: list = field(default_factory=list)
-    n_outer: int = 0
-    repeats: int = 0
-    converged: bool = False
-    done: bool = False
-    passes: int = 0
-    seconds: float = 0.0
-
-    @property
-    def lai_calls(self):
-        return len(next(iter(self.lai_times.values()), []))
-
-
-@dataclass
-class LockstepState:
-    """Every class's :class:`ClassState` and the passes over every box so far; ``resumed``:
-    how many times the training was resumed from a stored state; ``pass_seconds``: the wall
-    time of each pass."""
-
-    classes: list
-    passes: int = 0
-    resumed: int = 0
-    pass_seconds: list = field(default_factory=list)
-
-    @property
-    def done(self):
-        return all(c.done for c in self.classes)
-
-    @property
-    def W(self):
-        """(d, n_classes): the weights (once every class has made a step)."""
-        return np.stack([c.w for c in self.classes], axis=1)
-
-    def to_arrays(self):
-        """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold
-        them): the ragged parts flattened, the scalars in a JSON string."""
-        arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": [],
-                            "pass_seconds": [float(t) for t in self.pass_seconds]}
-        for j, c in enumerate(self.classes):
-            if c.w is not None:
-                arrays[f"w_{j}"] = c.w
-            arrays[f"pos_boxes_{j}"], arrays[f"working_{j}"] = c.pos_boxes, c.working
-            meta["classes"].append({
-                "objective": [float(v) for v in c.objective],
-                "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
-                "n_iter": [int(v) for v in c.n_iter], "n_outer": c.n_outer,
-                "repeats": c.repeats, "converged": c.converged, "done": c.done,
-                "passes": c.passes, "seconds": c.seconds})
-        arrays["meta"] = np.array(json.dumps(meta))
-        return arrays
-
-    @classmethod
-    def from_arrays(cls, arrays):
-        """The state :meth:`to_arrays` gave (a ValueError when the arrays are not one)."""
-        try:
-            meta = json.loads(str(arrays["meta"]))
-            classes = [ClassState(
-                w=np.asarray(arrays[f"w_{j}"], np.float64) if f"w_{j}" in arrays else None,
-                pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
-                working=np.asarray(arrays[f"working_{j}"], np.int64), **c)
-                for j, c in enumerate(meta["classes"])]
-            return cls(classes, int(meta["passes"]), int(meta["resumed"]),
-                       [float(t) for t in meta["pass_seconds"]])
-        except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"not a lockstep training state: {err}") from None
-
-
-class _Resident(_Bags):
-    """A class's working set in memory as the latent problem's bags: ``index`` (n, K) boxes
-    (-1: none) and their features ``rows`` (n, K, d). A negative's best box is the working
-    set's best, the first box (by index) among equal scores, as a pass chooses. ``queries``
-    records each call's weights and the boxes chosen (-1 for the positives)."""
-
-    def __init__(self, index, rows):
-        self.index, self.rows = index, rows
-        self.shape = (rows.shape[0], rows.shape[2])
-        self.queries = []
-
-    def scores(self, w):
-        """(n, K) the working set's scores under ``w`` (-inf where it holds no box)."""
-        n, k, d = self.rows.shape
-        out = np.empty((n, k))
-        step = max(1, SCORE_BYTES // max(1, k * d * 8))
-        for a in range(0, n, step):
-            out[a:a + step] = np.matmul(self.rows[a:a + step].astype(np.float64, copy=False), w)
-        return np.where(self.index >= 0, out, -np.inf)
-
-    def chosen(self, w, is_pos, pos_rows, pos_X):
-        scores = self.scores(w)
-        high = scores.max(axis=1)
-        every = np.arange(scores.shape[0])
-        at = np.where(scores == high[:, None], self.index, np.iinfo(np.int64).max).argmin(axis=1)
-        X = self.rows[every, at].astype(np.float64)
-        X[is_pos] = pos_X
-        self.queries.append((np.array(w, dtype=np.float64),
-                             np.where(is_pos, -1, self.index[every, at])))
-        return X
-
-    def holds(self, boxes):
-        """(n, t) whether each image's working set holds the boxes ``boxes`` (n, t)."""
-        return (boxes[:, :, None] == self.index[:, None, :]).any(axis=2)
-
-    def grown(self, index, rows):
-        """The working set with the boxes ``index`` (n, m) / ``rows`` (n, m, d) added (-1 and
-        those it holds already left out)."""
-        new = np.where(self.holds(index) | (index < 0), -1, index)
-        for col in range(1, new.shape[1]):  # a box named twice is added once
-            new[:, col] = np.where((new[:, :col] == new[:, col:col + 1]).any(axis=1), -1,
-                                   new[:, col])
-        keep = (new >= 0).any(axis=0)
-        return _Resident(np.concatenate([self.index, new[:, keep]], axis=1),
-                         np.concatenate([self.rows, rows[:, keep].astype(self.rows.dtype)],
-                                        axis=1))
 
 
 class _Timed(LatentProblem):
@@ -243,8 +108,8 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         of one int array of boxes per class (one per positive image), or weights (d,
         n_classes): each positive image starts at its best box under its class's column
         (the first pass's top box), and the first working sets are the top boxes under them.
-    working_set : ``k``, the boxes per image and class a pass keeps (n_images x k x d per
-        class, in the features' type at float32 or wider), plus each image's first box
+    working_set : ``k``, the boxes per image and class a pass keeps (their features held
+        once per box for all classes, in the features' type), plus each image's first box
         with ``verify="path"`` (the best of all at ``w = 0``, where each inner solve starts).
     verify : "path": a step is confirmed when the pass finds every negative's best box
         under every weight vector of the inner solve in the working set, or chosen (the
@@ -286,9 +151,12 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                                             int(working_set), first, get)
         else:
             state, resident, pos_X = _resume(features, counts, is_pos, state, get)
-        d = resident[0].shape[1]
+        pool, d = resident[0].pool, resident[0].shape[1]
+        gather = np.zeros((is_pos.shape[0], int(first)), np.int64)
+        _held(state, pool)
         if callback is not None:
             callback(state)
+        cuts = {}  # verify="step": each repeated step's constraints so far (a warm start)
         while not state.done:
             active = [j for j, c in enumerate(state.classes) if not c.done]
             tried, checked = {}, {}
@@ -298,7 +166,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 bags.queries = []
                 prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
                               C=float(C[j]), **options)
-                result = solve(prob, d, qp_solver, drop=DROP)
+                if not first:
+                    cuts.setdefault(j, Constraints(d))
+                result = solve(prob, d, qp_solver, drop=DROP, constraints=cuts.get(j))
                 _record(c, prob, result.n_iter)
                 tried[j] = result.w
                 checked[j] = bags.queries if first else bags.queries[-1:]
@@ -307,9 +177,10 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
             start = time.perf_counter()
             top = class_top_boxes(
                 features, counts, np.stack([tried[j] for j in active], 1), working_set,
-                gather=np.zeros((is_pos.shape[0], int(first)), np.int64),
+                gather=gather,
                 check=(np.stack([w for w, _ in queries], 1),
                        np.stack([at for _, at in queries], 1)), scheduler=get)
+            pooled = (top, pool.add_pass(top), pool.add_named(gather, top.gathered))
             state.passes += 1
             _share(state, active, time.perf_counter() - start)
             at = 0
@@ -317,13 +188,21 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 span = slice(at, at + len(checked[j]))
                 at = span.stop
                 start = time.perf_counter()
-                _finish_step(state, j, col, span, tried[j], top, resident, pos_X,
+                steps = state.classes[j].n_outer
+                _finish_step(state, j, col, span, tried[j], pooled, resident, pos_X,
                              is_pos[:, j], float(C[j]), options,
                              (tol, min_outer, max_outer, first))
+                if state.classes[j].n_outer > steps:  # a new step: other positives' boxes
+                    cuts.pop(j, None)
                 state.classes[j].seconds += time.perf_counter() - start
+            _held(state, pool)
             if callback is not None:
                 callback(state)
     return state
+
+
+def _held(state, pool):
+    state.rows_held, state.row_bytes = pool.size, pool.size * pool.rows[0].nbytes
 
 
 def _share(state, classes, seconds):
@@ -345,31 +224,33 @@ def _record(c, prob, n_iter):
         c.n_iter.append(n_iter)
 
 
-def _finish_step(state, j, col, span, w, top, resident, pos_X, is_pos, C, options, stops):
-    """Confirm class ``j``'s step at ``w`` by the pass ``top`` (its top-k column ``col``, its
-    checked columns ``span``) and end it, or grow its working set for a repeat."""
+def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops):
+    """Confirm class ``j``'s step at ``w`` by the pass ``pooled`` (the pass, the rows of its
+    top boxes and of its gathered boxes; its top-k column ``col``, its checked columns
+    ``span``) and end it, or grow its working set for a repeat."""
     c, bags = state.classes[j], resident[j]
+    top, slots, gathered = pooled
     tol, min_outer, max_outer, exact = stops
     best = top.best[:, span]
     chosen = np.stack([at for _, at in bags.queries[-best.shape[1]:]], axis=1)
     lacking = (best != chosen) & (chosen >= 0) & ~bags.holds(best)
-    here = _Resident(top.index[:, col], top.rows[:, col])
-    if top.gathered.shape[1]:  # the first box of every image (verify="path")
-        here = here.grown(np.zeros((best.shape[0], 1), np.int64), top.gathered)
+    here = Resident(top.index[:, col], slots[:, col], bags.pool)
+    if gathered.shape[1]:  # the first box of every image (verify="path")
+        here = here.grown(np.zeros((best.shape[0], 1), np.int64), gathered)
     if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
                                                     is_pos, options, tol)):
-        index, rows = _lacking_rows(best, lacking, top.missing)
-        resident[j] = bags.grown(here.index, here.rows).grown(index, rows)
+        resident[j] = bags.grown(here.index, here.slot).grown(
+            *lacking_boxes(best, lacking, top.missing, bags.pool))
         c.working = resident[j].index
         c.repeats += 1
         return
-    X_best = top.rows[:, col, 0].astype(np.float64)
+    X_best = bags.pool.rows[slots[:, col, 0]].astype(np.float64)
     c.pos_boxes, pos_X[j] = top.index[is_pos, col, 0], X_best[is_pos]
     check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **options)
     c.objective.append(float(check.latent_objective(w, X_best)))
     _record(c, check, None)
     c.w, c.n_outer = w, c.n_outer + 1
-    resident[j] = bags.grown(here.index, here.rows)
+    resident[j] = bags.grown(here.index, here.slot)
     c.working = resident[j].index
     settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
     c.converged = c.n_outer >= min_outer and settled
@@ -389,26 +270,6 @@ def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
         res = lai(s, is_pos, loss=options["loss"], method=options["method"])
         xi.append(res.objective - res.ground_truth_F)
     return xi[1] - xi[0] <= tol
-
-
-def _lacking_rows(best, lacking, missing):
-    """``(index (n, m), rows (n, m, d))``: per image the boxes ``best`` names where
-    ``lacking``, with their features from the pass's ``missing`` boxes."""
-    image, box, rows = missing
-    key = image * KEY + box
-    order = np.argsort(key)
-    pairs = np.unique(np.stack([np.nonzero(lacking)[0], best[lacking]], axis=1), axis=0)
-    found = order[np.searchsorted(key[order], pairs[:, 0] * KEY + pairs[:, 1])]
-    counts = np.bincount(pairs[:, 0], minlength=best.shape[0])
-    slot = np.arange(pairs.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
-    index = np.full((best.shape[0], counts.max()), -1, np.int64)
-    out = np.zeros(index.shape + rows.shape[1:], rows.dtype)
-    index[pairs[:, 0], slot], out[pairs[:, 0], slot] = pairs[:, 1], rows[found]
-    return index, out
-
-
-#: images and boxes in one key (boxes per image stay far below it)
-KEY = 1 << 32
 
 
 def _start(features, counts, is_pos, init, random_state, k, first, get):
@@ -437,16 +298,20 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
     start = time.perf_counter()
     top = class_top_boxes(features, counts, W0, k, gather=gather, scheduler=get)
     seconds = time.perf_counter() - start
+    pool = RowPool(d, top.rows.dtype)
+    slots = pool.add_pass(top)
+    if first:
+        firsts = pool.add_named(gather[:, -1:], top.gathered[:, -1:])
     classes, resident, pos_X = [], [], []
     for j in range(n_classes):
         pos = is_pos[:, j]
         if weights:
-            boxes, rows = top.index[pos, j, 0], top.rows[pos, j, 0]
+            boxes, rows = top.index[pos, j, 0], pool.rows[slots[pos, j, 0]]
         else:
             boxes, rows = gather[pos, j], top.gathered[pos, j]
-        here = _Resident(top.index[:, j], top.rows[:, j])
+        here = Resident(top.index[:, j], slots[:, j], pool)
         if first:
-            here = here.grown(gather[:, -1:], top.gathered[:, -1:])
+            here = here.grown(gather[:, -1:], firsts)
         resident.append(here)
         pos_X.append(rows.astype(np.float64))
         classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
@@ -473,10 +338,12 @@ def _resume(features, counts, is_pos, state, get):
     state.passes += 1
     state.resumed += 1
     _share(state, range(n_classes), time.perf_counter() - start)
+    pool = RowPool(d, top.gathered.dtype)
+    slots = pool.add_named(gather, top.gathered)
     resident, pos_X, at = [], [], 0
     for j, c in enumerate(state.classes):
         k = c.working.shape[1]
-        resident.append(_Resident(c.working, top.gathered[:, at:at + k]))
+        resident.append(Resident(c.working, slots[:, at:at + k], pool))
         pos_X.append(top.gathered[is_pos[:, j], at + k].astype(np.float64))
         at += k + 1
     return state, resident, pos_X

@@ -1,0 +1,196 @@
+"""Each image's best few boxes under given weights, in one pass over the boxes: the working
+sets of latent training out of core (:mod:`qs.ssvm.latent`, :mod:`qs.ssvm.lockstep`).
+
+Bags, counts and schedulers as :func:`qs.detection.score_bags` takes them, and the scores
+are its scores to the bit (the same blocks, the same products), so the first of an image's
+top boxes is its best box.
+"""
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from qs.detection import _best, _dask_parts, _flat_parts, _sub_blocks, check_flat, check_padded
+
+__all__ = ["ClassTopBoxes", "TopBoxes", "class_top_boxes", "top_boxes"]
+
+
+class TopBoxes(NamedTuple):
+    """Outcome of :func:`top_boxes`, per image under one weight vector: ``index`` int64 (n, k),
+    its ``k`` best boxes (best first, the first among equal scores first; -1 past an image's
+    box count), ``rows`` float64 (n, k, d) their features (zeros past the count), ``score``
+    (n, k) their scores (-inf past the count), ``next_score`` (n,) the best score of the
+    boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
+    (n,) the largest distance of one of its boxes from that mean."""
+
+    index: np.ndarray
+    rows: np.ndarray
+    score: np.ndarray
+    next_score: np.ndarray
+    mean: np.ndarray
+    spread: np.ndarray
+
+
+def top_boxes(features, counts, w, k, *, scheduler=None):
+    """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
+    boxes (bags, ``counts`` and ``scheduler`` as :func:`score_bags` takes them), with what
+    bounds the scores of the boxes left out under other weights: a box ``x`` left out scores
+    ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as ``x . (v -
+    w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`; its first
+    column is :func:`score_bags`'s best box."""
+    flat = isinstance(features, np.ndarray) and features.ndim == 2
+    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
+    W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
+    if W.shape[0] != features.shape[-1] or not np.isfinite(W).all():
+        raise ValueError(f"w must hold {features.shape[-1]} finite weights; got shape "
+                         f"{np.shape(w)}.")
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    options = {"k": int(k)}
+    if flat:
+        parts = _flat_parts(features, counts, W, None, _top_block, options)
+    elif isinstance(features, np.ndarray):
+        parts = [_top_block(features, counts, W, None, 0, **options)]
+    else:
+        parts = _dask_parts(features, counts, W, None, _top_block, options, scheduler)
+    return TopBoxes(*map(np.concatenate, zip(*parts)))
+
+
+def _top_block(block, counts, W, boxes, first_image, *, k):
+    """:class:`TopBoxes` fields of the images of one block (``boxes`` unused)."""
+    n, k_max, d = block.shape
+    index, rows = np.full((n, k), -1, dtype=np.int64), np.zeros((n, k, d))
+    score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
+    mean, spread = np.empty((n, d)), np.empty(n)
+    kept = min(k, k_max)
+    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
+        valid = np.arange(k_max) < counts[a:b, None]
+        scores = np.where(valid, scores[:, :, 0], -np.inf)
+        order = np.argsort(-scores, axis=1, kind="stable")  # ties: the first box first
+        taken = np.arange(kept) < counts[a:b, None]
+        index[a:b, :kept] = np.where(taken, order[:, :kept], -1)
+        score[a:b, :kept] = np.take_along_axis(scores, order[:, :kept], axis=1)
+        rows[a:b, :kept] = np.take_along_axis(sub, order[:, :kept, None], axis=1) \
+            * taken[:, :, None]
+        if k < k_max:
+            next_score[a:b] = np.take_along_axis(scores, order[:, k:k + 1], axis=1)[:, 0]
+        mean[a:b] = np.einsum("ikd,ik->id", sub, valid) / counts[a:b, None]
+        away = sub - mean[a:b, None, :]
+        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0) \
+            .max(axis=1)
+    return index, rows, score, next_score, mean, spread
+
+class ClassTopBoxes(NamedTuple):
+    """Outcome of :func:`class_top_boxes`, per image and class (a column of ``W``): ``index``
+    int64 (n, c, k), the class's ``k`` best boxes (best first, the first among equal scores
+    first; -1 past an image's box count), ``score`` float64 (n, c, k) their scores (-inf past
+    the count), ``slot`` int64 (n, c, k) the row of ``rows`` that holds each one's features
+    (-1 past the count), ``rows`` (u, d) the features of the distinct boxes among every
+    class's top boxes, each (image, box) once, in image order, ``gathered`` (n, g, d) the
+    features of the boxes ``gather`` named (zeros where it holds -1); per column of the
+    checked weights, ``best`` int64 (n, t) each image's best box, and ``missing`` the boxes
+    ``(image, box, features)`` that were best under some checked column where the given
+    choice was another box, each pair once. Features in the input's type (a float16 box
+    stays float16: the working sets of every class at half the bytes of float32)."""
+
+    index: np.ndarray
+    score: np.ndarray
+    slot: np.ndarray
+    rows: np.ndarray
+    gathered: np.ndarray
+    best: np.ndarray
+    missing: tuple
+
+
+def class_top_boxes(features, counts, W, k, *, gather=None, check=None, scheduler=None):
+    """In one pass over the boxes: the ``k`` best boxes of every image under each class's
+    weights ``W`` (d, c), their features once per distinct box; the features of the boxes
+    ``gather`` (n_images, g) names (box indices, -1 for none); and with ``check = (V,
+    chosen)``, weights ``V`` (d, t) and boxes ``chosen`` (n_images, t), each image's best box
+    under every column of ``V`` and the features of those that differ from ``chosen`` (where
+    it holds -1, none). The pass of latent training with all classes in lockstep
+    (:func:`qs.ssvm.lockstep.latent_lockstep`). Returns a :class:`ClassTopBoxes`."""
+    flat = isinstance(features, np.ndarray) and features.ndim == 2
+    features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
+    d, n = features.shape[-1], counts.size
+    V, chosen = (np.zeros((d, 0)), np.zeros((n, 0), np.int64)) if check is None else check
+    W = np.concatenate([_check_weights(W, d, "W"), _check_weights(V, d, "check weights")],
+                       axis=1)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    gather = np.full((n, 0), -1, np.int64) if gather is None else np.asarray(gather)
+    chosen = np.asarray(chosen)
+    for name, boxes, cols in (("gather", gather, None), ("chosen", chosen, V.shape[1])):
+        if boxes.ndim != 2 or boxes.shape[0] != n or not np.issubdtype(boxes.dtype, np.integer) \
+                or (cols is not None and boxes.shape[1] != cols) \
+                or (boxes >= counts[:, None]).any() or (boxes < -1).any():
+            raise ValueError(f"{name} must be an integer array (n_images, {cols or 'g'}) of box "
+                             f"indices below each image's box count, or -1; got shape "
+                             f"{boxes.shape}.")
+    c = W.shape[1] - V.shape[1]
+    options = {"k": int(k), "dtype": features.dtype, "c": c, "g": gather.shape[1]}
+    per_image = np.concatenate([gather, chosen], axis=1).astype(np.int64)
+    if flat:
+        parts = _flat_parts(features, counts, W, per_image, _class_top_block, options, True)
+    elif isinstance(features, np.ndarray):
+        parts = [_class_top_block(features, counts, W, per_image, 0, **options)]
+    else:
+        parts = _dask_parts(features, counts, W, per_image, _class_top_block, options,
+                            scheduler)
+    index, score, slot, rows, *fields, img, box, missing = zip(*parts)
+    shift = np.cumsum([0] + [r.shape[0] for r in rows[:-1]])
+    slot = np.concatenate([np.where(s >= 0, s + at, -1) for s, at in zip(slot, shift)])
+    return ClassTopBoxes(np.concatenate(index), np.concatenate(score), slot,
+                         np.concatenate(rows), *map(np.concatenate, fields),
+                         tuple(map(np.concatenate, (img, box, missing))))
+
+
+def _check_weights(W, d, name):
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != d or not np.isfinite(W).all():
+        raise ValueError(f"{name} must be a finite ({d}, columns) array; got shape {W.shape}.")
+    return W
+
+
+def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g):
+    """:class:`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
+    gather and chosen side by side), ``slot`` into the block's own ``rows``, ``missing`` as
+    three arrays."""
+    n, k_max, d = block.shape
+    per_image = np.asarray(per_image)
+    gather, chosen = per_image[:, :g], per_image[:, g:]
+    index = np.full((n, c, k), -1, dtype=np.int64)
+    score = np.full((n, c, k), -np.inf)
+    slot = np.full((n, c, k), -1, dtype=np.int64)
+    rows = []
+    gathered = np.zeros((n, g, d), dtype)
+    best = np.empty(chosen.shape, np.int64)
+    missing = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, d), dtype)]
+    kept = min(k, k_max)
+    held = 0
+    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
+        valid = (np.arange(k_max) < counts[a:b, None])[:, :, None]
+        top = np.moveaxis(np.where(valid, scores[:, :, :c], -np.inf), 1, 2)  # (m, c, K)
+        order = np.argsort(-top, axis=2, kind="stable")[:, :, :kept]  # ties: first box first
+        taken = (np.arange(kept) < counts[a:b, None])[:, None, :]
+        index[a:b, :, :kept] = np.where(taken, order, -1)
+        score[a:b, :, :kept] = np.take_along_axis(top, order, axis=2)
+        # the distinct boxes of every class's top, (image, box) in order: one row each
+        image = np.broadcast_to(np.arange(b - a)[:, None, None], order.shape)
+        pairs, inverse = np.unique(np.stack([image[taken.repeat(c, 1)],
+                                             order[taken.repeat(c, 1)]], axis=1),
+                                   axis=0, return_inverse=True)
+        slot[a:b, :, :kept][taken.repeat(c, 1)] = held + inverse.ravel()
+        rows.append(sub[pairs[:, 0], pairs[:, 1]].astype(dtype))
+        held += pairs.shape[0]
+        want = gather[a:b]
+        got = np.take_along_axis(sub, np.maximum(want, 0)[:, :, None], axis=1)
+        gathered[a:b] = got * (want >= 0)[:, :, None]
+        best[a:b] = _best(scores[:, :, c:], counts[a:b])[0]
+        img, col = np.nonzero((best[a:b] != chosen[a:b]) & (chosen[a:b] >= 0))
+        pairs = np.unique(np.stack([img, best[a:b][img, col]], axis=1), axis=0)
+        missing = [np.concatenate([missing[0], first_image + a + pairs[:, 0]]),
+                   np.concatenate([missing[1], pairs[:, 1]]),
+                   np.concatenate([missing[2], sub[pairs[:, 0], pairs[:, 1]].astype(dtype)])]
+    return index, score, slot, np.concatenate(rows), gathered, best, *missing
