@@ -24,6 +24,7 @@ from pipelines._io import write_json, write_npz, write_text
 from pipelines._runs import same
 from pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES
+from qs.estimators import append_ones
 from qs.metrics import voc_detection_ap
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
 
@@ -52,7 +53,7 @@ def _train_and_test(run, loss):
     features, counts = (train.data.X, train.sizes) if train.data is not None else \
         (train.features, train.counts)
     if bias:
-        features = _with_ones(features)
+        features = append_ones(features)
     init = "random"
     if cfg["init"] == "image_means":
         init = _mean_difference_weights(train, labels, scheduler, bias)
@@ -110,18 +111,6 @@ def _train_and_test(run, loss):
                 "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()}
     _write_summary(run, loss, state, train_s, test_s, k, held)
     return out
-
-
-def _with_ones(features):
-    """The box features with a constant 1 appended to every box (flat in memory, or a padded
-    Dask array: appended block by block)."""
-    if isinstance(features, np.ndarray):
-        return np.hstack([features, np.ones((features.shape[0], 1), features.dtype)])
-    import dask.array as da
-
-    ones = da.ones(features.shape[:2] + (1,), dtype=features.dtype,
-                   chunks=(features.chunks[0], features.chunks[1], 1))
-    return da.concatenate([features, ones], axis=2)
 
 
 def _mean_difference_weights(train, labels, scheduler, bias):
@@ -201,7 +190,8 @@ def _summary_table(summary):
             f"pass over the paper's {SPLIT_SIZES['trainval']} x {PAPER_BOXES} trainval boxes "
             f"would take about {train:,.0f} s and one over its {SPLIT_SIZES['test']} x "
             f"{PAPER_BOXES} test boxes {test:,.0f} s: the {passes} passes of these trainings "
-            f"and one test scoring pass per loss about {(passes * train + len(summary) * test) / 3600:.1f} h "
+            f"and one test scoring pass per loss about "
+            f"{(passes * train + len(summary) * test) / 3600:.1f} h "
             "(the inner solves come on top; they grow with the images and the working sets, "
             "not with the boxes).")
     return "\n".join(rows) + "\n"

@@ -9,7 +9,7 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
 1. solves every unfinished class's inner problem with its negatives' boxes taken from the
    working set only (the positives at their imputed boxes);
 2. makes ONE pass over every box for all those classes' new weights at once
-   (:func:`qs.detection.class_top_boxes`: one product of the box features with the (d,
+   (:func:`qs.top_boxes.class_top_boxes`: one product of the box features with the (d,
    classes) weight matrix per image);
 3. per class, *confirms* the step when every negative's best box under the new weights
    scores no higher than the working set's best (to rounding): then the inner problem's
