@@ -41,14 +41,14 @@ def test_buckets_split_on_their_step(loss, monkeypatch):
     threaded path, whose steps are Python calls that can be watched."""
     import qs.inference.bucket as bucket
 
-    partial, compact = [], bucket._compact
+    partial, compact = [], bucket.compact
 
     def spy(starts, *args):
         n_live = compact(starts, *args)
         partial.append(np.any((n_live > 0) & (n_live < np.diff(starts))))
         return n_live
 
-    monkeypatch.setattr(bucket, "_compact", spy)
+    monkeypatch.setattr(bucket, "compact", spy)
     rng = np.random.default_rng(5)
     for _ in range(40):
         n_pos, n_neg = rng.integers(1, 40), rng.integers(20, 3000)
