@@ -35,7 +35,8 @@ def lai_torch(scores, is_pos, loss):
     :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
     negative are zero.
     """
-    if scores.is_cuda and loss != "01" and cuda_kernels():
+    if (scores.is_cuda and loss != "01" and scores.numel() <= KERNEL_SCORES_MAX
+            and cuda_kernels()):
         from qs.torch._cuda import lai_cuda
 
         return lai_cuda(scores, is_pos, loss)
@@ -50,6 +51,10 @@ def lai_torch(scores, is_pos, loss):
                                      n_neg.clamp(min=1))
     return (torch.where(valid, hinge, 0.0), torch.where(valid[:, None], grad, 0.0),
             torch.where(valid[:, None], rank, 0))
+
+
+#: most scores the CUDA kernels take in one call (their threads are numbered in 32 bits)
+KERNEL_SCORES_MAX = (1 << 31) - 1
 
 
 @functools.cache
