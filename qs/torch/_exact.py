@@ -28,7 +28,9 @@ import torch
 
 
 def lai_torch(scores, is_pos, loss):
-    """The structured hinge, its gradient and the ranks of each row, in torch operations.
+    """The structured hinge, its gradient and the ranks of each row, on the scores' device:
+    by :mod:`qs.torch._cuda`'s kernels (CUDA, AP and NDCG, numba's CUDA target at hand) or
+    in torch operations.
 
     ``scores``: float64 (Q, n); ``is_pos``: bool (Q, n); ``loss``: "ap", "ndcg" or "01".
     Returns (hinge (Q,), gradient (Q, n), rank (Q, n) int64) with the conventions of
