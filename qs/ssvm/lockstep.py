@@ -147,12 +147,13 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     first = verify == "path"
     with dask_scheduler(scheduler) as get:
         if state is None:
-            state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
-                                            int(working_set), first, get)
+            state, pool, resident, pos_X = _start(features, counts, is_pos, init,
+                                                  random_state, int(working_set), first, get)
         else:
-            state, resident, pos_X = _resume(features, counts, is_pos, state, get)
-        pool, d = resident[0].pool, resident[0].shape[1]
-        gather = np.zeros((is_pos.shape[0], int(first)), np.int64)
+            state, pool, resident, pos_X = _resume(features, counts, is_pos, state, get)
+        n, d = is_pos.shape[0], pool.d
+        images = np.arange(n)[:, None]
+        gather = np.zeros((n, int(first)), np.int64)
         _held(state, pool)
         if callback is not None:
             callback(state)
@@ -179,8 +180,10 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 features, counts, np.stack([tried[j] for j in active], 1), working_set,
                 gather=gather,
                 check=(np.stack([w for w, _ in queries], 1),
-                       np.stack([at for _, at in queries], 1)), scheduler=get)
-            pooled = (top, pool.add_pass(top), pool.add_named(gather, top.gathered))
+                       np.stack([at for _, at in queries], 1)),
+                held=pool.held_boxes(n), scheduler=get)
+            pool.add_pass(top)
+            pooled = (top, pool.find(images[:, :, None], top.index), pool.find(images, gather))
             state.passes += 1
             _share(state, active, time.perf_counter() - start)
             at = 0
@@ -195,6 +198,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 if state.classes[j].n_outer > steps:  # a new step: other positives' boxes
                     cuts.pop(j, None)
                 state.classes[j].seconds += time.perf_counter() - start
+            pool.release([r.slot for r in resident if r is not None])
             _held(state, pool)
             if callback is not None:
                 callback(state)
@@ -202,7 +206,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
 
 
 def _held(state, pool):
-    state.rows_held, state.row_bytes = pool.size, pool.size * pool.rows[0].nbytes
+    state.rows_held, state.row_bytes = pool.held, pool.nbytes
 
 
 def _share(state, classes, seconds):
@@ -240,11 +244,11 @@ def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opt
     if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
                                                     is_pos, options, tol)):
         resident[j] = bags.grown(here.index, here.slot).grown(
-            *lacking_boxes(best, lacking, top.missing, bags.pool))
+            *lacking_boxes(best, lacking, bags.pool))
         c.working = resident[j].index
         c.repeats += 1
         return
-    X_best = bags.pool.rows[slots[:, col, 0]].astype(np.float64)
+    X_best = bags.pool.take(slots[:, col, 0]).astype(np.float64)
     c.pos_boxes, pos_X[j] = top.index[is_pos, col, 0], X_best[is_pos]
     check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **options)
     c.objective.append(float(check.latent_objective(w, X_best)))
@@ -255,8 +259,8 @@ def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opt
     settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
     c.converged = c.n_outer >= min_outer and settled
     c.done = c.converged or c.n_outer >= max_outer
-    if c.done:
-        c.passes = state.passes
+    if c.done:  # its working set's rows are freed
+        c.passes, resident[j] = state.passes, None
 
 
 def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
@@ -298,39 +302,40 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
     start = time.perf_counter()
     top = class_top_boxes(features, counts, W0, k, gather=gather, scheduler=get)
     seconds = time.perf_counter() - start
-    pool = RowPool(d, top.rows.dtype)
-    slots = pool.add_pass(top)
-    if first:
-        firsts = pool.add_named(gather[:, -1:], top.gathered[:, -1:])
+    pool = RowPool(d, features.dtype)
+    pool.add_pass(top)
+    images = np.arange(n)[:, None]
+    slots = pool.find(images[:, :, None], top.index)
+    firsts = pool.find(images, gather[:, -1:])
     classes, resident, pos_X = [], [], []
     for j in range(n_classes):
         pos = is_pos[:, j]
-        if weights:
-            boxes, rows = top.index[pos, j, 0], pool.rows[slots[pos, j, 0]]
-        else:
-            boxes, rows = gather[pos, j], top.gathered[pos, j]
+        boxes = top.index[pos, j, 0] if weights else gather[pos, j]
         here = Resident(top.index[:, j], slots[:, j], pool)
         if first:
             here = here.grown(gather[:, -1:], firsts)
         resident.append(here)
-        pos_X.append(rows.astype(np.float64))
+        pos_X.append(pool.take(pool.find(np.flatnonzero(pos), boxes)).astype(np.float64))
         classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
-    return LockstepState(classes, passes=1, pass_seconds=[seconds]), resident, pos_X
+    pool.release([r.slot for r in resident])
+    return LockstepState(classes, passes=1, pass_seconds=[seconds]), pool, resident, pos_X
 
 
 def _resume(features, counts, is_pos, state, get):
-    """One pass gathering the working sets' and the positives' boxes of a stored state."""
+    """One pass gathering the working sets' and the positives' boxes of a stored state's
+    unfinished classes, each box's features once."""
     n, n_classes = is_pos.shape
     if len(state.classes) != n_classes or any(
             c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
             for j, c in enumerate(state.classes)):
         raise ValueError("the stored lockstep state was made for other labels (another "
                          "number of images, classes or positive images).")
-    parts = []
-    for j, c in enumerate(state.classes):
+    active = [j for j, c in enumerate(state.classes) if not c.done]
+    parts = [np.full((n, 0), -1, np.int64)]
+    for j in active:
         pos = np.full((n, 1), -1, np.int64)
-        pos[is_pos[:, j], 0] = c.pos_boxes
-        parts += [c.working, pos]
+        pos[is_pos[:, j], 0] = state.classes[j].pos_boxes
+        parts += [state.classes[j].working, pos]
     gather = np.concatenate(parts, axis=1)
     d = features.shape[-1]
     start = time.perf_counter()
@@ -338,12 +343,12 @@ def _resume(features, counts, is_pos, state, get):
     state.passes += 1
     state.resumed += 1
     _share(state, range(n_classes), time.perf_counter() - start)
-    pool = RowPool(d, top.gathered.dtype)
-    slots = pool.add_named(gather, top.gathered)
-    resident, pos_X, at = [], [], 0
-    for j, c in enumerate(state.classes):
-        k = c.working.shape[1]
-        resident.append(Resident(c.working, slots[:, at:at + k], pool))
-        pos_X.append(top.gathered[is_pos[:, j], at + k].astype(np.float64))
-        at += k + 1
-    return state, resident, pos_X
+    pool = RowPool(d, features.dtype)
+    pool.add_pass(top)
+    resident, pos_X = [None] * n_classes, [None] * n_classes
+    for j in active:
+        c, pos = state.classes[j], is_pos[:, j]
+        resident[j] = Resident(c.working, pool.find(np.arange(n)[:, None], c.working), pool)
+        pos_X[j] = pool.take(pool.find(np.flatnonzero(pos), c.pos_boxes)).astype(np.float64)
+    pool.release([r.slot for r in resident if r is not None])
+    return state, pool, resident, pos_X
