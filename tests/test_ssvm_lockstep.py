@@ -10,6 +10,7 @@ from qs.detection import score_bags
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
+from qs.ssvm import lockstep
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
 
 
@@ -77,6 +78,35 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
             assert state.passes < sum(r.lai_calls for r in full) / 4
     state = latent_lockstep(X, counts, labels, working_set=int(counts.max()), **options)
     assert all(c.repeats == 0 and c.lai_calls == r.lai_calls for r, c in zip(full, state.classes))
+
+
+def test_grouped_passes_and_restarted_working_sets_train_the_in_memory_models(monkeypatch):
+    """A pass over Dask features scoring one chunk of images at a time (each group's new rows
+    added before the next is scored), and working sets restarted at each confirmed step
+    (``keep="step"``), still give the in-memory models with path verification; the
+    restarted working sets hold fewer rows."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(3)
+    features, counts = padded(X, offsets)
+    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 6, "random_state": 1}
+    full = [latent_cutting_plane(X, offsets, labels[:, j], **options)
+            for j in range(labels.shape[1])]
+    calls = []
+    monkeypatch.setattr(lockstep, "PASS_BYTES", 1)
+    monkeypatch.setattr(lockstep, "class_top_boxes",
+                        lambda *args, **kw: calls.append(1) or class_top_boxes(*args, **kw))
+    held = {}
+    for keep in ("all", "step"):
+        rows, calls[:] = [], []
+        state = latent_lockstep(da.from_array(features, chunks=(7, -1, -1)), counts, labels,
+                                working_set=2, keep=keep, callback=lambda s: rows.append(
+                                    s.rows_held), **options)
+        for ref, c in zip(full, state.classes):
+            np.testing.assert_array_equal(c.w, ref.w)
+            np.testing.assert_array_equal(c.objective, ref.objective)
+        held[keep] = sum(rows) / len(rows)
+        assert len(calls) == 6 * state.passes  # 40 images: 6 chunks, a group each
+    assert held["step"] < held["all"], held
 
 
 def test_step_verified_steps_solve_the_full_inner_problem():
@@ -226,6 +256,8 @@ def test_bad_input_is_named():
         latent_lockstep(X, counts, labels, working_set=0)
     with pytest.raises(ValueError, match="verify must be one of path, step"):
         latent_lockstep(X, counts, labels, verify="all")
+    with pytest.raises(ValueError, match="keep must be one of all, step"):
+        latent_lockstep(X, counts, labels, keep="path")
     with pytest.raises(ValueError, match=r"init weights must have shape \(6, 3\)"):
         latent_lockstep(X, counts, labels, init=np.zeros((5, 3)))
     with pytest.raises(ValueError, match="gather must be an integer array"):
