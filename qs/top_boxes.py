@@ -85,32 +85,34 @@ class ClassTopBoxes(NamedTuple):
     """Outcome of :func:`class_top_boxes`, per image and class (a column of ``W``): ``index``
     int64 (n, c, k), the class's ``k`` best boxes (best first, the first among equal scores
     first; -1 past an image's box count), ``score`` float64 (n, c, k) their scores (-inf past
-    the count), ``slot`` int64 (n, c, k) the row of ``rows`` that holds each one's features
-    (-1 past the count), ``rows`` (u, d) the features of the distinct boxes among every
-    class's top boxes, each (image, box) once, in image order, ``gathered`` (n, g, d) the
-    features of the boxes ``gather`` named (zeros where it holds -1); per column of the
-    checked weights, ``best`` int64 (n, t) each image's best box, and ``missing`` the boxes
-    ``(image, box, features)`` that were best under some checked column where the given
-    choice was another box, each pair once. Features in the input's type (a float16 box
-    stays float16: the working sets of every class at half the bytes of float32)."""
+    the count); per column of the checked weights, ``best`` int64 (n, t) each image's best
+    box; and the boxes whose features the caller lacks, each (image, box) once in image
+    order: ``image`` and ``box`` int64 (u,), ``rows`` a list of (m, d) arrays, one per block
+    of images, whose rows in turn are those boxes' features. The boxes lacked are those among
+    every class's top boxes, the boxes ``gather`` named and the checked best boxes that
+    differ from the given choice, less those ``held`` names. Features in the input's type (a
+    float16 box stays float16: the working sets of every class at half the bytes of
+    float32)."""
 
     index: np.ndarray
     score: np.ndarray
-    slot: np.ndarray
-    rows: np.ndarray
-    gathered: np.ndarray
     best: np.ndarray
-    missing: tuple
+    image: np.ndarray
+    box: np.ndarray
+    rows: list
 
 
-def class_top_boxes(features, counts, W, k, *, gather=None, check=None, scheduler=None):
+def class_top_boxes(features, counts, W, k, *, gather=None, check=None, held=None,
+                    scheduler=None):
     """In one pass over the boxes: the ``k`` best boxes of every image under each class's
-    weights ``W`` (d, c), their features once per distinct box; the features of the boxes
-    ``gather`` (n_images, g) names (box indices, -1 for none); and with ``check = (V,
-    chosen)``, weights ``V`` (d, t) and boxes ``chosen`` (n_images, t), each image's best box
-    under every column of ``V`` and the features of those that differ from ``chosen`` (where
-    it holds -1, none). The pass of latent training with all classes in lockstep
-    (:func:`qs.ssvm.lockstep.latent_lockstep`). Returns a :class:`ClassTopBoxes`."""
+    weights ``W`` (d, c); with ``check = (V, chosen)``, weights ``V`` (d, t) and boxes
+    ``chosen`` (n_images, t), each image's best box under every column of ``V``; and the
+    features of the boxes among those, the boxes ``gather`` (n_images, g) names (box
+    indices, -1 for none) and the checked best boxes that differ from ``chosen`` (where it
+    holds -1, none), that ``held`` (n_images, h) does not name: the caller holds those
+    already, so a pass returns only the rows it lacks. The pass of latent training with all
+    classes in lockstep (:func:`qs.ssvm.lockstep.latent_lockstep`). Returns a
+    :class:`ClassTopBoxes`."""
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     d, n = features.shape[-1], counts.size
@@ -120,8 +122,10 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, schedule
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     gather = np.full((n, 0), -1, np.int64) if gather is None else np.asarray(gather)
+    held = np.full((n, 0), -1, np.int64) if held is None else np.asarray(held)
     chosen = np.asarray(chosen)
-    for name, boxes, cols in (("gather", gather, None), ("chosen", chosen, V.shape[1])):
+    for name, boxes, cols in (("gather", gather, None), ("held", held, None),
+                              ("chosen", chosen, V.shape[1])):
         if boxes.ndim != 2 or boxes.shape[0] != n or not np.issubdtype(boxes.dtype, np.integer) \
                 or (cols is not None and boxes.shape[1] != cols) \
                 or (boxes >= counts[:, None]).any() or (boxes < -1).any():
@@ -129,8 +133,9 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, schedule
                              f"indices below each image's box count, or -1; got shape "
                              f"{boxes.shape}.")
     c = W.shape[1] - V.shape[1]
-    options = {"k": int(k), "dtype": features.dtype, "c": c, "g": gather.shape[1]}
-    per_image = np.concatenate([gather, chosen], axis=1).astype(np.int64)
+    options = {"k": int(k), "dtype": features.dtype, "c": c, "g": gather.shape[1],
+               "t": chosen.shape[1]}
+    per_image = np.concatenate([gather, chosen, held], axis=1).astype(np.int64)
     if flat:
         parts = _flat_parts(features, counts, W, per_image, _class_top_block, options, True)
     elif isinstance(features, np.ndarray):
@@ -138,12 +143,8 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, schedule
     else:
         parts = _dask_parts(features, counts, W, per_image, _class_top_block, options,
                             scheduler)
-    index, score, slot, rows, *fields, img, box, missing = zip(*parts)
-    shift = np.cumsum([0] + [r.shape[0] for r in rows[:-1]])
-    slot = np.concatenate([np.where(s >= 0, s + at, -1) for s, at in zip(slot, shift)])
-    return ClassTopBoxes(np.concatenate(index), np.concatenate(score), slot,
-                         np.concatenate(rows), *map(np.concatenate, fields),
-                         tuple(map(np.concatenate, (img, box, missing))))
+    *fields, rows = zip(*parts)
+    return ClassTopBoxes(*map(np.concatenate, fields), [r for r in rows if r.shape[0]])
 
 
 def _check_weights(W, d, name):
@@ -153,22 +154,17 @@ def _check_weights(W, d, name):
     return W
 
 
-def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g):
+def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g, t):
     """:class:`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
-    gather and chosen side by side), ``slot`` into the block's own ``rows``, ``missing`` as
-    three arrays."""
+    gather, chosen and held side by side), ``rows`` one array."""
     n, k_max, d = block.shape
     per_image = np.asarray(per_image)
-    gather, chosen = per_image[:, :g], per_image[:, g:]
+    gather, chosen, held = per_image[:, :g], per_image[:, g:g + t], per_image[:, g + t:]
     index = np.full((n, c, k), -1, dtype=np.int64)
     score = np.full((n, c, k), -np.inf)
-    slot = np.full((n, c, k), -1, dtype=np.int64)
-    rows = []
-    gathered = np.zeros((n, g, d), dtype)
     best = np.empty(chosen.shape, np.int64)
-    missing = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, d), dtype)]
+    image, box, rows = [], [], []
     kept = min(k, k_max)
-    held = 0
     for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
         valid = (np.arange(k_max) < counts[a:b, None])[:, :, None]
         top = np.moveaxis(np.where(valid, scores[:, :, :c], -np.inf), 1, 2)  # (m, c, K)
@@ -176,21 +172,18 @@ def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g
         taken = (np.arange(kept) < counts[a:b, None])[:, None, :]
         index[a:b, :, :kept] = np.where(taken, order, -1)
         score[a:b, :, :kept] = np.take_along_axis(top, order, axis=2)
-        # the distinct boxes of every class's top, (image, box) in order: one row each
-        image = np.broadcast_to(np.arange(b - a)[:, None, None], order.shape)
-        pairs, inverse = np.unique(np.stack([image[taken.repeat(c, 1)],
-                                             order[taken.repeat(c, 1)]], axis=1),
-                                   axis=0, return_inverse=True)
-        slot[a:b, :, :kept][taken.repeat(c, 1)] = held + inverse.ravel()
-        rows.append(sub[pairs[:, 0], pairs[:, 1]].astype(dtype))
-        held += pairs.shape[0]
-        want = gather[a:b]
-        got = np.take_along_axis(sub, np.maximum(want, 0)[:, :, None], axis=1)
-        gathered[a:b] = got * (want >= 0)[:, :, None]
         best[a:b] = _best(scores[:, :, c:], counts[a:b])[0]
-        img, col = np.nonzero((best[a:b] != chosen[a:b]) & (chosen[a:b] >= 0))
-        pairs = np.unique(np.stack([img, best[a:b][img, col]], axis=1), axis=0)
-        missing = [np.concatenate([missing[0], first_image + a + pairs[:, 0]]),
-                   np.concatenate([missing[1], pairs[:, 1]]),
-                   np.concatenate([missing[2], sub[pairs[:, 0], pairs[:, 1]].astype(dtype)])]
-    return index, score, slot, np.concatenate(rows), gathered, best, *missing
+        # the distinct boxes named here and not held, (image, box) in order: one row each
+        named = [np.stack([np.nonzero(taken.repeat(c, 1))[0], order[taken.repeat(c, 1)]], 1)]
+        lacked = (best[a:b] != chosen[a:b]) & (chosen[a:b] >= 0)
+        for boxes in (gather[a:b], np.where(lacked, best[a:b], -1)):
+            img, col = np.nonzero(boxes >= 0)
+            named.append(np.stack([img, boxes[img, col]], axis=1))
+        pairs = np.unique(np.concatenate(named), axis=0)
+        if held.shape[1]:
+            pairs = pairs[~(held[a:b][pairs[:, 0]] == pairs[:, 1:]).any(axis=1)]
+        image.append(first_image + a + pairs[:, 0])
+        box.append(pairs[:, 1])
+        rows.append(sub[pairs[:, 0], pairs[:, 1]].astype(dtype))
+    return index, score, best, np.concatenate(image), np.concatenate(box), \
+        np.concatenate(rows) if len(rows) > 1 else rows[0]

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from qs.detection import score_bags
-from qs.top_boxes import class_top_boxes
+from qs.top_boxes import ClassTopBoxes, class_top_boxes
+from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
+from qs.ssvm import lockstep
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
 
 
@@ -78,6 +80,35 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
     assert all(c.repeats == 0 and c.lai_calls == r.lai_calls for r, c in zip(full, state.classes))
 
 
+def test_grouped_passes_and_restarted_working_sets_train_the_in_memory_models(monkeypatch):
+    """A pass over Dask features scoring one chunk of images at a time (each group's new rows
+    added before the next is scored), and working sets restarted at each confirmed step
+    (``keep="step"``), still give the in-memory models with path verification; the
+    restarted working sets hold fewer rows."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(3)
+    features, counts = padded(X, offsets)
+    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 6, "random_state": 1}
+    full = [latent_cutting_plane(X, offsets, labels[:, j], **options)
+            for j in range(labels.shape[1])]
+    calls = []
+    monkeypatch.setattr(lockstep, "PASS_BYTES", 1)
+    monkeypatch.setattr(lockstep, "class_top_boxes",
+                        lambda *args, **kw: calls.append(1) or class_top_boxes(*args, **kw))
+    held = {}
+    for keep in ("all", "step"):
+        rows, calls[:] = [], []
+        state = latent_lockstep(da.from_array(features, chunks=(7, -1, -1)), counts, labels,
+                                working_set=2, keep=keep, callback=lambda s: rows.append(
+                                    s.rows_held), **options)
+        for ref, c in zip(full, state.classes):
+            np.testing.assert_array_equal(c.w, ref.w)
+            np.testing.assert_array_equal(c.objective, ref.objective)
+        held[keep] = sum(rows) / len(rows)
+        assert len(calls) == 6 * state.passes  # 40 images: 6 chunks, a group each
+    assert held["step"] < held["all"], held
+
+
 def test_step_verified_steps_solve_the_full_inner_problem():
     """With one outer step from the same boxes, the weights of a working set of 1 box solve
     the inner problem over every box to twice the solver's tolerance (the primal within 2 C tol of
@@ -137,9 +168,9 @@ def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
 
 def test_class_top_boxes_agree_with_scoring_and_sorting():
     """Top k per class by stable sort of the scores (ties: first box first), column 0 is
-    score_bags's best box, each distinct top box's features held once, gathered and missing
-    boxes hold the named features; flat, padded and Dask alike; float16 features stay
-    float16."""
+    score_bags's best box; the rows returned are the features of exactly the top, gathered
+    and missing boxes that ``held`` does not name, each (image, box) once in image order;
+    flat, padded and Dask alike; float16 features stay float16."""
     da = pytest.importorskip("dask.array")
     X, offsets, _ = class_bags(2, ties=True)
     features, counts = padded(X, offsets)
@@ -147,40 +178,73 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
     W, V = rng.integers(-2, 3, (6, 3)).astype(float), rng.normal(size=(6, 2))
     gather = np.where(rng.random((counts.size, 2)) < 0.5, -1, 0)
     chosen = np.zeros((counts.size, 2), np.int64)
-    results = [class_top_boxes(b, counts, W, 3, gather=gather, check=(V, chosen))
+    held = np.where(rng.random((counts.size, 3)) < 0.5, -1,
+                    (rng.random((counts.size, 3)) * counts[:, None]).astype(np.int64))
+    results = [class_top_boxes(b, counts, W, 3, gather=gather, check=(V, chosen), held=held)
                for b in (X, features, da.from_array(features, chunks=(9, -1, -1)))]
     ref = score_bags(features, counts, np.hstack([W, V]))
     for r in results:
         np.testing.assert_array_equal(r.index[:, :, 0], ref.best[:, :3])
         np.testing.assert_array_equal(r.best, ref.best[:, 3:])
+        named = set()
         for i in range(counts.size):
             scores = features[i, :counts[i]] @ W
             for j in range(3):
                 order = np.argsort(-scores[:, j], kind="stable")[:3]
                 assert r.index[i, j, :order.size].tolist() == order.tolist()
                 assert (r.index[i, j, order.size:] == -1).all()
-                np.testing.assert_array_equal(r.rows[r.slot[i, j, :order.size]],
-                                              features[i, order])
-                assert (r.slot[i, j, order.size:] == -1).all()
-            for g in range(2):
-                expect = features[i, 0] if gather[i, g] == 0 else np.zeros(6)
-                np.testing.assert_array_equal(r.gathered[i, g], expect)
-        taken = r.index >= 0
-        pairs = {(i, b) for i, b in zip(np.nonzero(taken)[0], r.index[taken])}
-        assert r.rows.shape[0] == len(pairs) == np.unique(r.slot[taken]).size
-        image, box, rows = r.missing
-        lacking = {(i, b) for i, b in zip(*np.nonzero(r.best != 0)) for b in [r.best[i, b]]}
-        assert set(zip(image.tolist(), box.tolist())) == lacking
-        np.testing.assert_array_equal(rows, features[image, box])
+                named |= {(i, int(b)) for b in order}
+            named |= {(i, int(b)) for b in gather[i] if b >= 0}
+            named |= {(i, int(b)) for b in r.best[i] if b != 0}
+            named -= {(i, int(b)) for b in held[i]}
+        pairs = list(zip(r.image.tolist(), r.box.tolist()))
+        assert pairs == sorted(named)
+        rows = np.concatenate(r.rows)
+        np.testing.assert_array_equal(rows, features[r.image, r.box])
         for got, want in zip(r, results[0]):
-            if isinstance(got, tuple):
-                for a, b in zip(got, want):
-                    np.testing.assert_array_equal(a, b)
-            else:
-                np.testing.assert_array_equal(got, want)
+            if isinstance(got, list):
+                got, want = np.concatenate(got), np.concatenate(want)
+            np.testing.assert_array_equal(got, want)
     half = class_top_boxes(da.from_array(features.astype(np.float16), chunks=(9, -1, -1)),
                            counts, W, 3, gather=gather, check=(V, chosen))
-    assert half.rows.dtype == half.gathered.dtype == half.missing[2].dtype == np.float16
+    assert all(rows.dtype == np.float16 for rows in half.rows)
+
+
+def test_row_pool_reuses_freed_slots_and_never_copies_its_rows():
+    """A pool's rows are the features added, found by (image, box); released rows are no
+    longer found and their slots are reused before new ones; a pass's rows are taken out of
+    it as they are copied; blocks already filled are the same arrays after growth."""
+    rng = np.random.default_rng(0)
+    pool = RowPool(3, np.float16)
+    pool.per_block = 4  # small blocks, so that adding grows by several
+    features = rng.normal(size=(10, 8, 3)).astype(np.float16)
+
+    def add(image, box):
+        image, box = np.array(image), np.array(box)
+        top = ClassTopBoxes(None, None, None, image, box,
+                            [features[image[:3], box[:3]], features[image[3:], box[3:]]])
+        pool.add_pass(top)
+        assert top.rows == []
+
+    add([0, 0, 1, 2, 5, 9], [1, 7, 0, 3, 3, 2])
+    first = pool.blocks[0]
+    add([3, 3, 4, 8], [0, 1, 2, 2])
+    assert pool.blocks[0] is first and len(pool.blocks) == 3 and pool.held == pool.size == 10
+    image, box = np.array([[0, 2, 8], [9, 3, 1]]), np.array([[7, 3, 2], [2, 1, 0]])
+    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    assert pool.find([0, 0, 7], [0, -1, 1]).tolist() == [-1, -1, -1]
+    keep = pool.find([0, 2, 3, 9], [7, 3, 1, 2])
+    pool.release([keep[:2], np.array([-1, keep[2], keep[3]])])
+    assert pool.held == 4 and pool.nbytes == 4 * 3 * 2
+    assert (pool.find([0, 1, 5, 3, 4, 8], [1, 0, 3, 0, 2, 2]) == -1).all()
+    assert pool.held_boxes(10)[[0, 2, 3, 9, 1]].tolist() == [[7], [3], [1], [2], [-1]]
+    add([1, 6, 7], [1, 1, 1])
+    assert pool.size == 10 and sorted(pool.find([1, 6, 7], [1, 1, 1])) == \
+        sorted(set(range(10)) - set(keep))[:3]
+    image, box = np.array([0, 1, 2, 3, 6, 7, 9]), np.array([7, 1, 3, 1, 1, 1, 2])
+    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    with pytest.raises(ValueError, match="holds already"):
+        add([0], [7])
 
 
 def test_bad_input_is_named():
@@ -192,6 +256,8 @@ def test_bad_input_is_named():
         latent_lockstep(X, counts, labels, working_set=0)
     with pytest.raises(ValueError, match="verify must be one of path, step"):
         latent_lockstep(X, counts, labels, verify="all")
+    with pytest.raises(ValueError, match="keep must be one of all, step"):
+        latent_lockstep(X, counts, labels, keep="path")
     with pytest.raises(ValueError, match=r"init weights must have shape \(6, 3\)"):
         latent_lockstep(X, counts, labels, init=np.zeros((5, 3)))
     with pytest.raises(ValueError, match="gather must be an integer array"):
@@ -200,7 +266,8 @@ def test_bad_input_is_named():
 
 def test_working_sets_hold_float16_rows_once_for_every_class():
     """Float16 features stay float16 in the working sets, a box several classes hold has one
-    row, and the model is the one of the same features in float32."""
+    row, the rows of no unfinished class's working set are freed, and the model is the one of
+    the same features in float32."""
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(4, n=30, n_classes=4)
     features, counts = padded(X.astype(np.float16).astype(np.float64), offsets)
@@ -209,12 +276,15 @@ def test_working_sets_hold_float16_rows_once_for_every_class():
     seen = []
     half = latent_lockstep(da.from_array(features.astype(np.float16), chunks=(8, -1, -1)),
                            counts, labels, callback=lambda s: seen.append(
-                               (s.rows_held, s.row_bytes, [c.working.copy() for c in s.classes])),
+                               (s.rows_held, s.row_bytes,
+                                [c.working.copy() for c in s.classes if not c.done])),
                            **options)
     wide = latent_lockstep(da.from_array(features.astype(np.float32), chunks=(8, -1, -1)),
                            counts, labels, **options)
     np.testing.assert_array_equal(half.W, wide.W)
-    for held, nbytes, working in seen:
+    for held, nbytes, working in seen:  # the unfinished classes' boxes, each once
         boxes = {(i, b) for w in working for i, b in zip(*np.nonzero(w >= 0)) for b in [w[i, b]]}
-        assert held == len(boxes) < sum(int((w >= 0).sum()) for w in working)
+        assert held == len(boxes) <= sum(int((w >= 0).sum()) for w in working)
         assert nbytes == held * features.shape[2] * 2
+    assert seen[0][0] < sum(int((w >= 0).sum()) for w in seen[0][2])  # shared rows
+    assert seen[-1][0] == 0  # the rows of finished classes are freed

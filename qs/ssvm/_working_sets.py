@@ -4,7 +4,9 @@ per image, their features held once for all classes.
 A box that several classes' working sets hold (an image's object is among the best boxes of
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
 (float16 features stay float16); each class's :class:`Resident` set names its boxes and
-their rows. At VOC2007's size that is what lets 20 classes' working sets fit in memory.
+their rows. The pool grows by blocks of rows (never by copying the rows it holds) and frees
+the rows no working set names any more, reusing their slots: at VOC2007's size that is what
+lets 20 classes' working sets fit in memory.
 """
 
 import numpy as np
@@ -17,66 +19,99 @@ __all__ = ["RowPool", "Resident"]
 KEY = 1 << 32
 #: bytes of float64 a working set upcasts at a time when it scores its boxes
 SCORE_BYTES = 64 << 20
+#: bytes of one block of the pool's rows
+BLOCK_BYTES = 64 << 20
 
 
 class RowPool:
-    """The features of every (image, box) some working set holds, one row each, in the order
-    they came; rows are added, never removed (working sets only grow)."""
+    """The features of every (image, box) some working set holds, one row each in a slot of
+    one of its blocks; :meth:`add_pass` adds a pass's rows, :meth:`release` frees the rows
+    no working set names."""
 
     def __init__(self, d, dtype):
-        self.rows = np.empty((16, d), dtype)
-        self.size = 0
+        self.d, self.dtype = d, np.dtype(dtype)
+        self.per_block = max(1, BLOCK_BYTES // (d * self.dtype.itemsize))
+        self.blocks = []
+        self.size = 0  # slots ever used: the free ones are reused first
+        self._free = np.empty(0, np.int64)
         self._keys, self._slots = np.empty(0, np.int64), np.empty(0, np.int64)  # sorted keys
 
+    @property
+    def held(self):
+        """How many rows the pool holds."""
+        return self._keys.size
+
+    @property
+    def nbytes(self):
+        """The bytes of the rows the pool holds."""
+        return self.held * self.d * self.dtype.itemsize
+
     def find(self, image, box):
-        """The rows of the boxes ``(image, box)`` (1-D arrays), -1 for those not held."""
-        key = np.asarray(image, np.int64) * KEY + np.asarray(box, np.int64)
+        """The rows of the boxes ``(image, box)`` (arrays of one shape), -1 for those not
+        held (and for box -1)."""
+        image, box = np.asarray(image, np.int64), np.asarray(box, np.int64)
+        key = image * KEY + box
         if not self._keys.size:
             return np.full(key.shape, -1, np.int64)
         at = np.minimum(np.searchsorted(self._keys, key), self._keys.size - 1)
-        return np.where(self._keys[at] == key, self._slots[at], -1)
+        return np.where((self._keys[at] == key) & (box >= 0), self._slots[at], -1)
 
-    def add(self, image, box, rows):
-        """The rows of the boxes ``(image, box)`` with features ``rows`` (m, d), added where
-        not held yet (a box named twice is added once)."""
-        image, box = np.asarray(image, np.int64), np.asarray(box, np.int64)
-        slots = self.find(image, box)
-        new = np.flatnonzero(slots < 0)
-        if new.size:
-            keys, first, inverse = np.unique(image[new] * KEY + box[new], return_index=True,
-                                             return_inverse=True)
-            end = self.size + keys.size
-            if end > self.rows.shape[0]:
-                grown = np.empty((max(end, self.rows.shape[0] * 3 // 2), self.rows.shape[1]),
-                                 self.rows.dtype)
-                grown[:self.size] = self.rows[:self.size]
-                self.rows = grown
-            self.rows[self.size:end] = rows[new[first]]
-            slots[new] = self.size + inverse.ravel()
-            self._keys = np.concatenate([self._keys, keys])
-            self._slots = np.concatenate([self._slots, np.arange(self.size, end)])
-            order = np.argsort(self._keys, kind="stable")
-            self._keys, self._slots = self._keys[order], self._slots[order]
-            self.size = end
-        return slots
+    def take(self, slots):
+        """The features of the rows ``slots`` (any shape; -1 not allowed), shape ``slots.shape
+        + (d,)``, in the pool's type."""
+        slots = np.asarray(slots, np.int64)
+        out = np.empty((slots.size, self.d), self.dtype)
+        flat = slots.ravel()
+        block, at = np.divmod(flat, self.per_block)
+        for b in np.unique(block):
+            mine = block == b
+            out[mine] = self.blocks[b][at[mine]]
+        return out.reshape(slots.shape + (self.d,))
 
-    def add_named(self, boxes, rows):
-        """Rows (n, g) of the boxes ``boxes`` (n, g) of each image (-1: none, then -1) whose
-        features are ``rows`` (n, g, d)."""
-        named = boxes >= 0
-        out = np.full(boxes.shape, -1, np.int64)
-        out[named] = self.add(np.nonzero(named)[0], boxes[named], rows[named])
+    def held_boxes(self, n):
+        """(n, h) the boxes of each of the ``n`` images the pool holds (-1: none), as
+        :func:`qs.top_boxes.class_top_boxes` takes them (``held``)."""
+        image, box = np.divmod(self._keys, KEY)
+        counts = np.bincount(image, minlength=n)
+        out = np.full((n, max(1, int(counts.max(initial=0)))), -1, np.int64)
+        out[image, np.arange(image.size) - np.repeat(np.cumsum(counts) - counts, counts)] = box
         return out
 
     def add_pass(self, top):
-        """Rows (n, c, k) of a :class:`~qs.top_boxes.ClassTopBoxes` pass's top boxes."""
-        taken = top.index >= 0
-        image = np.empty(top.rows.shape[0], np.int64)
-        box = np.empty(top.rows.shape[0], np.int64)
-        image[top.slot[taken]] = np.nonzero(taken)[0]
-        box[top.slot[taken]] = top.index[taken]
-        mine = self.add(image, box, top.rows)
-        return np.where(taken, mine[top.slot], -1)
+        """Add the rows a :class:`~qs.top_boxes.ClassTopBoxes` pass returned (boxes the pool
+        lacks, each once), emptying its list of rows as they are copied, so that the pass's
+        rows and the pool's copies of them are not all held at once."""
+        image, box = np.asarray(top.image, np.int64), np.asarray(top.box, np.int64)
+        if (self.find(image, box) >= 0).any():
+            raise ValueError("a pass returned rows the pool holds already.")
+        m = image.size
+        slots = np.concatenate([self._free[:m], self.size + np.arange(max(0, m - self._free.size))])
+        self._free = self._free[m:]
+        self.size = max(self.size, int(slots.max(initial=-1)) + 1)
+        while len(self.blocks) * self.per_block < self.size:
+            self.blocks.append(np.empty((self.per_block, self.d), self.dtype))
+        at = 0
+        while top.rows:
+            rows = top.rows.pop(0).astype(self.dtype, copy=False)
+            block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
+            for b in np.unique(block):
+                mine = block == b
+                self.blocks[b][row[mine]] = rows[mine]
+            at += rows.shape[0]
+        if at != m:
+            raise ValueError(f"a pass returned {at} rows for {m} boxes.")
+        keys = np.concatenate([self._keys, image * KEY + box])
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
+
+    def release(self, used):
+        """Free the rows that none of the arrays of slots ``used`` names (-1 ignored)."""
+        named = np.zeros(self.size, bool)
+        for slots in used:
+            named[slots[slots >= 0]] = True
+        keep = named[self._slots]
+        self._free = np.union1d(self._free, self._slots[~keep])
+        self._keys, self._slots = self._keys[keep], self._slots[keep]
 
 
 class Resident(_Bags):
@@ -87,7 +122,7 @@ class Resident(_Bags):
 
     def __init__(self, index, slot, pool):
         self.index, self.slot, self.pool = index, slot, pool
-        self.shape = (index.shape[0], pool.rows.shape[1])
+        self.shape = (index.shape[0], pool.d)
         self.queries = []
 
     def scores(self, w):
@@ -96,7 +131,7 @@ class Resident(_Bags):
         out = np.empty((n, k))
         step = max(1, SCORE_BYTES // max(1, k * d * 8))
         for a in range(0, n, step):
-            rows = self.pool.rows[np.maximum(self.slot[a:a + step], 0)]
+            rows = self.pool.take(np.maximum(self.slot[a:a + step], 0))
             out[a:a + step] = np.matmul(rows.astype(np.float64, copy=False), w)
         return np.where(self.index >= 0, out, -np.inf)
 
@@ -105,7 +140,7 @@ class Resident(_Bags):
         high = scores.max(axis=1)
         every = np.arange(scores.shape[0])
         at = np.where(scores == high[:, None], self.index, np.iinfo(np.int64).max).argmin(axis=1)
-        X = self.pool.rows[self.slot[every, at]].astype(np.float64)
+        X = self.pool.take(self.slot[every, at]).astype(np.float64)
         X[is_pos] = pos_X
         self.queries.append((np.array(w, dtype=np.float64),
                              np.where(is_pos, -1, self.index[every, at])))
@@ -128,19 +163,14 @@ class Resident(_Bags):
                                        axis=1), self.pool)
 
 
-def lacking_boxes(best, lacking, missing, pool):
-    """``(index (n, m), slot (n, m))``: per image the boxes ``best`` names where ``lacking``
-    and their rows in ``pool``, added from the pass's ``missing`` boxes ``(image, box,
-    features)``."""
-    image, box, rows = missing
-    key = image * KEY + box
-    order = np.argsort(key)
+def lacking_boxes(best, lacking, pool):
+    """``(index (n, m), slot (n, m))``: per image the boxes ``best`` names where ``lacking``,
+    and their rows in ``pool`` (which holds them: the pass that found them added them)."""
     pairs = np.unique(np.stack([np.nonzero(lacking)[0], best[lacking]], axis=1), axis=0)
-    found = order[np.searchsorted(key[order], pairs[:, 0] * KEY + pairs[:, 1])]
     counts = np.bincount(pairs[:, 0], minlength=best.shape[0])
     at = np.arange(pairs.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
     index = np.full((best.shape[0], counts.max()), -1, np.int64)
     slot = np.full(index.shape, -1, np.int64)
     index[pairs[:, 0], at] = pairs[:, 1]
-    slot[pairs[:, 0], at] = pool.add(pairs[:, 0], pairs[:, 1], rows[found])
+    slot[pairs[:, 0], at] = pool.find(pairs[:, 0], pairs[:, 1])
     return index, slot

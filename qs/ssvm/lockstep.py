@@ -19,14 +19,20 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
    the latent objective from every image's best box) and the working set takes in the new
    top ``k``. Otherwise the working set *grows* by the new top ``k`` and the missing best
    boxes, and the class repeats the step; the repeats of a step end, as each adds a box a
-   negative lacked. A working set only grows: the boxes one step needed serve the next.
+   negative lacked. Within a step a working set only grows; with ``keep="all"`` it keeps
+   growing across steps (the boxes one step needed serve the next), with ``keep="step"`` a
+   confirmed step's working set restarts from its new top ``k``, and the rows no unfinished
+   class's working set names are freed (the memory then follows the current steps, not the
+   whole training).
 
 With ``verify="step"`` a repeated step's inner solve starts from the constraints of its
 last solve (:class:`~qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
 repeat's problem too, whose negatives only gain boxes, so the repeat starts at their
 solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). The
 working sets' features are held once per box for all classes, in the features' own type
-(:mod:`qs.ssvm._working_sets`).
+(:mod:`qs.ssvm._working_sets`). A pass over a Dask array scores a group of images at a time
+and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so the rows a
+pass brings and the pool's copies of them are never all held twice.
 
 So a training costs about as many passes as outer steps plus repeats, tens where the
 per-call design costs thousands. When the working set holds every box the model is the
@@ -43,13 +49,13 @@ import time
 
 import numpy as np
 
-from qs.detection import dask_scheduler
+from qs.detection import check_padded, dask_scheduler
 from qs.inference import lai
 from qs.ssvm._lockstep_state import ClassState, LockstepState
 from qs.ssvm._working_sets import Resident, RowPool, lacking_boxes
 from qs.ssvm.cutting_plane import Constraints, solve
 from qs.ssvm.latent import DROP, LatentProblem, _initial_boxes
-from qs.top_boxes import class_top_boxes
+from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
 __all__ = ["ClassState", "LockstepState", "latent_lockstep"]
 
@@ -87,7 +93,7 @@ class _Timed(LatentProblem):
 
 def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="auto", timed=(),
                     tol=1e-3, max_iter=20000, max_outer=400, min_outer=2, init="random",
-                    random_state=0, working_set=5, verify="path", scheduler=None,
+                    random_state=0, working_set=5, verify="path", keep=None, scheduler=None,
                     qp_solver="daqp", state=None, callback=None):
     """Train the latent structured SVM of every class (a column of ``labels``) in lockstep,
     one pass over all boxes per round (see the module's text).
@@ -120,6 +126,12 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         negative at its best box exceeds the working set's by at most ``tol`` is confirmed
         too (its weights then solve the full inner problem to within twice the solver's
         tolerance, ``C tol`` each).
+    keep : "all": a working set keeps every box it took in; "step": at a confirmed outer
+        step it restarts from the step's top ``k`` (and the first box with ``verify="path"``):
+        less memory, perhaps more repeats. None: "all" with ``verify="path"`` (whose passes
+        check every weight vector of a solve from ``w = 0``, which earlier steps' boxes serve),
+        "step" with ``verify="step"`` (whose passes check a step's final weights, near the
+        last step's).
     scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
     state : a :class:`LockstepState` to resume from (the one a callback received).
     callback : called with the :class:`LockstepState` after every pass.
@@ -136,6 +148,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         raise ValueError(f"working_set must be an integer >= 1; got {working_set!r}.")
     if verify not in VERIFY:
         raise ValueError(f"verify must be one of {', '.join(VERIFY)}; got {verify!r}.")
+    keep = {"path": "all", "step": "step"}[verify] if keep is None else keep
+    if keep not in ("all", "step"):
+        raise ValueError(f"keep must be one of all, step; got {keep!r}.")
     for name, value in (("max_outer", max_outer), ("min_outer", min_outer)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
@@ -145,14 +160,17 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     options = {"loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
                "callback": None, "timed": tuple(timed)}
     first = verify == "path"
+    if not (isinstance(features, np.ndarray) or hasattr(features, "dask")):
+        features, counts = check_padded(features, counts)  # a zarr array: Dask over its chunks
     with dask_scheduler(scheduler) as get:
         if state is None:
-            state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
-                                            int(working_set), first, get)
+            state, pool, resident, pos_X = _start(features, counts, is_pos, init,
+                                                  random_state, int(working_set), first, get)
         else:
-            state, resident, pos_X = _resume(features, counts, is_pos, state, get)
-        pool, d = resident[0].pool, resident[0].shape[1]
-        gather = np.zeros((is_pos.shape[0], int(first)), np.int64)
+            state, pool, resident, pos_X = _resume(features, counts, is_pos, state, get)
+        n, d = is_pos.shape[0], pool.d
+        images = np.arange(n)[:, None]
+        gather = np.zeros((n, int(first)), np.int64)
         _held(state, pool)
         if callback is not None:
             callback(state)
@@ -175,12 +193,11 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 c.seconds += time.perf_counter() - start
             queries = [q for j in active for q in checked[j]]
             start = time.perf_counter()
-            top = class_top_boxes(
-                features, counts, np.stack([tried[j] for j in active], 1), working_set,
-                gather=gather,
-                check=(np.stack([w for w, _ in queries], 1),
-                       np.stack([at for _, at in queries], 1)), scheduler=get)
-            pooled = (top, pool.add_pass(top), pool.add_named(gather, top.gathered))
+            top = _pass(features, counts, np.stack([tried[j] for j in active], 1),
+                        working_set, pool, gather,
+                        (np.stack([w for w, _ in queries], 1),
+                         np.stack([at for _, at in queries], 1)), get)
+            pooled = (top, pool.find(images[:, :, None], top.index), pool.find(images, gather))
             state.passes += 1
             _share(state, active, time.perf_counter() - start)
             at = 0
@@ -191,18 +208,46 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 steps = state.classes[j].n_outer
                 _finish_step(state, j, col, span, tried[j], pooled, resident, pos_X,
                              is_pos[:, j], float(C[j]), options,
-                             (tol, min_outer, max_outer, first))
+                             (tol, min_outer, max_outer, first), keep == "step")
                 if state.classes[j].n_outer > steps:  # a new step: other positives' boxes
                     cuts.pop(j, None)
                 state.classes[j].seconds += time.perf_counter() - start
+            pool.release([r.slot for r in resident if r is not None])
             _held(state, pool)
             if callback is not None:
                 callback(state)
     return state
 
 
+def _pass(features, counts, W, k, pool, gather, check, get):
+    """:func:`~qs.top_boxes.class_top_boxes` of every image, ``held`` the pool's boxes; over
+    a Dask array a group of whole chunks of images at a time, each group's new rows added to
+    ``pool`` before the next group is scored. Returns the pass's :class:`ClassTopBoxes`
+    (its rows in the pool)."""
+    counts = np.asarray(counts)
+    n, d = counts.size, features.shape[-1]
+    V, chosen = (np.zeros((d, 0)), np.zeros((n, 0), np.int64)) if check is None else check
+    held = pool.held_boxes(n)
+    bounds = [0, n]
+    if hasattr(features, "chunks") and not isinstance(features, np.ndarray):
+        per_image = (W.shape[1] * k + gather.shape[1] + V.shape[1]) * d * pool.dtype.itemsize
+        edges, bounds = np.cumsum(features.chunks[0]), [0]
+        for a, b in zip(edges[:-1], edges[1:]):
+            if b - bounds[-1] > max(1, PASS_BYTES // per_image) and a > bounds[-1]:
+                bounds.append(int(a))
+        bounds.append(n)
+    parts = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        top = class_top_boxes(features[a:b] if b - a < n else features, counts[a:b], W, k,
+                              gather=gather[a:b], check=(V, chosen[a:b]), held=held[a:b],
+                              scheduler=get)
+        pool.add_pass(top._replace(image=top.image + a))
+        parts.append(top)
+    return ClassTopBoxes(*(np.concatenate(f) for f in zip(*(p[:-1] for p in parts))), [])
+
+
 def _held(state, pool):
-    state.rows_held, state.row_bytes = pool.size, pool.size * pool.rows[0].nbytes
+    state.rows_held, state.row_bytes = pool.held, pool.nbytes
 
 
 def _share(state, classes, seconds):
@@ -211,6 +256,9 @@ def _share(state, classes, seconds):
     for j in classes:
         state.classes[j].seconds += seconds / len(classes)
 
+
+#: bytes of new rows a pass over a Dask array takes in at a time (a group of images)
+PASS_BYTES = 256 << 20
 
 #: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
 VERIFY = ("path", "step")
@@ -224,10 +272,12 @@ def _record(c, prob, n_iter):
         c.n_iter.append(n_iter)
 
 
-def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops):
+def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops,
+                 restart):
     """Confirm class ``j``'s step at ``w`` by the pass ``pooled`` (the pass, the rows of its
     top boxes and of its gathered boxes; its top-k column ``col``, its checked columns
-    ``span``) and end it, or grow its working set for a repeat."""
+    ``span``) and end it (its working set restarted from the new top boxes if ``restart``),
+    or grow its working set for a repeat."""
     c, bags = state.classes[j], resident[j]
     top, slots, gathered = pooled
     tol, min_outer, max_outer, exact = stops
@@ -240,23 +290,23 @@ def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opt
     if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
                                                     is_pos, options, tol)):
         resident[j] = bags.grown(here.index, here.slot).grown(
-            *lacking_boxes(best, lacking, top.missing, bags.pool))
+            *lacking_boxes(best, lacking, bags.pool))
         c.working = resident[j].index
         c.repeats += 1
         return
-    X_best = bags.pool.rows[slots[:, col, 0]].astype(np.float64)
+    X_best = bags.pool.take(slots[:, col, 0]).astype(np.float64)
     c.pos_boxes, pos_X[j] = top.index[is_pos, col, 0], X_best[is_pos]
     check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **options)
     c.objective.append(float(check.latent_objective(w, X_best)))
     _record(c, check, None)
     c.w, c.n_outer = w, c.n_outer + 1
-    resident[j] = bags.grown(here.index, here.slot)
+    resident[j] = here if restart else bags.grown(here.index, here.slot)
     c.working = resident[j].index
     settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
     c.converged = c.n_outer >= min_outer and settled
     c.done = c.converged or c.n_outer >= max_outer
-    if c.done:
-        c.passes = state.passes
+    if c.done:  # its working set's rows are freed
+        c.passes, resident[j] = state.passes, None
 
 
 def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
@@ -296,54 +346,53 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
             given = init if isinstance(init, str) else init[j]
             gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
     start = time.perf_counter()
-    top = class_top_boxes(features, counts, W0, k, gather=gather, scheduler=get)
+    pool = RowPool(d, features.dtype)
+    top = _pass(features, counts, W0, k, pool, gather, None, get)
     seconds = time.perf_counter() - start
-    pool = RowPool(d, top.rows.dtype)
-    slots = pool.add_pass(top)
-    if first:
-        firsts = pool.add_named(gather[:, -1:], top.gathered[:, -1:])
+    images = np.arange(n)[:, None]
+    slots = pool.find(images[:, :, None], top.index)
+    firsts = pool.find(images, gather[:, -1:])
     classes, resident, pos_X = [], [], []
     for j in range(n_classes):
         pos = is_pos[:, j]
-        if weights:
-            boxes, rows = top.index[pos, j, 0], pool.rows[slots[pos, j, 0]]
-        else:
-            boxes, rows = gather[pos, j], top.gathered[pos, j]
+        boxes = top.index[pos, j, 0] if weights else gather[pos, j]
         here = Resident(top.index[:, j], slots[:, j], pool)
         if first:
             here = here.grown(gather[:, -1:], firsts)
         resident.append(here)
-        pos_X.append(rows.astype(np.float64))
+        pos_X.append(pool.take(pool.find(np.flatnonzero(pos), boxes)).astype(np.float64))
         classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
-    return LockstepState(classes, passes=1, pass_seconds=[seconds]), resident, pos_X
+    pool.release([r.slot for r in resident])
+    return LockstepState(classes, passes=1, pass_seconds=[seconds]), pool, resident, pos_X
 
 
 def _resume(features, counts, is_pos, state, get):
-    """One pass gathering the working sets' and the positives' boxes of a stored state."""
+    """One pass gathering the working sets' and the positives' boxes of a stored state's
+    unfinished classes, each box's features once."""
     n, n_classes = is_pos.shape
     if len(state.classes) != n_classes or any(
             c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
             for j, c in enumerate(state.classes)):
         raise ValueError("the stored lockstep state was made for other labels (another "
                          "number of images, classes or positive images).")
-    parts = []
-    for j, c in enumerate(state.classes):
+    active = [j for j, c in enumerate(state.classes) if not c.done]
+    parts = [np.full((n, 0), -1, np.int64)]
+    for j in active:
         pos = np.full((n, 1), -1, np.int64)
-        pos[is_pos[:, j], 0] = c.pos_boxes
-        parts += [c.working, pos]
+        pos[is_pos[:, j], 0] = state.classes[j].pos_boxes
+        parts += [state.classes[j].working, pos]
     gather = np.concatenate(parts, axis=1)
     d = features.shape[-1]
     start = time.perf_counter()
-    top = class_top_boxes(features, counts, np.zeros((d, 1)), 1, gather=gather, scheduler=get)
+    pool = RowPool(d, features.dtype)
+    _pass(features, counts, np.zeros((d, 1)), 1, pool, gather, None, get)
     state.passes += 1
     state.resumed += 1
     _share(state, range(n_classes), time.perf_counter() - start)
-    pool = RowPool(d, top.gathered.dtype)
-    slots = pool.add_named(gather, top.gathered)
-    resident, pos_X, at = [], [], 0
-    for j, c in enumerate(state.classes):
-        k = c.working.shape[1]
-        resident.append(Resident(c.working, slots[:, at:at + k], pool))
-        pos_X.append(top.gathered[is_pos[:, j], at + k].astype(np.float64))
-        at += k + 1
-    return state, resident, pos_X
+    resident, pos_X = [None] * n_classes, [None] * n_classes
+    for j in active:
+        c, pos = state.classes[j], is_pos[:, j]
+        resident[j] = Resident(c.working, pool.find(np.arange(n)[:, None], c.working), pool)
+        pos_X[j] = pool.take(pool.find(np.flatnonzero(pos), c.pos_boxes)).astype(np.float64)
+    pool.release([r.slot for r in resident if r is not None])
+    return state, pool, resident, pos_X
