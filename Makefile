@@ -36,7 +36,7 @@ FIT_RUN ?= results/fit/breast_cancer
 .PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
-	voc2007-large voc2007-xlarge voc2007-full-images \
+	voc2007-large voc2007-xlarge voc2007-paper voc2007-full-images \
 	sodeep-eval sodeep-checkpoints compare fit-example compare-retrieval
 
 help:  ## list the targets
@@ -123,6 +123,9 @@ voc2007-large: $(STAMP)  ## Table 5 with 4096 features per box, 20 classes in lo
 
 voc2007-xlarge: $(STAMP)  ## voc2007-large at twice its images and boxes per image (synthetic, generated per pass; resumes)
 	$(QSRANK) train --config configs/voc2007_xlarge.yaml --out results/voc2007_detection/xlarge
+
+voc2007-paper: $(STAMP)  ## Table 5 at the paper's size: 5011 + 4952 images x 2000 boxes x 4096 features (synthetic, generated per pass; hours; resumes)
+	$(QSRANK) train --config configs/voc2007_paper.yaml --out results/voc2007_detection/paper
 
 voc2007-full-images: $(STAMP)  ## Table 5's Yue vs QS LAI time at VOC2007's full image count, few boxes and features (synthetic; resumes)
 	$(QSRANK) train --config configs/voc2007_full_images.yaml --out results/voc2007_detection/full_images

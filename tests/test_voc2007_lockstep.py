@@ -150,7 +150,7 @@ def test_bad_lockstep_config_is_one_line(tmp_path, changes, message):
     assert "Traceback" not in result.output and not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name", ["voc2007_large", "voc2007_xlarge", "voc2007_full_images"])
+@pytest.mark.parametrize("name", ["voc2007_large", "voc2007_xlarge", "voc2007_paper", "voc2007_full_images"])
 def test_the_scale_configs_are_valid_and_shaped_like_cnn_features(name):
     """The configs of the runs at scale validate, generate CNN-like features in lockstep."""
     path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
