@@ -266,9 +266,13 @@ def with_defaults(section, **values):
     """`section` with other defaults for the (leaf) keys `values`, their types and help as
     declared."""
     fields = section.model_fields
+
+    def declared(name):  # the key's type with its checks (Annotated needs at least one)
+        meta = fields[name].metadata
+        return Annotated[(fields[name].annotation, *meta)] if meta else fields[name].annotation
+
     return create_model(section.__name__, __base__=section, **{
-        name: (Annotated[(fields[name].annotation, *fields[name].metadata)],
-               key(value, fields[name].description, fields[name].alias))
+        name: (declared(name), key(value, fields[name].description, fields[name].alias))
         for name, value in values.items()})
 
 

@@ -1,6 +1,7 @@
 """Readers and configs facing hostile or damaged files: a crash, a hang, an unbounded read, a
 path out of the data directory or a huge value each become a one-line ValueError."""
 
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.io
 
+import qs.data.files as files_module
 import qs.data.poselet as poselet_module
 from cli.main import main
 from click.testing import CliRunner
@@ -24,6 +26,7 @@ from qs.data import (
     load_rcnn_cache,
 )
 from qs.data.cifar10 import read_binary_batch
+from qs.data.files import read_json
 from qs.data.formats import read_isolated
 from tests.test_data_poselet import write_poselet
 
@@ -146,6 +149,26 @@ def test_lists_and_data_files_on_devices_or_fifos_are_refused(tmp_path, target):
         assert isinstance(err, ValueError), (name, err)
         assert f"{name}: it is {kind}, not a regular file" in str(err), (name, err)
         link.unlink()
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "large", "torn", "missing"])
+def test_a_json_record_that_cannot_be_read_counts_as_absent(tmp_path, monkeypatch, target):
+    """Run records and store progress are read by read_json: a device, a FIFO, a file above
+    the bound, a half-written record or a missing one is None, never a hang or a full read."""
+    monkeypatch.setattr(files_module, "SAMPLE_BYTES", 100)
+    path = tmp_path / "record.json"
+    if target == "fifo":
+        os.mkfifo(path)
+    elif target == "/dev/zero":
+        path.symlink_to(target)
+    elif target == "large":
+        path.write_text(json.dumps({"k": "v" * 200}))
+    elif target == "torn":
+        path.write_text('{"k": ')
+    assert _in_thread(lambda: read_json(path)) is None
+    path.unlink(missing_ok=True)
+    path.write_text('{"k": 1}')
+    assert read_json(path) == {"k": 1}
 
 
 def test_a_list_file_above_the_size_bound_is_refused(tmp_path, monkeypatch):

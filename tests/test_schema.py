@@ -97,3 +97,13 @@ def test_with_defaults_changes_only_the_defaults():
     with pytest.raises(ValueError, match=r"^inner.folds: expected a finite integer >= 2; got 1$"):
         S.validate(Outer, {"inner": {"folds": 1}})
     assert S.help_lines(Outer)[1] == "  folds: 3  # folds"
+
+
+def test_with_defaults_takes_keys_without_checks_of_their_own():
+    """A section key is a plain type (no checks beside it): it takes another default too."""
+    Three = S.with_defaults(Inner, folds=3)
+    Other = S.with_defaults(Model, inner=Three, name="b")
+    assert S.validate(Other, {})["inner"] == {"folds": 3, "grid": [1.0, 10.0]}
+    assert S.validate(Other, {})["name"] == "b"
+    with pytest.raises(ValueError, match=r"^name: expected one of a, b"):
+        S.validate(Other, {"name": "c"})

@@ -119,8 +119,9 @@ def as_float32(path, name, a):
 
 def read_json(path):
     """The JSON document at `path`, or None when it is missing or unreadable (a record that
-    a killed writer left half-written counts as absent)."""
+    a killed writer left half-written counts as absent, as does a FIFO, a device or a file
+    over ``SAMPLE_BYTES``, so that reading a record never blocks or fills memory)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(read_bytes(path, "a JSON record", SAMPLE_BYTES))
+    except ValueError:  # Unreadable, a decoding error, text that is not JSON
         return None
