@@ -40,8 +40,8 @@ from pipelines._provenance import provenance
 from pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
 from qs.detection import score_bags
-from qs.top_boxes import class_top_boxes
 from qs.inference import lai
+from qs.top_boxes import class_top_boxes
 
 SPLIT = "trainval"
 #: boxes per image and class the lockstep pass keeps (configs/voc2007_large.yaml's working set)

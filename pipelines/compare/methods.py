@@ -224,10 +224,10 @@ METHODS = {
         _sodeep_ap, "SoDeep AP, frozen sorter", "qs.surrogates.sodeep")}),
     "ap_hinge_memory": Method("ours", {"retrieval": Loss(
         _memory_hinge, "AP structured hinge, exact LAI, against the batch and a memory of "
-                       "past embeddings (qs.torch.CrossBatchMemory)")}),
+                       "past embeddings (qs.torch.memory.CrossBatchMemory)")}),
     "dlm_ap": Method("ours", {"retrieval": Loss(
         _direct_ap, "direct loss minimization of AP on the exact inference "
-                    "(qs.torch.direct_loss)")}),
+                    "(qs.torch.dlm.direct_loss)")}),
     "fastap": Method("outside", {"retrieval": Loss(
         _pml_fastap, "FastAP, pytorch-metric-learning's FastAPLoss",
         "pytorch-metric-learning")}),

@@ -33,9 +33,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
-from qs.top_boxes import top_boxes
 from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve
+from qs.top_boxes import top_boxes
 
 __all__ = ["LatentProblem", "LatentResult", "as_bags", "bag_argmax", "check_bags",
            "latent_cutting_plane"]

@@ -62,8 +62,10 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
     method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
         CPU "auto" is :func:`qs.inference.lai`'s default; on CUDA it is "torch" from
-        :data:`CUDA_TORCH_FROM` scores on, and below that the numba default on a copy on the
-        CPU (where kernel launches would cost more than the work); a named numba method
+        :data:`CUDA_TORCH_FROM` scores on (:data:`CUDA_TORCH_OPS_FROM` where numba cannot
+        compile for the GPU and only the torch operations run), and below that the numba
+        default on a copy on the CPU (where kernel launches would cost more than the work);
+        a named numba method
         copies the scores to the CPU and back.
     reduction : "mean" (over the queries that have a positive and a negative), "sum", or
         "none" (shape (Q,), or a scalar for 1-D scores).

@@ -6,8 +6,8 @@ two full per-row sorts; here the work is:
 
 1. **One sort of all queries at once.** A flat stable sort of 64-bit keys (query, label,
    score) puts each query's positives, then its negatives, by descending score, ties in
-   input order: a flat sort takes about half the time of torch's per-row sort (6.6 against
-   12.7 ms for 64 x 10^6 float64 on an H200). The query and the label take the key's top
+   input order, in one pass where torch's per-row sort takes two (``qsrank bench
+   torch-lai`` measures the whole inference). The query and the label take the key's top
    bits, so the score keeps the rest; scores that differ only in the bits cut off come out
    equal-keyed in input order, and :func:`_repair` sorts each such run by score (a run of
    two, rarely, in random scores).

@@ -5,7 +5,7 @@ from torch import nn
 
 from qs.surrogates.sodeep.checkpoints import load_sorter
 from qs.surrogates.sodeep.sorters import exact_ranks
-from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
+from qs.validation import as_query_rows, check_finite_tensor, check_scores
 
 __all__ = ["sodeep_ap_loss", "sodeep_spearman_loss"]
 
@@ -67,9 +67,7 @@ def sodeep_ap_loss(scores, labels, sorter=None, reduction="mean"):
         gradient, and "mean" leaves it out.
     """
     ranks = _sorted_ranks(sorter, scores)
-    pos = as_positive_tensor(labels, scores)
-    pos = pos if pos.ndim == 2 else pos[None]
-    rows = scores.detach() if scores.ndim == 2 else scores.detach()[None]
+    rows, pos = as_query_rows(scores.detach(), labels)
     d = rows.shape[-1]
     # numerator: positives scored at or above each score (exact, no gradient)
     above = (rows[:, None, :] >= rows[:, :, None]) & pos[:, None, :]
