@@ -101,7 +101,10 @@ def test_two_calls_before_one_backward_keep_each_call_s_memory():
     memory = CrossBatchMemory(8)
     memory(*data[0])
     xs = [emb.clone().requires_grad_(True) for emb, _ in data[1:]]
-    total = memory(xs[0], data[1][1]) + memory(xs[1], data[2][1])
+    first = memory(xs[0], data[1][1])
+    buffer = memory.memory
+    total = first + memory(xs[1], data[2][1])
+    assert memory.memory is buffer  # written in place: the backward reads no memory
     total.backward()
     past = [torch.cat([data[0][0]])[-8:], torch.cat([data[0][0], data[1][0]])[-8:]]
     past_labels = [data[0][1][-8:], torch.cat([data[0][1], data[1][1]])[-8:]]
