@@ -1,5 +1,7 @@
 """qs.torch.memory: the batch ranked against itself and a FIFO of past embeddings."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -125,6 +127,20 @@ def test_the_state_dict_restores_the_memory():
     for a, b in zip(memory.stored(), fresh.stored()):
         assert torch.equal(a, b)
     assert fresh(*data[3]).item() == memory(*data[3]).item()
+
+
+def test_a_copy_keeps_the_memory_but_not_the_work_arrays():
+    data = batches((6, 5))
+    memory = CrossBatchMemory(8)
+    for emb, labels in data:
+        memory(emb, labels)
+    assert memory._work
+    twin = copy.deepcopy(memory)
+    assert twin._work == {} and memory._work
+    for a, b in zip(memory.stored(), twin.stored()):
+        assert torch.equal(a, b)
+    (emb, labels), = batches((7,), seed=3)
+    assert twin(emb, labels).item() == memory(emb, labels).item()
 
 
 def test_a_large_memory_runs_and_follows_the_state_dict():

@@ -107,6 +107,10 @@ class CrossBatchMemory(torch.nn.Module):
         self.next = (self.next + len(labels)) % self.size
         self.filled = min(self.size, self.filled + len(labels))
 
+    def __getstate__(self):
+        """Pickled (``torch.save`` of the module, ``copy.deepcopy``) without the work arrays."""
+        return {**self.__dict__, "_work": {}}
+
     def get_extra_state(self):
         return {"filled": self.filled, "next": self.next}
 
