@@ -1,5 +1,7 @@
 """qs.torch.memory: the batch ranked against itself and a FIFO of past embeddings."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -101,7 +103,10 @@ def test_two_calls_before_one_backward_keep_each_call_s_memory():
     memory = CrossBatchMemory(8)
     memory(*data[0])
     xs = [emb.clone().requires_grad_(True) for emb, _ in data[1:]]
-    total = memory(xs[0], data[1][1]) + memory(xs[1], data[2][1])
+    first = memory(xs[0], data[1][1])
+    buffer = memory.memory
+    total = first + memory(xs[1], data[2][1])
+    assert memory.memory is buffer  # written in place: the backward reads no memory
     total.backward()
     past = [torch.cat([data[0][0]])[-8:], torch.cat([data[0][0], data[1][0]])[-8:]]
     past_labels = [data[0][1][-8:], torch.cat([data[0][1], data[1][1]])[-8:]]
@@ -122,6 +127,20 @@ def test_the_state_dict_restores_the_memory():
     for a, b in zip(memory.stored(), fresh.stored()):
         assert torch.equal(a, b)
     assert fresh(*data[3]).item() == memory(*data[3]).item()
+
+
+def test_a_copy_keeps_the_memory_but_not_the_work_arrays():
+    data = batches((6, 5))
+    memory = CrossBatchMemory(8)
+    for emb, labels in data:
+        memory(emb, labels)
+    assert memory._work
+    twin = copy.deepcopy(memory)
+    assert twin._work == {} and memory._work
+    for a, b in zip(memory.stored(), twin.stored()):
+        assert torch.equal(a, b)
+    (emb, labels), = batches((7,), seed=3)
+    assert twin(emb, labels).item() == memory(emb, labels).item()
 
 
 def test_a_large_memory_runs_and_follows_the_state_dict():

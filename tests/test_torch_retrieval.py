@@ -5,7 +5,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.retrieval import RetrievalLoss, retrieval_loss, similarities  # noqa: E402
+from qs.torch import hinge_solve  # noqa: E402
+from qs.torch.retrieval import (  # noqa: E402
+    RetrievalLoss,
+    ranked_against,
+    retrieval_loss,
+    similarities,
+)
 
 torch.set_num_threads(1)
 
@@ -140,6 +146,32 @@ def test_reference_set_ranks_queries_against_it_without_a_mask():
     # product: the same sums, rounded in another order
     torch.testing.assert_close(q.grad, q2.grad, rtol=1e-13, atol=1e-16)
     torch.testing.assert_close(r.grad, r2.grad, rtol=1e-13, atol=1e-16)
+
+
+def test_work_arrays_kept_between_calls_of_other_shapes_and_dtypes_change_nothing():
+    """The similarities and positives written into a caller's work arrays, grown, reused
+    smaller, remade for another dtype: each call as one with fresh arrays, and no call's
+    gradient changed by the next call."""
+    work, calls, held_sizes = {}, [], []
+    for k, (b, n, dtype) in enumerate([(5, 30, torch.float64), (7, 50, torch.float64),
+                                       (3, 20, torch.float64), (6, 40, torch.float32)]):
+        emb, labels = batch(20 + k, b=b, dtype=dtype)
+        ref, ref_labels = batch(30 + k, b=n, dtype=dtype)
+        got = []
+        for held in (work, None):
+            x = emb.clone().requires_grad_(True)
+            value = ranked_against(x, labels, ref, ref_labels, hinge_solve("ap", "auto"),
+                                   "mean", work=held)
+            got.append((value, x))
+        calls.append(got)
+        held_sizes.append((work["product"].numel(), work["product"].dtype))
+    assert held_sizes == [(150, torch.float64), (350, torch.float64), (350, torch.float64),
+                          (240, torch.float32)]
+    for (value, x), (expected, y) in calls:
+        value.backward()
+        expected.backward()
+        assert value.item() == expected.item()
+        assert torch.equal(x.grad, y.grad) and x.grad.abs().sum() > 0
 
 
 def test_float32_embeddings_give_float32_loss_and_gradient():

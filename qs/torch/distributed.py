@@ -15,8 +15,9 @@ embeddings or scores. So every process must call backward, as in any data-parall
 divides the global loss's gradient by the world size: multiply the loss by the world size to
 undo that.
 
-Round trips are what a step costs on a CPU backend (gloo: about 0.1-1 ms each), so each
-exchange is one collective, an ``all_to_all`` (on gloo about half the latency of an
+Round trips are what a step costs on a CPU backend (gloo on loopback, 2 processes: about
+0.2-0.5 ms each, and 0.2-0.3 ms of CPU time in each process, which the processes pay in
+turn when they share the cores), so each exchange is one collective, an ``all_to_all`` (on gloo about half the latency of an
 ``all_gather``). The shapes, dtypes and data of every process travel together: to each
 process a byte chunk made of a fixed header (rows, the values the processes must agree on,
 chunk bytes) and the data, padded to a capacity that every process knows alike (the largest
@@ -129,30 +130,32 @@ class _GlobalRankLoss(torch.autograd.Function):
         sizes, every = _exchange(group, n_r, ("number of queries", "dtype"),
                                  (q, _code(scores)),
                                  [[x[s::world], pos[s::world]] for s in range(world)])
-        queries = [len(range(s, q, world)) for s in range(world)]
-        mine, width = queries[rank], scores.element_size()
-        mine_scores = torch.cat([_read(every[r], 0, x.dtype, (mine, n))
-                                 for r, n in enumerate(sizes)], dim=1).to(x.device)
-        mine_pos = torch.cat([_read(every[r], width * mine * n, torch.bool, (mine, n))
-                              for r, n in enumerate(sizes)], dim=1).to(x.device)
-        values, coef, counts = _solve(mine_scores, mine_pos, loss=loss, method=method)
-        # to process s: each query's value, whether it counts, its gradient on s's columns
-        head = [values.to(coef.dtype), counts.to(coef.dtype)]
-        starts = [sum(sizes[:s]) for s in range(world)]
-        send = torch.cat([t for s in range(world) for t in
-                          head + [coef[:, starts[s] : starts[s] + sizes[s]].reshape(-1)]])
-        receive = [queries[r] * (2 + n_r) for r in range(world)]
-        got = _all_to_all(send.to(_wire_device(group)), [mine * (2 + n) for n in sizes],
-                          receive, group).to(x.device).split(receive)
-        # in query order: query k * world + r is process r's k-th
-        every_value, counted, grad = coef.new_empty(q), coef.new_empty(q), coef.new_empty(q, n_r)
-        for r, part in enumerate(got):
-            every_value[r::world] = part[: queries[r]]
-            counted[r::world] = part[queries[r] : 2 * queries[r]]
-            grad[r::world] = part[2 * queries[r] :].view(queries[r], n_r)
-        count = counted.to(torch.int64).sum().clamp(min=1)
-        ctx.save_for_backward(grad, count)
-        return every_value.sum() / count
+        mine, width = len(range(rank, q, world)), x.element_size()
+        parts = [(_read(every[r], 0, x.dtype, (mine, n)).to(x.device),
+                  _read(every[r], width * mine * n, torch.bool, (mine, n)).to(x.device))
+                 for r, n in enumerate(sizes)]
+        # process 0's columns lead each row (read from their own block, not joined here)
+        rest = parts[1:] or [(x[:mine, :0], pos[:mine, :0])]
+        values, coef, counts = _solve(_side_by_side([p[0] for p in rest]),
+                                      _side_by_side([p[1] for p in rest]), loss=loss,
+                                      method=method, lead=parts[0])
+        # to process s: each query's value, whether it counts and its gradient on s's
+        # columns, in rows padded to the most queries a process solves, so that what comes
+        # back is one (world, most, 2 + n_r) block whose rows interleave into query order
+        most = -(-q // world)
+        send = coef.new_empty(most * (2 * world + sum(sizes)))
+        at = start = 0
+        for n in sizes:
+            block = send[at : at + most * (2 + n)].view(most, 2 + n)
+            block[:mine, 0], block[:mine, 1] = values, counts
+            block[:mine, 2:] = coef[:, start : start + n]
+            at, start = at + most * (2 + n), start + n
+        got = _all_to_all(send.to(_wire_device(group)), [most * (2 + n) for n in sizes],
+                          [most * (2 + n_r)] * world, group).to(x.device)
+        got = got.view(world, most, 2 + n_r).transpose(0, 1).reshape(most * world, 2 + n_r)[:q]
+        count = got[:, 1].to(torch.int64).sum().clamp(min=1)
+        ctx.save_for_backward(got[:, 2:], count)
+        return got[:, 0].sum() / count
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -191,59 +194,63 @@ def _exchange(group, rows, names, agreed=None, chunks=None):
     capacity = _capacity.get(key, 0)
     device = _wire_device(group)
     world = dist.get_world_size(group)
-    data = [[_bytes(t) for t in chunk] for chunk in chunks or [[]] * world]
-    size = max(sum(t.numel() for t in chunk) for chunk in data)
+    chunks = chunks or [[]] * world
+    size = max(sum(t.numel() * t.element_size() for t in chunk) for chunk in chunks)
     refused = rows is None
     header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size],
                           dtype=torch.int64)
     head = 8 * _HEADER
     fits = size <= capacity
-    every = _all_to_all(_packed([[_bytes(header)] + (chunk if fits else []) for chunk in data],
-                                head + capacity, device), None, None, group)
-    every = every.view(world, head + capacity)
-    table = every[:, :head].cpu().contiguous().view(torch.int64).tolist()
+    send = torch.zeros((world, head + capacity), dtype=torch.uint8, device=device)
+    send[:, :head] = header.view(torch.uint8)
+    if fits:
+        _pack(send[:, head:], chunks)
+    every = _all_to_all(send, None, None, group)
+    table = every[:, :head].cpu().view(torch.int64).tolist()
     needed = -(-max(header[-1] for header in table) // 8) * 8  # 8-byte aligned rows
     _capacity[key] = needed
     if refused:
         return None, None
     _check_headers(table, names)
     if needed > capacity:
-        every = _all_to_all(_packed(data, needed, device), None, None, group)
-        return [header[0] for header in table], every.view(world, needed)
+        send = torch.zeros((world, needed), dtype=torch.uint8, device=device)
+        _pack(send, chunks)
+        return [header[0] for header in table], _all_to_all(send, None, None, group)
     return [header[0] for header in table], every[:, head:]
 
 
-def _packed(chunks, length, device):
-    """(world * length) uint8: the bytes of each chunk's tensors one after the other, each
-    chunk zero-padded to ``length``."""
-    buffer = torch.zeros((len(chunks), length), dtype=torch.uint8, device=device)
-    for row, chunk in zip(buffer, chunks):
+def _pack(rows, chunks):
+    """Write into row s of the uint8 matrix ``rows`` the bytes of the tensors of
+    ``chunks[s]`` one after the other (each starting at a multiple of its element size:
+    the widest first)."""
+    for row, chunk in zip(rows, chunks):
         at = 0
         for t in chunk:
-            row[at : at + t.numel()] = t
-            at += t.numel()
-    return buffer.view(-1)
-
-
-def _bytes(t):
-    return t.contiguous().view(-1).view(torch.uint8)
+            size = t.numel() * t.element_size()
+            row[at : at + size].view(t.dtype).view(t.shape).copy_(t)
+            at += size
 
 
 def _all_to_all(send, send_counts, receive_counts, group):
-    """``all_to_all_single`` of a 1-D tensor, sent as bytes (any dtype goes through gloo):
-    chunks of equal size when the counts are None, else ``send_counts[s]`` elements to
-    process s and ``receive_counts[r]`` from process r. On gloo, about half the latency of
-    an ``all_gather`` of the same chunks (2 processes on loopback)."""
-    dtype, width = send.dtype, send.element_size()
-    send = _bytes(send)
+    """``all_to_all_single`` of a tensor, sent as bytes (any dtype goes through gloo): equal
+    parts along its first dimension when the counts are None, else (1-D) ``send_counts[s]``
+    elements to process s and ``receive_counts[r]`` from process r. On gloo, about half the
+    latency of an ``all_gather`` of the same chunks (2 processes on loopback)."""
     if send_counts is None:
         receive = torch.empty_like(send)
         dist.all_to_all_single(receive, send, group=group)
         return receive
-    receive = send.new_empty(sum(receive_counts) * width)
-    dist.all_to_all_single(receive, send, [c * width for c in receive_counts],
+    width = send.element_size()
+    receive = send.new_empty(sum(receive_counts) * width, dtype=torch.uint8)
+    dist.all_to_all_single(receive, send.view(torch.uint8),
+                           [c * width for c in receive_counts],
                            [c * width for c in send_counts], group=group)
-    return receive.view(dtype)
+    return receive.view(send.dtype)
+
+
+def _side_by_side(blocks):
+    """The (rows, columns) blocks joined column-wise; one block as it is, not copied."""
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, 1)
 
 
 def _read(chunk, at, dtype, shape):

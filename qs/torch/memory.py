@@ -7,11 +7,12 @@ query, found by exact inference as in :func:`qs.torch.retrieval.retrieval_loss`.
 is stored after its loss is made (at the next call), so a sample is never its own
 positive. With cosine similarity the memory holds the normalised embeddings, so a call
 normalises only its batch. The memory is a pair of module buffers (and the fill count as
-extra state): it follows ``.to(device)`` and the state dict. A batch is written in place
-once the backward of the call that used the memory has run; before that (two calls, then
-one backward, as in gradient accumulation) it goes into new buffers, a copy of the memory,
-so the earlier graph keeps the values it was made with. (A graph backpropagated twice with
-``retain_graph=True`` across a later call gets torch's in-place modification error.)
+extra state): it follows ``.to(device)`` and the state dict. A batch is written over the
+oldest samples in place: the backward of a call reads nothing of the memory (the gradient's
+product with it is made in the forward pass, :func:`qs.torch.retrieval.ranked_against`), so
+two calls before one backward (gradient accumulation) each keep the gradient of the memory
+they were ranked against. The module also keeps, from call to call, the work arrays of the
+(B, M) similarities and positives, which are not part of its state.
 """
 
 import torch
@@ -49,7 +50,7 @@ class CrossBatchMemory(torch.nn.Module):
         self.filled = 0  # samples in memory
         self.next = 0  # where the next one goes
         self._pending = None  # the last batch, stored at the next call
-        self._held = False  # a graph not yet backpropagated holds the memory
+        self._work = {}  # ranked_against's work arrays
 
     def forward(self, embeddings, labels):
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
@@ -65,14 +66,11 @@ class CrossBatchMemory(torch.nn.Module):
         if not self.filled:
             value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
         else:
-            held = torch.is_grad_enabled() and embeddings.requires_grad
-            self._held = self._held or held
             value = ranked_against(embeddings, labels,
                                    self.memory[: self.filled].to(embeddings.dtype),
                                    self.memory_labels[: self.filled],
                                    hinge_solve(self.loss, self.method), self.reduction,
-                                   lead=scores, lead_positive=positive,
-                                   on_backward=self._release if held else None)
+                                   lead=scores, lead_positive=positive, work=self._work)
         self._pending = (embeddings.detach(), labels)
         return value
 
@@ -81,7 +79,7 @@ class CrossBatchMemory(torch.nn.Module):
         self.memory = torch.empty(0, 0, device=self.memory.device)
         self.memory_labels = torch.empty(0, dtype=torch.int64, device=self.memory.device)
         self.filled = self.next = 0
-        self._pending, self._held = None, False
+        self._pending = None
 
     def stored(self):
         """(embeddings, labels) in memory, oldest first (normalised for cosine similarity)."""
@@ -91,34 +89,27 @@ class CrossBatchMemory(torch.nn.Module):
         order = torch.arange(self.next, self.next + self.size) % self.size
         return self.memory[order], self.memory_labels[order]
 
-    def _release(self):
-        """Backward read the memory this call was ranked against: it may be written over."""
-        self._held = False
-
     def _flush(self):
-        """Store the last batch: in place, or into new buffers while a graph that has not
-        been backpropagated holds the old ones (gradient accumulation)."""
+        """Store the last batch."""
         if self._pending is not None:
             embeddings, labels = self._pending
             self._pending = None
-            self._store(embeddings, labels, in_place=not self._held)
+            self._store(embeddings, labels)
 
-    def _store(self, embeddings, labels, in_place=False):
+    def _store(self, embeddings, labels):
         if not self.memory.numel():
             self.memory = embeddings.new_zeros((self.size, embeddings.shape[1]))
             self.memory_labels = labels.new_zeros(self.size, dtype=torch.int64)
-            in_place = True
         embeddings, labels = embeddings[-self.size :], labels[-self.size :]
         at = (self.next + torch.arange(len(labels), device=self.memory.device)) % self.size
-        embeddings, labels = embeddings.to(self.memory), labels.to(self.memory_labels)
-        if in_place:
-            self.memory.index_copy_(0, at, embeddings)
-            self.memory_labels.index_copy_(0, at, labels)
-        else:
-            self.memory = self.memory.index_copy(0, at, embeddings)
-            self.memory_labels = self.memory_labels.index_copy(0, at, labels)
+        self.memory.index_copy_(0, at, embeddings.to(self.memory))
+        self.memory_labels.index_copy_(0, at, labels.to(self.memory_labels))
         self.next = (self.next + len(labels)) % self.size
         self.filled = min(self.size, self.filled + len(labels))
+
+    def __getstate__(self):
+        """Pickled (``torch.save`` of the module, ``copy.deepcopy``) without the work arrays."""
+        return {**self.__dict__, "_work": {}}
 
     def get_extra_state(self):
         return {"filled": self.filled, "next": self.next}
@@ -135,7 +126,7 @@ class CrossBatchMemory(torch.nn.Module):
             if prefix + name in state_dict:
                 setattr(self, name, torch.empty_like(state_dict[prefix + name],
                                                      device=getattr(self, name).device))
-        self._pending, self._held = None, False
+        self._pending = None
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
