@@ -15,10 +15,10 @@ embeddings or scores. So every process must call backward, as in any data-parall
 divides the global loss's gradient by the world size: multiply the loss by the world size to
 undo that.
 
-Round trips are what a step costs on a CPU backend (gloo on loopback, 2 processes: about
-0.2-0.5 ms each, and 0.2-0.3 ms of CPU time in each process, which the processes pay in
-turn when they share the cores), so each exchange is one collective, an ``all_to_all`` (on gloo about half the latency of an
-``all_gather``). The shapes, dtypes and data of every process travel together: to each
+Round trips are what a step costs on a CPU backend (on gloo, a fraction of a millisecond
+each, part of it CPU time in every process, which the processes pay in turn when they share
+the cores), so each exchange is one collective, an ``all_to_all`` (on gloo about half the
+latency of an ``all_gather``). The shapes, dtypes and data of every process travel together: to each
 process a byte chunk made of a fixed header (rows, the values the processes must agree on,
 chunk bytes) and the data, padded to a capacity that every process knows alike (the largest
 chunk of the previous exchange on the group), so that a step of the same shapes as the last
