@@ -477,3 +477,16 @@ def test_plot_redraws_the_figure_and_names_a_missing_file(tiny_run, tmp_path):
     assert result.exit_code == 1
     assert f"{copy / 'timings.csv'} is missing" in result.output
     assert not (copy / "figure.png").exists()
+
+
+def test_lockstep_units_go_method_by_method():
+    """A lockstep loss trains every class in its first unit: units in method order, so the
+    run's progress counts the classes done; class by class otherwise."""
+    for lockstep in (False, True):
+        cfg = _runner.resolve(voc.SPEC, {"classes": ["cat", "dog"], "lockstep": lockstep,
+                                         "C": 10})
+        methods = voc_train.selected_methods(cfg)
+        units = voc_train.units(cfg, None)
+        assert sorted(units) == sorted((c, m) for c in ("cat", "dog") for m in methods)
+        first = [m for _, m in units[:2]] if lockstep else [c for c, _ in units[:len(methods)]]
+        assert len(set(first)) == 1, units

@@ -124,6 +124,10 @@ def settings(cfg, data):
 
 
 def units(cfg, data):
+    """(class, method) pairs: class by class; with ``lockstep``, method by method, since a
+    loss's first unit trains every class and the progress bar then counts what is done."""
+    if cfg["lockstep"]:
+        return [(c, m) for m in selected_methods(cfg) for c in cfg["classes"]]
     return [(c, m) for c in cfg["classes"] for m in selected_methods(cfg)]
 
 
