@@ -64,10 +64,11 @@ def code_version(repo=REPO):
     return f"{head}-dirty-{h.hexdigest()[:16]}"
 
 
-def provenance(seed, data, data_sha256=None, overrides=(), status="complete"):
+def provenance(seed, data, data_sha256=None, overrides=(), status="complete", code=None):
     """What a reader needs to trust or rerun a result: versions, code, the command and its
     `--set` overrides, whether it ran to the end (`status`: "complete", or "interrupted" with
-    what stopped it), seed, data, host, time."""
+    what stopped it), seed, data, host, time. `code`: the :func:`code_version` the command
+    began with (default: the current one)."""
     return {
         "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": sys.argv,
@@ -76,7 +77,7 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete"):
         "seed": seed,
         "data": data,
         "data_sha256": data_sha256,
-        "git_commit": code_version(),
+        "git_commit": code or code_version(),
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in PACKAGES},
         "host": platform.node(),
@@ -86,12 +87,13 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete"):
 
 
 def write_provenance(out, seed, data, settings, data_sha256=None, overrides=(),
-                     status="complete"):
+                     status="complete", code=None):
     """Write out/provenance.json: this command's provenance, plus the list of every command
     that wrote to the run with its settings, `--set` overrides and status (a figure is made by
-    several commands, one per panel, and a resumed run by several sittings)."""
+    several commands, one per panel, and a resumed run by several sittings). `code`: as
+    :func:`provenance`."""
     path = Path(out) / "provenance.json"
-    record = provenance(seed, data, data_sha256, overrides, status)
+    record = provenance(seed, data, data_sha256, overrides, status, code)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
     commands.append({"command": record["command"], "overrides": record["overrides"],
@@ -102,7 +104,8 @@ def write_provenance(out, seed, data, settings, data_sha256=None, overrides=(),
 
 
 @contextmanager
-def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=()):
+def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=(),
+                           code=None):
     """Run the block; if it stops early (Ctrl-C, an error), record this command in
     out/provenance.json as ``interrupted: <what stopped it>`` before the error goes on, so a
     run directory never passes an unfinished command off as a finished one."""
@@ -111,5 +114,5 @@ def recording_interruption(out, seed, data, settings, data_sha256=None, override
     except BaseException as err:
         what = type(err).__name__ + (f": {' '.join(str(err).split())[:200]}" if str(err) else "")
         write_provenance(out, seed, data, settings, data_sha256, overrides,
-                         status=f"interrupted: {what}")
+                         status=f"interrupted: {what}", code=code)
         raise

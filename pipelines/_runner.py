@@ -18,7 +18,7 @@ from tqdm import tqdm
 from pipelines import _config, _schema
 from pipelines._config import dump_config, new_run_dir
 from pipelines._io import write_text
-from pipelines._provenance import recording_interruption, write_provenance
+from pipelines._provenance import code_version, recording_interruption, write_provenance
 from pipelines._runs import RunStore, claim_run_dir, settings_key
 
 
@@ -151,14 +151,17 @@ def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256
     """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
     results/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
     the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
-    the `--set` `overrides`); when it fails, record the command as interrupted."""
+    the `--set` `overrides`); when it fails, record the command as interrupted. The code
+    recorded is the code as the run began: a run of hours must not take the commits made
+    meanwhile for its own."""
     out = claim_run_dir(out_dir or new_run_dir(name, label), name, kind)
     provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256,
                   overrides)
-    with recording_interruption(*provenance):
+    code = code_version()
+    with recording_interruption(*provenance, code=code):
         yield out
         write_text(out / "config.yaml", dump_config(cfg))
-    write_provenance(*provenance)
+    write_provenance(*provenance, code=code)
 
 
 def resume_status(n_units, n_left, what="units"):

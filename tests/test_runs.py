@@ -173,3 +173,22 @@ def test_a_run_directory_made_again_is_locked_again(tmp_path):
     shutil.rmtree(out)
     assert claim_run_dir(out, "digits", "tables") == out
     assert _runs._HELD[out.resolve()].held()
+
+
+def test_provenance_records_the_code_a_run_began_with(tmp_path, monkeypatch):
+    """Commits made while a long run goes on are not its code: the version read as it began
+    is the one recorded, complete or interrupted."""
+    from pipelines import _provenance
+
+    versions = iter(["begun", "begun again"])
+    monkeypatch.setattr(_runner, "code_version", lambda: next(versions))
+    monkeypatch.setattr(_provenance, "code_version", lambda: "later")
+    with _runner.run_dir("voc2011_actions", "tables", tmp_path / "a", {"seed": 0}, "data", {}):
+        pass
+    record = json.loads((tmp_path / "a" / "provenance.json").read_text())
+    assert record["git_commit"] == "begun" and record["commands"][-1]["git_commit"] == "begun"
+    with pytest.raises(KeyboardInterrupt), \
+            _runner.run_dir("voc2011_actions", "tables", tmp_path / "b", {"seed": 0}, "data", {}):
+        raise KeyboardInterrupt
+    record = json.loads((tmp_path / "b" / "provenance.json").read_text())
+    assert record["git_commit"] == "begun again" and "interrupted" in record["status"]
