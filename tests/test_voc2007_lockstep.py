@@ -157,3 +157,21 @@ def test_the_scale_configs_are_valid_and_shaped_like_cnn_features(name):
     cfg = Config.model_validate(yaml.safe_load(path.read_text())).model_dump()
     assert cfg["lockstep"] and cfg["synthetic"]["generated"]
     assert cfg["synthetic"]["components"] > 0
+
+
+def test_the_summary_table_shows_fields_an_older_entry_lacks_as_a_dash():
+    """An entry of lockstep.json written before the boxes, features, working sets and peak
+    memory were recorded gets a row with "-" in their cells (no projection: its features
+    are unknown); a complete entry beside it keeps its numbers."""
+    new = {"passes": 4, "resumed": 1, "boxes": 2000, "features": 4096,
+           "pass_s": [1.0, 3.0], "train_s": 10.0, "test_s": 2.5, "working_set": 5,
+           "verify": "step", "outer_steps": 6, "repeats": 2, "working_set_rows": 7,
+           "working_set_gb": 0.25, "peak_rss_gb": 1.5}
+    old = {k: new[k] for k in ("passes", "resumed", "pass_s", "train_s", "test_s",
+                               "working_set", "verify", "outer_steps", "repeats")}
+    table = voc_lockstep._summary_table({"01": old, "ap": new}).splitlines()
+    assert table[2] == "| 01 | - | 4 (1) | 6 | 2 | 10.0 | 2.00 | - | 2.5 | - | - |"
+    assert table[3] == ("| ap | 2,000 x 4096 | 4 (1) | 6 | 2 | 10.0 | 2.00 | 1000.00 | 2.5 "
+                        "| 0.250 | 1.50 |")
+    assert len(table) == 4
+    assert "At the mean rate" in voc_lockstep._summary_table({"ap": new})
