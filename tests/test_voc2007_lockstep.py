@@ -4,6 +4,7 @@ on a dask.distributed cluster; a run resumed after an interruption says so and e
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,43 @@ def test_the_summary_table_shows_fields_an_older_entry_lacks_as_a_dash():
                         "| 0.250 | 1.50 |")
     assert len(table) == 4
     assert "At the mean rate" in voc_lockstep._summary_table({"ap": new})
+
+
+def test_a_step_verified_run_resumes_from_its_constraints_or_from_a_state_without(
+        tmp_path, monkeypatch):
+    """Interrupted in the middle of a repeated step, a step-verified run resumes from its
+    stored constraints with the uninterrupted run's models (SHA-256); the same state stored
+    without them (the earlier layout) resumes too, its repeat solved cold."""
+    step = {"lockstep": True, "working_set": 1, "verify": "step"}
+    reference, _ = train(tmp_path, "reference", **step)
+    real = voc_lockstep.latent_lockstep
+
+    def interrupted(*args, callback, **kwargs):
+        def stop(state):
+            callback(state)
+            if any(c.constraints is not None for c in state.classes):
+                raise KeyboardInterrupt
+        return real(*args, callback=stop, **kwargs)
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, **step}))
+    out, cold = tmp_path / "run", tmp_path / "cold"
+    monkeypatch.setattr(voc_lockstep, "latent_lockstep", interrupted)
+    invoke("train", "--config", config, "--out", out)
+    monkeypatch.setattr(voc_lockstep, "latent_lockstep", real)
+    shutil.copytree(out, cold)
+    (path,) = (cold / "runs").glob("lockstep__*.npz")
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = dict(stored)
+    assert any(k.startswith("constraints_") for k in arrays)
+    np.savez_compressed(path, **{k: v for k, v in arrays.items()
+                                 if not k.startswith("constraints_")})
+    for run in (out, cold):
+        result = invoke("train", "--config", config, "--out", run)
+        assert result.exit_code == 0, result.output
+        assert "resuming from the stored state" in result.output
+    same_tables(out, reference)
+    ours, ref = (pd.read_csv(d / "timings.csv") for d in (cold, reference))
+    pd.testing.assert_frame_equal(ours[["class", "method", "n_pos"]],
+                                  ref[["class", "method", "n_pos"]])
+    assert ours["test_ap"].between(0, 1).all()
