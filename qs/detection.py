@@ -15,9 +15,11 @@ image's scores come from one matrix product of its own ``(K_max, d)`` rows (NumP
 ``matmul``), so they do not depend on how the images are grouped into blocks: in memory, on
 the threaded scheduler or on a ``dask.distributed`` cluster, the result is the same to the bit.
 
-The argmax rule lives in :func:`bag_argmax` and :func:`_best` only: the best box is the first
-among equal scores, padding excluded. Each image's best few boxes (the working sets of latent
-training) come from :mod:`qs.top_boxes`, by the same blocks and products.
+The argmax rule lives in :func:`bag_argmax` and :func:`padded_argmax` only: the best box is
+the first among equal scores, padding excluded. Each image's best few boxes (the working sets
+of latent training) come from :mod:`qs.top_boxes`, by the same blocks and products: it scores
+its blocks with :func:`flat_parts`, :func:`dask_parts` and :func:`sub_blocks`, as
+:func:`score_bags` does.
 """
 
 import contextlib
@@ -29,8 +31,8 @@ import numpy as np
 
 from qs.metrics import nms
 
-__all__ = ["BoxScores", "Detections", "bag_argmax", "check_flat", "check_padded",
-           "dask_scheduler", "score_bags"]
+__all__ = ["BoxScores", "Detections", "bag_argmax", "check_flat", "check_padded", "dask_parts",
+           "dask_scheduler", "flat_parts", "padded_argmax", "score_bags", "sub_blocks"]
 
 #: bytes of float64 features a block upcasts at a time: bounds memory per worker
 SUB_BLOCK_BYTES = 64 << 20
@@ -72,11 +74,11 @@ def bag_argmax(box_scores, offsets):
     padded = np.full((sizes.size, int(sizes.max())), -np.inf)
     padded[np.repeat(np.arange(sizes.size), sizes), np.arange(box_scores.size)
            - np.repeat(starts, sizes)] = box_scores
-    best, _ = _best(padded[:, :, None], sizes)
+    best, _ = padded_argmax(padded[:, :, None], sizes)
     return starts + best[:, 0]
 
 
-def _best(scores, counts):
+def padded_argmax(scores, counts):
     """``(index, score)`` of the best valid box of each image and class of ``scores``
     (n, K, c): the first maximum, rows at or beyond ``counts`` never chosen."""
     scores = np.where((np.arange(scores.shape[1]) < counts[:, None])[:, :, None], scores,
@@ -162,14 +164,14 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
                              f"{None if boxes is None else getattr(boxes, 'shape', None)}.")
     options = {"top": top, "nms_threshold": float(nms_threshold), "rows": rows}
     if flat:
-        parts = _flat_parts(features, counts, W, np.asarray(boxes) if top else None,
+        parts = flat_parts(features, counts, W, np.asarray(boxes) if top else None,
                             _score_block, options)
     elif isinstance(features, np.ndarray):
         parts = [_score_block(features, counts, W, np.asarray(boxes) if top else None, 0,
                               **options)]
     else:
-        parts = _dask_parts(features, counts, W, boxes if top else None, _score_block, options,
-                            scheduler)
+        parts = dask_parts(features, counts, W, boxes if top else None, _score_block, options,
+                           scheduler)
     best, score, gathered, found = zip(*parts)
     return BoxScores(np.concatenate(best), np.concatenate(score),
                      np.concatenate(gathered) if rows else None,
@@ -190,9 +192,11 @@ def check_flat(X, counts):
     return X, counts.astype(np.int64)
 
 
-def _flat_parts(X, counts, W, boxes, fn, options, per_image=False):
-    """``fn`` (a block scorer) over flat bags a few images at a time, each group padded to its
-    largest image; ``boxes`` one row per box, or per image when ``per_image``."""
+def flat_parts(X, counts, W, boxes, fn, options, per_image=False):
+    """The list of ``fn(block, counts, W, boxes, first_image, **options)`` (a block scorer, as
+    :func:`score_bags` and :func:`qs.top_boxes.class_top_boxes` use) over flat bags a few
+    images at a time, each group padded to its largest image; ``boxes`` one row per box, or
+    per image when ``per_image``."""
     offsets = np.concatenate([[0], np.cumsum(counts)])
     step = max(1, SUB_BLOCK_BYTES // (int(counts.max()) * X.shape[1] * 8))
     parts = []
@@ -209,9 +213,10 @@ def _flat_parts(X, counts, W, boxes, fn, options, per_image=False):
     return parts
 
 
-def _dask_parts(features, counts, W, boxes, fn, options, scheduler):
-    """``fn`` (a block scorer) over every block of images of a Dask array, one task per
-    block."""
+def dask_parts(features, counts, W, boxes, fn, options, scheduler):
+    """The tuple of ``fn(block, counts, W, boxes, first_image, **options)`` (a block scorer,
+    as :func:`flat_parts` calls it) over every block of images of a Dask array, one task per
+    block, computed on ``scheduler`` (as :func:`score_bags` takes it)."""
     import dask
 
     bounds = np.concatenate([[0], np.cumsum(features.chunks[0])])
@@ -255,7 +260,7 @@ def dask_scheduler(scheduler):
                          f"scheduler address or Client; got {scheduler!r}.")
 
 
-def _sub_blocks(block, counts, W, first_image):
+def sub_blocks(block, counts, W, first_image):
     """``(a, b, features, scores)`` of the images ``a:b`` of a block, a few at a time: their
     features upcast to float64 (one buffer for the block: its pages are touched once) and
     their scores (images, K_max, classes), one matrix product per image, checked finite."""
@@ -286,8 +291,8 @@ def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, ro
     score = np.empty((n, W.shape[1]))
     gathered = np.empty((n, W.shape[1], d)) if rows else None
     found = []
-    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
-        best[a:b], score[a:b] = _best(scores, counts[a:b])
+    for a, b, sub, scores in sub_blocks(block, counts, W, first_image):
+        best[a:b], score[a:b] = padded_argmax(scores, counts[a:b])
         if rows:
             gathered[a:b] = np.take_along_axis(sub, best[a:b, :, None], axis=1)
         if top:

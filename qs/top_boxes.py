@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qs.detection import _best, _dask_parts, _flat_parts, _sub_blocks, check_flat, check_padded
+from qs.detection import (check_flat, check_padded, dask_parts, flat_parts, padded_argmax,
+                          sub_blocks)
 
 __all__ = ["ClassTopBoxes", "TopBoxes", "class_top_boxes", "top_boxes"]
 
@@ -34,11 +35,11 @@ class TopBoxes(NamedTuple):
 
 def top_boxes(features, counts, w, k, *, scheduler=None):
     """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
-    boxes (bags, ``counts`` and ``scheduler`` as :func:`score_bags` takes them), with what
-    bounds the scores of the boxes left out under other weights: a box ``x`` left out scores
-    ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as ``x . (v -
-    w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`; its first
-    column is :func:`score_bags`'s best box."""
+    boxes (bags, ``counts`` and ``scheduler`` as :func:`qs.detection.score_bags` takes them),
+    with what bounds the scores of the boxes left out under other weights: a box ``x`` left
+    out scores ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as
+    ``x . (v - w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`;
+    its first column is :func:`qs.detection.score_bags`'s best box."""
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
@@ -49,11 +50,11 @@ def top_boxes(features, counts, w, k, *, scheduler=None):
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     options = {"k": int(k)}
     if flat:
-        parts = _flat_parts(features, counts, W, None, _top_block, options)
+        parts = flat_parts(features, counts, W, None, _top_block, options)
     elif isinstance(features, np.ndarray):
         parts = [_top_block(features, counts, W, None, 0, **options)]
     else:
-        parts = _dask_parts(features, counts, W, None, _top_block, options, scheduler)
+        parts = dask_parts(features, counts, W, None, _top_block, options, scheduler)
     return TopBoxes(*map(np.concatenate, zip(*parts)))
 
 
@@ -64,7 +65,7 @@ def _top_block(block, counts, W, boxes, first_image, *, k):
     score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
     mean, spread = np.empty((n, d)), np.empty(n)
     kept = min(k, k_max)
-    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
+    for a, b, sub, scores in sub_blocks(block, counts, W, first_image):
         valid = np.arange(k_max) < counts[a:b, None]
         scores = np.where(valid, scores[:, :, 0], -np.inf)
         order = np.argsort(-scores, axis=1, kind="stable")  # ties: the first box first
@@ -137,12 +138,12 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, held=Non
                "t": chosen.shape[1]}
     per_image = np.concatenate([gather, chosen, held], axis=1).astype(np.int64)
     if flat:
-        parts = _flat_parts(features, counts, W, per_image, _class_top_block, options, True)
+        parts = flat_parts(features, counts, W, per_image, _class_top_block, options, True)
     elif isinstance(features, np.ndarray):
         parts = [_class_top_block(features, counts, W, per_image, 0, **options)]
     else:
-        parts = _dask_parts(features, counts, W, per_image, _class_top_block, options,
-                            scheduler)
+        parts = dask_parts(features, counts, W, per_image, _class_top_block, options,
+                           scheduler)
     *fields, rows = zip(*parts)
     return ClassTopBoxes(*map(np.concatenate, fields), [r for r in rows if r.shape[0]])
 
@@ -165,14 +166,14 @@ def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g
     best = np.empty(chosen.shape, np.int64)
     image, box, rows = [], [], []
     kept = min(k, k_max)
-    for a, b, sub, scores in _sub_blocks(block, counts, W, first_image):
+    for a, b, sub, scores in sub_blocks(block, counts, W, first_image):
         valid = (np.arange(k_max) < counts[a:b, None])[:, :, None]
         top = np.moveaxis(np.where(valid, scores[:, :, :c], -np.inf), 1, 2)  # (m, c, K)
         order = np.argsort(-top, axis=2, kind="stable")[:, :, :kept]  # ties: first box first
         taken = (np.arange(kept) < counts[a:b, None])[:, None, :]
         index[a:b, :, :kept] = np.where(taken, order, -1)
         score[a:b, :, :kept] = np.take_along_axis(top, order, axis=2)
-        best[a:b] = _best(scores[:, :, c:], counts[a:b])[0]
+        best[a:b] = padded_argmax(scores[:, :, c:], counts[a:b])[0]
         # the distinct boxes named here and not held, (image, box) in order: one row each
         named = [np.stack([np.nonzero(taken.repeat(c, 1))[0], order[taken.repeat(c, 1)]], 1)]
         lacked = (best[a:b] != chosen[a:b]) & (chosen[a:b] >= 0)

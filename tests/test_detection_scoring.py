@@ -2,6 +2,9 @@
 loops over the images, the same result in memory, on Dask's threads, from a zarr array and on
 a dask.distributed cluster, and bad input named."""
 
+import ast
+import inspect
+
 import numpy as np
 import pytest
 
@@ -199,3 +202,14 @@ def test_bad_input_is_named():
     da = pytest.importorskip("dask.array")
     with pytest.raises(ValueError, match="scheduler must be None"):
         score_bags(da.from_array(features, chunks=(5, 9, 6)), counts, W, scheduler=3)
+
+
+def test_top_boxes_builds_on_the_public_names_of_detection():
+    """qs.top_boxes scores its blocks with the helpers qs.detection exports, none private."""
+    from qs import top_boxes as module
+
+    tree = ast.parse(inspect.getsource(module))
+    names = [a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and node.module == "qs.detection" for a in node.names]
+    assert names and all(n in detection.__all__ for n in names), names
+    assert all(hasattr(detection, n) for n in detection.__all__)

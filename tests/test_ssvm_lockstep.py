@@ -3,6 +3,8 @@
 small working sets (flat, padded, Dask; ties; AP and 0-1), step-verified steps solve each
 full inner problem, a resumed training ends where an uninterrupted one does."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -288,3 +290,51 @@ def test_working_sets_hold_float16_rows_once_for_every_class():
         assert nbytes == held * features.shape[2] * 2
     assert seen[0][0] < sum(int((w >= 0).sum()) for w in seen[0][2])  # shared rows
     assert seen[-1][0] == 0  # the rows of finished classes are freed
+
+
+def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models():
+    """Stored after any pass (through a ``.npz``, no pickle) and resumed, a step-verified
+    training repeats its steps from the stored constraints: the models, boxes, objectives
+    and cutting-plane iterations of the uninterrupted training, to the bit. A state stored
+    without the constraints (the earlier layout) resumes too, its repeats solved cold."""
+    X, offsets, labels = class_bags(7, n=40)
+    _, counts = padded(X, offsets)
+    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
+               "working_set": 1, "verify": "step"}
+    stored = []
+
+    def store(state):
+        buffer = io.BytesIO()
+        np.savez(buffer, **state.to_arrays())
+        buffer.seek(0)
+        with np.load(buffer, allow_pickle=False) as arrays:
+            stored.append(dict(arrays))
+
+    whole = latent_lockstep(X, counts, labels, callback=store, **options)
+    with_constraints = [s for s in stored if any(k.startswith("constraints_") for k in s)]
+    assert with_constraints and sum(c.repeats for c in whole.classes) > 0
+    cold_differs = False
+    for arrays in stored[:-1]:
+        resumed = latent_lockstep(X, counts, labels, state=LockstepState.from_arrays(arrays),
+                                  **options)
+        assert resumed.passes == whole.passes + 1
+        np.testing.assert_array_equal(resumed.W, whole.W)
+        for a, b in zip(resumed.classes, whole.classes):
+            assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
+            assert a.n_iter == b.n_iter and a.repeats == b.repeats and a.n_outer == b.n_outer
+        old = {k: v for k, v in arrays.items() if not k.startswith("constraints_")}
+        state = LockstepState.from_arrays(old)
+        assert all(c.constraints is None for c in state.classes)
+        cold = latent_lockstep(X, counts, labels, state=state, **options)
+        assert all(c.done for c in cold.classes)
+        cold_differs |= [c.n_iter for c in cold.classes] != [c.n_iter for c in whole.classes]
+    assert cold_differs  # the stored constraints are what the resumed solves start from
+    with pytest.raises(ValueError, match="made for features of another dimension"):
+        latent_lockstep(X[:, :-1], counts, labels,
+                        state=LockstepState.from_arrays(with_constraints[0]), **options)
+    bad = {**with_constraints[0]}
+    key = next(k for k in bad if k.startswith("constraints_G_"))
+    bad[key] = bad[key][:-1]
+    with pytest.raises(ValueError, match=r"not a lockstep training state: class \d+'s "
+                                         r"constraints have shapes"):
+        LockstepState.from_arrays(bad)

@@ -4,6 +4,7 @@ on a dask.distributed cluster; a run resumed after an interruption says so and e
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,61 @@ def test_the_scale_configs_are_valid_and_shaped_like_cnn_features(name):
     cfg = Config.model_validate(yaml.safe_load(path.read_text())).model_dump()
     assert cfg["lockstep"] and cfg["synthetic"]["generated"]
     assert cfg["synthetic"]["components"] > 0
+
+
+def test_the_summary_table_shows_fields_an_older_entry_lacks_as_a_dash():
+    """An entry of lockstep.json written before the boxes, features, working sets and peak
+    memory were recorded gets a row with "-" in their cells (no projection: its features
+    are unknown); a complete entry beside it keeps its numbers."""
+    new = {"passes": 4, "resumed": 1, "boxes": 2000, "features": 4096,
+           "pass_s": [1.0, 3.0], "train_s": 10.0, "test_s": 2.5, "working_set": 5,
+           "verify": "step", "outer_steps": 6, "repeats": 2, "working_set_rows": 7,
+           "working_set_gb": 0.25, "peak_rss_gb": 1.5}
+    old = {k: new[k] for k in ("passes", "resumed", "pass_s", "train_s", "test_s",
+                               "working_set", "verify", "outer_steps", "repeats")}
+    table = voc_lockstep._summary_table({"01": old, "ap": new}).splitlines()
+    assert table[2] == "| 01 | - | 4 (1) | 6 | 2 | 10.0 | 2.00 | - | 2.5 | - | - |"
+    assert table[3] == ("| ap | 2,000 x 4096 | 4 (1) | 6 | 2 | 10.0 | 2.00 | 1000.00 | 2.5 "
+                        "| 0.250 | 1.50 |")
+    assert len(table) == 4
+    assert "At the mean rate" in voc_lockstep._summary_table({"ap": new})
+
+
+def test_a_step_verified_run_resumes_from_its_constraints_or_from_a_state_without(
+        tmp_path, monkeypatch):
+    """Interrupted in the middle of a repeated step, a step-verified run resumes from its
+    stored constraints with the uninterrupted run's models (SHA-256); the same state stored
+    without them (the earlier layout) resumes too, its repeat solved cold."""
+    step = {"lockstep": True, "working_set": 1, "verify": "step"}
+    reference, _ = train(tmp_path, "reference", **step)
+    real = voc_lockstep.latent_lockstep
+
+    def interrupted(*args, callback, **kwargs):
+        def stop(state):
+            callback(state)
+            if any(c.constraints is not None for c in state.classes):
+                raise KeyboardInterrupt
+        return real(*args, callback=stop, **kwargs)
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, **step}))
+    out, cold = tmp_path / "run", tmp_path / "cold"
+    monkeypatch.setattr(voc_lockstep, "latent_lockstep", interrupted)
+    invoke("train", "--config", config, "--out", out)
+    monkeypatch.setattr(voc_lockstep, "latent_lockstep", real)
+    shutil.copytree(out, cold)
+    (path,) = (cold / "runs").glob("lockstep__*.npz")
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = dict(stored)
+    assert any(k.startswith("constraints_") for k in arrays)
+    np.savez_compressed(path, **{k: v for k, v in arrays.items()
+                                 if not k.startswith("constraints_")})
+    for run in (out, cold):
+        result = invoke("train", "--config", config, "--out", run)
+        assert result.exit_code == 0, result.output
+        assert "resuming from the stored state" in result.output
+    same_tables(out, reference)
+    ours, ref = (pd.read_csv(d / "timings.csv") for d in (cold, reference))
+    pd.testing.assert_frame_equal(ours[["class", "method", "n_pos"]],
+                                  ref[["class", "method", "n_pos"]])
+    assert ours["test_ap"].between(0, 1).all()

@@ -167,21 +167,26 @@ def _write_summary(run, loss, state, train_s, test_s, k, held):
 
 
 def _summary_table(summary):
-    """Markdown of ``lockstep.json``: one row per loss; with the paper's 4096 features, what
-    its passes would take at the paper's box count at the measured rate."""
+    """Markdown of ``lockstep.json``: one row per loss ("-" for a field its entry lacks, one
+    written before the field was recorded); with the paper's 4096 features, what its passes
+    would take at the paper's box count at the measured rate."""
     rows = ["| Loss | Trainval boxes x features | Passes (resumed) | Outer steps | Repeats | "
             "Training (s) | Mean pass (s) | Pass per 10^6 boxes (s) | Test scoring (s) | "
             "Working sets (GB) | Peak memory (GB) |", "|" + "---|" * 11]
     rates = []
     for loss, s in summary.items():
-        mean = sum(s["pass_s"]) / len(s["pass_s"])
-        rates.append(mean / s["boxes"])
-        rows.append(f"| {loss} | {s['boxes']:,} x {s['features']} | {s['passes']} "
-                    f"({s['resumed']}) | {s['outer_steps']} | {s['repeats']} | "
-                    f"{s['train_s']:.1f} | {mean:.2f} | {rates[-1] * 1e6:.2f} | "
-                    f"{s['test_s']:.1f} | {s['working_set_gb']:.3f} | "
-                    f"{s['peak_rss_gb']:.2f} |")
-    if all(s["features"] == PAPER_FEATURES for s in summary.values()):
+        mean = sum(s["pass_s"]) / len(s["pass_s"]) if s.get("pass_s") else None
+        rate = mean / s["boxes"] if mean is not None and s.get("boxes") else None
+        rates.append(rate if s.get("features") == PAPER_FEATURES else None)
+        size = f"{s['boxes']:,} x {s['features']}" if "boxes" in s and "features" in s \
+            else "-"
+        cells = [loss, size, f"{_cell(s, 'passes', '')} ({_cell(s, 'resumed', '')})",
+                 _cell(s, "outer_steps", ""), _cell(s, "repeats", ""),
+                 _cell(s, "train_s", ".1f"), "-" if mean is None else f"{mean:.2f}",
+                 "-" if rate is None else f"{rate * 1e6:.2f}", _cell(s, "test_s", ".1f"),
+                 _cell(s, "working_set_gb", ".3f"), _cell(s, "peak_rss_gb", ".2f")]
+        rows.append("| " + " | ".join(cells) + " |")
+    if rates and None not in rates:
         rate = sum(rates) / len(rates)
         train, test = (rate * n * PAPER_BOXES for n in SPLIT_SIZES.values())
         passes = sum(s["passes"] for s in summary.values())
@@ -195,3 +200,8 @@ def _summary_table(summary):
             "(the inner solves come on top; they grow with the images and the working sets, "
             "not with the boxes).")
     return "\n".join(rows) + "\n"
+
+
+def _cell(entry, key, spec):
+    """``entry[key]`` formatted by ``spec``, or "-" where the entry lacks it."""
+    return "-" if entry.get(key) is None else format(entry[key], spec)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qs.ssvm.cutting_plane import INITIAL_CAPACITY, Constraints
+
 __all__ = ["ClassState", "LockstepState"]
 
 
@@ -24,6 +26,9 @@ class ClassState:
     passes : the passes over every box when it finished (of the whole lockstep training).
     seconds : wall time spent on the class: its inner solves and checks, and an equal share
         of every pass it took part in.
+    constraints : with ``verify="step"``, the :class:`~qs.ssvm.cutting_plane.Constraints` of
+        the current outer step's inner solves so far, the warm start of its repeat (None at
+        a step's start and with ``verify="path"``).
     """
 
     w: np.ndarray | None
@@ -38,6 +43,7 @@ class ClassState:
     done: bool = False
     passes: int = 0
     seconds: float = 0.0
+    constraints: Constraints | None = None
 
     @property
     def lai_calls(self):
@@ -70,13 +76,21 @@ class LockstepState:
 
     def to_arrays(self):
         """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold
-        them): the ragged parts flattened, the scalars in a JSON string."""
+        them): the ragged parts flattened, the scalars in a JSON string. A class's warm-start
+        constraints are ``constraints_A_<j>`` (k, d), ``constraints_b_<j>`` (k,) and
+        ``constraints_G_<j>`` (k, k): the k constraints held (not the arrays' spare
+        capacity) and their Gram matrix as the solver grew it (recomputed, it could differ
+        in the last bits, and so would the resumed solves)."""
         arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": [],
                             "pass_seconds": [float(t) for t in self.pass_seconds]}
         for j, c in enumerate(self.classes):
             if c.w is not None:
                 arrays[f"w_{j}"] = c.w
             arrays[f"pos_boxes_{j}"], arrays[f"working_{j}"] = c.pos_boxes, c.working
+            if c.constraints is not None:
+                (A, b), G = c.constraints.rows(), c.constraints.gram()  # copied: the
+                arrays.update({f"constraints_A_{j}": A.copy(),  # solver changes them in place
+                               f"constraints_b_{j}": b.copy(), f"constraints_G_{j}": G.copy()})
             meta["classes"].append({
                 "objective": [float(v) for v in c.objective],
                 "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
@@ -88,15 +102,35 @@ class LockstepState:
 
     @classmethod
     def from_arrays(cls, arrays):
-        """The state :meth:`to_arrays` gave (a ValueError when the arrays are not one)."""
+        """The state :meth:`to_arrays` gave (a ValueError when the arrays are not one). A
+        state stored without the constraints (before they were stored) loads with none: a
+        class in the middle of a step-verified outer step then solves its repeat from
+        ``w = 0`` (the same optimum to the solver's tolerance, not the same bits)."""
         try:
             meta = json.loads(str(arrays["meta"]))
             classes = [ClassState(
                 w=np.asarray(arrays[f"w_{j}"], np.float64) if f"w_{j}" in arrays else None,
                 pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
-                working=np.asarray(arrays[f"working_{j}"], np.int64), **c)
+                working=np.asarray(arrays[f"working_{j}"], np.int64),
+                constraints=_constraints(arrays, j), **c)
                 for j, c in enumerate(meta["classes"])]
             return cls(classes, int(meta["passes"]), int(meta["resumed"]),
                        [float(t) for t in meta["pass_seconds"]])
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a lockstep training state: {err}") from None
+
+
+def _constraints(arrays, j):
+    """Class ``j``'s stored warm-start :class:`Constraints`, or None if none were stored."""
+    if f"constraints_A_{j}" not in arrays:
+        return None
+    A = np.asarray(arrays[f"constraints_A_{j}"], np.float64)
+    b = np.asarray(arrays[f"constraints_b_{j}"], np.float64)
+    G = np.asarray(arrays[f"constraints_G_{j}"], np.float64)
+    k = b.shape[0] if b.ndim == 1 else -1
+    if A.ndim != 2 or A.shape[0] != k or G.shape != (k, k):
+        raise ValueError(f"class {j}'s constraints have shapes A {A.shape}, b {b.shape}, "
+                         f"G {G.shape}; expected (k, d), (k,), (k, k).")
+    cuts = Constraints(A.shape[1], max(k, INITIAL_CAPACITY))
+    cuts.A[:k], cuts.b[:k], cuts.G[:k, :k], cuts.k = A, b, G, k
+    return cuts

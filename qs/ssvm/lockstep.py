@@ -28,7 +28,8 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
 With ``verify="step"`` a repeated step's inner solve starts from the constraints of its
 last solve (:class:`~qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
 repeat's problem too, whose negatives only gain boxes, so the repeat starts at their
-solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). The
+solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). They are
+part of the state, so a resumed training repeats the step as the uninterrupted one does. The
 working sets' features are held once per box for all classes, in the features' own type
 (:mod:`qs.ssvm._working_sets`). A pass over a Dask array scores a group of images at a time
 and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so the rows a
@@ -174,7 +175,6 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         _held(state, pool)
         if callback is not None:
             callback(state)
-        cuts = {}  # verify="step": each repeated step's constraints so far (a warm start)
         while not state.done:
             active = [j for j, c in enumerate(state.classes) if not c.done]
             tried, checked = {}, {}
@@ -184,9 +184,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 bags.queries = []
                 prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
                               C=float(C[j]), **options)
-                if not first:
-                    cuts.setdefault(j, Constraints(d))
-                result = solve(prob, d, qp_solver, drop=DROP, constraints=cuts.get(j))
+                if not first and c.constraints is None:  # a step's first solve
+                    c.constraints = Constraints(d)
+                result = solve(prob, d, qp_solver, drop=DROP, constraints=c.constraints)
                 _record(c, prob, result.n_iter)
                 tried[j] = result.w
                 checked[j] = bags.queries if first else bags.queries[-1:]
@@ -205,12 +205,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 span = slice(at, at + len(checked[j]))
                 at = span.stop
                 start = time.perf_counter()
-                steps = state.classes[j].n_outer
                 _finish_step(state, j, col, span, tried[j], pooled, resident, pos_X,
                              is_pos[:, j], float(C[j]), options,
                              (tol, min_outer, max_outer, first), keep == "step")
-                if state.classes[j].n_outer > steps:  # a new step: other positives' boxes
-                    cuts.pop(j, None)
                 state.classes[j].seconds += time.perf_counter() - start
             pool.release([r.slot for r in resident if r is not None])
             _held(state, pool)
@@ -300,6 +297,7 @@ def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opt
     c.objective.append(float(check.latent_objective(w, X_best)))
     _record(c, check, None)
     c.w, c.n_outer = w, c.n_outer + 1
+    c.constraints = None  # the next step's inner problem has other positives' boxes
     resident[j] = here if restart else bags.grown(here.index, here.slot)
     c.working = resident[j].index
     settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
@@ -367,22 +365,30 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
 
 
 def _resume(features, counts, is_pos, state, get):
-    """One pass gathering the working sets' and the positives' boxes of a stored state's
-    unfinished classes, each box's features once."""
+    """One pass gathering the working sets' boxes of a stored state's unfinished classes,
+    each box's features once, and the positives' boxes a working set lacks: a class's
+    random initial boxes until its first confirmed step (afterwards its positives' boxes are
+    the top boxes its working set took in)."""
     n, n_classes = is_pos.shape
+    d = features.shape[-1]
     if len(state.classes) != n_classes or any(
             c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
             for j, c in enumerate(state.classes)):
         raise ValueError("the stored lockstep state was made for other labels (another "
                          "number of images, classes or positive images).")
+    if any(c.constraints is not None and c.constraints.A.shape[1] != d for c in state.classes):
+        raise ValueError(f"the stored lockstep state was made for features of another "
+                         f"dimension (these have {d}).")
     active = [j for j, c in enumerate(state.classes) if not c.done]
     parts = [np.full((n, 0), -1, np.int64)]
     for j in active:
-        pos = np.full((n, 1), -1, np.int64)
-        pos[is_pos[:, j], 0] = state.classes[j].pos_boxes
-        parts += [state.classes[j].working, pos]
+        c, pos = state.classes[j], np.flatnonzero(is_pos[:, j])
+        lacking = (c.working[pos] != c.pos_boxes[:, None]).all(axis=1)
+        parts.append(c.working)
+        if lacking.any():
+            parts.append(np.full((n, 1), -1, np.int64))
+            parts[-1][pos[lacking], 0] = c.pos_boxes[lacking]
     gather = np.concatenate(parts, axis=1)
-    d = features.shape[-1]
     start = time.perf_counter()
     pool = RowPool(d, features.dtype)
     _pass(features, counts, np.zeros((d, 1)), 1, pool, gather, None, get)
