@@ -4,6 +4,8 @@ small working sets (flat, padded, Dask; ties; AP and 0-1), step-verified steps s
 full inner problem, a resumed training ends where an uninterrupted one does."""
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,12 +214,14 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
     assert all(rows.dtype == np.float16 for rows in half.rows)
 
 
-def test_row_pool_reuses_freed_slots_and_never_copies_its_rows():
-    """A pool's rows are the features added, found by (image, box); released rows are no
-    longer found and their slots are reused before new ones; a pass's rows are taken out of
-    it as they are copied; blocks already filled are the same arrays after growth."""
+def test_row_pool_spills_compacts_and_returns_its_blocks(tmp_path):
+    """A pool's rows are the features added, found by (image, box), blocks already filled
+    the same arrays after growth. Spilled, its blocks are freed and its rows read from a
+    nameless file (no name in the directory, no map of it left after a read) while new rows
+    take new blocks; compacted, it keeps only the rows named, packed into as many blocks as
+    they fill, and returns the names renumbered; the file is then closed."""
     rng = np.random.default_rng(0)
-    pool = RowPool(3, np.float16)
+    pool = RowPool(3, np.float16, tmp_path)
     pool.per_block = 4  # small blocks, so that adding grows by several
     features = rng.normal(size=(10, 8, 3)).astype(np.float16)
 
@@ -228,25 +232,51 @@ def test_row_pool_reuses_freed_slots_and_never_copies_its_rows():
         pool.add_pass(top)
         assert top.rows == []
 
+    def same(image, box):
+        image, box = np.array(image), np.array(box)
+        np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+
     add([0, 0, 1, 2, 5, 9], [1, 7, 0, 3, 3, 2])
     first = pool.blocks[0]
     add([3, 3, 4, 8], [0, 1, 2, 2])
     assert pool.blocks[0] is first and len(pool.blocks) == 3 and pool.held == pool.size == 10
-    image, box = np.array([[0, 2, 8], [9, 3, 1]]), np.array([[7, 3, 2], [2, 1, 0]])
-    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    old = (np.array([[0, 2, 8], [9, 3, 1]]), np.array([[7, 3, 2], [2, 1, 0]]))
+    same(*old)
     assert pool.find([0, 0, 7], [0, -1, 1]).tolist() == [-1, -1, -1]
-    keep = pool.find([0, 2, 3, 9], [7, 3, 1, 2])
-    pool.release([keep[:2], np.array([-1, keep[2], keep[3]])])
-    assert pool.held == 4 and pool.nbytes == 4 * 3 * 2
-    assert (pool.find([0, 1, 5, 3, 4, 8], [1, 0, 3, 0, 2, 2]) == -1).all()
-    assert pool.held_boxes(10)[[0, 2, 3, 9, 1]].tolist() == [[7], [3], [1], [2], [-1]]
-    add([1, 6, 7], [1, 1, 1])
-    assert pool.size == 10 and sorted(pool.find([1, 6, 7], [1, 1, 1])) == \
-        sorted(set(range(10)) - set(keep))[:3]
-    image, box = np.array([0, 1, 2, 3, 6, 7, 9]), np.array([7, 1, 3, 1, 1, 1, 2])
-    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    pool.spill()
+    assert pool.blocks == [] and pool.spilled == 10 and list(tmp_path.iterdir()) == []
+    same(*old)
+    add([1, 6, 7, 7, 7], [1, 1, 1, 2, 3])
+    assert len(pool.blocks) == 2 and pool.held == pool.size == 15
+    both = (np.array([0, 1, 2, 3, 6, 7, 9, 7]), np.array([7, 1, 3, 1, 1, 1, 2, 3]))
+    same(*both)
+    if Path("/proc/self/maps").exists():  # Linux: the maps name the file's inode
+        inode = str(os.fstat(pool._file.fileno()).st_ino)
+        assert all(line.split()[4] != inode
+                   for line in Path("/proc/self/maps").read_text().splitlines())
+    with pytest.raises(ValueError, match="spilled already"):
+        pool.spill()
     with pytest.raises(ValueError, match="holds already"):
         add([0], [7])
+    named = pool.find(*both)
+    used = pool.compact([named[:3], np.array([-1, named[3], -1]), named[4:]])
+    renamed = np.concatenate([used[0], used[1][1:2], used[2]])
+    assert (used[1][[0, 2]] == -1).all() and pool.find(*both).tolist() == renamed.tolist()
+    assert sorted(renamed) == list(range(8))  # packed, in the order the rows were added
+    assert (np.argsort(renamed) == np.argsort(named)).all()
+    assert pool.held == pool.size == 8 and pool.spilled == 0 and pool._file is None
+    assert len(pool.blocks) == 2 and pool.nbytes == 8 * 3 * 2
+    same(*both)
+    assert (pool.find([0, 1, 5, 3, 4, 8, 7], [1, 0, 3, 0, 2, 2, 2]) == -1).all()
+    assert pool.held_boxes(10)[[0, 2, 3, 9, 4]].tolist() == [[7, -1], [3, -1], [1, -1],
+                                                             [2, -1], [-1, -1]]
+    used = pool.compact([pool.find([0, 9], [7, 2])])  # in memory: the blocks packed too
+    assert used[0].tolist() == [0, 1] and len(pool.blocks) == 1 and pool.held == 2
+    same([0, 9], [7, 2])
+    pool.spill()
+    pool.compact([np.array([-1])])
+    assert pool.blocks == [] and pool.held == pool.size == 0 and pool._file is None
+    pool.close()
 
 
 def test_bad_input_is_named():

@@ -4,10 +4,13 @@ per image, their features held once for all classes.
 A box that several classes' working sets hold (an image's object is among the best boxes of
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
 (float16 features stay float16); each class's :class:`Resident` set names its boxes and
-their rows. The pool grows by blocks of rows (never by copying the rows it holds) and frees
-the rows no working set names any more, reusing their slots: at VOC2007's size that is what
-lets 20 classes' working sets fit in memory.
+their rows. The pool grows by blocks of rows (never by copying the rows it holds); during a
+pass its rows wait in a file, and after the pass it keeps only the rows some working set
+still names, packed into as many blocks as they fill: at VOC2007's size that is what lets 20
+classes' working sets fit in memory.
 """
+
+import tempfile
 
 import numpy as np
 
@@ -25,15 +28,19 @@ BLOCK_BYTES = 64 << 20
 
 class RowPool:
     """The features of every (image, box) some working set holds, one row each in a slot of
-    one of its blocks; :meth:`add_pass` adds a pass's rows, :meth:`release` frees the rows
-    no working set names."""
+    one of its blocks; :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the
+    rows the working sets name. During a pass the rows held can wait in a file
+    (:meth:`spill`, in ``directory``; None: the system's temporary directory), so that the
+    pass's new rows take the memory the old ones leave."""
 
-    def __init__(self, d, dtype):
-        self.d, self.dtype = d, np.dtype(dtype)
-        self.per_block = max(1, BLOCK_BYTES // (d * self.dtype.itemsize))
-        self.blocks = []
-        self.size = 0  # slots ever used: the free ones are reused first
-        self._free = np.empty(0, np.int64)
+    def __init__(self, d, dtype, directory=None):
+        self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
+        self.row_bytes = d * self.dtype.itemsize
+        self.per_block = max(1, BLOCK_BYTES // self.row_bytes)
+        self.blocks = []  # slots spilled, spilled + 1, ... in memory
+        self.size = 0  # slots in use: the file's, then the blocks'
+        self.spilled = 0  # slots 0 .. spilled - 1 lie in the file
+        self._file = None
         self._keys, self._slots = np.empty(0, np.int64), np.empty(0, np.int64)  # sorted keys
 
     @property
@@ -44,7 +51,7 @@ class RowPool:
     @property
     def nbytes(self):
         """The bytes of the rows the pool holds."""
-        return self.held * self.d * self.dtype.itemsize
+        return self.held * self.row_bytes
 
     def find(self, image, box):
         """The rows of the boxes ``(image, box)`` (arrays of one shape), -1 for those not
@@ -58,15 +65,29 @@ class RowPool:
 
     def take(self, slots):
         """The features of the rows ``slots`` (any shape; -1 not allowed), shape ``slots.shape
-        + (d,)``, in the pool's type."""
+        + (d,)``, in the pool's type; spilled rows read from the file."""
         slots = np.asarray(slots, np.int64)
         out = np.empty((slots.size, self.d), self.dtype)
-        flat = slots.ravel()
-        block, at = np.divmod(flat, self.per_block)
-        for b in np.unique(block):
-            mine = block == b
-            out[mine] = self.blocks[b][at[mine]]
+        self._fill(out, slots.ravel())
         return out.reshape(slots.shape + (self.d,))
+
+    def _fill(self, out, slots):
+        """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
+        spilled = slots < self.spilled
+        if spilled.any():
+            out[:slots.size][spilled] = self._read(slots[spilled])
+        block, at = np.divmod(slots - self.spilled, self.per_block)
+        for b in np.unique(block[~spilled]):
+            mine = block == b
+            out[:slots.size][mine] = self.blocks[b][at[mine]]
+
+    def _read(self, slots):
+        """The spilled rows ``slots``, through a map of only the span of the file they lie in,
+        unmapped on return: the file's pages do not stay in the process's memory."""
+        first, last = int(slots.min()), int(slots.max())
+        span = np.memmap(self._file, self.dtype, "r", offset=first * self.row_bytes,
+                         shape=(last - first + 1, self.d))
+        return np.asarray(span[slots - first])
 
     def held_boxes(self, n):
         """(n, h) the boxes of each of the ``n`` images the pool holds (-1: none), as
@@ -79,21 +100,20 @@ class RowPool:
 
     def add_pass(self, top):
         """Add the rows a :class:`~qs.top_boxes.ClassTopBoxes` pass returned (boxes the pool
-        lacks, each once), emptying its list of rows as they are copied, so that the pass's
-        rows and the pool's copies of them are not all held at once."""
+        lacks, each once) in new slots, emptying its list of rows as they are copied, so that
+        the pass's rows and the pool's copies of them are not all held at once."""
         image, box = np.asarray(top.image, np.int64), np.asarray(top.box, np.int64)
         if (self.find(image, box) >= 0).any():
             raise ValueError("a pass returned rows the pool holds already.")
         m = image.size
-        slots = np.concatenate([self._free[:m], self.size + np.arange(max(0, m - self._free.size))])
-        self._free = self._free[m:]
-        self.size = max(self.size, int(slots.max(initial=-1)) + 1)
-        while len(self.blocks) * self.per_block < self.size:
+        slots = self.size + np.arange(m)
+        self.size += m
+        while self.spilled + len(self.blocks) * self.per_block < self.size:
             self.blocks.append(np.empty((self.per_block, self.d), self.dtype))
         at = 0
         while top.rows:
             rows = top.rows.pop(0).astype(self.dtype, copy=False)
-            block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
+            block, row = np.divmod(slots[at:at + rows.shape[0]] - self.spilled, self.per_block)
             for b in np.unique(block):
                 mine = block == b
                 self.blocks[b][row[mine]] = rows[mine]
@@ -104,14 +124,51 @@ class RowPool:
         order = np.argsort(keys, kind="stable")
         self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
 
-    def release(self, used):
-        """Free the rows that none of the arrays of slots ``used`` names (-1 ignored)."""
-        named = np.zeros(self.size, bool)
+    def spill(self):
+        """Move the rows held to a nameless temporary file (removed when closed, or when the
+        process ends however it ends) and free their blocks: a pass's new rows then take
+        fresh blocks while :meth:`take` reads the old ones from the file, until
+        :meth:`compact` brings back those still named."""
+        if self._file is not None:
+            raise ValueError("the pool's rows are spilled already.")
+        if not self.size:
+            return
+        self._file = tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
+        for b, block in enumerate(self.blocks):
+            self._file.write(block[:min(self.per_block, self.size - b * self.per_block)].data)
+        self._file.flush()
+        self.blocks, self.spilled = [], self.size
+
+    def compact(self, used):
+        """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
+        packed in slot order into new blocks: spilled rows come back from the file (which
+        is then closed) and each old block is freed once its rows are copied, so that the
+        pool holds no more blocks than its rows fill. Returns the arrays ``used`` with the
+        rows' new slots."""
+        named = np.zeros(self.size + 1, bool)  # the last entry stands for -1
         for slots in used:
-            named[slots[slots >= 0]] = True
-        keep = named[self._slots]
-        self._free = np.union1d(self._free, self._slots[~keep])
-        self._keys, self._slots = self._keys[keep], self._slots[keep]
+            named[slots] = True
+        keep = np.flatnonzero(named[:-1])
+        new = np.full(self.size + 1, -1, np.int64)
+        new[keep] = np.arange(keep.size)
+        blocks = []
+        for a in range(0, keep.size, self.per_block):
+            blocks.append(np.empty((self.per_block, self.d), self.dtype))
+            self._fill(blocks[-1], keep[a:a + self.per_block])
+            needed = keep[a + self.per_block:a + self.per_block + 1] - self.spilled
+            for b in range(needed[0] // self.per_block if needed.size else len(self.blocks)):
+                self.blocks[b] = None  # no later row lies in it
+        self.close()
+        self.blocks, self.size, self.spilled = blocks, keep.size, 0
+        held = named[self._slots]
+        self._keys, self._slots = self._keys[held], new[self._slots[held]]
+        return [new[slots] for slots in used]
+
+    def close(self):
+        """Remove the file of spilled rows, if any (their slots are then void)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class Resident(_Bags):
