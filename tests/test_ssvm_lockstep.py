@@ -279,6 +279,73 @@ def test_row_pool_spills_compacts_and_returns_its_blocks(tmp_path):
     pool.close()
 
 
+@pytest.mark.parametrize("verify", ["path", "step"])
+def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatch, tmp_path):
+    """Rows spilled to a file during each pass (read from it by the pass's decisions) give
+    the models, boxes, objectives, iterations, passes, repeats and working sets of rows kept
+    in memory, to the bit; after each round the pool holds only the blocks its rows fill,
+    and no file is left, in the directory given or open."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(7, n=40)
+    features, counts = padded(X.astype(np.float16), offsets)
+    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
+               "working_set": 1, "verify": verify, "spill_dir": tmp_path}
+    reads, files, blocks = [], [], []
+    read, compact, spill = RowPool._read, RowPool.compact, RowPool.spill
+    monkeypatch.setattr(RowPool, "_read", lambda pool, slots: reads.append(1) or read(pool, slots))
+
+    def packed(pool, used):
+        out = compact(pool, used)
+        blocks.append((len(pool.blocks), -(-pool.held // pool.per_block)))
+        return out
+
+    monkeypatch.setattr(RowPool, "compact", packed)
+    monkeypatch.setattr(RowPool, "spill", lambda pool: spill(pool) or files.append(pool._file))
+    runs = {}
+    for spilling in (True, False):
+        monkeypatch.setattr(lockstep, "SPILL", spilling)
+        seen, reads[:] = [], []
+        state = latent_lockstep(da.from_array(features, chunks=(8, -1, -1)), counts, labels,
+                                callback=lambda s: seen.append((s.passes, s.rows_held, [
+                                    c.working.copy() for c in s.classes])),
+                                **options)
+        runs[spilling] = state, seen, len(reads)
+    (spilled, seen, read_spilled), (kept, seen_kept, read_kept) = runs[True], runs[False]
+    assert read_spilled > 0 and read_kept == 0 and len(files) == len(seen) - 1
+    assert all(f.closed for f in files) and list(tmp_path.iterdir()) == []
+    assert all(have == need for have, need in blocks) and max(have for have, _ in blocks) > 0
+    assert sum(c.repeats for c in kept.classes) > 0 and spilled.passes == kept.passes
+    np.testing.assert_array_equal(spilled.W, kept.W)
+    for a, b in zip(spilled.classes, kept.classes):
+        assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
+        assert a.n_iter == b.n_iter and a.repeats == b.repeats and a.n_outer == b.n_outer
+    for (passes, held, working), (passes_kept, held_kept, working_kept) in zip(seen, seen_kept):
+        assert passes == passes_kept and held == held_kept
+        assert all(np.array_equal(w, v) for w, v in zip(working, working_kept))
+
+
+def test_a_training_that_raises_mid_pass_leaves_no_spill_file(monkeypatch, tmp_path):
+    """An error in the middle of a pass (the old rows in their file, new ones coming in)
+    closes the file: nothing is left in the directory, nothing open."""
+    X, offsets, labels = class_bags(7, n=40)
+    _, counts = padded(X, offsets)
+    files, calls, spill = [], [], RowPool.spill
+    monkeypatch.setattr(RowPool, "spill", lambda pool: spill(pool) or files.append(pool._file))
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the features went away")
+        return class_top_boxes(*args, **kwargs)
+
+    monkeypatch.setattr(lockstep, "class_top_boxes", failing)
+    with pytest.raises(RuntimeError, match="went away"):
+        latent_lockstep(X, counts, labels, C=50.0, working_set=1, verify="step",
+                        spill_dir=tmp_path)
+    assert len(files) == 2 and all(f.closed for f in files)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_input_is_named():
     X, offsets, labels = class_bags(1)
     _, counts = padded(X, offsets)
