@@ -141,22 +141,25 @@ class RowPool:
 
     def compact(self, used):
         """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
-        packed in slot order into new blocks: spilled rows come back from the file (which
-        is then closed) and each old block is freed once its rows are copied, so that the
-        pool holds no more blocks than its rows fill. Returns the arrays ``used`` with the
-        rows' new slots."""
+        packed into new blocks: first those in memory, each old block freed once its rows
+        are copied, then the spilled ones, read back from the file (which is then closed).
+        So the memory never holds more than the rows kept or the blocks it held already
+        (plus a block), and afterwards no more blocks than the rows fill. Returns the arrays
+        ``used`` with the rows' new slots."""
         named = np.zeros(self.size + 1, bool)  # the last entry stands for -1
         for slots in used:
             named[slots] = True
         keep = np.flatnonzero(named[:-1])
+        keep = np.concatenate([keep[keep >= self.spilled], keep[keep < self.spilled]])
         new = np.full(self.size + 1, -1, np.int64)
         new[keep] = np.arange(keep.size)
         blocks = []
         for a in range(0, keep.size, self.per_block):
             blocks.append(np.empty((self.per_block, self.d), self.dtype))
             self._fill(blocks[-1], keep[a:a + self.per_block])
-            needed = keep[a + self.per_block:a + self.per_block + 1] - self.spilled
-            for b in range(needed[0] // self.per_block if needed.size else len(self.blocks)):
+            later = keep[a + self.per_block:] - self.spilled
+            for b in range(later[0] // self.per_block if later.size and later[0] >= 0
+                           else len(self.blocks)):
                 self.blocks[b] = None  # no later row lies in it
         self.close()
         self.blocks, self.size, self.spilled = blocks, keep.size, 0
