@@ -214,14 +214,16 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
     assert all(rows.dtype == np.float16 for rows in half.rows)
 
 
-def test_row_pool_spills_compacts_and_returns_its_blocks(tmp_path):
+@pytest.mark.parametrize("spill", [False, True])
+def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path):
     """A pool's rows are the features added, found by (image, box), blocks already filled
-    the same arrays after growth. Spilled, its blocks are freed and its rows read from a
-    nameless file (no name in the directory, no map of it left after a read) while new rows
-    take new blocks; compacted, it keeps only the rows named, packed into as many blocks as
-    they fill, and returns the names renumbered; the file is then closed."""
+    the same arrays after growth. Compacted, it keeps only the rows named, packed (those in
+    memory first, then those in the file, each in the order they were added), and returns
+    the names renumbered: in as many blocks as they fill, or with ``spill`` in a new
+    nameless file (none named in the directory, the old file closed, no map of it left
+    after a read) while new rows take new blocks."""
     rng = np.random.default_rng(0)
-    pool = RowPool(3, np.float16, tmp_path)
+    pool = RowPool(3, np.float16, tmp_path, spill)
     pool.per_block = 4  # small blocks, so that adding grows by several
     features = rng.normal(size=(10, 8, 3)).astype(np.float16)
 
@@ -236,72 +238,74 @@ def test_row_pool_spills_compacts_and_returns_its_blocks(tmp_path):
         image, box = np.array(image), np.array(box)
         np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
 
+    def compact(image, box):
+        """Compact to the rows of these boxes, named in three arrays (with -1 among them);
+        check their new names and the blocks and file the pool keeps."""
+        before, file = pool.find(image, box), pool._file
+        spilled = before < pool.spilled
+        used = pool.compact([before[:3], np.array([-1, before[3], -1]), before[4:]])
+        after = np.concatenate([used[0], used[1][1:2], used[2]])
+        assert (used[1][[0, 2]] == -1).all() and pool.find(image, box).tolist() == after.tolist()
+        order = np.concatenate([np.sort(before[~spilled]), np.sort(before[spilled])]).tolist()
+        assert after.tolist() == [order.index(r) for r in before]
+        assert pool.held == pool.size == len(before) and pool.nbytes == len(before) * 3 * 2
+        assert len(pool.blocks) == (0 if spill else -(-len(before) // 4))
+        assert pool.spilled == (len(before) if spill else 0)
+        assert (pool._file is not None) == spill and (file is None or file.closed)
+        assert list(tmp_path.iterdir()) == []
+        same(image, box)
+
     add([0, 0, 1, 2, 5, 9], [1, 7, 0, 3, 3, 2])
     first = pool.blocks[0]
     add([3, 3, 4, 8], [0, 1, 2, 2])
     assert pool.blocks[0] is first and len(pool.blocks) == 3 and pool.held == pool.size == 10
-    old = (np.array([[0, 2, 8], [9, 3, 1]]), np.array([[7, 3, 2], [2, 1, 0]]))
-    same(*old)
+    same([[0, 2, 8], [9, 3, 1]], [[7, 3, 2], [2, 1, 0]])
     assert pool.find([0, 0, 7], [0, -1, 1]).tolist() == [-1, -1, -1]
-    pool.spill()
-    assert pool.blocks == [] and pool.spilled == 10 and list(tmp_path.iterdir()) == []
-    same(*old)
+    compact([0, 2, 3, 9, 5], [7, 3, 1, 2, 3])
+    assert (pool.find([0, 1, 3, 4, 8], [1, 0, 0, 2, 2]) == -1).all()
     add([1, 6, 7, 7, 7], [1, 1, 1, 2, 3])
-    assert len(pool.blocks) == 2 and pool.held == pool.size == 15
-    both = (np.array([0, 1, 2, 3, 6, 7, 9, 7]), np.array([7, 1, 3, 1, 1, 1, 2, 3]))
+    assert len(pool.blocks) == (2 if spill else 3) and pool.held == pool.size == 10
+    both = ([0, 1, 2, 3, 6, 7, 9, 7], [7, 1, 3, 1, 1, 1, 2, 3])
     same(*both)
-    if Path("/proc/self/maps").exists():  # Linux: the maps name the file's inode
+    if spill and Path("/proc/self/maps").exists():  # Linux: the maps name the file's inode
         inode = str(os.fstat(pool._file.fileno()).st_ino)
         assert all(line.split()[4] != inode
                    for line in Path("/proc/self/maps").read_text().splitlines())
-    with pytest.raises(ValueError, match="spilled already"):
-        pool.spill()
     with pytest.raises(ValueError, match="holds already"):
         add([0], [7])
-    named = pool.find(*both)
-    used = pool.compact([named[:3], np.array([-1, named[3], -1]), named[4:]])
-    renamed = np.concatenate([used[0], used[1][1:2], used[2]])
-    assert (used[1][[0, 2]] == -1).all() and pool.find(*both).tolist() == renamed.tolist()
-    order = np.concatenate([np.sort(named[named >= 10]), np.sort(named[named < 10])]).tolist()
-    assert renamed.tolist() == [order.index(r) for r in named]  # packed: the rows in memory
-    # first, then the spilled ones, each in the order they were added
-    assert pool.held == pool.size == 8 and pool.spilled == 0 and pool._file is None
-    assert len(pool.blocks) == 2 and pool.nbytes == 8 * 3 * 2
-    same(*both)
-    assert (pool.find([0, 1, 5, 3, 4, 8, 7], [1, 0, 3, 0, 2, 2, 2]) == -1).all()
+    compact(*both)
     assert pool.held_boxes(10)[[0, 2, 3, 9, 4]].tolist() == [[7, -1], [3, -1], [1, -1],
                                                              [2, -1], [-1, -1]]
-    used = pool.compact([pool.find([0, 9], [7, 2])])  # in memory: the blocks packed too
-    assert used[0].tolist() == [0, 1] and len(pool.blocks) == 1 and pool.held == 2
-    same([0, 9], [7, 2])
-    pool.spill()
+    file = pool._file
     pool.compact([np.array([-1])])
     assert pool.blocks == [] and pool.held == pool.size == 0 and pool._file is None
+    assert file is None or file.closed
     pool.close()
 
 
 @pytest.mark.parametrize("verify", ["path", "step"])
 def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatch, tmp_path):
-    """Rows spilled to a file during each pass (read from it by the pass's decisions) give
-    the models, boxes, objectives, iterations, passes, repeats and working sets of rows kept
-    in memory, to the bit; after each round the pool holds only the blocks its rows fill,
-    and no file is left, in the directory given or open."""
+    """Rows kept in a file between passes (a class's solve reads its own into memory, the
+    decisions after a pass read from the file) give the models, boxes, objectives,
+    iterations, passes, repeats and working sets of rows kept in memory, to the bit; after
+    each round the pool holds no blocks (in memory: only those its rows fill), and no file
+    is left, in the directory given or open."""
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(7, n=40)
     features, counts = padded(X.astype(np.float16), offsets)
     options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
                "working_set": 1, "verify": verify, "spill_dir": tmp_path}
     reads, files, blocks = [], [], []
-    read, compact, spill = RowPool._read, RowPool.compact, RowPool.spill
+    read, compact = RowPool._read, RowPool.compact
     monkeypatch.setattr(RowPool, "_read", lambda pool, slots: reads.append(1) or read(pool, slots))
 
     def packed(pool, used):
         out = compact(pool, used)
-        blocks.append((len(pool.blocks), -(-pool.held // pool.per_block)))
+        files.append(pool._file)
+        blocks.append((len(pool.blocks), 0 if pool.spill else -(-pool.held // pool.per_block)))
         return out
 
     monkeypatch.setattr(RowPool, "compact", packed)
-    monkeypatch.setattr(RowPool, "spill", lambda pool: spill(pool) or files.append(pool._file))
     runs = {}
     for spilling in (True, False):
         monkeypatch.setattr(lockstep, "SPILL", spilling)
@@ -312,7 +316,8 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
                                 **options)
         runs[spilling] = state, seen, len(reads)
     (spilled, seen, read_spilled), (kept, seen_kept, read_kept) = runs[True], runs[False]
-    assert read_spilled > 0 and read_kept == 0 and len(files) == len(seen) - 1
+    files = [f for f in files if f is not None]
+    assert read_spilled > 0 and read_kept == 0 and len(files) > 1
     assert all(f.closed for f in files) and list(tmp_path.iterdir()) == []
     assert all(have == need for have, need in blocks) and max(have for have, _ in blocks) > 0
     assert sum(c.repeats for c in kept.classes) > 0 and spilled.passes == kept.passes
@@ -326,12 +331,18 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
 
 
 def test_a_training_that_raises_mid_pass_leaves_no_spill_file(monkeypatch, tmp_path):
-    """An error in the middle of a pass (the old rows in their file, new ones coming in)
+    """An error in the middle of a pass (the rows kept in their file, new ones coming in)
     closes the file: nothing is left in the directory, nothing open."""
     X, offsets, labels = class_bags(7, n=40)
     _, counts = padded(X, offsets)
-    files, calls, spill = [], [], RowPool.spill
-    monkeypatch.setattr(RowPool, "spill", lambda pool: spill(pool) or files.append(pool._file))
+    files, calls, compact = [], [], RowPool.compact
+
+    def keeping(pool, used):
+        out = compact(pool, used)
+        files.append(pool._file)
+        return out
+
+    monkeypatch.setattr(RowPool, "compact", keeping)
 
     def failing(*args, **kwargs):
         calls.append(1)

@@ -4,10 +4,11 @@ per image, their features held once for all classes.
 A box that several classes' working sets hold (an image's object is among the best boxes of
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
 (float16 features stay float16); each class's :class:`Resident` set names its boxes and
-their rows. The pool grows by blocks of rows (never by copying the rows it holds); during a
-pass its rows wait in a file, and after the pass it keeps only the rows some working set
-still names, packed into as many blocks as they fill: at VOC2007's size that is what lets 20
-classes' working sets fit in memory.
+their rows. The pool grows by blocks of rows (never by copying the rows it holds), and after
+a pass keeps only the rows some working set still names, packed; with ``spill`` those wait in
+a file until the next pass is done, and a class's solve reads its own rows into memory
+(:meth:`Resident.loaded`): at VOC2007's size that is what keeps 20 classes' working sets
+from filling the memory.
 """
 
 import tempfile
@@ -27,14 +28,15 @@ BLOCK_BYTES = 64 << 20
 
 
 class RowPool:
-    """The features of every (image, box) some working set holds, one row each in a slot of
-    one of its blocks; :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the
-    rows the working sets name. During a pass the rows held can wait in a file
-    (:meth:`spill`, in ``directory``; None: the system's temporary directory), so that the
-    pass's new rows take the memory the old ones leave."""
+    """The features of every (image, box) some working set holds, one row each in a slot;
+    :meth:`add_pass` adds a pass's rows in blocks in memory, :meth:`compact` keeps only the
+    rows the working sets name. With ``spill`` those it keeps go to a file (in
+    ``directory``; None: the system's temporary directory) and wait there until the next
+    compaction: memory then holds a pass's new rows, not every working set's."""
 
-    def __init__(self, d, dtype, directory=None):
+    def __init__(self, d, dtype, directory=None, spill=False):
         self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
+        self.spill = spill
         self.row_bytes = d * self.dtype.itemsize
         self.per_block = max(1, BLOCK_BYTES // self.row_bytes)
         self.blocks = []  # slots spilled, spilled + 1, ... in memory
@@ -65,7 +67,7 @@ class RowPool:
 
     def take(self, slots):
         """The features of the rows ``slots`` (any shape; -1 not allowed), shape ``slots.shape
-        + (d,)``, in the pool's type; spilled rows read from the file."""
+        + (d,)``, in the pool's type; those in the file read from it."""
         slots = np.asarray(slots, np.int64)
         out = np.empty((slots.size, self.d), self.dtype)
         self._fill(out, slots.ravel())
@@ -82,7 +84,7 @@ class RowPool:
             out[:slots.size][mine] = self.blocks[b][at[mine]]
 
     def _read(self, slots):
-        """The spilled rows ``slots``, through a map of only the span of the file they lie in,
+        """The rows ``slots`` in the file, through a map of only the span of it they lie in,
         unmapped on return: the file's pages do not stay in the process's memory."""
         first, last = int(slots.min()), int(slots.max())
         span = np.memmap(self._file, self.dtype, "r", offset=first * self.row_bytes,
@@ -124,28 +126,14 @@ class RowPool:
         order = np.argsort(keys, kind="stable")
         self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
 
-    def spill(self):
-        """Move the rows held to a nameless temporary file (removed when closed, or when the
-        process ends however it ends) and free their blocks: a pass's new rows then take
-        fresh blocks while :meth:`take` reads the old ones from the file, until
-        :meth:`compact` brings back those still named."""
-        if self._file is not None:
-            raise ValueError("the pool's rows are spilled already.")
-        if not self.size:
-            return
-        self._file = tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
-        for b, block in enumerate(self.blocks):
-            self._file.write(block[:min(self.per_block, self.size - b * self.per_block)].data)
-        self._file.flush()
-        self.blocks, self.spilled = [], self.size
-
     def compact(self, used):
         """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
-        packed into new blocks: first those in memory, each old block freed once its rows
-        are copied, then the spilled ones, read back from the file (which is then closed).
-        So the memory never holds more than the rows kept or the blocks it held already
-        (plus a block), and afterwards no more blocks than the rows fill. Returns the arrays
-        ``used`` with the rows' new slots."""
+        packed, a block at a time: first those in memory, each old block freed once its rows
+        are copied, then those in the file. They go to new blocks, or with ``spill`` to a new
+        nameless file (removed when closed, or when the process ends however it ends), the
+        old one then closed. So memory holds no more than the rows kept or the blocks it
+        held (plus a block), and afterwards only the blocks the rows kept fill (none with
+        ``spill``). Returns the arrays ``used`` with the rows' new slots."""
         named = np.zeros(self.size + 1, bool)  # the last entry stands for -1
         for slots in used:
             named[slots] = True
@@ -153,22 +141,37 @@ class RowPool:
         keep = np.concatenate([keep[keep >= self.spilled], keep[keep < self.spilled]])
         new = np.full(self.size + 1, -1, np.int64)
         new[keep] = np.arange(keep.size)
-        blocks = []
-        for a in range(0, keep.size, self.per_block):
-            blocks.append(np.empty((self.per_block, self.d), self.dtype))
-            self._fill(blocks[-1], keep[a:a + self.per_block])
-            later = keep[a + self.per_block:] - self.spilled
-            for b in range(later[0] // self.per_block if later.size and later[0] >= 0
-                           else len(self.blocks)):
-                self.blocks[b] = None  # no later row lies in it
+        blocks, file = [], None
+        if self.spill and keep.size:
+            file = tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
+        try:
+            for a in range(0, keep.size, self.per_block):
+                block = np.empty((self.per_block, self.d), self.dtype)
+                part = keep[a:a + self.per_block]
+                self._fill(block, part)
+                if file is None:
+                    blocks.append(block)
+                else:
+                    file.write(block[:part.size].data)
+                later = keep[a + self.per_block:] - self.spilled
+                for b in range(later[0] // self.per_block if later.size and later[0] >= 0
+                               else len(self.blocks)):
+                    self.blocks[b] = None  # no later row lies in it
+        except BaseException:
+            if file is not None:
+                file.close()
+            raise
         self.close()
-        self.blocks, self.size, self.spilled = blocks, keep.size, 0
+        if file is not None:
+            file.flush()
+        self._file, self.blocks, self.size = file, blocks, keep.size
+        self.spilled = keep.size if file is not None else 0
         held = named[self._slots]
         self._keys, self._slots = self._keys[held], new[self._slots[held]]
         return [new[slots] for slots in used]
 
     def close(self):
-        """Remove the file of spilled rows, if any (their slots are then void)."""
+        """Remove the file of the rows kept, if any (their slots are then void)."""
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -206,6 +209,18 @@ class Resident(_Bags):
                              np.where(is_pos, -1, self.index[every, at])))
         return X
 
+    def loaded(self):
+        """The working set with a copy of its rows in memory of its own (one read of the
+        pool's file), for the many products of a solve; it records its queries in this
+        one's ``queries``. Itself when its pool holds every row in memory."""
+        if not self.pool.spilled:
+            return self
+        named, local = np.unique(np.maximum(self.slot, 0), return_inverse=True)
+        out = Resident(self.index, np.where(self.slot >= 0, local.reshape(self.slot.shape), -1),
+                       _Rows(self.pool.take(named)))
+        out.queries = self.queries
+        return out
+
     def holds(self, boxes):
         """(n, t) whether each image's working set holds the boxes ``boxes`` (n, t)."""
         return (boxes[:, :, None] == self.index[:, None, :]).any(axis=2)
@@ -221,6 +236,16 @@ class Resident(_Bags):
         return Resident(np.concatenate([self.index, new[:, keep]], axis=1),
                         np.concatenate([self.slot, np.where(new >= 0, slot, -1)[:, keep]],
                                        axis=1), self.pool)
+
+
+class _Rows:
+    """Rows in memory, taken by their index (the copy :meth:`Resident.loaded` makes)."""
+
+    def __init__(self, rows):
+        self.rows, self.d = rows, rows.shape[1]
+
+    def take(self, slots):
+        return self.rows[slots]
 
 
 def lacking_boxes(best, lacking, pool):

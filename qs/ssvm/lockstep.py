@@ -31,9 +31,9 @@ repeat's problem too, whose negatives only gain boxes, so the repeat starts at t
 solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). They are
 part of the state, so a resumed training repeats the step as the uninterrupted one does. The
 working sets' features are held once per box for all classes, in the features' own type
-(:mod:`qs.ssvm._working_sets`). During a pass they wait in a file, and after the round's
-decisions those some working set still names come back into memory, packed: memory holds the
-rows still named and the pass's new ones, never also the old ones. A pass over a Dask array
+(:mod:`qs.ssvm._working_sets`), in a file between passes (a class's solve reads its own
+into memory, the decisions after a pass read what they need from the file): memory holds a
+pass's new rows and one class's working set, not every class's. A pass over a Dask array
 scores a group of images at a time and adds the group's new rows before the next (about
 ``PASS_BYTES`` of them), so the rows a pass brings and the pool's copies of them are never
 all held twice.
@@ -140,8 +140,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
     state : a :class:`LockstepState` to resume from (the one a callback received).
     callback : called with the :class:`LockstepState` after every pass.
-    spill_dir : the directory of the file in which the working sets' rows wait during a pass
-        (None: the system's temporary directory); best on a disk, not in memory (tmpfs).
+    spill_dir : the directory of the file in which the working sets' rows wait between
+        passes (None: the system's temporary directory); best on a disk, not in memory
+        (tmpfs).
 
     Returns the final :class:`LockstepState`: ``state.W`` the weights, per class its boxes,
     objectives, LAI times per method, outer steps and repeats.
@@ -169,7 +170,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     first = verify == "path"
     if not (isinstance(features, np.ndarray) or hasattr(features, "dask")):
         features, counts = check_padded(features, counts)  # a zarr array: Dask over its chunks
-    pool = RowPool(features.shape[-1], features.dtype, spill_dir)
+    pool = RowPool(features.shape[-1], features.dtype, spill_dir, SPILL)
     with dask_scheduler(scheduler) as get, closing(pool):  # no spill file left behind
         if state is None:
             state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
@@ -186,9 +187,10 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
             active = [j for j, c in enumerate(state.classes) if not c.done]
             tried, checked = {}, {}
             for j in active:
-                c, bags = state.classes[j], resident[j]
+                c = state.classes[j]
                 start = time.perf_counter()
-                bags.queries = []
+                resident[j].queries = []
+                bags = resident[j].loaded()
                 prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
                               C=float(C[j]), **options)
                 if not first and c.constraints is None:  # a step's first solve
@@ -198,10 +200,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 tried[j] = result.w
                 checked[j] = bags.queries if first else bags.queries[-1:]
                 c.seconds += time.perf_counter() - start
+            del bags, prob  # the last class's rows in memory: not held through the pass
             queries = [q for j in active for q in checked[j]]
             start = time.perf_counter()
-            if SPILL:
-                pool.spill()
             top = _pass(features, counts, np.stack([tried[j] for j in active], 1),
                         working_set, pool, gather,
                         (np.stack([w for w, _ in queries], 1),
@@ -253,8 +254,8 @@ def _pass(features, counts, W, k, pool, gather, check, get):
 
 
 def _compact(pool, resident):
-    """Keep the rows of ``pool`` that a working set of ``resident`` names, packed (the
-    spilled ones brought back), and renumber the working sets' rows."""
+    """Keep the rows of ``pool`` that a working set of ``resident`` names, packed, and
+    renumber the working sets' rows."""
     live = [r for r in resident if r is not None]
     for r, slot in zip(live, pool.compact([r.slot for r in live])):
         r.slot = slot
@@ -274,8 +275,8 @@ def _share(state, classes, seconds):
 #: bytes of new rows a pass over a Dask array takes in at a time (a group of images)
 PASS_BYTES = 256 << 20
 
-#: whether the working sets' rows wait in a file during a pass (:meth:`RowPool.spill`), so
-#: that memory holds the rows still named and the pass's new ones, not also the old ones
+#: whether the working sets' rows wait in a file between passes (:class:`RowPool`'s
+#: ``spill``), so that memory holds a pass's new rows and one class's working set at a time
 SPILL = True
 
 #: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
