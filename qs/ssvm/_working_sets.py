@@ -75,11 +75,12 @@ class RowPool:
 
     def _fill(self, out, slots):
         """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
-        spilled = slots < self.spilled
-        if spilled.any():
-            out[:slots.size][spilled] = self._read(slots[spilled])
+        spilled = np.flatnonzero(slots < self.spilled)
+        for a in range(0, spilled.size, self.per_block):  # a block's worth mapped at a time
+            part = spilled[a:a + self.per_block]
+            out[part] = self._read(slots[part])
         block, at = np.divmod(slots - self.spilled, self.per_block)
-        for b in np.unique(block[~spilled]):
+        for b in np.unique(block[block >= 0]):
             mine = block == b
             out[:slots.size][mine] = self.blocks[b][at[mine]]
 
