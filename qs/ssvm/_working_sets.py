@@ -5,8 +5,8 @@ A box that several classes' working sets hold (an image's object is among the be
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
 (float16 features stay float16); each class's :class:`Resident` set names its boxes and
 their rows. The pool grows by blocks of rows (never by copying the rows it holds), and after
-a pass keeps only the rows some working set still names, packed; with ``spill`` those wait in
-a file until the next pass is done, and a class's solve reads its own rows into memory
+a pass keeps only the rows some working set still names, packed. With ``spill`` its rows lie
+in a file instead, and a class's solve reads its own rows into memory
 (:meth:`Resident.loaded`): at VOC2007's size that is what keeps 20 classes' working sets
 from filling the memory.
 """
@@ -28,20 +28,20 @@ BLOCK_BYTES = 64 << 20
 
 
 class RowPool:
-    """The features of every (image, box) some working set holds, one row each in a slot;
-    :meth:`add_pass` adds a pass's rows in blocks in memory, :meth:`compact` keeps only the
-    rows the working sets name. With ``spill`` those it keeps go to a file (in
-    ``directory``; None: the system's temporary directory) and wait there until the next
-    compaction: memory then holds a pass's new rows, not every working set's."""
+    """The features of every (image, box) some working set holds, one row each in a slot:
+    :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the rows the working sets
+    name. The rows lie in blocks in memory, or with ``spill`` in a nameless file (in
+    ``directory``; None: the system's temporary directory; removed when closed, or when the
+    process ends however it ends), read a block's worth at a time: memory then holds no
+    working set's rows but the copies a reader takes."""
 
     def __init__(self, d, dtype, directory=None, spill=False):
         self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
         self.spill = spill
         self.row_bytes = d * self.dtype.itemsize
         self.per_block = max(1, BLOCK_BYTES // self.row_bytes)
-        self.blocks = []  # slots spilled, spilled + 1, ... in memory
-        self.size = 0  # slots in use: the file's, then the blocks'
-        self.spilled = 0  # slots 0 .. spilled - 1 lie in the file
+        self.blocks = []
+        self.size = 0  # slots in use
         self._file = None
         self._keys, self._slots = np.empty(0, np.int64), np.empty(0, np.int64)  # sorted keys
 
@@ -67,7 +67,7 @@ class RowPool:
 
     def take(self, slots):
         """The features of the rows ``slots`` (any shape; -1 not allowed), shape ``slots.shape
-        + (d,)``, in the pool's type; those in the file read from it."""
+        + (d,)``, in the pool's type."""
         slots = np.asarray(slots, np.int64)
         out = np.empty((slots.size, self.d), self.dtype)
         self._fill(out, slots.ravel())
@@ -75,17 +75,18 @@ class RowPool:
 
     def _fill(self, out, slots):
         """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
-        spilled = np.flatnonzero(slots < self.spilled)
-        for a in range(0, spilled.size, self.per_block):  # a block's worth mapped at a time
-            part = spilled[a:a + self.per_block]
-            out[part] = self._read(slots[part])
-        block, at = np.divmod(slots - self.spilled, self.per_block)
-        for b in np.unique(block[block >= 0]):
+        if self.spill:
+            for a in range(0, slots.size, self.per_block):  # a block's worth mapped at a time
+                part = slots[a:a + self.per_block]
+                out[a:a + part.size] = self._read(part)
+            return
+        block, at = np.divmod(slots, self.per_block)
+        for b in np.unique(block):
             mine = block == b
             out[:slots.size][mine] = self.blocks[b][at[mine]]
 
     def _read(self, slots):
-        """The rows ``slots`` in the file, through a map of only the span of it they lie in,
+        """The rows ``slots`` of the file, through a map of only the span of it they lie in,
         unmapped on return: the file's pages do not stay in the process's memory."""
         first, last = int(slots.min()), int(slots.max())
         span = np.memmap(self._file, self.dtype, "r", offset=first * self.row_bytes,
@@ -110,41 +111,45 @@ class RowPool:
             raise ValueError("a pass returned rows the pool holds already.")
         m = image.size
         slots = self.size + np.arange(m)
+        if self.spill and m:
+            if self._file is None:
+                self._file = self._new_file()
+            self._file.seek(self.size * self.row_bytes)
         self.size += m
-        while self.spilled + len(self.blocks) * self.per_block < self.size:
+        while not self.spill and len(self.blocks) * self.per_block < self.size:
             self.blocks.append(np.empty((self.per_block, self.d), self.dtype))
         at = 0
         while top.rows:
             rows = top.rows.pop(0).astype(self.dtype, copy=False)
-            block, row = np.divmod(slots[at:at + rows.shape[0]] - self.spilled, self.per_block)
-            for b in np.unique(block):
-                mine = block == b
-                self.blocks[b][row[mine]] = rows[mine]
+            if self.spill:
+                self._file.write(np.ascontiguousarray(rows).data)
+            else:
+                block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
+                for b in np.unique(block):
+                    mine = block == b
+                    self.blocks[b][row[mine]] = rows[mine]
             at += rows.shape[0]
         if at != m:
             raise ValueError(f"a pass returned {at} rows for {m} boxes.")
+        if self.spill and m:
+            self._file.flush()
         keys = np.concatenate([self._keys, image * KEY + box])
         order = np.argsort(keys, kind="stable")
         self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
 
     def compact(self, used):
         """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
-        packed, a block at a time: first those in memory, each old block freed once its rows
-        are copied, then those in the file. They go to new blocks, or with ``spill`` to a new
-        nameless file (removed when closed, or when the process ends however it ends), the
-        old one then closed. So memory holds no more than the rows kept or the blocks it
-        held (plus a block), and afterwards only the blocks the rows kept fill (none with
-        ``spill``). Returns the arrays ``used`` with the rows' new slots."""
+        packed in slot order, a block at a time: into new blocks (each old block freed once
+        its rows are copied, so that memory holds no more than it held, plus a block, and
+        afterwards only the blocks the rows fill), or with ``spill`` into a new file (the
+        old one then closed). Returns the arrays ``used`` with the rows' new slots."""
         named = np.zeros(self.size + 1, bool)  # the last entry stands for -1
         for slots in used:
             named[slots] = True
         keep = np.flatnonzero(named[:-1])
-        keep = np.concatenate([keep[keep >= self.spilled], keep[keep < self.spilled]])
         new = np.full(self.size + 1, -1, np.int64)
         new[keep] = np.arange(keep.size)
-        blocks, file = [], None
-        if self.spill and keep.size:
-            file = tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
+        blocks, file = [], self._new_file() if self.spill and keep.size else None
         try:
             for a in range(0, keep.size, self.per_block):
                 block = np.empty((self.per_block, self.d), self.dtype)
@@ -152,27 +157,28 @@ class RowPool:
                 self._fill(block, part)
                 if file is None:
                     blocks.append(block)
+                    later = keep[a + self.per_block:a + self.per_block + 1]
+                    for b in range(later[0] // self.per_block if later.size else len(self.blocks)):
+                        self.blocks[b] = None  # no later row lies in it
                 else:
                     file.write(block[:part.size].data)
-                later = keep[a + self.per_block:] - self.spilled
-                for b in range(later[0] // self.per_block if later.size and later[0] >= 0
-                               else len(self.blocks)):
-                    self.blocks[b] = None  # no later row lies in it
+            if file is not None:
+                file.flush()
         except BaseException:
             if file is not None:
                 file.close()
             raise
         self.close()
-        if file is not None:
-            file.flush()
         self._file, self.blocks, self.size = file, blocks, keep.size
-        self.spilled = keep.size if file is not None else 0
         held = named[self._slots]
         self._keys, self._slots = self._keys[held], new[self._slots[held]]
         return [new[slots] for slots in used]
 
+    def _new_file(self):
+        return tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
+
     def close(self):
-        """Remove the file of the rows kept, if any (their slots are then void)."""
+        """Remove the file of the rows, if any (they are then void)."""
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -214,7 +220,7 @@ class Resident(_Bags):
         """The working set with a copy of its rows in memory of its own (one read of the
         pool's file), for the many products of a solve; it records its queries in this
         one's ``queries``. Itself when its pool holds every row in memory."""
-        if not self.pool.spilled:
+        if not self.pool.spill:
             return self
         named, local = np.unique(np.maximum(self.slot, 0), return_inverse=True)
         out = Resident(self.index, np.where(self.slot >= 0, local.reshape(self.slot.shape), -1),
