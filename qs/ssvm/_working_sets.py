@@ -1,5 +1,5 @@
-"""The working sets of a lockstep training (:mod:`qs.ssvm.lockstep`) in memory: each class's boxes
-per image, their features held once for all classes.
+"""The working sets of a lockstep training (:mod:`qs.ssvm.lockstep`): each class's boxes per image,
+their features held once for all classes, in memory or in a file.
 
 A box that several classes' working sets hold (an image's object is among the best boxes of
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type

@@ -31,12 +31,11 @@ repeat's problem too, whose negatives only gain boxes, so the repeat starts at t
 solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). They are
 part of the state, so a resumed training repeats the step as the uninterrupted one does. The
 working sets' features are held once per box for all classes, in the features' own type
-(:mod:`qs.ssvm._working_sets`), in a file between passes (a class's solve reads its own
-into memory, the decisions after a pass read what they need from the file): memory holds a
-pass's new rows and one class's working set, not every class's. A pass over a Dask array
-scores a group of images at a time and adds the group's new rows before the next (about
-``PASS_BYTES`` of them), so the rows a pass brings and the pool's copies of them are never
-all held twice.
+(:mod:`qs.ssvm._working_sets`), in a file (a class's solve reads its own rows into memory,
+the decisions after a pass read what they need from the file): memory holds one class's
+working set at a time, not every class's. A pass over a Dask array scores a group of images
+at a time and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so
+the rows a pass brings and the pool's copies of them are never all held twice.
 
 So a training costs about as many passes as outer steps plus repeats, tens where the
 per-call design costs thousands. When the working set holds every box the model is the
@@ -140,9 +139,8 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
     state : a :class:`LockstepState` to resume from (the one a callback received).
     callback : called with the :class:`LockstepState` after every pass.
-    spill_dir : the directory of the file in which the working sets' rows wait between
-        passes (None: the system's temporary directory); best on a disk, not in memory
-        (tmpfs).
+    spill_dir : the directory of the file that holds the working sets' rows (None: the
+        system's temporary directory); best on a disk, not in memory (tmpfs).
 
     Returns the final :class:`LockstepState`: ``state.W`` the weights, per class its boxes,
     objectives, LAI times per method, outer steps and repeats.
@@ -275,8 +273,8 @@ def _share(state, classes, seconds):
 #: bytes of new rows a pass over a Dask array takes in at a time (a group of images)
 PASS_BYTES = 256 << 20
 
-#: whether the working sets' rows wait in a file between passes (:class:`RowPool`'s
-#: ``spill``), so that memory holds a pass's new rows and one class's working set at a time
+#: whether the working sets' rows lie in a file (:class:`RowPool`'s ``spill``), so that
+#: memory holds one class's working set at a time (False: every class's, in memory)
 SPILL = True
 
 #: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
