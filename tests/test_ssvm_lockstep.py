@@ -12,6 +12,7 @@ import pytest
 
 from qs.detection import score_bags
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
+from qs.ssvm import _working_sets
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
 from qs.ssvm import lockstep
@@ -215,7 +216,7 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
 
 
 @pytest.mark.parametrize("spill", [False, True])
-def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path):
+def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path, monkeypatch):
     """A pool's rows are the features added, found by (image, box): in blocks (those filled
     the same arrays after growth), or with ``spill`` in a nameless file (none named in the
     directory, no map of it left after a read). Compacted, it keeps only the rows named,
@@ -224,6 +225,7 @@ def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path
     rng = np.random.default_rng(0)
     pool = RowPool(3, np.float16, tmp_path, spill)
     pool.per_block = 4  # small blocks, so that adding grows by several
+    monkeypatch.setattr(_working_sets, "READ_ROWS", 3)  # and reading takes several maps
     features = rng.normal(size=(10, 8, 3)).astype(np.float16)
 
     def add(image, box):

@@ -25,6 +25,9 @@ KEY = 1 << 32
 SCORE_BYTES = 64 << 20
 #: bytes of one block of the pool's rows
 BLOCK_BYTES = 64 << 20
+#: rows read from the file through one map: the kernel maps the pages around each page read
+#: too (up to 64 KB, fault-around), so that one map's pages stay within about 64 MB
+READ_ROWS = 1024
 
 
 class RowPool:
@@ -32,7 +35,7 @@ class RowPool:
     :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the rows the working sets
     name. The rows lie in blocks in memory, or with ``spill`` in a nameless file (in
     ``directory``; None: the system's temporary directory; removed when closed, or when the
-    process ends however it ends), read a block's worth at a time: memory then holds no
+    process ends however it ends), read ``READ_ROWS`` rows at a time: memory then holds no
     working set's rows but the copies a reader takes."""
 
     def __init__(self, d, dtype, directory=None, spill=False):
@@ -76,8 +79,8 @@ class RowPool:
     def _fill(self, out, slots):
         """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
         if self.spill:
-            for a in range(0, slots.size, self.per_block):  # a block's worth mapped at a time
-                part = slots[a:a + self.per_block]
+            for a in range(0, slots.size, READ_ROWS):
+                part = slots[a:a + READ_ROWS]
                 out[a:a + part.size] = self._read(part)
             return
         block, at = np.divmod(slots, self.per_block)
