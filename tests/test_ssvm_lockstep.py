@@ -4,12 +4,15 @@ small working sets (flat, padded, Dask; ties; AP and 0-1), step-verified steps s
 full inner problem, a resumed training ends where an uninterrupted one does."""
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from qs.detection import score_bags
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
+from qs.ssvm import _working_sets
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
 from qs.ssvm import lockstep
@@ -212,13 +215,17 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
     assert all(rows.dtype == np.float16 for rows in half.rows)
 
 
-def test_row_pool_reuses_freed_slots_and_never_copies_its_rows():
-    """A pool's rows are the features added, found by (image, box); released rows are no
-    longer found and their slots are reused before new ones; a pass's rows are taken out of
-    it as they are copied; blocks already filled are the same arrays after growth."""
+@pytest.mark.parametrize("spill", [False, True])
+def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path, monkeypatch):
+    """A pool's rows are the features added, found by (image, box): in blocks (those filled
+    the same arrays after growth), or with ``spill`` in a nameless file (none named in the
+    directory, no map of it left after a read). Compacted, it keeps only the rows named,
+    packed in the order they were added, and returns the names renumbered: in as many
+    blocks as they fill, or in a new file (the old one closed)."""
     rng = np.random.default_rng(0)
-    pool = RowPool(3, np.float16)
+    pool = RowPool(3, np.float16, tmp_path, spill)
     pool.per_block = 4  # small blocks, so that adding grows by several
+    monkeypatch.setattr(_working_sets, "READ_ROWS", 3)  # and reading takes several maps
     features = rng.normal(size=(10, 8, 3)).astype(np.float16)
 
     def add(image, box):
@@ -228,25 +235,126 @@ def test_row_pool_reuses_freed_slots_and_never_copies_its_rows():
         pool.add_pass(top)
         assert top.rows == []
 
+    def same(image, box):
+        image, box = np.array(image), np.array(box)
+        np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+
+    def compact(image, box):
+        """Compact to the rows of these boxes, named in three arrays (with -1 among them);
+        check their new names and the blocks and file the pool keeps."""
+        before, file = pool.find(image, box), pool._file
+        used = pool.compact([before[:3], np.array([-1, before[3], -1]), before[4:]])
+        after = np.concatenate([used[0], used[1][1:2], used[2]])
+        assert (used[1][[0, 2]] == -1).all() and pool.find(image, box).tolist() == after.tolist()
+        assert after.tolist() == np.argsort(np.argsort(before)).tolist()
+        assert pool.held == pool.size == len(before) and pool.nbytes == len(before) * 3 * 2
+        assert len(pool.blocks) == (0 if spill else -(-len(before) // 4))
+        assert (pool._file is not None) == spill and (file is None or file.closed)
+        assert list(tmp_path.iterdir()) == []
+        same(image, box)
+
     add([0, 0, 1, 2, 5, 9], [1, 7, 0, 3, 3, 2])
-    first = pool.blocks[0]
+    first = pool.blocks[:1]
     add([3, 3, 4, 8], [0, 1, 2, 2])
-    assert pool.blocks[0] is first and len(pool.blocks) == 3 and pool.held == pool.size == 10
-    image, box = np.array([[0, 2, 8], [9, 3, 1]]), np.array([[7, 3, 2], [2, 1, 0]])
-    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    assert pool.blocks[:1] == first and pool.held == pool.size == 10
+    assert len(pool.blocks) == (0 if spill else 3) and (pool._file is not None) == spill
+    same([[0, 2, 8], [9, 3, 1]], [[7, 3, 2], [2, 1, 0]])
     assert pool.find([0, 0, 7], [0, -1, 1]).tolist() == [-1, -1, -1]
-    keep = pool.find([0, 2, 3, 9], [7, 3, 1, 2])
-    pool.release([keep[:2], np.array([-1, keep[2], keep[3]])])
-    assert pool.held == 4 and pool.nbytes == 4 * 3 * 2
-    assert (pool.find([0, 1, 5, 3, 4, 8], [1, 0, 3, 0, 2, 2]) == -1).all()
-    assert pool.held_boxes(10)[[0, 2, 3, 9, 1]].tolist() == [[7], [3], [1], [2], [-1]]
-    add([1, 6, 7], [1, 1, 1])
-    assert pool.size == 10 and sorted(pool.find([1, 6, 7], [1, 1, 1])) == \
-        sorted(set(range(10)) - set(keep))[:3]
-    image, box = np.array([0, 1, 2, 3, 6, 7, 9]), np.array([7, 1, 3, 1, 1, 1, 2])
-    np.testing.assert_array_equal(pool.take(pool.find(image, box)), features[image, box])
+    compact([0, 2, 3, 9, 5], [7, 3, 1, 2, 3])
+    assert (pool.find([0, 1, 3, 4, 8], [1, 0, 0, 2, 2]) == -1).all()
+    add([1, 6, 7, 7, 7], [1, 1, 1, 2, 3])
+    assert len(pool.blocks) == (0 if spill else 3) and pool.held == pool.size == 10
+    both = ([0, 1, 2, 3, 6, 7, 9, 7], [7, 1, 3, 1, 1, 1, 2, 3])
+    same(*both)
+    if spill and Path("/proc/self/maps").exists():  # Linux: the maps name the file's inode
+        inode = str(os.fstat(pool._file.fileno()).st_ino)
+        assert all(line.split()[4] != inode
+                   for line in Path("/proc/self/maps").read_text().splitlines())
     with pytest.raises(ValueError, match="holds already"):
         add([0], [7])
+    compact(*both)
+    assert pool.held_boxes(10)[[0, 2, 3, 9, 4]].tolist() == [[7, -1], [3, -1], [1, -1],
+                                                             [2, -1], [-1, -1]]
+    file = pool._file
+    pool.compact([np.array([-1])])
+    assert pool.blocks == [] and pool.held == pool.size == 0 and pool._file is None
+    assert file is None or file.closed
+    pool.close()
+
+
+@pytest.mark.parametrize("verify", ["path", "step"])
+def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatch, tmp_path):
+    """Rows kept in a file between passes (a class's solve reads its own into memory, the
+    decisions after a pass read from the file) give the models, boxes, objectives,
+    iterations, passes, repeats and working sets of rows kept in memory, to the bit; after
+    each round the pool holds no blocks (in memory: only those its rows fill), and no file
+    is left, in the directory given or open."""
+    da = pytest.importorskip("dask.array")
+    X, offsets, labels = class_bags(7, n=40)
+    features, counts = padded(X.astype(np.float16), offsets)
+    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
+               "working_set": 1, "verify": verify, "spill_dir": tmp_path}
+    reads, files, blocks = [], [], []
+    read, compact = RowPool._read, RowPool.compact
+    monkeypatch.setattr(RowPool, "_read", lambda pool, slots: reads.append(1) or read(pool, slots))
+
+    def packed(pool, used):
+        out = compact(pool, used)
+        files.append(pool._file)
+        blocks.append((len(pool.blocks), 0 if pool.spill else -(-pool.held // pool.per_block)))
+        return out
+
+    monkeypatch.setattr(RowPool, "compact", packed)
+    runs = {}
+    for spilling in (True, False):
+        monkeypatch.setattr(lockstep, "SPILL", spilling)
+        seen, reads[:] = [], []
+        state = latent_lockstep(da.from_array(features, chunks=(8, -1, -1)), counts, labels,
+                                callback=lambda s: seen.append((s.passes, s.rows_held, [
+                                    c.working.copy() for c in s.classes])),
+                                **options)
+        runs[spilling] = state, seen, len(reads)
+    (spilled, seen, read_spilled), (kept, seen_kept, read_kept) = runs[True], runs[False]
+    files = [f for f in files if f is not None]
+    assert read_spilled > 0 and read_kept == 0 and len(files) > 1
+    assert all(f.closed for f in files) and list(tmp_path.iterdir()) == []
+    assert all(have == need for have, need in blocks) and max(have for have, _ in blocks) > 0
+    assert sum(c.repeats for c in kept.classes) > 0 and spilled.passes == kept.passes
+    np.testing.assert_array_equal(spilled.W, kept.W)
+    for a, b in zip(spilled.classes, kept.classes):
+        assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
+        assert a.n_iter == b.n_iter and a.repeats == b.repeats and a.n_outer == b.n_outer
+    for (passes, held, working), (passes_kept, held_kept, working_kept) in zip(seen, seen_kept):
+        assert passes == passes_kept and held == held_kept
+        assert all(np.array_equal(w, v) for w, v in zip(working, working_kept))
+
+
+def test_a_training_that_raises_mid_pass_leaves_no_spill_file(monkeypatch, tmp_path):
+    """An error in the middle of a pass (the rows kept in their file, new ones coming in)
+    closes the file: nothing is left in the directory, nothing open."""
+    X, offsets, labels = class_bags(7, n=40)
+    _, counts = padded(X, offsets)
+    files, calls, compact = [], [], RowPool.compact
+
+    def keeping(pool, used):
+        out = compact(pool, used)
+        files.append(pool._file)
+        return out
+
+    monkeypatch.setattr(RowPool, "compact", keeping)
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the features went away")
+        return class_top_boxes(*args, **kwargs)
+
+    monkeypatch.setattr(lockstep, "class_top_boxes", failing)
+    with pytest.raises(RuntimeError, match="went away"):
+        latent_lockstep(X, counts, labels, C=50.0, working_set=1, verify="step",
+                        spill_dir=tmp_path)
+    assert len(files) == 2 and all(f.closed for f in files)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_input_is_named():

@@ -1,13 +1,17 @@
-"""The working sets of a lockstep training (:mod:`qs.ssvm.lockstep`) in memory: each class's boxes
-per image, their features held once for all classes.
+"""The working sets of a lockstep training (:mod:`qs.ssvm.lockstep`): each class's boxes per image,
+their features held once for all classes, in memory or in a file.
 
 A box that several classes' working sets hold (an image's object is among the best boxes of
 many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
 (float16 features stay float16); each class's :class:`Resident` set names its boxes and
-their rows. The pool grows by blocks of rows (never by copying the rows it holds) and frees
-the rows no working set names any more, reusing their slots: at VOC2007's size that is what
-lets 20 classes' working sets fit in memory.
+their rows. The pool grows by blocks of rows (never by copying the rows it holds), and after
+a pass keeps only the rows some working set still names, packed. With ``spill`` its rows lie
+in a file instead, and a class's solve reads its own rows into memory
+(:meth:`Resident.loaded`): at VOC2007's size that is what keeps 20 classes' working sets
+from filling the memory.
 """
+
+import tempfile
 
 import numpy as np
 
@@ -21,19 +25,27 @@ KEY = 1 << 32
 SCORE_BYTES = 64 << 20
 #: bytes of one block of the pool's rows
 BLOCK_BYTES = 64 << 20
+#: rows read from the file through one map: the kernel maps the pages around each page read
+#: too (up to 64 KB, fault-around), so that one map's pages stay within about 64 MB
+READ_ROWS = 1024
 
 
 class RowPool:
-    """The features of every (image, box) some working set holds, one row each in a slot of
-    one of its blocks; :meth:`add_pass` adds a pass's rows, :meth:`release` frees the rows
-    no working set names."""
+    """The features of every (image, box) some working set holds, one row each in a slot:
+    :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the rows the working sets
+    name. The rows lie in blocks in memory, or with ``spill`` in a nameless file (in
+    ``directory``; None: the system's temporary directory; removed when closed, or when the
+    process ends however it ends), read ``READ_ROWS`` rows at a time: memory then holds no
+    working set's rows but the copies a reader takes."""
 
-    def __init__(self, d, dtype):
-        self.d, self.dtype = d, np.dtype(dtype)
-        self.per_block = max(1, BLOCK_BYTES // (d * self.dtype.itemsize))
+    def __init__(self, d, dtype, directory=None, spill=False):
+        self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
+        self.spill = spill
+        self.row_bytes = d * self.dtype.itemsize
+        self.per_block = max(1, BLOCK_BYTES // self.row_bytes)
         self.blocks = []
-        self.size = 0  # slots ever used: the free ones are reused first
-        self._free = np.empty(0, np.int64)
+        self.size = 0  # slots in use
+        self._file = None
         self._keys, self._slots = np.empty(0, np.int64), np.empty(0, np.int64)  # sorted keys
 
     @property
@@ -44,7 +56,7 @@ class RowPool:
     @property
     def nbytes(self):
         """The bytes of the rows the pool holds."""
-        return self.held * self.d * self.dtype.itemsize
+        return self.held * self.row_bytes
 
     def find(self, image, box):
         """The rows of the boxes ``(image, box)`` (arrays of one shape), -1 for those not
@@ -61,12 +73,28 @@ class RowPool:
         + (d,)``, in the pool's type."""
         slots = np.asarray(slots, np.int64)
         out = np.empty((slots.size, self.d), self.dtype)
-        flat = slots.ravel()
-        block, at = np.divmod(flat, self.per_block)
+        self._fill(out, slots.ravel())
+        return out.reshape(slots.shape + (self.d,))
+
+    def _fill(self, out, slots):
+        """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
+        if self.spill:
+            for a in range(0, slots.size, READ_ROWS):
+                part = slots[a:a + READ_ROWS]
+                out[a:a + part.size] = self._read(part)
+            return
+        block, at = np.divmod(slots, self.per_block)
         for b in np.unique(block):
             mine = block == b
-            out[mine] = self.blocks[b][at[mine]]
-        return out.reshape(slots.shape + (self.d,))
+            out[:slots.size][mine] = self.blocks[b][at[mine]]
+
+    def _read(self, slots):
+        """The rows ``slots`` of the file, through a map of only the span of it they lie in,
+        unmapped on return: the file's pages do not stay in the process's memory."""
+        first, last = int(slots.min()), int(slots.max())
+        span = np.memmap(self._file, self.dtype, "r", offset=first * self.row_bytes,
+                         shape=(last - first + 1, self.d))
+        return np.asarray(span[slots - first])
 
     def held_boxes(self, n):
         """(n, h) the boxes of each of the ``n`` images the pool holds (-1: none), as
@@ -79,39 +107,84 @@ class RowPool:
 
     def add_pass(self, top):
         """Add the rows a :class:`~qs.top_boxes.ClassTopBoxes` pass returned (boxes the pool
-        lacks, each once), emptying its list of rows as they are copied, so that the pass's
-        rows and the pool's copies of them are not all held at once."""
+        lacks, each once) in new slots, emptying its list of rows as they are copied, so that
+        the pass's rows and the pool's copies of them are not all held at once."""
         image, box = np.asarray(top.image, np.int64), np.asarray(top.box, np.int64)
         if (self.find(image, box) >= 0).any():
             raise ValueError("a pass returned rows the pool holds already.")
         m = image.size
-        slots = np.concatenate([self._free[:m], self.size + np.arange(max(0, m - self._free.size))])
-        self._free = self._free[m:]
-        self.size = max(self.size, int(slots.max(initial=-1)) + 1)
-        while len(self.blocks) * self.per_block < self.size:
+        slots = self.size + np.arange(m)
+        if self.spill and m:
+            if self._file is None:
+                self._file = self._new_file()
+            self._file.seek(self.size * self.row_bytes)
+        self.size += m
+        while not self.spill and len(self.blocks) * self.per_block < self.size:
             self.blocks.append(np.empty((self.per_block, self.d), self.dtype))
         at = 0
         while top.rows:
             rows = top.rows.pop(0).astype(self.dtype, copy=False)
-            block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
-            for b in np.unique(block):
-                mine = block == b
-                self.blocks[b][row[mine]] = rows[mine]
+            if self.spill:
+                self._file.write(np.ascontiguousarray(rows).data)
+            else:
+                block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
+                for b in np.unique(block):
+                    mine = block == b
+                    self.blocks[b][row[mine]] = rows[mine]
             at += rows.shape[0]
         if at != m:
             raise ValueError(f"a pass returned {at} rows for {m} boxes.")
+        if self.spill and m:
+            self._file.flush()
         keys = np.concatenate([self._keys, image * KEY + box])
         order = np.argsort(keys, kind="stable")
         self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
 
-    def release(self, used):
-        """Free the rows that none of the arrays of slots ``used`` names (-1 ignored)."""
-        named = np.zeros(self.size, bool)
+    def compact(self, used):
+        """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
+        packed in slot order, a block at a time: into new blocks (each old block freed once
+        its rows are copied, so that memory holds no more than it held, plus a block, and
+        afterwards only the blocks the rows fill), or with ``spill`` into a new file (the
+        old one then closed). Returns the arrays ``used`` with the rows' new slots."""
+        named = np.zeros(self.size + 1, bool)  # the last entry stands for -1
         for slots in used:
-            named[slots[slots >= 0]] = True
-        keep = named[self._slots]
-        self._free = np.union1d(self._free, self._slots[~keep])
-        self._keys, self._slots = self._keys[keep], self._slots[keep]
+            named[slots] = True
+        keep = np.flatnonzero(named[:-1])
+        new = np.full(self.size + 1, -1, np.int64)
+        new[keep] = np.arange(keep.size)
+        blocks, file = [], self._new_file() if self.spill and keep.size else None
+        try:
+            for a in range(0, keep.size, self.per_block):
+                block = np.empty((self.per_block, self.d), self.dtype)
+                part = keep[a:a + self.per_block]
+                self._fill(block, part)
+                if file is None:
+                    blocks.append(block)
+                    later = keep[a + self.per_block:a + self.per_block + 1]
+                    for b in range(later[0] // self.per_block if later.size else len(self.blocks)):
+                        self.blocks[b] = None  # no later row lies in it
+                else:
+                    file.write(block[:part.size].data)
+            if file is not None:
+                file.flush()
+        except BaseException:
+            if file is not None:
+                file.close()
+            raise
+        self.close()
+        self._file, self.blocks, self.size = file, blocks, keep.size
+        held = named[self._slots]
+        self._keys, self._slots = self._keys[held], new[self._slots[held]]
+        return [new[slots] for slots in used]
+
+    def _new_file(self):
+        return tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
+
+    def close(self):
+        """Remove the file of the rows, if any (they are then void)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class Resident(_Bags):
@@ -146,6 +219,18 @@ class Resident(_Bags):
                              np.where(is_pos, -1, self.index[every, at])))
         return X
 
+    def loaded(self):
+        """The working set with a copy of its rows in memory of its own (one read of the
+        pool's file), for the many products of a solve; it records its queries in this
+        one's ``queries``. Itself when its pool holds every row in memory."""
+        if not self.pool.spill:
+            return self
+        named, local = np.unique(np.maximum(self.slot, 0), return_inverse=True)
+        out = Resident(self.index, np.where(self.slot >= 0, local.reshape(self.slot.shape), -1),
+                       _Rows(self.pool.take(named)))
+        out.queries = self.queries
+        return out
+
     def holds(self, boxes):
         """(n, t) whether each image's working set holds the boxes ``boxes`` (n, t)."""
         return (boxes[:, :, None] == self.index[:, None, :]).any(axis=2)
@@ -161,6 +246,16 @@ class Resident(_Bags):
         return Resident(np.concatenate([self.index, new[:, keep]], axis=1),
                         np.concatenate([self.slot, np.where(new >= 0, slot, -1)[:, keep]],
                                        axis=1), self.pool)
+
+
+class _Rows:
+    """Rows in memory, taken by their index (the copy :meth:`Resident.loaded` makes)."""
+
+    def __init__(self, rows):
+        self.rows, self.d = rows, rows.shape[1]
+
+    def take(self, slots):
+        return self.rows[slots]
 
 
 def lacking_boxes(best, lacking, pool):

@@ -31,9 +31,11 @@ repeat's problem too, whose negatives only gain boxes, so the repeat starts at t
 solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). They are
 part of the state, so a resumed training repeats the step as the uninterrupted one does. The
 working sets' features are held once per box for all classes, in the features' own type
-(:mod:`qs.ssvm._working_sets`). A pass over a Dask array scores a group of images at a time
-and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so the rows a
-pass brings and the pool's copies of them are never all held twice.
+(:mod:`qs.ssvm._working_sets`), in a file (a class's solve reads its own rows into memory,
+the decisions after a pass read what they need from the file): memory holds one class's
+working set at a time, not every class's. A pass over a Dask array scores a group of images
+at a time and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so
+the rows a pass brings and the pool's copies of them are never all held twice.
 
 So a training costs about as many passes as outer steps plus repeats, tens where the
 per-call design costs thousands. When the working set holds every box the model is the
@@ -47,6 +49,7 @@ sets' boxes again.
 """
 
 import time
+from contextlib import closing
 
 import numpy as np
 
@@ -95,7 +98,7 @@ class _Timed(LatentProblem):
 def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="auto", timed=(),
                     tol=1e-3, max_iter=20000, max_outer=400, min_outer=2, init="random",
                     random_state=0, working_set=5, verify="path", keep=None, scheduler=None,
-                    qp_solver="daqp", state=None, callback=None):
+                    qp_solver="daqp", state=None, callback=None, spill_dir=None):
     """Train the latent structured SVM of every class (a column of ``labels``) in lockstep,
     one pass over all boxes per round (see the module's text).
 
@@ -136,6 +139,8 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
     state : a :class:`LockstepState` to resume from (the one a callback received).
     callback : called with the :class:`LockstepState` after every pass.
+    spill_dir : the directory of the file that holds the working sets' rows (None: the
+        system's temporary directory); best on a disk, not in memory (tmpfs).
 
     Returns the final :class:`LockstepState`: ``state.W`` the weights, per class its boxes,
     objectives, LAI times per method, outer steps and repeats.
@@ -163,12 +168,13 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
     first = verify == "path"
     if not (isinstance(features, np.ndarray) or hasattr(features, "dask")):
         features, counts = check_padded(features, counts)  # a zarr array: Dask over its chunks
-    with dask_scheduler(scheduler) as get:
+    pool = RowPool(features.shape[-1], features.dtype, spill_dir, SPILL)
+    with dask_scheduler(scheduler) as get, closing(pool):  # no spill file left behind
         if state is None:
-            state, pool, resident, pos_X = _start(features, counts, is_pos, init,
-                                                  random_state, int(working_set), first, get)
+            state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
+                                            int(working_set), first, pool, get)
         else:
-            state, pool, resident, pos_X = _resume(features, counts, is_pos, state, get)
+            state, resident, pos_X = _resume(features, counts, is_pos, state, pool, get)
         n, d = is_pos.shape[0], pool.d
         images = np.arange(n)[:, None]
         gather = np.zeros((n, int(first)), np.int64)
@@ -179,9 +185,10 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
             active = [j for j, c in enumerate(state.classes) if not c.done]
             tried, checked = {}, {}
             for j in active:
-                c, bags = state.classes[j], resident[j]
+                c = state.classes[j]
                 start = time.perf_counter()
-                bags.queries = []
+                resident[j].queries = []
+                bags = resident[j].loaded()
                 prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
                               C=float(C[j]), **options)
                 if not first and c.constraints is None:  # a step's first solve
@@ -191,6 +198,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                 tried[j] = result.w
                 checked[j] = bags.queries if first else bags.queries[-1:]
                 c.seconds += time.perf_counter() - start
+            del bags, prob  # the last class's rows in memory: not held through the pass
             queries = [q for j in active for q in checked[j]]
             start = time.perf_counter()
             top = _pass(features, counts, np.stack([tried[j] for j in active], 1),
@@ -209,7 +217,7 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
                              is_pos[:, j], float(C[j]), options,
                              (tol, min_outer, max_outer, first), keep == "step")
                 state.classes[j].seconds += time.perf_counter() - start
-            pool.release([r.slot for r in resident if r is not None])
+            _compact(pool, resident)
             _held(state, pool)
             if callback is not None:
                 callback(state)
@@ -243,6 +251,14 @@ def _pass(features, counts, W, k, pool, gather, check, get):
     return ClassTopBoxes(*(np.concatenate(f) for f in zip(*(p[:-1] for p in parts))), [])
 
 
+def _compact(pool, resident):
+    """Keep the rows of ``pool`` that a working set of ``resident`` names, packed, and
+    renumber the working sets' rows."""
+    live = [r for r in resident if r is not None]
+    for r, slot in zip(live, pool.compact([r.slot for r in live])):
+        r.slot = slot
+
+
 def _held(state, pool):
     state.rows_held, state.row_bytes = pool.held, pool.nbytes
 
@@ -256,6 +272,10 @@ def _share(state, classes, seconds):
 
 #: bytes of new rows a pass over a Dask array takes in at a time (a group of images)
 PASS_BYTES = 256 << 20
+
+#: whether the working sets' rows lie in a file (:class:`RowPool`'s ``spill``), so that
+#: memory holds one class's working set at a time (False: every class's, in memory)
+SPILL = True
 
 #: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
 VERIFY = ("path", "step")
@@ -320,7 +340,7 @@ def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
     return xi[1] - xi[0] <= tol
 
 
-def _start(features, counts, is_pos, init, random_state, k, first, get):
+def _start(features, counts, is_pos, init, random_state, k, first, pool, get):
     """The first pass: every class's working set under its initial weights (zeros unless
     ``init`` gives weights; with ``first`` each image's first box too) and its positives'
     initial boxes."""
@@ -344,7 +364,6 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
             given = init if isinstance(init, str) else init[j]
             gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
     start = time.perf_counter()
-    pool = RowPool(d, features.dtype)
     top = _pass(features, counts, W0, k, pool, gather, None, get)
     seconds = time.perf_counter() - start
     images = np.arange(n)[:, None]
@@ -360,11 +379,11 @@ def _start(features, counts, is_pos, init, random_state, k, first, get):
         resident.append(here)
         pos_X.append(pool.take(pool.find(np.flatnonzero(pos), boxes)).astype(np.float64))
         classes.append(ClassState(None, boxes, here.index, seconds=seconds / n_classes))
-    pool.release([r.slot for r in resident])
-    return LockstepState(classes, passes=1, pass_seconds=[seconds]), pool, resident, pos_X
+    _compact(pool, resident)
+    return LockstepState(classes, passes=1, pass_seconds=[seconds]), resident, pos_X
 
 
-def _resume(features, counts, is_pos, state, get):
+def _resume(features, counts, is_pos, state, pool, get):
     """One pass gathering the working sets' boxes of a stored state's unfinished classes,
     each box's features once, and the positives' boxes a working set lacks: a class's
     random initial boxes until its first confirmed step (afterwards its positives' boxes are
@@ -390,7 +409,6 @@ def _resume(features, counts, is_pos, state, get):
             parts[-1][pos[lacking], 0] = c.pos_boxes[lacking]
     gather = np.concatenate(parts, axis=1)
     start = time.perf_counter()
-    pool = RowPool(d, features.dtype)
     _pass(features, counts, np.zeros((d, 1)), 1, pool, gather, None, get)
     state.passes += 1
     state.resumed += 1
@@ -400,5 +418,5 @@ def _resume(features, counts, is_pos, state, get):
         c, pos = state.classes[j], is_pos[:, j]
         resident[j] = Resident(c.working, pool.find(np.arange(n)[:, None], c.working), pool)
         pos_X[j] = pool.take(pool.find(np.flatnonzero(pos), c.pos_boxes)).astype(np.float64)
-    pool.release([r.slot for r in resident if r is not None])
-    return state, pool, resident, pos_X
+    _compact(pool, resident)
+    return state, resident, pos_X
