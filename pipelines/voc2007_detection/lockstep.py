@@ -64,6 +64,7 @@ def _train_and_test(run, loss):
         print(f"lockstep {loss}: resuming from the stored state after pass {state.passes} "
               f"({sum(c.n_outer for c in state.classes)} outer steps)", file=sys.stderr)
     C = cfg["C"][loss][0]
+    run.store.root.mkdir(parents=True, exist_ok=True)  # also the working sets' file's place
     with tqdm(desc=f"lockstep {loss}", unit="pass", disable=not run.progress,
               leave=False) as bar:
         held = {"rows": 0, "bytes": 0}  # the most the working sets held at once
@@ -84,7 +85,7 @@ def _train_and_test(run, loss):
             max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
             min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
             working_set=k, verify=cfg["verify"], scheduler=scheduler, state=state,
-            callback=saved)
+            callback=saved, spill_dir=run.store.root)
         train_s = time.perf_counter() - start
     W = state.W
     coef, intercepts = (W[:-1], W[-1]) if bias else (W, np.zeros(W.shape[1]))
