@@ -24,7 +24,7 @@ import numpy as np
 from pipelines._config import new_run_dir
 from pipelines._io import atomic_path, save_figure, write_text
 from pipelines._measure import PeakMemory, exact_rss
-from pipelines._provenance import write_provenance
+from pipelines._provenance import code_version, write_provenance
 from pipelines._runs import claim_run_dir
 from pipelines._tables import markdown_table
 
@@ -345,6 +345,7 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
         raise ValueError("devices names cuda, but torch sees no CUDA device")
 
     torch.set_num_threads(1)
+    code = code_version()  # the code the benchmark runs, not that of commits made meanwhile
     out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
     sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
                 f"torch {torch.__version__})"]
@@ -398,5 +399,6 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
     write_text(out / "report.md", report)
     write_provenance(out, seed, "synthetic scores", {
         "sizes": list(sizes), "queries": q, "repeats": repeats, "parts": list(parts),
-        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count(), "devices": list(devices)})
+        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count(), "devices": list(devices)},
+        code=code)
     return out, report
