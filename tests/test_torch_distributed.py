@@ -169,3 +169,40 @@ def test_a_process_whose_input_is_refused_makes_every_process_raise(tmp_path):
 def test_without_a_process_group_the_error_says_so():
     with pytest.raises(ValueError, match="initialised torch.distributed process group"):
         distributed_retrieval_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
+
+
+class _Work:
+    """A collective's work handle that completes after ``polls`` polls (never when None)."""
+
+    def __init__(self, polls):
+        self.polls, self.asked, self.waited = polls, 0, False
+
+    def is_completed(self):
+        self.asked += 1
+        return self.polls is not None and self.asked > self.polls
+
+    def wait(self):
+        self.waited = True
+
+
+def test_a_cpu_collective_is_polled_until_done_then_waited(monkeypatch):
+    from qs.torch import distributed
+
+    work = _Work(polls=3)
+    distributed._finish(work, torch.zeros(1))
+    assert (work.asked, work.waited) == (4, True)
+    # a collective that does not finish within POLL_S is left to wait() and its timeout
+    monkeypatch.setattr(distributed, "POLL_S", 0.001)
+    work = _Work(polls=None)
+    distributed._finish(work, torch.zeros(1))
+    assert work.waited and work.asked >= 1
+
+
+def test_a_cuda_collective_is_waited_without_polling():
+    from types import SimpleNamespace
+
+    from qs.torch import distributed
+
+    work = _Work(polls=None)
+    distributed._finish(work, SimpleNamespace(is_cuda=True))
+    assert (work.asked, work.waited) == (0, True)

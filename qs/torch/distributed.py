@@ -35,9 +35,16 @@ local: two collectives a step. The retrieval loss sends every process the whole 
 its values across the group (one all-reduce) and, in the backward, the gradient its queries
 send to the other processes' embeddings (one all-reduce of the (B, d) gradient, smaller than
 the B x B coefficients): three.
+
+On a CPU backend a process waits for a collective by polling it, yielding its core between
+polls, for up to :data:`POLL_S` before it blocks (:func:`_finish`). A blocked process lets its
+core fall idle, and on virtual machines waking an idle core took longer than the exchange
+itself: `qsrank bench torch-losses` measures the step.
 """
 
 import math
+import os
+import time
 import weakref
 
 import torch
@@ -53,6 +60,9 @@ _SENT_AS_IS = (torch.float32, torch.float64)
 _DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 #: int64 words of an exchange's header: rows, two values agreed on, chunk bytes
 _HEADER = 4
+#: seconds a process polls a collective on a CPU backend before it blocks in ``wait``: the
+#: exchanges of a step take a fraction of a millisecond, a peer still computing may take longer
+POLL_S = 0.01
 #: per process group, the bytes every process pads its chunks to (the largest chunk of the
 #: previous exchange, which every process read from the same headers)
 _capacity = weakref.WeakKeyDictionary()
@@ -178,7 +188,7 @@ class _RowsOfAll(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         wire = grad.contiguous() if grad.dtype in _SENT_AS_IS else grad.float()
-        dist.all_reduce(wire, group=ctx.group)
+        _all_reduce(wire, ctx.group)
         return wire[ctx.start : ctx.start + ctx.rows].to(grad.dtype), None, None, None
 
 
@@ -238,14 +248,35 @@ def _all_to_all(send, send_counts, receive_counts, group):
     latency of an ``all_gather`` of the same chunks (2 processes on loopback)."""
     if send_counts is None:
         receive = torch.empty_like(send)
-        dist.all_to_all_single(receive, send, group=group)
+        _finish(dist.all_to_all_single(receive, send, group=group, async_op=True), send)
         return receive
     width = send.element_size()
     receive = send.new_empty(sum(receive_counts) * width, dtype=torch.uint8)
-    dist.all_to_all_single(receive, send.view(torch.uint8),
-                           [c * width for c in receive_counts],
-                           [c * width for c in send_counts], group=group)
+    _finish(dist.all_to_all_single(receive, send.view(torch.uint8),
+                                   [c * width for c in receive_counts],
+                                   [c * width for c in send_counts], group=group,
+                                   async_op=True), send)
     return receive.view(send.dtype)
+
+
+def _all_reduce(tensor, group):
+    """Sum ``tensor`` over the processes, in place."""
+    _finish(dist.all_reduce(tensor, group=group, async_op=True), tensor)
+
+
+def _finish(work, tensor):
+    """Wait for the collective ``work`` on ``tensor``'s device. On the CPU, poll it (yielding
+    the core to any other runnable thread between polls) for up to :data:`POLL_S`, then block:
+    gloo hands the collective between threads several times, and each hand-off to a core that
+    went idle waits for the core to wake (on 2 virtual cores, two exchanges after a
+    millisecond of compute took about 3x as long blocked as polled). ``wait`` then raises
+    what the collective raised, with the group's timeout. On CUDA, ``wait`` only orders the
+    streams: called at once."""
+    if not tensor.is_cuda:
+        end = time.perf_counter() + POLL_S
+        while not work.is_completed() and time.perf_counter() < end:
+            os.sched_yield()
+    work.wait()
 
 
 def _side_by_side(blocks):
@@ -300,7 +331,7 @@ def _global_mean(local_sum, local_count, group):
     :class:`_RowsOfAll`'s backward)."""
     totals = torch.stack([local_sum.detach().to(torch.float64),
                           local_count.to(torch.float64)]).to(_wire_device(group))
-    dist.all_reduce(totals, group=group)
+    _all_reduce(totals, group)
     count = totals[1].clamp(min=1).to(local_sum.device, local_sum.dtype)
     local = local_sum / count
     return local + (totals[0].to(local.device, local.dtype) / count - local).detach()
