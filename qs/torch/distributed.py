@@ -36,10 +36,8 @@ its values across the group (one all-reduce) and, in the backward, the gradient 
 send to the other processes' embeddings (one all-reduce of the (B, d) gradient, smaller than
 the B x B coefficients): three.
 
-On a CPU backend a process waits for a collective by polling it, yielding its core between
-polls, for up to :data:`POLL_S` before it blocks (:func:`_finish`). A blocked process lets its
-core fall idle, and on virtual machines waking an idle core took longer than the exchange
-itself: `qsrank bench torch-losses` measures the step.
+On a CPU backend a process polls each collective, yielding its core between polls, before
+it blocks (:func:`_finish`): waking a core that fell idle can cost more than the exchange.
 """
 
 import math
@@ -268,8 +266,8 @@ def _finish(work, tensor):
     """Wait for the collective ``work`` on ``tensor``'s device. On the CPU, poll it (yielding
     the core to any other runnable thread between polls) for up to :data:`POLL_S`, then block:
     gloo hands the collective between threads several times, and each hand-off to a core that
-    went idle waits for the core to wake (on 2 virtual cores, two exchanges after a
-    millisecond of compute took about 3x as long blocked as polled). ``wait`` then raises
+    went idle waits for the core to wake (on 2 virtual cores, the two exchanges of a score
+    loss step took about 3x as long blocked as polled). ``wait`` then raises
     what the collective raised, with the group's timeout. On CUDA, ``wait`` only orders the
     streams: called at once."""
     if not tensor.is_cuda:
