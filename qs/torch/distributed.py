@@ -16,9 +16,8 @@ divides the global loss's gradient by the world size: multiply the loss by the w
 undo that.
 
 Round trips are what a step costs on a CPU backend (on gloo, a fraction of a millisecond
-each, part of it CPU time in every process, which the processes pay in turn when they share
-the cores), so each exchange is one collective, an ``all_to_all`` (on gloo about half the
-latency of an ``all_gather``). The shapes, dtypes and data of every process travel together: to each
+each), so each exchange is one collective, an ``all_to_all`` (on gloo about half the latency
+of an ``all_gather``). The shapes, dtypes and data of every process travel together: to each
 process a byte chunk made of a fixed header (rows, the values the processes must agree on,
 chunk bytes) and the data, padded to a capacity that every process knows alike (the largest
 chunk of the previous exchange on the group), so that a step of the same shapes as the last
@@ -267,9 +266,9 @@ def _finish(work, tensor):
     the core to any other runnable thread between polls) for up to :data:`POLL_S`, then block:
     gloo hands the collective between threads several times, and each hand-off to a core that
     went idle waits for the core to wake (on 2 virtual cores, the two exchanges of a score
-    loss step took about 3x as long blocked as polled). ``wait`` then raises
-    what the collective raised, with the group's timeout. On CUDA, ``wait`` only orders the
-    streams: called at once."""
+    loss step took about 3x as long blocked as polled). ``wait`` then raises what the
+    collective raised, with the group's timeout. On CUDA, ``wait`` only orders the streams:
+    called at once."""
     if not tensor.is_cuda:
         end = time.perf_counter() + POLL_S
         while not work.is_completed() and time.perf_counter() < end:
