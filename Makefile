@@ -33,7 +33,7 @@ DIGITS_RUN ?= results/digits/default
 FIT_DATA ?= build/breast_cancer.csv
 FIT_RUN ?= results/fit/breast_cancer
 
-.PHONY: help install test docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
+.PHONY: help install test wheel-check docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	voc2007-large voc2007-xlarge voc2007-paper voc2007-full-images \
@@ -52,6 +52,9 @@ install: $(STAMP)  ## create .venv and install qsrank with its test tools
 
 test: $(STAMP)  ## run the test suite (it also builds the docs strictly and runs their examples)
 	$(PY) -m pytest -q
+
+wheel-check: $(STAMP)  ## build the sdist and wheel, check them, install the wheel into a fresh venv and run qsrank from it
+	.ci/wheel-check $(PY)
 
 docs: $(STAMP)  ## build the docs site into site/ (strict: broken links or missing result files fail)
 	$(VENV)/bin/mkdocs build --strict

@@ -6,23 +6,22 @@ from pathlib import Path
 
 import click
 
-from cli.common import CONFIGS, USER_ERRORS, default_config, notice_compiles, user_errors
+from qsrank.common import USER_ERRORS, ConfigPath, default_config, notice_compiles, user_errors
 
 # The pipelines, qs and numba load only inside a command: `qsrank bench --help` imports none
 # of them. So the choices and defaults of the options are written here; tests/test_cli_bench.py
 # checks them against their sources.
-VARIES = ("negatives", "positives", "total", "share")  # pipelines.scaling.VARIES
-BENCH_LOSSES = ("ap", "ndcg")  # pipelines.scaling.LOSSES
+VARIES = ("negatives", "positives", "total", "share")  # qsrank.pipelines.scaling.VARIES
+BENCH_LOSSES = ("ap", "ndcg")  # qsrank.pipelines.scaling.LOSSES
 CURVE_NAMES = ("0-1", "ap", "ap_qs", "ap_search", "ap_auto", "ap_auto_out", "sort_dc", "ndcg",
                "ndcg_qs", "ndcg_auto", "ndcg_auto_out", "np.max", "np.partition", "np.sort",
                "ap_batch", "ap_bucket", "ap_bucket_sort", "ndcg_batch", "ndcg_bucket",
                "ndcg_bucket_sort")
-DEFAULT_CONFIG = CONFIGS / "scaling.yaml"
 # `qsrank bench --experiment NAME`: the pipelines that time LAI inside training (Figures 2-3)
 BENCH_EXPERIMENTS = ("voc2011_actions",)
 TORCH_LAI_PARTS = ("a", "b", "c", "d")
 TORCH_LOSS_PARTS = ("curves", "batched", "distributed", "memory")  # torch_loss_bench.PARTS
-# pipelines.voc2007_scale.DEFAULTS of the options below
+# qsrank.pipelines.voc2007_scale.DEFAULTS of the options below
 SCALE_DEFAULTS = {"images": 500, "boxes": 2000, "features": 4096, "chunk_images": 4,
                   "dtype": "float16", "seed": 0, "repeats": 5, "pooled": (10**6, 10**7)}
 
@@ -44,9 +43,8 @@ def _given(ctx):
 @click.option("--repeats", type=click.IntRange(min=1),
               help="Warm timed samples per size and curve (with --experiment: trainings).")
 @click.option("--preset", help="Size preset of the config: paper, large, voc or quick.")
-@click.option("--config", "config_path",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML config [default: configs/scaling.yaml].")
+@click.option("--config", "config_path", type=ConfigPath(),
+              help="YAML config, or a default config's name [default: scaling].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory [default: results/scaling/<run-id>].")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the synthetic scores.")
@@ -100,10 +98,10 @@ def bench(ctx, config_path, out, methods, budget, experiment, action, replay, cl
 
 
 def _scaling(config_path, out, methods, budget, clock, **options):
-    from pipelines import scaling
+    from qsrank.pipelines import scaling
 
-    if config_path is None and DEFAULT_CONFIG.is_file():
-        config_path = DEFAULT_CONFIG
+    if config_path is None:
+        config_path = default_config("scaling")
     methods = [name.strip() for name in methods.split(",")] if methods else None
     config = None
     try:
@@ -126,8 +124,8 @@ def _scaling(config_path, out, methods, budget, clock, **options):
 
 
 def _replay(config_path, out, action, loss, repeats):
-    from pipelines import _runner, voc2011_actions
-    from pipelines.voc2011_actions import replay
+    from qsrank.pipelines import _runner, voc2011_actions
+    from qsrank.pipelines.voc2011_actions import replay
 
     if config_path is None:
         config_path = default_config("voc2011_actions")
@@ -142,7 +140,7 @@ def _replay(config_path, out, action, loss, repeats):
 
 def _experiment(name, config_path, out, methods, budget, action, *, vary, loss, repeats, preset,
                 seed):
-    from pipelines import _registry, _runner
+    from qsrank.pipelines import _registry, _runner
 
     if budget is not None:
         raise click.UsageError("--budget applies to the synthetic-score benchmark only, not "
@@ -171,7 +169,7 @@ def torch_lai(parts, repeats, threads):
     """LAI in deep-net training, PARTS of: (a) a batched call against single calls and bare
     0-1 kernels, (b) the loss's share of a PL-CNN step, (c) the torch method against numba,
     (d) the torch method on a CUDA device [default: all]."""
-    from pipelines import torch_lai_bench
+    from qsrank.pipelines import torch_lai_bench
 
     notice_compiles()
     with user_errors():
@@ -214,7 +212,7 @@ def torch_losses(out, sizes, queries, repeats, parts, devices):
 
 
 def _torch_losses(out, repeats=None, **given):
-    from pipelines import torch_loss_bench
+    from qsrank.pipelines import torch_loss_bench
 
     with user_errors():
         run_dir, report = torch_loss_bench.run(out, repeats=repeats or 5, **given)
@@ -252,8 +250,8 @@ def _torch_losses(out, repeats=None, **given):
 def voc2007_scale(out, **settings):
     """VOC2007 at scale: the Dask scoring pass of the latent AP-SVM over generated features
     or a box store on disk, with peak memory, and the pooled-negative LAI."""
-    from pipelines import voc2007_scale as pipeline
-    from pipelines._io import write_json
+    from qsrank.pipelines import voc2007_scale as pipeline
+    from qsrank.pipelines._io import write_json
 
     notice_compiles()
     with user_errors():
@@ -271,7 +269,7 @@ def voc2007_scale(out, **settings):
 def cold_start(repeats, fresh_cache):
     """What a new process pays before its first LAI result: the first-call times of every
     method and loss, each in fresh processes."""
-    from pipelines import cold_start as pipeline
+    from qsrank.pipelines import cold_start as pipeline
 
     with user_errors():
         rows = pipeline.run(repeats, fresh_cache)
@@ -283,7 +281,7 @@ def cold_start(repeats, fresh_cache):
 def plot(run_dir):
     """Redraw the figures of the run in RUN_DIR (PNG and PDF) from its result files: a
     scaling benchmark, a VOC2011 actions figure run, VOC2007 detection, CIFAR-10 or compare."""
-    from pipelines import _registry
+    from qsrank.pipelines import _registry
 
     try:
         paths = _registry.redraw(run_dir)

@@ -1,13 +1,14 @@
 """What every `qsrank` command shares: the user errors it reports in one line, the
-repository's configs, and the notice before numba compiles."""
+default configs, and the notice before numba compiles."""
 
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 
 import click
 
-# The repository's configs; when the package is installed without them, the built-in defaults.
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+#: the default config of each experiment (configs/ of the repository, package data of the wheel)
+CONFIGS = Path(str(resources.files("qsrank.configs")))
 
 # What a run can hit that is the user's to fix (bad config or data, an unwritable --out, a
 # QP backend that fails or is missing): a one-line message and exit 1, not a traceback.
@@ -62,7 +63,34 @@ def _report_compiles():
 
 
 def default_config(name):
-    """configs/<name>.yaml of the repository, or None when the package was installed
-    without it (the pipeline's built-in defaults then)."""
+    """The default config named `name` (configs/<name>.yaml)."""
     path = CONFIGS / f"{name}.yaml"
-    return path if path.is_file() else None
+    if not path.is_file():
+        raise ValueError(f"no default config named {name!r}; the defaults: "
+                         f"{', '.join(default_config_names())}")
+    return path
+
+
+def default_config_names():
+    """The names of the default configs, sorted."""
+    return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+
+
+class ConfigPath(click.ParamType):
+    """A config given as a YAML file's path or as the name of a default config
+    (`--config digits` reads configs/digits.yaml, installed or not)."""
+
+    name = "PATH|NAME"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Path):
+            return value
+        path = Path(value)
+        if path.is_dir():
+            self.fail(f"{value} is a directory", param, ctx)
+        if path.exists():  # the reader refuses what is no regular file, naming it
+            return path
+        if value in default_config_names():
+            return CONFIGS / f"{value}.yaml"
+        self.fail(f"{value} does not exist, as a file or as a default config's name "
+                  f"({', '.join(default_config_names())})", param, ctx)

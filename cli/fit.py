@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import notice_compiles, user_errors
+from qsrank.common import notice_compiles, user_errors
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -55,8 +55,8 @@ def fit(train, test, out, **options):
     TRAIN and --test: CSV/TSV (with --label-column), Parquet, svmlight/libsvm, or .npz/.mat
     holding X and y.
     """
-    from pipelines import _runner
-    from pipelines import fit as pipeline
+    from qsrank.pipelines import _runner
+    from qsrank.pipelines import fit as pipeline
 
     notice_compiles()
     with user_errors():
@@ -80,7 +80,7 @@ def predict(model, data, label_column, out):
     DATA: the model's features in a file of the formats `qsrank fit` reads; its label
     column, if any, is left out.
     """
-    from pipelines.model import predict as score
+    from qsrank.pipelines.model import predict as score
 
     with user_errors():
         rows = score(model, data, out, label_column=label_column)
@@ -96,9 +96,9 @@ def predict(model, data, label_column, out):
 def evaluate(scores, labels, label_column, out):
     """AP, NDCG, VOC AP and ROC AUC of each class's column of SCORES (as `qsrank predict`
     writes them) against the labels of LABELS, that class vs the rest."""
-    from pipelines._tables import frame_table
-    from pipelines.model import METRICS
-    from pipelines.model import evaluate as measure
+    from qsrank.pipelines._tables import frame_table
+    from qsrank.pipelines.model import METRICS
+    from qsrank.pipelines.model import evaluate as measure
 
     with user_errors():
         frame = measure(scores, labels, label_column=label_column, out=out)

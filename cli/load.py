@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import USER_ERRORS, user_errors
+from qsrank.common import USER_ERRORS, user_errors
 
 
 @click.group()
@@ -22,7 +22,7 @@ def load():
               help="Write the validated data to this .npz cache.")
 def load_poselet(path, features_dir, out):
     """Read the VOC2011 action poselet list file PATH and its feature files."""
-    from pipelines._io import write_npz
+    from qsrank.pipelines._io import write_npz
     from qs import data
 
     with user_errors():

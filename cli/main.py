@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from cli import bench, fit, load, sodeep, train
+from qsrank import bench, fit, load, sodeep, train
 
 
 def _version():
@@ -29,7 +29,7 @@ def main(ctx):
 
 def _release_run_dirs():
     """After a command: release the run directories it claimed (if it loaded the pipelines)."""
-    runs = sys.modules.get("pipelines._runs")
+    runs = sys.modules.get("qsrank.pipelines._runs")
     if runs is not None:
         runs.release_run_dirs()
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import user_errors
+from qsrank.common import user_errors
 
 SORTER_KINDS = ("lstm", "cnn")  # qs.surrogates.sodeep.KINDS
 SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
@@ -37,7 +37,7 @@ def sodeep():
               help="Checkpoint file to write.")
 def sodeep_train(kind, length, steps, seed, size, hidden, batch_size, lr, test_vectors, out):
     """Train a sorter on synthetic score vectors (L1 loss on the ranks) and save it."""
-    from pipelines import sodeep as pipeline
+    from qsrank.pipelines import sodeep as pipeline
 
     with user_errors():
         meta = pipeline.train(kind, length, steps, seed, out, size=size, batch_size=batch_size,
@@ -53,7 +53,7 @@ def sodeep_train(kind, length, steps, seed, size, hidden, batch_size, lr, test_v
               help="Synthetic test vectors.")
 def sodeep_eval(checkpoints, vectors):
     """L1 rank error of the sorters and the handcrafted ranker, beside the paper's Table 1."""
-    from pipelines import sodeep as pipeline
+    from qsrank.pipelines import sodeep as pipeline
 
     with user_errors():
         rows = pipeline.evaluate(list(checkpoints), vectors)

@@ -5,17 +5,16 @@ from pathlib import Path
 
 import click
 
-from cli.common import CONFIGS, default_config, notice_compiles, user_errors
-from pipelines import _registry
+from qsrank.common import ConfigPath, default_config, notice_compiles, user_errors
+from qsrank.pipelines import _registry
 
 SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")  # qs.ssvm.SOLVERS
 
 
 @click.command()
-@click.option("--config", "config_path", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML config; its key `experiment` names the pipeline "
-                   "(e.g. configs/voc2011_actions.yaml, configs/digits.yaml).")
+@click.option("--config", "config_path", required=True, type=ConfigPath(),
+              help="YAML config, or the name of a default config (e.g. digits, "
+                   "voc2011_actions); its key `experiment` names the pipeline.")
 @click.option("--class", "classes", multiple=True,
               help="Train only this class (repeatable) [voc2011_actions, voc2007_detection].")
 @click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
@@ -39,7 +38,7 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
 
     `qsrank config show EXPERIMENT` lists the keys a config (or --set) may give.
     """
-    from pipelines import _runner, _schema
+    from qsrank.pipelines import _runner, _schema
 
     overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
                  "solver": solver, "force": force, "scheduler": scheduler}
@@ -58,9 +57,9 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
 
 
 @click.command()
-@click.option("--config", "config_path",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML config of the comparison [default: configs/compare.yaml].")
+@click.option("--config", "config_path", type=ConfigPath(),
+              help="YAML config of the comparison, or a default config's name "
+                   "[default: compare].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory; an existing one resumes [default: "
                    "results/compare/<run-id>].")
@@ -73,8 +72,8 @@ def compare(config_path, out, force, sets):
     """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
     table per data set (classification: test AP, NDCG, recall at precision 0.9, AUCPR;
     retrieval on held-out classes: mAP@R, Recall@1/4; times)."""
-    from pipelines import _runner, _schema
-    from pipelines.compare import SPEC
+    from qsrank.pipelines import _runner, _schema
+    from qsrank.pipelines.compare import SPEC
 
     if config_path is None:
         config_path = default_config("compare")
@@ -101,16 +100,29 @@ def config():
 def config_show(experiment):
     """Print EXPERIMENT's config keys with their defaults and one line of help each, as YAML
     a config can start from."""
-    from pipelines import _schema
+    from qsrank.pipelines import _schema
 
     with user_errors():
         model = _registry.schema(experiment)
     click.echo("\n".join(_schema.help_lines(model)))
 
 
+@config.command("check")
+@click.argument("config_path", metavar="CONFIG", type=ConfigPath())
+def config_check(config_path):
+    """Read CONFIG (a YAML file, or a default config's name) as `qsrank train` would and print
+    it resolved, every key with its value, without running it."""
+    from qsrank.pipelines import _runner
+    from qsrank.pipelines._config import dump_config
+
+    with user_errors():
+        module = pipeline_of(config_path)
+        click.echo(dump_config(_runner.load_config(module.SPEC, config_path)), nl=False)
+
+
 def pipeline_of(config_path):
     """The module pipelines.<experiment> named by the config's top-level `experiment` key."""
-    from pipelines._yaml import read_config
+    from qsrank.pipelines._yaml import read_config
 
     try:
         config = read_config(config_path)
@@ -132,7 +144,7 @@ def pipeline_of(config_path):
 def run_summary(module, run_dir):
     """What `qsrank train` prints: the pipeline's own report(run_dir), else the report files
     its declaration names."""
-    from pipelines import _runner
+    from qsrank.pipelines import _runner
 
     if hasattr(module, "report"):
         return module.report(run_dir)
@@ -141,12 +153,12 @@ def run_summary(module, run_dir):
 
 @click.command(hidden=True)
 @click.option("--readme", type=click.Path(dir_okay=False, path_type=Path),
-              default=CONFIGS.parent / "README.md", show_default=True)
+              default=Path("README.md"), show_default=True)
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path),
-              default=CONFIGS.parent / "results", show_default=True)
+              default=Path("results"), show_default=True)
 def readme(readme, results):
     """Rewrite the README's headline table from the committed result files (`make readme`)."""
-    from pipelines import headline
+    from qsrank.pipelines import headline
 
     with user_errors():
         click.echo(headline.write_readme(readme, results))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipelines._yaml import read_config
+from qsrank.pipelines._yaml import read_config
 
 
 def load_config(path, defaults, resolve, overrides, sets=None):

@@ -12,9 +12,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from pipelines._io import write_json
+from qsrank.pipelines._io import write_json
 from qs.data.files import read_json
 
+#: the repository's root where the code runs from a clone (installed editable); in an installed
+#: wheel, the package's folder, which is no checkout
 REPO = Path(__file__).resolve().parents[1]
 #: the distributions whose versions a result records (None: not installed); the QP backend
 #: (qpsolvers, daqp) and numba's compiler (llvmlite) change timings and iterates
@@ -42,11 +44,14 @@ def _git(args, repo):
 def code_version(repo=REPO):
     """The HEAD commit of `repo`; with local edits, ``<commit>-dirty-<digest>`` where the
     digest covers the uncommitted changes of tracked files and the untracked source files,
-    so that a stored run is reused only under the very same code. None outside git.
+    so that a stored run is reused only under the very same code. Where the code is not a
+    checkout of its repository (an installed wheel), ``qsrank-<version>``.
 
     What runs write (`NOT_CODE`: the published runs under results/ are tracked) and the docs
     are not code: a run rewriting its committed tables must not change the version that its
     own stored units were made under."""
+    if not (Path(repo) / ".git").exists():
+        return f"qsrank-{_version('qsrank')}"
     code = ["--", ".", *(f":(exclude){p}" for p in NOT_CODE)]
     try:
         head = _git(["rev-parse", "HEAD"], repo).decode().strip()

@@ -23,7 +23,7 @@ def experiment(name):
     """The module of experiment `name`; ValueError naming the known ones otherwise."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return importlib.import_module(f"pipelines.{name}")
+    return importlib.import_module(f"qsrank.pipelines.{name}")
 
 
 def schema(name):
@@ -35,14 +35,14 @@ def redraw(run_dir):
     """Redraw the figures of run directory `run_dir` from its result files, by the experiment
     and kind its marker (qsrank-run.json) names; return the paths written. A ValueError says
     what is missing: the marker, a result file, or a figure the run does not draw."""
-    from pipelines._runs import MARKER, run_owner
+    from qsrank.pipelines._runs import MARKER, run_owner
 
     owner = run_owner(run_dir)
     if owner is None:
         raise ValueError(f"{run_dir} holds no qsrank run ({MARKER} missing): nothing to redraw")
     name, kind = owner["experiment"], owner["kind"]
     known = name in EXPERIMENTS or name in BENCHMARKS  # a marker names a benchmark's module
-    draw = getattr(importlib.import_module(f"pipelines.{name}"), "redraw", None) if known \
+    draw = getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None) if known \
         else None
     if draw is None:
         raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot redraws the "

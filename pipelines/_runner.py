@@ -15,18 +15,18 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from pipelines import _config, _schema
-from pipelines._config import dump_config, new_run_dir
-from pipelines._io import write_text
-from pipelines._provenance import code_version, recording_interruption, write_provenance
-from pipelines._runs import RunStore, claim_run_dir, settings_key
+from qsrank.pipelines import _config, _schema
+from qsrank.pipelines._config import dump_config, new_run_dir
+from qsrank.pipelines._io import write_text
+from qsrank.pipelines._provenance import code_version, recording_interruption, write_provenance
+from qsrank.pipelines._runs import RunStore, claim_run_dir, settings_key
 
 
 @dataclass(frozen=True)
 class Experiment:
     """An experiment as the runner sees it.
 
-    - `schema`: the pydantic model of its config (pipelines._schema.Section);
+    - `schema`: the pydantic model of its config (qsrank.pipelines._schema.Section);
     - `load_data(cfg)`: the data every unit reads;
     - `settings(cfg, data)`: what a unit's record depends on besides the unit itself, with the
       keys ``data`` (a note naming the data) and ``data_sha256``; a stored record is reused

@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 import yaml
 
-from pipelines._io import TEMPORARY, write_json
-from pipelines._provenance import code_version
+from qsrank.pipelines._io import TEMPORARY, write_json
+from qsrank.pipelines._provenance import code_version
 from qs.data.files import read_json
 from qs.data.lock import OutputLock
 
@@ -99,7 +99,7 @@ def _lock(out):
 
 
 def _stale_temporary(path):
-    """A file `pipelines._io.atomic_path` was writing when its run was killed (this process
+    """A file `qsrank.pipelines._io.atomic_path` was writing when its run was killed (this process
     holds the directory's lock, so no other writer is using it)."""
     return path.is_file() and TEMPORARY.fullmatch(path.name) is not None
 

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
 
-from pipelines._config import merge
-from pipelines._yaml import parse_yaml, shown
+from qsrank.pipelines._config import merge
+from qsrank.pipelines._yaml import parse_yaml, shown
 
 
 class Section(BaseModel):

@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from pipelines._tables import markdown_table
+from qsrank.pipelines._tables import markdown_table
 
 #: what one fresh process runs: import, two calls, and its timings as JSON on stdout
 _PROBE = """

@@ -16,12 +16,12 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
-from pipelines import _methods
-from pipelines import _schema as S
-from pipelines._io import write_csv, write_text
-from pipelines._runner import Experiment
-from pipelines._runs import digest_arrays
-from pipelines._tables import frame_table, mark, unconverged_note
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines._tables import frame_table, mark, unconverged_note
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
 from qs.ssvm import SOLVERS

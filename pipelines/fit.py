@@ -1,7 +1,7 @@
 """`qsrank fit`: a RankSVM for a rank-based loss on a researcher's own feature files, beside
 LinearSVC and LogisticRegression baselines (docs/fit.md). Each positive class is a unit;
 C is fixed or chosen by stratified k-fold CV; the run directory gets the model (data, not
-pickle: `pipelines.model`), the test metrics (metrics.csv, table.md), config and provenance."""
+pickle: `qsrank.pipelines.model`), the test metrics (metrics.csv, table.md), config and provenance."""
 
 import re
 import time
@@ -17,13 +17,13 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
-from pipelines import _methods
-from pipelines import _schema as S
-from pipelines._io import write_csv, write_text
-from pipelines._runner import Experiment
-from pipelines._runs import digest_arrays
-from pipelines._tables import frame_table
-from pipelines.model import METRICS, rank_metrics, write_model
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines._tables import frame_table
+from qsrank.pipelines.model import METRICS, rank_metrics, write_model
 from qs.data.files import shown
 from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM

@@ -7,8 +7,8 @@ README holds what the result files say.
 
 from pathlib import Path
 
-from pipelines._io import read_csv, run_data_note, write_text
-from pipelines._tables import markdown_table
+from qsrank.pipelines._io import read_csv, run_data_note, write_text
+from qsrank.pipelines._tables import markdown_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 HEADER = ["result", "ours", "paper", "our data", "command"]
@@ -50,7 +50,7 @@ def _ratio_rows(results):
 
 
 def _table5_rows(results):
-    from pipelines.voc2007_detection import PAPER_LAI_S
+    from qsrank.pipelines.voc2007_detection import PAPER_LAI_S
 
     run = "voc2007_detection/default"
     data = _data(results, run)

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from pipelines._io import write_csv, write_json, write_npz
-from pipelines._provenance import _version
+from qsrank.pipelines._io import write_csv, write_json, write_npz
+from qsrank.pipelines._provenance import _version
 from qs.data.files import check_regular, read_bytes
 from qs.data.tables import align_features, read_labels, read_table
 from qs.metrics import average_precision, ndcg, voc_average_precision

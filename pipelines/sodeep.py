@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipelines._io import TEMPORARY, atomic_path
-from pipelines._provenance import provenance
-from pipelines._tables import fmt, markdown_table
+from qsrank.pipelines._io import TEMPORARY, atomic_path
+from qsrank.pipelines._provenance import provenance
+from qsrank.pipelines._tables import fmt, markdown_table
 from qs.data.lock import OutputLock
 
 

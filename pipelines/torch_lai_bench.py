@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from pipelines._measure import median_time
+from qsrank.pipelines._measure import median_time
 from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai

@@ -21,12 +21,12 @@ import time
 
 import numpy as np
 
-from pipelines._config import new_run_dir
-from pipelines._io import atomic_path, save_figure, write_text
-from pipelines._measure import PeakMemory, exact_rss
-from pipelines._provenance import code_version, write_provenance
-from pipelines._runs import claim_run_dir
-from pipelines._tables import markdown_table
+from qsrank.pipelines._config import new_run_dir
+from qsrank.pipelines._io import atomic_path, save_figure, write_text
+from qsrank.pipelines._measure import PeakMemory, exact_rss
+from qsrank.pipelines._provenance import code_version, write_provenance
+from qsrank.pipelines._runs import claim_run_dir
+from qsrank.pipelines._tables import markdown_table
 
 SIZES = tuple(2**k for k in range(8, 21, 2))
 PARTS = ("curves", "batched", "distributed", "memory")

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines._measure import median_time, peak_bytes
-from pipelines._provenance import provenance
-from pipelines._tables import markdown_table
+from qsrank.pipelines._measure import median_time, peak_bytes
+from qsrank.pipelines._provenance import provenance
+from qsrank.pipelines._tables import markdown_table
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
 from qs.detection import score_bags
 from qs.inference import lai

@@ -6,9 +6,9 @@ import pickle
 import numpy as np
 import pytest
 
-from pipelines import _runner
-from pipelines._device import pick_device
-from pipelines._images import Normaliser
+from qsrank.pipelines import _runner
+from qsrank.pipelines._device import pick_device
+from qsrank.pipelines._images import Normaliser
 from qs.data.cifar10 import (
     CLASS_NAMES,
     DIGITS_NOTE,
@@ -217,13 +217,13 @@ TINY = {"split": {"train": 40, "val": 10, "test": 40}, "widths": [2, 3, 4], "bat
 
 
 def _config(cifar10, **overrides):
-    from pipelines import _runner
+    from qsrank.pipelines import _runner
 
     return _runner.load_config(cifar10.SPEC, **overrides)
 
 
 def _run(cifar10, cfg, out, progress=False):
-    from pipelines import _runner
+    from qsrank.pipelines import _runner
 
     return _runner.run(cifar10.SPEC, cfg, out, progress=progress)
 
@@ -231,7 +231,7 @@ def _run(cifar10, cfg, out, progress=False):
 def _pipeline():
     pytest.importorskip("torch")
     pytest.importorskip("qs.torch")
-    from pipelines import cifar10
+    from qsrank.pipelines import cifar10
 
     return cifar10
 
@@ -304,7 +304,7 @@ def test_plot_redraws_the_same_figure(tiny_run, tmp_path):
 
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     copy = tmp_path / "run"
     shutil.copytree(tiny_run, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock",
@@ -362,7 +362,7 @@ def test_metrics_match_a_recomputation_from_the_checkpoint(tiny_run):
 @pytest.fixture
 def no_figure(monkeypatch):
     """Runs whose figure no test reads skip drawing it (half of a tiny run's time)."""
-    from pipelines.cifar10 import train
+    from qsrank.pipelines.cifar10 import train
 
     monkeypatch.setattr(train, "save_figure", lambda fig, path: None)
 
@@ -392,7 +392,7 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
     from click.testing import CliRunner
 
     _pipeline()
-    from cli.main import main
+    from qsrank.main import main
 
     write_binary(tmp_path / "cifar-10-batches-bin", n=16)
     config = tmp_path / "cifar10.yaml"
@@ -428,14 +428,14 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
     ({"warm_start": {"optimizer": "adam"}}, "^warm_start.optimizer: expected one of adadelta"),
 ])
 def test_bad_configs(config, message):
-    from pipelines import cifar10
+    from qsrank.pipelines import cifar10
 
     with pytest.raises(ValueError, match=message):
         cifar10.load_data(_config(cifar10, **config))
 
 
 def test_data_folder_without_batches(tmp_path):
-    from pipelines import cifar10
+    from qsrank.pipelines import cifar10
 
     with pytest.raises(ValueError, match="no CIFAR-10 batches found"):
         cifar10.load_data(_config(cifar10, data=str(tmp_path)))
@@ -455,7 +455,7 @@ def test_layerwise_svm_lowers_its_layers_objective():
     from qs.nets import PLCNN
 
     cifar10 = _pipeline()
-    from pipelines.cifar10 import phases
+    from qsrank.pipelines.cifar10 import phases
 
     cfg = _config(cifar10, **{**TINY, "training": "layerwise",
                                    "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}})

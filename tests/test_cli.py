@@ -12,8 +12,8 @@ import numba
 import pytest
 from click.testing import CliRunner
 
-from cli import bench, common, train
-from cli.main import main
+from qsrank import bench, common, train
+from qsrank.main import main
 
 COMMANDS = [[], ["bench"], ["bench", "torch-lai"], ["bench", "torch-losses"],
             ["bench", "voc2007-scale"], ["bench", "cold-start"], ["train"], ["compare"],
@@ -38,18 +38,18 @@ def test_version_is_printed():
 
 def test_help_imports_no_pipeline_nor_numba():
     # the registry of experiments is a list of names: the one pipelines module help reads
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom cli.main import main\n"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
             "assert CliRunner().invoke(main, ['bench', '--help']).exit_code == 0\n"
             "assert CliRunner().invoke(main, ['train', '--help']).exit_code == 0\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('numba', 'qs', 'scipy', 'pandas', 'matplotlib', 'pydantic') or "
-            "m.startswith('pipelines.') and m != 'pipelines._registry'))")
+            "m.startswith('qsrank.pipelines.') and m != 'qsrank.pipelines._registry'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_option_choices_match_their_sources():
-    from pipelines import scaling
+    from qsrank.pipelines import scaling
     from qs.ssvm import SOLVERS
 
     assert bench.VARIES == scaling.VARIES

@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli import bench
-from cli.main import main
-from pipelines import _registry
+from qsrank import bench
+from qsrank.main import main
+from qsrank.pipelines import _registry
 
 
 def test_every_benchmark_runs_as_a_bench_command_and_none_is_an_experiment():
@@ -20,7 +20,7 @@ def test_every_benchmark_runs_as_a_bench_command_and_none_is_an_experiment():
         assert words[:2] == ["qsrank", "bench"], command
         if len(words) > 2 and not words[2].startswith("--"):
             commands.add(words[2])
-        assert not hasattr(importlib.import_module(f"pipelines.{name}"), "main"), name
+        assert not hasattr(importlib.import_module(f"qsrank.pipelines.{name}"), "main"), name
     assert commands == set(bench.bench.commands)
 
 
@@ -34,7 +34,7 @@ def test_bench_options_before_a_command_are_refused():
 
 def test_torch_lai_passes_its_parts(monkeypatch):
     pytest.importorskip("torch")
-    from pipelines import torch_lai_bench
+    from qsrank.pipelines import torch_lai_bench
 
     calls = []
     monkeypatch.setattr(torch_lai_bench, "run", lambda **kw: calls.append(kw) or "(a) text")
@@ -48,7 +48,7 @@ def test_torch_lai_passes_its_parts(monkeypatch):
 
 
 def test_voc2007_scale_passes_the_pipelines_defaults_and_writes_json(monkeypatch, tmp_path):
-    from pipelines import voc2007_scale
+    from qsrank.pipelines import voc2007_scale
 
     assert {k: voc2007_scale.DEFAULTS[k] for k in bench.SCALE_DEFAULTS} == bench.SCALE_DEFAULTS
     calls = []

@@ -4,7 +4,7 @@ one line with nothing written."""
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
+from qsrank.main import main
 from qs.data import load_npz_cache
 from tests.test_data_poselet import truncate, write_poselet
 

@@ -9,7 +9,7 @@ from qs.surrogates.sodeep import DEFAULT_LENGTH, load_sorter
 
 
 def test_cli_choices_match_their_sources():
-    import cli.sodeep as cli_sodeep
+    import qsrank.sodeep as cli_sodeep
 
     assert cli_sodeep.SORTER_KINDS == sodeep.KINDS
     assert cli_sodeep.SORTER_LENGTH == DEFAULT_LENGTH
@@ -18,7 +18,7 @@ def test_cli_choices_match_their_sources():
 def test_cli_train_then_eval(tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     out = tmp_path / "cnn8.pt"
     result = CliRunner().invoke(main, ["sodeep", "train", "--kind", "cnn", "--length", "8",
@@ -44,7 +44,7 @@ def test_cli_train_then_eval(tmp_path):
 def test_cli_bad_input_is_one_line(tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     runner = CliRunner()
     result = runner.invoke(main, ["sodeep", "train", "--kind", "cnn", "--hidden", "4",

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
-from cli.train import experiments
+from qsrank.main import main
+from qsrank.train import experiments
 
 TINY = {"experiment": "voc2011_actions", "max_boxes": 250, "classes": ["phoning", "running"],
         "methods": ["0-1", "ap", "ap_qs"]}
@@ -138,7 +138,7 @@ def test_train_bad_set_is_one_line_and_writes_nothing(tmp_path, setting, message
 
 
 def test_config_show_prints_the_defaults_with_help():
-    from pipelines import _runner, digits
+    from qsrank.pipelines import _runner, digits
 
     result = invoke("config", "show", "digits")
     assert result.exit_code == 0, result.output
@@ -151,7 +151,7 @@ def test_config_show_prints_the_defaults_with_help():
 
 @pytest.mark.parametrize("name", experiments())
 def test_config_show_gives_every_experiments_defaults(name):
-    from pipelines import _registry, _schema
+    from qsrank.pipelines import _registry, _schema
 
     result = invoke("config", "show", name)
     assert result.exit_code == 0, result.output
@@ -198,3 +198,25 @@ def test_train_unwritable_out_is_a_clear_error(tiny_config, tmp_path):
     assert result.exit_code == 1, result.output
     assert "Error:" in result.output and "Traceback" not in result.output
     assert not isinstance(result.exception, OSError)
+
+
+@pytest.mark.parametrize("name", ["digits", "voc2011_actions", "voc2007_paper"])
+def test_a_default_config_is_given_by_name(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # found as package data, not relative to the working folder
+    result = invoke("config", "check", name)
+    assert result.exit_code == 0, result.output
+    shipped = yaml.safe_load((Path(__file__).parents[1] / "configs" / f"{name}.yaml").read_text())
+    assert yaml.safe_load(result.output)["experiment"] == shipped["experiment"]
+
+
+def test_an_unknown_config_name_lists_the_defaults(tmp_path):
+    result = invoke("train", "--config", "digitz", "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "digitz does not exist" in result.output and "digits" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_check_reports_a_bad_key_in_one_line(tmp_path):
+    result = invoke("config", "check", write_config(tmp_path / "bad.yaml", nonsense=1))
+    assert result.exit_code == 1 and "nonsense" in result.output
+    assert "Traceback" not in result.output

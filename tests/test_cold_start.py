@@ -5,8 +5,8 @@ import os
 
 from click.testing import CliRunner
 
-from cli.main import main
-from pipelines import cold_start
+from qsrank.main import main
+from qsrank.pipelines import cold_start
 from qs.inference import METHODS
 
 

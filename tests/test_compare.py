@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from cli.main import main
-from pipelines import _runner, compare
-from pipelines.compare import classification, methods
+from qsrank.main import main
+from qsrank.pipelines import _runner, compare
+from qsrank.pipelines.compare import classification, methods
 
 run = partial(_runner.run, compare.SPEC)
 resolve = partial(_runner.resolve, compare.SPEC)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import yaml
 
-from pipelines import _schema as S
-from pipelines._config import dump_config, load_config
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._config import dump_config, load_config
 
 
 class Seeded(S.Section):

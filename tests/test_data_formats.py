@@ -8,7 +8,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
-from pipelines._io import write_npz
+from qsrank.pipelines._io import write_npz
 from qs.data import N_FEATURES, cache_arrays, load_features, load_npz_cache, load_poselet
 from tests.test_data_poselet import expected_dense, write_poselet
 

@@ -13,8 +13,8 @@ import pytest
 import scipy.io
 from click.testing import CliRunner
 
-import cli.load as cli_load
-from cli.main import main
+import qsrank.load as cli_load
+from qsrank.main import main
 from qs.data import convert, open_store, sources
 from qs.data.boxes import load_rcnn_cache
 from qs.data.latent_list import load_latent_list

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from sklearn.metrics import average_precision_score
 
-from pipelines import _runner, digits
+from qsrank.pipelines import _runner, digits
 from qs.estimators import RankSVM
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
@@ -192,7 +192,7 @@ def test_fits_stopped_early_warn_and_are_marked(tmp_path):
 def test_plot_says_a_digits_run_has_no_figure(small_run):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     _, out = small_run
     result = CliRunner().invoke(main, ["plot", str(out)])

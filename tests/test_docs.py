@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from cli.main import main
+from qsrank.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -106,7 +106,7 @@ def test_the_site_builds_in_strict_mode(tmp_path):
 
 
 def test_readme_headline_table_is_read_from_the_result_files():
-    from pipelines.headline import headline_table, with_table
+    from qsrank.pipelines.headline import headline_table, with_table
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     table = headline_table(ROOT / "results")
@@ -114,7 +114,7 @@ def test_readme_headline_table_is_read_from_the_result_files():
 
 
 def test_headline_table_follows_the_result_files(tmp_path):
-    from pipelines.headline import headline_table
+    from qsrank.pipelines.headline import headline_table
 
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results", results)

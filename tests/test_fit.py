@@ -19,9 +19,9 @@ from sklearn.metrics import (average_precision_score, ndcg_score, precision_reca
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
-from cli.main import main
-from pipelines import fit as pipeline
-from pipelines.model import evaluate, read_model, write_model
+from qsrank.main import main
+from qsrank.pipelines import fit as pipeline
+from qsrank.pipelines.model import evaluate, read_model, write_model
 from qs.data.tables import read_labels, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision
@@ -187,12 +187,12 @@ def test_evaluate_matches_scikit_learn(tmp_path):
 
 
 def test_help_imports_no_pipeline_nor_data_library():
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom cli.main import main\n"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
             "for command in ('fit', 'predict', 'evaluate'):\n"
             "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'qs', 'scipy', 'pandas', 'sklearn') or m.startswith('pipelines.') "
-            "and m != 'pipelines._registry'))")
+            "('numba', 'qs', 'scipy', 'pandas', 'sklearn') or m.startswith('qsrank.pipelines.') "
+            "and m != 'qsrank.pipelines._registry'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

@@ -13,10 +13,10 @@ import scipy.io
 
 import qs.data.files as files_module
 import qs.data.poselet as poselet_module
-from cli.main import main
+from qsrank.main import main
 from click.testing import CliRunner
-from pipelines import scaling
-from pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
+from qsrank.pipelines import scaling
+from qsrank.pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 from qs.data import (
     load_features,
     load_image_set,

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
-from pipelines import _runs
+from qsrank.main import main
+from qsrank.pipelines import _runs
 from qs.data import open_store
 from qs.data.lock import OutputBusy, OutputLock, _command
 
@@ -32,7 +32,7 @@ def _hold(what, path, ready, stop):
     elif what == "run":
         _runs.claim_run_dir(path, "compare", "tables")
     else:
-        from pipelines import sodeep as pipeline
+        from qsrank.pipelines import sodeep as pipeline
         from qs.surrogates import sodeep
 
         def train_sorter(*args, **kwargs):  # holds the lock the training took, then stops
@@ -99,7 +99,7 @@ def test_a_second_store_writer_is_refused_naming_the_holder(tmp_path):
 def test_two_concurrent_conversions_leave_one_intact_store(tmp_path):
     """The case as found: two `qsrank load cnn` started together on one --out."""
     out = tmp_path / "s.zarr"
-    cmd = [sys.executable, "-c", "import sys; from cli.main import main; main()", "load", "cnn",
+    cmd = [sys.executable, "-c", "import sys; from qsrank.main import main; main()", "load", "cnn",
            "synthetic", "--scale", "0.02", "--chunk-images", "5", "--workers", "1", "--out",
            str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -141,7 +141,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
 
 
 def test_a_checkpoint_has_one_trainer(tmp_path):
-    from pipelines import sodeep
+    from qsrank.pipelines import sodeep
 
     out = tmp_path / "sorter.pt"
     child, stop = held("sodeep", out)
@@ -187,7 +187,7 @@ def session_processes(sid):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_killing_a_conversion_leaves_no_worker_alive(tmp_path, how):
-    cmd = [sys.executable, "-c", "import sys; from cli.main import main; main()", "load", "cnn",
+    cmd = [sys.executable, "-c", "import sys; from qsrank.main import main; main()", "load", "cnn",
            "synthetic", "--scale", "1", "--boxes", "100", "--chunk-images", "5", "--workers",
            "2", "--out", str(tmp_path / "s.zarr")]
     convert = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)},

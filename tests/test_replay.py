@@ -5,8 +5,8 @@ import pandas as pd
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
-from pipelines.voc2011_actions import replay
+from qsrank.main import main
+from qsrank.pipelines.voc2011_actions import replay
 
 
 def invoke(*args):

@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from pipelines import _runner
-from pipelines import _schema as S
+from qsrank.pipelines import _runner
+from qsrank.pipelines import _schema as S
 
 CALLS = []
 

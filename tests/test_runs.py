@@ -2,17 +2,18 @@
 a stored run, run directories claimed for one experiment and kind, and provenance."""
 
 from functools import partial
+from importlib import metadata
 import json
 import subprocess
 
 import pytest
 import yaml
 
-from pipelines import _runner, _runs
-from pipelines import voc2011_actions as voc
-from pipelines.voc2011_actions import train as voc_train
-from pipelines._provenance import PACKAGES, code_version
-from pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+from qsrank.pipelines import _runner, _runs
+from qsrank.pipelines import voc2011_actions as voc
+from qsrank.pipelines.voc2011_actions import train as voc_train
+from qsrank.pipelines._provenance import PACKAGES, code_version
+from qsrank.pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)
@@ -42,7 +43,10 @@ def test_code_version_names_local_edits(tmp_path):
     assert code_version(tmp_path) == head
     (tmp_path / "new.py").write_text("y = 1\n")  # an untracked source file counts too
     assert code_version(tmp_path).startswith(f"{head}-dirty-")
-    assert code_version(tmp_path / "nowhere") is None
+    # no checkout (an installed wheel): the package's version, never an enclosing repository's
+    assert code_version(tmp_path / "nowhere") == f"qsrank-{metadata.version('qsrank')}"
+    (tmp_path / "site-packages" / "qsrank").mkdir(parents=True)
+    assert code_version(tmp_path / "site-packages" / "qsrank").startswith("qsrank-")
 
 
 def test_code_version_ignores_results_and_docs(tmp_path):
@@ -178,7 +182,7 @@ def test_a_run_directory_made_again_is_locked_again(tmp_path):
 def test_provenance_records_the_code_a_run_began_with(tmp_path, monkeypatch):
     """Commits made while a long run goes on are not its code: the version read as it began
     is the one recorded, complete or interrupted."""
-    from pipelines import _provenance
+    from qsrank.pipelines import _provenance
 
     versions = iter(["begun", "begun again"])
     monkeypatch.setattr(_runner, "code_version", lambda: next(versions))

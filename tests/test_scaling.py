@@ -8,10 +8,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.bench import DEFAULT_CONFIG
-from cli.main import main
-from pipelines import scaling
-from pipelines.scaling import config, share, timing
+from qsrank.common import default_config
+from qsrank.main import main
+from qsrank.pipelines import scaling
+from qsrank.pipelines.scaling import config, share, timing
 
 OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
            "scaling.png", "scaling.pdf")
@@ -141,7 +141,7 @@ def test_library_value_error_becomes_a_message(tmp_path, monkeypatch):
 
 
 def test_config_file_resolves_to_the_paper_settings():
-    config = scaling.load_config(DEFAULT_CONFIG)
+    config = scaling.load_config(default_config("scaling"))
     assert config["preset"] == "paper" and config["vary"] == "negatives"
     assert scaling.sizes(config)[0] == (227, 2270)
 

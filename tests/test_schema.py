@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import yaml
 
-from pipelines import _schema as S
+from qsrank.pipelines import _schema as S
 
 
 class Inner(S.Section):

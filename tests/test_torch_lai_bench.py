@@ -1,9 +1,9 @@
-"""pipelines.torch_lai_bench on tiny sizes: it runs and reports every figure."""
+"""qsrank.pipelines.torch_lai_bench on tiny sizes: it runs and reports every figure."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from pipelines import torch_lai_bench  # noqa: E402
+from qsrank.pipelines import torch_lai_bench  # noqa: E402
 
 
 def test_bench_reports_every_figure():

@@ -1,11 +1,11 @@
-"""pipelines.torch_loss_bench on tiny sizes: every part runs and is reported."""
+"""qsrank.pipelines.torch_loss_bench on tiny sizes: every part runs and is reported."""
 
 import csv
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from pipelines import torch_loss_bench  # noqa: E402
+from qsrank.pipelines import torch_loss_bench  # noqa: E402
 
 
 def test_every_part_runs_and_writes_its_files(tmp_path):
@@ -37,7 +37,7 @@ def test_smooth_ap_is_skipped_where_its_table_would_not_fit(monkeypatch):
 def test_unknown_parts_are_refused(tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     result = CliRunner().invoke(main, ["bench", "torch-losses", "--out", str(tmp_path / "x"),
                                        "--parts", "curves,bogus"])
@@ -54,7 +54,7 @@ def test_unknown_parts_are_refused(tmp_path):
 def test_cli_runs_the_benchmark(monkeypatch, tmp_path, args, expected):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     calls = []
 
@@ -71,6 +71,6 @@ def test_cli_runs_the_benchmark(monkeypatch, tmp_path, args, expected):
 
 
 def test_cli_parts_are_the_benchmarks():
-    from cli.bench import TORCH_LOSS_PARTS
+    from qsrank.bench import TORCH_LOSS_PARTS
 
     assert TORCH_LOSS_PARTS == torch_loss_bench.PARTS

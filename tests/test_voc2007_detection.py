@@ -12,11 +12,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
-from pipelines import _runner
-from pipelines import voc2007_detection as voc
-from pipelines.voc2007_detection import tables as voc_tables
-from pipelines.voc2007_detection import train as voc_train
+from qsrank.main import main
+from qsrank.pipelines import _runner
+from qsrank.pipelines import voc2007_detection as voc
+from qsrank.pipelines.voc2007_detection import tables as voc_tables
+from qsrank.pipelines.voc2007_detection import train as voc_train
 from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection

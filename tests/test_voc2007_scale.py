@@ -1,4 +1,4 @@
-"""The VOC2007 scale benchmark (pipelines.voc2007_scale) at a tiny size: it scores the Table 5
+"""The VOC2007 scale benchmark (qsrank.pipelines.voc2007_scale) at a tiny size: it scores the Table 5
 generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
 is read back from disk to the same best boxes; its report holds every figure."""
 
@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from pipelines._measure import peak_bytes
-from pipelines.voc2007_scale import (
+from qsrank.pipelines._measure import peak_bytes
+from qsrank.pipelines.voc2007_scale import (
     DEFAULTS,
     _fresh_process_pass,
     generated_features,

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines import _runner
-from pipelines import voc2011_actions as voc
-from pipelines.voc2011_actions import figures as voc_figures
-from pipelines.voc2011_actions import train as voc_train
-from pipelines._io import write_npz
+from qsrank.pipelines import _runner
+from qsrank.pipelines import voc2011_actions as voc
+from qsrank.pipelines.voc2011_actions import figures as voc_figures
+from qsrank.pipelines.voc2011_actions import train as voc_train
+from qsrank.pipelines._io import write_npz
 from qs.data import ACTIONS, cache_arrays, make_voc2011_actions
 
 run = partial(_runner.run, voc.SPEC)
@@ -378,7 +378,7 @@ def test_ratios_use_the_classes_both_methods_have():
 def test_plot_redraws_a_figure_run_and_says_a_table_run_has_none(tiny_run, tmp_path):
     from click.testing import CliRunner
 
-    from cli.main import main
+    from qsrank.main import main
 
     out = tmp_path / "fig"
     figure_run(config(figures={**FIG, "vary": "negatives", "loss": "ap"}), out, progress=False)

@@ -4,7 +4,7 @@ training; each phase checkpoints and resumes. ``data: null`` is digits-as-CIFAR 
 download), never reported as CIFAR-10. Modules: `config`, `phases`, `train`, `tables`,
 `figures`."""
 
-from pipelines.cifar10.figures import plot, redraw
-from pipelines.cifar10.train import SPEC, load_data
+from qsrank.pipelines.cifar10.figures import plot, redraw
+from qsrank.pipelines.cifar10.train import SPEC, load_data
 
 __all__ = ["SPEC", "load_data", "plot", "redraw"]

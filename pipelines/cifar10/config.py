@@ -3,11 +3,11 @@ config schema."""
 
 from pydantic import model_validator
 
-from pipelines import _schema as S
-from pipelines._config import merge
-from pipelines._device import DEVICES
-from pipelines._images import SPLIT
-from pipelines._methods import check_selection, inferences
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._config import merge
+from qsrank.pipelines._device import DEVICES
+from qsrank.pipelines._images import SPLIT
+from qsrank.pipelines._methods import check_selection, inferences
 
 EXPERIMENT = "cifar10"
 #: method -> (loss, LAI method of qs.inference)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from pipelines._images import is_digits
-from pipelines._io import read_csv, run_data_note, save_figure
-from pipelines.cifar10.config import WARM_PHASES
+from qsrank.pipelines._images import is_digits
+from qsrank.pipelines._io import read_csv, run_data_note, save_figure
+from qsrank.pipelines.cifar10.config import WARM_PHASES
 
 
 def plot(history, methods, warm_test, ours):

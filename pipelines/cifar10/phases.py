@@ -6,10 +6,10 @@ import hashlib
 import numpy as np
 from tqdm import tqdm
 
-from pipelines._device import clock
-from pipelines._io import atomic_path
-from pipelines._runs import same, settings_key
-from pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
+from qsrank.pipelines._device import clock
+from qsrank.pipelines._io import atomic_path
+from qsrank.pipelines._runs import same, settings_key
+from qsrank.pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
 from qs.metrics import average_precision, ndcg
 
 

@@ -4,9 +4,9 @@ per method, the paper's numbers beside ours."""
 import numpy as np
 import pandas as pd
 
-from pipelines._images import is_digits
-from pipelines._tables import CVPR2018, cell, markdown_table
-from pipelines.cifar10.config import (
+from qsrank.pipelines._images import is_digits
+from qsrank.pipelines._tables import CVPR2018, cell, markdown_table
+from qsrank.pipelines.cifar10.config import (
     METHODS,
     PAPER_HOURS,
     PAPER_MAP,

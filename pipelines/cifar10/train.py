@@ -3,14 +3,14 @@
 
 import pandas as pd
 
-from pipelines._device import prepare, torch_threads
-from pipelines._images import Normaliser, cifar_split
-from pipelines._io import save_figure, write_csv, write_text
-from pipelines._methods import selected_methods
-from pipelines._runner import Experiment
-from pipelines.cifar10.config import EXPERIMENT, METHODS, WARM_PHASES, Config
-from pipelines.cifar10.figures import data_name, plot
-from pipelines.cifar10.phases import (
+from qsrank.pipelines._device import prepare, torch_threads
+from qsrank.pipelines._images import Normaliser, cifar_split
+from qsrank.pipelines._io import save_figure, write_csv, write_text
+from qsrank.pipelines._methods import selected_methods
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines.cifar10.config import EXPERIMENT, METHODS, WARM_PHASES, Config
+from qsrank.pipelines.cifar10.figures import data_name, plot
+from qsrank.pipelines.cifar10.phases import (
     checkpoint_settings,
     copy_state,
     evaluate,
@@ -19,7 +19,7 @@ from pipelines.cifar10.phases import (
     train_phase,
     warm_up_lai,
 )
-from pipelines.cifar10.tables import results_frame, summary
+from qsrank.pipelines.cifar10.tables import results_frame, summary
 
 
 def load_data(cfg):

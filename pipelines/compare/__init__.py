@@ -1,20 +1,20 @@
 """`qsrank compare`: the ways of training for AP and NDCG side by side (docs/experiments/compare.md).
 
-Every method (:data:`pipelines.compare.methods.METHODS`) trains the same model from the same
+Every method (:data:`qsrank.pipelines.compare.methods.METHODS`) trains the same model from the same
 initialisation, on the same data, batches and budget, for each seed. The units of work are
 data set x method x seed, on the data sets of the families (classification, retrieval) the
 method has a loss for; the runner resumes them."""
 
 from pydantic import model_validator
 
-from pipelines import _schema as S
-from pipelines._device import DEVICES, prepare, torch_threads
-from pipelines._runner import Experiment
-from pipelines._runs import digest_arrays
-from pipelines.compare import classification, outputs, retrieval
-from pipelines.compare.methods import FAMILIES, METHODS, check_available
-from pipelines.compare.outputs import DATASETS, FAMILY_OF, redraw, results_frame
-from pipelines.compare.training import train_one
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._device import DEVICES, prepare, torch_threads
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines.compare import classification, outputs, retrieval
+from qsrank.pipelines.compare.methods import FAMILIES, METHODS, check_available
+from qsrank.pipelines.compare.outputs import DATASETS, FAMILY_OF, redraw, results_frame
+from qsrank.pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 

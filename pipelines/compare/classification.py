@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.metrics import auc, precision_recall_curve
 
-from pipelines.compare.methods import TARGET_PRECISION
-from pipelines.compare.training import batch_order
+from qsrank.pipelines.compare.methods import TARGET_PRECISION
+from qsrank.pipelines.compare.training import batch_order
 from qs.metrics import average_precision, ndcg
 
 DATASETS = ("voc2011_actions", "digits", "cifar10")
@@ -63,7 +63,7 @@ def load_data(name):
                     scaler.transform(X_te).astype(np.float32), y_te[:, None] == np.arange(10),
                     "scikit-learn load_digits (real): stratified 50/50 split seed 0, "
                     "standardised on the train half", "linear")
-    from pipelines._images import SPLIT, cifar_split
+    from qsrank.pipelines._images import SPLIT, cifar_split
 
     data = cifar_split(None, SPLIT, 0)
     (X_tr, y_tr), (X_te, y_te) = data["train"], data["test"]
@@ -99,7 +99,7 @@ class Task:
         self.device = cfg["device"]
         self.images = data.model == "plcnn"
         if self.images:
-            from pipelines._images import Normaliser
+            from qsrank.pipelines._images import Normaliser
 
             self.normalise = Normaliser(data.X_train, self.device)
         self.Y = None

@@ -251,6 +251,9 @@ def check_available(name, family):
         if importlib.util.find_spec(needs) is None:
             raise ImportError(f"method {name} needs {needs}, which this installation lacks")
         return
+    if importlib.util.find_spec("torch") is None:  # every outside method trains with torch
+        raise ImportError(f"method {name} needs torch, which is not installed: "
+                          f"pip install 'qsrank[torch]'")
     from qs.surrogates.outside import PACKAGES
 
     module = PACKAGES[needs][0] if needs in PACKAGES else needs

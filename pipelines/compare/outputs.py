@@ -10,10 +10,10 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from pipelines._io import read_csv, save_figure, write_csv, write_text
-from pipelines._tables import markdown_table
-from pipelines.compare import classification, retrieval
-from pipelines.compare.methods import BASELINES, METHODS
+from qsrank.pipelines._io import read_csv, save_figure, write_csv, write_text
+from qsrank.pipelines._tables import markdown_table
+from qsrank.pipelines.compare import classification, retrieval
+from qsrank.pipelines.compare.methods import BASELINES, METHODS
 
 DATASETS = classification.DATASETS + retrieval.DATASETS
 FAMILY_OF = {**dict.fromkeys(classification.DATASETS, "classification"),

@@ -6,8 +6,8 @@ the steps only; loss time is the loss's forward and backward, apart from the mod
 
 import numpy as np
 
-from pipelines._device import clock
-from pipelines.compare.methods import make_loss
+from qsrank.pipelines._device import clock
+from qsrank.pipelines.compare.methods import make_loss
 
 
 def train_one(name, task, cfg, dataset, seed, start=None):

@@ -7,9 +7,9 @@ The package: `config` (curves, clocks, sizes and the schema), `timing`, `report`
 summary and figure) and `share` (the grid of `vary: share`).
 """
 
-from pipelines._io import write_csv, write_text
-from pipelines._runner import run_dir
-from pipelines.scaling.config import (
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import run_dir
+from qsrank.pipelines.scaling.config import (
     CURVE_NAMES,
     PRESETS,
     LOSSES,
@@ -19,9 +19,9 @@ from pipelines.scaling.config import (
     resolve,
     sizes,
 )
-from pipelines.scaling.report import plot, redraw, report, summary
-from pipelines.scaling.share import time_share, write_share
-from pipelines.scaling.timing import data_note, time_all
+from qsrank.pipelines.scaling.report import plot, redraw, report, summary
+from qsrank.pipelines.scaling.share import time_share, write_share
+from qsrank.pipelines.scaling.timing import data_note, time_all
 
 __all__ = ["CURVE_NAMES", "PRESETS", "LOSSES", "VARIES", "load_config", "redraw", "report",
            "resolve", "run", "sizes"]

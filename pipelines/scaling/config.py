@@ -7,9 +7,9 @@ import numpy as np
 
 from pydantic import model_validator
 
-from pipelines import _config
-from pipelines import _schema as S
-from pipelines._sizes import size_pairs
+from qsrank.pipelines import _config
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._sizes import size_pairs
 from qs.inference import METHODS
 
 VARIES = ("negatives", "positives", "total", "share")

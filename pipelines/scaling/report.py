@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipelines._io import read_csv, save_figure
-from pipelines._sizes import varied
-from pipelines._tables import markdown_table
-from pipelines.scaling.config import (
+from qsrank.pipelines._io import read_csv, save_figure
+from qsrank.pipelines._sizes import varied
+from qsrank.pipelines._tables import markdown_table
+from qsrank.pipelines.scaling.config import (
     COLD_COLUMNS,
     COLORS,
     LABELS,
@@ -20,8 +20,8 @@ from pipelines.scaling.config import (
     SKIPPED,
     TIMING_COLUMNS,
 )
-from pipelines.scaling.share import plot_share, share_markdown
-from pipelines.scaling.timing import data_note
+from qsrank.pipelines.scaling.share import plot_share, share_markdown
+from qsrank.pipelines.scaling.timing import data_note
 
 
 def read_run(run_dir):

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipelines._io import save_figure, write_csv, write_text
-from pipelines._tables import cell, markdown_table
-from pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
-from pipelines.scaling.timing import data_note, time_grid
+from qsrank.pipelines._io import save_figure, write_csv, write_text
+from qsrank.pipelines._tables import cell, markdown_table
+from qsrank.pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
+from qsrank.pipelines.scaling.timing import data_note, time_grid
 
 #: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
 #: seconds per call of the slower methods

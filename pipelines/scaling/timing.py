@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipelines.scaling.config import (
+from qsrank.pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
     QUADRATIC,

@@ -41,7 +41,7 @@ The package: `config` (the names and the schema), `data`, `train` (the units of 
 the experiment's declaration `SPEC`), `tables` and `figures`.
 """
 
-from pipelines.voc2007_detection.config import (
+from qsrank.pipelines.voc2007_detection.config import (
     AP_METHODS,
     C_GRID,
     CLASS_NAMES,
@@ -60,15 +60,15 @@ from pipelines.voc2007_detection.config import (
     Synthetic,
     selected_methods,
 )
-from pipelines.voc2007_detection.data import (
+from qsrank.pipelines.voc2007_detection.data import (
     check_class,
     data_note,
     holdout,
     is_synthetic,
     load_data,
 )
-from pipelines.voc2007_detection.figures import plot
-from pipelines.voc2007_detection.tables import (
+from qsrank.pipelines.voc2007_detection.figures import plot
+from qsrank.pipelines.voc2007_detection.tables import (
     TIMING_COLUMNS,
     ap_table,
     lai_table,
@@ -78,7 +78,7 @@ from pipelines.voc2007_detection.tables import (
     timings_frame,
     write_tables,
 )
-from pipelines.voc2007_detection.train import (
+from qsrank.pipelines.voc2007_detection.train import (
     SPEC,
     choose_C,
     detection_ap,

@@ -3,8 +3,8 @@ config schema."""
 
 from pydantic import model_validator
 
-from pipelines import _methods
-from pipelines import _schema as S
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
 from qs.data.voc2007 import CLASSES
 from qs.ssvm.lockstep import VERIFY
 

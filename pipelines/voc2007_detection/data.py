@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines._runs import digest_arrays
-from pipelines.voc2007_detection.config import GENERATOR_KEYS, SPLITS
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines.voc2007_detection.config import GENERATOR_KEYS, SPLITS
 from qs.data import load_rcnn_cache
 from qs.data.bags import BagSet
 from qs.data.store import open_store

@@ -3,8 +3,8 @@
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipelines._io import save_figure
-from pipelines.voc2007_detection.config import METHODS
+from qsrank.pipelines._io import save_figure
+from qsrank.pipelines.voc2007_detection.config import METHODS
 
 
 def plot(t5, lt, stem, synthetic):

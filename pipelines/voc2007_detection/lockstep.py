@@ -20,9 +20,9 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from pipelines._io import write_json, write_npz, write_text
-from pipelines._runs import same
-from pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
+from qsrank.pipelines._io import write_json, write_npz, write_text
+from qsrank.pipelines._runs import same
+from qsrank.pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES
 from qs.estimators import append_ones
 from qs.metrics import voc_detection_ap

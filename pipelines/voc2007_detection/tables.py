@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines._io import atomic_path, read_csv, run_data_note, write_text
-from pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
-from pipelines.voc2007_detection.config import (
+from qsrank.pipelines._io import atomic_path, read_csv, run_data_note, write_text
+from qsrank.pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
+from qsrank.pipelines.voc2007_detection.config import (
     AP_METHODS,
     CLASS_NAMES,
     METHODS,
@@ -17,7 +17,7 @@ from pipelines.voc2007_detection.config import (
     PAPER_LAI_S,
     RATIOS,
 )
-from pipelines.voc2007_detection.figures import plot
+from qsrank.pipelines.voc2007_detection.figures import plot
 from qs.data.voc2007 import CLASSES
 
 TIMING_COLUMNS = ["class", "method", "loss", "inference", "C", "n_images", "n_pos", "n_boxes",

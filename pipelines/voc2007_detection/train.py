@@ -7,11 +7,11 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
-from pipelines import _methods
-from pipelines._io import write_npz
-from pipelines._runner import Experiment
-from pipelines.voc2007_detection import lockstep
-from pipelines.voc2007_detection.config import (
+from qsrank.pipelines import _methods
+from qsrank.pipelines._io import write_npz
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines.voc2007_detection import lockstep
+from qsrank.pipelines.voc2007_detection.config import (
     EXPERIMENT,
     GRID_METHOD,
     METHODS,
@@ -20,14 +20,14 @@ from pipelines.voc2007_detection.config import (
     Config,
     selected_methods,
 )
-from pipelines.voc2007_detection.data import (
+from qsrank.pipelines.voc2007_detection.data import (
     check_class,
     data_note,
     holdout,
     is_synthetic,
     load_data,
 )
-from pipelines.voc2007_detection.tables import write_tables
+from qsrank.pipelines.voc2007_detection.tables import write_tables
 from qs.data.voc2007 import CLASSES
 from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
@@ -153,7 +153,7 @@ def run_unit(run, unit):
     """Train method `name` on class `cls` (C chosen once per class and loss, kept in runs/),
     evaluate its detections on test, keep its weights in runs/<class>__<method>.npz; with
     ``lockstep``, the record of the loss's lockstep training of every class (see
-    :mod:`pipelines.voc2007_detection.lockstep`)."""
+    :mod:`qsrank.pipelines.voc2007_detection.lockstep`)."""
     cls, name = unit
     cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
     labels, scheduler = run.data["labels"][cls], run.cache["scheduler"]

@@ -4,12 +4,12 @@ boxes) and Figures 2-3 (``FIGURES``: total LAI time of trainings on one class's 
 the counts grow). Data: the seeded synthetic look-alike, or poselet list files or .npz
 caches. Modules: `config`, `data`, `train`, `tables`, `figures`, and `replay` (a benchmark)."""
 
-from pipelines.voc2011_actions.config import FIGURE_PRESETS, figure_methods, figure_sizes
-from pipelines.voc2011_actions.data import load_data
-from pipelines.voc2011_actions.figures import SPEC as FIGURES
-from pipelines.voc2011_actions.figures import redraw
-from pipelines.voc2011_actions.tables import ratios
-from pipelines.voc2011_actions.train import SPEC, cross_validate, train_one
+from qsrank.pipelines.voc2011_actions.config import FIGURE_PRESETS, figure_methods, figure_sizes
+from qsrank.pipelines.voc2011_actions.data import load_data
+from qsrank.pipelines.voc2011_actions.figures import SPEC as FIGURES
+from qsrank.pipelines.voc2011_actions.figures import redraw
+from qsrank.pipelines.voc2011_actions.tables import ratios
+from qsrank.pipelines.voc2011_actions.train import SPEC, cross_validate, train_one
 
 __all__ = ["FIGURES", "FIGURE_PRESETS", "SPEC", "cross_validate", "figure_methods",
            "figure_sizes", "load_data", "ratios", "redraw", "train_one"]

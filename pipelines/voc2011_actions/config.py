@@ -3,9 +3,9 @@ of every key (Tables 1-4; Figures 2-3 under `figures`), and the selections it im
 
 from pydantic import model_validator
 
-from pipelines import _methods
-from pipelines import _schema as S
-from pipelines._sizes import size_pairs
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._sizes import size_pairs
 from qs.data import ACTIONS
 from qs.ssvm import SOLVERS
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines._runs import digest_arrays
+from qsrank.pipelines._runs import digest_arrays
 from qs.data import PoseletData, load_npz_cache, load_poselet, make_voc2011_actions
 
 

@@ -9,12 +9,12 @@ import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
-from pipelines._runner import Experiment
-from pipelines._sizes import varied
-from pipelines._tables import fmt, markdown_table
-from pipelines.voc2011_actions import train
-from pipelines.voc2011_actions.config import (
+from qsrank.pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._sizes import varied
+from qsrank.pipelines._tables import fmt, markdown_table
+from qsrank.pipelines.voc2011_actions import train
+from qsrank.pipelines.voc2011_actions.config import (
     EXPERIMENT,
     FIXED_C,
     METHODS,
@@ -23,8 +23,8 @@ from pipelines.voc2011_actions.config import (
     figure_methods,
     figure_sizes,
 )
-from pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
-from pipelines.voc2011_actions.data import load_data as load_data_splits
+from qsrank.pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
+from qsrank.pipelines.voc2011_actions.data import load_data as load_data_splits
 from qs.data import ACTIONS
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}

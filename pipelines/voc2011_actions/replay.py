@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines._io import write_csv, write_text
-from pipelines._runner import run_dir
-from pipelines._tables import markdown_table
-from pipelines.voc2011_actions.config import FIXED_C
-from pipelines.voc2011_actions.data import class_data, load_data
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import run_dir
+from qsrank.pipelines._tables import markdown_table
+from qsrank.pipelines.voc2011_actions.config import FIXED_C
+from qsrank.pipelines.voc2011_actions.data import class_data, load_data
 from qs.inference import Workspace, lai
 from qs.ssvm import cutting_plane
 

@@ -4,10 +4,10 @@ call, their speed-ups, test AP and NDCG per class."""
 import numpy as np
 import pandas as pd
 
-from pipelines._io import write_csv, write_text
-from pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._tables import (CVPR2018, FULL_VERSION, fmt, mark, markdown_table, ours_label,
                                unconverged_note)
-from pipelines.voc2011_actions.config import METHODS
+from qsrank.pipelines.voc2011_actions.config import METHODS
 from qs.data import ACTIONS
 
 #: (baseline, faster) pairs whose time ratio the tables report; the first two are the paper's

@@ -7,18 +7,18 @@ import time
 import numpy as np
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-from pipelines import _methods
-from pipelines._io import write_npz
-from pipelines._runner import Experiment
-from pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config
-from pipelines.voc2011_actions.data import (
+from qsrank.pipelines import _methods
+from qsrank.pipelines._io import write_npz
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config
+from qsrank.pipelines.voc2011_actions.data import (
     class_data,
     data_note,
     digest,
     is_synthetic,
     load_checked,
 )
-from pipelines.voc2011_actions.tables import write_tables
+from qsrank.pipelines.voc2011_actions.tables import write_tables
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg, voc_average_precision
 

@@ -1,0 +1,1 @@
+"""The default config of each experiment, shipped as package data (`qsrank train NAME`)."""
