@@ -4,9 +4,9 @@
 y a 1-D array with one label per row; with ``query_id=True``, ``(X, y, groups)``, the query
 id of each row (learning to rank: svmlight/LETOR ``qid:``, an .npz file's ``groups``), each
 query's rows consecutive (`check_query_order`). Layout of an .npz file: ``X`` dense, or CSR
-components ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``; ``y``; and ``groups``. The poselet cache
-(`cache_arrays`, saved by the caller) uses that layout, so `load_features` reads it too;
-`load_npz_cache` gives back the whole `PoseletData`.
+components ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``; ``y``; and ``groups``. The
+poselet cache (`cache_arrays`, saved by the caller) uses that layout, so `load_features`
+reads it too; `load_npz_cache` gives back the whole `PoseletData`.
 
 Files are untrusted: a sparse matrix is checked in full before it is built (an index out of
 range would make its first product read out of bounds and crash the interpreter), X must be
