@@ -463,8 +463,8 @@ def _ranked(y_true, y_score, groups, no_relevant):
         raise ValueError(f"y_true must be finite; got {float(labels[bad])!r} at index {bad}.")
     check_finite(scores, "the metric")
     if not (isinstance(no_relevant, str) and no_relevant == "exclude") and not (
-            not isinstance(no_relevant, (bool, str)) and np.isreal(no_relevant)
-            and 0 <= no_relevant <= 1):
+            isinstance(no_relevant, (int, float, np.integer, np.floating))
+            and not isinstance(no_relevant, bool) and 0 <= no_relevant <= 1):
         raise ValueError(f"no_relevant must be 'exclude' or a number in [0, 1]; got "
                          f"{no_relevant!r}.")
     try:

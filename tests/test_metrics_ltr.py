@@ -214,6 +214,8 @@ def test_docstring_examples_run():
      "threshold must be a finite number"),
     (lambda: mean_average_precision([1, 0], [0.5, 0.1], [1, 1], no_relevant="skip"),
      r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 'skip'"),
+    (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=[0.5]),
+     r"no_relevant must be 'exclude' or a number in \[0, 1\]; got \[0.5\]"),
     (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=2),
      r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 2"),
     (lambda: mean_average_precision([0, 0], [0.5, 0.1], [1, 1], no_relevant="exclude"),
