@@ -46,7 +46,11 @@ def load_poselet(path, features_dir, out):
 @click.option("--chunk-images", type=click.IntRange(min=1),
               help="Images per chunk [default: about 64 MiB of features].")
 @click.option("--features-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="List file: where the STEM_id.feature files are [default: beside it].")
+              help="List file: where the STEM_id.feature files of relative stems are "
+                   "[default: beside it]; absolute stems are read as given.")
+@click.option("--features-root", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="List file: refuse any stem whose feature files lie outside this "
+                   "directory (links followed).")
 @click.option("--features", "n_features", type=click.IntRange(min=1),
               help="Feature dimension (list file: required; synthetic: [64]).")
 @click.option("--layout", type=click.Choice(["pooled", "unpooled"]),
@@ -99,14 +103,14 @@ def load_verify(store):
     click.echo(f"{store}: all {n} chunks match their checksums")
 
 
-def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annotations, image_set,
-               scale, seed, boxes):
+def cnn_source(source, dtype, split, *, n_features, features_dir, features_root, layout,
+               annotations, image_set, scale, seed, boxes):
     """The `qs.data.sources` source that `qsrank load cnn SOURCE` names."""
     from qs.data import sources
     from qs.data.voc2007 import SyntheticVOC2007
 
-    given = {"--features-dir": features_dir, "--layout": layout, "--annotations": annotations,
-             "--image-set": image_set}
+    given = {"--features-dir": features_dir, "--features-root": features_root,
+             "--layout": layout, "--annotations": annotations, "--image-set": image_set}
     if source == ("synthetic",):
         extra = [k for k, v in given.items() if v is not None]
         if extra:
@@ -121,8 +125,9 @@ def cnn_source(source, dtype, split, *, n_features, features_dir, layout, annota
         if image_set is not None:
             raise click.UsageError("--image-set applies to R-CNN .mat caches, not a list file.")
         return sources.LatentListSource(paths[0], n_features, dtype, layout=layout or "pooled",
-                                        feature_dir=features_dir, annotations=annotations)
-    for option in ("--features-dir", "--layout"):
+                                        feature_dir=features_dir, annotations=annotations,
+                                        feature_root=features_root)
+    for option in ("--features-dir", "--features-root", "--layout"):
         if given[option] is not None:
             raise click.UsageError(f"{option} applies to a latent list file.")
     if len(paths) > 1 and any(p.is_dir() or p.suffix.lower() != ".mat" for p in paths):

@@ -1,23 +1,28 @@
-"""Ranking metrics of scores: average precision and NDCG with binary relevance.
+"""Ranking metrics of scores: average precision and NDCG with binary relevance; their means
+over queries with graded relevance (learning to rank); retrieval and detection metrics.
 
-Both read the ranking that sorts scores in descending order. A positive and a negative
-with equal scores are ranked pessimistically (the negative first), so the metric is the
-lowest over the orderings the scores allow; scikit-learn treats ties otherwise (AP: one
-threshold for the tied block; NDCG: averaged over the tied block), and the two agree
-whenever no positive ties a negative.
+All read the ranking that sorts scores in descending order. Equal scores are ranked
+pessimistically (a negative before a positive, a lower label before a higher one), so the
+metric is the lowest over the orderings the scores allow; scikit-learn treats ties otherwise
+(AP: one threshold for the tied block; NDCG: averaged over the tied block), and the two
+agree whenever no positive ties a negative. trec_eval breaks ties by document name
+(docs/ltr_metrics.md lists its conventions beside ours).
 
 Every metric here takes the labels first and the scores second, as scikit-learn's do
 (``y_true, y_score``); :func:`qs.inference.lai` takes the scores first, as torch losses do.
 """
 
+from typing import NamedTuple
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from qs.losses import LOSSES
 from qs.validation import as_positive_mask, as_scores, check_finite
 
-__all__ = ["average_precision", "box_iou", "mean_average_precision_at_r", "ndcg",
-           "negatives_above", "nms", "recall_at_k",
-           "voc_average_precision", "voc_detection_ap"]
+__all__ = ["QueryMetric", "average_precision", "box_iou", "mean_average_precision",
+           "mean_average_precision_at_r", "ndcg", "ndcg_at_k", "negatives_above", "nms",
+           "precision_at_k", "recall_at_k", "voc_average_precision", "voc_detection_ap"]
 
 
 def negatives_above(labels, scores):
@@ -205,3 +210,304 @@ def recall_at_k(embeddings, labels, k):
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     relevant, _ = _neighbour_relevance(embeddings, labels, "recall@k")
     return float(relevant[:, :k].any(axis=1).mean())
+
+
+
+# ---------------------------------------------------------------------- learning to rank
+
+_GAINS = ("exponential", "linear")
+
+
+class QueryMetric(NamedTuple):
+    """A ranking metric over queries: ``mean``, the mean over the queries counted; per query
+    (``query_ids`` in sorted order, as `numpy.unique` gives them) its value in ``values``,
+    NaN for a query left out of the mean (``no_relevant="exclude"``)."""
+
+    mean: float
+    query_ids: np.ndarray
+    values: np.ndarray
+
+
+def mean_average_precision(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *,
+                           threshold: float = 0.0, no_relevant: float | str = 0.0,
+                           per_query: bool = False) -> float | QueryMetric:
+    """Mean over queries of the average precision (AP) of each query's ranking by score.
+
+    A document is relevant when its label is above ``threshold``. A query's AP is the mean,
+    over its relevant documents, of the precision at the rank of each. Equal scores are
+    ranked pessimistically (lower labels first): the value is the lowest the ties allow.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_documents,)
+        Relevance labels, graded or binary (finite numbers or bools).
+    y_score : array-like of shape (n_documents,)
+        Scores (finite); a higher score ranks a document higher within its query.
+    groups : array-like of shape (n_documents,)
+        The query id of each document (integers or strings); a query's documents need not
+        be contiguous.
+    threshold : float, default=0.0
+        A document is relevant when its label is above it.
+    no_relevant : float or "exclude", default=0.0
+        The AP given to a query without a relevant document (a number in [0, 1]; 0 is
+        trec_eval's value), or "exclude" to leave such queries out of the mean.
+    per_query : bool, default=False
+        Return a `QueryMetric`: the mean and each query's value.
+
+    Returns
+    -------
+    float or QueryMetric
+        The mean AP over the queries (higher is better); with ``per_query``, the mean and the
+        value of each query.
+
+    Raises
+    ------
+    ValueError
+        Arrays not 1-D or of different lengths, no document, labels or scores not finite, a
+        bad option, or with ``no_relevant="exclude"`` no query with a relevant document.
+
+    See Also
+    --------
+    ndcg_at_k, precision_at_k, average_precision
+
+    Examples
+    --------
+    >>> from qs.metrics import mean_average_precision
+    >>> mean_average_precision([1, 0, 0, 1], [0.9, 0.8, 0.7, 0.6], ["a", "a", "b", "b"])
+    0.75
+    >>> mean_average_precision([2, 0, 1], [0.9, 0.8, 0.7], [5, 5, 5], threshold=1)
+    1.0
+    >>> mean_average_precision([1, 0, 0, 0], [0.5, 0.5, 1.0, 0.0], [1, 1, 2, 2],
+    ...                        per_query=True, no_relevant="exclude")
+    QueryMetric(mean=0.5, query_ids=array([1, 2]), values=array([0.5, nan]))
+    """
+    threshold = _real(threshold, "threshold")
+    ranked = _ranked(y_true, y_score, groups, no_relevant)
+    relevant = (ranked.labels > threshold).astype(np.float64)
+    n_relevant = ranked.per_query(relevant)
+    precision = _cumsum_within(relevant, ranked) / ranked.position
+    values = ranked.per_query(precision * relevant) / np.maximum(n_relevant, 1)
+    return _summary(values, n_relevant == 0, ranked, no_relevant, "AP", per_query)
+
+
+def ndcg_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: int | None = None,
+              gain: str = "exponential", no_relevant: float | str = 0.0,
+              per_query: bool = False) -> float | QueryMetric:
+    """Mean over queries of the NDCG of each query's ranking by score, cut at rank ``k``.
+
+    DCG@k sums ``gain(label) / log2(1 + rank)`` over the first ``k`` ranks; NDCG@k divides it
+    by the DCG@k of the ideal ranking (labels in descending order). Equal scores are ranked
+    pessimistically (lower labels first): the value is the lowest the ties allow.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_documents,)
+        Graded relevance labels (finite numbers >= 0, or bools).
+    y_score : array-like of shape (n_documents,)
+        Scores (finite); a higher score ranks a document higher within its query.
+    groups : array-like of shape (n_documents,)
+        The query id of each document (integers or strings).
+    k : int or None, default=None
+        The cutoff rank (a query of fewer documents counts them all); None: no cutoff.
+    gain : {"exponential", "linear"}, default="exponential"
+        ``2**label - 1`` (Burges et al.'s gain, the LETOR and LightGBM one), or the label
+        itself (trec_eval's).
+    no_relevant : float or "exclude", default=0.0
+        The NDCG given to a query whose labels are all 0 (its ideal DCG is 0): a number in
+        [0, 1] (0 as trec_eval and scikit-learn give, 1 as LightGBM gives), or "exclude" to
+        leave such queries out of the mean.
+    per_query : bool, default=False
+        Return a `QueryMetric`: the mean and each query's value.
+
+    Returns
+    -------
+    float or QueryMetric
+        The mean NDCG@k over the queries (higher is better); with ``per_query``, the mean and
+        the value of each query.
+
+    Raises
+    ------
+    ValueError
+        As `mean_average_precision`; also a negative label, an exponential gain beyond
+        float64, ``k`` not a positive integer, or an unknown ``gain``.
+
+    See Also
+    --------
+    mean_average_precision, precision_at_k, ndcg
+
+    Examples
+    --------
+    >>> from qs.metrics import ndcg_at_k
+    >>> ndcg_at_k([0, 1], [0.9, 0.1], [7, 7], k=1)
+    0.0
+    >>> round(ndcg_at_k([0, 1], [0.9, 0.1], [7, 7]), 4)
+    0.6309
+    >>> ndcg_at_k([0, 0, 2], [0.3, 0.2, 0.1], [1, 1, 2], no_relevant=1.0)
+    1.0
+    """
+    if gain not in _GAINS:
+        raise ValueError(f"gain must be one of {', '.join(_GAINS)}; got {gain!r}.")
+    cutoff = None if k is None else _cutoff(k)
+    ranked = _ranked(y_true, y_score, groups, no_relevant)
+    if ranked.labels.min() < 0:
+        raise ValueError(f"NDCG needs labels >= 0; got {float(ranked.labels.min())!r}.")
+    with np.errstate(over="ignore"):
+        gains = np.expm1(ranked.labels * np.log(2)) if gain == "exponential" else ranked.labels
+    if not np.isfinite(gains).all():
+        raise ValueError(f"the gain 2**label - 1 of label {float(ranked.labels.max())!r} is beyond "
+                         "float64; pass gain='linear' or rescale the labels.")
+    discount = 1.0 / np.log2(1.0 + ranked.position)
+    if cutoff is not None:
+        discount[ranked.position > cutoff] = 0.0
+    ideal = gains[np.lexsort((-gains, ranked.query))]  # each query's own rows, best first
+    idcg = ranked.per_query(ideal * discount)
+    values = ranked.per_query(gains * discount) / np.where(idcg > 0, idcg, 1.0)
+    return _summary(values, idcg == 0, ranked, no_relevant, "NDCG", per_query)
+
+
+def precision_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: int,
+                   threshold: float = 0.0, no_relevant: float | str = 0.0,
+                   per_query: bool = False) -> float | QueryMetric:
+    """Mean over queries of the precision at rank ``k`` (P@k) of each query's ranking.
+
+    P@k is the number of relevant documents (label above ``threshold``) among a query's
+    first ``k``, over ``k``; a query of fewer than ``k`` documents counts the missing ranks
+    as not relevant, as trec_eval does. Equal scores are ranked pessimistically (lower
+    labels first): the value is the lowest the ties allow.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_documents,)
+        Relevance labels, graded or binary (finite numbers or bools).
+    y_score : array-like of shape (n_documents,)
+        Scores (finite); a higher score ranks a document higher within its query.
+    groups : array-like of shape (n_documents,)
+        The query id of each document (integers or strings).
+    k : int
+        The cutoff rank.
+    threshold : float, default=0.0
+        A document is relevant when its label is above it.
+    no_relevant : float or "exclude", default=0.0
+        The value given to a query without a relevant document: a number in [0, 1] (its
+        P@k is 0, trec_eval's value), or "exclude" to leave such queries out of the mean.
+    per_query : bool, default=False
+        Return a `QueryMetric`: the mean and each query's value.
+
+    Returns
+    -------
+    float or QueryMetric
+        The mean P@k over the queries (higher is better); with ``per_query``, the mean and
+        the value of each query.
+
+    Raises
+    ------
+    ValueError
+        As `mean_average_precision`; also ``k`` not a positive integer.
+
+    See Also
+    --------
+    mean_average_precision, ndcg_at_k
+
+    Examples
+    --------
+    >>> from qs.metrics import precision_at_k
+    >>> precision_at_k([1, 0, 1, 0], [0.9, 0.8, 0.7, 0.6], [1, 1, 1, 1], k=2)
+    0.5
+    >>> precision_at_k([1, 0], [0.9, 0.8], [1, 1], k=4)
+    0.25
+    """
+    cutoff = _cutoff(k)
+    threshold = _real(threshold, "threshold")
+    ranked = _ranked(y_true, y_score, groups, no_relevant)
+    relevant = (ranked.labels > threshold).astype(np.float64)
+    values = ranked.per_query(relevant * (ranked.position <= cutoff)) / cutoff
+    return _summary(values, ranked.per_query(relevant) == 0, ranked, no_relevant, f"P@{k}",
+                    per_query)
+
+
+class _Ranked(NamedTuple):
+    """Documents sorted by query, then by descending score, then by ascending label (the
+    pessimistic order of ties): per row its ``query`` (an index into ``query_ids``), label
+    and 1-based ``position`` in its query's ranking."""
+
+    query: np.ndarray
+    labels: np.ndarray
+    position: np.ndarray
+    starts: np.ndarray
+    query_ids: np.ndarray
+
+    def per_query(self, values):
+        """The sum of ``values`` (one per row) over each query's rows."""
+        return np.bincount(self.query, weights=values, minlength=self.query_ids.size)
+
+
+def _ranked(y_true, y_score, groups, no_relevant):
+    """Check the inputs of a ranking metric once; the rows in ranking order (`_Ranked`)."""
+    scores = as_scores(y_score)
+    labels = np.asarray(y_true)
+    if labels.ndim != 1 or labels.dtype.kind not in "biuf":
+        raise ValueError(f"y_true must be a 1-D array of numeric labels; got dtype "
+                         f"{labels.dtype} of shape {labels.shape}.")
+    groups = np.asarray(groups)
+    if scores.size == 0 and labels.size == groups.size == 0:
+        raise ValueError("no documents: y_true, y_score and groups are empty.")
+    if groups.ndim != 1 or groups.dtype.kind not in "biuUSO":
+        raise ValueError(f"groups must be a 1-D array of query ids (integers or strings); got "
+                         f"dtype {groups.dtype} of shape {groups.shape}.")
+    if not labels.size == scores.size == groups.size:
+        raise ValueError(f"y_true, y_score and groups must have one entry per document; got "
+                         f"lengths {labels.size}, {scores.size} and {groups.size}.")
+    labels = labels.astype(np.float64)
+    if not np.isfinite(labels).all():
+        bad = int(np.flatnonzero(~np.isfinite(labels))[0])
+        raise ValueError(f"y_true must be finite; got {float(labels[bad])!r} at index {bad}.")
+    check_finite(scores, "the metric")
+    if not (isinstance(no_relevant, str) and no_relevant == "exclude") and not (
+            isinstance(no_relevant, (int, float, np.integer, np.floating))
+            and not isinstance(no_relevant, bool) and 0 <= no_relevant <= 1):
+        raise ValueError(f"no_relevant must be 'exclude' or a number in [0, 1]; got "
+                         f"{no_relevant!r}.")
+    try:
+        query_ids, query = np.unique(groups, return_inverse=True)
+    except TypeError:
+        raise ValueError("groups must hold query ids of one type (integers or strings).") \
+            from None
+    query = query.reshape(-1)
+    order = np.lexsort((labels, -scores, query))
+    query = query[order]
+    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
+    position = np.arange(1, query.size + 1) - starts[query]
+    return _Ranked(query, labels[order], position.astype(np.float64), starts, query_ids)
+
+
+def _cumsum_within(values, ranked):
+    """The running sum of ``values`` (one per row) within each query."""
+    total = np.cumsum(values)
+    before = total[ranked.starts] - values[ranked.starts]
+    return total - before[ranked.query]
+
+
+def _summary(values, empty, ranked, no_relevant, name, per_query):
+    """The mean of the per-query ``values``, those of the queries ``empty`` (no relevant
+    document) replaced by ``no_relevant`` or, when it is "exclude", left out."""
+    values = values.copy()
+    values[empty] = np.nan if isinstance(no_relevant, str) else float(no_relevant)
+    if empty.all() and isinstance(no_relevant, str):
+        raise ValueError(f"no query has a relevant document, so every query is excluded "
+                         f"(no_relevant='exclude'); {name} is undefined.")
+    mean = float(np.nanmean(values))
+    return QueryMetric(mean, ranked.query_ids, values) if per_query else mean
+
+
+def _real(value, name):
+    """A finite real number option, as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}.")
+    return float(value)
+
+
+def _cutoff(k):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    return int(k)

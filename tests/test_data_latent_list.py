@@ -116,8 +116,10 @@ def test_latent_list_names_missing_feature_files(tmp_path):
     ("-1\n", "token 1 .*: expected the number of images >= 0; got -1"),
     ("1\n000005 -1\n1\n", r"token 3 \(line 2\): expected the number of boxes >= 0; got -1"),
     ("1\n000005\n", r"Truncated .*: expected the number of boxes of image 1 of 1 \('000005'\)"),
-    ("1\n../000005 1\n1 1 5 5 1 -1\n1\n",
-     r"image 1 of 1, token 2 \(line 2\): the stem <9 characters, not shown> holds a path"),
+    ("1\n000\x005 1\n1 1 5 5 1 -1\n1\n",
+     r"image 1 of 1, token 2 \(line 2\): the stem <5 characters, not shown> names no file"),
+    ("1\nfeats/ 1\n1 1 5 5 1 -1\n1\n",
+     r"image 1 of 1, token 2 \(line 2\): the stem <6 characters, not shown> names no file"),
     ("1\n000005 1\n1 1 5 5 1 -1\n1\n7\n", r"token 11 \(line 5\): unexpected content after the "
                                          "1 images"),
     ("1\n000005 2\n1 1 5 5 1 1\n1 1 5 5 2 -1\n0\n",

@@ -1,10 +1,12 @@
 """Feature matrices in common formats: MATLAB .mat, svmlight and .npz, plus the .npz cache.
 
 `load_features` returns ``(X, y)``: X float64, dense ndarray or scipy.sparse CSR as stored,
-y a 1-D array with one label per row. Layout of an .npz file: ``X`` dense, or CSR components
-``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``; and ``y``. The poselet cache
-(`cache_arrays`, saved by the caller) uses that layout, so `load_features` reads it too;
-`load_npz_cache` gives back the whole `PoseletData`.
+y a 1-D array with one label per row; with ``query_id=True``, ``(X, y, groups)``, the query
+id of each row (learning to rank: svmlight/LETOR ``qid:``, an .npz file's ``groups``), each
+query's rows consecutive (`check_query_order`). Layout of an .npz file: ``X`` dense, or CSR
+components ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``; ``y``; and ``groups``. The
+poselet cache (`cache_arrays`, saved by the caller) uses that layout, so `load_features`
+reads it too; `load_npz_cache` gives back the whole `PoseletData`.
 
 Files are untrusted: a sparse matrix is checked in full before it is built (an index out of
 range would make its first product read out of bounds and crash the interpreter), X must be
@@ -21,11 +23,11 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from qs.data.files import check_final_newline, check_regular
+from qs.data.files import check_final_newline, check_regular, shown
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "load_features", "load_npz_cache", "mat_shapes", "read_isolated",
-           "read_mat"]
+__all__ = ["cache_arrays", "check_query_order", "load_features", "load_npz_cache", "mat_shapes",
+           "read_isolated", "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -34,15 +36,19 @@ _CSR_KEYS = ("X_data", "X_indices", "X_indptr", "X_shape")
 _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 
 
-def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
+def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False):
     """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
 
     ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
     (y is None; an svmlight file's labels are dropped), for data to score. ``n_features``,
-    when given, is the number of columns X must have. Unreadable, corrupt or inconsistent
-    files raise ValueError naming the file. A .mat file is read in a worker process
-    (`read_isolated`: the first one starts its server, a few seconds), so a script reading
-    one runs under ``if __name__ == "__main__":``.
+    when given, is the number of columns X must have. ``query_id=True`` (learning to rank)
+    returns ``(X, y, groups)``: the query id of each row, from the ``qid:`` of every line of
+    an svmlight/LETOR file (trailing ``# ...`` comments are skipped) or the ``groups`` array
+    of an .npz file; rows stay in the file's order, and a query whose rows are not
+    consecutive is refused naming the line (or row) that breaks the order. Unreadable,
+    corrupt or inconsistent files raise ValueError naming the file. A .mat file is read in a
+    worker process (`read_isolated`: the first one starts its server, a few seconds), so a
+    script reading one runs under ``if __name__ == "__main__":``.
     """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
@@ -50,21 +56,85 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y"):
         raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
                          f"{', '.join(KINDS)} or kind='mat'|'svmlight'|'npz'; got "
                          f"{path.suffix!r} (kind={kind!r}).")
+    if query_id and kind == "mat":
+        raise ValueError(f"{path}: query ids are read from svmlight (qid:) and .npz (groups) "
+                         "files; a .mat file holds none.")
     check_regular(path, "the feature file")
+    groups = None
     if kind == "mat":
         if _is_hdf5(path):
             _h5py(path)  # a missing h5py is said here, not by the worker
         ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
         check_final_newline(path, _last_byte(path))
-        X, y = _call(path, "svmlight", load_svmlight_file, str(path), n_features=n_features,
-                     dtype=np.float64)
+        X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path),
+                           n_features=n_features, dtype=np.float64, query_id=query_id)
         y = y if y_key is not None else None
+        if query_id:
+            groups = _svmlight_groups(path, qid[0], X.shape[0])
     else:
+        wanted = ("y",) * (y_key is not None) + ("groups",) * query_id
         with _open_npz(path) as npz:
-            arrays = _npz_arrays(path, npz, ("y",) if y_key is not None else ())
+            arrays = _npz_arrays(path, npz, wanted)
         X, y = _x_from(path, arrays), arrays.get("y")
-    return _checked(path, X, y, n_features)
+        if query_id:
+            groups = _npz_groups(path, arrays["groups"], X.shape[0])
+    X, y = _checked(path, X, y, n_features)
+    return (X, y, groups) if query_id else (X, y)
+
+
+def check_query_order(path, groups, where):
+    """Refuse query ids ``groups`` (one per row) unless each query's rows are consecutive;
+    the ValueError names the first row that comes back to an earlier query, as ``where(k)``
+    describes row ``k`` (0-based), and that query's previous row."""
+    groups = np.asarray(groups)
+    if groups.size == 0:
+        return
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    _, first = np.unique(groups[starts], return_index=True)
+    again = np.ones(starts.size, dtype=bool)
+    again[first] = False
+    if again.any():
+        row = int(starts[np.flatnonzero(again)[0]])
+        before = int(np.flatnonzero(groups[:row] == groups[row])[-1])
+        raise ValueError(f"{path}, {where(row)}: query {shown(str(groups[row]))} comes back "
+                         f"after other queries (it was last on {where(before)}); expected "
+                         "each query's rows together, one after another. Sort the rows by "
+                         "query id, keeping their order within a query (e.g. a stable sort).")
+
+
+def _svmlight_groups(path, qid, n_rows):
+    """The qid of every row of an svmlight file, checked to be on every line and in
+    consecutive runs; ``qid`` holds those scikit-learn found (it skips lines without)."""
+    if qid.size != n_rows:
+        lines = _svmlight_lines(path)
+        without = next(k for k, (_, has) in enumerate(lines) if not has)
+        raise ValueError(f"{path}, line {lines[without][0]}: no qid; expected 'LABEL qid:ID "
+                         f"INDEX:VALUE ...' on every line ({n_rows - qid.size} of {n_rows} "
+                         "lines have none).")
+    check_query_order(path, qid, lambda k: f"line {_svmlight_lines(path)[k][0]}")
+    return qid
+
+
+def _svmlight_lines(path):
+    """``(line number, has a qid)`` of each data line of an svmlight file (a line with
+    something before its ``#``), for messages."""
+    lines = []
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            fields = line.split(b"#", 1)[0].split()
+            if fields:
+                lines.append((number, len(fields) > 1 and fields[1].startswith(b"qid:")))
+    return lines
+
+
+def _npz_groups(path, groups, n_rows):
+    """An .npz file's ``groups``: 1-D, one integer or string id per row, in consecutive runs."""
+    if groups.ndim != 1 or groups.dtype.kind not in "iuUS" or groups.size != n_rows:
+        raise ValueError(f"{path}: groups must hold one query id (integer or string) per row "
+                         f"of X ({n_rows}); got {groups.dtype} of shape {groups.shape}.")
+    check_query_order(path, groups, lambda k: f"row {k} of groups")
+    return groups
 
 
 def _last_byte(path):

@@ -1,6 +1,7 @@
 """The latent AP-SVM's list file and its ``STEM_ID.feature`` sparse feature files, read as
 Behl et al.'s released reader (``svm_struct_latent_api.c``) reads them: whitespace-separated
-tokens in two layouts, pooled and unpooled (`LAYOUTS`).
+tokens in two layouts, pooled and unpooled (`LAYOUTS`); a stem may hold a path, as the
+released reader opens ``STEM_ID.feature`` as written (`feature_files`).
 
 The files are untrusted: every fault raises a one-line ValueError naming the file and the
 position (image, box and token). Boxes come out as `DetectionData` boxes: x1 y1 x2 y2,
@@ -10,9 +11,10 @@ position (image, box and token). Boxes come out as `DetectionData` boxes: x1 y1 
 
 import hashlib
 import math
+import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 
@@ -48,7 +50,7 @@ class LatentListData:
 
 
 def load_latent_list(path, feature_dir=None, n_features=None, *, layout="pooled",
-                     annotations=None):
+                     annotations=None, feature_root=None):
     """Read a latent AP-SVM list file and its box feature files as the released latent
     AP-SVM reads them: whitespace-separated tokens, line breaks carrying no meaning.
 
@@ -67,12 +69,15 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, layout="pooled"
     as in the released reader. With ``is_fs`` 1 (a fully supervised image) every box is an
     example of its own, labelled by its box label (0 or 1).
 
-    Box ``id``'s features are in ``STEM_id.feature`` (in the list file's directory or
-    ``feature_dir``). ``n_features``: the feature dimension (an index above it is an error);
-    by default the largest index found. ``annotations``: ``{image id: VocAnnotation}`` (e.g.
-    from `load_voc_annotation`) for every stem; it gives the image sizes that boxes are
-    checked against and the ground-truth objects, which are otherwise empty. Errors name the
-    file and the position: image, box and token (with its line).
+    Box ``id``'s features are in ``STEM_id.feature`` (`feature_files`): a stem may hold a
+    path, absolute (read as given) or relative (to the list file's directory, or to
+    ``feature_dir``). ``feature_root``: a directory every feature file must lie in, links
+    followed; a stem leading out of it is refused. ``n_features``: the feature dimension (an
+    index above it is an error); by default the largest index found. ``annotations``:
+    ``{image id: VocAnnotation}`` (e.g. from `load_voc_annotation`) for every image, its id
+    the stem's last component; it gives the image sizes that boxes are checked against and
+    the ground-truth objects, which are otherwise empty. Errors name the file and the
+    position: image, box and token (with its line).
     """
     path = Path(path)
     feature_dir = path.parent if feature_dir is None else Path(feature_dir)
@@ -80,7 +85,7 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, layout="pooled"
     check_final_newline(path, raw)
     examples = parse_latent_list(path, raw.decode("utf-8", errors="replace"), layout)
 
-    files = latent_feature_files(path, feature_dir, examples)
+    files = latent_feature_files(path, feature_dir, examples, feature_root)
     feature_hash = hashlib.sha256()
     parsed = [_parse_feature_file(f, n_features, feature_hash) for f in files]
     d = n_features if n_features is not None else max(
@@ -111,13 +116,29 @@ def corner_boxes(examples):
     return boxes
 
 
-def latent_feature_files(path, feature_dir, examples):
-    """The feature file of every box of ``examples`` (`parse_latent_list`), in order; a
+def feature_files(examples):
+    """The feature file of every box of ``examples``, in order, as the released reader names
+    it: ``STEM_id.feature``, the stem as written (a path relative to the feature directory,
+    or absolute)."""
+    return [f"{e.stem}_{box_id}.feature" for e in examples for box_id in e.box_ids]
+
+
+def latent_feature_files(path, feature_dir, examples, feature_root=None):
+    """The feature file of every box of ``examples`` (`parse_latent_list`), in order, as a
+    path: `feature_files` relative to ``feature_dir`` unless absolute. With ``feature_root``,
+    a file that lies outside it (links followed) is refused naming its image and box; a
     ValueError names the missing files (the first few) and their image and box."""
+    names = iter(feature_files(examples))
+    root = None if feature_root is None else _real_root(path, feature_root)
     files, missing = [], []
     for e in examples:
-        for b, box_id in enumerate(e.box_ids):
-            f = Path(feature_dir) / f"{e.stem}_{box_id}.feature"
+        for b in range(e.box_ids.size):
+            f = Path(feature_dir) / next(names)
+            if root is not None and not Path(os.path.realpath(f)).is_relative_to(root):
+                raise ValueError(f"{e.where(path, b)}: its feature file lies outside the "
+                                 f"features root {feature_root}; expected every stem to stay "
+                                 "inside it (no '..' or absolute path out of it, no link "
+                                 "leading out).")
             files.append(f)
             if not f.is_file():
                 missing.append(f"{f.name} (image {e.image}, box {int(e.box_numbers[b])})")
@@ -127,6 +148,19 @@ def latent_feature_files(path, feature_dir, examples):
                          f"from {feature_dir}: {'; '.join(missing[:_SHOWN])}{more} (pass "
                          "feature_dir if they live elsewhere).")
     return files
+
+
+def _real_root(path, feature_root):
+    """The features root with its links resolved; a ValueError when it is no directory."""
+    root = Path(os.path.realpath(feature_root))
+    if not root.is_dir():
+        raise ValueError(f"{path}: the features root {feature_root} is not a directory.")
+    return root
+
+
+def image_id(stem):
+    """The image id of a stem: its last component (``/data/voc/000005`` -> ``000005``)."""
+    return PurePath(stem).name
 
 
 def _parse_feature_file(f, n_features, digest=None):
@@ -247,9 +281,9 @@ def parse_latent_list(path, text, layout="pooled"):
             is_fs = tokens.integer("is_fs (0 or 1)", image, (0, 1))
             tokens.integer("the image label", image, LABELS)  # the released code reads the
         stem = tokens.take("the stem", image)                 # label after the boxes
-        if "/" in stem or "\\" in stem:
-            raise ValueError(f"{path}, {image}, {tokens.at()}: the stem {shown(stem)} holds a "
-                             "path separator; expected a file-name stem.")
+        if "\0" in stem or stem.endswith("/") or not image_id(stem):
+            raise ValueError(f"{path}, {image}, {tokens.at()}: the stem {shown(stem)} names "
+                             "no file; expected a file-name stem, or a path ending in one.")
         image = f"image {i} of {n_images} ({shown(stem)})"
         n_boxes = tokens.integer("the number of boxes", image, low=0)
         boxes, ids, labels = np.empty((n_boxes, 4)), np.empty(n_boxes, np.int64), \
@@ -301,7 +335,7 @@ def annotated_objects(path, examples, boxes, annotations):
                      for _ in examples)
     objects, start = [], 0
     for e in examples:
-        note = annotations.get(e.stem)
+        note = annotations.get(image_id(e.stem))
         if note is None:
             raise ValueError(f"{e.where(path)}: the image has no annotation among the "
                              f"{len(annotations)} given.")

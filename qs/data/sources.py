@@ -19,6 +19,8 @@ from qs.data.formats import mat_shapes
 from qs.data.latent_list import (
     annotated_objects,
     corner_boxes,
+    feature_files,
+    image_id,
     latent_feature_files,
     parse_latent_list,
     read_latent_features,
@@ -159,34 +161,37 @@ class RcnnSource:
 
 class LatentListSource:
     """A latent AP-SVM list file (`qs.data.latent_list.load_latent_list` gives the layouts) with its
-    ``STEM_id.feature`` files in ``feature_dir`` (default: beside it), ``n_features`` wide;
-    one stored image per example of ``layout``. ``annotations``: a directory of VOC
-    ``STEM.xml`` files for the objects and image sizes."""
+    ``STEM_id.feature`` files, relative stems in ``feature_dir`` (default: beside it),
+    absolute ones as given, all inside ``feature_root`` when it is given; ``n_features``
+    wide; one stored image per example of ``layout``. ``annotations``: a directory of VOC
+    ``ID.xml`` files (ID: the stem's last component) for the objects and image sizes."""
 
     kind = "latent-list"
 
     def __init__(self, path, n_features, dtype="float32", *, layout="pooled", feature_dir=None,
-                 annotations=None):
+                 annotations=None, feature_root=None):
         self.path, self.layout = Path(path), layout
         if n_features is None or n_features < 1:
             raise ValueError("A latent list file needs its feature dimension (n_features, "
                              f"--features); got {n_features!r}.")
         self.feature_dir = self.path.parent if feature_dir is None else Path(feature_dir)
+        self.feature_root = feature_root
         raw = read_bytes(self.path, "the latent list file", LIST_BYTES)
         self.sha256 = hashlib.sha256(raw).hexdigest()
         examples = parse_latent_list(self.path, raw.decode("utf-8", errors="replace"), layout)
         if not examples:
             raise ValueError(f"{self.path}: the list holds no images.")
-        files = latent_feature_files(self.path, self.feature_dir, examples)
+        latent_feature_files(self.path, self.feature_dir, examples, feature_root)
+        files = feature_files(examples)
         counts = [e.box_ids.size for e in examples]
         starts = np.concatenate([[0], np.cumsum(counts)])
-        self.files = [[f.name for f in files[a:b]] for a, b in pairwise(starts)]
+        self.files = [files[a:b] for a, b in pairwise(starts)]
         boxes = corner_boxes(examples)
         self.boxes = [boxes[a:b] for a, b in pairwise(starts)]
         notes = None
         if annotations is not None:
-            notes = {e.stem: load_voc_annotation(Path(annotations) / f"{e.stem}.xml")
-                     for e in examples}
+            notes = {image_id(e.stem): load_voc_annotation(
+                Path(annotations) / f"{image_id(e.stem)}.xml") for e in examples}
         self.objects = annotated_objects(self.path, examples, boxes, notes)
         self.annotations, self.split = annotations, None
         self.has_gt = annotations is not None
@@ -196,6 +201,8 @@ class LatentListSource:
     def describe(self):
         text = (f"latent AP-SVM list {self.path.resolve()} ({self.layout} layout, sha256 "
                 f"{self.sha256}), feature files in {self.feature_dir.resolve()}")
+        if self.feature_root is not None:
+            text += f" (confined to {Path(self.feature_root).resolve()})"
         if self.annotations is not None:
             text += f", VOC annotations in {Path(self.annotations).resolve()}"
         return text

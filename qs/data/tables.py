@@ -1,5 +1,7 @@
 """A researcher's own feature files as ``(X, y, feature names)``: CSV, TSV and Parquet tables
-with a named label column, and the svmlight, .npz and .mat files of `qs.data.formats`.
+with a named label column, and the svmlight, .npz and .mat files of `qs.data.formats`; for
+learning to rank, with the query id of each row (a table's group column, svmlight's ``qid:``,
+an .npz file's ``groups``).
 
 Every file is untrusted: only regular files are read, features must be numbers and finite,
 labels present on every row; each problem is a one-line ValueError naming the file, the
@@ -13,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from qs.data.files import check_regular, shown
-from qs.data.formats import KINDS, load_features
+from qs.data.formats import KINDS, check_query_order, load_features
 
 __all__ = ["SUFFIXES", "Table", "align_features", "read_labels", "read_table"]
 
@@ -27,45 +29,60 @@ SUFFIXES = {**TABLE_KINDS, **KINDS}
 class Table:
     """What a feature file holds: ``X`` (float64, dense or CSR), ``y`` (one label per row, or
     None when the labels were not asked for or are absent), ``feature_names`` (the column
-    names of a table, else None) and the file it came from."""
+    names of a table, else None), the file it came from, and ``groups`` (the query id of each
+    row, each query's rows consecutive; None unless asked for)."""
 
     X: object
     y: object
     feature_names: list | None
     path: Path
+    groups: np.ndarray | None = None
 
 
-def read_table(path, *, label_column=None, labels=True):
+def read_table(path, *, label_column=None, labels=True, group_column=None, groups=False):
     """Read the feature file ``path``, its format told by its suffix (`SUFFIXES`).
 
     A table (CSV, TSV, Parquet) needs ``label_column``, the column of labels; every other
     column is a feature. svmlight, .npz (X, y) and .mat (X, y) files hold their labels
     themselves. ``labels=False`` reads data to score: the features alone, a table's label
     column dropped when it has one.
+
+    Learning to rank: ``groups=True`` reads the query id of each row into ``Table.groups``:
+    a table's ``group_column`` (naming it is enough; it is not a feature), an svmlight/LETOR
+    file's ``qid:`` or an .npz file's ``groups`` array. Rows keep the file's order; a query
+    whose rows are not consecutive is refused naming the row (line) that breaks the order.
     """
     path = Path(path)
     kind = _kind(path)
     check_regular(path, "the feature file")
+    groups = groups or group_column is not None
     if kind not in ("csv", "tsv", "parquet"):
         if label_column is not None and labels:
             raise ValueError(f"{path}: a {path.suffix} file holds its labels itself (y); a "
                              "label column applies to CSV, TSV and Parquet files only.")
-        X, y = load_features(path, y_key="y" if labels else None)
+        if group_column is not None:
+            raise ValueError(f"{path}: a {path.suffix} file holds its query ids itself (qid: "
+                             "or groups); a group column applies to CSV, TSV and Parquet "
+                             "files only.")
+        X, y, *query = load_features(path, y_key="y" if labels else None, query_id=groups)
         if y is not None:
             y = _class_labels(y.astype(str) if y.dtype.kind in "SU" else y)
-        return Table(X, y, None, path)
+        return Table(X, y, None, path, query[0] if groups else None)
     frame = _read_frame(path, kind)
     if labels and label_column is None:
         raise ValueError(f"{path}: name its label column (one of {_columns(frame)}).")
     if labels and label_column not in frame.columns:
         raise ValueError(f"{path}: no label column {shown(str(label_column))}; its columns: "
                          f"{_columns(frame)}.")
+    query = _groups(path, frame, group_column, label_column) if groups else None
     y = _labels(path, label_column, frame[label_column]) if labels else None
-    features = frame.drop(columns=[label_column]) if label_column in frame.columns else frame
+    dropped = [c for c in (label_column, group_column) if c is not None and c in frame.columns]
+    features = frame.drop(columns=dropped)
     if features.shape[1] == 0:
-        raise ValueError(f"{path}: no feature column besides the label column "
-                         f"{shown(str(label_column))}.")
-    return Table(_features(path, features), y, [str(c) for c in features.columns], path)
+        raise ValueError(f"{path}: no feature column besides the label and group columns "
+                         f"{_listed([str(c) for c in dropped])}.")
+    return Table(_features(path, features), y, [str(c) for c in features.columns], path,
+                 query)
 
 
 def read_labels(path, *, label_column=None):
@@ -172,6 +189,29 @@ def _labels(path, name, column):
                          f"{_row(missing[0])} ({missing.size} missing label(s)).")
     values = column.to_numpy()
     return _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
+
+
+def _groups(path, frame, name, label_column):
+    """A table's query ids: the column ``name``, numbers or strings, none missing, each
+    query's rows consecutive."""
+    if name is None:
+        raise ValueError(f"{path}: name its group column, the query id of each row (one of "
+                         f"{_columns(frame)}).")
+    if name not in frame.columns:
+        raise ValueError(f"{path}: no group column {shown(str(name))}; its columns: "
+                         f"{_columns(frame)}.")
+    if name == label_column:
+        raise ValueError(f"{path}: the group column and the label column are both "
+                         f"{shown(str(name))}; expected two columns.")
+    column = frame[name]
+    missing = np.flatnonzero(column.isna().to_numpy())
+    if missing.size:
+        raise ValueError(f"{path}: group column {shown(str(name))} is empty in "
+                         f"{_row(missing[0])} ({missing.size} missing query id(s)).")
+    values = column.to_numpy()
+    values = _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
+    check_query_order(path, values, _row)
+    return values
 
 
 def _class_labels(y):
