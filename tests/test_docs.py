@@ -1,13 +1,10 @@
 """The README and the docs site cannot drift from the code: every Python example in them runs,
-every `qsrank` and `make` command they show exists with the options they give, and the site
-builds in strict mode (a broken link, a result file that is not there, a docstring that
-cannot be rendered fail it)."""
+every `qsrank` and `make` command they show exists with the options they give. The site's
+build is checked in test_docs_site.py."""
 
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -92,17 +89,6 @@ def test_shell_commands_exist(page):
                 _parse(argv[1:])
             except click.UsageError as err:
                 pytest.fail(f"{page.name}: {shlex.join(argv)}: {err.format_message()}")
-
-
-def test_the_site_builds_in_strict_mode(tmp_path):
-    pytest.importorskip("mkdocs")
-    pytest.importorskip("mkdocstrings")
-    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
-    assert mkdocs, "mkdocs is installed but its command is not beside this Python"
-    run = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert (tmp_path / "site" / "index.html").is_file()
 
 
 def test_readme_headline_table_is_read_from_the_result_files():
