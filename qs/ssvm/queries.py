@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import check_random_state
 
 from qs._numba import jit
 from qs.inference.batch import _codes, _discount
@@ -113,10 +114,11 @@ class QueryProblem(Problem):
         return a, float(res.loss.sum()) / q, float(res.hinge.sum()) / q
 
 
-def block_frank_wolfe(prob):
+def block_frank_wolfe(prob, random_state=None):
     """Block-coordinate Frank-Wolfe over the queries of ``prob`` (a :class:`QueryProblem`
-    with a dense ``X``): passes over the queries in order until the duality gap is at
-    most ``C * tol``; one :func:`qs.inference.lai_queries` call per pass (at the pass's
+    with a dense ``X``): passes over the queries, each in a new random order drawn from
+    ``random_state`` (None: seed 0, so that a fit repeats), until the duality gap is at most
+    ``C * tol``; one :func:`qs.inference.lai_queries` call per pass (at the pass's
     weights) records the primal objective and the gap. Returns a
     :class:`~qs.ssvm.SolverResult`."""
     if sp.issparse(prob.X):
@@ -130,6 +132,7 @@ def block_frank_wolfe(prob):
     offsets = prob.offsets
     longest = int(np.diff(offsets).max())
     table, ideal = _discount(prob.loss, longest)
+    rng = check_random_state(0 if random_state is None else random_state)
     w = np.zeros(d)
     blocks = np.zeros((offsets.size - 1, d))  # each query's share of w
     block_loss = np.zeros(offsets.size - 1)  # and of the dual's loss term
@@ -144,24 +147,27 @@ def block_frank_wolfe(prob):
         converged = gap <= prob.C * prob.tol
         if converged or it == prob.max_iter - 1:
             break
-        _bcfw_pass(code, inc, X, prob.is_pos, offsets, prob.trains, table, ideal, prob.C,
+        visit = rng.permutation(offsets.size - 1)
+        _bcfw_pass(code, inc, X, prob.is_pos, offsets, visit, prob.trains, table, ideal, prob.C,
                    prob.n_queries, w, blocks, block_loss, ell, scores, coef, out, valid,
                    *_row_work(longest))
     return prob.result(w, converged)
 
 
 @jit
-def _bcfw_pass(method, inc, X, is_pos, offsets, trains, table, ideal, C, n_queries, w, blocks,
+def _bcfw_pass(method, inc, X, is_pos, offsets, visit, trains, table, ideal, C, n_queries, w, blocks,
                block_loss, ell, scores, coef, out, valid, row, coef64, neg_rank, params, floats,
                ints, buckets, work, iwork, count):
-    """One pass of block-coordinate Frank-Wolfe over the queries that train, in order:
+    """One pass of block-coordinate Frank-Wolfe over the queries that train, in the order
+    ``visit``:
     ``w``, ``blocks`` (each query's share of ``w``), ``block_loss`` and ``ell[0]`` (their
     loss terms) updated in place. Scores are finite for finite ``X`` and ``w``."""
     d = w.size
     no_rank = np.empty(0, dtype=np.int32)
     step = np.empty(d)
     scale = C / n_queries
-    for q in range(offsets.size - 1):
+    for t in range(visit.size):
+        q = visit[t]
         if not trains[q]:
             continue
         a, b = offsets[q], offsets[q + 1]
@@ -199,21 +205,23 @@ def _bcfw_pass(method, inc, X, is_pos, offsets, trains, table, ideal, C, n_queri
 
 #: solver name -> the loop on a :class:`QueryProblem`
 QUERY_SOLVERS = {
-    "cutting_plane": lambda prob, qp_solver: cutting_plane_loop(prob, prob.X.shape[1],
-                                                                qp_solver),
-    "frank_wolfe": lambda prob, qp_solver: frank_wolfe_loop(prob, prob.X.shape[1]),
-    "subgradient": lambda prob, qp_solver: subgradient_loop(prob, prob.X.shape[1]),
-    "block_frank_wolfe": lambda prob, qp_solver: block_frank_wolfe(prob),
+    "cutting_plane": lambda prob, qp_solver, seed: cutting_plane_loop(
+        prob, prob.X.shape[1], qp_solver),
+    "frank_wolfe": lambda prob, qp_solver, seed: frank_wolfe_loop(prob, prob.X.shape[1]),
+    "subgradient": lambda prob, qp_solver, seed: subgradient_loop(prob, prob.X.shape[1]),
+    "block_frank_wolfe": lambda prob, qp_solver, seed: block_frank_wolfe(prob, seed),
 }
 
 
 def solve_queries(X, labels, offsets, *, solver="cutting_plane", C=1.0, loss="ap",
-                  method="auto", tol=1e-3, max_iter=1000, qp_solver="daqp", callback=None):
+                  method="auto", tol=1e-3, max_iter=1000, qp_solver="daqp", random_state=None,
+                  callback=None):
     """Train the structured SVM over the queries ``offsets`` of ``X`` by ``solver`` (a key
-    of :data:`QUERY_SOLVERS`); ``labels`` are binary relevance. Returns
+    of :data:`QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
+    block-coordinate Frank-Wolfe's order of queries (the others draw nothing). Returns
     ``(SolverResult, QueryProblem)``."""
     if solver not in QUERY_SOLVERS:
         raise ValueError(f"solver must be one of {sorted(QUERY_SOLVERS)}; got {solver!r}.")
     prob = QueryProblem(X, labels, offsets, C=C, loss=loss, method=method, tol=tol,
                         max_iter=max_iter, callback=callback)
-    return QUERY_SOLVERS[solver](prob, qp_solver), prob
+    return QUERY_SOLVERS[solver](prob, qp_solver, random_state), prob
