@@ -23,7 +23,7 @@ from qs.inference.zero_one import zero_one_lai
 from qs.losses import get_loss
 from qs.validation import as_positive_mask, as_scores, check_counts
 
-__all__ = ["lai", "LAIResult", "METHODS", "Workspace", "resolve"]
+__all__ = ["lai", "lai_queries", "LAIResult", "METHODS", "QueriesResult", "Workspace", "resolve"]
 
 _RANKING = {
     "auto": auto_lai,
@@ -169,3 +169,6 @@ def _result(neg_rank, coef, loss_value, f, truth, scores):
             f"{scores.max()!r}, too far apart to subtract. Rescale the scores."
         )
     return LAIResult(neg_rank, coef, loss_value, loss_value + f, truth)
+
+# lai_queries runs the per-query kernels of qs.inference.batch, which imports lai from here
+from qs.inference.queries import QueriesResult, lai_queries  # noqa: E402

@@ -44,7 +44,7 @@ def ideal_of(inc, ideal, n_pos):
 def _sort_few_positives(values, index, p, sorted_values, sorted_index):
     """``values[:p]`` (``index`` along) in descending order into ``sorted_values`` /
     ``sorted_index``, ties in input order: each value's place counted (p^2 comparisons
-    without a branch; for p up to :data:`INSERTION_MAX`)."""
+    without a branch; for p up to :data:`FEW_POSITIVES_MAX`)."""
     for a in range(p):
         x = values[a]
         place = 0
@@ -55,6 +55,9 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
         sorted_index[place] = index[a]
 
 
+#: positives counted into place (:func:`_sort_few_positives`) up to this many, merge sorted
+#: above
+FEW_POSITIVES_MAX = 128
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
 #: they are sorted: :func:`_small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
@@ -150,7 +153,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
         order = np.argsort(-sorted_v[:m], kind="mergesort")  # stable: ties keep input order
         sorted_v[:m] = sorted_v[:m][order]
         sorted_idx[:m] = sorted_idx[:m][order]
-    if p <= INSERTION_MAX:
+    if p <= FEW_POSITIVES_MAX:
         _sort_few_positives(pos_values, pos_index, p, pos_sorted, pos_order)
     else:
         pos_sorted[:p], pos_order[:p] = sort_positives(pos_values[:p], pos_index[:p])

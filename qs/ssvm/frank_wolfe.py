@@ -22,7 +22,14 @@ def frank_wolfe(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_ite
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
                    callback=callback)
-    w = np.zeros(prob.X.shape[1])
+    return solve(prob, prob.X.shape[1])
+
+
+def solve(prob, n_features):
+    """The Frank-Wolfe loop on any oracle ``prob`` with a
+    :class:`~qs.ssvm._problem.Problem`'s ``most_violated``, ``primal``, ``log``, ``result``,
+    ``C``, ``tol`` and ``max_iter``."""
+    w = np.zeros(n_features)
     ell = 0.0
     for it in range(prob.max_iter):
         a, delta, xi = prob.most_violated(w)

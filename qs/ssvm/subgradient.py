@@ -34,8 +34,15 @@ def subgradient(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_ite
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
                    callback=callback)
-    draw = _subsets(prob.is_pos, batch_size, random_state)
-    w = np.zeros(prob.X.shape[1])
+    return solve(prob, prob.X.shape[1], _subsets(prob.is_pos, batch_size, random_state))
+
+
+def solve(prob, n_features, draw=None):
+    """The averaged subgradient loop on any oracle ``prob`` with a
+    :class:`~qs.ssvm._problem.Problem`'s ``most_violated``, ``primal``, ``log``, ``result``,
+    ``C``, ``tol`` and ``max_iter``; ``draw``: None (full batch) or a function drawing the
+    rows of a stochastic step."""
+    w = np.zeros(n_features)
     ell = 0.0
     w_avg, ell_avg = w, ell
     for t in range(1, prob.max_iter + 1):

@@ -1,0 +1,327 @@
+"""Loss-augmented inference for ragged queries in one call: :func:`lai_queries`.
+
+Learning to rank with queries (SVM-map's setting, LETOR data sets) has many queries of
+different lengths, their documents' scores held one query after another in one array, with
+``offsets`` marking where each query starts (as a CSR matrix's ``indptr``). ``lai_queries``
+solves every query in one compiled loop over those slices: no padding to the longest query,
+and one Python call per training pass. Each query is solved by the per-query kernels that
+:func:`qs.inference.batch.lai_batch` runs on its rows (:mod:`qs.inference._batch_rows`), so
+objectives, ranks and coefficients are those of :func:`qs.inference.lai` query by query.
+
+A query without a relevant or without a non-relevant document has no ranking loss: it is
+skipped (loss, objective and F zero, coefficients zero, ``valid`` False), not refused, as in
+``lai_batch``. Scores must be finite in every query, skipped or not.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from qs._numba import jit
+from qs.inference import lai
+from qs.inference._batch_rows import (
+    AUTO,
+    BUCKET,
+    _bucket_row,
+    _finish_row,
+    _float64_row,
+    _is_float64,
+    _not_finite_at,
+    _ranks_into,
+    _solved_in,
+    _solver_row,
+    _truth_coef,
+    _work_arrays,
+)
+from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, _small_row
+from qs.inference._input import OK
+from qs.inference.auto import sorts, work_floats, work_ints
+from qs.inference.batch import FLOATS, _codes, _discount
+from qs.inference.bucket import _map, thread_count
+from qs.inference.bucket_sort import histogram_size
+from qs.validation import as_positive_mask
+
+__all__ = ["QueriesResult", "lai_queries"]
+
+#: the losses ``lai_queries`` takes
+QUERY_LOSSES = ("ap", "ndcg")
+#: calls of at least this many documents (all queries together) run on threads, in blocks of
+#: whole queries, as :func:`qs.inference.batch.lai_batch`'s batches do
+THREADED_MIN = 1 << 21
+#: the small-query route's work arrays are made for queries of up to this many documents
+#: before the call; a longer query (rare in ranking data) grows them in the kernel
+SMALL_HELD_MAX = 1 << 16
+
+
+class QueriesResult(NamedTuple):
+    """Results of :func:`lai_queries`: per document (input order) and per query.
+
+    coef : (n_documents,) of the call's ``coef_dtype``: each query's ``coef(R_bar)`` as in
+        :class:`qs.inference.LAIResult` at its documents' places, or with ``gradient=True``
+        ``coef(R_bar) - coef(R*)``, the gradient of the query's structured hinge with
+        respect to its scores; zero in skipped queries.
+    rank : int32 (n_documents,): interleaving rank of each non-relevant document within its
+        query, 0 at the relevant ones and in skipped queries; None with ``ranks=False``.
+    loss, objective, ground_truth_F : float64 (n_queries,), as in ``LAIResult``; zero in
+        skipped queries.
+    valid : bool (n_queries,): the query has a relevant and a non-relevant document (the
+        others are skipped).
+    """
+
+    coef: np.ndarray
+    rank: np.ndarray | None
+    loss: np.ndarray
+    objective: np.ndarray
+    ground_truth_F: np.ndarray
+    valid: np.ndarray
+
+    @property
+    def hinge(self) -> np.ndarray:
+        """The structured hinge ``objective - ground_truth_F`` per query (0 if skipped)."""
+        return self.objective - self.ground_truth_F
+
+
+def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.ArrayLike, *,
+                loss: str = "ap", method: str = "auto", gradient: bool = False,
+                ranks: bool = True, coef_dtype: npt.DTypeLike = np.float64) -> QueriesResult:
+    """Loss-augmented inference of every query of a ragged set, in one call.
+
+    Query ``q`` is made of the documents ``offsets[q]:offsets[q + 1]``; each is solved as
+    :func:`qs.inference.lai` solves it alone (same objective, ranks and coefficients, ties
+    broken the same way).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_documents,)
+        Finite scores, the queries one after another. float64 and float32 arrays are read
+        in place (a float32 query is solved as its float64 copy would be); other dtypes are
+        converted to float64.
+    labels : array-like of shape (n_documents,)
+        1 or True for a relevant document, 0, -1 or False for a non-relevant one.
+    offsets : array-like of int, shape (n_queries + 1,)
+        Where each query starts, then ``n_documents``: non-decreasing from 0. An empty
+        query is allowed (and skipped).
+    loss : {"ap", "ndcg"}, default "ap"
+    method : str, default "auto"
+        A method of :data:`qs.inference.METHODS` that supports ``loss``.
+    gradient : bool, default False
+        If True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
+    ranks : bool, default True
+        If False, no ranks are written and the result's ``rank`` is None.
+    coef_dtype : float64 or float32, default float64
+        The dtype ``coef`` is written in.
+
+    Returns
+    -------
+    QueriesResult
+        Per-document ``coef`` and ``rank``, per-query ``loss``, ``objective``,
+        ``ground_truth_F`` and ``valid``. A query without a relevant or without a
+        non-relevant document is skipped: ``valid`` False, zeros elsewhere.
+
+    Raises
+    ------
+    ValueError
+        On a non-finite score (named by its query and place), labels that are not binary
+        or not one per score, offsets that do not cut the documents into queries, an
+        unknown loss or method, or a method that does not support the loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference import lai_queries
+    >>> scores = np.array([0.5, 0.1, 0.9, 0.3, 0.2])
+    >>> labels = np.array([1, 0, 0, 1, 0])
+    >>> res = lai_queries(scores, labels, [0, 2, 5])
+    >>> res.valid.tolist()
+    [True, True]
+    >>> bool(np.all(res.objective >= res.ground_truth_F))
+    True
+    """
+    if not (isinstance(loss, str) and loss in QUERY_LOSSES):
+        raise ValueError(f"lai_queries takes loss in {list(QUERY_LOSSES)}; got {loss!r}.")
+    code, inc = _codes(loss, method)
+    if np.dtype(coef_dtype) not in FLOATS:
+        raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
+    scores = _as_scores(scores)
+    is_pos = as_positive_mask(labels, scores.size)
+    offsets = _as_offsets(offsets, scores.size)
+    n_queries = offsets.size - 1
+    rank = np.empty(scores.size if ranks else 0, dtype=np.int32)
+    coef = np.empty(scores.size, dtype=coef_dtype)
+    out = np.empty((n_queries, 3))  # loss, objective, ground-truth F
+    valid = np.empty(n_queries, dtype=np.bool_)
+    if code is None:  # the exhaustive oracle: query by query, for tests on tiny inputs
+        _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid)
+    else:
+        longest = int(np.diff(offsets).max(initial=0))
+        table, ideal = _discount(loss, longest)
+
+        def block(a, b):
+            qq, kk = _queries(code, inc, scores, is_pos, offsets[a : b + 1], table, ideal,
+                              gradient, rank, coef, out[a:b], valid[a:b],
+                              *_row_work(longest))
+            return (a + qq, kk) if kk >= 0 else None
+
+        if scores.size < THREADED_MIN or n_queries == 1:
+            where = block(0, n_queries)
+        else:
+            bounds = np.searchsorted(offsets, np.linspace(0, scores.size,
+                                                          2 * thread_count() + 1))
+            bounds = np.unique(np.clip(bounds, 0, n_queries))
+            bounds[0], bounds[-1] = 0, n_queries
+            where = min((w for w in _map(block, bounds[:-1], bounds[1:]) if w), default=None)
+        if where is not None:
+            qq, kk = where
+            raise ValueError(f"scores must be finite; got {float(scores[offsets[qq] + kk])!r} "
+                             f"at index {offsets[qq] + kk} (query {qq}, document {kk}). "
+                             "Remove or impute NaN/inf scores before inference.")
+    return QueriesResult(coef, rank if ranks else None, out[:, 0], out[:, 1], out[:, 2], valid)
+
+
+def _as_scores(scores):
+    """Scores as a 1-D C-contiguous array of float64 or float32 (no copy when already so;
+    other dtypes are converted to float64); finiteness is checked by the kernel."""
+    arr = np.asarray(scores)
+    if arr.ndim != 1:
+        raise ValueError(f"scores must be a 1-D array of one score per document; got shape "
+                         f"{arr.shape}.")
+    if arr.dtype.kind not in "fiub":
+        raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
+    dtype = arr.dtype if arr.dtype in FLOATS and arr.dtype.isnative else np.float64
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _as_offsets(offsets, n):
+    """``offsets`` as int64, checked to cut ``n`` documents into queries."""
+    arr = np.asarray(offsets)
+    if arr.ndim != 1 or arr.size < 2:
+        raise ValueError(f"offsets must be a 1-D array of n_queries + 1 >= 2 entries; got "
+                         f"shape {arr.shape}.")
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"offsets must be integers; got dtype {arr.dtype}.")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr[0] != 0 or arr[-1] != n:
+        raise ValueError(f"offsets must start at 0 and end at the number of documents ({n}); "
+                         f"got {int(arr[0])} and {int(arr[-1])}.")
+    drops = np.flatnonzero(arr[1:] < arr[:-1])
+    if drops.size:
+        q = int(drops[0])
+        raise ValueError(f"offsets must be non-decreasing; got {int(arr[q])} then "
+                         f"{int(arr[q + 1])} at entries {q} and {q + 1}.")
+    return arr
+
+
+def _row_work(longest):
+    """The kernel's work arrays for queries of at most ``longest`` documents: those of
+    :func:`qs.inference._batch_rows._work_arrays` (held by the thread, or allocated here for
+    very long queries, sized for any share of relevant documents) less the labels' row,
+    then the small-query route's."""
+    row, _, coef64, neg_rank, params, floats, ints, buckets = _work_arrays(longest)
+    if row.size < longest:
+        row, coef64 = np.empty(longest), np.empty(longest)
+        neg_rank, params = np.empty(longest, dtype=np.int32), np.empty(longest + 1)
+        floats = np.empty(work_floats(0, longest))
+        ints = np.empty(work_ints(0, longest) + histogram_size(longest, 0), dtype=np.int64)
+        buckets = np.empty(longest, dtype=np.uint16)
+    small = min(longest, SMALL_HELD_MAX)  # longer queries grow them in the kernel
+    return (row, coef64, neg_rank, params, floats, ints, buckets, np.empty((6, small + 2)),
+            np.empty((6, small + 2), dtype=np.int64),
+            np.empty(BUCKETS_PER_NEGATIVE * small + 2, dtype=np.int64))
+
+
+@jit
+def _queries(method, inc, scores, is_pos, offsets, table, ideal, gradient, rank, coef, out,
+             valid, row, coef64, neg_rank, params, floats, ints, buckets, work, iwork, count):
+    """Every query ``offsets[q]:offsets[q + 1]`` (of ``scores``, ``is_pos``, ``coef`` and,
+    unless empty, ``rank``) by the method of code ``method``, the loss of code ``inc``, into
+    ``out[q]`` and ``valid[q]``. Returns the (query, document within it) of the first
+    non-finite score, (-1, -1) if none; the outputs are then not all filled."""
+    for q in range(offsets.size - 1):
+        n = offsets[q + 1] - offsets[q]
+        if work.shape[1] < n + 2:  # the small-query route's, for a query longer than held
+            work, iwork = np.empty((6, n + 2)), np.empty((6, n + 2), dtype=np.int64)
+            count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
+        where = _query(method, inc, scores[offsets[q] : offsets[q + 1]],
+                       is_pos[offsets[q] : offsets[q + 1]], table, ideal, gradient,
+                       rank[offsets[q] : offsets[q + 1]] if rank.size else rank,
+                       coef[offsets[q] : offsets[q + 1]], out[q], valid[q:q + 1], row, coef64,
+                       neg_rank, params, floats, ints, buckets, work, iwork, count)
+        if where >= 0:
+            return q, where
+    return -1, -1
+
+
+@jit
+def _query(method, inc, given, y, table, ideal, gradient, rank, coef, out, valid, row, coef64,
+           neg_rank, params, floats, ints, buckets, work, iwork, count):
+    """One query (scores ``given``, labels ``y``) into its ``coef``, ``rank`` (empty: none
+    written), ``out`` (loss, objective, F) and ``valid[0]``, routed as
+    :func:`qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
+    long as the query (``params`` one more; ``work``, ``iwork`` and ``count`` for the
+    small-query route). Returns the place of the first non-finite score, -1 if none."""
+    n = given.size
+    p = 0
+    for k in range(n):
+        p += y[k]
+    m = n - p
+    valid[0] = p > 0 and m > 0
+    if not valid[0]:
+        coef[:] = 0.0
+        rank[:] = 0
+        out[:] = 0.0
+        return _not_finite_at(given)
+    table = table[: n + 1]  # D(1 .. n + 1), as lai's table for n samples
+    if method == BUCKET or (method == AUTO and not sorts(m, p)):
+        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+        err, where = _bucket_row(inc, given, y, p, table, ideal, params, neg_rank, coef,
+                                 truth_pos, truth_neg, buckets, out)
+        if err != OK:
+            return where
+        if rank.size:
+            _ranks_into(y, neg_rank, rank)
+        return -1
+    s = _float64_row(given, row[:n])
+    solved = _solved_in(coef, coef64[:n])
+    compact = True
+    if method == AUTO and m < SMALL_ROW_MAX:
+        err, where = OK, _not_finite_at(s)
+        if where < 0:
+            _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out)
+            compact = False
+    else:
+        err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats, ints,
+                                 neg_rank, solved, out)
+    if err != OK or where >= 0:
+        return where
+    if gradient or rank.size or not _is_float64(coef):
+        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+        _finish_row(y, truth_pos, truth_neg, True, compact, neg_rank, solved, rank, coef)
+    return -1
+
+
+def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid):
+    """:func:`lai` with method "brute", query by query."""
+    rank[:] = 0
+    coef[:] = 0.0
+    out[:] = 0.0
+    for q in range(offsets.size - 1):
+        a, b = offsets[q], offsets[q + 1]
+        s, pos = scores[a:b].astype(np.float64), is_pos[a:b].astype(bool)
+        n_pos = int(pos.sum())
+        valid[q] = 0 < n_pos < b - a
+        if not valid[q]:
+            bad = np.flatnonzero(~np.isfinite(s))
+            if bad.size:
+                raise ValueError(f"scores must be finite; got {float(s[bad[0]])!r} at index "
+                                 f"{a + bad[0]} (query {q}, document {bad[0]}). Remove or "
+                                 "impute NaN/inf scores before inference.")
+            continue
+        res = lai(s, pos, loss, "brute")
+        if rank.size:
+            rank[a:b][~pos] = res.neg_rank
+        c = res.coef
+        if gradient:
+            c = c - np.where(pos, 1.0 / n_pos, -1.0 / (b - a - n_pos))
+        coef[a:b] = c
+        out[q] = res.loss, res.objective, res.ground_truth_F

@@ -1,0 +1,227 @@
+"""The ranking structured SVM over queries (SVM-map's setting, Yue et al. 2007).
+
+Each query ``q`` (its documents ``offsets[q]:offsets[q + 1]`` of ``X``) is one structured
+example; the primal is
+
+``min_w 1/2 |w|^2 + (C / Q) sum_q xi_q``,
+``xi_q = max_R Delta_q(R) + w . (Psi_q(R) - Psi_q(R*_q))``,
+
+over the ``Q`` queries that have a relevant and a non-relevant document (the others have
+no ranking and add nothing): SVMstruct's ``C / n`` with one example per query. It is solved
+in its 1-slack form, ``1/2 |w|^2 + C xi`` with ``xi`` the mean of the ``xi_q``, whose most
+violated constraint is one :func:`qs.inference.lai_queries` call over every query: the
+joint feature map ``Psi = sum_q Psi_q`` and the loss averaged over the queries. With one
+query it is the structured SVM of :mod:`qs.ssvm`.
+
+Solvers: the 1-slack ones of :mod:`qs.ssvm` on that oracle, and block-coordinate
+Frank-Wolfe over the queries (:func:`block_frank_wolfe`, Lacoste-Julien et al. 2013): one
+compiled pass visits the queries in order, each step an LAI of one query and an exact line
+search on its block, then one ``lai_queries`` call at the pass's weights gives the primal
+objective and the duality gap.
+"""
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from qs._numba import jit
+from qs.inference.batch import _codes, _discount
+from qs.inference.queries import _query, _row_work, lai_queries
+from qs.ssvm._problem import Problem
+from qs.ssvm.cutting_plane import solve as cutting_plane_loop
+from qs.ssvm.frank_wolfe import solve as frank_wolfe_loop
+from qs.ssvm.subgradient import solve as subgradient_loop
+
+__all__ = ["QUERY_SOLVERS", "QueryProblem", "block_frank_wolfe", "query_counts",
+           "query_offsets", "solve_queries"]
+
+
+def query_offsets(groups):
+    """``(order, offsets)`` of the queries that ``groups`` (one query id per sample, any
+    hashable numbers or strings) names: ``order`` (None when every query's samples are
+    already contiguous, else the stable permutation that makes them so) and the offsets of
+    the queries in that order, in order of first appearance when contiguous, of sorted id
+    otherwise."""
+    groups = np.asarray(groups)
+    if groups.ndim != 1:
+        raise ValueError(f"groups must be a 1-D array of one query id per sample; got shape "
+                         f"{groups.shape}.")
+    if groups.size == 0:
+        raise ValueError("groups is empty; give one query id per sample.")
+    starts = np.flatnonzero(groups[1:] != groups[:-1]) + 1
+    runs = starts.size + 1
+    if runs == np.unique(groups).size:
+        return None, np.concatenate([[0], starts, [groups.size]]).astype(np.int64)
+    order = np.argsort(groups, kind="stable")
+    ids = groups[order]
+    starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    return order, np.concatenate([[0], starts, [groups.size]]).astype(np.int64)
+
+
+def query_counts(is_pos, offsets):
+    """(relevant, documents) per query."""
+    sizes = np.diff(offsets)
+    relevant = np.add.reduceat(np.append(is_pos.astype(np.int64), 0), offsets[:-1])
+    return np.where(sizes > 0, relevant, 0), sizes
+
+
+class QueryProblem(Problem):
+    """The structured SVM over queries: :class:`~qs.ssvm._problem.Problem` whose oracle is
+    one :func:`qs.inference.lai_queries` call over every query. ``n_queries`` counts the
+    queries that train (a relevant and a non-relevant document)."""
+
+    def __init__(self, X, labels, offsets, *, C, loss, method, tol, max_iter, callback):
+        if loss not in ("ap", "ndcg"):
+            raise ValueError(f"training over queries takes loss 'ap' or 'ndcg'; got {loss!r}.")
+        super().__init__(X, labels, C=C, loss=loss, method=method, tol=tol,
+                         max_iter=max_iter, callback=callback)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        relevant, sizes = query_counts(self.is_pos, self.offsets)
+        self.trains = (relevant > 0) & (relevant < sizes)
+        self.n_queries = int(self.trains.sum())
+        if self.n_queries == 0:
+            raise ValueError("no query has both a relevant and a non-relevant document: "
+                             "nothing to rank.")
+
+    def oracle(self, w):
+        """``(lai_queries result with the hinges' gradients, scores)`` at ``w``, timed as
+        :meth:`Problem.most_violated` times its LAI calls."""
+        scores = self.X @ w
+        self.last_scores = scores
+        call = (scores, self.is_pos, self.offsets)
+        kwargs = {"loss": self.loss, "method": self.method, "gradient": True, "ranks": False}
+        if not self.lai_times:  # loads or compiles the kernels: run once untimed
+            start = time.perf_counter()
+            lai_queries(*call, **kwargs)
+            first = time.perf_counter() - start
+        start = time.perf_counter()
+        res = lai_queries(*call, **kwargs)
+        self.lai_times.append(time.perf_counter() - start)
+        if len(self.lai_times) == 1:
+            self.lai_compile_time = max(0.0, first - self.lai_times[0])
+        return res
+
+    def most_violated(self, w, rows=None):
+        """``(a, b, xi)`` of the 1-slack problem at ``w``: ``a`` the mean over the queries
+        of ``Psi_q(R*) - Psi_q(R_q)``, ``b`` their mean loss, ``xi`` their mean hinge."""
+        if rows is not None:
+            raise ValueError("training over queries takes whole passes (no batch_size).")
+        res = self.oracle(w)
+        q = self.n_queries
+        a = -np.asarray(self.X.T @ res.coef).ravel() / q
+        return a, float(res.loss.sum()) / q, float(res.hinge.sum()) / q
+
+
+def block_frank_wolfe(prob, random_state=None):
+    """Block-coordinate Frank-Wolfe over the queries of ``prob`` (a :class:`QueryProblem`
+    with a dense ``X``): passes over the queries, each in a new random order drawn from
+    ``random_state`` (None: seed 0, so that a fit repeats), until the duality gap is at most
+    ``C * tol``; one :func:`qs.inference.lai_queries` call per pass (at the pass's
+    weights) records the primal objective and the gap. Returns a
+    :class:`~qs.ssvm.SolverResult`."""
+    if sp.issparse(prob.X):
+        raise ValueError("block_frank_wolfe takes a dense X; use another solver for sparse "
+                         "features.")
+    X, d = prob.X, prob.X.shape[1]
+    code, inc = _codes(prob.loss, prob.method)
+    if code is None:
+        raise ValueError("block_frank_wolfe runs the compiled LAI methods; method 'brute' "
+                         "is for tests of lai_queries.")
+    offsets = prob.offsets
+    longest = int(np.diff(offsets).max())
+    table, ideal = _discount(prob.loss, longest)
+    rng = check_random_state(0 if random_state is None else random_state)
+    w = np.zeros(d)
+    blocks = np.zeros((offsets.size - 1, d))  # each query's share of w
+    block_loss = np.zeros(offsets.size - 1)  # and of the dual's loss term
+    ell = np.zeros(1)
+    out = np.empty((offsets.size - 1, 3))
+    valid = np.empty(offsets.size - 1, dtype=np.bool_)
+    scores, coef = np.empty(longest), np.empty(longest)
+    for it in range(prob.max_iter):
+        _, _, xi = prob.most_violated(w)
+        gap = w @ w + prob.C * (xi - ell[0])
+        prob.log(prob.primal(w, xi), gap)
+        converged = gap <= prob.C * prob.tol
+        if converged or it == prob.max_iter - 1:
+            break
+        visit = rng.permutation(offsets.size - 1)
+        _bcfw_pass(code, inc, X, prob.is_pos, offsets, visit, prob.trains, table, ideal, prob.C,
+                   prob.n_queries, w, blocks, block_loss, ell, scores, coef, out, valid,
+                   *_row_work(longest))
+    return prob.result(w, converged)
+
+
+@jit
+def _bcfw_pass(method, inc, X, is_pos, offsets, visit, trains, table, ideal, C, n_queries, w, blocks,
+               block_loss, ell, scores, coef, out, valid, row, coef64, neg_rank, params, floats,
+               ints, buckets, work, iwork, count):
+    """One pass of block-coordinate Frank-Wolfe over the queries that train, in the order
+    ``visit``:
+    ``w``, ``blocks`` (each query's share of ``w``), ``block_loss`` and ``ell[0]`` (their
+    loss terms) updated in place. Scores are finite for finite ``X`` and ``w``."""
+    d = w.size
+    no_rank = np.empty(0, dtype=np.int32)
+    step = np.empty(d)
+    scale = C / n_queries
+    for t in range(visit.size):
+        q = visit[t]
+        if not trains[q]:
+            continue
+        a, b = offsets[q], offsets[q + 1]
+        n = b - a
+        s = scores[:n]
+        for k in range(n):
+            total = 0.0
+            for j in range(d):
+                total += X[a + k, j] * w[j]
+            s[k] = total
+        g = coef[:n]
+        _query(method, inc, s, is_pos[a:b], table, ideal, True, no_rank, g, out[q],
+               valid[q:q + 1], row, coef64, neg_rank, params, floats, ints, buckets, work,
+               iwork, count)
+        # the vertex w_s = C / Q (Psi_q(R*) - Psi_q(R)) = -C / Q X_q^T g; step = w_q - w_s
+        for j in range(d):
+            step[j] = blocks[q, j]
+        for k in range(n):
+            c = scale * g[k]
+            for j in range(d):
+                step[j] += c * X[a + k, j]
+        loss_s = out[q, 0] / n_queries
+        num = -C * (block_loss[q] - loss_s)
+        den = 0.0
+        for j in range(d):
+            num += step[j] * w[j]
+            den += step[j] * step[j]
+        gamma = 1.0 if den == 0.0 else min(1.0, max(0.0, num / den))
+        for j in range(d):
+            w[j] -= gamma * step[j]
+            blocks[q, j] -= gamma * step[j]
+        ell[0] += gamma * (loss_s - block_loss[q])
+        block_loss[q] += gamma * (loss_s - block_loss[q])
+
+
+#: solver name -> the loop on a :class:`QueryProblem`
+QUERY_SOLVERS = {
+    "cutting_plane": lambda prob, qp_solver, seed: cutting_plane_loop(
+        prob, prob.X.shape[1], qp_solver),
+    "frank_wolfe": lambda prob, qp_solver, seed: frank_wolfe_loop(prob, prob.X.shape[1]),
+    "subgradient": lambda prob, qp_solver, seed: subgradient_loop(prob, prob.X.shape[1]),
+    "block_frank_wolfe": lambda prob, qp_solver, seed: block_frank_wolfe(prob, seed),
+}
+
+
+def solve_queries(X, labels, offsets, *, solver="cutting_plane", C=1.0, loss="ap",
+                  method="auto", tol=1e-3, max_iter=1000, qp_solver="daqp", random_state=None,
+                  callback=None):
+    """Train the structured SVM over the queries ``offsets`` of ``X`` by ``solver`` (a key
+    of :data:`QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
+    block-coordinate Frank-Wolfe's order of queries (the others draw nothing). Returns
+    ``(SolverResult, QueryProblem)``."""
+    if solver not in QUERY_SOLVERS:
+        raise ValueError(f"solver must be one of {sorted(QUERY_SOLVERS)}; got {solver!r}.")
+    prob = QueryProblem(X, labels, offsets, C=C, loss=loss, method=method, tol=tol,
+                        max_iter=max_iter, callback=callback)
+    return QUERY_SOLVERS[solver](prob, qp_solver, random_state), prob
