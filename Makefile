@@ -33,7 +33,7 @@ DIGITS_RUN ?= results/digits/default
 FIT_DATA ?= build/breast_cancer.csv
 FIT_RUN ?= results/fit/breast_cancer
 
-.PHONY: help install test wheel-check docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
+.PHONY: help install test lint wheel-check docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	voc2007-large voc2007-xlarge voc2007-paper voc2007-full-images \
@@ -52,6 +52,11 @@ install: $(STAMP)  ## create .venv and install qsrank with its test tools
 
 test: $(STAMP)  ## run the test suite (it also builds the docs strictly and runs their examples)
 	$(PY) -m pytest -q
+
+lint: $(STAMP)  ## ruff's lint and format checks and the type check of qs (mypy), as CI runs them
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 wheel-check: $(STAMP)  ## build the sdist and wheel, check them, install the wheel into a fresh venv and run qsrank from it
 	.ci/wheel-check $(PY)

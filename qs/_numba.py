@@ -77,7 +77,7 @@ def _takes_function(sig):
     return any(isinstance(a, numba.types.Dispatcher) for a in args)
 
 
-_warned = []
+_warned: list[str] = []
 
 
 def _warn_once(message):
@@ -140,8 +140,8 @@ jit_inline = numba.njit(inline="always", nogil=True)
 ONE = np.uintp(1)
 
 #: increment kernel of a built-in loss -> its code, as :func:`builtin_increment` registers them
-BUILTIN_INCREMENTS = {}
-_bound = {}
+BUILTIN_INCREMENTS: dict[object, int] = {}
+_bound: dict[object, object] = {}
 
 
 def builtin_increment(code):

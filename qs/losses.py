@@ -13,6 +13,7 @@ numpy (for tests and readers) and as a numba kernel (for the inference methods).
 """
 
 import functools
+from typing import Any
 
 import numba
 import numpy as np
@@ -51,7 +52,7 @@ class QSLoss:
     """
 
     name = ""
-    kernel = None
+    kernel: Any = None
 
     def prepare(self, n_pos, n_neg):
         """Quantities the increment needs, precomputed once per call (float64 array)."""

@@ -25,7 +25,7 @@ class TopBoxes(NamedTuple):
     boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
     (n,) the largest distance of one of its boxes from that mean."""
 
-    index: np.ndarray
+    index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index
     rows: np.ndarray
     score: np.ndarray
     next_score: np.ndarray
@@ -95,7 +95,7 @@ class ClassTopBoxes(NamedTuple):
     float16 box stays float16: the working sets of every class at half the bytes of
     float32)."""
 
-    index: np.ndarray
+    index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index
     score: np.ndarray
     best: np.ndarray
     image: np.ndarray

@@ -90,7 +90,7 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift
                   sum_pos, sum_neg, ref, shift_pos)
 
 
-_pool = {}  # (process id, workers) -> pool: a forked child starts its own threads
+_pool: dict[tuple[int, int], object] = {}  # (process id, workers) -> pool: a forked child starts its own threads
 
 
 def thread_count():

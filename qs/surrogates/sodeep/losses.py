@@ -9,7 +9,7 @@ from qs.validation import as_query_rows, check_finite_tensor, check_scores
 
 __all__ = ["sodeep_ap_loss", "sodeep_spearman_loss"]
 
-_shipped = {}
+_shipped: dict[str, object] = {}
 
 
 def _default_sorter():
