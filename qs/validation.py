@@ -9,6 +9,7 @@ tensors' own methods and import torch only to convert labels given as arrays, so
 """
 
 import numpy as np
+import numpy.typing as npt
 
 from qs._numba import jit
 
@@ -19,7 +20,7 @@ __all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_q
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
 
-def not_finite(value, where, before):
+def not_finite(value: object, where: object, before: str) -> ValueError:
     """The ValueError of a score ``value`` that is NaN or infinite, at index ``where`` (an
     int, or a tuple for rows of queries); ``before`` names what the scores are for."""
     return ValueError(f"scores must be finite; got {value!r} at index {where}. Remove or "
@@ -39,7 +40,7 @@ def _not_numeric(dtype):
 
 # ---------------------------------------------------------------------------- numpy
 
-def as_scores(scores):
+def as_scores(scores: npt.ArrayLike) -> np.ndarray:
     """Scores as a 1-D float64 C-contiguous array (no copy when already so); finiteness is
     checked by the caller (the inference kernels check it in their first pass)."""
     arr = np.asarray(scores)
@@ -53,7 +54,7 @@ def as_scores(scores):
     return np.ascontiguousarray(arr, dtype=np.float64)
 
 
-def check_finite(scores, before):
+def check_finite(scores: np.ndarray, before: str) -> None:
     """Refuse a 1-D score array holding NaN or inf (see :func:`not_finite`)."""
     finite = np.isfinite(scores)
     if not finite.all():
@@ -72,7 +73,7 @@ def _numeric_labels(arr):
     return np.ascontiguousarray(arr)
 
 
-def as_positive_mask(labels, n):
+def as_positive_mask(labels: npt.ArrayLike, n: int) -> np.ndarray:
     """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
     {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
     viewed, not copied."""
@@ -94,7 +95,7 @@ def as_positive_mask(labels, n):
     return (arr == 1).view(np.uint8)
 
 
-def as_positive_mask2d(labels, shape):
+def as_positive_mask2d(labels: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     """(queries, n) labels (bool, or numbers in {1, 0, -1}) as a uint8 mask of ``shape``,
     a bad label named by its query and sample."""
     arr = np.asarray(labels)
@@ -111,7 +112,7 @@ def as_positive_mask2d(labels, shape):
     return (arr == 1).view(np.uint8)
 
 
-def check_counts(n_pos, n_neg):
+def check_counts(n_pos: int, n_neg: int) -> None:
     """A ranking needs at least one positive and one negative."""
     if n_pos == 0:
         raise ValueError("labels contain no positive sample; a ranking loss needs at least one.")
