@@ -45,7 +45,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,torch,dask]' 'torch==2.13.0'  # the CPU build; an unpinned torch pulls CUDA
+	$(PY) -m pip install --quiet -e '.[dev,torch,dask,ltr]' 'torch==2.13.0'  # the CPU build; an unpinned torch pulls CUDA
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install qsrank with its test tools
