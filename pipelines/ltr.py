@@ -345,13 +345,13 @@ def summary(cfg, records, data):
            f"C from {', '.join(f'{c:g}' for c in cfg['C'])} by {cfg['cv_folds']}-fold "
            "GroupKFold cross-validation over the training queries (mean MAP)")
     parts = ["# Learning to rank with queries",
-             f"Linear methods (AP-SVM, NDCG-SVM, pairwise RankSVM, logistic regression): "
+             (f"Linear methods (AP-SVM, NDCG-SVM, pairwise RankSVM, logistic regression): "
              f"{how}; relevant: grade > {cfg['relevance_threshold']:g}. Boosters (trees, a "
              f"different model class): {cfg['rounds']} rounds, the libraries' defaults "
              "otherwise; the exact-hinge ones take qs.boosting's objectives. Test metrics are "
              "means over the test queries (a query without a relevant document counts 0); "
              "NDCG's gain is 2^grade - 1. `train (s)`: the final fit, one measurement, "
-             "cross-validation excluded."]
+             "cross-validation excluded.")]
     for name in data:
         rows = frame[frame["dataset"] == name]
         if len(rows):

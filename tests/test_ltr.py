@@ -37,7 +37,14 @@ def letor_files(tmp_path, n_queries=30, seed=0):
     return data, cut, paths
 
 
+def boosters():
+    """The fit runs every method: LightGBM and XGBoost come with the ltr extra."""
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("xgboost")
+
+
 def test_fit_on_svmlight_with_qid_learns_per_query(tmp_path):
+    boosters()
     data, cut, (train, test) = letor_files(tmp_path)
     out = tmp_path / "run"
     result = qsrank("fit", train, "--test", test, "--C", "1", "--out", out)
@@ -66,6 +73,7 @@ def test_fit_on_svmlight_with_qid_learns_per_query(tmp_path):
 
 
 def test_fit_on_a_table_with_a_group_column_holds_out_queries(tmp_path):
+    boosters()
     data = make_letor(24, docs_per_query=10, n_features=4, informative=3, seed=1)
     frame = pd.DataFrame(data.X, columns=data.feature_names).assign(
         grade=data.y, query=[f"q{g}" for g in data.groups])
@@ -98,6 +106,7 @@ def test_options_of_the_one_ranking_fit_are_refused_per_query(tmp_path):
 
 
 def test_grades_the_boosters_cannot_take_are_refused(tmp_path):
+    boosters()
     data = make_letor(10, docs_per_query=8, n_features=3, informative=3)
     dump_svmlight_file(data.X, data.y + 0.5, str(tmp_path / "t.svm"), query_id=data.groups)
     result = qsrank("fit", tmp_path / "t.svm", "--out", tmp_path / "run")
@@ -158,3 +167,12 @@ def test_modechoice_is_one_query_per_traveller():
     np.testing.assert_array_equal(np.bincount(data.groups)[1:], 4)
     np.testing.assert_array_equal(np.bincount(data.groups, weights=data.y)[1:], 1)
     assert "real data" in data.source
+
+
+def test_a_missing_booster_library_is_said_in_one_line(monkeypatch):
+    real = pipeline.importlib.util.find_spec
+    monkeypatch.setattr(pipeline.importlib.util, "find_spec",
+                        lambda name: None if name == "xgboost" else real(name))
+    cfg = _runner.resolve(pipeline.SPEC, {"datasets": ["synthetic"]})
+    with pytest.raises(ValueError, match="xgb_rank_map needs xgboost: install the ltr extra"):
+        pipeline.load_data(cfg)

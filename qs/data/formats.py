@@ -26,8 +26,8 @@ from sklearn.datasets import load_svmlight_file
 from qs.data.files import check_final_newline, check_regular, shown
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "check_query_order", "names_queries", "load_features", "load_npz_cache", "mat_shapes",
-           "read_isolated", "read_mat"]
+__all__ = ["cache_arrays", "check_query_order", "load_features", "load_npz_cache", "mat_shapes",
+           "names_queries", "read_isolated", "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
