@@ -29,11 +29,13 @@ COMPARE_RUN ?= results/compare/default
 COMPARE_STAMP := $(VENV)/.compare-installed
 COMPARE_RETRIEVAL_RUN ?= results/compare/retrieval
 DIGITS_RUN ?= results/digits/default
+# learning to rank with queries: generated MSLR-WEB10K-shaped data and statsmodels' modechoice
+LTR_RUN ?= results/ltr/default
 # `qsrank fit` on your own data, shown on scikit-learn's breast cancer data written to CSV
 FIT_DATA ?= build/breast_cancer.csv
 FIT_RUN ?= results/fit/breast_cancer
 
-.PHONY: help install test lint wheel-check docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits reproduce-voc2011 \
+.PHONY: help install test lint wheel-check docs readme bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits ltr reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	voc2007-large voc2007-xlarge voc2007-paper voc2007-full-images \
@@ -45,7 +47,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,torch,dask]' 'torch==2.13.0'  # the CPU build; an unpinned torch pulls CUDA
+	$(PY) -m pip install --quiet -e '.[dev,torch,dask,ltr]' 'torch==2.13.0'  # the CPU build; an unpinned torch pulls CUDA
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install qsrank with its test tools
@@ -162,6 +164,9 @@ compare: $(COMPARE_STAMP)  ## AP/NDCG training methods side by side: tables, fig
 compare-retrieval: $(COMPARE_STAMP)  ## embedding learning for AP, held-out classes: methods side by side (resumes)
 	$(QSRANK) compare --config configs/compare_retrieval.yaml --out $(COMPARE_RETRIEVAL_RUN)
 	@echo "figure: $(COMPARE_RETRIEVAL_RUN)/figure.png"
+
+ltr: $(STAMP)  ## learning to rank (configs/ltr.yaml): AP/NDCG-SVMs over queries vs pairwise RankSVM, logistic regression, LightGBM, XGBoost, exact-hinge boosting (resumes)
+	$(QSRANK) train --config configs/ltr.yaml --out $(LTR_RUN)
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml): AP-SVM vs 0-1 SVM vs LinearSVC (resumes)
 	$(QSRANK) train --config configs/digits.yaml --out $(DIGITS_RUN)

@@ -27,8 +27,10 @@ def _grid(ctx, param, value):
 @click.option("--test", type=FILE, help="Test feature file [default: hold out --test-size "
               "of TRAIN, stratified].")
 @click.option("--label-column", help="The label column of a CSV/TSV/Parquet file.")
-@click.option("--loss", type=click.Choice(["ap", "ndcg", "01"]), default="ap", show_default=True,
-              help="The loss RankSVM is trained for.")
+@click.option("--group-column", help="The query id column of a CSV/TSV/Parquet file: learn "
+              "to rank per query.")
+@click.option("--loss", type=click.Choice(["ap", "ndcg", "01"]),
+              help="The loss RankSVM is trained for [ap].")
 @click.option("--C", "C", callback=_grid, help="RankSVM's C, or comma-separated values to "
               "choose from by k-fold CV [default: 0.1,1,10,100].")
 @click.option("--baseline-C", "baseline_C", callback=_grid, help="The same for LinearSVC and "
@@ -54,17 +56,59 @@ def fit(train, test, out, **options):
 
     TRAIN and --test: CSV/TSV (with --label-column), Parquet, svmlight/libsvm, or .npz/.mat
     holding X and y.
+
+    When the data name queries (svmlight `qid:`, --group-column, an .npz `groups` array) it
+    learns to rank per query instead: the AP-SVM and NDCG-SVM over queries, the pairwise
+    RankSVM, logistic regression, LightGBM and XGBoost, C by GroupKFold over the queries;
+    it prints MAP, NDCG@1/5/10 and P@10 over the test queries and writes per_query.csv.
     """
     from qsrank.pipelines import _runner
-    from qsrank.pipelines import fit as pipeline
 
     notice_compiles()
     with user_errors():
-        config = _runner.load_config(pipeline.SPEC, None, None, train=str(train),
-                                     test=None if test is None else str(test), **options)
+        if _names_queries(train, options["group_column"]):
+            from qsrank.pipelines import ltr as pipeline
+
+            config = _runner.load_config(pipeline.SPEC, None, None, **_ltr_options(
+                train, test, options))
+        else:
+            from qsrank.pipelines import fit as pipeline
+
+            if options.pop("group_column") is not None:
+                raise click.UsageError("--group-column applies to CSV/TSV/Parquet files.")
+            config = _runner.load_config(pipeline.SPEC, None, None, train=str(train),
+                                         test=None if test is None else str(test), **options)
         run_dir = _runner.run(pipeline.SPEC, config, out, progress=True)
     click.echo(_runner.report(pipeline.SPEC, run_dir))
     click.echo(f"results: {run_dir}")
+
+
+def _names_queries(train, group_column):
+    """Whether TRAIN names queries: a group column given, a qid: or a groups array."""
+    from qs.data.formats import names_queries
+    from qs.data.tables import TABLE_KINDS
+
+    if train.suffix.lower() in TABLE_KINDS:
+        return group_column is not None
+    return names_queries(train)
+
+
+#: `qsrank fit`'s options that learning to rank per query has no use for
+_NOT_PER_QUERY = ("loss", "baseline_C", "cv_metric", "solver", "pos_label", "scale")
+
+
+def _ltr_options(train, test, options):
+    """The ltr pipeline's keys from `qsrank fit`'s options; an option it has no use for is
+    refused in one line."""
+    unused = [name for name in _NOT_PER_QUERY if options[name] is not None]
+    if unused:
+        flag = "--" + unused[0].replace("_", "-")
+        raise click.UsageError(f"{flag} does not apply when the data name queries: every "
+                               "method of learning to rank runs (docs/ltr.md).")
+    keys = ("label_column", "group_column", "C", "cv_folds", "test_size", "seed", "force")
+    return {"datasets": ["files"], "train": str(train),
+            "test": None if test is None else str(test),
+            **{k: options[k] for k in keys}}
 
 
 @click.command()

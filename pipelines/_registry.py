@@ -6,7 +6,7 @@ Modules load on first use, so listing the names imports nothing.
 
 import importlib
 
-EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
+EXPERIMENTS = ("cifar10", "compare", "digits", "ltr", "voc2007_detection", "voc2011_actions")
 #: benchmark module of pipelines/ -> the command that runs it; the benchmarks of an
 #: experiment's training on its data sit in its package (Figures 2-3: `figures`)
 BENCHMARKS = {

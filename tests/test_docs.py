@@ -45,8 +45,9 @@ def pages_with(language):
 @pytest.mark.parametrize("page", pages_with("python"))
 def test_python_examples_run(page, tmp_path, monkeypatch):
     code = blocks(page, "python")
-    if any("import torch" in c for c in code):
-        pytest.importorskip("torch")
+    for module in ("torch", "lightgbm", "xgboost"):  # the optional extras
+        if any(f"import {module}" in c for c in code):
+            pytest.importorskip(module)
     monkeypatch.chdir(tmp_path)  # an example that writes files writes them here
     namespace = {"__name__": "__docs__"}
     for i, body in enumerate(code):

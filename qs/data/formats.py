@@ -27,7 +27,7 @@ from qs.data.files import check_final_newline, check_regular, shown
 from qs.data.poselet import PoseletData
 
 __all__ = ["cache_arrays", "check_query_order", "load_features", "load_npz_cache", "mat_shapes",
-           "read_isolated", "read_mat"]
+           "names_queries", "read_isolated", "read_mat"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -81,6 +81,25 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
             groups = _npz_groups(path, arrays["groups"], X.shape[0])
     X, y = _checked(path, X, y, n_features)
     return (X, y, groups) if query_id else (X, y)
+
+
+def names_queries(path, *, kind=None):
+    """Whether the svmlight or .npz file ``path`` names queries: a ``qid:`` on its first data
+    line, or a ``groups`` array; False for a .mat file. Reads no more than it needs."""
+    path = Path(path)
+    kind = kind or KINDS.get(path.suffix.lower())
+    check_regular(path, "the feature file")
+    if kind == "svmlight":
+        with open(path, "rb") as fh:
+            for line in fh:
+                fields = line.split(b"#", 1)[0].split()
+                if fields:
+                    return len(fields) > 1 and fields[1].startswith(b"qid:")
+        return False
+    if kind == "npz":
+        with _open_npz(path) as npz:
+            return "groups" in npz.files
+    return False
 
 
 def check_query_order(path, groups, where):
