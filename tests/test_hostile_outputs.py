@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.io
-from sklearn.datasets import dump_svmlight_file
-
 from qsrank.pipelines import _io
 from qsrank.pipelines.model import model_digest, read_model, write_model
+from sklearn.datasets import dump_svmlight_file
+
 from qs.data.files import read_bytes
 from tests.test_fit import NAMES, data, one_line_error, qsrank, write_csv
 
@@ -74,10 +74,9 @@ def test_atomic_writes_refuse_what_appears_meanwhile(tmp_path):
     """The check stands again just before the replace: a FIFO made while the output was
     being written is not replaced."""
     out = tmp_path / "out.txt"
-    with pytest.raises(ValueError, match="it is a FIFO"):
-        with _io.atomic_path(out) as tmp:
-            tmp.write_text("x")
-            os.mkfifo(out)
+    with pytest.raises(ValueError, match="it is a FIFO"), _io.atomic_path(out) as tmp:
+        tmp.write_text("x")
+        os.mkfifo(out)
     assert _kind(out) == stat.S_IFIFO and os.listdir(tmp_path) == ["out.txt"]
 
 
@@ -127,7 +126,8 @@ def test_read_bytes_asks_for_no_more_memory_than_the_file_takes(tmp_path):
     code = ("import resource, sys; from qs.data.files import read_bytes; "
             "resource.setrlimit(resource.RLIMIT_AS, (6_000_000 * 1024,) * 2); "
             f"assert read_bytes({str(path)!r}, 'f', 2 ** 33) == b'x' * 1000")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     with pytest.raises(ValueError, match="larger than 999 bytes"):
         read_bytes(path, "f", 999)
@@ -140,7 +140,7 @@ def test_predict_runs_under_a_6_gb_address_space_limit(tmp_path, files):
         resource.setrlimit(resource.RLIMIT_AS, (6_000_000 * 1024,) * 2)
     result = subprocess.run([sys.executable, "-m", "qsrank.main", "predict", str(model),
                              str(data_path), "--out", str(tmp_path / "s.csv")],
-                            capture_output=True, text=True, preexec_fn=limit)
+                            capture_output=True, text=True, preexec_fn=limit, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(pd.read_csv(tmp_path / "s.csv")) == 20
 
@@ -230,7 +230,7 @@ def _bomb(model, n=2 ** 27):
 
 
 def test_a_zip_bombed_model_is_refused_before_it_inflates(tmp_path, files, monkeypatch):
-    model, data_path = files
+    model, _ = files
     _bomb(model)
     assert (model / "model.npz").stat().st_size < 2 ** 21
     monkeypatch.setattr(np.lib.format, "read_array", None)  # inflating it would fail loudly
@@ -241,7 +241,7 @@ def test_a_zip_bombed_model_is_refused_before_it_inflates(tmp_path, files, monke
 
 def test_a_model_npz_member_declaring_another_shape_is_refused_before_reading(tmp_path, files):
     """A member small on disk whose header declares a huge array: numpy would allocate it."""
-    model, data_path = files
+    model, _ = files
     with np.load(model / "model.npz") as npz:
         members = {k: npz[k] for k in npz.files}
     members["mean"] = np.zeros(5)
