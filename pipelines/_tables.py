@@ -28,9 +28,11 @@ def unconverged_note(n, what="training"):
 
 
 def markdown_table(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""
-    header = [str(c) for c in header]
-    rows = [[str(c) for c in row] for row in rows]
+    """A Markdown pipe table with padded columns, readable as plain text too; cells via str,
+    a '|' escaped and a newline or other control character written as its escape (a class
+    named by the user's data may hold either), so that each row stays one line."""
+    header = [_text(c) for c in header]
+    rows = [[_text(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(row):
@@ -38,6 +40,12 @@ def markdown_table(header, rows):
 
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
                       *map(line, rows)])
+
+
+def _text(value):
+    text = str(value).replace("|", "\\|")
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def fmt(value, digits):

@@ -84,10 +84,10 @@ def load_data(cfg):
     """Read and check the files, split when no test file is given, choose the positive
     classes and scale; every bad input is a ValueError naming its file, raised before the
     run directory is claimed."""
-    train = read_table(cfg["train"], label_column=cfg["label_column"])
+    train = _rows(read_table(cfg["train"], label_column=cfg["label_column"]))
     classes = _classes(train.path, train.y)
     if cfg["test"] is not None:
-        test = read_table(cfg["test"], label_column=cfg["label_column"])
+        test = _rows(read_table(cfg["test"], label_column=cfg["label_column"]))
         X_test = align_features(test, train.feature_names, train.X.shape[1],
                                 f"the training file {train.path}")
         X_train, y_train, y_test = train.X, train.y, test.y
@@ -107,20 +107,76 @@ def load_data(cfg):
         split = (f"test: a stratified {cfg['test_size']:g} of it held out (seed "
                  f"{cfg['seed']}), {X_test.shape[0]} rows")
     positives = _positives(train.path, classes, cfg["pos_label"])
+    if cfg["test"] is not None:
+        _check_test_classes(train.path, test.path, positives, y_test)
     for c in positives:
         _check_cv(train.path, cfg, np.asarray(y_train) == c, c)
     scaler = StandardScaler(with_mean=not sp.issparse(X_train))
     if cfg["scale"] == "standard":
-        scaler.fit(X_train)
+        with np.errstate(all="ignore"):
+            scaler.fit(X_train)
         mean = scaler.mean_ if scaler.with_mean else np.zeros(X_train.shape[1])
         scale = scaler.scale_
-        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+        _check_scaling(train, mean, scale)
+        with np.errstate(all="ignore"):
+            X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     else:
         mean, scale = np.zeros(X_train.shape[1]), np.ones(X_train.shape[1])
+    scaled = ", once scaled," if cfg["scale"] == "standard" else ""
+    if cfg["test"] is not None:
+        _check_magnitude(train.path, X_train, "data row {row}" + scaled)
+        _check_magnitude(test.path, X_test, "data row {row}" + scaled)
+    else:  # rows of a stratified split, in its order
+        _check_magnitude(train.path, X_train, "a training row" + scaled)
+        _check_magnitude(train.path, X_test, "a held-out test row" + scaled)
     note = (f"{train.path} ({X_train.shape[0]} training rows, {X_train.shape[1]} features, "
             f"{len(classes)} classes); {split}")
     return FitData(X_train, y_train, X_test, y_test, train.feature_names, positives, mean,
                    scale, note, digest_arrays(X_train, y_train, X_test, y_test))
+
+
+def _rows(table):
+    """`table`, refused when it holds no rows."""
+    if table.X.shape[0] == 0:
+        raise ValueError(f"{table.path}: holds no rows (a header alone, or an empty file); "
+                         "nothing to train or test on.")
+    return table
+
+
+def _check_test_classes(train_path, test_path, positives, y_test):
+    """Refuse a test file on which no positive class has both positive and negative rows:
+    every test metric would be undefined."""
+    y_test = np.asarray(y_test)
+    if not any(0 < (y_test == c).sum() < y_test.size for c in positives):
+        seen = ", ".join(shown(str(c)) for c in np.unique(y_test)[:10])
+        raise ValueError(f"{test_path}: none of the positive classes of {train_path} "
+                         f"({', '.join(shown(str(c)) for c in positives[:10])}) has both "
+                         f"positive and negative test rows (its labels: {seen}); every test "
+                         "metric would be undefined.")
+
+
+def _check_scaling(table, mean, scale):
+    """Refuse columns whose mean or spread overflows (values near the float64 limit)."""
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(scale)))
+    if bad.size:
+        name = (shown(table.feature_names[bad[0]]) if table.feature_names
+                else f"{bad[0] + 1} (counting from 1)")
+        raise ValueError(f"{table.path}: column {name} has values too large to standardise "
+                         "(its mean or spread overflows float64); rescale it.")
+
+
+def _check_magnitude(path, X, where):
+    """Refuse rows of `X` (read from `path`) whose values overflow float64 in the products
+    that training and scoring take: the squared norm of every row must be finite. `where`
+    says which row, ``{row}`` standing for its number."""
+    with np.errstate(all="ignore"):
+        norms = (np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
+                 else np.einsum("ij,ij->i", X, X))
+    bad = np.flatnonzero(~np.isfinite(norms))
+    if bad.size:
+        raise ValueError(f"{path}: {where.format(row=bad[0] + 1)} holds values too large to "
+                         "train or score on (their squares overflow float64); rescale the "
+                         "features.")
 
 
 def _classes(path, y):

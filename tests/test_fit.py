@@ -3,7 +3,6 @@ arrays written, one-vs-rest models match RankSVMs fitted directly, CV picks the 
 loop picks, the metrics match scikit-learn's, and every bad input is one line, exit 1, and
 nothing written."""
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from qsrank.main import main
 from qsrank.pipelines import fit as pipeline
-from qsrank.pipelines.model import evaluate, read_model, write_model
+from qsrank.pipelines.model import evaluate, model_digest, read_model, write_model
 from qs.data.tables import read_labels, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision
@@ -287,12 +286,14 @@ def test_model_file_refusals_are_one_line(tmp_path, model_dir, kind):
         data_path = tmp_path / "d.npz"
         np.savez(data_path, X=X[:, :3], y=y)
         model, words = model_dir, ["3 features", "has 4"]
-    else:
-        np.savez(tmp_path / "evil.npz", coef=np.array([[object()]], dtype=object))
-        raw = (tmp_path / "evil.npz").read_bytes()
-        model = _copy(model_dir, tmp_path, weights="evil.npz",
-                      weights_sha256=hashlib.sha256(raw).hexdigest())
-        words = ["evil.npz", "not a readable .npz"]
+    else:  # a pickle in place of the weights, the checksum made to match
+        model = _copy(model_dir, tmp_path)
+        np.savez(tmp_path / "model.npz", coef=np.array([[object()] * 4], dtype=object),
+                 intercept=[0.5], mean=np.zeros(4), scale=np.ones(4))
+        meta = json.loads(model.read_text())
+        meta["sha256"] = model_digest(meta, (tmp_path / "model.npz").read_bytes())
+        model.write_text(json.dumps(meta))
+        words = ["model.npz", "coef must be finite floats of shape (1, 4); got object"]
     result = qsrank("predict", model, data_path, "--out", tmp_path / "s.csv")
     one_line_error(result, *words)
     assert not (tmp_path / "s.csv").exists()

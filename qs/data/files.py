@@ -38,26 +38,37 @@ class Unreadable(ValueError):
 
 def read_bytes(path, what, limit):
     """The bytes of the regular file ``path`` (``what`` it is, for messages), refused above
-    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on."""
+    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on;
+    read to the file's size (a byte more, then on in small steps should it grow), so that a
+    large ``limit`` asks for no more memory than the file takes."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         raise Unreadable(what, path, err.strerror) from None
     try:
-        _check_mode(path, what, os.fstat(fd))
+        info = os.fstat(fd)
+        _check_mode(path, what, info)
     except Unreadable:
         os.close(fd)
         raise
+    too_large = Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
+                           "one; is it the right file?")
+    if info.st_size > limit:
+        os.close(fd)
+        raise too_large
+    chunks, size, step = [], 0, info.st_size + 1
     with os.fdopen(fd, "rb") as fh:
         try:
-            data = fh.read(limit + 1)
+            while size <= limit and (chunk := fh.read(min(step, limit + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+                step = 2 ** 20
         except OSError as err:
             raise Unreadable(what, path, err.strerror) from None
-    if len(data) > limit:
-        raise Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
-                         "one; is it the right file?")
-    return data
+    if size > limit:
+        raise too_large
+    return b"".join(chunks)
 
 
 def check_regular(path, what):

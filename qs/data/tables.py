@@ -144,7 +144,7 @@ def _read_frame(path, kind, nrows=None, columns=None):
         if kind == "parquet":
             return pd.read_parquet(path, columns=columns)
         return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", nrows=nrows,
-                           usecols=columns)
+                           usecols=columns, keep_default_na=False, na_values=[""])  # "NA": text
     except ImportError:
         raise ValueError(f"{path}: reading Parquet needs pyarrow or fastparquet; install one "
                          "(pip install pyarrow).") from None
