@@ -5,7 +5,7 @@ query ``q``, ``xi_q(s) = max_R Delta_q(R) + F_q(R, s) - F_q(R*_q, s)`` (the AP-S
 NDCG-SVM's loss, Yue et al. 2007, with ``F`` linear in the scores), is minimised over ``s``
 directly: its gradient with respect to every score is ``coef(R_bar) - coef(R*)``, where
 ``R_bar`` is the most violated ranking, found exactly by one
-:func:`qs.inference.lai_queries` call over all queries. The objective is the sum of the
+`qs.inference.lai_queries` call over all queries. The objective is the sum of the
 queries' hinges; a query without a relevant or without a non-relevant document has none.
 
 The hinge is piecewise linear in the scores: where its second derivative exists it is zero,
@@ -32,7 +32,7 @@ __all__ = ["HingeGradient", "hinge_gradient", "lightgbm_objective", "xgboost_obj
 
 
 class HingeGradient(NamedTuple):
-    """What :func:`hinge_gradient` returns.
+    """What `hinge_gradient` returns.
 
     grad : float64 (n_documents,): the gradient of the sum of the queries' hinges with
         respect to each score (zero in queries that do not train).
@@ -60,7 +60,7 @@ def hinge_gradient(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Ar
         Relevance grades; a document is relevant when its grade is above
         ``relevance_threshold``.
     offsets : array-like of int, shape (n_queries + 1,)
-        Where each query starts, then ``n_documents`` (as :func:`qs.inference.lai_queries`).
+        Where each query starts, then ``n_documents`` (as `qs.inference.lai_queries`).
     loss : {"ap", "ndcg"}, default "ap"
     relevance_threshold : float, default 0.0
         Grades above it are relevant (0: any grade above 0, as LightGBM's MAP reads them).
@@ -77,7 +77,7 @@ def hinge_gradient(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Ar
     Raises
     ------
     ValueError
-        As :func:`qs.inference.lai_queries`; also a non-finite label or threshold, or a
+        As `qs.inference.lai_queries`; also a non-finite label or threshold, or a
         ``hessian`` that is neither "balanced" nor a positive number.
 
     Examples
@@ -128,7 +128,7 @@ def lightgbm_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     of the queries' exact structured hinges.
 
     The callable takes ``(preds, train_set)`` and returns ``(grad, hess)`` of
-    :func:`hinge_gradient`, reading the labels and the queries (``group=``, query sizes)
+    `hinge_gradient`, reading the labels and the queries (``group=``, query sizes)
     from ``train_set``.
 
     Parameters
@@ -136,7 +136,7 @@ def lightgbm_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     loss : {"ap", "ndcg"}, default "ap"
     relevance_threshold : float, default 0.0
     hessian : "balanced" or float > 0, default "balanced"
-        As in :func:`hinge_gradient`.
+        As in `hinge_gradient`.
 
     Returns
     -------
@@ -164,7 +164,7 @@ def xgboost_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     exact structured hinges.
 
     The callable takes ``(preds, dtrain)`` and returns ``(grad, hess)`` of
-    :func:`hinge_gradient`, reading the labels and the queries (``qid=`` or ``group=``)
+    `hinge_gradient`, reading the labels and the queries (``qid=`` or ``group=``)
     from ``dtrain``. The balanced Hessian of a document is below 1, XGBoost's default
     ``min_child_weight``: train with ``min_child_weight`` near 0.
 
@@ -173,7 +173,7 @@ def xgboost_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     loss : {"ap", "ndcg"}, default "ap"
     relevance_threshold : float, default 0.0
     hessian : "balanced" or float > 0, default "balanced"
-        As in :func:`hinge_gradient`.
+        As in `hinge_gradient`.
 
     Returns
     -------

@@ -134,7 +134,7 @@ def _ap_increment(j, i, n_pos, params):
 @jit
 def _ap_loss(n_above):
     """1 - AP of one ranking (a 1-D array, of the inference kernels' int64), summed as
-    :func:`_ap_losses` sums each row."""
+    `_ap_losses` sums each row."""
     n_pos = n_above.size
     total = 0.0
     for k in range(n_pos):
@@ -196,7 +196,7 @@ def _ndcg_increment(j, i, n_pos, params):
 @jit
 def _ndcg_loss(n_above, ideal):
     """1 - NDCG of one ranking (a 1-D array, of the inference kernels' int64), summed as
-    :func:`_ndcg_losses` sums each row."""
+    `_ndcg_losses` sums each row."""
     total = 0.0
     for k in range(n_above.size):
         total += 1.0 / np.log2(2.0 + k + n_above[k])
@@ -205,8 +205,8 @@ def _ndcg_loss(n_above, ideal):
 
 @jit
 def _ndcg_losses(n_above, ideal):
-    """1 - NDCG of each row of a 2-D array, with the discount of :func:`discount` (a loop, as
-    :func:`_ap_losses`: LAI calls it once per call)."""
+    """1 - NDCG of each row of a 2-D array, with the discount of `discount` (a loop, as
+    `_ap_losses`: LAI calls it once per call)."""
     out = np.empty(n_above.shape[0])
     for r in range(n_above.shape[0]):
         total = 0.0
@@ -220,7 +220,7 @@ def _ndcg_losses(n_above, ideal):
 def ndcg_increments_into(d, ideal, out):
     """NDCG's increments ``(D(t+1) - D(t)) / C`` at ``t = 1 .. d.size - 1`` (0 at ``t = 0``)
     from the discount ``d = D(1 .. d.size)`` and ``C = ideal``, written in ``out``: the table
-    of :meth:`NDCGLoss.prepare`, and of each query of :func:`qs.inference.batch.lai_batch`."""
+    of `NDCGLoss.prepare`, and of each query of `qs.inference.batch.lai_batch`."""
     out[0] = 0.0
     for t in range(1, d.size):
         out[t] = (d[t] - d[t - 1]) / ideal
@@ -318,8 +318,8 @@ LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
 
 @jit
 def loss_value(inc, n_above, ideal):
-    """The loss of the built-in code ``inc`` from ``n_above`` (int64), as :meth:`APLoss.value`
-    and :meth:`NDCGLoss.value` compute it for inference; ``ideal`` is NDCG's ``C`` (unused
+    """The loss of the built-in code ``inc`` from ``n_above`` (int64), as `APLoss.value`
+    and `NDCGLoss.value` compute it for inference; ``ideal`` is NDCG's ``C`` (unused
     for AP)."""
     if inc == AP_CODE:
         return _ap_loss(n_above)

@@ -9,7 +9,7 @@ agree whenever no positive ties a negative. trec_eval breaks ties by document na
 (docs/ltr_metrics.md lists its conventions beside ours).
 
 Every metric here takes the labels first and the scores second, as scikit-learn's do
-(``y_true, y_score``); :func:`qs.inference.lai` takes the scores first, as torch losses do.
+(``y_true, y_score``); `qs.inference.lai` takes the scores first, as torch losses do.
 """
 
 from typing import NamedTuple

@@ -1,7 +1,7 @@
 """The pairwise RankSVM (SVM-rank's model): a linear SVM on the differences of documents of one query, no pair written out.
 
 SVM-rank (Joachims 2002, 2006) asks ``w . (x_i - x_j) >= 1`` of every pair of documents
-``i, j`` of one query with grade ``y_i > y_j``. :class:`PairwiseRankSVM` minimises the
+``i, j`` of one query with grade ``y_i > y_j``. `PairwiseRankSVM` minimises the
 primal with the squared hinge (Chapelle and Keerthi 2010),
 
 ``1/2 |w|^2 + (C / Q) sum_q sum_{i, j in q: y_i > y_j} max(0, 1 - w . (x_i - x_j))^2``,
@@ -92,7 +92,7 @@ def _below(tree, at):
 
 @jit
 def _squared_hinge(scores, levels, offsets, n_levels, grad, pairs):
-    """Loss and gradient (into ``grad``) of :func:`pairwise_squared_hinge`, query by query:
+    """Loss and gradient (into ``grad``) of `pairwise_squared_hinge`, query by query:
     a sweep down the scores sums each document's hinges against the lower grades within a
     margin of 1 below it; a sweep up sums its hinges against the higher grades within a
     margin of 1 above it. Three Fenwick trees over the grades (count, sum, sum of squares of
@@ -164,7 +164,7 @@ class PairwiseRankSVM(BaseEstimator):
 
     Minimises ``1/2 |w|^2 + (C / Q) sum_q sum_{y_i > y_j} max(0, 1 - w . (x_i - x_j))^2``
     over the pairs of documents of one query with different grades, by L-BFGS-B on the
-    primal; the pairs are never written out (see :mod:`qs.pairwise`).
+    primal; the pairs are never written out (see `qs.pairwise`).
 
     Parameters
     ----------

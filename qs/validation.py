@@ -55,7 +55,7 @@ def as_scores(scores: npt.ArrayLike) -> np.ndarray:
 
 
 def check_finite(scores: np.ndarray, before: str) -> None:
-    """Refuse a 1-D score array holding NaN or inf (see :func:`not_finite`)."""
+    """Refuse a 1-D score array holding NaN or inf (see `not_finite`)."""
     finite = np.isfinite(scores)
     if not finite.all():
         where = int(np.flatnonzero(~finite)[0])
@@ -63,7 +63,7 @@ def check_finite(scores: np.ndarray, before: str) -> None:
 
 
 def _numeric_labels(arr):
-    """Numeric labels as :func:`label_check` takes them: C-contiguous, in native byte order,
+    """Numeric labels as `label_check` takes them: C-contiguous, in native byte order,
     float16 widened to float32 (no copy when already so)."""
     if arr.dtype.kind not in "fiu":
         raise _not_numeric(arr.dtype)
@@ -142,7 +142,7 @@ def label_check(labels):
 
 def check_scores(scores):
     """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
-    tensors every rank loss of the package takes (:mod:`qs.torch`, :mod:`qs.surrogates`)."""
+    tensors every rank loss of the package takes (`qs.torch`, `qs.surrogates`)."""
     import torch
 
     if not isinstance(scores, torch.Tensor):
@@ -194,8 +194,8 @@ def as_positive_tensor(labels, scores):
 def as_query_rows(scores, labels):
     """Validated score tensor (n,) or (Q, n) and labels of its shape, as (scores (Q, n),
     positives (Q, n) bool): a 1-D input is one query. The scores are checked in full
-    (:func:`check_scores`, :func:`check_finite_tensor`), the labels by
-    :func:`as_positive_tensor`."""
+    (`check_scores`, `check_finite_tensor`), the labels by
+    `as_positive_tensor`."""
     check_scores(scores)
     pos = as_positive_tensor(labels, scores)
     check_finite_tensor(scores)

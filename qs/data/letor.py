@@ -1,6 +1,6 @@
 """Learning-to-rank data with queries: a seeded generator shaped like MSLR-WEB10K (synthetic), and statsmodels' travel-mode choices as one query per traveller (real).
 
-Both return :class:`RankingData`: features, graded labels, the query id of each document
+Both return `RankingData`: features, graded labels, the query id of each document
 (each query's documents consecutive) and a note on where the data came from.
 """
 

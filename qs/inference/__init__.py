@@ -79,7 +79,7 @@ class LAIResult:
 
 
 def resolve(loss, method):
-    """(loss object, method name) that :func:`lai` runs for ``loss`` and ``method``: the
+    """(loss object, method name) that `lai` runs for ``loss`` and ``method``: the
     loss object is None for the 0-1 loss, whose method is ``zero_one``. A ValueError names
     an unknown method or one that does not support the loss."""
     if not isinstance(method, str) or method not in METHODS:
