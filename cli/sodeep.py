@@ -4,7 +4,6 @@ error."""
 from pathlib import Path
 
 import click
-
 from qsrank.common import user_errors
 
 SORTER_KINDS = ("lstm", "cnn")  # qs.surrogates.sodeep.KINDS

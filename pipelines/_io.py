@@ -106,9 +106,8 @@ def save_figure(fig, stem):
 
 def write_npz(path, arrays):
     """Write `arrays` to a compressed .npz at `path` atomically."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
 
 
 def write_json(path, obj):

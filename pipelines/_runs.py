@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import yaml
-
 from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, write_json
 from qsrank.pipelines._provenance import code_version
+
 from qs.data.files import read_json
 from qs.data.lock import OutputLock, is_lock_file
 
@@ -69,7 +69,7 @@ def _check_owner(out, mine):
     if not out.is_dir():
         return
     owner = run_owner(out)
-    if owner is None and any(not (p.name == LOCK and is_lock_file(p) or _stale_temporary(p))
+    if owner is None and any(not ((p.name == LOCK and is_lock_file(p)) or _stale_temporary(p))
                              for p in out.iterdir()):
         raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
                          "choose a new or empty directory")

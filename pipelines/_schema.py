@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
-
 from qsrank.pipelines._config import merge
 from qsrank.pipelines._yaml import parse_yaml, shown
 
@@ -251,7 +250,7 @@ def presets(builtin, keys, leaves, expected):
     return Annotated[Any, _leaf(check, expected)]
 
 
-def key(default, help, name=None):  # noqa: A002 - the word the config docs use
+def key(default, help, name=None):
     """A declared key: its default (a Section class: that section's defaults), its one line
     of help, and its name in the config when that is no Python name (`class`, `01`)."""
     if isinstance(default, type) and issubclass(default, BaseModel):

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, GroupShuffleSplit
-from sklearn.preprocessing import StandardScaler
-from tqdm import tqdm
-
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._io import write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines._tables import frame_table
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold, GroupShuffleSplit
+from sklearn.preprocessing import StandardScaler
+from tqdm import tqdm
+
 from qs.boosting import lightgbm_objective, xgboost_objective
 from qs.data.letor import load_modechoice, make_letor
 from qs.data.tables import align_features, read_table
@@ -335,7 +335,7 @@ def table(frame):
     cells["method"] = cells["method"].map(lambda m: METHODS[m][0])
     cells["C"] = cells["C"].map(lambda c: "-" if pd.isna(c) else f"{c:g}")
     return frame_table(cells.rename(columns={**METRICS, "train_s": "train (s)"}),
-                       {**{v: ".4f" for v in METRICS.values()}, "train (s)": ".2f"})
+                       {**dict.fromkeys(METRICS.values(), ".4f"), "train (s)": ".2f"})
 
 
 def summary(cfg, records, data):

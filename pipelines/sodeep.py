@@ -6,11 +6,11 @@ import glob
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, atomic_path
 from qsrank.pipelines._provenance import provenance
 from qsrank.pipelines._tables import fmt, markdown_table
+from tqdm import tqdm
+
 from qs.data.lock import OutputLock
 
 

@@ -23,8 +23,15 @@ from numba.extending import overload
 
 from qs._numba import builtin_increment, jit, jit_inline
 
-__all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES", "loss_value",
-           "ndcg_increments_into"]
+__all__ = [
+    "LOSSES",
+    "APLoss",
+    "NDCGLoss",
+    "QSLoss",
+    "get_loss",
+    "loss_value",
+    "ndcg_increments_into",
+]
 
 
 def _scalar(x):

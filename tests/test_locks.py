@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from qsrank.main import main
 from qsrank.pipelines import _runs
+
 from qs.data import open_store
 from qs.data.lock import OutputBusy, OutputLock, _command
 
@@ -33,6 +33,7 @@ def _hold(what, path, ready, stop):
         _runs.claim_run_dir(path, "compare", "tables")
     else:
         from qsrank.pipelines import sodeep as pipeline
+
         from qs.surrogates import sodeep
 
         def train_sorter(*args, **kwargs):  # holds the lock the training took, then stops

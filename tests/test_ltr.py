@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from qsrank.main import main
+from qsrank.pipelines import _runner
+from qsrank.pipelines import ltr as pipeline
 from sklearn.datasets import dump_svmlight_file
 from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
 
-from qsrank.main import main
-from qsrank.pipelines import _runner
-from qsrank.pipelines import ltr as pipeline
 from qs.data.formats import names_queries
 from qs.data.letor import LETOR_GRADES, load_modechoice, make_letor
 from qs.estimators import RankSVM
@@ -130,7 +130,7 @@ def test_cv_chooses_C_by_groupkfold_map():
             maps.append(mean_average_precision(data.y[va], score(split.X_train[va]),
                                                data.groups[va]))
         by_hand.append(np.mean(maps))
-    assert C == cfg["C"][int(np.argmax(by_hand))] and how == "3-fold GroupKFold"
+    assert cfg["C"][int(np.argmax(by_hand))] == C and how == "3-fold GroupKFold"
     assert cv_map == pytest.approx(max(by_hand))
 
 

@@ -1,22 +1,21 @@
 """What every experiment shares (pipelines/_runs.py, _provenance.py): the code version that keys
 a stored run, run directories claimed for one experiment and kind, and provenance."""
 
-from functools import partial
-from importlib import metadata
 import json
 import os
 import stat
 import subprocess
+from functools import partial
+from importlib import metadata
 
 import pytest
 import yaml
-
 from qsrank.pipelines import _runner, _runs
 from qsrank.pipelines import voc2011_actions as voc
-from qsrank.pipelines.voc2011_actions import train as voc_train
 from qsrank.pipelines._io import write_json
 from qsrank.pipelines._provenance import PACKAGES, code_version
 from qsrank.pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+from qsrank.pipelines.voc2011_actions import train as voc_train
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from qs.detection import score_bags
-from qs.top_boxes import ClassTopBoxes, class_top_boxes
-from qs.ssvm import _working_sets
+from qs.ssvm import _working_sets, lockstep
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
-from qs.ssvm import lockstep
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
+from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
 
 def class_bags(seed, n=40, n_classes=3, d=6, ties=False):

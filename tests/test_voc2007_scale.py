@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-
 from qsrank.pipelines._measure import peak_bytes
 from qsrank.pipelines.voc2007_scale import (
     DEFAULTS,
@@ -15,6 +14,7 @@ from qsrank.pipelines.voc2007_scale import (
     report,
     run,
 )
+
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import SyntheticVOC2007
 from qs.detection import score_bags

@@ -6,7 +6,6 @@ data set x method x seed, on the data sets of the families (classification, retr
 method has a loss for; the runner resumes them."""
 
 from pydantic import model_validator
-
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._device import DEVICES, prepare, torch_threads
 from qsrank.pipelines._runner import Experiment
