@@ -1,5 +1,5 @@
-"""`qsrank sodeep`: SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank
-error."""
+"""`qsrank sodeep`: SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or
+compare their rank error."""
 
 from pathlib import Path
 
@@ -12,7 +12,8 @@ SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
 
 @click.group()
 def sodeep():
-    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank error."""
+    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their
+    rank error."""
 
 
 @sodeep.command("train")

@@ -1,4 +1,6 @@
-"""Learning to rank with queries (docs/ltr.md): the AP-SVM and NDCG-SVM over queries beside the pairwise RankSVM, a pointwise logistic regression, LightGBM, XGBoost and the exact AP/NDCG hinge as their objective.
+"""Learning to rank with queries (docs/ltr.md): the AP-SVM and NDCG-SVM over queries beside
+the pairwise RankSVM, a pointwise logistic regression, LightGBM, XGBoost and the exact
+AP/NDCG hinge as their objective.
 
 Runs on data sets named by the config: ``synthetic`` (a generated MSLR-WEB10K-shaped set,
 `qs.data.letor.make_letor`), ``modechoice`` (statsmodels' travel-mode choices) or ``files``

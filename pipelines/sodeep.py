@@ -68,8 +68,8 @@ def train_report(meta, out):
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
     """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the
-    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and CNN), all on the same
-    `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
+    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and
+    CNN), all on the same `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
     from qs.surrogates import sodeep
 
     seed = sodeep.TEST_SEED if seed is None else seed

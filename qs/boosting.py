@@ -1,4 +1,5 @@
-"""Exact AP and NDCG structured hinges as custom objectives of gradient boosting (LightGBM, XGBoost).
+"""Exact AP and NDCG structured hinges as custom objectives of gradient boosting (LightGBM,
+XGBoost).
 
 A boosted ranker's scores ``s`` are free per document, so the structured hinge of each
 query ``q``, ``xi_q(s) = max_R Delta_q(R) + F_q(R, s) - F_q(R*_q, s)`` (the AP-SVM's and

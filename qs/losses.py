@@ -291,12 +291,12 @@ class NDCGLoss(QSLoss):
         # depends on the sizes only: computed once per (P, N), as training repeats them
         return self._table(n_pos, n_neg)
 
-    @functools.lru_cache(maxsize=8)
+    @functools.lru_cache(maxsize=8)  # noqa: B019 (the losses are module-level singletons)
     def _ideal(self, n_pos):
         """C = sum_{k<=P} D(k), the DCG of a perfect ranking."""
         return float(self.discount(np.arange(1, n_pos + 1)).sum())
 
-    @functools.lru_cache(maxsize=8)
+    @functools.lru_cache(maxsize=8)  # noqa: B019 (as above)
     def _table(self, n_pos, n_neg):
         d = self.discount(np.arange(1, n_pos + n_neg + 2))
         table = ndcg_increments_into(d, self._ideal(n_pos), np.empty(n_pos + n_neg + 1))

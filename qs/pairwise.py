@@ -1,4 +1,5 @@
-"""The pairwise RankSVM (SVM-rank's model): a linear SVM on the differences of documents of one query, no pair written out.
+"""The pairwise RankSVM (SVM-rank's model): a linear SVM on the differences of documents of
+one query, no pair written out.
 
 SVM-rank (Joachims 2002, 2006) asks ``w . (x_i - x_j) >= 1`` of every pair of documents
 ``i, j`` of one query with grade ``y_i > y_j``. `PairwiseRankSVM` minimises the

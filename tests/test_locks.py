@@ -2,6 +2,7 @@
 `train` and `compare` (pipelines/_runs.claim_run_dir), and `sodeep train`'s checkpoint. The
 holder is a real second process; the one refused names it, and the lock dies with its holder."""
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -42,10 +43,8 @@ def _hold(what, path, ready, stop):
             raise InterruptedError
 
         sodeep.train_sorter = train_sorter
-        try:
+        with contextlib.suppress(InterruptedError):
             pipeline.train("lstm", 8, 1, 0, path, progress=False)
-        except InterruptedError:
-            pass
         return
     ready.set()
     stop.wait(60)
@@ -77,7 +76,7 @@ def writer(path):
 
 def test_a_second_store_writer_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "s.zarr"
-    child, stop = held("store", out)
+    child, _ = held("store", out)
     try:
         line = one_line(CliRunner().invoke(main, ["load", "cnn", "synthetic", "--scale", "0.01",
                                                   "--boxes", "4", "--features", "3", "--out",

@@ -1,5 +1,5 @@
-"""The VOC2007 scale benchmark (qsrank.pipelines.voc2007_scale) at a tiny size: it scores the Table 5
-generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
+"""The VOC2007 scale benchmark (qsrank.pipelines.voc2007_scale) at a tiny size: it scores the
+Table 5 generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
 is read back from disk to the same best boxes; its report holds every figure."""
 
 import os

@@ -1,4 +1,5 @@
-"""`qsrank compare`: the ways of training for AP and NDCG side by side (docs/experiments/compare.md).
+"""`qsrank compare`: the ways of training for AP and NDCG side by side
+(docs/experiments/compare.md).
 
 Every method (:data:`qsrank.pipelines.compare.methods.METHODS`) trains the same model from the same
 initialisation, on the same data, batches and budget, for each seed. The units of work are

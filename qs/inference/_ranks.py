@@ -139,10 +139,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
                 rk[t] = ra
         elif a <= b:
             m = (a + b) >> 1
-            if places is None:
-                j = j_offset + m + 1
-            else:
-                j = places[m]
+            j = j_offset + m + 1 if places is None else places[m]
             rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j, ra, rb)
             rk[m] = rm
             if m < b:

@@ -241,8 +241,8 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
     P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
     It gives up past `HINT_MOVES` moves per positive so far (and when ``order`` is not a
     permutation) for `sort_pairs`, or for `sort_by_buckets` (``count``: its
-    scratch, at least 16 elements) above `POSITIVES_BY_BUCKETS` positives. Ties go by input order either way: the result does
-    not depend on ``order``."""
+    scratch, at least 16 elements) above `POSITIVES_BY_BUCKETS` positives. Ties go by input
+    order either way: the result does not depend on ``order``."""
     n = pos_values.size
     if _is_permutation(order, tmp_i):
         for t in range(n):
