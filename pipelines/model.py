@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from sklearn.metrics import roc_auc_score
 from qsrank.pipelines._io import write_csv, write_json, write_npz
 from qsrank.pipelines._provenance import _version
 from qs.data.files import check_regular, read_bytes
-from qs.data.tables import align_features, read_labels, read_table
+from qs.data.tables import align_features, permuted_columns, read_labels, read_table
 from qs.metrics import average_precision, ndcg, voc_average_precision
 
 FORMAT = "qsrank-linear-model"
@@ -87,6 +88,10 @@ def read_model(path):
             and isinstance(meta.get("weights"), str)):
         raise ValueError(f"{path}: damaged qsrank model file (n_features, feature_names, "
                          "classes or weights missing or inconsistent).")
+    if not (isinstance(meta.get("svmlight_zero_based", False), bool)
+            and _fingerprint_ok(meta.get("column_fingerprint"), n)):
+        raise ValueError(f"{path}: damaged qsrank model file (svmlight_zero_based or "
+                         "column_fingerprint malformed).")
     weights = path.parent / Path(meta["weights"]).name
     raw = read_bytes(weights, "the model weights", _WEIGHTS_BYTES)
     if hashlib.sha256(raw).hexdigest() != meta.get("weights_sha256"):
@@ -94,6 +99,20 @@ def read_model(path):
                          "weights belong to another model or were changed.")
     arrays = _weights(weights, raw, n, len(classes))
     return Model(meta, *(arrays[k] for k in ARRAYS), path)
+
+
+def _fingerprint_ok(fingerprint, n_features):
+    """Whether a model's column fingerprint (`qs.data.tables.column_fingerprint`) is absent
+    or well formed for ``n_features`` columns."""
+    if fingerprint is None:
+        return True
+    if not isinstance(fingerprint, dict) or fingerprint.get("count") != n_features:
+        return False
+    lists = [fingerprint.get(k) for k in ("columns", "mean", "std")]
+    if not all(isinstance(v, list) and len(v) == len(lists[0]) for v in lists):
+        return False
+    return (all(isinstance(c, int) and 0 <= c < n_features for c in lists[0])
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in lists[1] + lists[2]))
 
 
 def _weights(path, raw, n_features, n_classes):
@@ -123,12 +142,23 @@ def predict(model_path, data_path, out, label_column=None):
     `label_column` (default: the model's) is left out of the features."""
     model = read_model(model_path)
     label_column = label_column or model.meta.get("label_column")
-    table = read_table(data_path, label_column=label_column, labels=False)
+    table = read_table(data_path, label_column=label_column, labels=False,
+                       zero_based=model.meta.get("svmlight_zero_based", "auto"))
     X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
                        f"the model {model.path}")
+    if model.meta.get("column_fingerprint") is not None and table.feature_names is None:
+        warn_permuted(table.path, model.meta["column_fingerprint"], X, f"the model {model.path}")
     frame = pd.DataFrame(model.scores(X), columns=[str(c) for c in model.meta["classes"]])
     write_csv(out, frame)
     return len(frame)
+
+
+def warn_permuted(path, fingerprint, X, against):
+    """One line on stderr when the columns of ``X`` (read from ``path``, a file without
+    column names) look permuted against the ``fingerprint`` of ``against``'s columns."""
+    found = permuted_columns(fingerprint, X)
+    if found is not None:
+        print(f"Warning: {path}: {found} ({against}).", file=sys.stderr)
 
 
 def rank_metrics(relevant, scores):
