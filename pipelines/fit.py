@@ -25,7 +25,8 @@ from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines._tables import frame_table
 from qsrank.pipelines.model import METRICS, rank_metrics, warn_permuted, write_model
 from qs.data.files import check_memory, shown
-from qs.data.tables import align_features, column_fingerprint, read_table
+from qs.data.tables import (align_features, column_fingerprint, columns_in_use, read_table,
+                             take_columns)
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
@@ -103,6 +104,10 @@ def load_data(cfg):
                        zero_based="auto" if base is None else base)
     base = bool(base) if train.zero_based is None else train.zero_based
     classes = _classes(train.path, train.y)
+    check_memory(f"{train.path}: a model of its {train.X.shape[1]:,} feature columns (the "
+                 "largest index), as float64 with its copies while written",
+                 MODEL_COPIES * ((len(classes) if len(classes) > 2 else 1) + 2)
+                 * train.X.shape[1] * 8)
     fingerprint = column_fingerprint(train.X) if train.feature_names is None else None
     if cfg["test"] is not None:
         test = read_table(cfg["test"], label_column=cfg["label_column"], zero_based=base)
@@ -130,9 +135,6 @@ def load_data(cfg):
     for c in positives:
         _check_cv(train.path, cfg, np.asarray(y_train) == c, c)
     n_features = X_train.shape[1]
-    check_memory(f"{train.path}: a model of its {n_features:,} feature columns (the largest "
-                 f"index) for {len(positives)} class(es), as float64 with its copies while "
-                 "written", MODEL_COPIES * (len(positives) + 2) * n_features * 8)
     columns, X_train, X_test, scaling = _in_use(cfg, train.path, X_train, X_test)
     mean, scale = np.zeros(n_features), np.ones(n_features)
     if cfg["scale"] == "standard":
@@ -157,11 +159,11 @@ def _in_use(cfg, path, X_train, X_test):
     the same models, in memory that grows with the data, not with the largest feature index.
     Sparse input is made dense, so centred as dense input is, when its dense form takes at most
     `DENSE_BYTES`; beyond that it stays sparse and is scaled without centring."""
-    columns = np.flatnonzero(np.asarray(abs(X_train).sum(axis=0)).ravel() != 0)
+    columns = columns_in_use(X_train)
     if columns.size == 0:
         raise ValueError(f"{path}: every feature is zero in every training row; there is "
                          "nothing to learn from.")
-    X_train, X_test = X_train[:, columns], X_test[:, columns]
+    X_train, X_test = take_columns(X_train, columns), take_columns(X_test, columns)
     dense_bytes = (X_train.shape[0] + X_test.shape[0]) * columns.size * 8
     if sp.issparse(X_train) and dense_bytes <= DENSE_BYTES:
         X_train, X_test = X_train.toarray(), X_test.toarray()

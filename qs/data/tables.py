@@ -18,8 +18,8 @@ import scipy.sparse as sp
 from qs.data.files import check_regular, shown
 from qs.data.formats import KINDS, check_query_order, load_features, read_svmlight
 
-__all__ = ["SUFFIXES", "Table", "align_features", "column_fingerprint", "permuted_columns",
-           "read_labels", "read_table"]
+__all__ = ["SUFFIXES", "Table", "align_features", "column_fingerprint", "columns_in_use",
+           "permuted_columns", "read_labels", "read_table", "take_columns"]
 
 #: the most columns a fingerprint describes (evenly spaced among those in use beyond that)
 FINGERPRINT_COLUMNS = 512
@@ -150,6 +150,44 @@ def align_features(table, feature_names, n_features, against):
     return table.X
 
 
+def columns_in_use(X):
+    """The indices of the columns of ``X`` (dense or sparse) that are non-zero in some row,
+    found without allocating anything per column of a sparse ``X``.
+
+    Examples
+    --------
+    >>> columns_in_use(sp.csr_matrix(([2.0, 0.0], [7, 3], [0, 2]), shape=(1, 10**12)))
+    array([7])
+    """
+    if sp.issparse(X):
+        X = X.tocsr()
+        return np.unique(X.indices[X.data != 0]).astype(np.int64)
+    return np.flatnonzero((np.asarray(X) != 0).any(axis=0))
+
+
+def take_columns(X, columns):
+    """``X[:, columns]`` for sorted, distinct ``columns``; for a sparse ``X``, in memory that
+    grows with its entries, not with its column count (scipy's column indexing allocates one
+    entry per column).
+
+    Examples
+    --------
+    >>> X = sp.csr_matrix(([1.0, 2.0, 3.0], [0, 5, 9], [0, 2, 3]), shape=(2, 10**12))
+    >>> take_columns(X, np.array([5, 9])).toarray()
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    columns = np.asarray(columns, dtype=np.int64)
+    if not sp.issparse(X):
+        return X[:, columns]
+    X = X.tocsr()
+    pos = np.searchsorted(columns, X.indices)
+    keep = pos < columns.size
+    keep[keep] = columns[pos[keep]] == X.indices[keep]
+    indptr = np.concatenate([[0], np.cumsum(keep)])[X.indptr]
+    return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(X.shape[0], columns.size))
+
+
 def column_fingerprint(X):
     """A fingerprint of the columns of ``X`` (dense or sparse), to tell later whether a file
     without column names holds the same columns in the same order: the column count, and
@@ -162,10 +200,10 @@ def column_fingerprint(X):
     >>> fp["count"], fp["columns"], fp["mean"], fp["std"]
     (3, [0, 2], [2.0, 6.0], [1.0, 1.0])
     """
-    used = _columns_in_use(X)
+    used = columns_in_use(X)
     if used.size > FINGERPRINT_COLUMNS:
         used = used[np.linspace(0, used.size - 1, FINGERPRINT_COLUMNS).round().astype(int)]
-    mean, std = _moments(X[:, used])
+    mean, std = _moments(take_columns(X, used))
     return {"count": int(X.shape[1]), "rows": int(X.shape[0]), "columns": used.tolist(),
             "mean": [float(f"{m:.6g}") for m in mean], "std": [float(f"{v:.6g}") for v in std]}
 
@@ -181,7 +219,7 @@ def permuted_columns(fingerprint, X):
     if columns.size < 2 or X.shape[0] < 2 or X.shape[1] != fingerprint["count"]:
         return None
     ref_mean, ref_std = (np.asarray(fingerprint[k], dtype=np.float64) for k in ("mean", "std"))
-    mean, std = _moments(X[:, columns])
+    mean, std = _moments(take_columns(X, columns))
     tol = ref_std * (0.25 + 3 / np.sqrt(X.shape[0])) + 1e-9 * (1 + np.abs(ref_mean))
     close = np.abs(mean[:, None] - ref_mean[None, :]) <= tol[None, :]
     ratio = (std[:, None] + 1e-12) / (ref_std[None, :] + 1e-12)
@@ -196,14 +234,6 @@ def permuted_columns(fingerprint, X):
             f"training columns (column {columns[k]} like training column {other}); its "
             "columns may be in another order than the training file's, which files without "
             "column names cannot show")
-
-
-def _columns_in_use(X):
-    """The indices of the columns of ``X`` that are non-zero in some row."""
-    if sp.issparse(X):
-        X = X.tocsr()
-        return np.unique(X.indices[X.data != 0]).astype(np.int64)
-    return np.flatnonzero((np.asarray(X) != 0).any(axis=0))
 
 
 def _moments(X):
@@ -228,9 +258,8 @@ def _read_frame(path, kind, nrows=None, columns=None, text=None):
     as text; a ValueError naming it when it cannot be read or names a column twice."""
     try:
         if kind == "parquet":
-            frame = pd.read_parquet(path, columns=columns)
             _check_names(path, _parquet_names(path))
-            return frame
+            return pd.read_parquet(path, columns=columns)
         sep = "\t" if kind == "tsv" else ","
         header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
                              keep_default_na=False)
@@ -249,13 +278,14 @@ def _read_frame(path, kind, nrows=None, columns=None, text=None):
 
 
 def _parquet_names(path):
-    """The column names a Parquet file's schema gives (none known without pyarrow: its
-    reader is then left to refuse repeats)."""
+    """The column names a Parquet file's schema gives; none when pyarrow is missing or cannot
+    read the schema (the reader then says why)."""
     try:
         import pyarrow.parquet as pq
-    except ImportError:
+
+        return pq.read_schema(path).names
+    except Exception:  # noqa: BLE001 - ImportError, or what pyarrow raises on a bad file
         return []
-    return pq.read_schema(path).names
 
 
 def _check_names(path, names):
@@ -280,7 +310,8 @@ def _features(path, frame):
             raise ValueError(
                 f"{path}: feature column {shown(str(name))} holds "
                 f"{'timestamps' if column.dtype.kind == 'M' else 'durations'} ({column.dtype}); "
-                "qsrank does not convert them (their nanosecond counts are no feature scale): "
+                "qsrank does not convert them (their counts of time units since 1970 are no "
+                "feature scale): "
                 "encode them as numbers first, e.g. seconds since the epoch or a day of week.")
         if column.dtype.kind not in "biuf":
             numbers = pd.to_numeric(column, errors="coerce")
