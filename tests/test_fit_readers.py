@@ -156,7 +156,7 @@ def fit_under_limit(tmp_path, train, limit=3 * 2 ** 30, timeout=600):
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-c", code, "fit", str(train), *FIT, "--out",
-                           str(tmp_path / "run")], capture_output=True, text=True,
+                           str(tmp_path / "run")], capture_output=True, text=True, check=False,
                           timeout=timeout, preexec_fn=_limited(limit), env=env)
 
 

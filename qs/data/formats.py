@@ -84,7 +84,7 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
 
 
 def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
-    """``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
+    r"""``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
     the qid of each row (None unless ``query_id``), and the index base it was read with.
 
     ``zero_based``: True (index 0 is the first column), False (index 1 is; an index 0 is
