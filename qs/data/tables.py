@@ -256,14 +256,11 @@ def _kind(path):
 def _read_frame(path, kind, nrows=None, columns=None, text=None):
     """The table at ``path`` as a DataFrame, the column ``text`` (a CSV's label column) read
     as text; a ValueError naming it when it cannot be read or names a column twice."""
+    sep = "\t" if kind == "tsv" else ","
+    _check_names(path, _parquet_names(path) if kind == "parquet" else _csv_names(path, sep))
     try:
         if kind == "parquet":
-            _check_names(path, _parquet_names(path))
             return pd.read_parquet(path, columns=columns)
-        sep = "\t" if kind == "tsv" else ","
-        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
-                             keep_default_na=False)
-        _check_names(path, list(header.iloc[0]) if len(header) else [])
         return pd.read_csv(path, sep=sep, nrows=nrows, usecols=columns,
                            dtype=None if text is None else {text: str})
     except ImportError:
@@ -275,6 +272,17 @@ def _read_frame(path, kind, nrows=None, columns=None, text=None):
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
         reason = " ".join(str(err).split())[:200]
         raise ValueError(f"Cannot read {path} as {kind.upper()}: {reason}") from None
+
+
+def _csv_names(path, sep):
+    """The names of a CSV/TSV header line as written (pandas would rename repeats); none
+    when it cannot be read (the reader then says why)."""
+    try:
+        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
+                             keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError):
+        return []
+    return list(header.iloc[0]) if len(header) else []
 
 
 def _parquet_names(path):
