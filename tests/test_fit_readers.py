@@ -78,6 +78,11 @@ def test_a_given_base_applies_to_every_file(tmp_path):
     one_line_error(qsrank("fit", tmp_path / "zero.svm", "--one-based", *FIT, "--out",
                           tmp_path / "run"), "zero.svm, line 1", "index 0", "--zero-based")
     assert not (tmp_path / "run").exists()
+    dump_svmlight_file(X, y, str(tmp_path / "one.svm"), zero_based=False)
+    assert qsrank("fit", tmp_path / "one.svm", *FIT, "--out", tmp_path / "one").exit_code == 0
+    one_line_error(qsrank("predict", tmp_path / "one", tmp_path / "zero.svm", "--out",
+                          tmp_path / "s.csv"), "zero.svm, line 1", "index 0")
+    assert not (tmp_path / "s.csv").exists()
     Xz, _, _, base = read_svmlight(tmp_path / "zero.svm")
     assert base is True and Xz.shape == X.shape
     X1, _, _, base = read_svmlight(tmp_path / "zero.svm", zero_based=True, n_features=9)

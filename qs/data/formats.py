@@ -119,8 +119,9 @@ def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
         if uses_zero:
             row = int(np.searchsorted(X.indptr, np.flatnonzero(X.indices == 0)[0], "right") - 1)
             raise ValueError(f"{path}, line {_svmlight_lines(path)[row][0]}: index 0 in a file "
-                             "read one-based (index 1 is the first column); its indices are "
-                             "zero-based: read every file of this model with --zero-based.")
+                             "read one-based (index 1 is the first column), as the model's "
+                             "training file was; its indices are zero-based: fit the model "
+                             "with --zero-based, and every file of it is read so.")
         X = X[:, 1:] if X.shape[1] else X
     if n_features is not None and X.shape[1] < n_features:
         X.resize((X.shape[0], n_features))
