@@ -44,6 +44,9 @@ def _grid(ctx, param, value):
               "with more, every class one vs the rest].")
 @click.option("--scale", type=click.Choice(["standard", "none"]),
               help="Standardise the features on the training rows [standard].")
+@click.option("--zero-based/--one-based", "zero_based", default=None,
+              help="The index base of svmlight files, for every file of the model [default: "
+              "zero-based when the training file uses index 0, else one-based].")
 @click.option("--test-size", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Share of TRAIN held out without --test [0.25].")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the split and CV folds [0].")

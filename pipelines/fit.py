@@ -10,6 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines._tables import frame_table
+from qsrank.pipelines.model import METRICS, rank_metrics, warn_permuted, write_model
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import make_scorer, roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
@@ -17,15 +24,14 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
-from qsrank.pipelines import _methods
-from qsrank.pipelines import _schema as S
-from qsrank.pipelines._io import write_csv, write_text
-from qsrank.pipelines._runner import Experiment
-from qsrank.pipelines._runs import digest_arrays
-from qsrank.pipelines._tables import frame_table
-from qsrank.pipelines.model import METRICS, rank_metrics, write_model
-from qs.data.files import shown
-from qs.data.tables import align_features, read_table
+from qs.data.files import check_memory, shown
+from qs.data.tables import (
+    align_features,
+    column_fingerprint,
+    columns_in_use,
+    read_table,
+    take_columns,
+)
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
@@ -37,6 +43,10 @@ METHODS = {"rank_svm": "RankSVM", "linear_svc": "LinearSVC",
 #: what cross-validation may pick C by (qs.metrics for AP and NDCG, as `RankSVM.score`)
 CV_METRICS = {"ap": average_precision, "ndcg": ndcg, "roc_auc": roc_auc_score}
 SCALINGS = ("standard", "none")
+#: sparse input at most this large as dense float64 (train and test rows) is made dense
+DENSE_BYTES = 2 ** 28
+#: the model's float64 arrays held this many times over while built and written
+MODEL_COPIES = 3
 
 
 class Config(S.Section):
@@ -56,6 +66,9 @@ class Config(S.Section):
     cv_metric: S.choice(CV_METRICS) = S.key("ap", "the metric CV chooses C by")
     solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM's solver")
     scale: S.choice(SCALINGS) = S.key("standard", "feature scaling fit on the training rows")
+    zero_based: S.optional(S.flag()) = S.key(
+        None, "svmlight index base of every file of the model; null: the training file's "
+        "(zero-based when it uses index 0), one-based when it is no svmlight file")
     test_size: S.number(low=0, strict=True, high=1) = S.key(
         0.25, "share of the training file held out for testing when no test file is given")
     seed: S.number(integer=True, low=0) = S.key(0, "seed of the split and the CV folds")
@@ -64,7 +77,10 @@ class Config(S.Section):
 
 @dataclass(frozen=True)
 class FitData:
-    """Scaled train and test rows, the positive classes, the scaling and the data's note."""
+    """Scaled train and test rows (the `columns` of the files in use in training), the
+    positive classes, the scaling (over every column of the files), the data's note, what the
+    scaling did (`scaling`), the svmlight index base and the training columns' fingerprint
+    (files without column names)."""
 
     X_train: object
     y_train: np.ndarray
@@ -76,6 +92,10 @@ class FitData:
     scale: np.ndarray
     note: str
     sha256: str
+    columns: np.ndarray
+    scaling: str
+    zero_based: bool
+    fingerprint: dict | None
 
 
 # ---------------------------------------------------------------------------- data
@@ -84,12 +104,23 @@ def load_data(cfg):
     """Read and check the files, split when no test file is given, choose the positive
     classes and scale; every bad input is a ValueError naming its file, raised before the
     run directory is claimed."""
-    train = _rows(read_table(cfg["train"], label_column=cfg["label_column"]))
+    base = cfg["zero_based"]
+    train = _rows(read_table(cfg["train"], label_column=cfg["label_column"],
+                             zero_based="auto" if base is None else base))
+    base = bool(base) if train.zero_based is None else train.zero_based
     classes = _classes(train.path, train.y)
+    check_memory(f"{train.path}: a model of its {train.X.shape[1]:,} feature columns (the "
+                 "largest index), as float64 with its copies while written",
+                 MODEL_COPIES * ((len(classes) if len(classes) > 2 else 1) + 2)
+                 * train.X.shape[1] * 8)
+    fingerprint = column_fingerprint(train.X) if train.feature_names is None else None
     if cfg["test"] is not None:
-        test = _rows(read_table(cfg["test"], label_column=cfg["label_column"]))
+        test = _rows(read_table(cfg["test"], label_column=cfg["label_column"],
+                                zero_based=base))
         X_test = align_features(test, train.feature_names, train.X.shape[1],
                                 f"the training file {train.path}")
+        if fingerprint is not None and test.feature_names is None:
+            warn_permuted(test.path, fingerprint, X_test, f"the training file {train.path}")
         X_train, y_train, y_test = train.X, train.y, test.y
         if y_train.dtype.kind != y_test.dtype.kind:  # 1 in one file, "1" in the other
             y_train, y_test = y_train.astype(str), y_test.astype(str)
@@ -111,17 +142,19 @@ def load_data(cfg):
         _check_test_classes(train.path, test.path, positives, y_test)
     for c in positives:
         _check_cv(train.path, cfg, np.asarray(y_train) == c, c)
-    scaler = StandardScaler(with_mean=not sp.issparse(X_train))
+    n_features = X_train.shape[1]
+    columns, X_train, X_test, scaling = _in_use(cfg, train.path, X_train, X_test)
+    mean, scale = np.zeros(n_features), np.ones(n_features)
     if cfg["scale"] == "standard":
+        scaler = StandardScaler(with_mean=not sp.issparse(X_train))
         with np.errstate(all="ignore"):
             scaler.fit(X_train)
-        mean = scaler.mean_ if scaler.with_mean else np.zeros(X_train.shape[1])
-        scale = scaler.scale_
+        if scaler.with_mean:
+            mean[columns] = scaler.mean_
+        scale[columns] = scaler.scale_
         _check_scaling(train, mean, scale)
         with np.errstate(all="ignore"):
             X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-    else:
-        mean, scale = np.zeros(X_train.shape[1]), np.ones(X_train.shape[1])
     scaled = ", once scaled," if cfg["scale"] == "standard" else ""
     if cfg["test"] is not None:
         _check_magnitude(train.path, X_train, "data row {row}" + scaled)
@@ -129,10 +162,41 @@ def load_data(cfg):
     else:  # rows of a stratified split, in its order
         _check_magnitude(train.path, X_train, "a training row" + scaled)
         _check_magnitude(train.path, X_test, "a held-out test row" + scaled)
-    note = (f"{train.path} ({X_train.shape[0]} training rows, {X_train.shape[1]} features, "
+    note = (f"{train.path} ({X_train.shape[0]} training rows, {n_features} features, "
             f"{len(classes)} classes); {split}")
     return FitData(X_train, y_train, X_test, y_test, train.feature_names, positives, mean,
-                   scale, note, digest_arrays(X_train, y_train, X_test, y_test))
+                   scale, note, digest_arrays(X_train, y_train, X_test, y_test), columns,
+                   scaling, base, fingerprint)
+
+
+def _in_use(cfg, path, X_train, X_test):
+    """The columns non-zero in some training row, the train and test rows cut to them, and
+    what the scaling does, in words for the table.
+
+    Every method gives a column that is zero in every training row a weight of zero (their
+    weights are combinations of training rows), so training on the columns in use alone gives
+    the same models, in memory that grows with the data, not with the largest feature index.
+    Sparse input is made dense, so centred as dense input is, when its dense form takes at most
+    `DENSE_BYTES`; beyond that it stays sparse and is scaled without centring."""
+    columns = columns_in_use(X_train)
+    if columns.size == 0:
+        raise ValueError(f"{path}: every feature is zero in every training row; there is "
+                         "nothing to learn from.")
+    X_train, X_test = take_columns(X_train, columns), take_columns(X_test, columns)
+    dense_bytes = (X_train.shape[0] + X_test.shape[0]) * columns.size * 8
+    if sp.issparse(X_train) and dense_bytes <= DENSE_BYTES:
+        X_train, X_test = X_train.toarray(), X_test.toarray()
+    if cfg["scale"] != "standard":
+        return columns, X_train, X_test, "as given, for every method"
+    if not sp.issparse(X_train):
+        return columns, X_train, X_test, ("centred and scaled to unit variance on the training "
+                                          "rows, for every method")
+    return columns, X_train, X_test, (
+        "scaled to unit variance on the training rows for every method, not centred: the "
+        "input is sparse and "
+        f"its dense form would take {dense_bytes / 2 ** 30:.1f} GiB. RankSVM's AP and NDCG "
+        "losses and LogisticRegression (unpenalised intercept) do not depend on centring; "
+        "LinearSVC and the 0-1 RankSVM (penalised intercept) do")
 
 
 def _rows(table):
@@ -296,17 +360,16 @@ def table(records):
         cells = pd.concat([cells, means.assign(**{"class": "mean", "C": ""})], ignore_index=True)
     cells["class"] = cells["class"].astype(str)
     cells["C"] = cells["C"].map(lambda c: f"{c:g}" if isinstance(c, float) else str(c))
-    return frame_table(cells.rename(columns=METRICS), {v: ".4f" for v in METRICS.values()})
+    return frame_table(cells.rename(columns=METRICS), dict.fromkeys(METRICS.values(), ".4f"))
 
 
-def summary(cfg, records, note):
+def summary(cfg, records, note, scaling):
     """table.md: the data, the models, how C was chosen, the test metrics."""
     def how(grid):
         if len(grid) == 1:
             return f"C {grid[0]:g} (fixed)"
         return (f"C from {', '.join(f'{c:g}' for c in grid)} by {cfg['cv_folds']}-fold "
                 f"stratified CV on the training rows ({cfg['cv_metric']})")
-    scaling = "standardised on the training rows" if cfg["scale"] == "standard" else "as given"
     return "\n\n".join([
         f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
         f"Data: {note}. Features {scaling}.",
@@ -320,13 +383,17 @@ def summary(cfg, records, note):
 def write(run, records):
     """metrics.csv, table.md and the model (model.json + model.npz)."""
     write_csv(run.out / "metrics.csv", metrics_frame(records))
-    write_text(run.out / "table.md", summary(run.cfg, records, run.data.note))
+    write_text(run.out / "table.md", summary(run.cfg, records, run.data.note,
+                                             run.data.scaling))
     data, cfg = run.data, run.cfg
     meta = {"n_features": int(data.mean.size), "feature_names": data.feature_names,
             "label_column": cfg["label_column"], "classes": [r["class"] for r in records],
             "loss": cfg["loss"], "solver": cfg["solver"],
-            "C": [r["methods"]["rank_svm"]["C"] for r in records], "scaling": cfg["scale"]}
-    write_model(run.out, meta, coef=[r["coef"] for r in records],
+            "C": [r["methods"]["rank_svm"]["C"] for r in records], "scaling": cfg["scale"],
+            "svmlight_zero_based": data.zero_based, "column_fingerprint": data.fingerprint}
+    coef = np.zeros((len(records), data.mean.size))
+    coef[:, data.columns] = [r["coef"] for r in records]
+    write_model(run.out, meta, coef=coef,
                 intercept=[r["intercept"] for r in records], mean=data.mean, scale=data.scale)
 
 

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +23,12 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sklearn.metrics import roc_auc_score
-
 from qsrank.pipelines._io import check_output, write_csv, write_json, write_npz
 from qsrank.pipelines._provenance import _version
+from sklearn.metrics import roc_auc_score
+
 from qs.data.files import check_regular, read_bytes, shown
-from qs.data.tables import align_features, read_labels, read_table
+from qs.data.tables import align_features, permuted_columns, read_labels, read_table
 from qs.metrics import average_precision, ndcg, voc_average_precision
 
 FORMAT = "qsrank-linear-model"
@@ -57,6 +58,8 @@ class ModelMeta(BaseModel):
     solver: str
     C: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
     scaling: Literal["standard", "none"]
+    svmlight_zero_based: bool
+    column_fingerprint: dict | None
     weights: Literal[WEIGHTS_NAME]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
@@ -73,7 +76,23 @@ class ModelMeta(BaseModel):
                              "more than once")
         if len(self.C) != len(self.classes):
             raise ValueError(f"C: {len(self.C)} values for {len(self.classes)} classes")
+        if not _fingerprint_ok(self.column_fingerprint, self.n_features):
+            raise ValueError("column_fingerprint: malformed for the model's feature columns")
         return self
+
+
+def _fingerprint_ok(fingerprint, n_features):
+    """Whether a model's column fingerprint (`qs.data.tables.column_fingerprint`) is absent
+    or well formed for ``n_features`` columns."""
+    if fingerprint is None:
+        return True
+    if not isinstance(fingerprint, dict) or fingerprint.get("count") != n_features:
+        return False
+    lists = [fingerprint.get(k) for k in ("columns", "mean", "std")]
+    if not all(isinstance(v, list) and len(v) == len(lists[0]) for v in lists):
+        return False
+    return (all(isinstance(c, int) and 0 <= c < n_features for c in lists[0])
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in lists[1] + lists[2]))
 
 
 def _cut(value):
@@ -241,11 +260,14 @@ def predict(model_path, data_path, out, label_column=None):
                        "the data file": data_path})
     model = read_model(model_path)
     label_column = label_column or model.meta.get("label_column")
-    table = read_table(data_path, label_column=label_column, labels=False)
+    table = read_table(data_path, label_column=label_column, labels=False,
+                       zero_based=model.meta["svmlight_zero_based"])
     if table.X.shape[0] == 0:
         raise ValueError(f"{table.path}: holds no rows to score.")
     X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
                        f"the model {model.path}")
+    if model.meta["column_fingerprint"] is not None and table.feature_names is None:
+        warn_permuted(table.path, model.meta["column_fingerprint"], X, f"the model {model.path}")
     with np.errstate(all="ignore"):
         scores = model.scores(X)
     bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
@@ -256,6 +278,14 @@ def predict(model_path, data_path, out, label_column=None):
     frame = pd.DataFrame(scores, columns=[str(c) for c in model.meta["classes"]])
     write_csv(out, frame)
     return len(frame)
+
+
+def warn_permuted(path, fingerprint, X, against):
+    """One line on stderr when the columns of ``X`` (read from ``path``, a file without
+    column names) look permuted against the ``fingerprint`` of ``against``'s columns."""
+    found = permuted_columns(fingerprint, X)
+    if found is not None:
+        print(f"Warning: {path}: {found} ({against}).", file=sys.stderr)
 
 
 def rank_metrics(relevant, scores):
