@@ -152,7 +152,9 @@ def load_data(cfg):
         if scaler.with_mean:
             mean[columns] = scaler.mean_
         scale[columns] = scaler.scale_
-        _check_scaling(train, mean, scale)
+        variance = np.ones(n_features)
+        variance[columns] = scaler.var_  # not scale_: sklearn may take an overflow for 0
+        _check_scaling(train, mean, variance)
         with np.errstate(all="ignore"):
             X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     scaled = ", once scaled," if cfg["scale"] == "standard" else ""
@@ -219,9 +221,9 @@ def _check_test_classes(train_path, test_path, positives, y_test):
                          "metric would be undefined.")
 
 
-def _check_scaling(table, mean, scale):
-    """Refuse columns whose mean or spread overflows (values near the float64 limit)."""
-    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(scale)))
+def _check_scaling(table, mean, variance):
+    """Refuse columns whose mean or variance overflows (values near the float64 limit)."""
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(variance)))
     if bad.size:
         name = (shown(table.feature_names[bad[0]]) if table.feature_names
                 else f"{bad[0] + 1} (counting from 1)")

@@ -10,8 +10,8 @@ Loss-generic kernels take as first argument either a built-in loss's code (an in
 that they are cached like the others) or a user's increment kernel (see
 `qs.losses.increment`); `qs.losses` registers its built-in kernels' codes here
 (`builtin_increment`), so that `bind` needs no import of it. numba cannot cache code
-compiled for a function argument: a user's `qs.losses.QSLoss` compiles on its first use in every process, and those
-compilations are kept out of the disk cache.
+compiled for a function argument: a user's `qs.losses.QSLoss` compiles on its first use in
+every process, and those compilations are kept out of the disk cache.
 
 No ``fastmath``: it would change NaN/inf semantics and the tie-breaking comparisons the
 methods must share. `ONE` is the unsigned step of the kernels' hot loops.
@@ -21,7 +21,6 @@ import functools
 import hashlib
 import inspect
 import warnings
-from typing import ClassVar
 from pathlib import Path
 
 import numba
@@ -55,7 +54,8 @@ def _stamped(name):
 
 class _CacheImpl(caching.CompileResultCacheImpl):
     # numba's order: NUMBA_CACHE_DIR when set, __pycache__ beside the source, the user's cache
-    _locator_classes: ClassVar[list] = [_stamped(n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
+    _locator_classes = [_stamped(n) for n in ("UserProvidedCacheLocator",  # noqa: RUF012
+                                              "InTreeCacheLocator",
                                               "UserWideCacheLocator")]
 
 

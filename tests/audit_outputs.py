@@ -82,7 +82,7 @@ def _model(root, scale=None):
     out = root / "model"
     meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label",
             "classes": ["b"], "loss": "ap", "solver": "cutting_plane", "C": [1.0],
-            "scaling": "standard"}
+            "scaling": "standard", "svmlight_zero_based": False, "column_fingerprint": None}
     write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
                 scale=np.ones(4) if scale is None else scale)
     return out

@@ -254,7 +254,8 @@ def test_test_file_of_another_feature_count_is_refused(tmp_path):
 def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("model")
     meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none"}
+            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none",
+            "svmlight_zero_based": False, "column_fingerprint": None}
     write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
                 scale=np.ones(4))
     return out

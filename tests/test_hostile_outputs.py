@@ -29,7 +29,8 @@ FAST = ["--C", "1", "--baseline-C", "1"]
 
 def _model(path, scale=None, coef=(1.0, 2.0, 3.0, 4.0)):
     meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "standard"}
+            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "standard",
+            "svmlight_zero_based": False, "column_fingerprint": None}
     write_model(path, meta, coef=[list(coef)], intercept=[0.5], mean=np.zeros(4),
                 scale=np.ones(4) if scale is None else scale)
     return path
@@ -367,7 +368,8 @@ def test_a_narrower_svmlight_file_is_still_scored(tmp_path):
     X[:, -1] = 0.0
     dump_svmlight_file(X, y == "b", str(tmp_path / "d.svm"))
     meta = {"n_features": 4, "feature_names": None, "label_column": None, "classes": [1.0],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none"}
+            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none",
+            "svmlight_zero_based": True, "column_fingerprint": None}  # dump_svmlight_file's base
     write_model(tmp_path / "m", meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5],
                 mean=np.zeros(4), scale=np.ones(4))
     assert qsrank("predict", tmp_path / "m", tmp_path / "d.svm", "--out",

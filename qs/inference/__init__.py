@@ -117,7 +117,7 @@ def lai(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str | QSLoss = "ap",
         "ap", "ndcg", "01", or an instance of [qs.losses.QSLoss][].
     method : str, default "auto"
         A key of [METHODS][qs.inference.METHODS]. "auto" picks the fastest exact method for
-        the input ([qs.inference.auto][]): `bucket` on random scores with many negatives,
+        the input (`qs.inference.auto`): `bucket` on random scores with many negatives,
         `bucket_sort` on random scores with a large share of positives, `qs` on training's
         scores (most negatives below every positive), on ties and on few positives;
         `zero_one` for the 0-1 loss.

@@ -103,7 +103,7 @@ def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
     labels : array_like of shape (Q, n)
         1 (or True) at the positives, 0, -1 (or False) at the negatives.
     loss : str, default "ap"
-        "ap", "ndcg" or "01" ([BATCH_LOSSES][qs.inference.batch.BATCH_LOSSES]).
+        "ap", "ndcg" or "01" (`qs.inference.batch.BATCH_LOSSES`).
     method : str, default "auto"
         A method of [METHODS][qs.inference.METHODS] that supports `loss`.
     gradient : bool, default False
