@@ -107,7 +107,7 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     """Run every unit of `experiment` not already finished in the run directory under the same
     settings, write its outputs, and return the directory.
 
-    `out_dir` None writes to results/<experiment>/<UTC time>[-<label>]-<random>/. The config is
+    `out_dir` None writes to runs/<experiment>/<UTC time>[-<label>]-<random>/. The config is
     checked and the data loaded before the directory is claimed, so a bad config writes
     nothing; each finished unit is stored at once, so an interrupted run loses at most the unit
     under way.
@@ -149,7 +149,7 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
 def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None,
             overrides=()):
     """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
-    results/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
+    runs/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
     the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
     the `--set` `overrides`); when it fails, record the command as interrupted. The code
     recorded is the code as the run began: a run of hours must not take the commits made

@@ -370,3 +370,33 @@ def test_mixed_label_types_and_a_narrower_svmlight_test_file(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = pd.read_csv(tmp_path / "b" / "metrics.csv")
     assert list(metrics["test_positives"]) == [20, 20, 20]
+
+
+@pytest.mark.parametrize("given,near", [("Label", "label"), (" label ", "label"),
+                                        ("lable", "label"), ("target", None)])
+def test_a_misnamed_label_column_names_the_near_miss(tmp_path, given, near):
+    X, y = data(n=20, d=4)
+    frame = pd.DataFrame(X, columns=NAMES).assign(label=y)
+    for k in range(8):  # more columns than the message lists
+        frame[f"extra{k}"] = 0.0
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    result = qsrank("fit", tmp_path / "t.csv", "--label-column", given, "--out", tmp_path / "r")
+    one_line_error(result, "t.csv", "no label column")
+    assert ("did you mean 'label'?" in result.output) == (near is not None), result.output
+    labels = tmp_path / "l.csv"
+    frame[["label"]].to_csv(labels, index=False)
+    (tmp_path / "s.csv").write_text("a\n" + "0.1\n" * 20)
+    result = qsrank("evaluate", tmp_path / "s.csv", labels, "--label-column", given)
+    one_line_error(result, "l.csv", "no label column")
+    assert ("did you mean 'label'?" in result.output) == (near is not None), result.output
+
+
+def test_an_unnamed_label_column_names_the_option(tmp_path):
+    X, y = data(n=20)
+    write_csv(tmp_path / "t.csv", X, y)
+    (tmp_path / "s.csv").write_text("a\n" + "0.1\n" * 20)
+    one_line_error(qsrank("evaluate", tmp_path / "s.csv", tmp_path / "t.csv"),
+                   "name its label column with --label-column", "'label'")
+    one_line_error(qsrank("fit", tmp_path / "t.csv", "--out", tmp_path / "r"),
+                   "name its label column with --label-column")
+    assert not (tmp_path / "r").exists()
