@@ -276,4 +276,4 @@ def write(run, records):
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  unit_label="class")
+                  unit_label="class", unit_text=lambda unit: f"class {unit[1]}")

@@ -400,3 +400,7 @@ def test_an_unnamed_label_column_names_the_option(tmp_path):
     one_line_error(qsrank("fit", tmp_path / "t.csv", "--out", tmp_path / "r"),
                    "name its label column with --label-column")
     assert not (tmp_path / "r").exists()
+
+
+def test_the_progress_bar_names_the_class_not_the_unit_file():
+    assert pipeline.SPEC.unit_text(("000", "malignant")) == "class malignant"
