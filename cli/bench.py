@@ -280,7 +280,8 @@ def cold_start(repeats, fresh_cache):
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir):
     """Redraw the figures of the run in RUN_DIR (PNG and PDF) from its result files: a
-    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection, CIFAR-10 or compare."""
+    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection, CIFAR-10 or compare;
+    for digits and `qsrank fit` runs, their test AP table drawn as bars."""
     from qsrank.pipelines import _registry
 
     try:

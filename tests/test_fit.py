@@ -404,3 +404,16 @@ def test_an_unnamed_label_column_names_the_option(tmp_path):
 
 def test_the_progress_bar_names_the_class_not_the_unit_file():
     assert pipeline.SPEC.unit_text(("000", "malignant")) == "class malignant"
+
+
+def test_plot_draws_a_fit_run_as_bars_of_its_test_ap(tmp_path):
+    X, y = data(n=90, classes=("a", "b", "c"))
+    train = write_csv(tmp_path / "t.csv", X, y)
+    out = tmp_path / "run"
+    result = qsrank("fit", train, "--label-column", "label", "--C", "1", "--baseline-C", "1",
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    result = qsrank("plot", out)
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == [str(out / "figure.png"), str(out / "figure.pdf")]
+    assert (out / "figure.png").read_bytes().startswith(b"\x89PNG")
