@@ -16,13 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import roc_auc_score
 
 from qsrank.pipelines._io import write_csv, write_json, write_npz
 from qsrank.pipelines._provenance import _version
 from qs.data.files import check_regular, read_bytes
 from qs.data.tables import align_features, read_labels, read_table
-from qs.metrics import average_precision, ndcg, voc_average_precision
 
 FORMAT = "qsrank-linear-model"
 VERSION = 1
@@ -137,6 +135,11 @@ def rank_metrics(relevant, scores):
     relevant = np.asarray(relevant, dtype=bool)
     if relevant.all() or not relevant.any():
         return dict.fromkeys(METRICS, math.nan)
+    # loaded here, not with the module: `qsrank predict` needs neither
+    from sklearn.metrics import roc_auc_score
+
+    from qs.metrics import average_precision, ndcg, voc_average_precision
+
     return {"ap": average_precision(relevant, scores), "ndcg": ndcg(relevant, scores),
             "voc_ap": voc_average_precision(relevant, scores),
             "roc_auc": float(roc_auc_score(relevant, scores))}

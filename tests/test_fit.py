@@ -198,6 +198,24 @@ def test_help_imports_no_pipeline_nor_data_library():
     assert out.stdout.strip() == "[]"
 
 
+def test_predict_imports_neither_scikit_learn_nor_numba(tmp_path, model_dir):
+    """Scoring a table needs numpy and pandas only: the start-up of `qsrank predict` does not
+    pay for scikit-learn, numba or the data readers it does not use."""
+    X, y = data(n=10)
+    table = write_csv(tmp_path / "d.csv", X, y)
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+            f"r = CliRunner().invoke(main, ['predict', {str(model_dir)!r}, {str(table)!r}, "
+            f"'--out', {str(tmp_path / 's.csv')!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'numba', 'torch', "
+            "'dask', 'zarr', 'h5py'}), sorted(m for m in sys.modules if m.startswith('qs.data.')"
+            " and m.split('.')[2] not in ('files', 'formats', 'poselet', 'sparse_text', "
+            "'tables')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[] []"
+
+
 def test_help_names_every_solver():
     result = qsrank("fit", "--help")
     assert result.exit_code == 0

@@ -19,9 +19,7 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
 from qs.data.files import check_final_newline, check_regular, shown
 from qs.data.poselet import PoseletData
@@ -67,6 +65,8 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
         ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
         check_final_newline(path, _last_byte(path))
+        from sklearn.datasets import load_svmlight_file  # scikit-learn loads on first use
+
         X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path),
                            n_features=n_features, dtype=np.float64, query_id=query_id)
         y = y if y_key is not None else None
@@ -325,6 +325,8 @@ def read_mat(path, keys):
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)
+    import scipy.io  # loads on first use: most commands never read a .mat file
+
     variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
     names = sorted(k for k in variables if not k.startswith("__"))
     found = {k: variables[k] for k in keys if k in variables}
@@ -352,6 +354,8 @@ def mat_shapes(path):
     if _is_hdf5(path):
         h5py = _h5py(path)
         return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
+    import scipy.io
+
     return {name: tuple(shape) for name, shape, _ in
             _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
 
