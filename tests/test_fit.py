@@ -186,6 +186,17 @@ def test_evaluate_matches_scikit_learn(tmp_path):
     assert evaluate(tmp_path / "s.csv", tmp_path / "l.csv", "truth").shape == (3, 6)
 
 
+@pytest.mark.parametrize("decimals", [0, 1, 12])
+def test_roc_auc_is_scikit_learns_ties_included(decimals):
+    from qsrank.pipelines.model import roc_auc
+
+    rng = np.random.default_rng(decimals)
+    relevant = rng.random(300) < 0.2
+    scores = np.round(rng.normal(size=300) + relevant, decimals)  # 0 decimals: many ties
+    assert roc_auc(relevant, scores) == pytest.approx(roc_auc_score(relevant, scores),
+                                                      abs=1e-12)
+
+
 def test_help_imports_no_pipeline_nor_data_library():
     code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
             "for command in ('fit', 'predict', 'evaluate'):\n"
@@ -198,9 +209,10 @@ def test_help_imports_no_pipeline_nor_data_library():
     assert out.stdout.strip() == "[]"
 
 
-def test_predict_imports_neither_scikit_learn_nor_numba(tmp_path, model_dir):
+def test_predict_and_evaluate_start_without_scikit_learn(tmp_path, model_dir):
     """Scoring a table needs numpy and pandas only: the start-up of `qsrank predict` does not
-    pay for scikit-learn, numba or the data readers it does not use."""
+    pay for scikit-learn, numba or the data readers it does not use; `evaluate` pays for
+    numba (qs.metrics), not scikit-learn."""
     X, y = data(n=10)
     table = write_csv(tmp_path / "d.csv", X, y)
     code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
@@ -214,6 +226,15 @@ def test_predict_imports_neither_scikit_learn_nor_numba(tmp_path, model_dir):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[] []"
+    # evaluate: the rank metrics, without scikit-learn
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+            f"r = CliRunner().invoke(main, ['evaluate', {str(tmp_path / 's.csv')!r}, "
+            f"{str(table)!r}, '--label-column', 'label'])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print('sklearn' in {m.split('.')[0] for m in sys.modules})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_help_names_every_solver():
