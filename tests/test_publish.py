@@ -56,7 +56,7 @@ def test_make_targets_write_under_runs(tmp_path):
     """Every target that runs something writes under RUNS; only publish and readme name
     results/ (read with `make -n`: nothing runs). sodeep-checkpoints writes the sorters that
     ship in the package, on purpose."""
-    targets = re.findall(r"^([a-z0-9-]+):.*## ", (ROOT / "Makefile").read_text(), re.M)
+    targets = re.findall(r"^([a-z0-9-]+):.*## ", (ROOT / "Makefile").read_text(), re.MULTILINE)
     runs = tmp_path / "elsewhere"
     for target in set(targets) - {"install", "clean", "publish", "readme", "test", "docs",
                                   "wheel-check", "help", "sodeep-checkpoints"}:

@@ -30,11 +30,11 @@ def shown(message, category):
     ("subgradient stopped at max_iter=50 before meeting tol=0.001 (duality gap 0.08)",
      ConvergenceWarning, False),
     ("cutting_plane stopped at max_iter=50 before meeting tol=0.001", ConvergenceWarning, False),
-    ("the latent objective did not settle (decrease below C x tol) within max_outer=1 outer "
-     "steps; raise max_outer or tol.", ConvergenceWarning, False),
+    (("the latent objective did not settle (decrease below C x tol) within max_outer=1 outer "
+      "steps; raise max_outer or tol."), ConvergenceWarning, False),
     ("cutting_plane stopped at max_iter=1000 before meeting tol=0.001", ConvergenceWarning, True),
-    ("the latent objective did not settle (decrease below C x tol) within max_outer=400 outer "
-     "steps", ConvergenceWarning, True),
+    (("the latent objective did not settle (decrease below C x tol) within max_outer=400 "
+      "outer steps"), ConvergenceWarning, True),
     ("cutting_plane stopped at max_iter=50 before meeting tol=0.001", UserWarning, True),
     ("liblinear failed to converge", ConvergenceWarning, True),
 ])

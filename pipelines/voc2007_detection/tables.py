@@ -241,8 +241,8 @@ def write_tables(out, records, cfg, note, synthetic):
             ("Ours: total wall time of the LAI calls of one AP-SVM training per class and "
              "method, timed once in training (numba warmed up beforehand; the methods run one "
              "after another on this machine, so load changes between them show; the replayed "
-             f"ratios below repeat the timing). Paper: {CVPR2018}, Section 4.2, total LAI time averaged over "
-             "the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
+             f"ratios below repeat the timing). Paper: {CVPR2018}, Section 4.2, total LAI time "
+             "averaged over the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
              "QS O(N log P), so the ratio grows with the number of images: at fewer images "
              "than the paper's it is smaller."),
             _lai_md(lt, ours, set(zip(early["class"], early["method"]))),

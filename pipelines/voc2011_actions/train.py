@@ -92,7 +92,8 @@ def settings(cfg, splits):
             "data_sha256": [digest(splits["trainval"]), digest(splits["test"])],
             "seed": cfg["seed"], "max_boxes": cfg["max_boxes"], "solver": cfg["solver"],
             "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
-            "lai_repeats": cfg["lai_repeats"], "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
+            "lai_repeats": cfg["lai_repeats"],
+            "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
 
 
 def units(cfg, splits):
