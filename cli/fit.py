@@ -2,6 +2,7 @@
 scores of a saved model, and the rank metrics of scores. The pipelines load inside the
 commands, so `qsrank --help` imports none of them."""
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -9,6 +10,20 @@ import click
 from qsrank.common import notice_compiles, user_errors
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@contextmanager
+def label_errors():
+    """`user_errors`, a table's missing or misnamed label column told with the option that
+    names it."""
+    from qs.data.tables import LabelColumnError
+
+    with user_errors():
+        try:
+            yield
+        except LabelColumnError as err:
+            raise click.ClickException(err.describe("name its label column with "
+                                                    "--label-column")) from None
 
 
 def _grid(ctx, param, value):
@@ -68,7 +83,7 @@ def fit(train, test, out, **options):
     from qsrank.pipelines import _runner
 
     notice_compiles()
-    with user_errors():
+    with label_errors():
         if _names_queries(train, options["group_column"]):
             from qsrank.pipelines import ltr as pipeline
 
@@ -129,7 +144,7 @@ def predict(model, data, label_column, out):
     """
     from qsrank.pipelines.model import predict as score
 
-    with user_errors():
+    with label_errors():
         rows = score(model, data, out, label_column=label_column)
     click.echo(f"scores of {rows} rows: {out}")
 
@@ -147,7 +162,7 @@ def evaluate(scores, labels, label_column, out):
     from qsrank.pipelines.model import METRICS
     from qsrank.pipelines.model import evaluate as measure
 
-    with user_errors():
+    with label_errors():
         frame = measure(scores, labels, label_column=label_column, out=out)
     click.echo(frame_table(frame.rename(columns=METRICS), dict.fromkeys(METRICS.values(),
                                                                           ".4f")))

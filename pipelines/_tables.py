@@ -70,3 +70,28 @@ def frame_table(frame, formats):
     rows = [[cell(v, formats.get(c, "")) for c, v in zip(frame.columns, row)]
             for row in frame.itertuples(False)]
     return markdown_table(frame.columns, rows)
+
+
+def bar_figure(frame, groups, bars, ylabel, title, stem):
+    """A table drawn as grouped bars: one group per row (labelled by the column `groups`),
+    one bar per column of `bars` (name -> legend label); written to stem.png and stem.pdf,
+    whose paths are returned."""
+    from matplotlib.figure import Figure
+
+    from qsrank.pipelines._io import save_figure
+
+    fig = Figure(figsize=(min(12.0, max(6.4, 0.3 * len(frame) * len(bars))), 4.2))
+    ax = fig.add_subplot()
+    width = 0.8 / len(bars)
+    for k, (column, label) in enumerate(bars.items()):
+        ax.bar([i + (k - (len(bars) - 1) / 2) * width for i in range(len(frame))],
+               frame[column], width, label=label, color=f"C{k}")
+    ax.set_xticks(range(len(frame)), [str(g) for g in frame[groups]])
+    low = min(float(frame[list(bars)].min().min()), 1.0)
+    ax.set_ylim(max(0.0, low - 0.05), 1.0)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
+    fig.tight_layout()
+    return save_figure(fig, stem)

@@ -6,16 +6,17 @@ pickle: `qsrank.pipelines.model`), the test metrics (metrics.csv, table.md), con
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
-from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._io import read_csv, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._runs import digest_arrays
-from qsrank.pipelines._tables import frame_table
+from qsrank.pipelines._tables import bar_figure, frame_table
 from qsrank.pipelines.model import METRICS, rank_metrics, warn_permuted, write_model
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import make_scorer, roc_auc_score
@@ -399,6 +400,16 @@ def write(run, records):
                 intercept=[r["intercept"] for r in records], mean=data.mean, scale=data.scale)
 
 
+def redraw(run_dir, kind="tables"):
+    """Draw the run's test metrics (metrics.csv) as a figure, figure.png and .pdf: test AP
+    per class, grouped bars per method; return their paths."""
+    metrics = read_csv(Path(run_dir) / "metrics.csv", ["class", "method", "ap"])
+    table = metrics.pivot_table(index="class", columns="method", values="ap", sort=False)
+    names = {m: label for m, label in METHODS.items() if m in table.columns}
+    return bar_figure(table[list(names)].reset_index(), "class", names, "test AP",
+                      "qsrank fit: test AP per class, one vs the rest", Path(run_dir) / "figure")
+
+
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
                   units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  unit_label="class")
+                  unit_label="class", unit_text=lambda unit: f"class {unit[1]}")

@@ -76,6 +76,10 @@ default "auto"
         Seeds the order in which block-coordinate Frank-Wolfe visits the queries (None:
         seed 0, so that a fit repeats). It has no effect on the other solvers, which are
         deterministic (full batch, no random initialisation or sampling).
+    lai_callback : callable or None, default None
+        Called as ``lai_callback(scores, labels)`` with the inputs of every timed LAI call of
+        a fit without ``groups`` (see :func:`qs.ssvm.cutting_plane`): a recorder of the
+        calls, to time them again apart from training. A fit over queries refuses it.
 
     Attributes
     ----------
@@ -99,7 +103,7 @@ default "auto"
 
     def __init__(self, *, loss="ap", inference="auto", solver="auto", C=1.0, tol=1e-3,
                  max_iter=1000, fit_intercept=True, qp_solver="daqp", relevance_threshold=None,
-                 random_state=None):
+                 random_state=None, lai_callback=None):
         self.loss = loss
         self.inference = inference
         self.solver = solver
@@ -110,6 +114,7 @@ default "auto"
         self.fit_intercept = fit_intercept
         self.qp_solver = qp_solver
         self.random_state = random_state
+        self.lai_callback = lai_callback
 
     def fit(self, X, y, groups=None):
         """Train on ``X`` (dense or scipy.sparse, (n_samples, n_features)) and ``y``.
@@ -136,7 +141,7 @@ default "auto"
             )
         is_pos = y_index == 1
         kwargs = {"C": self.C, "loss": self.loss, "method": self.inference, "tol": self.tol,
-                  "max_iter": self.max_iter}
+                  "max_iter": self.max_iter, "lai_callback": self.lai_callback}
         self.solver_ = {"auto": "cutting_plane", "block_frank_wolfe": "frank_wolfe"}.get(
             self.solver, self.solver)
         if self.solver_ == "cutting_plane":
@@ -150,6 +155,8 @@ default "auto"
         if self.loss == "01":
             raise ValueError("loss '01' has no queries: fit it without groups, or choose "
                              "loss 'ap' or 'ndcg'.")
+        if self.lai_callback is not None:
+            raise ValueError("lai_callback applies to a fit without groups (one ranking).")
         groups = np.asarray(groups)
         if groups.shape != y.shape:
             raise ValueError(f"groups must hold one query id per sample ({y.size}); got shape "
@@ -301,7 +308,9 @@ class LatentRankSVM(BaseEstimator):
     hinge needs one; a ranking does not change with it, so "ap" and "ndcg" learn none).
 
     ``working_set``: None, or the boxes per image kept in memory between passes over every
-    box (exact; see :func:`~qs.ssvm.latent.latent_cutting_plane`).
+    box (exact; see :func:`~qs.ssvm.latent.latent_cutting_plane`). ``lai_callback``: called
+    as ``lai_callback(scores, labels)`` with the inputs of every LAI call (a recorder, to
+    time them again apart from training), or None.
 
     Attributes: ``coef_`` (n_features,), ``intercept_`` (float), ``pos_boxes_`` (the imputed
     box of each positive training image), ``objective_curve_`` (latent objective per outer
@@ -312,7 +321,8 @@ class LatentRankSVM(BaseEstimator):
 
     def __init__(self, *, loss="ap", inference="auto", C=100.0, tol=1e-3, max_iter=20000,
                  max_outer=400, min_outer=2, init="random", fit_intercept=True,
-                 qp_solver="daqp", scheduler=None, working_set=None, random_state=0):
+                 qp_solver="daqp", scheduler=None, working_set=None, random_state=0,
+                 lai_callback=None):
         self.loss = loss
         self.inference = inference
         self.C = C
@@ -326,6 +336,7 @@ class LatentRankSVM(BaseEstimator):
         self.scheduler = scheduler
         self.working_set = working_set
         self.random_state = random_state
+        self.lai_callback = lai_callback
 
     def fit(self, X, y, *, offsets=None, counts=None):
         """Train on box features ``X`` and image labels ``y`` (n_images,): flat ``X``
@@ -340,7 +351,8 @@ class LatentRankSVM(BaseEstimator):
             append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
             method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
             min_outer=self.min_outer, init=self.init, random_state=self.random_state,
-            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set)
+            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set,
+            lai_callback=self.lai_callback)
         self.coef_ = res.w[:-1] if bias else res.w
         self.intercept_ = float(res.w[-1]) if bias else 0.0
         self.n_features_in_ = self.coef_.size

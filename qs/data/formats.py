@@ -20,9 +20,7 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
 from qs.data.files import check_final_newline, check_memory, check_regular, shown
 from qs.data.poselet import PoseletData
@@ -126,6 +124,8 @@ def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
     path = Path(path)
     check_regular(path, "the feature file")
     check_final_newline(path, _last_byte(path))
+    from sklearn.datasets import load_svmlight_file  # scikit-learn loads on first use
+
     X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path), zero_based=True,
                        dtype=np.float64, query_id=query_id)
     X = X.tocsr()
@@ -406,6 +406,8 @@ def read_mat(path, keys):
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)
+    import scipy.io  # loads on first use: most commands never read a .mat file
+
     variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
     names = sorted(k for k in variables if not k.startswith("__"))
     found = {k: variables[k] for k in keys if k in variables}
@@ -433,6 +435,8 @@ def mat_shapes(path):
     if _is_hdf5(path):
         h5py = _h5py(path)
         return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
+    import scipy.io
+
     return {name: tuple(shape) for name, shape, _ in
             _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
 

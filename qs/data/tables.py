@@ -8,6 +8,7 @@ labels present on every row; each problem is a one-line ValueError naming the fi
 column (or key) and the first row at fault. Nothing read runs code (.npz without pickle).
 """
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +19,8 @@ import scipy.sparse as sp
 from qs.data.files import check_regular, shown
 from qs.data.formats import KINDS, check_query_order, load_features, read_svmlight
 
-__all__ = ["SUFFIXES", "Table", "align_features", "column_fingerprint", "columns_in_use",
-           "permuted_columns", "read_labels", "read_table", "take_columns"]
+__all__ = ["SUFFIXES", "LabelColumnError", "Table", "align_features", "column_fingerprint",
+           "columns_in_use", "permuted_columns", "read_labels", "read_table", "take_columns"]
 
 #: the most columns a fingerprint describes (evenly spaced among those in use beyond that)
 FINGERPRINT_COLUMNS = 512
@@ -44,6 +45,38 @@ class Table:
     path: Path
     groups: np.ndarray | None = None
     zero_based: bool | None = None
+
+
+class LabelColumnError(ValueError):
+    """A table's label column is not named (``given`` None), or is not among its
+    ``columns``. ``near`` is the column the name given most likely meant: one that differs
+    from it only in case or surrounding spaces, else a close spelling; None when none is.
+    :meth:`describe` words the message with the way the caller names the column (a command
+    line option, say)."""
+
+    def __init__(self, path, given, columns):
+        self.path, self.given, self.columns = path, given, [str(c) for c in columns]
+        self.near = None if given is None else _near(str(given), self.columns)
+        super().__init__(self.describe("name its label column"))
+
+    def describe(self, how):
+        """The message, with `how` saying how to name the column when none was given."""
+        columns = _listed(self.columns) or "none"
+        if self.given is None:
+            return f"{self.path}: {how}; its columns: {columns}."
+        near = f" (did you mean {shown(self.near)}?)" if self.near is not None else ""
+        return (f"{self.path}: no label column {shown(str(self.given))}{near}; its columns: "
+                f"{columns}.")
+
+
+def _near(name, columns):
+    """The column of `columns` that `name` most likely meant (see `LabelColumnError`)."""
+    key = name.strip().casefold()
+    same = [c for c in columns if c.strip().casefold() == key]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(name, columns, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def read_table(path, *, label_column=None, labels=True, group_column=None, groups=False,
@@ -89,11 +122,8 @@ def read_table(path, *, label_column=None, labels=True, group_column=None, group
             y = _class_labels(y.astype(str) if y.dtype.kind in "SU" else y)
         return Table(X, y, None, path, query, base)
     frame = _read_frame(path, kind, text=label_column if labels else None)
-    if labels and label_column is None:
-        raise ValueError(f"{path}: name its label column (one of {_columns(frame)}).")
-    if labels and label_column not in frame.columns:
-        raise ValueError(f"{path}: no label column {shown(str(label_column))}; its columns: "
-                         f"{_columns(frame)}.")
+    if labels and (label_column is None or label_column not in frame.columns):
+        raise LabelColumnError(path, label_column, frame.columns)
     query = _groups(path, frame, group_column, label_column) if groups else None
     y = _labels(path, label_column, frame[label_column]) if labels else None
     dropped = [c for c in (label_column, group_column) if c is not None and c in frame.columns]
@@ -114,9 +144,7 @@ def read_labels(path, *, label_column=None):
     check_regular(path, "the label file")
     header = _read_frame(path, _kind(path), nrows=0)
     if label_column is None or label_column not in header.columns:
-        what = "name its label column" if label_column is None else \
-            f"no label column {shown(str(label_column))}"
-        raise ValueError(f"{path}: {what}; its columns: {_columns(header)}.")
+        raise LabelColumnError(path, label_column, header.columns)
     frame = _read_frame(path, _kind(path), columns=[label_column], text=label_column)
     return _labels(path, label_column, frame[label_column])
 

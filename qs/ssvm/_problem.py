@@ -86,7 +86,8 @@ class Problem:
     """Validated data of one structured SVM, its oracle :meth:`most_violated`, and the record
     of a solver's run (LAI times, objective and gap per iteration)."""
 
-    def __init__(self, X, labels, *, C, loss, method, tol, max_iter, callback):
+    def __init__(self, X, labels, *, C, loss, method, tol, max_iter, callback,
+                 lai_callback=None):
         self.X = _check_X(X)
         n = self.X.shape[0]
         self.is_pos = as_positive_mask(labels, n).astype(bool)
@@ -103,6 +104,9 @@ class Problem:
         if callback is not None and not callable(callback):
             raise ValueError(f"callback must be callable or None; got {callback!r}.")
         self.callback = callback
+        if lai_callback is not None and not callable(lai_callback):
+            raise ValueError(f"lai_callback must be callable or None; got {lai_callback!r}.")
+        self.lai_callback = lai_callback
         self.lai_times, self.objective, self.gap = [], [], []
         self.lai_compile_time = 0.0
         self.last_scores = None
@@ -118,6 +122,8 @@ class Problem:
             coef_true = ground_truth_coef(is_pos, self.loss)
         scores = X @ w
         self.last_scores = scores
+        if self.lai_callback is not None:
+            self.lai_callback(scores, is_pos)
         ws = self.workspace
         if not self.lai_times:  # loads or compiles the kernels: run once untimed, see result
             start = time.perf_counter()

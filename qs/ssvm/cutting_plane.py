@@ -26,7 +26,7 @@ INITIAL_CAPACITY = 16
 
 
 def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
-                  qp_solver="daqp", callback=None):
+                  qp_solver="daqp", callback=None, lai_callback=None):
     """Train the structured SVM by the 1-slack cutting-plane method.
 
     Parameters
@@ -41,11 +41,14 @@ def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_i
     max_iter : cap on iterations (LAI calls).
     qp_solver : a ``qpsolvers`` backend name for the working set's dual QP.
     callback : called with a :class:`~qs.ssvm.Progress` after each iteration.
+    lai_callback : called as ``lai_callback(scores, labels)`` with the inputs of every timed
+        LAI call, before it (a recorder, to replay a training's calls), or None. The arrays
+        may be reused by later calls: keep copies.
 
     Returns a :class:`~qs.ssvm.SolverResult`.
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback)
+                   callback=callback, lai_callback=lai_callback)
     return solve(prob, prob.X.shape[1], qp_solver)
 
 

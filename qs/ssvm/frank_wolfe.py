@@ -14,14 +14,14 @@ from qs.ssvm._problem import Problem
 
 
 def frank_wolfe(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
-                callback=None):
+                callback=None, lai_callback=None):
     """Train the structured SVM by Frank-Wolfe on its dual.
 
     Parameters are those of :func:`~qs.ssvm.cutting_plane` (less ``qp_solver``); it stops when
     the duality gap is at most ``C * tol``. Returns a :class:`~qs.ssvm.SolverResult`.
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback)
+                   callback=callback, lai_callback=lai_callback)
     return solve(prob, prob.X.shape[1])
 
 

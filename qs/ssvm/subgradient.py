@@ -22,7 +22,7 @@ from qs.ssvm._problem import Problem
 
 
 def subgradient(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
-                batch_size=None, random_state=None, callback=None):
+                batch_size=None, random_state=None, callback=None, lai_callback=None):
     """Train the structured SVM by averaged subgradient descent.
 
     Parameters are those of :func:`~qs.ssvm.cutting_plane` (less ``qp_solver``), plus
@@ -33,7 +33,7 @@ def subgradient(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_ite
     :class:`~qs.ssvm.SolverResult`.
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback)
+                   callback=callback, lai_callback=lai_callback)
     return solve(prob, prob.X.shape[1], _subsets(prob.is_pos, batch_size, random_state))
 
 
