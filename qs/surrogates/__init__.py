@@ -1,7 +1,7 @@
 """The other ways of training for a rank-based metric, beside the exact structured hinge of
-:mod:`qs.torch`: SoDeep's learned sorter (:mod:`qs.surrogates.sodeep`), the global objectives
-of Eban et al. (:mod:`qs.surrogates.global_objectives`) and the outside methods
-(:mod:`qs.surrogates.outside`).
+`qs.torch`: SoDeep's learned sorter (`qs.surrogates.sodeep`), the global objectives
+of Eban et al. (`qs.surrogates.global_objectives`) and the outside methods
+(`qs.surrogates.outside`).
 
 Needs the ``[torch]`` extra; the names below load torch only when first used, so
 ``import qs.surrogates`` alone does not.
