@@ -413,7 +413,7 @@ class LatentRankSVM(BaseEstimator):
     """Latent structured SVM for bags of boxes (weakly supervised detection).
 
     The latent AP-SVM (``loss="ap"``) or the latent 0-1 SVM (``loss="01"``) of
-    [qs.ssvm.latent.latent_cutting_plane][], in scikit-learn style. The fitted model scores
+    `qs.ssvm.latent.latent_cutting_plane`, in scikit-learn style. The fitted model scores
     boxes, and an image by its best box. The defaults are those of the released latent
     AP-SVM.
 
@@ -446,7 +446,7 @@ class LatentRankSVM(BaseEstimator):
         Where padded Dask or zarr bags are scored (see [qs.detection.score_bags][]).
     working_set : int or None, default None
         The boxes per image kept in memory between passes over every box (exact; see
-        [qs.ssvm.latent.latent_cutting_plane][]); None keeps none.
+        `qs.ssvm.latent.latent_cutting_plane`); None keeps none.
     random_state : int, default 0
         Seed of the random initial boxes.
 

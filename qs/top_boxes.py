@@ -171,7 +171,7 @@ def class_top_boxes(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, k: i
     """Every class's best boxes of every image, and the rows the caller lacks, in one pass.
 
     The pass of latent training with all classes in lockstep
-    ([qs.ssvm.lockstep.latent_lockstep][]).
+    (`qs.ssvm.lockstep.latent_lockstep`).
 
     Parameters
     ----------

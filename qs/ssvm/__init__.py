@@ -25,4 +25,5 @@ __all__ = ["SOLVERS", "Progress", "SolverResult", "cutting_plane", "frank_wolfe"
            "ground_truth_coef", "subgradient"]
 
 #: solver name -> function
-SOLVERS: dict[str, Callable[..., SolverResult]] = {"cutting_plane": cutting_plane, "frank_wolfe": frank_wolfe, "subgradient": subgradient}
+SOLVERS: dict[str, Callable[..., SolverResult]] = {
+    "cutting_plane": cutting_plane, "frank_wolfe": frank_wolfe, "subgradient": subgradient}

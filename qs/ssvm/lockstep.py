@@ -1,6 +1,6 @@
 """Latent AP-SVM training of every class at once, out of core: one pass over all boxes per round.
 
-The latent structured SVM of [qs.ssvm.latent.latent_cutting_plane][] solves, at each
+The latent structured SVM of `qs.ssvm.latent.latent_cutting_plane` solves, at each
 outer (CCCP) step, an inner structured SVM whose negatives take their best box under the
 weights of every LAI call: in memory a product of all boxes with ``w`` per call, out of core
 a pass over the store per call. Here each class keeps a working set in memory instead: each
@@ -125,7 +125,7 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
     C : float or array_like of shape (n_classes,), default 100.0
         One value for every class, or one per class.
     loss : str, default "ap"
-        As [qs.ssvm.latent.latent_cutting_plane][] takes it, per class.
+        As `qs.ssvm.latent.latent_cutting_plane` takes it, per class.
     method : str, default "auto"
         The LAI method of training.
     timed : sequence of str, default ()
@@ -141,7 +141,7 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
         Outer steps made before a class's objective may count as settled.
     init : str, list of ndarray or array_like, default "random"
         "random" (a seeded random box per positive image, as
-        [qs.ssvm.latent.latent_cutting_plane][] draws it with ``random_state``), a list
+        `qs.ssvm.latent.latent_cutting_plane` draws it with ``random_state``), a list
         of one int array of boxes per class (one per positive image), or weights (d,
         n_classes): each positive image starts at its best box under its class's column
         (the first pass's top box), and the first working sets are the top boxes under them.
