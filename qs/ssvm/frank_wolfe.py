@@ -52,7 +52,7 @@ def frank_wolfe(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
     Raises
     ------
     ValueError
-        On bad data or parameters (as [qs.ssvm.cutting_plane][]).
+        On bad data or parameters (as [qs.ssvm.cutting_plane.cutting_plane][]).
 
     Examples
     --------

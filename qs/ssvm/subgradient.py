@@ -68,7 +68,7 @@ def subgradient(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
     Raises
     ------
     ValueError
-        On bad data or parameters (as [qs.ssvm.cutting_plane][]), or a ``batch_size``
+        On bad data or parameters (as [qs.ssvm.cutting_plane.cutting_plane][]), or a ``batch_size``
         outside [2, n_samples].
 
     Examples
