@@ -187,6 +187,18 @@ def test_api_pages_render_the_docstrings(pages):
     assert not defects, "\n".join(defects)
 
 
+#: the API pages whose modules' docstrings are numpydoc throughout: no defect may come back
+NUMPYDOC_PAGES = ("api/training/index.html", "api/surrogates/index.html")
+
+
+@pytest.mark.parametrize("path", NUMPYDOC_PAGES)
+def test_numpydoc_api_pages_render_without_defects(pages, path):
+    page = next((p for p in pages if p.path == path), None)
+    assert page is not None, f"{path} was not built"
+    defects = rendering_defects(page)
+    assert not defects, "\n".join(defects)
+
+
 NUMPYDOC = '''
 def rank(scores, labels, loss="ap"):
     """Rank the samples.
