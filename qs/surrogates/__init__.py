@@ -25,7 +25,8 @@ _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
+    """The public name `name` of its submodule, imported on first use."""
     if name in _WHERE:
         return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
