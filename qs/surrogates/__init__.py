@@ -8,6 +8,7 @@ Needs the ``[torch]`` extra; the names below load torch only when first used, so
 """
 
 import importlib
+from typing import Any
 
 _MODULES = {
     "qs.surrogates.sodeep": (
@@ -25,7 +26,7 @@ _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     """The public name `name` of its submodule, imported on first use."""
     if name in _WHERE:
         return getattr(importlib.import_module(_WHERE[name]), name)
