@@ -33,7 +33,7 @@ PARTS = ("curves", "batched", "distributed", "memory")
 LOSSES = ("exact AP hinge", "exact NDCG hinge", "DLM AP (positive, eps 0.1)", "black-box AP",
           "Smooth-AP")
 #: timed on CUDA only: the torch method (the GPU path) at every size, beside "auto" (numba on
-#: a CPU copy below qs.torch.CUDA_TORCH_FROM scores)
+#: a CPU copy below qs.torch.losses.CUDA_TORCH_FROM scores)
 CUDA_LOSSES = ("exact AP hinge, torch method",)
 #: Smooth-AP is skipped where its (Q, n, n) table and the temporaries of its backward
 #: (about four of them) would need more than this

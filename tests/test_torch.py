@@ -213,7 +213,7 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
 
 @pytest.mark.parametrize("kernels", [True, False])
 def test_auto_on_cuda_runs_the_torch_method_from_its_threshold(monkeypatch, kernels):
-    import qs.torch as qt
+    import qs.torch.losses as qt
 
     monkeypatch.setattr(qt, "cuda_kernels", lambda: kernels)
     start = qt.CUDA_TORCH_FROM if kernels else qt.CUDA_TORCH_OPS_FROM

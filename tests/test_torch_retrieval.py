@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch import hinge_solve  # noqa: E402
+from qs.torch.losses import hinge_solve  # noqa: E402
 from qs.torch.retrieval import (  # noqa: E402
     RetrievalLoss,
     ranked_against,

@@ -47,8 +47,9 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from qs.torch import _check, _solve, rank_hinge_loss, ranked_queries
-from qs.torch.retrieval import _check_options, check_embeddings, similarities
+from qs.torch.checks import check_embeddings, check_retrieval_options, check_score_input
+from qs.torch.losses import hinge_solve, rank_hinge_loss, ranked_queries
+from qs.torch.retrieval import similarities
 
 __all__ = ["distributed_rank_hinge_loss", "distributed_retrieval_loss"]
 
@@ -77,7 +78,7 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     names = ("embedding size", "dtype")
     try:
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
-        _check_options(loss, similarity, "mean")
+        check_retrieval_options(loss, similarity, "mean")
     except (TypeError, ValueError) as error:
         _exchange(group, None, names)
         raise error
@@ -112,7 +113,7 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
     _require_group()
     names = ("number of queries", "dtype")
     try:
-        pos = _check(scores, labels, loss, method, "mean")
+        pos = check_score_input(scores, labels, loss, method, "mean")
         if scores.ndim != 2:
             raise ValueError(f"scores must be 2-D (queries, this process's samples); got "
                              f"shape {tuple(scores.shape)}.")
@@ -143,9 +144,9 @@ class _GlobalRankLoss(torch.autograd.Function):
                  for r, n in enumerate(sizes)]
         # process 0's columns lead each row (read from their own block, not joined here)
         rest = parts[1:] or [(x[:mine, :0], pos[:mine, :0])]
-        values, coef, counts = _solve(_side_by_side([p[0] for p in rest]),
-                                      _side_by_side([p[1] for p in rest]), loss=loss,
-                                      method=method, lead=parts[0])
+        values, coef, counts = hinge_solve(loss, method)(_side_by_side([p[0] for p in rest]),
+                                                         _side_by_side([p[1] for p in rest]),
+                                                         lead=parts[0])
         # to process s: each query's value, whether it counts and its gradient on s's
         # columns, in rows padded to the most queries a process solves, so that what comes
         # back is one (world, most, 2 + n_r) block whose rows interleave into query order

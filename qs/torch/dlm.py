@@ -36,7 +36,8 @@ import torch
 from qs._numba import jit
 from qs.inference.batch import lai_batch
 from qs.losses import LOSSES
-from qs.torch import _READ_AS_IS, _check, _check_mask, row_loss
+from qs.torch.checks import READ_AS_IS, check_mask, check_score_input
+from qs.torch.losses import row_loss
 
 __all__ = ["DirectLoss", "UPDATES", "direct_coefficients", "direct_loss"]
 
@@ -86,7 +87,7 @@ def _solve(scores, pos, loss, eps, update, method):
     """(Delta (Q,), direct gradient (Q, n), valid (Q,)) on the scores' device. float32 and
     float64 CPU scores are read in place (float16 and bfloat16 widen to float32, exactly),
     and the gradient is written in their dtype: each value is the float64 one rounded."""
-    x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
+    x = scores.to("cpu", scores.dtype if scores.dtype in READ_AS_IS else torch.float32)
     grad, delta, valid = direct_gradient(x.numpy(), pos.cpu().numpy(), loss, eps, update,
                                          method)
     return (torch.from_numpy(delta).to(scores.device),
@@ -348,5 +349,6 @@ def _check_direct(scores, labels, loss, eps, update, method, reduction, mask):
     if method == "torch":
         raise ValueError("direct loss minimization runs on the CPU kernels; method 'torch' "
                          "is not one of its methods ('auto', a named method, or 'dp').")
-    pos = _check(scores, labels, loss, "auto" if method == "dp" else method, reduction)
-    return pos, None if mask is None else ~_check_mask(mask, scores)
+    pos = check_score_input(scores, labels, loss, "auto" if method == "dp" else method,
+                            reduction)
+    return pos, None if mask is None else ~check_mask(mask, scores)
