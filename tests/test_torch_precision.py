@@ -23,10 +23,10 @@ def test_low_precision_is_the_float64_loss_of_the_same_values(dtype, loss, metho
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.normal(size=(5, 300))).to(dtype).requires_grad_(True)
     labels = torch.from_numpy(rng.random((5, 300)) < 0.2)
-    value = rank_hinge_loss(x, labels, loss, method, "none")
+    value = rank_hinge_loss(x, labels, loss, method, "none", dim=-1)
     value.sum().backward()
     wide = x.detach().double().requires_grad_(True)
-    ref = rank_hinge_loss(wide, labels, loss, method, "none")
+    ref = rank_hinge_loss(wide, labels, loss, method, "none", dim=-1)
     ref.sum().backward()
     assert value.dtype == dtype and x.grad.dtype == dtype
     torch.testing.assert_close(value, ref.to(dtype), rtol=0, atol=0)
@@ -44,7 +44,7 @@ def test_ties_made_by_rounding_follow_the_documented_rule():
     assert len(set(half.tolist())) < len(set(base.tolist()))
     res = lai_batch(half.double()[None].numpy(), labels[None].numpy(), "ap", gradient=True)
     x = half.clone().requires_grad_(True)
-    rank_hinge_loss(x, labels, "ap", reduction="sum").backward()
+    rank_hinge_loss(x, labels, "ap", reduction="sum", dim=-1).backward()
     torch.testing.assert_close(x.grad, torch.from_numpy(res.coef[0]).to(torch.bfloat16),
                                rtol=0, atol=0)
 
@@ -76,7 +76,7 @@ def test_hinge_is_exact_at_a_large_spread(spread, dtype, loss, method):
     scores = np.stack([r[0] for r in rows])
     labels = np.stack([r[1] for r in rows])
     x = torch.from_numpy(scores).to(dtype).requires_grad_(True)
-    value = rank_hinge_loss(x, torch.from_numpy(labels), loss, method, "none")
+    value = rank_hinge_loss(x, torch.from_numpy(labels), loss, method, "none", dim=-1)
     wide = x.detach().double().numpy()
     ranks = [lai(s, y, loss).neg_rank for s, y in zip(wide, labels)]
     exact = [exact_hinge(s, y, r, loss) for s, y, r in zip(wide, labels, ranks)]

@@ -92,9 +92,9 @@ def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
 
 @jit
 def settled_sums(rank_or_slot, weight_of_rank, sums):
-    """(sum of the negatives' ``s - ref``, then the compensated sum of ``(w / (P N)) (s - ref)`` over
-    the negatives of the settled buckets as total and compensation; ``weight_of_rank``:
-    :func:`rank_weights`), from the buckets' sums."""
+    """(sum of the negatives' ``s - ref``, then the compensated sum of
+    ``(w / (P N)) (s - ref)`` over the negatives of the settled buckets as total and
+    compensation; ``weight_of_rank``: :func:`rank_weights`), from the buckets' sums."""
     first_slot = weight_of_rank.size
     total = 0.0
     hinge, comp = 0.0, 0.0
@@ -208,9 +208,9 @@ def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, weight_of_rank, out_o
     or at none get theirs too; ``moved[i]`` counts those that took it. The others are
     gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
     bucket. ``coef`` gets ``out_of_rank[r]`` (the coefficient of rank ``r``, shifted, in
-    ``coef``'s dtype). Returns the compensated sum (total, compensation) of ``(w / (P N)) (s - ref)``
-    (``weight_of_rank``: :func:`rank_weights`) over the negatives of straddling buckets given
-    a rank."""
+    ``coef``'s dtype). Returns the compensated sum (total, compensation) of
+    ``(w / (P N)) (s - ref)`` (``weight_of_rank``: :func:`rank_weights`) over the negatives
+    of straddling buckets given a rank."""
     first_slot = np.uintp(weight_of_rank.size)  # P + 2: ranks are 1 .. P + 1
     total, comp = 0.0, 0.0
     q = np.uintp(q)
@@ -260,8 +260,8 @@ def compact(starts, fill_from, fill_to, g_score, g_index, g_place):
 
 @jit
 def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts, n_live,
-                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, weight_of_rank, out_of_rank,
-                    neg_rank, coef):
+                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, weight_of_rank,
+                    out_of_rank, neg_rank, coef):
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
     interval and on the places of its gathered negatives (the first ``n_live[i]`` from
     ``starts[i]``): after those of the members that stayed at the top rank (neither gathered

@@ -93,7 +93,8 @@ def _zero_one(scores, is_pos):
     flip = 1.0 - y * scores > 0.0
     h = 0.5 / n
     coef = torch.where(flip, -y * h, y * h)
-    hinge = (flip.sum(dim=1).to(scores.dtype) + compensated_sum(torch.where(flip, -y * scores, 0.0))) / n
+    flipped = torch.where(flip, -y * scores, 0.0)
+    hinge = (flip.sum(dim=1).to(scores.dtype) + compensated_sum(flipped)) / n
     return hinge, coef - y * h, torch.zeros_like(scores, dtype=torch.int64)
 
 

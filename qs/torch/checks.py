@@ -13,7 +13,7 @@ from qs.inference.batch import BATCH_LOSSES
 from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = ["READ_AS_IS", "REDUCTIONS", "SIMILARITIES", "check_embeddings", "check_mask",
-           "check_retrieval_options", "check_score_input"]
+           "check_retrieval_options", "check_score_input", "ranked_along_columns"]
 
 REDUCTIONS = ("mean", "sum", "none")
 SIMILARITIES = ("cosine", "dot")
@@ -35,6 +35,19 @@ def check_score_input(scores, labels, loss, method, reduction, finite=True):
     if finite:
         check_finite_tensor(scores)
     return labels
+
+
+def ranked_along_columns(dim, scores):
+    """Whether the items of ``scores`` are ranked along the first of its two dimensions
+    (``dim`` 0 or -2 of a 2-D tensor, one query per column: the caller solves the transpose);
+    a ValueError for a ``dim`` the scores do not have. A 1-D tensor is one ranking for
+    ``dim`` 0 or -1."""
+    ndim = scores.ndim
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < ndim:
+        raise ValueError(f"dim must be the dimension along which items are ranked, an integer "
+                         f"from {-scores.ndim} to {scores.ndim - 1} for scores of shape "
+                         f"{tuple(scores.shape)}; got {dim!r}.")
+    return scores.ndim == 2 and dim % 2 == 0
 
 
 def check_mask(mask, scores):

@@ -3,8 +3,10 @@
 ``rank_hinge_loss(scores, labels, loss="ap")`` is, per query, the structured hinge of the
 ranking SVM, ``max_R (Delta(R*, R) + F(R)) - F(R*)``, found by exact loss-augmented inference
 (:mod:`qs.inference`); its gradient with respect to the scores is ``coef(R_bar) - coef(R*)``
-(an exact subgradient, since the inference is exact). Scores of shape (Q, n) hold Q queries,
-for instance the one-vs-rest classes of a mini-batch (``logits.T``), solved in one call.
+(an exact subgradient, since the inference is exact). A 2-D score tensor holds several
+queries, solved in one call: by default the items are ranked along dim 0, so the (N, C)
+logits of a mini-batch (as torch's classification losses take them) give one ranking of
+the N samples per class; ``dim=-1`` ranks along each row of a (Q, n) tensor instead.
 
 CPU tensors go to the numba kernels in one :func:`qs.inference.batch.lai_batch` call, which
 reads float32 and float64 scores in place and writes the gradient in their dtype; CUDA
@@ -26,10 +28,11 @@ import torch
 from qs.inference import resolve
 from qs.inference.batch import lai_batch
 from qs.torch._exact import cuda_kernels, lai_torch
-from qs.torch.checks import READ_AS_IS, check_mask, check_score_input
+from qs.torch.checks import READ_AS_IS, check_mask, check_score_input, ranked_along_columns
 
 __all__ = ["CUDA_TORCH_FROM", "CUDA_TORCH_OPS_FROM", "RankHingeLoss", "hinge_solve",
-           "rank_hinge_loss", "ranked_queries", "reduce_rows", "row_loss", "solve_kept"]
+           "rank_hinge_loss", "ranked_queries", "reduce_rows", "row_loss", "rows_of_queries",
+           "solve_kept"]
 
 #: on CUDA, "auto" runs the torch method from this many scores (all queries together) on,
 #: and numba on a CPU copy below: with numba's CUDA kernels (:mod:`qs.torch._cuda`) a call
@@ -42,13 +45,15 @@ CUDA_TORCH_FROM = 1 << 16
 CUDA_TORCH_OPS_FROM = 1 << 20
 
 
-def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, mask=None):
+def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, dim=0,
+                    mask=None):
     """The structured hinge of a rank-based loss, differentiable in ``scores``.
 
     Parameters
     ----------
-    scores : float tensor (n,) or (Q, n), finite; one row per query. float16 and bfloat16
-        (as autocast makes them) are accepted.
+    scores : float tensor (n,) or 2-D, finite: one query (n,), or one query per column
+        (``dim=0``: (n, Q), as the (batch, classes) logits of a classifier) or per row
+        (``dim=-1``: (Q, n)). float16 and bfloat16 (as autocast makes them) are accepted.
     labels : tensor or array of the same shape: 1/True positive, 0/-1/False negative.
     loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
     method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
@@ -60,9 +65,36 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
         copies the scores to the CPU and back.
     reduction : "mean" (over the queries that have a positive and a negative), "sum", or
         "none" (shape (Q,), or a scalar for 1-D scores).
+    dim : the dimension along which items are ranked: 0 (the default; each column of a 2-D
+        tensor is a query) or -1 (each row is). A 1-D tensor is one query either way.
     mask : optional bool tensor or array of the scores' shape, True where an entry takes no
         part in its query's ranking (as a masked array's mask): a query ranked against the
         others but not itself, padding. A masked entry gets zero gradient.
+
+    Returns
+    -------
+    A scalar tensor in the scores' dtype, or with ``reduction="none"`` one value per query.
+
+    Examples
+    --------
+    A classifier's (batch, classes) logits and one-hot targets: each class ranks the samples
+    of the batch (its positives are the samples of that class), the mean over the classes.
+
+    >>> import torch
+    >>> from qs.torch import rank_hinge_loss
+    >>> logits = torch.tensor([[2.0, 0.1], [0.3, 1.5], [1.1, -0.2], [-0.5, 0.4]],
+    ...                       requires_grad=True)
+    >>> targets = torch.tensor([[1, 0], [0, 1], [1, 0], [0, 1]])
+    >>> value = rank_hinge_loss(logits, targets, "ap")  # dim=0: one ranking per column
+    >>> value.backward()
+    >>> tuple(logits.grad.shape)
+    (4, 2)
+
+    The same rankings with one query per row, (classes, batch):
+
+    >>> same = rank_hinge_loss(logits.T, targets.T, "ap", dim=-1)
+    >>> bool(torch.equal(value, same))
+    True
 
     Notes
     -----
@@ -81,8 +113,18 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
                   and not scores.is_cuda)
     pos = check_score_input(scores, labels, loss, method, reduction, finite=not on_kernels)
     keep = None if mask is None else ~check_mask(mask, scores)
+    scores, pos, keep = rows_of_queries(dim, scores, pos, keep)
     return row_loss(scores, pos, keep, functools.partial(_solve, loss=loss, method=method),
                     reduction)
+
+
+def rows_of_queries(dim, scores, pos, keep=None):
+    """``scores``, ``pos`` and ``keep`` (None or bool, of the scores' shape) with one query
+    per row, for :func:`row_loss`: transposed views when the items are ranked along dim 0 of
+    a 2-D tensor (:func:`qs.torch.checks.ranked_along_columns`), as they are otherwise."""
+    if not ranked_along_columns(dim, scores):
+        return scores, pos, keep
+    return scores.T, pos.T, None if keep is None else keep.T
 
 
 def hinge_solve(loss, method):
@@ -134,18 +176,32 @@ def ranked_queries(pos, keep=None):
 
 
 class RankHingeLoss(torch.nn.Module):
-    """:func:`rank_hinge_loss` as a module: ``RankHingeLoss("ap")(scores, labels)``."""
+    """:func:`rank_hinge_loss` as a module: ``RankHingeLoss("ap")(scores, labels)``, the
+    items ranked along ``dim`` (0 by default: the columns of (batch, classes) logits).
 
-    def __init__(self, loss="ap", method="auto", reduction="mean"):
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.torch import RankHingeLoss
+    >>> logits = torch.tensor([[2.0, 0.1], [0.3, 1.5], [1.1, -0.2], [-0.5, 0.4]])
+    >>> targets = torch.tensor([[1, 0], [0, 1], [1, 0], [0, 1]])
+    >>> RankHingeLoss("ap", reduction="none")(logits, targets).shape  # one per class
+    torch.Size([2])
+    >>> RankHingeLoss("ap", reduction="none", dim=-1)(logits, targets).shape  # one per row
+    torch.Size([4])
+    """
+
+    def __init__(self, loss="ap", method="auto", reduction="mean", *, dim=0):
         super().__init__()
-        self.loss, self.method, self.reduction = loss, method, reduction
+        self.loss, self.method, self.reduction, self.dim = loss, method, reduction, dim
 
     def forward(self, scores, labels, mask=None):
         return rank_hinge_loss(scores, labels, self.loss, self.method, self.reduction,
-                               mask=mask)
+                               dim=self.dim, mask=mask)
 
     def extra_repr(self):
-        return f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}"
+        return (f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}, "
+                f"dim={self.dim!r}")
 
 
 class _RowLoss(torch.autograd.Function):

@@ -65,7 +65,8 @@ class CrossBatchMemory(torch.nn.Module):
         scores = off_diagonal(embeddings @ embeddings.T)  # the batch, each query left out
         positive = off_diagonal(labels[:, None] == labels[None, :])
         if not self.filled:
-            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
+            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction,
+                                    dim=-1)
         else:
             value = ranked_against(embeddings, labels,
                                    self.memory[: self.filled].to(embeddings.dtype),

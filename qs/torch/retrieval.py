@@ -62,7 +62,7 @@ def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="a
         scores = similarities(embeddings, refs, similarity)
         positive = labels[:, None] == ref_labels[None, :]
         return rank_hinge_loss(off_diagonal(scores), off_diagonal(positive), loss, method,
-                               reduction)
+                               reduction, dim=-1)
     if similarity == "cosine":
         embeddings = torch.nn.functional.normalize(embeddings, dim=1)
         refs = torch.nn.functional.normalize(refs, dim=1)
