@@ -20,8 +20,9 @@ code: 20 anchors, dual rate factor 0.1, multipliers starting at 1, thresholds at
 
 Scores are (n,) or (Q, n), one row per query (a class against the rest), as
 :func:`qs.torch.rank_hinge_loss` takes them with ``dim=-1``; labels the same shape (1/True
-positive, 0/-1/False negative). Losses are per-sample means (the Lagrangians divided by n), so mini-batches give
-unbiased estimates; the class prior ``|Y+| / n`` in the constant terms is the batch's own.
+positive, 0/-1/False negative). Losses are per-sample means (the Lagrangians divided by
+n), so mini-batches give unbiased estimates; the class prior ``|Y+| / n`` in the constant
+terms is the batch's own.
 The result is the mean over the queries. Needs the ``[torch]`` extra.
 """
 
