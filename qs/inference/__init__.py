@@ -68,7 +68,7 @@ class LAIResult:
         summed the same way.
     hinge : the structured hinge ``objective - ground_truth_F = loss + F(R) - F(R*)``,
         summed on its own: one compensated sum over the pairs the ranking puts out of order
-        (:mod:`qs.inference._hinge`), so that a sample in its ground-truth place takes no
+        (`qs.inference._hinge`), so that a sample in its ground-truth place takes no
         part however large its score; the difference of ``objective`` and
         ``ground_truth_F`` loses every digit once the scores spread far beyond the hinge.
     """

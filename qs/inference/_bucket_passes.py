@@ -94,7 +94,7 @@ def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
 def settled_sums(rank_or_slot, weight_of_rank, sums):
     """(sum of the negatives' ``s - ref``, then the compensated sum of
     ``(w / (P N)) (s - ref)`` over the negatives of the settled buckets as total and
-    compensation; ``weight_of_rank``: :func:`rank_weights`), from the buckets' sums."""
+    compensation; ``weight_of_rank``: `rank_weights`), from the buckets' sums."""
     first_slot = weight_of_rank.size
     total = 0.0
     hinge, comp = 0.0, 0.0
@@ -209,7 +209,7 @@ def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, weight_of_rank, out_o
     gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
     bucket. ``coef`` gets ``out_of_rank[r]`` (the coefficient of rank ``r``, shifted, in
     ``coef``'s dtype). Returns the compensated sum (total, compensation) of
-    ``(w / (P N)) (s - ref)`` (``weight_of_rank``: :func:`rank_weights`) over the negatives
+    ``(w / (P N)) (s - ref)`` (``weight_of_rank``: `rank_weights`) over the negatives
     of straddling buckets given a rank."""
     first_slot = np.uintp(weight_of_rank.size)  # P + 2: ranks are 1 .. P + 1
     total, comp = 0.0, 0.0
@@ -268,9 +268,9 @@ def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, 
     nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is
     partitioned in place and ``idx`` (gather positions, in input order within a bucket)
     moves along and breaks ties. Then the gathered negatives' ranks and coefficients
-    (``out_of_rank``, as :func:`settle_chunk` writes them). Returns (the compensated sum of
+    (``out_of_rank``, as `settle_chunk` writes them). Returns (the compensated sum of
     ``(w / (P N)) (score - spos[0])`` over them as total and compensation, ``weight_of_rank``:
-    :func:`rank_weights`; negatives per rank, those settled in the pass from straddling
+    `rank_weights`; negatives per rank, those settled in the pass from straddling
     buckets included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
@@ -318,7 +318,7 @@ def rank_coefficients(n_pos, n_neg):
 @jit
 def rank_weights(n_pos, n_neg):
     """The weight ``(P + 1 - r) / (P N)`` of a negative of rank ``r`` (0 .. P + 1) in the
-    hinge's score term (:mod:`qs.inference._hinge`): the positives below it."""
+    hinge's score term (`qs.inference._hinge`): the positives below it."""
     return (n_pos + 1 - np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
 
 

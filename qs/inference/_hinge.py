@@ -8,7 +8,7 @@ ground-truth place weighs exactly 0, however large its score, so the hinge is no
 difference of two large sums ``F(R_bar)`` and ``F(R*)``, which loses every digit once the
 scores spread far beyond the hinge (one positive at 10^17 and one negative at -10^17 on an
 otherwise ordinary ranking). The terms are added with Neumaier's compensated summation
-(:func:`add`): a running total and the rounding errors it dropped, kept apart.
+(`add`): a running total and the rounding errors it dropped, kept apart.
 """
 
 from qs._numba import jit_inline

@@ -206,13 +206,13 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
     :func:`scan_gather` writes them, ranks ``rk``), written straight to their places, and the
     negatives per rank into ``rank_count`` (P + 2 elements, zeroed here); then, in input order,
     their coefficients and the compensated sum of ``(w / (P N)) (score - ref)`` over them
-    (:mod:`qs.inference._hinge`: ``w = P + 1 - rank``), in input order as every method sums
+    (`qs.inference._hinge`: ``w = P + 1 - rank``), in input order as every method sums
     it (so that their hinges agree to the last bit, and the solvers' iterates with them).
     Returns (total, compensation). Only the int32 ranks are scattered: scattering the
     float64 coefficients too took twice the time from 10^6 negatives on, where the writes
     miss the cache. The pass in input order has no branch on the labels, which
     mispredicted at each positive: it writes a coefficient at every sample, the positives'
-    overwritten by :func:`finish`.
+    overwritten by `finish`.
     """
     n_neg = v.size
     for r in range(rank_count.size):
@@ -241,7 +241,7 @@ def finish(rank_count, neg_total, neg_comp, pos_sorted, pos_index, n_neg, coef, 
     """Coefficients of the positives from the negatives per rank; the result tuple
     (OK, -1, sum_pos, sum_neg, negatives above each positive, ``F(R_bar) - F(R*)``).
     ``neg_total + neg_comp``: the compensated sum of ``(w / (P N)) (score - ref)`` over the
-    negatives (:mod:`qs.inference._hinge`), which the positives' terms join.
+    negatives (`qs.inference._hinge`), which the positives' terms join.
     ``coef`` gets the coefficients less ``shift`` (a gradient's ``coef(R*)``)."""
     n_pos = pos_sorted.size
     n_above = np.empty(n_pos, dtype=np.int64)
@@ -260,7 +260,7 @@ def finish(rank_count, neg_total, neg_comp, pos_sorted, pos_index, n_neg, coef, 
 def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
     """Fill the negatives' ``coef`` from their ranks (in input order), counting them per rank
     into ``rank_count`` (P + 2 elements, zeroed here); return the compensated sum of
-    ``(w / (P N)) (score - ref)`` over the negatives (:mod:`qs.inference._hinge`) as (total,
+    ``(w / (P N)) (score - ref)`` over the negatives (`qs.inference._hinge`) as (total,
     compensation)."""
     for r in range(rank_count.size):
         rank_count[r] = 0

@@ -18,7 +18,7 @@ from qs.inference._input import NOT_FINITE, OK
 def zero_one_lai(scores, is_pos, coef):
     """Fill ``coef``; return (error, error_index, loss, ``F(y_hat) - F(y)``, ground-truth F).
     ``F(y_hat) - F(y) = -(1/n) sum y_k s_k`` over the flipped samples, one compensated sum
-    (:mod:`qs.inference._hinge`) in which a sample outside the margin takes no part, however
+    (`qs.inference._hinge`) in which a sample outside the margin takes no part, however
     large its score. The scores are checked before anything is written, so that bad input
     leaves ``coef`` (the caller's ``out``) as it was."""
     n = scores.size
