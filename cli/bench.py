@@ -46,7 +46,7 @@ def _given(ctx):
 @click.option("--config", "config_path", type=ConfigPath(),
               help="YAML config, or a default config's name [default: scaling].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory [default: results/scaling/<run-id>].")
+              help="Run directory [default: runs/scaling/<run-id>].")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the synthetic scores.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True),
               help="Skip a curve once a call is predicted to take longer (seconds).")
@@ -179,7 +179,7 @@ def torch_lai(parts, repeats, threads):
 
 @bench.command("torch-losses")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory [default: results/torch_losses/<run-id>].")
+              help="Run directory [default: runs/torch_losses/<run-id>].")
 @click.option("--sizes", help="Scores per query, comma-separated [2^8, 2^10, ..., 2^20].")
 @click.option("--queries", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True)
@@ -280,7 +280,8 @@ def cold_start(repeats, fresh_cache):
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir):
     """Redraw the figures of the run in RUN_DIR (PNG and PDF) from its result files: a
-    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection, CIFAR-10 or compare."""
+    scaling benchmark, a VOC2011 actions figure run, VOC2007 detection, CIFAR-10 or compare;
+    for digits and `qsrank fit` runs, their test AP table drawn as bars."""
     from qsrank.pipelines import _registry
 
     try:

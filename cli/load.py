@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import click
-
 from qsrank.common import USER_ERRORS, user_errors
 
 
@@ -23,6 +22,7 @@ def load():
 def load_poselet(path, features_dir, out):
     """Read the VOC2011 action poselet list file PATH and its feature files."""
     from qsrank.pipelines._io import write_npz
+
     from qs import data
 
     with user_errors():

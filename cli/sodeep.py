@@ -1,10 +1,9 @@
-"""`qsrank sodeep`: SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank
-error."""
+"""`qsrank sodeep`: SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or
+compare their rank error."""
 
 from pathlib import Path
 
 import click
-
 from qsrank.common import user_errors
 
 SORTER_KINDS = ("lstm", "cnn")  # qs.surrogates.sodeep.KINDS
@@ -13,7 +12,8 @@ SORTER_LENGTH = 64  # qs.surrogates.sodeep.DEFAULT_LENGTH
 
 @click.group()
 def sodeep():
-    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their rank error."""
+    """SoDeep's learned sorters (Engilberge et al., CVPR 2019): train one, or compare their
+    rank error."""
 
 
 @sodeep.command("train")

@@ -1,5 +1,6 @@
 """`qsrank train`, `qsrank compare` and `qsrank config`: run an experiment that a config
-names, and show the keys its config may give; `qsrank readme` rewrites the README's table."""
+names, and show the keys its config may give; `qsrank publish` copies a finished run into
+results/, and `qsrank readme` rewrites the README's table from there."""
 
 from pathlib import Path
 
@@ -23,7 +24,7 @@ SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")  # qs.ssvm.SOLVER
 @click.option("--solver", type=click.Choice(SOLVER_NAMES), help="Structured SVM solver.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory; an existing one resumes [default: "
-                   "results/<experiment>/<run-id>].")
+                   "runs/<experiment>/<run-id>].")
 @click.option("--force", is_flag=True, default=None,
               help="Retrain what the run directory already holds.")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -62,7 +63,7 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
                    "[default: compare].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory; an existing one resumes [default: "
-                   "results/compare/<run-id>].")
+                   "runs/compare/<run-id>].")
 @click.option("--force", is_flag=True, default=None,
               help="Retrain what the run directory already holds.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -162,3 +163,17 @@ def readme(readme, results):
 
     with user_errors():
         click.echo(headline.write_readme(readme, results))
+
+
+@click.command()
+@click.argument("run", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--to", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to publish [default: results/<experiment>/<RUN's name>].")
+def publish(run, to):
+    """Copy the finished run RUN's tables, figures and provenance into results/ (kept in git;
+    the docs and the README read them); `make readme` then updates the README's table."""
+    from qsrank.pipelines.publish import publish as publish_run
+
+    with user_errors():
+        to, names = publish_run(run, to)
+    click.echo(f"published {len(names)} files of {run} into {to}")

@@ -21,17 +21,29 @@ def load_config(path, defaults, resolve, overrides, sets=None):
     `sets` laid over it, then by the non-None `overrides`; checked by `resolve` (a pipeline's
     ``resolve``, returning the full config).
 
-    The file is checked on its own first, so its errors, unreadable file included, name it.
+    An error names where the offending value came from: the file (unreadable file included),
+    or ``--set`` when the file alone is valid and the `sets` laid over it are not.
     """
-    cfg = resolve(merge(defaults, sets)) if sets and path is None else defaults
+    cfg = defaults
     if path is not None:
         try:
             config = read_config(path)
-            cfg = resolve(with_sets({} if config is None else config, sets))
+            config = {} if config is None else config
+            cfg = resolve(config)
         except OSError as err:
             raise ValueError(f"cannot read config {path}: {err.strerror or err}") from None
         except (ValueError, yaml.YAMLError) as err:
-            raise ValueError(f"config {path}: {err}") from None
+            if not sets:
+                raise ValueError(f"config {path}: {err}") from None
+            try:  # a --set may mend the file's value
+                resolve(with_sets(config, sets))
+            except ValueError:
+                raise ValueError(f"config {path}: {err}") from None
+    if sets:
+        try:
+            cfg = resolve(with_sets(config, sets) if path is not None else merge(cfg, sets))
+        except ValueError as err:
+            raise ValueError(f"in --set: {err}") from None
     return resolve(merge(cfg, {k: v for k, v in overrides.items() if v is not None}))
 
 
@@ -61,9 +73,14 @@ def dump_config(cfg):
     return yaml.safe_dump(plain(cfg), sort_keys=False)
 
 
+#: where runs go when no directory is given; ignored by git, so that a run never changes the
+#: committed results (``qsrank publish`` copies a finished run into ``results/``)
+RUNS = Path("runs")
+
+
 def new_run_dir(experiment, kind=None):
-    """results/<experiment>/<UTC time>[-<kind>]-<random>: sorts by time, and two runs started
+    """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorts by time, and two runs started
     in the same second do not collide."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     label = f"{stamp}-{kind}" if kind else stamp
-    return Path("results") / experiment / f"{label}-{secrets.token_hex(3)}"
+    return RUNS / experiment / f"{label}-{secrets.token_hex(3)}"

@@ -2,8 +2,8 @@
 split of CIFAR-10 or digits-as-CIFAR, and the per-channel normalisation."""
 
 import numpy as np
-
 from qsrank.pipelines._runs import digest_arrays
+
 from qs.data.cifar10 import DIGITS_NOTE, digits_as_cifar, load_cifar10
 
 #: the default split of digits-as-CIFAR: images; val and train drawn from one pool

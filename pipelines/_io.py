@@ -1,8 +1,15 @@
-"""File writing shared by the pipelines: atomic writes of text, JSON, figures and arrays."""
+"""File writing shared by the pipelines: atomic writes of text, JSON, figures and arrays.
+
+An output is written only where a regular file or nothing stands (through a symlink, at its
+target): the atomic write ends in ``os.replace``, which would otherwise put a regular file in
+place of a FIFO, a socket or a device. A command that reads files refuses an output path that
+is one of them (`check_output`).
+"""
 
 import json
 import os
 import re
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,27 +18,69 @@ import numpy as np
 
 from qs.data.files import read_json
 
-# the name of the temporary file `atomic_path` writes for NAME: .NAME.<mkstemp's 8 characters>.tmp
-TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+# the temporary file `atomic_path` writes for NAME: .NAME.<mkstemp's 8 characters>.qsrank-tmp,
+# a suffix no other program writes, so that a run's clean-up never takes a user's file for one
+TEMPORARY_SUFFIX = ".qsrank-tmp"
+TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMPORARY_SUFFIX))
 
 
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds.
 
-    Readers never see a half-written file, and a failed run leaves no partial output.
+    Readers never see a half-written file, and a failed run leaves no partial output. A
+    symlink at `path` is written through (its target replaced); anything else that is not a
+    regular file is refused (`writable_path`).
     """
-    path = Path(path)
+    path = writable_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                               suffix=TEMPORARY_SUFFIX)
     os.close(fd)
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o644)
+        writable_path(path)  # again: something else may stand there now
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def writable_path(path):
+    """Where an output named `path` is written: `path`, or the target of the symlink(s) at
+    `path`; a ValueError when what stands there is not a regular file."""
+    path = Path(path)
+    target = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as err:
+        raise ValueError(f"Cannot write {path}: {err.strerror}.") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "no file")
+        via = "" if target == path.absolute() else f" (through the link to {target})"
+        raise ValueError(f"Cannot write {path}: it is {kind}{via}, not a regular file; an "
+                         "output is written only as a new file or over a regular file.")
+    return target
+
+
+def check_output(out, inputs):
+    """Refuse the output path `out` before any work when nothing may be written there
+    (`writable_path`) or when it is one of `inputs` ({what it is: path}), which writing it
+    would replace; the error names both."""
+    writable_path(out)
+    for what, path in inputs.items():
+        try:
+            same = os.path.samefile(out, path)
+        except OSError:  # one of them does not exist (yet): not the same file
+            same = False
+        if same:
+            raise ValueError(f"--out {out} is {what} {path}; writing the output there would "
+                             "replace it. Choose another output file.")
 
 
 def write_text(path, text):
@@ -57,9 +106,8 @@ def save_figure(fig, stem):
 
 def write_npz(path, arrays):
     """Write `arrays` to a compressed .npz at `path` atomically."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
 
 
 def write_json(path, obj):

@@ -8,11 +8,12 @@ import platform
 import subprocess
 import sys
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 from qsrank.pipelines._io import write_json
+
 from qs.data.files import read_json
 
 #: the repository's root where the code runs from a clone (installed editable); in an installed
@@ -75,7 +76,7 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete", co
     what stopped it), seed, data, host, time. `code`: the :func:`code_version` the command
     began with (default: the current one)."""
     return {
-        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
         "overrides": list(overrides),
         "status": status,

@@ -6,7 +6,7 @@ Modules load on first use, so listing the names imports nothing.
 
 import importlib
 
-EXPERIMENTS = ("cifar10", "compare", "digits", "voc2007_detection", "voc2011_actions")
+EXPERIMENTS = ("cifar10", "compare", "digits", "ltr", "voc2007_detection", "voc2011_actions")
 #: benchmark module of pipelines/ -> the command that runs it; the benchmarks of an
 #: experiment's training on its data sit in its package (Figures 2-3: `figures`)
 BENCHMARKS = {
@@ -41,11 +41,12 @@ def redraw(run_dir):
     if owner is None:
         raise ValueError(f"{run_dir} holds no qsrank run ({MARKER} missing): nothing to redraw")
     name, kind = owner["experiment"], owner["kind"]
-    known = name in EXPERIMENTS or name in BENCHMARKS  # a marker names a benchmark's module
+    # a marker names a benchmark's module, or fit (`qsrank fit`, no config experiment)
+    known = name in EXPERIMENTS or name in BENCHMARKS or name == "fit"
     draw = getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None) if known \
         else None
     if draw is None:
-        raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot redraws the "
-                         "figures of cifar10, compare, voc2007_detection, voc2011_actions "
-                         "figure and scaling runs")
+        raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot draws the "
+                         "figures of cifar10, compare, digits, fit, voc2007_detection, "
+                         "voc2011_actions figure and scaling runs")
     return draw(run_dir, kind)

@@ -43,6 +43,8 @@ class Experiment:
     - `write(run, records)`: the tables and figures, from the records of every unit in order;
     - `label(cfg)`: what progress lines and new run directories call the run (default: the
       name; a figure run of one vary, say);
+    - `unit_text(unit)`: what the progress bar says of the unit under way (default: its
+      names joined by spaces);
     - `command(cfg)`: what this command adds to the settings its provenance records (the vary
       of a figure run, whose directory holds several);
     - `report`: the Markdown files of a finished run that the CLI prints.
@@ -63,6 +65,7 @@ class Experiment:
     kind: str = "tables"
     unit_label: str = "unit"
     label: Callable = None
+    unit_text: Callable = None
     command: Callable = None
     report: tuple = ("table.md",)
 
@@ -107,7 +110,7 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     """Run every unit of `experiment` not already finished in the run directory under the same
     settings, write its outputs, and return the directory.
 
-    `out_dir` None writes to results/<experiment>/<UTC time>[-<label>]-<random>/. The config is
+    `out_dir` None writes to runs/<experiment>/<UTC time>[-<label>]-<random>/. The config is
     checked and the data loaded before the directory is claimed, so a bad config writes
     nothing; each finished unit is stored at once, so an interrupted run loses at most the unit
     under way.
@@ -135,10 +138,12 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
         if left:
             experiment.warm_up(cfg, left)
         session = experiment.session(state) if experiment.session else nullcontext()
+        text = experiment.unit_text or (lambda unit: " ".join(map(str, unit)))
+        # up to date: the status line says so, and no empty bar is drawn
         with session, tqdm(total=len(left), desc=label, unit=experiment.unit_label,
-                           disable=not progress) as bar:
+                           disable=not progress or not left) as bar:
             for unit in left:
-                bar.set_postfix_str(" ".join(map(str, unit)))
+                bar.set_postfix_str(text(unit))
                 stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
                 bar.update()
         experiment.write(state, [stores[u].get(unit_name(u)) for u in units])
@@ -149,7 +154,7 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
 def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None,
             overrides=()):
     """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
-    results/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
+    runs/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
     the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
     the `--set` `overrides`); when it fails, record the command as interrupted. The code
     recorded is the code as the run began: a run of hours must not take the commits made

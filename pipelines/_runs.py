@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import yaml
-
-from qsrank.pipelines._io import TEMPORARY, write_json
+from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, write_json
 from qsrank.pipelines._provenance import code_version
+
 from qs.data.files import read_json
-from qs.data.lock import OutputLock
+from qs.data.lock import OutputLock, is_lock_file
 
 MARKER = "qsrank-run.json"
 LOCK = ".qsrank-run.lock"
@@ -51,7 +51,7 @@ def claim_run_dir(out, experiment, kind):
                          f"{err.strerror or err}") from None
     _check_owner(out, mine)  # again, now that no other process writes there
     try:
-        for tmp in out.rglob(".*.tmp"):
+        for tmp in out.rglob(f".*{TEMPORARY_SUFFIX}"):
             if _stale_temporary(tmp):
                 tmp.unlink()
         with tempfile.TemporaryFile(dir=out):
@@ -69,7 +69,7 @@ def _check_owner(out, mine):
     if not out.is_dir():
         return
     owner = run_owner(out)
-    if owner is None and any(p.name != LOCK and not _stale_temporary(p)
+    if owner is None and any(not ((p.name == LOCK and is_lock_file(p)) or _stale_temporary(p))
                              for p in out.iterdir()):
         raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
                          "choose a new or empty directory")
@@ -101,7 +101,8 @@ def _lock(out):
 def _stale_temporary(path):
     """A file `qsrank.pipelines._io.atomic_path` was writing when its run was killed (this process
     holds the directory's lock, so no other writer is using it)."""
-    return path.is_file() and TEMPORARY.fullmatch(path.name) is not None
+    return (path.is_file() and not path.is_symlink()
+            and TEMPORARY.fullmatch(path.name) is not None)
 
 
 def run_owner(out):

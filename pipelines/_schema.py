@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
-
 from qsrank.pipelines._config import merge
 from qsrank.pipelines._yaml import parse_yaml, shown
 
@@ -251,7 +250,7 @@ def presets(builtin, keys, leaves, expected):
     return Annotated[Any, _leaf(check, expected)]
 
 
-def key(default, help, name=None):  # noqa: A002 - the word the config docs use
+def key(default, help, name=None):
     """A declared key: its default (a Section class: that section's defaults), its one line
     of help, and its name in the config when that is no Python name (`class`, `01`)."""
     if isinstance(default, type) and issubclass(default, BaseModel):
@@ -300,8 +299,8 @@ def error_line(model, error):
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
         allowed = ", ".join(keys(parent)) if parent else ""
-        where = f" in {'.'.join(loc[:-1])!r}" if len(loc) > 1 else ""
-        return f"unknown config key {path!r}; allowed keys{where}: {allowed}"
+        where = f" in {shown('.'.join(loc[:-1]))}" if len(loc) > 1 else ""
+        return f"unknown config key {shown(path)}; allowed keys{where}: {allowed}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"{path}: expected a mapping of keys; got {shown(error['input'])}"
     ctx_error = error.get("ctx", {}).get("error")
@@ -353,15 +352,15 @@ def parse_sets(items):
         path, sep, raw = item.partition("=")
         names = path.strip().split(".")
         if not sep or not all(names):
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY a dotted key path")
+            raise ValueError(f"--set {shown(item)}: expected KEY=VALUE with KEY a dotted key path")
         try:  # by the rules of a config file: 1e-5 a float, no aliases, ...
             value = parse_yaml(raw, f"--set {path.strip()}") if raw.strip() else None
         except ValueError as err:
-            raise ValueError(f"--set {item[:80]!r}: {err}") from None
+            raise ValueError(f"--set {shown(item)}: {err}") from None
         node = out
         for name in names[:-1]:
             node = node.setdefault(name, {})
             if not isinstance(node, dict):
-                raise ValueError(f"--set {item!r}: {name} is set to a value above")
+                raise ValueError(f"--set {shown(item)}: {shown(name)} is set to a value above")
         node[names[-1]] = value
     return out

@@ -28,9 +28,11 @@ def unconverged_note(n, what="training"):
 
 
 def markdown_table(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too; cells via str."""
-    header = [str(c) for c in header]
-    rows = [[str(c) for c in row] for row in rows]
+    """A Markdown pipe table with padded columns, readable as plain text too; cells via str,
+    a '|' escaped and a newline or other control character written as its escape (a class
+    named by the user's data may hold either), so that each row stays one line."""
+    header = [_text(c) for c in header]
+    rows = [[_text(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(row):
@@ -38,6 +40,12 @@ def markdown_table(header, rows):
 
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
                       *map(line, rows)])
+
+
+def _text(value):
+    text = str(value).replace("|", "\\|")
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def fmt(value, digits):
@@ -62,3 +70,28 @@ def frame_table(frame, formats):
     rows = [[cell(v, formats.get(c, "")) for c, v in zip(frame.columns, row)]
             for row in frame.itertuples(False)]
     return markdown_table(frame.columns, rows)
+
+
+def bar_figure(frame, groups, bars, ylabel, title, stem):
+    """A table drawn as grouped bars: one group per row (labelled by the column `groups`),
+    one bar per column of `bars` (name -> legend label); written to stem.png and stem.pdf,
+    whose paths are returned."""
+    from matplotlib.figure import Figure
+
+    from qsrank.pipelines._io import save_figure
+
+    fig = Figure(figsize=(min(12.0, max(6.4, 0.3 * len(frame) * len(bars))), 4.2))
+    ax = fig.add_subplot()
+    width = 0.8 / len(bars)
+    for k, (column, label) in enumerate(bars.items()):
+        ax.bar([i + (k - (len(bars) - 1) / 2) * width for i in range(len(frame))],
+               frame[column], width, label=label, color=f"C{k}")
+    ax.set_xticks(range(len(frame)), [str(g) for g in frame[groups]])
+    low = min(float(frame[list(bars)].min().min()), 1.0)
+    ax.set_ylim(max(0.0, low - 0.05), 1.0)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
+    fig.tight_layout()
+    return save_figure(fig, stem)

@@ -11,7 +11,6 @@ import sys
 import tempfile
 
 import numpy as np
-
 from qsrank.pipelines._tables import markdown_table
 
 #: what one fresh process runs: import, two calls, and its timings as JSON on stdout

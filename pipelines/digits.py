@@ -7,6 +7,7 @@ the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
 
 import hashlib
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,10 +19,10 @@ from sklearn.svm import LinearSVC
 
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
-from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._io import read_csv, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._runs import digest_arrays
-from qsrank.pipelines._tables import frame_table, mark, unconverged_note
+from qsrank.pipelines._tables import bar_figure, frame_table, mark, unconverged_note
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
 from qs.ssvm import SOLVERS
@@ -242,6 +243,15 @@ def write(run, records):
     for name, frame in (("table.csv", ap_table(runs)), ("runs.csv", runs)):
         write_csv(run.out / name, frame)
     write_text(run.out / "table.md", summary(run.cfg, runs, run.data[-1]))
+
+
+def redraw(run_dir, kind="tables"):
+    """Draw the run's test AP table (table.csv) as a figure, figure.png and .pdf: grouped bars
+    per digit; return their paths."""
+    table = read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
+    return bar_figure(table, "digit", {m: m for m in METHODS}, "test AP",
+                      "Digits one-vs-rest: test AP per digit (mean last)",
+                      Path(run_dir) / "figure")
 
 
 SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,

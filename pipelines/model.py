@@ -1,36 +1,107 @@
 """The model file of `qsrank fit`, and the `predict` and `evaluate` commands' work.
 
 A model is data, never pickle: ``model.json`` (format and version, qsrank's version, the
-features, the positive class of each one-vs-rest model, loss, C, scaling, the checksum of the
-weights) beside ``model.npz`` (``coef``, ``intercept``, ``mean``, ``scale``; read with
-``allow_pickle=False``). So loading a model from elsewhere runs no code, and a file of another
-format, version or feature count is refused in one line naming it.
+features, the positive class of each one-vs-rest model, loss, C, scaling, and the checksum of
+the whole model) beside ``model.npz`` (``coef``, ``intercept``, ``mean``, ``scale``; read with
+``allow_pickle=False``). So loading a model from elsewhere runs no code. model.json is checked
+against a schema (`ModelMeta`), the checksum covers model.json and model.npz together (an
+edit of either, feature names and classes included, is refused), and model.npz is read only
+to the size its declared shapes give: a file of another format, version or shape, or a zip
+bomb, is refused in one line naming it.
 """
 
 import hashlib
 import io
 import json
 import math
+import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import roc_auc_score
-
-from qsrank.pipelines._io import write_csv, write_json, write_npz
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from qsrank.pipelines._io import check_output, write_csv, write_json, write_npz
 from qsrank.pipelines._provenance import _version
-from qs.data.files import check_regular, read_bytes
-from qs.data.tables import align_features, read_labels, read_table
-from qs.metrics import average_precision, ndcg, voc_average_precision
+
+from qs.data.files import check_regular, read_bytes, shown
+from qs.data.tables import align_features, permuted_columns, read_labels, read_table
 
 FORMAT = "qsrank-linear-model"
-VERSION = 1
+VERSION = 2  # 2: the checksum covers model.json too
 JSON_NAME, WEIGHTS_NAME = "model.json", "model.npz"
 ARRAYS = ("coef", "intercept", "mean", "scale")
 METRICS = {"ap": "AP", "ndcg": "NDCG", "voc_ap": "VOC AP", "roc_auc": "ROC AUC"}
 _JSON_BYTES = 2 ** 26  # feature names of a million features fit
-_WEIGHTS_BYTES = 2 ** 33
+_NPY_HEADER = 2 ** 16  # the most a .npy member's header takes (format 1.0) and then some
+
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class ModelMeta(BaseModel):
+    """model.json as `write_model` writes it: every field typed, nothing else allowed."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    format: Literal[FORMAT]
+    format_version: Literal[VERSION]
+    qsrank_version: str | None
+    n_features: Annotated[int, Field(gt=0, le=2 ** 31)]
+    feature_names: list[str] | None
+    label_column: str | None
+    classes: Annotated[list[str | bool | int | _Finite], Field(min_length=1, max_length=2 ** 16)]
+    loss: Literal["ap", "ndcg", "01"]
+    solver: str
+    C: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
+    scaling: Literal["standard", "none"]
+    svmlight_zero_based: bool
+    column_fingerprint: dict | None
+    weights: Literal[WEIGHTS_NAME]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        names = self.feature_names
+        if names is not None and len(names) != self.n_features:
+            raise ValueError(f"feature_names: {len(names)} names for {self.n_features} "
+                             "features")
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError(f"feature_names: {_repeated(names)} appears more than once")
+        if len({str(c) for c in self.classes}) != len(self.classes):
+            raise ValueError(f"classes: {_repeated([str(c) for c in self.classes])} appears "
+                             "more than once")
+        if len(self.C) != len(self.classes):
+            raise ValueError(f"C: {len(self.C)} values for {len(self.classes)} classes")
+        if not _fingerprint_ok(self.column_fingerprint, self.n_features):
+            raise ValueError("column_fingerprint: malformed for the model's feature columns")
+        return self
+
+
+def _fingerprint_ok(fingerprint, n_features):
+    """Whether a model's column fingerprint (`qs.data.tables.column_fingerprint`) is absent
+    or well formed for ``n_features`` columns."""
+    if fingerprint is None:
+        return True
+    if not isinstance(fingerprint, dict) or fingerprint.get("count") != n_features:
+        return False
+    lists = [fingerprint.get(k) for k in ("columns", "mean", "std")]
+    if not all(isinstance(v, list) and len(v) == len(lists[0]) for v in lists):
+        return False
+    return (all(isinstance(c, int) and 0 <= c < n_features for c in lists[0])
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in lists[1] + lists[2]))
+
+
+def _cut(value):
+    """`value` as Python writes it, cut short: read from a file, it may be anything."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _repeated(items):
+    seen = set()
+    return shown(next(x for x in items if x in seen or seen.add(x)))
 
 
 @dataclass(frozen=True)
@@ -51,24 +122,42 @@ class Model:
         return np.asarray(X @ w.T) + (self.intercept - w @ self.mean)
 
 
+def model_digest(meta, weights):
+    """The checksum of a model: SHA-256 of model.json's fields but ``sha256`` (as canonical
+    JSON), then of the bytes `weights` of model.npz."""
+    fields = {k: v for k, v in meta.items() if k != "sha256"}
+    h = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"),
+                                  allow_nan=False).encode())
+    h.update(weights)
+    return h.hexdigest()
+
+
 def write_model(directory, meta, **arrays):
     """Write model.npz (the `ARRAYS`) and model.json (`meta` with the format, version and
-    the weights' checksum) into `directory`, each atomically; return the JSON's path."""
+    the model's checksum) into `directory`, each atomically; return the JSON's path."""
     directory = Path(directory)
     write_npz(directory / WEIGHTS_NAME, {k: np.asarray(arrays[k], np.float64) for k in ARRAYS})
-    digest = hashlib.sha256((directory / WEIGHTS_NAME).read_bytes()).hexdigest()
-    write_json(directory / JSON_NAME, {"format": FORMAT, "format_version": VERSION,
-                                       "qsrank_version": _version("qsrank"), **meta,
-                                       "weights": WEIGHTS_NAME, "weights_sha256": digest})
+    meta = json.loads(json.dumps({"format": FORMAT, "format_version": VERSION,
+                                  "qsrank_version": _version("qsrank"), **meta,
+                                  "weights": WEIGHTS_NAME}))  # as it reads back
+    meta["sha256"] = model_digest(meta, (directory / WEIGHTS_NAME).read_bytes())
+    write_json(directory / JSON_NAME, meta)
     return directory / JSON_NAME
+
+
+def model_files(path):
+    """(model.json, model.npz) of the model at `path` (its model.json, or a run directory
+    holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / JSON_NAME
+    return path, path.parent / WEIGHTS_NAME
 
 
 def read_model(path):
     """The model at `path` (its model.json, or a run directory holding one), every field
     checked; a ValueError naming the file otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / JSON_NAME
+    path, weights = model_files(path)
     raw = read_bytes(path, "the model file", _JSON_BYTES)
     try:
         meta = json.loads(raw.decode("utf-8"))
@@ -78,74 +167,157 @@ def read_model(path):
         raise ValueError(f"{path}: not a qsrank model file (expected the {JSON_NAME} that "
                          "`qsrank fit` writes).")
     if meta.get("format_version") != VERSION:
-        raise ValueError(f"{path}: model format version {meta.get('format_version')!r}; this "
-                         f"qsrank reads version {VERSION} (written by qsrank "
-                         f"{meta.get('qsrank_version')}); refit the model.")
-    n, classes, names = meta.get("n_features"), meta.get("classes"), meta.get("feature_names")
-    if not (isinstance(n, int) and n > 0 and isinstance(classes, list) and classes
-            and (names is None or isinstance(names, list) and len(names) == n)
-            and isinstance(meta.get("weights"), str)):
-        raise ValueError(f"{path}: damaged qsrank model file (n_features, feature_names, "
-                         "classes or weights missing or inconsistent).")
-    weights = path.parent / Path(meta["weights"]).name
-    raw = read_bytes(weights, "the model weights", _WEIGHTS_BYTES)
-    if hashlib.sha256(raw).hexdigest() != meta.get("weights_sha256"):
-        raise ValueError(f"{weights}: its checksum differs from the one {path} records; the "
-                         "weights belong to another model or were changed.")
-    arrays = _weights(weights, raw, n, len(classes))
+        raise ValueError(f"{path}: model format version {_cut(meta.get('format_version'))}; "
+                         f"this qsrank reads version {VERSION} (written by qsrank "
+                         f"{_cut(meta.get('qsrank_version'))}); refit the model.")
+    try:
+        ModelMeta.model_validate(meta)
+    except ValidationError as err:
+        error = err.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        message = error["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{path}: damaged qsrank model file: "
+                         f"{where + ': ' if where else ''}{message}.") from None
+    shapes = {"coef": (len(meta["classes"]), meta["n_features"]),
+              "intercept": (len(meta["classes"]),), "mean": (meta["n_features"],),
+              "scale": (meta["n_features"],)}
+    inflated = sum(8 * math.prod(shape) + _NPY_HEADER for shape in shapes.values())
+    raw = read_bytes(weights, "the model weights", inflated + inflated // 64 + 2 ** 20)
+    if model_digest(meta, raw) != meta["sha256"]:
+        raise ValueError(f"{path}: its checksum does not match it and {weights.name}; the "
+                         "model was changed after `qsrank fit` wrote it, or its weights "
+                         "belong to another model.")
+    arrays = _weights(weights, raw, shapes)
     return Model(meta, *(arrays[k] for k in ARRAYS), path)
 
 
-def _weights(path, raw, n_features, n_classes):
-    """The arrays of model.npz (its bytes `raw`), checked against the shapes the JSON
-    gives."""
-    shapes = {"coef": (n_classes, n_features), "intercept": (n_classes,),
-              "mean": (n_features,), "scale": (n_features,)}
+def _weights(path, raw, shapes):
+    """The arrays of model.npz (its bytes `raw`), each member checked against the shape the
+    JSON gives before it is inflated."""
     try:
+        _check_members(path, raw, shapes)
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in ARRAYS if k in npz.files}
-    except Exception as err:  # zip, zlib, pickle refusal (ValueError), ...
+            arrays = {k: npz[k] for k in ARRAYS}
+    except ValueError as err:
+        if str(err).startswith(f"{path}:"):
+            raise
+        raise ValueError(f"{path}: not a readable .npz of model weights (ValueError).") from None
+    except Exception as err:  # zip, zlib, ...
         raise ValueError(f"{path}: not a readable .npz of model weights "
                          f"({type(err).__name__}).") from None
     for name, shape in shapes.items():
-        a = arrays.get(name)
-        if a is None or a.dtype.kind != "f" or a.shape != shape or not np.isfinite(a).all():
+        a = arrays[name]
+        if a.dtype.kind != "f" or a.shape != shape or not np.isfinite(a).all():
             raise ValueError(f"{path}: {name} must be finite floats of shape {shape}; got "
-                             f"{'nothing' if a is None else f'{a.dtype} of shape {a.shape}'}.")
-    if (arrays["scale"] <= 0).any():
-        raise ValueError(f"{path}: scale must be > 0.")
+                             f"{a.dtype} of shape {a.shape}.")
+    if (arrays["scale"] < np.finfo(np.float64).tiny).any():
+        raise ValueError(f"{path}: scale must be at least {np.finfo(np.float64).tiny:.3g} (a "
+                         f"feature's spread); got {arrays['scale'].min():.3g}.")
+    with np.errstate(all="ignore"):
+        w = arrays["coef"] / arrays["scale"]
+        offset = arrays["intercept"] - w @ arrays["mean"]
+    if not (np.isfinite(w).all() and np.isfinite(offset).all()):
+        raise ValueError(f"{path}: coef / scale overflows; the weights and the scaling do not "
+                         "describe a usable model.")
     return arrays
+
+
+def _check_members(path, raw, shapes):
+    """Refuse model.npz unless it holds exactly the `ARRAYS`, each a float64 .npy member of
+    its expected shape that inflates to no more than that shape takes (a zip bomb is refused
+    before it inflates)."""
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        members = {info.filename: info for info in zf.infolist()}
+        if sorted(members) != sorted(f"{k}.npy" for k in ARRAYS):
+            raise ValueError(f"{path}: expected the members {', '.join(ARRAYS)} (.npy); got "
+                             f"{', '.join(shown(m) for m in list(members)[:8])}.")
+        for name, shape in shapes.items():
+            info = members[f"{name}.npy"]
+            if info.file_size > 8 * math.prod(shape) + _NPY_HEADER:
+                raise ValueError(f"{path}: {name} inflates to {info.file_size:,} bytes, more "
+                                 f"than an array of shape {shape} takes.")
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if read_header is None:
+                    raise ValueError(f"{path}: {name} is a .npy of version {version}, not one "
+                                     "qsrank writes.")
+                got, _, dtype = read_header(fh)
+            if got != shape or dtype != np.float64:
+                raise ValueError(f"{path}: {name} must be finite floats of shape {shape}; got "
+                                 f"{dtype} of shape {got}.")
 
 
 def predict(model_path, data_path, out, label_column=None):
     """Score the rows of `data_path` with the model at `model_path` and write them to the CSV
     `out` (one column per positive class); return the number of rows. A table's
     `label_column` (default: the model's) is left out of the features."""
+    json_path, weights = model_files(model_path)
+    check_output(out, {"the model file": json_path, "the model weights": weights,
+                       "the data file": data_path})
     model = read_model(model_path)
     label_column = label_column or model.meta.get("label_column")
-    table = read_table(data_path, label_column=label_column, labels=False)
+    table = read_table(data_path, label_column=label_column, labels=False,
+                       zero_based=model.meta["svmlight_zero_based"])
+    if table.X.shape[0] == 0:
+        raise ValueError(f"{table.path}: holds no rows to score.")
     X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
                        f"the model {model.path}")
-    frame = pd.DataFrame(model.scores(X), columns=[str(c) for c in model.meta["classes"]])
+    if model.meta["column_fingerprint"] is not None and table.feature_names is None:
+        warn_permuted(table.path, model.meta["column_fingerprint"], X, f"the model {model.path}")
+    with np.errstate(all="ignore"):
+        scores = model.scores(X)
+    bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
+    if bad.size:
+        raise ValueError(f"{table.path}: {bad.size} of its {len(scores)} rows (the first: data "
+                         f"row {bad[0] + 1}) score inf or NaN under the model {model.path}; "
+                         "their values are too large for the model's weights and scaling.")
+    frame = pd.DataFrame(scores, columns=[str(c) for c in model.meta["classes"]])
     write_csv(out, frame)
     return len(frame)
 
 
+def warn_permuted(path, fingerprint, X, against):
+    """One line on stderr when the columns of ``X`` (read from ``path``, a file without
+    column names) look permuted against the ``fingerprint`` of ``against``'s columns."""
+    found = permuted_columns(fingerprint, X)
+    if found is not None:
+        print(f"Warning: {path}: {found} ({against}).", file=sys.stderr)
+
+
 def rank_metrics(relevant, scores):
-    """AP, NDCG, VOC AP (qs.metrics) and ROC AUC (scikit-learn) of a ranking; NaN each when
+    """AP, NDCG, VOC AP (qs.metrics) and ROC AUC (`roc_auc`) of a ranking; NaN each when
     the labels hold no positive or no negative."""
     relevant = np.asarray(relevant, dtype=bool)
     if relevant.all() or not relevant.any():
         return dict.fromkeys(METRICS, math.nan)
+    from qs.metrics import average_precision, ndcg, voc_average_precision  # not for predict
+
     return {"ap": average_precision(relevant, scores), "ndcg": ndcg(relevant, scores),
             "voc_ap": voc_average_precision(relevant, scores),
-            "roc_auc": float(roc_auc_score(relevant, scores))}
+            "roc_auc": roc_auc(relevant, scores)}
+
+
+def roc_auc(relevant, scores):
+    """ROC AUC as the Mann-Whitney statistic: the share of (positive, negative) pairs the
+    scores order right, a tie counting half (what scikit-learn's ``roc_auc_score`` gives;
+    the tests compare them). Written here because importing scikit-learn's metrics costs
+    `qsrank evaluate` most of its start-up."""
+    _, where, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = ((ends - counts + 1 + ends) / 2)[where]  # 1-based, ties at their mean rank
+    n_pos = int(relevant.sum())
+    n_neg = relevant.size - n_pos
+    return float((ranks[relevant].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def evaluate(scores_path, labels_path, label_column=None, out=None):
     """The metrics of each score column of `scores_path` (as `predict` writes them), the
     column's class against the rest of the labels of `labels_path`; written to the CSV `out`
     when given. Returns a DataFrame: class, positives, then the `METRICS`."""
+    if out is not None:
+        check_output(out, {"the scores file": scores_path, "the labels file": labels_path})
     scores = _read_scores(scores_path)
     labels = np.asarray(read_labels(labels_path, label_column=label_column)).astype(str)
     if labels.size != len(scores):

@@ -6,11 +6,11 @@ import glob
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
-from qsrank.pipelines._io import TEMPORARY, atomic_path
+from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, atomic_path
 from qsrank.pipelines._provenance import provenance
 from qsrank.pipelines._tables import fmt, markdown_table
+from tqdm import tqdm
+
 from qs.data.lock import OutputLock
 
 
@@ -31,7 +31,7 @@ def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=
     with OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"), \
             tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",
                  disable=not progress) as bar:
-        for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a kill
+        for tmp in out.parent.glob(f".{glob.escape(out.name)}.*{TEMPORARY_SUFFIX}"):  # a kill's
             if TEMPORARY.fullmatch(tmp.name):
                 tmp.unlink()
 
@@ -68,8 +68,8 @@ def train_report(meta, out):
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
     """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the
-    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and CNN), all on the same
-    `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
+    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and
+    CNN), all on the same `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
     from qs.surrogates import sodeep
 
     seed = sodeep.TEST_SEED if seed is None else seed

@@ -338,7 +338,7 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
         batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0,
         devices=None):
     """Run the parts named in ``parts`` into the run directory ``out`` (default
-    results/torch_losses/<run-id>); return (the run directory, the report). ``devices``: those
+    runs/torch_losses/<run-id>); return (the run directory, the report). ``devices``: those
     of the curves (None: the CPU, and CUDA when torch sees one)."""
     import torch
 

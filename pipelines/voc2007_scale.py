@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from qsrank.pipelines._measure import median_time, peak_bytes
 from qsrank.pipelines._provenance import provenance
 from qsrank.pipelines._tables import markdown_table
+
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
 from qs.detection import score_bags
 from qs.inference import lai

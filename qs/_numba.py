@@ -8,13 +8,13 @@ them.
 
 Loss-generic kernels take as first argument either a built-in loss's code (an integer, so
 that they are cached like the others) or a user's increment kernel (see
-:func:`qs.losses.increment`); :mod:`qs.losses` registers its built-in kernels' codes here
-(:func:`builtin_increment`), so that :func:`bind` needs no import of it. numba cannot cache code compiled for a function argument: a
-user's :class:`qs.losses.QSLoss` compiles on its first use in every process, and those
-compilations are kept out of the disk cache.
+`qs.losses.increment`); `qs.losses` registers its built-in kernels' codes here
+(`builtin_increment`), so that `bind` needs no import of it. numba cannot cache code
+compiled for a function argument: a user's `qs.losses.QSLoss` compiles on its first use in
+every process, and those compilations are kept out of the disk cache.
 
 No ``fastmath``: it would change NaN/inf semantics and the tie-breaking comparisons the
-methods must share. :data:`ONE` is the unsigned step of the kernels' hot loops.
+methods must share. `ONE` is the unsigned step of the kernels' hot loops.
 """
 
 import functools
@@ -46,7 +46,7 @@ def source_stamp(own_file=None):
 
 
 def _stamped(name):
-    """numba's locator class ``name``, its freshness stamp replaced by :func:`source_stamp`."""
+    """numba's locator class ``name``, its freshness stamp replaced by `source_stamp`."""
     base = getattr(caching, name, None) or getattr(caching, "_" + name)
     return type("Stamped" + name, (base,),
                 {"get_source_stamp": lambda self: source_stamp(self._py_file)})
@@ -54,7 +54,8 @@ def _stamped(name):
 
 class _CacheImpl(caching.CompileResultCacheImpl):
     # numba's order: NUMBA_CACHE_DIR when set, __pycache__ beside the source, the user's cache
-    _locator_classes = [_stamped(n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
+    _locator_classes = [_stamped(n) for n in ("UserProvidedCacheLocator",  # noqa: RUF012
+                                              "InTreeCacheLocator",
                                               "UserWideCacheLocator")]
 
 
@@ -77,7 +78,7 @@ def _takes_function(sig):
     return any(isinstance(a, numba.types.Dispatcher) for a in args)
 
 
-_warned = []
+_warned: list[str] = []
 
 
 def _warn_once(message):
@@ -139,14 +140,14 @@ jit_inline = numba.njit(inline="always", nogil=True)
 #: instead, which makes them 25-30% faster. Adding a signed number gives a signed result.
 ONE = np.uintp(1)
 
-#: increment kernel of a built-in loss -> its code, as :func:`builtin_increment` registers them
-BUILTIN_INCREMENTS = {}
-_bound = {}
+#: increment kernel of a built-in loss -> its code, as `builtin_increment` registers them
+BUILTIN_INCREMENTS: dict[object, int] = {}
+_bound: dict[object, object] = {}
 
 
 def builtin_increment(code):
     """Decorator registering a built-in loss's increment kernel under ``code`` (an integer
-    the loss-generic kernels branch on), so that :func:`bind` passes the code in its place."""
+    the loss-generic kernels branch on), so that `bind` passes the code in its place."""
     def register(kernel):
         BUILTIN_INCREMENTS[kernel] = code
         return kernel

@@ -15,19 +15,20 @@ image's scores come from one matrix product of its own ``(K_max, d)`` rows (NumP
 ``matmul``), so they do not depend on how the images are grouped into blocks: in memory, on
 the threaded scheduler or on a ``dask.distributed`` cluster, the result is the same to the bit.
 
-The argmax rule lives in :func:`bag_argmax` and :func:`padded_argmax` only: the best box is
+The argmax rule lives in `bag_argmax` and `padded_argmax` only: the best box is
 the first among equal scores, padding excluded. Each image's best few boxes (the working sets
-of latent training) come from :mod:`qs.top_boxes`, by the same blocks and products: it scores
-its blocks with :func:`flat_parts`, :func:`dask_parts` and :func:`sub_blocks`, as
-:func:`score_bags` does.
+of latent training) come from [qs.top_boxes][], by the same blocks and products: it scores
+its blocks with `flat_parts`, `dask_parts` and `sub_blocks`, as `score_bags` does.
 """
 
 import contextlib
 import numbers
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.metrics import nms
 
@@ -41,9 +42,22 @@ LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "processes")
 
 
 class Detections(NamedTuple):
-    """Detections of every image and class, one entry each: ``image`` and ``box`` (indices),
-    ``cls`` (class column of ``W``), ``score``. Per image and class, the survivors of
-    non-maximum suppression among its best-scoring boxes, best first; images in order."""
+    """Detections of every image and class, one entry each.
+
+    Per image and class, the survivors of non-maximum suppression among its best-scoring
+    boxes, best first; images in order.
+
+    Attributes
+    ----------
+    image : ndarray of shape (n_detections,)
+        Index of the image (int64).
+    box : ndarray of shape (n_detections,)
+        Index of the box within its image (int64).
+    cls : ndarray of shape (n_detections,)
+        Class: the column of ``W`` (int64).
+    score : ndarray of shape (n_detections,)
+        The box's score for the class.
+    """
 
     image: np.ndarray
     box: np.ndarray
@@ -53,12 +67,18 @@ class Detections(NamedTuple):
 
 @dataclass(frozen=True)
 class BoxScores:
-    """Outcome of :func:`score_bags`.
+    """Outcome of `score_bags`.
 
-    best : int64 (n_images, n_classes), index of each image's best box per class.
-    score : float64 (n_images, n_classes), its score (an image's score for the class).
-    rows : float64 (n_images, n_classes, d), the best boxes' features, or None.
-    detections : :class:`Detections`, or None.
+    Attributes
+    ----------
+    best : ndarray of shape (n_images, n_classes)
+        Index of each image's best box per class (int64).
+    score : ndarray of shape (n_images, n_classes)
+        Its score (an image's score for the class).
+    rows : ndarray of shape (n_images, n_classes, d) or None
+        The best boxes' features (float64), when asked for.
+    detections : Detections or None
+        The detections, when asked for (``top``).
     """
 
     best: np.ndarray
@@ -67,9 +87,29 @@ class BoxScores:
     detections: Detections | None = None
 
 
-def bag_argmax(box_scores, offsets):
-    """Row of the best-scoring box of every bag of a flat layout (``offsets`` (n_images + 1,)
-    bounds the bags of ``box_scores`` (n_boxes,)); the first one among equal scores."""
+def bag_argmax(box_scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Row of the best-scoring box of every bag of a flat layout.
+
+    Parameters
+    ----------
+    box_scores : ndarray of shape (n_boxes,)
+        The score of every box, bag after bag.
+    offsets : ndarray of shape (n_images + 1,)
+        Bounds of the bags in ``box_scores``.
+
+    Returns
+    -------
+    ndarray of shape (n_images,)
+        The row (in ``box_scores``) of each bag's best box: the first one among equal
+        scores.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.detection import bag_argmax
+    >>> bag_argmax(np.array([0.5, 2.0, 2.0, 1.0, 3.0]), np.array([0, 3, 5])).tolist()
+    [1, 4]
+    """
     starts, sizes = offsets[:-1], np.diff(offsets)
     padded = np.full((sizes.size, int(sizes.max())), -np.inf)
     padded[np.repeat(np.arange(sizes.size), sizes), np.arange(box_scores.size)
@@ -78,19 +118,62 @@ def bag_argmax(box_scores, offsets):
     return starts + best[:, 0]
 
 
-def padded_argmax(scores, counts):
-    """``(index, score)`` of the best valid box of each image and class of ``scores``
-    (n, K, c): the first maximum, rows at or beyond ``counts`` never chosen."""
+def padded_argmax(scores: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best valid box of each image and class of padded scores.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n, K, c)
+        Scores of every box of each image, per class.
+    counts : ndarray of shape (n,)
+        Valid boxes per image: rows at or beyond ``counts`` are never chosen.
+
+    Returns
+    -------
+    index : ndarray of shape (n, c)
+        The best box (the first maximum).
+    score : ndarray of shape (n, c)
+        Its score.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.detection import padded_argmax
+    >>> index, score = padded_argmax(np.array([[[1.0], [5.0]], [[2.0], [9.0]]]),
+    ...                              np.array([2, 1]))
+    >>> index.tolist(), score.tolist()
+    ([[1], [0]], [[5.0], [2.0]])
+    """
     scores = np.where((np.arange(scores.shape[1]) < counts[:, None])[:, :, None], scores,
                       -np.inf)
     best = scores.argmax(axis=1)
     return best, np.take_along_axis(scores, best[:, None, :], axis=1)[:, 0]
 
 
-def check_padded(features, counts):
-    """Validated padded bags: ``features`` as a float64 NumPy array or a Dask array chunked by
-    images only (a zarr or other chunked array becomes a Dask array over its chunks), and
-    ``counts`` as int64 with ``1 <= counts <= K_max``."""
+def check_padded(features: Any, counts: npt.ArrayLike) -> tuple[Any, np.ndarray]:
+    """Validated padded bags.
+
+    Parameters
+    ----------
+    features : ndarray, dask array or zarr array of shape (n_images, K_max, d)
+        Box features, floating point.
+    counts : array_like of shape (n_images,)
+        Valid boxes per image, integers in [1, K_max].
+
+    Returns
+    -------
+    features : ndarray or dask array
+        A float64 NumPy array, or a Dask array chunked by images only (a zarr or other
+        chunked array becomes a Dask array over its chunks).
+    counts : ndarray of shape (n_images,)
+        The counts as int64.
+
+    Raises
+    ------
+    ValueError
+        If ``features`` is not a 3-D floating-point array or ``counts`` does not give
+        1 to K_max boxes for each image.
+    """
     if getattr(features, "ndim", None) != 3:
         raise ValueError("padded box features must be a 3-D array (images, boxes, features); "
                          f"got shape {np.shape(features)}.")
@@ -111,7 +194,7 @@ def check_padded(features, counts):
     return features, counts.astype(np.int64)
 
 
-def _as_dask(array):
+def _as_dask(array: Any) -> Any:
     import dask.array as da
 
     if not isinstance(array, da.Array):
@@ -122,28 +205,58 @@ def _as_dask(array):
     return array
 
 
-def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, rows=False,
-               scheduler=None):
+def score_bags(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, *,
+               top: int | None = None, boxes: Any = None, nms_threshold: float = 0.3,
+               rows: bool = False, scheduler: Any = None) -> BoxScores:
     """Best box of every image for every class, in one pass over the boxes.
 
     Parameters
     ----------
-    features : (n_images, K_max, d) NumPy, Dask or zarr array (float16/32/64), padded; or
-        flat, a NumPy (n_boxes, d) matrix of the images' boxes in turn.
-    counts : (n_images,) int, valid boxes per image (flat: boxes per image, summing to
-        n_boxes; a box is then named by its index within its image all the same).
-    W : (d, n_classes) weights, one column per class.
-    top : None, or the number of best boxes per image and class among which non-maximum
-        suppression keeps detections (exactly the first survivors of suppression over all the
-        image's boxes); needs ``boxes`` (n_images, K_max, 4), x1 y1 x2 y2 (flat: (n_boxes, 4)).
-    nms_threshold : IoU above which a box is suppressed by a better one.
-    rows : also return the features of each image's best box per class (``BoxScores.rows``,
-        n_images x n_classes x d float64: the one box per image a latent SVM trains on).
-    scheduler : for Dask input: None or "threads" (the threaded scheduler), "sync",
-        "processes", the address of a running ``dask.distributed`` scheduler, or a
+    features : ndarray, dask array or zarr array
+        Padded, of shape (n_images, K_max, d), float16/32/64, NumPy, Dask or zarr; or
+        flat, a NumPy matrix of shape (n_boxes, d) of the images' boxes in turn.
+    counts : array_like of shape (n_images,)
+        Valid boxes per image (flat: boxes per image, summing to n_boxes; a box is then
+        named by its index within its image all the same).
+    W : array_like of shape (d, n_classes)
+        Weights, one column per class.
+    top : int or None, default None
+        The number of best boxes per image and class among which non-maximum suppression
+        keeps detections (exactly the first survivors of suppression over all the image's
+        boxes); None makes no detections.
+    boxes : array_like or None, default None
+        With ``top``: the boxes, x1 y1 x2 y2, of shape (n_images, K_max, 4) (flat:
+        (n_boxes, 4)).
+    nms_threshold : float, default 0.3
+        IoU above which a box is suppressed by a better one.
+    rows : bool, default False
+        Also return the features of each image's best box per class (``BoxScores.rows``:
+        the one box per image a latent SVM trains on).
+    scheduler : str, distributed.Client or None, default None
+        For Dask input: None or "threads" (the threaded scheduler), "sync", "processes",
+        the address of a running ``dask.distributed`` scheduler, or a
         ``distributed.Client``.
 
-    Returns a :class:`BoxScores`.
+    Returns
+    -------
+    BoxScores
+        Each image's best box and score per class, and what was asked for besides.
+
+    Raises
+    ------
+    ValueError
+        On bags, weights, ``top`` or ``boxes`` of the wrong shape, type or values
+        (NaN or infinite weights or features), or an unknown or unreachable scheduler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.detection import score_bags
+    >>> features = np.array([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+    ...                      [[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    >>> result = score_bags(features, [2, 1], np.array([[1.0], [1.0]]))
+    >>> result.best.tolist(), result.score.tolist()
+    ([[1], [0]], [[2.0], [4.0]])
     """
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
@@ -178,9 +291,28 @@ def score_bags(features, counts, W, *, top=None, boxes=None, nms_threshold=0.3, 
                      Detections(*map(np.concatenate, zip(*found))) if top else None)
 
 
-def check_flat(X, counts):
-    """Validated flat bags: ``X`` (n_boxes, d) floating point, ``counts`` (n_images,) int64
-    of at least one box each, summing to n_boxes."""
+def check_flat(X: np.ndarray, counts: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Validated flat bags.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_boxes, d)
+        Box features, floating point, image after image.
+    counts : array_like of shape (n_images,)
+        Boxes per image: at least one each, summing to n_boxes.
+
+    Returns
+    -------
+    X : ndarray of shape (n_boxes, d)
+        The features, as given.
+    counts : ndarray of shape (n_images,)
+        The counts as int64.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not floating point or ``counts`` does not fit it.
+    """
     if not np.issubdtype(X.dtype, np.floating):
         raise ValueError(f"box features must be floating point; got dtype {X.dtype}.")
     counts = np.asarray(counts)
@@ -192,11 +324,34 @@ def check_flat(X, counts):
     return X, counts.astype(np.int64)
 
 
-def flat_parts(X, counts, W, boxes, fn, options, per_image=False):
-    """The list of ``fn(block, counts, W, boxes, first_image, **options)`` (a block scorer, as
-    :func:`score_bags` and :func:`qs.top_boxes.class_top_boxes` use) over flat bags a few
-    images at a time, each group padded to its largest image; ``boxes`` one row per box, or
-    per image when ``per_image``."""
+def flat_parts(X: np.ndarray, counts: np.ndarray, W: np.ndarray, boxes: Any,
+               fn: Callable[..., Any], options: dict[str, Any],
+               per_image: bool = False) -> Sequence[Any]:
+    """A block scorer's results over flat bags, a few images at a time.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_boxes, d)
+        Flat box features (checked by `check_flat`).
+    counts : ndarray of shape (n_images,)
+        Boxes per image.
+    W : ndarray of shape (d, c)
+        Weights.
+    boxes : ndarray or None
+        One row per box, or per image when ``per_image``; None for none.
+    fn : callable
+        The block scorer, ``fn(block, counts, W, boxes, first_image, **options)``, as
+        `score_bags` and [qs.top_boxes.class_top_boxes][] use.
+    options : dict
+        Keyword arguments of ``fn``.
+    per_image : bool, default False
+        Whether ``boxes`` has one row per image.
+
+    Returns
+    -------
+    list
+        ``fn``'s result for each group of images, each group padded to its largest image.
+    """
     offsets = np.concatenate([[0], np.cumsum(counts)])
     step = max(1, SUB_BLOCK_BYTES // (int(counts.max()) * X.shape[1] * 8))
     parts = []
@@ -213,10 +368,33 @@ def flat_parts(X, counts, W, boxes, fn, options, per_image=False):
     return parts
 
 
-def dask_parts(features, counts, W, boxes, fn, options, scheduler):
-    """The tuple of ``fn(block, counts, W, boxes, first_image, **options)`` (a block scorer,
-    as :func:`flat_parts` calls it) over every block of images of a Dask array, one task per
-    block, computed on ``scheduler`` (as :func:`score_bags` takes it)."""
+def dask_parts(features: Any, counts: np.ndarray, W: np.ndarray, boxes: Any,
+               fn: Callable[..., Any], options: dict[str, Any],
+               scheduler: Any) -> tuple[Any, ...]:
+    """A block scorer's results over every block of images of a Dask array.
+
+    Parameters
+    ----------
+    features : dask array of shape (n_images, K_max, d)
+        Padded box features, chunked by images only.
+    counts : ndarray of shape (n_images,)
+        Valid boxes per image.
+    W : ndarray of shape (d, c)
+        Weights (one key that every task reads).
+    boxes : array_like or None
+        One row per image (rechunked as ``features``), or None.
+    fn : callable
+        The block scorer, as `flat_parts` calls it.
+    options : dict
+        Keyword arguments of ``fn``.
+    scheduler : str, distributed.Client or None
+        As `score_bags` takes it.
+
+    Returns
+    -------
+    tuple
+        ``fn``'s result for each block, one task per block.
+    """
     import dask
 
     bounds = np.concatenate([[0], np.cumsum(features.chunks[0])])
@@ -233,9 +411,33 @@ def dask_parts(features, counts, W, boxes, fn, options, scheduler):
 
 
 @contextlib.contextmanager
-def dask_scheduler(scheduler):
-    """What ``dask.compute(scheduler=...)`` takes for ``scheduler`` (see :func:`score_bags`):
-    a client connected for the duration of the block when given an address."""
+def dask_scheduler(scheduler: Any) -> Iterator[Any]:
+    """What ``dask.compute(scheduler=...)`` takes for ``scheduler``, as a context.
+
+    Parameters
+    ----------
+    scheduler : str, distributed.Client or None
+        As `score_bags` takes it.
+
+    Yields
+    ------
+    str or distributed.Client
+        The local scheduler's name ("threads" for None), or a client: one connected for
+        the duration of the block when given an address.
+
+    Raises
+    ------
+    ValueError
+        On an unknown scheduler, an address without ``distributed`` installed, or one
+        that cannot be reached.
+
+    Examples
+    --------
+    >>> from qs.detection import dask_scheduler
+    >>> with dask_scheduler(None) as get:
+    ...     print(get)
+    threads
+    """
     if scheduler is None:
         yield "threads"
     elif isinstance(scheduler, str) and scheduler in LOCAL_SCHEDULERS:
@@ -260,14 +462,37 @@ def dask_scheduler(scheduler):
                          f"scheduler address or Client; got {scheduler!r}.")
 
 
-def sub_blocks(block, counts, W, first_image):
-    """``(a, b, features, scores)`` of the images ``a:b`` of a block, a few at a time: their
-    features upcast to float64 (one buffer for the block: its pages are touched once) and
-    their scores (images, K_max, classes), one matrix product per image, checked finite."""
+def sub_blocks(block: np.ndarray, counts: np.ndarray, W: np.ndarray,
+               first_image: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The images of a block a few at a time, with their scores.
+
+    Parameters
+    ----------
+    block : ndarray of shape (n, K_max, d)
+        Padded box features of a block of images.
+    counts : ndarray of shape (n,)
+        Valid boxes per image.
+    W : ndarray of shape (d, c)
+        Weights.
+    first_image : int
+        Index of the block's first image (for error messages).
+
+    Yields
+    ------
+    tuple
+        ``(a, b, features, scores)`` of the images ``a:b``: their features upcast to
+        float64 (one buffer for the block: its pages are touched once) and their scores
+        (images, K_max, c), one matrix product per image.
+
+    Raises
+    ------
+    ValueError
+        If a valid box's score is NaN or infinite.
+    """
     n, k_max, d = block.shape
     step = max(1, SUB_BLOCK_BYTES // (k_max * d * 8))
     upcast = block.dtype != np.float64 or not block.flags.c_contiguous
-    buffer = np.empty((min(step, n), k_max, d)) if upcast else None
+    buffer: Any = np.empty((min(step, n), k_max, d)) if upcast else None
     for a in range(0, n, step):
         b = min(n, a + step)
         if upcast:
@@ -306,7 +531,7 @@ def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, ro
 
 def _detect(scores, counts, boxes, first_image, top, threshold):
     """Per image and class: suppression among the ``top`` best boxes (descending score, equal
-    scores in box order, as :func:`qs.metrics.nms` takes them)."""
+    scores in box order, as `qs.metrics.nms` takes them)."""
     found = []
     for i in range(scores.shape[0]):
         valid = scores[i, :counts[i]]

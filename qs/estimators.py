@@ -1,14 +1,18 @@
-"""scikit-learn estimator of the ranking structured SVM: :class:`RankSVM`.
+"""scikit-learn estimator of the ranking structured SVM: `RankSVM`.
 
 One estimator trains the AP-SVM (Yue et al. 2007), the NDCG-SVM and the binary hinge SVM
-("01") with the same :mod:`qs.ssvm` solver, so their training and LAI times compare fairly.
-It fits, predicts, scores and cross-validates like any scikit-learn classifier.
+("01") with the same [qs.ssvm][] solver, so their training and LAI times compare fairly.
+It fits, predicts, scores and cross-validates like any scikit-learn classifier;
+`LatentRankSVM` is its latent counterpart for bags of boxes.
 """
 
 import numbers
 import warnings
+from collections.abc import Callable
+from typing import Any, Literal, Self
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -33,24 +37,24 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     """Linear structured SVM for a rank-based loss (AP, NDCG) or the 0-1 loss.
 
     Solves ``min_w 1/2 |w|^2 + C xi`` where ``xi`` is the structured hinge of the loss,
-    found by exact loss-augmented inference (:func:`qs.inference.lai`) at each iteration.
+    found by exact loss-augmented inference ([qs.inference.lai][]) at each iteration.
 
     Parameters
     ----------
-    loss : {"ap", "ndcg", "01"}, default "ap"
-        Loss the SVM is trained for. "01" is the binary hinge SVM.
+    loss : str, default "ap"
+        Loss the SVM is trained for: "ap", "ndcg", or "01" (the binary hinge SVM).
     inference : str, default "auto"
-        LAI method (a key of :data:`qs.inference.METHODS` supporting ``loss``); every exact
+        LAI method (a key of `qs.inference.METHODS` supporting ``loss``); every exact
         method gives the same weights, only the time differs. "auto" picks the fastest;
         for "01" only "auto" and "zero_one" apply.
-    solver : {"auto", "cutting_plane", "frank_wolfe", "subgradient", "block_frank_wolfe"}, \
-default "auto"
-        "auto": the 1-slack cutting plane, except for a fit over queries (``groups``) with
-        dense features, where block-coordinate Frank-Wolfe over the queries takes its place.
+    solver : str, default "auto"
+        "cutting_plane", "frank_wolfe", "subgradient", "block_frank_wolfe" or "auto": the
+        1-slack cutting plane, except for a fit over queries (``groups``) with dense
+        features, where block-coordinate Frank-Wolfe over the queries takes its place.
         "block_frank_wolfe" is a solver over queries; without ``groups`` there is one
         block, and it is "frank_wolfe".
-    C : float > 0, default 1.0
-        Weight of the slack, on the scale of the loss for every loss: for "01" the slack is
+    C : float, default 1.0
+        Weight of the slack (> 0), on the scale of the loss for every loss: for "01" the slack is
         the mean hinge loss, so ``C`` here is LinearSVC's ``C`` times ``n_samples``. Over
         queries the slack is the mean of the queries' hinges: the primal is
         ``1/2 |w|^2 + (C / Q) sum_q xi_q``, SVMstruct's (and SVM-map's) ``C / n`` with one
@@ -59,10 +63,10 @@ default "auto"
         For a fit over queries: a document is relevant where its label is above this
         (graded labels such as LETOR's 0-4 made binary); None takes 0, so that any label
         above 0 is relevant, as LightGBM's MAP reads them. Unused without ``groups``.
-    tol : float >= 0, default 1e-3
-        Stopping tolerance in units of the loss (see :mod:`qs.ssvm`).
-    max_iter : int >= 1, default 1000
-        Cap on solver iterations.
+    tol : float, default 1e-3
+        Stopping tolerance (>= 0) in units of the loss (see [qs.ssvm][]).
+    max_iter : int, default 1000
+        Cap on solver iterations (>= 1).
     fit_intercept : bool, default True
         For "01": learn a bias through an appended constant feature of value 1, regularised
         like the weights (liblinear's convention, so that it matches LinearSVC). For "ap"
@@ -72,34 +76,83 @@ default "auto"
         the boundary of ``predict`` only, never the ranking, AP or NDCG.
     qp_solver : str, default "daqp"
         ``qpsolvers`` backend of the cutting-plane dual QP (ignored by the other solvers).
-    random_state : None, int or RandomState
+    random_state : int, RandomState or None, default None
         Seeds the order in which block-coordinate Frank-Wolfe visits the queries (None:
         seed 0, so that a fit repeats). It has no effect on the other solvers, which are
         deterministic (full batch, no random initialisation or sampling).
+    lai_callback : callable or None, default None
+        Called as ``lai_callback(scores, labels)`` with the inputs of every timed LAI call of
+        a fit without ``groups`` (see :func:`qs.ssvm.cutting_plane`): a recorder of the
+        calls, to time them again apart from training. A fit over queries refuses it.
 
     Attributes
     ----------
-    coef_ : array of shape (1, n_features)
-    intercept_ : array of shape (1,)
-    classes_ : array of shape (2,); ``classes_[1]`` is the positive class.
-    n_features_in_, feature_names_in_ : as in scikit-learn.
-    n_iter_ : int, solver iterations. converged_ : bool, tolerance met before ``max_iter``
-        (when not, ``fit`` warns with scikit-learn's ``ConvergenceWarning``).
-    objective_curve_, gap_curve_ : primal objective and duality gap per iteration (per pass
-        over the queries for block-coordinate Frank-Wolfe).
-    solver_ : str, the solver that ran ("auto" resolved).
-    n_queries_, n_queries_skipped_ : for a fit over queries, the queries that trained and
-        those that did not (no relevant or no non-relevant document; ``fit`` warns once
-        when there are any); ``relevance_threshold_``: the threshold used. Without
-        ``groups`` these are 1, 0 and None.
-    lai_times_ : wall time (s) of every LAI call; ``lai_calls_`` their number,
-        ``lai_time_`` their sum, ``lai_time_per_call_`` their mean; all without
-        ``lai_compile_time_``, what loading or compiling the kernels added to the first call.
+    coef_ : ndarray of shape (1, n_features)
+        The weights.
+    intercept_ : ndarray of shape (1,)
+        The bias (see ``fit_intercept``).
+    classes_ : ndarray of shape (2,)
+        The class labels; ``classes_[1]`` is the positive class.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen in ``fit``, when ``X`` has string column names.
+    n_iter_ : int
+        Solver iterations.
+    converged_ : bool
+        Whether the tolerance was met before ``max_iter`` (when not, ``fit`` warns with
+        scikit-learn's ``ConvergenceWarning``).
+    objective_curve_ : ndarray
+        Primal objective per iteration (per pass over the queries for block-coordinate
+        Frank-Wolfe).
+    gap_curve_ : ndarray
+        Duality gap per iteration (per pass likewise).
+    solver_ : str
+        The solver that ran ("auto" resolved).
+    n_queries_ : int
+        For a fit over queries, the queries that trained; 1 without ``groups``.
+    n_queries_skipped_ : int
+        For a fit over queries, those that did not (no relevant or no non-relevant
+        document; ``fit`` warns once when there are any); 0 without ``groups``.
+    relevance_threshold_ : float or None
+        The relevance threshold used; None without ``groups``.
+    lai_times_ : ndarray
+        Wall time (s) of every LAI call, without ``lai_compile_time_``.
+    lai_calls_ : int
+        Number of LAI calls.
+    lai_time_ : float
+        Sum of ``lai_times_`` (s).
+    lai_time_per_call_ : float
+        Mean of ``lai_times_`` (s).
+    lai_compile_time_ : float
+        What loading or compiling the kernels added to the first LAI call (s).
+
+    See Also
+    --------
+    qs.ssvm.cutting_plane : The default solver.
+    LatentRankSVM : The latent SVM on bags of boxes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.estimators import RankSVM
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1],
+    ...               [0.9, 0.0]])
+    >>> y = np.array([1, 1, 0, 0, 0, 1])
+    >>> model = RankSVM(loss="ap", C=10.0).fit(X, y)
+    >>> model.predict(X).tolist()
+    [1, 1, 0, 0, 0, 1]
+    >>> round(model.score(X, y), 4)
+    1.0
     """
 
-    def __init__(self, *, loss="ap", inference="auto", solver="auto", C=1.0, tol=1e-3,
-                 max_iter=1000, fit_intercept=True, qp_solver="daqp", relevance_threshold=None,
-                 random_state=None):
+    def __init__(self, *, loss: Literal["ap", "ndcg", "01"] = "ap", inference: str = "auto",
+                 solver: str = "auto", C: float = 1.0, tol: float = 1e-3, max_iter: int = 1000,
+                 fit_intercept: bool = True, qp_solver: str = "daqp",
+                 relevance_threshold: float | None = None,
+                 random_state: int | np.random.RandomState | None = None,
+                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+             ) -> None:
         self.loss = loss
         self.inference = inference
         self.solver = solver
@@ -110,16 +163,44 @@ default "auto"
         self.fit_intercept = fit_intercept
         self.qp_solver = qp_solver
         self.random_state = random_state
+        self.lai_callback = lai_callback
 
-    def fit(self, X, y, groups=None):
-        """Train on ``X`` (dense or scipy.sparse, (n_samples, n_features)) and ``y``.
+    def fit(self, X: Any, y: npt.ArrayLike, groups: npt.ArrayLike | None = None) -> Self:
+        """Train the SVM.
 
-        Without ``groups``, ``y`` is binary and the whole set is one ranking. With ``groups``
-        (one query id per sample, as scikit-learn's ``GroupKFold`` takes them), each query
-        is one structured example (SVM-map's setting) and ``y`` holds relevance grades, a
-        document relevant where its grade is above ``relevance_threshold``; ``predict``
-        then tells relevant (1) from not (0). A query without a relevant or without a
-        non-relevant document adds nothing to training (``n_queries_skipped_``).
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array_like of shape (n_samples,)
+            Without ``groups``: two classes, the larger label the positive one; the whole
+            set is one ranking. With ``groups``: numeric relevance grades, a document
+            relevant where its grade is above ``relevance_threshold``.
+        groups : array_like of shape (n_samples,) or None, default None
+            One query id per sample (as scikit-learn's ``GroupKFold`` takes them): each
+            query is then one structured example (SVM-map's setting), and ``predict``
+            tells relevant (1) from not (0).
+
+        Returns
+        -------
+        self : RankSVM
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On a bad parameter, ``y`` without exactly two classes, or ``groups`` not of
+            ``y``'s shape (or with loss "01").
+        TypeError
+            If ``fit_intercept`` is not a bool.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When the solver stops at ``max_iter`` before meeting ``tol``.
+        UserWarning
+            When some queries have no relevant or no non-relevant document: they add
+            nothing to training (``n_queries_skipped_``).
         """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
@@ -136,7 +217,7 @@ default "auto"
             )
         is_pos = y_index == 1
         kwargs = {"C": self.C, "loss": self.loss, "method": self.inference, "tol": self.tol,
-                  "max_iter": self.max_iter}
+                  "max_iter": self.max_iter, "lai_callback": self.lai_callback}
         self.solver_ = {"auto": "cutting_plane", "block_frank_wolfe": "frank_wolfe"}.get(
             self.solver, self.solver)
         if self.solver_ == "cutting_plane":
@@ -146,10 +227,12 @@ default "auto"
         return self._set_fitted(res, X, is_pos, bias_column)
 
     def _fit_queries(self, X, y, groups):
-        """:meth:`fit` over the queries ``groups`` names (:mod:`qs.ssvm.queries`)."""
+        """`fit` over the queries ``groups`` names (`qs.ssvm.queries`)."""
         if self.loss == "01":
             raise ValueError("loss '01' has no queries: fit it without groups, or choose "
                              "loss 'ap' or 'ndcg'.")
+        if self.lai_callback is not None:
+            raise ValueError("lai_callback applies to a fit without groups (one ranking).")
         groups = np.asarray(groups)
         if groups.shape != y.shape:
             raise ValueError(f"groups must hold one query id per sample ({y.size}); got shape "
@@ -167,9 +250,7 @@ default "auto"
         is_pos = y > threshold
         order, offsets = query_offsets(groups)
         Xq, pos_q = (X, is_pos) if order is None else (X[order], is_pos[order])
-        # Block-coordinate Frank-Wolfe by default: on LETOR-shaped data (2000 queries of
-        # 20-220 documents, 46 features, AP and NDCG) it met the duality gap C * tol in 3-6
-        # passes where the 1-slack cutting plane took 9-20 (C = 1, 10) and 142-180 (C = 100)
+        # "auto" over dense queries: block-coordinate Frank-Wolfe (docs/training.md says why)
         self.solver_ = ("block_frank_wolfe" if self.solver == "auto" and not sp.issparse(X)
                         else "cutting_plane" if self.solver == "auto" else self.solver)
         res, prob = solve_queries(Xq, pos_q, offsets, solver=self.solver_, C=self.C,
@@ -211,21 +292,55 @@ default "auto"
         self.lai_compile_time_ = res.lai_compile_time
         return self
 
-    def decision_function(self, X):
-        """Score of each sample, ``X @ coef_[0] + intercept_[0]``; higher ranks first."""
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Score of each sample, ``X @ coef_[0] + intercept_[0]``; higher ranks first.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
-    def predict(self, X):
-        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
+    def predict(self, X: Any) -> np.ndarray:
+        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted class of each sample.
+        """
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(np.intp)]
 
-    def score(self, X, y):
-        """AP (loss "ap" or "01") or NDCG (loss "ndcg") of the decision function's ranking,
-        with ``classes_[1]`` as the relevant class (after a fit over queries: the grades
-        above ``relevance_threshold_``). Higher is better."""
+    def score(self, X: Any, y: npt.ArrayLike) -> float:
+        """AP (loss "ap" or "01") or NDCG (loss "ndcg") of the decision function's ranking.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array_like of shape (n_samples,)
+            The true labels: ``classes_[1]`` is the relevant class (after a fit over
+            queries: the grades above ``relevance_threshold_``).
+
+        Returns
+        -------
+        float
+            The metric; higher is better.
+        """
         check_is_fitted(self)
         y = np.asarray(y)
         relevant = (y == self.classes_[1] if self.relevance_threshold_ is None
@@ -253,10 +368,28 @@ default "auto"
             raise TypeError(f"fit_intercept must be True or False; got {self.fit_intercept!r}.")
 
 
-def append_ones(X):
-    """``X`` with a constant feature of ones appended (the bias feature), in ``X``'s dtype:
-    a matrix (n_samples, d), dense or scipy.sparse (CSR out), or padded bags (n_images, K_max,
-    d), NumPy or Dask (appended block by block, lazily), get it on every row or box."""
+def append_ones(X: Any) -> Any:
+    """``X`` with a constant feature of ones appended (the bias feature), in ``X``'s dtype.
+
+    Parameters
+    ----------
+    X : ndarray, scipy.sparse matrix or dask array
+        A matrix of shape (n_samples, d), dense or sparse, or padded bags of shape
+        (n_images, K_max, d), NumPy or Dask.
+
+    Returns
+    -------
+    ndarray, scipy.sparse CSR matrix or dask array
+        ``X`` with one more feature, of value 1 on every row or box: a sparse matrix comes
+        back in CSR, a Dask array gets it block by block, lazily.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.estimators import append_ones
+    >>> append_ones(np.array([[2.0, 3.0], [4.0, 5.0]])).tolist()
+    [[2.0, 3.0, 1.0], [4.0, 5.0, 1.0]]
+    """
     if X.ndim == 3 and not isinstance(X, np.ndarray):
         import dask.array as da
 
@@ -268,7 +401,7 @@ def append_ones(X):
     return np.concatenate([X, ones], axis=-1)
 
 
-def _fewest_errors_threshold(scores, is_pos):
+def _fewest_errors_threshold(scores: np.ndarray, is_pos: np.ndarray) -> float:
     """Threshold ``t`` such that predicting positive where ``score > t`` makes the fewest
     errors on (scores, is_pos); the midpoint between the neighbouring distinct scores, and the
     highest such cut among equally good ones."""
@@ -287,32 +420,107 @@ def _fewest_errors_threshold(scores, is_pos):
 
 
 class LatentRankSVM(BaseEstimator):
-    """Latent structured SVM for bags of boxes (weakly supervised detection): the latent
-    AP-SVM (``loss="ap"``) or the latent 0-1 SVM (``loss="01"``) of
-    :func:`qs.ssvm.latent.latent_cutting_plane`, in scikit-learn style.
+    """Latent structured SVM for bags of boxes (weakly supervised detection).
 
-    ``fit(X, y, offsets=...)`` takes the features of every box, image after image, one label
-    per image and the bag offsets; ``fit(X, y, counts=...)`` takes padded bags instead, ``X``
-    (n_images, K_max, n_features) as a NumPy, Dask or zarr array with the valid boxes per
-    image, scored out of core block by block (on ``scheduler``: see
-    :func:`qs.detection.score_bags`). The fitted model scores boxes, and an image by its best
-    box. Parameters are those of the solver (released latent AP-SVM defaults) plus
-    ``fit_intercept``: for "01" a constant feature of value 1 carries the bias (the 0-1
-    hinge needs one; a ranking does not change with it, so "ap" and "ndcg" learn none).
+    The latent AP-SVM (``loss="ap"``) or the latent 0-1 SVM (``loss="01"``) of
+    `qs.ssvm.latent.latent_cutting_plane`, in scikit-learn style. The fitted model scores
+    boxes, and an image by its best box. The defaults are those of the released latent
+    AP-SVM.
 
-    ``working_set``: None, or the boxes per image kept in memory between passes over every
-    box (exact; see :func:`~qs.ssvm.latent.latent_cutting_plane`).
+    Parameters
+    ----------
+    loss : str, default "ap"
+        "ap", "ndcg" or "01".
+    inference : str, default "auto"
+        LAI method (see [qs.inference.lai][]); "auto" is "zero_one" for loss "01".
+    C : float, default 100.0
+        Weight of the slack (> 0).
+    tol : float, default 1e-3
+        Tolerance of the inner solves and of the latent objective's decrease (in units
+        of ``C``).
+    max_iter : int, default 20000
+        Cap on the cutting-plane iterations of one inner solve.
+    max_outer : int, default 400
+        Cap on the outer (CCCP) steps.
+    min_outer : int, default 2
+        Outer steps made before the objective may count as settled.
+    init : str or array_like, default "random"
+        "random" (a seeded random box of each positive image) or an int array of the first
+        box of each positive image.
+    fit_intercept : bool, default True
+        For "01", a constant feature of value 1 carries the bias (the 0-1 hinge needs
+        one); a ranking does not change with a bias, so "ap" and "ndcg" learn none.
+    qp_solver : str, default "daqp"
+        ``qpsolvers`` backend of the cutting plane's dual QP.
+    scheduler : str, distributed.Client or None, default None
+        Where padded Dask or zarr bags are scored (see [qs.detection.score_bags][]).
+    working_set : int or None, default None
+        The boxes per image kept in memory between passes over every box (exact; see
+        `qs.ssvm.latent.latent_cutting_plane`); None keeps none.
+    random_state : int, default 0
+        Seed of the random initial boxes.
+    lai_callback : callable or None, default None
+        Called as ``lai_callback(scores, labels)`` with the inputs of every LAI call,
+        before it (a recorder, to replay a training's calls). The arrays may be reused by
+        later calls: keep copies.
 
-    Attributes: ``coef_`` (n_features,), ``intercept_`` (float), ``pos_boxes_`` (the imputed
-    box of each positive training image), ``objective_curve_`` (latent objective per outer
-    step), ``n_outer_``, ``n_iter_`` (cutting-plane iterations in all), ``converged_`` (when
-    False, ``fit`` warned with scikit-learn's ``ConvergenceWarning``),
-    ``lai_times_``, ``lai_calls_``, ``lai_time_``, ``passes_`` (passes over every box).
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The weights.
+    intercept_ : float
+        The bias (0.0 unless loss "01" with ``fit_intercept``).
+    n_features_in_ : int
+        Number of features per box seen in ``fit``.
+    pos_boxes_ : ndarray
+        The imputed box of each positive training image.
+    objective_curve_ : ndarray
+        Latent objective per outer step.
+    n_outer_ : int
+        Outer steps made.
+    n_iter_ : int
+        Cutting-plane iterations in all.
+    converged_ : bool
+        Whether the objective settled (when not, ``fit`` warned with scikit-learn's
+        ``ConvergenceWarning``).
+    lai_times_ : ndarray
+        Wall time (s) of every LAI call.
+    lai_calls_ : int
+        Number of LAI calls.
+    lai_time_ : float
+        Their total wall time (s).
+    passes_ : int
+        Passes over every box.
+
+    See Also
+    --------
+    RankSVM : The SVM on one ranking of samples (no latent boxes).
+
+    Examples
+    --------
+    Three images of two boxes each, flat with their offsets; image 0 is positive through
+    its second box.
+
+    >>> import numpy as np
+    >>> from qs.estimators import LatentRankSVM
+    >>> X = np.array([[0.0, 1.0], [2.0, 0.0], [0.1, 0.9], [0.0, 0.5], [0.2, 1.0],
+    ...               [0.5, 0.5]])
+    >>> offsets = np.array([0, 2, 4, 6])
+    >>> y = np.array([1, 0, 0])
+    >>> model = LatentRankSVM(C=10.0).fit(X, y, offsets=offsets)
+    >>> model.pos_boxes_.tolist()
+    [1]
+    >>> round(model.score(X, y, offsets=offsets), 4)
+    1.0
     """
 
-    def __init__(self, *, loss="ap", inference="auto", C=100.0, tol=1e-3, max_iter=20000,
-                 max_outer=400, min_outer=2, init="random", fit_intercept=True,
-                 qp_solver="daqp", scheduler=None, working_set=None, random_state=0):
+    def __init__(self, *, loss: Literal["ap", "ndcg", "01"] = "ap", inference: str = "auto",
+                 C: float = 100.0, tol: float = 1e-3, max_iter: int = 20000,
+                 max_outer: int = 400, min_outer: int = 2, init: Any = "random",
+                 fit_intercept: bool = True, qp_solver: str = "daqp", scheduler: Any = None,
+                 working_set: int | None = None, random_state: Any = 0,
+                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+             ) -> None:
         self.loss = loss
         self.inference = inference
         self.C = C
@@ -326,11 +534,41 @@ class LatentRankSVM(BaseEstimator):
         self.scheduler = scheduler
         self.working_set = working_set
         self.random_state = random_state
+        self.lai_callback = lai_callback
 
-    def fit(self, X, y, *, offsets=None, counts=None):
-        """Train on box features ``X`` and image labels ``y`` (n_images,): flat ``X``
-        (n_boxes, d) with bag ``offsets`` (n_images + 1,), or padded ``X`` (n_images, K_max,
-        d) with ``counts`` (n_images,)."""
+    def fit(self, X: Any, y: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None,
+            counts: npt.ArrayLike | None = None) -> Self:
+        """Train on the box features ``X`` and the image labels ``y``.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or zarr array
+            Flat, of shape (n_boxes, n_features): the features of every box, image after
+            image (with ``offsets``); or padded, of shape (n_images, K_max, n_features), a
+            NumPy, Dask or zarr array scored out of core block by block (with ``counts``).
+        y : array_like of shape (n_images,)
+            One label per image: 1/True positive, 0/-1/False negative.
+        offsets : array_like of shape (n_images + 1,) or None, default None
+            Bounds of each image's boxes in flat ``X``.
+        counts : array_like of shape (n_images,) or None, default None
+            The valid boxes of each image of padded ``X``.
+
+        Returns
+        -------
+        self : LatentRankSVM
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On an unknown loss, both or neither of ``offsets`` and ``counts``, or bags that
+            do not fit ``X``.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When the latent objective did not settle within ``max_outer`` steps.
+        """
         if self.loss not in _METRICS:
             raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
         method = "zero_one" if self.loss == "01" and self.inference == "auto" else self.inference
@@ -340,7 +578,8 @@ class LatentRankSVM(BaseEstimator):
             append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
             method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
             min_outer=self.min_outer, init=self.init, random_state=self.random_state,
-            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set)
+            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set,
+            lai_callback=self.lai_callback)
         self.coef_ = res.w[:-1] if bias else res.w
         self.intercept_ = float(res.w[-1]) if bias else 0.0
         self.n_features_in_ = self.coef_.size
@@ -359,16 +598,48 @@ class LatentRankSVM(BaseEstimator):
         self.passes_ = res.passes
         return self
 
-    def box_scores(self, X):
-        """Score of every box, ``X @ coef_ + intercept_``."""
+    def box_scores(self, X: Any) -> np.ndarray:
+        """Score of every box, ``X @ coef_ + intercept_``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_boxes, n_features)
+            Box features.
+
+        Returns
+        -------
+        ndarray of shape (n_boxes,)
+            The scores.
+
+        Raises
+        ------
+        ValueError
+            If ``X`` has another number of features than the fitted model.
+        """
         check_is_fitted(self)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with "
                              f"{self.n_features_in_}.")
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
-    def decision_function(self, X, *, offsets=None, counts=None):
-        """Score of each image: that of its best box (bags as in :meth:`fit`)."""
+    def decision_function(self, X: Any, *, offsets: npt.ArrayLike | None = None,
+                          counts: npt.ArrayLike | None = None) -> np.ndarray:
+        """Score of each image: that of its best box.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or zarr array
+            Box features, flat or padded as `fit` takes them.
+        offsets : array_like of shape (n_images + 1,) or None, default None
+            Bounds of each image's boxes in flat ``X``.
+        counts : array_like of shape (n_images,) or None, default None
+            The valid boxes of each image of padded ``X``.
+
+        Returns
+        -------
+        ndarray of shape (n_images,)
+            The score of each image.
+        """
         X, bounds = _check_layout(X, offsets, counts)
         if X.ndim == 3:
             check_is_fitted(self)
@@ -380,14 +651,32 @@ class LatentRankSVM(BaseEstimator):
         scores = self.box_scores(X)
         return scores[bag_argmax(scores, bounds)]
 
-    def score(self, X, y, *, offsets=None, counts=None):
-        """AP (or NDCG for loss "ndcg") of the images ranked by their best box."""
+    def score(self, X: Any, y: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None,
+              counts: npt.ArrayLike | None = None) -> float:
+        """AP (or NDCG for loss "ndcg") of the images ranked by their best box.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or zarr array
+            Box features, flat or padded as `fit` takes them.
+        y : array_like of shape (n_images,)
+            One label per image: 1/True positive.
+        offsets : array_like of shape (n_images + 1,) or None, default None
+            Bounds of each image's boxes in flat ``X``.
+        counts : array_like of shape (n_images,) or None, default None
+            The valid boxes of each image of padded ``X``.
+
+        Returns
+        -------
+        float
+            The metric; higher is better.
+        """
         scores = self.decision_function(X, offsets=offsets, counts=counts)
         relevant = as_positive_mask(y, scores.size).astype(bool)
         return _METRICS[self.loss](relevant, scores)
 
 
-def _check_layout(X, offsets, counts):
+def _check_layout(X: Any, offsets: Any, counts: Any) -> tuple[Any, np.ndarray]:
     """Validated bags and their bounds: flat ``X`` with ``offsets``, or padded with ``counts``."""
     if (offsets is None) == (counts is None):
         raise ValueError("give the bags' offsets (flat X, n_boxes x d) or their counts "

@@ -13,16 +13,25 @@ numpy (for tests and readers) and as a numba kernel (for the inference methods).
 """
 
 import functools
+from typing import Any
 
 import numba
 import numpy as np
+import numpy.typing as npt
 from numba import types
 from numba.extending import overload
 
 from qs._numba import builtin_increment, jit, jit_inline
 
-__all__ = ["QSLoss", "APLoss", "NDCGLoss", "get_loss", "LOSSES", "loss_value",
-           "ndcg_increments_into"]
+__all__ = [
+    "LOSSES",
+    "APLoss",
+    "NDCGLoss",
+    "QSLoss",
+    "get_loss",
+    "loss_value",
+    "ndcg_increments_into",
+]
 
 
 def _scalar(x):
@@ -45,25 +54,72 @@ _NO_PARAMS.flags.writeable = False
 class QSLoss:
     """Protocol of a QS-suitable loss.
 
-    Subclasses set ``name``, implement :meth:`prepare`, :meth:`increment`, :meth:`value`,
-    and provide ``kernel``: a numba-compiled function ``kernel(j, i, n_pos, params)``
-    returning the increment for 1-based ``j`` and ``i`` (``1 <= i <= n_pos``).
+    Subclasses set `name`, implement `prepare`, `increment` and `value`, and provide
+    `kernel`: a numba-compiled function ``kernel(j, i, n_pos, params)`` returning the
+    increment for 1-based ``j`` and ``i`` (``1 <= i <= n_pos``), ``params`` being what
+    `prepare` returns. Every exact method of [lai][qs.inference.lai] then takes the loss.
+
+    Examples
+    --------
+    >>> from qs.losses import APLoss
+    >>> loss = APLoss()
+    >>> round(loss.value(np.array([0, 1])), 4)  # one negative above the second positive
+    0.1667
+    >>> np.round(loss.increment([1, 2], [1, 1], 2, 2), 4).tolist()
+    [-0.25, -0.0833]
     """
 
     name = ""
-    kernel = None
+    kernel: Any = None
 
-    def prepare(self, n_pos, n_neg):
-        """Quantities the increment needs, precomputed once per call (float64 array)."""
+    def prepare(self, n_pos: int, n_neg: int) -> np.ndarray:
+        """Quantities the increment needs, precomputed once per call.
+
+        Parameters
+        ----------
+        n_pos, n_neg : int
+            The numbers of positives and negatives.
+
+        Returns
+        -------
+        ndarray of float64
+            The ``params`` argument of `kernel` (empty when the increment needs none).
+        """
         return _NO_PARAMS
 
-    def increment(self, j, i, n_pos, n_neg):
-        """``delta_j(i+1) - delta_j(i)`` for arrays of 1-based ``j`` and ``i``."""
+    def increment(self, j: npt.ArrayLike, i: npt.ArrayLike, n_pos: int,
+                  n_neg: int) -> np.ndarray:
+        """The increment ``delta_j(i+1) - delta_j(i)`` of the loss, vectorised.
+
+        Parameters
+        ----------
+        j : array_like of int
+            1-based places of negatives among the negatives.
+        i : array_like of int
+            1-based interleaving ranks (1 + positives above), ``1 <= i <= n_pos``.
+        n_pos, n_neg : int
+            The numbers of positives and negatives.
+
+        Returns
+        -------
+        ndarray of float64
+            The increment at each ``(j, i)``.
+        """
         raise NotImplementedError
 
-    def value(self, n_above):
-        """Loss of a ranking given the negatives above each positive (last axis: the P
-        positives in ranking order); a float for one ranking, an array for a stack."""
+    def value(self, n_above: npt.ArrayLike) -> float | np.ndarray:
+        """The loss of a ranking given the negatives above each positive.
+
+        Parameters
+        ----------
+        n_above : array_like of int, shape (..., P)
+            Negatives above each positive, the positives in ranking order on the last axis.
+
+        Returns
+        -------
+        float or ndarray
+            A float for one ranking, an array of the leading shape for a stack.
+        """
         raise NotImplementedError
 
     def __repr__(self):
@@ -85,7 +141,7 @@ def _ap_increment(j, i, n_pos, params):
 @jit
 def _ap_loss(n_above):
     """1 - AP of one ranking (a 1-D array, of the inference kernels' int64), summed as
-    :func:`_ap_losses` sums each row."""
+    `_ap_losses` sums each row."""
     n_pos = n_above.size
     total = 0.0
     for k in range(n_pos):
@@ -110,8 +166,10 @@ def _ap_losses(n_above):
 
 
 class APLoss(QSLoss):
-    """1 - average precision.
+    """1 - average precision, as a QS-suitable loss.
 
+    Notes
+    -----
     ``AP = (1/P) sum_k k / (k + n_k)`` where ``n_k`` negatives stand above the k-th positive;
     telescoping ``n/(k+n)`` over the negatives gives
     ``delta_j(i+1) - delta_j(i) = ((j-1)/(j+i-1) - j/(j+i)) / P = -i / (P (j+i-1)(j+i))``
@@ -145,7 +203,7 @@ def _ndcg_increment(j, i, n_pos, params):
 @jit
 def _ndcg_loss(n_above, ideal):
     """1 - NDCG of one ranking (a 1-D array, of the inference kernels' int64), summed as
-    :func:`_ndcg_losses` sums each row."""
+    `_ndcg_losses` sums each row."""
     total = 0.0
     for k in range(n_above.size):
         total += 1.0 / np.log2(2.0 + k + n_above[k])
@@ -154,8 +212,8 @@ def _ndcg_loss(n_above, ideal):
 
 @jit
 def _ndcg_losses(n_above, ideal):
-    """1 - NDCG of each row of a 2-D array, with the discount of :func:`discount` (a loop, as
-    :func:`_ap_losses`: LAI calls it once per call)."""
+    """1 - NDCG of each row of a 2-D array, with the discount of `discount` (a loop, as
+    `_ap_losses`: LAI calls it once per call)."""
     out = np.empty(n_above.shape[0])
     for r in range(n_above.shape[0]):
         total = 0.0
@@ -169,21 +227,42 @@ def _ndcg_losses(n_above, ideal):
 def ndcg_increments_into(d, ideal, out):
     """NDCG's increments ``(D(t+1) - D(t)) / C`` at ``t = 1 .. d.size - 1`` (0 at ``t = 0``)
     from the discount ``d = D(1 .. d.size)`` and ``C = ideal``, written in ``out``: the table
-    of :meth:`NDCGLoss.prepare`, and of each query of :func:`qs.inference.batch.lai_batch`."""
+    of `NDCGLoss.prepare`, and of each query of `qs.inference.batch.lai_batch`."""
     out[0] = 0.0
     for t in range(1, d.size):
         out[t] = (d[t] - d[t - 1]) / ideal
     return out[: d.size]
 
 
-def discount(positions):
-    """NDCG discount ``D(k) = 1 / log2(1 + k)`` of 1-based positions (convex, decreasing)."""
+def discount(positions: npt.ArrayLike) -> np.ndarray:
+    """NDCG's discount ``D(k) = 1 / log2(1 + k)`` of 1-based positions (convex, decreasing).
+
+    Parameters
+    ----------
+    positions : array_like of int
+        1-based places in the ranking.
+
+    Returns
+    -------
+    ndarray of float64
+        ``D`` at each place.
+
+    Examples
+    --------
+    >>> from qs.losses import discount
+    >>> np.round(discount([1, 2, 3]), 4).tolist()
+    [1.0, 0.6309, 0.5]
+    """
     return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
 
 
 class NDCGLoss(QSLoss):
-    """1 - NDCG with binary gains and ``D(k) = 1/log2(1+k)`` (as scikit-learn's ``ndcg_score``).
+    """1 - NDCG with binary gains and ``D(k) = 1/log2(1+k)``, as a QS-suitable loss.
 
+    The gains and discount are those of scikit-learn's ``ndcg_score``.
+
+    Notes
+    -----
     ``Delta = (1/C) sum_k [D(k) - D(k + n_k)]`` with ``C = sum_{k<=P} D(k)``, so that
     ``delta_j(i+1) - delta_j(i) = (D(i+j) - D(i+j-1)) / C``: a function of ``i+j`` alone,
     precomputed once as a table. Convexity of ``D`` is what makes the greedy exact; the
@@ -193,20 +272,31 @@ class NDCGLoss(QSLoss):
     name = "ndcg"
     kernel = staticmethod(_ndcg_increment)
 
-    def discount(self, positions):
-        """The discount D; a subclass may change it (the greedy needs it convex)."""
+    def discount(self, positions: npt.ArrayLike) -> np.ndarray:
+        """The discount D at 1-based positions; a subclass may change it (convex only).
+
+        Parameters
+        ----------
+        positions : array_like of int
+            1-based places in the ranking.
+
+        Returns
+        -------
+        ndarray of float64
+            ``D`` at each place.
+        """
         return discount(positions)
 
     def prepare(self, n_pos, n_neg):
         # depends on the sizes only: computed once per (P, N), as training repeats them
         return self._table(n_pos, n_neg)
 
-    @functools.lru_cache(maxsize=8)
+    @functools.lru_cache(maxsize=8)  # noqa: B019 (the losses are module-level singletons)
     def _ideal(self, n_pos):
         """C = sum_{k<=P} D(k), the DCG of a perfect ranking."""
         return float(self.discount(np.arange(1, n_pos + 1)).sum())
 
-    @functools.lru_cache(maxsize=8)
+    @functools.lru_cache(maxsize=8)  # noqa: B019 (as above)
     def _table(self, n_pos, n_neg):
         d = self.discount(np.arange(1, n_pos + n_neg + 2))
         table = ndcg_increments_into(d, self._ideal(n_pos), np.empty(n_pos + n_neg + 1))
@@ -235,8 +325,8 @@ LOSSES = {"ap": APLoss(), "ndcg": NDCGLoss()}
 
 @jit
 def loss_value(inc, n_above, ideal):
-    """The loss of the built-in code ``inc`` from ``n_above`` (int64), as :meth:`APLoss.value`
-    and :meth:`NDCGLoss.value` compute it for inference; ``ideal`` is NDCG's ``C`` (unused
+    """The loss of the built-in code ``inc`` from ``n_above`` (int64), as `APLoss.value`
+    and `NDCGLoss.value` compute it for inference; ``ideal`` is NDCG's ``C`` (unused
     for AP)."""
     if inc == AP_CODE:
         return _ap_loss(n_above)
@@ -265,8 +355,31 @@ def _increment_numba(inc, j, i, n_pos, params):
     return lambda inc, j, i, n_pos, params: inc(j, i, n_pos, params)
 
 
-def get_loss(loss):
-    """A QS-suitable loss from its name (``"ap"``, ``"ndcg"``) or a :class:`QSLoss` instance."""
+def get_loss(loss: "str | QSLoss") -> QSLoss:
+    """A QS-suitable loss from its name or as given.
+
+    Parameters
+    ----------
+    loss : str or QSLoss
+        "ap", "ndcg", or a [QSLoss][qs.losses.QSLoss] instance (checked to have a kernel and
+        a value).
+
+    Returns
+    -------
+    QSLoss
+        The loss object inference runs.
+
+    Raises
+    ------
+    ValueError
+        On an unknown name, or a QSLoss without an increment kernel or a `value`.
+
+    Examples
+    --------
+    >>> from qs.losses import get_loss
+    >>> get_loss("ndcg")
+    NDCGLoss()
+    """
     if isinstance(loss, QSLoss):
         return _checked(loss)
     try:

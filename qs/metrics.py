@@ -9,7 +9,7 @@ agree whenever no positive ties a negative. trec_eval breaks ties by document na
 (docs/ltr_metrics.md lists its conventions beside ours).
 
 Every metric here takes the labels first and the scores second, as scikit-learn's do
-(``y_true, y_score``); :func:`qs.inference.lai` takes the scores first, as torch losses do.
+(``y_true, y_score``); `qs.inference.lai` takes the scores first, as torch losses do.
 """
 
 from typing import NamedTuple
@@ -25,8 +25,33 @@ __all__ = ["QueryMetric", "average_precision", "box_iou", "mean_average_precisio
            "precision_at_k", "recall_at_k", "voc_average_precision", "voc_detection_ap"]
 
 
-def negatives_above(labels, scores):
-    """For each positive in ranking order, how many negatives stand above it."""
+def negatives_above(labels: ArrayLike, scores: ArrayLike) -> np.ndarray:
+    """For each positive in ranking order, how many negatives stand above it.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives.
+    scores : array_like of shape (n,)
+        Finite scores; the ranking sorts them in descending order, a negative before a
+        positive among equal scores.
+
+    Returns
+    -------
+    ndarray of shape (P,)
+        The count of negatives above each positive, best positive first.
+
+    Raises
+    ------
+    ValueError
+        On non-finite scores, labels that are not binary, or no positive.
+
+    Examples
+    --------
+    >>> from qs.metrics import negatives_above
+    >>> negatives_above([1, 0, 1, 0], [2.0, 1.0, 0.5, -1.0]).tolist()
+    [0, 1]
+    """
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size).astype(bool)
     check_finite(scores, "the metric")
@@ -37,28 +62,91 @@ def negatives_above(labels, scores):
     return np.cumsum(~ranked_pos)[ranked_pos]
 
 
-def average_precision(labels, scores):
-    """Average precision of the ranking by descending score (higher is better); labels
-    first, as in scikit-learn's ``average_precision_score(y_true, y_score)``."""
-    return 1.0 - LOSSES["ap"].value(negatives_above(labels, scores))
+def average_precision(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Average precision of the ranking by descending score (higher is better).
+
+    Labels first, as in scikit-learn's ``average_precision_score(y_true, y_score)``.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives; at least one
+        positive.
+    scores : array_like of shape (n,)
+        Finite scores.
+
+    Returns
+    -------
+    float
+        The mean over the positives of the precision at each.
+
+    Examples
+    --------
+    >>> from qs.metrics import average_precision
+    >>> round(average_precision([1, 0, 1, 0], [2.0, 1.0, 0.5, -1.0]), 4)
+    0.8333
+    """
+    return 1.0 - float(LOSSES["ap"].value(negatives_above(labels, scores)))
 
 
-def ndcg(labels, scores):
-    """NDCG with binary gains and discount 1/log2(1 + position) (higher is better); labels
-    first, as in scikit-learn's ``ndcg_score``."""
-    return 1.0 - LOSSES["ndcg"].value(negatives_above(labels, scores))
+def ndcg(labels: ArrayLike, scores: ArrayLike) -> float:
+    """NDCG with binary gains and discount 1/log2(1 + position) (higher is better).
+
+    Labels first, as in scikit-learn's ``ndcg_score``.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives; at least one
+        positive.
+    scores : array_like of shape (n,)
+        Finite scores.
+
+    Returns
+    -------
+    float
+        The discounted gain of the ranking over that of the ideal ranking.
+
+    Examples
+    --------
+    >>> from qs.metrics import ndcg
+    >>> round(ndcg([1, 0, 1, 0], [2.0, 1.0, 0.5, -1.0]), 4)
+    0.9197
+    """
+    return 1.0 - float(LOSSES["ndcg"].value(negatives_above(labels, scores)))
 
 
-def voc_average_precision(labels, scores, ignore=None):
+def voc_average_precision(labels: ArrayLike, scores: ArrayLike,
+                          ignore: ArrayLike | None = None) -> float:
     """AP as the PASCAL VOC devkit computes it from VOC2010 on (higher is better).
 
-    The area under the interpolated precision/recall curve: precision made non-increasing
-    from the right (each point takes the best precision at any higher recall), summed over
-    the recall steps, one step of 1/P per positive. Boxes flagged in ``ignore`` (label 0,
-    "difficult") are left out, as the devkit leaves them out. Ties: pessimistic, as above
-    (the devkit's stable sort instead keeps the input order among equal scores). Unlike
-    scikit-learn's `average_precision_score` (no interpolation), this is never below the
-    plain AP of the same ranking.
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives.
+    scores : array_like of shape (n,)
+        Finite scores.
+    ignore : array_like of shape (n,), optional
+        True at the samples left out ("difficult", label 0 in the devkit's files).
+
+    Returns
+    -------
+    float
+        The area under the interpolated precision/recall curve.
+
+    Notes
+    -----
+    Precision is made non-increasing from the right (each point takes the best precision at
+    any higher recall), then summed over the recall steps, one step of 1/P per positive.
+    Ties are pessimistic, as everywhere here (the devkit's stable sort keeps the input order
+    among equal scores instead). Unlike scikit-learn's `average_precision_score` (no
+    interpolation), this is never below the plain AP of the same ranking.
+
+    Examples
+    --------
+    >>> from qs.metrics import voc_average_precision
+    >>> round(voc_average_precision([1, 0, 1, 0], [2.0, 1.0, 0.5, -1.0]), 4)
+    0.8333
     """
     scores = as_scores(scores)
     is_pos = as_positive_mask(labels, scores.size).astype(bool)
@@ -73,9 +161,27 @@ def voc_average_precision(labels, scores, ignore=None):
     return float(np.maximum.accumulate(precision[::-1]).mean())
 
 
-def box_iou(box, boxes):
-    """Intersection over union of `box` with each row of `boxes`, VOC's pixel convention:
-    corners (x1, y1, x2, y2) are inclusive pixel indices, so a box spans x2 - x1 + 1 pixels."""
+def box_iou(box: ArrayLike, boxes: ArrayLike) -> np.ndarray:
+    """Intersection over union of `box` with each row of `boxes`, VOC's pixel convention.
+
+    Parameters
+    ----------
+    box : array_like of shape (4,)
+        Corners (x1, y1, x2, y2), inclusive pixel indices: a box spans x2 - x1 + 1 pixels.
+    boxes : array_like of shape (k, 4)
+        Boxes in the same convention.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        The IoU of `box` with each row.
+
+    Examples
+    --------
+    >>> from qs.metrics import box_iou
+    >>> np.round(box_iou([0, 0, 9, 9], [[0, 0, 9, 9], [5, 0, 14, 9]]), 4).tolist()
+    [1.0, 0.3333]
+    """
     box = np.asarray(box, dtype=float)
     boxes = np.asarray(boxes, dtype=float).reshape(-1, 4)
     iw = np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0]) + 1
@@ -86,7 +192,7 @@ def box_iou(box, boxes):
     return inter / (area + areas - inter)
 
 
-def _check_boxes(boxes, n, what):
+def _check_boxes(boxes: ArrayLike, n: int, what: str) -> np.ndarray:
     boxes = np.asarray(boxes, dtype=float)
     if boxes.shape != (n, 4):
         raise ValueError(f"{what} must have shape ({n}, 4) as (x1, y1, x2, y2); got "
@@ -97,10 +203,32 @@ def _check_boxes(boxes, n, what):
     return boxes
 
 
-def nms(boxes, scores, threshold=0.3):
-    """Greedy non-maximum suppression of one image's boxes for one class (as R-CNN does it):
-    take the best remaining box, drop every box overlapping it with IoU above `threshold`,
-    repeat. Returns the indices kept, best first; equal scores keep input order."""
+def nms(boxes: ArrayLike, scores: ArrayLike, threshold: float = 0.3) -> np.ndarray:
+    """Greedy non-maximum suppression of one image's boxes for one class, as R-CNN does it.
+
+    Take the best remaining box, drop every box overlapping it with IoU above `threshold`,
+    repeat.
+
+    Parameters
+    ----------
+    boxes : array_like of shape (n, 4)
+        Corners (x1, y1, x2, y2), finite, with x2 >= x1 and y2 >= y1.
+    scores : array_like of shape (n,)
+        Finite scores of the boxes.
+    threshold : float, default 0.3
+        The IoU above which a box is dropped.
+
+    Returns
+    -------
+    ndarray of int
+        The indices kept, best first; equal scores keep input order.
+
+    Examples
+    --------
+    >>> from qs.metrics import nms
+    >>> nms([[0, 0, 9, 9], [1, 1, 10, 10], [20, 20, 29, 29]], [0.9, 0.8, 0.7]).tolist()
+    [0, 2]
+    """
     scores = as_scores(scores)
     boxes = _check_boxes(boxes, scores.size, "boxes")
     check_finite(scores, "suppression")
@@ -113,17 +241,48 @@ def nms(boxes, scores, threshold=0.3):
     return np.array(keep, dtype=np.intp)
 
 
-def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
+def voc_detection_ap(image_ids: ArrayLike, boxes: ArrayLike, scores: ArrayLike,
+                     ground_truth: dict, iou_threshold: float = 0.5) -> float:
     """Detection AP of one class as the VOC2007 devkit computes it (higher is better).
 
-    Detections (`image_ids`, `boxes` as (x1, y1, x2, y2), `scores`) are taken by descending
-    score (equal scores in input order). Each is matched to the ground-truth box of its
-    image it overlaps most: a hit when IoU >= `iou_threshold` and that object is not matched
-    yet; a second detection of a matched object is a false positive; a detection matched to
-    a difficult object counts neither way. `ground_truth` maps an image id to
-    ``(gt_boxes, difficult)``; non-difficult objects are the positives. AP is the VOC2007
-    11-point interpolation: the mean over recall 0, 0.1, ..., 1 of the best precision at
-    that recall or above.
+    Parameters
+    ----------
+    image_ids : array_like of shape (n,)
+        The image of each detection.
+    boxes : array_like of shape (n, 4)
+        The detections' boxes as (x1, y1, x2, y2).
+    scores : array_like of shape (n,)
+        The detections' scores; taken by descending score, equal scores in input order.
+    ground_truth : dict
+        Image id -> ``(gt_boxes, difficult)``: the objects' boxes (k, 4) and a flag per
+        object; the non-difficult objects are the positives.
+    iou_threshold : float, default 0.5
+        The overlap a detection needs to hit an object.
+
+    Returns
+    -------
+    float
+        VOC2007's 11-point interpolated AP: the mean over recall 0, 0.1, ..., 1 of the best
+        precision at that recall or above.
+
+    Raises
+    ------
+    ValueError
+        On shapes that differ, non-finite values, or no non-difficult object.
+
+    Notes
+    -----
+    Each detection is matched to the ground-truth box of its image it overlaps most: a hit
+    when IoU >= `iou_threshold` and that object is not matched yet; a second detection of a
+    matched object is a false positive; a detection matched to a difficult object counts
+    neither way.
+
+    Examples
+    --------
+    >>> from qs.metrics import voc_detection_ap
+    >>> truth = {"a": ([[0, 0, 9, 9]], [False])}
+    >>> voc_detection_ap(["a", "a"], [[0, 0, 9, 9], [0, 0, 9, 9]], [0.9, 0.8], truth)
+    1.0
     """
     scores = as_scores(scores)
     boxes = _check_boxes(boxes, scores.size, "boxes")
@@ -144,7 +303,7 @@ def voc_detection_ap(image_ids, boxes, scores, ground_truth, iou_threshold=0.5):
     hit = np.zeros(scores.size, dtype=bool)
     counted = np.zeros(scores.size, dtype=bool)
     for k in order:
-        gt_boxes, difficult, matched = truth.get(image_ids[k], (np.empty((0, 4)), (), ()))
+        gt_boxes, difficult, matched = truth.get(image_ids[k], (np.empty((0, 4)), np.zeros(0, bool), np.zeros(0, bool)))
         counted[k] = True
         if len(gt_boxes):
             overlaps = box_iou(boxes[k], gt_boxes)
@@ -190,11 +349,30 @@ def _neighbour_relevance(embeddings, labels, metric):
     return relevant[r > 0], r[r > 0]
 
 
-def mean_average_precision_at_r(embeddings, labels):
-    """mAP@R (Musgrave et al., ECCV 2020) of every sample as a query against the others by
-    cosine similarity (higher is better): with R the number of the query's class among the
-    others, the mean over the R nearest of precision at each that is of the class, over R;
-    averaged over the queries with R > 0."""
+def mean_average_precision_at_r(embeddings: ArrayLike, labels: ArrayLike) -> float:
+    """mAP@R (Musgrave et al., ECCV 2020) of every sample as a query against the others.
+
+    Parameters
+    ----------
+    embeddings : array_like of shape (n, d)
+        Finite embeddings, compared by cosine similarity.
+    labels : array_like of shape (n,)
+        The class of each sample.
+
+    Returns
+    -------
+    float
+        With R the number of the query's class among the others: the mean over the R nearest
+        of the precision at each that is of the class, over R; averaged over the queries
+        with R > 0.
+
+    Examples
+    --------
+    >>> from qs.metrics import mean_average_precision_at_r
+    >>> x = [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]]
+    >>> mean_average_precision_at_r(x, [0, 0, 1, 1])
+    1.0
+    """
     relevant, r = _neighbour_relevance(embeddings, labels, "mAP@R")
     position = np.arange(1, relevant.shape[1] + 1)
     within = position[None, :] <= r[:, None]
@@ -202,10 +380,31 @@ def mean_average_precision_at_r(embeddings, labels):
     return float(np.mean((precision * (relevant & within)).sum(axis=1) / r))
 
 
-def recall_at_k(embeddings, labels, k):
-    """Recall@k of image retrieval (higher is better): the share of the queries, each sample
-    against the others by cosine similarity, with a sample of its class among its k
-    nearest; over the queries whose class has another sample."""
+def recall_at_k(embeddings: ArrayLike, labels: ArrayLike, k: int) -> float:
+    """Recall@k of image retrieval (higher is better).
+
+    Parameters
+    ----------
+    embeddings : array_like of shape (n, d)
+        Finite embeddings, compared by cosine similarity.
+    labels : array_like of shape (n,)
+        The class of each sample.
+    k : int
+        How many nearest neighbours count.
+
+    Returns
+    -------
+    float
+        The share of the queries (each sample against the others) with a sample of its class
+        among its k nearest, over the queries whose class has another sample.
+
+    Examples
+    --------
+    >>> from qs.metrics import recall_at_k
+    >>> x = [[1.0, 0.0], [0.0, 1.0], [0.9, 0.1], [0.1, 0.9]]
+    >>> recall_at_k(x, [0, 1, 1, 0], k=1)
+    0.0
+    """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     relevant, _ = _neighbour_relevance(embeddings, labels, "recall@k")

@@ -6,9 +6,11 @@ from the last block's 4x4 maps to the class scores. At the paper's widths (64, 1
 it has 1,188,170 parameters. With the activation pattern (ReLU masks, max-pool choices)
 held fixed and batch norm in eval mode, the class scores are affine in each layer's weights:
 the layer-wise SVM training of the paper solves one convex problem per layer that way
-(:meth:`PLCNN.patterns`, :meth:`PLCNN.forward_fixed`). Needs torch (the ``[torch]`` extra); ``import qs`` does not
-import this module.
+(`PLCNN.patterns`, `PLCNN.forward_fixed`). Needs torch (the ``[torch]`` extra);
+``import qs`` does not import this module.
 """
+
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -18,9 +20,28 @@ PAPER_WIDTHS = (64, 128, 256)
 
 
 class PLCNN(nn.Module):
-    """The PL-CNN on (n, 3, 32, 32) images; `widths` the channels of the three blocks."""
+    """The PL-CNN on (n, 3, 32, 32) images.
 
-    def __init__(self, widths=PAPER_WIDTHS, n_classes=10):
+    Parameters
+    ----------
+    widths : sequence of int, default (64, 128, 256)
+        The channels of each block (the paper's three by default); each block halves the
+        maps' side.
+    n_classes : int, default 10
+        Number of class scores.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.nets import PLCNN, n_parameters
+    >>> net = PLCNN(widths=(4, 8, 8), n_classes=10).eval()
+    >>> tuple(net(torch.zeros(2, 3, 32, 32)).shape)
+    (2, 10)
+    >>> n_parameters(PLCNN())
+    1188170
+    """
+
+    def __init__(self, widths: Sequence[int] = PAPER_WIDTHS, n_classes: int = 10) -> None:
         super().__init__()
         layers, channels = [], 3
         for width in widths:
@@ -33,18 +54,39 @@ class PLCNN(nn.Module):
         side = 32 // 2 ** len(widths)
         self.classifier = nn.Linear(channels * side * side, n_classes)
 
-    def forward(self, x):
-        """Class scores (n, n_classes)."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class scores.
+
+        Parameters
+        ----------
+        x : Tensor of shape (n, 3, 32, 32)
+            Images.
+
+        Returns
+        -------
+        Tensor of shape (n, n_classes)
+            Class scores.
+        """
         return self.classifier(torch.flatten(self.features(x), 1))
 
-    def linear_layers(self):
+    def linear_layers(self) -> list[nn.Module]:
         """The convolutions and the classifier, input to output: the layers trained one at a
         time by the layer-wise training."""
         return [m for m in self.features if isinstance(m, nn.Conv2d)] + [self.classifier]
 
-    def patterns(self, x):
-        """The activation pattern of `x` at the current weights: each ReLU's mask and each
-        max-pool's argmax indices, in order (no gradient)."""
+    def patterns(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The activation pattern of ``x`` at the current weights (no gradient).
+
+        Parameters
+        ----------
+        x : Tensor of shape (n, 3, 32, 32)
+            Images.
+
+        Returns
+        -------
+        list of Tensor
+            Each ReLU's mask and each max-pool's argmax indices, in order.
+        """
         found = []
         with torch.no_grad():
             for layer in self.features:
@@ -58,9 +100,22 @@ class PLCNN(nn.Module):
                     x = layer(x)
         return found
 
-    def forward_fixed(self, x, patterns):
-        """Class scores with the activation pattern `patterns` (of :meth:`patterns`) held
-        fixed; equal to ``forward`` at the weights the pattern was taken at."""
+    def forward_fixed(self, x: torch.Tensor, patterns: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Class scores with an activation pattern held fixed.
+
+        Parameters
+        ----------
+        x : Tensor of shape (n, 3, 32, 32)
+            Images.
+        patterns : sequence of Tensor
+            An activation pattern of `patterns`.
+
+        Returns
+        -------
+        Tensor of shape (n, n_classes)
+            Class scores, affine in each layer's weights; equal to ``forward`` at the
+            weights the pattern was taken at.
+        """
         given = iter(patterns)
         for layer in self.features:
             if isinstance(layer, nn.ReLU):
@@ -73,6 +128,6 @@ class PLCNN(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-def n_parameters(module):
-    """The number of trainable parameters."""
+def n_parameters(module: nn.Module) -> int:
+    """The number of trainable parameters of ``module``."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)

@@ -1,15 +1,16 @@
 """Each image's best few boxes under given weights, in one pass over the boxes: the working
-sets of latent training out of core (:mod:`qs.ssvm.latent`, :mod:`qs.ssvm.lockstep`).
+sets of latent training out of core (`qs.ssvm.latent`, `qs.ssvm.lockstep`).
 
-Bags, counts and schedulers as :func:`qs.detection.score_bags` takes them, and the scores
+Bags, counts and schedulers as [qs.detection.score_bags][] takes them, and the scores
 are its scores to the bit (the same blocks, the same products), so the first of an image's
 top boxes is its best box.
 """
 
 import numbers
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.detection import (check_flat, check_padded, dask_parts, flat_parts, padded_argmax,
                           sub_blocks)
@@ -18,14 +19,26 @@ __all__ = ["ClassTopBoxes", "TopBoxes", "class_top_boxes", "top_boxes"]
 
 
 class TopBoxes(NamedTuple):
-    """Outcome of :func:`top_boxes`, per image under one weight vector: ``index`` int64 (n, k),
-    its ``k`` best boxes (best first, the first among equal scores first; -1 past an image's
-    box count), ``rows`` float64 (n, k, d) their features (zeros past the count), ``score``
-    (n, k) their scores (-inf past the count), ``next_score`` (n,) the best score of the
-    boxes left out (-inf when none is), ``mean`` (n, d) the image's mean box and ``spread``
-    (n,) the largest distance of one of its boxes from that mean."""
+    """Outcome of `top_boxes`, per image under one weight vector.
 
-    index: np.ndarray
+    Attributes
+    ----------
+    index : ndarray of shape (n, k)
+        Each image's ``k`` best boxes (int64; best first, the first among equal scores
+        first; -1 past an image's box count).
+    rows : ndarray of shape (n, k, d)
+        Their features (float64; zeros past the count).
+    score : ndarray of shape (n, k)
+        Their scores (-inf past the count).
+    next_score : ndarray of shape (n,)
+        The best score of the boxes left out (-inf when none is).
+    mean : ndarray of shape (n, d)
+        The image's mean box.
+    spread : ndarray of shape (n,)
+        The largest distance of one of its boxes from that mean.
+    """
+
+    index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index
     rows: np.ndarray
     score: np.ndarray
     next_score: np.ndarray
@@ -33,13 +46,48 @@ class TopBoxes(NamedTuple):
     spread: np.ndarray
 
 
-def top_boxes(features, counts, w, k, *, scheduler=None):
-    """The ``k`` best boxes of every image under weights ``w`` (d,), in one pass over the
-    boxes (bags, ``counts`` and ``scheduler`` as :func:`qs.detection.score_bags` takes them),
-    with what bounds the scores of the boxes left out under other weights: a box ``x`` left
-    out scores ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any ``v`` (as
-    ``x . (v - w) = mean . (v - w) + (x - mean) . (v - w)``). Returns a :class:`TopBoxes`;
-    its first column is :func:`qs.detection.score_bags`'s best box."""
+def top_boxes(features: Any, counts: npt.ArrayLike, w: npt.ArrayLike, k: int, *,
+              scheduler: Any = None) -> TopBoxes:
+    """The ``k`` best boxes of every image under weights ``w``, in one pass over the boxes.
+
+    With them comes what bounds the scores of the boxes left out under other weights: a box
+    ``x`` left out scores ``x . v <= next_score + mean . (v - w) + spread * |v - w|`` for any
+    ``v`` (as ``x . (v - w) = mean . (v - w) + (x - mean) . (v - w)``).
+
+    Parameters
+    ----------
+    features : ndarray, dask array or zarr array
+        The bags, padded or flat, as [qs.detection.score_bags][] takes them.
+    counts : array_like of shape (n_images,)
+        Valid boxes per image.
+    w : array_like of shape (d,)
+        The weights.
+    k : int
+        Boxes kept per image (>= 1).
+    scheduler : str, distributed.Client or None, default None
+        For Dask input, as [qs.detection.score_bags][] takes it.
+
+    Returns
+    -------
+    TopBoxes
+        Per image its best boxes; the first column is [qs.detection.score_bags][]'s best
+        box.
+
+    Raises
+    ------
+    ValueError
+        On bad bags, ``w`` of the wrong length or not finite, or ``k < 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.top_boxes import top_boxes
+    >>> features = np.array([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+    ...                      [[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    >>> top = top_boxes(features, [2, 1], [1.0, 1.0], 2)
+    >>> top.index.tolist(), top.score.tolist()
+    ([[1, 0], [0, -1]], [[2.0, 1.0], [4.0, -inf]])
+    """
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
@@ -59,7 +107,7 @@ def top_boxes(features, counts, w, k, *, scheduler=None):
 
 
 def _top_block(block, counts, W, boxes, first_image, *, k):
-    """:class:`TopBoxes` fields of the images of one block (``boxes`` unused)."""
+    """`TopBoxes` fields of the images of one block (``boxes`` unused)."""
     n, k_max, d = block.shape
     index, rows = np.full((n, k), -1, dtype=np.int64), np.zeros((n, k, d))
     score, next_score = np.full((n, k), -np.inf), np.full(n, -np.inf)
@@ -83,19 +131,32 @@ def _top_block(block, counts, W, boxes, first_image, *, k):
     return index, rows, score, next_score, mean, spread
 
 class ClassTopBoxes(NamedTuple):
-    """Outcome of :func:`class_top_boxes`, per image and class (a column of ``W``): ``index``
-    int64 (n, c, k), the class's ``k`` best boxes (best first, the first among equal scores
-    first; -1 past an image's box count), ``score`` float64 (n, c, k) their scores (-inf past
-    the count); per column of the checked weights, ``best`` int64 (n, t) each image's best
-    box; and the boxes whose features the caller lacks, each (image, box) once in image
-    order: ``image`` and ``box`` int64 (u,), ``rows`` a list of (m, d) arrays, one per block
-    of images, whose rows in turn are those boxes' features. The boxes lacked are those among
-    every class's top boxes, the boxes ``gather`` named and the checked best boxes that
-    differ from the given choice, less those ``held`` names. Features in the input's type (a
-    float16 box stays float16: the working sets of every class at half the bytes of
-    float32)."""
+    """Outcome of `class_top_boxes`, per image and class (a column of ``W``).
 
-    index: np.ndarray
+    The boxes the caller lacks are those among every class's top boxes, the boxes
+    ``gather`` named and the checked best boxes that differ from the given choice, less
+    those ``held`` names, each (image, box) once in image order.
+
+    Attributes
+    ----------
+    index : ndarray of shape (n, c, k)
+        The class's ``k`` best boxes (int64; best first, the first among equal scores
+        first; -1 past an image's box count).
+    score : ndarray of shape (n, c, k)
+        Their scores (-inf past the count).
+    best : ndarray of shape (n, t)
+        Per column of the checked weights, each image's best box (int64).
+    image : ndarray of shape (u,)
+        The image of each box the caller lacks (int64).
+    box : ndarray of shape (u,)
+        Its box index within the image (int64).
+    rows : list of ndarray
+        Arrays of shape (m, d), one per block of images, whose rows in turn are those
+        boxes' features, in the input's type (a float16 box stays float16: the working
+        sets of every class at half the bytes of float32).
+    """
+
+    index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index
     score: np.ndarray
     best: np.ndarray
     image: np.ndarray
@@ -103,17 +164,57 @@ class ClassTopBoxes(NamedTuple):
     rows: list
 
 
-def class_top_boxes(features, counts, W, k, *, gather=None, check=None, held=None,
-                    scheduler=None):
-    """In one pass over the boxes: the ``k`` best boxes of every image under each class's
-    weights ``W`` (d, c); with ``check = (V, chosen)``, weights ``V`` (d, t) and boxes
-    ``chosen`` (n_images, t), each image's best box under every column of ``V``; and the
-    features of the boxes among those, the boxes ``gather`` (n_images, g) names (box
-    indices, -1 for none) and the checked best boxes that differ from ``chosen`` (where it
-    holds -1, none), that ``held`` (n_images, h) does not name: the caller holds those
-    already, so a pass returns only the rows it lacks. The pass of latent training with all
-    classes in lockstep (:func:`qs.ssvm.lockstep.latent_lockstep`). Returns a
-    :class:`ClassTopBoxes`."""
+def class_top_boxes(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, k: int, *,
+                    gather: npt.ArrayLike | None = None,
+                    check: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+                    held: npt.ArrayLike | None = None, scheduler: Any = None) -> ClassTopBoxes:
+    """Every class's best boxes of every image, and the rows the caller lacks, in one pass.
+
+    The pass of latent training with all classes in lockstep
+    (`qs.ssvm.lockstep.latent_lockstep`).
+
+    Parameters
+    ----------
+    features : ndarray, dask array or zarr array
+        The bags, padded or flat, as [qs.detection.score_bags][] takes them.
+    counts : array_like of shape (n_images,)
+        Valid boxes per image.
+    W : array_like of shape (d, c)
+        Each class's weights.
+    k : int
+        Boxes kept per image and class (>= 1).
+    gather : array_like of shape (n_images, g) or None, default None
+        Boxes whose features to return too (box indices, -1 for none).
+    check : tuple of two array_like or None, default None
+        ``(V, chosen)``: weights ``V`` (d, t) and boxes ``chosen`` (n_images, t); each
+        image's best box under every column of ``V`` is found, and returned among the rows
+        where it differs from ``chosen`` (where that holds -1, none is).
+    held : array_like of shape (n_images, h) or None, default None
+        Boxes the caller holds already (-1 for none): a pass returns only the rows it lacks.
+    scheduler : str, distributed.Client or None, default None
+        For Dask input, as [qs.detection.score_bags][] takes it.
+
+    Returns
+    -------
+    ClassTopBoxes
+        The top boxes, the checked best boxes and the lacking rows.
+
+    Raises
+    ------
+    ValueError
+        On bad bags or weights, ``k < 1``, or ``gather``, ``held`` or ``chosen`` not of
+        box indices of the images' counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.top_boxes import class_top_boxes
+    >>> features = np.array([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+    ...                      [[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    >>> top = class_top_boxes(features, [2, 1], np.array([[1.0, -1.0], [1.0, 0.0]]), 1)
+    >>> top.index[:, :, 0].tolist(), top.image.tolist(), top.box.tolist()
+    ([[1, 1], [0, 0]], [0, 1], [1, 0])
+    """
     flat = isinstance(features, np.ndarray) and features.ndim == 2
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     d, n = features.shape[-1], counts.size
@@ -148,7 +249,7 @@ def class_top_boxes(features, counts, W, k, *, gather=None, check=None, held=Non
     return ClassTopBoxes(*map(np.concatenate, fields), [r for r in rows if r.shape[0]])
 
 
-def _check_weights(W, d, name):
+def _check_weights(W: npt.ArrayLike, d: int, name: str) -> np.ndarray:
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or W.shape[0] != d or not np.isfinite(W).all():
         raise ValueError(f"{name} must be a finite ({d}, columns) array; got shape {W.shape}.")
@@ -156,7 +257,7 @@ def _check_weights(W, d, name):
 
 
 def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g, t):
-    """:class:`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
+    """`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
     gather, chosen and held side by side), ``rows`` one array."""
     n, k_max, d = block.shape
     per_image = np.asarray(per_image)

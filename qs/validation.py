@@ -9,6 +9,7 @@ tensors' own methods and import torch only to convert labels given as arrays, so
 """
 
 import numpy as np
+import numpy.typing as npt
 
 from qs._numba import jit
 
@@ -19,7 +20,7 @@ __all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_q
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
 
-def not_finite(value, where, before):
+def not_finite(value: object, where: object, before: str) -> ValueError:
     """The ValueError of a score ``value`` that is NaN or infinite, at index ``where`` (an
     int, or a tuple for rows of queries); ``before`` names what the scores are for."""
     return ValueError(f"scores must be finite; got {value!r} at index {where}. Remove or "
@@ -39,7 +40,7 @@ def _not_numeric(dtype):
 
 # ---------------------------------------------------------------------------- numpy
 
-def as_scores(scores):
+def as_scores(scores: npt.ArrayLike) -> np.ndarray:
     """Scores as a 1-D float64 C-contiguous array (no copy when already so); finiteness is
     checked by the caller (the inference kernels check it in their first pass)."""
     arr = np.asarray(scores)
@@ -53,8 +54,8 @@ def as_scores(scores):
     return np.ascontiguousarray(arr, dtype=np.float64)
 
 
-def check_finite(scores, before):
-    """Refuse a 1-D score array holding NaN or inf (see :func:`not_finite`)."""
+def check_finite(scores: np.ndarray, before: str) -> None:
+    """Refuse a 1-D score array holding NaN or inf (see `not_finite`)."""
     finite = np.isfinite(scores)
     if not finite.all():
         where = int(np.flatnonzero(~finite)[0])
@@ -62,7 +63,7 @@ def check_finite(scores, before):
 
 
 def _numeric_labels(arr):
-    """Numeric labels as :func:`label_check` takes them: C-contiguous, in native byte order,
+    """Numeric labels as `label_check` takes them: C-contiguous, in native byte order,
     float16 widened to float32 (no copy when already so)."""
     if arr.dtype.kind not in "fiu":
         raise _not_numeric(arr.dtype)
@@ -72,7 +73,7 @@ def _numeric_labels(arr):
     return np.ascontiguousarray(arr)
 
 
-def as_positive_mask(labels, n):
+def as_positive_mask(labels: npt.ArrayLike, n: int) -> np.ndarray:
     """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
     {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
     viewed, not copied."""
@@ -94,7 +95,7 @@ def as_positive_mask(labels, n):
     return (arr == 1).view(np.uint8)
 
 
-def as_positive_mask2d(labels, shape):
+def as_positive_mask2d(labels: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     """(queries, n) labels (bool, or numbers in {1, 0, -1}) as a uint8 mask of ``shape``,
     a bad label named by its query and sample."""
     arr = np.asarray(labels)
@@ -111,7 +112,7 @@ def as_positive_mask2d(labels, shape):
     return (arr == 1).view(np.uint8)
 
 
-def check_counts(n_pos, n_neg):
+def check_counts(n_pos: int, n_neg: int) -> None:
     """A ranking needs at least one positive and one negative."""
     if n_pos == 0:
         raise ValueError("labels contain no positive sample; a ranking loss needs at least one.")
@@ -141,7 +142,7 @@ def label_check(labels):
 
 def check_scores(scores):
     """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
-    tensors every rank loss of the package takes (:mod:`qs.torch`, :mod:`qs.surrogates`)."""
+    tensors every rank loss of the package takes (`qs.torch`, `qs.surrogates`)."""
     import torch
 
     if not isinstance(scores, torch.Tensor):
@@ -193,8 +194,8 @@ def as_positive_tensor(labels, scores):
 def as_query_rows(scores, labels):
     """Validated score tensor (n,) or (Q, n) and labels of its shape, as (scores (Q, n),
     positives (Q, n) bool): a 1-D input is one query. The scores are checked in full
-    (:func:`check_scores`, :func:`check_finite_tensor`), the labels by
-    :func:`as_positive_tensor`."""
+    (`check_scores`, `check_finite_tensor`), the labels by
+    `as_positive_tensor`."""
     check_scores(scores)
     pos = as_positive_tensor(labels, scores)
     check_finite_tensor(scores)

@@ -151,7 +151,7 @@ def _read_outcome(name, path, original_path):
         return "same" if _equal(read(Path(path)), _ORIGINALS[name]) else "different"
     except ValueError:
         return "error"
-    except Exception:  # noqa: BLE001 - any other exception is what is counted
+    except Exception:
         return "other"
 
 
@@ -171,7 +171,7 @@ class _Worker:
             self.close()
             return "crash"
         except TimeoutError:
-            for process in list(self.pool._processes.values()):  # noqa: SLF001 - no public way
+            for process in list(self.pool._processes.values()):
                 process.kill()
             self.close()
             return "hang"

@@ -42,7 +42,7 @@ def _calls(path):
         names.add(name)
         if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "os":
             names.add(f"os.{name}")  # os.replace, os.remove: not str.replace
-        modes = [a for a in node.args[1:2]] + [k.value for k in node.keywords if k.arg == "mode"]
+        modes = list(node.args[1:2]) + [k.value for k in node.keywords if k.arg == "mode"]
         if name in ("open", "open_group", "open_array") and any(
                 isinstance(m, ast.Constant) and isinstance(m.value, str)
                 and set(m.value) & set("wax+") for m in modes):

@@ -11,7 +11,6 @@ from pathlib import Path
 import numba
 import pytest
 from click.testing import CliRunner
-
 from qsrank import bench, common, train
 from qsrank.main import main
 
@@ -50,12 +49,13 @@ def test_help_imports_no_pipeline_nor_numba():
 
 def test_option_choices_match_their_sources():
     from qsrank.pipelines import scaling
+
     from qs.ssvm import SOLVERS
 
     assert bench.VARIES == scaling.VARIES
     assert bench.BENCH_LOSSES == scaling.LOSSES
     assert bench.CURVE_NAMES == scaling.CURVE_NAMES
-    assert train.SOLVER_NAMES == tuple(sorted(SOLVERS))
+    assert tuple(sorted(SOLVERS)) == train.SOLVER_NAMES
     assert set(bench.BENCH_EXPERIMENTS) <= set(train.experiments())
 
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from qsrank import bench
 from qsrank.main import main
 from qsrank.pipelines import _registry

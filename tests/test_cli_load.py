@@ -3,11 +3,10 @@ one line with nothing written."""
 
 import pytest
 from click.testing import CliRunner
-
 from qsrank.main import main
+
 from qs.data import load_npz_cache
 from tests.test_data_poselet import truncate, write_poselet
-
 
 # --- qsrank load poselet ------------------------------------------------------------------
 

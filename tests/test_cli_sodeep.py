@@ -17,7 +17,6 @@ def test_cli_choices_match_their_sources():
 
 def test_cli_train_then_eval(tmp_path):
     from click.testing import CliRunner
-
     from qsrank.main import main
 
     out = tmp_path / "cnn8.pt"
@@ -43,7 +42,6 @@ def test_cli_train_then_eval(tmp_path):
 
 def test_cli_bad_input_is_one_line(tmp_path):
     from click.testing import CliRunner
-
     from qsrank.main import main
 
     runner = CliRunner()

@@ -123,9 +123,9 @@ def test_train_set_overrides_keys_and_records_them(tiny_config, tmp_path):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("C.svc=1", "digits.yaml: unknown config key 'C.svc'; allowed keys in 'C': ap_svm, "
+    ("C.svc=1", "in --set: unknown config key 'C.svc'; allowed keys in 'C': ap_svm, "
                 "zero_one_svm, linear_svc"),
-    ("cv.folds=" + "x" * 500, "cv.folds: expected a finite integer >= 2; got 'xxx"),
+    ("cv.folds=" + "x" * 500, "in --set: cv.folds: expected a finite integer >= 2; got 'xxx"),
     ("seed", "--set 'seed': expected KEY=VALUE"),
 ])
 def test_train_bad_set_is_one_line_and_writes_nothing(tmp_path, setting, message):

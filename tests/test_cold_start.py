@@ -4,9 +4,9 @@ and one fresh-process probe."""
 import os
 
 from click.testing import CliRunner
-
 from qsrank.main import main
 from qsrank.pipelines import cold_start
+
 from qs.inference import METHODS
 
 

@@ -29,3 +29,21 @@ def test_unreadable_or_unknown_config_names_the_problem(tmp_path):
         load_config(bad, {"seed": 0}, resolve, {})
     assert load_config(None, {"seed": 0}, resolve, {"seed": 4}) == {"seed": 4}
     assert load_config(None, {"seed": 0}, resolve, {}, {"seed": 3}) == {"seed": 3}
+
+
+def test_a_bad_set_value_is_blamed_on_set_not_the_file(tmp_path):
+    def resolve(cfg):
+        return S.validate(Seeded, cfg)
+
+    good = tmp_path / "good.yaml"
+    good.write_text("seed: 1\n")
+    with pytest.raises(ValueError, match=r"^in --set: seed") as err:
+        load_config(good, {"seed": 0}, resolve, {}, {"seed": "abc"})
+    assert "good.yaml" not in str(err.value)
+    with pytest.raises(ValueError, match=r"^in --set: seed"):
+        load_config(None, {"seed": 0}, resolve, {}, {"seed": "abc"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: abc\n")
+    with pytest.raises(ValueError, match=r"config .*bad.yaml: seed"):
+        load_config(bad, {"seed": 0}, resolve, {}, {"seed": "xyz"})
+    assert load_config(bad, {"seed": 0}, resolve, {}, {"seed": 5}) == {"seed": 5}  # mended

@@ -10,6 +10,7 @@ from qs.data.voc2007 import CLASSES
 from qs.metrics import voc_detection_ap
 from tests.test_data_formats import write_mat73
 
+
 def voc_xml(width=500, height=375, objects=(("dog", (48, 240, 195, 371), 0, 1),), dtd=""):
     objs = "".join(
         f"<object><name>{name}</name><truncated>{trunc}</truncated><difficult>{diff}"

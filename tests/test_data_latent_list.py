@@ -9,7 +9,6 @@ from qs.data.voc2007 import CLASSES
 from qs.metrics import voc_detection_ap
 from tests.test_data_boxes import voc_xml
 
-
 # Two images: (stem, image label, [(x, y, w, h, id, label, {index: value})]).
 LATENT = [
     ("000005", 1, [(10, 20, 30, 40, 1, -1, {1: 0.5, 3: 2.0}), (1, 1, 50, 60, 2, -1, {2: 1.5})]),

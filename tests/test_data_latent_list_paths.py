@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from qsrank.main import main
+
 from qs.data import load_latent_list, load_voc_annotation
 from qs.data.store import open_store
 from tests.test_data_boxes import voc_xml

@@ -4,8 +4,11 @@ layout, identity with the in-memory data, checksums verified as chunks are read,
 after an interrupt, kills inside the writer's crash windows, a reader that crashes its
 process, and bad input."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -623,3 +626,53 @@ def test_a_full_disk_names_the_store_and_says_a_rerun_resumes(tmp_path, monkeypa
     stats = {}
     convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
     assert (stats["blocks_resumed"], stats["blocks_written"]) == (2, 3)
+
+
+def _verify_in_a_process(path, timeout=120):
+    """`qsrank load verify` in a process of its own, so that a read that blocks (a FIFO) or
+    never ends (/dev/zero) fails the test instead of hanging it."""
+    code = "import sys; from qsrank.main import main; main(sys.argv[1:], prog_name='qsrank')"
+    return subprocess.run([sys.executable, "-c", code, "load", "verify", str(path)],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("replacement", ["fifo", "dev-zero", "larger"])
+def test_verify_reads_regular_chunks_only_and_bounded(tmp_path, replacement):
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+    chunk = path / "features" / "c" / "1" / "0" / "0"
+    chunk.unlink()
+    if replacement == "fifo":
+        os.mkfifo(chunk)
+    elif replacement == "dev-zero":
+        chunk.symlink_to("/dev/zero")
+    else:  # a regular file far larger than any chunk of the array's shape
+        with open(chunk, "wb") as fh:
+            fh.truncate(2 ** 26)
+    result = _verify_in_a_process(path)
+    assert result.returncode == 1, result.stderr
+    why = "larger than the" if replacement == "larger" else "not a regular file"
+    assert f"features chunk c/1/0/0 ({why}" in result.stderr and \
+        "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("edit", ["array", "both"])
+def test_metadata_disagreeing_with_the_record_is_refused(tmp_path, edit):
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+    meta = json.loads((path / "features" / "zarr.json").read_text())
+    meta["shape"][0] = 10 ** 12
+    (path / "features" / "zarr.json").write_text(json.dumps(meta))
+    if edit == "both":  # the group's record says so too: the checksums still cover 2 chunks
+        group = json.loads((path / "zarr.json").read_text())
+        group["attributes"]["n_images"] = 10 ** 12
+        (path / "zarr.json").write_text(json.dumps(group))
+        for name in ("counts", "boxes", "labels", "image_ids"):
+            meta = json.loads((path / name / "zarr.json").read_text())
+            meta["shape"][0] = 10 ** 12
+            (path / name / "zarr.json").write_text(json.dumps(meta))
+    words = (r"features has shape \(1000000000000, " if edit == "array" else
+             r"the checksums of features cover \d+ chunks, not the 100000000000 of its "
+             r"1000000000000 images")
+    with pytest.raises(StoreDamaged, match=words):
+        open_store(path)
+    result = _verify_in_a_process(path)
+    assert result.returncode == 1 and "the store is damaged" in result.stderr, result.stderr

@@ -8,7 +8,6 @@ from sklearn.linear_model import RidgeClassifier
 from qs.data import ACTIONS, make_voc2011_actions
 from qs.metrics import voc_average_precision
 
-
 # --- synthetic VOC2011-shaped data -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -28,7 +27,7 @@ def test_synthetic_shapes_and_counts(synthetic):
         X = split.X
         assert X.min() >= 0 and np.all(X[:, -1].toarray() == 1.0)
         assert 0.01 < X.nnz / np.prod(X.shape) < 0.1  # sparse
-        assert "synthetic (seed 3), not the VOC2011 data" == split.source
+        assert split.source == "synthetic (seed 3), not the VOC2011 data"
         assert split.n_images < X.shape[0] and split.box_ids.min() == 1
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from qs import detection
 from qs.detection import bag_argmax, score_bags
-from qs.top_boxes import top_boxes
 from qs.metrics import nms
+from qs.top_boxes import top_boxes
 
 
 def padded_bags(seed, n=23, k=9, d=6, dtype=np.float32, ties=False):

@@ -189,15 +189,20 @@ def test_fits_stopped_early_warn_and_are_marked(tmp_path):
     assert "†: 2 fits stopped at the iteration cap before converging" in md
 
 
-def test_plot_says_a_digits_run_has_no_figure(small_run):
+def test_plot_draws_a_digits_run_as_bars_of_its_table(small_run, tmp_path):
+    import shutil
+
     from click.testing import CliRunner
 
     from qsrank.main import main
 
     _, out = small_run
-    result = CliRunner().invoke(main, ["plot", str(out)])
-    assert result.exit_code == 1
-    assert result.output.strip() == (
-        f"Error: cannot redraw {out}: {out} holds a digits tables run; qsrank plot redraws the "
-        "figures of cifar10, compare, voc2007_detection, voc2011_actions figure and scaling "
-        "runs")
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    result = CliRunner().invoke(main, ["plot", str(copy)])
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == [str(copy / "figure.png"), str(copy / "figure.pdf")]
+    assert (copy / "figure.png").stat().st_size > 0
+    (copy / "table.csv").unlink()
+    result = CliRunner().invoke(main, ["plot", str(copy)])
+    assert result.exit_code == 1 and "table.csv is missing" in result.output

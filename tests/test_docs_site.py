@@ -187,6 +187,39 @@ def test_api_pages_render_the_docstrings(pages):
     assert not defects, "\n".join(defects)
 
 
+#: modules whose docstrings are numpydoc throughout: their API sections may show no defect
+NUMPYDOC_MODULES = ("qs.estimators", "qs.ssvm", "qs.detection", "qs.top_boxes", "qs.nets",
+                    "qs.surrogates")
+
+
+def object_sections(path, site):
+    """``(id, Page)`` of each object an API page documents at its top level (its own h2),
+    read as `read_page` reads a page."""
+    html = path.read_text(encoding="utf-8")
+    sections = []
+    for part in re.split(r'(?=<h2 id="qs\.)', html)[1:]:
+        id_ = re.match(r'<h2 id="([^"]+)"', part).group(1)
+        page = Page(f"{path.relative_to(site)}#{id_}")
+        reader = _Reader(page)
+        reader.feed('<div role="main">' + part)  # the object's own end tag closes it
+        reader.close()
+        sections.append((id_, page))
+    return sections
+
+
+def test_numpydoc_modules_render_without_defects(site):
+    found, defects = set(), []
+    for path in sorted((site / "api").rglob("*.html")):
+        for id_, page in object_sections(path, site):
+            module = next((m for m in NUMPYDOC_MODULES
+                           if id_ == m or id_.startswith(m + ".")), None)
+            if module:
+                found.add(module)
+                defects += rendering_defects(page)
+    assert found == set(NUMPYDOC_MODULES), f"not on an API page: {set(NUMPYDOC_MODULES) - found}"
+    assert not defects, "\n".join(defects)
+
+
 NUMPYDOC = '''
 def rank(scores, labels, loss="ap"):
     """Rank the samples.

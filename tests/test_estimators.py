@@ -245,3 +245,13 @@ def test_append_ones_keeps_the_dtype_of_every_layout(dtype):
     lazy = append_ones(da.from_array(padded, chunks=(2, 2, 3)))
     assert lazy.dtype == dtype and lazy.chunks == ((2, 2), (2,), (3, 1))
     np.testing.assert_array_equal(lazy.compute(), append_ones(padded))
+
+
+def test_lai_callback_records_every_lai_call_of_a_fit():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 4)), np.arange(80) % 4 == 0
+    calls = []
+    est = RankSVM(loss="ap", C=10.0, lai_callback=lambda s, labels: calls.append(s)).fit(X, y)
+    assert len(calls) == est.lai_calls_ > 1
+    with pytest.raises(ValueError, match="lai_callback applies to a fit without groups"):
+        RankSVM(lai_callback=print).fit(X, y, groups=np.arange(80) // 10)

@@ -3,7 +3,6 @@ arrays written, one-vs-rest models match RankSVMs fitted directly, CV picks the 
 loop picks, the metrics match scikit-learn's, and every bad input is one line, exit 1, and
 nothing written."""
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from qsrank.main import main
 from qsrank.pipelines import fit as pipeline
-from qsrank.pipelines.model import evaluate, read_model, write_model
+from qsrank.pipelines.model import evaluate, model_digest, read_model, write_model
 from qs.data.tables import read_labels, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision
@@ -186,6 +185,17 @@ def test_evaluate_matches_scikit_learn(tmp_path):
     assert evaluate(tmp_path / "s.csv", tmp_path / "l.csv", "truth").shape == (3, 6)
 
 
+@pytest.mark.parametrize("decimals", [0, 1, 12])
+def test_roc_auc_is_scikit_learns_ties_included(decimals):
+    from qsrank.pipelines.model import roc_auc
+
+    rng = np.random.default_rng(decimals)
+    relevant = rng.random(300) < 0.2
+    scores = np.round(rng.normal(size=300) + relevant, decimals)  # 0 decimals: many ties
+    assert roc_auc(relevant, scores) == pytest.approx(roc_auc_score(relevant, scores),
+                                                      abs=1e-12)
+
+
 def test_help_imports_no_pipeline_nor_data_library():
     code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
             "for command in ('fit', 'predict', 'evaluate'):\n"
@@ -196,6 +206,34 @@ def test_help_imports_no_pipeline_nor_data_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_predict_and_evaluate_start_without_scikit_learn(tmp_path, model_dir):
+    """Scoring a table needs numpy and pandas only: the start-up of `qsrank predict` does not
+    pay for scikit-learn, numba or the data readers it does not use; `evaluate` pays for
+    numba (qs.metrics), not scikit-learn."""
+    X, y = data(n=10)
+    table = write_csv(tmp_path / "d.csv", X, y)
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+            f"r = CliRunner().invoke(main, ['predict', {str(model_dir)!r}, {str(table)!r}, "
+            f"'--out', {str(tmp_path / 's.csv')!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'numba', 'torch', "
+            "'dask', 'zarr', 'h5py'}), sorted(m for m in sys.modules if m.startswith('qs.data.')"
+            " and m.split('.')[2] not in ('files', 'formats', 'poselet', 'sparse_text', "
+            "'tables')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[] []"
+    # evaluate: the rank metrics, without scikit-learn
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+            f"r = CliRunner().invoke(main, ['evaluate', {str(tmp_path / 's.csv')!r}, "
+            f"{str(table)!r}, '--label-column', 'label'])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print('sklearn' in {m.split('.')[0] for m in sys.modules})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_help_names_every_solver():
@@ -255,7 +293,8 @@ def test_test_file_of_another_feature_count_is_refused(tmp_path):
 def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("model")
     meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none"}
+            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none",
+            "svmlight_zero_based": False, "column_fingerprint": None}
     write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
                 scale=np.ones(4))
     return out
@@ -287,12 +326,14 @@ def test_model_file_refusals_are_one_line(tmp_path, model_dir, kind):
         data_path = tmp_path / "d.npz"
         np.savez(data_path, X=X[:, :3], y=y)
         model, words = model_dir, ["3 features", "has 4"]
-    else:
-        np.savez(tmp_path / "evil.npz", coef=np.array([[object()]], dtype=object))
-        raw = (tmp_path / "evil.npz").read_bytes()
-        model = _copy(model_dir, tmp_path, weights="evil.npz",
-                      weights_sha256=hashlib.sha256(raw).hexdigest())
-        words = ["evil.npz", "not a readable .npz"]
+    else:  # a pickle in place of the weights, the checksum made to match
+        model = _copy(model_dir, tmp_path)
+        np.savez(tmp_path / "model.npz", coef=np.array([[object()] * 4], dtype=object),
+                 intercept=[0.5], mean=np.zeros(4), scale=np.ones(4))
+        meta = json.loads(model.read_text())
+        meta["sha256"] = model_digest(meta, (tmp_path / "model.npz").read_bytes())
+        model.write_text(json.dumps(meta))
+        words = ["model.npz", "coef must be finite floats of shape (1, 4); got object"]
     result = qsrank("predict", model, data_path, "--out", tmp_path / "s.csv")
     one_line_error(result, *words)
     assert not (tmp_path / "s.csv").exists()
@@ -370,3 +411,50 @@ def test_mixed_label_types_and_a_narrower_svmlight_test_file(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = pd.read_csv(tmp_path / "b" / "metrics.csv")
     assert list(metrics["test_positives"]) == [20, 20, 20]
+
+
+@pytest.mark.parametrize("given,near", [("Label", "label"), (" label ", "label"),
+                                        ("lable", "label"), ("target", None)])
+def test_a_misnamed_label_column_names_the_near_miss(tmp_path, given, near):
+    X, y = data(n=20, d=4)
+    frame = pd.DataFrame(X, columns=NAMES).assign(label=y)
+    for k in range(8):  # more columns than the message lists
+        frame[f"extra{k}"] = 0.0
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    result = qsrank("fit", tmp_path / "t.csv", "--label-column", given, "--out", tmp_path / "r")
+    one_line_error(result, "t.csv", "no label column")
+    assert ("did you mean 'label'?" in result.output) == (near is not None), result.output
+    labels = tmp_path / "l.csv"
+    frame[["label"]].to_csv(labels, index=False)
+    (tmp_path / "s.csv").write_text("a\n" + "0.1\n" * 20)
+    result = qsrank("evaluate", tmp_path / "s.csv", labels, "--label-column", given)
+    one_line_error(result, "l.csv", "no label column")
+    assert ("did you mean 'label'?" in result.output) == (near is not None), result.output
+
+
+def test_an_unnamed_label_column_names_the_option(tmp_path):
+    X, y = data(n=20)
+    write_csv(tmp_path / "t.csv", X, y)
+    (tmp_path / "s.csv").write_text("a\n" + "0.1\n" * 20)
+    one_line_error(qsrank("evaluate", tmp_path / "s.csv", tmp_path / "t.csv"),
+                   "name its label column with --label-column", "'label'")
+    one_line_error(qsrank("fit", tmp_path / "t.csv", "--out", tmp_path / "r"),
+                   "name its label column with --label-column")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_progress_bar_names_the_class_not_the_unit_file():
+    assert pipeline.SPEC.unit_text(("000", "malignant")) == "class malignant"
+
+
+def test_plot_draws_a_fit_run_as_bars_of_its_test_ap(tmp_path):
+    X, y = data(n=90, classes=("a", "b", "c"))
+    train = write_csv(tmp_path / "t.csv", X, y)
+    out = tmp_path / "run"
+    result = qsrank("fit", train, "--label-column", "label", "--C", "1", "--baseline-C", "1",
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    result = qsrank("plot", out)
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == [str(out / "figure.png"), str(out / "figure.pdf")]
+    assert (out / "figure.png").read_bytes().startswith(b"\x89PNG")

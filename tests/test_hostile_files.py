@@ -10,13 +10,13 @@ import threading
 import numpy as np
 import pytest
 import scipy.io
+from click.testing import CliRunner
+from qsrank.main import main
+from qsrank.pipelines import scaling
+from qsrank.pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 
 import qs.data.files as files_module
 import qs.data.poselet as poselet_module
-from qsrank.main import main
-from click.testing import CliRunner
-from qsrank.pipelines import scaling
-from qsrank.pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 from qs.data import (
     load_features,
     load_image_set,
@@ -112,7 +112,7 @@ def _in_thread(fn):
     def target():
         try:
             outcome[0] = fn()
-        except Exception as err:  # noqa: BLE001 - the outcome is checked by the caller
+        except Exception as err:
             outcome[0] = err
 
     thread = threading.Thread(target=target, daemon=True)

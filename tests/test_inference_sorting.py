@@ -53,6 +53,7 @@ def test_a_stale_hint_still_sorts_the_positives(n):
     rng = np.random.default_rng(n)
     idx = np.sort(rng.choice(3 * n, n, replace=False)).astype(np.int64)
     order = np.full(n, -1, dtype=np.int64)
+    values = np.empty(0)  # the previous pass's sorted scores
     for v in (rng.normal(size=n), np.round(rng.normal(size=n), 1), None):
         v = v if v is not None else values[np.argsort(order)] + 0.0  # the same scores again
         want = np.lexsort((idx, -v))

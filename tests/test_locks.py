@@ -2,6 +2,7 @@
 `train` and `compare` (pipelines/_runs.claim_run_dir), and `sodeep train`'s checkpoint. The
 holder is a real second process; the one refused names it, and the lock dies with its holder."""
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -14,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from qsrank.main import main
 from qsrank.pipelines import _runs
+
 from qs.data import open_store
 from qs.data.lock import OutputBusy, OutputLock, _command
 
@@ -33,6 +34,7 @@ def _hold(what, path, ready, stop):
         _runs.claim_run_dir(path, "compare", "tables")
     else:
         from qsrank.pipelines import sodeep as pipeline
+
         from qs.surrogates import sodeep
 
         def train_sorter(*args, **kwargs):  # holds the lock the training took, then stops
@@ -41,10 +43,8 @@ def _hold(what, path, ready, stop):
             raise InterruptedError
 
         sodeep.train_sorter = train_sorter
-        try:
+        with contextlib.suppress(InterruptedError):
             pipeline.train("lstm", 8, 1, 0, path, progress=False)
-        except InterruptedError:
-            pass
         return
     ready.set()
     stop.wait(60)
@@ -76,7 +76,7 @@ def writer(path):
 
 def test_a_second_store_writer_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "s.zarr"
-    child, stop = held("store", out)
+    child, _ = held("store", out)
     try:
         line = one_line(CliRunner().invoke(main, ["load", "cnn", "synthetic", "--scale", "0.01",
                                                   "--boxes", "4", "--features", "3", "--out",

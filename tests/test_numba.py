@@ -202,8 +202,8 @@ def test_batch_kernel_compiles_once_then_loads_in_a_new_process(tmp_path):
 def test_the_builtin_losses_bind_by_their_codes():
     """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
     a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
-    assert qn.BUILTIN_INCREMENTS == {LOSSES["ap"].kernel: AP_CODE,
-                                     LOSSES["ndcg"].kernel: NDCG_CODE}
+    assert {LOSSES["ap"].kernel: AP_CODE,
+                                     LOSSES["ndcg"].kernel: NDCG_CODE} == qn.BUILTIN_INCREMENTS
     from qs.inference.qs import sort_dc
 
     assert qn.bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)

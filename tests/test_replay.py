@@ -2,6 +2,7 @@
 LAI calls of a training recorded and every exact method timed on them, on a tiny subsample."""
 
 import pandas as pd
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -35,3 +36,26 @@ def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
     assert (timings["seconds"] > 0).all()
     assert f"phoning, ndcg loss: {n_calls} LAI calls" in result.output
     assert all(f"| {m} " in result.output for m in methods)
+
+
+def test_replay_times_each_round_of_the_recorded_calls():
+    import numpy as np
+
+    from qsrank.pipelines._replay import Recorder, ratio_spread, replay, round_means
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(200) % 5 == 0
+    recorder = Recorder()
+    scores = rng.normal(size=200)
+    recorder(scores, labels)
+    recorder(np.zeros(200), labels)
+    scores[:] = 0.0  # the recorder kept a copy
+    assert recorder.calls[0][0].any() and recorder.calls[1][1] is recorder.calls[0][1]
+    totals = replay(recorder.calls, "ap", "qs", 4)
+    assert len(totals) == 4 and all(t > 0 for t in totals)
+    assert replay(recorder.calls, "ap", "qs", 0) == []
+    # per round: slow (2, 4), fast (1, 1.5) averaged over two trainings -> ratios 2, 8/3
+    slow, fast = [[2.0, 4.0], [2.0, 4.0, 9.0]], [[1.0, 1.0], [1.0, 2.0]]
+    assert ratio_spread(slow, fast) == pytest.approx((7 / 3, 2.0, 8 / 3))
+    assert round_means(fast).tolist() == [1.0, 1.5]
+    assert ratio_spread([[]], fast) is None

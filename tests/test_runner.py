@@ -56,7 +56,9 @@ def test_units_run_once_then_resume(tmp_path, capsys):
     assert "toy: resuming: 2 of 3 units done" in capsys.readouterr().err
     CALLS.clear()
     _runner.run(TOY, {"items": ["c", "a"]}, out)
-    assert CALLS == [] and "toy: up to date: all 2 units done" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert CALLS == [] and "toy: up to date: all 2 units done" in err
+    assert "0unit" not in err and "?unit/s" not in err  # no empty progress bar
     assert (out / "table.md").read_text() == "c 3.0\na 1.0\n"  # the units' order
 
 
@@ -84,7 +86,8 @@ def test_load_config_lays_sets_over_the_file(tmp_path):
     path.write_text("experiment: toy\nitems: [d]\nscale: 3\n")
     cfg = _runner.load_config(TOY, path, {"scale": 5}, seed=2)
     assert (cfg["items"], cfg["scale"], cfg["seed"]) == (["d"], 5, 2)
-    with pytest.raises(ValueError, match=r"toy\.yaml: scale: expected a finite number; got 'x'"):
+    # the file is valid: the bad value is the --set's, and the message says so
+    with pytest.raises(ValueError, match=r"^in --set: scale: expected a finite number; got 'x'"):
         _runner.load_config(TOY, path, {"scale": "x"})
 
 
@@ -125,3 +128,14 @@ def test_resume_status_lines():
     assert _runner.resume_status(80, 0) == "up to date: all 80 units done"
     assert _runner.resume_status(80, 80) is None
     assert _runner.resume_status(5, 2, "points") == "resuming: 3 of 5 points done"
+
+
+def test_the_progress_bar_names_the_unit_under_way(tmp_path, capsys):
+    from dataclasses import replace
+
+    _runner.run(TOY, {}, tmp_path / "plain")
+    assert "a]" in capsys.readouterr().err
+    named = replace(TOY, unit_text=lambda unit: f"letter {unit[0]}")
+    _runner.run(named, {}, tmp_path / "named")
+    err = capsys.readouterr().err
+    assert "letter a" in err and "letter b" in err

@@ -1,19 +1,21 @@
 """What every experiment shares (pipelines/_runs.py, _provenance.py): the code version that keys
 a stored run, run directories claimed for one experiment and kind, and provenance."""
 
+import json
+import os
+import stat
+import subprocess
 from functools import partial
 from importlib import metadata
-import json
-import subprocess
 
 import pytest
 import yaml
-
 from qsrank.pipelines import _runner, _runs
 from qsrank.pipelines import voc2011_actions as voc
-from qsrank.pipelines.voc2011_actions import train as voc_train
+from qsrank.pipelines._io import write_json
 from qsrank.pipelines._provenance import PACKAGES, code_version
 from qsrank.pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+from qsrank.pipelines.voc2011_actions import train as voc_train
 
 run = partial(_runner.run, voc.SPEC)
 resolve = partial(_runner.resolve, voc.SPEC)
@@ -149,25 +151,67 @@ def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
 
 def test_a_run_killed_while_writing_its_marker_is_accepted_and_cleaned(tmp_path):
     """A kill inside `write_json` leaves only its temporary file: the directory is still a new
-    one, and the temporary files of a killed run are removed when it is claimed again."""
+    one, and the temporary files of a killed run are removed when it is claimed again. Only
+    names qsrank's atomic writer makes (`_io.TEMPORARY`) are taken for its own: a user's
+    ``.notes.abcdefgh.tmp``, in the run or in a directory of its own, is kept."""
     out = tmp_path / "run"
     out.mkdir()
-    (out / f".{MARKER}.k3x_9a2b.tmp").write_text('{"experiment": "dig')
+    (out / f".{MARKER}.k3x_9a2b.qsrank-tmp").write_text('{"experiment": "dig')
     assert claim_run_dir(out, "digits", "tables") == out
     assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, _runs.LOCK])
     (out / "runs").mkdir()
-    stale = [out / ".table.md.abcdefgh.tmp", out / "runs" / ".a.json.0123abcd.tmp"]
+    stale = [out / ".table.md.abcdefgh.qsrank-tmp", out / "runs" / ".a.json.0123abcd.qsrank-tmp"]
     for path in stale:
         path.write_text("half")
-    (out / "runs" / "notes.tmp").write_text("not ours")  # not a name qsrank writes
+    users = [out / "runs" / "notes.tmp", out / "runs" / ".x.abcdefgh.tmp",
+             out / ".table.md.abcdefgh.tmp"]
+    for path in users:
+        path.write_text("not ours")
     assert claim_run_dir(out, "digits", "tables") == out
-    assert not any(p.exists() for p in stale) and (out / "runs" / "notes.tmp").exists()
-    foreign = tmp_path / "foreign"
-    foreign.mkdir()
-    (foreign / ".draft.tmp").write_text("not ours")
-    with pytest.raises(ValueError, match="not empty and holds no qsrank run"):
-        claim_run_dir(foreign, "digits", "tables")
-    assert [p.name for p in foreign.iterdir()] == [".draft.tmp"]  # nothing added, nothing lost
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in users)
+    for name in (".draft.tmp", ".notes.abcdefgh.tmp"):
+        foreign = tmp_path / f"foreign{name}"
+        foreign.mkdir()
+        (foreign / name).write_text("not ours")
+        with pytest.raises(ValueError, match="not empty and holds no qsrank run"):
+            claim_run_dir(foreign, "digits", "tables")
+        assert [p.name for p in foreign.iterdir()] == [name]  # nothing added, nothing lost
+
+
+@pytest.mark.parametrize("kind", ["text", "symlink", "fifo"])
+def test_a_users_file_named_like_the_lock_is_neither_overwritten_nor_removed(tmp_path, kind):
+    out, precious = tmp_path / "run", tmp_path / "precious.txt"
+    out.mkdir()
+    precious.write_text("a user's file\n")
+    lock = out / _runs.LOCK
+    if kind == "text":
+        lock.write_text("a user's file\n")
+    elif kind == "symlink":
+        lock.symlink_to(precious)
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(ValueError, match="holds no qsrank run|not a lock file"):
+        claim_run_dir(out, "digits", "tables")
+    write_json(out / MARKER, {"experiment": "digits", "kind": "tables"})  # a run: still refused
+    with pytest.raises(ValueError, match=r"\.qsrank-run\.lock .*not a lock file"):
+        claim_run_dir(out, "digits", "tables")
+    _runs.release_run_dirs()
+    assert precious.read_text() == "a user's file\n"
+    if kind == "text":
+        assert lock.read_text() == "a user's file\n"
+    else:
+        assert lock.is_symlink() if kind == "symlink" else stat.S_ISFIFO(os.lstat(lock).st_mode)
+
+
+def test_the_lock_file_of_a_killed_run_is_taken_over(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / _runs.LOCK).write_text(json.dumps({"pid": 1, "host": "h", "command": "qsrank fit",
+                                              "since": "2026-01-01 00:00:00 UTC"}))
+    assert claim_run_dir(out, "digits", "tables") == out
+    assert json.loads((out / _runs.LOCK).read_text())["pid"] == os.getpid()
+    _runs.release_run_dirs()
+    assert not (out / _runs.LOCK).exists()
 
 
 def test_a_run_directory_made_again_is_locked_again(tmp_path):

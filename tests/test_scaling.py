@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from qsrank.common import default_config
 from qsrank.main import main
 from qsrank.pipelines import scaling

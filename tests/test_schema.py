@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import yaml
-
 from qsrank.pipelines import _schema as S
 
 
@@ -25,7 +24,7 @@ def test_defaults_and_values_keep_their_type():
     assert S.validate(Model, {}) == {"name": "a", "C": "cv", "data": None, "fast": False,
                                      "items": ["x"], "inner": {"folds": 5, "grid": [1.0, 10.0]}}
     cfg = S.validate(Model, {"C": 10, "inner": {"folds": np.int64(3)}})
-    assert cfg["C"] == 10 and type(cfg["C"]) is int  # noqa: E721 - printed as the config wrote it
+    assert cfg["C"] == 10 and type(cfg["C"]) is int
     assert cfg["inner"] == {"folds": 3, "grid": [1.0, 10.0]} and type(cfg["inner"]["folds"]) is int
     assert S.validate(Model, cfg) == cfg  # a resolved config resolves to itself
     # defaults are fresh copies

@@ -337,3 +337,22 @@ def test_primal_and_dual_forms_of_the_working_set_qp_agree():
         by_dual = solve_qp(A @ A.T, wide, b, C)
         np.testing.assert_allclose(A.T @ by_primal, A.T @ by_dual, atol=1e-6)
         assert by_primal.sum() == pytest.approx(by_dual.sum(), abs=1e-6 * C)
+
+
+@pytest.mark.parametrize("solver", SOLVERS.values())
+def test_lai_callback_sees_the_inputs_of_every_timed_lai_call(solver):
+    X, y = make_data()
+    seen = []
+    res = run(solver, X, y, C=10.0, loss="ap", lai_callback=lambda s, labels: seen.append(
+        (s.copy(), labels.copy())))
+    assert len(seen) == res.lai_calls
+    assert not seen[0][0].any()  # w starts at zero
+    assert all((labels == y).all() for _, labels in seen)
+    # the solver's own record of each iteration: its last LAI call's scores
+    progress = []
+    run(solver, X, y, C=10.0, loss="ap", callback=lambda p: progress.append(p.scores))
+    per_iteration = len(seen) // len(progress)
+    for k, scores in enumerate(progress):
+        np.testing.assert_array_equal(seen[(k + 1) * per_iteration - 1][0], scores)
+    with pytest.raises(ValueError, match="lai_callback must be callable"):
+        solver(X, y, lai_callback=3)

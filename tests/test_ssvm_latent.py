@@ -311,3 +311,17 @@ def test_working_set_saves_passes_and_reports_them():
     assert seen == sorted(seen) and seen[-1] == r.passes and len(seen) == r.n_outer
     with pytest.raises(ValueError, match="working_set must be None or an integer >= 1"):
         latent_cutting_plane(X, offsets, labels, working_set=0)
+
+
+def test_lai_callback_records_every_lai_call_of_the_latent_training():
+    from qs.estimators import LatentRankSVM
+
+    X, offsets, labels = tiny_bags(0)
+    calls = []
+    est = LatentRankSVM(loss="ap", C=10.0, lai_callback=lambda s, y: calls.append(
+        (s.copy(), y.copy()))).fit(X, labels, offsets=offsets)
+    assert len(calls) == est.lai_calls_ == est.lai_times_.size
+    # one score per image (each negative at its best box), the image labels in order
+    assert all(s.shape == labels.shape and (y == (labels == 1)).all() for s, y in calls)
+    plain = LatentRankSVM(loss="ap", C=10.0).fit(X, labels, offsets=offsets)
+    np.testing.assert_array_equal(est.coef_, plain.coef_)  # recording changes nothing

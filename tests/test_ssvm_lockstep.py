@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from qs.detection import score_bags
-from qs.top_boxes import ClassTopBoxes, class_top_boxes
-from qs.ssvm import _working_sets
+from qs.ssvm import _working_sets, lockstep
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
-from qs.ssvm import lockstep
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
+from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
 
 def class_bags(seed, n=40, n_classes=3, d=6, ties=False):
@@ -104,7 +103,7 @@ def test_grouped_passes_and_restarted_working_sets_train_the_in_memory_models(mo
     for keep in ("all", "step"):
         rows, calls[:] = [], []
         state = latent_lockstep(da.from_array(features, chunks=(7, -1, -1)), counts, labels,
-                                working_set=2, keep=keep, callback=lambda s: rows.append(
+                                working_set=2, keep=keep, callback=lambda s: rows.append(  # noqa: B023 (called within the loop)
                                     s.rows_held), **options)
         for ref, c in zip(full, state.classes):
             np.testing.assert_array_equal(c.w, ref.w)
@@ -310,7 +309,7 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
         monkeypatch.setattr(lockstep, "SPILL", spilling)
         seen, reads[:] = [], []
         state = latent_lockstep(da.from_array(features, chunks=(8, -1, -1)), counts, labels,
-                                callback=lambda s: seen.append((s.passes, s.rows_held, [
+                                callback=lambda s: seen.append((s.passes, s.rows_held, [  # noqa: B023
                                     c.working.copy() for c in s.classes])),
                                 **options)
         runs[spilling] = state, seen, len(reads)

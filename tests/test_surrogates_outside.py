@@ -89,7 +89,7 @@ def test_libauc_losses_train_a_ranking():
         model = torch.nn.Linear(5, 1)
         before = average_precision(y[0].numpy(), model(X)[:, 0].detach().numpy())
         opt = torch.optim.Adam(model.parameters(), lr=0.05)
-        for step in range(30):
+        for _ in range(30):
             idx = torch.randperm(200, generator=g)[:50]
             opt.zero_grad()
             loss(model(X[idx]).T, y[:, idx], idx).backward()
@@ -110,7 +110,7 @@ def test_libauc_retrieval_loss_trains_embeddings():
     before = mean_average_precision_at_r(model(X).detach().numpy(), y)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(0)
-    for step in range(15):
+    for _ in range(15):
         idx = torch.randperm(len(y), generator=g)[:24]
         opt.zero_grad()
         loss(model(X[idx]), torch.from_numpy(y)[idx], idx).backward()

@@ -16,7 +16,7 @@ from qs.validation import (
 
 torch = pytest.importorskip("torch")
 
-from qs.validation import (  # noqa: E402
+from qs.validation import (
     as_positive_tensor,
     as_query_rows,
     check_finite_tensor,

@@ -92,6 +92,20 @@ def test_table5_matches_the_csvs(tiny_run):
     assert paper[1:4] == ["7.6230", "0.5214", ""] and paper[4] == "14.6"
 
 
+def test_time_ratios_are_replayed_medians_with_their_range(tiny_run):
+    out, _ = tiny_run
+    replay = pd.read_csv(out / "replay.csv")
+    assert set(replay["round"]) == set(range(7))  # lai_repeats' default
+    per_round = replay.groupby(["method", "round"])["lai_time_s"].mean()
+    ratio = per_round["ap"] / per_round["ap_qs"]
+    r = pd.read_csv(out / "ratios.csv").set_index("ratio").loc["ap / ap_qs"]
+    assert (r["replay_median"], r["replay_min"], r["replay_max"]) == pytest.approx(
+        (ratio.median(), ratio.min(), ratio.max()))
+    assert r["paper_total_time"] == pytest.approx(7.623 / 0.5214) and r["n_classes"] == 2
+    (row,) = _md_rows((out / "table5.md").read_text(), "Yue / QS")
+    assert row[2] == f"{r['replay_median']:.1f} ({r['replay_min']:.1f}-{r['replay_max']:.1f})"
+
+
 def test_exact_ap_methods_train_identical_weights(tiny_run):
     out, _ = tiny_run
     results = pd.read_csv(out / "results.csv")
@@ -137,12 +151,12 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     trained, chosen = [], []
     real_train, real_choose = voc.train_one, voc.choose_C
 
-    def train_one(cfg, name, train, labels, C, scheduler=None):
+    def train_one(cfg, name, train, labels, C, scheduler=None, **kw):
         if train.n_images == n_images:  # a final training, not one of a C grid's
             if len(trained) == 3 and stop:
                 raise KeyboardInterrupt
             trained.append(name)
-        return real_train(cfg, name, train, labels, C, scheduler)
+        return real_train(cfg, name, train, labels, C, scheduler, **kw)
 
     def choose_C(cfg, loss, train, labels, cls, scheduler=None):
         chosen.append((cls, loss))

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from qsrank.main import main
 from qsrank.pipelines.voc2007_detection import lockstep as voc_lockstep
 from qsrank.pipelines.voc2007_detection.config import Config
+
 from qs.data.bags import BagSet
 from qs.data.voc2007 import SyntheticVOC2007
 

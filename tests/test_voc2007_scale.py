@@ -1,12 +1,11 @@
-"""The VOC2007 scale benchmark (qsrank.pipelines.voc2007_scale) at a tiny size: it scores the Table 5
-generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
+"""The VOC2007 scale benchmark (qsrank.pipelines.voc2007_scale) at a tiny size: it scores the
+Table 5 generator's own features (SyntheticVOC2007), lazily, and a store written from that generator
 is read back from disk to the same best boxes; its report holds every figure."""
 
 import os
 
 import numpy as np
 import pytest
-
 from qsrank.pipelines._measure import peak_bytes
 from qsrank.pipelines.voc2007_scale import (
     DEFAULTS,
@@ -15,6 +14,7 @@ from qsrank.pipelines.voc2007_scale import (
     report,
     run,
 )
+
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import SyntheticVOC2007
 from qs.detection import score_bags

@@ -26,19 +26,21 @@ load_config = partial(_runner.load_config, voc.SPEC)
 CLASSES = ["phoning", "ridingbike"]
 AP_METHODS = ["ap", "ap_qs", "ap_search"]
 METHODS = ["0-1", *AP_METHODS, "ndcg", "ndcg_qs"]
-TINY = {"max_boxes": 300, "classes": CLASSES, "methods": METHODS}
+TINY = {"max_boxes": 300, "classes": CLASSES, "methods": METHODS, "lai_repeats": 3}
 TABLE_COLUMNS = {
-    "table1": ["method", "lai_time_s", "paper_lai_time_s", "lai_calls", "n_classes", "data"],
+    "table1": ["method", "lai_time_s", "lai_replay_median_s", "paper_lai_time_s", "lai_calls",
+               "n_classes", "data"],
     "table2": ["method", "ms_per_call", "ms_per_call_std", "paper_ms_per_call",
                "paper_ms_per_call_std", "n_classes", "data"],
-    "ratios": ["ratio", "total_time", "paper_total_time", "per_call", "paper_per_call", "data"],
+    "ratios": ["ratio", "total_time", "replay_median", "replay_min", "replay_max",
+               "replay_rounds", "paper_total_time", "per_call", "paper_per_call", "data"],
     "table3": ["class", "object_class", "ap_0-1", "ap_ap", "paper_ap_0-1", "paper_ap_ap", "data"],
     "table4": ["class", "object_class", "ndcg_0-1", "ndcg_ndcg", "paper_ndcg_0-1",
                "paper_ndcg_ndcg", "data"],
 }
 TIMING_COLUMNS = ["class", "method", "loss", "inference", "solver", "C", "C_from", "n_train",
-                  "n_pos", "lai_calls", "lai_time_s", "lai_ms_per_call", "n_iter", "converged",
-                  "test_ap", "test_ndcg", "cv_ap", "cv_ndcg", "train_s"]
+                  "n_pos", "lai_calls", "lai_time_s", "lai_replay_median_s", "lai_ms_per_call",
+                  "n_iter", "converged", "test_ap", "test_ndcg", "cv_ap", "cv_ndcg", "train_s"]
 
 
 def config(**changes):
@@ -99,6 +101,33 @@ def test_run_writes_tables_with_paper_columns(tiny_run):
     assert t3["ap_ap"].between(0, 100).all() and t3["ap_0-1"].between(0, 100).all()
     provenance = json.loads((tiny_run / "provenance.json").read_text())
     assert provenance["seed"] == 0 and "synthetic (seed 0)" in provenance["data"]
+
+
+def test_ratios_are_replayed_medians_with_their_range(tiny_run):
+    """Each training's LAI calls are replayed lai_repeats times; a ratio is the median over
+    rounds of the round's mean totals, with its range, as replay.csv holds them."""
+    replay = read(tiny_run / "replay.csv")
+    timings = read(tiny_run / "timings.csv")
+    assert len(replay) == 3 * len(timings) and (replay["lai_time_s"] > 0).all()
+    per_round = replay.groupby(["method", "round"])["lai_time_s"].mean()
+    ratio = per_round["ap"] / per_round["ap_qs"]
+    r = read(tiny_run / "ratios.csv").set_index("ratio").loc["ap / ap_qs"]
+    assert r["replay_rounds"] == 3
+    assert (r["replay_median"], r["replay_min"], r["replay_max"]) == pytest.approx(
+        (ratio.median(), ratio.min(), ratio.max()))
+    medians = replay.groupby(["class", "method"], sort=False)["lai_time_s"].median()
+    assert timings.set_index(["class", "method"])["lai_replay_median_s"].sort_index().tolist() \
+        == pytest.approx(medians.sort_index().tolist())
+    text = (tiny_run / "table1.md").read_text()
+    assert "replayed 3x (s)" in text and "replayed 3x: median (min-max)" in text
+    assert f"{r['replay_median']:.1f} ({r['replay_min']:.1f}-{r['replay_max']:.1f})" in text
+
+
+def test_no_replay_when_lai_repeats_is_0(tmp_path):
+    out = run(config(lai_repeats=0, classes=["phoning"], methods=["ap", "ap_qs"]),
+              tmp_path / "run", progress=False)
+    assert read(out / "replay.csv").empty
+    assert "replayed" not in (out / "table1.md").read_text()
 
 
 def test_timings_one_row_per_class_and_method(tiny_run):
@@ -369,9 +398,13 @@ def test_figure_sizes():
 def test_ratios_use_the_classes_both_methods_have():
     frame = pd.DataFrame({
         "class": ["phoning", "running", "phoning"], "method": ["ap", "ap", "ap_qs"],
-        "lai_time_s": [1.0, 100.0, 0.1], "lai_ms_per_call": [2.0, 50.0, 0.5]})
+        "lai_time_s": [1.0, 100.0, 0.1], "lai_ms_per_call": [2.0, 50.0, 0.5],
+        "lai_replay_s": [[1.0, 2.0, 1.0], [100.0, 100.0, 100.0], [0.1, 0.4, 0.2]]})
     row = voc.ratios(frame).set_index("ratio").loc["ap / ap_qs"]
     assert row["total_time"] == pytest.approx(10.0) and row["per_call"] == pytest.approx(4.0)
+    # rounds of phoning alone: 10, 5, 5
+    assert (row["replay_median"], row["replay_min"], row["replay_max"]) == pytest.approx(
+        (5.0, 5.0, 10.0))
     assert row["paper_total_time"] == pytest.approx(0.7154 / 0.0625)
 
 

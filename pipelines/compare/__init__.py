@@ -1,4 +1,5 @@
-"""`qsrank compare`: the ways of training for AP and NDCG side by side (docs/experiments/compare.md).
+"""`qsrank compare`: the ways of training for AP and NDCG side by side
+(docs/experiments/compare.md).
 
 Every method (:data:`qsrank.pipelines.compare.methods.METHODS`) trains the same model from the same
 initialisation, on the same data, batches and budget, for each seed. The units of work are
@@ -6,7 +7,6 @@ data set x method x seed, on the data sets of the families (classification, retr
 method has a loss for; the runner resumes them."""
 
 from pydantic import model_validator
-
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._device import DEVICES, prepare, torch_threads
 from qsrank.pipelines._runner import Experiment

@@ -6,10 +6,10 @@ metrics: AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes."""
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import auc, precision_recall_curve
-
 from qsrank.pipelines.compare.methods import TARGET_PRECISION
 from qsrank.pipelines.compare.training import batch_order
+from sklearn.metrics import auc, precision_recall_curve
+
 from qs.metrics import average_precision, ndcg
 
 DATASETS = ("voc2011_actions", "digits", "cifar10")

@@ -9,7 +9,6 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
-
 from qsrank.pipelines._io import read_csv, save_figure, write_csv, write_text
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.compare import classification, retrieval

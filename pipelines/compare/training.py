@@ -5,7 +5,6 @@ the model, batches, a step's output and targets, and the evaluation. Training ti
 the steps only; loss time is the loss's forward and backward, apart from the model's."""
 
 import numpy as np
-
 from qsrank.pipelines._device import clock
 from qsrank.pipelines.compare.methods import make_loss
 

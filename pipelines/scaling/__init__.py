@@ -30,7 +30,7 @@ __all__ = ["CURVE_NAMES", "PRESETS", "LOSSES", "VARIES", "load_config", "redraw"
 def run(config, out_dir=None, progress=True):
     """Time every curve at every size, write the run directory, and return its path.
 
-    `out_dir` None writes to results/scaling/<UTC time>-<vary>-<random>/ under the working
+    `out_dir` None writes to runs/scaling/<UTC time>-<vary>-<random>/ under the working
     directory, claimed (and checked writable) first; the results are written when the timings
     are complete, each file atomically.
     """

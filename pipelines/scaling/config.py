@@ -4,12 +4,11 @@ import os
 import time
 
 import numpy as np
-
 from pydantic import model_validator
-
 from qsrank.pipelines import _config
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._sizes import size_pairs
+
 from qs.inference import METHODS
 
 VARIES = ("negatives", "positives", "total", "share")

@@ -5,7 +5,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
 from qsrank.pipelines._io import read_csv, save_figure
 from qsrank.pipelines._sizes import varied
 from qsrank.pipelines._tables import markdown_table

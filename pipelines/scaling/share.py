@@ -6,7 +6,6 @@ figure."""
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
 from qsrank.pipelines._io import save_figure, write_csv, write_text
 from qsrank.pipelines._tables import cell, markdown_table
 from qsrank.pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes

@@ -6,8 +6,6 @@ import time
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
-
 from qsrank.pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
@@ -19,6 +17,8 @@ from qsrank.pipelines.scaling.config import (
     TIMING_COLUMNS,
     rotation_count,
 )
+from tqdm import tqdm
+
 from qs.inference import lai
 from qs.inference.batch import lai_batch
 

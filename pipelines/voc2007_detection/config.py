@@ -143,6 +143,9 @@ class Config(S.Section):
     max_iter: S.number(integer=True, low=1) = S.key(
         20000, "cutting-plane iterations per outer step")
     max_outer: S.number(integer=True, low=1) = S.key(400, "most outer (CCCP) steps")
+    lai_repeats: S.number(integer=True, low=0) = S.key(
+        7, "rounds in which each training's recorded LAI calls are timed again (Table 5's "
+        "time ratios: median and range over rounds); 0: none; not with lockstep")
     min_outer: S.per_key(S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2},
                          "an integer >= 1", int) = S.key(
         2, "fewest outer steps, a number or one per loss (the released code: 2)")

@@ -5,9 +5,9 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-
 from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines.voc2007_detection.config import GENERATOR_KEYS, SPLITS
+
 from qs.data import load_rcnn_cache
 from qs.data.bags import BagSet
 from qs.data.store import open_store

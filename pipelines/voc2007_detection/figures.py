@@ -2,7 +2,6 @@
 
 import numpy as np
 from matplotlib.figure import Figure
-
 from qsrank.pipelines._io import save_figure
 from qsrank.pipelines.voc2007_detection.config import METHODS
 

@@ -18,16 +18,15 @@ import sys
 import time
 
 import numpy as np
-from tqdm import tqdm
-
 from qsrank.pipelines._io import write_json, write_npz, write_text
 from qsrank.pipelines._runs import same
 from qsrank.pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
+from tqdm import tqdm
+
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES
 from qs.estimators import append_ones
 from qs.metrics import voc_detection_ap
 from qs.ssvm.lockstep import LockstepState, latent_lockstep
-
 
 #: the paper's boxes per image and features per box (for the projection in lockstep.md)
 PAPER_BOXES, PAPER_FEATURES = 2000, 4096

@@ -9,6 +9,7 @@ import numpy as np
 
 from qsrank.pipelines import _methods
 from qsrank.pipelines._io import write_npz
+from qsrank.pipelines._replay import Recorder, replay
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines.voc2007_detection import lockstep
 from qsrank.pipelines.voc2007_detection.config import (
@@ -45,28 +46,33 @@ def _blas_threads(n):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def train_one(cfg, name, train, labels, C, scheduler=None):
+def train_one(cfg, name, train, labels, C, scheduler=None, repeats=0):
     """Fit method `name` with `C` on the trainval bags; the estimator and a record of its
-    training (the initial boxes are found before the clock starts)."""
+    training (the initial boxes are found before the clock starts), with the total LAI time
+    of each of `repeats` replays of its recorded calls (`lai_replay_s`)."""
     loss, method = METHODS[name]
     init = train.mean_difference_boxes(labels, scheduler) if cfg["init"] == "image_means" \
         else "random"
     k = cfg["working_set"]
     if k is None:
         k = WORKING_SET if train.data is None else 0
+    recorder = Recorder() if repeats else None
     est = LatentRankSVM(loss=loss, inference=method, C=C, tol=cfg["tol"],
                         max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
                         min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
-                        scheduler=scheduler, working_set=k or None)
+                        scheduler=scheduler, working_set=k or None, lai_callback=recorder)
     start = time.perf_counter()
     train.fit(est, labels)
     train_s = time.perf_counter() - start
+    called = "zero_one" if loss == "01" and method == "auto" else method  # as the estimator
+    replayed = replay(recorder.calls, loss, called, repeats) if recorder else []
     record = {"method": name, "loss": loss, "inference": method, "C": C,
               "n_images": int(labels.size), "n_pos": int(labels.sum()),
               "n_boxes": train.n_boxes, "lai_calls": int(est.lai_calls_),
               "lai_time_s": float(est.lai_time_), "n_outer": int(est.n_outer_),
               "n_iter": int(est.n_iter_), "converged": bool(est.converged_),
-              "train_s": train_s, "passes": float(est.passes_), "working_set": k}
+              "train_s": train_s, "passes": float(est.passes_), "working_set": k,
+              "lai_replay_s": replayed}
     return est, record
 
 
@@ -118,6 +124,7 @@ def settings(cfg, data):
             "validation_fraction": float(cfg["validation_fraction"]),
             "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
             "max_outer": cfg["max_outer"], "min_outer": cfg["min_outer"],
+            **({} if cfg["lockstep"] else {"lai_repeats": cfg["lai_repeats"]}),
             "nms_threshold": float(cfg["nms_threshold"]),
             **({"lockstep": {"verify": cfg["verify"], "working_set": cfg["working_set"]}}
                if cfg["lockstep"] else {})}
@@ -163,7 +170,8 @@ def run_unit(run, unit):
     chosen = run.cache.setdefault("chosen", {})  # (class, loss) -> C, once per run
     if (cls, loss) not in chosen:
         chosen[cls, loss] = _chosen_C(cfg, run.store, loss, train, labels, cls, scheduler)
-    est, record = train_one(cfg, name, train, labels, chosen[cls, loss], scheduler)
+    est, record = train_one(cfg, name, train, labels, chosen[cls, loss], scheduler,
+                            repeats=cfg["lai_repeats"])
     w = np.append(est.coef_, est.intercept_)
     record.update({"class": cls,
                    "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"], scheduler),

@@ -131,6 +131,9 @@ class Config(S.Section):
     cv: CV = S.key(CV, "cross-validation of C (C: cv)")
     tol: S.number(low=0) = S.key(1e-3, "the solver's stopping tolerance")
     max_iter: S.number(integer=True, low=1) = S.key(1000, "the solver's most iterations")
+    lai_repeats: S.number(integer=True, low=0) = S.key(
+        7, "rounds in which each training's recorded LAI calls are timed again (Table 1's "
+        "ratios: median and range over rounds); 0: none")
     force: S.flag() = S.key(False, "retrain finished class x method runs")
     figures: Figures = S.key(Figures, "Figures 2-3: LAI time in training as the data grow")
 

@@ -17,13 +17,13 @@ A method's time per call is, per vector, the fastest of its rounds (the least di
 other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
 """
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._replay import time_calls
 from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.voc2011_actions.config import FIXED_C
@@ -57,16 +57,14 @@ def time_methods(vectors, labels, loss, methods, repeats):
     spaces = {method: Workspace() for method, _ in calls}  # as a solver holds one
     for method, call_loss in calls:  # untimed: kernels loaded
         lai(vectors[0], labels, call_loss, method, workspace=spaces[method])
+    inputs = [(scores, labels) for scores in vectors]
     rows = []
     rng = np.random.default_rng(0)
     for r in range(repeats):
         for i in rng.permutation(len(calls)):
             method, call_loss = calls[i]
-            for k, scores in enumerate(vectors):
-                ws = spaces[method]
-                start = time.perf_counter()
-                lai(scores, labels, call_loss, method, workspace=ws)
-                rows.append((method, k, r, time.perf_counter() - start))
+            seconds = time_calls(inputs, call_loss, method, spaces[method])
+            rows += [(method, k, r, s) for k, s in enumerate(seconds)]
     return rows
 
 

@@ -9,6 +9,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from qsrank.pipelines import _methods
 from qsrank.pipelines._io import write_npz
+from qsrank.pipelines._replay import Recorder, replay
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines.voc2011_actions.config import EXPERIMENT, METHODS, Config
 from qsrank.pipelines.voc2011_actions.data import (
@@ -28,25 +29,30 @@ def warm_up(methods):
     _methods.warm_up(METHODS[name] for name in methods)
 
 
-def _estimator(cfg, name, C, bias):
+def _estimator(cfg, name, C, bias, lai_callback=None):
     loss, method = METHODS[name]
     # the poselet features carry a constant-1 column, so the 0-1 SVM learns its bias there
     return RankSVM(loss=loss, inference=method, solver=cfg["solver"], C=float(C),
-                   tol=cfg["tol"], max_iter=cfg["max_iter"], fit_intercept=not bias)
+                   tol=cfg["tol"], max_iter=cfg["max_iter"], fit_intercept=not bias,
+                   lai_callback=lai_callback)
 
 
 def train_one(cfg, name, C, X, y, bias):
-    """Fit method `name` at `C`; the estimator and a record of its training."""
-    est = _estimator(cfg, name, C, bias)
+    """Fit method `name` at `C`; the estimator and a record of its training, with the total
+    LAI time of each of ``lai_repeats`` replays of its recorded calls (`lai_replay_s`)."""
+    recorder = Recorder() if cfg["lai_repeats"] else None
+    est = _estimator(cfg, name, C, bias, recorder)
     start = time.perf_counter()
     est.fit(X, y)
     train_s = time.perf_counter() - start
     loss, method = METHODS[name]
+    replayed = replay(recorder.calls, loss, method, cfg["lai_repeats"]) if recorder else []
     record = {"method": name, "loss": loss, "inference": method, "solver": cfg["solver"],
               "C": float(C), "n_train": int(X.shape[0]), "n_pos": int(y.sum()),
               "lai_calls": int(est.lai_calls_), "lai_time_s": float(est.lai_time_),
               "lai_ms_per_call": 1e3 * float(est.lai_time_per_call_),
-              "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "train_s": train_s}
+              "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "train_s": train_s,
+              "lai_replay_s": replayed}
     return est, record
 
 
@@ -86,6 +92,7 @@ def settings(cfg, splits):
             "data_sha256": [digest(splits["trainval"]), digest(splits["test"])],
             "seed": cfg["seed"], "max_boxes": cfg["max_boxes"], "solver": cfg["solver"],
             "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
+            "lai_repeats": cfg["lai_repeats"],
             "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
 
 

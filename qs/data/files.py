@@ -10,13 +10,15 @@ quotes what it read would print a foreign file's contents. Each is a ValueError 
 import json
 import os
 import re
+import resource
 import stat
 from pathlib import Path, PurePath
 
 import numpy as np
 
 __all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32",
-           "check_final_newline", "check_regular", "inside", "read_bytes", "read_json", "shown"]
+           "check_final_newline", "check_memory", "check_regular", "inside", "memory_available",
+           "read_bytes", "read_json", "shown"]
 
 LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
 SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
@@ -38,26 +40,37 @@ class Unreadable(ValueError):
 
 def read_bytes(path, what, limit):
     """The bytes of the regular file ``path`` (``what`` it is, for messages), refused above
-    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on."""
+    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on;
+    read to the file's size (a byte more, then on in small steps should it grow), so that a
+    large ``limit`` asks for no more memory than the file takes."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         raise Unreadable(what, path, err.strerror) from None
     try:
-        _check_mode(path, what, os.fstat(fd))
+        info = os.fstat(fd)
+        _check_mode(path, what, info)
     except Unreadable:
         os.close(fd)
         raise
+    too_large = Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
+                           "one; is it the right file?")
+    if info.st_size > limit:
+        os.close(fd)
+        raise too_large
+    chunks, size, step = [], 0, info.st_size + 1
     with os.fdopen(fd, "rb") as fh:
         try:
-            data = fh.read(limit + 1)
+            while size <= limit and (chunk := fh.read(min(step, limit + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+                step = 2 ** 20
         except OSError as err:
             raise Unreadable(what, path, err.strerror) from None
-    if len(data) > limit:
-        raise Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
-                         "one; is it the right file?")
-    return data
+    if size > limit:
+        raise too_large
+    return b"".join(chunks)
 
 
 def check_regular(path, what):
@@ -125,3 +138,49 @@ def read_json(path):
         return json.loads(read_bytes(path, "a JSON record", SAMPLE_BYTES))
     except ValueError:  # Unreadable, a decoding error, text that is not JSON
         return None
+
+
+def memory_available():
+    """Bytes this process may still allocate: the machine's available memory (``MemAvailable``
+    of /proc/meminfo, else the free pages), within the address-space limit (``RLIMIT_AS``)
+    less what the process already maps."""
+    available = None
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if limit != resource.RLIM_INFINITY:
+        available = min(available, max(limit - _mapped(), 0))
+    return available
+
+
+def _mapped():
+    """Bytes of address space this process maps now (``VmSize``), 0 when unknown."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def check_memory(what, n_bytes):
+    """Refuse in one line, before anything is allocated, ``what`` (e.g. "path: X of shape
+    (10, 2000000000) as dense float64") taking ``n_bytes`` of memory when this process cannot
+    hold it (`memory_available`)."""
+    available = memory_available()
+    if n_bytes > available:
+        raise ValueError(f"{what} would take {_size(n_bytes)} of memory; this machine can give "
+                         f"{_size(available)}.")
+
+
+def _size(n_bytes):
+    return f"{n_bytes / 2 ** 30:,.1f} GiB" if n_bytes >= 2 ** 30 else f"{n_bytes / 2 ** 20:,.1f} MiB"

@@ -15,19 +15,18 @@ field. MATLAB files are read in a worker process (`read_isolated`): scipy's and 
 readers trust the lengths and types a file declares, and one damaged byte can crash them.
 """
 
+import math
 from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
-from qs.data.files import check_final_newline, check_regular, shown
+from qs.data.files import check_final_newline, check_memory, check_regular, shown
 from qs.data.poselet import PoseletData
 
 __all__ = ["cache_arrays", "check_query_order", "load_features", "load_npz_cache", "mat_shapes",
-           "read_isolated", "read_mat"]
+           "names_queries", "read_isolated", "read_mat", "read_svmlight"]
 
 KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
          ".libsvm": "svmlight"}
@@ -36,7 +35,8 @@ _CSR_KEYS = ("X_data", "X_indices", "X_indptr", "X_shape")
 _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 
 
-def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False):
+def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False,
+                  zero_based="auto"):
     """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
 
     ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
@@ -45,7 +45,8 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
     returns ``(X, y, groups)``: the query id of each row, from the ``qid:`` of every line of
     an svmlight/LETOR file (trailing ``# ...`` comments are skipped) or the ``groups`` array
     of an .npz file; rows stay in the file's order, and a query whose rows are not
-    consecutive is refused naming the line (or row) that breaks the order. Unreadable,
+    consecutive is refused naming the line (or row) that breaks the order. ``zero_based``:
+    the index base of an svmlight file (`read_svmlight`). Unreadable,
     corrupt or inconsistent files raise ValueError naming the file. A .mat file is read in a
     worker process (`read_isolated`: the first one starts its server, a few seconds), so a
     script reading one runs under ``if __name__ == "__main__":``.
@@ -66,12 +67,9 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
             _h5py(path)  # a missing h5py is said here, not by the worker
         ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
-        check_final_newline(path, _last_byte(path))
-        X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path),
-                           n_features=n_features, dtype=np.float64, query_id=query_id)
+        X, y, groups, _ = read_svmlight(path, zero_based=zero_based, n_features=n_features,
+                                        query_id=query_id)
         y = y if y_key is not None else None
-        if query_id:
-            groups = _svmlight_groups(path, qid[0], X.shape[0])
     else:
         wanted = ("y",) * (y_key is not None) + ("groups",) * query_id
         with _open_npz(path) as npz:
@@ -81,6 +79,71 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
             groups = _npz_groups(path, arrays["groups"], X.shape[0])
     X, y = _checked(path, X, y, n_features)
     return (X, y, groups) if query_id else (X, y)
+
+
+def names_queries(path, *, kind=None):
+    """Whether the svmlight or .npz file ``path`` names queries: a ``qid:`` on its first data
+    line, or a ``groups`` array; False for a .mat file. Reads no more than it needs."""
+    path = Path(path)
+    kind = kind or KINDS.get(path.suffix.lower())
+    check_regular(path, "the feature file")
+    if kind == "svmlight":
+        with open(path, "rb") as fh:
+            for line in fh:
+                fields = line.split(b"#", 1)[0].split()
+                if fields:
+                    return len(fields) > 1 and fields[1].startswith(b"qid:")
+        return False
+    if kind == "npz":
+        with _open_npz(path) as npz:
+            return "groups" in npz.files
+    return False
+def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
+    r"""``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
+    the qid of each row (None unless ``query_id``), and the index base it was read with.
+
+    ``zero_based``: True (index 0 is the first column), False (index 1 is; an index 0 is
+    refused naming its line) or "auto", decided by this file alone: zero-based when it uses
+    index 0, else one-based. A model decides the base once, on its training file, and reads
+    every later file with it: "auto" per file would read a zero-based file that happens not to
+    use index 0 shifted by one column. An svmlight file leaves zeros out, so X may have fewer
+    columns than ``n_features``; it is widened to them.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "f.svm"
+    >>> _ = path.write_text("1 1:0.5 3:2\n-1 2:1\n")
+    >>> X, y, _, zero_based = read_svmlight(path, zero_based=True)
+    >>> X.shape, zero_based
+    ((2, 4), True)
+    >>> read_svmlight(path)[0].toarray()
+    array([[0.5, 0. , 2. ],
+           [0. , 1. , 0. ]])
+    """
+    path = Path(path)
+    check_regular(path, "the feature file")
+    check_final_newline(path, _last_byte(path))
+    from sklearn.datasets import load_svmlight_file  # scikit-learn loads on first use
+
+    X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path), zero_based=True,
+                       dtype=np.float64, query_id=query_id)
+    X = X.tocsr()
+    uses_zero = bool(X.indices.size) and int(X.indices.min()) == 0
+    if zero_based == "auto":
+        zero_based = uses_zero
+    if not zero_based:
+        if uses_zero:
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(X.indices == 0)[0], "right") - 1)
+            raise ValueError(f"{path}, line {_svmlight_lines(path)[row][0]}: index 0 in a file "
+                             "read one-based (index 1 is the first column), as the model's "
+                             "training file was; its indices are zero-based: fit the model "
+                             "with --zero-based, and every file of it is read so.")
+        X = X[:, 1:] if X.shape[1] else X
+    if n_features is not None and X.shape[1] < n_features:
+        X.resize((X.shape[0], n_features))
+    groups = _svmlight_groups(path, qid[0], X.shape[0]) if query_id else None
+    return X, y, groups, bool(zero_based)
 
 
 def check_query_order(path, groups, where):
@@ -268,7 +331,25 @@ def _npz_arrays(path, npz, required):
         raise ValueError(f"{path}: missing {', '.join(missing)}; expected X (dense) or "
                          f"{', '.join(_CSR_KEYS)} (CSR), and {', '.join(required)}; got "
                          f"{', '.join(sorted(keys)) or 'no arrays'}.")
+    for key in (*x_keys, *required):
+        _check_member_size(path, npz, key)
     return _call(path, ".npz", lambda: {k: npz[k] for k in (*x_keys, *required)})
+
+
+def _check_member_size(path, npz, key):
+    """Refuse the array ``key`` of an .npz archive whose header declares more bytes than this
+    process can hold, before it is read (a few bytes compressed can declare terabytes)."""
+    def declared():
+        with npz.zip.open(f"{key}.npy") as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                    np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(fh)
+        return shape, dtype
+
+    shape, dtype = _call(path, ".npz", declared)
+    n_bytes = math.prod(shape) * dtype.itemsize
+    check_memory(f"{path}: {key} of shape {shape} ({dtype})", n_bytes)
 
 
 def _x_from(path, arrays):
@@ -325,6 +406,8 @@ def read_mat(path, keys):
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)
+    import scipy.io  # loads on first use: most commands never read a .mat file
+
     variables = _call(path, "MATLAB .mat", scipy.io.loadmat, path)
     names = sorted(k for k in variables if not k.startswith("__"))
     found = {k: variables[k] for k in keys if k in variables}
@@ -352,6 +435,8 @@ def mat_shapes(path):
     if _is_hdf5(path):
         h5py = _h5py(path)
         return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
+    import scipy.io
+
     return {name: tuple(shape) for name, shape, _ in
             _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
 

@@ -9,17 +9,25 @@ kernel drops it when its holder exits, however it exits (SIGKILL included), so a
 stale and needs no timeout or heartbeat. It is taken here directly because the holder's record
 must live in the lock file itself, written only once the lock is held and read by the process
 refused, which a dozen lines around ``flock`` do. POSIX only (Linux, macOS).
+
+Only a lock file is ever written or removed: a symlink at the lock's path is not followed,
+and a file there that is not a lock file (another program's, a user's) is refused, not
+overwritten.
 """
 
 import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["OutputBusy", "OutputLock"]
+__all__ = ["OutputBusy", "OutputLock", "is_lock_file"]
+
+_RECORD = {"pid", "host", "command", "since"}  # what a holder writes in its lock file
+_RECORD_BYTES = 4096
 
 
 class OutputBusy(ValueError):
@@ -37,8 +45,16 @@ class OutputLock:
         """Take the lock or raise `OutputBusy` naming its holder; returns self."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+                             | os.O_NONBLOCK, 0o644)
+            except OSError as err:  # a symlink (ELOOP), a directory, ...
+                raise ValueError(f"{self.path} is not a lock file ({err.strerror}); remove it "
+                                 f"or choose another output than {self.what}.") from None
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise ValueError(f"{self.path} is not a lock file (not a regular file); "
+                                     f"remove it or choose another output than {self.what}.")
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _read_holder(fd)
@@ -53,9 +69,12 @@ class OutputLock:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
                 same = False
-            if same:
+            if same and not _foreign(fd):
                 break
             os.close(fd)
+            if same:
+                raise ValueError(f"{self.path} exists and is not a lock file qsrank wrote; "
+                                 f"remove it or choose another output than {self.what}.")
         record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                              "command": _command(), "since": time.strftime(
                                  "%Y-%m-%d %H:%M:%S UTC", time.gmtime())}).encode()
@@ -77,7 +96,8 @@ class OutputLock:
         """Remove the lock file and drop the lock (removing it first, while it is held, keeps
         a process that opened the old file from holding a lock nobody else sees)."""
         if self.file is not None:
-            self.path.unlink(missing_ok=True)
+            if self.held():
+                self.path.unlink(missing_ok=True)
             self.file.close()
             self.file = None
 
@@ -86,6 +106,32 @@ class OutputLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+def is_lock_file(path):
+    """Whether ``path`` is a lock file (a regular file, not a symlink, empty or holding a
+    holder's record), which a writer may take over once its holder is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and not _foreign(fd)
+    finally:
+        os.close(fd)
+
+
+def _foreign(fd):
+    """Whether the open file ``fd`` holds something else than a holder's record (or
+    nothing)."""
+    raw = os.pread(fd, _RECORD_BYTES + 1, 0)
+    if not raw:
+        return False
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return True
+    return len(raw) > _RECORD_BYTES or not (isinstance(record, dict) and set(record) == _RECORD)
 
 
 def _command():

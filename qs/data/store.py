@@ -38,6 +38,9 @@ import asyncio
 import functools
 import hashlib
 import json
+import math
+import os
+import stat
 from itertools import pairwise
 from pathlib import Path
 
@@ -114,14 +117,14 @@ class BoxStore:
 
         expected = {f"{name}/{key}": digest for name, sums in self.attrs["checksums"].items()
                     for key, digest in sums.items()}
+        limits = {name: _chunk_limit(self.group[name]) for name in self.attrs["checksums"]}
         found, bad = {}, []
         for where in tqdm(sorted(expected), desc=f"verifying {self.path}", unit="chunk",
                           leave=False, disable=not progress):
-            found[where] = file_sha256(self.path / where)
+            name, _, key = where.partition("/")
+            found[where], why = _chunk_sha256(self.path / where, limits[name])
             if found[where] != expected[where]:
-                name, _, key = where.partition("/")
-                bad.append(f"{name} chunk {key}" + (" (missing)" if found[where] is None
-                                                     else ""))
+                bad.append(f"{name} chunk {key}" + (f" ({why})" if why else ""))
         if bad:
             shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
             raise StoreDamaged(f"{self.path}: {len(bad)} of {len(expected)} chunks fail their "
@@ -255,6 +258,7 @@ def open_store(path):
     if not isinstance(sums, dict) or not all(isinstance(v, dict) for v in sums.values()):
         raise StoreDamaged(f"{path} has no readable checksums; the store is damaged, convert "
                            "the data again.")
+    check_layout(path, group, attrs)
     return BoxStore(path, zarr.open_group(_verified_store(path, sums), mode="r"))
 
 
@@ -267,13 +271,87 @@ def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def file_sha256(path):
-    """sha256 of a file's bytes, or None when it is missing."""
-    h = hashlib.sha256()
+def file_sha256(path, limit=None):
+    """sha256 of a regular file's bytes, or None when it is missing, not a regular file (a
+    FIFO, a device: never waited on nor read without end) or larger than ``limit`` bytes."""
+    return _chunk_sha256(path, limit)[0]
+
+
+def _chunk_sha256(path, limit):
+    """``(sha256 or None, why not)`` of the regular file ``path``, reading at most ``limit``
+    + 1 bytes (no bound when None)."""
     try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
+        return None, "missing"
+    except OSError as err:
+        return None, err.strerror
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file"
+        h, left = hashlib.sha256(), math.inf if limit is None else limit + 1
+        while left > 0:
+            block = fh.read(int(min(1 << 22, left)))
+            if not block:
+                break
+            h.update(block)
+            left -= len(block)
+    if left <= 0:
+        return None, f"larger than the {limit:,} bytes a chunk of its shape can take"
+    return h.hexdigest(), None
+
+
+def _chunk_limit(array):
+    """The most bytes a stored chunk of the zarr ``array`` can take: its values compressed
+    by zstd, which at worst adds a little to its input; None for variable-length strings."""
+    if array.dtype.kind not in "biuf":
         return None
-    return h.hexdigest()
+    raw = math.prod(array.chunks) * array.dtype.itemsize
+    return raw + raw // 128 + 1024
+
+
+def check_layout(path, group, attrs):
+    """Refuse a store whose arrays' metadata disagree with what its attributes record (the
+    counts, sizes and dtype the conversion wrote), or whose checksums do not cover exactly
+    the chunks of each image array: a store whose metadata was edited to say 10^12 images
+    would otherwise pass `BoxStore.verify` (every recorded chunk intact) and be read as
+    zeros."""
+    def fail(what):
+        raise StoreDamaged(f"{path}: {what}; the store is damaged, convert the data again.")
+
+    sizes = {k: attrs.get(k) for k in ("n_images", "k_max", "d", "chunk_images")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+               for v in sizes.values()) or sizes["chunk_images"] < 1 or \
+            attrs.get("dtype") not in DTYPES or not isinstance(attrs.get("classes"), list):
+        fail("its attributes (n_images, k_max, d, chunk_images, dtype, classes) are not "
+             "what a conversion writes")
+    n, k, d, ci = (sizes[key] for key in ("n_images", "k_max", "d", "chunk_images"))
+    n_classes = len(attrs["classes"])
+    layout = {"features": ((n, k, d), (ci, k, d), attrs["dtype"]),
+              "counts": ((n,), (ci,), "int32"), "boxes": ((n, k, 4), (ci, k, 4), "float32"),
+              "labels": ((n, n_classes), (ci, n_classes), "int8"),
+              "image_ids": ((n,), (ci,), None)}
+    sums = attrs["checksums"]
+    for name, (shape, chunks, dtype) in layout.items():
+        array = group[name]
+        if tuple(array.shape) != shape or tuple(array.chunks) != chunks or \
+                (dtype is not None and array.dtype != np.dtype(dtype)):
+            fail(f"{name} has shape {tuple(array.shape)}, chunks {tuple(array.chunks)} and "
+                 f"dtype {array.dtype}; its attributes record {shape}, {chunks}, "
+                 f"{dtype or 'strings'}")
+        blocks = -(-n // ci)
+        keys = sums.get(name, {})
+        expected = {"c/" + "/".join([str(b)] + ["0"] * (len(shape) - 1)) for b in
+                    range(min(blocks, len(keys) + 1))}
+        if len(keys) != blocks or set(keys) != expected:
+            fail(f"the checksums of {name} cover {len(keys)} chunks, not the {blocks} of its "
+                 f"{n} images")
+    names = set(group.array_keys())
+    if set(GT_ARRAYS) <= names:
+        m = group["gt_boxes"].shape[0]
+        gt = {"gt_boxes": (m, 4), "gt_class": (m,), "gt_difficult": (m,),
+              "gt_offsets": (n + 1,)}
+        for name, shape in gt.items():
+            if tuple(group[name].shape) != shape:
+                fail(f"{name} has shape {tuple(group[name].shape)}; expected {shape} "
+                     f"({m} objects over {n} images)")

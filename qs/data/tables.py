@@ -8,16 +8,22 @@ labels present on every row; each problem is a one-line ValueError naming the fi
 column (or key) and the first row at fault. Nothing read runs code (.npz without pickle).
 """
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from qs.data.files import check_regular, shown
-from qs.data.formats import KINDS, check_query_order, load_features
+from qs.data.formats import KINDS, check_query_order, load_features, read_svmlight
 
-__all__ = ["SUFFIXES", "Table", "align_features", "read_labels", "read_table"]
+__all__ = ["SUFFIXES", "LabelColumnError", "Table", "align_features", "column_fingerprint",
+           "columns_in_use", "permuted_columns", "read_labels", "read_table", "take_columns"]
+
+#: the most columns a fingerprint describes (evenly spaced among those in use beyond that)
+FINGERPRINT_COLUMNS = 512
 
 #: suffix -> format: the tables with named columns, then the formats of qs.data.formats
 TABLE_KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet",
@@ -29,17 +35,52 @@ SUFFIXES = {**TABLE_KINDS, **KINDS}
 class Table:
     """What a feature file holds: ``X`` (float64, dense or CSR), ``y`` (one label per row, or
     None when the labels were not asked for or are absent), ``feature_names`` (the column
-    names of a table, else None), the file it came from, and ``groups`` (the query id of each
-    row, each query's rows consecutive; None unless asked for)."""
+    names of a table, else None), the file it came from, ``groups`` (the query id of each
+    row, each query's rows consecutive; None unless asked for), and ``zero_based`` (the index
+    base an svmlight file was read with; None for other formats)."""
 
     X: object
     y: object
     feature_names: list | None
     path: Path
     groups: np.ndarray | None = None
+    zero_based: bool | None = None
 
 
-def read_table(path, *, label_column=None, labels=True, group_column=None, groups=False):
+class LabelColumnError(ValueError):
+    """A table's label column is not named (``given`` None), or is not among its
+    ``columns``. ``near`` is the column the name given most likely meant: one that differs
+    from it only in case or surrounding spaces, else a close spelling; None when none is.
+    :meth:`describe` words the message with the way the caller names the column (a command
+    line option, say)."""
+
+    def __init__(self, path, given, columns):
+        self.path, self.given, self.columns = path, given, [str(c) for c in columns]
+        self.near = None if given is None else _near(str(given), self.columns)
+        super().__init__(self.describe("name its label column"))
+
+    def describe(self, how):
+        """The message, with `how` saying how to name the column when none was given."""
+        columns = _listed(self.columns) or "none"
+        if self.given is None:
+            return f"{self.path}: {how}; its columns: {columns}."
+        near = f" (did you mean {shown(self.near)}?)" if self.near is not None else ""
+        return (f"{self.path}: no label column {shown(str(self.given))}{near}; its columns: "
+                f"{columns}.")
+
+
+def _near(name, columns):
+    """The column of `columns` that `name` most likely meant (see `LabelColumnError`)."""
+    key = name.strip().casefold()
+    same = [c for c in columns if c.strip().casefold() == key]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(name, columns, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def read_table(path, *, label_column=None, labels=True, group_column=None, groups=False,
+               zero_based="auto"):
     """Read the feature file ``path``, its format told by its suffix (`SUFFIXES`).
 
     A table (CSV, TSV, Parquet) needs ``label_column``, the column of labels; every other
@@ -51,6 +92,12 @@ def read_table(path, *, label_column=None, labels=True, group_column=None, group
     a table's ``group_column`` (naming it is enough; it is not a feature), an svmlight/LETOR
     file's ``qid:`` or an .npz file's ``groups`` array. Rows keep the file's order; a query
     whose rows are not consecutive is refused naming the row (line) that breaks the order.
+
+    ``zero_based``: the index base of an svmlight file, True, False or "auto" (decided by
+    this file: `qs.data.formats.read_svmlight`); the base read with is ``Table.zero_based``.
+    A table's header must name each column once (a repeated name is refused). Its label
+    column is read as text, and as numbers only when every value is a number written one
+    way: "01" and "1" stay two classes. A timestamp column (Parquet) is refused as a feature.
     """
     path = Path(path)
     kind = _kind(path)
@@ -64,16 +111,19 @@ def read_table(path, *, label_column=None, labels=True, group_column=None, group
             raise ValueError(f"{path}: a {path.suffix} file holds its query ids itself (qid: "
                              "or groups); a group column applies to CSV, TSV and Parquet "
                              "files only.")
-        X, y, *query = load_features(path, y_key="y" if labels else None, query_id=groups)
+        base = None
+        if kind == "svmlight":
+            X, y, query, base = read_svmlight(path, zero_based=zero_based, query_id=groups)
+            y = y if labels else None
+        else:
+            X, y, *query = load_features(path, y_key="y" if labels else None, query_id=groups)
+            query = query[0] if groups else None
         if y is not None:
             y = _class_labels(y.astype(str) if y.dtype.kind in "SU" else y)
-        return Table(X, y, None, path, query[0] if groups else None)
-    frame = _read_frame(path, kind)
-    if labels and label_column is None:
-        raise ValueError(f"{path}: name its label column (one of {_columns(frame)}).")
-    if labels and label_column not in frame.columns:
-        raise ValueError(f"{path}: no label column {shown(str(label_column))}; its columns: "
-                         f"{_columns(frame)}.")
+        return Table(X, y, None, path, query, base)
+    frame = _read_frame(path, kind, text=label_column if labels else None)
+    if labels and (label_column is None or label_column not in frame.columns):
+        raise LabelColumnError(path, label_column, frame.columns)
     query = _groups(path, frame, group_column, label_column) if groups else None
     y = _labels(path, label_column, frame[label_column]) if labels else None
     dropped = [c for c in (label_column, group_column) if c is not None and c in frame.columns]
@@ -94,10 +144,8 @@ def read_labels(path, *, label_column=None):
     check_regular(path, "the label file")
     header = _read_frame(path, _kind(path), nrows=0)
     if label_column is None or label_column not in header.columns:
-        what = "name its label column" if label_column is None else \
-            f"no label column {shown(str(label_column))}"
-        raise ValueError(f"{path}: {what}; its columns: {_columns(header)}.")
-    frame = _read_frame(path, _kind(path), columns=[label_column])
+        raise LabelColumnError(path, label_column, header.columns)
+    frame = _read_frame(path, _kind(path), columns=[label_column], text=label_column)
     return _labels(path, label_column, frame[label_column])
 
 
@@ -130,6 +178,101 @@ def align_features(table, feature_names, n_features, against):
     return table.X
 
 
+def columns_in_use(X):
+    """The indices of the columns of ``X`` (dense or sparse) that are non-zero in some row,
+    found without allocating anything per column of a sparse ``X``.
+
+    Examples
+    --------
+    >>> columns_in_use(sp.csr_matrix(([2.0, 0.0], [7, 3], [0, 2]), shape=(1, 10**12)))
+    array([7])
+    """
+    if sp.issparse(X):
+        X = X.tocsr()
+        return np.unique(X.indices[X.data != 0]).astype(np.int64)
+    return np.flatnonzero((np.asarray(X) != 0).any(axis=0))
+
+
+def take_columns(X, columns):
+    """``X[:, columns]`` for sorted, distinct ``columns``; for a sparse ``X``, in memory that
+    grows with its entries, not with its column count (scipy's column indexing allocates one
+    entry per column).
+
+    Examples
+    --------
+    >>> X = sp.csr_matrix(([1.0, 2.0, 3.0], [0, 5, 9], [0, 2, 3]), shape=(2, 10**12))
+    >>> take_columns(X, np.array([5, 9])).toarray()
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    columns = np.asarray(columns, dtype=np.int64)
+    if not sp.issparse(X):
+        return X[:, columns]
+    X = X.tocsr()
+    pos = np.searchsorted(columns, X.indices)
+    keep = pos < columns.size
+    keep[keep] = columns[pos[keep]] == X.indices[keep]
+    indptr = np.concatenate([[0], np.cumsum(keep)])[X.indptr]
+    return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(X.shape[0], columns.size))
+
+
+def column_fingerprint(X):
+    """A fingerprint of the columns of ``X`` (dense or sparse), to tell later whether a file
+    without column names holds the same columns in the same order: the column count, and
+    the mean and standard deviation of up to `FINGERPRINT_COLUMNS` columns in use (non-zero
+    somewhere), as a JSON-ready dict.
+
+    Examples
+    --------
+    >>> fp = column_fingerprint(np.array([[1.0, 0.0, 5.0], [3.0, 0.0, 7.0]]))
+    >>> fp["count"], fp["columns"], fp["mean"], fp["std"]
+    (3, [0, 2], [2.0, 6.0], [1.0, 1.0])
+    """
+    used = columns_in_use(X)
+    if used.size > FINGERPRINT_COLUMNS:
+        used = used[np.linspace(0, used.size - 1, FINGERPRINT_COLUMNS).round().astype(int)]
+    mean, std = _moments(take_columns(X, used))
+    return {"count": int(X.shape[1]), "rows": int(X.shape[0]), "columns": used.tolist(),
+            "mean": [float(f"{m:.6g}") for m in mean], "std": [float(f"{v:.6g}") for v in std]}
+
+
+def permuted_columns(fingerprint, X):
+    """Whether the columns of ``X`` look permuted against ``fingerprint``
+    (`column_fingerprint` of the training columns): None when they look the same or merely
+    shifted, else a one-line description. A column matches a training column when its mean
+    lies within a quarter of that column's standard deviation (plus three standard errors)
+    and its standard deviation within a factor 1.5; the columns look permuted when at least
+    a quarter (and two) of them match not their own training column but another one."""
+    columns = np.asarray(fingerprint["columns"], dtype=np.int64)
+    if columns.size < 2 or X.shape[0] < 2 or X.shape[1] != fingerprint["count"]:
+        return None
+    ref_mean, ref_std = (np.asarray(fingerprint[k], dtype=np.float64) for k in ("mean", "std"))
+    mean, std = _moments(take_columns(X, columns))
+    tol = ref_std * (0.25 + 3 / np.sqrt(X.shape[0])) + 1e-9 * (1 + np.abs(ref_mean))
+    close = np.abs(mean[:, None] - ref_mean[None, :]) <= tol[None, :]
+    ratio = (std[:, None] + 1e-12) / (ref_std[None, :] + 1e-12)
+    match = close & (ratio <= 1.5) & (ratio >= 1 / 1.5)
+    own = np.diag(match)
+    elsewhere = ~own & match.any(axis=1)
+    if elsewhere.sum() < max(2, columns.size / 4):
+        return None
+    k = int(np.flatnonzero(elsewhere)[0])
+    other = int(columns[np.flatnonzero(match[k])[0]])
+    return (f"{int(elsewhere.sum())} of {columns.size} columns compared look like other "
+            f"training columns (column {columns[k]} like training column {other}); its "
+            "columns may be in another order than the training file's, which files without "
+            "column names cannot show")
+
+
+def _moments(X):
+    """Column means and standard deviations of ``X``, dense or sparse, without densifying."""
+    if sp.issparse(X):
+        mean = np.asarray(X.mean(axis=0)).ravel()
+        var = np.asarray(X.multiply(X).mean(axis=0)).ravel() - mean ** 2
+        return mean, np.sqrt(np.maximum(var, 0))
+    return X.mean(axis=0), X.std(axis=0)
+
+
 def _kind(path):
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
@@ -138,13 +281,17 @@ def _kind(path):
     return kind
 
 
-def _read_frame(path, kind, nrows=None, columns=None):
-    """The table at ``path`` as a DataFrame; a ValueError naming it when it cannot be read."""
+def _read_frame(path, kind, nrows=None, columns=None, text=None):
+    """The table at ``path`` as a DataFrame, the column ``text`` (a CSV's label column) read
+    as text; a ValueError naming it when it cannot be read or names a column twice."""
+    sep = "\t" if kind == "tsv" else ","
+    _check_names(path, _parquet_names(path) if kind == "parquet" else _csv_names(path, sep))
     try:
         if kind == "parquet":
             return pd.read_parquet(path, columns=columns)
-        return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", nrows=nrows,
-                           usecols=columns)
+        return pd.read_csv(path, sep=sep, nrows=nrows, usecols=columns,
+                           keep_default_na=False, na_values=[""],  # a class "NA" is text
+                           dtype=None if text is None else {text: str})
     except ImportError:
         raise ValueError(f"{path}: reading Parquet needs pyarrow or fastparquet; install one "
                          "(pip install pyarrow).") from None
@@ -156,11 +303,53 @@ def _read_frame(path, kind, nrows=None, columns=None):
         raise ValueError(f"Cannot read {path} as {kind.upper()}: {reason}") from None
 
 
+def _csv_names(path, sep):
+    """The names of a CSV/TSV header line as written (pandas would rename repeats); none
+    when it cannot be read (the reader then says why)."""
+    try:
+        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
+                             keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError):
+        return []
+    return list(header.iloc[0]) if len(header) else []
+
+
+def _parquet_names(path):
+    """The column names a Parquet file's schema gives; none when pyarrow is missing or cannot
+    read the schema (the reader then says why)."""
+    try:
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(path).names
+    except Exception:
+        return []
+
+
+def _check_names(path, names):
+    """Refuse a header that names a column twice: pandas would read the second as
+    ``NAME.1``, a feature, so a repeated label column would leak the labels into the
+    features."""
+    seen = set()
+    for name in map(str, names):
+        if name in seen:
+            raise ValueError(f"{path}: the column name {shown(name)} appears more than once "
+                             "in its header; expected each column named once (rename or "
+                             "drop the repeats).")
+        seen.add(name)
+
+
 def _features(path, frame):
-    """The feature columns as float64, refused when a column holds text or a value is
-    missing or infinite."""
+    """The feature columns as float64, refused when a column holds text, timestamps or
+    durations, or a value is missing or infinite."""
     for name in frame.columns:
         column = frame[name]
+        if column.dtype.kind in "mM":
+            raise ValueError(
+                f"{path}: feature column {shown(str(name))} holds "
+                f"{'timestamps' if column.dtype.kind == 'M' else 'durations'} ({column.dtype}); "
+                "qsrank does not convert them (their counts of time units since 1970 are no "
+                "feature scale): "
+                "encode them as numbers first, e.g. seconds since the epoch or a day of week.")
         if column.dtype.kind not in "biuf":
             numbers = pd.to_numeric(column, errors="coerce")
             bad = np.flatnonzero(numbers.isna().to_numpy() & column.notna().to_numpy())
@@ -182,13 +371,29 @@ def _features(path, frame):
 
 
 def _labels(path, name, column):
-    """The labels of a column, as numbers or strings; refused when one is missing."""
+    """The labels of a column, as numbers or strings; refused when one is missing. Text is
+    taken as numbers only when every value is a number written one way (`_as_numbers`)."""
     missing = np.flatnonzero(column.isna().to_numpy())
     if missing.size:
         raise ValueError(f"{path}: label column {shown(str(name))} is empty in "
                          f"{_row(missing[0])} ({missing.size} missing label(s)).")
     values = column.to_numpy()
-    return _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
+    if values.dtype.kind in "biuf":
+        return _class_labels(values)
+    return _as_numbers(values.astype(str))
+
+
+def _as_numbers(text):
+    """Labels read as text: numbers when every one is a finite number and each number is
+    written one way (``1`` and ``2``, or ``1.0`` and ``2.5``), else the text itself, so that
+    "01" and "1" (or "1" and "1.0") stay two classes instead of merging into one."""
+    numbers = pd.to_numeric(pd.Series(text), errors="coerce").to_numpy(dtype=np.float64)
+    if not np.isfinite(numbers).all():
+        return text
+    spellings = pd.DataFrame({"number": numbers, "text": np.char.strip(text)})
+    if (spellings.groupby("number")["text"].nunique() > 1).any():
+        return text
+    return _class_labels(numbers)
 
 
 def _groups(path, frame, name, label_column):

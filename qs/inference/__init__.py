@@ -7,9 +7,12 @@ they differ in cost (see ``METHODS`` and each method's module).
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.inference._prepare import output_arrays, raise_for
 from qs.inference.auto import auto_lai, bucket_sort_lai, qs_lai
@@ -20,12 +23,12 @@ from qs.inference.scan import scan_lai
 from qs.inference.search import search_lai
 from qs.inference.workspace import Workspace
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import get_loss
+from qs.losses import QSLoss, get_loss
 from qs.validation import as_positive_mask, as_scores, check_counts
 
 __all__ = ["lai", "lai_queries", "LAIResult", "METHODS", "QueriesResult", "Workspace", "resolve"]
 
-_RANKING = {
+_RANKING: dict[str, Callable[..., Any]] = {
     "auto": auto_lai,
     "qs": qs_lai,
     "yue": scan_lai,
@@ -82,7 +85,7 @@ class LAIResult:
 
 
 def resolve(loss, method):
-    """(loss object, method name) that :func:`lai` runs for ``loss`` and ``method``: the
+    """(loss object, method name) that `lai` runs for ``loss`` and ``method``: the
     loss object is None for the 0-1 loss, whose method is ``zero_one``. A ValueError names
     an unknown method or one that does not support the loss."""
     if not isinstance(method, str) or method not in METHODS:
@@ -102,42 +105,67 @@ def resolve(loss, method):
     return loss_obj, method
 
 
-def lai(scores, labels, loss="ap", method="auto", out=None, workspace=None):
+def lai(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str | QSLoss = "ap",
+        method: str = "auto", out: tuple[np.ndarray | None, np.ndarray] | None = None,
+        workspace: Workspace | None = None) -> LAIResult:
     """Loss-augmented inference: the ranking maximising loss + score term.
 
     The scores come first and the labels second, as in torch losses (``loss(input,
-    target)``); the metrics of :mod:`qs.metrics` take the labels first, as scikit-learn's do.
+    target)``); the metrics of [qs.metrics][] take the labels first, as scikit-learn's do.
 
     Parameters
     ----------
-    scores : array of shape (n,), finite.
-    labels : array of shape (n,): positives are 1/True, negatives 0, -1 or False; at least
-        one of each.
-    loss : "ap", "ndcg", "01", or a :class:`qs.losses.QSLoss` instance.
-    method : a key of ``METHODS``; "auto" picks the fastest exact method for the input
-        (:mod:`qs.inference.auto`): ``bucket``, unless the negatives are fewer than
-        ``max(8192, 24 P)`` (few, or a share of positives above 1/24) or the positives
-        more than 32768, and fewer than half of the negatives score at or below the lowest
-        positive (random scores), where ``bucket_sort`` is faster. Training's scores (most negatives
-        below every positive), ties (the all-zero scores of its first iteration) and few
-        positives (64 negatives or more each) go to ``qs``; the 0-1 loss to ``zero_one``.
-    out : None, or arrays ``(neg_rank, coef)`` to write the result into: int32 of shape
-        (N,) (None for the 0-1 loss) and float64 of shape (n,), C-contiguous. A loop of
-        calls that passes the same arrays skips allocating new ones, whose fresh pages the
-        operating system zeroes (a quarter of a call's time at N = 10^7). The result holds
-        these arrays, so the next call with them overwrites it.
-    workspace : None, or a :class:`Workspace` whose arrays the call reuses for its outputs
-        (unless ``out`` is given) and its work arrays: a loop of calls with one workspace
-        allocates no array after the first. The result holds the workspace's arrays, so the
-        next call with it overwrites it.
+    scores : array_like of shape (n,)
+        Finite scores of the n samples.
+    labels : array_like of shape (n,)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives; at least one of each.
+    loss : str or QSLoss, default "ap"
+        "ap", "ndcg", "01", or an instance of [qs.losses.QSLoss][].
+    method : str, default "auto"
+        A key of [METHODS][qs.inference.METHODS]. "auto" picks the fastest exact method for
+        the input (`qs.inference.auto`): `bucket` on random scores with many negatives,
+        `bucket_sort` on random scores with a large share of positives, `qs` on training's
+        scores (most negatives below every positive), on ties and on few positives;
+        `zero_one` for the 0-1 loss.
+    out : tuple of (ndarray or None, ndarray), optional
+        Arrays ``(neg_rank, coef)`` to write the result into: int32 of shape (N,) (None for
+        the 0-1 loss) and float64 of shape (n,), C-contiguous. A loop of calls passing the
+        same arrays allocates none; the next call with them overwrites the result.
+    workspace : Workspace, optional
+        A [Workspace][qs.inference.Workspace] whose arrays the call reuses for its outputs
+        (unless `out` is given) and its work: a loop of calls with one workspace allocates
+        no array after the first; the next call with it overwrites the result.
 
-    Ties: tied positives keep input order; among tied negatives the one earlier in the
-    input is ranked higher (smaller or equal rank); each negative takes the largest
-    maximiser of its objective as evaluated in floating point, the same for every method.
-    Ranks whose objectives tie only in exact arithmetic (a step that is 0 as a rational but
-    rounds to either side) are told apart by that rounding; both are optimal. Scores are
-    measured from one of them before anything is rounded, so that a common offset changes
-    neither ranks nor objective.
+    Returns
+    -------
+    LAIResult
+        The ranks of the negatives, the coefficients of the joint feature map, the loss, the
+        objective and the ground truth's score term.
+
+    Raises
+    ------
+    ValueError
+        On a non-finite score, labels that are not binary, a class with no sample, shapes that
+        differ, or a method that does not support the loss.
+
+    Notes
+    -----
+    Ties: tied positives keep input order; among tied negatives the one earlier in the input
+    is ranked higher (smaller or equal rank); each negative takes the largest maximiser of its
+    objective as evaluated in floating point, the same for every method. Ranks whose
+    objectives tie only in exact arithmetic (a step that is 0 as a rational but rounds to
+    either side) are told apart by that rounding; both are optimal. Scores are measured from
+    one of them before anything is rounded, so that a common offset changes neither ranks nor
+    objective.
+
+    Examples
+    --------
+    >>> from qs.inference import lai
+    >>> result = lai([2.0, 1.0, 0.5, -1.0], [1, 0, 1, 0], loss="ap")
+    >>> result.neg_rank.tolist()
+    [2, 3]
+    >>> round(result.loss, 4), round(result.objective, 4)
+    (0.1667, 1.6667)
     """
     loss_obj, method = resolve(loss, method)
     given = scores, labels  # which out= must not overwrite, converted copies or not

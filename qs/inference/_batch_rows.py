@@ -1,25 +1,25 @@
-"""The compiled loop over the rows of :func:`qs.inference.batch.lai_batch` (:func:`_batch`).
+"""The compiled loop over the rows of `qs.inference.batch.lai_batch` (`_batch`).
 
-The kernel takes the method and the loss as integer codes (:data:`METHOD_CODES`), so that it
+The kernel takes the method and the loss as integer codes (`METHOD_CODES`), so that it
 is compiled once for every method and both built-in losses and cached on disk like the
-other kernels (:func:`qs._numba.jit`): a new process loads it instead of compiling. A named
-method solves each query with the per-query kernel of :func:`qs.inference.lai`, so
+other kernels (`qs._numba.jit`): a new process loads it instead of compiling. A named
+method solves each query with the per-query kernel of `qs.inference.lai`, so
 objectives and ranks are those of ``lai`` row by row. ``"auto"`` chooses as ``lai`` does
-(:func:`qs.inference.auto.sorts`): a query it leaves unsorted goes to ``bucket``, one it
+(`qs.inference.auto.sorts`): a query it leaves unsorted goes to ``bucket``, one it
 sorts to the kernel of ``lai``'s default, or, when small, to the small-query route
-(:mod:`qs.inference._batch_small`).
+(`qs.inference._batch_small`).
 
 Each query is solved in work arrays that the thread keeps from call to call (a float32 row
 widened to float64, the coefficients, the ranks, the per-query kernels' work;
-:func:`_work_arrays`), then written out in one pass that subtracts ``coef(R*)`` for the
-gradient and stores the coefficients in the dtype asked for (:func:`_finish_row`). A row
+`_work_arrays`), then written out in one pass that subtracts ``coef(R*)`` for the
+gradient and stores the coefficients in the dtype asked for (`_finish_row`). A row
 that ``bucket`` solves is read in the scores' dtype and its output row written as it is
-solved, the gradient's shift included (:func:`_bucket_row`): a float32 (Q, n) score matrix
+solved, the gradient's shift included (`_bucket_row`): a float32 (Q, n) score matrix
 is neither copied to float64 nor its gradient made in float64. The finiteness of the scores
 is checked row by row by the pass that first reads them. A row may come in two parts, a lead
 and the rest, joined in one work row: a memory bank's scores within the batch and against
-the bank, with no (Q, k + n) copy. The loss values come from :func:`qs.losses.loss_value`
-and NDCG's increments from :func:`qs.losses.ndcg_increments_into`, as ``lai``'s.
+the bank, with no (Q, k + n) copy. The loss values come from `qs.losses.loss_value`
+and NDCG's increments from `qs.losses.ndcg_increments_into`, as ``lai``'s.
 """
 
 import threading
@@ -57,7 +57,7 @@ AUTO, BUCKET_SORT, BUCKET, QS, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(8)
 
 
 #: rows of at most this many samples are solved in work arrays that each thread keeps from
-#: one call to the next (:func:`_work_arrays`): about 100 bytes of address space per sample,
+#: one call to the next (`_work_arrays`): about 100 bytes of address space per sample,
 #: of which only what the rows use is touched. Calls that allocated them afresh paid for
 #: their new pages: on 4 rows of 10^5 samples, 10% positives (rows the default sorts), 15.7
 #: ms per call against 11.2 ms with the arrays held (4 calls of lai: 12.7 ms; CPU time)
@@ -69,10 +69,10 @@ _NONE_HELD = (np.empty(0), np.empty(0, dtype=np.uint8), np.empty(0), np.empty(0,
 
 def _work_arrays(n):
     """The kernel's work arrays for rows of ``n`` samples: (row, labels, coefficients,
-    ranks, increments, floats, ints, buckets) as :func:`_batch` takes them, this thread's (grown
+    ranks, increments, floats, ints, buckets) as `_batch` takes them, this thread's (grown
     to ``n``, never shrunk; floats and ints sized for any share of positives,
-    :func:`qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
-    :data:`HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
+    `qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
+    `HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
     (its allocations take 4 KiB pages, numpy's of 4 MiB and more huge pages where the
     system allows: at 4 rows of 10^6 samples, 0.1% positives, 2 threads, the kernel
     allocating per block of rows took 37 ms of CPU time, the held arrays 29, 4 calls of
@@ -214,18 +214,18 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
            out, valid, row, y_row, coef64, neg_rank, params, floats, ints, buckets):
     """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
     may have no columns) by the method of code ``method``, the loss of code ``inc``
-    (:data:`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
+    (`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
     columns when the ranks are not wanted. Returns the (query, sample) of the first
     non-finite score, (-1, -1) if none; the outputs are then not all filled.
 
     Each row is solved in work arrays held for the whole call (the row made of the lead and
     the scores, in their dtype, then widened to float64 for the routes other than
     ``bucket``; the coefficients unless the output is float64, the ranks, the per-query
-    kernels' work), then written out by one pass (:func:`_finish_row`; none when there is
+    kernels' work), then written out by one pass (`_finish_row`; none when there is
     nothing to subtract, convert or scatter, and none for the rows ``bucket`` solves, which
-    it writes out itself, :func:`_bucket_row`): no allocation per row, and no pass over the
+    it writes out itself, `_bucket_row`): no allocation per row, and no pass over the
     whole batch before the rows are solved. The
-    work arrays ``row`` .. ``buckets`` (:func:`_work_arrays`) are at least as long as a row
+    work arrays ``row`` .. ``buckets`` (`_work_arrays`) are at least as long as a row
     (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
     when a row needs more."""
     n_rows = scores.shape[0]
@@ -342,7 +342,7 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, in
                 coef, out):
     """One query by the per-query kernel of ``lai`` with the method of code ``method``, into
     ``neg_rank`` (the negatives' order) and ``coef``; ``floats`` and ``ints`` are
-    :func:`qs.inference.auto._gathered_lai`'s work arrays. Returns (error, where) of the
+    `qs.inference.auto._gathered_lai`'s work arrays. Returns (error, where) of the
     kernel."""
     n = scores.size
     m = n - p

@@ -1,6 +1,6 @@
-"""The small-query route of :func:`qs.inference.batch.lai_batch` (:func:`_small_row`).
+"""The small-query route of `qs.inference.batch.lai_batch` (`_small_row`).
 
-A small query (fewer than :data:`SMALL_ROW_MAX` negatives), the common case in a mini-batch,
+A small query (fewer than `SMALL_ROW_MAX` negatives), the common case in a mini-batch,
 that ``"auto"`` sorts is solved as ``bucket_sort`` does (the negatives sorted by buckets,
 then Algorithm 1's divide and conquer on them, AP's sweep past place P) but in the call's
 work arrays, with few branches that the input decides: at this size a mispredicted branch
@@ -13,7 +13,7 @@ NDCG 3.4-3.45), 2.55 times cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of
 method that sorts its negatives stays above twice the 0-1 kernels on one thread.
 
 Beside it, what every route of a row reads of the loss: its increment parameters for P
-positives (:func:`params_into`) and NDCG's ``C(P)`` (:func:`ideal_of`).
+positives (`params_into`) and NDCG's ``C(P)`` (`ideal_of`).
 """
 
 import numpy as np
@@ -28,7 +28,7 @@ from qs.losses import AP_CODE, loss_value, ndcg_increments_into
 
 @jit
 def params_into(inc, table, ideal, n_pos, params):
-    """The loss's increment parameters for P positives (:meth:`qs.losses.QSLoss.prepare`),
+    """The loss's increment parameters for P positives (`qs.losses.QSLoss.prepare`),
     written in ``params``: none for AP, NDCG's table."""
     if inc == AP_CODE:
         return params[:0]
@@ -45,7 +45,7 @@ def ideal_of(inc, ideal, n_pos):
 def _sort_few_positives(values, index, p, sorted_values, sorted_index):
     """``values[:p]`` (``index`` along) in descending order into ``sorted_values`` /
     ``sorted_index``, ties in input order: each value's place counted (p^2 comparisons
-    without a branch; for p up to :data:`FEW_POSITIVES_MAX`)."""
+    without a branch; for p up to `FEW_POSITIVES_MAX`)."""
     for a in range(p):
         x = values[a]
         place = 0
@@ -56,18 +56,18 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
         sorted_index[place] = index[a]
 
 
-#: positives counted into place (:func:`_sort_few_positives`) up to this many, merge sorted
+#: positives counted into place (`_sort_few_positives`) up to this many, merge sorted
 #: above
 FEW_POSITIVES_MAX = 128
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
-#: they are sorted: :func:`_small_row`'s one histogram of two buckets per negative outgrows the
+#: they are sorted: `_small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
 SMALL_ROW_MAX = 1 << 14
 #: buckets per negative of the small-query route: two halve the negatives an insertion moves
 #: (the branch that mispredicts), for a longer pass over the counts (measured on 10 queries
 #: of 256 normal scores: 10-20% less time than one; four no better than two)
 BUCKETS_PER_NEGATIVE = 2
-#: moves per negative the insertion pass of :func:`_small_row` may make before it leaves the
+#: moves per negative the insertion pass of `_small_row` may make before it leaves the
 #: rest to a merge sort (many distinct scores in one bucket: an outlier stretched the range)
 INSERTION_MOVES = 8
 
@@ -92,7 +92,7 @@ def _insertion_pass(v, idx, size, budget):
 @jit
 def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, coef, out):
     """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
-    and ``count`` (:data:`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
+    and ``count`` (`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
     negatives' input places only, ``coef`` (``coef(R_bar)``) at every place.
 
     Written against the branch predictor (the input decides each branch, and a mispredicted

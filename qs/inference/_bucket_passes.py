@@ -1,4 +1,4 @@
-"""The passes of the bucket method (:mod:`qs.inference.bucket`): the histogram over score
+"""The passes of the bucket method (`qs.inference.bucket`): the histogram over score
 buckets, the ranks of the buckets' corners, the settling pass over the input, and Algorithm 1
 on the gathered negatives of the buckets that straddle a rank change; each over a piece of the
 input, so that the method can run them on threads."""
@@ -34,7 +34,7 @@ def sample_range(scores, n_buckets):
 def scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, sums, ends,
                 ref, buckets):
     """Two passes over ``scores[lo:hi]``: the bucket of every score into ``buckets``
-    (uint16, kept for :func:`settle_chunk`) and its finiteness, without a branch (the loop
+    (uint16, kept for `settle_chunk`) and its finiteness, without a branch (the loop
     vectorises); then the positives (written from ``p`` on) and, per bucket, the negatives'
     count (``count``) and sum of ``s - ref`` (``sums``). Split so, the histogram took half
     the time of one pass that also found the buckets (49 against 92 us on 10^5 scores), and
@@ -74,7 +74,7 @@ def scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, cou
 
 @jit
 def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
-    """:func:`scan_chunk` over the whole input in one thread, on buckets laid over the range
+    """`scan_chunk` over the whole input in one thread, on buckets laid over the range
     of a sample, and the positives sorted. Returns (error, error_index, sum_pos, pos_sorted,
     pos_index, low, scale, count, sums, ends)."""
     low, scale = sample_range(scores, n_buckets)
@@ -155,8 +155,8 @@ def rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     ``P + 2 + i`` for the ``i``-th straddling bucket (one table lookup tells both);
     ``rank_count`` the negatives settled per rank. ``steps[i]`` is, for a straddling bucket
     of ranks ``r, r+1``, (``c2 * s+_r``, the loss increment at ``r`` at its first place, at
-    its last place) so that :func:`settle_chunk` evaluates the step ``r -> r+1`` exactly as
-    :func:`best_rank` does; for a wider one (0, -inf, inf): nothing of it is settled.
+    its last place) so that `settle_chunk` evaluates the step ``r -> r+1`` exactly as
+    `best_rank` does; for a wider one (0, -inf, inf): nothing of it is settled.
     """
     c2 = 2.0 / (n_pos * n_neg)
     order, first, top_s, top_j, bottom_s, bottom_j = corners(count, low, scale, ends)
@@ -201,9 +201,9 @@ def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, weight_of_rank, out_o
                   c2, ref, slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank,
                   coef):
     """Pass over the negatives ``lo:hi`` (the first of them at place ``q``; ``buckets``:
-    their buckets, as :func:`scan_chunk` found them): those of settled buckets get their
+    their buckets, as `scan_chunk` found them): those of settled buckets get their
     bucket's rank and coefficient, read from tables, their scores unread (the buckets' sums
-    give F, :func:`settled_sums`). Those of straddling buckets whose step (``steps``, from
+    give F, `settled_sums`). Those of straddling buckets whose step (``steps``, from
     the rank ``slot_rank`` of the bucket's top corner) is taken at every place of the bucket
     or at none get theirs too; ``moved[i]`` counts those that took it. The others are
     gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a

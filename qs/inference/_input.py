@@ -2,7 +2,7 @@
 Python API to raise), the sums of F, the positives, and the negatives gathered with their
 places (``bucket`` makes its own pass, which counts them into buckets instead).
 
-Scores are measured from a reference score ``ref`` (:func:`reference`) in the rank
+Scores are measured from a reference score ``ref`` (`reference`) in the rank
 evaluations and in the sums of F: a common offset of all scores cancels in ``s - ref``
 before anything is rounded, so ranks and objective do not depend on it (``c2 * s`` at
 s = 10^15 + 0.125 rounds away more than the step between two scores). F is unchanged, as
@@ -98,7 +98,7 @@ KEY_LOW = np.int64((1 << 32) - 1)
 def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
     """One pass: finiteness, the sums of ``s - ref``, the positives (score and input index)
     into ``pos_values``, ``pos_index`` and the negatives (score and key, see
-    :data:`KEY_SHIFT`) into ``v``, ``key``, in input order. Returns (error, error_index,
+    `KEY_SHIFT`) into ``v``, ``key``, in input order. Returns (error, error_index,
     sum_pos, sum_neg)."""
     sum_pos = 0.0
     sum_neg = 0.0
@@ -123,11 +123,11 @@ def scan_gather(scores, is_pos, ref, pos_values, pos_index, v, key):
 
 @jit_inline
 def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key):
-    """:func:`scan_gather` that also splits the negatives around ``pivot``: those above it
+    """`scan_gather` that also splits the negatives around ``pivot``: those above it
     from the front of ``v`` (in input order), the others from its end (in reverse input
     order), so that the divide and conquer starts from a split it did not have to partition
-    (:func:`opt_ranks_unsorted`). Branch-free: every negative is written at both ends and
-    one end advances; the pass costs what :func:`scan_gather` costs, whose time is the chain
+    (`opt_ranks_unsorted`). Branch-free: every negative is written at both ends and
+    one end advances; the pass costs what `scan_gather` costs, whose time is the chain
     of additions to the sums. Returns (error, error_index, sum_pos, sum_neg, how many
     negatives are above ``pivot``)."""
     sum_pos = 0.0
@@ -161,7 +161,7 @@ def scan_gather_split(scores, is_pos, ref, pivot, pos_values, pos_index, v, key)
 
 @jit_inline
 def unsplit(v, key, i):
-    """Undo the order :func:`scan_gather_split` left ``v[i..]`` in (reverse input order):
+    """Undo the order `scan_gather_split` left ``v[i..]`` in (reverse input order):
     the negatives are then in input order within each part, and as no value lies in both
     parts, a stable sort of ``v`` orders tied negatives as it would have in input order."""
     a = i
@@ -184,7 +184,7 @@ def input_pivot(scores):
 
 @jit
 def scan_and_gather(scores, is_pos, n_pos, out):
-    """:func:`scan_input` from the :func:`reference` score, and the negatives' scores written
+    """`scan_input` from the `reference` score, and the negatives' scores written
     into ``out`` (input order). Returns (error, error_index, sum_pos, sum_neg, pos_sorted,
     pos_index, ref)."""
     ref = reference(scores)

@@ -1,5 +1,5 @@
 """The inference's own checks (outputs, sizes, the kernels' error codes) and the driver of
-the methods that sort the negatives; scores and labels are checked in :mod:`qs.validation`."""
+the methods that sort the negatives; scores and labels are checked in `qs.validation`."""
 
 import numpy as np
 
@@ -10,7 +10,7 @@ from qs.validation import not_finite
 
 def output_arrays(out, n_neg, n, zero_one, inputs):
     """The result's (neg_rank, coef): new arrays, or those of ``out`` once checked (see
-    :func:`qs.inference.lai`); neg_rank is None for the 0-1 loss. ``inputs``: the arrays the
+    `qs.inference.lai`); neg_rank is None for the 0-1 loss. ``inputs``: the arrays the
     kernels read, which the outputs must not overlap."""
     if out is None:
         return None if zero_one else np.empty(n_neg, dtype=np.int32), np.empty(n)
@@ -37,7 +37,7 @@ def output_arrays(out, n_neg, n, zero_one, inputs):
 
 
 def check_size(scores):
-    """The keys of :func:`~qs.inference._input.scan_gather` hold input indices in 32 bits."""
+    """The keys of `scan_gather` hold input indices in 32 bits."""
     if scores.size >= 1 << 32:
         raise ValueError(f"this method takes inputs of fewer than 2^32 samples; got "
                          f"{scores.size}. Use method='bucket'.")
@@ -65,7 +65,7 @@ def run_sorted(kernel, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """Run a method ``kernel(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index,
     neg_rank, coef, sum_pos, sum_neg, ref)`` on the sorted negatives ``v``, scores measured
     from the reference score ``ref``; the kernel ends with
-    :func:`~qs.inference._output.finish_sorted`. ``ws``: taken as every method's driver takes
+    `finish_sorted`. ``ws``: taken as every method's driver takes
     it; these methods use no work arrays."""
     v, sum_pos, sum_neg, pos_sorted, pos_index, ref = sorted_negatives(scores, is_pos, n_pos)
     rk = np.empty(v.size, dtype=np.int64)

@@ -34,7 +34,7 @@ def positive_steps(pos_sorted, n_neg, ref):
 
 @jit
 def positive_steps_into(pos_sorted, n_neg, ref, spos):
-    """:func:`positive_steps` written into ``spos`` (P + 1 elements); returns c2."""
+    """`positive_steps` written into ``spos`` (P + 1 elements); returns c2."""
     c2 = 2.0 / (pos_sorted.size * n_neg)
     spos[0] = ref
     for i in range(pos_sorted.size):
@@ -45,7 +45,7 @@ def positive_steps_into(pos_sorted, n_neg, ref, spos):
 @jit_inline
 def best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi):
     """Largest maximiser over ranks ``lo..hi`` of the objective of one negative (score s, place j);
-    ``spos[0]`` is the reference score (see :func:`positive_steps`)."""
+    ``spos[0]`` is the reference score (see `positive_steps`)."""
     cs = c2 * (s - spos[0])
     best = lo
     # gain: objective at rank i+1 minus the best so far, summed from the best so that small
@@ -73,7 +73,7 @@ def _negative_increments_numba(inc):
     return lambda inc: False
 
 
-#: rank intervals at least this wide are cut by :func:`score_cap` (narrower ones cost it more
+#: rank intervals at least this wide are cut by `score_cap` (narrower ones cost it more
 #: in mispredicted tests than it saves)
 CAP_MIN = 64
 
@@ -105,14 +105,14 @@ def score_cap(spos, cs, lo, hi):
 
 @jit_inline
 def best_rank_capped(inc, params, n_pos, c2, spos, s, j, lo, hi):
-    """:func:`best_rank`, the same rank, with fewer evaluations for the built-in losses.
+    """`best_rank`, the same rank, with fewer evaluations for the built-in losses.
 
     From the first rank ``U`` whose positive does not score above the negative, every
     increment is negative (a score term ``spos[i] - cs <= 0`` plus a negative loss
     increment, also in floating point), so the gain never returns to 0 there: the largest
-    maximiser is at most ``U``, and the search stops at it (:func:`score_cap`). It pays on
+    maximiser is at most ``U``, and the search stops at it (`score_cap`). It pays on
     the wide rank intervals of the divide and conquer's first levels, whose blocks span the
-    ranks of all their places (from :data:`CAP_MIN` ranks on): 2-10% of the rank step's
+    ranks of all their places (from `CAP_MIN` ranks on): 2-10% of the rank step's
     time at shares of positives of 0.05 to 0.5, N = 10^5 and 10^6."""
     if negative_increments(inc) and hi - lo > CAP_MIN:
         hi = score_cap(spos, c2 * (s - spos[0]), lo, hi)
@@ -139,10 +139,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
                 rk[t] = ra
         elif a <= b:
             m = (a + b) >> 1
-            if places is None:
-                j = j_offset + m + 1
-            else:
-                j = places[m]
+            j = j_offset + m + 1 if places is None else places[m]
             rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j, ra, rb)
             rk[m] = rm
             if m < b:
@@ -165,7 +162,7 @@ def concave_place(inc, n_pos):
     """The first place ``j`` from which a negative's objective is concave over all ranks
     ``1 .. P + 1`` (its increments non-increasing in the rank): ``P`` for AP, whose
     increments are non-increasing over the first ``min(j, P)`` ranks (Mohapatra et al.,
-    arXiv:1604.08269, Proposition 5; DESIGN.md); :data:`NO_PLACE` for the other losses."""
+    arXiv:1604.08269, Proposition 5; DESIGN.md); `NO_PLACE` for the other losses."""
     return n_pos if isinstance(inc, int) and inc == AP_CODE else NO_PLACE
 
 
@@ -179,11 +176,11 @@ def _concave_place_numba(inc, n_pos):
 @jit_inline
 def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     """The ranks of all negatives ``v`` (descending: places 1 .. N) into ``rk``: Algorithm 1's
-    divide and conquer (:func:`opt_ranks_sorted`) above the place :func:`concave_place`,
+    divide and conquer (`opt_ranks_sorted`) above the place `concave_place`,
     and from it on a monotone sweep.
 
     Where a negative's objective is concave in the rank, its largest maximiser is the first
-    rank whose increment is negative (:func:`best_rank` finds the same: its gain resets at
+    rank whose increment is negative (`best_rank` finds the same: its gain resets at
     every non-negative increment and only falls after the first negative one), and the ranks
     are non-decreasing in the place: each negative goes on from the rank of the one before,
     O(N + P) rank evaluations in all, where the divide and conquer makes about P log N.
@@ -228,13 +225,13 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     values equal to it form a sorted block of their own (``p`` need not be one of the values:
     the bounds hold for any ``p``). Small blocks are sorted and split at their middle
     element. ``idx`` moves with ``v``; ``rk`` receives the rank at each position,
-    non-decreasing along ``v`` at the end. ``stack`` is scratch space from :func:`new_stack`.
+    non-decreasing along ``v`` at the end. ``stack`` is scratch space from `new_stack`.
     ``split``: -1, or where the block, already split around ``pivot``, starts its part at
-    most ``pivot`` (``v[lo..split-1] > pivot >= v[split..hi]``, as :func:`scan_gather_split`
+    most ``pivot`` (``v[lo..split-1] > pivot >= v[split..hi]``, as `scan_gather_split`
     leaves the negatives): the first split, made for free.
 
     Returns whether equal values may have been given different ranks, which
-    :func:`canonical_ties` then settles: a split around a pivot never separates equal values,
+    `canonical_ties` then settles: a split around a pivot never separates equal values,
     so only a sorted block holding equal values can.
     """
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = lo, hi, r_lo, r_hi, 0
@@ -290,13 +287,13 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     return tied
 
 
-#: the shape of :func:`new_stack`'s array, and its number of elements
+#: the shape of `new_stack`'s array, and its number of elements
 STACK_SHAPE = (200, 5)
 STACK_SIZE = STACK_SHAPE[0] * STACK_SHAPE[1]
 
 
 @jit
 def new_stack():
-    """Scratch space for :func:`opt_ranks_unsorted`: it keeps the smaller part of each split on
+    """Scratch space for `opt_ranks_unsorted`: it keeps the smaller part of each split on
     top, so at most about 2 log2(block) entries are held."""
     return np.empty(STACK_SHAPE, dtype=np.int64)

@@ -4,7 +4,7 @@ positives' sort that starts from the order of the last call, and the pivots and 
 of Algorithm 1's divide and conquer.
 
 Every sort is descending, ties by ascending index (input order), as the methods' tie rule
-asks (see :mod:`qs.inference._output`).
+asks (see `qs.inference._output`).
 """
 
 import numpy as np
@@ -16,7 +16,7 @@ from qs._numba import ONE, jit, jit_inline
 def bucket_of(s, low, scale, top):
     """Bucket ``0..top`` of score ``s``: ``floor((s - low) * scale)``, clamped (also for
     scores outside the range the buckets were laid over). Unsigned, so that tables indexed
-    by it skip numba's negative-index wraparound (see :data:`~qs._numba.ONE`)."""
+    by it skip numba's negative-index wraparound (see `ONE`)."""
     x = (s - low) * scale
     if x >= top:
         return np.uintp(top)
@@ -29,7 +29,7 @@ def bucket_of(s, low, scale, top):
 MAX_BUCKETS = 1 << 16
 
 
-#: runs this long are sorted by insertion before :func:`sort_pairs` merges them
+#: runs this long are sorted by insertion before `sort_pairs` merges them
 MERGE_RUN = 16
 
 
@@ -92,7 +92,7 @@ INSERTION_MAX = 32
 RANGE_SAMPLE = 1024
 
 
-#: from this many scores on, :func:`sort_by_buckets` first scatters them into
+#: from this many scores on, `sort_by_buckets` first scatters them into
 #: ``COARSE_BUCKETS`` buckets, then sorts each of those by buckets of its own: one scatter
 #: into 2^16 buckets missed the cache at nearly every move once the scores outgrew it
 TWO_LEVEL_MIN = 1 << 17
@@ -135,12 +135,12 @@ def _scatter(v, key, count, v_out, key_out):
 @jit_inline
 def _sort_buckets(v, key, ends, tmp_v, tmp_key, one_pass):
     """Sort each bucket of ``v`` (ends ``ends``, the highest bucket first) in place, ties by
-    key: the buckets of more than :data:`INSERTION_MAX` scores by :func:`sort_pairs` through
+    key: the buckets of more than `INSERTION_MAX` scores by `sort_pairs` through
     the scratch arrays, the others by insertion, each alone or (``one_pass``) by one
     insertion sort of the whole of ``v``, which moves each score only within its bucket
     (none in the buckets sorted already). Sorting each small bucket alone tests its size at
     every bucket, a test the processor mispredicts at about every one; the one pass saves
-    that on the fine buckets of :func:`sort_by_buckets`' second level (5% of the sort from
+    that on the fine buckets of `sort_by_buckets`' second level (5% of the sort from
     2^17 scores), and costs 6-8% more on its single level (10^5 scores)."""
     lo = 0
     for b in range(ends.size - 1, -1, -1):
@@ -160,8 +160,8 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
     """The scores ``v`` (keys ``key``, input order) in descending order into ``v_sorted``,
     ``key_sorted``, by buckets (about one per score); ties keep input order (a key order
     that follows input order). ``count``: the histogram's scratch (one element per bucket);
-    ``v`` and ``key`` are scratch once read. From :data:`TWO_LEVEL_MIN` scores on (and
-    ``count`` of at least 4 :data:`COARSE_BUCKETS`), coarse buckets first, each then sorted
+    ``v`` and ``key`` are scratch once read. From `TWO_LEVEL_MIN` scores on (and
+    ``count`` of at least 4 `COARSE_BUCKETS`), coarse buckets first, each then sorted
     by its own buckets while it is in cache."""
     n = v.size
     if n < TWO_LEVEL_MIN or count.size < 4 * COARSE_BUCKETS:
@@ -186,7 +186,7 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
         lo = hi
 
 
-#: above this many positives, they are sorted by buckets (:func:`sort_by_buckets`, O(P)
+#: above this many positives, they are sorted by buckets (`sort_by_buckets`, O(P)
 #: expected) rather than by merge sort (O(P log P), its comparisons mispredicted): 47 of a
 #: 62 ms call at P = 2 * 10^5, N = 10^6 went to the merge sort
 POSITIVES_BY_BUCKETS = 256
@@ -206,7 +206,7 @@ def sort_positives(pos_values, pos_index):
     return pos_sorted, pos_order
 
 
-#: moves per positive the insertion sort of :func:`sort_positives_hinted` may make, counted
+#: moves per positive the insertion sort of `sort_positives_hinted` may make, counted
 #: from its start with ``HINT_FIRST`` positives' moves in hand: an order unrelated to the
 #: scores (the last call's, on other scores of the same sizes) makes about a / 2 moves at the
 #: a-th positive and is given up within the first hundred, where a budget for all of them
@@ -232,17 +232,17 @@ def _is_permutation(order, seen):
 
 @jit_inline
 def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
-    """:func:`sort_positives` in place, starting from the arrangement ``order`` (the positives'
+    """`sort_positives` in place, starting from the arrangement ``order`` (the positives'
     order of a previous call, as places in input order) and leaving the new one there.
 
     Inside training the order of the positives changes little from one call to the next
     (median 150-190 exchanges of neighbours among 225 positives on the VOC2011 data, AP), so
     an insertion sort from the previous order takes about P moves, where the merge sort made
     P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
-    It gives up past :data:`HINT_MOVES` moves per positive so far (and when ``order`` is not a
-    permutation) for :func:`sort_pairs`, or for :func:`sort_by_buckets` (``count``: its
-    scratch, at least 16 elements) above :data:`POSITIVES_BY_BUCKETS` positives. Ties go by input order either way: the result does
-    not depend on ``order``."""
+    It gives up past `HINT_MOVES` moves per positive so far (and when ``order`` is not a
+    permutation) for `sort_pairs`, or for `sort_by_buckets` (``count``: its
+    scratch, at least 16 elements) above `POSITIVES_BY_BUCKETS` positives. Ties go by input
+    order either way: the result does not depend on ``order``."""
     n = pos_values.size
     if _is_permutation(order, tmp_i):
         for t in range(n):

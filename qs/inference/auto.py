@@ -1,6 +1,6 @@
 """The default method: ``bucket``, ``bucket_sort`` or ``qs``, chosen by what the input is.
 
-The rule (:func:`sorts`), reading N and P:
+The rule (`sorts`), reading N and P:
 
 - Many negatives, and many per positive, at least ``max(SORT_BELOW, SORT_PER_POSITIVE *
   P)`` (a share of positives P/N up to 1/24), and at most ``BUCKET_MAX_POSITIVES``
@@ -13,7 +13,7 @@ The rule (:func:`sorts`), reading N and P:
   51 / 80, 4 * 10^4 77 / 90, 6 * 10^4 90 / 84, 10^5 114 / 83; N = 2 * 10^6, P = 6 * 10^4
   66 / 52); sorting all the negatives
   by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
-  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (:func:`gathered_lai`, one
+  place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (`gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
@@ -26,7 +26,7 @@ The rule (:func:`sorts`), reading N and P:
   and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
-  3085-3133; replayed, each method writing into a :class:`~qs.inference.Workspace` as the
+  3085-3133; replayed, each method writing into a `Workspace` as the
   solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 36-42, the
   default 36-42, ``bucket`` 51-55, ``bucket_sort`` 64-67; NDCG ``qs`` 52-57, the default
   52-57, ``bucket`` 64-71, ``bucket_sort`` 70-74 (the 0-1 call 15).
@@ -67,13 +67,13 @@ QS_PER_POSITIVE = 64
 
 @jit
 def sorts(n_neg, n_pos):
-    """Whether the default sorts (:func:`gathered_lai`) rather than running ``bucket``: the
+    """Whether the default sorts (`gathered_lai`) rather than running ``bucket``: the
     size rule above, which reads P as well as N."""
     return (n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos
             or n_pos > BUCKET_MAX_POSITIVES)
 
 
-#: how many of the gathered negatives :func:`settled_share` reads (strided): enough to tell
+#: how many of the gathered negatives `settled_share` reads (strided): enough to tell
 #: a share above one half (training, ties) from one near 0 (random scores). Measured inside
 #: training (replayed vectors, phoning, AP): 64 cost 0.3-0.6 us of the default's 35 us
 #: against ``qs`` called directly, 16 nothing measurable
@@ -83,7 +83,7 @@ SHARE_SAMPLE = 16
 @jit_inline
 def settled_share(v, lowest):
     """The share of the negatives ``v`` that score at most ``lowest`` (the lowest positive),
-    on a strided sample of :data:`SHARE_SAMPLE` of them. Read from the gathered negatives,
+    on a strided sample of `SHARE_SAMPLE` of them. Read from the gathered negatives,
     which are in cache: read from the input before the pass over it, the same sample missed
     the cache at each run of samples (4 us of a 50 us call inside training)."""
     step = max(1, v.size // SHARE_SAMPLE)
@@ -95,23 +95,23 @@ def settled_share(v, lowest):
     return settled / total
 
 
-#: what :func:`gathered_lai` runs: the choice above (``AUTO``), or one method forced
+#: what `gathered_lai` runs: the choice above (``AUTO``), or one method forced
 AUTO, QS, BUCKET_SORT = 0, 1, 2
 
 
 @jit
 def work_floats(n_neg, n_pos):
-    """Size of the float64 work buffer of :func:`gathered_lai`."""
+    """Size of the float64 work buffer of `gathered_lai`."""
     return 2 * n_neg + 3 * n_pos + 1
 
 
 @jit
 def work_ints(n_neg, n_pos):
-    """Size of the int64 work buffer of :func:`gathered_lai`."""
+    """Size of the int64 work buffer of `gathered_lai`."""
     return 3 * n_neg + 4 * n_pos + 2 + STACK_SIZE + histogram_size(n_neg, n_pos)
 
 
-#: the work arrays of :func:`gathered_lai` as two buffers, one per dtype: a kernel call from
+#: the work arrays of `gathered_lai` as two buffers, one per dtype: a kernel call from
 #: Python pays about 0.08 us per array argument to unbox it, 1 us of a training call's 45
 PACKED = (("floats", work_floats, np.float64), ("ints", work_ints, np.int64))
 #: the buffers of a call without a workspace: too short, so the kernel allocates its own
@@ -126,7 +126,7 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     The pass over the input gathers the positives and the negatives (split around a pivot
     taken from the input for ``qs``: its first partition, free in that pass), then the
     positives are sorted from the order the last call of the same sizes left in ``ints``.
-    Work arrays are cut from ``floats`` and ``ints`` (:data:`PACKED`), allocated here when
+    Work arrays are cut from ``floats`` and ``ints`` (`PACKED`), allocated here when
     shorter."""
     n_neg = neg_rank.size
     if floats.size < work_floats(n_neg, n_pos):
@@ -171,8 +171,8 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
 
 
 def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """:func:`gathered_lai` with the loss's code, and the work arrays of the
-    :class:`~qs.inference.Workspace` ``ws`` when given."""
+    """`gathered_lai` with the loss's code, and the work arrays of the
+    `Workspace` ``ws`` when given."""
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
     floats, ints = NO_FLOATS, NO_INTS
@@ -189,7 +189,7 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     return run_gathered(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
 
 
-#: ``qs`` (:mod:`qs.inference.qs`) and ``bucket_sort`` (:mod:`qs.inference.bucket_sort`), as
-#: :func:`qs.inference.lai` runs them
+#: ``qs`` (`qs.inference.qs`) and ``bucket_sort`` (`qs.inference.bucket_sort`), as
+#: `qs.inference.lai` runs them
 qs_lai = functools.partial(run_gathered, QS)
 bucket_sort_lai = functools.partial(run_gathered, BUCKET_SORT)

@@ -26,6 +26,7 @@ import functools
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from qs._numba import BUILTIN_INCREMENTS
 from qs.inference import lai
@@ -86,30 +87,64 @@ class BatchResult(NamedTuple):
     hinge: np.ndarray
 
 
-def lai_batch(scores, labels, loss="ap", method="auto", *, gradient=False, ranks=True,
-              coef_dtype=np.float64, lead=None):
-    """Loss-augmented inference of each row of ``scores`` (one query per row), in one call.
+def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
+              method: str = "auto", *, gradient: bool = False, ranks: bool = True,
+              coef_dtype: npt.DTypeLike = np.float64,
+              lead: tuple[npt.ArrayLike, npt.ArrayLike] | None = None) -> BatchResult:
+    """Loss-augmented inference of each row of `scores` (one query per row), in one call.
 
     Parameters
     ----------
-    scores : array (Q, n) of finite numbers; float64 and float32 C-contiguous rows are read
-        in place (a float32 row is widened to float64 row by row, in a work array, and solved
-        as its float64 copy would be), anything else is converted to float64 once.
-    labels : array (Q, n): 1/True positive, 0/-1/False negative.
-    lead : None, or a pair ``(scores (Q, k), labels (Q, k))`` of entries that come first in
-        each row: query ``q`` ranks ``[lead[0][q] | scores[q]]``, read from both arrays as
-        the row is widened, with no (Q, k + n) copy made (a memory bank's scores within the
-        batch, then against the bank). The outputs then have ``k + n`` columns, and a
-        sample's index counts the lead's entries first.
-    loss : "ap", "ndcg" or "01".
-    method : a method of :data:`qs.inference.METHODS` that supports ``loss``.
-    gradient : if True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
-    ranks : if False, the result's ``rank`` is None and no ranks are written (a gradient
-        needs only the coefficients).
-    coef_dtype : float64 or float32: the dtype ``coef`` is written in (float32 halves the
-        memory of a float32 network's gradient, and is the float64 value rounded).
+    scores : array_like of shape (Q, n)
+        Finite scores, one query per row. float64 and float32 C-contiguous rows are read in
+        place (a float32 row is widened row by row and solved as its float64 copy would be);
+        anything else is converted to float64 once.
+    labels : array_like of shape (Q, n)
+        1 (or True) at the positives, 0, -1 (or False) at the negatives.
+    loss : str, default "ap"
+        "ap", "ndcg" or "01" (`qs.inference.batch.BATCH_LOSSES`).
+    method : str, default "auto"
+        A method of [METHODS][qs.inference.METHODS] that supports `loss`.
+    gradient : bool, default False
+        If True, `coef` holds ``coef(R_bar) - coef(R*)`` (the structured hinge's gradient
+        with respect to the scores) instead of ``coef(R_bar)``.
+    ranks : bool, default True
+        If False, the result's `rank` is None and no ranks are written (a gradient needs only
+        the coefficients).
+    coef_dtype : dtype, default float64
+        float64 or float32: the dtype `coef` is written in (float32 is the float64 value
+        rounded, at half the memory).
+    lead : tuple of two array_like of shape (Q, k), optional
+        Scores and labels of entries that come first in each row: query ``q`` ranks
+        ``[lead[0][q] | scores[q]]`` with no (Q, k + n) copy made (a memory bank's scores
+        within the batch, then against the bank). The outputs then have ``k + n`` columns,
+        the lead's entries first.
 
-    Returns a :class:`BatchResult`. Ties are broken as in :func:`qs.inference.lai`.
+    Returns
+    -------
+    BatchResult
+        Per-query ranks, coefficients, losses, objectives, ground-truth score terms and
+        which queries were solved (a query without a positive or a negative is skipped).
+
+    Raises
+    ------
+    ValueError
+        On a non-finite score (naming the query and the sample), labels that are not binary,
+        shapes that differ, or a loss or method it does not take.
+
+    Notes
+    -----
+    Ties are broken as in [lai][qs.inference.lai], and each row's result equals ``lai``'s.
+
+    Examples
+    --------
+    >>> from qs.inference.batch import lai_batch
+    >>> result = lai_batch([[2.0, 1.0, 0.5, -1.0], [0.0, 1.0, 2.0, 3.0]],
+    ...                    [[1, 0, 1, 0], [1, 1, 0, 0]], loss="ap")
+    >>> result.rank.tolist()
+    [[0, 2, 0, 3], [0, 0, 1, 1]]
+    >>> np.round(result.loss, 4).tolist()
+    [0.1667, 0.5833]
     """
     if not (isinstance(loss, str) and loss in BATCH_LOSSES):
         raise ValueError(f"lai_batch takes loss in {list(BATCH_LOSSES)}; got {loss!r}.")
@@ -179,7 +214,7 @@ def _codes(loss, method):
             -1 if loss_obj is None else BUILTIN_INCREMENTS[loss_obj.kernel])
 
 
-def _as_scores2d(scores):
+def _as_scores2d(scores: npt.ArrayLike) -> np.ndarray:
     """Scores as a 2-D C-contiguous array of float64 or float32 (no copy when already so;
     other dtypes are converted to float64); finiteness is checked by the kernel, in the
     pass that reads them."""

@@ -18,14 +18,14 @@ No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the 
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
 methods only.
 
-The histogram pass keeps each score's bucket (uint16: at most :data:`MAX_BUCKETS` = 2^16
+The histogram pass keeps each score's bucket (uint16: at most `MAX_BUCKETS` = 2^16
 buckets) and the sum of the negatives' scores per bucket, so that the settling pass reads
 no score of a settled bucket: a table lookup gives its members' rank and coefficient, and
 F's share of them comes from the bucket's sum. Measured on one row of 10^5 scores, 0.1%
 positives (AP, one thread): the method took 318 us, against 433 us when the settling pass
 found each bucket again and summed coefficient times score, one addition waiting on the
 last. The coefficients may be written shifted and in float32 (a gradient ``coef(R_bar) -
-coef(R*)``, :func:`_bucket`), with no pass of their own.
+coef(R*)``, `_bucket`), with no pass of their own.
 
 The passes over the input (histogram, then settling) and the gathered buckets are cut into
 pieces that run on threads for large inputs. The pieces depend on the input size only, not
@@ -94,7 +94,7 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift
                   sum_pos, sum_neg, ref, shift_pos)
 
 
-_pool = {}  # (process id, workers) -> pool: a forked child starts its own threads
+_pool: dict[tuple[int, int], object] = {}  # (process id, workers) -> pool: a forked child starts its own threads
 
 
 def thread_count():
@@ -106,7 +106,7 @@ def thread_count():
 
 
 def _map(fn, *iterables):
-    """``fn`` over the pieces on a pool of :func:`thread_count` threads (the kernels release
+    """``fn`` over the pieces on a pool of `thread_count` threads (the kernels release
     the GIL)."""
     workers = max(1, min(CHUNKS, thread_count(), os.cpu_count() or 1))
     if workers == 1:

@@ -5,7 +5,7 @@ sorted twin.
 optimal ranks on either side of the split by trying the ranks still allowed, and recurses on
 both parts with the rank interval split there (ranks are monotone in the place of a
 negative). O(N log P + P log P) expected. It runs in the kernel it shares with ``auto`` and
-``bucket_sort`` (:mod:`qs.inference.auto`), which gathers the negatives split around a
+``bucket_sort`` (`qs.inference.auto`), which gathers the negatives split around a
 first pivot in its pass over the input.
 
 ``sort_dc`` is the same recursion on negatives sorted by ``np.sort``: no partitioning, one
@@ -23,7 +23,7 @@ from qs.inference._ranks import opt_ranks_sorted, opt_ranks_unsorted, positive_s
 @jit_inline
 def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
     """Algorithm 1 on the gathered negatives ``v`` (keys ``key``, see
-    :func:`~qs.inference._input.scan_gather_split`) split around ``pivot``, ``above`` of them
+    `scan_gather_split`) split around ``pivot``, ``above`` of them
     above it, and partitioned further in place: the rank at each position into ``rk``
     (non-decreasing along ``v``), tied negatives ranked in input order."""
     n_neg = v.size

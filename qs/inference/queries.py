@@ -178,7 +178,7 @@ def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Array
                          out[:, 3])
 
 
-def _as_scores(scores):
+def _as_scores(scores: npt.ArrayLike) -> np.ndarray:
     """Scores as a 1-D C-contiguous array of float64 or float32 (no copy when already so;
     other dtypes are converted to float64); finiteness is checked by the kernel."""
     arr = np.asarray(scores)
@@ -191,7 +191,7 @@ def _as_scores(scores):
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
-def _as_offsets(offsets, n):
+def _as_offsets(offsets: npt.ArrayLike, n: int) -> np.ndarray:
     """``offsets`` as int64, checked to cut ``n`` documents into queries."""
     arr = np.asarray(offsets)
     if arr.ndim != 1 or arr.size < 2:

@@ -26,5 +26,5 @@ def scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_r
                          sum_neg, ref)
 
 
-#: the method (the Yue / Chakrabarti baseline), as :func:`qs.inference.lai` runs it
+#: the method (the Yue / Chakrabarti baseline), as `qs.inference.lai` runs it
 scan_lai = functools.partial(run_sorted, scan_sorted)

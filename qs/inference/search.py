@@ -45,5 +45,5 @@ def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg
                          sum_neg, ref)
 
 
-#: the method, as :func:`qs.inference.lai` runs it
+#: the method, as `qs.inference.lai` runs it
 search_lai = functools.partial(run_sorted, search_sorted)

@@ -4,7 +4,7 @@ import numpy as np
 
 
 class Workspace:
-    """Arrays that :func:`qs.inference.lai` calls reuse: the result's outputs and the
+    """Arrays that `qs.inference.lai` calls reuse: the result's outputs and the
     methods' work arrays, grown as needed and never shrunk, so that a loop of calls (a
     solver's training) allocates none after its first call.
 

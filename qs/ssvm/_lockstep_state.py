@@ -1,8 +1,10 @@
-"""The state of a lockstep training (:mod:`qs.ssvm.lockstep`): every class's weights, boxes and
+"""The state of a lockstep training (`qs.ssvm.lockstep`): every class's weights, boxes and
 record so far, stored as arrays of numbers (no pickle) so that a training resumes."""
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Self
 
 import numpy as np
 
@@ -15,20 +17,37 @@ __all__ = ["ClassState", "LockstepState"]
 class ClassState:
     """One class's training so far.
 
-    w : weights of its last confirmed outer step (None before the first).
-    pos_boxes : box index (within its bag) of each positive image, as imputed now.
-    working : int64 (n_images, K) the working set's boxes (-1: none), grown by repeats.
-    objective : latent objective after each confirmed outer step.
-    lai_times : {method: [seconds of each LAI call]} (the training's method and the timed).
-    n_iter : cutting-plane iterations of every inner solve (repeats included).
-    n_outer, repeats : outer steps confirmed; inner solves repeated after a pass.
-    converged, done : whether the objective settled; whether the class trains no more.
-    passes : the passes over every box when it finished (of the whole lockstep training).
-    seconds : wall time spent on the class: its inner solves and checks, and an equal share
-        of every pass it took part in.
-    constraints : with ``verify="step"``, the :class:`~qs.ssvm.cutting_plane.Constraints` of
-        the current outer step's inner solves so far, the warm start of its repeat (None at
-        a step's start and with ``verify="path"``).
+    Attributes
+    ----------
+    w : ndarray of shape (d,) or None
+        Weights of its last confirmed outer step (None before the first).
+    pos_boxes : ndarray of shape (n_positives,)
+        Box index (within its bag) of each positive image, as imputed now.
+    working : ndarray of shape (n_images, K)
+        The working set's boxes (int64, -1: none), grown by repeats.
+    objective : list of float
+        Latent objective after each confirmed outer step.
+    lai_times : dict
+        ``{method: [seconds of each LAI call]}`` (the training's method and the timed).
+    n_iter : list of int
+        Cutting-plane iterations of every inner solve (repeats included).
+    n_outer : int
+        Outer steps confirmed.
+    repeats : int
+        Inner solves repeated after a pass.
+    converged : bool
+        Whether the objective settled.
+    done : bool
+        Whether the class trains no more.
+    passes : int
+        The passes over every box when it finished (of the whole lockstep training).
+    seconds : float
+        Wall time spent on the class: its inner solves and checks, and an equal share of
+        every pass it took part in.
+    constraints : Constraints or None
+        With ``verify="step"``, the `qs.ssvm.cutting_plane.Constraints` of the current
+        outer step's inner solves so far, the warm start of its repeat (None at a step's
+        start and with ``verify="path"``).
     """
 
     w: np.ndarray | None
@@ -46,17 +65,31 @@ class ClassState:
     constraints: Constraints | None = None
 
     @property
-    def lai_calls(self):
+    def lai_calls(self) -> int:
+        """Number of LAI calls of the training's method."""
         return len(next(iter(self.lai_times.values()), []))
 
 
 @dataclass
 class LockstepState:
-    """Every class's :class:`ClassState` and the passes over every box so far; ``resumed``:
-    how many times the training was resumed from a stored state; ``pass_seconds``: the wall
-    time of each pass; ``rows_held`` and ``row_bytes``: the distinct boxes whose features the
-    working sets of all classes hold in memory now, and their bytes (not stored: a resumed
-    training gathers them again)."""
+    """The state of a lockstep training: every class's `ClassState` and the passes so far.
+
+    Attributes
+    ----------
+    classes : list of ClassState
+        One per class, in the order of the labels' columns.
+    passes : int
+        Passes over every box so far.
+    resumed : int
+        How many times the training was resumed from a stored state.
+    pass_seconds : list of float
+        The wall time of each pass.
+    rows_held : int
+        The distinct boxes whose features the working sets of all classes hold now (not
+        stored: a resumed training gathers them again).
+    row_bytes : int
+        Their bytes.
+    """
 
     classes: list
     passes: int = 0
@@ -66,22 +99,29 @@ class LockstepState:
     row_bytes: int = 0
 
     @property
-    def done(self):
+    def done(self) -> bool:
+        """Whether every class trains no more."""
         return all(c.done for c in self.classes)
 
     @property
-    def W(self):
+    def W(self) -> np.ndarray:
         """(d, n_classes): the weights (once every class has made a step)."""
         return np.stack([c.w for c in self.classes], axis=1)
 
-    def to_arrays(self):
-        """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold
-        them): the ragged parts flattened, the scalars in a JSON string. A class's warm-start
-        constraints are ``constraints_A_<j>`` (k, d), ``constraints_b_<j>`` (k,) and
-        ``constraints_G_<j>`` (k, k): the k constraints held (not the arrays' spare
-        capacity) and their Gram matrix as the solver grew it (recomputed, it could differ
-        in the last bits, and so would the resumed solves)."""
-        arrays, meta = {}, {"passes": self.passes, "resumed": self.resumed, "classes": [],
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as NumPy arrays of numbers only (a ``.npz`` needs no pickle to hold them).
+
+        Returns
+        -------
+        dict of str to ndarray
+            The ragged parts flattened, the scalars in a JSON string (``meta``). A class's
+            warm-start constraints are ``constraints_A_<j>`` (k, d), ``constraints_b_<j>``
+            (k,) and ``constraints_G_<j>`` (k, k): the k constraints held (not the arrays'
+            spare capacity) and their Gram matrix as the solver grew it (recomputed, it
+            could differ in the last bits, and so would the resumed solves).
+        """
+        arrays: dict[str, np.ndarray] = {}
+        meta: dict[str, Any] = {"passes": self.passes, "resumed": self.resumed, "classes": [],
                             "pass_seconds": [float(t) for t in self.pass_seconds]}
         for j, c in enumerate(self.classes):
             if c.w is not None:
@@ -101,11 +141,26 @@ class LockstepState:
         return arrays
 
     @classmethod
-    def from_arrays(cls, arrays):
-        """The state :meth:`to_arrays` gave (a ValueError when the arrays are not one). A
-        state stored without the constraints (before they were stored) loads with none: a
-        class in the middle of a step-verified outer step then solves its repeat from
-        ``w = 0`` (the same optimum to the solver's tolerance, not the same bits)."""
+    def from_arrays(cls, arrays: Mapping[str, Any]) -> Self:
+        """The state `to_arrays` gave.
+
+        Parameters
+        ----------
+        arrays : mapping of str to ndarray
+            What `to_arrays` returned (or a loaded ``.npz`` of it).
+
+        Returns
+        -------
+        LockstepState
+            The state. One stored without the constraints loads with none: a class in the
+            middle of a step-verified outer step then solves its repeat from ``w = 0`` (the
+            same optimum to the solver's tolerance, not the same bits).
+
+        Raises
+        ------
+        ValueError
+            When the arrays are not a lockstep training state.
+        """
         try:
             meta = json.loads(str(arrays["meta"]))
             classes = [ClassState(
@@ -120,8 +175,8 @@ class LockstepState:
             raise ValueError(f"not a lockstep training state: {err}") from None
 
 
-def _constraints(arrays, j):
-    """Class ``j``'s stored warm-start :class:`Constraints`, or None if none were stored."""
+def _constraints(arrays: Mapping[str, Any], j: int) -> Constraints | None:
+    """Class ``j``'s stored warm-start `Constraints`, or None if none were stored."""
     if f"constraints_A_{j}" not in arrays:
         return None
     A = np.asarray(arrays[f"constraints_A_{j}"], np.float64)

@@ -2,16 +2,18 @@
 
 Primal (1-slack): ``min_w 1/2 |w|^2 + C xi`` s.t. ``w . a_R >= Delta_R - xi`` for every
 labelling ``R``, with ``a_R = X^T (coef* - coef_R)`` (``Psi(X, R*) - Psi(X, R)``). One
-:func:`qs.inference.lai` call at ``scores = X w`` returns the most violated ``R``; its slack
+[qs.inference.lai][] call at ``scores = X w`` returns the most violated ``R``; its slack
 ``xi(w) = objective - ground_truth_F`` is the hinge term of the primal.
 """
 
 import numbers
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 
@@ -20,12 +22,31 @@ from qs.losses import QSLoss
 from qs.validation import as_positive_mask, check_counts
 
 
-def ground_truth_coef(is_pos, loss):
+def ground_truth_coef(is_pos: npt.ArrayLike, loss: str | QSLoss) -> np.ndarray:
     """Coefficients of ``Psi(X, R*) = sum_k coef*_k x_k`` for the true labelling.
 
-    Ranking losses (``Psi = 1/(PN) sum R_xy (x - y)`` with every positive above every
-    negative): ``1/P`` on positives, ``-1/N`` on negatives. Loss "01"
-    (``Psi = sum_k y_k x_k / (2n)``): ``y_k / (2n)`` with ``y`` in {-1, 1}.
+    Parameters
+    ----------
+    is_pos : array_like of bool, shape (n,)
+        True for a positive sample.
+    loss : str or QSLoss
+        "01" for the binary hinge; any other value (a ranking loss) gives the ranking
+        coefficients.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        Ranking losses (``Psi = 1/(PN) sum R_xy (x - y)`` with every positive above every
+        negative): ``1/P`` on positives, ``-1/N`` on negatives. Loss "01"
+        (``Psi = sum_k y_k x_k / (2n)``): ``y_k / (2n)`` with ``y`` in {-1, 1}.
+
+    Examples
+    --------
+    >>> from qs.ssvm import ground_truth_coef
+    >>> ground_truth_coef([True, True, False, False, False], "ap").round(4).tolist()
+    [0.5, 0.5, -0.3333, -0.3333, -0.3333]
+    >>> ground_truth_coef([True, False], "01").tolist()
+    [0.25, -0.25]
     """
     is_pos = np.asarray(is_pos, dtype=bool)
     if loss == "01":
@@ -35,8 +56,19 @@ def ground_truth_coef(is_pos, loss):
 
 
 class Progress(NamedTuple):
-    """What a solver's ``callback`` receives after each iteration; ``scores`` are those the
-    iteration's (last) LAI call ranked, as a benchmark may replay them."""
+    """What a solver's ``callback`` receives after each iteration.
+
+    Attributes
+    ----------
+    iteration : int
+        The iteration's number, from 1.
+    objective : float
+        The primal objective at the iteration's iterate.
+    gap : float
+        The duality gap there (NaN where the solver has no dual reading).
+    scores : ndarray or None
+        The scores the iteration's (last) LAI call ranked, as a benchmark may replay them.
+    """
 
     iteration: int
     objective: float
@@ -48,15 +80,25 @@ class Progress(NamedTuple):
 class SolverResult:
     """Outcome of a solver.
 
-    w : the weights returned.
-    objective : primal ``1/2 |w|^2 + C xi(w)`` at each iteration's iterate (last: at ``w``).
-    gap : duality gap ``primal - dual`` at each iteration (an upper bound on the primal's
+    Attributes
+    ----------
+    w : ndarray of shape (n_features,)
+        The weights returned.
+    objective : ndarray of shape (n_iter,)
+        Primal ``1/2 |w|^2 + C xi(w)`` at each iteration's iterate (last: at ``w``).
+    gap : ndarray of shape (n_iter,)
+        Duality gap ``primal - dual`` at each iteration (an upper bound on the primal's
         distance to the optimum).
-    lai_times : wall time of every LAI call (``time.perf_counter``), in call order.
-    n_iter, converged : iterations run; whether the tolerance was met before ``max_iter``.
-    lai_compile_time : what loading or compiling the kernels added to the first LAI call (s),
-        kept out of ``lai_times``: the first call runs twice, and this is the first run's
-        excess over the second, timed one.
+    lai_times : ndarray
+        Wall time of every LAI call (``time.perf_counter``, s), in call order.
+    n_iter : int
+        Iterations run.
+    converged : bool
+        Whether the tolerance was met before ``max_iter``.
+    lai_compile_time : float
+        What loading or compiling the kernels added to the first LAI call (s), kept out of
+        ``lai_times``: the first call runs twice, and this is the first run's excess over
+        the second, timed one.
     """
 
     w: np.ndarray
@@ -68,25 +110,43 @@ class SolverResult:
     lai_compile_time: float = 0.0
 
     @property
-    def lai_calls(self):
+    def lai_calls(self) -> int:
+        """Number of LAI calls."""
         return self.lai_times.size
 
     @property
-    def lai_time(self):
+    def lai_time(self) -> float:
         """Total LAI wall time (s)."""
         return float(self.lai_times.sum())
 
     @property
-    def lai_time_per_call(self):
+    def lai_time_per_call(self) -> float:
         """Mean LAI wall time per call (s)."""
         return self.lai_time / self.lai_calls
 
 
 class Problem:
-    """Validated data of one structured SVM, its oracle :meth:`most_violated`, and the record
+    """Validated data of one structured SVM, its oracle `most_violated`, and the record
     of a solver's run (LAI times, objective and gap per iteration)."""
 
-    def __init__(self, X, labels, *, C, loss, method, tol, max_iter, callback):
+    X: Any
+    is_pos: np.ndarray
+    C: float
+    tol: float
+    max_iter: int
+    loss: str | QSLoss
+    method: str
+    coef_true: np.ndarray
+    callback: Callable[[Progress], object] | None
+    lai_callback: Callable[[np.ndarray, np.ndarray], object] | None
+    lai_compile_time: float
+    workspace: Workspace
+
+    def __init__(self, X: Any, labels: npt.ArrayLike, *, C: float, loss: str | QSLoss,
+                 method: str, tol: float, max_iter: int,
+                 callback: Callable[[Progress], object] | None,
+                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None
+                 ) -> None:
         self.X = _check_X(X)
         n = self.X.shape[0]
         self.is_pos = as_positive_mask(labels, n).astype(bool)
@@ -103,13 +163,19 @@ class Problem:
         if callback is not None and not callable(callback):
             raise ValueError(f"callback must be callable or None; got {callback!r}.")
         self.callback = callback
-        self.lai_times, self.objective, self.gap = [], [], []
+        if lai_callback is not None and not callable(lai_callback):
+            raise ValueError(f"lai_callback must be callable or None; got {lai_callback!r}.")
+        self.lai_callback = lai_callback
+        self.lai_times: list[float] = []
+        self.objective: list[float] = []
+        self.gap: list[float] = []
         self.lai_compile_time = 0.0
-        self.last_scores = None
+        self.last_scores: np.ndarray | None = None
         # the outputs and work arrays every LAI call reuses: a loop of calls allocates none
         self.workspace = Workspace()
 
-    def most_violated(self, w, rows=None):
+    def most_violated(self, w: np.ndarray,
+                      rows: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
         """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack;
         of the problem restricted to the samples ``rows`` when given (a stochastic step)."""
         X, is_pos, coef_true = self.X, self.is_pos, self.coef_true
@@ -118,6 +184,8 @@ class Problem:
             coef_true = ground_truth_coef(is_pos, self.loss)
         scores = X @ w
         self.last_scores = scores
+        if self.lai_callback is not None:
+            self.lai_callback(scores, is_pos)
         ws = self.workspace
         if not self.lai_times:  # loads or compiles the kernels: run once untimed, see result
             start = time.perf_counter()
@@ -131,11 +199,11 @@ class Problem:
         a = np.asarray(X.T @ (coef_true - res.coef)).ravel()
         return a, res.loss, res.objective - res.ground_truth_F
 
-    def primal(self, w, xi):
+    def primal(self, w: np.ndarray, xi: float) -> float:
         """``1/2 |w|^2 + C xi``."""
         return 0.5 * (w @ w) + self.C * xi
 
-    def log(self, objective, gap):
+    def log(self, objective: float, gap: float) -> None:
         """Record one iteration and tell the callback."""
         self.objective.append(float(objective))
         self.gap.append(float(gap))
@@ -143,7 +211,8 @@ class Problem:
             self.callback(Progress(len(self.objective), self.objective[-1], self.gap[-1],
                                    self.last_scores))
 
-    def result(self, w, converged):
+    def result(self, w: np.ndarray, converged: bool) -> SolverResult:
+        """The run's record as a `SolverResult` with weights ``w``."""
         return SolverResult(w, np.array(self.objective), np.array(self.gap),
                             np.array(self.lai_times), len(self.objective), converged,
                             self.lai_compile_time)

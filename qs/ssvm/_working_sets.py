@@ -1,19 +1,22 @@
-"""The working sets of a lockstep training (:mod:`qs.ssvm.lockstep`): each class's boxes per image,
+"""The working sets of a lockstep training (`qs.ssvm.lockstep`): each class's boxes per image,
 their features held once for all classes, in memory or in a file.
 
 A box that several classes' working sets hold (an image's object is among the best boxes of
-many classes) keeps one row of features in a :class:`RowPool`, in the features' own type
-(float16 features stay float16); each class's :class:`Resident` set names its boxes and
+many classes) keeps one row of features in a `RowPool`, in the features' own type
+(float16 features stay float16); each class's `Resident` set names its boxes and
 their rows. The pool grows by blocks of rows (never by copying the rows it holds), and after
 a pass keeps only the rows some working set still names, packed. With ``spill`` its rows lie
 in a file instead, and a class's solve reads its own rows into memory
-(:meth:`Resident.loaded`): at VOC2007's size that is what keeps 20 classes' working sets
+(`Resident.loaded`): at VOC2007's size that is what keeps 20 classes' working sets
 from filling the memory.
 """
 
 import tempfile
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.ssvm.latent import _Bags
 
@@ -32,33 +35,34 @@ READ_ROWS = 1024
 
 class RowPool:
     """The features of every (image, box) some working set holds, one row each in a slot:
-    :meth:`add_pass` adds a pass's rows, :meth:`compact` keeps only the rows the working sets
+    `add_pass` adds a pass's rows, `compact` keeps only the rows the working sets
     name. The rows lie in blocks in memory, or with ``spill`` in a nameless file (in
     ``directory``; None: the system's temporary directory; removed when closed, or when the
     process ends however it ends), read ``READ_ROWS`` rows at a time: memory then holds no
     working set's rows but the copies a reader takes."""
 
-    def __init__(self, d, dtype, directory=None, spill=False):
+    def __init__(self, d: int, dtype: npt.DTypeLike, directory: str | None = None,
+                 spill: bool = False) -> None:
         self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
         self.spill = spill
         self.row_bytes = d * self.dtype.itemsize
         self.per_block = max(1, BLOCK_BYTES // self.row_bytes)
-        self.blocks = []
+        self.blocks: list[Any] = []  # a block is None once compact has copied it
         self.size = 0  # slots in use
-        self._file = None
+        self._file: Any = None  # the spill file, once rows are spilled
         self._keys, self._slots = np.empty(0, np.int64), np.empty(0, np.int64)  # sorted keys
 
     @property
-    def held(self):
+    def held(self) -> int:
         """How many rows the pool holds."""
         return self._keys.size
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """The bytes of the rows the pool holds."""
         return self.held * self.row_bytes
 
-    def find(self, image, box):
+    def find(self, image: npt.ArrayLike, box: npt.ArrayLike) -> np.ndarray:
         """The rows of the boxes ``(image, box)`` (arrays of one shape), -1 for those not
         held (and for box -1)."""
         image, box = np.asarray(image, np.int64), np.asarray(box, np.int64)
@@ -68,7 +72,7 @@ class RowPool:
         at = np.minimum(np.searchsorted(self._keys, key), self._keys.size - 1)
         return np.where((self._keys[at] == key) & (box >= 0), self._slots[at], -1)
 
-    def take(self, slots):
+    def take(self, slots: npt.ArrayLike) -> np.ndarray:
         """The features of the rows ``slots`` (any shape; -1 not allowed), shape ``slots.shape
         + (d,)``, in the pool's type."""
         slots = np.asarray(slots, np.int64)
@@ -96,17 +100,17 @@ class RowPool:
                          shape=(last - first + 1, self.d))
         return np.asarray(span[slots - first])
 
-    def held_boxes(self, n):
+    def held_boxes(self, n: int) -> np.ndarray:
         """(n, h) the boxes of each of the ``n`` images the pool holds (-1: none), as
-        :func:`qs.top_boxes.class_top_boxes` takes them (``held``)."""
+        `qs.top_boxes.class_top_boxes` takes them (``held``)."""
         image, box = np.divmod(self._keys, KEY)
         counts = np.bincount(image, minlength=n)
         out = np.full((n, max(1, int(counts.max(initial=0)))), -1, np.int64)
         out[image, np.arange(image.size) - np.repeat(np.cumsum(counts) - counts, counts)] = box
         return out
 
-    def add_pass(self, top):
-        """Add the rows a :class:`~qs.top_boxes.ClassTopBoxes` pass returned (boxes the pool
+    def add_pass(self, top: Any) -> None:
+        """Add the rows a `qs.top_boxes.ClassTopBoxes` pass returned (boxes the pool
         lacks, each once) in new slots, emptying its list of rows as they are copied, so that
         the pass's rows and the pool's copies of them are not all held at once."""
         image, box = np.asarray(top.image, np.int64), np.asarray(top.box, np.int64)
@@ -140,7 +144,7 @@ class RowPool:
         order = np.argsort(keys, kind="stable")
         self._keys, self._slots = keys[order], np.concatenate([self._slots, slots])[order]
 
-    def compact(self, used):
+    def compact(self, used: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Keep only the rows that one of the arrays of slots ``used`` names (-1 ignored),
         packed in slot order, a block at a time: into new blocks (each old block freed once
         its rows are copied, so that memory holds no more than it held, plus a block, and
@@ -180,7 +184,7 @@ class RowPool:
     def _new_file(self):
         return tempfile.TemporaryFile(prefix="qsrank-rows-", dir=self.directory)
 
-    def close(self):
+    def close(self) -> None:
         """Remove the file of the rows, if any (they are then void)."""
         if self._file is not None:
             self._file.close()
@@ -249,7 +253,7 @@ class Resident(_Bags):
 
 
 class _Rows:
-    """Rows in memory, taken by their index (the copy :meth:`Resident.loaded` makes)."""
+    """Rows in memory, taken by their index (the copy `Resident.loaded` makes)."""
 
     def __init__(self, rows):
         self.rows, self.d = rows, rows.shape[1]
@@ -258,7 +262,8 @@ class _Rows:
         return self.rows[slots]
 
 
-def lacking_boxes(best, lacking, pool):
+def lacking_boxes(best: np.ndarray, lacking: np.ndarray,
+                  pool: RowPool) -> tuple[np.ndarray, np.ndarray]:
     """``(index (n, m), slot (n, m))``: per image the boxes ``best`` names where ``lacking``,
     and their rows in ``pool`` (which holds them: the pass that found them added them)."""
     pairs = np.unique(np.stack([np.nonzero(lacking)[0], best[lacking]], axis=1), axis=0)

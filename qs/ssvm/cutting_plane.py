@@ -12,10 +12,15 @@ capacity doubles when full, and each iteration writes one row, and one row and c
 Gram matrix, instead of stacking a new matrix and rebuilding the Gram matrix.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
-from qs.ssvm._problem import Problem
+from qs.losses import QSLoss
+from qs.ssvm._problem import Problem, Progress, SolverResult
 
 #: ridge added to the working set's Gram matrix, relative to the scale of the dual (see
 #: ``_qp_backend``): the Gram matrix is only semi-definite, and daqp (like quadprog) needs
@@ -25,45 +30,100 @@ RIDGE = 1e-12
 INITIAL_CAPACITY = 16
 
 
-def cutting_plane(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
-                  qp_solver="daqp", callback=None):
+def cutting_plane(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
+                  loss: str | QSLoss = "ap", method: str = "auto", tol: float = 1e-3,
+                  max_iter: int = 1000, qp_solver: str = "daqp",
+                  callback: Callable[[Progress], object] | None = None,
+                  lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+              ) -> SolverResult:
     """Train the structured SVM by the 1-slack cutting-plane method.
 
     Parameters
     ----------
-    X : array or scipy.sparse matrix of shape (n_samples, n_features).
-    labels : array of shape (n_samples,): 1/True positive, 0/-1/False negative.
-    C : weight of the slack (> 0); ``xi`` is the loss-scale hinge, so for loss "01" it is
+    X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+        The features.
+    labels : array_like of shape (n_samples,)
+        1/True positive, 0/-1/False negative.
+    C : float, default 1.0
+        Weight of the slack (> 0); ``xi`` is the loss-scale hinge, so for loss "01" it is
         the mean hinge loss and ``C = C_liblinear * n_samples``.
-    loss : "ap", "ndcg", "01" or a :class:`qs.losses.QSLoss`.
-    method : LAI method passed to :func:`qs.inference.lai`.
-    tol : stop when ``xi(w) <= xi_working_set + tol`` (units of the loss).
-    max_iter : cap on iterations (LAI calls).
-    qp_solver : a ``qpsolvers`` backend name for the working set's dual QP.
-    callback : called with a :class:`~qs.ssvm.Progress` after each iteration.
+    loss : str or QSLoss, default "ap"
+        "ap", "ndcg", "01" or a [qs.losses.QSLoss][].
+    method : str, default "auto"
+        LAI method passed to [qs.inference.lai][].
+    tol : float, default 1e-3
+        Stop when ``xi(w) <= xi_working_set + tol`` (units of the loss).
+    max_iter : int, default 1000
+        Cap on iterations (LAI calls).
+    qp_solver : str, default "daqp"
+        A ``qpsolvers`` backend name for the working set's dual QP.
+    callback : callable or None, default None
+        Called with a [qs.ssvm.Progress][] after each iteration.
+    lai_callback : callable or None, default None
+        Called as ``lai_callback(scores, labels)`` with the inputs of every timed LAI call,
+        before it (a recorder, to replay a training's calls). The arrays may be reused by
+        later calls: keep copies.
 
-    Returns a :class:`~qs.ssvm.SolverResult`.
+    Returns
+    -------
+    SolverResult
+        The weights and the run's record ([qs.ssvm.SolverResult][]).
+
+    Raises
+    ------
+    ValueError
+        On bad data or parameters (no positive or no negative, ``C <= 0``, ``tol < 0``,
+        ``max_iter < 1``, an unknown loss or QP backend).
+    ImportError
+        If ``qpsolvers`` is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.ssvm import cutting_plane
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> res = cutting_plane(X, [1, 1, 0, 0, 0], C=10.0)
+    >>> bool(res.converged), bool(res.gap[-1] <= 10.0 * 1e-3)
+    (True, True)
+    >>> np.round(res.w, 2).tolist()
+    [0.37, -0.12]
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback)
+                   callback=callback, lai_callback=lai_callback)
     return solve(prob, prob.X.shape[1], qp_solver)
 
 
-def solve(prob, n_features, qp_solver="daqp", drop=None, constraints=None):
-    """The cutting-plane loop on any oracle ``prob``: a
-    :class:`~qs.ssvm._problem.Problem`, or an object with its ``most_violated``, ``primal``,
-    ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent solver's).
+def solve(prob: Any, n_features: int, qp_solver: str = "daqp",
+          drop: tuple[int, int] | None = None,
+          constraints: "Constraints | None" = None) -> SolverResult:
+    """The cutting-plane loop on any oracle ``prob``.
 
-    ``drop=(idle, every)``: every ``every`` iterations, constraints whose dual variable has
-    been zero for the last ``idle`` iterations leave the working set (the released latent
-    AP-SVM's rule, 20 and 50), which keeps the QP small on long runs.
+    Parameters
+    ----------
+    prob : Problem
+        A ``qs.ssvm._problem.Problem``, or an object with its ``most_violated``,
+        ``primal``, ``log``, ``result``, ``C``, ``tol`` and ``max_iter`` (the latent
+        solver's).
+    n_features : int
+        Length of the weights.
+    qp_solver : str, default "daqp"
+        A ``qpsolvers`` backend name.
+    drop : tuple of int or None, default None
+        ``(idle, every)``: every ``every`` iterations, constraints whose dual variable has
+        been zero for the last ``idle`` iterations leave the working set (the released
+        latent AP-SVM's rule, 20 and 50), which keeps the QP small on long runs.
+    constraints : Constraints or None, default None
+        The working set to start from and grow in (left holding the solve's constraints).
+        Empty, the loop starts at ``w = 0``; holding the constraints of an earlier solve
+        whose every constraint is one of this problem's too (the same problem, or one with
+        more labellings to choose from, as a latent problem whose negatives gain boxes), it
+        starts at their solution: a warm start, the same optimum to the tolerance in fewer
+        iterations.
 
-    ``constraints``: a :class:`Constraints` the working set starts from and grows in (left
-    holding the solve's constraints). Empty, the loop starts at ``w = 0``; holding the
-    constraints of an earlier solve whose every constraint is one of this problem's too (the
-    same problem, or one with more labellings to choose from, as a latent problem whose
-    negatives gain boxes), it starts at their solution: a warm start, the same optimum to
-    the tolerance in fewer iterations.
+    Returns
+    -------
+    SolverResult
+        What ``prob.result`` makes of the final weights.
     """
     solve_qp = _qp_backend(qp_solver)
     ws = Constraints(n_features, min(INITIAL_CAPACITY, prob.max_iter)) if constraints is None \
@@ -95,16 +155,25 @@ def solve(prob, n_features, qp_solver="daqp", drop=None, constraints=None):
 
 class Constraints:
     """The cutting plane's working set: constraints ``w . a_i >= b_i - xi`` and their Gram
-    matrix ``a_i . a_j``, grown in place in arrays whose capacity doubles when full."""
+    matrix ``a_i . a_j``, grown in place in arrays whose capacity doubles when full.
 
-    def __init__(self, n_features, capacity=INITIAL_CAPACITY):
+    Parameters
+    ----------
+    n_features : int
+        Length of each constraint's ``a``.
+    capacity : int, default 16
+        Constraints held before the first doubling.
+    """
+
+    def __init__(self, n_features: int, capacity: int = INITIAL_CAPACITY) -> None:
         self.k = 0
         self.A = np.empty((capacity, n_features))
         self.b = np.empty(capacity)
         self.G = np.empty((capacity, capacity))
         self.last_active = np.empty(capacity, dtype=np.int64)
 
-    def add(self, a, b_new, it):
+    def add(self, a: np.ndarray, b_new: float, it: int) -> None:
+        """Add the constraint ``w . a >= b_new - xi``, made at iteration ``it``."""
         k = self.k
         if k == self.b.size:
             self._grow(2 * k)
@@ -117,7 +186,7 @@ class Constraints:
         self.last_active[k] = it
         self.k = k + 1
 
-    def _grow(self, capacity):
+    def _grow(self, capacity: int) -> None:
         k = self.k
         A, b, G, last = self.A, self.b, self.G, self.last_active
         self.A = np.empty((capacity, A.shape[1]))
@@ -127,16 +196,16 @@ class Constraints:
         self.A[:k], self.b[:k], self.G[:k, :k] = A[:k], b[:k], G[:k, :k]
         self.last_active[:k] = last[:k]
 
-    def mark_active(self, active, it):
+    def mark_active(self, active: np.ndarray, it: int) -> None:
         """Record iteration ``it`` as the last in which the constraints ``active`` (a mask
         over those held) had a non-zero dual variable."""
         self.last_active[:self.k][active] = it
 
-    def active(self):
+    def active(self) -> np.ndarray:
         """The last iteration each constraint held was active (or added)."""
         return self.last_active[:self.k]
 
-    def keep(self, mask):
+    def keep(self, mask: np.ndarray) -> None:
         """Keep only the constraints ``mask`` selects, compacted in place."""
         idx = np.flatnonzero(mask)
         n = idx.size
@@ -145,22 +214,21 @@ class Constraints:
         self.last_active[:n] = self.last_active[idx]
         self.k = n
 
-    def rows(self):
-        """(A, b) of the constraints held: views, valid until the next :meth:`add`."""
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(A, b) of the constraints held: views, valid until the next `add`."""
         return self.A[:self.k], self.b[:self.k]
 
-    def gram(self):
+    def gram(self) -> np.ndarray:
+        """The Gram matrix of the constraints held (a view)."""
         return self.G[:self.k, :self.k]
 
 
-def _qp_backend(name):
+def _qp_backend(name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]:
     """``solve(gram, A, b, C)`` -> the working set's dual variables alpha, by the ``qpsolvers``
     backend, from whichever form of the QP is smaller: the dual (one variable per constraint)
     while the constraints number at most the features + 1, else the primal (``w`` and
     ``xi``: ``min 1/2 |w|^2 + C xi  s.t.  A w + xi >= b, xi >= 0``), whose constraints'
-    multipliers are alpha. Past that size the Gram matrix is rank-deficient, and the dual
-    active-set solve slows by orders of magnitude (600 constraints of 64 features: 0.56 s
-    against 1.3 ms for the primal, the same w to 4e-9)."""
+    multipliers are alpha (docs/training.md says why)."""
     try:
         import qpsolvers
     except ImportError as exc:

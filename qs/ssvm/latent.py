@@ -302,7 +302,7 @@ class LatentResult:
 def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto", tol=1e-3,
                          max_iter=20000, max_outer=400, min_outer=2, init="random",
                          random_state=0, qp_solver="daqp", scheduler=None, working_set=None,
-                         callback=None):
+                         callback=None, lai_callback=None):
     """Train the latent structured SVM on bags of boxes by CCCP around the cutting plane.
 
     Parameters
@@ -330,11 +330,13 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
         as without (exact), in far fewer passes when the data are on disk.
     callback : called with ``(outer_step, objective, passes)`` after each outer step
         (``passes``: over every box so far).
+    lai_callback : as :func:`~qs.ssvm.cutting_plane`: called with the inputs of every LAI
+        call (inner steps and objective evaluations alike), or None.
 
     Returns a :class:`LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
     """
     options = {"C": C, "loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
-               "callback": None}
+               "callback": None, "lai_callback": lai_callback}
     for name, value, low in (("max_outer", max_outer, 1), ("min_outer", min_outer, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")

@@ -1,6 +1,6 @@
 """Latent AP-SVM training of every class at once, out of core: one pass over all boxes per round.
 
-The latent structured SVM of :func:`qs.ssvm.latent.latent_cutting_plane` solves, at each
+The latent structured SVM of `qs.ssvm.latent.latent_cutting_plane` solves, at each
 outer (CCCP) step, an inner structured SVM whose negatives take their best box under the
 weights of every LAI call: in memory a product of all boxes with ``w`` per call, out of core
 a pass over the store per call. Here each class keeps a working set in memory instead: each
@@ -9,7 +9,7 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
 1. solves every unfinished class's inner problem with its negatives' boxes taken from the
    working set only (the positives at their imputed boxes);
 2. makes ONE pass over every box for all those classes' new weights at once
-   (:func:`qs.top_boxes.class_top_boxes`: one product of the box features with the (d,
+   ([qs.top_boxes.class_top_boxes][]: one product of the box features with the (d,
    classes) weight matrix per image);
 3. per class, *confirms* the step when every negative's best box under the new weights
    scores no higher than the working set's best (to rounding): then the inner problem's
@@ -26,12 +26,12 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
    whole training).
 
 With ``verify="step"`` a repeated step's inner solve starts from the constraints of its
-last solve (:class:`~qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
+last solve (`qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
 repeat's problem too, whose negatives only gain boxes, so the repeat starts at their
 solution instead of ``w = 0`` (``verify="path"`` starts at zero, as in memory). They are
 part of the state, so a resumed training repeats the step as the uninterrupted one does. The
 working sets' features are held once per box for all classes, in the features' own type
-(:mod:`qs.ssvm._working_sets`), in a file (a class's solve reads its own rows into memory,
+(`qs.ssvm._working_sets`), in a file (a class's solve reads its own rows into memory,
 the decisions after a pass read what they need from the file): memory holds one class's
 working set at a time, not every class's. A pass over a Dask array scores a group of images
 at a time and adds the group's new rows before the next (about ``PASS_BYTES`` of them), so
@@ -43,15 +43,18 @@ in-memory one to the bit; with fewer it is the same optimum of each step to the 
 tolerance (the cutting plane's path differs). Every LAI call can also be timed with other
 exact methods on the same scores (``timed``: their answers are checked equal), so one
 training gives the LAI time of each method. The whole state after each round is a
-:class:`LockstepState`, which a caller can store (:meth:`LockstepState.to_arrays`) and pass
+`LockstepState`, which a caller can store (`LockstepState.to_arrays`) and pass
 back to resume the training at that round; resuming costs one pass to gather the working
 sets' boxes again.
 """
 
 import time
+from collections.abc import Callable, Sequence
 from contextlib import closing
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.detection import check_padded, dask_scheduler
 from qs.inference import lai
@@ -95,33 +98,61 @@ class _Timed(LatentProblem):
                                    f"same scores: slack {xi!r} against {other!r}.")
 
 
-def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="auto", timed=(),
-                    tol=1e-3, max_iter=20000, max_outer=400, min_outer=2, init="random",
-                    random_state=0, working_set=5, verify="path", keep=None, scheduler=None,
-                    qp_solver="daqp", state=None, callback=None, spill_dir=None):
-    """Train the latent structured SVM of every class (a column of ``labels``) in lockstep,
-    one pass over all boxes per round (see the module's text).
+def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike, *,
+                    C: float | npt.ArrayLike = 100.0, loss: str = "ap", method: str = "auto",
+                    timed: Sequence[str] = (), tol: float = 1e-3, max_iter: int = 20000,
+                    max_outer: int = 400, min_outer: int = 2, init: Any = "random",
+                    random_state: int = 0, working_set: int = 5,
+                    verify: Literal["path", "step"] = "path",
+                    keep: str | None = None, scheduler: Any = None,
+                    qp_solver: str = "daqp", state: LockstepState | None = None,
+                    callback: Callable[[LockstepState], object] | None = None,
+                    spill_dir: str | None = None) -> LockstepState:
+    """Train the latent structured SVM of every class (a column of ``labels``) in lockstep.
+
+    One pass over all boxes per round (see the module's text).
 
     Parameters
     ----------
-    features, counts : the bags as :func:`qs.detection.score_bags` takes them: padded
-        (n_images, K_max, d), a NumPy, Dask or zarr array (a lazy array read or generated
-        block by block on each pass), or flat (n_boxes, d) in memory, with ``counts``
-        (n_images,) boxes per image.
-    labels : (n_images, n_classes), 1/True where the image holds the class, 0/False not.
-    C : one value for every class, or one per class.
-    loss, method, tol, max_iter, max_outer, min_outer, qp_solver : as
-        :func:`qs.ssvm.latent.latent_cutting_plane` takes them, per class.
-    timed : other LAI methods timed on every LAI call's scores (exact: the same answer).
-    init : "random" (a seeded random box per positive image, as
-        :func:`~qs.ssvm.latent.latent_cutting_plane` draws it with ``random_state``), a list
+    features : ndarray, dask array or zarr array
+        The bags as [qs.detection.score_bags][] takes them: padded (n_images, K_max, d), a
+        NumPy, Dask or zarr array (a lazy array read or generated block by block on each
+        pass), or flat (n_boxes, d) in memory.
+    counts : array_like of shape (n_images,)
+        Boxes per image.
+    labels : array_like of shape (n_images, n_classes)
+        1/True where the image holds the class, 0/False not.
+    C : float or array_like of shape (n_classes,), default 100.0
+        One value for every class, or one per class.
+    loss : str, default "ap"
+        As `qs.ssvm.latent.latent_cutting_plane` takes it, per class.
+    method : str, default "auto"
+        The LAI method of training.
+    timed : sequence of str, default ()
+        Other LAI methods timed on every LAI call's scores (exact: the same answer).
+    tol : float, default 1e-3
+        Tolerance of the inner solves and of the latent objective's decrease (in units of
+        ``C``).
+    max_iter : int, default 20000
+        Cap on the cutting-plane iterations of one inner solve.
+    max_outer : int, default 400
+        Cap on the outer steps of a class.
+    min_outer : int, default 2
+        Outer steps made before a class's objective may count as settled.
+    init : str, list of ndarray or array_like, default "random"
+        "random" (a seeded random box per positive image, as
+        `qs.ssvm.latent.latent_cutting_plane` draws it with ``random_state``), a list
         of one int array of boxes per class (one per positive image), or weights (d,
         n_classes): each positive image starts at its best box under its class's column
         (the first pass's top box), and the first working sets are the top boxes under them.
-    working_set : ``k``, the boxes per image and class a pass keeps (their features held
+    random_state : int, default 0
+        Seed of the random initial boxes.
+    working_set : int, default 5
+        ``k``, the boxes per image and class a pass keeps (their features held
         once per box for all classes, in the features' type), plus each image's first box
         with ``verify="path"`` (the best of all at ``w = 0``, where each inner solve starts).
-    verify : "path": a step is confirmed when the pass finds every negative's best box
+    verify : str, default "path"
+        "path": a step is confirmed when the pass finds every negative's best box
         under every weight vector of the inner solve in the working set, or chosen (the
         pass scores all of them): the model is the in-memory one, step by step; "step":
         under the step's final weights only (the same optimum of each step to the solver's
@@ -130,20 +161,52 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
         negative at its best box exceeds the working set's by at most ``tol`` is confirmed
         too (its weights then solve the full inner problem to within twice the solver's
         tolerance, ``C tol`` each).
-    keep : "all": a working set keeps every box it took in; "step": at a confirmed outer
+    keep : str or None, default None
+        "all": a working set keeps every box it took in; "step": at a confirmed outer
         step it restarts from the step's top ``k`` (and the first box with ``verify="path"``):
         less memory, perhaps more repeats. None: "all" with ``verify="path"`` (whose passes
         check every weight vector of a solve from ``w = 0``, which earlier steps' boxes serve),
         "step" with ``verify="step"`` (whose passes check a step's final weights, near the
         last step's).
-    scheduler : as :func:`qs.detection.score_bags` takes it, for Dask or zarr features.
-    state : a :class:`LockstepState` to resume from (the one a callback received).
-    callback : called with the :class:`LockstepState` after every pass.
-    spill_dir : the directory of the file that holds the working sets' rows (None: the
-        system's temporary directory); best on a disk, not in memory (tmpfs).
+    scheduler : str, distributed.Client or None, default None
+        As [qs.detection.score_bags][] takes it, for Dask or zarr features.
+    qp_solver : str, default "daqp"
+        ``qpsolvers`` backend of the inner solves' dual QP.
+    state : LockstepState or None, default None
+        A state to resume from (the one a callback received).
+    callback : callable or None, default None
+        Called with the `LockstepState` after every pass.
+    spill_dir : str or None, default None
+        The directory of the file that holds the working sets' rows (None: the system's
+        temporary directory); best on a disk, not in memory (tmpfs).
 
-    Returns the final :class:`LockstepState`: ``state.W`` the weights, per class its boxes,
-    objectives, LAI times per method, outer steps and repeats.
+    Returns
+    -------
+    LockstepState
+        The final state: ``state.W`` the weights, per class its boxes, objectives, LAI times
+        per method, outer steps and repeats.
+
+    Raises
+    ------
+    ValueError
+        On labels not of shape (n_images, n_classes), a bad ``working_set``, ``verify``,
+        ``keep``, ``max_outer``, ``min_outer`` or ``init``, or a stored state made for
+        other labels or features.
+    RuntimeError
+        If a timed LAI method disagrees with the training's method.
+
+    Examples
+    --------
+    Two classes over four images of three boxes each, padded:
+
+    >>> import numpy as np
+    >>> from qs.ssvm.lockstep import latent_lockstep
+    >>> rng = np.random.default_rng(0)
+    >>> features = rng.normal(size=(4, 3, 2))
+    >>> labels = np.array([[1, 0], [0, 1], [1, 0], [0, 1]])
+    >>> state = latent_lockstep(features, [3, 3, 3, 3], labels, C=10.0, working_set=2)
+    >>> state.done, state.W.shape
+    (True, (2, 2))
     """
     labels = np.asarray(labels)
     if labels.ndim != 2 or labels.shape[1] < 1 or labels.shape[0] != np.shape(counts)[0]:
@@ -225,9 +288,9 @@ def latent_lockstep(features, counts, labels, *, C=100.0, loss="ap", method="aut
 
 
 def _pass(features, counts, W, k, pool, gather, check, get):
-    """:func:`~qs.top_boxes.class_top_boxes` of every image, ``held`` the pool's boxes; over
+    """`qs.top_boxes.class_top_boxes` of every image, ``held`` the pool's boxes; over
     a Dask array a group of whole chunks of images at a time, each group's new rows added to
-    ``pool`` before the next group is scored. Returns the pass's :class:`ClassTopBoxes`
+    ``pool`` before the next group is scored. Returns the pass's `ClassTopBoxes`
     (its rows in the pool)."""
     counts = np.asarray(counts)
     n, d = counts.size, features.shape[-1]
@@ -273,11 +336,11 @@ def _share(state, classes, seconds):
 #: bytes of new rows a pass over a Dask array takes in at a time (a group of images)
 PASS_BYTES = 256 << 20
 
-#: whether the working sets' rows lie in a file (:class:`RowPool`'s ``spill``), so that
+#: whether the working sets' rows lie in a file (`RowPool`'s ``spill``), so that
 #: memory holds one class's working set at a time (False: every class's, in memory)
 SPILL = True
 
-#: how much of an inner solve a pass verifies (see :func:`latent_lockstep`)
+#: how much of an inner solve a pass verifies (see `latent_lockstep`)
 VERIFY = ("path", "step")
 
 

@@ -15,33 +15,97 @@ the iteration cap stops the method.
 """
 
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from qs.ssvm._problem import Problem
+from qs.losses import QSLoss
+from qs.ssvm._problem import Problem, Progress, SolverResult
 
 
-def subgradient(X, labels, *, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=1000,
-                batch_size=None, random_state=None, callback=None):
+def subgradient(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
+                loss: str | QSLoss = "ap", method: str = "auto", tol: float = 1e-3,
+                max_iter: int = 1000, batch_size: int | None = None,
+                random_state: int | np.random.Generator | None = None,
+                callback: Callable[[Progress], object] | None = None,
+                lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+            ) -> SolverResult:
     """Train the structured SVM by averaged subgradient descent.
 
-    Parameters are those of :func:`~qs.ssvm.cutting_plane` (less ``qp_solver``), plus
-    ``batch_size`` (None: every sample at every step; else the subset size of a stochastic
-    step, at least 2) and ``random_state`` (seed or ``np.random.Generator`` of the subsets).
-    Full batch, it stops when the averaged iterate's duality gap is at most ``C * tol``. Two
-    LAI calls per iteration (the step, and the averaged iterate's objective). Returns a
-    :class:`~qs.ssvm.SolverResult`.
+    Each iteration makes two LAI calls: the step, and the averaged iterate's objective.
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
+        The features.
+    labels : array_like of shape (n_samples,)
+        1/True positive, 0/-1/False negative.
+    C : float, default 1.0
+        Weight of the slack (> 0); ``xi`` is the loss-scale hinge, so for loss "01" it is
+        the mean hinge loss and ``C = C_liblinear * n_samples``.
+    loss : str or QSLoss, default "ap"
+        "ap", "ndcg", "01" or a [qs.losses.QSLoss][].
+    method : str, default "auto"
+        LAI method passed to [qs.inference.lai][].
+    tol : float, default 1e-3
+        Full batch, stop when the averaged iterate's duality gap is at most ``C * tol``
+        (with ``batch_size`` only ``max_iter`` stops the method).
+    max_iter : int, default 1000
+        Cap on iterations.
+    batch_size : int or None, default None
+        None: every sample at every step; else the subset size of a stochastic step, at
+        least 2.
+    random_state : int, numpy.random.Generator or None, default None
+        Seed or generator of the subsets.
+    callback : callable or None, default None
+        Called with a [qs.ssvm.Progress][] after each iteration.
+
+    Returns
+    -------
+    SolverResult
+        The averaged weights and the run's record ([qs.ssvm.SolverResult][]).
+
+    Raises
+    ------
+    ValueError
+        On bad data or parameters (as [qs.ssvm.cutting_plane.cutting_plane][]), or a ``batch_size``
+        outside [2, n_samples].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.ssvm import subgradient
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> res = subgradient(X, [1, 1, 0, 0, 0], C=10.0, max_iter=50)
+    >>> res.n_iter, res.lai_calls
+    (50, 100)
     """
     prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback)
+                   callback=callback, lai_callback=lai_callback)
     return solve(prob, prob.X.shape[1], _subsets(prob.is_pos, batch_size, random_state))
 
 
-def solve(prob, n_features, draw=None):
-    """The averaged subgradient loop on any oracle ``prob`` with a
-    :class:`~qs.ssvm._problem.Problem`'s ``most_violated``, ``primal``, ``log``, ``result``,
-    ``C``, ``tol`` and ``max_iter``; ``draw``: None (full batch) or a function drawing the
-    rows of a stochastic step."""
+def solve(prob: Any, n_features: int,
+          draw: Callable[[], np.ndarray] | None = None) -> SolverResult:
+    """The averaged subgradient loop on any oracle ``prob``.
+
+    Parameters
+    ----------
+    prob : Problem
+        An object with a ``qs.ssvm._problem.Problem``'s ``most_violated``, ``primal``,
+        ``log``, ``result``, ``C``, ``tol`` and ``max_iter``.
+    n_features : int
+        Length of the weights.
+    draw : callable or None, default None
+        None (full batch) or a function drawing the rows of a stochastic step.
+
+    Returns
+    -------
+    SolverResult
+        What ``prob.result`` makes of the averaged weights.
+    """
     w = np.zeros(n_features)
     ell = 0.0
     w_avg, ell_avg = w, ell
@@ -61,7 +125,8 @@ def solve(prob, n_features, draw=None):
     return prob.result(w_avg, converged)
 
 
-def _subsets(is_pos, batch_size, random_state):
+def _subsets(is_pos: np.ndarray, batch_size: int | None,
+             random_state: Any) -> Callable[[], np.ndarray] | None:
     """None for full batch; else a function drawing the rows of one stochastic step: a
     random subset of ``batch_size`` samples with positives in proportion (at least one of
     each class)."""

@@ -1,13 +1,14 @@
 """The other ways of training for a rank-based metric, beside the exact structured hinge of
-:mod:`qs.torch`: SoDeep's learned sorter (:mod:`qs.surrogates.sodeep`), the global objectives
-of Eban et al. (:mod:`qs.surrogates.global_objectives`) and the outside methods
-(:mod:`qs.surrogates.outside`).
+`qs.torch`: SoDeep's learned sorter (`qs.surrogates.sodeep`), the global objectives
+of Eban et al. (`qs.surrogates.global_objectives`) and the outside methods
+(`qs.surrogates.outside`).
 
 Needs the ``[torch]`` extra; the names below load torch only when first used, so
 ``import qs.surrogates`` alone does not.
 """
 
 import importlib
+from typing import Any
 
 _MODULES = {
     "qs.surrogates.sodeep": (
@@ -25,7 +26,8 @@ _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
+    """The public name `name` of its submodule, imported on first use."""
     if name in _WHERE:
         return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

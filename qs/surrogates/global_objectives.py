@@ -19,7 +19,7 @@ thresholds and ascent, ``r`` times slower, on the multipliers. Defaults follow t
 code: 20 anchors, dual rate factor 0.1, multipliers starting at 1, thresholds at 0.
 
 Scores are (n,) or (Q, n), one row per query (a class against the rest), as
-:func:`qs.torch.rank_hinge_loss` takes them with ``dim=-1``; labels the same shape (1/True
+`qs.torch.rank_hinge_loss` takes them with ``dim=-1``; labels the same shape (1/True
 positive, 0/-1/False negative). Losses are per-sample means (the Lagrangians divided by
 n), so mini-batches give unbiased estimates; the class prior ``|Y+| / n`` in the constant
 terms is the batch's own.
@@ -27,7 +27,9 @@ The result is the mean over the queries. Needs the ``[torch]`` extra.
 """
 
 import math
+from collections.abc import Sequence
 
+import numpy.typing as npt
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -49,24 +51,88 @@ SURROGATES = ("hinge", "xent")
 _LOG2 = math.log(2.0)
 
 
-def _surrogate(z, surrogate):
+def _surrogate(z: torch.Tensor, surrogate: str) -> torch.Tensor:
     """The upper bound of the 0-1 loss ``1{z <= 0}`` at margin ``z``: >= 1 where z <= 0."""
     if surrogate == "hinge":
         return F.relu(1.0 - z)
     return F.softplus(-z) / _LOG2
 
 
-def true_positives_lower_bound(scores, labels, threshold=0.0, surrogate="hinge"):
-    """``tp_l = sum over positives of 1 - l(f - b)`` per query: <= the true positives of
-    the rule ``f >= b``."""
+def true_positives_lower_bound(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                               threshold: float | torch.Tensor = 0.0,
+                               surrogate: str = "hinge") -> torch.Tensor:
+    """``tp_l = sum over positives of 1 - l(f - b)`` per query.
+
+    A lower bound on the true positives of the rule ``f >= b``.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        The scores ``f``, one row per query.
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    threshold : float or Tensor of shape (Q,), default 0.0
+        The threshold ``b``, one for every query or one per query.
+    surrogate : str, default "hinge"
+        "hinge" or "xent".
+
+    Returns
+    -------
+    Tensor of shape (Q,)
+        The bound per query.
+
+    Raises
+    ------
+    ValueError
+        On an unknown surrogate or bad scores and labels.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.global_objectives import true_positives_lower_bound
+    >>> true_positives_lower_bound(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).tolist()
+    [2.0]
+    """
     _check_surrogate(surrogate)
     scores, pos = as_query_rows(scores, labels)
     return ((1.0 - _surrogate(scores - _column(threshold, scores), surrogate)) * pos).sum(-1)
 
 
-def false_positives_upper_bound(scores, labels, threshold=0.0, surrogate="hinge"):
-    """``fp_u = sum over negatives of l(-(f - b))`` per query: >= the false positives of
-    the rule ``f >= b``."""
+def false_positives_upper_bound(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                                threshold: float | torch.Tensor = 0.0,
+                                surrogate: str = "hinge") -> torch.Tensor:
+    """``fp_u = sum over negatives of l(-(f - b))`` per query.
+
+    An upper bound on the false positives of the rule ``f >= b``.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        The scores ``f``, one row per query.
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    threshold : float or Tensor of shape (Q,), default 0.0
+        The threshold ``b``, one for every query or one per query.
+    surrogate : str, default "hinge"
+        "hinge" or "xent".
+
+    Returns
+    -------
+    Tensor of shape (Q,)
+        The bound per query.
+
+    Raises
+    ------
+    ValueError
+        On an unknown surrogate or bad scores and labels.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.global_objectives import false_positives_upper_bound
+    >>> false_positives_upper_bound(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).tolist()
+    [1.5]
+    """
     _check_surrogate(surrogate)
     scores, pos = as_query_rows(scores, labels)
     return (_surrogate(_column(threshold, scores) - scores, surrogate) * ~pos).sum(-1)
@@ -75,7 +141,8 @@ def false_positives_upper_bound(scores, labels, threshold=0.0, surrogate="hinge"
 class _GlobalObjective(nn.Module):
     """Shared parts: validation, thresholds and multipliers of shape (num_labels, K)."""
 
-    def __init__(self, num_labels, num_anchors, surrogate, dual_rate_factor):
+    def __init__(self, num_labels: int, num_anchors: int, surrogate: str,
+                 dual_rate_factor: float) -> None:
         super().__init__()
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ValueError(f"num_labels must be an integer >= 1; got {num_labels!r}.")
@@ -91,7 +158,7 @@ class _GlobalObjective(nn.Module):
         self.thresholds = nn.Parameter(torch.zeros(num_labels, num_anchors))
         self.multipliers = nn.Parameter(torch.ones(num_labels, num_anchors))
 
-    def lambdas(self):
+    def lambdas(self) -> torch.Tensor:
         """The multipliers ``|v| >= 0``, their gradient reversed and scaled by the dual rate
         factor (value unchanged)."""
         lam = self.multipliers.abs()
@@ -113,29 +180,84 @@ class _GlobalObjective(nn.Module):
         z = scores - self.thresholds[:, None, :].to(scores.dtype)
         return (_surrogate(z, self.surrogate) * pos, _surrogate(-z, self.surrogate) * ~pos)
 
-    def decide(self, scores):
-        """The classification rule ``f >= b`` of each anchor: bool (Q, n, K)."""
+    def decide(self, scores: torch.Tensor) -> torch.Tensor:
+        """The classification rule ``f >= b`` of each anchor.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            The scores ``f``.
+
+        Returns
+        -------
+        Tensor of shape (Q, n, K)
+            True where a sample is classified positive at an anchor's threshold.
+        """
         scores = scores if scores.ndim == 2 else scores[None]
         return scores[..., None] >= self.thresholds[:, None, :].detach()
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"num_labels={self.num_labels}, anchors={self.thresholds.shape[1]}, "
                 f"surrogate={self.surrogate!r}, dual_rate_factor={self.dual_rate_factor:g}")
 
 
 class RecallAtPrecisionLoss(_GlobalObjective):
-    """Maximise recall subject to precision >= ``target_precision`` (alpha; paper eq. 5):
+    """Maximise recall subject to precision >= ``target_precision`` (alpha; paper eq. 5).
 
+    The loss is
     ``(1 + (1 - alpha) lambda) mean(y l+) + lambda alpha mean((1 - y) l-) - lambda (1 - alpha) pi``,
     the multiplier ascending while the precision bound ``(1 - alpha) tp_l >= alpha fp_u`` is
-    violated. ``target_precision`` may be one number or one per query.
+    violated.
+
+    Parameters
+    ----------
+    target_precision : float or sequence of float
+        The precision to reach, in (0, 1): one number, or one per query.
+    num_labels : int, default 1
+        Number of queries Q (rows of the scores), each with its own thresholds and
+        multipliers.
+    surrogate : str, default "xent"
+        "hinge" or "xent" (the logistic loss divided by log 2).
+    dual_rate_factor : float, default 0.1
+        How many times slower than the descent the multipliers ascend (> 0).
+
+    Raises
+    ------
+    ValueError
+        On a target outside (0, 1) or a bad option.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.global_objectives import RecallAtPrecisionLoss
+    >>> loss = RecallAtPrecisionLoss(0.8)
+    >>> round(loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).item(), 4)
+    0.462
     """
 
-    def __init__(self, target_precision, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+    alpha: torch.Tensor  # a buffer
+
+    def __init__(self, target_precision: float | Sequence[float], num_labels: int = 1,
+                 surrogate: str = "xent", dual_rate_factor: float = 0.1) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         self.register_buffer("alpha", _targets(target_precision, num_labels, "target_precision"))
 
-    def forward(self, scores, labels):
+    def forward(self, scores: torch.Tensor,
+                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+        """The loss, the mean over the queries.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query, Q = ``num_labels``.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive, 0/-1/False negative.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, alpha = self.lambdas().to(scores.dtype), self.alpha[:, None].to(scores.dtype)
@@ -145,16 +267,52 @@ class RecallAtPrecisionLoss(_GlobalObjective):
 
 
 class PrecisionAtRecallLoss(_GlobalObjective):
-    """Maximise precision subject to recall >= ``target_recall`` (beta): minimise ``fp_u``
-    subject to ``tp_l >= beta |Y+|``, i.e.
+    """Maximise precision subject to recall >= ``target_recall`` (beta).
+
+    Minimise ``fp_u`` subject to ``tp_l >= beta |Y+|``, i.e.
     ``mean((1 - y) l-) + lambda (mean(y l+) - (1 - beta) pi)``.
+
+    Parameters
+    ----------
+    target_recall : float or sequence of float
+        The recall to reach, in (0, 1): one number, or one per query.
+    num_labels : int, default 1
+        Number of queries Q (rows of the scores), each with its own thresholds and
+        multipliers.
+    surrogate : str, default "xent"
+        "hinge" or "xent" (the logistic loss divided by log 2).
+    dual_rate_factor : float, default 0.1
+        How many times slower than the descent the multipliers ascend (> 0).
+
+    Raises
+    ------
+    ValueError
+        On a target outside (0, 1) or a bad option.
     """
 
-    def __init__(self, target_recall, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+    beta: torch.Tensor  # a buffer
+
+    def __init__(self, target_recall: float | Sequence[float], num_labels: int = 1,
+                 surrogate: str = "xent", dual_rate_factor: float = 0.1) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         self.register_buffer("beta", _targets(target_recall, num_labels, "target_recall"))
 
-    def forward(self, scores, labels):
+    def forward(self, scores: torch.Tensor,
+                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+        """The loss, the mean over the queries.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query, Q = ``num_labels``.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive, 0/-1/False negative.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, beta = self.lambdas().to(scores.dtype), self.beta[:, None].to(scores.dtype)
@@ -165,18 +323,67 @@ class PrecisionAtRecallLoss(_GlobalObjective):
 class AUCPRLoss(_GlobalObjective):
     """Area under the precision-recall curve as a Riemann sum of recall at precision over
     ``num_anchors`` precision anchors (paper eq. 9), each anchor with its own threshold and
-    multiplier. The anchors are the interior points of ``num_anchors + 2`` evenly spaced
-    values over ``precision_range``, each weighted ``delta = width / (num_anchors + 1)``; the
-    sum is divided by the range's width, so the weights add up to K / (K + 1).
+    multiplier.
+
+    Parameters
+    ----------
+    num_labels : int, default 1
+        Number of queries Q (rows of the scores), each with its own thresholds and
+        multipliers.
+    num_anchors : int, default 20
+        Number K of precision anchors: the interior points of K + 2 evenly spaced values
+        over ``precision_range``, each weighted ``delta = width / (K + 1)``; the sum is
+        divided by the range's width, so the weights add up to K / (K + 1).
+    precision_range : tuple of float, default (0.0, 1.0)
+        ``(low, high)`` with ``0 <= low < high <= 1``.
+    surrogate : str, default "xent"
+        "hinge" or "xent" (the logistic loss divided by log 2).
+    dual_rate_factor : float, default 0.1
+        How many times slower than the descent the multipliers ascend (> 0).
+
+    Raises
+    ------
+    ValueError
+        On a bad range or option.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.global_objectives import AUCPRLoss
+    >>> loss = AUCPRLoss(num_anchors=5)
+    >>> value = loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0])
+    >>> round(value.item(), 4)
+    0.1836
+    >>> value.backward()
+    >>> tuple(loss.thresholds.grad.shape)
+    (1, 5)
     """
 
-    def __init__(self, num_labels=1, num_anchors=20, precision_range=(0.0, 1.0),
-                 surrogate="xent", dual_rate_factor=0.1):
+    anchors: torch.Tensor  # a buffer
+
+    def __init__(self, num_labels: int = 1, num_anchors: int = 20,
+                 precision_range: tuple[float, float] = (0.0, 1.0), surrogate: str = "xent",
+                 dual_rate_factor: float = 0.1) -> None:
         super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
         anchors, self.delta = _anchors(precision_range, num_anchors, "precision_range")
         self.register_buffer("anchors", anchors)
 
-    def forward(self, scores, labels):
+    def forward(self, scores: torch.Tensor,
+                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+        """The loss, the mean over the queries.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query, Q = ``num_labels``.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive, 0/-1/False negative.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, alpha = self.lambdas().to(scores.dtype), self.anchors.to(scores.dtype)
@@ -192,15 +399,52 @@ class ROCAUCLoss(_GlobalObjective):
     ``fp_u <= gamma_t |Y-|``, i.e. ``mean(y l+) + lambda_t (mean((1 - y) l-) - gamma_t (1 - pi))``.
     (The released code's ``roc_auc_loss`` is the pairwise surrogate instead, with no
     multipliers.)
+
+    Parameters
+    ----------
+    num_labels : int, default 1
+        Number of queries Q (rows of the scores), each with its own thresholds and
+        multipliers.
+    num_anchors : int, default 20
+        Number of false-positive-rate anchors (spaced as in `AUCPRLoss`).
+    fpr_range : tuple of float, default (0.0, 1.0)
+        ``(low, high)`` with ``0 <= low < high <= 1``.
+    surrogate : str, default "xent"
+        "hinge" or "xent" (the logistic loss divided by log 2).
+    dual_rate_factor : float, default 0.1
+        How many times slower than the descent the multipliers ascend (> 0).
+
+    Raises
+    ------
+    ValueError
+        On a bad range or option.
     """
 
-    def __init__(self, num_labels=1, num_anchors=20, fpr_range=(0.0, 1.0), surrogate="xent",
-                 dual_rate_factor=0.1):
+    anchors: torch.Tensor  # a buffer
+
+    def __init__(self, num_labels: int = 1, num_anchors: int = 20,
+                 fpr_range: tuple[float, float] = (0.0, 1.0), surrogate: str = "xent",
+                 dual_rate_factor: float = 0.1) -> None:
         super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
         anchors, self.delta = _anchors(fpr_range, num_anchors, "fpr_range")
         self.register_buffer("anchors", anchors)
 
-    def forward(self, scores, labels):
+    def forward(self, scores: torch.Tensor,
+                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+        """The loss, the mean over the queries.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query, Q = ``num_labels``.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive, 0/-1/False negative.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, gamma = self.lambdas().to(scores.dtype), self.anchors.to(scores.dtype)
@@ -215,16 +459,49 @@ class FBetaLoss(_GlobalObjective):
     ``eps (beta^2 pi + T + Fp)`` subject to ``eps T >= 1`` (T = tp_l / n, Fp = fp_u / n);
     its Lagrangian ``eps (beta^2 pi + T + Fp) + lambda (1 - eps T)`` is at the saddle
     ``(1 + beta^2) / F_beta-bound``, with ``eps = 1 / T`` and ``lambda`` the same value.
+
+    Parameters
+    ----------
+    beta : float, default 1.0
+        The F-measure's beta (> 0).
+    num_labels : int, default 1
+        Number of queries Q (rows of the scores), each with its own thresholds and
+        multipliers.
+    surrogate : str, default "xent"
+        "hinge" or "xent" (the logistic loss divided by log 2).
+    dual_rate_factor : float, default 0.1
+        How many times slower than the descent the multipliers ascend (> 0).
+
+    Raises
+    ------
+    ValueError
+        On a bad beta or option.
     """
 
-    def __init__(self, beta=1.0, num_labels=1, surrogate="xent", dual_rate_factor=0.1):
+    def __init__(self, beta: float = 1.0, num_labels: int = 1, surrogate: str = "xent",
+                 dual_rate_factor: float = 0.1) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         if not (isinstance(beta, (int, float)) and beta > 0 and math.isfinite(beta)):
             raise ValueError(f"beta must be a finite number > 0; got {beta!r}.")
         self.beta = float(beta)
         self.scale = nn.Parameter(torch.ones(num_labels, 1))
 
-    def forward(self, scores, labels):
+    def forward(self, scores: torch.Tensor,
+                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+        """The loss, the mean over the queries.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query, Q = ``num_labels``.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive, 0/-1/False negative.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, eps = self.lambdas().to(scores.dtype), self.scale.abs().to(scores.dtype)

@@ -1,20 +1,20 @@
 """Surrogates for AP and NDCG from outside the source papers, to compare against the exact
-structured hinge of :mod:`qs.torch`. None of them finds the exact most violated ranking.
+structured hinge of `qs.torch`. None of them finds the exact most violated ranking.
 
-- Smooth-AP (Brown et al., ECCV 2020): :func:`smooth_ap_loss`, the rank replaced by a sum of
+- Smooth-AP (Brown et al., ECCV 2020): `smooth_ap_loss`, the rank replaced by a sum of
   sigmoids of score differences at temperature 0.01. pytorch-metric-learning's
   ``SmoothAPLoss`` is the same relaxation for embeddings (cosine similarities of a batch,
   equal class counts), not for a score vector per query, so this short function stands in;
   the tests check both agree on the embeddings' similarities.
-- Black-box differentiation of the ranking (Rolinek et al., CVPR 2020): :func:`blackbox_ranks`
+- Black-box differentiation of the ranking (Rolinek et al., CVPR 2020): `blackbox_ranks`
   forwards the exact ranks and differentiates a piecewise-linear interpolation of them;
-  :func:`blackbox_ap_loss` is 1 - AP of those ranks.
-- LibAUC (the ``[compare]`` extra): :class:`LibAUCAPLoss`, its AP loss (SOAP: moving
+  `blackbox_ap_loss` is 1 - AP of those ranks.
+- LibAUC (the ``[compare]`` extra): `LibAUCAPLoss`, its AP loss (SOAP: moving
   averages of the ratio's numerator and denominator per positive sample), and
-  :class:`LibAUCNDCGLoss`, its NDCG loss (SONG); :class:`LibAUCRetrievalAPLoss`, SOAP over
+  `LibAUCNDCGLoss`, its NDCG loss (SONG); `LibAUCRetrievalAPLoss`, SOAP over
   the queries of a batch of embeddings.
 - torchsort (no extra: it installs only by compiling a C++ extension):
-  :func:`soft_rank_spearman_loss` and :func:`soft_rank_ap_loss` through its soft rank.
+  `soft_rank_spearman_loss` and `soft_rank_ap_loss` through its soft rank.
 
 Scores are (Q, n), one row per query (a class against the rest), or (n,); labels the same
 shape, 1/True positive. The optional packages are imported only when a loss is made or
@@ -22,7 +22,10 @@ called; a missing one raises ImportError naming what to install.
 """
 
 import importlib
+from types import ModuleType
+from typing import Any
 
+import numpy.typing as npt
 import torch
 
 from qs.validation import as_query_rows
@@ -40,9 +43,26 @@ PACKAGES = {
 }
 
 
-def require(package, module=None):
-    """Import the optional `package` (a key of PACKAGES), or its `module`; raise a one-line
-    ImportError when it is missing."""
+def require(package: str, module: str | None = None) -> ModuleType:
+    """Import an optional package, or one of its modules.
+
+    Parameters
+    ----------
+    package : str
+        A key of ``PACKAGES``: "libauc", "pytorch-metric-learning" or "torchsort".
+    module : str or None, default None
+        The module to import (None: the package itself).
+
+    Returns
+    -------
+    module
+        The imported module.
+
+    Raises
+    ------
+    ImportError
+        In one line naming how to install the package, when it is missing.
+    """
     name, how = PACKAGES[package]
     try:
         return importlib.import_module(module or name)
@@ -51,7 +71,7 @@ def require(package, module=None):
                           f"installed: {how}") from None
 
 
-def _mean_over_ranked(values, pos):
+def _mean_over_ranked(values: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """Mean of per-query values over the queries that have a positive and a negative."""
     n_pos = pos.sum(-1)
     counted = (n_pos > 0) & (n_pos < pos.shape[-1])
@@ -60,10 +80,40 @@ def _mean_over_ranked(values, pos):
 
 # ---------------------------------------------------------------------------- Smooth-AP
 
-def smooth_ap_loss(scores, labels, temperature=0.01):
-    """1 - Smooth-AP per query, averaged: AP over the positives of ``rank among positives /
-    rank among all``, each rank ``1 + sum_j sigmoid((s_j - s_i) / temperature)`` over the
-    other samples. Memory grows as Q n^2."""
+def smooth_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                   temperature: float = 0.01) -> torch.Tensor:
+    """1 - Smooth-AP per query, averaged over the queries with a positive and a negative.
+
+    AP over the positives of ``rank among positives / rank among all``, each rank
+    ``1 + sum_j sigmoid((s_j - s_i) / temperature)`` over the other samples. Memory grows
+    as Q n^2.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        One row per query.
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    temperature : float, default 0.01
+        The sigmoids' temperature (> 0).
+
+    Returns
+    -------
+    Tensor
+        A scalar.
+
+    Raises
+    ------
+    ValueError
+        If ``temperature <= 0``, or on bad scores and labels.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.outside import smooth_ap_loss
+    >>> round(smooth_ap_loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).item(), 4)
+    0.0
+    """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0; got {temperature!r}.")
     scores, pos = as_query_rows(scores, labels)
@@ -78,7 +128,7 @@ def smooth_ap_loss(scores, labels, temperature=0.01):
 
 # ---------------------------------------------------------------------------- black box
 
-def _exact_ranks(scores):
+def _exact_ranks(scores: torch.Tensor) -> torch.Tensor:
     """Ranks 1..n by descending score per row (ties: the earlier sample first)."""
     order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
     return torch.argsort(order, dim=-1).to(scores.dtype) + 1.0
@@ -105,20 +155,68 @@ class _BlackboxRanks(torch.autograd.Function):
         return -(ranks - shifted) / ctx.strength, None
 
 
-def blackbox_ranks(scores, strength=1.0):
-    """Exact descending ranks of each row of `scores` (1 = highest), differentiable by
-    black-box interpolation with strength `strength` (> 0)."""
+def blackbox_ranks(scores: torch.Tensor, strength: float = 1.0) -> torch.Tensor:
+    """Exact descending ranks, differentiable by black-box interpolation.
+
+    Parameters
+    ----------
+    scores : Tensor
+        Ranked along the last axis.
+    strength : float, default 1.0
+        The interpolation strength (> 0).
+
+    Returns
+    -------
+    Tensor of the scores' shape
+        Ranks 1..n of each row (1 = highest; ties: the earlier sample first).
+
+    Raises
+    ------
+    ValueError
+        If ``strength <= 0``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.outside import blackbox_ranks
+    >>> blackbox_ranks(torch.tensor([0.5, 2.0, 1.0])).tolist()
+    [3.0, 1.0, 2.0]
+    """
     if not strength > 0:
         raise ValueError(f"strength must be > 0; got {strength!r}.")
     return _BlackboxRanks.apply(scores, float(strength))
 
 
-def blackbox_ap_loss(scores, labels, strength=1.0):
-    """1 - AP per query, averaged, from black-box ranks: AP = mean over the positives of
-    ``rank among positives / rank among all``, both ranks black-box differentiated. Scores
-    are min-max normalised per query first (no gradient through the normalisation's
-    constants), so `strength` is on the scale of scores in [0, 1]; negatives sit at -inf in
-    the ranking of the positives."""
+def blackbox_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                     strength: float = 1.0) -> torch.Tensor:
+    """1 - AP per query from black-box ranks, averaged over the ranked queries.
+
+    AP = mean over the positives of ``rank among positives / rank among all``, both ranks
+    black-box differentiated. Scores are min-max normalised per query first (no gradient
+    through the normalisation's constants); negatives sit at -inf in the ranking of the
+    positives.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        One row per query.
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    strength : float, default 1.0
+        The interpolation strength (> 0), on the scale of scores in [0, 1].
+
+    Returns
+    -------
+    Tensor
+        A scalar.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.outside import blackbox_ap_loss
+    >>> round(blackbox_ap_loss(torch.tensor([0.5, 2.0, 1.0, 0.1]), [0, 1, 0, 1]).item(), 4)
+    0.25
+    """
     scores, pos = as_query_rows(scores, labels)
     lo = scores.detach().amin(-1, keepdim=True)
     span = (scores.detach().amax(-1, keepdim=True) - lo).clamp(min=1e-12)
@@ -132,19 +230,57 @@ def blackbox_ap_loss(scores, labels, strength=1.0):
 # ---------------------------------------------------------------------------- LibAUC
 
 class LibAUCAPLoss(torch.nn.Module):
-    """LibAUC's AP loss (SOAP; Qi et al., NeurIPS 2021), one per query, on sigmoid scores as
-    LibAUC's examples use it. It keeps moving averages per training sample, so each call
-    takes the samples' indices in the training set (``index``, shape (n,)). A query with no
-    positive in the batch is left out (LibAUC refuses it)."""
+    """LibAUC's AP loss (SOAP; Qi et al., NeurIPS 2021), one per query.
 
-    def __init__(self, n_train, num_labels=1, margin=1.0, gamma=0.9, device="cpu"):
+    On sigmoid scores as LibAUC's examples use it. It keeps moving averages per training
+    sample, so each call takes the samples' indices in the training set. A query with no
+    positive in the batch is left out (LibAUC refuses it).
+
+    Parameters
+    ----------
+    n_train : int
+        Size of the training set.
+    num_labels : int, default 1
+        Number of queries (rows of the scores).
+    margin : float, default 1.0
+        LibAUC's margin.
+    gamma : float, default 0.9
+        LibAUC's moving-average weight.
+    device : str or torch.device, default "cpu"
+        Where LibAUC keeps its averages.
+
+    Raises
+    ------
+    ImportError
+        If LibAUC is not installed.
+    """
+
+    def __init__(self, n_train: int, num_labels: int = 1, margin: float = 1.0,
+                 gamma: float = 0.9, device: str | torch.device = "cpu") -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.device = torch.device(device)
         self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
                                      device=self.device) for _ in range(num_labels)]
 
-    def forward(self, scores, labels, index):
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                index: torch.Tensor) -> torch.Tensor:
+        """The loss, the mean over the queries with a positive in the batch.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive.
+        index : Tensor of shape (n,)
+            The samples' indices in the training set.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         scores, pos = as_query_rows(scores, labels)
         total, counted = scores.new_zeros(()), 0
         for q, loss in enumerate(self.losses):
@@ -159,11 +295,35 @@ class LibAUCNDCGLoss(torch.nn.Module):
     """LibAUC's NDCG loss (SONG; Qiu et al., ICML 2022) with the queries as its "users" and
     the training samples as its "items". Per call and query with a positive in the batch,
     ``num_pos`` of the batch's positives are drawn (with replacement, seeded) and ranked
-    against every sample of the batch. ``train_positives``: the number of positives of each
-    query in the whole training set (for its ideal DCG)."""
+    against every sample of the batch.
 
-    def __init__(self, n_train, train_positives, num_pos=8, gamma0=0.9, margin=1.0, seed=0,
-                 device="cpu"):
+    Parameters
+    ----------
+    n_train : int
+        Size of the training set.
+    train_positives : array_like of shape (Q,)
+        The number of positives of each query in the whole training set (for its ideal
+        DCG).
+    num_pos : int, default 8
+        Positives drawn per query and call.
+    gamma0 : float, default 0.9
+        LibAUC's moving-average weight.
+    margin : float, default 1.0
+        LibAUC's margin.
+    seed : int, default 0
+        Seed of the draws.
+    device : str or torch.device, default "cpu"
+        Where LibAUC keeps its averages.
+
+    Raises
+    ------
+    ImportError
+        If LibAUC is not installed.
+    """
+
+    def __init__(self, n_train: int, train_positives: npt.ArrayLike, num_pos: int = 8,
+                 gamma0: float = 0.9, margin: float = 1.0, seed: int = 0,
+                 device: str | torch.device = "cpu") -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.n_train, self.num_pos, self.device = n_train, num_pos, torch.device(device)
@@ -176,7 +336,24 @@ class LibAUCNDCGLoss(torch.nn.Module):
                                     device=self.device)
         self.generator = torch.Generator().manual_seed(seed)
 
-    def forward(self, scores, labels, index):
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                index: torch.Tensor) -> torch.Tensor:
+        """The loss over the queries with a positive in the batch.
+
+        Parameters
+        ----------
+        scores : Tensor of shape (n,) or (Q, n)
+            One row per query.
+        labels : Tensor or array_like of the scores' shape
+            1/True positive.
+        index : Tensor of shape (n,)
+            The samples' indices in the training set.
+
+        Returns
+        -------
+        Tensor
+            A scalar (0, with a gradient, when no query has a positive).
+        """
         scores, pos = as_query_rows(scores, labels)
         queries = [q for q in range(scores.shape[0]) if pos[q].any()]
         if not queries:
@@ -201,9 +378,29 @@ class LibAUCNDCGLoss(torch.nn.Module):
 
 # ---------------------------------------------------------------------------- torchsort
 
-def soft_rank_spearman_loss(scores, targets, strength=1.0):
-    """1 - Spearman correlation per query between torchsort's soft ranks of `scores` (l2
-    regularisation of strength `strength`) and the exact ranks of `targets`, averaged."""
+def soft_rank_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.ArrayLike,
+                            strength: float = 1.0) -> torch.Tensor:
+    """1 - Spearman correlation per query from torchsort's soft ranks, averaged.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        One row per query, soft-ranked.
+    targets : Tensor or array_like of the scores' shape
+        Ranked exactly.
+    strength : float, default 1.0
+        Strength of torchsort's l2 regularisation.
+
+    Returns
+    -------
+    Tensor
+        A scalar.
+
+    Raises
+    ------
+    ImportError
+        If torchsort is not installed.
+    """
     torchsort = require("torchsort")
     scores = scores if scores.ndim == 2 else scores[None]
     targets = torch.as_tensor(targets, dtype=scores.dtype, device=scores.device)
@@ -215,9 +412,31 @@ def soft_rank_spearman_loss(scores, targets, strength=1.0):
     return (1.0 - rho).mean()
 
 
-def soft_rank_ap_loss(scores, labels, strength=1.0):
-    """1 - AP per query from torchsort's soft ranks (descending, l2 regularisation of
-    strength `strength`) among all samples and among the positives, averaged."""
+def soft_rank_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                      strength: float = 1.0) -> torch.Tensor:
+    """1 - AP per query from torchsort's soft ranks, averaged over the ranked queries.
+
+    The soft ranks are descending, among all samples and among the positives.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        One row per query.
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    strength : float, default 1.0
+        Strength of torchsort's l2 regularisation.
+
+    Returns
+    -------
+    Tensor
+        A scalar.
+
+    Raises
+    ------
+    ImportError
+        If torchsort is not installed.
+    """
     torchsort = require("torchsort")
     scores, pos = as_query_rows(scores, labels)
     values = []
@@ -234,18 +453,53 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
     """LibAUC's AP loss (SOAP) for embeddings: each sample of the batch a query ranking the
     others by cosine similarity, the samples of its class its positives. SOAP's moving
     averages are kept per positive sample, in one table per class of the query (the queries
-    of a class rank the same positives). ``labels``: class ids 0..num_classes-1; ``index``:
-    the samples' indices in the training set. A query alone of its class in the batch is
-    left out."""
+    of a class rank the same positives). A query alone of its class in the batch is left
+    out.
 
-    def __init__(self, n_train, num_classes, margin=1.0, gamma=0.9, device="cpu"):
+    Parameters
+    ----------
+    n_train : int
+        Size of the training set.
+    num_classes : int
+        Number of classes.
+    margin : float, default 1.0
+        LibAUC's margin.
+    gamma : float, default 0.9
+        LibAUC's moving-average weight.
+    device : str or torch.device, default "cpu"
+        Where LibAUC keeps its averages.
+
+    Raises
+    ------
+    ImportError
+        If LibAUC is not installed.
+    """
+
+    def __init__(self, n_train: int, num_classes: int, margin: float = 1.0, gamma: float = 0.9,
+                 device: str | torch.device = "cpu") -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.device = torch.device(device)
         self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
                                      device=self.device) for _ in range(num_classes)]
 
-    def forward(self, embeddings, labels, index):
+    def forward(self, embeddings: torch.Tensor, labels: Any, index: Any) -> torch.Tensor:
+        """The loss, the mean over the queries that have another sample of their class.
+
+        Parameters
+        ----------
+        embeddings : Tensor of shape (n, d)
+            The batch's embeddings.
+        labels : Tensor or array_like of shape (n,)
+            Class ids 0..num_classes-1.
+        index : Tensor or array_like of shape (n,)
+            The samples' indices in the training set.
+
+        Returns
+        -------
+        Tensor
+            A scalar.
+        """
         unit = torch.nn.functional.normalize(embeddings, dim=1)
         sims = unit @ unit.T
         classes = torch.as_tensor(labels).tolist()  # a query's table, by its class

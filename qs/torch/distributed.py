@@ -63,7 +63,7 @@ _HEADER = 4
 POLL_S = 0.01
 #: per process group, the bytes every process pads its chunks to (the largest chunk of the
 #: previous exchange, which every process read from the same headers)
-_capacity = weakref.WeakKeyDictionary()
+_capacity: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cosine",

@@ -9,29 +9,28 @@ breaks ties arbitrarily; with this choice AP from exact ranks equals scikit-lear
 with ties).
 
 Both networks see each score vector standardised (shifted to mean 0 and scaled to unit
-standard deviation, :func:`standardise`): the map is increasing, so the ranks are unchanged,
+standard deviation, `standardise`): the map is increasing, so the ranks are unchanged,
 and the network meets every vector on one scale whatever the units of the scores (the paper
 feeds raw scores). Their last affine layer gives a logit per position, mapped into the
 range of the ranks by ``1/d + (1 - 1/d) sigmoid(logit)`` (the paper's LSTM ends on the affine
-layer; its released CNN ends on a sigmoid). Each choice lowered the test error of short
-seeded training runs of both sorters at the same number of steps.
+layer; its released CNN ends on a sigmoid).
 
-- :class:`LSTMSorter`: a 2-layer bidirectional LSTM over the scores and a 1-D convolution of
+- `LSTMSorter`: a 2-layer bidirectional LSTM over the scores and a 1-D convolution of
   kernel 1 on top (the same affine map at every position) giving each position its logit.
-- :class:`CNNSorter`: 8 blocks of 1-D convolution + batch norm + ReLU over the scores, then a
+- `CNNSorter`: 8 blocks of 1-D convolution + batch norm + ReLU over the scores, then a
   convolution whose kernel spans the whole vector and whose d output channels are the logits.
-- :class:`HandcraftedSorter`: the paper's untrained baseline, one plus a sum of sigmoids of
+- `HandcraftedSorter`: the paper's untrained baseline, one plus a sum of sigmoids of
   pairwise differences.
 
-Sorters are trained once on synthetic score vectors (:func:`synthetic_scores`) with an L1
-loss against the exact ranks and Adam (:func:`train_sorter`), then frozen. A trained sorter
+Sorters are trained once on synthetic score vectors (`synthetic_scores`) with an L1
+loss against the exact ranks and Adam (`train_sorter`), then frozen. A trained sorter
 is tied to its length d (the paper trains one per length and neither pads nor chunks): a
 score vector of another length is an error. The package ships trained checkpoints at
-:data:`DEFAULT_LENGTH` (:func:`load_sorter`). Needs the ``[torch]`` extra.
+`DEFAULT_LENGTH` (`load_sorter`). Needs the ``[torch]`` extra.
 
-Modules: :mod:`~qs.surrogates.sodeep.sorters` (the networks and the exact ranks),
-:mod:`~qs.surrogates.sodeep.training`, :mod:`~qs.surrogates.sodeep.checkpoints`,
-:mod:`~qs.surrogates.sodeep.losses`; every public name is importable from here.
+Modules: `qs.surrogates.sodeep.sorters` (the networks and the exact ranks),
+`qs.surrogates.sodeep.training`, `qs.surrogates.sodeep.checkpoints`,
+`qs.surrogates.sodeep.losses`; every public name is importable from here.
 """
 
 from qs.surrogates.sodeep.checkpoints import (

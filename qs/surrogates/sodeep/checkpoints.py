@@ -3,12 +3,16 @@ one (the shipped ones by default) as a frozen sorter. Read with ``weights_only=T
 checkpoint runs no code."""
 
 import io
+import os
 import pickle
 import zipfile
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from qs.surrogates.sodeep.sorters import DEFAULT_LENGTH, KINDS, SORTERS
 
@@ -19,14 +23,56 @@ FORMAT = "qsrank-sodeep-sorter"
 FORMAT_VERSION = 2  # 2: standardised input, bounded output
 
 
-def sorter_state(sorter, meta):
-    """The checkpoint dictionary of a trained sorter: format tag, metadata, weights."""
+def sorter_state(sorter: nn.Module, meta: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint dictionary of a trained sorter.
+
+    Parameters
+    ----------
+    sorter : torch.nn.Module
+        The trained sorter.
+    meta : dict
+        Its metadata (as `train_sorter` returns it: ``kind``, ``length``, ``hyper``, ...).
+
+    Returns
+    -------
+    dict
+        Format tag and version, the metadata, and the weights on the CPU
+        (``state_dict``): tensors and plain values only, for ``torch.save``.
+    """
     return {"format": FORMAT, "format_version": FORMAT_VERSION, **meta,
             "state_dict": {k: v.detach().cpu() for k, v in sorter.state_dict().items()}}
 
 
-def sorter_from_state(state, source="checkpoint"):
-    """The frozen sorter (eval mode, no parameter gradients) of a checkpoint dictionary."""
+def sorter_from_state(state: Any, source: str = "checkpoint") -> nn.Module:
+    """The frozen sorter of a checkpoint dictionary.
+
+    Parameters
+    ----------
+    state : dict
+        What `sorter_state` returned.
+    source : str, default "checkpoint"
+        What the dictionary came from, for error messages.
+
+    Returns
+    -------
+    torch.nn.Module
+        The sorter in eval mode, no parameter gradients, its metadata on ``sorter.meta``.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a sorter checkpoint of this format version, or its weights do
+        not load.
+
+    Examples
+    --------
+    >>> from qs.surrogates.sodeep import build_sorter, sorter_from_state, sorter_state
+    >>> state = sorter_state(build_sorter("lstm", 8), {"kind": "lstm", "length": 8,
+    ...                                                 "hyper": {"hidden": 32}})
+    >>> sorter = sorter_from_state(state)
+    >>> sorter.length, sorter.training
+    (8, False)
+    """
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{source} is not a qsrank SoDeep sorter checkpoint (no format "
                          f"{FORMAT!r}).")
@@ -49,27 +95,68 @@ def sorter_from_state(state, source="checkpoint"):
     return sorter
 
 
-def _first_line(err):
+def _first_line(err: BaseException) -> str:
     """An exception as one short line: its type and the start of its message."""
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0][:200]}" if lines else type(err).__name__
 
 
-def shipped_checkpoint(kind="lstm"):
-    """The path of the checkpoint shipped with the package for `kind` at DEFAULT_LENGTH."""
+def shipped_checkpoint(kind: str = "lstm") -> Traversable:
+    """The path of the checkpoint shipped with the package.
+
+    Parameters
+    ----------
+    kind : str, default "lstm"
+        "lstm" or "cnn".
+
+    Returns
+    -------
+    importlib.resources.abc.Traversable
+        The checkpoint of ``kind`` at ``DEFAULT_LENGTH``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown kind.
+    """
     if kind not in SORTERS:
         raise ValueError(f"unknown sorter kind {kind!r}; expected one of {list(KINDS)}.")
     return resources.files("qs.surrogates") / f"sorter_{kind}_{DEFAULT_LENGTH}.pt"
 
 
-def load_sorter(path=None, *, kind="lstm", length=None):
-    """The frozen sorter stored at `path` (default: the shipped checkpoint of `kind`).
+def load_sorter(path: str | os.PathLike[str] | None = None, *, kind: str = "lstm",
+                length: int | None = None) -> nn.Module:
+    """The frozen sorter stored in a checkpoint (read with ``weights_only=True``).
 
-    With `length` given, a checkpoint trained for another length is a ValueError naming
-    both. An unreadable file, or one that is not a sorter checkpoint, is a ValueError too.
-    The metadata of the checkpoint is on ``sorter.meta``.
+    Parameters
+    ----------
+    path : str, path-like or None, default None
+        The checkpoint (None: the shipped checkpoint of ``kind``).
+    kind : str, default "lstm"
+        The shipped sorter to load when ``path`` is None: "lstm" or "cnn".
+    length : int or None, default None
+        The length the sorter must rank; None accepts any.
+
+    Returns
+    -------
+    torch.nn.Module
+        The sorter in eval mode, no parameter gradients; the checkpoint's metadata is on
+        ``sorter.meta``.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable file, one that is not a sorter checkpoint, or a checkpoint
+        trained for another length than ``length`` (naming both).
+
+    Examples
+    --------
+    >>> from qs.surrogates.sodeep import load_sorter
+    >>> sorter = load_sorter(kind="lstm")
+    >>> sorter.length, sorter.meta["kind"]
+    (64, 'lstm')
     """
-    source = path if path is not None else shipped_checkpoint(kind)
+    source: Any = path if path is not None else shipped_checkpoint(kind)
     try:
         raw = Path(source).read_bytes() if path is not None else source.read_bytes()
     except OSError as err:

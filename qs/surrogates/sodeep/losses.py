@@ -1,5 +1,8 @@
 """The AP and Spearman losses with a frozen sorter's ranks in place of the exact ones."""
 
+from collections.abc import Callable
+
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -9,10 +12,10 @@ from qs.validation import as_query_rows, check_finite_tensor, check_scores
 
 __all__ = ["sodeep_ap_loss", "sodeep_spearman_loss"]
 
-_shipped = {}
+_shipped: dict[str, object] = {}
 
 
-def _default_sorter():
+def _default_sorter() -> object:
     """The shipped LSTM sorter, loaded once."""
     if "lstm" not in _shipped:
         _shipped["lstm"] = load_sorter()
@@ -50,21 +53,50 @@ def _reduce(values, counted, flat, reduction):
     raise ValueError(f"reduction must be one of ['mean', 'sum', 'none']; got {reduction!r}.")
 
 
-def sodeep_ap_loss(scores, labels, sorter=None, reduction="mean"):
+def sodeep_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
+                   sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                   reduction: str = "mean") -> torch.Tensor:
     """1 - AP per query with the sorter's rank in place of the exact one (paper eqs. 5-7).
 
     ``AP = (1/|P|) sum_{k in P} prec(k)``, ``prec(k) = #{positives j : s_j >= s_k} /
     rank(k)``. The numerator is the exact count (a set, piecewise constant, as in the paper);
     the denominator ``rank(k) = d * sorter(scores)_k`` carries the gradient to every score
-    through the sorter. With :func:`exact_ranks` as `sorter` this is exactly 1 - AP as
+    through the sorter. With `exact_ranks` as ``sorter`` this is exactly 1 - AP as
     scikit-learn computes it. A predicted rank is clamped to at least 1/2 so a precision
-    stays bounded.
+    stays bounded. A query without a positive or without a negative has loss 0 and no
+    gradient, and "mean" leaves it out.
 
-    scores : float tensor (n,) or (Q, n), finite, n the sorter's length.
-    labels : same shape; 1/True positive, 0/-1/False negative.
-    sorter : a module or function (Q, n) -> (Q, n) normalised ranks; default the shipped LSTM
-        sorter. A query without a positive or without a negative has loss 0 and no
-        gradient, and "mean" leaves it out.
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        Finite floats, n the sorter's length (at least 2).
+    labels : Tensor or array_like of the scores' shape
+        1/True positive, 0/-1/False negative.
+    sorter : callable or None, default None
+        A module or function mapping (Q, n) scores to (Q, n) normalised ranks; None: the
+        shipped LSTM sorter.
+    reduction : str, default "mean"
+        "mean" (over the queries with a positive and a negative), "sum" or "none" (one
+        value per query; a scalar for scores of shape (n,)).
+
+    Returns
+    -------
+    Tensor
+        The loss.
+
+    Raises
+    ------
+    ValueError
+        On scores that are not finite, of another length than the sorter's or shorter
+        than 2, labels that do not fit, or an unknown reduction.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.sodeep import exact_ranks, sodeep_ap_loss
+    >>> scores = torch.tensor([0.5, 2.0, 1.0, 0.1])
+    >>> round(sodeep_ap_loss(scores, [0, 1, 0, 1], sorter=exact_ranks).item(), 4)
+    0.25
     """
     ranks = _sorted_ranks(sorter, scores)
     rows, pos = as_query_rows(scores.detach(), labels)
@@ -80,15 +112,47 @@ def sodeep_ap_loss(scores, labels, sorter=None, reduction="mean"):
     return _reduce(values, counted, scores.ndim == 1, reduction)
 
 
-def sodeep_spearman_loss(scores, targets, sorter=None, reduction="mean"):
+def sodeep_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.ArrayLike,
+                         sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                         reduction: str = "mean") -> torch.Tensor:
     """1 - Spearman correlation per query between the scores and `targets`, with the sorter's
     rank of the scores in place of the exact one (paper eqs. 2-4).
 
     With normalised ranks r (scores, via the sorter) and t (targets, exact), ``rho = 1 -
     6 d sum_i (r_i - t_i)^2 / (d^2 - 1)``, Spearman's formula for distinct values (the paper's
-    eq. 2; d^2 of it cancels the normalisation). With :func:`exact_ranks` as `sorter` and no
-    ties this is exactly 1 - scipy.stats.spearmanr. Shapes and `sorter` as in
-    :func:`sodeep_ap_loss`; targets are finite floats of the scores' shape.
+    eq. 2; d^2 of it cancels the normalisation). With `exact_ranks` as ``sorter`` and no
+    ties this is exactly 1 - scipy.stats.spearmanr.
+
+    Parameters
+    ----------
+    scores : Tensor of shape (n,) or (Q, n)
+        Finite floats, n the sorter's length (at least 2).
+    targets : Tensor or array_like of the scores' shape
+        Finite real numbers, ranked exactly.
+    sorter : callable or None, default None
+        As `sodeep_ap_loss` takes it.
+    reduction : str, default "mean"
+        "mean", "sum" or "none" (one value per query).
+
+    Returns
+    -------
+    Tensor
+        The loss.
+
+    Raises
+    ------
+    ValueError
+        On bad scores (as `sodeep_ap_loss`), targets of another shape or not finite, or
+        an unknown reduction.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.sodeep import exact_ranks, sodeep_spearman_loss
+    >>> scores = torch.tensor([2.0, 1.0, -1.0, 0.5])
+    >>> targets = torch.tensor([4.0, 3.0, 1.0, 2.0])
+    >>> round(sodeep_spearman_loss(scores, targets, sorter=exact_ranks).item(), 4)
+    0.0
     """
     ranks = _sorted_ranks(sorter, scores)
     targets = torch.as_tensor(targets, device=scores.device)

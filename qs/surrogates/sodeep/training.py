@@ -2,6 +2,8 @@
 paper's Table 1 measure)."""
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -15,8 +17,7 @@ from qs.surrogates.sodeep.sorters import (
 __all__ = ["CHECK_VECTORS", "LEARNING_RATES", "PAPER_L1", "TEST_SEED", "rank_l1_error",
            "synthetic_scores", "train_sorter"]
 
-#: Adam's learning rate by kind (the LSTM learns several times faster at 1e-2 on our budget;
-#: the CNN with batch norm diverges there and keeps 1e-3)
+#: Adam's learning rate by kind (docs/experiments/sodeep.md says why they differ)
 LEARNING_RATES = {"lstm": 1e-2, "cnn": 1e-3}
 #: Table 1 of the paper: L1 error of the sorters on synthetic test vectors (length 100)
 PAPER_L1 = {"handcrafted": 0.0350, "cnn": 0.0120, "lstm": 0.0033}
@@ -27,14 +28,36 @@ TEST_SEED = 20190616
 CHECK_VECTORS = 500
 
 
-def synthetic_scores(n, length, generator=None):
-    """`n` synthetic score vectors (n, length), float32, drawn as the paper's training data.
+def synthetic_scores(n: int, length: int,
+                     generator: torch.Generator | None = None) -> torch.Tensor:
+    """Synthetic score vectors drawn as the paper's training data.
 
     Each vector is, with equal chance, one of four families: uniform on [-1, 1]; standard
     normal; evenly spaced over a random sub-range of [-1, 1] plus Gaussian noise of up to
     one spacing; a mixture, whose first k entries (k uniform in 1..length-1) come from one of
     the first three families and the rest from another. Entries are then shuffled, so a
     position says nothing about a rank.
+
+    Parameters
+    ----------
+    n : int
+        Number of vectors.
+    length : int
+        Length of each vector.
+    generator : torch.Generator or None, default None
+        The random stream (None: torch's global one).
+
+    Returns
+    -------
+    Tensor of shape (n, length)
+        The vectors, float32.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from qs.surrogates.sodeep import synthetic_scores
+    >>> tuple(synthetic_scores(3, 5, torch.Generator().manual_seed(0)).shape)
+    (3, 5)
     """
     g = generator
     shape = (n, length)
@@ -56,10 +79,37 @@ def synthetic_scores(n, length, generator=None):
     return x.gather(1, order)
 
 
-def rank_l1_error(sorter, length, n_vectors=10_000, seed=TEST_SEED, batch_size=500):
-    """Mean absolute difference between `sorter`'s ranks and the exact normalised ranks on
-    `n_vectors` synthetic vectors (:func:`synthetic_scores`, seeded): the paper's Table 1
-    measure. `sorter` maps (B, length) scores to (B, length) ranks."""
+def rank_l1_error(sorter: Callable[[torch.Tensor], torch.Tensor], length: int,
+                  n_vectors: int = 10_000, seed: int = TEST_SEED,
+                  batch_size: int = 500) -> float:
+    """Mean absolute difference between a sorter's ranks and the exact normalised ranks.
+
+    The paper's Table 1 measure, on seeded synthetic vectors (`synthetic_scores`).
+
+    Parameters
+    ----------
+    sorter : callable
+        Maps (B, length) scores to (B, length) ranks.
+    length : int
+        Length of the vectors.
+    n_vectors : int, default 10000
+        Number of test vectors.
+    seed : int, default TEST_SEED
+        Seed of the test stream.
+    batch_size : int, default 500
+        Vectors ranked at a time.
+
+    Returns
+    -------
+    float
+        The mean L1 error.
+
+    Examples
+    --------
+    >>> from qs.surrogates.sodeep import exact_ranks, rank_l1_error
+    >>> rank_l1_error(exact_ranks, 8, n_vectors=10)
+    0.0
+    """
     g = torch.Generator().manual_seed(seed)
     total, count = 0.0, 0
     with torch.no_grad():
@@ -70,21 +120,58 @@ def rank_l1_error(sorter, length, n_vectors=10_000, seed=TEST_SEED, batch_size=5
     return total / count
 
 
-def train_sorter(kind="lstm", length=DEFAULT_LENGTH, steps=2000, seed=0, *, size="default",
-                 batch_size=128, lr=None, lr_halve_every=None, test_vectors=10_000,
-                 callback=None, **hyper):
-    """Train a sorter on fresh synthetic vectors; return (sorter in eval mode, metadata).
+def train_sorter(kind: str = "lstm", length: int = DEFAULT_LENGTH, steps: int = 2000,
+                 seed: int = 0, *, size: str = "default", batch_size: int = 128,
+                 lr: float | None = None, lr_halve_every: int | None = None,
+                 test_vectors: int = 10_000,
+                 callback: Callable[[int, float], object] | None = None,
+                 **hyper: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Train a sorter on fresh synthetic vectors.
 
-    Each of `steps` Adam steps draws `batch_size` vectors (:func:`synthetic_scores`, from a
-    generator seeded with `seed`) and minimises the L1 distance of the sorter's output to
-    their exact ranks; the learning rate (default ``LEARNING_RATES[kind]``) halves every
-    `lr_halve_every` steps (default a quarter of `steps`), as the paper halves it on a fixed
-    schedule. Runs on one thread with seeded weights, so a seed gives the same sorter on a
-    given machine; the global RNG and thread count are left as they were.
-    `callback(step, loss)` is called after every step.
-    The metadata records the hyper-parameters, the seed, and the L1 error on
-    `test_vectors` vectors of the fixed test stream (:func:`rank_l1_error`) and on its first
-    :data:`CHECK_VECTORS`.
+    Each Adam step draws ``batch_size`` vectors (`synthetic_scores`, from a generator
+    seeded with ``seed``) and minimises the L1 distance of the sorter's output to their
+    exact ranks; the learning rate halves on a fixed schedule, as the paper's does. Runs on
+    one thread with seeded weights, so a seed gives the same sorter on a given machine; the
+    global RNG and thread count are left as they were.
+
+    Parameters
+    ----------
+    kind : str, default "lstm"
+        "lstm" or "cnn".
+    length : int, default DEFAULT_LENGTH
+        Length of the score vectors (>= 2).
+    steps : int, default 2000
+        Adam steps.
+    seed : int, default 0
+        Seed of the weights and of the training vectors.
+    size : str, default "default"
+        Hyper-parameters of ``SIZES[kind]``: "default" or "full".
+    batch_size : int, default 128
+        Vectors per step.
+    lr : float or None, default None
+        Adam's learning rate (None: ``LEARNING_RATES[kind]``).
+    lr_halve_every : int or None, default None
+        Steps between halvings of the learning rate (None: a quarter of ``steps``).
+    test_vectors : int, default 10000
+        Vectors of the fixed test stream the L1 error is measured on (0: none).
+    callback : callable or None, default None
+        Called as ``callback(step, loss)`` after every step.
+    **hyper
+        Hyper-parameters that update those of ``size`` (``hidden``, ``channels``).
+
+    Returns
+    -------
+    sorter : torch.nn.Module
+        The trained sorter, in eval mode, its parameters frozen.
+    meta : dict
+        The hyper-parameters, the seed, and the L1 error on ``test_vectors`` vectors of the
+        fixed test stream (`rank_l1_error`) and on its first ``CHECK_VECTORS``.
+
+    Raises
+    ------
+    ValueError
+        On a bad kind, size, length, step count, batch size, learning rate or
+        hyper-parameter.
     """
     for name, value in (("steps", steps), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

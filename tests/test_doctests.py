@@ -1,0 +1,42 @@
+"""The Examples sections of the library's docstrings run, and print what they show."""
+
+import doctest
+import importlib
+import pkgutil
+
+import numpy as np
+import pytest
+
+import qs
+
+#: modules that import torch at their top; their examples run when torch is installed
+_TORCH = ("qs.torch", "qs.nets", "qs.surrogates")
+
+
+def _modules():
+    names = ["qs"]
+    for info in pkgutil.walk_packages(qs.__path__, prefix="qs."):
+        names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_examples_run(name):
+    if name.startswith(_TORCH):
+        pytest.importorskip("torch")
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    with np.printoptions(legacy=False):
+        for test in finder.find(module, name, globs={"np": np}):
+            if test.filename and not test.filename.startswith(qs.__path__[0].rsplit("/", 1)[0]):
+                continue  # found through a re-export of another package
+            runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} example(s) of {name} failed; see above"
+
+
+def test_examples_are_found():
+    """The finder sees the examples (a test that can fail if the collection breaks)."""
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    found = finder.find(importlib.import_module("qs.metrics"), "qs.metrics")
+    assert sum(len(t.examples) for t in found) >= 7
