@@ -55,7 +55,7 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
     def torch_step(loss):
         def step():
             x = s_t.clone().requires_grad_(True)
-            rank_hinge_loss(x.T, y_t, loss).backward()
+            rank_hinge_loss(x.T, y_t, loss, dim=-1).backward()
         return step
 
     cases = [("10 x zero_one_lai kernel (0-1)", zero_one_kernels)]
@@ -83,14 +83,14 @@ def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
     net = PLCNN()
     images = torch.randn(batch, 3, 32, 32)
     targets = torch.randint(0, 10, (batch,))
-    onehot = torch.nn.functional.one_hot(targets, 10).T.bool()
+    onehot = torch.nn.functional.one_hot(targets, 10).bool()
     loss_times, step_times = [], []
     for r in range(repeats + 1):  # the first step warms up (compilation, allocator)
         net.zero_grad()
         start = time.perf_counter()
         logits = net(images)
         t0 = time.perf_counter()
-        value = rank_hinge_loss(logits.T, onehot, loss)
+        value = rank_hinge_loss(logits, onehot, loss)  # (batch, classes): dim 0 ranked
         t1 = time.perf_counter()
         grad = torch.autograd.grad(value, logits, retain_graph=True)[0]
         t2 = time.perf_counter()

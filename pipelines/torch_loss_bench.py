@@ -33,7 +33,7 @@ PARTS = ("curves", "batched", "distributed", "memory")
 LOSSES = ("exact AP hinge", "exact NDCG hinge", "DLM AP (positive, eps 0.1)", "black-box AP",
           "Smooth-AP")
 #: timed on CUDA only: the torch method (the GPU path) at every size, beside "auto" (numba on
-#: a CPU copy below qs.torch.CUDA_TORCH_FROM scores)
+#: a CPU copy below qs.torch.losses.CUDA_TORCH_FROM scores)
 CUDA_LOSSES = ("exact AP hinge, torch method",)
 #: Smooth-AP is skipped where its (Q, n, n) table and the temporaries of its backward
 #: (about four of them) would need more than this
@@ -51,11 +51,13 @@ def _losses(torch):
     from qs.torch import rank_hinge_loss
     from qs.torch.dlm import direct_loss
 
+    # scores (queries, n), one query per row, as the surrogates take them
     return {
-        "exact AP hinge": lambda s, y: rank_hinge_loss(s, y, "ap"),
-        "exact NDCG hinge": lambda s, y: rank_hinge_loss(s, y, "ndcg"),
-        "exact AP hinge, torch method": lambda s, y: rank_hinge_loss(s, y, "ap", method="torch"),
-        "DLM AP (positive, eps 0.1)": lambda s, y: direct_loss(s, y, "ap", eps=0.1),
+        "exact AP hinge": lambda s, y: rank_hinge_loss(s, y, "ap", dim=-1),
+        "exact NDCG hinge": lambda s, y: rank_hinge_loss(s, y, "ndcg", dim=-1),
+        "exact AP hinge, torch method": lambda s, y: rank_hinge_loss(s, y, "ap", method="torch",
+                                                                     dim=-1),
+        "DLM AP (positive, eps 0.1)": lambda s, y: direct_loss(s, y, "ap", eps=0.1, dim=-1),
         "black-box AP": blackbox_ap_loss,
         "Smooth-AP": smooth_ap_loss,
     }
@@ -168,7 +170,7 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
 
             def loss_forward():
                 with torch.no_grad():
-                    rank_hinge_loss(s, y, loss)
+                    rank_hinge_loss(s, y, loss, dim=-1)
 
             cases = {"loss": loss_forward,
                      "batch": lambda: lai_batch(scores, labels, loss, gradient=True),
@@ -232,9 +234,10 @@ def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
         times = []
         for k in range(repeats + 1):
             dist.barrier()
-            step = _mean_step(lambda: distributed_rank_hinge_loss(x, y), x)
+            step = _mean_step(lambda: distributed_rank_hinge_loss(x, y, dim=-1), x)
             dist.barrier()  # the other processes wait at the next barrier meanwhile
-            one = _mean_step(lambda: rank_hinge_loss(whole, whole_y), whole) if rank == 0 else 0
+            one = (_mean_step(lambda: rank_hinge_loss(whole, whole_y, dim=-1), whole)
+                   if rank == 0 else 0)
             if k:
                 times.append((step, one))
         np.save(f"{out}/{rank}.npy", np.array(times))

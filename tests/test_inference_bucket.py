@@ -24,8 +24,8 @@ def test_bucket_in_pieces_matches_one_piece(loss, n_chunks):
         out = _bucket_chunked(get_loss(loss), scores, labels, n_pos, neg_rank, coef, n_chunks)
         np.testing.assert_array_equal(neg_rank, ref.neg_rank)
         np.testing.assert_array_equal(coef, ref.coef)
-        objective = get_loss(loss).value(out[4]) + out[5]
-        assert objective == pytest.approx(ref.objective, rel=1e-12)
+        hinge = get_loss(loss).value(out[4]) + out[5]  # out[5]: F(R_bar) - F(R*)
+        assert hinge == pytest.approx(ref.hinge, rel=1e-12)
     bad = rng.normal(size=n)
     bad[[n - 5, n - 3]] = np.nan, np.inf
     err, where = _bucket_chunked(get_loss(loss), bad, labels, n_pos, neg_rank, coef, n_chunks)[:2]

@@ -87,8 +87,9 @@ def test_gradient_and_float32(loss):
                         coef_dtype=np.float32)
     assert res32.rank is None and res32.coef.dtype == np.float32
     np.testing.assert_array_equal(res32.coef, res.coef.astype(np.float32))
-    hinge = res.objective - res.ground_truth_F
-    np.testing.assert_array_equal(res.hinge, hinge)
+    # summed on its own (qs.inference._hinge): the difference to rounding at this spread
+    np.testing.assert_allclose(res.hinge, res.objective - res.ground_truth_F, rtol=1e-12,
+                               atol=1e-15)
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])

@@ -46,15 +46,15 @@ def hinge_of_lai(scores, labels, loss):
 def test_value_is_lai_objective_minus_ground_truth_f(loss, method):
     scores, labels = queries(1)
     expected = hinge_of_lai(scores, labels, loss)
-    values = rank_hinge_loss(scores, labels, loss, method, reduction="none")
+    values = rank_hinge_loss(scores, labels, loss, method, reduction="none", dim=-1)
     assert values.shape == (6,) and values.dtype == torch.float64
     np.testing.assert_allclose(values.numpy(), expected, rtol=1e-12, atol=1e-15)
-    assert rank_hinge_loss(scores, labels, loss, method, "sum").item() == pytest.approx(
+    assert rank_hinge_loss(scores, labels, loss, method, "sum", dim=-1).item() == pytest.approx(
         expected.sum(), rel=1e-12)
     # the mean leaves out the two queries without a ranking
-    assert rank_hinge_loss(scores, labels, loss, method).item() == pytest.approx(
+    assert rank_hinge_loss(scores, labels, loss, method, dim=-1).item() == pytest.approx(
         expected.sum() / 4, rel=1e-12)
-    one = rank_hinge_loss(scores[3], labels[3], loss, method, "none")
+    one = rank_hinge_loss(scores[3], labels[3], loss, method, "none", dim=-1)
     assert one.shape == () and one.item() == pytest.approx(expected[3], rel=1e-12)
 
 
@@ -65,9 +65,10 @@ def test_gradient_matches_finite_differences(loss, method):
     hinge is linear there: the gradient is its derivative."""
     scores, labels = queries(2, q=4, n=30)
     x = scores.clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method, "none"),
+    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method, "none",
+                                                              dim=-1),
                                     (x,), eps=1e-7, atol=1e-7)
-    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method),
+    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method, dim=-1),
                                     (x,), eps=1e-7, atol=1e-7)
 
 
@@ -76,11 +77,11 @@ def test_gradient_matches_finite_differences(loss, method):
 def test_queries_without_both_classes_give_zero_and_no_gradient(loss, method):
     scores, labels = queries(3)
     x = scores.clone().requires_grad_(True)
-    rank_hinge_loss(x, labels, loss, method).backward()
+    rank_hinge_loss(x, labels, loss, method, dim=-1).backward()
     assert not x.grad[:2].any() and x.grad[2:].abs().sum() > 0
     none = labels[:1].clone()
     y = scores[:1].clone().requires_grad_(True)
-    loss_value = rank_hinge_loss(y, none, loss, method)
+    loss_value = rank_hinge_loss(y, none, loss, method, dim=-1)
     loss_value.backward()
     assert loss_value.item() == 0.0 and not y.grad.any()
 
@@ -89,10 +90,10 @@ def test_queries_without_both_classes_give_zero_and_no_gradient(loss, method):
 def test_batched_call_equals_a_loop_over_queries(loss):
     scores, labels = queries(4, q=5, n=80)
     x = scores.clone().requires_grad_(True)
-    rank_hinge_loss(x, labels, loss, reduction="sum").backward()
+    rank_hinge_loss(x, labels, loss, reduction="sum", dim=-1).backward()
     for q in range(5):
         xq = scores[q].clone().requires_grad_(True)
-        value = rank_hinge_loss(xq, labels[q], loss, reduction="none")
+        value = rank_hinge_loss(xq, labels[q], loss, reduction="none", dim=-1)
         value.backward()
         torch.testing.assert_close(xq.grad, x.grad[q], rtol=0, atol=0)
 
@@ -103,18 +104,18 @@ def test_float32_and_transposed_logits(loss):
     transposed (non-contiguous) logits of a mini-batch the same as their contiguous copy."""
     scores, labels = queries(5, q=4, n=64)
     logits = scores.T.to(torch.float32).requires_grad_(True)  # (batch, classes)
-    value = rank_hinge_loss(logits.T, labels, loss)
+    value = rank_hinge_loss(logits.T, labels, loss, dim=-1)
     value.backward()
     assert value.dtype == torch.float32 and logits.grad.dtype == torch.float32
-    ref = rank_hinge_loss(logits.detach().T.contiguous().double(), labels, loss)
+    ref = rank_hinge_loss(logits.detach().T.contiguous().double(), labels, loss, dim=-1)
     assert value.item() == pytest.approx(ref.item(), rel=1e-6)
 
 
 def test_module_is_the_function():
     scores, labels = queries(6)
-    module = RankHingeLoss("ndcg", reduction="sum")
+    module = RankHingeLoss("ndcg", reduction="sum", dim=-1)
     assert module(scores, labels).item() == rank_hinge_loss(scores, labels, "ndcg",
-                                                            reduction="sum").item()
+                                                            reduction="sum", dim=-1).item()
     assert "ndcg" in repr(module)
 
 
@@ -168,7 +169,7 @@ def test_subgradient_descent_reaches_the_rank_svm_objective():
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
 
     def primal(w):
-        return 0.5 * w @ w + C * rank_hinge_loss(Xt @ w, yt, "ap")
+        return 0.5 * w @ w + C * rank_hinge_loss(Xt @ w, yt, "ap", dim=-1)
 
     w = torch.zeros(5, dtype=torch.float64, requires_grad=True)
     w_avg = torch.zeros(5, dtype=torch.float64)
@@ -205,7 +206,8 @@ def test_subgradient_descent_reaches_the_rank_svm_objective():
     ({"reduction": "max"}, ValueError, "reduction must be one of"),
 ])
 def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
-    args = {"scores": torch.tensor([[0.0, 1.0, 2.0]]), "labels": torch.tensor([[1, 0, 1]])}
+    args = {"scores": torch.tensor([[0.0, 1.0, 2.0]]), "labels": torch.tensor([[1, 0, 1]]),
+            "dim": -1}
     args.update(kwargs)
     with pytest.raises(error, match=message):
         rank_hinge_loss(**args)
@@ -213,7 +215,7 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
 
 @pytest.mark.parametrize("kernels", [True, False])
 def test_auto_on_cuda_runs_the_torch_method_from_its_threshold(monkeypatch, kernels):
-    import qs.torch as qt
+    import qs.torch.losses as qt
 
     monkeypatch.setattr(qt, "cuda_kernels", lambda: kernels)
     start = qt.CUDA_TORCH_FROM if kernels else qt.CUDA_TORCH_OPS_FROM
@@ -230,7 +232,7 @@ def test_auto_on_cuda_runs_the_torch_method_from_its_threshold(monkeypatch, kern
 def test_cuda_equals_cpu(loss, method):
     scores, labels = queries(13, q=8, n=5000, frac=0.05)
     x = scores.cuda().requires_grad_(True)
-    value = rank_hinge_loss(x, labels.cuda(), loss, method, reduction="sum")
+    value = rank_hinge_loss(x, labels.cuda(), loss, method, reduction="sum", dim=-1)
     value.backward()
     ref = lai_batch(scores.numpy(), labels.numpy(), loss, gradient=True)
     assert value.item() == pytest.approx(ref.hinge.sum(), rel=1e-12)
@@ -247,7 +249,7 @@ def test_long_rows_are_lai_row_by_row(loss, monkeypatch):
     scores, labels = queries(14, q=3, n=n, frac=0.01)
     monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
     x = scores.clone().requires_grad_(True)
-    values = rank_hinge_loss(x, labels, loss, reduction="none")
+    values = rank_hinge_loss(x, labels, loss, reduction="none", dim=-1)
     values.sum().backward()
     for q in range(2, 3):
         res = lai(scores[q].numpy(), labels[q].numpy(), loss)
@@ -284,10 +286,70 @@ def test_threaded_inference_keeps_torch_thread_count():
             "batch.THREADED_MIN = batch.LAI_ROW_MIN = bucket.THREADED_MIN = 64\n"
             "rng = np.random.default_rng(0)\n"
             "x = torch.from_numpy(rng.normal(size=(8, 64)))\n"
-            "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5)\n"
+            "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5, dim=-1)\n"
             "y = torch.from_numpy(rng.normal(size=(2, 9000)))\n"
-            "rank_hinge_loss(y, y > 2.0)\n"  # lai's bucket method, on threads
+            "rank_hinge_loss(y, y > 2.0, dim=-1)\n"  # lai's bucket method, on threads
             "print(torch.get_num_threads())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.split() == ["1"]
+
+
+@pytest.mark.parametrize("method", ["auto", "torch"])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_logits_of_a_batch_rank_along_dim_0(loss, method):
+    """(N, C) logits, as torch's classification losses take them: by default each class
+    ranks the N samples (its column), the same as the transposed call with dim=-1, value and
+    gradient, for the function and the module alike."""
+    rng = np.random.default_rng(17)
+    logits = torch.from_numpy(rng.normal(size=(60, 4)))
+    onehot = torch.nn.functional.one_hot(torch.from_numpy(rng.integers(0, 4, 60)), 4)
+    mask = torch.from_numpy(rng.random((60, 4)) < 0.1)
+    for kwargs in ({}, {"mask": mask}):
+        x = logits.clone().requires_grad_(True)
+        value = rank_hinge_loss(x, onehot, loss, method, "none", **kwargs)
+        value.sum().backward()
+        t = logits.T.clone().requires_grad_(True)
+        rows = {k: v.T for k, v in kwargs.items()}
+        ref = rank_hinge_loss(t, onehot.T, loss, method, "none", dim=-1, **rows)
+        ref.sum().backward()
+        assert value.shape == (4,)
+        torch.testing.assert_close(value, ref, rtol=0, atol=0)
+        torch.testing.assert_close(x.grad, t.grad.T, rtol=0, atol=0)
+        assert rank_hinge_loss(logits, onehot, loss, method, dim=0, **kwargs).item() == \
+            rank_hinge_loss(logits, onehot, loss, method, **kwargs).item()
+        module = RankHingeLoss(loss, method, "none")
+        torch.testing.assert_close(module(logits, onehot, **kwargs), value.detach(), rtol=0,
+                                   atol=0)
+    # each class's column alone, as a 1-D query
+    columns = torch.stack([rank_hinge_loss(logits[:, c], onehot[:, c], loss, method)
+                           for c in range(4)])
+    torch.testing.assert_close(rank_hinge_loss(logits, onehot, loss, method, "none"),
+                               columns, rtol=0, atol=0)
+    # the rows of the same matrix are other rankings: the layout matters
+    by_rows = rank_hinge_loss(logits, onehot, loss, method, "none", dim=-1)
+    assert by_rows.shape == (60,)
+
+
+@pytest.mark.parametrize("dim", [2, -3, True, 0.0, "0"])
+def test_a_dim_the_scores_do_not_have_is_refused(dim):
+    with pytest.raises(ValueError, match="dim must be the dimension along which items are"):
+        rank_hinge_loss(torch.zeros(3, 2), torch.tensor([[1, 0], [0, 1], [1, 0]]), dim=dim)
+    with pytest.raises(ValueError, match="dim must be"):
+        rank_hinge_loss(torch.zeros(3), torch.tensor([1, 0, 1]), dim=1)
+    one = rank_hinge_loss(torch.tensor([0.5, 1.0, -1.0]), torch.tensor([1, 0, 1]), dim=-1)
+    assert one.item() == rank_hinge_loss(torch.tensor([0.5, 1.0, -1.0]),
+                                         torch.tensor([1, 0, 1])).item()
+
+
+def test_docstring_examples_run():
+    """The layouts' examples in the docstrings of the loss and its module."""
+    import doctest
+
+    import qs.torch.losses
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
+    for fn in (rank_hinge_loss, RankHingeLoss):
+        for test in finder.find(fn, globs=vars(qs.torch.losses)):
+            runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 10

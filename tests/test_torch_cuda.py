@@ -64,6 +64,12 @@ launch(_keys, -(-flat.numel() // width), width, a(flat.view(torch.int64)),
 ordered = torch.sort(key).values
 out["equal_keys"] = int((ordered[1:] == ordered[:-1]).sum())
 out["near"] = [compare(scores, labels, loss) for loss in ("ap", "ndcg")]
+# one positive at +m and one negative at -m on ordinary rows: the hinge as the CPU kernels
+# sum it (qs.inference._hinge), however large m
+base, pos = rng.normal(size=(2, 40)), rng.random((2, 40)) < 0.3
+out["spread"] = [compare(np.c_[np.full(2, m), np.full(2, -m), base],
+                         np.c_[np.ones(2, bool), np.zeros(2, bool), pos], loss)
+                 for m in (1e15, 1e17, 1e300) for loss in ("ap", "ndcg")]
 print(json.dumps(out))
 """
 
@@ -97,3 +103,8 @@ def test_kernels_equal_exhaustive_enumeration(simulated):
 def test_scores_apart_in_the_cut_bits_are_sorted_by_their_value(simulated):
     assert simulated["equal_keys"] > 0  # the case arises: runs of equal keys were repaired
     _assert_same(simulated["near"])
+
+
+def test_a_large_spread_of_scores_keeps_ranks_and_hinge(simulated):
+    assert len(simulated["spread"]) == 6
+    _assert_same(simulated["spread"])

@@ -98,12 +98,17 @@ def _score_calls(rank, out, sizes, loss):
         scores, labels = score_batch(shape, q or score_calls(sizes)[0][1] + rank, dtype)
         x = scores[:, start:stop].clone().requires_grad_(True)
         try:
-            value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss)
+            value = distributed_rank_hinge_loss(x, labels[:, start:stop], loss, dim=-1)
         except ValueError as error:
             results["message"] = str(error)
             continue
         value.backward()
         results[f"value{k}"], results[f"grad{k}"] = value.item(), x.grad.double().numpy()
+        if k == 0:  # the default layout: this process's samples along dim 0, (n_r, Q)
+            cols = x.detach().T.clone().requires_grad_(True)
+            value = distributed_rank_hinge_loss(cols, labels[:, start:stop].T, loss)
+            value.backward()
+            results["value_cols"], results["grad_cols"] = value.item(), cols.grad.numpy()
     np.savez(f"{out}/{rank}.npz", **results)
 
 
@@ -143,8 +148,12 @@ def test_scores_over_processes_are_the_loss_of_the_concatenated_scores(tmp_path,
             continue
         scores, labels = score_batch(shape, q, dtype)  # float16: the same float16 loss
         x = scores.clone().requires_grad_(True)
-        expected = rank_hinge_loss(x, labels, "ap")
+        expected = rank_hinge_loss(x, labels, "ap", dim=-1)
         expected.backward()
+        if k == 0:  # (n_r, Q) parts with the default dim: the same loss and gradient
+            for p in parts:
+                assert float(p["value_cols"]) == float(p["value0"])
+                np.testing.assert_array_equal(p["grad_cols"].T, p["grad0"])
         for p in parts:
             assert float(p[f"value{k}"]) == pytest.approx(expected.item(), rel=1e-12), k
         grads = np.concatenate([p[f"grad{k}"] for p in parts], axis=1)

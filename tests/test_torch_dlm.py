@@ -97,7 +97,7 @@ def test_loss_is_delta_of_the_scores_order_and_backward_is_the_difference(loss, 
     labels[1] = True
     eps = 0.2
     x = scores.clone().requires_grad_(True)
-    value = direct_loss(x, labels, loss, eps=eps, update=update, reduction="sum")
+    value = direct_loss(x, labels, loss, eps=eps, update=update, reduction="sum", dim=-1)
     value.backward()
     order = [np.argsort(-s, kind="stable") for s in scores.numpy()]
     metric = [METRIC[loss](list(y[o])) for y, o in zip(labels.numpy(), order)]
@@ -107,7 +107,7 @@ def test_loss_is_delta_of_the_scores_order_and_backward_is_the_difference(loss, 
     diff = (coef_d - coef_w) / eps if update == "positive" else (coef_w - coef_d) / eps
     np.testing.assert_array_equal(x.grad.numpy(), diff)
     assert not x.grad[1].any() and x.grad[0].abs().sum() > 0
-    mean = direct_loss(scores, labels, loss, eps=eps, update=update)
+    mean = direct_loss(scores, labels, loss, eps=eps, update=update, dim=-1)
     assert mean.item() == pytest.approx(expected / 3, rel=1e-12)
 
 
@@ -121,12 +121,12 @@ def test_large_eps_limits_make_the_hinge_subgradient(loss):
     labels = torch.from_numpy(rng.random((3, 7)) < 0.4)
     labels[:, 0], labels[:, 1] = True, False
     x = scores.clone().requires_grad_(True)
-    rank_hinge_loss(x, labels, loss, reduction="sum").backward()
+    rank_hinge_loss(x, labels, loss, reduction="sum", dim=-1).backward()
     y = scores.clone().requires_grad_(True)
-    direct_loss(y, labels, loss, eps=1.0, update="positive", reduction="sum").backward()
+    direct_loss(y, labels, loss, eps=1.0, update="positive", reduction="sum", dim=-1).backward()
     for eps in (1e6, 1e9):
         z = scores.clone().requires_grad_(True)
-        direct_loss(z, labels, loss, eps=eps, update="negative", reduction="sum").backward()
+        direct_loss(z, labels, loss, eps=eps, update="negative", reduction="sum", dim=-1).backward()
         torch.testing.assert_close(y.grad + eps * z.grad, x.grad, rtol=0, atol=1e-12)
 
 
@@ -135,7 +135,7 @@ def test_mask_and_module():
     scores = torch.from_numpy(rng.normal(size=(3, 20)))
     labels = torch.from_numpy(rng.random((3, 20)) < 0.3)
     mask = torch.from_numpy(rng.random((3, 20)) < 0.3)
-    module = DirectLoss("ndcg", eps=0.5, update="negative", reduction="none")
+    module = DirectLoss("ndcg", eps=0.5, update="negative", reduction="none", dim=-1)
     assert "negative" in repr(module)
     x = scores.clone().requires_grad_(True)
     values = module(x, labels, mask)
@@ -144,7 +144,7 @@ def test_mask_and_module():
         keep = ~mask[q]
         xq = scores[q, keep].clone().requires_grad_(True)
         vq = direct_loss(xq, labels[q, keep], "ndcg", eps=0.5, update="negative",
-                         reduction="none")
+                         reduction="none", dim=-1)
         vq.backward()
         assert vq.item() == values[q].item()
         torch.testing.assert_close(x.grad[q, keep], xq.grad, rtol=0, atol=0)
@@ -165,11 +165,11 @@ def test_float32_scores_give_the_float64_gradient_rounded_once(loss, update, met
     labels = torch.from_numpy(rng.random((4, 80)) < 0.3)
     low = torch.from_numpy(scores.astype(np.float32)).requires_grad_(True)
     value = direct_loss(low, labels, loss, eps=0.05, update=update, method=method,
-                        reduction="none")
+                        reduction="none", dim=-1)
     value.sum().backward()
     wide = low.detach().double().requires_grad_(True)
     ref = direct_loss(wide, labels, loss, eps=0.05, update=update, method=method,
-                      reduction="none")
+                      reduction="none", dim=-1)
     ref.sum().backward()
     assert low.grad.dtype == torch.float32 and wide.grad.abs().sum() > 0
     torch.testing.assert_close(value, ref.float(), rtol=0, atol=0)
@@ -182,10 +182,10 @@ def test_half_precision_scores_come_back_in_their_dtype():
     labels = torch.from_numpy(rng.random((2, 50)) < 0.3)
     for dtype in (torch.float16, torch.bfloat16):
         x = scores.to(dtype).requires_grad_(True)
-        value = direct_loss(x, labels, eps=0.1)
+        value = direct_loss(x, labels, eps=0.1, dim=-1)
         value.backward()
         assert value.dtype == dtype and x.grad.dtype == dtype
-        ref = direct_loss(x.detach().double(), labels, eps=0.1)
+        ref = direct_loss(x.detach().double(), labels, eps=0.1, dim=-1)
         assert value.item() == pytest.approx(ref.item(), rel=1e-2)
 
 
@@ -204,7 +204,27 @@ def test_half_precision_scores_come_back_in_their_dtype():
 ])
 def test_bad_input_is_refused(kwargs, message):
     args = {"scores": torch.tensor([[0.0, 1.0, 2e10]], dtype=torch.float64),
-            "labels": torch.tensor([[1, 0, 1]])}
+            "labels": torch.tensor([[1, 0, 1]]), "dim": -1}
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         direct_loss(**args)
+
+
+@pytest.mark.parametrize("update", ["positive", "negative"])
+def test_batch_logits_rank_along_dim_0(update):
+    """(N, C) scores with the default dim: one query per column, the transposed call with
+    dim=-1; the module takes dim too."""
+    rng = np.random.default_rng(23)
+    scores = torch.from_numpy(rng.normal(size=(40, 3)))
+    labels = torch.from_numpy(rng.random((40, 3)) < 0.3)
+    x = scores.clone().requires_grad_(True)
+    value = direct_loss(x, labels, "ap", eps=0.2, update=update, reduction="none")
+    value.sum().backward()
+    t = scores.T.clone().requires_grad_(True)
+    ref = direct_loss(t, labels.T, "ap", eps=0.2, update=update, reduction="none", dim=-1)
+    ref.sum().backward()
+    assert value.shape == (3,)
+    torch.testing.assert_close(value, ref, rtol=0, atol=0)
+    torch.testing.assert_close(x.grad, t.grad.T, rtol=0, atol=0)
+    module = DirectLoss("ap", eps=0.2, update=update, reduction="none", dim=-1)
+    torch.testing.assert_close(module(scores.T, labels.T), ref.detach(), rtol=0, atol=0)

@@ -19,7 +19,7 @@ C, PROXIMAL = 1.0, 1e-3  # small enough a step that the most violated rankings c
 def _hinge(scores, y):
     """The AP structured hinge of the one-vs-rest rankings of a mini-batch."""
     onehot = torch.nn.functional.one_hot(y, N_CLASSES).T.contiguous()
-    return rank_hinge_loss(scores.T, onehot, loss="ap", method="qs")
+    return rank_hinge_loss(scores.T, onehot, loss="ap", method="qs", dim=-1)
 
 
 @pytest.fixture

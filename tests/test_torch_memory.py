@@ -29,7 +29,7 @@ def against(emb, labels, past, past_labels, loss, similarity):
         others = torch.arange(len(refs)) != q
         pos = ref_labels[others] == labels[q]
         if pos.any() and not pos.all():
-            total = total + rank_hinge_loss(sims[q, others], pos, loss)
+            total = total + rank_hinge_loss(sims[q, others], pos, loss, dim=-1)
             counted += 1
     return total / max(counted, 1)
 

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch import hinge_solve  # noqa: E402
+from qs.torch.losses import hinge_solve  # noqa: E402
 from qs.torch.retrieval import (  # noqa: E402
     RetrievalLoss,
     ranked_against,
@@ -51,29 +51,29 @@ def test_mask_is_the_loss_of_the_kept_entries(loss, method, ties):
     scores, labels, mask = masked_queries(1, ties=ties)
     expected, expected_grad = compacted(scores, labels, mask, loss, method)
     x = scores.clone().requires_grad_(True)
-    values = rank_hinge_loss(x, labels, loss, method, "none", mask=mask)
+    values = rank_hinge_loss(x, labels, loss, method, "none", mask=mask, dim=-1)
     values.sum().backward()
     np.testing.assert_array_equal(values.detach().numpy(), expected)
     torch.testing.assert_close(x.grad, expected_grad, rtol=0, atol=0)
     assert not x.grad[mask].any() and not x.grad[:3].any() and expected[3:].all()
-    mean = rank_hinge_loss(scores, labels, loss, method, mask=mask)
+    mean = rank_hinge_loss(scores, labels, loss, method, mask=mask, dim=-1)
     assert mean.item() == pytest.approx(expected.sum() / (len(scores) - 3), rel=1e-12)
 
 
 def test_mask_on_one_query_and_all_false_mask():
     scores, labels, mask = masked_queries(2)
-    one = rank_hinge_loss(scores[4], labels[4], mask=mask[4], reduction="none")
+    one = rank_hinge_loss(scores[4], labels[4], mask=mask[4], reduction="none", dim=-1)
     assert one.shape == () and one.item() == pytest.approx(
-        rank_hinge_loss(scores[4][~mask[4]], labels[4][~mask[4]]).item(), rel=1e-15)
+        rank_hinge_loss(scores[4][~mask[4]], labels[4][~mask[4]], dim=-1).item(), rel=1e-15)
     none = torch.zeros_like(mask)
-    assert rank_hinge_loss(scores, labels, mask=none).item() == \
-        rank_hinge_loss(scores, labels).item()
+    assert rank_hinge_loss(scores, labels, mask=none, dim=-1).item() == \
+        rank_hinge_loss(scores, labels, dim=-1).item()
 
 
 def test_a_mask_that_hides_every_positive_gives_zero_and_counts_nothing():
     scores, labels, _ = masked_queries(3, q=4)
     x = scores.clone().requires_grad_(True)
-    value = rank_hinge_loss(x, labels, mask=labels.clone())
+    value = rank_hinge_loss(x, labels, mask=labels.clone(), dim=-1)
     value.backward()
     assert value.item() == 0.0 and not x.grad.any()
 
@@ -104,7 +104,7 @@ def loop_over_queries(emb, labels, loss, similarity):
         others = torch.arange(len(emb)) != q
         pos = labels[others] == labels[q]
         if pos.any() and not pos.all():
-            total = total + rank_hinge_loss(sims[q, others], pos, loss)
+            total = total + rank_hinge_loss(sims[q, others], pos, loss, dim=-1)
             counted += 1
     return total / max(counted, 1)
 
@@ -139,7 +139,7 @@ def test_reference_set_ranks_queries_against_it_without_a_mask():
     value = RetrievalLoss("ndcg", similarity="dot")(q, labels, r, ref_labels)
     value.backward()
     q2, r2 = emb.clone().requires_grad_(True), ref.clone().requires_grad_(True)
-    expected = rank_hinge_loss(q2 @ r2.T, labels[:, None] == ref_labels[None, :], "ndcg")
+    expected = rank_hinge_loss(q2 @ r2.T, labels[:, None] == ref_labels[None, :], "ndcg", dim=-1)
     expected.backward()
     assert value.item() == expected.item()
     # the gradients as products with the coefficient matrix, scaled per query after the

@@ -52,10 +52,10 @@ def _phase_loss(phase):
     loss, inference = METHODS[phase]
 
     def rank_loss(scores, y):
-        onehot = torch.nn.functional.one_hot(y, scores.shape[1]).T.contiguous()
+        onehot = torch.nn.functional.one_hot(y, scores.shape[1])
         start = clock(scores.device.type)
-        value = rank_hinge_loss(scores.T, onehot, loss=loss, method=inference,
-                                reduction="mean")
+        # (batch, classes): one ranking of the batch per class
+        value = rank_hinge_loss(scores, onehot, loss=loss, method=inference, reduction="mean")
         return value, clock(scores.device.type) - start
 
     return rank_loss, True
@@ -235,4 +235,4 @@ def warm_up_lai(methods):
     labels = torch.arange(40).remainder(4).eq(0).long().repeat(10, 1)
     for name in methods:
         loss, inference = METHODS[name]
-        rank_hinge_loss(scores, labels, loss=loss, method=inference, reduction="mean")
+        rank_hinge_loss(scores, labels, loss=loss, method=inference, reduction="mean", dim=-1)

@@ -47,7 +47,8 @@ def _rank_hinge(loss):
     def build(cfg, data):
         from qs.torch import rank_hinge_loss
 
-        return (lambda s, y, i: rank_hinge_loss(s, y, loss=loss)), []
+        # scores (classes, batch): one query per row, as the surrogates take them
+        return (lambda s, y, i: rank_hinge_loss(s, y, loss=loss, dim=-1)), []
 
     return build
 
@@ -152,7 +153,7 @@ def _direct_ap(cfg, data):
 
     opts = cfg["options"]
     return (lambda e, y, i: direct_loss(*_pairs(e, y), "ap", eps=opts["dlm_eps"],
-                                        update=opts["dlm_update"])), []
+                                        update=opts["dlm_update"], dim=-1)), []
 
 
 def _pml_smooth_ap(cfg, data):

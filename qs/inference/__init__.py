@@ -69,6 +69,11 @@ class LAIResult:
         reference score (the coefficients sum to 0): exact to rounding at any common offset.
     ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``,
         summed the same way.
+    hinge : the structured hinge ``objective - ground_truth_F = loss + F(R) - F(R*)``,
+        summed on its own: one compensated sum over the pairs the ranking puts out of order
+        (`qs.inference._hinge`), so that a sample in its ground-truth place takes no
+        part however large its score; the difference of ``objective`` and
+        ``ground_truth_F`` loses every digit once the scores spread far beyond the hinge.
     """
 
     neg_rank: np.ndarray | None
@@ -76,6 +81,7 @@ class LAIResult:
     loss: float
     objective: float
     ground_truth_F: float
+    hinge: float
 
 
 def resolve(loss, method):
@@ -177,26 +183,28 @@ def lai(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str | QSLoss = "ap",
         neg_rank, coef = output_arrays(out, n_neg, scores.size, method == "zero_one",
                                        (scores, is_pos, *given))
     if method == "zero_one":
-        err, where, loss_value, dot, truth = zero_one_lai(scores, is_pos, coef)
+        err, where, loss_value, term, truth = zero_one_lai(scores, is_pos, coef)
         raise_for(err, where, scores)
-        return _result(None, coef, loss_value, dot, truth, scores)
-    err, where, sum_pos, sum_neg, n_above, f = _RANKING[method](
+        return _result(None, coef, loss_value, term, truth, scores)
+    err, where, sum_pos, sum_neg, n_above, term = _RANKING[method](
         loss_obj, scores, is_pos, n_pos, neg_rank, coef, workspace
     )
     raise_for(err, where, scores)
     loss_value = loss_obj.value(n_above)
-    return _result(neg_rank, coef, loss_value, f, sum_pos / n_pos - sum_neg / n_neg, scores)
+    return _result(neg_rank, coef, loss_value, term, sum_pos / n_pos - sum_neg / n_neg, scores)
 
 
-def _result(neg_rank, coef, loss_value, f, truth, scores):
-    """The LAIResult, once its F terms are known to be finite: finite scores whose
-    differences overflow float64 would make them inf or NaN."""
-    if not (math.isfinite(f) and math.isfinite(truth)):
+def _result(neg_rank, coef, loss_value, term, truth, scores):
+    """The LAIResult from the loss, the hinge's score term ``F(R) - F(R*)`` and ``F(R*)``,
+    once those are known to be finite: finite scores whose differences overflow float64
+    would make them inf or NaN."""
+    if not (math.isfinite(term) and math.isfinite(truth)):
         raise ValueError(
             f"the score term F overflows float64: the scores range from {scores.min()!r} to "
             f"{scores.max()!r}, too far apart to subtract. Rescale the scores."
         )
-    return LAIResult(neg_rank, coef, loss_value, loss_value + f, truth)
+    hinge = loss_value + term
+    return LAIResult(neg_rank, coef, loss_value, hinge + truth, truth, hinge)
 
 # lai_queries runs the per-query kernels of qs.inference.batch, which imports lai from here
 from qs.inference.queries import QueriesResult, lai_queries  # noqa: E402

@@ -28,7 +28,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import jit
+from qs._numba import jit, jit_inline
 from qs.inference._batch_small import (
     BUCKETS_PER_NEGATIVE,
     SMALL_ROW_MAX,
@@ -272,8 +272,8 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
         compact = True
         solved = _solved_in(coef[q], coef64)
         if zero_one:
-            err, where, value, dot, truth = zero_one_lai(s, y, solved)
-            out[q, 0], out[q, 1], out[q, 2] = value, value + dot, truth
+            err, where, value, term, truth = zero_one_lai(s, y, solved)
+            _write_out(out[q], value, term, truth)
         elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
             err, where = OK, _not_finite_at(s)
             if where < 0:
@@ -301,6 +301,14 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
     return -1, -1
 
 
+@jit_inline
+def _write_out(out, value, term, truth):
+    """``out`` (loss, objective, ground-truth F, hinge) from the loss ``value``, the hinge's
+    score term ``F(R_bar) - F(R*)`` and ``F(R*)``."""
+    hinge = value + term
+    out[0], out[1], out[2], out[3] = value, hinge + truth, truth, hinge
+
+
 @jit
 def _bucket_row(inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, shift_pos,
                 shift_neg, buckets, out):
@@ -314,7 +322,7 @@ def _bucket_row(inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, sh
     if err != OK:
         return err, where
     value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    out[0], out[1], out[2] = value, value + f, sum_pos / p - sum_neg / m
+    _write_out(out, value, f, sum_pos / p - sum_neg / m)
     return OK, -1
 
 
@@ -368,5 +376,5 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, in
     if err != OK:
         return err, where
     value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    out[0], out[1], out[2] = value, value + f, sum_pos / p - sum_neg / m
+    _write_out(out, value, f, sum_pos / p - sum_neg / m)
     return OK, -1

@@ -19,6 +19,7 @@ positives (`params_into`) and NDCG's ``C(P)`` (`ideal_of`).
 import numpy as np
 
 from qs._numba import jit
+from qs.inference._hinge import add, score_term
 from qs.inference._input import reference
 from qs.inference._ranks import opt_ranks_swept
 from qs.inference._sorting import INSERTION_MAX, sort_positives
@@ -173,16 +174,17 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
         rank[k] = r
         coef[k] = (p + 2 - 2 * r) * inv
         count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
-    dot = 0.0
+    total, comp = 0.0, 0.0  # the hinge's score term (qs.inference._hinge)
     for t in range(m):  # the negatives as gathered: in input order
-        dot += (p + 2 - 2 * rank[idx[t]]) * inv * (v[t] - ref)
+        total, comp = add(total, comp, (p + 1 - rank[idx[t]]) * inv * (v[t] - ref))
     n_above = bucket[:p]  # the negatives' buckets are read: the row is free
     above = 0
     for k in range(p):
         above = max(above, count[k + 1])
         n_above[k] = above
-        c = (m - 2.0 * above) * inv
-        coef[pos_order[k]] = c
-        dot += c * (pos_sorted[k] - ref)
+        coef[pos_order[k]] = (m - 2.0 * above) * inv
+        total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
     value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    out[0], out[1], out[2] = value, value + dot, sum_pos / p - sum_neg / m
+    truth = sum_pos / p - sum_neg / m
+    hinge = value + score_term(total, comp)
+    out[0], out[1], out[2], out[3] = value, hinge + truth, truth, hinge

@@ -6,6 +6,7 @@ input, so that the method can run them on threads."""
 import numpy as np
 
 from qs._numba import ONE, jit
+from qs.inference._hinge import add
 from qs.inference._input import NOT_FINITE, OK
 from qs.inference._output import canonical_ties
 from qs.inference._ranks import new_stack, opt_ranks_sorted, opt_ranks_unsorted
@@ -90,17 +91,18 @@ def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
 
 
 @jit
-def settled_sums(rank_or_slot, coef_of_rank, sums):
-    """(sum of the negatives' ``s - ref``, sum of coefficient times ``s - ref`` over the
-    negatives of the settled buckets), from the buckets' sums."""
-    first_slot = coef_of_rank.size
+def settled_sums(rank_or_slot, weight_of_rank, sums):
+    """(sum of the negatives' ``s - ref``, then the compensated sum of
+    ``(w / (P N)) (s - ref)`` over the negatives of the settled buckets as total and
+    compensation; ``weight_of_rank``: `rank_weights`), from the buckets' sums."""
+    first_slot = weight_of_rank.size
     total = 0.0
-    dot = 0.0
+    hinge, comp = 0.0, 0.0
     for b in range(sums.size):
         r = rank_or_slot[b]
         total += sums[b]
-        dot += coef_of_rank[r] * sums[b] if r < first_slot else 0.0
-    return total, dot
+        hinge, comp = add(hinge, comp, weight_of_rank[r] * sums[b] if r < first_slot else 0.0)
+    return total, hinge, comp
 
 
 @jit
@@ -195,7 +197,7 @@ def rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
 
 
 @jit
-def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, coef_of_rank, out_of_rank, scores,
+def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, weight_of_rank, out_of_rank, scores,
                   c2, ref, slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank,
                   coef):
     """Pass over the negatives ``lo:hi`` (the first of them at place ``q``; ``buckets``:
@@ -206,10 +208,11 @@ def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, coef_of_rank, out_of_
     or at none get theirs too; ``moved[i]`` counts those that took it. The others are
     gathered (score, input index, place) at ``fill[i]`` onwards, in input order within a
     bucket. ``coef`` gets ``out_of_rank[r]`` (the coefficient of rank ``r``, shifted, in
-    ``coef``'s dtype). Returns the sum of coefficient (``coef_of_rank``) times ``s - ref``
-    over the negatives of straddling buckets given a rank."""
-    first_slot = np.uintp(coef_of_rank.size)  # P + 2: ranks are 1 .. P + 1
-    dot = 0.0
+    ``coef``'s dtype). Returns the compensated sum (total, compensation) of
+    ``(w / (P N)) (s - ref)`` (``weight_of_rank``: `rank_weights`) over the negatives
+    of straddling buckets given a rank."""
+    first_slot = np.uintp(weight_of_rank.size)  # P + 2: ranks are 1 .. P + 1
+    total, comp = 0.0, 0.0
     q = np.uintp(q)
     for k in range(np.uintp(lo), np.uintp(hi)):
         if is_pos[k]:
@@ -231,11 +234,11 @@ def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, coef_of_rank, out_of_
                 continue
             r = np.uintp(slot_rank[i] + move)
             moved[i] += move
-            dot += coef_of_rank[r] * (s - ref)
+            total, comp = add(total, comp, weight_of_rank[r] * (s - ref))
         neg_rank[q] = r
         coef[k] = out_of_rank[r]
         q += ONE
-    return dot
+    return total, comp
 
 
 @jit
@@ -257,16 +260,18 @@ def compact(starts, fill_from, fill_to, g_score, g_index, g_place):
 
 @jit
 def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts, n_live,
-                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, coef_of_rank, out_of_rank,
-                    neg_rank, coef):
+                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, weight_of_rank,
+                    out_of_rank, neg_rank, coef):
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
     interval and on the places of its gathered negatives (the first ``n_live[i]`` from
     ``starts[i]``): after those of the members that stayed at the top rank (neither gathered
     nor among the ``moved[i]`` that took the step), which score above them. ``g_score`` is
     partitioned in place and ``idx`` (gather positions, in input order within a bucket)
     moves along and breaks ties. Then the gathered negatives' ranks and coefficients
-    (``out_of_rank``, as `settle_chunk` writes them). Returns (sum of coefficient times (score - spos[0]) over them, negatives per rank, those
-    settled in the pass from straddling buckets included)."""
+    (``out_of_rank``, as `settle_chunk` writes them). Returns (the compensated sum of
+    ``(w / (P N)) (score - spos[0])`` over them as total and compensation, ``weight_of_rank``:
+    `rank_weights`; negatives per rank, those settled in the pass from straddling
+    buckets included)."""
     c2 = 2.0 / (n_pos * n_neg)
     stack = new_stack()
     lo_all, hi_all = starts[i_lo], starts[i_hi]
@@ -274,7 +279,7 @@ def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, 
     rk = np.empty(hi_all - lo_all, dtype=np.int64)
     v = g_score[lo_all:hi_all]
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
-    dot = 0.0
+    total, comp = 0.0, 0.0
     for i in range(i_lo, i_hi):
         t = straddling[i]
         stayed = starts[i + 1] - starts[i] - n_live[i] - moved[i]
@@ -292,9 +297,9 @@ def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, 
             r = rk[p]
             neg_rank[g_place[g]] = r
             coef[g_index[g]] = out_of_rank[r]
-            dot += coef_of_rank[r] * (v[p] - spos[0])
+            total, comp = add(total, comp, weight_of_rank[r] * (v[p] - spos[0]))
             rank_count[r] += 1
-    return dot, rank_count
+    return total, comp, rank_count
 
 
 @jit
@@ -308,6 +313,13 @@ def gathered_arrays(n_gather):
 @jit
 def rank_coefficients(n_pos, n_neg):
     return (n_pos + 2 - 2 * np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
+
+
+@jit
+def rank_weights(n_pos, n_neg):
+    """The weight ``(P + 1 - r) / (P N)`` of a negative of rank ``r`` (0 .. P + 1) in the
+    hinge's score term (`qs.inference._hinge`): the positives below it."""
+    return (n_pos + 1 - np.arange(n_pos + 2)) * (1.0 / (n_pos * n_neg))
 
 
 @jit

@@ -13,6 +13,7 @@ straddle a rank change.
 import numpy as np
 
 from qs._numba import ONE, jit, jit_inline
+from qs.inference._hinge import add, score_term
 from qs.inference._input import KEY_LOW, OK
 from qs.inference._sorting import bucket_of, sort_pairs
 
@@ -204,12 +205,14 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
     """Ranks of the negatives from a working array (scores ``v``, keys ``key`` as
     :func:`scan_gather` writes them, ranks ``rk``), written straight to their places, and the
     negatives per rank into ``rank_count`` (P + 2 elements, zeroed here); then, in input order,
-    their coefficients and the sum of coef * (score - ref) over them, in input order as every
-    method sums it (so that their objectives agree to the last bit, and the solvers' iterates
-    with them). Only the int32 ranks are scattered: scattering the float64 coefficients too
-    took twice the time from 10^6 negatives on, where the writes miss the cache. The pass in
-    input order has no branch on the labels, which mispredicted at each positive: it writes
-    a coefficient at every sample, the positives' overwritten by :func:`finish`.
+    their coefficients and the compensated sum of ``(w / (P N)) (score - ref)`` over them
+    (`qs.inference._hinge`: ``w = P + 1 - rank``), in input order as every method sums
+    it (so that their hinges agree to the last bit, and the solvers' iterates with them).
+    Returns (total, compensation). Only the int32 ranks are scattered: scattering the
+    float64 coefficients too took twice the time from 10^6 negatives on, where the writes
+    miss the cache. The pass in input order has no branch on the labels, which
+    mispredicted at each positive: it writes a coefficient at every sample, the positives'
+    overwritten by `finish`.
     """
     n_neg = v.size
     for r in range(rank_count.size):
@@ -219,59 +222,61 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
         neg_rank[np.uintp(key[p] & KEY_LOW)] = r
         rank_count[np.uintp(r)] += 1
     inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
+    total = 0.0
+    comp = 0.0
     q = np.uintp(0)
     last = np.uintp(n_neg - 1)
     for k in range(np.uintp(scores.size)):
         pos = is_pos[k] != 0
-        c = (n_pos + 2 - 2 * neg_rank[min(q, last)]) * inv
-        coef[k] = c
-        dot += 0.0 if pos else c * (scores[k] - ref)
+        r = neg_rank[min(q, last)]
+        coef[k] = (n_pos + 2 - 2 * r) * inv
+        total, comp = add(total, comp, 0.0 if pos else (n_pos + 1 - r) * inv * (scores[k] - ref))
         q += ONE - np.uintp(pos)
-    return dot
+    return total, comp
 
 
 @jit
-def finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref,
-           shift=0.0):
+def finish(rank_count, neg_total, neg_comp, pos_sorted, pos_index, n_neg, coef, sum_pos,
+           sum_neg, ref, shift=0.0):
     """Coefficients of the positives from the negatives per rank; the result tuple
-    (OK, -1, sum_pos, sum_neg, negatives above each positive, F). ``dot_neg``: the sum of
-    coef * (score - ref) over the negatives. ``coef`` gets the coefficients less ``shift``
-    (a gradient's ``coef(R*)``), F is summed from them as they are."""
+    (OK, -1, sum_pos, sum_neg, negatives above each positive, ``F(R_bar) - F(R*)``).
+    ``neg_total + neg_comp``: the compensated sum of ``(w / (P N)) (score - ref)`` over the
+    negatives (`qs.inference._hinge`), which the positives' terms join.
+    ``coef`` gets the coefficients less ``shift`` (a gradient's ``coef(R*)``)."""
     n_pos = pos_sorted.size
     n_above = np.empty(n_pos, dtype=np.int64)
     inv = 1.0 / (n_pos * n_neg)
-    dot = dot_neg
+    total, comp = neg_total, neg_comp
     above = rank_count[0]
     for k in range(n_pos):
         above += rank_count[k + 1]
         n_above[k] = above
-        c = (n_neg - 2.0 * above) * inv
-        coef[pos_index[k]] = c - shift
-        dot += c * (pos_sorted[k] - ref)
-    return OK, -1, sum_pos, sum_neg, n_above, dot
+        coef[pos_index[k]] = (n_neg - 2.0 * above) * inv - shift
+        total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
+    return OK, -1, sum_pos, sum_neg, n_above, score_term(total, comp)
 
 
 @jit_inline
 def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count):
     """Fill the negatives' ``coef`` from their ranks (in input order), counting them per rank
-    into ``rank_count`` (P + 2 elements, zeroed here); return the sum of coef * (score - ref)
-    over the negatives."""
+    into ``rank_count`` (P + 2 elements, zeroed here); return the compensated sum of
+    ``(w / (P N)) (score - ref)`` over the negatives (`qs.inference._hinge`) as (total,
+    compensation)."""
     for r in range(rank_count.size):
         rank_count[r] = 0
     inv = 1.0 / (n_pos * n_neg)
-    dot = 0.0
+    total = 0.0
+    comp = 0.0
     q = np.uintp(0)
     for k in range(scores.size):
         if is_pos[k]:
             continue
         r = neg_rank[q]
-        c = (n_pos + 2 - 2 * r) * inv
-        coef[k] = c
-        dot += c * (scores[k] - ref)
+        coef[k] = (n_pos + 2 - 2 * r) * inv
+        total, comp = add(total, comp, (n_pos + 1 - r) * inv * (scores[k] - ref))
         rank_count[np.uintp(r)] += 1
         q += ONE
-    return dot
+    return total, comp
 
 
 @jit
@@ -291,5 +296,7 @@ def finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, 
     assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
                     ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
     rank_count = np.empty(n_pos + 2, dtype=np.int64)
-    dot = negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
+    total, comp = negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref,
+                                        rank_count)
+    return finish(rank_count, total, comp, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)

@@ -165,8 +165,9 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
             unsplit(v, key, above)  # bucket_sort's stable sort needs ties in input order
         bucket_sort_ranks(inc, params, v, key, rk, n_pos, c2, spos, count, v_sorted, key_sorted)
         v, key = v_sorted, key_sorted
-    dot = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
-    return finish(rank_count, dot, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
+    total, comp = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
+    return finish(rank_count, total, comp, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):

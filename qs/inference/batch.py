@@ -73,6 +73,9 @@ class BatchResult(NamedTuple):
         the scores.
     loss, objective, ground_truth_F : float64 (Q,), as in ``LAIResult``.
     valid : bool (Q,): the query has a positive and a negative (others are skipped, zeros).
+    hinge : float64 (Q,): the structured hinge ``objective - ground_truth_F`` per query (0
+        if skipped), summed as ``LAIResult.hinge`` is: exact to rounding at any spread of
+        the scores.
     """
 
     rank: np.ndarray | None
@@ -81,11 +84,7 @@ class BatchResult(NamedTuple):
     objective: np.ndarray
     ground_truth_F: np.ndarray
     valid: np.ndarray
-
-    @property
-    def hinge(self):
-        """The structured hinge ``objective - ground_truth_F`` per query (0 if skipped)."""
-        return self.objective - self.ground_truth_F
+    hinge: np.ndarray
 
 
 def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
@@ -160,7 +159,7 @@ def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
     q, n = scores.shape[0], lead_scores.shape[1] + scores.shape[1]
     rank = np.empty((q, n if ranks else 0), dtype=np.int32)
     coef = np.empty((q, n), dtype=coef_dtype)
-    out = np.empty((q, 3))  # loss, objective, ground-truth F
+    out = np.empty((q, 4))  # loss, objective, ground-truth F, hinge
     valid = np.empty(q, dtype=np.bool_)
     rows_of = (lead_scores, scores)
     if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
@@ -185,7 +184,8 @@ def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
             blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
             where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
         _check_finite(rows_of, where)
-    return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid)
+    return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid,
+                       out[:, 3])
 
 
 def _as_lead(lead, scores):
@@ -296,7 +296,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
         _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q],
                     coef[q])
-        out[q] = res.loss, res.objective, res.ground_truth_F
+        out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge
 
 
 def _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid):
@@ -315,4 +315,4 @@ def _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid):
         coef[q] = res.coef
         if gradient:
             coef[q] -= np.where(pos, 1.0 / n_pos[q], -1.0 / (n - n_pos[q]))
-        out[q] = res.loss, res.objective, res.ground_truth_F
+        out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge

@@ -9,6 +9,7 @@ ranks only where the optimum is unique.
 """
 
 import itertools
+import math
 
 import numpy as np
 
@@ -52,5 +53,7 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     neg_rank[:] = best
     coef[is_pos == 0] = (n_pos + 2 - 2 * best) * (1.0 / (n_pos * n_neg))
     rank_count = np.bincount(best, minlength=n_pos + 2)
-    dot_neg = float(coef[is_pos == 0] @ (neg - ref))
-    return finish(rank_count, dot_neg, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
+    # the negatives' part of the hinge's compensated sum (qs.inference._hinge), in full
+    neg_total = math.fsum((n_pos + 1 - best) * (1.0 / (n_pos * n_neg)) * (neg - ref))
+    return finish(rank_count, neg_total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos,
+                  sum_neg, ref)

@@ -32,6 +32,7 @@ pieces that run on threads for large inputs. The pieces depend on the input size
 on the number of threads, so the result does too.
 """
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,8 +41,9 @@ import numpy as np
 
 from qs._numba import bind, jit
 from qs.inference._bucket_passes import (
-    chunk_fill, compact, gathered_arrays, rank_coefficients, rank_corners, sample_range,
-    scan_chunk, scan_histogram, settle_chunk, settled_sums, solve_gathered)
+    chunk_fill, compact, gathered_arrays, rank_coefficients, rank_corners, rank_weights,
+    sample_range, scan_chunk, scan_histogram, settle_chunk, settled_sums, solve_gathered)
+from qs.inference._hinge import add
 from qs.inference._input import OK, failed, reference
 from qs.inference._output import finish
 from qs.inference._ranks import positive_steps
@@ -72,21 +74,23 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift
     c2, spos = positive_steps(pos_sorted, n_neg, ref)
     order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
         rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
-    coef_of_rank = rank_coefficients(n_pos, n_neg)
-    out_of_rank = coef_of_rank - shift_neg
-    sum_neg, dot = settled_sums(rank_or_slot, coef_of_rank, sums)
+    out_of_rank = rank_coefficients(n_pos, n_neg) - shift_neg
+    weight_of_rank = rank_weights(n_pos, n_neg)
+    sum_neg, total, comp = settled_sums(rank_or_slot, weight_of_rank, sums)
     g_score, g_index, g_place = gathered_arrays(starts[-1])
     fill_from = starts[:-1].copy().reshape((1, straddling.size))
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
-    dot += settle_chunk(is_pos, 0, scores.size, 0, buckets, rank_or_slot, coef_of_rank,
-                         out_of_rank, scores, c2, ref, top_r[straddling], steps, moved, fill[0],
-                         g_score, g_index, g_place, neg_rank, coef)
+    t, c = settle_chunk(is_pos, 0, scores.size, 0, buckets, rank_or_slot, weight_of_rank,
+                        out_of_rank, scores, c2, ref, top_r[straddling], steps, moved, fill[0],
+                        g_score, g_index, g_place, neg_rank, coef)
+    total, comp = add(total, comp + c, t)
     n_live = compact(starts, fill_from, fill, g_score, g_index, g_place)
-    dot_g, count_g = solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
-                                     straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                     n_pos, spos, n_neg, coef_of_rank, out_of_rank, neg_rank, coef)
-    return finish(rank_count + count_g, dot + dot_g, pos_sorted, pos_index, n_neg, coef,
+    t, c, count_g = solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
+                                   straddling, starts, n_live, moved, g_score, g_index, g_place,
+                                   n_pos, spos, n_neg, weight_of_rank, out_of_rank, neg_rank, coef)
+    total, comp = add(total, comp + c, t)
+    return finish(rank_count + count_g, total, comp, pos_sorted, pos_index, n_neg, coef,
                   sum_pos, sum_neg, ref, shift_pos)
 
 
@@ -144,14 +148,15 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
         rank_corners, loss.kernel
     )(params, total, low, scale, ends, n_pos, spos, n_neg)
     coef_of_rank = rank_coefficients(n_pos, n_neg)
-    sum_neg, dot = settled_sums(rank_or_slot, coef_of_rank, sums.sum(axis=0))
+    weight_of_rank = rank_weights(n_pos, n_neg)
+    sum_neg, total, comp = settled_sums(rank_or_slot, weight_of_rank, sums.sum(axis=0))
     g_score, g_index, g_place = gathered_arrays(starts[-1])
     fill_from = chunk_fill(count, order, straddling, starts)
     fill = fill_from.copy()
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
     dots = _map(lambda c: settle_chunk(is_pos, bounds[c], bounds[c + 1], bounds[c] - pos_at[c],
-                                        buckets, rank_or_slot, coef_of_rank, coef_of_rank, scores,
+                                        buckets, rank_or_slot, weight_of_rank, coef_of_rank, scores,
                                         c2, ref, slot_rank, steps, moved[c], fill[c], g_score,
                                         g_index, g_place, neg_rank, coef),
                 range(n_chunks))
@@ -164,11 +169,14 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     solve = bind(solve_gathered, loss.kernel)
     solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], first, top_r, bottom_r,
                                   straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                  n_pos, spos, n_neg, coef_of_rank, coef_of_rank, neg_rank, coef),
+                                  n_pos, spos, n_neg, weight_of_rank, coef_of_rank, neg_rank, coef),
                   range(n_chunks))
-    dot += sum(dots) + sum(d for d, _ in solved)
-    rank_count = rank_count + sum(r for _, r in solved)
-    return finish(rank_count, dot, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
+    # the chunks' compensated sums joined in full (qs.inference._hinge)
+    total = math.fsum([total, comp, *(x for d in dots for x in d),
+                       *(x for d in solved for x in d[:2])])
+    rank_count = rank_count + sum(d[2] for d in solved)
+    return finish(rank_count, total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
+                  ref)
 
 
 @jit

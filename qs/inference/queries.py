@@ -67,6 +67,8 @@ class QueriesResult(NamedTuple):
         skipped queries.
     valid : bool (n_queries,): the query has a relevant and a non-relevant document (the
         others are skipped).
+    hinge : float64 (n_queries,): the structured hinge ``objective - ground_truth_F`` per
+        query (0 if skipped), summed as ``LAIResult.hinge`` is.
     """
 
     coef: np.ndarray
@@ -75,11 +77,7 @@ class QueriesResult(NamedTuple):
     objective: np.ndarray
     ground_truth_F: np.ndarray
     valid: np.ndarray
-
-    @property
-    def hinge(self) -> np.ndarray:
-        """The structured hinge ``objective - ground_truth_F`` per query (0 if skipped)."""
-        return self.objective - self.ground_truth_F
+    hinge: np.ndarray
 
 
 def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.ArrayLike, *,
@@ -149,7 +147,7 @@ def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Array
     n_queries = offsets.size - 1
     rank = np.empty(scores.size if ranks else 0, dtype=np.int32)
     coef = np.empty(scores.size, dtype=coef_dtype)
-    out = np.empty((n_queries, 3))  # loss, objective, ground-truth F
+    out = np.empty((n_queries, 4))  # loss, objective, ground-truth F, hinge
     valid = np.empty(n_queries, dtype=np.bool_)
     if code is None:  # the exhaustive oracle: query by query, for tests on tiny inputs
         _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid)
@@ -176,7 +174,8 @@ def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Array
             raise ValueError(f"scores must be finite; got {float(scores[offsets[qq] + kk])!r} "
                              f"at index {offsets[qq] + kk} (query {qq}, document {kk}). "
                              "Remove or impute NaN/inf scores before inference.")
-    return QueriesResult(coef, rank if ranks else None, out[:, 0], out[:, 1], out[:, 2], valid)
+    return QueriesResult(coef, rank if ranks else None, out[:, 0], out[:, 1], out[:, 2], valid,
+                         out[:, 3])
 
 
 def _as_scores(scores: npt.ArrayLike) -> np.ndarray:
@@ -256,7 +255,7 @@ def _queries(method, inc, scores, is_pos, offsets, table, ideal, gradient, rank,
 def _query(method, inc, given, y, table, ideal, gradient, rank, coef, out, valid, row, coef64,
            neg_rank, params, floats, ints, buckets, work, iwork, count):
     """One query (scores ``given``, labels ``y``) into its ``coef``, ``rank`` (empty: none
-    written), ``out`` (loss, objective, F) and ``valid[0]``, routed as
+    written), ``out`` (loss, objective, F, hinge) and ``valid[0]``, routed as
     :func:`qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
     long as the query (``params`` one more; ``work``, ``iwork`` and ``count`` for the
     small-query route). Returns the place of the first non-finite score, -1 if none."""
@@ -324,4 +323,4 @@ def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, val
         if gradient:
             c = c - np.where(pos, 1.0 / n_pos, -1.0 / (b - a - n_pos))
         coef[a:b] = c
-        out[q] = res.loss, res.objective, res.ground_truth_F
+        out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge

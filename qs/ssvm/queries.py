@@ -137,7 +137,7 @@ def block_frank_wolfe(prob, random_state=None):
     blocks = np.zeros((offsets.size - 1, d))  # each query's share of w
     block_loss = np.zeros(offsets.size - 1)  # and of the dual's loss term
     ell = np.zeros(1)
-    out = np.empty((offsets.size - 1, 3))
+    out = np.empty((offsets.size - 1, 4))  # as lai_queries writes it
     valid = np.empty(offsets.size - 1, dtype=np.bool_)
     scores, coef = np.empty(longest), np.empty(longest)
     for it in range(prob.max_iter):

@@ -18,10 +18,11 @@ times the true one. So one descent step of the optimizer is descent on the model
 thresholds and ascent, ``r`` times slower, on the multipliers. Defaults follow the released
 code: 20 anchors, dual rate factor 0.1, multipliers starting at 1, thresholds at 0.
 
-Scores are (n,) or (Q, n), one row per query (a class against the rest), as in
-`qs.torch.rank_hinge_loss`; labels the same shape (1/True positive, 0/-1/False
-negative). Losses are per-sample means (the Lagrangians divided by n), so mini-batches give
-unbiased estimates; the class prior ``|Y+| / n`` in the constant terms is the batch's own.
+Scores are (n,) or (Q, n), one row per query (a class against the rest), as
+`qs.torch.rank_hinge_loss` takes them with ``dim=-1``; labels the same shape (1/True
+positive, 0/-1/False negative). Losses are per-sample means (the Lagrangians divided by
+n), so mini-batches give unbiased estimates; the class prior ``|Y+| / n`` in the constant
+terms is the batch's own.
 The result is the mean over the queries. Needs the ``[torch]`` extra.
 """
 

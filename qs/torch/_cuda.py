@@ -23,8 +23,10 @@ two full per-row sorts; here the work is:
    back in input order; a positive's negatives above it found by a binary search over the
    non-decreasing ranks of its query's negatives.
 
-The spos and increment arithmetic is the kernels' (``ref`` = 0, as the torch method), so
-the ranks are theirs wherever the optimum is not a tie to rounding. Tested on the CPU with
+The spos and increment arithmetic is the kernels' with ``ref`` = 0 (the torch operations of
+:mod:`qs.torch._exact` measure the scores from the kernels' reference score), so the ranks
+are theirs wherever the optimum is not a tie to rounding and the scores share no common
+offset large beside their spread. Tested on the CPU with
 numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``); timed in ``qsrank bench torch-lai d``.
 """
 
@@ -35,6 +37,7 @@ import torch
 from numba import cuda
 
 from qs.losses import LOSSES
+from qs.torch._exact import compensated_sum
 
 #: threads per block (the divide and conquer's block per query, and the per-score kernels);
 #: the simulator runs a Python thread for each, so it gets fewer
@@ -173,9 +176,11 @@ def _sweep(s, spos, n_pos_of, c2_of, n, rk):
 
 @cuda.jit
 def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
-    """Gradient and rank of every score, in input order, and its part of the hinge:
-    ``grad * score``, plus for a positive its term of the loss (its negatives above found by
-    binary search over the non-decreasing ranks of the query's negatives)."""
+    """Gradient and rank of every score, in input order, and its part of the hinge: its term
+    of the score term, ``2 w / (P N) * score`` with the integer weight ``w`` of
+    :mod:`qs.inference._hinge` (0 for a score in its ground-truth place, however large),
+    plus for a positive its term of the loss (its negatives above found by binary search
+    over the non-decreasing ranks of the query's negatives)."""
     k = cuda.grid(1)
     q = k // n
     if q >= n_pos_of.size:
@@ -199,6 +204,7 @@ def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
                 b = m
         above = a - first
         g = (n_neg - 2.0 * above) * inv - 1.0 / n_pos
+        w = -above
         rank[out] = 0
         if loss == AP:
             term = above / (local + 1.0 + above) / n_pos
@@ -207,10 +213,11 @@ def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
     else:
         r = rk[k]
         g = (n_pos + 2 - 2 * r) * inv + 1.0 / n_neg
+        w = n_pos + 1 - r
         rank[out] = r
         term = 0.0
     grad[out] = g
-    part[k] = term + g * s[k]
+    part[k] = term + 2.0 * (w * inv) * s[k]
 
 
 def lai_cuda(scores, is_pos, loss):
@@ -251,7 +258,7 @@ def lai_cuda(scores, is_pos, loss):
     part = torch.empty(total, dtype=torch.float64, device=dev)
     launch(_finish, blocks, width, code, a(s), a(perm), a(rk), a(n_pos), n, a(disc),
            a(ideal), a(grad), a(rank), a(part))
-    hinge = part.view(q, n).sum(1) + (0.0 if code == AP else 1.0)
+    hinge = compensated_sum(part.view(q, n)) + (0.0 if code == AP else 1.0)
     return torch.where(valid, hinge, 0.0), grad.view(q, n), rank.view(q, n)
 
 

@@ -15,9 +15,12 @@ levels. A level evaluates about ``P + 2^l`` ranks per query, so the whole costs
 negatives.
 
 The objective of a rank is summed from the block's lowest rank by a segmented scan of the
-same increments ``spos[i] - c2 s + inc(j, i)`` that the numba kernels add, in float64, so the
-ranks are theirs wherever the optimum is not a tie to rounding; the objective and the
-coefficients then follow from the ranks as in the kernels.
+same increments ``spos[i] - c2 (s - ref) + inc(j, i)`` that the numba kernels add (scores
+measured from the kernels' reference score), in double-double arithmetic (a float64 pair
+whose sum carries twice the digits), so that one huge increment (a positive scoring 10^17)
+does not swallow the small ones after it: the ranks are the kernels' wherever the optimum
+is not a tie to rounding. The coefficients then follow from the ranks as in the kernels, and
+the hinge as one compensated sum over the pairs out of order (:mod:`qs.inference._hinge`).
 """
 
 import functools
@@ -83,15 +86,45 @@ def _probe(x):
 
 def _zero_one(scores, is_pos):
     """The binary hinge as :mod:`qs.inference.zero_one` computes it: the most violated
-    labelling flips the samples inside the margin."""
+    labelling flips the samples inside the margin, and the hinge is the mean of ``1 - y s``
+    over them (a sample outside the margin takes no part, however large its score)."""
     n = scores.shape[1]
     y = torch.where(is_pos, 1.0, -1.0).to(scores.dtype)
     flip = 1.0 - y * scores > 0.0
     h = 0.5 / n
     coef = torch.where(flip, -y * h, y * h)
-    objective = flip.sum(dim=1).to(scores.dtype) / n + (coef * scores).sum(dim=1)
-    hinge = objective - (y * h * scores).sum(dim=1)
+    flipped = torch.where(flip, -y * scores, 0.0)
+    hinge = (flip.sum(dim=1).to(scores.dtype) + compensated_sum(flipped)) / n
     return hinge, coef - y * h, torch.zeros_like(scores, dtype=torch.int64)
+
+
+def two_sum(a, b):
+    """Knuth's TwoSum: ``(a + b, its rounding error)``, elementwise."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def compensated_sum(x):
+    """Row sums of (Q, n) ``x``, pairwise with TwoSum (the rounding errors summed apart and
+    added once): about as exact as the float64 result can hold."""
+    hi, lo = x, torch.zeros_like(x)
+    while hi.shape[1] > 1:
+        if hi.shape[1] % 2:
+            hi = torch.nn.functional.pad(hi, (0, 1))
+            lo = torch.nn.functional.pad(lo, (0, 1))
+        s, e = two_sum(hi[:, 0::2], hi[:, 1::2])
+        hi, lo = s, lo[:, 0::2] + lo[:, 1::2] + e
+    return (hi + lo).sum(dim=1)
+
+
+def reference(scores):
+    """Per row, the score the kernels measure all others from
+    (:func:`qs.inference._input.reference`): the median (the upper one of an even count) of
+    a sample of the row at stride ``max(1, n // 31)``."""
+    step = max(1, scores.shape[1] // 31)
+    sample = torch.sort(scores[:, ::step], dim=1).values
+    return sample[:, sample.shape[1] // 2]
 
 
 def _ranking(scores, is_pos, loss, n_pos, n_neg):
@@ -105,7 +138,9 @@ def _ranking(scores, is_pos, loss, n_pos, n_neg):
     neg_sorted, neg_index = torch.sort(torch.where(is_pos, minus_inf, scores), dim=1,
                                        descending=True, stable=True)
     c2 = 2.0 / (n_pos * n_neg).to(f64)
-    spos = c2[:, None] * pos_sorted  # spos[:, i-1] = c2 s+_i (-inf past the positives)
+    ref = reference(scores)
+    # spos[:, i-1] = c2 (s+_i - ref) (-inf past the positives)
+    spos = c2[:, None] * (pos_sorted - ref[:, None])
     p_f = n_pos.to(f64)
     if loss == "ndcg":
         discount = 1.0 / torch.log2(1.0 + torch.arange(1, n + 2, dtype=f64, device=dev))
@@ -127,37 +162,46 @@ def _ranking(scores, is_pos, loss, n_pos, n_neg):
         i = lo[block] + offset  # a rank tried; its increment comes from rank i - 1
         bq, bj = qq[block], j[block].to(f64)
         t = (i - 1).clamp(min=1)
-        s = neg_sorted[bq, j[block] - 1]
+        s = neg_sorted[bq, j[block] - 1] - ref[bq]
         if loss == "ap":
             inc = -t.to(f64) / ((bj + t - 1.0) * (bj + t) * p_f[bq])
         else:
             u = t + j[block]  # (D(t+j) - D(t+j-1)) / C
             inc = (discount[u - 1] - discount[u - 2]) / ideal[bq]
         step = spos[bq, t - 1] - c2[bq] * s + inc
-        gain = _segmented_cumsum(torch.where(offset > 0, step, 0.0), offset, int(size.max()))
+        gain, low = _segmented_cumsum(torch.where(offset > 0, step, 0.0), offset,
+                                      int(size.max()))
+        # the largest rank of the largest gain, compared as (high part, low part)
         best = torch.full_like(lo, -math.inf, dtype=f64).scatter_reduce(0, block, gain, "amax")
-        top = torch.where(gain >= best[block], i, 0)
+        at_best = gain == best[block]
+        best_low = torch.full_like(lo, -math.inf, dtype=f64).scatter_reduce(
+            0, block, torch.where(at_best, low, -math.inf), "amax")
+        top = torch.where(at_best & (low >= best_low[block]), i, 0)
         rank[qq, j] = torch.zeros_like(lo).scatter_reduce(0, block, top, "amax")
     return _finish(scores, is_pos, loss, n_pos, n_neg, rank[:, 1 : n + 1], pos_sorted,
                    pos_index, neg_index, ideal if loss == "ndcg" else None,
-                   discount if loss == "ndcg" else None)
+                   discount if loss == "ndcg" else None, ref)
 
 
 def _segmented_cumsum(x, offset, longest):
     """Inclusive prefix sums of ``x`` within each segment (``offset``: place in the segment),
-    by doubling steps (Hillis-Steele): sums stay within their segment, so no rounding from
-    other segments' totals enters them."""
+    by doubling steps (Hillis-Steele), in double-double: (high, low) parts, ``high`` the
+    sum rounded to float64 and ``low`` what it left out. Sums stay within their segment, so
+    no rounding from other segments' totals enters them."""
+    hi, lo = x, torch.zeros_like(x)
     d = 1
     while d < longest:
-        shifted = torch.zeros_like(x)
-        shifted[d:] = x[:-d]
-        x = x + torch.where(offset >= d, shifted, 0.0)
+        take = offset >= d
+        shifted_hi, shifted_lo = torch.zeros_like(hi), torch.zeros_like(lo)
+        shifted_hi[d:], shifted_lo[d:] = hi[:-d], lo[:-d]
+        s, e = two_sum(hi, torch.where(take, shifted_hi, 0.0))
+        hi, lo = two_sum(s, e + lo + torch.where(take, shifted_lo, 0.0))
         d *= 2
-    return x
+    return hi, lo
 
 
 def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index, neg_index,
-            ideal, discount):
+            ideal, discount, ref):
     """Coefficients, loss and hinge from the ranks of the sorted negatives (as
     :func:`qs.inference._output.finish` and :func:`~qs.inference._output.negative_coefficients`)."""
     q, n = scores.shape
@@ -181,7 +225,10 @@ def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index,
         gained = discount[(place[None, :] + n_above.to(torch.int64) - 1).clamp(max=n)]
         value = 1.0 - torch.where(is_pos_place, gained, 0.0).sum(1) / ideal
     truth_coef = torch.where(is_pos, 1.0 / n_pos[:, None].to(f64), -1.0 / n_neg[:, None].to(f64))
-    objective = value + (coef * scores).sum(1)
-    truth = (torch.where(is_pos, scores, 0.0).sum(1) / n_pos
-             - torch.where(is_pos, 0.0, scores).sum(1) / n_neg)
-    return objective - truth, coef - truth_coef, rank
+    # the hinge's score term (qs.inference._hinge): weight P + 1 - rank at a negative, minus
+    # the negatives above at a positive, each over P N; zero for a sample in its place
+    w_pos = torch.zeros_like(scores).scatter(1, pos_index, torch.where(is_pos_place, -n_above,
+                                                                       0.0))
+    weight = torch.where(is_pos, w_pos, (n_pos[:, None] + 1 - rank).to(f64)) * inv[:, None]
+    term = compensated_sum(weight * (scores - ref[:, None]))
+    return value + 2.0 * term, coef - truth_coef, rank

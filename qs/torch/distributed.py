@@ -47,8 +47,9 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from qs.torch import _check, _solve, rank_hinge_loss, ranked_queries
-from qs.torch.retrieval import _check_options, check_embeddings, similarities
+from qs.torch.checks import check_embeddings, check_retrieval_options, check_score_input
+from qs.torch.losses import hinge_solve, rank_hinge_loss, ranked_queries, rows_of_queries
+from qs.torch.retrieval import similarities
 
 __all__ = ["distributed_rank_hinge_loss", "distributed_retrieval_loss"]
 
@@ -77,7 +78,7 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     names = ("embedding size", "dtype")
     try:
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
-        _check_options(loss, similarity, "mean")
+        check_retrieval_options(loss, similarity, "mean")
     except (TypeError, ValueError) as error:
         _exchange(group, None, names)
         raise error
@@ -98,24 +99,28 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     mask = torch.zeros_like(positive)
     own = torch.arange(b, device=mask.device)
     mask[own, start + own] = True
-    values = rank_hinge_loss(scores, positive, loss, method, "none", mask=mask)
+    values = rank_hinge_loss(scores, positive, loss, method, "none", dim=-1, mask=mask)
     counted = ranked_queries(positive, ~mask).sum()
     return _global_mean(values.sum(), counted, group)
 
 
-def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None):
-    """:func:`qs.torch.rank_hinge_loss` ("mean") of the global scores (Q, sum of the n_r),
-    this process's samples' columns concatenated in rank order, from its part (Q, n_r).
+def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None, *,
+                                dim=0):
+    """:func:`qs.torch.rank_hinge_loss` ("mean") of the global scores, every process's
+    samples concatenated in rank order along ``dim``, from this process's part.
 
-    scores : float tensor (Q, n_r), Q the same on every process. labels : the same shape.
+    scores : float tensor, 2-D: this process's samples along ``dim`` (0 by default, the
+        (n_r, Q) logits of its part of the batch; -1 for (Q, n_r)), Q queries the same on
+        every process. labels : the same shape.
     """
     _require_group()
     names = ("number of queries", "dtype")
     try:
-        pos = _check(scores, labels, loss, method, "mean")
+        pos = check_score_input(scores, labels, loss, method, "mean")
         if scores.ndim != 2:
-            raise ValueError(f"scores must be 2-D (queries, this process's samples); got "
-                             f"shape {tuple(scores.shape)}.")
+            raise ValueError(f"scores must be 2-D (this process's samples along dim, and the "
+                             f"queries); got shape {tuple(scores.shape)}.")
+        scores, pos, _ = rows_of_queries(dim, scores, pos)
     except (TypeError, ValueError) as error:
         _exchange(group, None, names)
         raise error
@@ -143,9 +148,9 @@ class _GlobalRankLoss(torch.autograd.Function):
                  for r, n in enumerate(sizes)]
         # process 0's columns lead each row (read from their own block, not joined here)
         rest = parts[1:] or [(x[:mine, :0], pos[:mine, :0])]
-        values, coef, counts = _solve(_side_by_side([p[0] for p in rest]),
-                                      _side_by_side([p[1] for p in rest]), loss=loss,
-                                      method=method, lead=parts[0])
+        values, coef, counts = hinge_solve(loss, method)(_side_by_side([p[0] for p in rest]),
+                                                         _side_by_side([p[1] for p in rest]),
+                                                         lead=parts[0])
         # to process s: each query's value, whether it counts and its gradient on s's
         # columns, in rows padded to the most queries a process solves, so that what comes
         # back is one (world, most, 2 + n_r) block whose rows interleave into query order

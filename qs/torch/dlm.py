@@ -36,7 +36,8 @@ import torch
 from qs._numba import jit
 from qs.inference.batch import lai_batch
 from qs.losses import LOSSES
-from qs.torch import _READ_AS_IS, _check, _check_mask, row_loss
+from qs.torch.checks import READ_AS_IS, check_mask, check_score_input
+from qs.torch.losses import row_loss, rows_of_queries
 
 __all__ = ["DirectLoss", "UPDATES", "direct_coefficients", "direct_loss"]
 
@@ -46,13 +47,15 @@ DP_MAX_CELLS = 1 << 28
 
 
 def direct_loss(scores, labels, loss="ap", *, eps, update="positive", method="auto",
-                reduction="mean", mask=None):
+                reduction="mean", dim=0, mask=None):
     """The task loss ``Delta(R*, R_w)`` per query, whose backward is the direct gradient.
 
     Parameters
     ----------
-    scores, labels, mask, reduction : as :func:`qs.torch.rank_hinge_loss` (a query without
-        both classes gives 0, zero gradient, and is left out of the mean).
+    scores, labels, mask, reduction, dim : as :func:`qs.torch.rank_hinge_loss` (a query
+        without both classes gives 0, zero gradient, and is left out of the mean; the items
+        are ranked along ``dim``, 0 by default: one query per column of (batch, classes)
+        scores).
     loss : "ap" or "ndcg".
     eps : float > 0: the step of the finite difference, on the scale of the scores.
     update : "positive" or "negative" (module docstring).
@@ -61,32 +64,36 @@ def direct_loss(scores, labels, loss="ap", *, eps, update="positive", method="au
         runs the programme. CUDA scores are solved on the CPU and the gradient sent back.
     """
     pos, keep = _check_direct(scores, labels, loss, eps, update, method, reduction, mask)
+    scores, pos, keep = rows_of_queries(dim, scores, pos, keep)
     solve = functools.partial(_solve, loss=loss, eps=float(eps), update=update, method=method)
     return row_loss(scores, pos, keep, solve, reduction)
 
 
 class DirectLoss(torch.nn.Module):
-    """:func:`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``."""
+    """:func:`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``, the
+    items ranked along ``dim`` (0 by default, as :class:`qs.torch.RankHingeLoss`)."""
 
-    def __init__(self, loss="ap", *, eps, update="positive", method="auto", reduction="mean"):
+    def __init__(self, loss="ap", *, eps, update="positive", method="auto", reduction="mean",
+                 dim=0):
         super().__init__()
         self.loss, self.eps, self.update = loss, eps, update
-        self.method, self.reduction = method, reduction
+        self.method, self.reduction, self.dim = method, reduction, dim
 
     def forward(self, scores, labels, mask=None):
         return direct_loss(scores, labels, self.loss, eps=self.eps, update=self.update,
-                           method=self.method, reduction=self.reduction, mask=mask)
+                           method=self.method, reduction=self.reduction, dim=self.dim,
+                           mask=mask)
 
     def extra_repr(self):
         return (f"loss={self.loss!r}, eps={self.eps!r}, update={self.update!r}, "
-                f"method={self.method!r}, reduction={self.reduction!r}")
+                f"method={self.method!r}, reduction={self.reduction!r}, dim={self.dim!r}")
 
 
 def _solve(scores, pos, loss, eps, update, method):
     """(Delta (Q,), direct gradient (Q, n), valid (Q,)) on the scores' device. float32 and
     float64 CPU scores are read in place (float16 and bfloat16 widen to float32, exactly),
     and the gradient is written in their dtype: each value is the float64 one rounded."""
-    x = scores.to("cpu", scores.dtype if scores.dtype in _READ_AS_IS else torch.float32)
+    x = scores.to("cpu", scores.dtype if scores.dtype in READ_AS_IS else torch.float32)
     grad, delta, valid = direct_gradient(x.numpy(), pos.cpu().numpy(), loss, eps, update,
                                          method)
     return (torch.from_numpy(delta).to(scores.device),
@@ -348,5 +355,6 @@ def _check_direct(scores, labels, loss, eps, update, method, reduction, mask):
     if method == "torch":
         raise ValueError("direct loss minimization runs on the CPU kernels; method 'torch' "
                          "is not one of its methods ('auto', a named method, or 'dp').")
-    pos = _check(scores, labels, loss, "auto" if method == "dp" else method, reduction)
-    return pos, None if mask is None else ~_check_mask(mask, scores)
+    pos = check_score_input(scores, labels, loss, "auto" if method == "dp" else method,
+                            reduction)
+    return pos, None if mask is None else ~check_mask(mask, scores)

@@ -17,8 +17,9 @@ they were ranked against. The module also keeps, from call to call, the work arr
 
 import torch
 
-from qs.torch import hinge_solve, rank_hinge_loss
-from qs.torch.retrieval import _check_options, check_embeddings, off_diagonal, ranked_against
+from qs.torch.checks import check_embeddings, check_retrieval_options
+from qs.torch.losses import hinge_solve, rank_hinge_loss
+from qs.torch.retrieval import off_diagonal, ranked_against
 
 __all__ = ["CrossBatchMemory"]
 
@@ -41,7 +42,7 @@ class CrossBatchMemory(torch.nn.Module):
         super().__init__()
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive integer; got {size!r}.")
-        _check_options(loss, similarity, reduction)
+        check_retrieval_options(loss, similarity, reduction)
         hinge_solve(loss, method)  # an unknown method, or one that does not support the loss
         self.size, self.loss, self.similarity = size, loss, similarity
         self.method, self.reduction = method, reduction
@@ -64,7 +65,8 @@ class CrossBatchMemory(torch.nn.Module):
         scores = off_diagonal(embeddings @ embeddings.T)  # the batch, each query left out
         positive = off_diagonal(labels[:, None] == labels[None, :])
         if not self.filled:
-            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction)
+            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction,
+                                    dim=-1)
         else:
             value = ranked_against(embeddings, labels,
                                    self.memory[: self.filled].to(embeddings.dtype),

@@ -25,12 +25,11 @@ import math
 import numpy as np
 import torch
 
-from qs.torch import REDUCTIONS, hinge_solve, rank_hinge_loss, reduce_rows
+from qs.torch.checks import SIMILARITIES, check_embeddings, check_retrieval_options
+from qs.torch.losses import hinge_solve, rank_hinge_loss, reduce_rows
 
 __all__ = ["RetrievalLoss", "SIMILARITIES", "off_diagonal", "ranked_against",
            "retrieval_loss", "similarities"]
-
-SIMILARITIES = ("cosine", "dot")
 
 
 def similarities(queries, refs, similarity="cosine"):
@@ -58,12 +57,12 @@ def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="a
     """
     embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb,
                                                             ref_labels)
-    _check_options(loss, similarity, reduction)
+    check_retrieval_options(loss, similarity, reduction)
     if ref_emb is None:  # each query against the others
         scores = similarities(embeddings, refs, similarity)
         positive = labels[:, None] == ref_labels[None, :]
         return rank_hinge_loss(off_diagonal(scores), off_diagonal(positive), loss, method,
-                               reduction)
+                               reduction, dim=-1)
     if similarity == "cosine":
         embeddings = torch.nn.functional.normalize(embeddings, dim=1)
         refs = torch.nn.functional.normalize(refs, dim=1)
@@ -77,7 +76,7 @@ def ranked_against(queries, labels, refs, ref_labels, solve, reduction, *, lead=
     ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
     part), reduced as :func:`qs.torch.rank_hinge_loss` says.
 
-    ``solve``: :func:`qs.torch.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
+    ``solve``: :func:`qs.torch.losses.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
     reference is a positive of the queries of its class; ``lead_positive`` (B, k) bool goes
     with ``lead``. ``work``: None, or a dict the caller keeps from call to call, in which the
     (B, n) similarities and positives are written (:func:`_held`). The backward reads
@@ -186,7 +185,7 @@ class RetrievalLoss(torch.nn.Module):
 
     def __init__(self, loss="ap", similarity="cosine", method="auto", reduction="mean"):
         super().__init__()
-        _check_options(loss, similarity, reduction)
+        check_retrieval_options(loss, similarity, reduction)
         self.loss, self.similarity = loss, similarity
         self.method, self.reduction = method, reduction
 
@@ -198,51 +197,3 @@ class RetrievalLoss(torch.nn.Module):
     def extra_repr(self):
         return (f"loss={self.loss!r}, similarity={self.similarity!r}, method={self.method!r}, "
                 f"reduction={self.reduction!r}")
-
-
-def _check_options(loss, similarity, reduction):
-    if loss not in ("ap", "ndcg"):
-        raise ValueError(f"loss must be 'ap' or 'ndcg' for a retrieval loss; got {loss!r}.")
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"similarity must be one of {list(SIMILARITIES)}; got {similarity!r}.")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {list(REDUCTIONS)}; got {reduction!r}.")
-
-
-def check_embeddings(embeddings, labels, ref_emb=None, ref_labels=None):
-    """Validate embeddings (B, d) and labels (B,), and the references when given; return
-    (embeddings, labels, refs, ref_labels) as tensors on the embeddings' device, the
-    references being the embeddings themselves when none are given."""
-    _check_matrix(embeddings, "embeddings")
-    labels = _check_labels(labels, embeddings, "labels", "embeddings")
-    if (ref_emb is None) != (ref_labels is None):
-        raise ValueError("ref_emb and ref_labels go together: give both or neither.")
-    if ref_emb is None:
-        return embeddings, labels, embeddings, labels
-    _check_matrix(ref_emb, "ref_emb")
-    if ref_emb.shape[1] != embeddings.shape[1]:
-        raise ValueError(f"ref_emb must have the embeddings' size {embeddings.shape[1]}; got "
-                         f"shape {tuple(ref_emb.shape)}.")
-    ref_labels = _check_labels(ref_labels, ref_emb, "ref_labels", "ref_emb")
-    return embeddings, labels, ref_emb.to(embeddings.device), ref_labels.to(embeddings.device)
-
-
-def _check_matrix(x, name):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}.")
-    if not x.is_floating_point() or x.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D floating-point tensor (samples, size); got "
-                         f"dtype {x.dtype} and shape {tuple(x.shape)}.")
-    if not torch.isfinite(x.detach()).all():
-        raise ValueError(f"{name} must be finite; got NaN or inf.")
-
-
-def _check_labels(labels, embeddings, name, of):
-    labels = torch.as_tensor(labels, device=embeddings.device)
-    if labels.ndim != 1 or len(labels) != len(embeddings):
-        raise ValueError(f"{name} must be 1-D with one class per row of {of}; got shape "
-                         f"{tuple(labels.shape)} for {of} of shape {tuple(embeddings.shape)}.")
-    if labels.is_floating_point() or labels.is_complex():
-        raise ValueError(f"{name} must hold integer (or bool) class labels; got dtype "
-                         f"{labels.dtype}.")
-    return labels
