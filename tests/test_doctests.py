@@ -1,4 +1,5 @@
-"""The Examples sections of the library's docstrings run, and print what they show."""
+"""The Examples sections of the library's docstrings run, and print what they show: each with
+its module's names in scope, as pytest's --doctest-modules runs them."""
 
 import doctest
 import importlib
@@ -28,7 +29,7 @@ def test_examples_run(name):
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     with np.printoptions(legacy=False):
-        for test in finder.find(module, name, globs={"np": np}):
+        for test in finder.find(module, name, globs={**vars(module), "np": np}):
             if test.filename and not test.filename.startswith(qs.__path__[0].rsplit("/", 1)[0]):
                 continue  # found through a re-export of another package
             runner.run(test)
