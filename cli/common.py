@@ -23,6 +23,7 @@ def user_errors():
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from None
 
+
 _notice = {"registered": False, "shown": False, "depth": 0, "start": 0.0, "seconds": 0.0}
 
 
@@ -66,8 +67,9 @@ def default_config(name):
     """The default config named `name` (configs/<name>.yaml)."""
     path = CONFIGS / f"{name}.yaml"
     if not path.is_file():
-        raise ValueError(f"no default config named {name!r}; the defaults: "
-                         f"{', '.join(default_config_names())}")
+        raise ValueError(
+            f"no default config named {name!r}; the defaults: {', '.join(default_config_names())}"
+        )
     return path
 
 
@@ -92,5 +94,9 @@ class ConfigPath(click.ParamType):
             return path
         if value in default_config_names():
             return CONFIGS / f"{value}.yaml"
-        self.fail(f"{value} does not exist, as a file or as a default config's name "
-                  f"({', '.join(default_config_names())})", param, ctx)
+        self.fail(
+            f"{value} does not exist, as a file or as a default config's name "
+            f"({', '.join(default_config_names())})",
+            param,
+            ctx,
+        )

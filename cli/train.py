@@ -13,27 +13,48 @@ SOLVER_NAMES = ("cutting_plane", "frank_wolfe", "subgradient")  # qs.ssvm.SOLVER
 
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=ConfigPath(),
-              help="YAML config, or the name of a default config (e.g. digits, "
-                   "voc2011_actions); its key `experiment` names the pipeline.")
-@click.option("--class", "classes", multiple=True,
-              help="Train only this class (repeatable) [voc2011_actions, voc2007_detection].")
-@click.option("--loss", type=click.Choice(["01", "ap", "ndcg"]),
-              help="Train only the methods of this loss.")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=ConfigPath(),
+    help="YAML config, or the name of a default config (e.g. digits, "
+    "voc2011_actions); its key `experiment` names the pipeline.",
+)
+@click.option(
+    "--class",
+    "classes",
+    multiple=True,
+    help="Train only this class (repeatable) [voc2011_actions, voc2007_detection].",
+)
+@click.option(
+    "--loss", type=click.Choice(["01", "ap", "ndcg"]), help="Train only the methods of this loss."
+)
 @click.option("--inference", help="Train only the methods of this LAI method (e.g. qs, yue).")
 @click.option("--solver", type=click.Choice(SOLVER_NAMES), help="Structured SVM solver.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory; an existing one resumes [default: "
-                   "runs/<experiment>/<run-id>].")
-@click.option("--force", is_flag=True, default=None,
-              help="Retrain what the run directory already holds.")
-@click.option("--scheduler", metavar="ADDRESS",
-              help="Dask scheduler that scores box stores read out of core: the address of "
-                   "a dask.distributed scheduler (tcp://HOST:8786), or threads, sync, "
-                   "processes [config: Dask's threaded scheduler] [voc2007_detection].")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key (dotted path, e.g. C.ap=10 or cv.folds=3; the value "
-                   "read as YAML); repeatable; recorded in the run's provenance.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory; an existing one resumes [default: runs/<experiment>/<run-id>].",
+)
+@click.option(
+    "--force", is_flag=True, default=None, help="Retrain what the run directory already holds."
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Dask scheduler that scores box stores read out of core: the address of "
+    "a dask.distributed scheduler (tcp://HOST:8786), or threads, sync, "
+    "processes [config: Dask's threaded scheduler] [voc2007_detection].",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key (dotted path, e.g. C.ap=10 or cv.folds=3; the value "
+    "read as YAML); repeatable; recorded in the run's provenance.",
+)
 def train(config_path, classes, loss, inference, solver, out, force, scheduler, sets):
     """Run the experiment a config names: train, evaluate, write its tables.
 
@@ -41,15 +62,23 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
     """
     from qsrank.pipelines import _runner, _schema
 
-    overrides = {"classes": list(classes) or None, "loss": loss, "inference": inference,
-                 "solver": solver, "force": force, "scheduler": scheduler}
+    overrides = {
+        "classes": list(classes) or None,
+        "loss": loss,
+        "inference": inference,
+        "solver": solver,
+        "force": force,
+        "scheduler": scheduler,
+    }
     notice_compiles()
     with user_errors():
         module = pipeline_of(config_path)
         spec = module.SPEC
         if scheduler is not None and "scheduler" not in _schema.keys(spec.schema):
-            raise ValueError(f"--scheduler applies to experiments that read box stores "
-                             f"(voc2007_detection), not to {module.__name__.split('.')[-1]}")
+            raise ValueError(
+                f"--scheduler applies to experiments that read box stores "
+                f"(voc2007_detection), not to {module.__name__.split('.')[-1]}"
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
         config = _runner.load_config(spec, config_path, _schema.parse_sets(sets), **given)
         run_dir = _runner.run(spec, config, out, progress=True, overrides=sets)
@@ -58,17 +87,28 @@ def train(config_path, classes, loss, inference, solver, out, force, scheduler, 
 
 
 @click.command()
-@click.option("--config", "config_path", type=ConfigPath(),
-              help="YAML config of the comparison, or a default config's name "
-                   "[default: compare].")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory; an existing one resumes [default: "
-                   "runs/compare/<run-id>].")
-@click.option("--force", is_flag=True, default=None,
-              help="Retrain what the run directory already holds.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key (dotted path, e.g. device=cuda or seeds=[0]; the "
-                   "value read as YAML); repeatable; recorded in the run's provenance.")
+@click.option(
+    "--config",
+    "config_path",
+    type=ConfigPath(),
+    help="YAML config of the comparison, or a default config's name [default: compare].",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory; an existing one resumes [default: runs/compare/<run-id>].",
+)
+@click.option(
+    "--force", is_flag=True, default=None, help="Retrain what the run directory already holds."
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key (dotted path, e.g. device=cuda or seeds=[0]; the "
+    "value read as YAML); repeatable; recorded in the run's provenance.",
+)
 def compare(config_path, out, force, sets):
     """Train every method for AP/NDCG with the same model, data, budget and seeds; print one
     table per data set (classification: test AP, NDCG, recall at precision 0.9, AUCPR;
@@ -134,11 +174,14 @@ def pipeline_of(config_path):
     name = config.get("experiment") if isinstance(config, dict) else None
     known = experiments()
     if name is None:
-        raise ValueError(f"config {config_path} has no top-level key `experiment` naming its "
-                         f"pipeline; one of: {', '.join(known)}")
+        raise ValueError(
+            f"config {config_path} has no top-level key `experiment` naming its "
+            f"pipeline; one of: {', '.join(known)}"
+        )
     if name not in known:
-        raise ValueError(f"config {config_path}: unknown experiment {name!r}; known: "
-                         f"{', '.join(known)}")
+        raise ValueError(
+            f"config {config_path}: unknown experiment {name!r}; known: {', '.join(known)}"
+        )
     return _registry.experiment(name)
 
 
@@ -153,10 +196,18 @@ def run_summary(module, run_dir):
 
 
 @click.command(hidden=True)
-@click.option("--readme", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("README.md"), show_default=True)
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results"), show_default=True)
+@click.option(
+    "--readme",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("README.md"),
+    show_default=True,
+)
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+)
 def readme(readme, results):
     """Rewrite the README's headline table from the committed result files (`make readme`)."""
     from qsrank.pipelines import headline
@@ -167,8 +218,11 @@ def readme(readme, results):
 
 @click.command()
 @click.argument("run", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--to", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to publish [default: results/<experiment>/<RUN's name>].")
+@click.option(
+    "--to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to publish [default: results/<experiment>/<RUN's name>].",
+)
 def publish(run, to):
     """Copy the finished run RUN's tables, figures and provenance into results/ (kept in git;
     the docs and the README read them); `make readme` then updates the README's table."""

@@ -7,7 +7,7 @@ read), as the CLI shows ValueErrors to the user as they are.
 
 import copy
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -64,12 +64,14 @@ def merge(base, update):
 
 def dump_config(cfg):
     """The resolved config as YAML; numpy numbers (which the checks accept) as plain ones."""
+
     def plain(value):
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [plain(v) for v in value]
         return value.item() if isinstance(value, np.generic) else value
+
     return yaml.safe_dump(plain(cfg), sort_keys=False)
 
 
@@ -81,6 +83,6 @@ RUNS = Path("runs")
 def new_run_dir(experiment, kind=None):
     """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorts by time, and two runs started
     in the same second do not collide."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     label = f"{stamp}-{kind}" if kind else stamp
     return RUNS / experiment / f"{label}-{secrets.token_hex(3)}"

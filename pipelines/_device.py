@@ -12,8 +12,7 @@ def pick_device(device, cuda_available):
     if device == "auto":
         return "cuda" if cuda_available else "cpu"
     if device == "cuda" and not cuda_available:
-        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or "
-                         "auto")
+        raise ValueError("device is cuda, but torch sees no CUDA device; set device: cpu or auto")
     return device
 
 

@@ -2,9 +2,9 @@
 split of CIFAR-10 or digits-as-CIFAR, and the per-channel normalisation."""
 
 import numpy as np
-from qsrank.pipelines._runs import digest_arrays
 
 from qs.data.cifar10 import DIGITS_NOTE, digits_as_cifar, load_cifar10
+from qsrank.pipelines._runs import digest_arrays
 
 #: the default split of digits-as-CIFAR: images; val and train drawn from one pool
 SPLIT = {"train": 1197, "val": 200, "test": 400}
@@ -18,20 +18,29 @@ def cifar_split(folder, split, seed):
     else:
         data = load_cifar10(folder)
         if split["test"] > len(data.y_test):
-            raise ValueError(f"split.test is {split['test']}; the test batch holds "
-                             f"{len(data.y_test)} images")
+            raise ValueError(
+                f"split.test is {split['test']}; the test batch holds {len(data.y_test)} images"
+            )
     pool = len(data.y_train)
     if split["train"] + split["val"] > pool:
-        raise ValueError(f"split.train + split.val is {split['train'] + split['val']}; the "
-                         f"training images number {pool}")
+        raise ValueError(
+            f"split.train + split.val is {split['train'] + split['val']}; the "
+            f"training images number {pool}"
+        )
     order = np.random.default_rng(seed).permutation(pool)
-    train, val = order[:split["train"]], order[split["train"]:split["train"] + split["val"]]
+    train, val = order[: split["train"]], order[split["train"] : split["train"] + split["val"]]
     X, y = data.X_train, data.y_train
     digest = digest_arrays(X, y)[:16]
-    note = (f"{data.source}; sha256(train images, labels) {digest}; split seed {seed}: "
-            f"{len(train)} train / {len(val)} val / {split['test']} test")
-    return {"train": (X[train], y[train]), "val": (X[val], y[val]),
-            "test": (data.X_test[:split["test"]], data.y_test[:split["test"]]), "note": note}
+    note = (
+        f"{data.source}; sha256(train images, labels) {digest}; split seed {seed}: "
+        f"{len(train)} train / {len(val)} val / {split['test']} test"
+    )
+    return {
+        "train": (X[train], y[train]),
+        "val": (X[val], y[val]),
+        "test": (data.X_test[: split["test"]], data.y_test[: split["test"]]),
+        "note": note,
+    }
 
 
 def is_digits(note):

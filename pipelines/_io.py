@@ -34,8 +34,7 @@ def atomic_path(path):
     """
     path = writable_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                               suffix=TEMPORARY_SUFFIX)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -59,12 +58,22 @@ def writable_path(path):
     except OSError as err:
         raise ValueError(f"Cannot write {path}: {err.strerror}.") from None
     if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                else "a socket" if stat.S_ISSOCK(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "no file")
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "no file"
+        )
         via = "" if target == path.absolute() else f" (through the link to {target})"
-        raise ValueError(f"Cannot write {path}: it is {kind}{via}, not a regular file; an "
-                         "output is written only as a new file or over a regular file.")
+        raise ValueError(
+            f"Cannot write {path}: it is {kind}{via}, not a regular file; an "
+            "output is written only as a new file or over a regular file."
+        )
     return target
 
 
@@ -79,8 +88,10 @@ def check_output(out, inputs):
         except OSError:  # one of them does not exist (yet): not the same file
             same = False
         if same:
-            raise ValueError(f"--out {out} is {what} {path}; writing the output there would "
-                             "replace it. Choose another output file.")
+            raise ValueError(
+                f"--out {out} is {what} {path}; writing the output there would "
+                "replace it. Choose another output file."
+            )
 
 
 def write_text(path, text):

@@ -10,16 +10,20 @@ def inferences(methods):
 def selected_methods(methods, cfg):
     """The methods of ``cfg["methods"]`` that pass the config's ``loss`` and ``inference``
     filters (None: any), in config order."""
-    return [m for m in cfg["methods"] if cfg["loss"] in (None, methods[m][0])
-            and cfg["inference"] in (None, methods[m][1])]
+    return [
+        m
+        for m in cfg["methods"]
+        if cfg["loss"] in (None, methods[m][0]) and cfg["inference"] in (None, methods[m][1])
+    ]
 
 
 def check_selection(methods, cfg):
     """A ValueError naming the filters when they leave none of ``cfg["methods"]``."""
     if not selected_methods(methods, cfg):
-        raise ValueError(f"no method of {cfg['methods']} has "
-                         + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                                        if cfg[k] is not None))
+        raise ValueError(
+            f"no method of {cfg['methods']} has "
+            + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference") if cfg[k] is not None)
+        )
 
 
 def warm_up(calls):

@@ -12,18 +12,32 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from qsrank.pipelines._io import write_json
-
 from qs.data.files import read_json
+from qsrank.pipelines._io import write_json
 
 #: the repository's root where the code runs from a clone (installed editable); in an installed
 #: wheel, the package's folder, which is no checkout
 REPO = Path(__file__).resolve().parents[1]
 #: the distributions whose versions a result records (None: not installed); the QP backend
 #: (qpsolvers, daqp) and numba's compiler (llvmlite) change timings and iterates
-PACKAGES = ("qsrank", "numpy", "numba", "llvmlite", "scipy", "scikit-learn", "qpsolvers",
-            "daqp", "pandas", "matplotlib", "h5py", "pyyaml", "tqdm", "click", "torch",
-            "dask")
+PACKAGES = (
+    "qsrank",
+    "numpy",
+    "numba",
+    "llvmlite",
+    "scipy",
+    "scikit-learn",
+    "qpsolvers",
+    "daqp",
+    "pandas",
+    "matplotlib",
+    "h5py",
+    "pyyaml",
+    "tqdm",
+    "click",
+    "torch",
+    "dask",
+)
 
 
 def _version(package):
@@ -38,8 +52,9 @@ NOT_CODE = ("results", "docs", "*.md")
 
 
 def _git(args, repo):
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=30,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, timeout=30, check=True
+    ).stdout
 
 
 def code_version(repo=REPO):
@@ -92,8 +107,9 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete", co
     }
 
 
-def write_provenance(out, seed, data, settings, data_sha256=None, overrides=(),
-                     status="complete", code=None):
+def write_provenance(
+    out, seed, data, settings, data_sha256=None, overrides=(), status="complete", code=None
+):
     """Write out/provenance.json: this command's provenance, plus the list of every command
     that wrote to the run with its settings, `--set` overrides and status (a figure is made by
     several commands, one per panel, and a resumed run by several sittings). `code`: as
@@ -102,16 +118,22 @@ def write_provenance(out, seed, data, settings, data_sha256=None, overrides=(),
     record = provenance(seed, data, data_sha256, overrides, status, code)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
-    commands.append({"command": record["command"], "overrides": record["overrides"],
-                     "timestamp_utc": record["timestamp_utc"], "status": status,
-                     "git_commit": record["git_commit"], "settings": settings})
+    commands.append(
+        {
+            "command": record["command"],
+            "overrides": record["overrides"],
+            "timestamp_utc": record["timestamp_utc"],
+            "status": status,
+            "git_commit": record["git_commit"],
+            "settings": settings,
+        }
+    )
     write_json(path, {**record, "commands": commands})
     return path
 
 
 @contextmanager
-def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=(),
-                           code=None):
+def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=(), code=None):
     """Run the block; if it stops early (Ctrl-C, an error), record this command in
     out/provenance.json as ``interrupted: <what stopped it>`` before the error goes on, so a
     run directory never passes an unfinished command off as a finished one."""
@@ -119,6 +141,14 @@ def recording_interruption(out, seed, data, settings, data_sha256=None, override
         yield
     except BaseException as err:
         what = type(err).__name__ + (f": {' '.join(str(err).split())[:200]}" if str(err) else "")
-        write_provenance(out, seed, data, settings, data_sha256, overrides,
-                         status=f"interrupted: {what}", code=code)
+        write_provenance(
+            out,
+            seed,
+            data,
+            settings,
+            data_sha256,
+            overrides,
+            status=f"interrupted: {what}",
+            code=code,
+        )
         raise

@@ -29,8 +29,9 @@ class Recorder:
     def __call__(self, scores, labels):
         last = self.calls[-1][1] if self.calls else None
         same = last is not None and last.shape == labels.shape and np.array_equal(last, labels)
-        self.calls.append((np.array(scores, dtype=np.float64),
-                           last if same else np.array(labels, dtype=bool)))
+        self.calls.append(
+            (np.array(scores, dtype=np.float64), last if same else np.array(labels, dtype=bool))
+        )
 
 
 def time_calls(calls, loss, method, workspace):
@@ -77,8 +78,11 @@ def round_means(totals):
 def replay_frame(frame, keys=("class", "method")):
     """replay.csv: one row per training (its `keys`) and round, with that round's total LAI
     time (``lai_time_s``), from a frame whose ``lai_replay_s`` holds each training's list."""
-    rows = [(*(r[k] for k in keys), i, t) for _, r in frame.iterrows()
-            for i, t in enumerate(r["lai_replay_s"])]
+    rows = [
+        (*(r[k] for k in keys), i, t)
+        for _, r in frame.iterrows()
+        for i, t in enumerate(r["lai_replay_s"])
+    ]
     return pd.DataFrame(rows, columns=[*keys, "round", "lai_time_s"])
 
 

@@ -8,10 +8,11 @@ settings its results depend on, its units of work (class x method, data set x me
 """
 
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -97,8 +98,9 @@ def load_config(experiment, path=None, sets=None, /, **overrides):
 
 def report(experiment, run_dir):
     """What the CLI prints of a finished run: its `report` files, one after the other."""
-    return "\n".join((Path(run_dir) / name).read_text(encoding="utf-8")
-                     for name in experiment.report)
+    return "\n".join(
+        (Path(run_dir) / name).read_text(encoding="utf-8") for name in experiment.report
+    )
 
 
 def unit_name(unit):
@@ -122,14 +124,26 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
     settings = settings_key(**experiment.settings(cfg, data))
     note = experiment.note(cfg, data) if experiment.note else settings["data"]
     recorded = {**settings, **experiment.command(cfg)} if experiment.command else settings
-    with run_dir(experiment.name, experiment.kind, out_dir, cfg, note, recorded,
-                 label=label.replace(" ", "-") if experiment.label else None,
-                 data_sha256=settings["data_sha256"], overrides=overrides) as out:
+    with run_dir(
+        experiment.name,
+        experiment.kind,
+        out_dir,
+        cfg,
+        note,
+        recorded,
+        label=label.replace(" ", "-") if experiment.label else None,
+        data_sha256=settings["data_sha256"],
+        overrides=overrides,
+    ) as out:
         store = RunStore(out, settings)
         state = Run(cfg, data, out, store, progress)
         units = experiment.units(cfg, data)
-        stores = {u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
-                  if experiment.unit_settings else store for u in units}
+        stores = {
+            u: RunStore(out, settings_key(**experiment.unit_settings(cfg, data, u)))
+            if experiment.unit_settings
+            else store
+            for u in units
+        }
         left = [u for u in units if cfg.get("force") or not stores[u].done(unit_name(u))]
         noun = experiment.unit_label + ("es" if experiment.unit_label.endswith("s") else "s")
         status = resume_status(len(units), len(left), noun)
@@ -140,8 +154,15 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
         session = experiment.session(state) if experiment.session else nullcontext()
         text = experiment.unit_text or (lambda unit: " ".join(map(str, unit)))
         # up to date: the status line says so, and no empty bar is drawn
-        with session, tqdm(total=len(left), desc=label, unit=experiment.unit_label,
-                           disable=not progress or not left) as bar:
+        with (
+            session,
+            tqdm(
+                total=len(left),
+                desc=label,
+                unit=experiment.unit_label,
+                disable=not progress or not left,
+            ) as bar,
+        ):
             for unit in left:
                 bar.set_postfix_str(text(unit))
                 stores[unit].put(unit_name(unit), experiment.run_unit(state, unit))
@@ -151,8 +172,9 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
 
 
 @contextmanager
-def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None,
-            overrides=()):
+def run_dir(
+    name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None, overrides=()
+):
     """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
     runs/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
     the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
@@ -160,8 +182,7 @@ def run_dir(name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256
     recorded is the code as the run began: a run of hours must not take the commits made
     meanwhile for its own."""
     out = claim_run_dir(out_dir or new_run_dir(name, label), name, kind)
-    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256,
-                  overrides)
+    provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256, overrides)
     code = code_version()
     with recording_interruption(*provenance, code=code):
         yield out

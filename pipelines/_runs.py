@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import yaml
-from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, write_json
-from qsrank.pipelines._provenance import code_version
 
 from qs.data.files import read_json
 from qs.data.lock import OutputLock, is_lock_file
+from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, write_json
+from qsrank.pipelines._provenance import code_version
 
 MARKER = "qsrank-run.json"
 LOCK = ".qsrank-run.lock"
@@ -47,8 +47,7 @@ def claim_run_dir(out, experiment, kind):
         out.mkdir(parents=True, exist_ok=True)
         _lock(out)
     except OSError as err:
-        raise ValueError(f"cannot write to output directory {out}: "
-                         f"{err.strerror or err}") from None
+        raise ValueError(f"cannot write to output directory {out}: {err.strerror or err}") from None
     _check_owner(out, mine)  # again, now that no other process writes there
     try:
         for tmp in out.rglob(f".*{TEMPORARY_SUFFIX}"):
@@ -59,8 +58,7 @@ def claim_run_dir(out, experiment, kind):
         if not (out / MARKER).is_file():
             write_json(out / MARKER, mine)
     except OSError as err:
-        raise ValueError(f"cannot write to output directory {out}: "
-                         f"{err.strerror or err}") from None
+        raise ValueError(f"cannot write to output directory {out}: {err.strerror or err}") from None
     return out
 
 
@@ -69,15 +67,19 @@ def _check_owner(out, mine):
     if not out.is_dir():
         return
     owner = run_owner(out)
-    if owner is None and any(not ((p.name == LOCK and is_lock_file(p)) or _stale_temporary(p))
-                             for p in out.iterdir()):
-        raise ValueError(f"output directory {out} is not empty and holds no qsrank run; "
-                         "choose a new or empty directory")
+    if owner is None and any(
+        not ((p.name == LOCK and is_lock_file(p)) or _stale_temporary(p)) for p in out.iterdir()
+    ):
+        raise ValueError(
+            f"output directory {out} is not empty and holds no qsrank run; "
+            "choose a new or empty directory"
+        )
     if owner is not None and owner != mine:
         raise ValueError(
             f"output directory {out} holds a {owner['experiment']} {owner['kind']} run, not a "
             f"{mine['experiment']} {mine['kind']} run; choose another directory (writing here "
-            "would replace that run's files)")
+            "would replace that run's files)"
+        )
 
 
 _HELD = {}  # the run directories this process holds the lock of
@@ -101,8 +103,7 @@ def _lock(out):
 def _stale_temporary(path):
     """A file `qsrank.pipelines._io.atomic_path` was writing when its run was killed (this process
     holds the directory's lock, so no other writer is using it)."""
-    return (path.is_file() and not path.is_symlink()
-            and TEMPORARY.fullmatch(path.name) is not None)
+    return path.is_file() and not path.is_symlink() and TEMPORARY.fullmatch(path.name) is not None
 
 
 def run_owner(out):
@@ -122,8 +123,12 @@ def run_owner(out):
     if not isinstance(config, dict):
         return None
     experiment = config.get("experiment", "scaling")
-    kinds = {"table1.md": "tables", "figure.png": "figure", "table.md": "tables",
-             "scaling.png": "bench"}
+    kinds = {
+        "table1.md": "tables",
+        "figure.png": "figure",
+        "table.md": "tables",
+        "scaling.png": "bench",
+    }
     kind = next((k for name, k in kinds.items() if (out / name).is_file()), "unknown")
     return {"experiment": experiment, "kind": kind}
 
@@ -176,8 +181,11 @@ def digest_arrays(*arrays):
     matrix counts as its CSR parts and shape."""
     h = hashlib.sha256()
     csr = [a.tocsr() if sp.issparse(a) else a for a in arrays]
-    parts = [p for a in csr for p in ((a.data, a.indices, a.indptr, np.asarray(a.shape))
-                                      if sp.issparse(a) else (a,))]
+    parts = [
+        p
+        for a in csr
+        for p in ((a.data, a.indices, a.indptr, np.asarray(a.shape)) if sp.issparse(a) else (a,))
+    ]
     for arr in parts:
         arr = np.ascontiguousarray(arr)
         h.update(f"{arr.dtype.str}{arr.shape}".encode())

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
+
 from qsrank.pipelines._config import merge
 from qsrank.pipelines._yaml import parse_yaml, shown
 
@@ -34,6 +35,7 @@ class Expected(ValueError):
 
 def _leaf(check, expected):
     """An annotated type whose validator `check(value)` returns the value or raises Expected."""
+
     def validate(value):
         try:
             return check(value)
@@ -41,6 +43,7 @@ def _leaf(check, expected):
             raise
         except (TypeError, ValueError):
             raise Expected(expected) from None
+
     return PlainValidator(validate, json_schema_input_type=Any)
 
 
@@ -60,13 +63,16 @@ def number(*, integer=False, low=None, strict=False, high=None, high_strict=True
     """A finite integer (or real, unless `integer`), not a boolean, within the given bounds;
     numpy scalars are accepted and stored as plain Python numbers."""
     kind = "integer" if integer else "number"
-    bounds = [f"{'>' if strict else '>='} {low}" if low is not None else "",
-              f"{'<' if high_strict else '<='} {high}" if high is not None else ""]
+    bounds = [
+        f"{'>' if strict else '>='} {low}" if low is not None else "",
+        f"{'<' if high_strict else '<='} {high}" if high is not None else "",
+    ]
     expected = " ".join(["a finite", kind, " and ".join(b for b in bounds if b)]).strip()
 
     def check(value):
         if isinstance(value, bool) or not isinstance(
-                value, numbers.Integral if integer else numbers.Real):
+            value, numbers.Integral if integer else numbers.Real
+        ):
             raise Expected(expected)
         value = int(value) if isinstance(value, numbers.Integral) else float(value)
         ok = math.isfinite(value)
@@ -77,23 +83,25 @@ def number(*, integer=False, low=None, strict=False, high=None, high_strict=True
         if not ok:
             raise Expected(expected)
         return value
+
     return Annotated[Any, _leaf(check, expected)]
 
 
 def _accept(ok, expected):
     """A leaf holding the values for which `ok(value)` is true, kept as given."""
+
     def check(value):
         if not ok(value):
             raise Expected(expected)
         return value
+
     return Annotated[Any, _leaf(check, expected)]
 
 
 def choice(allowed):
     """One of the strings `allowed`."""
     allowed = tuple(allowed)
-    return _accept(lambda v: isinstance(v, str) and v in allowed,
-                   f"one of {', '.join(allowed)}")
+    return _accept(lambda v: isinstance(v, str) and v in allowed, f"one of {', '.join(allowed)}")
 
 
 def member(allowed, expected):
@@ -119,8 +127,9 @@ def optional(leaf, what="null"):
 
 def either(leaf, literal):
     """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
-    return _or(leaf, lambda value: value == literal and isinstance(value, str),
-               f"{{}} or {literal!r}")
+    return _or(
+        leaf, lambda value: value == literal and isinstance(value, str), f"{{}} or {literal!r}"
+    )
 
 
 def _or(leaf, other, expected):
@@ -135,6 +144,7 @@ def _or(leaf, other, expected):
             return inner(value)
         except Expected as err:
             raise Expected(expected.format(err), err.given) from None
+
     return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
 
 
@@ -152,18 +162,21 @@ def list_of(leaf, expected, *, length=None, distinct=False, convert=None, why=Fa
             try:
                 out.append(inner(convert(entry) if convert else entry))
             except Expected as err:
-                raise Expected(expected, f"entry {k}: {shown(entry)}"
-                               + (f" (not {err})" if why else "")) from None
+                raise Expected(
+                    expected, f"entry {k}: {shown(entry)}" + (f" (not {err})" if why else "")
+                ) from None
         if distinct and len(set(map(repr, out))) != len(out):
             raise Expected(expected, f"{shown(value)} (with repeats)")
         return out
+
     return Annotated[Any, _leaf(check, expected)]
 
 
 def distinct_list(leaf, what, *, convert=None):
     """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
-    return list_of(leaf, f"a non-empty list of distinct {what}", distinct=True,
-                   convert=convert, why=True)
+    return list_of(
+        leaf, f"a non-empty list of distinct {what}", distinct=True, convert=convert, why=True
+    )
 
 
 def sized_list(leaf, length, what):
@@ -190,6 +203,7 @@ def names(known, what, convert=None):
         if unknown:
             raise Expected(expected, f"unknown {what} name(s) {', '.join(map(shown, unknown))}")
         return list(dict.fromkeys(given))
+
     return Annotated[Any, _leaf(check, expected)]
 
 
@@ -202,6 +216,7 @@ def per_key(leaf, keys, defaults, what, cast=None):
     def inner(value):
         value = check_one(value)
         return cast(value) if cast else value
+
     keys = tuple(keys)
     expected = f"{what}, or a mapping of {', '.join(keys)} to one"
 
@@ -222,6 +237,7 @@ def per_key(leaf, keys, defaults, what, cast=None):
             except Expected:
                 raise Expected(expected, f"{k}: {shown(v)}") from None
         return out
+
     return Annotated[Any, _leaf(check, expected)]
 
 
@@ -236,7 +252,7 @@ def presets(builtin, keys, leaves, expected):
             raise Expected(expected)
         out = merge(builtin, value)
         for name, preset in out.items():
-            for vary, spec in (preset.items() if isinstance(preset, dict) else [(None, None)]):
+            for vary, spec in preset.items() if isinstance(preset, dict) else [(None, None)]:
                 where = f"{name}.{vary}" if vary else str(name)
                 if vary not in keys or not isinstance(spec, dict) or set(spec) != set(keys[vary]):
                     raise Expected(expected, f"{where}: {shown(spec)}")
@@ -247,6 +263,7 @@ def presets(builtin, keys, leaves, expected):
                         given = err.given or shown(entry)
                         raise Expected(expected, f"{where}.{k}: {given}") from None
         return out
+
     return Annotated[Any, _leaf(check, expected)]
 
 
@@ -256,8 +273,7 @@ def key(default, help, name=None):
     if isinstance(default, type) and issubclass(default, BaseModel):
         return Field(default_factory=default, description=help, alias=name)
     if isinstance(default, (list, dict)):
-        return Field(default_factory=lambda: copy.deepcopy(default), description=help,
-                     alias=name)
+        return Field(default_factory=lambda: copy.deepcopy(default), description=help, alias=name)
     return Field(default, description=help, alias=name)
 
 
@@ -270,9 +286,14 @@ def with_defaults(section, **values):
         meta = fields[name].metadata
         return Annotated[(fields[name].annotation, *meta)] if meta else fields[name].annotation
 
-    return create_model(section.__name__, __base__=section, **{
-        name: (declared(name), key(value, fields[name].description, fields[name].alias))
-        for name, value in values.items()})
+    return create_model(
+        section.__name__,
+        __base__=section,
+        **{
+            name: (declared(name), key(value, fields[name].description, fields[name].alias))
+            for name, value in values.items()
+        },
+    )
 
 
 def keys(model):

@@ -11,12 +11,16 @@ def size_pairs(vary, spec, values, where):
         return [(p, spec["fixed"]) for p in values]
     pairs = [(max(1, round(t / (1 + spec["neg_per_pos"]))), t) for t in values]
     if any(p >= t for p, t in pairs):
-        raise ValueError(f"{where}: every total must leave at least one negative beside one "
-                         "positive")
+        raise ValueError(
+            f"{where}: every total must leave at least one negative beside one positive"
+        )
     return [(p, t - p) for p, t in pairs]
 
 
 def varied(frame, vary):
     """The varied count of each row of `frame` (columns n_pos and n_neg)."""
-    return {"negatives": frame["n_neg"], "positives": frame["n_pos"],
-            "total": frame["n_pos"] + frame["n_neg"]}[vary]
+    return {
+        "negatives": frame["n_neg"],
+        "positives": frame["n_pos"],
+        "total": frame["n_pos"] + frame["n_neg"],
+    }[vary]

@@ -22,9 +22,11 @@ def unconverged_note(n, what="training"):
     """The line under a table with marked rows or cells: what the mark means ('' for none)."""
     if not n:
         return ""
-    return (f"{UNCONVERGED}: {n} {what}{'s' if n > 1 else ''} stopped at the iteration cap "
-            "before converging (scikit-learn's ConvergenceWarning); the marked numbers come from "
-            "weights short of the optimum.")
+    return (
+        f"{UNCONVERGED}: {n} {what}{'s' if n > 1 else ''} stopped at the iteration cap "
+        "before converging (scikit-learn's ConvergenceWarning); the marked numbers come from "
+        "weights short of the optimum."
+    )
 
 
 def markdown_table(header, rows):
@@ -38,14 +40,18 @@ def markdown_table(header, rows):
     def line(row):
         return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
 
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *map(line, rows)])
+    return "\n".join(
+        [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
+    )
 
 
 def _text(value):
     text = str(value).replace("|", "\\|")
-    return text if text.isprintable() else "".join(
-        c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return (
+        text
+        if text.isprintable()
+        else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    )
 
 
 def fmt(value, digits):
@@ -67,8 +73,10 @@ def ours_label(synthetic):
 
 def frame_table(frame, formats):
     """A DataFrame as a Markdown table; `formats` maps a column to a format spec, NaN: '-'."""
-    rows = [[cell(v, formats.get(c, "")) for c, v in zip(frame.columns, row)]
-            for row in frame.itertuples(False)]
+    rows = [
+        [cell(v, formats.get(c, "")) for c, v in zip(frame.columns, row)]
+        for row in frame.itertuples(False)
+    ]
     return markdown_table(frame.columns, rows)
 
 
@@ -84,8 +92,13 @@ def bar_figure(frame, groups, bars, ylabel, title, stem):
     ax = fig.add_subplot()
     width = 0.8 / len(bars)
     for k, (column, label) in enumerate(bars.items()):
-        ax.bar([i + (k - (len(bars) - 1) / 2) * width for i in range(len(frame))],
-               frame[column], width, label=label, color=f"C{k}")
+        ax.bar(
+            [i + (k - (len(bars) - 1) / 2) * width for i in range(len(frame))],
+            frame[column],
+            width,
+            label=label,
+            color=f"C{k}",
+        )
     ax.set_xticks(range(len(frame)), [str(g) for g in frame[groups]])
     low = min(float(frame[list(bars)].min().min()), 1.0)
     ax.set_ylim(max(0.0, low - 0.05), 1.0)

@@ -18,7 +18,7 @@ from qs.data.files import Unreadable, read_bytes
 
 __all__ = ["CONFIG_BYTES", "MAX_DEPTH", "parse_yaml", "read_config"]
 
-CONFIG_BYTES = 2 ** 20  # configs are a few hundred bytes; a megabyte is not a config
+CONFIG_BYTES = 2**20  # configs are a few hundred bytes; a megabyte is not a config
 MAX_DEPTH = 32  # mappings and lists in lists; the deepest built-in config nests 4
 _TINY = 2.2250738585072014e-308  # the smallest normal float64
 
@@ -34,9 +34,10 @@ def read_config(path):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise ValueError(f"line {line}: byte 0x{raw[err.start]:02x} is not UTF-8 text; save "
-                         "the config as UTF-8") from None
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(
+            f"line {line}: byte 0x{raw[err.start]:02x} is not UTF-8 text; save the config as UTF-8"
+        ) from None
     return parse_yaml(text, "the config")
 
 
@@ -64,8 +65,11 @@ class _ConfigLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _error(event, "anchors and aliases (&name, *name) are not allowed in a "
-                                "config; write the value out")
+            raise _error(
+                event,
+                "anchors and aliases (&name, *name) are not allowed in a "
+                "config; write the value out",
+            )
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -83,22 +87,31 @@ class _ConfigLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: yaml's own message says so
                 break
             if first is not key_node:
-                raise _error(key_node, f"key {_brief(key)} is repeated (first on line "
-                                       f"{first.start_mark.line + 1}); give each key once")
+                raise _error(
+                    key_node,
+                    f"key {_brief(key)} is repeated (first on line "
+                    f"{first.start_mark.line + 1}); give each key once",
+                )
             items = value_node.value if isinstance(value_node, yaml.SequenceNode) else ()
             for item in (value_node, *items):
                 if self._subnormal(item):
                     what = _brief(key, quote=False)
                     what = what if item is value_node else f"an entry of {what}"
-                    raise _error(item, f"{what} is {item.value}, below "
-                                       f"the smallest normal float ({_TINY:.4g}); no setting "
-                                       "takes a value that small")
+                    raise _error(
+                        item,
+                        f"{what} is {item.value}, below "
+                        f"the smallest normal float ({_TINY:.4g}); no setting "
+                        "takes a value that small",
+                    )
         return super().construct_mapping(node, deep)
 
     def construct_yaml_float(self, node):
         if self._subnormal(node):  # one the mappings did not catch (in nested lists)
-            raise _error(node, f"{node.value} is below the smallest normal float "
-                               f"({_TINY:.4g}); no setting takes a value that small")
+            raise _error(
+                node,
+                f"{node.value} is below the smallest normal float "
+                f"({_TINY:.4g}); no setting takes a value that small",
+            )
         return super().construct_yaml_float(node)
 
     def _subnormal(self, node):
@@ -113,7 +126,8 @@ _ConfigLoader.add_constructor("tag:yaml.org,2002:float", _ConfigLoader.construct
 _ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
+    list("-+0123456789."),
+)
 
 
 def _error(where, problem):
@@ -135,4 +149,4 @@ def shown(value):
     """`value` as a config would write it, cut to SHOWN characters: an error names what was
     given without printing a whole value."""
     text = repr(value)
-    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."

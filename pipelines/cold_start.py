@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import numpy as np
+
 from qsrank.pipelines._tables import markdown_table
 
 #: what one fresh process runs: import, two calls, and its timings as JSON on stdout
@@ -34,14 +35,24 @@ def cases():
     """(method, loss) of every built-in method and loss but the exhaustive oracle."""
     from qs.inference import METHODS
 
-    return [(m, loss) for m, losses in METHODS.items() if m != "brute"
-            for loss in ("ap", "ndcg", "01") if loss in losses]
+    return [
+        (m, loss)
+        for m, losses in METHODS.items()
+        if m != "brute"
+        for loss in ("ap", "ndcg", "01")
+        if loss in losses
+    ]
 
 
 def probe(method, loss, env):
     """One fresh process's timings (seconds): import, first call, second call."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, method, loss], env=env, check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, method, loss],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -59,16 +70,31 @@ def run(repeats=3, fresh_cache=False):
     rows = []
     for (method, loss), runs in found.items():
         first = [r["first"] for r in runs]
-        rows.append([method, loss, f"{np.median([r['import'] for r in runs]):.3f}",
-                     f"{np.median(first):.3f}", f"{max(first):.3f}",
-                     f"{1e3 * np.median([r['second'] for r in runs]):.3f}"])
+        rows.append(
+            [
+                method,
+                loss,
+                f"{np.median([r['import'] for r in runs]):.3f}",
+                f"{np.median(first):.3f}",
+                f"{max(first):.3f}",
+                f"{1e3 * np.median([r['second'] for r in runs]):.3f}",
+            ]
+        )
     return rows
 
 
 def report(rows, repeats, fresh_cache):
     """:func:`run`'s rows as Markdown, under a line saying how they were measured."""
     cache = "an empty NUMBA_CACHE_DIR per repeat" if fresh_cache else "the kernels' disk cache"
-    header = ["method", "loss", "import qs.inference s", "first call s (median)",
-              "first call s (max)", "second call ms"]
-    return (f"Fresh process per (method, loss), {repeats} repeats, {cache}; P = 300, "
-            f"N = 3000\n\n{markdown_table(header, rows)}")
+    header = [
+        "method",
+        "loss",
+        "import qs.inference s",
+        "first call s (median)",
+        "first call s (max)",
+        "second call ms",
+    ]
+    return (
+        f"Fresh process per (method, loss), {repeats} repeats, {cache}; P = 300, "
+        f"N = 3000\n\n{markdown_table(header, rows)}"
+    )

@@ -17,23 +17,33 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
+from qs.estimators import RankSVM
+from qs.inference import METHODS as LAI_METHODS
+from qs.ssvm import SOLVERS
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._io import read_csv, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines._tables import bar_figure, frame_table, mark, unconverged_note
-from qs.estimators import RankSVM
-from qs.inference import METHODS as LAI_METHODS
-from qs.ssvm import SOLVERS
 
 EXPERIMENT = "digits"
 #: table columns, in order: method name -> loss of RankSVM (None: LinearSVC)
 METHODS = {"ap_svm": "ap", "zero_one_svm": "01", "linear_svc": None}
 SCALERS = {"standard": StandardScaler, "minmax": MinMaxScaler}
 DATA_NOTE = "scikit-learn load_digits (1797 images, 8x8, real data)"
-RUN_COLUMNS = ["digit", "method", "C", "C_from", "test_ap", "train_s", "lai_calls", "lai_time_s",
-               "n_iter", "converged"]
+RUN_COLUMNS = [
+    "digit",
+    "method",
+    "C",
+    "C_from",
+    "test_ap",
+    "train_s",
+    "lai_calls",
+    "lai_time_s",
+    "n_iter",
+    "converged",
+]
 
 AP_INFERENCES = tuple(sorted(m for m, losses in LAI_METHODS.items() if "ap" in losses))
 C_VALUE = S.either(S.number(low=0, strict=True), "cv")
@@ -48,15 +58,19 @@ def _digit(value):
 class CPerMethod(S.Section):
     ap_svm: C_VALUE = S.key("cv", "C of the AP-SVM, or cv")
     zero_one_svm: C_VALUE = S.key("cv", "C of the 0-1 SVM (the mean hinge's weight), or cv")
-    linear_svc: C_VALUE = S.key("cv", "C of LinearSVC on the RankSVMs' scale (the mean squared "
-                                "hinge's weight: liblinear's C x n_samples), or cv")
+    linear_svc: C_VALUE = S.key(
+        "cv",
+        "C of LinearSVC on the RankSVMs' scale (the mean squared "
+        "hinge's weight: liblinear's C x n_samples), or cv",
+    )
 
 
 class Grids(S.Section):
     ap_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the AP-SVM's CV tries")
     zero_one_svm: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values the 0-1 SVM's CV tries")
-    linear_svc: GRID = S.key([0.1, 1.0, 10.0, 100.0], "C values LinearSVC's CV tries "
-                             "(on the RankSVMs' scale)")
+    linear_svc: GRID = S.key(
+        [0.1, 1.0, 10.0, 100.0], "C values LinearSVC's CV tries (on the RankSVMs' scale)"
+    )
 
 
 class CV(S.Section):
@@ -70,23 +84,29 @@ class Config(S.Section):
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: S.number(integer=True, low=0) = S.key(0, "seed of the stratified split and CV folds")
     test_size: S.number(low=0, strict=True, high=1) = S.key(
-        0.5, "fraction of the images in the test half")
-    classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9",
-                             convert=_digit) = S.key(list(range(10)),
-                                                     "digits, each one-vs-rest")
+        0.5, "fraction of the images in the test half"
+    )
+    classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9", convert=_digit) = (
+        S.key(list(range(10)), "digits, each one-vs-rest")
+    )
     scaler: S.choice(SCALERS) = S.key("standard", "feature scaling fit on the train half")
     solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM solver of both RankSVMs")
     inference: S.choice(AP_INFERENCES) = S.key(
-        "auto", "LAI method of the AP-SVM; the 0-1 SVM always uses zero_one")
+        "auto", "LAI method of the AP-SVM; the 0-1 SVM always uses zero_one"
+    )
     tol: S.number(low=0) = S.key(1e-3, "RankSVM's stopping tolerance")
     max_iter: S.number(integer=True, low=1) = S.key(1000, "RankSVM's most iterations")
-    C: CPerMethod = S.key(CPerMethod, "per method: a fixed C, or cv for k-fold CV over "
-                          "cv.grid (RankSVM's C weighs the loss-scale slack)")
+    C: CPerMethod = S.key(
+        CPerMethod,
+        "per method: a fixed C, or cv for k-fold CV over "
+        "cv.grid (RankSVM's C weighs the loss-scale slack)",
+    )
     cv: CV = S.key(CV, "cross-validation of C")
     force: S.flag() = S.key(False, "retrain the digits and methods the run directory holds")
 
 
 # ---------------------------------------------------------------------------- data
+
 
 def load_data(cfg):
     """The seeded stratified split, scaled on the train half: (X_train, X_test, y_train,
@@ -94,14 +114,18 @@ def load_data(cfg):
     X, y = load_digits(return_X_y=True)
     digest = hashlib.sha256(np.ascontiguousarray(X).tobytes() + y.tobytes()).hexdigest()[:16]
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=cfg["test_size"], stratify=y, random_state=cfg["seed"])
+        X, y, test_size=cfg["test_size"], stratify=y, random_state=cfg["seed"]
+    )
     scaler = SCALERS[cfg["scaler"]]().fit(X_train)
-    note = (f"{DATA_NOTE}; sha256(X, y) {digest}; stratified split seed {cfg['seed']}: "
-            f"{len(y_train)} train / {len(y_test)} test; {cfg['scaler']} scaling fit on train")
+    note = (
+        f"{DATA_NOTE}; sha256(X, y) {digest}; stratified split seed {cfg['seed']}: "
+        f"{len(y_train)} train / {len(y_test)} test; {cfg['scaler']} scaling fit on train"
+    )
     return scaler.transform(X_train), scaler.transform(X_test), y_train, y_test, note
 
 
 # ---------------------------------------------------------------------------- training
+
 
 class MeanLossLinearSVC(LinearSVC):
     """LinearSVC whose C weighs the mean squared hinge over the training samples, as the
@@ -120,8 +144,14 @@ def _estimator(cfg, name, C):
     if loss is None:
         return MeanLossLinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
     inference = cfg["inference"] if loss == "ap" else "zero_one"
-    return RankSVM(loss=loss, inference=inference, solver=cfg["solver"], C=C, tol=cfg["tol"],
-                   max_iter=cfg["max_iter"])
+    return RankSVM(
+        loss=loss,
+        inference=inference,
+        solver=cfg["solver"],
+        C=C,
+        tol=cfg["tol"],
+        max_iter=cfg["max_iter"],
+    )
 
 
 def warm_up(cfg, units=None):
@@ -134,11 +164,20 @@ def fit_one(cfg, name, X, y):
     C = cfg["C"][name]
     if C == "cv":
         folds = StratifiedKFold(cfg["cv"]["folds"], shuffle=True, random_state=cfg["seed"])
-        search = GridSearchCV(_estimator(cfg, name, 1.0), {"C": cfg["cv"]["grid"][name]},
-                              scoring="average_precision", cv=folds, error_score="raise")
+        search = GridSearchCV(
+            _estimator(cfg, name, 1.0),
+            {"C": cfg["cv"]["grid"][name]},
+            scoring="average_precision",
+            cv=folds,
+            error_score="raise",
+        )
         search.fit(X, y)
-        return (search.best_estimator_, float(search.best_params_["C"]),
-                f"{cfg['cv']['folds']}-fold cv", search.refit_time_)
+        return (
+            search.best_estimator_,
+            float(search.best_params_["C"]),
+            f"{cfg['cv']['folds']}-fold cv",
+            search.refit_time_,
+        )
     start = time.perf_counter()
     est = _estimator(cfg, name, float(C)).fit(X, y)
     return est, float(C), "fixed", time.perf_counter() - start
@@ -148,8 +187,11 @@ def settings(cfg, data):
     """What a digit x method record depends on besides the unit: the split and scaled data
     and every key but the selection of digits."""
     sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
-    return {"data": data[-1], "data_sha256": sha,
-            **{k: v for k, v in cfg.items() if k not in ("classes", "force")}}
+    return {
+        "data": data[-1],
+        "data_sha256": sha,
+        **{k: v for k, v in cfg.items() if k not in ("classes", "force")},
+    }
 
 
 def units(cfg, data):
@@ -163,17 +205,28 @@ def run_unit(run, unit):
     X_train, X_test, y_train, y_test, _ = run.data
     est, C, C_from, train_s = fit_one(run.cfg, name, X_train, y_train == digit)
     ap = average_precision_score(y_test == digit, est.decision_function(X_test))
-    record = {"digit": digit, "method": name, "C": C, "C_from": C_from,
-              "test_ap": float(ap), "train_s": float(train_s)}
+    record = {
+        "digit": digit,
+        "method": name,
+        "C": C,
+        "C_from": C_from,
+        "test_ap": float(ap),
+        "train_s": float(train_s),
+    }
     if METHODS[name] is not None:
-        record.update(lai_calls=int(est.lai_calls_), lai_time_s=float(est.lai_time_),
-                      n_iter=int(est.n_iter_), converged=bool(est.converged_))
+        record.update(
+            lai_calls=int(est.lai_calls_),
+            lai_time_s=float(est.lai_time_),
+            n_iter=int(est.n_iter_),
+            converged=bool(est.converged_),
+        )
     else:  # liblinear stops at max_iter when it has not converged (and warns so itself)
         record.update(n_iter=int(est.n_iter_), converged=bool(est.n_iter_ < est.max_iter))
     return record
 
 
 # ---------------------------------------------------------------------------- outputs
+
 
 def ap_table(runs):
     """Test AP per digit (rows) and method (columns), with a last row `mean`."""
@@ -187,9 +240,13 @@ def ap_table(runs):
 def timing_table(runs):
     """Per method: total fit time and, for the RankSVMs, total LAI time and calls."""
     grouped = runs.groupby("method", sort=False)
-    table = pd.DataFrame({"train_s": grouped["train_s"].sum(),
-                          "lai_time_s": grouped["lai_time_s"].sum(min_count=1),
-                          "lai_calls": grouped["lai_calls"].sum(min_count=1)})
+    table = pd.DataFrame(
+        {
+            "train_s": grouped["train_s"].sum(),
+            "lai_time_s": grouped["lai_time_s"].sum(min_count=1),
+            "lai_calls": grouped["lai_calls"].sum(min_count=1),
+        }
+    )
     table["lai_ms_per_call"] = 1e3 * table["lai_time_s"] / table["lai_calls"]
     return table.reindex(list(METHODS)).rename_axis("method").reset_index()
 
@@ -210,31 +267,52 @@ def summary(cfg, runs, note):
     """table.md: the data, how C was chosen, test AP per digit, and times per method."""
     how_C = "; ".join(
         f"{name}: {cfg['cv']['folds']}-fold stratified CV on the train half by AP over "
-        f"{cfg['cv']['grid'][name]}" if cfg["C"][name] == "cv" else f"{name}: fixed {cfg['C'][name]}"
-        for name in METHODS)
+        f"{cfg['cv']['grid'][name]}"
+        if cfg["C"][name] == "cv"
+        else f"{name}: fixed {cfg['C'][name]}"
+        for name in METHODS
+    )
     chosen = runs.pivot(index="digit", columns="method", values="C")[list(METHODS)]
     chosen = chosen.rename_axis("digit").reset_index()
     ap_cells, n_early = _marked_ap_table(runs)
-    return "\n\n".join(filter(None, [
-        "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
-        f"Data: {note}. Real data; not a data set of the paper.",
-        f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
-        f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
-        "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
-        "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
-        + how_C + ".",
-        "## Test average precision",
-        frame_table(ap_cells, {}),
-        unconverged_note(n_early, "fit"),
-        "## Time per method, summed over the digits",
-        ("Final fits only (CV fits excluded), each timed once (one measurement per digit, "
-         "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
-         "excluded by a warm-up call."),
-        frame_table(timing_table(runs), {"train_s": ".3f", "lai_time_s": ".4f", "lai_calls": ".0f",
-                                          "lai_ms_per_call": ".4f"}),
-        "## C used per digit",
-        frame_table(chosen, {}),
-    ])) + "\n"
+    return (
+        "\n\n".join(
+            filter(
+                None,
+                [
+                    "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
+                    f"Data: {note}. Real data; not a data set of the paper.",
+                    f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
+                    f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
+                    "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
+                    "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
+                    + how_C
+                    + ".",
+                    "## Test average precision",
+                    frame_table(ap_cells, {}),
+                    unconverged_note(n_early, "fit"),
+                    "## Time per method, summed over the digits",
+                    (
+                        "Final fits only (CV fits excluded), each timed once (one measurement per digit, "
+                        "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
+                        "excluded by a warm-up call."
+                    ),
+                    frame_table(
+                        timing_table(runs),
+                        {
+                            "train_s": ".3f",
+                            "lai_time_s": ".4f",
+                            "lai_calls": ".0f",
+                            "lai_ms_per_call": ".4f",
+                        },
+                    ),
+                    "## C used per digit",
+                    frame_table(chosen, {}),
+                ],
+            )
+        )
+        + "\n"
+    )
 
 
 def write(run, records):
@@ -249,10 +327,23 @@ def redraw(run_dir, kind="tables"):
     """Draw the run's test AP table (table.csv) as a figure, figure.png and .pdf: grouped bars
     per digit; return their paths."""
     table = read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
-    return bar_figure(table, "digit", {m: m for m in METHODS}, "test AP",
-                      "Digits one-vs-rest: test AP per digit (mean last)",
-                      Path(run_dir) / "figure")
+    return bar_figure(
+        table,
+        "digit",
+        {m: m for m in METHODS},
+        "test AP",
+        "Digits one-vs-rest: test AP per digit (mean last)",
+        Path(run_dir) / "figure",
+    )
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, warm_up=warm_up)
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_data,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    warm_up=warm_up,
+)

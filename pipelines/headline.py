@@ -43,16 +43,28 @@ def _ratio_rows(results):
     rows = []
     for key, what in (("ap / ap_qs", "AP: Yue / QS"), ("ndcg / ndcg_qs", "NDCG: Chakrabarti / QS")):
         r = ratios.loc[key]
-        rows.append([f"Table 1, total LAI time in training, {what}",
-                     _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
-                     f"{r.paper_total_time:.1f}x", data, "`make reproduce-table1`"])
+        rows.append(
+            [
+                f"Table 1, total LAI time in training, {what}",
+                _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
+                f"{r.paper_total_time:.1f}x",
+                data,
+                "`make reproduce-table1`",
+            ]
+        )
     for table, metric, loss, name in ((3, "ap", "ap", "test AP"), (4, "ndcg", "ndcg", "NDCG")):
         t = _csv(results, f"{run}/table{table}.csv")
         t = t[t["class"] != "mean"]
         cols = [f"{metric}_0-1", f"{metric}_{loss}"]
-        rows.append([f"Table {table}, mean {name}, 0-1 / {loss.upper()} loss",
-                     _pair(*t[cols].mean()), _pair(*t[[f"paper_{c}" for c in cols]].mean()),
-                     data, f"`make reproduce-table{table}`"])
+        rows.append(
+            [
+                f"Table {table}, mean {name}, 0-1 / {loss.upper()} loss",
+                _pair(*t[cols].mean()),
+                _pair(*t[[f"paper_{c}" for c in cols]].mean()),
+                data,
+                f"`make reproduce-table{table}`",
+            ]
+        )
     return rows
 
 
@@ -61,37 +73,66 @@ def _table5_rows(results):
     data = _data(results, run)
     t = _csv(results, f"{run}/results.csv")
     r = _csv(results, f"{run}/ratios.csv").set_index("ratio").loc["ap / ap_qs"]
-    return [["Table 5, mean detection AP, 0-1 / AP loss", _pair(*t[["ap_0-1", "ap_ap"]].mean()),
-             _pair(*t[["paper_ap_0-1", "paper_ap_ap"]].mean()), data, "`make reproduce-table5`"],
-            ["Table 5, total LAI time in training, Yue / QS",
-             _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
-             f"{r.paper_total_time:.1f}x", data, "`make reproduce-table5`"]]
+    return [
+        [
+            "Table 5, mean detection AP, 0-1 / AP loss",
+            _pair(*t[["ap_0-1", "ap_ap"]].mean()),
+            _pair(*t[["paper_ap_0-1", "paper_ap_ap"]].mean()),
+            data,
+            "`make reproduce-table5`",
+        ],
+        [
+            "Table 5, total LAI time in training, Yue / QS",
+            _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
+            f"{r.paper_total_time:.1f}x",
+            data,
+            "`make reproduce-table5`",
+        ],
+    ]
 
 
 def _cifar10_rows(results):
     run = "cifar10/default"
     r = _csv(results, f"{run}/results.csv").set_index("method")
-    return [["CIFAR-10, test mean AP (%), 0-1 / AP loss",
-             _pair(100 * r.loc["zero_one", "test_map"], 100 * r.loc["ap_qs", "test_map"]),
-             _pair(r.loc["zero_one", "paper_map"], r.loc["ap_qs", "paper_map"]),
-             _data(results, run), "`make reproduce-cifar10`"]]
+    return [
+        [
+            "CIFAR-10, test mean AP (%), 0-1 / AP loss",
+            _pair(100 * r.loc["zero_one", "test_map"], 100 * r.loc["ap_qs", "test_map"]),
+            _pair(r.loc["zero_one", "paper_map"], r.loc["ap_qs", "paper_map"]),
+            _data(results, run),
+            "`make reproduce-cifar10`",
+        ]
+    ]
 
 
 def _digits_rows(results):
     run = "digits/default"
     t = _csv(results, f"{run}/table.csv")
     mean = t[t["digit"].astype(str) == "mean"].iloc[0]
-    return [["Digits, mean test AP, AP-SVM / 0-1 SVM / LinearSVC",
-             " / ".join(f"{mean[c]:.3f}" for c in ("ap_svm", "zero_one_svm", "linear_svc")),
-             "-", _data(results, run), "`make digits`"]]
+    return [
+        [
+            "Digits, mean test AP, AP-SVM / 0-1 SVM / LinearSVC",
+            " / ".join(f"{mean[c]:.3f}" for c in ("ap_svm", "zero_one_svm", "linear_svc")),
+            "-",
+            _data(results, run),
+            "`make digits`",
+        ]
+    ]
 
 
 def _compare_rows(results):
     t = _csv(results, "compare/default/summary.csv")
     t = t[t["dataset"] == "digits"].set_index("method")["test_ap"]
     others = t.drop(["ap_hinge", "ndcg_hinge"], errors="ignore")
-    return [[f"Compare on digits, test AP, exact AP hinge / best other ({others.idxmax()})",
-             _pair(t["ap_hinge"], others.max(), 4), "-", "real", "`make compare`"]]
+    return [
+        [
+            f"Compare on digits, test AP, exact AP hinge / best other ({others.idxmax()})",
+            _pair(t["ap_hinge"], others.max(), 4),
+            "-",
+            "real",
+            "`make compare`",
+        ]
+    ]
 
 
 ROWS = (_ratio_rows, _table5_rows, _cifar10_rows, _digits_rows, _compare_rows)

@@ -19,12 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from qsrank.pipelines import _methods
-from qsrank.pipelines import _schema as S
-from qsrank.pipelines._io import write_csv, write_text
-from qsrank.pipelines._runner import Experiment
-from qsrank.pipelines._runs import digest_arrays
-from qsrank.pipelines._tables import frame_table
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 from sklearn.preprocessing import StandardScaler
@@ -36,6 +30,12 @@ from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM
 from qs.metrics import mean_average_precision, ndcg_at_k, precision_at_k
 from qs.pairwise import PairwiseRankSVM
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
+from qsrank.pipelines._io import write_csv, write_text
+from qsrank.pipelines._runner import Experiment
+from qsrank.pipelines._runs import digest_arrays
+from qsrank.pipelines._tables import frame_table
 
 EXPERIMENT = "ltr"
 #: method -> (what the table calls it, its model class)
@@ -55,8 +55,13 @@ METHODS = {
 TUNED = ("ap_svm", "ndcg_svm", "pairwise_svm", "logistic")
 DATASETS = ("synthetic", "modechoice", "files")
 #: metric column -> what the table calls it
-METRICS = {"map": "MAP", "ndcg@1": "NDCG@1", "ndcg@5": "NDCG@5", "ndcg@10": "NDCG@10",
-           "p@10": "P@10"}
+METRICS = {
+    "map": "MAP",
+    "ndcg@1": "NDCG@1",
+    "ndcg@5": "NDCG@5",
+    "ndcg@10": "NDCG@10",
+    "p@10": "P@10",
+}
 
 
 class Synthetic(S.Section):
@@ -71,30 +76,37 @@ class Config(S.Section):
     the keys of a user's files."""
 
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    datasets: S.distinct_list(S.member(DATASETS, "synthetic, modechoice or files"),
-                              "data sets") = S.key(["synthetic", "modechoice"],
-                                                   "the data sets, each its own table")
+    datasets: S.distinct_list(S.member(DATASETS, "synthetic, modechoice or files"), "data sets") = (
+        S.key(["synthetic", "modechoice"], "the data sets, each its own table")
+    )
     synthetic: Synthetic = S.key(Synthetic, "the generated MSLR-WEB10K-shaped data")
     train: S.optional(S.text()) = S.key(None, "files: the training feature file")
-    test: S.optional(S.text()) = S.key(None, "files: the test file; null: a share of the "
-                                       "training queries")
+    test: S.optional(S.text()) = S.key(
+        None, "files: the test file; null: a share of the training queries"
+    )
     label_column: S.optional(S.text()) = S.key(None, "files: the label column of a table")
     group_column: S.optional(S.text()) = S.key(None, "files: the query id column of a table")
-    methods: S.distinct_list(S.member(METHODS, "a method of qsrank.pipelines.ltr.METHODS"),
-                             "methods") = S.key(list(METHODS), "the methods, in table order")
+    methods: S.distinct_list(
+        S.member(METHODS, "a method of qsrank.pipelines.ltr.METHODS"), "methods"
+    ) = S.key(list(METHODS), "the methods, in table order")
     test_size: S.number(low=0, strict=True, high=1) = S.key(
-        0.3, "share of the queries held out for testing when there is no test file")
+        0.3, "share of the queries held out for testing when there is no test file"
+    )
     relevance_threshold: S.number() = S.key(
-        0.0, "a grade above it is relevant (the SVMs' and logistic regression's labels, MAP, "
-        "P@10); NDCG keeps the grades")
-    C: S.c_grid() = S.key([0.1, 1.0, 10.0], "C of the SVMs and logistic regression, or a grid "
-                          "that GroupKFold CV chooses from by MAP")
-    cv_folds: S.number(integer=True, low=2) = S.key(3, "GroupKFold folds over the training "
-                                                    "queries")
+        0.0,
+        "a grade above it is relevant (the SVMs' and logistic regression's labels, MAP, "
+        "P@10); NDCG keeps the grades",
+    )
+    C: S.c_grid() = S.key(
+        [0.1, 1.0, 10.0],
+        "C of the SVMs and logistic regression, or a grid that GroupKFold CV chooses from by MAP",
+    )
+    cv_folds: S.number(integer=True, low=2) = S.key(3, "GroupKFold folds over the training queries")
     tol: S.number(low=0, strict=True) = S.key(1e-3, "the structured SVMs' tolerance")
     max_iter: S.number(integer=True, low=1) = S.key(200, "the structured SVMs' most passes")
-    rounds: S.number(integer=True, low=1) = S.key(100, "boosting rounds of every booster "
-                                                  "(LightGBM's and XGBoost's default)")
+    rounds: S.number(integer=True, low=1) = S.key(
+        100, "boosting rounds of every booster (LightGBM's and XGBoost's default)"
+    )
     threads: S.number(integer=True, low=1) = S.key(1, "threads of LightGBM and XGBoost")
     seed: S.number(integer=True, low=0) = S.key(0, "seed of the split, folds and boosters")
     force: S.flag() = S.key(False, "retrain the units the run directory holds")
@@ -116,13 +128,16 @@ class Split:
 
 # ---------------------------------------------------------------------------- data
 
+
 def load_data(cfg):
     """Every data set of the config, split by query and scaled: name -> `Split`."""
     for method in cfg["methods"]:
         library = {"lgbm": "lightgbm", "xgb": "xgboost"}.get(method.split("_")[0])
         if library and importlib.util.find_spec(library) is None:
-            raise ValueError(f"method {method} needs {library}: install the ltr extra "
-                             "(pip install 'qsrank[ltr]') or leave the method out.")
+            raise ValueError(
+                f"method {method} needs {library}: install the ltr extra "
+                "(pip install 'qsrank[ltr]') or leave the method out."
+            )
     return {name: _split(cfg, name) for name in cfg["datasets"]}
 
 
@@ -131,45 +146,79 @@ def _split(cfg, name):
         return _files(cfg)
     if name == "synthetic":
         s = cfg["synthetic"]
-        data = make_letor(s["queries"], docs_per_query=s["docs_per_query"],
-                          n_features=s["features"], informative=min(24, s["features"]),
-                          seed=s["seed"])
+        data = make_letor(
+            s["queries"],
+            docs_per_query=s["docs_per_query"],
+            n_features=s["features"],
+            informative=min(24, s["features"]),
+            seed=s["seed"],
+        )
     else:
         data = load_modechoice()
-    train, test = next(GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"])
-                       .split(data.X, data.y, data.groups))
-    where = (f"{np.unique(data.groups[test]).size} test queries (a {cfg['test_size']:g} share, "
-             f"seed {cfg['seed']})")
-    return _scaled(data.X[train], data.y[train], data.groups[train], data.X[test],
-                   data.y[test], data.groups[test], f"{data.source}; {where}")
+    train, test = next(
+        GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
+            data.X, data.y, data.groups
+        )
+    )
+    where = (
+        f"{np.unique(data.groups[test]).size} test queries (a {cfg['test_size']:g} share, "
+        f"seed {cfg['seed']})"
+    )
+    return _scaled(
+        data.X[train],
+        data.y[train],
+        data.groups[train],
+        data.X[test],
+        data.y[test],
+        data.groups[test],
+        f"{data.source}; {where}",
+    )
 
 
 def _files(cfg):
     """The user's train (and test) files, read with their query ids."""
     if cfg["train"] is None:
         raise ValueError("data set 'files' needs the key train (a feature file with queries).")
-    train = read_table(cfg["train"], label_column=cfg["label_column"],
-                       group_column=cfg["group_column"], groups=True)
+    train = read_table(
+        cfg["train"],
+        label_column=cfg["label_column"],
+        group_column=cfg["group_column"],
+        groups=True,
+    )
     y = _grades(train.path, train.y)
     if cfg["test"] is not None:
-        test = read_table(cfg["test"], label_column=cfg["label_column"],
-                          group_column=cfg["group_column"], groups=True)
-        X_test = align_features(test, train.feature_names, train.X.shape[1],
-                                f"the training file {train.path}")
+        test = read_table(
+            cfg["test"],
+            label_column=cfg["label_column"],
+            group_column=cfg["group_column"],
+            groups=True,
+        )
+        X_test = align_features(
+            test, train.feature_names, train.X.shape[1], f"the training file {train.path}"
+        )
         parts = (train.X, y, train.groups, X_test, _grades(test.path, test.y), test.groups)
         where = f"test: {test.path} ({np.unique(test.groups).size} queries)"
     else:
         if np.unique(train.groups).size < 2:
-            raise ValueError(f"{train.path}: one query only; give a test file (--test) or "
-                             "more queries to hold some out.")
-        tr, te = next(GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"])
-                      .split(train.X, y, train.groups))
+            raise ValueError(
+                f"{train.path}: one query only; give a test file (--test) or "
+                "more queries to hold some out."
+            )
+        tr, te = next(
+            GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
+                train.X, y, train.groups
+            )
+        )
         parts = (train.X[tr], y[tr], train.groups[tr], train.X[te], y[te], train.groups[te])
-        where = (f"test: a {cfg['test_size']:g} share of its queries held out (seed "
-                 f"{cfg['seed']}), {np.unique(train.groups[te]).size} queries")
+        where = (
+            f"test: a {cfg['test_size']:g} share of its queries held out (seed "
+            f"{cfg['seed']}), {np.unique(train.groups[te]).size} queries"
+        )
     X = parts[0]
-    note = (f"{train.path} ({np.unique(parts[2]).size} training queries, {X.shape[0]} "
-            f"documents, {X.shape[1]} features); {where}")
+    note = (
+        f"{train.path} ({np.unique(parts[2]).size} training queries, {X.shape[0]} "
+        f"documents, {X.shape[1]} features); {where}"
+    )
     return _scaled(*parts, note)
 
 
@@ -177,13 +226,16 @@ def _grades(path, y):
     """Relevance grades: numbers; the boosters' rank objectives take integers 0-30."""
     y = np.asarray(y)
     if y.dtype.kind not in "biuf":
-        raise ValueError(f"{path}: the labels must be numeric relevance grades (0, 1, 2, ...); "
-                         f"got {y.dtype}.")
+        raise ValueError(
+            f"{path}: the labels must be numeric relevance grades (0, 1, 2, ...); got {y.dtype}."
+        )
     y = y.astype(np.float64)
     if np.any(y < 0) or np.any(y != np.rint(y)) or np.any(y > 30):
-        raise ValueError(f"{path}: the labels must be integer grades 0-30 (LightGBM's and "
-                         f"XGBoost's ranking objectives take no others); got values from "
-                         f"{y.min():g} to {y.max():g}.")
+        raise ValueError(
+            f"{path}: the labels must be integer grades 0-30 (LightGBM's and "
+            f"XGBoost's ranking objectives take no others); got values from "
+            f"{y.min():g} to {y.max():g}."
+        )
     return y.astype(np.int64)
 
 
@@ -193,17 +245,21 @@ def _scaled(X_train, y_train, g_train, X_test, y_test, g_test, note):
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     sha = digest_arrays(X_train, y_train, X_test, y_test)
-    return Split(X_train, y_train, np.asarray(g_train), X_test, y_test, np.asarray(g_test),
-                 note, sha)
+    return Split(
+        X_train, y_train, np.asarray(g_train), X_test, y_test, np.asarray(g_test), note, sha
+    )
 
 
 # ---------------------------------------------------------------------------- training
 
+
 def settings(cfg, data):
     """What a unit depends on: the data sets and every key but `force`."""
-    return {"data": "; ".join(f"{k}: {v.note}" for k, v in data.items()),
-            "data_sha256": [v.sha256 for v in data.values()],
-            **{k: v for k, v in cfg.items() if k != "force"}}
+    return {
+        "data": "; ".join(f"{k}: {v.note}" for k, v in data.items()),
+        "data_sha256": [v.sha256 for v in data.values()],
+        **{k: v for k, v in cfg.items() if k != "force"},
+    }
 
 
 def units(cfg, data):
@@ -214,10 +270,17 @@ def warm_up(cfg, units=None):
     """Compile (or load) the LAI kernels of the structured SVMs and the hinge objectives."""
     _methods.warm_up([("ap", "auto"), ("ndcg", "auto")])
     from qs.inference import lai_queries
+
     rng = np.random.default_rng(0)
     for loss in ("ap", "ndcg"):
-        lai_queries(rng.normal(size=40), rng.random(40) < 0.3, [0, 15, 40], loss=loss,
-                    gradient=True, ranks=False)
+        lai_queries(
+            rng.normal(size=40),
+            rng.random(40) < 0.3,
+            [0, 15, 40],
+            loss=loss,
+            gradient=True,
+            ranks=False,
+        )
 
 
 def fit_method(cfg, method, C, X, y, groups):
@@ -225,8 +288,14 @@ def fit_method(cfg, method, C, X, y, groups):
     relevant = y > cfg["relevance_threshold"]
     seed, rounds, threads = cfg["seed"], cfg["rounds"], cfg["threads"]
     if method in ("ap_svm", "ndcg_svm"):
-        est = RankSVM(loss=method[:-4], C=C, tol=cfg["tol"], max_iter=cfg["max_iter"],
-                      relevance_threshold=cfg["relevance_threshold"], random_state=seed)
+        est = RankSVM(
+            loss=method[:-4],
+            C=C,
+            tol=cfg["tol"],
+            max_iter=cfg["max_iter"],
+            relevance_threshold=cfg["relevance_threshold"],
+            random_state=seed,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # queries without a pair: counted
             return est.fit(X, y, groups=groups).decision_function
@@ -237,23 +306,39 @@ def fit_method(cfg, method, C, X, y, groups):
     sizes = np.diff(np.flatnonzero(np.r_[True, groups[1:] != groups[:-1], True]))
     if method.startswith("lgbm"):
         import lightgbm as lgb
-        objective = {"lgbm_lambdarank": "lambdarank", "lgbm_ap_hinge": lightgbm_objective(
-            "ap", relevance_threshold=cfg["relevance_threshold"]),
+
+        objective = {
+            "lgbm_lambdarank": "lambdarank",
+            "lgbm_ap_hinge": lightgbm_objective(
+                "ap", relevance_threshold=cfg["relevance_threshold"]
+            ),
             "lgbm_ndcg_hinge": lightgbm_objective(
-            "ndcg", relevance_threshold=cfg["relevance_threshold"])}[method]
-        params = {"objective": objective, "verbose": -1, "seed": seed, "num_threads": threads,
-                  "deterministic": True}
+                "ndcg", relevance_threshold=cfg["relevance_threshold"]
+            ),
+        }[method]
+        params = {
+            "objective": objective,
+            "verbose": -1,
+            "seed": seed,
+            "num_threads": threads,
+            "deterministic": True,
+        }
         booster = lgb.train(params, lgb.Dataset(X, y, group=sizes), num_boost_round=rounds)
         return booster.predict
     import xgboost as xgb
+
     qid = np.repeat(np.arange(sizes.size), sizes)
     # rank:map takes binary labels only: the relevant documents, as the SVMs see them
     dtrain = xgb.DMatrix(X, relevant if method == "xgb_rank_map" else y, qid=qid)
     params = {"seed": seed, "nthread": threads, "tree_method": "hist"}
     if method == "xgb_ap_hinge":
         params.update(base_score=0.0, min_child_weight=0.0)
-        booster = xgb.train(params, dtrain, rounds, obj=xgboost_objective(
-            "ap", relevance_threshold=cfg["relevance_threshold"]))
+        booster = xgb.train(
+            params,
+            dtrain,
+            rounds,
+            obj=xgboost_objective("ap", relevance_threshold=cfg["relevance_threshold"]),
+        )
     else:
         params["objective"] = "rank:map" if method == "xgb_rank_map" else "rank:ndcg"
         booster = xgb.train(params, dtrain, rounds)
@@ -277,10 +362,12 @@ def choose_C(cfg, method, split):
     for C in grid:
         fold_maps = []
         for tr, va in folds:
-            score = fit_method(cfg, method, C, split.X_train[tr], split.y_train[tr],
-                               split.g_train[tr])
-            fold_maps.append(_map(cfg, split.y_train[va], score(split.X_train[va]),
-                                  split.g_train[va]))
+            score = fit_method(
+                cfg, method, C, split.X_train[tr], split.y_train[tr], split.g_train[tr]
+            )
+            fold_maps.append(
+                _map(cfg, split.y_train[va], score(split.X_train[va]), split.g_train[va])
+            )
         scores.append(float(np.mean(fold_maps)))
     best = int(np.argmax(scores))
     return grid[best], f"{cfg['cv_folds']}-fold GroupKFold", scores[best]
@@ -310,13 +397,23 @@ def run_unit(run, unit):
         train_s = time.perf_counter() - start
         ids, values = query_metrics(cfg, split.y_test, score(split.X_test), split.g_test)
         bar.update()
-    return {"dataset": name, "method": method, "model": METHODS[method][1], "C": C,
-            "C_from": how, "cv_map": cv_map, "cv_s": cv_s, "train_s": train_s,
-            **{k: float(np.mean(v)) for k, v in values.items()},
-            "queries": ids.tolist(), "per_query": {k: v.tolist() for k, v in values.items()}}
+    return {
+        "dataset": name,
+        "method": method,
+        "model": METHODS[method][1],
+        "C": C,
+        "C_from": how,
+        "cv_map": cv_map,
+        "cv_s": cv_s,
+        "train_s": train_s,
+        **{k: float(np.mean(v)) for k, v in values.items()},
+        "queries": ids.tolist(),
+        "per_query": {k: v.tolist() for k, v in values.items()},
+    }
 
 
 # ---------------------------------------------------------------------------- outputs
+
 
 def metrics_frame(records):
     """One row per data set and method: C, how it was chosen, the test means, the times."""
@@ -326,8 +423,17 @@ def metrics_frame(records):
 
 def per_query_frame(records):
     """One row per data set, method and test query: its metrics."""
-    frames = [pd.DataFrame({"dataset": r["dataset"], "method": r["method"],
-                            "query": r["queries"], **r["per_query"]}) for r in records]
+    frames = [
+        pd.DataFrame(
+            {
+                "dataset": r["dataset"],
+                "method": r["method"],
+                "query": r["queries"],
+                **r["per_query"],
+            }
+        )
+        for r in records
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -336,24 +442,33 @@ def table(frame):
     cells = frame[["method", "model", "C", *METRICS, "train_s"]].copy()
     cells["method"] = cells["method"].map(lambda m: METHODS[m][0])
     cells["C"] = cells["C"].map(lambda c: "-" if pd.isna(c) else f"{c:g}")
-    return frame_table(cells.rename(columns={**METRICS, "train_s": "train (s)"}),
-                       {**dict.fromkeys(METRICS.values(), ".4f"), "train (s)": ".2f"})
+    return frame_table(
+        cells.rename(columns={**METRICS, "train_s": "train (s)"}),
+        {**dict.fromkeys(METRICS.values(), ".4f"), "train (s)": ".2f"},
+    )
 
 
 def summary(cfg, records, data):
     """table.md: per data set, its note and its table of test metrics and training times."""
     frame = metrics_frame(records)
-    how = (f"C {cfg['C'][0]:g} (fixed)" if len(cfg["C"]) == 1 else
-           f"C from {', '.join(f'{c:g}' for c in cfg['C'])} by {cfg['cv_folds']}-fold "
-           "GroupKFold cross-validation over the training queries (mean MAP)")
-    parts = ["# Learning to rank with queries",
-             (f"Linear methods (AP-SVM, NDCG-SVM, pairwise RankSVM, logistic regression): "
-             f"{how}; relevant: grade > {cfg['relevance_threshold']:g}. Boosters (trees, a "
-             f"different model class): {cfg['rounds']} rounds, the libraries' defaults "
-             "otherwise; the exact-hinge ones take qs.boosting's objectives. Test metrics are "
-             "means over the test queries (a query without a relevant document counts 0); "
-             "NDCG's gain is 2^grade - 1. `train (s)`: the final fit, one measurement, "
-             "cross-validation excluded.")]
+    how = (
+        f"C {cfg['C'][0]:g} (fixed)"
+        if len(cfg["C"]) == 1
+        else f"C from {', '.join(f'{c:g}' for c in cfg['C'])} by {cfg['cv_folds']}-fold "
+        "GroupKFold cross-validation over the training queries (mean MAP)"
+    )
+    parts = [
+        "# Learning to rank with queries",
+        (
+            f"Linear methods (AP-SVM, NDCG-SVM, pairwise RankSVM, logistic regression): "
+            f"{how}; relevant: grade > {cfg['relevance_threshold']:g}. Boosters (trees, a "
+            f"different model class): {cfg['rounds']} rounds, the libraries' defaults "
+            "otherwise; the exact-hinge ones take qs.boosting's objectives. Test metrics are "
+            "means over the test queries (a query without a relevant document counts 0); "
+            "NDCG's gain is 2^grade - 1. `train (s)`: the final fit, one measurement, "
+            "cross-validation excluded."
+        ),
+    ]
     for name in data:
         rows = frame[frame["dataset"] == name]
         if len(rows):
@@ -368,6 +483,14 @@ def write(run, records):
     write_text(run.out / "table.md", summary(run.cfg, records, run.data))
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  unit_label="method")
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_data,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    warm_up=warm_up,
+    unit_label="method",
+)

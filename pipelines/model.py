@@ -23,19 +23,19 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from qsrank.pipelines._io import check_output, write_csv, write_json, write_npz
-from qsrank.pipelines._provenance import _version
 
 from qs.data.files import check_regular, read_bytes, shown
 from qs.data.tables import align_features, permuted_columns, read_labels, read_table
+from qsrank.pipelines._io import check_output, write_csv, write_json, write_npz
+from qsrank.pipelines._provenance import _version
 
 FORMAT = "qsrank-linear-model"
 VERSION = 2  # 2: the checksum covers model.json too
 JSON_NAME, WEIGHTS_NAME = "model.json", "model.npz"
 ARRAYS = ("coef", "intercept", "mean", "scale")
 METRICS = {"ap": "AP", "ndcg": "NDCG", "voc_ap": "VOC AP", "roc_auc": "ROC AUC"}
-_JSON_BYTES = 2 ** 26  # feature names of a million features fit
-_NPY_HEADER = 2 ** 16  # the most a .npy member's header takes (format 1.0) and then some
+_JSON_BYTES = 2**26  # feature names of a million features fit
+_NPY_HEADER = 2**16  # the most a .npy member's header takes (format 1.0) and then some
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -48,10 +48,10 @@ class ModelMeta(BaseModel):
     format: Literal[FORMAT]
     format_version: Literal[VERSION]
     qsrank_version: str | None
-    n_features: Annotated[int, Field(gt=0, le=2 ** 31)]
+    n_features: Annotated[int, Field(gt=0, le=2**31)]
     feature_names: list[str] | None
     label_column: str | None
-    classes: Annotated[list[str | bool | int | _Finite], Field(min_length=1, max_length=2 ** 16)]
+    classes: Annotated[list[str | bool | int | _Finite], Field(min_length=1, max_length=2**16)]
     loss: Literal["ap", "ndcg", "01"]
     solver: str
     C: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
@@ -65,13 +65,13 @@ class ModelMeta(BaseModel):
     def _consistent(self):
         names = self.feature_names
         if names is not None and len(names) != self.n_features:
-            raise ValueError(f"feature_names: {len(names)} names for {self.n_features} "
-                             "features")
+            raise ValueError(f"feature_names: {len(names)} names for {self.n_features} features")
         if names is not None and len(set(names)) != len(names):
             raise ValueError(f"feature_names: {_repeated(names)} appears more than once")
         if len({str(c) for c in self.classes}) != len(self.classes):
-            raise ValueError(f"classes: {_repeated([str(c) for c in self.classes])} appears "
-                             "more than once")
+            raise ValueError(
+                f"classes: {_repeated([str(c) for c in self.classes])} appears more than once"
+            )
         if len(self.C) != len(self.classes):
             raise ValueError(f"C: {len(self.C)} values for {len(self.classes)} classes")
         if not _fingerprint_ok(self.column_fingerprint, self.n_features):
@@ -89,8 +89,9 @@ def _fingerprint_ok(fingerprint, n_features):
     lists = [fingerprint.get(k) for k in ("columns", "mean", "std")]
     if not all(isinstance(v, list) and len(v) == len(lists[0]) for v in lists):
         return False
-    return (all(isinstance(c, int) and 0 <= c < n_features for c in lists[0])
-            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in lists[1] + lists[2]))
+    return all(isinstance(c, int) and 0 <= c < n_features for c in lists[0]) and all(
+        isinstance(v, (int, float)) and math.isfinite(v) for v in lists[1] + lists[2]
+    )
 
 
 def _cut(value):
@@ -126,8 +127,9 @@ def model_digest(meta, weights):
     """The checksum of a model: SHA-256 of model.json's fields but ``sha256`` (as canonical
     JSON), then of the bytes `weights` of model.npz."""
     fields = {k: v for k, v in meta.items() if k != "sha256"}
-    h = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"),
-                                  allow_nan=False).encode())
+    h = hashlib.sha256(
+        json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    )
     h.update(weights)
     return h.hexdigest()
 
@@ -137,9 +139,17 @@ def write_model(directory, meta, **arrays):
     the model's checksum) into `directory`, each atomically; return the JSON's path."""
     directory = Path(directory)
     write_npz(directory / WEIGHTS_NAME, {k: np.asarray(arrays[k], np.float64) for k in ARRAYS})
-    meta = json.loads(json.dumps({"format": FORMAT, "format_version": VERSION,
-                                  "qsrank_version": _version("qsrank"), **meta,
-                                  "weights": WEIGHTS_NAME}))  # as it reads back
+    meta = json.loads(
+        json.dumps(
+            {
+                "format": FORMAT,
+                "format_version": VERSION,
+                "qsrank_version": _version("qsrank"),
+                **meta,
+                "weights": WEIGHTS_NAME,
+            }
+        )
+    )  # as it reads back
     meta["sha256"] = model_digest(meta, (directory / WEIGHTS_NAME).read_bytes())
     write_json(directory / JSON_NAME, meta)
     return directory / JSON_NAME
@@ -164,29 +174,38 @@ def read_model(path):
     except ValueError:  # not UTF-8, not JSON
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a qsrank model file (expected the {JSON_NAME} that "
-                         "`qsrank fit` writes).")
+        raise ValueError(
+            f"{path}: not a qsrank model file (expected the {JSON_NAME} that `qsrank fit` writes)."
+        )
     if meta.get("format_version") != VERSION:
-        raise ValueError(f"{path}: model format version {_cut(meta.get('format_version'))}; "
-                         f"this qsrank reads version {VERSION} (written by qsrank "
-                         f"{_cut(meta.get('qsrank_version'))}); refit the model.")
+        raise ValueError(
+            f"{path}: model format version {_cut(meta.get('format_version'))}; "
+            f"this qsrank reads version {VERSION} (written by qsrank "
+            f"{_cut(meta.get('qsrank_version'))}); refit the model."
+        )
     try:
         ModelMeta.model_validate(meta)
     except ValidationError as err:
         error = err.errors()[0]
         where = ".".join(map(str, error["loc"]))
         message = error["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{path}: damaged qsrank model file: "
-                         f"{where + ': ' if where else ''}{message}.") from None
-    shapes = {"coef": (len(meta["classes"]), meta["n_features"]),
-              "intercept": (len(meta["classes"]),), "mean": (meta["n_features"],),
-              "scale": (meta["n_features"],)}
+        raise ValueError(
+            f"{path}: damaged qsrank model file: {where + ': ' if where else ''}{message}."
+        ) from None
+    shapes = {
+        "coef": (len(meta["classes"]), meta["n_features"]),
+        "intercept": (len(meta["classes"]),),
+        "mean": (meta["n_features"],),
+        "scale": (meta["n_features"],),
+    }
     inflated = sum(8 * math.prod(shape) + _NPY_HEADER for shape in shapes.values())
-    raw = read_bytes(weights, "the model weights", inflated + inflated // 64 + 2 ** 20)
+    raw = read_bytes(weights, "the model weights", inflated + inflated // 64 + 2**20)
     if model_digest(meta, raw) != meta["sha256"]:
-        raise ValueError(f"{path}: its checksum does not match it and {weights.name}; the "
-                         "model was changed after `qsrank fit` wrote it, or its weights "
-                         "belong to another model.")
+        raise ValueError(
+            f"{path}: its checksum does not match it and {weights.name}; the "
+            "model was changed after `qsrank fit` wrote it, or its weights "
+            "belong to another model."
+        )
     arrays = _weights(weights, raw, shapes)
     return Model(meta, *(arrays[k] for k in ARRAYS), path)
 
@@ -203,22 +222,29 @@ def _weights(path, raw, shapes):
             raise
         raise ValueError(f"{path}: not a readable .npz of model weights (ValueError).") from None
     except Exception as err:  # zip, zlib, ...
-        raise ValueError(f"{path}: not a readable .npz of model weights "
-                         f"({type(err).__name__}).") from None
+        raise ValueError(
+            f"{path}: not a readable .npz of model weights ({type(err).__name__})."
+        ) from None
     for name, shape in shapes.items():
         a = arrays[name]
         if a.dtype.kind != "f" or a.shape != shape or not np.isfinite(a).all():
-            raise ValueError(f"{path}: {name} must be finite floats of shape {shape}; got "
-                             f"{a.dtype} of shape {a.shape}.")
+            raise ValueError(
+                f"{path}: {name} must be finite floats of shape {shape}; got "
+                f"{a.dtype} of shape {a.shape}."
+            )
     if (arrays["scale"] < np.finfo(np.float64).tiny).any():
-        raise ValueError(f"{path}: scale must be at least {np.finfo(np.float64).tiny:.3g} (a "
-                         f"feature's spread); got {arrays['scale'].min():.3g}.")
+        raise ValueError(
+            f"{path}: scale must be at least {np.finfo(np.float64).tiny:.3g} (a "
+            f"feature's spread); got {arrays['scale'].min():.3g}."
+        )
     with np.errstate(all="ignore"):
         w = arrays["coef"] / arrays["scale"]
         offset = arrays["intercept"] - w @ arrays["mean"]
     if not (np.isfinite(w).all() and np.isfinite(offset).all()):
-        raise ValueError(f"{path}: coef / scale overflows; the weights and the scaling do not "
-                         "describe a usable model.")
+        raise ValueError(
+            f"{path}: coef / scale overflows; the weights and the scaling do not "
+            "describe a usable model."
+        )
     return arrays
 
 
@@ -229,24 +255,33 @@ def _check_members(path, raw, shapes):
     with zipfile.ZipFile(io.BytesIO(raw)) as zf:
         members = {info.filename: info for info in zf.infolist()}
         if sorted(members) != sorted(f"{k}.npy" for k in ARRAYS):
-            raise ValueError(f"{path}: expected the members {', '.join(ARRAYS)} (.npy); got "
-                             f"{', '.join(shown(m) for m in list(members)[:8])}.")
+            raise ValueError(
+                f"{path}: expected the members {', '.join(ARRAYS)} (.npy); got "
+                f"{', '.join(shown(m) for m in list(members)[:8])}."
+            )
         for name, shape in shapes.items():
             info = members[f"{name}.npy"]
             if info.file_size > 8 * math.prod(shape) + _NPY_HEADER:
-                raise ValueError(f"{path}: {name} inflates to {info.file_size:,} bytes, more "
-                                 f"than an array of shape {shape} takes.")
+                raise ValueError(
+                    f"{path}: {name} inflates to {info.file_size:,} bytes, more "
+                    f"than an array of shape {shape} takes."
+                )
             with zf.open(info) as fh:
                 version = np.lib.format.read_magic(fh)
-                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                               (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                read_header = {
+                    (1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0,
+                }.get(version)
                 if read_header is None:
-                    raise ValueError(f"{path}: {name} is a .npy of version {version}, not one "
-                                     "qsrank writes.")
+                    raise ValueError(
+                        f"{path}: {name} is a .npy of version {version}, not one qsrank writes."
+                    )
                 got, _, dtype = read_header(fh)
             if got != shape or dtype != np.float64:
-                raise ValueError(f"{path}: {name} must be finite floats of shape {shape}; got "
-                                 f"{dtype} of shape {got}.")
+                raise ValueError(
+                    f"{path}: {name} must be finite floats of shape {shape}; got "
+                    f"{dtype} of shape {got}."
+                )
 
 
 def predict(model_path, data_path, out, label_column=None):
@@ -254,25 +289,33 @@ def predict(model_path, data_path, out, label_column=None):
     `out` (one column per positive class); return the number of rows. A table's
     `label_column` (default: the model's) is left out of the features."""
     json_path, weights = model_files(model_path)
-    check_output(out, {"the model file": json_path, "the model weights": weights,
-                       "the data file": data_path})
+    check_output(
+        out, {"the model file": json_path, "the model weights": weights, "the data file": data_path}
+    )
     model = read_model(model_path)
     label_column = label_column or model.meta.get("label_column")
-    table = read_table(data_path, label_column=label_column, labels=False,
-                       zero_based=model.meta["svmlight_zero_based"])
+    table = read_table(
+        data_path,
+        label_column=label_column,
+        labels=False,
+        zero_based=model.meta["svmlight_zero_based"],
+    )
     if table.X.shape[0] == 0:
         raise ValueError(f"{table.path}: holds no rows to score.")
-    X = align_features(table, model.meta["feature_names"], model.meta["n_features"],
-                       f"the model {model.path}")
+    X = align_features(
+        table, model.meta["feature_names"], model.meta["n_features"], f"the model {model.path}"
+    )
     if model.meta["column_fingerprint"] is not None and table.feature_names is None:
         warn_permuted(table.path, model.meta["column_fingerprint"], X, f"the model {model.path}")
     with np.errstate(all="ignore"):
         scores = model.scores(X)
     bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
     if bad.size:
-        raise ValueError(f"{table.path}: {bad.size} of its {len(scores)} rows (the first: data "
-                         f"row {bad[0] + 1}) score inf or NaN under the model {model.path}; "
-                         "their values are too large for the model's weights and scaling.")
+        raise ValueError(
+            f"{table.path}: {bad.size} of its {len(scores)} rows (the first: data "
+            f"row {bad[0] + 1}) score inf or NaN under the model {model.path}; "
+            "their values are too large for the model's weights and scaling."
+        )
     frame = pd.DataFrame(scores, columns=[str(c) for c in model.meta["classes"]])
     write_csv(out, frame)
     return len(frame)
@@ -294,9 +337,12 @@ def rank_metrics(relevant, scores):
         return dict.fromkeys(METRICS, math.nan)
     from qs.metrics import average_precision, ndcg, voc_average_precision  # not for predict
 
-    return {"ap": average_precision(relevant, scores), "ndcg": ndcg(relevant, scores),
-            "voc_ap": voc_average_precision(relevant, scores),
-            "roc_auc": roc_auc(relevant, scores)}
+    return {
+        "ap": average_precision(relevant, scores),
+        "ndcg": ndcg(relevant, scores),
+        "voc_ap": voc_average_precision(relevant, scores),
+        "roc_auc": roc_auc(relevant, scores),
+    }
 
 
 def roc_auc(relevant, scores):
@@ -321,13 +367,23 @@ def evaluate(scores_path, labels_path, label_column=None, out=None):
     scores = _read_scores(scores_path)
     labels = np.asarray(read_labels(labels_path, label_column=label_column)).astype(str)
     if labels.size != len(scores):
-        raise ValueError(f"{labels_path}: has {labels.size} labels but {scores_path} has "
-                         f"{len(scores)} rows of scores; expected one label per row.")
+        raise ValueError(
+            f"{labels_path}: has {labels.size} labels but {scores_path} has "
+            f"{len(scores)} rows of scores; expected one label per row."
+        )
     if not set(scores.columns) & set(labels):
-        raise ValueError(f"{scores_path}: none of its columns ({', '.join(scores.columns)}) "
-                         f"names a class of the labels of {labels_path}.")
-    rows = [{"class": c, "positives": int((labels == c).sum()),
-             **rank_metrics(labels == c, scores[c].to_numpy())} for c in scores.columns]
+        raise ValueError(
+            f"{scores_path}: none of its columns ({', '.join(scores.columns)}) "
+            f"names a class of the labels of {labels_path}."
+        )
+    rows = [
+        {
+            "class": c,
+            "positives": int((labels == c).sum()),
+            **rank_metrics(labels == c, scores[c].to_numpy()),
+        }
+        for c in scores.columns
+    ]
     frame = pd.DataFrame(rows)
     if out is not None:
         write_csv(out, frame)
@@ -340,10 +396,13 @@ def _read_scores(path):
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"Cannot read {path} as a scores CSV: "
-                         f"{' '.join(str(err).split())[:200]}") from None
+        raise ValueError(
+            f"Cannot read {path} as a scores CSV: {' '.join(str(err).split())[:200]}"
+        ) from None
     numbers = frame.apply(pd.to_numeric, errors="coerce")
     if frame.empty or frame.shape[1] == 0 or not np.isfinite(numbers.to_numpy(float)).all():
-        raise ValueError(f"{path}: expected a CSV of finite scores, one column per class, as "
-                         "`qsrank predict` writes it.")
+        raise ValueError(
+            f"{path}: expected a CSV of finite scores, one column per class, as "
+            "`qsrank predict` writes it."
+        )
     return numbers

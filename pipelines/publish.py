@@ -12,10 +12,10 @@ finish, or that holds no qsrank run, is refused.
 import shutil
 from pathlib import Path
 
-from qsrank.pipelines._io import atomic_path
-from qsrank.pipelines._runs import LOCK, run_owner
 from qs.data.files import read_json
 from qs.data.lock import OutputLock
+from qsrank.pipelines._io import atomic_path
+from qsrank.pipelines._runs import LOCK, run_owner
 
 #: the suffixes of the files of a run directory that are published
 PUBLISHED = (".md", ".csv", ".png", ".json", ".yaml")
@@ -24,8 +24,11 @@ RESULTS = Path("results")
 
 def published_files(run):
     """The files of run directory `run` that publishing copies, sorted by name."""
-    return sorted(p for p in Path(run).iterdir()
-                  if p.is_file() and p.suffix in PUBLISHED and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in Path(run).iterdir()
+        if p.is_file() and p.suffix in PUBLISHED and not p.name.startswith(".")
+    )
 
 
 def default_destination(run, results=RESULTS):
@@ -45,8 +48,11 @@ def check_finished(run):
     provenance = read_json(run / "provenance.json")
     status = provenance.get("status") if isinstance(provenance, dict) else None
     if status != "complete":
-        what = "has no provenance.json (still running, or stopped)" if status is None \
+        what = (
+            "has no provenance.json (still running, or stopped)"
+            if status is None
             else f"did not finish ({status})"
+        )
         raise ValueError(f"run {run} {what}; publish a finished run")
 
 
@@ -68,8 +74,10 @@ def _copy(run, to, results):
         raise ValueError(f"{run} is already where it would be published")
     owner, theirs = run_owner(run), run_owner(to) if to.is_dir() else None
     if theirs is not None and theirs != owner:
-        raise ValueError(f"{to} holds a {theirs['experiment']} {theirs['kind']} run, not a "
-                         f"{owner['experiment']} {owner['kind']} run; choose another --to")
+        raise ValueError(
+            f"{to} holds a {theirs['experiment']} {theirs['kind']} run, not a "
+            f"{owner['experiment']} {owner['kind']} run; choose another --to"
+        )
     files = published_files(run)
     for path in files:
         with atomic_path(to / path.name) as tmp:

@@ -6,16 +6,28 @@ import glob
 import time
 from pathlib import Path
 
-from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, atomic_path
-from qsrank.pipelines._provenance import provenance
-from qsrank.pipelines._tables import fmt, markdown_table
 from tqdm import tqdm
 
 from qs.data.lock import OutputLock
+from qsrank.pipelines._io import TEMPORARY, TEMPORARY_SUFFIX, atomic_path
+from qsrank.pipelines._provenance import provenance
+from qsrank.pipelines._tables import fmt, markdown_table
 
 
-def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=None,
-          test_vectors=10_000, progress=True, **hyper):
+def train(
+    kind,
+    length,
+    steps,
+    seed,
+    out,
+    *,
+    size="default",
+    batch_size=128,
+    lr=None,
+    test_vectors=10_000,
+    progress=True,
+    **hyper,
+):
     """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
     running loss, and write its checkpoint to `out` atomically; return its metadata. One
     process at a time trains into `out`: a second is refused, naming the first."""
@@ -28,9 +40,12 @@ def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=
         raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
     hyper = {k: v for k, v in hyper.items() if v is not None}
     running = {"loss": None}
-    with OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"), \
-            tqdm(total=steps, desc=f"sodeep {kind} d={length}", unit="step",
-                 disable=not progress) as bar:
+    with (
+        OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"),
+        tqdm(
+            total=steps, desc=f"sodeep {kind} d={length}", unit="step", disable=not progress
+        ) as bar,
+    ):
         for tmp in out.parent.glob(f".{glob.escape(out.name)}.*{TEMPORARY_SUFFIX}"):  # a kill's
             if TEMPORARY.fullmatch(tmp.name):
                 tmp.unlink()
@@ -43,13 +58,22 @@ def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=
                 bar.set_postfix(l1=f"{running['loss']:.4f}")
 
         start = time.perf_counter()
-        sorter, meta = sodeep.train_sorter(kind, length, steps, seed, size=size,
-                                           batch_size=batch_size, lr=lr,
-                                           test_vectors=test_vectors, callback=callback,
-                                           **hyper)
+        sorter, meta = sodeep.train_sorter(
+            kind,
+            length,
+            steps,
+            seed,
+            size=size,
+            batch_size=batch_size,
+            lr=lr,
+            test_vectors=test_vectors,
+            callback=callback,
+            **hyper,
+        )
         meta["train_seconds"] = round(time.perf_counter() - start, 1)
-        meta["provenance"] = provenance(seed, "synthetic score vectors (qs.surrogates.sodeep."
-                                              "synthetic_scores)")
+        meta["provenance"] = provenance(
+            seed, "synthetic score vectors (qs.surrogates.sodeep.synthetic_scores)"
+        )
         try:
             with atomic_path(out) as tmp:
                 torch.save(sodeep.sorter_state(sorter, meta), tmp)
@@ -61,9 +85,11 @@ def train(kind, length, steps, seed, out, *, size="default", batch_size=128, lr=
 def train_report(meta, out):
     """What `qsrank sodeep train` prints."""
     l1 = fmt(meta["test_l1"], 4) if meta["test_l1"] is not None else "-"
-    return (f"{meta['kind']} sorter, length {meta['length']}, {meta['parameters']:,} "
-            f"parameters, {meta['steps']} steps in {meta['train_seconds']} s: test L1 {l1} "
-            f"({meta['test_vectors']} vectors)\ncheckpoint: {out}")
+    return (
+        f"{meta['kind']} sorter, length {meta['length']}, {meta['parameters']:,} "
+        f"parameters, {meta['steps']} steps in {meta['train_seconds']} s: test L1 {l1} "
+        f"({meta['test_vectors']} vectors)\ncheckpoint: {out}"
+    )
 
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
@@ -79,22 +105,49 @@ def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
         sorters = [sodeep.load_sorter(kind=kind) for kind in ("cnn", "lstm")]
     lengths = sorted({s.length for s in sorters})
     handcrafted = sodeep.HandcraftedSorter()
-    rows = [("handcrafted", f"scale {handcrafted.scale}", length, 0,
-             sodeep.rank_l1_error(handcrafted, length, n_vectors, seed),
-             sodeep.PAPER_L1["handcrafted"]) for length in lengths]
+    rows = [
+        (
+            "handcrafted",
+            f"scale {handcrafted.scale}",
+            length,
+            0,
+            sodeep.rank_l1_error(handcrafted, length, n_vectors, seed),
+            sodeep.PAPER_L1["handcrafted"],
+        )
+        for length in lengths
+    ]
     for sorter in sorters:
-        hyper = "; ".join(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}"
-                          for k, v in sorter.hyper().items())
-        rows.append((sorter.kind, hyper, sorter.length, sodeep.n_parameters(sorter),
-                     sodeep.rank_l1_error(sorter, sorter.length, n_vectors, seed),
-                     sodeep.PAPER_L1[sorter.kind]))
+        hyper = "; ".join(
+            f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in sorter.hyper().items()
+        )
+        rows.append(
+            (
+                sorter.kind,
+                hyper,
+                sorter.length,
+                sodeep.n_parameters(sorter),
+                sodeep.rank_l1_error(sorter, sorter.length, n_vectors, seed),
+                sodeep.PAPER_L1[sorter.kind],
+            )
+        )
     return rows
 
 
 def eval_table(rows, n_vectors):
     """The rows of :func:`evaluate` as Markdown, beside the paper's Table 1."""
-    header = ["sorter", "hyper-parameters", "length", "parameters",
-              f"L1, ours ({n_vectors} synthetic vectors)", "L1, paper (length 100)"]
-    return markdown_table(header, [(name, hyper, length, f"{params:,}", fmt(ours, 4),
-                                    fmt(paper, 4))
-                                   for name, hyper, length, params, ours, paper in rows])
+    header = [
+        "sorter",
+        "hyper-parameters",
+        "length",
+        "parameters",
+        f"L1, ours ({n_vectors} synthetic vectors)",
+        "L1, paper (length 100)",
+    ]
+    return markdown_table(
+        header,
+        [
+            (name, hyper, length, f"{params:,}", fmt(ours, 4), fmt(paper, 4))
+            for name, hyper, length, params, ours, paper in rows
+        ],
+    )

@@ -11,14 +11,17 @@ import time
 
 import numpy as np
 
-from qsrank.pipelines._measure import median_time
 from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai
+from qsrank.pipelines._measure import median_time
 
 #: the named methods timed beside the default in (a)
-NAMED = {"ap": ("bucket_sort", "qs", "sort_dc", "search", "yue"),
-         "ndcg": ("bucket_sort", "qs", "sort_dc", "chakrabarti"), "01": ()}
+NAMED = {
+    "ap": ("bucket_sort", "qs", "sort_dc", "search", "yue"),
+    "ndcg": ("bucket_sort", "qs", "sort_dc", "chakrabarti"),
+    "01": (),
+}
 GPU_BATCH = (64, 1_000_000)
 
 
@@ -56,16 +59,26 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
         def step():
             x = s_t.clone().requires_grad_(True)
             rank_hinge_loss(x.T, y_t, loss, dim=-1).backward()
+
         return step
 
     cases = [("10 x zero_one_lai kernel (0-1)", zero_one_kernels)]
     for loss in ("ap", "ndcg", "01"):
-        cases += [(f"lai_batch {loss}, gradient", lambda lo=loss: lai_batch(scores, labels, lo,
-                                                                            gradient=True)),
-                  (f"10 x lai {loss}", single_lai(loss)),
-                  (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss))]
-        cases += [(f"lai_batch {loss} method {m}", lambda lo=loss, m=m: lai_batch(
-            scores, labels, lo, m, gradient=True)) for m in NAMED[loss]]
+        cases += [
+            (
+                f"lai_batch {loss}, gradient",
+                lambda lo=loss: lai_batch(scores, labels, lo, gradient=True),
+            ),
+            (f"10 x lai {loss}", single_lai(loss)),
+            (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss)),
+        ]
+        cases += [
+            (
+                f"lai_batch {loss} method {m}",
+                lambda lo=loss, m=m: lai_batch(scores, labels, lo, m, gradient=True),
+            )
+            for m in NAMED[loss]
+        ]
     first = [_first_time(fn) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike
@@ -120,8 +133,7 @@ def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
     on_device()  # CUDA context, kernels, allocator
     torch_s = median_time(on_device, repeats)
     numba_s = median_time(lambda: lai_batch(scores, labels, loss, gradient=True), repeats)
-    same = bool(np.array_equal(on_device()[2].cpu().numpy(),
-                               lai_batch(scores, labels, loss).rank))
+    same = bool(np.array_equal(on_device()[2].cpu().numpy(), lai_batch(scores, labels, loss).rank))
     return numba_s, torch_s, same
 
 
@@ -135,42 +147,64 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
         out += _minibatch_text(torch, repeats)
     if cnn and "b" in parts:
         step, loss_s, params = cnn_share(torch, batch=cnn_batch)
-        out += ["", f"(b) PL-CNN ({params} parameters), batch {cnn_batch}, CPU: step "
-                f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
-                f"{100 * loss_s / step:.3f}% of the step"]
+        out += [
+            "",
+            f"(b) PL-CNN ({params} parameters), batch {cnn_batch}, CPU: step "
+            f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
+            f"{100 * loss_s / step:.3f}% of the step",
+        ]
     if large and "c" in parts:
         numba_s, torch_s, same = torch_vs_numba(torch, *large)
-        out += ["", f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
-                f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
-                f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}"]
+        out += [
+            "",
+            f"(c) {large[0]} queries x {large[1]} samples (1% positives), AP, CPU: "
+            f"numba lai_batch {numba_s:.3f} s, torch method {torch_s:.3f} s "
+            f"(ratio {torch_s / numba_s:.1f}), ranks identical: {same}",
+        ]
     if "d" in parts:
         head = f"(d) {GPU_BATCH[0]} queries x {GPU_BATCH[1]} samples (1% positives), AP:"
         if not torch.cuda.is_available():
-            out += ["", f"{head} skipped, torch sees no CUDA device "
-                    "(torch.cuda.is_available() is False)."]
+            out += [
+                "",
+                f"{head} skipped, torch sees no CUDA device (torch.cuda.is_available() is False).",
+            ]
         else:
             numba_s, torch_s, same = torch_vs_numba(torch, *GPU_BATCH, device="cuda")
-            out += ["", f"{head} numba lai_batch on the CPU {numba_s:.3f} s, torch method on "
-                    f"{torch.cuda.get_device_name()} {torch_s:.4f} s (speed-up "
-                    f"{numba_s / torch_s:.1f}x), ranks identical: {same}"]
+            out += [
+                "",
+                f"{head} numba lai_batch on the CPU {numba_s:.3f} s, torch method on "
+                f"{torch.cuda.get_device_name()} {torch_s:.4f} s (speed-up "
+                f"{numba_s / torch_s:.1f}x), ranks identical: {same}",
+            ]
     return "\n".join(out)
 
 
 def _minibatch_text(torch, repeats):
     """(a) as Markdown lines."""
-    out = ["", "(a) 10 queries x 256 samples", "", "| call | warm us | first call s |",
-           "|---|---|---|"]
+    out = [
+        "",
+        "(a) 10 queries x 256 samples",
+        "",
+        "| call | warm us | first call s |",
+        "|---|---|---|",
+    ]
     rows = minibatch(torch, repeats=repeats)
     out += [f"| {name} | {t * 1e6:.1f} | {first:.2f} |" for name, t, first in rows]
-    t = dict((name, v) for name, v, _ in rows)
+    t = {name: v for name, v, _ in rows}
     base = t["10 x zero_one_lai kernel (0-1)"]
     out += ["", "| ratio | value |", "|---|---|"]
     for loss in ("ap", "ndcg", "01"):
-        out.append(f"| lai_batch {loss} / 10 x 0-1 kernel | "
-                   f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |")
-        out.append(f"| 10 x lai {loss} / lai_batch {loss} | "
-                   f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |")
-        out += [f"| lai_batch {loss} method {m} / default method | "
-                f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
-                for m in NAMED[loss]]
+        out.append(
+            f"| lai_batch {loss} / 10 x 0-1 kernel | "
+            f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |"
+        )
+        out.append(
+            f"| 10 x lai {loss} / lai_batch {loss} | "
+            f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
+        )
+        out += [
+            f"| lai_batch {loss} method {m} / default method | "
+            f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
+            for m in NAMED[loss]
+        ]
     return out

@@ -30,8 +30,13 @@ from qsrank.pipelines._tables import markdown_table
 
 SIZES = tuple(2**k for k in range(8, 21, 2))
 PARTS = ("curves", "batched", "distributed", "memory")
-LOSSES = ("exact AP hinge", "exact NDCG hinge", "DLM AP (positive, eps 0.1)", "black-box AP",
-          "Smooth-AP")
+LOSSES = (
+    "exact AP hinge",
+    "exact NDCG hinge",
+    "DLM AP (positive, eps 0.1)",
+    "black-box AP",
+    "Smooth-AP",
+)
 #: timed on CUDA only: the torch method (the GPU path) at every size, beside "auto" (numba on
 #: a CPU copy below qs.torch.losses.CUDA_TORCH_FROM scores)
 CUDA_LOSSES = ("exact AP hinge, torch method",)
@@ -55,8 +60,9 @@ def _losses(torch):
     return {
         "exact AP hinge": lambda s, y: rank_hinge_loss(s, y, "ap", dim=-1),
         "exact NDCG hinge": lambda s, y: rank_hinge_loss(s, y, "ndcg", dim=-1),
-        "exact AP hinge, torch method": lambda s, y: rank_hinge_loss(s, y, "ap", method="torch",
-                                                                     dim=-1),
+        "exact AP hinge, torch method": lambda s, y: rank_hinge_loss(
+            s, y, "ap", method="torch", dim=-1
+        ),
         "DLM AP (positive, eps 0.1)": lambda s, y: direct_loss(s, y, "ap", eps=0.1, dim=-1),
         "black-box AP": blackbox_ap_loss,
         "Smooth-AP": smooth_ap_loss,
@@ -74,8 +80,9 @@ def _median(times):
     return float(np.median(times)), float(np.min(times)), float(np.max(times))
 
 
-def loss_curves(torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0,
-                losses=LOSSES):
+def loss_curves(
+    torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0, losses=LOSSES
+):
     """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
     the losses' repeats are interleaved, so that all of them see the same load, and a repeat
     is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`. The peaks are taken in a
@@ -149,8 +156,9 @@ def _step(torch, fn, s, y, device):
     return step
 
 
-def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3,
-                    seed=0, loss="ap"):
+def batched_vs_rows(
+    q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3, seed=0, loss="ap"
+):
     """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each time an array
     (repeats, 2) of (wall s, CPU s) per call: the loss's inference is ``rank_hinge_loss``'s
     forward pass on float64 CPU scores (no copy)."""
@@ -168,13 +176,19 @@ def batched_vs_rows(q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), r
             scores = scores.astype(np.float64)
             s, y = torch.from_numpy(scores), torch.from_numpy(labels)
 
-            def loss_forward():
+            def loss_forward(s=s, y=y):
                 with torch.no_grad():
                     rank_hinge_loss(s, y, loss, dim=-1)
 
-            cases = {"loss": loss_forward,
-                     "batch": lambda: lai_batch(scores, labels, loss, gradient=True),
-                     "rows": lambda: [lai(scores[k], labels[k], loss) for k in range(q)]}
+            cases = {
+                "loss": loss_forward,
+                "batch": lambda scores=scores, labels=labels: lai_batch(
+                    scores, labels, loss, gradient=True
+                ),
+                "rows": lambda scores=scores, labels=labels: [
+                    lai(scores[k], labels[k], loss) for k in range(q)
+                ],
+            }
             rows.append((n, frac, *_interleaved(cases, repeats).values()))
     return rows
 
@@ -196,8 +210,12 @@ def _interleaved(cases, repeats):
             start, cpu = time.perf_counter(), time.process_time()
             for _ in range(inner[name]):
                 fn()
-            times[name].append(((time.perf_counter() - start) / inner[name],
-                                (time.process_time() - cpu) / inner[name]))
+            times[name].append(
+                (
+                    (time.perf_counter() - start) / inner[name],
+                    (time.process_time() - cpu) / inner[name],
+                )
+            )
     return {name: np.array(t) for name, t in times.items()}
 
 
@@ -222,8 +240,13 @@ def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
     from qs.torch.distributed import distributed_rank_hinge_loss
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=120),
+    )
     try:
         scores, labels = _one_vs_rest(np.random.default_rng(seed), q, world * per_rank)
         cols = slice(rank * per_rank, (rank + 1) * per_rank)
@@ -236,8 +259,11 @@ def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
             dist.barrier()
             step = _mean_step(lambda: distributed_rank_hinge_loss(x, y, dim=-1), x)
             dist.barrier()  # the other processes wait at the next barrier meanwhile
-            one = (_mean_step(lambda: rank_hinge_loss(whole, whole_y, dim=-1), whole)
-                   if rank == 0 else 0)
+            one = (
+                _mean_step(lambda: rank_hinge_loss(whole, whole_y, dim=-1), whole)
+                if rank == 0
+                else 0
+            )
             if k:
                 times.append((step, one))
         np.save(f"{out}/{rank}.npy", np.array(times))
@@ -262,9 +288,12 @@ def distributed_step(per_rank=4096, q=8, repeats=DISTRIBUTED_REPEATS, world=2, s
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
-        torch.multiprocessing.spawn(_distributed_worker,
-                                    args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
-                                    nprocs=world, join=True)
+        torch.multiprocessing.spawn(
+            _distributed_worker,
+            args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
+            nprocs=world,
+            join=True,
+        )
         every = [np.load(f"{tmp}/{r}.npy") for r in range(world)]
     return np.column_stack([np.max([t[:, 0] for t in every], axis=0), every[0][:, 1]])
 
@@ -278,8 +307,9 @@ def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed
 
     rng = np.random.default_rng(seed)
     memory = CrossBatchMemory(size)
-    bank = torch.nn.functional.normalize(torch.from_numpy(
-        rng.normal(size=(size, dim)).astype(np.float32)), dim=1)
+    bank = torch.nn.functional.normalize(
+        torch.from_numpy(rng.normal(size=(size, dim)).astype(np.float32)), dim=1
+    )
     memory._store(bank, torch.from_numpy(rng.integers(0, classes, size)))
     emb = torch.from_numpy(rng.normal(size=(queries, dim)).astype(np.float32))
     labels = torch.from_numpy(rng.integers(0, classes, queries))
@@ -326,17 +356,48 @@ def _curves_text(rows, q):
         ref = by.get((device, "black-box AP", n))
         if name.startswith("exact") and med and ref and ref[3]:
             ratio = f"{ref[3] / med:.1f}"
-        table.append((device, name, n, "" if med is None else f"{med * 1e3:.3g}",
-                      "" if med is None else f"{lo * 1e3:.3g}-{hi * 1e3:.3g}",
-                      "" if peak is None else f"{peak / 2**20:.1f}",
-                      "" if peak is None else f"{peak / (q * n):.1f}", ratio, note))
-    return markdown_table(["device", "loss", "n", "ms (median)", "ms (min-max)", "peak MiB",
-                           "bytes/score", "black-box / this", "note"], table)
+        table.append(
+            (
+                device,
+                name,
+                n,
+                "" if med is None else f"{med * 1e3:.3g}",
+                "" if med is None else f"{lo * 1e3:.3g}-{hi * 1e3:.3g}",
+                "" if peak is None else f"{peak / 2**20:.1f}",
+                "" if peak is None else f"{peak / (q * n):.1f}",
+                ratio,
+                note,
+            )
+        )
+    return markdown_table(
+        [
+            "device",
+            "loss",
+            "n",
+            "ms (median)",
+            "ms (min-max)",
+            "peak MiB",
+            "bytes/score",
+            "black-box / this",
+            "note",
+        ],
+        table,
+    )
 
 
-def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
-        batched_sizes=(100_000, 1_000_000), per_rank=4096, bank=(100_000, 64, 128), seed=0,
-        devices=None):
+def run(
+    out=None,
+    sizes=SIZES,
+    q=8,
+    repeats=5,
+    parts=PARTS,
+    budget=30.0,
+    batched_sizes=(100_000, 1_000_000),
+    per_rank=4096,
+    bank=(100_000, 64, 128),
+    seed=0,
+    devices=None,
+):
     """Run the parts named in ``parts`` into the run directory ``out`` (default
     runs/torch_losses/<run-id>); return (the run directory, the report). ``devices``: those
     of the curves (None: the CPU, and CUDA when torch sees one)."""
@@ -350,58 +411,94 @@ def run(out=None, sizes=SIZES, q=8, repeats=5, parts=PARTS, budget=30.0,
     torch.set_num_threads(1)
     code = code_version()  # the code the benchmark runs, not that of commits made meanwhile
     out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
-    sections = [f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
-                f"torch {torch.__version__})"]
+    sections = [
+        f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
+        f"torch {torch.__version__})"
+    ]
     if "batched" in parts:
         rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
-        sections.append("## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
-                        "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
-                        "gradient) against 4 `lai` calls; times are medians over the repeats "
-                        "(wall clock); ratios the median of the repeats' ratios, measured side "
-                        "by side, with the smallest and largest, on the wall clock and on CPU "
-                        "time\n\n"
-                        + markdown_table(
-                            ["n", "positives", "loss ms", "lai_batch ms", "4 x lai ms",
-                             "loss / lai", "lai_batch / lai", "loss / lai (CPU)",
-                             "lai_batch / lai (CPU)"],
-                            [(n, f"{f:.1%}", *(f"{np.median(x[:, 0]) * 1e3:.1f}"
-                                                for x in (a, b, r)),
-                              _ratio(a, r, 0), _ratio(b, r, 0), _ratio(a, r, 1),
-                              _ratio(b, r, 1))
-                             for n, f, a, b, r in rows]))
+        sections.append(
+            "## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
+            "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
+            "gradient) against 4 `lai` calls; times are medians over the repeats "
+            "(wall clock); ratios the median of the repeats' ratios, measured side "
+            "by side, with the smallest and largest, on the wall clock and on CPU "
+            "time\n\n"
+            + markdown_table(
+                [
+                    "n",
+                    "positives",
+                    "loss ms",
+                    "lai_batch ms",
+                    "4 x lai ms",
+                    "loss / lai",
+                    "lai_batch / lai",
+                    "loss / lai (CPU)",
+                    "lai_batch / lai (CPU)",
+                ],
+                [
+                    (
+                        n,
+                        f"{f:.1%}",
+                        *(f"{np.median(x[:, 0]) * 1e3:.1f}" for x in (a, b, r)),
+                        _ratio(a, r, 0),
+                        _ratio(b, r, 0),
+                        _ratio(a, r, 1),
+                        _ratio(b, r, 1),
+                    )
+                    for n, f, a, b, r in rows
+                ],
+            )
+        )
     if "distributed" in parts:
         times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
         dist_ms, one_ms = np.median(times, axis=0) * 1e3
-        sections.append(f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
-                        f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
-                        f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
-                        f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
-                        "ratios, smallest-largest)")
+        sections.append(
+            f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
+            f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
+            f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
+            f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
+            "ratios, smallest-largest)"
+        )
     if "memory" in parts:
         size, queries, dim = bank
         prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
         p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
-        sections.append(f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-                        f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
-                        f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
-                        f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
-                        f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
-                        f"the median of the repeats' ratios (smallest-largest)")
+        sections.append(
+            f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
+            f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
+            f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
+            f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
+            f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
+            f"the median of the repeats' ratios (smallest-largest)"
+        )
     if "curves" in parts:
-        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget,
-                                                          seed)]
+        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget, seed)]
         with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes",
-                             "note"])
+            writer.writerow(
+                ["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes", "note"]
+            )
             writer.writerows(rows)
         figure(rows, out / "curves")
         # last: its memory pass changes the allocator for the rest of the process
         sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
     report = "\n\n".join(sections) + "\n"
     write_text(out / "report.md", report)
-    write_provenance(out, seed, "synthetic scores", {
-        "sizes": list(sizes), "queries": q, "repeats": repeats, "parts": list(parts),
-        "budget_s": budget, "threads": 1, "cpu_count": os.cpu_count(), "devices": list(devices)},
-        code=code)
+    write_provenance(
+        out,
+        seed,
+        "synthetic scores",
+        {
+            "sizes": list(sizes),
+            "queries": q,
+            "repeats": repeats,
+            "parts": list(parts),
+            "budget_s": budget,
+            "threads": 1,
+            "cpu_count": os.cpu_count(),
+            "devices": list(devices),
+        },
+        code=code,
+    )
     return out, report

@@ -34,22 +34,33 @@ import time
 from pathlib import Path
 
 import numpy as np
-from qsrank.pipelines._measure import median_time, peak_bytes
-from qsrank.pipelines._provenance import provenance
-from qsrank.pipelines._tables import markdown_table
 
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES, SyntheticVOC2007
 from qs.detection import score_bags
 from qs.inference import lai
 from qs.top_boxes import class_top_boxes
+from qsrank.pipelines._measure import median_time, peak_bytes
+from qsrank.pipelines._provenance import provenance
+from qsrank.pipelines._tables import markdown_table
 
 SPLIT = "trainval"
 #: boxes per image and class the lockstep pass keeps (configs/voc2007_large.yaml's working set)
 LOCKSTEP_K = 10
 #: a small default that runs in a few minutes on 2 cores; --images 5011 for the paper's size
-DEFAULTS = {"images": 500, "boxes": 2000, "features": 4096, "classes": 20, "chunk_images": 4,
-            "dtype": "float16", "seed": 0, "scheduler": None, "repeats": 5,
-            "pooled": (10**6, 10**7), "positives": 300, "store": None}
+DEFAULTS = {
+    "images": 500,
+    "boxes": 2000,
+    "features": 4096,
+    "classes": 20,
+    "chunk_images": 4,
+    "dtype": "float16",
+    "seed": 0,
+    "scheduler": None,
+    "repeats": 5,
+    "pooled": (10**6, 10**7),
+    "positives": 300,
+    "store": None,
+}
 
 
 def generator(cfg):
@@ -57,8 +68,10 @@ def generator(cfg):
     ``cfg["boxes"]`` boxes x ``cfg["features"]`` features."""
     n = cfg["images"]
     if not len(CLASSES) <= n <= SPLIT_SIZES[SPLIT]:
-        raise ValueError(f"images must lie in [{len(CLASSES)}, {SPLIT_SIZES[SPLIT]}] (every "
-                         f"class, at most VOC2007's trainval size); got {n}.")
+        raise ValueError(
+            f"images must lie in [{len(CLASSES)}, {SPLIT_SIZES[SPLIT]}] (every "
+            f"class, at most VOC2007's trainval size); got {n}."
+        )
     return SyntheticVOC2007(cfg["seed"], n / SPLIT_SIZES[SPLIT], cfg["boxes"], cfg["features"])
 
 
@@ -103,12 +116,15 @@ def _measured_lockstep_pass(cfg, store=None):
     resident bytes, bytes before, best boxes of the check columns)."""
     features, n = generated_features(cfg), cfg["images"]
     W = _weights(features.shape[2], cfg["classes"], cfg["seed"])
-    check = (_weights(features.shape[2], cfg["classes"], cfg["seed"] + 1),
-             np.zeros((n, cfg["classes"]), np.int64))
+    check = (
+        _weights(features.shape[2], cfg["classes"], cfg["seed"] + 1),
+        np.zeros((n, cfg["classes"]), np.int64),
+    )
     before = peak_bytes()
     start = time.perf_counter()
-    res = class_top_boxes(features, np.full(n, cfg["boxes"]), W, LOCKSTEP_K, check=check,
-                          scheduler=cfg["scheduler"])
+    res = class_top_boxes(
+        features, np.full(n, cfg["boxes"]), W, LOCKSTEP_K, check=check, scheduler=cfg["scheduler"]
+    )
     return time.perf_counter() - start, peak_bytes(), before, res.best
 
 
@@ -125,14 +141,25 @@ def scoring_pass(cfg):
     products = median_time(lambda: np.matmul(block.astype(np.float64), W), cfg["repeats"])
     score = median_time(lambda: score_bags(block, counts, W), cfg["repeats"])
     lockstep_s, lockstep_peak, _, _ = _fresh_process_pass(cfg, measure=_measured_lockstep_pass)
-    figures = {"images": cfg["images"], "boxes": cfg["boxes"], "features": cfg["features"],
-               "classes": cfg["classes"], "dtype": cfg["dtype"], "blocks": n_blocks,
-               "chunk_images": cfg["chunk_images"], "feature_gb": features.nbytes / 1e9,
-               "pass_s": seconds, "products_scaled_s": products * n_blocks,
-               "score_scaled_s": score * n_blocks, "generate_scaled_s": generate * n_blocks,
-               "peak_gb": peak / 1e9, "start_gb": before / 1e9, "lockstep_pass_s": lockstep_s,
-               "lockstep_peak_gb": lockstep_peak / 1e9,
-               "boxes_per_s": cfg["images"] * cfg["boxes"] / lockstep_s}
+    figures = {
+        "images": cfg["images"],
+        "boxes": cfg["boxes"],
+        "features": cfg["features"],
+        "classes": cfg["classes"],
+        "dtype": cfg["dtype"],
+        "blocks": n_blocks,
+        "chunk_images": cfg["chunk_images"],
+        "feature_gb": features.nbytes / 1e9,
+        "pass_s": seconds,
+        "products_scaled_s": products * n_blocks,
+        "score_scaled_s": score * n_blocks,
+        "generate_scaled_s": generate * n_blocks,
+        "peak_gb": peak / 1e9,
+        "start_gb": before / 1e9,
+        "lockstep_pass_s": lockstep_s,
+        "lockstep_peak_gb": lockstep_peak / 1e9,
+        "boxes_per_s": cfg["images"] * cfg["boxes"] / lockstep_s,
+    }
     return figures, best
 
 
@@ -142,8 +169,13 @@ def store_shape(path):
 
     store = open_store(path)
     chunks = store.features.chunks[0]
-    return {"images": store.n_images, "boxes": store.k_max, "features": store.d,
-            "dtype": store.dtype.name, "chunk_images": chunks}, store
+    return {
+        "images": store.n_images,
+        "boxes": store.k_max,
+        "features": store.d,
+        "dtype": store.dtype.name,
+        "chunk_images": chunks,
+    }, store
 
 
 def store_pass(cfg, generated_best):
@@ -154,10 +186,16 @@ def store_pass(cfg, generated_best):
     seconds, peak, before, best = _fresh_process_pass(cfg, str(path))
     feature_bytes = int(store.counts[:].astype(np.int64).sum()) * store.d * store.dtype.itemsize
     disk = sum(f.stat().st_size for f in (path / "features").rglob("*") if f.is_file())
-    return {"store": str(path), "source": store.source, "disk_pass_s": seconds,
-            "disk_peak_gb": peak / 1e9, "disk_start_gb": before / 1e9,
-            "features_on_disk_gb": disk / 1e9, "read_mb_per_s": feature_bytes / 1e6 / seconds,
-            "same_best": bool(np.array_equal(best, generated_best))}
+    return {
+        "store": str(path),
+        "source": store.source,
+        "disk_pass_s": seconds,
+        "disk_peak_gb": peak / 1e9,
+        "disk_start_gb": before / 1e9,
+        "features_on_disk_gb": disk / 1e9,
+        "read_mb_per_s": feature_bytes / 1e6 / seconds,
+        "same_best": bool(np.array_equal(best, generated_best)),
+    }
 
 
 def pooled_lai(sizes, n_pos, repeats, seed=0):
@@ -172,7 +210,8 @@ def pooled_lai(sizes, n_pos, repeats, seed=0):
         for loss in ("ap", "01"):
             lai(scores, labels, loss=loss)  # first call: kernels loaded or compiled
             times[loss] = median_time(
-                lambda s=scores, y=labels, loss=loss: lai(s, y, loss=loss), repeats)
+                lambda s=scores, y=labels, loss=loss: lai(s, y, loss=loss), repeats
+            )
         rows.append((n_neg, times["ap"], times["01"]))
     return rows
 
@@ -187,13 +226,14 @@ def run(**settings):
     if cfg["store"] is not None:
         cfg.update(store_shape(cfg["store"])[0])
     gen = generator(cfg)
-    results = {"settings": {**cfg, "pooled": list(cfg["pooled"])},
-               "provenance": provenance(cfg["seed"], gen.source(SPLIT))}
+    results = {
+        "settings": {**cfg, "pooled": list(cfg["pooled"])},
+        "provenance": provenance(cfg["seed"], gen.source(SPLIT)),
+    }
     results["scoring_pass"], best = scoring_pass(cfg)
     if cfg["store"] is not None:
         results["store_pass"] = store_pass(cfg, best)
-    results["pooled_lai"] = pooled_lai(cfg["pooled"], cfg["positives"], cfg["repeats"],
-                                       cfg["seed"])
+    results["pooled_lai"] = pooled_lai(cfg["pooled"], cfg["positives"], cfg["repeats"], cfg["seed"])
     return results
 
 
@@ -201,34 +241,52 @@ def report(results):
     """Markdown tables of :func:`run`'s figures."""
     a = results["scoring_pass"]
     rows = []
-    head = (f"Scoring pass: {a['images']} images x {a['boxes']} boxes x {a['features']} "
-            f"features ({a['dtype']}, {a['feature_gb']:.1f} GB, {a['blocks']} blocks of "
-            f"{a['chunk_images']} images), {a['classes']} classes; peak memory of the "
-            f"generated pass {a['peak_gb']:.2f} GB (at start {a['start_gb']:.2f} GB)")
+    head = (
+        f"Scoring pass: {a['images']} images x {a['boxes']} boxes x {a['features']} "
+        f"features ({a['dtype']}, {a['feature_gb']:.1f} GB, {a['blocks']} blocks of "
+        f"{a['chunk_images']} images), {a['classes']} classes; peak memory of the "
+        f"generated pass {a['peak_gb']:.2f} GB (at start {a['start_gb']:.2f} GB)"
+    )
     base = a["pass_s"]
     if "store_pass" in results:
         s = results["store_pass"]
         base = s["disk_pass_s"]
         rows.append(("Dask pass, read from the store", f"{base:.1f}", "1.00"))
-        head += (f"; of the pass from disk {s['disk_peak_gb']:.2f} GB (at start "
-                 f"{s['disk_start_gb']:.2f} GB)\n\nStore: {s['store']} ({s['source']}), "
-                 f"features {s['features_on_disk_gb']:.2f} GB on disk, read at "
-                 f"{s['read_mb_per_s']:.1f} MB/s (uncompressed feature bytes per second of the "
-                 f"pass); same best boxes as the generated pass: "
-                 f"{'yes' if s['same_best'] else 'no'}")
-    rows.append(("Dask pass, generated chunk by chunk", f"{a['pass_s']:.1f}",
-                 f"{base / a['pass_s']:.2f}"))
-    rows.append((f"lockstep pass (top {LOCKSTEP_K} per class, one check per class), "
-                 f"peak {a['lockstep_peak_gb']:.2f} GB", f"{a['lockstep_pass_s']:.1f}",
-                 f"{base / a['lockstep_pass_s']:.2f}"))
-    for label, seconds in (("matrix products on one block x blocks", a["products_scaled_s"]),
-                           ("scoring one block x blocks", a["score_scaled_s"]),
-                           ("generating + scoring one block x blocks",
-                            a["generate_scaled_s"] + a["score_scaled_s"])):
+        head += (
+            f"; of the pass from disk {s['disk_peak_gb']:.2f} GB (at start "
+            f"{s['disk_start_gb']:.2f} GB)\n\nStore: {s['store']} ({s['source']}), "
+            f"features {s['features_on_disk_gb']:.2f} GB on disk, read at "
+            f"{s['read_mb_per_s']:.1f} MB/s (uncompressed feature bytes per second of the "
+            f"pass); same best boxes as the generated pass: "
+            f"{'yes' if s['same_best'] else 'no'}"
+        )
+    rows.append(
+        ("Dask pass, generated chunk by chunk", f"{a['pass_s']:.1f}", f"{base / a['pass_s']:.2f}")
+    )
+    rows.append(
+        (
+            f"lockstep pass (top {LOCKSTEP_K} per class, one check per class), "
+            f"peak {a['lockstep_peak_gb']:.2f} GB",
+            f"{a['lockstep_pass_s']:.1f}",
+            f"{base / a['lockstep_pass_s']:.2f}",
+        )
+    )
+    for label, seconds in (
+        ("matrix products on one block x blocks", a["products_scaled_s"]),
+        ("scoring one block x blocks", a["score_scaled_s"]),
+        ("generating + scoring one block x blocks", a["generate_scaled_s"] + a["score_scaled_s"]),
+    ):
         rows.append((label, f"{seconds:.1f}", f"{base / seconds:.2f}"))
-    pooled = [(f"{n:.0e}", f"{ap * 1e3:.1f}", f"{zo * 1e3:.1f}", f"{ap / zo:.2f}")
-              for n, ap, zo in results["pooled_lai"]]
-    return (head + "\n\n" + markdown_table(["", "seconds", "first pass / this"], rows)
-            + "\n\n" + f"Pooled negatives, {results['settings']['positives']} positives, "
-              "median ms per LAI call\n\n"
-            + markdown_table(["pooled negatives", "AP (default)", "0-1", "AP / 0-1"], pooled))
+    pooled = [
+        (f"{n:.0e}", f"{ap * 1e3:.1f}", f"{zo * 1e3:.1f}", f"{ap / zo:.2f}")
+        for n, ap, zo in results["pooled_lai"]
+    ]
+    return (
+        head
+        + "\n\n"
+        + markdown_table(["", "seconds", "first pass / this"], rows)
+        + "\n\n"
+        + f"Pooled negatives, {results['settings']['positives']} positives, "
+        "median ms per LAI call\n\n"
+        + markdown_table(["pooled negatives", "AP (default)", "0-1", "AP / 0-1"], pooled)
+    )

@@ -48,15 +48,21 @@ def source_stamp(own_file=None):
 def _stamped(name):
     """numba's locator class ``name``, its freshness stamp replaced by `source_stamp`."""
     base = getattr(caching, name, None) or getattr(caching, "_" + name)
-    return type("Stamped" + name, (base,),
-                {"get_source_stamp": lambda self: source_stamp(self._py_file)})
+    return type(
+        "Stamped" + name, (base,), {"get_source_stamp": lambda self: source_stamp(self._py_file)}
+    )
 
 
 class _CacheImpl(caching.CompileResultCacheImpl):
     # numba's order: NUMBA_CACHE_DIR when set, __pycache__ beside the source, the user's cache
-    _locator_classes = [_stamped(n) for n in ("UserProvidedCacheLocator",  # noqa: RUF012
-                                              "InTreeCacheLocator",
-                                              "UserWideCacheLocator")]
+    _locator_classes = [  # noqa: RUF012 (numba declares it so)
+        _stamped(n)
+        for n in (
+            "UserProvidedCacheLocator",
+            "InTreeCacheLocator",
+            "UserWideCacheLocator",
+        )
+    ]
 
 
 class _Cache(caching.FunctionCache):
@@ -96,13 +102,18 @@ def _with_cache(dispatcher):
     try:
         dispatcher._cache = _Cache(dispatcher.py_func)
     except RuntimeError:  # numba: "no locator available"
-        _warn_once("qsrank: no writable numba cache directory (NUMBA_CACHE_DIR, __pycache__ "
-                   "or the user's cache directory); kernels compile in every process.")
+        _warn_once(
+            "qsrank: no writable numba cache directory (NUMBA_CACHE_DIR, __pycache__ "
+            "or the user's cache directory); kernels compile in every process."
+        )
         return dispatcher
     if config.CACHE_DIR and not str(dispatcher._cache.cache_path).startswith(
-            str(Path(config.CACHE_DIR).resolve())):
-        _warn_once(f"qsrank: NUMBA_CACHE_DIR={config.CACHE_DIR} is not writable; kernels are "
-                   f"cached in {dispatcher._cache.cache_path} instead.")
+        str(Path(config.CACHE_DIR).resolve())
+    ):
+        _warn_once(
+            f"qsrank: NUMBA_CACHE_DIR={config.CACHE_DIR} is not writable; kernels are "
+            f"cached in {dispatcher._cache.cache_path} instead."
+        )
     return dispatcher
 
 
@@ -115,8 +126,9 @@ def _unliteral_calls(dispatcher):
     typed = dispatcher.get_call_template
 
     def get_call_template(args, kws):
-        return typed(tuple(types.unliteral(a) for a in args),
-                     {k: types.unliteral(v) for k, v in kws.items()})
+        return typed(
+            tuple(types.unliteral(a) for a in args), {k: types.unliteral(v) for k, v in kws.items()}
+        )
 
     dispatcher.get_call_template = get_call_template
     return dispatcher
@@ -148,9 +160,11 @@ _bound: dict[object, object] = {}
 def builtin_increment(code):
     """Decorator registering a built-in loss's increment kernel under ``code`` (an integer
     the loss-generic kernels branch on), so that `bind` passes the code in its place."""
+
     def register(kernel):
         BUILTIN_INCREMENTS[kernel] = code
         return kernel
+
     return register
 
 

@@ -48,9 +48,15 @@ class HingeGradient(NamedTuple):
     valid: np.ndarray
 
 
-def hinge_gradient(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.ArrayLike, *,
-                   loss: str = "ap", relevance_threshold: float = 0.0,
-                   hessian: float | str = "balanced") -> HingeGradient:
+def hinge_gradient(
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    offsets: npt.ArrayLike,
+    *,
+    loss: str = "ap",
+    relevance_threshold: float = 0.0,
+    hessian: float | str = "balanced",
+) -> HingeGradient:
     """The structured hinge of every query, its exact gradient and a constant Hessian.
 
     Parameters
@@ -95,19 +101,27 @@ def hinge_gradient(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Ar
     """
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.dtype.kind not in "biuf":
-        raise ValueError(f"labels must be a 1-D array of numeric relevance grades; got dtype "
-                         f"{labels.dtype} of shape {labels.shape}.")
+        raise ValueError(
+            f"labels must be a 1-D array of numeric relevance grades; got dtype "
+            f"{labels.dtype} of shape {labels.shape}."
+        )
     if not np.isfinite(labels).all():
         raise ValueError("labels must be finite relevance grades; got NaN or inf.")
-    if isinstance(relevance_threshold, bool) or not isinstance(
-            relevance_threshold, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(relevance_threshold):
-        raise ValueError(f"relevance_threshold must be a finite number; got "
-                         f"{relevance_threshold!r}.")
+    if (
+        isinstance(relevance_threshold, bool)
+        or not isinstance(relevance_threshold, (int, float, np.integer, np.floating))
+        or not np.isfinite(relevance_threshold)
+    ):
+        raise ValueError(
+            f"relevance_threshold must be a finite number; got {relevance_threshold!r}."
+        )
     balanced = isinstance(hessian, str) and hessian == "balanced"
-    if not balanced and (isinstance(hessian, (bool, str)) or not isinstance(
-            hessian, (int, float, np.integer, np.floating)) or not hessian > 0
-            or not np.isfinite(hessian)):
+    if not balanced and (
+        isinstance(hessian, (bool, str))
+        or not isinstance(hessian, (int, float, np.integer, np.floating))
+        or not hessian > 0
+        or not np.isfinite(hessian)
+    ):
         raise ValueError(f"hessian must be 'balanced' or a positive number; got {hessian!r}.")
     relevant = labels > relevance_threshold
     res = lai_queries(scores, relevant, offsets, loss=loss, gradient=True, ranks=False)
@@ -123,8 +137,9 @@ def hinge_gradient(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Ar
     return HingeGradient(res.coef, hess, res.hinge, res.valid)
 
 
-def lightgbm_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
-                       hessian: float | str = "balanced"):
+def lightgbm_objective(
+    loss: str = "ap", *, relevance_threshold: float = 0.0, hessian: float | str = "balanced"
+):
     """A LightGBM custom objective (``params["objective"]`` of ``lightgbm.train``): the sum
     of the queries' exact structured hinges.
 
@@ -149,18 +164,27 @@ def lightgbm_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     def objective(preds, train_set):
         sizes = train_set.get_group()
         if sizes is None:
-            raise ValueError("the exact hinge objective needs the queries: build the "
-                             "lightgbm.Dataset with group= (the query sizes).")
+            raise ValueError(
+                "the exact hinge objective needs the queries: build the "
+                "lightgbm.Dataset with group= (the query sizes)."
+            )
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        res = hinge_gradient(preds, train_set.get_label(), offsets, loss=loss,
-                             relevance_threshold=relevance_threshold, hessian=hessian)
+        res = hinge_gradient(
+            preds,
+            train_set.get_label(),
+            offsets,
+            loss=loss,
+            relevance_threshold=relevance_threshold,
+            hessian=hessian,
+        )
         return res.grad, res.hess
 
     return objective
 
 
-def xgboost_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
-                      hessian: float | str = "balanced"):
+def xgboost_objective(
+    loss: str = "ap", *, relevance_threshold: float = 0.0, hessian: float | str = "balanced"
+):
     """An XGBoost custom objective (``obj=`` of ``xgboost.train``): the sum of the queries'
     exact structured hinges.
 
@@ -186,10 +210,18 @@ def xgboost_objective(loss: str = "ap", *, relevance_threshold: float = 0.0,
     def objective(preds, dtrain):
         offsets = np.asarray(dtrain.get_uint_info("group_ptr"), dtype=np.int64)
         if offsets.size < 2:
-            raise ValueError("the exact hinge objective needs the queries: build the "
-                             "xgboost.DMatrix with qid= (or group=).")
-        res = hinge_gradient(preds, dtrain.get_label(), offsets, loss=loss,
-                             relevance_threshold=relevance_threshold, hessian=hessian)
+            raise ValueError(
+                "the exact hinge objective needs the queries: build the "
+                "xgboost.DMatrix with qid= (or group=)."
+            )
+        res = hinge_gradient(
+            preds,
+            dtrain.get_label(),
+            offsets,
+            loss=loss,
+            relevance_threshold=relevance_threshold,
+            hessian=hessian,
+        )
         return res.grad, res.hess
 
     return objective

@@ -32,8 +32,19 @@ import numpy.typing as npt
 
 from qs.metrics import nms
 
-__all__ = ["BoxScores", "Detections", "bag_argmax", "check_flat", "check_padded", "dask_parts",
-           "dask_scheduler", "flat_parts", "padded_argmax", "score_bags", "sub_blocks"]
+__all__ = [
+    "BoxScores",
+    "Detections",
+    "bag_argmax",
+    "check_flat",
+    "check_padded",
+    "dask_parts",
+    "dask_scheduler",
+    "flat_parts",
+    "padded_argmax",
+    "score_bags",
+    "sub_blocks",
+]
 
 #: bytes of float64 features a block upcasts at a time: bounds memory per worker
 SUB_BLOCK_BYTES = 64 << 20
@@ -112,8 +123,10 @@ def bag_argmax(box_scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """
     starts, sizes = offsets[:-1], np.diff(offsets)
     padded = np.full((sizes.size, int(sizes.max())), -np.inf)
-    padded[np.repeat(np.arange(sizes.size), sizes), np.arange(box_scores.size)
-           - np.repeat(starts, sizes)] = box_scores
+    padded[
+        np.repeat(np.arange(sizes.size), sizes),
+        np.arange(box_scores.size) - np.repeat(starts, sizes),
+    ] = box_scores
     best, _ = padded_argmax(padded[:, :, None], sizes)
     return starts + best[:, 0]
 
@@ -144,8 +157,7 @@ def padded_argmax(scores: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, n
     >>> index.tolist(), score.tolist()
     ([[1], [0]], [[5.0], [2.0]])
     """
-    scores = np.where((np.arange(scores.shape[1]) < counts[:, None])[:, :, None], scores,
-                      -np.inf)
+    scores = np.where((np.arange(scores.shape[1]) < counts[:, None])[:, :, None], scores, -np.inf)
     best = scores.argmax(axis=1)
     return best, np.take_along_axis(scores, best[:, None, :], axis=1)[:, 0]
 
@@ -175,18 +187,24 @@ def check_padded(features: Any, counts: npt.ArrayLike) -> tuple[Any, np.ndarray]
         1 to K_max boxes for each image.
     """
     if getattr(features, "ndim", None) != 3:
-        raise ValueError("padded box features must be a 3-D array (images, boxes, features); "
-                         f"got shape {np.shape(features)}.")
+        raise ValueError(
+            "padded box features must be a 3-D array (images, boxes, features); "
+            f"got shape {np.shape(features)}."
+        )
     if not np.issubdtype(features.dtype, np.floating):
         raise ValueError(f"box features must be floating point; got dtype {features.dtype}.")
     counts = np.asarray(counts)
     n_images, k_max, _ = features.shape
     if counts.shape != (n_images,) or not np.issubdtype(counts.dtype, np.integer):
-        raise ValueError(f"counts must be an integer array of one box count per image "
-                         f"({n_images}); got shape {counts.shape} and dtype {counts.dtype}.")
+        raise ValueError(
+            f"counts must be an integer array of one box count per image "
+            f"({n_images}); got shape {counts.shape} and dtype {counts.dtype}."
+        )
     if n_images == 0 or counts.min() < 1 or counts.max() > k_max:
-        raise ValueError(f"counts must lie in [1, {k_max}] (every image holds at least one "
-                         "box, at most the padded box count).")
+        raise ValueError(
+            f"counts must lie in [1, {k_max}] (every image holds at least one "
+            "box, at most the padded box count)."
+        )
     if isinstance(features, np.ndarray):
         features = np.ascontiguousarray(features, dtype=np.float64)
     else:
@@ -201,13 +219,21 @@ def _as_dask(array: Any) -> Any:
         chunks = getattr(array, "chunks", None)
         array = da.from_array(array, chunks=chunks if chunks else "auto")
     if array.numblocks[1:] != (1,) * (array.ndim - 1):  # whole boxes and features per block
-        array = array.rechunk({axis: -1 for axis in range(1, array.ndim)})
+        array = array.rechunk(dict.fromkeys(range(1, array.ndim), -1))
     return array
 
 
-def score_bags(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, *,
-               top: int | None = None, boxes: Any = None, nms_threshold: float = 0.3,
-               rows: bool = False, scheduler: Any = None) -> BoxScores:
+def score_bags(
+    features: Any,
+    counts: npt.ArrayLike,
+    W: npt.ArrayLike,
+    *,
+    top: int | None = None,
+    boxes: Any = None,
+    nms_threshold: float = 0.3,
+    rows: bool = False,
+    scheduler: Any = None,
+) -> BoxScores:
     """Best box of every image for every class, in one pass over the boxes.
 
     Parameters
@@ -263,8 +289,10 @@ def score_bags(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, *,
     d = features.shape[-1]
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or W.shape[0] != d:
-        raise ValueError(f"W must have shape ({d}, n_classes): one column of "
-                         f"weights per class; got shape {W.shape}.")
+        raise ValueError(
+            f"W must have shape ({d}, n_classes): one column of "
+            f"weights per class; got shape {W.shape}."
+        )
     if not np.isfinite(W).all():
         raise ValueError("W holds NaN or infinite values.")
     W = np.ascontiguousarray(W)
@@ -273,22 +301,30 @@ def score_bags(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, *,
             raise ValueError(f"top must be a positive integer or None; got {top!r}.")
         shape = features.shape[:-1] + (4,)
         if boxes is None or getattr(boxes, "shape", None) != shape:
-            raise ValueError(f"detections need boxes of shape {shape}; got "
-                             f"{None if boxes is None else getattr(boxes, 'shape', None)}.")
+            raise ValueError(
+                f"detections need boxes of shape {shape}; got "
+                f"{None if boxes is None else getattr(boxes, 'shape', None)}."
+            )
     options = {"top": top, "nms_threshold": float(nms_threshold), "rows": rows}
     if flat:
-        parts = flat_parts(features, counts, W, np.asarray(boxes) if top else None,
-                            _score_block, options)
+        parts = flat_parts(
+            features, counts, W, np.asarray(boxes) if top else None, _score_block, options
+        )
     elif isinstance(features, np.ndarray):
-        parts = [_score_block(features, counts, W, np.asarray(boxes) if top else None, 0,
-                              **options)]
+        parts = [
+            _score_block(features, counts, W, np.asarray(boxes) if top else None, 0, **options)
+        ]
     else:
-        parts = dask_parts(features, counts, W, boxes if top else None, _score_block, options,
-                           scheduler)
+        parts = dask_parts(
+            features, counts, W, boxes if top else None, _score_block, options, scheduler
+        )
     best, score, gathered, found = zip(*parts)
-    return BoxScores(np.concatenate(best), np.concatenate(score),
-                     np.concatenate(gathered) if rows else None,
-                     Detections(*map(np.concatenate, zip(*found))) if top else None)
+    return BoxScores(
+        np.concatenate(best),
+        np.concatenate(score),
+        np.concatenate(gathered) if rows else None,
+        Detections(*map(np.concatenate, zip(*found))) if top else None,
+    )
 
 
 def check_flat(X: np.ndarray, counts: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -316,17 +352,30 @@ def check_flat(X: np.ndarray, counts: npt.ArrayLike) -> tuple[np.ndarray, np.nda
     if not np.issubdtype(X.dtype, np.floating):
         raise ValueError(f"box features must be floating point; got dtype {X.dtype}.")
     counts = np.asarray(counts)
-    if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer) \
-            or counts.min() < 1 or counts.sum() != X.shape[0]:
-        raise ValueError(f"counts must give at least one box per image and sum to the "
-                         f"{X.shape[0]} rows of the flat box features; got shape "
-                         f"{counts.shape}, dtype {counts.dtype}.")
+    if (
+        counts.ndim != 1
+        or counts.size == 0
+        or not np.issubdtype(counts.dtype, np.integer)
+        or counts.min() < 1
+        or counts.sum() != X.shape[0]
+    ):
+        raise ValueError(
+            f"counts must give at least one box per image and sum to the "
+            f"{X.shape[0]} rows of the flat box features; got shape "
+            f"{counts.shape}, dtype {counts.dtype}."
+        )
     return X, counts.astype(np.int64)
 
 
-def flat_parts(X: np.ndarray, counts: np.ndarray, W: np.ndarray, boxes: Any,
-               fn: Callable[..., Any], options: dict[str, Any],
-               per_image: bool = False) -> Sequence[Any]:
+def flat_parts(
+    X: np.ndarray,
+    counts: np.ndarray,
+    W: np.ndarray,
+    boxes: Any,
+    fn: Callable[..., Any],
+    options: dict[str, Any],
+    per_image: bool = False,
+) -> Sequence[Any]:
     """A block scorer's results over flat bags, a few images at a time.
 
     Parameters
@@ -359,18 +408,24 @@ def flat_parts(X: np.ndarray, counts: np.ndarray, W: np.ndarray, boxes: Any,
         b = min(counts.size, a + step)
         valid = np.arange(counts[a:b].max()) < counts[a:b, None]
         block = np.zeros(valid.shape + (X.shape[1],))
-        block[valid] = X[offsets[a]:offsets[b]]
+        block[valid] = X[offsets[a] : offsets[b]]
         padded_boxes = boxes[a:b] if per_image else None
         if boxes is not None and not per_image:
             padded_boxes = np.zeros(valid.shape + (4,))
-            padded_boxes[valid] = boxes[offsets[a]:offsets[b]]
+            padded_boxes[valid] = boxes[offsets[a] : offsets[b]]
         parts.append(fn(block, counts[a:b], W, padded_boxes, a, **options))
     return parts
 
 
-def dask_parts(features: Any, counts: np.ndarray, W: np.ndarray, boxes: Any,
-               fn: Callable[..., Any], options: dict[str, Any],
-               scheduler: Any) -> tuple[Any, ...]:
+def dask_parts(
+    features: Any,
+    counts: np.ndarray,
+    W: np.ndarray,
+    boxes: Any,
+    fn: Callable[..., Any],
+    options: dict[str, Any],
+    scheduler: Any,
+) -> tuple[Any, ...]:
     """A block scorer's results over every block of images of a Dask array.
 
     Parameters
@@ -403,9 +458,10 @@ def dask_parts(features: Any, counts: np.ndarray, W: np.ndarray, boxes: Any,
         boxes = _as_dask(boxes).rechunk({0: features.chunks[0]}).to_delayed().ravel()
     weights = dask.delayed(W)  # one key that every task reads, not a copy in each
     score = dask.delayed(fn, pure=True)
-    tasks = [score(block, counts[a:b], weights, None if boxes is None else boxes[i], a,
-                   **options)
-             for i, (block, a, b) in enumerate(zip(blocks, bounds[:-1], bounds[1:]))]
+    tasks = [
+        score(block, counts[a:b], weights, None if boxes is None else boxes[i], a, **options)
+        for i, (block, a, b) in enumerate(zip(blocks, bounds[:-1], bounds[1:]))
+    ]
     with dask_scheduler(scheduler) as get:
         return dask.compute(*tasks, scheduler=get)
 
@@ -446,9 +502,10 @@ def dask_scheduler(scheduler: Any) -> Iterator[Any]:
         try:
             from distributed import Client
         except ImportError:
-            raise ValueError(f"scheduler {scheduler!r} names a dask.distributed cluster, but "
-                             "distributed is not installed (pip install 'qsrank[dask]').") \
-                from None
+            raise ValueError(
+                f"scheduler {scheduler!r} names a dask.distributed cluster, but "
+                "distributed is not installed (pip install 'qsrank[dask]')."
+            ) from None
         try:
             client = Client(scheduler, set_as_default=False, timeout=10)
         except OSError as err:
@@ -458,12 +515,15 @@ def dask_scheduler(scheduler: Any) -> Iterator[Any]:
     elif hasattr(scheduler, "get") and hasattr(scheduler, "scheduler_info"):  # a Client
         yield scheduler
     else:
-        raise ValueError(f"scheduler must be None, one of {LOCAL_SCHEDULERS}, a dask.distributed "
-                         f"scheduler address or Client; got {scheduler!r}.")
+        raise ValueError(
+            f"scheduler must be None, one of {LOCAL_SCHEDULERS}, a dask.distributed "
+            f"scheduler address or Client; got {scheduler!r}."
+        )
 
 
-def sub_blocks(block: np.ndarray, counts: np.ndarray, W: np.ndarray,
-               first_image: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+def sub_blocks(
+    block: np.ndarray, counts: np.ndarray, W: np.ndarray, first_image: int
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """The images of a block a few at a time, with their scores.
 
     Parameters
@@ -496,15 +556,17 @@ def sub_blocks(block: np.ndarray, counts: np.ndarray, W: np.ndarray,
     for a in range(0, n, step):
         b = min(n, a + step)
         if upcast:
-            sub = buffer[:b - a]
+            sub = buffer[: b - a]
             np.copyto(sub, block[a:b])
         else:
             sub = block[a:b]
         scores = np.matmul(sub, W)
         valid = np.arange(k_max) < counts[a:b, None]
         if not np.isfinite(scores[valid]).all():
-            raise ValueError(f"box features hold NaN or infinite values (images "
-                             f"{first_image + a} to {first_image + b - 1}).")
+            raise ValueError(
+                f"box features hold NaN or infinite values (images "
+                f"{first_image + a} to {first_image + b - 1})."
+            )
         yield a, b, sub, scores
 
 
@@ -521,11 +583,20 @@ def _score_block(block, counts, W, boxes, first_image, *, top, nms_threshold, ro
         if rows:
             gathered[a:b] = np.take_along_axis(sub, best[a:b, :, None], axis=1)
         if top:
-            found += _detect(scores, counts[a:b], np.asarray(boxes[a:b], dtype=np.float64),
-                             first_image + a, top, nms_threshold)
+            found += _detect(
+                scores,
+                counts[a:b],
+                np.asarray(boxes[a:b], dtype=np.float64),
+                first_image + a,
+                top,
+                nms_threshold,
+            )
     if top:
-        found = [np.concatenate(x) for x in zip(*found)] if found else \
-            [np.zeros(0, np.int64)] * 3 + [np.zeros(0)]
+        found = (
+            [np.concatenate(x) for x in zip(*found)]
+            if found
+            else [np.zeros(0, np.int64)] * 3 + [np.zeros(0)]
+        )
     return best, score, gathered, found or None
 
 
@@ -534,12 +605,17 @@ def _detect(scores, counts, boxes, first_image, top, threshold):
     scores in box order, as `qs.metrics.nms` takes them)."""
     found = []
     for i in range(scores.shape[0]):
-        valid = scores[i, :counts[i]]
+        valid = scores[i, : counts[i]]
         order = np.argsort(-valid, axis=0, kind="stable")[:top]  # (top, classes)
         for c in range(scores.shape[2]):
             picked = order[:, c]
             kept = picked[nms(boxes[i, picked], valid[picked, c], threshold)]
-            found.append((np.full(kept.size, first_image + i, dtype=np.int64),
-                          kept.astype(np.int64), np.full(kept.size, c, dtype=np.int64),
-                          valid[kept, c]))
+            found.append(
+                (
+                    np.full(kept.size, first_image + i, dtype=np.int64),
+                    kept.astype(np.int64),
+                    np.full(kept.size, c, dtype=np.int64),
+                    valid[kept, c],
+                )
+            )
     return found

@@ -87,8 +87,7 @@ class QSLoss:
         """
         return _NO_PARAMS
 
-    def increment(self, j: npt.ArrayLike, i: npt.ArrayLike, n_pos: int,
-                  n_neg: int) -> np.ndarray:
+    def increment(self, j: npt.ArrayLike, i: npt.ArrayLike, n_pos: int, n_neg: int) -> np.ndarray:
         """The increment ``delta_j(i+1) - delta_j(i)`` of the loss, vectorised.
 
         Parameters
@@ -308,14 +307,19 @@ class NDCGLoss(QSLoss):
 
     def value(self, n_above):
         own = type(self).discount is not NDCGLoss.discount  # a subclass's own discount
-        if (not own and type(n_above) is np.ndarray and n_above.ndim == 1
-                and n_above.dtype == np.int64):
+        if (
+            not own
+            and type(n_above) is np.ndarray
+            and n_above.ndim == 1
+            and n_above.dtype == np.int64
+        ):
             return _ndcg_loss(n_above, self._ideal(n_above.size))  # inference's own call
         n = np.asarray(n_above, dtype=np.float64)
         n_pos = n.shape[-1]
         if own:
-            return _scalar(1.0 - self.discount(_places(n_pos) + n).sum(axis=-1)
-                           / self._ideal(n_pos))
+            return _scalar(
+                1.0 - self.discount(_places(n_pos) + n).sum(axis=-1) / self._ideal(n_pos)
+            )
         losses = _ndcg_losses(n.reshape(-1, n_pos), self._ideal(n_pos))
         return float(losses[0]) if n.ndim == 1 else losses.reshape(n.shape[:-1])
 
@@ -347,10 +351,12 @@ def increment(inc, j, i, n_pos, params):
 @overload(increment, inline="always")
 def _increment_numba(inc, j, i, n_pos, params):
     if isinstance(inc, types.Integer):
+
         def by_code(inc, j, i, n_pos, params):
             if inc == AP_CODE:
                 return _ap_increment(j, i, n_pos, params)
             return _ndcg_increment(j, i, n_pos, params)
+
         return by_code
     return lambda inc, j, i, n_pos, params: inc(j, i, n_pos, params)
 
@@ -400,6 +406,8 @@ def _checked(loss):
             f"numba-compiled function kernel(j, i, n_pos, params); got {loss.kernel!r}."
         )
     if type(loss).value is QSLoss.value:
-        raise ValueError(f"loss {loss!r} does not define value(n_above), the loss of a ranking; "
-                         "a QSLoss subclass must implement it.")
+        raise ValueError(
+            f"loss {loss!r} does not define value(n_above), the loss of a ranking; "
+            "a QSLoss subclass must implement it."
+        )
     return loss

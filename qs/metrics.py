@@ -20,9 +20,21 @@ from numpy.typing import ArrayLike
 from qs.losses import LOSSES
 from qs.validation import as_positive_mask, as_scores, check_finite
 
-__all__ = ["QueryMetric", "average_precision", "box_iou", "mean_average_precision",
-           "mean_average_precision_at_r", "ndcg", "ndcg_at_k", "negatives_above", "nms",
-           "precision_at_k", "recall_at_k", "voc_average_precision", "voc_detection_ap"]
+__all__ = [
+    "QueryMetric",
+    "average_precision",
+    "box_iou",
+    "mean_average_precision",
+    "mean_average_precision_at_r",
+    "ndcg",
+    "ndcg_at_k",
+    "negatives_above",
+    "nms",
+    "precision_at_k",
+    "recall_at_k",
+    "voc_average_precision",
+    "voc_detection_ap",
+]
 
 
 def negatives_above(labels: ArrayLike, scores: ArrayLike) -> np.ndarray:
@@ -116,8 +128,9 @@ def ndcg(labels: ArrayLike, scores: ArrayLike) -> float:
     return 1.0 - float(LOSSES["ndcg"].value(negatives_above(labels, scores)))
 
 
-def voc_average_precision(labels: ArrayLike, scores: ArrayLike,
-                          ignore: ArrayLike | None = None) -> float:
+def voc_average_precision(
+    labels: ArrayLike, scores: ArrayLike, ignore: ArrayLike | None = None
+) -> float:
     """AP as the PASCAL VOC devkit computes it from VOC2010 on (higher is better).
 
     Parameters
@@ -153,8 +166,10 @@ def voc_average_precision(labels: ArrayLike, scores: ArrayLike,
     if ignore is not None:
         keep = ~np.asarray(ignore, dtype=bool)
         if keep.shape != scores.shape:
-            raise ValueError(f"ignore must be a 1-D mask of one flag per score; got shape "
-                             f"{keep.shape} for {scores.size} scores.")
+            raise ValueError(
+                f"ignore must be a 1-D mask of one flag per score; got shape "
+                f"{keep.shape} for {scores.size} scores."
+            )
         scores, is_pos = scores[keep], is_pos[keep]
     n_above = negatives_above(is_pos, scores)
     precision = np.arange(1, n_above.size + 1) / (np.arange(1, n_above.size + 1) + n_above)
@@ -195,10 +210,12 @@ def box_iou(box: ArrayLike, boxes: ArrayLike) -> np.ndarray:
 def _check_boxes(boxes: ArrayLike, n: int, what: str) -> np.ndarray:
     boxes = np.asarray(boxes, dtype=float)
     if boxes.shape != (n, 4):
-        raise ValueError(f"{what} must have shape ({n}, 4) as (x1, y1, x2, y2); got "
-                         f"{boxes.shape}.")
-    if not np.isfinite(boxes).all() or (boxes[:, 2] < boxes[:, 0]).any() \
-            or (boxes[:, 3] < boxes[:, 1]).any():
+        raise ValueError(f"{what} must have shape ({n}, 4) as (x1, y1, x2, y2); got {boxes.shape}.")
+    if (
+        not np.isfinite(boxes).all()
+        or (boxes[:, 2] < boxes[:, 0]).any()
+        or (boxes[:, 3] < boxes[:, 1]).any()
+    ):
         raise ValueError(f"{what} must be finite with x2 >= x1 and y2 >= y1.")
     return boxes
 
@@ -241,8 +258,13 @@ def nms(boxes: ArrayLike, scores: ArrayLike, threshold: float = 0.3) -> np.ndarr
     return np.array(keep, dtype=np.intp)
 
 
-def voc_detection_ap(image_ids: ArrayLike, boxes: ArrayLike, scores: ArrayLike,
-                     ground_truth: dict, iou_threshold: float = 0.5) -> float:
+def voc_detection_ap(
+    image_ids: ArrayLike,
+    boxes: ArrayLike,
+    scores: ArrayLike,
+    ground_truth: dict,
+    iou_threshold: float = 0.5,
+) -> float:
     """Detection AP of one class as the VOC2007 devkit computes it (higher is better).
 
     Parameters
@@ -288,14 +310,19 @@ def voc_detection_ap(image_ids: ArrayLike, boxes: ArrayLike, scores: ArrayLike,
     boxes = _check_boxes(boxes, scores.size, "boxes")
     image_ids = np.asarray(image_ids)
     if image_ids.shape != scores.shape:
-        raise ValueError(f"image_ids must hold one id per detection; got shape "
-                         f"{image_ids.shape} for {scores.size} detections.")
+        raise ValueError(
+            f"image_ids must hold one id per detection; got shape "
+            f"{image_ids.shape} for {scores.size} detections."
+        )
     check_finite(scores, "the metric")
     truth = {}
     for image, (gt_boxes, difficult) in ground_truth.items():
         difficult = np.asarray(difficult, dtype=bool).reshape(-1)
-        truth[image] = (_check_boxes(gt_boxes, difficult.size, f"ground truth of {image!r}"),
-                        difficult, np.zeros(difficult.size, dtype=bool))
+        truth[image] = (
+            _check_boxes(gt_boxes, difficult.size, f"ground truth of {image!r}"),
+            difficult,
+            np.zeros(difficult.size, dtype=bool),
+        )
     n_pos = sum(int((~d).sum()) for _, d, _ in truth.values())
     if n_pos == 0:
         raise ValueError("ground truth holds no non-difficult object; AP is undefined.")
@@ -303,7 +330,9 @@ def voc_detection_ap(image_ids: ArrayLike, boxes: ArrayLike, scores: ArrayLike,
     hit = np.zeros(scores.size, dtype=bool)
     counted = np.zeros(scores.size, dtype=bool)
     for k in order:
-        gt_boxes, difficult, matched = truth.get(image_ids[k], (np.empty((0, 4)), np.zeros(0, bool), np.zeros(0, bool)))
+        gt_boxes, difficult, matched = truth.get(
+            image_ids[k], (np.empty((0, 4)), np.zeros(0, bool), np.zeros(0, bool))
+        )
         counted[k] = True
         if len(gt_boxes):
             overlaps = box_iou(boxes[k], gt_boxes)
@@ -323,6 +352,7 @@ def voc_detection_ap(image_ids: ArrayLike, boxes: ArrayLike, scores: ArrayLike,
 
 # ---------------------------------------------------------------------------- retrieval
 
+
 def _neighbour_relevance(embeddings, labels, metric):
     """Each sample a query against all the others, ranked by cosine similarity, over the
     queries whose class has another sample: (relevance (queries, n - 1) bool, True where the
@@ -332,8 +362,10 @@ def _neighbour_relevance(embeddings, labels, metric):
     x = np.asarray(embeddings, dtype=np.float64)
     labels = np.asarray(labels)
     if x.ndim != 2 or labels.ndim != 1 or len(labels) != len(x):
-        raise ValueError(f"embeddings must be 2-D (n, size) with one label each; got shapes "
-                         f"{x.shape} and {labels.shape}.")
+        raise ValueError(
+            f"embeddings must be 2-D (n, size) with one label each; got shapes "
+            f"{x.shape} and {labels.shape}."
+        )
     if len(x) < 2:
         raise ValueError(f"retrieval needs at least 2 samples; got {len(x)}.")
     if not np.isfinite(x).all():
@@ -411,7 +443,6 @@ def recall_at_k(embeddings: ArrayLike, labels: ArrayLike, k: int) -> float:
     return float(relevant[:, :k].any(axis=1).mean())
 
 
-
 # ---------------------------------------------------------------------- learning to rank
 
 _GAINS = ("exponential", "linear")
@@ -427,9 +458,15 @@ class QueryMetric(NamedTuple):
     values: np.ndarray
 
 
-def mean_average_precision(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *,
-                           threshold: float = 0.0, no_relevant: float | str = 0.0,
-                           per_query: bool = False) -> float | QueryMetric:
+def mean_average_precision(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    groups: ArrayLike,
+    *,
+    threshold: float = 0.0,
+    no_relevant: float | str = 0.0,
+    per_query: bool = False,
+) -> float | QueryMetric:
     """Mean over queries of the average precision (AP) of each query's ranking by score.
 
     A document is relevant when its label is above ``threshold``. A query's AP is the mean,
@@ -489,9 +526,16 @@ def mean_average_precision(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayL
     return _summary(values, n_relevant == 0, ranked, no_relevant, "AP", per_query)
 
 
-def ndcg_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: int | None = None,
-              gain: str = "exponential", no_relevant: float | str = 0.0,
-              per_query: bool = False) -> float | QueryMetric:
+def ndcg_at_k(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    groups: ArrayLike,
+    *,
+    k: int | None = None,
+    gain: str = "exponential",
+    no_relevant: float | str = 0.0,
+    per_query: bool = False,
+) -> float | QueryMetric:
     """Mean over queries of the NDCG of each query's ranking by score, cut at rank ``k``.
 
     DCG@k sums ``gain(label) / log2(1 + rank)`` over the first ``k`` ranks; NDCG@k divides it
@@ -553,8 +597,10 @@ def ndcg_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: in
     with np.errstate(over="ignore"):
         gains = np.expm1(ranked.labels * np.log(2)) if gain == "exponential" else ranked.labels
     if not np.isfinite(gains).all():
-        raise ValueError(f"the gain 2**label - 1 of label {float(ranked.labels.max())!r} is beyond "
-                         "float64; pass gain='linear' or rescale the labels.")
+        raise ValueError(
+            f"the gain 2**label - 1 of label {float(ranked.labels.max())!r} is beyond "
+            "float64; pass gain='linear' or rescale the labels."
+        )
     discount = 1.0 / np.log2(1.0 + ranked.position)
     if cutoff is not None:
         discount[ranked.position > cutoff] = 0.0
@@ -564,9 +610,16 @@ def ndcg_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: in
     return _summary(values, idcg == 0, ranked, no_relevant, "NDCG", per_query)
 
 
-def precision_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, k: int,
-                   threshold: float = 0.0, no_relevant: float | str = 0.0,
-                   per_query: bool = False) -> float | QueryMetric:
+def precision_at_k(
+    y_true: ArrayLike,
+    y_score: ArrayLike,
+    groups: ArrayLike,
+    *,
+    k: int,
+    threshold: float = 0.0,
+    no_relevant: float | str = 0.0,
+    per_query: bool = False,
+) -> float | QueryMetric:
     """Mean over queries of the precision at rank ``k`` (P@k) of each query's ranking.
 
     P@k is the number of relevant documents (label above ``threshold``) among a query's
@@ -620,8 +673,9 @@ def precision_at_k(y_true: ArrayLike, y_score: ArrayLike, groups: ArrayLike, *, 
     ranked = _ranked(y_true, y_score, groups, no_relevant)
     relevant = (ranked.labels > threshold).astype(np.float64)
     values = ranked.per_query(relevant * (ranked.position <= cutoff)) / cutoff
-    return _summary(values, ranked.per_query(relevant) == 0, ranked, no_relevant, f"P@{k}",
-                    per_query)
+    return _summary(
+        values, ranked.per_query(relevant) == 0, ranked, no_relevant, f"P@{k}", per_query
+    )
 
 
 class _Ranked(NamedTuple):
@@ -645,32 +699,40 @@ def _ranked(y_true, y_score, groups, no_relevant):
     scores = as_scores(y_score)
     labels = np.asarray(y_true)
     if labels.ndim != 1 or labels.dtype.kind not in "biuf":
-        raise ValueError(f"y_true must be a 1-D array of numeric labels; got dtype "
-                         f"{labels.dtype} of shape {labels.shape}.")
+        raise ValueError(
+            f"y_true must be a 1-D array of numeric labels; got dtype "
+            f"{labels.dtype} of shape {labels.shape}."
+        )
     groups = np.asarray(groups)
     if scores.size == 0 and labels.size == groups.size == 0:
         raise ValueError("no documents: y_true, y_score and groups are empty.")
     if groups.ndim != 1 or groups.dtype.kind not in "biuUSO":
-        raise ValueError(f"groups must be a 1-D array of query ids (integers or strings); got "
-                         f"dtype {groups.dtype} of shape {groups.shape}.")
+        raise ValueError(
+            f"groups must be a 1-D array of query ids (integers or strings); got "
+            f"dtype {groups.dtype} of shape {groups.shape}."
+        )
     if not labels.size == scores.size == groups.size:
-        raise ValueError(f"y_true, y_score and groups must have one entry per document; got "
-                         f"lengths {labels.size}, {scores.size} and {groups.size}.")
+        raise ValueError(
+            f"y_true, y_score and groups must have one entry per document; got "
+            f"lengths {labels.size}, {scores.size} and {groups.size}."
+        )
     labels = labels.astype(np.float64)
     if not np.isfinite(labels).all():
         bad = int(np.flatnonzero(~np.isfinite(labels))[0])
         raise ValueError(f"y_true must be finite; got {float(labels[bad])!r} at index {bad}.")
     check_finite(scores, "the metric")
     if not (isinstance(no_relevant, str) and no_relevant == "exclude") and not (
-            isinstance(no_relevant, (int, float, np.integer, np.floating))
-            and not isinstance(no_relevant, bool) and 0 <= no_relevant <= 1):
-        raise ValueError(f"no_relevant must be 'exclude' or a number in [0, 1]; got "
-                         f"{no_relevant!r}.")
+        isinstance(no_relevant, (int, float, np.integer, np.floating))
+        and not isinstance(no_relevant, bool)
+        and 0 <= no_relevant <= 1
+    ):
+        raise ValueError(
+            f"no_relevant must be 'exclude' or a number in [0, 1]; got {no_relevant!r}."
+        )
     try:
         query_ids, query = np.unique(groups, return_inverse=True)
     except TypeError:
-        raise ValueError("groups must hold query ids of one type (integers or strings).") \
-            from None
+        raise ValueError("groups must hold query ids of one type (integers or strings).") from None
     query = query.reshape(-1)
     order = np.lexsort((labels, -scores, query))
     query = query[order]
@@ -692,16 +754,21 @@ def _summary(values, empty, ranked, no_relevant, name, per_query):
     values = values.copy()
     values[empty] = np.nan if isinstance(no_relevant, str) else float(no_relevant)
     if empty.all() and isinstance(no_relevant, str):
-        raise ValueError(f"no query has a relevant document, so every query is excluded "
-                         f"(no_relevant='exclude'); {name} is undefined.")
+        raise ValueError(
+            f"no query has a relevant document, so every query is excluded "
+            f"(no_relevant='exclude'); {name} is undefined."
+        )
     mean = float(np.nanmean(values))
     return QueryMetric(mean, ranked.query_ids, values) if per_query else mean
 
 
 def _real(value, name):
     """A finite real number option, as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not np.isfinite(value)
+    ):
         raise ValueError(f"{name} must be a finite number; got {value!r}.")
     return float(value)
 

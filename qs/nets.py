@@ -46,8 +46,11 @@ class PLCNN(nn.Module):
         layers, channels = [], 3
         for width in widths:
             for _ in range(2):
-                layers += [nn.Conv2d(channels, width, 3, padding=1), nn.BatchNorm2d(width),
-                           nn.ReLU(inplace=True)]
+                layers += [
+                    nn.Conv2d(channels, width, 3, padding=1),
+                    nn.BatchNorm2d(width),
+                    nn.ReLU(inplace=True),
+                ]
                 channels = width
             layers.append(nn.MaxPool2d(2))
         self.features = nn.Sequential(*layers)

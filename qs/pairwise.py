@@ -205,19 +205,27 @@ class PairwiseRankSVM(BaseEstimator):
         in ``groups``; returns ``self``."""
         for name, low in (("C", 0), ("tol", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > low \
-                    or not np.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not value > low
+                or not np.isfinite(value)
+            ):
                 raise ValueError(f"{name} must be a positive number; got {value!r}.")
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) \
-                or self.max_iter < 1:
+        if (
+            isinstance(self.max_iter, bool)
+            or not isinstance(self.max_iter, numbers.Integral)
+            or self.max_iter < 1
+        ):
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}.")
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         if y.dtype.kind not in "fiub":
             raise ValueError(f"y holds numeric relevance grades; got dtype {y.dtype}.")
         groups = np.asarray(groups)
         if groups.shape != y.shape:
-            raise ValueError(f"groups must hold one query id per sample ({y.size}); got shape "
-                             f"{groups.shape}.")
+            raise ValueError(
+                f"groups must hold one query id per sample ({y.size}); got shape {groups.shape}."
+            )
         order, offsets = query_offsets(groups)
         if order is not None:
             X, y = X[order], y[order]
@@ -234,10 +242,13 @@ class PairwiseRankSVM(BaseEstimator):
             g = w + weight * np.asarray(X.T @ grad).ravel()
             return 0.5 * w @ w + weight * loss, g
 
-        res = scipy.optimize.minimize(objective, np.zeros(X.shape[1]), jac=True,
-                                      method="L-BFGS-B",
-                                      options={"gtol": self.tol, "maxiter": self.max_iter,
-                                               "ftol": 64 * np.finfo(float).eps})
+        res = scipy.optimize.minimize(
+            objective,
+            np.zeros(X.shape[1]),
+            jac=True,
+            method="L-BFGS-B",
+            options={"gtol": self.tol, "maxiter": self.max_iter, "ftol": 64 * np.finfo(float).eps},
+        )
         self.coef_ = res.x[None, :]
         self.objective_ = float(res.fun)
         self.n_iter_ = int(res.nit)

@@ -12,8 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from qs.detection import (check_flat, check_padded, dask_parts, flat_parts, padded_argmax,
-                          sub_blocks)
+from qs.detection import check_flat, check_padded, dask_parts, flat_parts, padded_argmax, sub_blocks
 
 __all__ = ["ClassTopBoxes", "TopBoxes", "class_top_boxes", "top_boxes"]
 
@@ -46,8 +45,9 @@ class TopBoxes(NamedTuple):
     spread: np.ndarray
 
 
-def top_boxes(features: Any, counts: npt.ArrayLike, w: npt.ArrayLike, k: int, *,
-              scheduler: Any = None) -> TopBoxes:
+def top_boxes(
+    features: Any, counts: npt.ArrayLike, w: npt.ArrayLike, k: int, *, scheduler: Any = None
+) -> TopBoxes:
     """The ``k`` best boxes of every image under weights ``w``, in one pass over the boxes.
 
     With them comes what bounds the scores of the boxes left out under other weights: a box
@@ -92,8 +92,9 @@ def top_boxes(features: Any, counts: npt.ArrayLike, w: npt.ArrayLike, k: int, *,
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
     if W.shape[0] != features.shape[-1] or not np.isfinite(W).all():
-        raise ValueError(f"w must hold {features.shape[-1]} finite weights; got shape "
-                         f"{np.shape(w)}.")
+        raise ValueError(
+            f"w must hold {features.shape[-1]} finite weights; got shape {np.shape(w)}."
+        )
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     options = {"k": int(k)}
@@ -120,15 +121,16 @@ def _top_block(block, counts, W, boxes, first_image, *, k):
         taken = np.arange(kept) < counts[a:b, None]
         index[a:b, :kept] = np.where(taken, order[:, :kept], -1)
         score[a:b, :kept] = np.take_along_axis(scores, order[:, :kept], axis=1)
-        rows[a:b, :kept] = np.take_along_axis(sub, order[:, :kept, None], axis=1) \
-            * taken[:, :, None]
+        rows[a:b, :kept] = (
+            np.take_along_axis(sub, order[:, :kept, None], axis=1) * taken[:, :, None]
+        )
         if k < k_max:
-            next_score[a:b] = np.take_along_axis(scores, order[:, k:k + 1], axis=1)[:, 0]
+            next_score[a:b] = np.take_along_axis(scores, order[:, k : k + 1], axis=1)[:, 0]
         mean[a:b] = np.einsum("ikd,ik->id", sub, valid) / counts[a:b, None]
         away = sub - mean[a:b, None, :]
-        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0) \
-            .max(axis=1)
+        spread[a:b] = np.where(valid, np.sqrt(np.einsum("ikd,ikd->ik", away, away)), 0).max(axis=1)
     return index, rows, score, next_score, mean, spread
+
 
 class ClassTopBoxes(NamedTuple):
     """Outcome of `class_top_boxes`, per image and class (a column of ``W``).
@@ -164,10 +166,17 @@ class ClassTopBoxes(NamedTuple):
     rows: list
 
 
-def class_top_boxes(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, k: int, *,
-                    gather: npt.ArrayLike | None = None,
-                    check: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
-                    held: npt.ArrayLike | None = None, scheduler: Any = None) -> ClassTopBoxes:
+def class_top_boxes(
+    features: Any,
+    counts: npt.ArrayLike,
+    W: npt.ArrayLike,
+    k: int,
+    *,
+    gather: npt.ArrayLike | None = None,
+    check: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    held: npt.ArrayLike | None = None,
+    scheduler: Any = None,
+) -> ClassTopBoxes:
     """Every class's best boxes of every image, and the rows the caller lacks, in one pass.
 
     The pass of latent training with all classes in lockstep
@@ -219,32 +228,45 @@ def class_top_boxes(features: Any, counts: npt.ArrayLike, W: npt.ArrayLike, k: i
     features, counts = check_flat(features, counts) if flat else check_padded(features, counts)
     d, n = features.shape[-1], counts.size
     V, chosen = (np.zeros((d, 0)), np.zeros((n, 0), np.int64)) if check is None else check
-    W = np.concatenate([_check_weights(W, d, "W"), _check_weights(V, d, "check weights")],
-                       axis=1)
+    W = np.concatenate([_check_weights(W, d, "W"), _check_weights(V, d, "check weights")], axis=1)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer; got {k!r}.")
     gather = np.full((n, 0), -1, np.int64) if gather is None else np.asarray(gather)
     held = np.full((n, 0), -1, np.int64) if held is None else np.asarray(held)
     chosen = np.asarray(chosen)
-    for name, boxes, cols in (("gather", gather, None), ("held", held, None),
-                              ("chosen", chosen, V.shape[1])):
-        if boxes.ndim != 2 or boxes.shape[0] != n or not np.issubdtype(boxes.dtype, np.integer) \
-                or (cols is not None and boxes.shape[1] != cols) \
-                or (boxes >= counts[:, None]).any() or (boxes < -1).any():
-            raise ValueError(f"{name} must be an integer array (n_images, {cols or 'g'}) of box "
-                             f"indices below each image's box count, or -1; got shape "
-                             f"{boxes.shape}.")
+    for name, boxes, cols in (
+        ("gather", gather, None),
+        ("held", held, None),
+        ("chosen", chosen, V.shape[1]),
+    ):
+        if (
+            boxes.ndim != 2
+            or boxes.shape[0] != n
+            or not np.issubdtype(boxes.dtype, np.integer)
+            or (cols is not None and boxes.shape[1] != cols)
+            or (boxes >= counts[:, None]).any()
+            or (boxes < -1).any()
+        ):
+            raise ValueError(
+                f"{name} must be an integer array (n_images, {cols or 'g'}) of box "
+                f"indices below each image's box count, or -1; got shape "
+                f"{boxes.shape}."
+            )
     c = W.shape[1] - V.shape[1]
-    options = {"k": int(k), "dtype": features.dtype, "c": c, "g": gather.shape[1],
-               "t": chosen.shape[1]}
+    options = {
+        "k": int(k),
+        "dtype": features.dtype,
+        "c": c,
+        "g": gather.shape[1],
+        "t": chosen.shape[1],
+    }
     per_image = np.concatenate([gather, chosen, held], axis=1).astype(np.int64)
     if flat:
         parts = flat_parts(features, counts, W, per_image, _class_top_block, options, True)
     elif isinstance(features, np.ndarray):
         parts = [_class_top_block(features, counts, W, per_image, 0, **options)]
     else:
-        parts = dask_parts(features, counts, W, per_image, _class_top_block, options,
-                           scheduler)
+        parts = dask_parts(features, counts, W, per_image, _class_top_block, options, scheduler)
     *fields, rows = zip(*parts)
     return ClassTopBoxes(*map(np.concatenate, fields), [r for r in rows if r.shape[0]])
 
@@ -259,9 +281,9 @@ def _check_weights(W: npt.ArrayLike, d: int, name: str) -> np.ndarray:
 def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g, t):
     """`ClassTopBoxes` fields of the images of one block (``per_image``: its rows of
     gather, chosen and held side by side), ``rows`` one array."""
-    n, k_max, d = block.shape
+    n, k_max, _ = block.shape
     per_image = np.asarray(per_image)
-    gather, chosen, held = per_image[:, :g], per_image[:, g:g + t], per_image[:, g + t:]
+    gather, chosen, held = per_image[:, :g], per_image[:, g : g + t], per_image[:, g + t :]
     index = np.full((n, c, k), -1, dtype=np.int64)
     score = np.full((n, c, k), -np.inf)
     best = np.empty(chosen.shape, np.int64)
@@ -287,5 +309,11 @@ def _class_top_block(block, counts, W, per_image, first_image, *, k, dtype, c, g
         image.append(first_image + a + pairs[:, 0])
         box.append(pairs[:, 1])
         rows.append(sub[pairs[:, 0], pairs[:, 1]].astype(dtype))
-    return index, score, best, np.concatenate(image), np.concatenate(box), \
-        np.concatenate(rows) if len(rows) > 1 else rows[0]
+    return (
+        index,
+        score,
+        best,
+        np.concatenate(image),
+        np.concatenate(box),
+        np.concatenate(rows) if len(rows) > 1 else rows[0],
+    )

@@ -13,9 +13,19 @@ import numpy.typing as npt
 
 from qs._numba import jit
 
-__all__ = ["as_positive_mask", "as_positive_mask2d", "as_positive_tensor", "as_query_rows",
-           "as_scores", "check_counts", "check_finite", "check_finite_tensor", "check_scores",
-           "label_check", "not_finite"]
+__all__ = [
+    "as_positive_mask",
+    "as_positive_mask2d",
+    "as_positive_tensor",
+    "as_query_rows",
+    "as_scores",
+    "check_counts",
+    "check_finite",
+    "check_finite_tensor",
+    "check_scores",
+    "label_check",
+    "not_finite",
+]
 
 LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
@@ -23,8 +33,10 @@ LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 def not_finite(value: object, where: object, before: str) -> ValueError:
     """The ValueError of a score ``value`` that is NaN or infinite, at index ``where`` (an
     int, or a tuple for rows of queries); ``before`` names what the scores are for."""
-    return ValueError(f"scores must be finite; got {value!r} at index {where}. Remove or "
-                      f"impute NaN/inf scores before {before}.")
+    return ValueError(
+        f"scores must be finite; got {value!r} at index {where}. Remove or "
+        f"impute NaN/inf scores before {before}."
+    )
 
 
 def _not_binary(value, where):
@@ -34,11 +46,13 @@ def _not_binary(value, where):
 
 
 def _not_numeric(dtype):
-    return ValueError(f"labels must be bool or numeric (1 positive, 0 or -1 negative); got "
-                      f"dtype {dtype}.")
+    return ValueError(
+        f"labels must be bool or numeric (1 positive, 0 or -1 negative); got dtype {dtype}."
+    )
 
 
 # ---------------------------------------------------------------------------- numpy
+
 
 def as_scores(scores: npt.ArrayLike) -> np.ndarray:
     """Scores as a 1-D float64 C-contiguous array (no copy when already so); finiteness is
@@ -68,8 +82,11 @@ def _numeric_labels(arr):
     if arr.dtype.kind not in "fiu":
         raise _not_numeric(arr.dtype)
     if not arr.dtype.isnative or arr.dtype == np.float16:  # types the kernels cannot take
-        arr = arr.astype(np.float32 if arr.dtype.kind == "f" and arr.itemsize == 2
-                         else arr.dtype.newbyteorder("="))
+        arr = arr.astype(
+            np.float32
+            if arr.dtype.kind == "f" and arr.itemsize == 2
+            else arr.dtype.newbyteorder("=")
+        )
     return np.ascontiguousarray(arr)
 
 
@@ -100,8 +117,10 @@ def as_positive_mask2d(labels: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndar
     a bad label named by its query and sample."""
     arr = np.asarray(labels)
     if arr.shape != shape:
-        raise ValueError(f"scores and labels must have the same shape; got scores {shape} and "
-                         f"labels {arr.shape}.")
+        raise ValueError(
+            f"scores and labels must have the same shape; got scores {shape} and "
+            f"labels {arr.shape}."
+        )
     if arr.dtype == np.bool_:
         return np.ascontiguousarray(arr).view(np.uint8)
     arr = _numeric_labels(arr)
@@ -140,6 +159,7 @@ def label_check(labels):
 
 # ---------------------------------------------------------------------------- torch
 
+
 def check_scores(scores):
     """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
     tensors every rank loss of the package takes (`qs.torch`, `qs.surrogates`)."""
@@ -150,8 +170,9 @@ def check_scores(scores):
     if not scores.is_floating_point():
         raise ValueError(f"scores must be a floating-point tensor; got dtype {scores.dtype}.")
     if scores.ndim not in (1, 2):
-        raise ValueError(f"scores must be 1-D (n,) or 2-D (queries, n); got shape "
-                         f"{tuple(scores.shape)}.")
+        raise ValueError(
+            f"scores must be 1-D (n,) or 2-D (queries, n); got shape {tuple(scores.shape)}."
+        )
 
 
 def check_finite_tensor(scores, before="the loss"):
@@ -176,13 +197,17 @@ def as_positive_tensor(labels, scores):
             raise _not_numeric(labels.dtype)
         labels = torch.from_numpy(labels)
     if tuple(labels.shape) != tuple(scores.shape):
-        raise ValueError(f"scores and labels must have the same shape; got scores "
-                         f"{tuple(scores.shape)} and labels {tuple(labels.shape)}.")
+        raise ValueError(
+            f"scores and labels must have the same shape; got scores "
+            f"{tuple(scores.shape)} and labels {tuple(labels.shape)}."
+        )
     labels = labels.to(scores.device)
     if labels.dtype == torch.bool:
         return labels
-    if labels.is_complex() or not (labels.is_floating_point() or labels.dtype in (
-            torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)):
+    if labels.is_complex() or not (
+        labels.is_floating_point()
+        or labels.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    ):
         raise _not_numeric(labels.dtype)
     bad = (labels != 1) & (labels != 0) & (labels != -1)
     if bad.any():

@@ -61,6 +61,7 @@ class Case:
 
 # ---------------------------------------------------------------------------- data
 
+
 def _data(n=40, d=4, classes=("a", "b"), seed=0):
     rng = np.random.default_rng(seed)
     y = np.array([classes[k % len(classes)] for k in range(n)])
@@ -71,7 +72,7 @@ def _data(n=40, d=4, classes=("a", "b"), seed=0):
 def _csv(path, X=None, y=None, names=NAMES):
     if X is None:
         X, y = _data()
-    pd.DataFrame(X, columns=names[:X.shape[1]]).assign(label=y).to_csv(path, index=False)
+    pd.DataFrame(X, columns=names[: X.shape[1]]).assign(label=y).to_csv(path, index=False)
     return path
 
 
@@ -80,11 +81,26 @@ def _model(root, scale=None):
     from qsrank.pipelines.model import write_model
 
     out = root / "model"
-    meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label",
-            "classes": ["b"], "loss": "ap", "solver": "cutting_plane", "C": [1.0],
-            "scaling": "standard", "svmlight_zero_based": False, "column_fingerprint": None}
-    write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
-                scale=np.ones(4) if scale is None else scale)
+    meta = {
+        "n_features": 4,
+        "feature_names": NAMES,
+        "label_column": "label",
+        "classes": ["b"],
+        "loss": "ap",
+        "solver": "cutting_plane",
+        "C": [1.0],
+        "scaling": "standard",
+        "svmlight_zero_based": False,
+        "column_fingerprint": None,
+    }
+    write_model(
+        out,
+        meta,
+        coef=[[1.0, 2.0, 3.0, 4.0]],
+        intercept=[0.5],
+        mean=np.zeros(4),
+        scale=np.ones(4) if scale is None else scale,
+    )
     return out
 
 
@@ -110,6 +126,7 @@ def _state(path):
 def _all(*checks):
     def check():
         return next((r for r in (c() for c in checks) if r), None)
+
     return check
 
 
@@ -123,6 +140,7 @@ def _finite_scores(path):
             return None
         values = pd.read_csv(path).to_numpy(float)
         return None if np.isfinite(values).all() else "non-finite scores written"
+
     return check
 
 
@@ -133,8 +151,11 @@ def _rehash(model_dir):
 
     path = model_dir / "model.json"
     meta = json.loads(path.read_text())
-    npz = (model_dir / meta.get("weights", "model.npz")).read_bytes() \
-        if (model_dir / str(meta.get("weights", "model.npz"))).is_file() else b""
+    npz = (
+        (model_dir / meta.get("weights", "model.npz")).read_bytes()
+        if (model_dir / str(meta.get("weights", "model.npz"))).is_file()
+        else b""
+    )
     if "weights_sha256" in meta:
         meta["weights_sha256"] = hashlib.sha256(npz).hexdigest()
     if hasattr(M, "model_digest"):
@@ -163,8 +184,9 @@ def _edit_npz(model_dir, **arrays):
 def _zip_bomb(model_dir, n=140_000_000):
     """model.npz whose `scale` member inflates to n float64 zeros (~1.1 GB) from ~1 MB."""
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
-                                                  "shape": (n,)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (n,)}
+    )
     with np.load(model_dir / "model.npz") as npz:
         kept = {k: npz[k] for k in npz.files if k != "scale"}
     out = io.BytesIO()
@@ -175,7 +197,7 @@ def _zip_bomb(model_dir, n=140_000_000):
             zf.writestr(f"{k}.npy", b.getvalue())
         with zf.open("scale.npy", "w", force_zip64=True) as member:
             member.write(header.getvalue())
-            zeros = bytes(2 ** 22)
+            zeros = bytes(2**22)
             for _ in range(n * 8 // len(zeros)):
                 member.write(zeros)
     (model_dir / "model.npz").write_bytes(out.getvalue())
@@ -183,6 +205,7 @@ def _zip_bomb(model_dir, n=140_000_000):
 
 
 # ---------------------------------------------------------------------------- cases
+
 
 def out_not_regular(root):
     """--out naming a FIFO, a socket, a directory or links to them."""
@@ -193,22 +216,28 @@ def out_not_regular(root):
     cases = {}
     fifo = root / "fifo"
     os.mkfifo(fifo)
-    cases["predict --out FIFO"] = Case(["predict", model, data, "--out", fifo],
-                                       check=_unchanged(fifo))
+    cases["predict --out FIFO"] = Case(
+        ["predict", model, data, "--out", fifo], check=_unchanged(fifo)
+    )
     link = root / "link"
     link.symlink_to(fifo)
-    cases["predict --out link to FIFO"] = Case(["predict", model, data, "--out", link],
-                                               check=_all(_unchanged(link), _unchanged(fifo)))
-    cases["evaluate --out FIFO"] = Case(["evaluate", scores, root / "l.csv", "--label-column",
-                                         "label", "--out", fifo], check=_unchanged(fifo))
+    cases["predict --out link to FIFO"] = Case(
+        ["predict", model, data, "--out", link], check=_all(_unchanged(link), _unchanged(fifo))
+    )
+    cases["evaluate --out FIFO"] = Case(
+        ["evaluate", scores, root / "l.csv", "--label-column", "label", "--out", fifo],
+        check=_unchanged(fifo),
+    )
     sock_path = root / "sock"
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(sock_path))
-    cases["predict --out socket"] = Case(["predict", model, data, "--out", sock_path],
-                                         check=_unchanged(sock_path))
+    cases["predict --out socket"] = Case(
+        ["predict", model, data, "--out", sock_path], check=_unchanged(sock_path)
+    )
     (root / "dir").mkdir()
-    cases["predict --out directory"] = Case(["predict", model, data, "--out", root / "dir"],
-                                            check=_unchanged(root / "dir"))
+    cases["predict --out directory"] = Case(
+        ["predict", model, data, "--out", root / "dir"], check=_unchanged(root / "dir")
+    )
     target = root / "target.csv"
     target.write_text("old\n")
     (root / "to_file").symlink_to(target)
@@ -217,15 +246,18 @@ def out_not_regular(root):
         if not (root / "to_file").is_symlink():
             return "the link was replaced"
         return None if target.read_text().startswith("b\n") else "the target was not written"
+
     cases["predict --out link to a regular file (writes the target)"] = Case(
-        ["predict", model, data, "--out", root / "to_file"], succeed=True, check=through_link)
+        ["predict", model, data, "--out", root / "to_file"], succeed=True, check=through_link
+    )
     run = root / "run"
     _fit_run(run, root)
     (run / "metrics.csv").unlink()
     os.mkfifo(run / "metrics.csv")
     cases["fit resuming a run whose metrics.csv is a FIFO"] = Case(
         ["fit", root / "train.csv", "--label-column", "label", *FAST, "--out", run],
-        check=_unchanged(run / "metrics.csv"))
+        check=_unchanged(run / "metrics.csv"),
+    )
     return cases
 
 
@@ -240,34 +272,49 @@ def _fit_run(run, root):
 def out_is_input(root):
     """--out naming one of the command's inputs (each case in a folder of its own)."""
     cases = {}
-    targets = {"model.json": lambda m, d: m / "model.json", "model.npz": lambda m, d: m / "model.npz",
-               "the data": lambda m, d: d, "a hard link to the data": lambda m, d: d.parent / "hard.csv",
-               "a symlink to the data": lambda m, d: d.parent / "soft.csv"}
+    targets = {
+        "model.json": lambda m, d: m / "model.json",
+        "model.npz": lambda m, d: m / "model.npz",
+        "the data": lambda m, d: d,
+        "a hard link to the data": lambda m, d: d.parent / "hard.csv",
+        "a symlink to the data": lambda m, d: d.parent / "soft.csv",
+    }
     for k, (name, target) in enumerate(targets.items()):
         folder = root / f"p{k}"
         folder.mkdir()
         model, data = _model(folder), _csv(folder / "d.csv")
         (folder / "hard.csv").hardlink_to(data)
         (folder / "soft.csv").symlink_to(data)
-        both = _all(_unchanged(model / "model.json"), _unchanged(model / "model.npz"),
-                    _unchanged(data))
-        cases[f"predict --out {name}"] = Case(["predict", model, data, "--out",
-                                               target(model, data)], check=both)
+        both = _all(
+            _unchanged(model / "model.json"), _unchanged(model / "model.npz"), _unchanged(data)
+        )
+        cases[f"predict --out {name}"] = Case(
+            ["predict", model, data, "--out", target(model, data)], check=both
+        )
     folder = root / "p-json"
     folder.mkdir()
     model, data = _model(folder), _csv(folder / "d.csv")
     cases["predict MODEL.json --out MODEL.json"] = Case(
         ["predict", model / "model.json", data, "--out", model / "model.json"],
-        check=_unchanged(model / "model.json"))
+        check=_unchanged(model / "model.json"),
+    )
     for which in ("SCORES", "LABELS"):
         folder = root / f"e-{which}"
         folder.mkdir()
         labels, scores = _csv(folder / "l.csv"), folder / "s.csv"
         pd.DataFrame({"b": np.arange(40.0)}).to_csv(scores, index=False)
         cases[f"evaluate --out {which}"] = Case(
-            ["evaluate", scores, labels, "--label-column", "label", "--out",
-             scores if which == "SCORES" else labels],
-            check=_all(_unchanged(scores), _unchanged(labels)))
+            [
+                "evaluate",
+                scores,
+                labels,
+                "--label-column",
+                "label",
+                "--out",
+                scores if which == "SCORES" else labels,
+            ],
+            check=_all(_unchanged(scores), _unchanged(labels)),
+        )
     return cases
 
 
@@ -280,32 +327,40 @@ def clean_up(root):
     notes.mkdir()
     (notes / ".notes.abcdefgh.tmp").write_text("a user's notes\n")
     cases["--out holding only a user's .notes.abcdefgh.tmp"] = Case(
-        [*fit, notes], check=_unchanged(notes / ".notes.abcdefgh.tmp"))
+        [*fit, notes], check=_unchanged(notes / ".notes.abcdefgh.tmp")
+    )
     lock = root / "lock"
     lock.mkdir()
     (lock / ".qsrank-run.lock").write_text("a user's file\n")
     cases["--out holding only a user's .qsrank-run.lock"] = Case(
-        [*fit, lock], check=_unchanged(lock / ".qsrank-run.lock"))
+        [*fit, lock], check=_unchanged(lock / ".qsrank-run.lock")
+    )
     linked = root / "linked"
     linked.mkdir()
     (root / "precious.txt").write_text("precious\n")
     (linked / ".qsrank-run.lock").symlink_to(root / "precious.txt")
     cases["--out whose .qsrank-run.lock links to a user's file"] = Case(
-        [*fit, linked], check=_unchanged(root / "precious.txt"))
+        [*fit, linked], check=_unchanged(root / "precious.txt")
+    )
     run = _fit_run(root / "run", root)
     (run / "runs" / ".x.abcdefgh.tmp").write_text("a user's file\n")
     cases["resuming a run holding a user's runs/.x.abcdefgh.tmp"] = Case(
-        [*fit, run], succeed=True, check=_unchanged(run / "runs" / ".x.abcdefgh.tmp"))
+        [*fit, run], succeed=True, check=_unchanged(run / "runs" / ".x.abcdefgh.tmp")
+    )
     return cases
 
 
 def address_space(root):
     """predict under `ulimit -v 6000000` (the issue's limit)."""
     model, data = _model(root), _csv(root / "d.csv")
-    return {"predict under ulimit -v 6000000": Case(
-        ["predict", model, data, "--out", root / "s.csv"], succeed=True,
-        limit_as=6_000_000 * 1024, check=lambda: None if (root / "s.csv").is_file()
-        else "no scores written")}
+    return {
+        "predict under ulimit -v 6000000": Case(
+            ["predict", model, data, "--out", root / "s.csv"],
+            succeed=True,
+            limit_as=6_000_000 * 1024,
+            check=lambda: None if (root / "s.csv").is_file() else "no scores written",
+        )
+    }
 
 
 def model_files(root):
@@ -318,27 +373,36 @@ def model_files(root):
         model = _model(root / name.replace(" ", "_"))
         edit(model)
         out = root / f"{name.replace(' ', '_')}.csv"
-        cases[name] = Case(["predict", model, data, "--out", out], check=_absent(out),
-                           max_rss_mb=800)
+        cases[name] = Case(
+            ["predict", model, data, "--out", out], check=_absent(out), max_rss_mb=800
+        )
 
     case("permuted feature_names", lambda m: _edit_json(m, feature_names=NAMES[::-1]))
     case("repeated feature_names", lambda m: _edit_json(m, feature_names=NAMES[:3] + NAMES[:1]))
     case("renamed classes", lambda m: _edit_json(m, classes=["a"]))
     case("integer feature_names", lambda m: _edit_json(m, feature_names=[1, 2, 3, 4]))
-    case("repeated feature_names, checksum matched",
-         lambda m: _edit_json(m, True, feature_names=NAMES[:3] + NAMES[:1]))
-    case("integer feature_names, checksum matched",
-         lambda m: _edit_json(m, True, feature_names=[1, 2, 3, 4]))
+    case(
+        "repeated feature_names, checksum matched",
+        lambda m: _edit_json(m, True, feature_names=NAMES[:3] + NAMES[:1]),
+    )
+    case(
+        "integer feature_names, checksum matched",
+        lambda m: _edit_json(m, True, feature_names=[1, 2, 3, 4]),
+    )
     case("n_features 10**12, checksum matched", lambda m: _edit_json(m, True, n_features=10**12))
     case("n_features true, checksum matched", lambda m: _edit_json(m, True, n_features=True))
-    case("weights ../model.npz, checksum matched",
-         lambda m: _edit_json(m, True, weights="../model.npz"))
+    case(
+        "weights ../model.npz, checksum matched",
+        lambda m: _edit_json(m, True, weights="../model.npz"),
+    )
     case("classes repeated, checksum matched", lambda m: _edit_json(m, True, classes=["b", "b"]))
     case("C as text, checksum matched", lambda m: _edit_json(m, True, C=["x"]))
     case("unknown key, checksum matched", lambda m: _edit_json(m, True, run="rm -rf /"))
     case("scale 1e-310, checksum matched", lambda m: _edit_npz(m, scale=np.full(4, 1e-310)))
-    case("coef 1e308 overflowing, checksum matched",
-         lambda m: _edit_npz(m, coef=np.full((1, 4), 1e308), scale=np.full(4, 1e-10)))
+    case(
+        "coef 1e308 overflowing, checksum matched",
+        lambda m: _edit_npz(m, coef=np.full((1, 4), 1e308), scale=np.full(4, 1e-10)),
+    )
     case("zip-bombed model.npz, checksum matched", _zip_bomb)
     case("model.npz replaced", lambda m: (m / "model.npz").write_bytes(b"PK\x03\x04junk"))
     return cases
@@ -354,10 +418,12 @@ def non_finite(root):
     normal = _model(root / "normal")
     return {
         "predict 1e306 with feature scale 1e-6": Case(
-            ["predict", tiny, big, "--out", root / "s1.csv"], check=_finite_scores(root / "s1.csv")),
+            ["predict", tiny, big, "--out", root / "s1.csv"], check=_finite_scores(root / "s1.csv")
+        ),
         "predict 1e308 in every cell": Case(
             ["predict", normal, huge, "--out", root / "s2.csv"],
-            check=_finite_scores(root / "s2.csv")),
+            check=_finite_scores(root / "s2.csv"),
+        ),
     }
 
 
@@ -369,37 +435,52 @@ def zero_rows_and_big_cells(root):
     (root / "empty.svm").write_text("")
     np.savez(root / "empty.npz", X=np.zeros((0, 4)), y=np.zeros(0))
     scipy.io.savemat(root / "empty.mat", {"X": np.zeros((0, 4)), "y": np.zeros(0)})
-    for name, args in [("header-only CSV", [header, "--label-column", "label"]),
-                       ("empty svmlight", [root / "empty.svm"]),
-                       ("zero-row .npz", [root / "empty.npz"]),
-                       ("zero-row .mat", [root / "empty.mat"])]:
+    for name, args in [
+        ("header-only CSV", [header, "--label-column", "label"]),
+        ("empty svmlight", [root / "empty.svm"]),
+        ("zero-row .npz", [root / "empty.npz"]),
+        ("zero-row .mat", [root / "empty.mat"]),
+    ]:
         out = root / f"run-{name.replace(' ', '_')}"
         cases[f"fit {name}"] = Case(["fit", *args, *FAST, "--out", out], check=_absent(out))
     model = _model(root)
     (root / "header4.csv").write_text(",".join(NAMES) + "\n")
     cases["predict header-only CSV"] = Case(
         ["predict", model, root / "header4.csv", "--out", root / "s.csv"],
-        check=_absent(root / "s.csv"))
+        check=_absent(root / "s.csv"),
+    )
     np.savez(root / "empty4.npz", X=np.zeros((0, 4)), y=np.zeros(0))
     cases["predict zero-row .npz"] = Case(
         ["predict", model, root / "empty4.npz", "--out", root / "s2.csv"],
-        check=_absent(root / "s2.csv"))
+        check=_absent(root / "s2.csv"),
+    )
     X, y = _data()
     X[5, 1] = 1e308
     big = _csv(root / "big.csv", X, y)
     good = _csv(root / "good.csv")
     cases["fit a 1e308 cell in train"] = Case(
         ["fit", big, "--label-column", "label", *FAST, "--out", root / "r1"],
-        check=_absent(root / "r1"))
+        check=_absent(root / "r1"),
+    )
     cases["fit a 1e308 cell in test"] = Case(
         ["fit", good, "--test", big, "--label-column", "label", *FAST, "--out", root / "r2"],
-        check=_absent(root / "r2"))
+        check=_absent(root / "r2"),
+    )
     X, y = _data()
     X[:, 2] = 1e300
     X[0, 2] = -1e300
     cases["fit a column of +-1e300"] = Case(
-        ["fit", _csv(root / "spread.csv", X, y), "--label-column", "label", *FAST, "--out",
-         root / "r3"], check=_absent(root / "r3"))
+        [
+            "fit",
+            _csv(root / "spread.csv", X, y),
+            "--label-column",
+            "label",
+            *FAST,
+            "--out",
+            root / "r3",
+        ],
+        check=_absent(root / "r3"),
+    )
     return cases
 
 
@@ -411,7 +492,8 @@ def smaller(root):
     other = _csv(root / "other.csv", X, np.array(["c", "d"] * 20))
     cases["fit test labels sharing no class with training"] = Case(
         ["fit", train, "--test", other, "--label-column", "label", *FAST, "--out", root / "r1"],
-        check=_absent(root / "r1"))
+        check=_absent(root / "r1"),
+    )
 
     def table_intact(run):
         def check():
@@ -421,42 +503,65 @@ def smaller(root):
             if len(rows) != 2 + 3 or len(cells) != 1:
                 return f"table.md's table is broken: {rows}"
             return None
+
         return check
+
     X, _ = _data()
     nl = _csv(root / "newline.csv", X, np.array(["c|d", "x\ny"] * 20))
     cases["fit a label holding a newline and a |"] = Case(
-        ["fit", nl, "--label-column", "label", *FAST, "--out", root / "r2"], succeed=True,
-        check=table_intact(root / "r2"))
+        ["fit", nl, "--label-column", "label", *FAST, "--out", root / "r2"],
+        succeed=True,
+        check=table_intact(root / "r2"),
+    )
     na = _csv(root / "na.csv", X, np.array(["NA", "b"] * 20))
 
     def na_class():
         meta = json.loads((root / "r3" / "model.json").read_text())
         return None if meta["classes"] == ["b"] or meta["classes"] == ["NA"] else str(meta)
-    cases["fit a class named NA"] = Case(["fit", na, "--label-column", "label", *FAST, "--out",
-                                          root / "r3"], succeed=True, check=na_class)
+
+    cases["fit a class named NA"] = Case(
+        ["fit", na, "--label-column", "label", *FAST, "--out", root / "r3"],
+        succeed=True,
+        check=na_class,
+    )
     cases["train --set with a 100 KB unknown key"] = Case(
         ["train", "--config", "digits", "--set", "k" * 100_000 + "=1", "--out", root / "r4"],
-        check=_absent(root / "r4"))
+        check=_absent(root / "r4"),
+    )
     return cases
 
 
-KINDS = {"out not regular": out_not_regular, "out is input": out_is_input,
-         "clean-up": clean_up, "address space": address_space, "model files": model_files,
-         "non-finite": non_finite, "zero rows, big cells": zero_rows_and_big_cells,
-         "smaller": smaller}
+KINDS = {
+    "out not regular": out_not_regular,
+    "out is input": out_is_input,
+    "clean-up": clean_up,
+    "address space": address_space,
+    "model files": model_files,
+    "non-finite": non_finite,
+    "zero rows, big cells": zero_rows_and_big_cells,
+    "smaller": smaller,
+}
 
 
 # ---------------------------------------------------------------------------- running
 
+
 def _run(argv, limit_as=None, env=None):
     """(exit status, stdout, stderr, max RSS in MB) of ``python -m qsrank.main ARGV``."""
+
     def limit():
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "qsrank.main", *map(str, argv)],
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                preexec_fn=limit, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "qsrank.main", *map(str, argv)],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=limit,
+            env={**os.environ, **(env or {})},
+        )
         start, status, usage = time.monotonic(), None, None
         while status is None:
             pid, status_, usage_ = os.wait4(proc.pid, os.WNOHANG)

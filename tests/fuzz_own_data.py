@@ -53,10 +53,15 @@ class Run:
 
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         try:
-            result = subprocess.run([sys.executable, "-c", CODE, *map(str, args)],
-                                    capture_output=True, text=True, timeout=self.timeout,
-                                    check=False, env=env,
-                                    preexec_fn=None if self.limit is None else limited)
+            result = subprocess.run(
+                [sys.executable, "-c", CODE, *map(str, args)],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+                env=env,
+                preexec_fn=None if self.limit is None else limited,
+            )
         except subprocess.TimeoutExpired:
             raise Ended("crash", f"still running after {self.timeout} s") from None
         if result.returncode < 0:
@@ -65,8 +70,11 @@ class Run:
             raise Ended("traceback", result.stderr.strip().splitlines()[-1][:120])
         if result.returncode == 1:
             lines = result.stderr.strip().splitlines()
-            if lines and lines[-1].startswith("Error: ") and \
-                    sum(line.startswith("Error: ") for line in lines) == 1:
+            if (
+                lines
+                and lines[-1].startswith("Error: ")
+                and sum(line.startswith("Error: ") for line in lines) == 1
+            ):
                 raise Ended("clean", lines[-1][:120])
             raise Ended("traceback", f"exit 1 without a one-line error: {lines[-1:]}")
         if result.returncode != 0:
@@ -104,6 +112,7 @@ def _same(a, b):
 
 # ---------------------------------------------------------------------------- cases
 
+
 def zero_based_fit(tmp, q, seed):
     """A zero-based training file using index 0, a test file that does not."""
     X, y = _data(seed=seed)
@@ -112,8 +121,15 @@ def zero_based_fit(tmp, q, seed):
     for base in ("zero", "one"):
         dump_svmlight_file(X, y, str(tmp / f"train_{base}.svm"), zero_based=base == "zero")
         dump_svmlight_file(Xt, yt, str(tmp / f"test_{base}.svm"), zero_based=base == "zero")
-        q("fit", tmp / f"train_{base}.svm", "--test", tmp / f"test_{base}.svm", *FIT, "--out",
-          tmp / base)
+        q(
+            "fit",
+            tmp / f"train_{base}.svm",
+            "--test",
+            tmp / f"test_{base}.svm",
+            *FIT,
+            "--out",
+            tmp / base,
+        )
     return _same(_metrics(tmp / "zero"), _metrics(tmp / "one")), "metrics differ by base"
 
 
@@ -123,19 +139,23 @@ def zero_based_predict(tmp, q, seed):
     Xt[:, 0] = 0.0
     for base in ("zero", "one"):
         dump_svmlight_file(X, y, str(tmp / f"train_{base}.svm"), zero_based=base == "zero")
-        dump_svmlight_file(Xt, np.zeros(len(Xt)), str(tmp / f"new_{base}.svm"),
-                           zero_based=base == "zero")
+        dump_svmlight_file(
+            Xt, np.zeros(len(Xt)), str(tmp / f"new_{base}.svm"), zero_based=base == "zero"
+        )
         q("fit", tmp / f"train_{base}.svm", *FIT, "--out", tmp / base)
         q("predict", tmp / base, tmp / f"new_{base}.svm", "--out", tmp / f"{base}.csv")
-    return (_same(pd.read_csv(tmp / "zero.csv"), pd.read_csv(tmp / "one.csv")),
-            "scores differ by base")
+    return (
+        _same(pd.read_csv(tmp / "zero.csv"), pd.read_csv(tmp / "one.csv")),
+        "scores differ by base",
+    )
 
 
 def repeated_name(tmp, q, header):
     X, y = _data(n=40, d=2)
     columns = {"a": X[:, 0], "b": X[:, 1], "label": y}
-    rows = [",".join(header)] + [",".join(str(columns[h][k]) for h in header)
-                                 for k in range(len(y))]
+    rows = [",".join(header)] + [
+        ",".join(str(columns[h][k]) for h in header) for k in range(len(y))
+    ]
     (tmp / "f.csv").write_text("\n".join(rows) + "\n")
     q("fit", tmp / "f.csv", "--label-column", "label", *FIT, "--out", tmp / "run")
     return False, "a repeated column name was read"
@@ -143,8 +163,7 @@ def repeated_name(tmp, q, header):
 
 def labels_two_ways(tmp, q, labels):
     X, _ = _data(n=len(labels) * 10, d=2)
-    pd.DataFrame(X, columns=["a", "b"]).assign(label=labels * 10).to_csv(tmp / "f.csv",
-                                                                         index=False)
+    pd.DataFrame(X, columns=["a", "b"]).assign(label=labels * 10).to_csv(tmp / "f.csv", index=False)
     q("fit", tmp / "f.csv", "--label-column", "label", *FIT, "--out", tmp / "run")
     classes = json.loads((tmp / "run" / "model.json").read_text())["classes"]
     expected = len(set(labels)) if len(set(labels)) > 2 else 1
@@ -171,16 +190,23 @@ def far_index(tmp, q, index):
 def csr_npz_shape(tmp, q, columns):
     X, y = _data(n=40, d=3)
     A = sp.csr_matrix(X)
-    np.savez(tmp / "f.npz", X_data=A.data, X_indices=A.indices, X_indptr=A.indptr,
-             X_shape=np.array([40, columns]), y=y)
+    np.savez(
+        tmp / "f.npz",
+        X_data=A.data,
+        X_indices=A.indices,
+        X_indptr=A.indptr,
+        X_shape=np.array([40, columns]),
+        y=y,
+    )
     q("fit", tmp / "f.npz", *FIT, "--out", tmp / "run")
     return True, ""
 
 
 def dense_npz_declared(tmp, q, shape):
     header = BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
-                                                  "shape": shape})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
     with zipfile.ZipFile(tmp / "f.npz", "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("X.npy", header.getvalue() + bytes(4096))
         archive.writestr("y.npy", _npy(np.tile([0.0, 1.0], 20)))
@@ -197,8 +223,9 @@ def _npy(a):
 def _store(tmp):
     from qs.data import convert
 
-    return convert.write_synthetic_store(tmp / "s.zarr", chunk_images=10, scale=0.01,
-                                         boxes_per_image=12, n_features=16)
+    return convert.write_synthetic_store(
+        tmp / "s.zarr", chunk_images=10, scale=0.01, boxes_per_image=12, n_features=16
+    )
 
 
 def store_chunk(tmp, q, replacement):
@@ -215,15 +242,16 @@ def store_chunk(tmp, q, replacement):
 
 def store_metadata(tmp, q, edit):
     path = _store(tmp)
-    names = ("features",) if edit == "array" else ("features", "counts", "boxes", "labels",
-                                                   "image_ids")
+    names = (
+        ("features",) if edit == "array" else ("features", "counts", "boxes", "labels", "image_ids")
+    )
     for name in names:
         meta = json.loads((path / name / "zarr.json").read_text())
-        meta["shape"][0] = 10 ** 12
+        meta["shape"][0] = 10**12
         (path / name / "zarr.json").write_text(json.dumps(meta))
     if edit == "all":
         group = json.loads((path / "zarr.json").read_text())
-        group["attributes"]["n_images"] = 10 ** 12
+        group["attributes"]["n_images"] = 10**12
         (path / "zarr.json").write_text(json.dumps(group))
     q("load", "verify", path)
     return False, "a store saying 10^12 images passed"
@@ -249,10 +277,20 @@ def svmlight_and_csv(tmp, q, seed):
     for name, (A, b) in {"train": (X, y), "test": (Xt, yt)}.items():
         dump_svmlight_file(A, b, str(tmp / f"{name}.svm"), zero_based=False)
         pd.DataFrame(A, columns=[f"f{k}" for k in range(6)]).assign(label=b).to_csv(
-            tmp / f"{name}.csv", index=False)
+            tmp / f"{name}.csv", index=False
+        )
     q("fit", tmp / "train.svm", "--test", tmp / "test.svm", *FIT, "--out", tmp / "svm")
-    q("fit", tmp / "train.csv", "--test", tmp / "test.csv", "--label-column", "label", *FIT,
-      "--out", tmp / "csv")
+    q(
+        "fit",
+        tmp / "train.csv",
+        "--test",
+        tmp / "test.csv",
+        "--label-column",
+        "label",
+        *FIT,
+        "--out",
+        tmp / "csv",
+    )
     return _same(_metrics(tmp / "svm"), _metrics(tmp / "csv")), "svmlight and CSV metrics differ"
 
 
@@ -305,7 +343,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     tally = dict.fromkeys(OUTCOMES, 0)
     for name in args.case or CASES:
-        outcome, why = run_case(name, int(args.limit_gib * 2 ** 30), args.timeout)
+        outcome, why = run_case(name, int(args.limit_gib * 2**30), args.timeout)
         tally[outcome] += 1
         print(f"{name:<26} {outcome:<10} {why}", flush=True)
     print("  ".join(f"{k} {v}" for k, v in tally.items()))

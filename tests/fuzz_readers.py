@@ -34,8 +34,9 @@ TIMEOUT_S = 60
 
 
 def _cifar(root, rng):
-    records = np.concatenate([rng.integers(0, 10, (4, 1)), rng.integers(0, 256, (4, 3072))],
-                             axis=1).astype(np.uint8)
+    records = np.concatenate(
+        [rng.integers(0, 10, (4, 1)), rng.integers(0, 256, (4, 3072))], axis=1
+    ).astype(np.uint8)
     path = root / "data_batch_1.bin"
     path.write_bytes(records.tobytes())
     return path
@@ -43,6 +44,7 @@ def _cifar(root, rng):
 
 def _read_cifar(path):
     from qs.data.cifar10 import read_binary_batch
+
     return read_binary_batch(path)
 
 
@@ -56,19 +58,26 @@ def _image_set(root, rng):
 
 def _read_image_set(path):
     from qs.data.boxes import load_image_set
+
     return load_image_set(path)
 
 
 def _mat(root, rng):
     path = root / "features.mat"
-    scipy.io.savemat(path, {"X": rng.normal(size=(10, 16)).astype(np.float32),
-                            "y": rng.integers(0, 2, 10).astype(np.float64)},
-                     do_compression=False)
+    scipy.io.savemat(
+        path,
+        {
+            "X": rng.normal(size=(10, 16)).astype(np.float32),
+            "y": rng.integers(0, 2, 10).astype(np.float64),
+        },
+        do_compression=False,
+    )
     return path
 
 
 def _read_mat(path):
     from qs.data.formats import load_features
+
     return load_features(path)
 
 
@@ -82,6 +91,7 @@ def _feature(root, rng):
 
 def _read_feature(path):
     from qs.data.latent_list import read_latent_features
+
     return read_latent_features([path], 64)
 
 
@@ -98,12 +108,17 @@ def _svmlight(root, rng):
 
 def _read_svmlight(path):
     from qs.data.formats import load_features
+
     return load_features(path, n_features=32)
 
 
-FORMATS = {"cifar-binary": (_cifar, _read_cifar), "image-set": (_image_set, _read_image_set),
-           "mat-v5": (_mat, _read_mat), "feature": (_feature, _read_feature),
-           "svmlight": (_svmlight, _read_svmlight)}
+FORMATS = {
+    "cifar-binary": (_cifar, _read_cifar),
+    "image-set": (_image_set, _read_image_set),
+    "mat-v5": (_mat, _read_mat),
+    "feature": (_feature, _read_feature),
+    "svmlight": (_svmlight, _read_svmlight),
+}
 
 
 def mutants(raw, n, rng):
@@ -119,20 +134,22 @@ def mutants(raw, n, rng):
             b[pos] ^= int(rng.integers(1, 256))
             out.append(("flip", bytes(b)))
         elif kind == 1:  # cut short anywhere
-            out.append(("cut", raw[:int(rng.integers(len(raw)))]))
+            out.append(("cut", raw[: int(rng.integers(len(raw)))]))
         else:  # one line (bytes up to a newline) left out
             drop = int(rng.integers(len(lines)))
-            out.append(("line", b"".join(lines[:drop] + lines[drop + 1:])))
+            out.append(("line", b"".join(lines[:drop] + lines[drop + 1 :])))
     return out
 
 
 def _equal(a, b):
     if isinstance(a, (tuple, list)):
-        return (isinstance(b, (tuple, list)) and len(a) == len(b)
-                and all(_equal(x, y) for x, y in zip(a, b)))
+        return (
+            isinstance(b, (tuple, list))
+            and len(a) == len(b)
+            and all(_equal(x, y) for x, y in zip(a, b))
+        )
     if sp.issparse(a) or sp.issparse(b):
-        return (sp.issparse(a) and sp.issparse(b) and a.shape == b.shape
-                and (a != b).nnz == 0)
+        return sp.issparse(a) and sp.issparse(b) and a.shape == b.shape and (a != b).nnz == 0
     if a is None or b is None:
         return a is b
     a, b = np.asarray(a), np.asarray(b)

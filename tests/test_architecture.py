@@ -11,17 +11,35 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 FOLDERS = ("qs", "pipelines", "cli")
 #: calls that write to the file system
-WRITES = {"write_text", "write_bytes", "save", "savez", "savez_compressed", "tofile", "mkdir",
-          "makedirs", "rename", "unlink", "rmtree", "TemporaryFile",
-          "NamedTemporaryFile", "mkstemp", "mkdtemp", "to_zarr", "create_array", "create_group"}
+WRITES = {
+    "write_text",
+    "write_bytes",
+    "save",
+    "savez",
+    "savez_compressed",
+    "tofile",
+    "mkdir",
+    "makedirs",
+    "rename",
+    "unlink",
+    "rmtree",
+    "TemporaryFile",
+    "NamedTemporaryFile",
+    "mkstemp",
+    "mkdtemp",
+    "to_zarr",
+    "create_array",
+    "create_group",
+}
 WRITES |= {"os.replace", "os.remove"}
 #: calls that print or draw progress
 SHOWS = {"print", "tqdm", "echo"}
 
 
 def _modules(*folders):
-    return sorted(p.relative_to(ROOT).as_posix() for folder in folders
-                  for p in (ROOT / folder).rglob("*.py"))
+    return sorted(
+        p.relative_to(ROOT).as_posix() for folder in folders for p in (ROOT / folder).rglob("*.py")
+    )
 
 
 def _section(title):
@@ -44,8 +62,9 @@ def _calls(path):
             names.add(f"os.{name}")  # os.replace, os.remove: not str.replace
         modes = list(node.args[1:2]) + [k.value for k in node.keywords if k.arg == "mode"]
         if name in ("open", "open_group", "open_array") and any(
-                isinstance(m, ast.Constant) and isinstance(m.value, str)
-                and set(m.value) & set("wax+") for m in modes):
+            isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+")
+            for m in modes
+        ):
             names.add("open for writing")
     return names
 
@@ -56,10 +75,15 @@ def _imports(path):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
-              and node.args and isinstance(node.args[0], ast.JoinedStr | ast.Constant)):
-            first = node.args[0].values[0] if isinstance(node.args[0], ast.JoinedStr) \
-                else node.args[0]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.JoinedStr | ast.Constant)
+        ):
+            first = (
+                node.args[0].values[0] if isinstance(node.args[0], ast.JoinedStr) else node.args[0]
+            )
             if isinstance(first, ast.Constant):
                 yield first.value
 
@@ -71,13 +95,31 @@ def test_every_module_is_in_the_inventory_and_every_listed_one_exists():
     assert not listed - modules, f"listed but gone: {sorted(listed - modules)}"
 
 
-@pytest.mark.parametrize("folder, banned", [
-    ("qs", ("qsrank",)),
-    ("pipelines", ("qsrank.main", "qsrank.common", "qsrank.bench", "qsrank.fit", "qsrank.load",
-                   "qsrank.sodeep", "qsrank.train"))])
+@pytest.mark.parametrize(
+    "folder, banned",
+    [
+        ("qs", ("qsrank",)),
+        (
+            "pipelines",
+            (
+                "qsrank.main",
+                "qsrank.common",
+                "qsrank.bench",
+                "qsrank.fit",
+                "qsrank.load",
+                "qsrank.sodeep",
+                "qsrank.train",
+            ),
+        ),
+    ],
+)
 def test_imports_point_one_way(folder, banned):
-    bad = [f"{m}: {name}" for m in _modules(folder) for name in _imports(ROOT / m)
-           if any(name == b or name.startswith(b + ".") for b in banned)]
+    bad = [
+        f"{m}: {name}"
+        for m in _modules(folder)
+        for name in _imports(ROOT / m)
+        if any(name == b or name.startswith(b + ".") for b in banned)
+    ]
     assert not bad, bad
 
 

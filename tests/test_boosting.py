@@ -14,8 +14,8 @@ def ragged(seed, n_queries=12, low=2, high=30):
     sizes = rng.integers(low, high, n_queries)
     offsets = np.r_[0, np.cumsum(sizes)]
     labels = rng.choice(5, size=offsets[-1], p=[0.5, 0.2, 0.15, 0.1, 0.05])
-    labels[offsets[1]:offsets[2]] = 0  # a query without a relevant document
-    labels[offsets[2]:offsets[3]] = 3  # and one without a non-relevant one
+    labels[offsets[1] : offsets[2]] = 0  # a query without a relevant document
+    labels[offsets[2] : offsets[3]] = 3  # and one without a non-relevant one
     return rng.normal(size=offsets[-1]), labels, offsets
 
 
@@ -46,9 +46,9 @@ def test_gradient_is_the_hinges_derivative(loss):
     def total(s):
         out = 0.0
         for q in range(offsets.size - 1):
-            relevant = labels[offsets[q]:offsets[q + 1]] > 0
+            relevant = labels[offsets[q] : offsets[q + 1]] > 0
             if relevant.any() and not relevant.all():
-                one = lai(s[offsets[q]:offsets[q + 1]], relevant, loss, "qs")
+                one = lai(s[offsets[q] : offsets[q + 1]], relevant, loss, "qs")
                 out += one.objective - one.ground_truth_F
         return out
 
@@ -58,7 +58,8 @@ def test_gradient_is_the_hinges_derivative(loss):
         step = np.zeros_like(scores)
         step[k] = eps
         assert (total(scores + step) - total(scores - step)) / (2 * eps) == pytest.approx(
-            grad[k], abs=1e-6)
+            grad[k], abs=1e-6
+        )
 
 
 def test_balanced_hessian_bounds_the_newton_step():
@@ -77,10 +78,15 @@ def test_balanced_hessian_bounds_the_newton_step():
     np.testing.assert_array_equal(fixed.grad, res.grad)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"hessian": 0}, "hessian must be"), ({"hessian": "newton"}, "hessian must be"),
-    ({"relevance_threshold": np.nan}, "relevance_threshold"), ({"loss": "01"}, "loss"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"hessian": 0}, "hessian must be"),
+        ({"hessian": "newton"}, "hessian must be"),
+        ({"relevance_threshold": np.nan}, "relevance_threshold"),
+        ({"loss": "01"}, "loss"),
+    ],
+)
 def test_bad_options_are_refused(kwargs, match):
     scores, labels, offsets = ragged(4)
     with pytest.raises(ValueError, match=match):
@@ -109,8 +115,15 @@ def test_lightgbm_trains_with_the_objective(loss):
     lgb = pytest.importorskip("lightgbm")
     X, y, groups, sizes = ltr_data(5)
     data = lgb.Dataset(X, y, group=sizes)
-    params = {"objective": lightgbm_objective(loss), "learning_rate": 0.3, "num_leaves": 7,
-              "min_data_in_leaf": 5, "verbose": -1, "seed": 0, "num_threads": 1}
+    params = {
+        "objective": lightgbm_objective(loss),
+        "learning_rate": 0.3,
+        "num_leaves": 7,
+        "min_data_in_leaf": 5,
+        "verbose": -1,
+        "seed": 0,
+        "num_threads": 1,
+    }
     booster = lgb.train(params, data, num_boost_round=20)
     start = mean_average_precision(y, np.zeros(y.size), groups)  # boosting starts constant
     trained = mean_average_precision(y, booster.predict(X), groups)
@@ -127,8 +140,14 @@ def test_xgboost_trains_with_the_objective(loss):
     xgb = pytest.importorskip("xgboost")
     X, y, groups, sizes = ltr_data(6)
     dtrain = xgb.DMatrix(X, y, qid=groups)
-    params = {"learning_rate": 0.3, "max_depth": 3, "min_child_weight": 0.0, "seed": 0,
-              "nthread": 1, "base_score": 0.0}
+    params = {
+        "learning_rate": 0.3,
+        "max_depth": 3,
+        "min_child_weight": 0.0,
+        "seed": 0,
+        "nthread": 1,
+        "base_score": 0.0,
+    }
     booster = xgb.train(params, dtrain, num_boost_round=20, obj=xgboost_objective(loss))
     start = mean_average_precision(y, np.zeros(y.size), groups)
     trained = mean_average_precision(y, booster.predict(dtrain), groups)

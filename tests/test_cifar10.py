@@ -6,9 +6,6 @@ import pickle
 import numpy as np
 import pytest
 
-from qsrank.pipelines import _runner
-from qsrank.pipelines._device import pick_device
-from qsrank.pipelines._images import Normaliser
 from qs.data.cifar10 import (
     CLASS_NAMES,
     DIGITS_NOTE,
@@ -17,6 +14,9 @@ from qs.data.cifar10 import (
     read_binary_batch,
     read_python_batch,
 )
+from qsrank.pipelines import _runner
+from qsrank.pipelines._device import pick_device
+from qsrank.pipelines._images import Normaliser
 
 N_PER_BATCH = 6
 
@@ -32,8 +32,12 @@ def write_python(folder, n=N_PER_BATCH):
     batches = {}
     for k, name in enumerate([f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]):
         pixels, labels = batches[name] = _batch(k, n)
-        record = {b"batch_label": name.encode(), b"data": pixels,
-                  b"labels": [int(v) for v in labels], b"filenames": [b"x.png"] * n}
+        record = {
+            b"batch_label": name.encode(),
+            b"data": pixels,
+            b"labels": [int(v) for v in labels],
+            b"filenames": [b"x.png"] * n,
+        }
         (folder / name).write_bytes(pickle.dumps(record, protocol=2))
     meta = {b"label_names": [c.encode() for c in CLASS_NAMES], b"num_vis": 3072}
     (folder / "batches.meta").write_bytes(pickle.dumps(meta))
@@ -107,8 +111,11 @@ def test_binary_label_out_of_range(tmp_path):
     raw = bytearray(path.read_bytes())
     raw[3073] = 10  # the second record's label byte
     path.write_bytes(bytes(raw))
-    with pytest.raises(ValueError, match=r"test_batch\.bin: labels must be in 0..9; got 10 "
-                                         r"at record 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"test_batch\.bin: labels must be in 0..9; got 10 "
+        r"at record 1",
+    ):
         load_cifar10(tmp_path)
 
 
@@ -175,6 +182,7 @@ def test_digits_as_cifar_is_deterministic_and_labelled():
 
 # ---------------------------------------------------------------------------- the network
 
+
 def test_plcnn_parameters_at_the_papers_width_and_output_shape():
     torch = pytest.importorskip("torch")
     from qs.nets import PLCNN, n_parameters
@@ -211,9 +219,15 @@ def test_fixed_pattern_forward_is_the_forward_and_affine_in_a_layers_weights():
 
 # ---------------------------------------------------------------------------- the pipeline
 
-TINY = {"split": {"train": 40, "val": 10, "test": 40}, "widths": [2, 3, 4], "batch_size": 20,
-        "threads": 1, "warm_start": {"cross_entropy_epochs": 1, "hinge_epochs": 1},
-        "epochs": 1, "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_qs"]}
+TINY = {
+    "split": {"train": 40, "val": 10, "test": 40},
+    "widths": [2, 3, 4],
+    "batch_size": 20,
+    "threads": 1,
+    "warm_start": {"cross_entropy_epochs": 1, "hinge_epochs": 1},
+    "epochs": 1,
+    "methods": ["zero_one", "ap_yue", "ap_qs", "ndcg_qs"],
+}
 
 
 def _config(cifar10, **overrides):
@@ -250,9 +264,20 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
 
     cifar10 = _pipeline()
     names = {p.name for p in tiny_run.iterdir()}
-    assert names == {"results.csv", "history.csv", "per_class.csv", "table.md", "figure.png",
-                     "figure.pdf", "config.yaml", "provenance.json", "checkpoints",
-                     "qsrank-run.json", ".qsrank-run.lock", "runs"}
+    assert names == {
+        "results.csv",
+        "history.csv",
+        "per_class.csv",
+        "table.md",
+        "figure.png",
+        "figure.pdf",
+        "config.yaml",
+        "provenance.json",
+        "checkpoints",
+        "qsrank-run.json",
+        ".qsrank-run.lock",
+        "runs",
+    }
     results = pd.read_csv(tiny_run / "results.csv")
     assert list(results.method) == TINY["methods"]
     assert ((results.test_map > 0) & (results.test_map <= 1)).all()
@@ -270,7 +295,8 @@ def test_run_writes_tables_figure_and_provenance(tiny_run):
     assert record["data"].startswith("digits-as-CIFAR (not CIFAR-10)")
     assert record["packages"]["torch"] and record["seed"] == 0
     assert sorted(p.name for p in (tiny_run / "checkpoints").iterdir()) == sorted(
-        f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]])
+        f"{p}.pt" for p in ["warm_cross_entropy", "warm_hinge", *TINY["methods"]]
+    )
 
 
 def test_times_are_the_summed_step_times_and_identical_curves_are_said_so(tiny_run):
@@ -285,16 +311,25 @@ def test_times_are_the_summed_step_times_and_identical_curves_are_said_so(tiny_r
         assert len(step_s) == results.steps[method]
         assert results.train_s[method] == pytest.approx(sum(step_s), rel=1e-9)
         assert results.step_ms_median[method] == pytest.approx(1e3 * np.median(step_s))
-        assert results.step_ms_q1[method] <= results.step_ms_median[method] \
+        assert (
+            results.step_ms_q1[method]
+            <= results.step_ms_median[method]
             <= results.step_ms_q3[method]
+        )
     assert "`train s`: the sum of the measured times of the steps" in _runner.report(
-        cifar10.SPEC, tiny_run)
+        cifar10.SPEC, tiny_run
+    )
     history = pd.read_csv(tiny_run / "history.csv")
     fig = cifar10.plot(history, TINY["methods"], (0.9, 0.95), "digits-as-CIFAR")
     labels = fig.axes[0].get_legend_handles_labels()[1]
     # exact LAI: Yue's and QS train the same network (on the tiny data other losses may too)
-    assert any(label.startswith("ap_yue = ap_qs") and label.endswith("(identical mAP)")
-               for label in labels) and "ap_qs (its own step times)" in labels
+    assert (
+        any(
+            label.startswith("ap_yue = ap_qs") and label.endswith("(identical mAP)")
+            for label in labels
+        )
+        and "ap_qs (its own step times)" in labels
+    )
     assert len(labels) == len(TINY["methods"])  # no curve hidden
     assert "summed measured step times" in fig.axes[0].get_xlabel()
 
@@ -307,8 +342,9 @@ def test_plot_redraws_the_same_figure(tiny_run, tmp_path):
     from qsrank.main import main
 
     copy = tmp_path / "run"
-    shutil.copytree(tiny_run, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock",
-                                                                  "checkpoints", "figure.*"))
+    shutil.copytree(
+        tiny_run, copy, ignore=shutil.ignore_patterns(".qsrank-run.lock", "checkpoints", "figure.*")
+    )
     result = CliRunner().invoke(main, ["plot", str(copy)])
     assert result.exit_code == 0, result.output
     assert (copy / "figure.png").read_bytes() == (tiny_run / "figure.png").read_bytes()
@@ -376,12 +412,15 @@ def test_resume_skips_finished_methods_and_force_retrains_them(tiny_run, no_figu
     _run(cifar10, _config(cifar10, **TINY), tiny_run, progress=False)
     again = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in again if again[k] != stamp.get(k)} == {"ap_qs.pt"}
-    _run(cifar10, _config(cifar10, **TINY, force=True, inference="yue"), tiny_run,
-                progress=False)
+    _run(cifar10, _config(cifar10, **TINY, force=True, inference="yue"), tiny_run, progress=False)
     forced = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in forced if forced[k] != again[k]} == {"ap_yue.pt"}
-    _run(cifar10, _config(cifar10, **{**TINY, "lr": 0.02, "methods": ["zero_one"]}), tiny_run,
-                progress=False)  # a method's setting changed: the warm start is kept
+    _run(
+        cifar10,
+        _config(cifar10, **{**TINY, "lr": 0.02, "methods": ["zero_one"]}),
+        tiny_run,
+        progress=False,
+    )  # a method's setting changed: the warm start is kept
     changed = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
     assert {k for k in changed if changed[k] != forced[k]} == {"zero_one.pt"}
 
@@ -396,8 +435,12 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
 
     write_binary(tmp_path / "cifar-10-batches-bin", n=16)
     config = tmp_path / "cifar10.yaml"
-    small = {**TINY, "split": {"train": 40, "val": 10, "test": 16},
-             "methods": ["ndcg_chakrabarti"], "training": "layerwise"}
+    small = {
+        **TINY,
+        "split": {"train": 40, "val": 10, "test": 16},
+        "methods": ["ndcg_chakrabarti"],
+        "training": "layerwise",
+    }
     config.write_text(yaml.safe_dump({"experiment": "cifar10", "data": str(tmp_path), **small}))
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["train", "--config", str(config), "--out", str(out)])
@@ -412,21 +455,33 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
     assert "missing CIFAR-10 batch(es) data_batch_4.bin" in result.output
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"epoch": 2}, "^unknown config key 'epoch'; allowed keys: experiment, preset, seed"),
-    ({"preset": "full"}, "^preset full is the paper's setting on real CIFAR-10"),
-    ({"preset": "huge"}, "^preset: expected one of default, full; got 'huge'$"),
-    ({"widths": [64, 128]}, r"^widths: expected a list of 3 positive integers; got \[64, 128\]$"),
-    ({"widths": [64, 0, 8]}, "^widths: expected a list of 3 positive integers; got entry 1: 0$"),
-    ({"split": {"train": 1000, "val": 500}}, "split.train \\+ split.val is 1500"),
-    ({"methods": ["ap_fast"]}, "^methods: expected a non-empty list of distinct method names; "
-                               "got entry 0: 'ap_fast' \\(not one of zero_one, ap_yue"),
-    ({"methods": ["ap_qs"], "loss": "ndcg"}, "^no method of \\['ap_qs'\\] has loss 'ndcg'$"),
-    ({"warm_start": {"lr": 0}}, "^warm_start.lr: expected a finite number > 0; got 0$"),
-    ({"data": 3}, "^data: expected null or a string; got 3$"),
-    ({"device": "tpu"}, "^device: expected one of cpu, cuda, auto; got 'tpu'$"),
-    ({"warm_start": {"optimizer": "adam"}}, "^warm_start.optimizer: expected one of adadelta"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"epoch": 2}, "^unknown config key 'epoch'; allowed keys: experiment, preset, seed"),
+        ({"preset": "full"}, "^preset full is the paper's setting on real CIFAR-10"),
+        ({"preset": "huge"}, "^preset: expected one of default, full; got 'huge'$"),
+        (
+            {"widths": [64, 128]},
+            r"^widths: expected a list of 3 positive integers; got \[64, 128\]$",
+        ),
+        (
+            {"widths": [64, 0, 8]},
+            "^widths: expected a list of 3 positive integers; got entry 1: 0$",
+        ),
+        ({"split": {"train": 1000, "val": 500}}, "split.train \\+ split.val is 1500"),
+        (
+            {"methods": ["ap_fast"]},
+            "^methods: expected a non-empty list of distinct method names; "
+            "got entry 0: 'ap_fast' \\(not one of zero_one, ap_yue",
+        ),
+        ({"methods": ["ap_qs"], "loss": "ndcg"}, "^no method of \\['ap_qs'\\] has loss 'ndcg'$"),
+        ({"warm_start": {"lr": 0}}, "^warm_start.lr: expected a finite number > 0; got 0$"),
+        ({"data": 3}, "^data: expected null or a string; got 3$"),
+        ({"device": "tpu"}, "^device: expected one of cpu, cuda, auto; got 'tpu'$"),
+        ({"warm_start": {"optimizer": "adam"}}, "^warm_start.optimizer: expected one of adadelta"),
+    ],
+)
 def test_bad_configs(config, message):
     from qsrank.pipelines import cifar10
 
@@ -440,8 +495,9 @@ def test_data_folder_without_batches(tmp_path):
     with pytest.raises(ValueError, match="no CIFAR-10 batches found"):
         cifar10.load_data(_config(cifar10, data=str(tmp_path)))
     write_python(tmp_path, n=4)
-    with pytest.raises(ValueError, match="split.train \\+ split.val is 1397; the training "
-                                         "images number 20"):
+    with pytest.raises(
+        ValueError, match="split.train \\+ split.val is 1397; the training images number 20"
+    ):
         cifar10.load_data(_config(cifar10, data=str(tmp_path), split={"test": 4}))
 
 
@@ -457,8 +513,10 @@ def test_layerwise_svm_lowers_its_layers_objective():
     cifar10 = _pipeline()
     from qsrank.pipelines.cifar10 import phases
 
-    cfg = _config(cifar10, **{**TINY, "training": "layerwise",
-                                   "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}})
+    cfg = _config(
+        cifar10,
+        **{**TINY, "training": "layerwise", "layerwise": {"passes": 4, "C": 1e4, "proximal": 1.0}},
+    )
     data = cifar10.load_data(cfg)
     normalise = Normaliser(data["train"][0])
     torch.manual_seed(0)
@@ -468,7 +526,7 @@ def test_layerwise_svm_lowers_its_layers_objective():
     x, y = normalise(data["train"][0]), torch.from_numpy(data["train"][1])
     pattern = net.patterns(x)
     order = np.random.default_rng([cfg["seed"], 0]).permutation(len(y))
-    blocks = [order[i:i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
+    blocks = [order[i : i + cfg["batch_size"]] for i in range(0, len(y), cfg["batch_size"])]
     theta0 = parameters_to_vector([layer.weight, layer.bias]).detach().clone()
     lam = cfg["layerwise"]["proximal"] / cfg["layerwise"]["C"]
 

@@ -11,14 +11,30 @@ from pathlib import Path
 import numba
 import pytest
 from click.testing import CliRunner
+
 from qsrank import bench, common, train
 from qsrank.main import main
 
-COMMANDS = [[], ["bench"], ["bench", "torch-lai"], ["bench", "torch-losses"],
-            ["bench", "voc2007-scale"], ["bench", "cold-start"], ["train"], ["compare"],
-            ["config"], ["config", "show"], ["plot"], ["load"],
-            ["load", "poselet"], ["load", "cnn"], ["load", "verify"], ["sodeep"],
-            ["sodeep", "train"], ["sodeep", "eval"]]
+COMMANDS = [
+    [],
+    ["bench"],
+    ["bench", "torch-lai"],
+    ["bench", "torch-losses"],
+    ["bench", "voc2007-scale"],
+    ["bench", "cold-start"],
+    ["train"],
+    ["compare"],
+    ["config"],
+    ["config", "show"],
+    ["plot"],
+    ["load"],
+    ["load", "poselet"],
+    ["load", "cnn"],
+    ["load", "verify"],
+    ["sodeep"],
+    ["sodeep", "train"],
+    ["sodeep", "eval"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -37,20 +53,21 @@ def test_version_is_printed():
 
 def test_help_imports_no_pipeline_nor_numba():
     # the registry of experiments is a list of names: the one pipelines module help reads
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
-            "assert CliRunner().invoke(main, ['bench', '--help']).exit_code == 0\n"
-            "assert CliRunner().invoke(main, ['train', '--help']).exit_code == 0\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'qs', 'scipy', 'pandas', 'matplotlib', 'pydantic') or "
-            "m.startswith('qsrank.pipelines.') and m != 'qsrank.pipelines._registry'))")
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+        "assert CliRunner().invoke(main, ['bench', '--help']).exit_code == 0\n"
+        "assert CliRunner().invoke(main, ['train', '--help']).exit_code == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numba', 'qs', 'scipy', 'pandas', 'matplotlib', 'pydantic') or "
+        "m.startswith('qsrank.pipelines.') and m != 'qsrank.pipelines._registry'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_option_choices_match_their_sources():
-    from qsrank.pipelines import scaling
-
     from qs.ssvm import SOLVERS
+    from qsrank.pipelines import scaling
 
     assert bench.VARIES == scaling.VARIES
     assert bench.BENCH_LOSSES == scaling.LOSSES
@@ -78,9 +95,12 @@ def test_compile_notice_once_before_a_compile_not_on_a_cache_load(capsys, monkey
 def test_compile_time_reported_at_exit(tmp_path):
     """A process that compiles prints, as it exits, how long it compiled."""
     script = tmp_path / "compiles.py"
-    script.write_text("import numba\nfrom cli import common as m\nm.notice_compiles()\n"
-                      "numba.njit(lambda x: x + 1)(1)\n")
+    script.write_text(
+        "import numba\nfrom cli import common as m\nm.notice_compiles()\n"
+        "numba.njit(lambda x: x + 1)(1)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(common.__file__).resolve().parents[1])}
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         env=env, check=True)
+    run = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, check=True
+    )
     assert re.search(r"compiled kernels for \d+\.\d s", run.stderr)

@@ -3,20 +3,29 @@ one line with nothing written."""
 
 import pytest
 from click.testing import CliRunner
-from qsrank.main import main
 
 from qs.data import load_npz_cache
+from qsrank.main import main
 from tests.test_data_poselet import truncate, write_poselet
 
 # --- qsrank load poselet ------------------------------------------------------------------
+
 
 def test_cli_load_poselet(tmp_path):
     list_path = write_poselet(tmp_path)
     out = tmp_path / "cache.npz"
     result = CliRunner().invoke(main, ["load", "poselet", str(list_path), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    for text in ("boxes: 6", "images: 3", "dimensions: 2405", "ignored (label 0): 1",
-                 "other actions: 1", "phoning", "sha256", "cache: "):
+    for text in (
+        "boxes: 6",
+        "images: 3",
+        "dimensions: 2405",
+        "ignored (label 0): 1",
+        "other actions: 1",
+        "phoning",
+        "sha256",
+        "cache: ",
+    ):
         assert text in result.output
     assert load_npz_cache(out).X.shape == (6, 2405)
 

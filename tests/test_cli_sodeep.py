@@ -17,11 +17,27 @@ def test_cli_choices_match_their_sources():
 
 def test_cli_train_then_eval(tmp_path):
     from click.testing import CliRunner
+
     from qsrank.main import main
 
     out = tmp_path / "cnn8.pt"
-    result = CliRunner().invoke(main, ["sodeep", "train", "--kind", "cnn", "--length", "8",
-                                       "--steps", "3", "--test-vectors", "50", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "sodeep",
+            "train",
+            "--kind",
+            "cnn",
+            "--length",
+            "8",
+            "--steps",
+            "3",
+            "--test-vectors",
+            "50",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "cnn sorter, length 8" in result.output and out.is_file()
     meta = load_sorter(out).meta
@@ -29,8 +45,9 @@ def test_cli_train_then_eval(tmp_path):
     assert meta["provenance"]["seed"] == 0
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left no temporary file
 
-    result = CliRunner().invoke(main, ["sodeep", "eval", "--checkpoint", str(out),
-                                       "--vectors", "50"])
+    result = CliRunner().invoke(
+        main, ["sodeep", "eval", "--checkpoint", str(out), "--vectors", "50"]
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("| sorter") and len(lines) == 4
@@ -42,16 +59,32 @@ def test_cli_train_then_eval(tmp_path):
 
 def test_cli_bad_input_is_one_line(tmp_path):
     from click.testing import CliRunner
+
     from qsrank.main import main
 
     runner = CliRunner()
-    result = runner.invoke(main, ["sodeep", "train", "--kind", "cnn", "--hidden", "4",
-                                  "--length", "8", "--steps", "1", "--out",
-                                  str(tmp_path / "x.pt")])
+    result = runner.invoke(
+        main,
+        [
+            "sodeep",
+            "train",
+            "--kind",
+            "cnn",
+            "--hidden",
+            "4",
+            "--length",
+            "8",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "x.pt"),
+        ],
+    )
     assert result.exit_code == 1 and "no hyper-parameter hidden" in result.output
     assert not (tmp_path / "x.pt").exists()
-    result = runner.invoke(main, ["sodeep", "train", "--length", "8", "--steps", "1",
-                                  "--out", str(tmp_path)])
+    result = runner.invoke(
+        main, ["sodeep", "train", "--length", "8", "--steps", "1", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 2 and "is a directory" in result.output
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"garbage")

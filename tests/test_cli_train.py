@@ -12,8 +12,12 @@ from click.testing import CliRunner
 from qsrank.main import main
 from qsrank.train import experiments
 
-TINY = {"experiment": "voc2011_actions", "max_boxes": 250, "classes": ["phoning", "running"],
-        "methods": ["0-1", "ap", "ap_qs"]}
+TINY = {
+    "experiment": "voc2011_actions",
+    "max_boxes": 250,
+    "classes": ["phoning", "running"],
+    "methods": ["0-1", "ap", "ap_qs"],
+}
 
 
 def invoke(*args):
@@ -39,7 +43,8 @@ def test_train_runs_the_experiment_and_prints_tables(tiny_config, tmp_path):
     assert "ours (synthetic)" in result.output
     timings = pd.read_csv(out / "timings.csv")
     assert list(zip(timings["class"], timings["method"])) == [
-        (c, m) for c in TINY["classes"] for m in TINY["methods"]]
+        (c, m) for c in TINY["classes"] for m in TINY["methods"]
+    ]
     for k in range(1, 5):
         assert (out / f"table{k}.md").is_file() and (out / f"table{k}.csv").is_file()
     # rerun: resumes, nothing retrained
@@ -51,8 +56,19 @@ def test_train_runs_the_experiment_and_prints_tables(tiny_config, tmp_path):
 
 def test_train_filters_class_loss_inference(tiny_config, tmp_path):
     out = tmp_path / "run"
-    result = invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "ap",
-                    "--inference", "qs", "--out", out)
+    result = invoke(
+        "train",
+        "--config",
+        tiny_config,
+        "--class",
+        "phoning",
+        "--loss",
+        "ap",
+        "--inference",
+        "qs",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["phoning__ap_qs.json"]
     config = yaml.safe_load((out / "config.yaml").read_text())
@@ -60,26 +76,57 @@ def test_train_filters_class_loss_inference(tiny_config, tmp_path):
     # --force retrains what is there; --solver changes the settings, so it retrains too
     path = out / "runs" / "phoning__ap_qs.json"
     mtime = path.stat().st_mtime_ns
-    result = invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "ap",
-                    "--inference", "qs", "--out", out, "--force")
+    result = invoke(
+        "train",
+        "--config",
+        tiny_config,
+        "--class",
+        "phoning",
+        "--loss",
+        "ap",
+        "--inference",
+        "qs",
+        "--out",
+        out,
+        "--force",
+    )
     assert result.exit_code == 0, result.output
     assert path.stat().st_mtime_ns != mtime
-    result = invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "ap",
-                    "--inference", "qs", "--solver", "frank_wolfe", "--out", out)
+    result = invoke(
+        "train",
+        "--config",
+        tiny_config,
+        "--class",
+        "phoning",
+        "--loss",
+        "ap",
+        "--inference",
+        "qs",
+        "--solver",
+        "frank_wolfe",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(path.read_text())["solver"] == "frank_wolfe"
 
 
-@pytest.mark.parametrize("changes, args, message", [
-    ({"colour": "red"}, [], "unknown config key 'colour'"),
-    ({}, ["--class", "dancing"], "got unknown action class name(s) 'dancing'"),
-    ({}, ["--loss", "ndcg"], "no method of ['0-1', 'ap', 'ap_qs'] has loss 'ndcg'"),
-    ({}, ["--inference", "magic"], "inference: expected null or one of zero_one, yue"),
-    ({"experiment": "nonesuch"}, [], "unknown experiment 'nonesuch'"),
-    ({"experiment": None}, [], "has no top-level key `experiment`"),
-    ({"data": {"trainval": "/nowhere/list.txt", "test": "/nowhere/list.txt"}}, [],
-     "Cannot read the poselet list file /nowhere/list.txt"),
-])
+@pytest.mark.parametrize(
+    "changes, args, message",
+    [
+        ({"colour": "red"}, [], "unknown config key 'colour'"),
+        ({}, ["--class", "dancing"], "got unknown action class name(s) 'dancing'"),
+        ({}, ["--loss", "ndcg"], "no method of ['0-1', 'ap', 'ap_qs'] has loss 'ndcg'"),
+        ({}, ["--inference", "magic"], "inference: expected null or one of zero_one, yue"),
+        ({"experiment": "nonesuch"}, [], "unknown experiment 'nonesuch'"),
+        ({"experiment": None}, [], "has no top-level key `experiment`"),
+        (
+            {"data": {"trainval": "/nowhere/list.txt", "test": "/nowhere/list.txt"}},
+            [],
+            "Cannot read the poselet list file /nowhere/list.txt",
+        ),
+    ],
+)
 def test_train_errors_are_clear(tmp_path, changes, args, message):
     config = {**TINY, **changes}
     if config["experiment"] is None:
@@ -95,8 +142,12 @@ def test_train_errors_are_clear(tmp_path, changes, args, message):
 
 def test_train_error_keeps_earlier_results(tiny_config, tmp_path):
     out = tmp_path / "run"
-    assert invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "01",
-                  "--out", out).exit_code == 0
+    assert (
+        invoke(
+            "train", "--config", tiny_config, "--class", "phoning", "--loss", "01", "--out", out
+        ).exit_code
+        == 0
+    )
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = write_config(tmp_path / "bad.yaml", max_boxes=5)  # some class lacks a positive
     result = invoke("train", "--config", bad, "--out", out)
@@ -111,8 +162,19 @@ def test_experiments_lists_the_pipelines():
 
 def test_train_set_overrides_keys_and_records_them(tiny_config, tmp_path):
     out = tmp_path / "run"
-    result = invoke("train", "--config", tiny_config, "--set", "methods=[0-1]",
-                    "--set", "classes=[phoning]", "--set", "C.01=10", "--out", out)
+    result = invoke(
+        "train",
+        "--config",
+        tiny_config,
+        "--set",
+        "methods=[0-1]",
+        "--set",
+        "classes=[phoning]",
+        "--set",
+        "C.01=10",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["methods"] == ["0-1"] and config["classes"] == ["phoning"]
@@ -122,12 +184,18 @@ def test_train_set_overrides_keys_and_records_them(tiny_config, tmp_path):
     assert provenance["overrides"] == sets and provenance["commands"][-1]["overrides"] == sets
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("C.svc=1", "in --set: unknown config key 'C.svc'; allowed keys in 'C': ap_svm, "
-                "zero_one_svm, linear_svc"),
-    ("cv.folds=" + "x" * 500, "in --set: cv.folds: expected a finite integer >= 2; got 'xxx"),
-    ("seed", "--set 'seed': expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        (
+            "C.svc=1",
+            "in --set: unknown config key 'C.svc'; allowed keys in 'C': ap_svm, "
+            "zero_one_svm, linear_svc",
+        ),
+        ("cv.folds=" + "x" * 500, "in --set: cv.folds: expected a finite integer >= 2; got 'xxx"),
+        ("seed", "--set 'seed': expected KEY=VALUE"),
+    ],
+)
 def test_train_bad_set_is_one_line_and_writes_nothing(tmp_path, setting, message):
     config = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
     result = invoke("train", "--config", config, "--set", setting, "--out", tmp_path / "out")
@@ -163,9 +231,25 @@ def test_config_show_gives_every_experiments_defaults(name):
 
 def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     out = tmp_path / "fig"
-    result = invoke("bench", "--experiment", "voc2011_actions", "--config", tiny_config,
-                    "--class", "phoning", "--vary", "negatives", "--loss", "ndcg",
-                    "--preset", "quick", "--repeats", 1, "--out", out)
+    result = invoke(
+        "bench",
+        "--experiment",
+        "voc2011_actions",
+        "--config",
+        tiny_config,
+        "--class",
+        "phoning",
+        "--vary",
+        "negatives",
+        "--loss",
+        "ndcg",
+        "--preset",
+        "quick",
+        "--repeats",
+        1,
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "Figure 3 (ndcg), varying the negatives" in result.output
     assert f"results: {out}" in result.output
@@ -175,14 +259,21 @@ def test_bench_experiment_writes_the_figure(tiny_config, tmp_path):
     assert (out / "figure.png").stat().st_size > 0 and (out / "figure.pdf").stat().st_size > 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--experiment", "voc2011_actions", "--budget", 1], "--budget applies to the synthetic"),
-    (["--class", "phoning"], "--class needs --experiment"),
-    (["--experiment", "voc2011_actions", "--class", "dancing", "--preset", "quick"],
-     "figures.class: expected one of jumping, phoning"),
-    (["--experiment", "voc2011_actions", "--methods", "ap_fast"],
-     "got unknown method name(s) 'ap_fast'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--experiment", "voc2011_actions", "--budget", 1], "--budget applies to the synthetic"),
+        (["--class", "phoning"], "--class needs --experiment"),
+        (
+            ["--experiment", "voc2011_actions", "--class", "dancing", "--preset", "quick"],
+            "figures.class: expected one of jumping, phoning",
+        ),
+        (
+            ["--experiment", "voc2011_actions", "--methods", "ap_fast"],
+            "got unknown method name(s) 'ap_fast'",
+        ),
+    ],
+)
 def test_bench_experiment_errors(tmp_path, args, message):
     result = invoke("bench", *args, "--out", tmp_path / "out")
     assert result.exit_code != 0 and message in result.output, result.output
@@ -193,8 +284,17 @@ def test_train_unwritable_out_is_a_clear_error(tiny_config, tmp_path):
     # --out under a regular file: an OSError from the pipeline, reported without a traceback
     blocker = tmp_path / "afile"
     blocker.write_text("not a directory")
-    result = invoke("train", "--config", tiny_config, "--class", "phoning", "--loss", "01",
-                    "--out", blocker / "run")
+    result = invoke(
+        "train",
+        "--config",
+        tiny_config,
+        "--class",
+        "phoning",
+        "--loss",
+        "01",
+        "--out",
+        blocker / "run",
+    )
     assert result.exit_code == 1, result.output
     assert "Error:" in result.output and "Traceback" not in result.output
     assert not isinstance(result.exception, OSError)

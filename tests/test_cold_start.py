@@ -4,10 +4,10 @@ and one fresh-process probe."""
 import os
 
 from click.testing import CliRunner
-from qsrank.main import main
-from qsrank.pipelines import cold_start
 
 from qs.inference import METHODS
+from qsrank.main import main
+from qsrank.pipelines import cold_start
 
 
 def test_cases_cover_every_method_and_loss_but_brute():

@@ -20,8 +20,12 @@ report = partial(_runner.report, compare.SPEC)
 
 # ---------------------------------------------------------------------------- the pipeline
 
-TINY = {"seeds": [0, 1], "datasets": ["digits"], "digits": {"epochs": 2, "batch_size": 300},
-        "methods": ["cross_entropy", "ap_hinge", "aucpr"]}
+TINY = {
+    "seeds": [0, 1],
+    "datasets": ["digits"],
+    "digits": {"epochs": 2, "batch_size": 300},
+    "methods": ["cross_entropy", "ap_hinge", "aucpr"],
+}
 
 
 def test_pipeline_tables_resume_and_force(tmp_path):
@@ -39,17 +43,25 @@ def test_pipeline_tables_resume_and_force(tmp_path):
     assert frame.test_ap.between(0, 1).all() and (frame.epoch == 2).all()
     # cross-entropy and the AP hinge both learn the digits: far above the positive rate
     assert frame[frame.method == "ap_hinge"].test_ap.min() > 0.5
-    for name in ("figure.png", "figure.pdf", "tables.md", "summary.csv", "history.csv",
-                 "config.yaml", "provenance.json"):
+    for name in (
+        "figure.png",
+        "figure.pdf",
+        "tables.md",
+        "summary.csv",
+        "history.csv",
+        "config.yaml",
+        "provenance.json",
+    ):
         assert (out / name).is_file()
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     run(resolve(TINY), out, progress=False)  # resumes: nothing retrained
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == stamps
-    run(resolve({**TINY, "methods": ["cross_entropy"], "force": True}), out,
-                progress=False)
+    run(resolve({**TINY, "methods": ["cross_entropy"], "force": True}), out, progress=False)
     changed = [n for n, t in stamps.items() if (out / "runs" / n).stat().st_mtime_ns != t]
-    assert sorted(changed) == ["digits__cross_entropy__seed0.json",
-                               "digits__cross_entropy__seed1.json"]
+    assert sorted(changed) == [
+        "digits__cross_entropy__seed0.json",
+        "digits__cross_entropy__seed1.json",
+    ]
 
 
 def _digits_task(cfg):
@@ -71,8 +83,7 @@ def test_sodeep_row_trains_through_the_shipped_sorter():
 
 def test_same_seed_same_start_and_batches():
     cfg = resolve(TINY)
-    a, b = (compare.train_one("ap_hinge", _digits_task(cfg), cfg, "digits", 0)
-            for _ in range(2))
+    a, b = (compare.train_one("ap_hinge", _digits_task(cfg), cfg, "digits", 0) for _ in range(2))
     assert a["test_ap"] == b["test_ap"]
 
 
@@ -80,14 +91,19 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
     import yaml
 
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"experiment": "compare", **TINY, "seeds": [0],
-                                                                  "methods": ["cross_entropy"]}))
-    result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",
-                                       str(tmp_path / "a")])
+    config.write_text(
+        yaml.safe_dump(
+            {"experiment": "compare", **TINY, "seeds": [0], "methods": ["cross_entropy"]}
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["compare", "--config", str(config), "--out", str(tmp_path / "a")]
+    )
     assert result.exit_code == 0, result.output
     assert "| cross_entropy" in result.output
-    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
-                                       str(tmp_path / "b")])
+    result = CliRunner().invoke(
+        main, ["train", "--config", str(config), "--out", str(tmp_path / "b")]
+    )
     assert result.exit_code == 0, result.output
     assert "| cross_entropy" in result.output
     for ext in ("png", "pdf"):
@@ -102,22 +118,40 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
 
 # ---------------------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("config, match", [
-    ({"methods": ["ap_hinge", "lambdaloss"]},
-     r"^methods: expected a non-empty list of distinct method names; got entry 1: 'lambdaloss' "
-     r"\(not one of cross_entropy, zero_one, ap_hinge"),
-    ({"datasets": ["mnist"]}, r"^datasets: expected .*; got entry 0: 'mnist' \(not one of "
-                              r"voc2011_actions"),
-    ({"digits": {"epochs": 0}}, r"^digits.epochs: expected null or a finite integer >= 1; got 0$"),
-    ({"digits": {"epochs": None, "seconds": 0}}, r"^digits.seconds: expected null or a finite "
-                                                 r"number > 0; got 0$"),
-    ({"digits": {"epochs": None}}, "^digits: set a budget, epochs or seconds"),
-    ({"epochs": 3}, r"^unknown config key 'epochs'"),
-    ({"digits": {"epoch": 3}}, r"^unknown config key 'digits.epoch'; allowed keys in 'digits': "
-                               r"epochs, seconds, batch_size, lr$"),
-    ({"options": {"anchors": 5}}, r"^unknown config key 'options.anchors'"),
-    ({"cifar10": {"widths": [8, 16]}}, r"^cifar10.widths: expected a list of 3 positive"),
-])
+
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        (
+            {"methods": ["ap_hinge", "lambdaloss"]},
+            r"^methods: expected a non-empty list of distinct method names; got entry 1: 'lambdaloss' "
+            r"\(not one of cross_entropy, zero_one, ap_hinge",
+        ),
+        (
+            {"datasets": ["mnist"]},
+            r"^datasets: expected .*; got entry 0: 'mnist' \(not one of "
+            r"voc2011_actions",
+        ),
+        (
+            {"digits": {"epochs": 0}},
+            r"^digits.epochs: expected null or a finite integer >= 1; got 0$",
+        ),
+        (
+            {"digits": {"epochs": None, "seconds": 0}},
+            r"^digits.seconds: expected null or a finite "
+            r"number > 0; got 0$",
+        ),
+        ({"digits": {"epochs": None}}, "^digits: set a budget, epochs or seconds"),
+        ({"epochs": 3}, r"^unknown config key 'epochs'"),
+        (
+            {"digits": {"epoch": 3}},
+            r"^unknown config key 'digits.epoch'; allowed keys in 'digits': "
+            r"epochs, seconds, batch_size, lr$",
+        ),
+        ({"options": {"anchors": 5}}, r"^unknown config key 'options.anchors'"),
+        ({"cifar10": {"widths": [8, 16]}}, r"^cifar10.widths: expected a list of 3 positive"),
+    ],
+)
 def test_bad_config(config, match):
     with pytest.raises(ValueError, match=match):
         resolve(config)
@@ -125,19 +159,29 @@ def test_bad_config(config, match):
 
 def test_method_without_its_package_names_the_extra(monkeypatch, tmp_path):
     real = importlib.util.find_spec
-    monkeypatch.setattr(methods.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "libauc" else real(name, *a))
-    with pytest.raises(ImportError, match=r"method libauc_ap needs the package libauc, which "
-                                          r"is not installed: pip install 'qsrank\[compare\]'"):
+    monkeypatch.setattr(
+        methods.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "libauc" else real(name, *a),
+    )
+    with pytest.raises(
+        ImportError,
+        match=r"method libauc_ap needs the package libauc, which "
+        r"is not installed: pip install 'qsrank\[compare\]'",
+    ):
         resolve({"methods": ["libauc_ap"]})
     config = tmp_path / "c.yaml"
     config.write_text("experiment: compare\nmethods: [libauc_ap]\n")
-    result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",
-                                       str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        main, ["compare", "--config", str(config), "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        ("Error: method libauc_ap needs the package libauc, which is not installed: pip "
-        "install 'qsrank[compare]'")]
+        (
+            "Error: method libauc_ap needs the package libauc, which is not installed: pip "
+            "install 'qsrank[compare]'"
+        )
+    ]
     assert not (tmp_path / "o").exists()
 
 
@@ -147,5 +191,7 @@ def test_cli_bad_method_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["compare", "--config", str(config)])
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
-    assert "methods: expected a non-empty list of distinct method names; got entry 1: " \
+    assert (
+        "methods: expected a non-empty list of distinct method names; got entry 1: "
         "'nope' (not one of cross_entropy," in result.output
+    )

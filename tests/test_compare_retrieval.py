@@ -19,11 +19,22 @@ run = partial(_runner.run, compare.SPEC)
 resolve = partial(_runner.resolve, compare.SPEC)
 report = partial(_runner.report, compare.SPEC)
 
-TINY = {"seeds": [0], "datasets": ["digits_retrieval", "synthetic_retrieval"],
-        "methods": ["untrained", "ap_hinge"], "threads": 1,
-        "digits_retrieval": {"epochs": 1, "hidden": 0, "dim": 8},
-        "synthetic_retrieval": {"epochs": 1, "classes": 8, "per_class": 6, "hidden": 8,
-                                "dim": 4, "classes_per_batch": 3, "samples_per_class": 3}}
+TINY = {
+    "seeds": [0],
+    "datasets": ["digits_retrieval", "synthetic_retrieval"],
+    "methods": ["untrained", "ap_hinge"],
+    "threads": 1,
+    "digits_retrieval": {"epochs": 1, "hidden": 0, "dim": 8},
+    "synthetic_retrieval": {
+        "epochs": 1,
+        "classes": 8,
+        "per_class": 6,
+        "hidden": 8,
+        "dim": 4,
+        "classes_per_batch": 3,
+        "samples_per_class": 3,
+    },
+}
 
 
 def test_batches_are_class_balanced_seeded_and_held_out_classes_unseen():
@@ -48,9 +59,18 @@ def test_tiny_run_tables_and_resume(tmp_path):
         assert f"## {dataset}" in text
     assert "| mAP@R " in text and "| Recall@4 " in text and "test AP" not in text
     frame = pd.read_csv(out / "results.csv")
-    assert list(frame.columns) == ["dataset", "method", "seed", "epoch", "steps", "map_at_r",
-                                   "recall_at_1", "recall_at_4", "train_s",
-                                   "loss_ms_per_step"]
+    assert list(frame.columns) == [
+        "dataset",
+        "method",
+        "seed",
+        "epoch",
+        "steps",
+        "map_at_r",
+        "recall_at_1",
+        "recall_at_4",
+        "train_s",
+        "loss_ms_per_step",
+    ]
     assert len(frame) == 4 and frame[["map_at_r", "recall_at_1"]].stack().between(0, 1).all()
     # the untrained model is the seeded initial one: the exact hinge moves off it
     digits = frame[frame.dataset == "digits_retrieval"].set_index("method")
@@ -64,36 +84,62 @@ def test_tiny_run_tables_and_resume(tmp_path):
     # a change to one data set's section retrains that data set only
     changed = {**TINY, "digits_retrieval": {**TINY["digits_retrieval"], "lr": 0.002}}
     run(resolve(changed), out, progress=False)
-    redone = sorted(n for n, t in stamps.items()
-                    if (out / "runs" / n).stat().st_mtime_ns != t)
-    assert redone == ["digits_retrieval__ap_hinge__seed0.json",
-                      "digits_retrieval__untrained__seed0.json"]
+    redone = sorted(n for n, t in stamps.items() if (out / "runs" / n).stat().st_mtime_ns != t)
+    assert redone == [
+        "digits_retrieval__ap_hinge__seed0.json",
+        "digits_retrieval__untrained__seed0.json",
+    ]
 
 
-@pytest.mark.parametrize("config, match", [
-    ({"datasets": ["digits_retrieval"], "digits_retrieval": {"classes_per_batch": 1}},
-     r"^digits_retrieval.classes_per_batch: expected a finite integer >= 2; got 1$"),
-    ({"datasets": ["digits_retrieval"], "digits_retrieval": {"samples": 3}},
-     r"^unknown config key 'digits_retrieval.samples'; allowed keys in 'digits_retrieval': "
-     r"epochs, seconds, lr, classes_per_batch, samples_per_class, hidden, dim, train_classes$"),
-    ({"datasets": ["digits_retrieval"], "digits_retrieval": {"train_classes": [0, 12]}},
-     r"^digits_retrieval.train_classes: expected a non-empty list of distinct digits 0-9; got "
-     r"entry 1: 12"),
-    ({"datasets": ["digits_retrieval"], "digits_retrieval": {"train_classes": list(range(9))}},
-     r"^digits_retrieval: train_classes: expected 2 to 8 digits .*; got 9$"),
-    ({"datasets": ["synthetic_retrieval"], "synthetic_retrieval": {"classes": 2}},
-     r"^synthetic_retrieval.classes: expected a finite integer >= 4; got 2$"),
-    pytest.param({"datasets": ["synthetic_retrieval"], "methods": ["smooth_ap"],
-                  "synthetic_retrieval": {"samples_per_class": 4}},
-                 r"^synthetic_retrieval: smooth_ap \(pytorch-metric-learning's SmoothAPLoss\) "
-                 r"needs classes_per_batch equal to samples_per_class; got 8 and 4$",
-                 marks=pytest.mark.skipif(importlib.util.find_spec("pytorch_metric_learning")
-                                          is None, reason="the [compare] extra is not installed")),
-    ({"datasets": ["digits"], "methods": ["fastap"]},
-     r"^methods: fastap runs on retrieval data sets only, and datasets names none$"),
-    ({"options": {"dlm_eps": 0}}, r"^options.dlm_eps: expected a finite number > 0; got 0$"),
-    ({"options": {"dlm_update": "both"}}, r"^options.dlm_update: expected one of"),
-])
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        (
+            {"datasets": ["digits_retrieval"], "digits_retrieval": {"classes_per_batch": 1}},
+            r"^digits_retrieval.classes_per_batch: expected a finite integer >= 2; got 1$",
+        ),
+        (
+            {"datasets": ["digits_retrieval"], "digits_retrieval": {"samples": 3}},
+            r"^unknown config key 'digits_retrieval.samples'; allowed keys in 'digits_retrieval': "
+            r"epochs, seconds, lr, classes_per_batch, samples_per_class, hidden, dim, train_classes$",
+        ),
+        (
+            {"datasets": ["digits_retrieval"], "digits_retrieval": {"train_classes": [0, 12]}},
+            r"^digits_retrieval.train_classes: expected a non-empty list of distinct digits 0-9; got "
+            r"entry 1: 12",
+        ),
+        (
+            {
+                "datasets": ["digits_retrieval"],
+                "digits_retrieval": {"train_classes": list(range(9))},
+            },
+            r"^digits_retrieval: train_classes: expected 2 to 8 digits .*; got 9$",
+        ),
+        (
+            {"datasets": ["synthetic_retrieval"], "synthetic_retrieval": {"classes": 2}},
+            r"^synthetic_retrieval.classes: expected a finite integer >= 4; got 2$",
+        ),
+        pytest.param(
+            {
+                "datasets": ["synthetic_retrieval"],
+                "methods": ["smooth_ap"],
+                "synthetic_retrieval": {"samples_per_class": 4},
+            },
+            r"^synthetic_retrieval: smooth_ap \(pytorch-metric-learning's SmoothAPLoss\) "
+            r"needs classes_per_batch equal to samples_per_class; got 8 and 4$",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("pytorch_metric_learning") is None,
+                reason="the [compare] extra is not installed",
+            ),
+        ),
+        (
+            {"datasets": ["digits"], "methods": ["fastap"]},
+            r"^methods: fastap runs on retrieval data sets only, and datasets names none$",
+        ),
+        ({"options": {"dlm_eps": 0}}, r"^options.dlm_eps: expected a finite number > 0; got 0$"),
+        ({"options": {"dlm_update": "both"}}, r"^options.dlm_update: expected one of"),
+    ],
+)
 def test_bad_config(config, match):
     with pytest.raises(ValueError, match=match):
         resolve(config)
@@ -103,12 +149,21 @@ def test_batch_larger_than_the_classes_is_one_line_and_writes_nothing(tmp_path):
     import yaml
 
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"experiment": "compare", "datasets": ["digits_retrieval"],
-                                      "methods": ["ap_hinge"],
-                                      "digits_retrieval": {"classes_per_batch": 6}}))
-    result = CliRunner().invoke(main, ["compare", "--config", str(config), "--out",
-                                       str(tmp_path / "o")])
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "experiment": "compare",
+                "datasets": ["digits_retrieval"],
+                "methods": ["ap_hinge"],
+                "digits_retrieval": {"classes_per_batch": 6},
+            }
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["compare", "--config", str(config), "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: digits_retrieval.classes_per_batch is 6; the training classes number 5"]
+        "Error: digits_retrieval.classes_per_batch is 6; the training classes number 5"
+    ]
     assert not (tmp_path / "o").exists()

@@ -8,12 +8,12 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
-from qsrank.pipelines._io import write_npz
 from qs.data import N_FEATURES, cache_arrays, load_features, load_npz_cache, load_poselet
+from qsrank.pipelines._io import write_npz
 from tests.test_data_poselet import expected_dense, write_poselet
 
-
 # --- .mat, svmlight, .npz -----------------------------------------------------------------
+
 
 @pytest.fixture
 def Xy():
@@ -25,8 +25,9 @@ def Xy():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_mat_v5_round_trip(tmp_path, Xy, sparse):
     X, y = Xy
-    scipy.io.savemat(tmp_path / "f.mat", {"feats": sp.csc_matrix(X) if sparse else X,
-                                         "labels": y[:, None]})
+    scipy.io.savemat(
+        tmp_path / "f.mat", {"feats": sp.csc_matrix(X) if sparse else X, "labels": y[:, None]}
+    )
     X2, y2 = load_features(tmp_path / "f.mat", x_key="feats", y_key="labels", n_features=5)
     assert sp.issparse(X2) is sparse
     np.testing.assert_array_equal(X2.toarray() if sparse else X2, X)
@@ -51,8 +52,9 @@ def write_mat73(path, arrays):
             else:
                 f[name] = np.asarray(a).T
     with open(path, "r+b") as fh:
-        fh.write(b"MATLAB 7.3 MAT-file, written by qsrank's tests".ljust(116)
-                 + b"\0" * 8 + b"\x00\x02IM")
+        fh.write(
+            b"MATLAB 7.3 MAT-file, written by qsrank's tests".ljust(116) + b"\0" * 8 + b"\x00\x02IM"
+        )
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -86,8 +88,14 @@ def test_npz_round_trip(tmp_path, Xy, sparse):
     X, y = Xy
     if sparse:
         S = sp.csr_matrix(X)
-        np.savez(tmp_path / "f.npz", X_data=S.data, X_indices=S.indices, X_indptr=S.indptr,
-                 X_shape=S.shape, y=y)
+        np.savez(
+            tmp_path / "f.npz",
+            X_data=S.data,
+            X_indices=S.indices,
+            X_indptr=S.indptr,
+            X_shape=S.shape,
+            y=y,
+        )
     else:
         np.savez(tmp_path / "f.npz", X=X, y=y)
     X2, y2 = load_features(tmp_path / "f.npz")
@@ -162,33 +170,58 @@ def test_npz_corrupt_sparse_matrix(tmp_path, change, message, loader):
     """Every structure is checked before the matrix is built: an index out of range used to
     load silently, and the first product read out of bounds (a segfault)."""
     data = load_poselet(write_poselet(tmp_path))
-    arrays = {**cache_arrays(data), **CSR, "y": [2, 0], "image_names": ["a", "b"],
-              "box_ids": [1, 2], "boxes": np.zeros((2, 4))} if loader == "cache" else dict(CSR)
+    arrays = (
+        {
+            **cache_arrays(data),
+            **CSR,
+            "y": [2, 0],
+            "image_names": ["a", "b"],
+            "box_ids": [1, 2],
+            "boxes": np.zeros((2, 4)),
+        }
+        if loader == "cache"
+        else dict(CSR)
+    )
     np.savez(tmp_path / "b.npz", **{**arrays, **change})
     load = load_npz_cache if loader == "cache" else load_features
     with pytest.raises(ValueError, match=r"b\.npz: " + message):
         load(tmp_path / "b.npz")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (dict(y=[2, 0, 1]), r"X has 2 rows but y has 3 labels"),
-    (dict(y=[[2, 0]]), r"y must hold integer box labels .*got int64 of shape \(1, 2\)"),
-    (dict(y=[[2, 0], [1, 1]]), r"expected X 2-D and y 1-D"),
-    (dict(y=[2.0, 0.0]), r"y must hold integer box labels of shape \(2,\)"),
-    (dict(image_names=["a"]), r"image_names must hold image names \(strings\) of shape \(2,\)"),
-    (dict(box_ids=[1.5, 2.0]), r"box_ids must hold integer box ids"),
-    (dict(boxes=np.zeros((2, 3))), r"boxes must hold box coordinates .* of shape \(2, 4\).*"
-                                   r"got float64 of shape \(2, 3\)"),
-    (dict(boxes=np.zeros(8)), r"boxes must hold box coordinates"),
-    (dict(boxes=[[0, 0, 1, 1], [0, np.inf, 1, 1]]), r"boxes must be finite; got np.float64\(inf\)"),
-    (dict(source=["a", "b"]), r"source must hold one string"),
-    (dict(bias=[True, False]), r"bias must hold one bool"),
-    (dict(X=np.ones(2)), r"expected X 2-D and y 1-D; got X of shape \(2,\)"),
-    (dict(X=np.array([[1.0], [np.nan]])), r"X must be finite; got .*nan.* at index \(1, 0\)"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (dict(y=[2, 0, 1]), r"X has 2 rows but y has 3 labels"),
+        (dict(y=[[2, 0]]), r"y must hold integer box labels .*got int64 of shape \(1, 2\)"),
+        (dict(y=[[2, 0], [1, 1]]), r"expected X 2-D and y 1-D"),
+        (dict(y=[2.0, 0.0]), r"y must hold integer box labels of shape \(2,\)"),
+        (dict(image_names=["a"]), r"image_names must hold image names \(strings\) of shape \(2,\)"),
+        (dict(box_ids=[1.5, 2.0]), r"box_ids must hold integer box ids"),
+        (
+            dict(boxes=np.zeros((2, 3))),
+            r"boxes must hold box coordinates .* of shape \(2, 4\).*"
+            r"got float64 of shape \(2, 3\)",
+        ),
+        (dict(boxes=np.zeros(8)), r"boxes must hold box coordinates"),
+        (
+            dict(boxes=[[0, 0, 1, 1], [0, np.inf, 1, 1]]),
+            r"boxes must be finite; got np.float64\(inf\)",
+        ),
+        (dict(source=["a", "b"]), r"source must hold one string"),
+        (dict(bias=[True, False]), r"bias must hold one bool"),
+        (dict(X=np.ones(2)), r"expected X 2-D and y 1-D; got X of shape \(2,\)"),
+        (dict(X=np.array([[1.0], [np.nan]])), r"X must be finite; got .*nan.* at index \(1, 0\)"),
+    ],
+)
 def test_npz_cache_fields_must_agree(tmp_path, edit, message):
-    arrays = {**cache_arrays(load_poselet(write_poselet(tmp_path))), **CSR, "y": [2, 0],
-              "image_names": ["a", "b"], "box_ids": [1, 2], "boxes": np.zeros((2, 4))}
+    arrays = {
+        **cache_arrays(load_poselet(write_poselet(tmp_path))),
+        **CSR,
+        "y": [2, 0],
+        "image_names": ["a", "b"],
+        "box_ids": [1, 2],
+        "boxes": np.zeros((2, 4)),
+    }
     if "X" in edit:
         arrays = {k: v for k, v in arrays.items() if not k.startswith("X_")}
     np.savez(tmp_path / "c.npz", **{**arrays, **edit})
@@ -209,16 +242,25 @@ def test_non_finite_features_and_labels(tmp_path, Xy):
     bad = X.copy()
     bad[3, 1] = np.inf
     np.savez(tmp_path / "inf.npz", X=bad, y=y)
-    with pytest.raises(ValueError, match=r"inf\.npz: X must be finite; got np.float64\(inf\) at "
-                                         r"index \(3, 1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"inf\.npz: X must be finite; got np.float64\(inf\) at "
+        r"index \(3, 1\)",
+    ):
         load_features(tmp_path / "inf.npz")
     (tmp_path / "nan.svm").write_text("1 1:0.5\nnan 2:1\n")
-    with pytest.raises(ValueError, match=r"nan\.svm: y must be finite; got np.float64\(nan\) at "
-                                         r"index \(1,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"nan\.svm: y must be finite; got np.float64\(nan\) at "
+        r"index \(1,\)",
+    ):
         load_features(tmp_path / "nan.svm")
     (tmp_path / "nanx.svm").write_text("1 1:0.5\n0 2:nan\n")
-    with pytest.raises(ValueError, match=r"nanx\.svm: X must be finite; got .*nan.* at row 1, "
-                                         r"column 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"nanx\.svm: X must be finite; got .*nan.* at row 1, "
+        r"column 1",
+    ):
         load_features(tmp_path / "nanx.svm")
     scipy.io.savemat(tmp_path / "cell.mat", {"X": np.array([[1.0, "a"]], dtype=object), "y": [1]})
     with pytest.raises(ValueError, match=r"cell\.mat: expected X to hold numbers; got dtype obj"):
@@ -236,23 +278,29 @@ def mat_v5_with(path, part, values):
     path.write_bytes(raw.replace(valid, np.asarray(values, "<i4").tobytes()))
 
 
-@pytest.mark.parametrize("part, values, message", [
-    ("jc", [0, 2, 1, 3], r"b\.mat: X \(jc\) must be non-decreasing; got 2 then 1 at column 1"),
-    ("ir", [2, 0, 7], r"b\.mat: X \(ir\)\[2\] = 7 is not an index of the 3 rows"),
-    ("jc", [0, 1, 2, 5], r"Cannot read .*b\.mat as MATLAB \.mat"),  # refused by scipy
-])
+@pytest.mark.parametrize(
+    "part, values, message",
+    [
+        ("jc", [0, 2, 1, 3], r"b\.mat: X \(jc\) must be non-decreasing; got 2 then 1 at column 1"),
+        ("ir", [2, 0, 7], r"b\.mat: X \(ir\)\[2\] = 7 is not an index of the 3 rows"),
+        ("jc", [0, 1, 2, 5], r"Cannot read .*b\.mat as MATLAB \.mat"),  # refused by scipy
+    ],
+)
 def test_mat_v5_corrupt_sparse(tmp_path, part, values, message):
     mat_v5_with(tmp_path / "b.mat", part, values)
     with pytest.raises(ValueError, match=message):
         load_features(tmp_path / "b.mat")
 
 
-@pytest.mark.parametrize("part, value, message", [
-    ("jc", [0, 2, 1, 3], r"X/jc must be non-decreasing"),
-    ("jc", [0, 1, 2, 4], r"X/jc must start at 0 and end at 3"),
-    ("ir", [0, 1, 7], r"X/ir\[2\] = 7 is not an index of the 3 rows"),
-    ("data", [1.0, np.nan, 1.0], r"X must be finite"),
-])
+@pytest.mark.parametrize(
+    "part, value, message",
+    [
+        ("jc", [0, 2, 1, 3], r"X/jc must be non-decreasing"),
+        ("jc", [0, 1, 2, 4], r"X/jc must start at 0 and end at 3"),
+        ("ir", [0, 1, 7], r"X/ir\[2\] = 7 is not an index of the 3 rows"),
+        ("data", [1.0, np.nan, 1.0], r"X must be finite"),
+    ],
+)
 def test_mat_v73_corrupt_sparse(tmp_path, part, value, message):
     h5py = pytest.importorskip("h5py")
     write_mat73(tmp_path / "b.mat", {"X": sp.eye(3, format="csc"), "y": np.ones((1, 3))})
@@ -308,7 +356,7 @@ def test_mat_v73_damaged_anywhere(tmp_path, Xy):
     raw = path.read_bytes()
     for at in range(512, len(raw), 64):
         for fill in (b"\0", b"\xff"):
-            path.write_bytes(raw[:at] + fill * 16 + raw[at + 16:])
+            path.write_bytes(raw[:at] + fill * 16 + raw[at + 16 :])
             try:
                 load_features(path)
             except ValueError as err:

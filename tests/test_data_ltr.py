@@ -68,9 +68,12 @@ def test_a_query_split_over_the_file_is_refused_naming_the_line(tmp_path):
     """Lines count from 1 in the file, comments and blank lines included."""
     text = LETOR + "1 qid:10 1:1 # docid = GX000-05-0000005\n"
     path = write(tmp_path / "train.svm", text)
-    with pytest.raises(ValueError, match=r"train\.svm, line 8: query '10' comes back after "
-                                         r"other queries \(it was last on line 3\); expected "
-                                         "each query's rows together") as err:
+    with pytest.raises(
+        ValueError,
+        match=r"train\.svm, line 8: query '10' comes back after "
+        r"other queries \(it was last on line 3\); expected "
+        "each query's rows together",
+    ) as err:
         load_features(path, query_id=True)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="line 8: query '10' comes back"):
@@ -80,8 +83,11 @@ def test_a_query_split_over_the_file_is_refused_naming_the_line(tmp_path):
 
 def test_a_line_without_qid_is_named(tmp_path):
     path = write(tmp_path / "train.svm", LETOR + "1 1:1 # no qid\n")
-    with pytest.raises(ValueError, match=r"train\.svm, line 8: no qid; expected 'LABEL qid:ID "
-                                         r"INDEX:VALUE \.\.\.' on every line \(1 of 6 lines"):
+    with pytest.raises(
+        ValueError,
+        match=r"train\.svm, line 8: no qid; expected 'LABEL qid:ID "
+        r"INDEX:VALUE \.\.\.' on every line \(1 of 6 lines",
+    ):
         load_features(path, query_id=True)
     path = write(tmp_path / "plain.svm", "1 1:1\n0 2:1\n")
     with pytest.raises(ValueError, match=r"plain\.svm, line 1: no qid.*\(2 of 2 lines"):
@@ -102,15 +108,24 @@ def test_npz_groups(tmp_path):
     assert len(load_features(tmp_path / "f.npz")) == 2
 
 
-@pytest.mark.parametrize("groups, message", [
-    (None, r"f\.npz: missing groups; expected .* and y, groups; got X, y"),
-    (np.array([1, 1, 2]), r"groups must hold one query id \(integer or string\) per row of X "
-                          r"\(4\); got int64 of shape \(3,\)"),
-    (np.array([1.0, 1.0, 2.0, 2.0]), "got float64 of shape"),
-    (np.array([[1, 1, 2, 2]]), r"got int64 of shape \(1, 4\)"),
-    (np.array([1, 2, 1, 3]), r"f\.npz, row 2 of groups: query '1' comes back after other "
-                             r"queries \(it was last on row 0 of groups\)"),
-])
+@pytest.mark.parametrize(
+    "groups, message",
+    [
+        (None, r"f\.npz: missing groups; expected .* and y, groups; got X, y"),
+        (
+            np.array([1, 1, 2]),
+            r"groups must hold one query id \(integer or string\) per row of X "
+            r"\(4\); got int64 of shape \(3,\)",
+        ),
+        (np.array([1.0, 1.0, 2.0, 2.0]), "got float64 of shape"),
+        (np.array([[1, 1, 2, 2]]), r"got int64 of shape \(1, 4\)"),
+        (
+            np.array([1, 2, 1, 3]),
+            r"f\.npz, row 2 of groups: query '1' comes back after other "
+            r"queries \(it was last on row 0 of groups\)",
+        ),
+    ],
+)
 def test_npz_bad_groups(tmp_path, groups, message):
     arrays = {"X": np.ones((4, 2)), "y": np.zeros(4)}
     if groups is not None:
@@ -122,14 +137,23 @@ def test_npz_bad_groups(tmp_path, groups, message):
 
 def test_mat_holds_no_query_ids(tmp_path):
     scipy.io.savemat(tmp_path / "f.mat", {"X": np.ones((2, 2)), "y": np.ones((2, 1))})
-    with pytest.raises(ValueError, match=r"f\.mat: query ids are read from svmlight \(qid:\) "
-                                         r"and \.npz \(groups\) files"):
+    with pytest.raises(
+        ValueError,
+        match=r"f\.mat: query ids are read from svmlight \(qid:\) "
+        r"and \.npz \(groups\) files",
+    ):
         load_features(tmp_path / "f.mat", query_id=True)
 
 
 def frame():
-    return pd.DataFrame({"f1": [0.5, 1.0, 2.0, 3.0, 4.0], "query": ["b", "b", "a", "a", "c"],
-                         "label": [2, 0, 1, 0, 3], "f2": [1.0, 0.0, 1.0, 0.0, 1.0]})
+    return pd.DataFrame(
+        {
+            "f1": [0.5, 1.0, 2.0, 3.0, 4.0],
+            "query": ["b", "b", "a", "a", "c"],
+            "label": [2, 0, 1, 0, 3],
+            "f2": [1.0, 0.0, 1.0, 0.0, 1.0],
+        }
+    )
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".parquet"])
@@ -165,21 +189,42 @@ def test_table_integer_query_ids(tmp_path):
     assert plain.groups is None and plain.feature_names == ["f1", "query", "f2"]
 
 
-@pytest.mark.parametrize("edit, kwargs, message", [
-    (lambda df: df.assign(query=["b", "a", "b", "a", "c"]), {},
-     r"f\.csv, data row 3 \(line 4 of a text file\): query 'b' comes back after other queries "
-     r"\(it was last on data row 1 \(line 2 of a text file\)\)"),
-    (lambda df: df.assign(query=["b", "b", None, "a", "c"]), {},
-     r"group column 'query' is empty in data row 3 \(line 4 of a text file\) \(1 missing"),
-    (lambda df: df, {"group_column": "qid"},
-     "no group column 'qid'; its columns: 'f1', 'query', 'label', 'f2'"),
-    (lambda df: df, {"group_column": None, "groups": True},
-     r"name its group column, the query id of each row \(one of 'f1', 'query'"),
-    (lambda df: df, {"group_column": "label"},
-     "the group column and the label column are both 'label'"),
-    (lambda df: df[["query", "label"]], {},
-     "no feature column besides the label and group columns 'label', 'query'"),
-])
+@pytest.mark.parametrize(
+    "edit, kwargs, message",
+    [
+        (
+            lambda df: df.assign(query=["b", "a", "b", "a", "c"]),
+            {},
+            r"f\.csv, data row 3 \(line 4 of a text file\): query 'b' comes back after other queries "
+            r"\(it was last on data row 1 \(line 2 of a text file\)\)",
+        ),
+        (
+            lambda df: df.assign(query=["b", "b", None, "a", "c"]),
+            {},
+            r"group column 'query' is empty in data row 3 \(line 4 of a text file\) \(1 missing",
+        ),
+        (
+            lambda df: df,
+            {"group_column": "qid"},
+            "no group column 'qid'; its columns: 'f1', 'query', 'label', 'f2'",
+        ),
+        (
+            lambda df: df,
+            {"group_column": None, "groups": True},
+            r"name its group column, the query id of each row \(one of 'f1', 'query'",
+        ),
+        (
+            lambda df: df,
+            {"group_column": "label"},
+            "the group column and the label column are both 'label'",
+        ),
+        (
+            lambda df: df[["query", "label"]],
+            {},
+            "no feature column besides the label and group columns 'label', 'query'",
+        ),
+    ],
+)
 def test_table_bad_groups(tmp_path, edit, kwargs, message):
     path = tmp_path / "f.csv"
     edit(frame()).to_csv(path, index=False)
@@ -190,16 +235,27 @@ def test_table_bad_groups(tmp_path, edit, kwargs, message):
 
 def test_group_column_applies_to_tables_only(tmp_path):
     path = write(tmp_path / "train.svm", LETOR)
-    with pytest.raises(ValueError, match=r"train\.svm: a \.svm file holds its query ids itself "
-                                         r"\(qid: or groups\); a group column applies to CSV"):
+    with pytest.raises(
+        ValueError,
+        match=r"train\.svm: a \.svm file holds its query ids itself "
+        r"\(qid: or groups\); a group column applies to CSV",
+    ):
         read_table(path, group_column="qid")
     np.testing.assert_array_equal(read_table(path, groups=True).groups, [10, 10, 3, 3, 7])
 
 
-@pytest.mark.parametrize("groups, bad", [
-    ([1, 1, 2, 2, 3], None), (["x"], None), ([], None), ([3, 1, 2], None),
-    ([1, 2, 1], 2), ([1, 1, 2, 3, 3, 2], 5), (["a", "b", "b", "a", "a"], 3),
-])
+@pytest.mark.parametrize(
+    "groups, bad",
+    [
+        ([1, 1, 2, 2, 3], None),
+        (["x"], None),
+        ([], None),
+        ([3, 1, 2], None),
+        ([1, 2, 1], 2),
+        ([1, 1, 2, 3, 3, 2], 5),
+        (["a", "b", "b", "a", "a"], 3),
+    ],
+)
 def test_check_query_order(groups, bad):
     """A query id may not come back after another; the first row that does is named."""
     if bad is None:

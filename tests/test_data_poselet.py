@@ -43,6 +43,7 @@ def expected_dense(bias=True):
 
 # --- poselet list + feature files ---------------------------------------------------------
 
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_poselet_round_trip(tmp_path, bias):
     data = load_poselet(write_poselet(tmp_path), bias=bias)
@@ -75,22 +76,29 @@ def test_poselet_feature_dir_and_checksum(tmp_path):
     moved = tmp_path / "list.txt"
     moved.write_bytes(list_path.read_bytes())
     data = load_poselet(moved, feature_dir=tmp_path / "feat")
-    assert data.source.split("sha256 ")[1][:64] == __import__("hashlib").sha256(
-        moved.read_bytes()).hexdigest()
-    with pytest.raises(ValueError, match=r"Missing or unreadable feature file .*2011_000001_1\.feature.*line 3"):
+    assert (
+        data.source.split("sha256 ")[1][:64]
+        == __import__("hashlib").sha256(moved.read_bytes()).hexdigest()
+    )
+    with pytest.raises(
+        ValueError, match=r"Missing or unreadable feature file .*2011_000001_1\.feature.*line 3"
+    ):
         load_poselet(moved)
 
 
-@pytest.mark.parametrize("content, message", [
-    ("1:0.5 3:1 2:2", r"2011_000001_1\.feature, line 1: pair 3 \('2:2'\) does not increase"),
-    ("1:0.5\n3:1\n3:2", r"2011_000001_1\.feature, line 3: pair 3 \('3:2'\) does not increase"),
-    ("0:1.0", r"line 1: pair 1 \('0:1.0'\) has index 0; indices are 1-based"),
-    ("1:0.5 2405:1", r"pair 2 \('2405:1'\) is beyond the 2404 features.*n_features=2405"),
-    ("1:0.5 7 9:1", r"pair 2 \('7'\) is not an index:value pair"),
-    ("1:0.5 2:x", r"pair 2 \('2:x'\) has a value that is not a number"),
-    ("1:0.5 2:1:3", r"pair 2 \('2:1:3'\) is not an index:value pair"),
-    ("1:nan", r"pair 1 \('1:nan'\) has a value that is not finite"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("1:0.5 3:1 2:2", r"2011_000001_1\.feature, line 1: pair 3 \('2:2'\) does not increase"),
+        ("1:0.5\n3:1\n3:2", r"2011_000001_1\.feature, line 3: pair 3 \('3:2'\) does not increase"),
+        ("0:1.0", r"line 1: pair 1 \('0:1.0'\) has index 0; indices are 1-based"),
+        ("1:0.5 2405:1", r"pair 2 \('2405:1'\) is beyond the 2404 features.*n_features=2405"),
+        ("1:0.5 7 9:1", r"pair 2 \('7'\) is not an index:value pair"),
+        ("1:0.5 2:x", r"pair 2 \('2:x'\) has a value that is not a number"),
+        ("1:0.5 2:1:3", r"pair 2 \('2:1:3'\) is not an index:value pair"),
+        ("1:nan", r"pair 1 \('1:nan'\) has a value that is not finite"),
+    ],
+)
 def test_poselet_bad_feature_file(tmp_path, content, message):
     list_path = write_poselet(tmp_path)
     (tmp_path / "2011_000001_1.feature").write_text(content)
@@ -109,20 +117,41 @@ def truncate(path, n_lines):
     path.write_text("\n".join(path.read_text().splitlines()[:n_lines]) + "\n")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda p: truncate(p, 4), (r"Truncated .*trainval\.txt: expected the label line of image "
-                                r"'2011_000001' after line 4")),
-    (lambda p: truncate(p, 7), (r"Truncated .*: expected box 2 of 3 of image '2011_000002' "
-                                r"after line 7")),
-    (lambda p: truncate(p, 10), r"Truncated .*: expected the header of image 3 of 3"),
-    (lambda p: p.write_text(p.read_text().replace("1 2 2011_000001 2", "1 2 2011_000001 two")),
-     r"trainval\.txt, line 2: expected n_candidates to be an integer; got 'two'"),
-    (lambda p: p.write_text(p.read_text().replace("10 20 31 40.5 1 2", "10 20 31 1 2")),
-     r"trainval\.txt, line 3: expected box 1 of 2 .*min_x min_y width height id bbox_label"),
-    (lambda p: p.write_text(p.read_text() + "1 1 extra 0\n"),
-     r"trainval\.txt, line 14: unexpected content after the 3 images"),
-    (lambda p: p.write_text(""), r"expected the number of images on the first line"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda p: truncate(p, 4),
+            (
+                r"Truncated .*trainval\.txt: expected the label line of image "
+                r"'2011_000001' after line 4"
+            ),
+        ),
+        (
+            lambda p: truncate(p, 7),
+            (
+                r"Truncated .*: expected box 2 of 3 of image '2011_000002' "
+                r"after line 7"
+            ),
+        ),
+        (lambda p: truncate(p, 10), r"Truncated .*: expected the header of image 3 of 3"),
+        (
+            lambda p: p.write_text(
+                p.read_text().replace("1 2 2011_000001 2", "1 2 2011_000001 two")
+            ),
+            r"trainval\.txt, line 2: expected n_candidates to be an integer; got 'two'",
+        ),
+        (
+            lambda p: p.write_text(p.read_text().replace("10 20 31 40.5 1 2", "10 20 31 1 2")),
+            r"trainval\.txt, line 3: expected box 1 of 2 .*min_x min_y width height id bbox_label",
+        ),
+        (
+            lambda p: p.write_text(p.read_text() + "1 1 extra 0\n"),
+            r"trainval\.txt, line 14: unexpected content after the 3 images",
+        ),
+        (lambda p: p.write_text(""), r"expected the number of images on the first line"),
+    ],
+)
 def test_poselet_bad_list_file(tmp_path, edit, message):
     list_path = write_poselet(tmp_path)
     edit(list_path)
@@ -134,8 +163,11 @@ def test_poselet_bad_list_file(tmp_path, edit, message):
 def test_poselet_non_finite_box_coordinate(tmp_path, coordinate):
     list_path = write_poselet(tmp_path)
     list_path.write_text(list_path.read_text().replace("10 20 31 40.5", f"10 {coordinate} 31 40.5"))
-    with pytest.raises(ValueError, match=rf"line 3: expected a box coordinate to be a finite "
-                                         rf"number; got '{coordinate}'"):
+    with pytest.raises(
+        ValueError,
+        match=rf"line 3: expected a box coordinate to be a finite "
+        rf"number; got '{coordinate}'",
+    ):
         load_poselet(list_path)
 
 

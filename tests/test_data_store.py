@@ -17,7 +17,6 @@ import scipy.io
 from click.testing import CliRunner
 
 import qsrank.load as cli_load
-from qsrank.main import main
 from qs.data import convert, open_store, sources
 from qs.data.boxes import load_rcnn_cache
 from qs.data.latent_list import load_latent_list
@@ -25,6 +24,7 @@ from qs.data.reading import ReaderCrash
 from qs.data.store import FORMAT_VERSION, StoreDamaged
 from qs.data.store_writer import StoreWriter
 from qs.data.voc2007 import CLASSES, make_voc2007_detection
+from qsrank.main import main
 from tests.test_data_boxes import rcnn_arrays, voc_xml
 from tests.test_data_formats import write_mat73
 from tests.test_data_latent_list import write_latent, write_records
@@ -35,8 +35,9 @@ SMALL = {"scale": 0.01, "boxes_per_image": 12, "n_features": 16}
 def tree_bytes(root):
     """{relative path: bytes} of every file under root."""
     root = Path(root)
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def write_rcnn_dir(root, ks=(4, 3, 4, 2, 4), d=5, version="v5"):
@@ -54,10 +55,12 @@ def cli(*args):
 
 # --- the synthetic generator: the same data in memory and in a store -----------------------
 
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
-    path = convert.write_synthetic_store(tmp_path / "s.zarr", split="test", seed=3, dtype=dtype,
-                                         chunk_images=7, **SMALL)
+    path = convert.write_synthetic_store(
+        tmp_path / "s.zarr", split="test", seed=3, dtype=dtype, chunk_images=7, **SMALL
+    )
     got = open_store(path).to_detection_data()
     want = make_voc2007_detection(3, **SMALL)["test"]
     np.testing.assert_array_equal(got.X, want.X.astype(dtype).astype(np.float32))
@@ -68,8 +71,9 @@ def test_synthetic_store_equals_the_in_memory_data(tmp_path, dtype):
             np.testing.assert_array_equal(x, y)
     assert got.source == want.source and "not the paper's data" in got.source
     labels = open_store(path).labels[:]
-    np.testing.assert_array_equal(labels, np.stack([want.image_labels(c)
-                                                    for c in range(len(CLASSES))], axis=1))
+    np.testing.assert_array_equal(
+        labels, np.stack([want.image_labels(c) for c in range(len(CLASSES))], axis=1)
+    )
 
 
 def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):
@@ -90,6 +94,7 @@ def test_the_conversion_progress_bar_counts_every_image(tmp_path, monkeypatch):
 
 # --- layout, checksums, opening --------------------------------------------------------------
 
+
 def test_store_layout_and_padding(tmp_path):
     src = sources.RcnnSource(write_rcnn_dir(tmp_path / "mat"), "float32")
     store = open_store(convert.convert(src, tmp_path / "s.zarr", chunk_images=2, workers=0))
@@ -102,8 +107,8 @@ def test_store_layout_and_padding(tmp_path):
     features, counts = store.features[:], store.counts[:]
     for i in range(5):
         a, b = want.offsets[i], want.offsets[i + 1]
-        np.testing.assert_array_equal(features[i, :counts[i]], want.X[a:b])
-        assert not features[i, counts[i]:].any() and not store.boxes[i, counts[i]:].any()
+        np.testing.assert_array_equal(features[i, : counts[i]], want.X[a:b])
+        assert not features[i, counts[i] :].any() and not store.boxes[i, counts[i] :].any()
     assert store.image_ids[:].tolist() == ["img0", "img1", "img2", "img3", "img4"]
     attrs = store.attrs
     assert attrs["format"] == "qsrank-boxstore" and attrs["format_version"] == FORMAT_VERSION
@@ -124,8 +129,11 @@ def test_verify_names_the_damaged_chunk(tmp_path):
     data = bytearray(chunk.read_bytes())
     data[len(data) // 2] ^= 0x01
     chunk.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"1 of \d+ chunks fail their checksum: features "
-                                         r"chunk c/2/0/0; the store is damaged"):
+    with pytest.raises(
+        ValueError,
+        match=r"1 of \d+ chunks fail their checksum: features "
+        r"chunk c/2/0/0; the store is damaged",
+    ):
         open_store(path).verify()
     (path / "boxes" / "c" / "0" / "0" / "0").unlink()
     with pytest.raises(ValueError, match=r"2 of .*boxes chunk c/0/0/0 \(missing\)"):
@@ -150,21 +158,32 @@ def damaged(tmp_path):
         shutil.copytree(path, dst)
         how(dst / name / key)
         return dst
+
     return path, copy
 
 
 def test_every_chunk_is_verified_as_it_is_read(damaged):
     path, copy = damaged
     intact = open_store(path).to_detection_data()
-    for name, key in [("features", "c/2/0/0"), ("counts", "c/0"), ("gt_boxes", "c/0/0"),
-                      ("image_ids", "c/1")]:
+    for name, key in [
+        ("features", "c/2/0/0"),
+        ("counts", "c/0"),
+        ("gt_boxes", "c/0/0"),
+        ("image_ids", "c/1"),
+    ]:
         gone = copy(name, key, Path.unlink)
-        with pytest.raises(StoreDamaged, match=rf"^{gone}: {name} chunk {key} is missing; the "
-                                               rf"store is damaged \(qsrank load verify "):
+        with pytest.raises(
+            StoreDamaged,
+            match=rf"^{gone}: {name} chunk {key} is missing; the "
+            rf"store is damaged \(qsrank load verify ",
+        ):
             open_store(gone).to_detection_data()
         changed = copy(name, key, lambda p: flip(p, 3))
-        with pytest.raises(StoreDamaged, match=rf"^{changed}: {name} chunk {key} fails its "
-                                               "checksum"):
+        with pytest.raises(
+            StoreDamaged,
+            match=rf"^{changed}: {name} chunk {key} fails its "
+            "checksum",
+        ):
             open_store(changed).to_detection_data()
     gone = copy("features", "c/4/0/0", Path.unlink)  # read block by block, by Dask
     with pytest.raises(StoreDamaged, match="features chunk c/4/0/0 is missing"):
@@ -178,7 +197,7 @@ def test_any_flipped_byte_of_a_features_chunk_is_caught(damaged):
     size = (path / "features" / chunk).stat().st_size
     rng = np.random.default_rng(0)
     for at, bit in zip(rng.integers(0, size, 20), rng.integers(0, 8, 20)):
-        changed = copy("features", chunk, lambda p: flip(p, int(at), 1 << int(bit)))
+        changed = copy("features", chunk, lambda p, at=at, bit=bit: flip(p, int(at), 1 << int(bit)))
         with pytest.raises(StoreDamaged, match=f"features chunk {chunk} fails its checksum"):
             open_store(changed).features[10:20]
 
@@ -190,8 +209,10 @@ def test_the_data_checksum_is_of_the_bytes(damaged):
     path, copy = damaged
     store = open_store(path)
     # an intact store: the same value as the digest of its recorded checksums
-    assert store.data_checksum() == hashlib.sha256(json.dumps(
-        store.attrs["checksums"], sort_keys=True).encode()).hexdigest()
+    assert (
+        store.data_checksum()
+        == hashlib.sha256(json.dumps(store.attrs["checksums"], sort_keys=True).encode()).hexdigest()
+    )
     changed = copy("features", "c/3/0/0", lambda p: flip(p, 7))
     with pytest.raises(StoreDamaged, match="features chunk c/3/0/0;"):
         open_store(changed).data_checksum()
@@ -201,14 +222,20 @@ def test_cli_verifies_a_store(damaged):
     path, copy = damaged
     n = sum(len(keys) for keys in open_store(path).attrs["checksums"].values())
     result = CliRunner().invoke(main, ["load", "verify", str(path)])
-    assert result.exit_code == 0 and f"{path}: all {n} chunks match their checksums" in \
-        result.output, result.output
+    assert (
+        result.exit_code == 0 and f"{path}: all {n} chunks match their checksums" in result.output
+    ), result.output
     changed = copy("labels", "c/1/0", lambda p: flip(p, 0))
     result = CliRunner().invoke(main, ["load", "verify", str(changed)])
     assert result.exit_code == 1, result.output
-    assert result.output.strip().splitlines()[-1].endswith(
-        f"Error: {changed}: 1 of {n} chunks fail their checksum: labels chunk c/1/0; the "
-        "store is damaged, convert the data again.")
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"Error: {changed}: 1 of {n} chunks fail their checksum: labels chunk c/1/0; the "
+            "store is damaged, convert the data again."
+        )
+    )
 
 
 def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
@@ -217,8 +244,10 @@ def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
     path = convert.write_synthetic_store(tmp_path / "s.zarr", **SMALL)
     group = zarr.open_group(path, mode="r+")
     group.attrs["format_version"] = FORMAT_VERSION + 1
-    with pytest.raises(ValueError, match=f"format version {FORMAT_VERSION + 1}; this qsrank "
-                                         f"reads version {FORMAT_VERSION}"):
+    with pytest.raises(
+        ValueError,
+        match=f"format version {FORMAT_VERSION + 1}; this qsrank reads version {FORMAT_VERSION}",
+    ):
         open_store(path)
     group.attrs.update({"format_version": FORMAT_VERSION, "complete": False})
     with pytest.raises(ValueError, match="no completion mark"):
@@ -226,8 +255,11 @@ def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
     with pytest.raises(ValueError, match=r"x\.zarr\.partial is an unfinished conversion"):
         open_store(tmp_path / "x.zarr.partial")
     (tmp_path / "y.zarr.partial").mkdir()
-    with pytest.raises(ValueError, match=r"No box store at .*y\.zarr; .*y\.zarr\.partial "
-                                         "holds an unfinished conversion"):
+    with pytest.raises(
+        ValueError,
+        match=r"No box store at .*y\.zarr; .*y\.zarr\.partial "
+        "holds an unfinished conversion",
+    ):
         open_store(tmp_path / "y.zarr")
     zarr.open_group(tmp_path / "plain.zarr", mode="w")
     with pytest.raises(ValueError, match="not a qsrank-boxstore store"):
@@ -239,11 +271,14 @@ def test_open_refuses_unfinished_foreign_and_other_version_stores(tmp_path):
 
 def test_to_detection_data_refuses_large_stores(tmp_path):
     store = open_store(convert.write_synthetic_store(tmp_path / "s.zarr", **SMALL))
-    with pytest.raises(ValueError, match=r"38,400 bytes as float32, above max_bytes \(1,000\).*\(dask_features\)"):
+    with pytest.raises(
+        ValueError, match=r"38,400 bytes as float32, above max_bytes \(1,000\).*\(dask_features\)"
+    ):
         store.to_detection_data(max_bytes=1000)
 
 
 # --- never half-written, resumable -----------------------------------------------------------
+
 
 def interrupt_after(monkeypatch, n_blocks):
     """Make StoreWriter.write_block fail once it has written `n_blocks` blocks."""
@@ -297,11 +332,28 @@ def test_a_partial_store_of_other_settings_is_refused(tmp_path, monkeypatch):
         interrupt_after(m, 1)
         with pytest.raises(KeyboardInterrupt):
             convert.write_synthetic_store(out, chunk_images=10, **SMALL)
-    result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features", 16,
-                 "--chunk-images", 10, "--dtype", "float16", "--workers", 1)
+    result = cli(
+        "synthetic",
+        "--out",
+        out,
+        "--scale",
+        0.01,
+        "--boxes",
+        12,
+        "--features",
+        16,
+        "--chunk-images",
+        10,
+        "--dtype",
+        "float16",
+        "--workers",
+        1,
+    )
     assert result.exit_code == 1, result.output
-    assert "holds an unfinished conversion made with other settings (dtype: 'float32' there, " \
-           "'float16' now); remove it" in result.output
+    assert (
+        "holds an unfinished conversion made with other settings (dtype: 'float32' there, "
+        "'float16' now); remove it" in result.output
+    )
     assert len(result.output.strip().splitlines()[-1]) > 0
     assert (tmp_path / "s.zarr.partial" / "progress" / "000000.json").is_file()  # kept
 
@@ -315,6 +367,7 @@ def test_an_existing_store_is_never_overwritten(tmp_path):
 
 
 # --- a reader that crashes its process --------------------------------------------------------
+
 
 class CrashingRcnnSource(sources.RcnnSource):
     """R-CNN caches whose reader kills its own process on the file named `crash_on`, as a
@@ -330,13 +383,17 @@ class CrashingRcnnSource(sources.RcnnSource):
 
 def test_a_crashing_reader_names_its_file_and_keeps_the_blocks_before(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2, 4, 3))
-    whole = convert.convert(sources.RcnnSource(mats), tmp_path / "whole.zarr", chunk_images=1,
-                            workers=0)
+    whole = convert.convert(
+        sources.RcnnSource(mats), tmp_path / "whole.zarr", chunk_images=1, workers=0
+    )
     out = tmp_path / "s.zarr"
-    with pytest.raises(ReaderCrash, match=r"img3\.mat: the reader process died "
-                                                  r"\(killed by SIGSEGV\) reading this file.* "
-                                                  r"\(3 of 6 blocks are kept in .*s\.zarr\."
-                                                  r"partial: rerun to resume\.\)"):
+    with pytest.raises(
+        ReaderCrash,
+        match=r"img3\.mat: the reader process died "
+        r"\(killed by SIGSEGV\) reading this file.* "
+        r"\(3 of 6 blocks are kept in .*s\.zarr\."
+        r"partial: rerun to resume\.\)",
+    ):
         convert.convert(CrashingRcnnSource(mats), out, chunk_images=1, workers=2)
     written = interrupt_after(monkeypatch, 99)
     convert.convert(sources.RcnnSource(mats), out, chunk_images=1, workers=0)  # file fixed
@@ -355,16 +412,22 @@ class CrashingScanSource(sources.RcnnSource):
 
 def test_a_crash_while_scanning_names_the_file(tmp_path):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4))
-    with pytest.raises(ReaderCrash, match=r"img1\.mat: the reader process died "
-                                                  r"\(killed by SIGABRT\)"):
+    with pytest.raises(
+        ReaderCrash,
+        match=r"img1\.mat: the reader process died "
+        r"\(killed by SIGABRT\)",
+    ):
         convert.convert(CrashingScanSource(mats), tmp_path / "s.zarr", workers=1)
     assert not (tmp_path / "s.zarr.partial").exists() and not (tmp_path / "s.zarr").exists()
 
 
 def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4, 2))
-    monkeypatch.setattr(cli_load, "cnn_source", lambda source, dtype, split, **_:
-                        CrashingRcnnSource(source[0], dtype))
+    monkeypatch.setattr(
+        cli_load,
+        "cnn_source",
+        lambda source, dtype, split, **_: CrashingRcnnSource(source[0], dtype),
+    )
     result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 2, "--chunk-images", 2)
     assert result.exit_code == 1, result.output
     error = result.output.strip().splitlines()[-1]
@@ -380,10 +443,12 @@ def test_cli_reports_a_crashing_reader_in_one_line(tmp_path, monkeypatch):
 
 # --- the other sources through the command line ------------------------------------------------
 
+
 def test_cli_converts_a_latent_list_file(tmp_path):
     path = write_latent(tmp_path)
-    result = cli(path, "--out", tmp_path / "s.zarr", "--features", 4, "--dtype", "float32",
-                 "--workers", 1)
+    result = cli(
+        path, "--out", tmp_path / "s.zarr", "--features", 4, "--dtype", "float32", "--workers", 1
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("store: ") and "images: 2   boxes: 3" in result.stdout
     got = open_store(tmp_path / "s.zarr").to_detection_data()
@@ -397,16 +462,29 @@ def test_cli_converts_a_latent_list_file(tmp_path):
 def test_cli_converts_an_unpooled_latent_list_file(tmp_path):
     """--layout unpooled: one stored image per example, an is_fs image split per box."""
     path = write_records(tmp_path, "unpooled", 1)
-    result = cli(path, "--out", tmp_path / "s.zarr", "--features", 1, "--dtype", "float32",
-                 "--workers", 1, "--layout", "unpooled")
+    result = cli(
+        path,
+        "--out",
+        tmp_path / "s.zarr",
+        "--features",
+        1,
+        "--dtype",
+        "float32",
+        "--workers",
+        1,
+        "--layout",
+        "unpooled",
+    )
     assert result.exit_code == 0, result.output
     got = open_store(tmp_path / "s.zarr").to_detection_data()
     want = load_latent_list(path, layout="unpooled").data
     for name in ("X", "offsets", "boxes", "image_ids"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert "unpooled layout" in got.source
-    one_line_error(cli(path, "--out", tmp_path / "t.zarr", "--features", 1, "--workers", 1),
-                   "unpooled.txt, image 1 of 4 ('0'), box 1 of 1, token 4")
+    one_line_error(
+        cli(path, "--out", tmp_path / "t.zarr", "--features", 1, "--workers", 1),
+        "unpooled.txt, image 1 of 4 ('0'), box 1 of 1, token 4",
+    )
     result = cli("synthetic", "--out", tmp_path / "u.zarr", "--layout", "pooled")
     assert result.exit_code == 2 and "--layout do not apply to synthetic data" in result.output
 
@@ -417,11 +495,19 @@ def test_cli_converts_rcnn_caches_with_annotations_and_an_image_set(tmp_path, ve
     notes = tmp_path / "xml"
     notes.mkdir()
     for i in range(5):
-        (notes / f"img{i}.xml").write_text(voc_xml(200, 150, (("cat", (5, 5, 40, 40), i % 2,
-                                                                0),)))
+        (notes / f"img{i}.xml").write_text(voc_xml(200, 150, (("cat", (5, 5, 40, 40), i % 2, 0),)))
     (tmp_path / "set.txt").write_text("img4\nimg0\n")
-    result = cli(mats, "--out", tmp_path / "s.zarr", "--annotations", notes, "--image-set",
-                 tmp_path / "set.txt", "--workers", 1)
+    result = cli(
+        mats,
+        "--out",
+        tmp_path / "s.zarr",
+        "--annotations",
+        notes,
+        "--image-set",
+        tmp_path / "set.txt",
+        "--workers",
+        1,
+    )
     assert result.exit_code == 0, result.output
     store = open_store(tmp_path / "s.zarr")
     assert store.image_ids[:].tolist() == ["img4", "img0"] and store.split == "set"
@@ -431,6 +517,7 @@ def test_cli_converts_rcnn_caches_with_annotations_and_an_image_set(tmp_path, ve
 
 
 # --- bad input: one line, exit 1, nothing written lost -----------------------------------------
+
 
 def one_line_error(result, *fragments):
     assert result.exit_code == 1, result.output
@@ -446,20 +533,29 @@ def test_bad_latent_lists(tmp_path):
     out = tmp_path / "s.zarr"
     one_line_error(cli(path, "--out", out, "--workers", 1), "needs its feature dimension")
     (tmp_path / "000005_2.feature").unlink()
-    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "1 of 3 feature files are missing", "000005_2.feature (image 1, box 2)")
+    one_line_error(
+        cli(path, "--out", out, "--features", 4, "--workers", 1),
+        "1 of 3 feature files are missing",
+        "000005_2.feature (image 1, box 2)",
+    )
     write_latent(tmp_path)
     path.write_text(path.read_text().replace("000005 2", "000005 3"))
-    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "list.txt, image 1 of 2 ('000005'), box 3 of 3, token 21 (line 7): expected "
-                   "the box label in -1, 0, 1; got 10")
+    one_line_error(
+        cli(path, "--out", out, "--features", 4, "--workers", 1),
+        "list.txt, image 1 of 2 ('000005'), box 3 of 3, token 21 (line 7): expected "
+        "the box label in -1, 0, 1; got 10",
+    )
     write_latent(tmp_path)
-    one_line_error(cli(path, "--out", out, "--features", 2, "--workers", 1),
-                   "000005_1.feature, line 1: pair 2 ('3:2.0') is beyond the 2 features")
+    one_line_error(
+        cli(path, "--out", out, "--features", 2, "--workers", 1),
+        "000005_1.feature, line 1: pair 2 ('3:2.0') is beyond the 2 features",
+    )
     path.write_text("2\n000005 2\n10 20 30 40 1 -1\n")
-    one_line_error(cli(path, "--out", out, "--features", 4, "--workers", 1),
-                   "Truncated latent list file",
-                   "box 2 of 2 as token 10, but the file ends after token 9")
+    one_line_error(
+        cli(path, "--out", out, "--features", 4, "--workers", 1),
+        "Truncated latent list file",
+        "box 2 of 2 as token 10, but the file ends after token 9",
+    )
     assert not out.exists()
 
 
@@ -469,38 +565,61 @@ def test_boxes_outside_the_image(tmp_path):
     notes.mkdir()
     for stem in ("000005", "000007"):
         (notes / f"{stem}.xml").write_text(voc_xml(45, 80, ()))
-    one_line_error(cli(path, "--out", tmp_path / "a.zarr", "--features", 4, "--annotations",
-                       notes, "--workers", 1),
-                   "list.txt, image 1 ('000005'), box 2: box [1.0, 1.0, 50.0, 60.0] (x1 y1 x2 "
-                   "y2) is outside the image of 45 x 80 pixels")
+    one_line_error(
+        cli(
+            path,
+            "--out",
+            tmp_path / "a.zarr",
+            "--features",
+            4,
+            "--annotations",
+            notes,
+            "--workers",
+            1,
+        ),
+        "list.txt, image 1 ('000005'), box 2: box [1.0, 1.0, 50.0, 60.0] (x1 y1 x2 "
+        "y2) is outside the image of 45 x 80 pixels",
+    )
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4,))
     (notes / "img0.xml").write_text(voc_xml(100, 100, ()))
-    one_line_error(cli(mats, "--out", tmp_path / "b.zarr", "--annotations", notes,
-                       "--workers", 1),
-                   "img0.mat: boxes row 2 [100.0, 100.0, 150.0, 140.0] (x1 y1 x2 y2) is outside "
-                   "image 'img0' of 100 x 100 pixels")
+    one_line_error(
+        cli(mats, "--out", tmp_path / "b.zarr", "--annotations", notes, "--workers", 1),
+        "img0.mat: boxes row 2 [100.0, 100.0, 150.0, 140.0] (x1 y1 x2 y2) is outside "
+        "image 'img0' of 100 x 100 pixels",
+    )
 
 
 def test_bad_rcnn_caches_keep_what_was_converted(tmp_path):
     mats = write_rcnn_dir(tmp_path / "mat", ks=(4, 3, 4))
     scipy.io.savemat(mats / "img3.mat", rcnn_arrays(d=6))
-    one_line_error(cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1),
-                   "img3.mat: feat has 6 columns, but", "img0.mat has 5")
+    one_line_error(
+        cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1),
+        "img3.mat: feat has 6 columns, but",
+        "img0.mat has 5",
+    )
     scipy.io.savemat(mats / "img3.mat", rcnn_arrays())
     good = (mats / "img3.mat").read_bytes()
     (mats / "img3.mat").write_bytes(good[:-40])  # truncated inside feat's data
-    one_line_error(cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 1),
-                   "Cannot read", "img3.mat", "3 of 4 blocks are kept in")
+    one_line_error(
+        cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 1),
+        "Cannot read",
+        "img3.mat",
+        "3 of 4 blocks are kept in",
+    )
     (mats / "img3.mat").write_bytes(good)
     result = cli(mats, "--out", tmp_path / "s.zarr", "--workers", 1, "--chunk-images", 1)
     assert result.exit_code == 0, result.output
     big = {**rcnn_arrays(), "feat": np.full((4, 5), 1e5)}
     scipy.io.savemat(mats / "img3.mat", big)
-    one_line_error(cli(mats, "--out", tmp_path / "t.zarr", "--workers", 1),
-                   "img3.mat: feature value 100000 is beyond float16", "--dtype float32")
+    one_line_error(
+        cli(mats, "--out", tmp_path / "t.zarr", "--workers", 1),
+        "img3.mat: feature value 100000 is beyond float16",
+        "--dtype float32",
+    )
 
 
 # --- never deleting what qsrank did not make; crash windows; one-line errors ----------------
+
 
 def killed():
     """Stands for a kill: the exception stops the writer where it is, and nothing after."""
@@ -527,12 +646,12 @@ def test_an_unrelated_partial_directory_is_never_removed(tmp_path):
     result = cli("synthetic", "--out", out, "--scale", 0.01, "--workers", 1)
     assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
         f"Error: {foreign} exists but holds no unfinished conversion qsrank can resume (no "
-        "progress records); it is left as it is: remove it or choose another --out.")
+        "progress records); it is left as it is: remove it or choose another --out."
+    )
     assert tree_bytes(foreign) == {"thesis.tex": b"years of work"} and not out.exists()
 
 
-def test_a_kill_while_the_store_is_created_leaves_nothing_a_rerun_refuses(tmp_path,
-                                                                          monkeypatch):
+def test_a_kill_while_the_store_is_created_leaves_nothing_a_rerun_refuses(tmp_path, monkeypatch):
     """A new store is made in a hidden directory and renamed to OUT.partial once it holds its
     progress records; a kill before leaves that directory, which the next run removes."""
     out = tmp_path / "s.zarr"
@@ -569,8 +688,21 @@ def test_a_kill_inside_finish_is_repaired_by_a_rerun(tmp_path, monkeypatch, wind
     else:
         assert (out / "progress.json").exists()
         open_store(out).verify()  # already whole and readable
-        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
-                     16, "--chunk-images", 10, "--workers", 1)
+        result = cli(
+            "synthetic",
+            "--out",
+            out,
+            "--scale",
+            0.01,
+            "--boxes",
+            12,
+            "--features",
+            16,
+            "--chunk-images",
+            10,
+            "--workers",
+            1,
+        )
         assert result.exit_code == 1 and "s.zarr exists" in result.output
     assert tree_bytes(out) == tree_bytes(whole)
 
@@ -582,9 +714,12 @@ def test_temporary_files_of_a_killed_writer_are_removed(tmp_path, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             convert.write_synthetic_store(out, chunk_images=10, **SMALL)
     partial = tmp_path / "s.zarr.partial"
-    stale = [partial / "progress" / "000002.json.tmp", partial / "progress.json.tmp",
-             partial / "features" / "c" / "2" / "0" / f"0.{'ab12' * 8}.partial",
-             partial / f"zarr.{'0f' * 16}.partial"]
+    stale = [
+        partial / "progress" / "000002.json.tmp",
+        partial / "progress.json.tmp",
+        partial / "features" / "c" / "2" / "0" / f"0.{'ab12' * 8}.partial",
+        partial / f"zarr.{'0f' * 16}.partial",
+    ]
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"half")
@@ -597,8 +732,10 @@ def test_a_block_larger_than_memory_is_refused_before_anything_is_written(tmp_pa
     out = tmp_path / "s.zarr"
     result = cli("synthetic", "--boxes", 100_000_000, "--features", 100_000, "--out", out)
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
-    assert "One block of 1 images x 100000000 boxes x 100000 features takes " \
-           "20,001,600,000,000 bytes, more than this machine's memory" in result.output
+    assert (
+        "One block of 1 images x 100000000 boxes x 100000 features takes "
+        "20,001,600,000,000 bytes, more than this machine's memory" in result.output
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -618,11 +755,27 @@ def test_a_full_disk_names_the_store_and_says_a_rerun_resumes(tmp_path, monkeypa
 
     with monkeypatch.context() as m:
         m.setattr(local, "_put", full_disk)
-        result = cli("synthetic", "--out", out, "--scale", 0.01, "--boxes", 12, "--features",
-                     16, "--chunk-images", 10, "--dtype", "float32", "--workers", 1)
+        result = cli(
+            "synthetic",
+            "--out",
+            out,
+            "--scale",
+            0.01,
+            "--boxes",
+            12,
+            "--features",
+            16,
+            "--chunk-images",
+            10,
+            "--dtype",
+            "float32",
+            "--workers",
+            1,
+        )
     assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
         f"Error: No space left on device writing block 2 of the store into {partial} (2 of 5 "
-        f"blocks are kept in {partial}: rerun to resume.)")
+        f"blocks are kept in {partial}: rerun to resume.)"
+    )
     stats = {}
     convert.write_synthetic_store(out, chunk_images=10, stats=stats, **SMALL)
     assert (stats["blocks_resumed"], stats["blocks_written"]) == (2, 3)
@@ -632,8 +785,13 @@ def _verify_in_a_process(path, timeout=120):
     """`qsrank load verify` in a process of its own, so that a read that blocks (a FIFO) or
     never ends (/dev/zero) fails the test instead of hanging it."""
     code = "import sys; from qsrank.main import main; main(sys.argv[1:], prog_name='qsrank')"
-    return subprocess.run([sys.executable, "-c", code, "load", "verify", str(path)],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, "load", "verify", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("replacement", ["fifo", "dev-zero", "larger"])
@@ -647,31 +805,35 @@ def test_verify_reads_regular_chunks_only_and_bounded(tmp_path, replacement):
         chunk.symlink_to("/dev/zero")
     else:  # a regular file far larger than any chunk of the array's shape
         with open(chunk, "wb") as fh:
-            fh.truncate(2 ** 26)
+            fh.truncate(2**26)
     result = _verify_in_a_process(path)
     assert result.returncode == 1, result.stderr
     why = "larger than the" if replacement == "larger" else "not a regular file"
-    assert f"features chunk c/1/0/0 ({why}" in result.stderr and \
-        "Traceback" not in result.stderr, result.stderr
+    assert f"features chunk c/1/0/0 ({why}" in result.stderr and "Traceback" not in result.stderr, (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize("edit", ["array", "both"])
 def test_metadata_disagreeing_with_the_record_is_refused(tmp_path, edit):
     path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
     meta = json.loads((path / "features" / "zarr.json").read_text())
-    meta["shape"][0] = 10 ** 12
+    meta["shape"][0] = 10**12
     (path / "features" / "zarr.json").write_text(json.dumps(meta))
     if edit == "both":  # the group's record says so too: the checksums still cover 2 chunks
         group = json.loads((path / "zarr.json").read_text())
-        group["attributes"]["n_images"] = 10 ** 12
+        group["attributes"]["n_images"] = 10**12
         (path / "zarr.json").write_text(json.dumps(group))
         for name in ("counts", "boxes", "labels", "image_ids"):
             meta = json.loads((path / name / "zarr.json").read_text())
-            meta["shape"][0] = 10 ** 12
+            meta["shape"][0] = 10**12
             (path / name / "zarr.json").write_text(json.dumps(meta))
-    words = (r"features has shape \(1000000000000, " if edit == "array" else
-             r"the checksums of features cover \d+ chunks, not the 100000000000 of its "
-             r"1000000000000 images")
+    words = (
+        r"features has shape \(1000000000000, "
+        if edit == "array"
+        else r"the checksums of features cover \d+ chunks, not the 100000000000 of its "
+        r"1000000000000 images"
+    )
     with pytest.raises(StoreDamaged, match=words):
         open_store(path)
     result = _verify_in_a_process(path)

@@ -10,6 +10,7 @@ from qs.metrics import voc_average_precision
 
 # --- synthetic VOC2011-shaped data -----------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def synthetic():
     return make_voc2011_actions(seed=3)

@@ -14,8 +14,8 @@ def test_each_image_comes_from_its_own_generator():
     gen = SyntheticVOC2007(5, **SMALL)
     whole = gen.split_data("trainval")
     X, boxes, (obj, _, _) = gen.image("trainval", 17)
-    np.testing.assert_array_equal(X, whole.X[17 * 12:18 * 12])
-    np.testing.assert_array_equal(boxes, whole.boxes[17 * 12:18 * 12])
+    np.testing.assert_array_equal(X, whole.X[17 * 12 : 18 * 12])
+    np.testing.assert_array_equal(boxes, whole.boxes[17 * 12 : 18 * 12])
     np.testing.assert_array_equal(obj, whole.objects[17][0])
     other = SyntheticVOC2007(5, scale=0.02, boxes_per_image=12, n_features=16)
     np.testing.assert_array_equal(other.image("trainval", 17)[0], X)  # scale adds images only
@@ -43,8 +43,9 @@ def test_synthetic_features_as_a_lazy_dask_array():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("signal, noise, components", [(4.0, 1.0, 0), (3e5, 1e-5, 0),
-                                                       (0.5, 3e-3, 0), (4.0, 0.05, 3)])
+@pytest.mark.parametrize(
+    "signal, noise, components", [(4.0, 1.0, 0), (3e5, 1e-5, 0), (0.5, 3e-3, 0), (4.0, 0.05, 3)]
+)
 def test_lazy_features_are_the_images_cast_bit_for_bit(dtype, signal, noise, components):
     # the compiled float16 conversion against NumPy's cast, through overflow to inf (signal
     # 3e5), subnormals (noise 1e-5) and the rounding of ordinary values
@@ -81,8 +82,10 @@ def test_cnn_like_features_share_their_image_and_objects():
             boxes = single[on == o]
             shape = (X[boxes] - backgrounds[-1]) / overlap[boxes, o][:, None]
             assert np.abs(shape - shape.mean(axis=0)).max() <= spread / overlap[boxes, o].min()
-    assert min(np.abs(a - b).max() for a in backgrounds for b in backgrounds
-               if a is not b) > 10 * spread
+    assert (
+        min(np.abs(a - b).max() for a in backgrounds for b in backgrounds if a is not b)
+        > 10 * spread
+    )
     X, cand, (obj, _, _) = SyntheticVOC2007(1, **SMALL, noise=noise).image("trainval", 0)
     alone = (np.stack([box_iou(o, cand) for o in obj], axis=1) == 0).all(axis=1)
     assert np.abs(X[alone]).max() <= spread  # no background without components

@@ -24,7 +24,7 @@ def padded_bags(seed, n=23, k=9, d=6, dtype=np.float32, ties=False):
     else:
         features = rng.normal(size=(n, k, d)).astype(dtype)
     for i in range(n):
-        features[i, counts[i]:] = 50.0
+        features[i, counts[i] :] = 50.0
     corner = rng.integers(1, 80, (n, k, 2))
     boxes = np.concatenate([corner, corner + rng.integers(5, 50, (n, k, 2))], axis=2)
     return features, counts, boxes.astype(float)
@@ -79,8 +79,9 @@ def test_detections_are_the_first_survivors_of_suppression():
             kept = nms(boxes[i, :n], scores[:, c], threshold=0.3)
             want += [(i, c, int(b)) for b in kept if rank[b] < top]
     assert got == want
-    np.testing.assert_allclose(det.score, [features[i, b].astype(np.float64) @ W[:, c]
-                                           for i, c, b in got], rtol=1e-12)
+    np.testing.assert_allclose(
+        det.score, [features[i, b].astype(np.float64) @ W[:, c] for i, c, b in got], rtol=1e-12
+    )
 
 
 def test_flat_bags_score_as_padded_ones(monkeypatch):
@@ -92,8 +93,9 @@ def test_flat_bags_score_as_padded_ones(monkeypatch):
     ref = score_bags(features, counts, W, top=9, boxes=boxes, rows=True)
     for sub_block in (detection.SUB_BLOCK_BYTES, 9 * 6 * 8 * 3):  # one group; 3 images each
         monkeypatch.setattr(detection, "SUB_BLOCK_BYTES", sub_block)
-        assert_same(ref, score_bags(features[valid], counts, W, top=9, boxes=boxes[valid],
-                                    rows=True))
+        assert_same(
+            ref, score_bags(features[valid], counts, W, top=9, boxes=boxes[valid], rows=True)
+        )
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -112,22 +114,32 @@ def test_top_boxes_against_a_loop(ties):
             order = sorted(range(n), key=lambda b: (-scores[b], b))
             kept = order[:k]
             assert got.index[i].tolist() == kept + [-1] * (k - len(kept))
-            np.testing.assert_allclose(got.score[i, :len(kept)], scores[kept], rtol=1e-12)
-            np.testing.assert_array_equal(got.rows[i, :len(kept)], features[i, kept])
-            assert got.next_score[i] == pytest.approx(scores[order[k]] if n > k else -np.inf,
-                                                      rel=1e-12)
+            np.testing.assert_allclose(got.score[i, : len(kept)], scores[kept], rtol=1e-12)
+            np.testing.assert_array_equal(got.rows[i, : len(kept)], features[i, kept])
+            assert got.next_score[i] == pytest.approx(
+                scores[order[k]] if n > k else -np.inf, rel=1e-12
+            )
             boxes = features[i, :n].astype(np.float64)
             np.testing.assert_allclose(got.mean[i], boxes.mean(axis=0), rtol=1e-12)
-            assert got.spread[i] == pytest.approx(np.linalg.norm(boxes - boxes.mean(axis=0),
-                                                                 axis=1).max(), rel=1e-12)
+            assert got.spread[i] == pytest.approx(
+                np.linalg.norm(boxes - boxes.mean(axis=0), axis=1).max(), rel=1e-12
+            )
             v = w + rng.normal(size=6)
-            assert (boxes[order[k:]] @ v <= got.next_score[i] + got.mean[i] @ (v - w)
-                    + got.spread[i] * np.linalg.norm(v - w) + 1e-9).all()
-        assert got.index[:, 0].tolist() == score_bags(features, counts,
-                                                      w[:, None]).best[:, 0].tolist()
+            assert (
+                boxes[order[k:]] @ v
+                <= got.next_score[i]
+                + got.mean[i] @ (v - w)
+                + got.spread[i] * np.linalg.norm(v - w)
+                + 1e-9
+            ).all()
+        assert (
+            got.index[:, 0].tolist() == score_bags(features, counts, w[:, None]).best[:, 0].tolist()
+        )
         valid = np.arange(9) < counts[:, None]
-        for other in (top_boxes(features[valid], counts, w, k),
-                      top_boxes(da.from_array(features, chunks=(5, 9, 6)), counts, w, k)):
+        for other in (
+            top_boxes(features[valid], counts, w, k),
+            top_boxes(da.from_array(features, chunks=(5, 9, 6)), counts, w, k),
+        ):
             for x, y in zip(got, other):
                 np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError, match="k must be a positive integer"):
@@ -157,16 +169,17 @@ def test_numpy_dask_zarr_and_distributed_give_the_same_bits():
     # chunks that split boxes or features are joined per block of images
     assert_same(ref, score_bags(da.from_array(features, chunks=(4, 5, 3)), counts, W, **options))
     zarr = pytest.importorskip("zarr")
-    store = zarr.create_array(store={}, shape=features.shape, chunks=(6, 11, 7),
-                              dtype="float16")
+    store = zarr.create_array(store={}, shape=features.shape, chunks=(6, 11, 7), dtype="float16")
     store[:] = features
     assert_same(ref, score_bags(store, counts, W, **options))
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         lazy = da.from_array(features, chunks=(5, 11, 7))
-        assert_same(ref, score_bags(lazy, counts, W, scheduler=cluster.scheduler_address,
-                                    **options))
+        assert_same(
+            ref, score_bags(lazy, counts, W, scheduler=cluster.scheduler_address, **options)
+        )
         with distributed.Client(cluster, set_as_default=False) as client:
             assert_same(ref, score_bags(lazy, counts, W, scheduler=client, **options))
 
@@ -176,8 +189,11 @@ def test_bad_input_is_named():
     W = np.ones((6, 2))
     with pytest.raises(ValueError, match="3-D array"):
         score_bags(features[0, 0], counts, W)
-    with pytest.raises(ValueError, match=r"counts must give at least one box per image and "
-                                         r"sum to the 9 rows of the flat box features"):
+    with pytest.raises(
+        ValueError,
+        match=r"counts must give at least one box per image and "
+        r"sum to the 9 rows of the flat box features",
+    ):
         score_bags(features[0], counts, W)
     with pytest.raises(ValueError, match=r"counts must lie in \[1, 9\]"):
         score_bags(features, np.where(counts == counts[0], 0, counts), W)
@@ -195,10 +211,11 @@ def test_bad_input_is_named():
     bad[7, 0, 2] = np.nan
     with pytest.raises(ValueError, match="NaN or infinite values \\(images 0 to 22\\)"):
         score_bags(bad, counts, W)
-    bad[7, counts[7]:] = np.nan  # padding is never read into a result
+    bad[7, counts[7] :] = np.nan  # padding is never read into a result
     bad[7, 0, 2] = 0.0
-    np.testing.assert_array_equal(score_bags(bad, counts, W).best,
-                                  score_bags(features, counts, W).best)
+    np.testing.assert_array_equal(
+        score_bags(bad, counts, W).best, score_bags(features, counts, W).best
+    )
     da = pytest.importorskip("dask.array")
     with pytest.raises(ValueError, match="scheduler must be None"):
         score_bags(da.from_array(features, chunks=(5, 9, 6)), counts, W, scheduler=3)
@@ -209,7 +226,11 @@ def test_top_boxes_builds_on_the_public_names_of_detection():
     from qs import top_boxes as module
 
     tree = ast.parse(inspect.getsource(module))
-    names = [a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-             and node.module == "qs.detection" for a in node.names]
+    names = [
+        a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "qs.detection"
+        for a in node.names
+    ]
     assert names and all(n in detection.__all__ for n in names), names
     assert all(hasattr(detection, n) for n in detection.__all__)

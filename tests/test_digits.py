@@ -9,8 +9,8 @@ import pytest
 import yaml
 from sklearn.metrics import average_precision_score
 
-from qsrank.pipelines import _runner, digits
 from qs.estimators import RankSVM
+from qsrank.pipelines import _runner, digits
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "digits.yaml"
 
@@ -23,7 +23,9 @@ def load_config(path=None, sets=None, /, **overrides):
 def small_run(tmp_path_factory):
     """Two digits, the AP-SVM's C by 2-fold CV over two values, the others fixed."""
     cfg = load_config(
-        classes=[3, 8], max_iter=60, tol=1e-2,
+        classes=[3, 8],
+        max_iter=60,
+        tol=1e-2,
         C={"ap_svm": "cv", "zero_one_svm": 10.0, "linear_svc": 10.0},
         cv={"folds": 2, "grid": {"ap_svm": [1.0, 10.0]}},
     )
@@ -34,8 +36,16 @@ def small_run(tmp_path_factory):
 def test_run_writes_its_files(small_run):
     cfg, out = small_run
     names = {p.name for p in out.iterdir()}
-    assert names == {"table.csv", "table.md", "runs.csv", "config.yaml", "provenance.json",
-                     "qsrank-run.json", ".qsrank-run.lock", "runs"}
+    assert names == {
+        "table.csv",
+        "table.md",
+        "runs.csv",
+        "config.yaml",
+        "provenance.json",
+        "qsrank-run.json",
+        ".qsrank-run.lock",
+        "runs",
+    }
     assert len(list((out / "runs").glob("*.json"))) == 2 * len(digits.METHODS)
     assert yaml.safe_load((out / "config.yaml").read_text()) == cfg
     record = json.loads((out / "provenance.json").read_text())
@@ -70,7 +80,9 @@ def test_table_values_and_mean_row(small_run):
     assert np.all((values > 0) & (values <= 1))
     runs = pd.read_csv(out / "runs.csv")
     for name in digits.METHODS:
-        assert table[name].iloc[-1] == pytest.approx(runs.loc[runs.method == name, "test_ap"].mean())
+        assert table[name].iloc[-1] == pytest.approx(
+            runs.loc[runs.method == name, "test_ap"].mean()
+        )
         assert table[name].iloc[-1] == pytest.approx(table[name].iloc[:-1].mean())
     md = _runner.report(digits.SPEC, out)
     assert "| mean " in md and f"{table['ap_svm'].iloc[-1]:.4f}" in md
@@ -122,28 +134,31 @@ def test_classes_given_as_text_are_digits():
 def test_shipped_config_loads():
     cfg = load_config(CONFIG)
     assert cfg["experiment"] == "digits" and cfg["classes"] == list(range(10))
-    assert cfg["C"] == {name: "cv" for name in digits.METHODS}
+    assert cfg["C"] == dict.fromkeys(digits.METHODS, "cv")
 
 
-@pytest.mark.parametrize("overrides,match", [
-    ({"epochs": 3}, r"^unknown config key 'epochs'; allowed keys: experiment, seed"),
-    ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"^unknown config key 'C.svc'; allowed keys in 'C'"),
-    ({"cv": {"grid": {"rbf": [1.0]}}}, r"'cv.grid.rbf'; allowed keys in 'cv.grid'"),
-    ({"experiment": "scaling"}, "^experiment: expected one of digits; got 'scaling'$"),
-    ({"classes": [3, 10]}, r"^classes: expected .*distinct digits 0-9; got entry 1: 10 "),
-    ({"classes": []}, r"^classes: expected a non-empty list of distinct digits 0-9; got \[\]$"),
-    ({"classes": ["three"]}, "got entry 0: 'three'"),
-    ({"classes": [3, 3]}, r"got \[3, 3\] \(with repeats\)"),
-    ({"test_size": 1.0}, r"^test_size: expected a finite number > 0 and < 1; got 1.0$"),
-    ({"scaler": "robust"}, "^scaler: expected one of standard, minmax; got 'robust'$"),
-    ({"inference": "chakrabarti"}, "^inference: expected one of .*; got 'chakrabarti'$"),
-    ({"C": {"ap_svm": -1}}, "^C.ap_svm: expected a finite number > 0 or 'cv'; got -1$"),
-    ({"C": 5}, "^C: expected a mapping of keys; got 5$"),
-    ({"seed": True}, "^seed: expected a finite integer >= 0; got True$"),
-    ({"cv": {"folds": 1}}, "^cv.folds: expected a finite integer >= 2; got 1$"),
-    ({"cv": {"grid": {"linear_svc": []}}}, "^cv.grid.linear_svc: expected a non-empty list"),
-    ({"cv": {"grid": {"linear_svc": [1, -2]}}}, "got entry 1: -2$"),
-])
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        ({"epochs": 3}, r"^unknown config key 'epochs'; allowed keys: experiment, seed"),
+        ({"C": {"ap_svm": 1.0, "svc": 1.0}}, r"^unknown config key 'C.svc'; allowed keys in 'C'"),
+        ({"cv": {"grid": {"rbf": [1.0]}}}, r"'cv.grid.rbf'; allowed keys in 'cv.grid'"),
+        ({"experiment": "scaling"}, "^experiment: expected one of digits; got 'scaling'$"),
+        ({"classes": [3, 10]}, r"^classes: expected .*distinct digits 0-9; got entry 1: 10 "),
+        ({"classes": []}, r"^classes: expected a non-empty list of distinct digits 0-9; got \[\]$"),
+        ({"classes": ["three"]}, "got entry 0: 'three'"),
+        ({"classes": [3, 3]}, r"got \[3, 3\] \(with repeats\)"),
+        ({"test_size": 1.0}, r"^test_size: expected a finite number > 0 and < 1; got 1.0$"),
+        ({"scaler": "robust"}, "^scaler: expected one of standard, minmax; got 'robust'$"),
+        ({"inference": "chakrabarti"}, "^inference: expected one of .*; got 'chakrabarti'$"),
+        ({"C": {"ap_svm": -1}}, "^C.ap_svm: expected a finite number > 0 or 'cv'; got -1$"),
+        ({"C": 5}, "^C: expected a mapping of keys; got 5$"),
+        ({"seed": True}, "^seed: expected a finite integer >= 0; got True$"),
+        ({"cv": {"folds": 1}}, "^cv.folds: expected a finite integer >= 2; got 1$"),
+        ({"cv": {"grid": {"linear_svc": []}}}, "^cv.grid.linear_svc: expected a non-empty list"),
+        ({"cv": {"grid": {"linear_svc": [1, -2]}}}, "got entry 1: -2$"),
+    ],
+)
 def test_bad_config_is_rejected(overrides, match):
     with pytest.raises(ValueError, match=match):
         load_config(**overrides)
@@ -159,7 +174,10 @@ def test_config_file_errors_name_the_file(tmp_path):
 def test_set_overrides_lay_over_the_file():
     cfg = load_config(CONFIG, {"C": {"ap_svm": 10}, "cv": {"folds": 3}})
     assert cfg["C"] == {"ap_svm": 10, "zero_one_svm": "cv", "linear_svc": "cv"}
-    assert cfg["cv"]["folds"] == 3 and cfg["cv"]["grid"] == _runner.resolve(digits.SPEC, {})["cv"]["grid"]
+    assert (
+        cfg["cv"]["folds"] == 3
+        and cfg["cv"]["grid"] == _runner.resolve(digits.SPEC, {})["cv"]["grid"]
+    )
     with pytest.raises(ValueError, match=r"digits\.yaml: unknown config key 'C.svc'"):
         load_config(CONFIG, {"C": {"svc": 1}})
 
@@ -179,8 +197,12 @@ def test_linear_svc_c_is_on_the_rank_svms_scale():
 def test_fits_stopped_early_warn_and_are_marked(tmp_path):
     from sklearn.exceptions import ConvergenceWarning
 
-    cfg = load_config(classes=[3], max_iter=2, tol=0.0,
-                      C={"ap_svm": 10.0, "zero_one_svm": 10.0, "linear_svc": 10.0})
+    cfg = load_config(
+        classes=[3],
+        max_iter=2,
+        tol=0.0,
+        C={"ap_svm": 10.0, "zero_one_svm": 10.0, "linear_svc": 10.0},
+    )
     with pytest.warns(ConvergenceWarning, match="stopped at max_iter=2"):
         out = _runner.run(digits.SPEC, cfg, tmp_path / "run", progress=False)
     md = (out / "table.md").read_text()

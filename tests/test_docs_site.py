@@ -17,14 +17,29 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 # what a browser fetches by itself: any src or href but a link's, and a stylesheet's url()
 FETCHED = ("src", "href", "srcset", "poster", "data")
 OTHER_HOST = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.I)
 CSS_URL = re.compile(r"""@import\s+(?:url\()?\s*['"]?([^'")\s;]+)|url\(\s*['"]?([^'")\s]+)""", re.I)
-ROLE = re.compile(r":(?:py:)?(?:mod|func|class|meth|attr|obj|data|exc|const|ref|doc|term|"
-                  r"math|any):`?[\w~.]+")
+ROLE = re.compile(
+    r":(?:py:)?(?:mod|func|class|meth|attr|obj|data|exc|const|ref|doc|term|"
+    r"math|any):`?[\w~.]+"
+)
 
 
 @dataclass
@@ -115,8 +130,11 @@ def rendering_defects(page):
     """What an API page renders wrongly: documented names with an empty description (the
     words of a paragraph that a docstring parser took for parameters) and Sphinx roles shown
     as text."""
-    empty = [f"{page.path}: '{name}' has an empty description"
-             for name, text in page.descriptions if not text]
+    empty = [
+        f"{page.path}: '{name}' has an empty description"
+        for name, text in page.descriptions
+        if not text
+    ]
     text = "".join(page.text)
     roles = [f"{page.path}: role markup '{m.group(0)}'" for m in ROLE.finditer(text)]
     return empty + roles
@@ -127,8 +145,13 @@ def build(config_dir, site_dir):
     pytest.importorskip("mkdocstrings")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     assert mkdocs, "mkdocs is installed but its command is not beside this Python"
-    run = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(site_dir)],
-                         cwd=config_dir, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=config_dir,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return site_dir
 
@@ -154,10 +177,16 @@ def test_the_site_builds_in_strict_mode(site, pages):
 
 
 def test_no_request_leaves_the_site(site, pages):
-    outside = [f"{p.path}: <{tag} {attr}={url!r}>" for p in pages
-               for tag, attr, url in p.fetched if OTHER_HOST.match(url)]
-    css = [(str(f.relative_to(site)), f.read_text(encoding="utf-8", errors="replace"))
-           for f in sorted(site.rglob("*.css"))]
+    outside = [
+        f"{p.path}: <{tag} {attr}={url!r}>"
+        for p in pages
+        for tag, attr, url in p.fetched
+        if OTHER_HOST.match(url)
+    ]
+    css = [
+        (str(f.relative_to(site)), f.read_text(encoding="utf-8", errors="replace"))
+        for f in sorted(site.rglob("*.css"))
+    ]
     css += [(p.path, style) for p in pages for style in p.styles]
     for name, text in css:
         urls = [a or b for a, b in CSS_URL.findall(text)]
@@ -176,8 +205,11 @@ def test_every_section_is_in_the_sidebar(pages):
         titles = [id_ for level, id_ in page.sections if level == 1]
         if len(titles) != 1:
             missing.append(f"{page.path}: one h1 expected, found {titles}")
-        missing += [f"{page.path}: h{level} #{id_}" for level, id_ in page.sections
-                    if level in (2, 3) and id_ not in page.sidebar]
+        missing += [
+            f"{page.path}: h{level} #{id_}"
+            for level, id_ in page.sections
+            if level in (2, 3) and id_ not in page.sidebar
+        ]
     assert not missing, "sections missing from the sidebar:\n" + "\n".join(missing)
 
 
@@ -188,8 +220,14 @@ def test_api_pages_render_the_docstrings(pages):
 
 
 #: modules whose docstrings are numpydoc throughout: their API sections may show no defect
-NUMPYDOC_MODULES = ("qs.estimators", "qs.ssvm", "qs.detection", "qs.top_boxes", "qs.nets",
-                    "qs.surrogates")
+NUMPYDOC_MODULES = (
+    "qs.estimators",
+    "qs.ssvm",
+    "qs.detection",
+    "qs.top_boxes",
+    "qs.nets",
+    "qs.surrogates",
+)
 
 
 def object_sections(path, site):
@@ -211,8 +249,9 @@ def test_numpydoc_modules_render_without_defects(site):
     found, defects = set(), []
     for path in sorted((site / "api").rglob("*.html")):
         for id_, page in object_sections(path, site):
-            module = next((m for m in NUMPYDOC_MODULES
-                           if id_ == m or id_.startswith(m + ".")), None)
+            module = next(
+                (m for m in NUMPYDOC_MODULES if id_ == m or id_.startswith(m + ".")), None
+            )
             if module:
                 found.add(module)
                 defects += rendering_defects(page)
@@ -303,6 +342,16 @@ def test_included_headings_move_below_the_section_that_includes_them():
     nest = _includes_hook().nest
     table = "# Table 5\n\n| a |\n|---|\n\n## Times\n\n```bash\n# a comment\n```\n#not a heading"
     assert nest(table, 2).splitlines() == [
-        "### Table 5", "", "| a |", "|---|", "", "#### Times", "", "```bash", "# a comment",
-        "```", "#not a heading"]
+        "### Table 5",
+        "",
+        "| a |",
+        "|---|",
+        "",
+        "#### Times",
+        "",
+        "```bash",
+        "# a comment",
+        "```",
+        "#not a heading",
+    ]
     assert nest("##### deep", 3) == "###### deep"

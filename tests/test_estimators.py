@@ -29,9 +29,15 @@ def make_data(n=160, d=8, seed=0, pos_rate=0.3, signal=1.0):
 
 # ---------------------------------------------------------------- scikit-learn conventions
 
+
 @parametrize_with_checks(
-    [RankSVM(max_iter=50), RankSVM(loss="ndcg", max_iter=50), RankSVM(loss="01", max_iter=50),
-     RankSVM(solver="frank_wolfe", max_iter=50), RankSVM(solver="subgradient", max_iter=50)]
+    [
+        RankSVM(max_iter=50),
+        RankSVM(loss="ndcg", max_iter=50),
+        RankSVM(loss="01", max_iter=50),
+        RankSVM(solver="frank_wolfe", max_iter=50),
+        RankSVM(solver="subgradient", max_iter=50),
+    ]
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -55,6 +61,7 @@ def test_grid_search_cv_scores_are_the_estimators_own():
 
 # ---------------------------------------------------------------- same model, other routes
 
+
 @pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
 def test_dense_and_sparse_give_the_same_model(loss):
     X, y = make_data(seed=2)
@@ -63,12 +70,15 @@ def test_dense_and_sparse_give_the_same_model(loss):
     sparse = RankSVM(loss=loss, C=5.0, tol=1e-4).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(sparse.intercept_, dense.intercept_, rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(sparse.decision_function(sp.csc_matrix(X)),
-                               dense.decision_function(X), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(
+        sparse.decision_function(sp.csc_matrix(X)), dense.decision_function(X), rtol=1e-7, atol=1e-9
+    )
 
 
-@pytest.mark.parametrize("loss,methods", [("ap", ["qs", "yue", "search", "auto"]),
-                                          ("ndcg", ["qs", "chakrabarti", "auto"])])
+@pytest.mark.parametrize(
+    "loss,methods",
+    [("ap", ["qs", "yue", "search", "auto"]), ("ndcg", ["qs", "chakrabarti", "auto"])],
+)
 def test_inference_methods_give_the_same_model(loss, methods):
     X, y = make_data(seed=1)
     fits = [RankSVM(loss=loss, inference=m, C=10.0, tol=1e-5).fit(X, y) for m in methods]
@@ -101,6 +111,7 @@ def test_random_state_is_stored_and_changes_nothing():
 
 # ---------------------------------------------------------------- 0-1 loss and LinearSVC
 
+
 def test_zero_one_svm_matches_linear_svc_with_hinge():
     # same problem: 1/2 |(w, b)|^2 + C_svc * sum(hinge), with RankSVM's C = C_svc * n and the
     # bias a constant feature 1 (liblinear's intercept_scaling=1)
@@ -125,8 +136,10 @@ def test_zero_one_svm_test_ap_close_to_linear_svc():
 
 # ---------------------------------------------------------------- fitted attributes
 
-@pytest.mark.parametrize("solver,calls_per_iter", [("cutting_plane", 1), ("frank_wolfe", 1),
-                                                   ("subgradient", 2)])
+
+@pytest.mark.parametrize(
+    "solver,calls_per_iter", [("cutting_plane", 1), ("frank_wolfe", 1), ("subgradient", 2)]
+)
 def test_lai_record_is_consistent(solver, calls_per_iter):
     X, y = make_data(seed=8)
     est = RankSVM(solver=solver, C=3.0, max_iter=40).fit(X, y)
@@ -140,13 +153,17 @@ def test_lai_record_is_consistent(solver, calls_per_iter):
     w = est.coef_[0]
     res = lai(X @ w, y, loss="ap", method="yue")
     assert est.objective_curve_[-1] == pytest.approx(
-        0.5 * w @ w + 3.0 * (res.objective - res.ground_truth_F), rel=1e-10)
+        0.5 * w @ w + 3.0 * (res.objective - res.ground_truth_F), rel=1e-10
+    )
 
 
 def test_iteration_cap_is_reported():
     X, y = make_data(seed=8)
-    with pytest.warns(ConvergenceWarning, match=r"cutting_plane stopped at max_iter=3 before "
-                      r"meeting tol=0 \(duality gap"):
+    with pytest.warns(
+        ConvergenceWarning,
+        match=r"cutting_plane stopped at max_iter=3 before "
+        r"meeting tol=0 \(duality gap",
+    ):
         capped = RankSVM(C=100.0, tol=0.0, max_iter=3).fit(X, y)
     assert capped.n_iter_ == 3 and not capped.converged_
     with warnings.catch_warnings():
@@ -154,8 +171,9 @@ def test_iteration_cap_is_reported():
         assert RankSVM(C=1.0, tol=1e-3).fit(X, y).converged_
 
 
-@pytest.mark.parametrize("loss,metric", [("ap", average_precision), ("ndcg", ndcg),
-                                         ("01", average_precision)])
+@pytest.mark.parametrize(
+    "loss,metric", [("ap", average_precision), ("ndcg", ndcg), ("01", average_precision)]
+)
 def test_score_is_the_ranking_metric(loss, metric):
     X, y = make_data(seed=9)
     est = RankSVM(loss=loss).fit(X[:100], y[:100])
@@ -163,7 +181,8 @@ def test_score_is_the_ranking_metric(loss, metric):
     assert est.score(X[100:], y[100:]) == pytest.approx(metric(y[100:], s), rel=1e-12)
     if loss != "ndcg":  # no ties in continuous scores: scikit-learn's AP is the same
         assert est.score(X[100:], y[100:]) == pytest.approx(
-            average_precision_score(y[100:], s), rel=1e-12)
+            average_precision_score(y[100:], s), rel=1e-12
+        )
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
@@ -199,19 +218,26 @@ def test_zero_one_intercept_is_learnt():
 X_OK, Y_OK = make_data(n=30, d=4)
 
 
-@pytest.mark.parametrize("params,X,y,match", [
-    ({}, X_OK, np.ones(30), "only binary|1 class"),
-    ({}, X_OK, np.arange(30) % 3, "Only binary classification is supported.*3 class"),
-    ({}, np.where(np.eye(30, 4) > 0, np.nan, X_OK), Y_OK, "NaN"),
-    ({}, X_OK, np.linspace(0, 1, 30), "Unknown label type"),
-    ({"loss": "hinge"}, X_OK, Y_OK, "loss must be one of"),
-    ({"loss": "01", "inference": "qs"}, X_OK, Y_OK,
-     r"inference 'qs' does not apply to loss '01'; methods for it: \['auto', 'zero_one'\]"),
-    ({"loss": "ap", "inference": "chakrabarti"}, X_OK, Y_OK, "does not apply to loss 'ap'"),
-    ({"solver": "sgd"}, X_OK, Y_OK, "solver must be one of"),
-    ({"C": 0.0}, X_OK, Y_OK, "C must be a finite real number > 0"),
-    ({"max_iter": 0}, X_OK, Y_OK, "max_iter must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "params,X,y,match",
+    [
+        ({}, X_OK, np.ones(30), "only binary|1 class"),
+        ({}, X_OK, np.arange(30) % 3, "Only binary classification is supported.*3 class"),
+        ({}, np.where(np.eye(30, 4) > 0, np.nan, X_OK), Y_OK, "NaN"),
+        ({}, X_OK, np.linspace(0, 1, 30), "Unknown label type"),
+        ({"loss": "hinge"}, X_OK, Y_OK, "loss must be one of"),
+        (
+            {"loss": "01", "inference": "qs"},
+            X_OK,
+            Y_OK,
+            r"inference 'qs' does not apply to loss '01'; methods for it: \['auto', 'zero_one'\]",
+        ),
+        ({"loss": "ap", "inference": "chakrabarti"}, X_OK, Y_OK, "does not apply to loss 'ap'"),
+        ({"solver": "sgd"}, X_OK, Y_OK, "solver must be one of"),
+        ({"C": 0.0}, X_OK, Y_OK, "C must be a finite real number > 0"),
+        ({"max_iter": 0}, X_OK, Y_OK, "max_iter must be a positive integer"),
+    ],
+)
 def test_bad_fit_input(params, X, y, match):
     with pytest.raises(ValueError, match=match):
         RankSVM(**params).fit(X, y)
@@ -239,8 +265,10 @@ def test_append_ones_keeps_the_dtype_of_every_layout(dtype):
         assert out.dtype == dtype and dense.shape == X.shape[:-1] + (4,)
         np.testing.assert_array_equal(dense[..., :3], X.toarray() if sp.issparse(X) else X)
         assert (dense[..., 3] == 1).all()
-    assert sp.issparse(append_ones(sp.csc_matrix(flat))) and append_ones(
-        sp.csc_matrix(flat)).format == "csr"
+    assert (
+        sp.issparse(append_ones(sp.csc_matrix(flat)))
+        and append_ones(sp.csc_matrix(flat)).format == "csr"
+    )
     da = pytest.importorskip("dask.array")
     lazy = append_ones(da.from_array(padded, chunks=(2, 2, 3)))
     assert lazy.dtype == dtype and lazy.chunks == ((2, 2), (2,), (3, 1))

@@ -46,7 +46,8 @@ def test_one_group_is_the_plain_fit(loss, solver):
     y = y > 0
     plain = RankSVM(loss=loss, solver=solver, C=5.0, max_iter=60).fit(X, y)
     grouped = RankSVM(loss=loss, solver=solver, C=5.0, max_iter=60).fit(
-        X, y.astype(int), groups=np.zeros(y.size))
+        X, y.astype(int), groups=np.zeros(y.size)
+    )
     np.testing.assert_allclose(grouped.coef_, plain.coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(grouped.objective_curve_, plain.objective_curve_, rtol=1e-9)
     assert grouped.n_queries_ == 1 and grouped.n_queries_skipped_ == 0
@@ -70,8 +71,10 @@ def test_solvers_reach_the_same_optimum(loss):
     """The duality gap bounds each primal's distance to the optimum: every solver's final
     primal lies within its gap of the others' (block-coordinate Frank-Wolfe included)."""
     X, y, groups = letor_like(2)
-    fits = {s: RankSVM(loss=loss, solver=s, C=10.0, tol=1e-4, max_iter=2000).fit(X, y, groups)
-            for s in ["cutting_plane", "block_frank_wolfe", "frank_wolfe"]}
+    fits = {
+        s: RankSVM(loss=loss, solver=s, C=10.0, tol=1e-4, max_iter=2000).fit(X, y, groups)
+        for s in ["cutting_plane", "block_frank_wolfe", "frank_wolfe"]
+    }
     low = max(f.objective_curve_[-1] - f.gap_curve_[-1] for f in fits.values())
     for f in fits.values():
         assert f.converged_ and f.objective_curve_[-1] >= low - 1e-9
@@ -95,8 +98,9 @@ def test_queries_without_both_kinds_are_counted_warned_once_and_add_nothing():
     extra = np.arange(5) + 1000  # queries of one document each
     X2 = np.vstack([X, np.random.default_rng(1).normal(size=(5, X.shape[1]))])
     y2, groups2 = np.r_[y, [2, 0, 1, 0, 4]], np.r_[groups, extra]
-    with pytest.warns(UserWarning, match="^7 of 30 queries have no relevant or no non-relevant"
-                                         " document") as record:
+    with pytest.warns(
+        UserWarning, match="^7 of 30 queries have no relevant or no non-relevant document"
+    ) as record:
         est = RankSVM(solver="cutting_plane", C=10.0, tol=1e-6).fit(X2, y2, groups2)
     assert len([r for r in record if "queries have" in str(r.message)]) == 1
     assert est.n_queries_ == 23 and est.n_queries_skipped_ == 7
@@ -120,18 +124,22 @@ def test_relevance_threshold_makes_grades_binary():
 def test_group_cross_validation():
     """GroupKFold splits by query; the groups reach fit through ``params``."""
     X, y, groups = letor_like(6, n_queries=12)
-    scores = cross_val_score(RankSVM(C=10.0), X, y, groups=groups, cv=GroupKFold(3),
-                             params={"groups": groups})
+    scores = cross_val_score(
+        RankSVM(C=10.0), X, y, groups=groups, cv=GroupKFold(3), params={"groups": groups}
+    )
     assert scores.shape == (3,) and np.all(scores > 0.5)
 
 
-@pytest.mark.parametrize("params,kwargs,match", [
-    ({"loss": "01"}, {}, "loss '01' has no queries"),
-    ({}, {"groups": np.zeros(3)}, "one query id per sample"),
-    ({"relevance_threshold": "high"}, {}, "relevance_threshold must be None or a finite"),
-    ({"relevance_threshold": np.nan}, {}, "relevance_threshold must be None or a finite"),
-    ({"solver": "bogus"}, {}, "solver must be one of"),
-])
+@pytest.mark.parametrize(
+    "params,kwargs,match",
+    [
+        ({"loss": "01"}, {}, "loss '01' has no queries"),
+        ({}, {"groups": np.zeros(3)}, "one query id per sample"),
+        ({"relevance_threshold": "high"}, {}, "relevance_threshold must be None or a finite"),
+        ({"relevance_threshold": np.nan}, {}, "relevance_threshold must be None or a finite"),
+        ({"solver": "bogus"}, {}, "solver must be one of"),
+    ],
+)
 def test_bad_input_over_queries(params, kwargs, match):
     X, y, groups = letor_like(7, n_queries=4)
     kwargs = {"groups": groups, **kwargs}

@@ -13,18 +13,22 @@ import pytest
 import scipy.io
 from click.testing import CliRunner
 from sklearn.datasets import dump_svmlight_file
-from sklearn.metrics import (average_precision_score, ndcg_score, precision_recall_curve,
-                             roc_auc_score)
+from sklearn.metrics import (
+    average_precision_score,
+    ndcg_score,
+    precision_recall_curve,
+    roc_auc_score,
+)
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
-from qsrank.main import main
-from qsrank.pipelines import fit as pipeline
-from qsrank.pipelines.model import evaluate, model_digest, read_model, write_model
 from qs.data.tables import read_labels, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision
 from qs.ssvm import SOLVERS
+from qsrank.main import main
+from qsrank.pipelines import fit as pipeline
+from qsrank.pipelines.model import evaluate, model_digest, read_model, write_model
 
 NAMES = ["alpha", "beta", "gamma", "delta"]
 
@@ -38,7 +42,7 @@ def data(n=60, d=4, classes=("a", "b"), seed=0):
 
 
 def write_csv(path, X, y, names=NAMES, sep=","):
-    frame = pd.DataFrame(X, columns=names[:X.shape[1]]).assign(label=y)
+    frame = pd.DataFrame(X, columns=names[: X.shape[1]]).assign(label=y)
     frame.to_csv(path, index=False, sep=sep)
     return path
 
@@ -57,6 +61,7 @@ def one_line_error(result, *words):
 
 
 # ---------------------------------------------------------------------------- readers
+
 
 @pytest.mark.parametrize("suffix,sep", [(".csv", ","), (".tsv", "\t")])
 def test_table_reader_round_trip(tmp_path, suffix, sep):
@@ -105,13 +110,26 @@ def test_npz_with_pickled_objects_is_refused(tmp_path):
 
 # ---------------------------------------------------------------------------- fit
 
+
 def test_multiclass_one_vs_rest_matches_rank_svms_and_predict_scores(tmp_path):
     X, y = data(n=90, classes=("cat", "dog", "eel"))
     X_test, y_test = data(n=45, classes=("cat", "dog", "eel"), seed=1)
     train = write_csv(tmp_path / "train.csv", X, y)
     test = write_csv(tmp_path / "test.csv", X_test, y_test)
-    result = qsrank("fit", train, "--test", test, "--label-column", "label", "--C", "1",
-                    "--baseline-C", "1", "--out", tmp_path / "run")
+    result = qsrank(
+        "fit",
+        train,
+        "--test",
+        test,
+        "--label-column",
+        "label",
+        "--C",
+        "1",
+        "--baseline-C",
+        "1",
+        "--out",
+        tmp_path / "run",
+    )
     assert result.exit_code == 0, result.output
     model = read_model(tmp_path / "run")
     assert model.meta["classes"] == ["cat", "dog", "eel"]
@@ -120,18 +138,26 @@ def test_multiclass_one_vs_rest_matches_rank_svms_and_predict_scores(tmp_path):
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert set(metrics["class"]) == {"cat", "dog", "eel"}
     assert set(metrics["method"]) == set(pipeline.METHODS)
-    expected = np.column_stack([
-        RankSVM(loss="ap", C=1.0).fit(scaler.transform(X), y == c)
-        .decision_function(scaler.transform(X_test)) for c in ("cat", "dog", "eel")])
-    assert qsrank("predict", tmp_path / "run" / "model.json", test, "--out",
-                  tmp_path / "scores.csv").exit_code == 0
+    expected = np.column_stack(
+        [
+            RankSVM(loss="ap", C=1.0)
+            .fit(scaler.transform(X), y == c)
+            .decision_function(scaler.transform(X_test))
+            for c in ("cat", "dog", "eel")
+        ]
+    )
+    assert (
+        qsrank(
+            "predict", tmp_path / "run" / "model.json", test, "--out", tmp_path / "scores.csv"
+        ).exit_code
+        == 0
+    )
     scores = pd.read_csv(tmp_path / "scores.csv")
     assert list(scores.columns) == ["cat", "dog", "eel"]
     np.testing.assert_allclose(scores.to_numpy(), expected, rtol=1e-9, atol=1e-9)
     ap = metrics.set_index(["class", "method"])["ap"]
     for k, c in enumerate(("cat", "dog", "eel")):
-        assert ap[c, "rank_svm"] == pytest.approx(average_precision(y_test == c,
-                                                                    expected[:, k]))
+        assert ap[c, "rank_svm"] == pytest.approx(average_precision(y_test == c, expected[:, k]))
 
 
 def test_binary_takes_the_larger_class_or_pos_label_and_resumes(tmp_path):
@@ -155,9 +181,17 @@ def test_cv_picks_the_c_a_direct_loop_picks():
     grid = [0.001, 0.1, 10.0]
     _, chosen, best = pipeline.tune(cfg, pipeline.estimator(cfg, "rank_svm"), grid, X, is_b)
     folds = list(StratifiedKFold(4, shuffle=True, random_state=3).split(X, is_b))
-    means = [np.mean([average_precision(is_b[te], RankSVM(C=C).fit(X[tr], is_b[tr])
-                                        .decision_function(X[te])) for tr, te in folds])
-             for C in grid]
+    means = [
+        np.mean(
+            [
+                average_precision(
+                    is_b[te], RankSVM(C=C).fit(X[tr], is_b[tr]).decision_function(X[te])
+                )
+                for tr, te in folds
+            ]
+        )
+        for C in grid
+    ]
     assert chosen == grid[int(np.argmax(means))]
     assert best == pytest.approx(max(means))
 
@@ -168,8 +202,15 @@ def test_evaluate_matches_scikit_learn(tmp_path):
     scores = pd.DataFrame(rng.normal(size=(200, 3)), columns=["x", "y", "z"])
     scores.to_csv(tmp_path / "s.csv", index=False)
     pd.DataFrame({"truth": labels}).to_csv(tmp_path / "l.csv", index=False)
-    result = qsrank("evaluate", tmp_path / "s.csv", tmp_path / "l.csv", "--label-column",
-                    "truth", "--out", tmp_path / "m.csv")
+    result = qsrank(
+        "evaluate",
+        tmp_path / "s.csv",
+        tmp_path / "l.csv",
+        "--label-column",
+        "truth",
+        "--out",
+        tmp_path / "m.csv",
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(tmp_path / "m.csv").set_index("class")
     for c in "xyz":
@@ -192,19 +233,19 @@ def test_roc_auc_is_scikit_learns_ties_included(decimals):
     rng = np.random.default_rng(decimals)
     relevant = rng.random(300) < 0.2
     scores = np.round(rng.normal(size=300) + relevant, decimals)  # 0 decimals: many ties
-    assert roc_auc(relevant, scores) == pytest.approx(roc_auc_score(relevant, scores),
-                                                      abs=1e-12)
+    assert roc_auc(relevant, scores) == pytest.approx(roc_auc_score(relevant, scores), abs=1e-12)
 
 
 def test_help_imports_no_pipeline_nor_data_library():
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
-            "for command in ('fit', 'predict', 'evaluate'):\n"
-            "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'qs', 'scipy', 'pandas', 'sklearn') or m.startswith('qsrank.pipelines.') "
-            "and m != 'qsrank.pipelines._registry'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+        "for command in ('fit', 'predict', 'evaluate'):\n"
+        "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numba', 'qs', 'scipy', 'pandas', 'sklearn') or m.startswith('qsrank.pipelines.') "
+        "and m != 'qsrank.pipelines._registry'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -214,25 +255,27 @@ def test_predict_and_evaluate_start_without_scikit_learn(tmp_path, model_dir):
     numba (qs.metrics), not scikit-learn."""
     X, y = data(n=10)
     table = write_csv(tmp_path / "d.csv", X, y)
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
-            f"r = CliRunner().invoke(main, ['predict', {str(model_dir)!r}, {str(table)!r}, "
-            f"'--out', {str(tmp_path / 's.csv')!r}])\n"
-            "assert r.exit_code == 0, r.output\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'numba', 'torch', "
-            "'dask', 'zarr', 'h5py'}), sorted(m for m in sys.modules if m.startswith('qs.data.')"
-            " and m.split('.')[2] not in ('files', 'formats', 'poselet', 'sparse_text', "
-            "'tables')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+        f"r = CliRunner().invoke(main, ['predict', {str(model_dir)!r}, {str(table)!r}, "
+        f"'--out', {str(tmp_path / 's.csv')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'numba', 'torch', "
+        "'dask', 'zarr', 'h5py'}), sorted(m for m in sys.modules if m.startswith('qs.data.')"
+        " and m.split('.')[2] not in ('files', 'formats', 'poselet', 'sparse_text', "
+        "'tables')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] []"
     # evaluate: the rank metrics, without scikit-learn
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
-            f"r = CliRunner().invoke(main, ['evaluate', {str(tmp_path / 's.csv')!r}, "
-            f"{str(table)!r}, '--label-column', 'label'])\n"
-            "assert r.exit_code == 0, r.output\n"
-            "print('sklearn' in {m.split('.')[0] for m in sys.modules})")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom qsrank.main import main\n"
+        f"r = CliRunner().invoke(main, ['evaluate', {str(tmp_path / 's.csv')!r}, "
+        f"{str(table)!r}, '--label-column', 'label'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print('sklearn' in {m.split('.')[0] for m in sys.modules})"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
@@ -245,6 +288,7 @@ def test_help_names_every_solver():
 
 
 # ---------------------------------------------------------------------------- bad input
+
 
 def _bad_csv(path, problem):
     X, y = data(n=20)
@@ -261,12 +305,15 @@ def _bad_csv(path, problem):
     return path
 
 
-@pytest.mark.parametrize("problem,words", [
-    ("no label", ["no label column 'label'", "'alpha'"]),
-    ("mixed", ["column 'beta' holds text", "data row 4"]),
-    ("nan", ["column 'gamma' is missing", "data row 6"]),
-    ("one class", ["one class only", "'a'"]),
-])
+@pytest.mark.parametrize(
+    "problem,words",
+    [
+        ("no label", ["no label column 'label'", "'alpha'"]),
+        ("mixed", ["column 'beta' holds text", "data row 4"]),
+        ("nan", ["column 'gamma' is missing", "data row 6"]),
+        ("one class", ["one class only", "'a'"]),
+    ],
+)
 def test_bad_training_file_is_one_line_and_writes_nothing(tmp_path, problem, words):
     path = _bad_csv(tmp_path / "bad.csv", problem)
     result = qsrank("fit", path, "--label-column", "label", "--out", tmp_path / "run")
@@ -278,25 +325,60 @@ def test_test_file_of_another_feature_count_is_refused(tmp_path):
     X, y = data()
     train = write_csv(tmp_path / "train.csv", X, y)
     test = write_csv(tmp_path / "test.csv", X[:, :3], y)
-    one_line_error(qsrank("fit", train, "--test", test, "--label-column", "label", "--out",
-                          tmp_path / "run"), "test.csv", "'delta'")
+    one_line_error(
+        qsrank("fit", train, "--test", test, "--label-column", "label", "--out", tmp_path / "run"),
+        "test.csv",
+        "'delta'",
+    )
     np.savez(tmp_path / "train.npz", X=X, y=y)
     np.savez(tmp_path / "test.npz", X=X[:, :3], y=y)
-    one_line_error(qsrank("fit", tmp_path / "train.npz", "--test", tmp_path / "test.npz",
-                          "--out", tmp_path / "run"), "test.npz", "3 features", "has 4")
-    one_line_error(qsrank("fit", tmp_path / "train.npz", "--test", tmp_path / "test.npz",
-                          "--label-column", "y", "--out", tmp_path / "run"), "train.npz")
+    one_line_error(
+        qsrank(
+            "fit",
+            tmp_path / "train.npz",
+            "--test",
+            tmp_path / "test.npz",
+            "--out",
+            tmp_path / "run",
+        ),
+        "test.npz",
+        "3 features",
+        "has 4",
+    )
+    one_line_error(
+        qsrank(
+            "fit",
+            tmp_path / "train.npz",
+            "--test",
+            tmp_path / "test.npz",
+            "--label-column",
+            "y",
+            "--out",
+            tmp_path / "run",
+        ),
+        "train.npz",
+    )
     assert not (tmp_path / "run").exists()
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("model")
-    meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none",
-            "svmlight_zero_based": False, "column_fingerprint": None}
-    write_model(out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4),
-                scale=np.ones(4))
+    meta = {
+        "n_features": 4,
+        "feature_names": NAMES,
+        "label_column": "label",
+        "classes": ["b"],
+        "loss": "ap",
+        "solver": "cutting_plane",
+        "C": [1.0],
+        "scaling": "none",
+        "svmlight_zero_based": False,
+        "column_fingerprint": None,
+    }
+    write_model(
+        out, meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5], mean=np.zeros(4), scale=np.ones(4)
+    )
     return out
 
 
@@ -328,8 +410,13 @@ def test_model_file_refusals_are_one_line(tmp_path, model_dir, kind):
         model, words = model_dir, ["3 features", "has 4"]
     else:  # a pickle in place of the weights, the checksum made to match
         model = _copy(model_dir, tmp_path)
-        np.savez(tmp_path / "model.npz", coef=np.array([[object()] * 4], dtype=object),
-                 intercept=[0.5], mean=np.zeros(4), scale=np.ones(4))
+        np.savez(
+            tmp_path / "model.npz",
+            coef=np.array([[object()] * 4], dtype=object),
+            intercept=[0.5],
+            mean=np.zeros(4),
+            scale=np.ones(4),
+        )
         meta = json.loads(model.read_text())
         meta["sha256"] = model_digest(meta, (tmp_path / "model.npz").read_bytes())
         model.write_text(json.dumps(meta))
@@ -344,25 +431,59 @@ def test_sparse_svmlight_fit_scores_as_the_estimator(tmp_path):
     X[X < 0.3] = 0.0  # mostly zeros: read and kept as CSR
     y = np.tile([3, 5], 30)
     dump_svmlight_file(X, y, str(tmp_path / "t.svm"))
-    result = qsrank("fit", tmp_path / "t.svm", "--test", tmp_path / "t.svm", "--loss", "ndcg",
-                    "--C", "1", "--baseline-C", "1", "--out", tmp_path / "run")
+    result = qsrank(
+        "fit",
+        tmp_path / "t.svm",
+        "--test",
+        tmp_path / "t.svm",
+        "--loss",
+        "ndcg",
+        "--C",
+        "1",
+        "--baseline-C",
+        "1",
+        "--out",
+        tmp_path / "run",
+    )
     assert result.exit_code == 0, result.output
     assert read_model(tmp_path / "run").meta["classes"] == [5]
     scaled = StandardScaler(with_mean=False).fit(X)
     expected = RankSVM(loss="ndcg", C=1.0).fit(scaled.transform(X), y == 5)
-    assert qsrank("predict", tmp_path / "run", tmp_path / "t.svm", "--out",
-                  tmp_path / "s.csv").exit_code == 0
-    np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["5"],
-                               expected.decision_function(scaled.transform(X)), rtol=1e-9,
-                               atol=1e-9)
+    assert (
+        qsrank(
+            "predict", tmp_path / "run", tmp_path / "t.svm", "--out", tmp_path / "s.csv"
+        ).exit_code
+        == 0
+    )
+    np.testing.assert_allclose(
+        pd.read_csv(tmp_path / "s.csv")["5"],
+        expected.decision_function(scaled.transform(X)),
+        rtol=1e-9,
+        atol=1e-9,
+    )
     # the same rows as a CSV with a label column the model does not know
     write_csv(tmp_path / "t.csv", X, y, names=["f0", "f1", "f2", "f3"])
-    assert qsrank("predict", tmp_path / "run", tmp_path / "t.csv", "--out",
-                  tmp_path / "s2.csv").exit_code == 1  # 5 columns: the label taken as a feature
-    assert qsrank("predict", tmp_path / "run", tmp_path / "t.csv", "--label-column", "label",
-                  "--out", tmp_path / "s2.csv").exit_code == 0
-    np.testing.assert_allclose(pd.read_csv(tmp_path / "s2.csv"),
-                               pd.read_csv(tmp_path / "s.csv"), rtol=1e-12)
+    assert (
+        qsrank(
+            "predict", tmp_path / "run", tmp_path / "t.csv", "--out", tmp_path / "s2.csv"
+        ).exit_code
+        == 1
+    )  # 5 columns: the label taken as a feature
+    assert (
+        qsrank(
+            "predict",
+            tmp_path / "run",
+            tmp_path / "t.csv",
+            "--label-column",
+            "label",
+            "--out",
+            tmp_path / "s2.csv",
+        ).exit_code
+        == 0
+    )
+    np.testing.assert_allclose(
+        pd.read_csv(tmp_path / "s2.csv"), pd.read_csv(tmp_path / "s.csv"), rtol=1e-12
+    )
 
 
 def test_parquet_without_an_engine_names_the_package(tmp_path, monkeypatch):
@@ -371,23 +492,39 @@ def test_parquet_without_an_engine_names_the_package(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pd, "read_parquet", no_engine)
     (tmp_path / "f.parquet").write_bytes(b"PAR1")
-    with pytest.raises(ValueError, match=r"f.parquet: reading Parquet needs pyarrow or "
-                                         r"fastparquet"):
+    with pytest.raises(
+        ValueError,
+        match=r"f.parquet: reading Parquet needs pyarrow or "
+        r"fastparquet",
+    ):
         read_table(tmp_path / "f.parquet", label_column="label")
 
 
-@pytest.mark.parametrize("problem,words", [
-    ("rows", ["has 3 labels", "4 rows"]),
-    ("text", ["expected a CSV of finite scores"]),
-    ("classes", ["none of its columns"]),
-])
+@pytest.mark.parametrize(
+    "problem,words",
+    [
+        ("rows", ["has 3 labels", "4 rows"]),
+        ("text", ["expected a CSV of finite scores"]),
+        ("classes", ["none of its columns"]),
+    ],
+)
 def test_evaluate_bad_input_is_one_line_and_writes_nothing(tmp_path, problem, words):
-    scores = {"rows": "a\n0.1\n0.2\n0.3\n0.4\n", "text": "a\n0.1\nhigh\n0.3\n",
-              "classes": "q\n0.1\n0.2\n0.3\n"}[problem]
+    scores = {
+        "rows": "a\n0.1\n0.2\n0.3\n0.4\n",
+        "text": "a\n0.1\nhigh\n0.3\n",
+        "classes": "q\n0.1\n0.2\n0.3\n",
+    }[problem]
     (tmp_path / "s.csv").write_text(scores)
     (tmp_path / "l.csv").write_text("label\na\nb\na\n")
-    result = qsrank("evaluate", tmp_path / "s.csv", tmp_path / "l.csv", "--label-column",
-                    "label", "--out", tmp_path / "m.csv")
+    result = qsrank(
+        "evaluate",
+        tmp_path / "s.csv",
+        tmp_path / "l.csv",
+        "--label-column",
+        "label",
+        "--out",
+        tmp_path / "m.csv",
+    )
     one_line_error(result, *words)
     assert not (tmp_path / "m.csv").exists()
 
@@ -400,21 +537,43 @@ def test_mixed_label_types_and_a_narrower_svmlight_test_file(tmp_path):
     X_test[:, -1] = 0.0  # svmlight writes no value of the last column: the file is narrower
     dump_svmlight_file(X_test, y, str(tmp_path / "test.svm"))
     assert read_table(tmp_path / "test.svm").X.shape[1] == X.shape[1] - 1
-    result = qsrank("fit", tmp_path / "train.svm", "--test", tmp_path / "test.svm", "--C", "1",
-                    "--baseline-C", "1", "--out", tmp_path / "a")
+    result = qsrank(
+        "fit",
+        tmp_path / "train.svm",
+        "--test",
+        tmp_path / "test.svm",
+        "--C",
+        "1",
+        "--baseline-C",
+        "1",
+        "--out",
+        tmp_path / "a",
+    )
     assert result.exit_code == 0, result.output
     write_csv(tmp_path / "train.csv", X, y)
     write_csv(tmp_path / "test.csv", X, np.where(y == 1, "1", "x"))  # "1" as text
-    result = qsrank("fit", tmp_path / "train.csv", "--test", tmp_path / "test.csv",
-                    "--label-column", "label", "--C", "1", "--baseline-C", "1", "--out",
-                    tmp_path / "b")
+    result = qsrank(
+        "fit",
+        tmp_path / "train.csv",
+        "--test",
+        tmp_path / "test.csv",
+        "--label-column",
+        "label",
+        "--C",
+        "1",
+        "--baseline-C",
+        "1",
+        "--out",
+        tmp_path / "b",
+    )
     assert result.exit_code == 0, result.output
     metrics = pd.read_csv(tmp_path / "b" / "metrics.csv")
     assert list(metrics["test_positives"]) == [20, 20, 20]
 
 
-@pytest.mark.parametrize("given,near", [("Label", "label"), (" label ", "label"),
-                                        ("lable", "label"), ("target", None)])
+@pytest.mark.parametrize(
+    "given,near", [("Label", "label"), (" label ", "label"), ("lable", "label"), ("target", None)]
+)
 def test_a_misnamed_label_column_names_the_near_miss(tmp_path, given, near):
     X, y = data(n=20, d=4)
     frame = pd.DataFrame(X, columns=NAMES).assign(label=y)
@@ -436,10 +595,15 @@ def test_an_unnamed_label_column_names_the_option(tmp_path):
     X, y = data(n=20)
     write_csv(tmp_path / "t.csv", X, y)
     (tmp_path / "s.csv").write_text("a\n" + "0.1\n" * 20)
-    one_line_error(qsrank("evaluate", tmp_path / "s.csv", tmp_path / "t.csv"),
-                   "name its label column with --label-column", "'label'")
-    one_line_error(qsrank("fit", tmp_path / "t.csv", "--out", tmp_path / "r"),
-                   "name its label column with --label-column")
+    one_line_error(
+        qsrank("evaluate", tmp_path / "s.csv", tmp_path / "t.csv"),
+        "name its label column with --label-column",
+        "'label'",
+    )
+    one_line_error(
+        qsrank("fit", tmp_path / "t.csv", "--out", tmp_path / "r"),
+        "name its label column with --label-column",
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -451,8 +615,9 @@ def test_plot_draws_a_fit_run_as_bars_of_its_test_ap(tmp_path):
     X, y = data(n=90, classes=("a", "b", "c"))
     train = write_csv(tmp_path / "t.csv", X, y)
     out = tmp_path / "run"
-    result = qsrank("fit", train, "--label-column", "label", "--C", "1", "--baseline-C", "1",
-                    "--out", out)
+    result = qsrank(
+        "fit", train, "--label-column", "label", "--C", "1", "--baseline-C", "1", "--out", out
+    )
     assert result.exit_code == 0, result.output
     result = qsrank("plot", out)
     assert result.exit_code == 0, result.output

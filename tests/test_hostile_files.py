@@ -11,9 +11,6 @@ import numpy as np
 import pytest
 import scipy.io
 from click.testing import CliRunner
-from qsrank.main import main
-from qsrank.pipelines import scaling
-from qsrank.pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 
 import qs.data.files as files_module
 import qs.data.poselet as poselet_module
@@ -28,6 +25,9 @@ from qs.data import (
 from qs.data.cifar10 import read_binary_batch
 from qs.data.files import read_json
 from qs.data.formats import read_isolated
+from qsrank.main import main
+from qsrank.pipelines import scaling
+from qsrank.pipelines._yaml import CONFIG_BYTES, parse_yaml, read_config
 from tests.test_data_poselet import write_poselet
 
 
@@ -35,8 +35,9 @@ def _segfaulting_mat(path, byte=177, value=0x0F):
     """An uncompressed v5 .mat whose data type tag (bytes 176-177) scipy's reader looks up
     out of its table: 0x0f07 (the issue's) crashes it or reads a zero item size, depending on
     the memory it lands on; 0x00ff crashes it."""
-    scipy.io.savemat(path, {"X": np.ones((10, 16), np.float32), "y": np.zeros(10)},
-                     do_compression=False)
+    scipy.io.savemat(
+        path, {"X": np.ones((10, 16), np.float32), "y": np.zeros(10)}, do_compression=False
+    )
     raw = bytearray(path.read_bytes())
     raw[byte] = value
     path.write_bytes(bytes(raw))
@@ -50,8 +51,11 @@ def _crash(path):
 def test_a_reader_that_crashes_becomes_a_one_line_error_naming_the_file(tmp_path):
     path = tmp_path / "a.mat"
     path.write_bytes(b"")
-    with pytest.raises(ValueError, match=r"a\.mat: the reader process died \(killed by "
-                                         r"SIGSEGV\) reading this file, which is likely corrupt"):
+    with pytest.raises(
+        ValueError,
+        match=r"a\.mat: the reader process died \(killed by "
+        r"SIGSEGV\) reading this file, which is likely corrupt",
+    ):
         list(read_isolated([path], _crash))
 
 
@@ -70,15 +74,19 @@ def test_a_mat_file_that_crashes_scipy_is_a_one_line_error(tmp_path):
 # crashes the reader process, or reads a zero item size and raises. Either way one line names
 # the file (the crash itself is made certain in the test above).
 # the damaged file's reader dies of SIGSEGV or SIGBUS, as the bytes it meets decide
-BAD_MAT = (r"(: the reader process died \(killed by SIG(SEGV|BUS)\) reading this file, which is "
-           r"likely corrupt; remove or replace it\.|Cannot read .* as MATLAB \.mat \(corrupt, "
-           r"truncated or another format\?\): .*)")
+BAD_MAT = (
+    r"(: the reader process died \(killed by SIG(SEGV|BUS)\) reading this file, which is "
+    r"likely corrupt; remove or replace it\.|Cannot read .* as MATLAB \.mat \(corrupt, "
+    r"truncated or another format\?\): .*)"
+)
 
 
 def test_an_rcnn_cache_that_crashes_the_reader_is_named(tmp_path):
     rng = np.random.default_rng(0)
-    scipy.io.savemat(tmp_path / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
-                                               "feat": rng.normal(size=(1, 3))})
+    scipy.io.savemat(
+        tmp_path / "000001.mat",
+        {"boxes": np.array([[1.0, 1, 5, 5]]), "feat": rng.normal(size=(1, 3))},
+    )
     _segfaulting_mat(tmp_path / "000002.mat", 176, 0xFF)
     with pytest.raises(ValueError, match=BAD_MAT) as err:
         load_rcnn_cache(tmp_path)
@@ -89,20 +97,26 @@ def test_train_on_a_mat_file_that_crashes_the_reader_is_a_one_line_error(tmp_pat
     rng = np.random.default_rng(0)
     for split in ("trainval", "test"):
         (tmp_path / split).mkdir()
-        scipy.io.savemat(tmp_path / split / "000001.mat", {"boxes": np.array([[1.0, 1, 5, 5]]),
-                                                           "feat": rng.normal(size=(1, 3))})
+        scipy.io.savemat(
+            tmp_path / split / "000001.mat",
+            {"boxes": np.array([[1.0, 1, 5, 5]]), "feat": rng.normal(size=(1, 3))},
+        )
     _segfaulting_mat(tmp_path / "test" / "000002.mat", 176, 0xFF)
-    config = _config(tmp_path, f"experiment: voc2007_detection\ndata: {{trainval: "
-                               f"{tmp_path / 'trainval'}, test: {tmp_path / 'test'}}}\n")
-    result = CliRunner().invoke(main, ["train", "--config", str(config), "--out",
-                                       str(tmp_path / "run")])
+    config = _config(
+        tmp_path,
+        f"experiment: voc2007_detection\ndata: {{trainval: "
+        f"{tmp_path / 'trainval'}, test: {tmp_path / 'test'}}}\n",
+    )
+    result = CliRunner().invoke(
+        main, ["train", "--config", str(config), "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 1, result.output
-    assert result.output.count("\n") == 1 and str(tmp_path / "test" / "000002.mat") in \
-        result.output
+    assert result.output.count("\n") == 1 and str(tmp_path / "test" / "000002.mat") in result.output
     assert re.fullmatch(r"Error: .*" + BAD_MAT + "\n", result.output), result.output
 
 
 # --- bounded reads: only regular files, of a bounded size -----------------------------------
+
 
 def _in_thread(fn):
     """What ``fn()`` returns or raises, run in a daemon thread; "still running" if it blocks
@@ -128,8 +142,9 @@ def test_a_feature_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(fifo)
     err = _in_thread(lambda: load_poselet(path))
     assert isinstance(err, ValueError), err
-    assert re.search(r"2011_000001_1\.feature .*line 3: it is a FIFO, not a regular file",
-                     str(err)), err
+    assert re.search(
+        r"2011_000001_1\.feature .*line 3: it is a FIFO, not a regular file", str(err)
+    ), err
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
@@ -138,11 +153,16 @@ def test_lists_and_data_files_on_devices_or_fifos_are_refused(tmp_path, target):
         target = tmp_path / "fifo"
         os.mkfifo(target)
     kind = "a FIFO" if target != "/dev/zero" else "a device"
-    for name, read in [("list.txt", load_poselet), ("set.txt", load_image_set),
-                       ("latent.txt", lambda p: load_latent_list(p, n_features=4)),
-                       ("f.svm", load_features), ("f.mat", load_features),
-                       ("000001.mat", load_rcnn_cache), ("cache.npz", load_npz_cache),
-                       ("data_batch_1.bin", read_binary_batch)]:
+    for name, read in [
+        ("list.txt", load_poselet),
+        ("set.txt", load_image_set),
+        ("latent.txt", lambda p: load_latent_list(p, n_features=4)),
+        ("f.svm", load_features),
+        ("f.mat", load_features),
+        ("000001.mat", load_rcnn_cache),
+        ("cache.npz", load_npz_cache),
+        ("data_batch_1.bin", read_binary_batch),
+    ]:
         link = tmp_path / name
         link.symlink_to(target)
         err = _in_thread(lambda: read(link))  # noqa: B023 - called before the next iteration
@@ -181,6 +201,7 @@ def test_a_list_file_above_the_size_bound_is_refused(tmp_path, monkeypatch):
 
 # --- paths inside the data directory, file contents kept out of messages -------------------
 
+
 @pytest.mark.parametrize("name", ["../elsewhere/secret", "/abs/elsewhere/secret"])
 def test_a_poselet_list_cannot_name_files_outside_the_data_directory(tmp_path, name):
     data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
@@ -191,16 +212,22 @@ def test_a_poselet_list_cannot_name_files_outside_the_data_directory(tmp_path, n
     (elsewhere / "secret_1.feature").write_text("1:0.5\n")
     lines = list_path.read_text().replace(" x ", f" {images[0][0]} ")
     list_path.write_text(lines)
-    with pytest.raises(ValueError, match=r"list\.txt, line 3|trainval\.txt, line 3: .* is not "
-                                         r"a path inside the data directory"):
+    with pytest.raises(
+        ValueError,
+        match=r"list\.txt, line 3|trainval\.txt, line 3: .* is not "
+        r"a path inside the data directory",
+    ):
         load_poselet(list_path)
 
 
 def test_an_image_set_id_cannot_climb_out_of_the_data_directory(tmp_path):
     path = tmp_path / "trainval.txt"
     path.write_text("000005\n../outside/foreign\n")
-    with pytest.raises(ValueError, match=r"trainval\.txt, line 2: the image id .* is not a "
-                                         r"file name"):
+    with pytest.raises(
+        ValueError,
+        match=r"trainval\.txt, line 2: the image id .* is not a "
+        r"file name",
+    ):
         load_image_set(path)
 
 
@@ -222,6 +249,7 @@ def test_a_foreign_file_read_as_features_is_not_quoted(tmp_path):
 
 # --- configs: read bounded, plain and strict --------------------------------------------------
 
+
 def _config(tmp_path, text):
     path = tmp_path / "config.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -236,13 +264,16 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
         scaling.load_config(path)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("C: 1.0e-320\n", r"line 1: C is 1\.0e-320, below the smallest normal float"),
-    ("grid: [1.0, 1e-320]\n", r"line 1: an entry of grid is 1e-320, below the smallest"),
-    ("seed: 1\nvary: total\nseed: 2\n", r"line 3: key 'seed' is repeated \(first on line 1\)"),
-    ("a: " + "[" * 2000 + "]" * 2000 + "\n", r"line 1: nested deeper than 32 levels"),
-    (b"seed: 1\nvary: \xe9\n", r"line 2: byte 0xe9 is not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("C: 1.0e-320\n", r"line 1: C is 1\.0e-320, below the smallest normal float"),
+        ("grid: [1.0, 1e-320]\n", r"line 1: an entry of grid is 1e-320, below the smallest"),
+        ("seed: 1\nvary: total\nseed: 2\n", r"line 3: key 'seed' is repeated \(first on line 1\)"),
+        ("a: " + "[" * 2000 + "]" * 2000 + "\n", r"line 1: nested deeper than 32 levels"),
+        (b"seed: 1\nvary: \xe9\n", r"line 2: byte 0xe9 is not UTF-8 text"),
+    ],
+)
 def test_config_defects_are_one_line_errors_naming_what(tmp_path, text, message):
     with pytest.raises(ValueError, match=message) as err:
         read_config(_config(tmp_path, text))
@@ -251,8 +282,14 @@ def test_config_defects_are_one_line_errors_naming_what(tmp_path, text, message)
 
 def test_decimal_exponents_read_as_floats(tmp_path):
     path = _config(tmp_path, "a: 1.0e308\nb: 1e-5\nc: -2E3\nd: 1.0e+3\ne: 7\nf: '1e5'\n")
-    assert read_config(path) == {"a": 1e308, "b": 1e-5, "c": -2000.0, "d": 1000.0, "e": 7,
-                                 "f": "1e5"}
+    assert read_config(path) == {
+        "a": 1e308,
+        "b": 1e-5,
+        "c": -2000.0,
+        "d": 1000.0,
+        "e": 7,
+        "f": "1e5",
+    }
     assert isinstance(read_config(path)["a"], float)
 
 
@@ -268,8 +305,11 @@ def test_a_config_that_is_no_regular_file_or_too_large_is_refused(tmp_path, targ
     result = _in_thread(lambda: CliRunner().invoke(main, ["train", "--config", str(path)]))
     assert not isinstance(result, str), result  # it did not block on the FIFO
     assert result.exit_code == 1, result.output
-    reason = {"fifo": "it is a FIFO", "big": "it is larger than 1,048,576 bytes",
-              "/dev/zero": "it is a device"}[target]
+    reason = {
+        "fifo": "it is a FIFO",
+        "big": "it is larger than 1,048,576 bytes",
+        "/dev/zero": "it is a device",
+    }[target]
     assert f"cannot read config {path}: {reason}" in result.output
     assert result.output.count("\n") == 1, result.output
 
@@ -278,20 +318,26 @@ def test_cli_names_a_non_utf8_config(tmp_path):
     path = _config(tmp_path, b"experiment: digits\nseed: \xff\n")
     result = CliRunner().invoke(main, ["train", "--config", str(path)])
     assert result.exit_code == 1
-    assert result.output == (f"Error: config {path}: line 2: byte 0xff is not UTF-8 text; save "
-                             "the config as UTF-8\n")
+    assert result.output == (
+        f"Error: config {path}: line 2: byte 0xff is not UTF-8 text; save the config as UTF-8\n"
+    )
 
 
 # --- qsrank bench: sizes beyond memory ---------------------------------------------------------
 
+
 def test_bench_sizes_beyond_memory_are_refused_naming_the_setting(tmp_path):
     path = _config(tmp_path, "presets:\n  paper:\n    negatives: {stop: 1000000000000}\n")
-    with pytest.raises(ValueError, match=r"presets\.paper\.negatives: the largest size \(227 "
-                                         r"positives, 1000000000000 negatives\) needs about "
-                                         r"[\d,]+ GB .*lower its stop"):
+    with pytest.raises(
+        ValueError,
+        match=r"presets\.paper\.negatives: the largest size \(227 "
+        r"positives, 1000000000000 negatives\) needs about "
+        r"[\d,]+ GB .*lower its stop",
+    ):
         scaling.load_config(path)
-    result = CliRunner().invoke(main, ["bench", "--config", str(path), "--out",
-                                       str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main, ["bench", "--config", str(path), "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
     assert "presets.paper.negatives" in result.output
 
@@ -301,21 +347,28 @@ def test_bench_out_of_memory_is_one_line_naming_the_setting(tmp_path, monkeypatc
         raise MemoryError
 
     monkeypatch.setattr(scaling, "run", run)
-    result = CliRunner().invoke(main, ["bench", "--preset", "quick", "--out",
-                                       str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main, ["bench", "--preset", "quick", "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 1, result.output
-    assert result.output == ("Error: out of memory timing the sizes of presets.quick.negatives "
-                             "(stop 200); lower its stop\n")
+    assert result.output == (
+        "Error: out of memory timing the sizes of presets.quick.negatives "
+        "(stop 200); lower its stop\n"
+    )
 
 
 # --- formats without a length: every check they allow -----------------------------------------
+
 
 def test_text_files_cut_short_mid_line_are_refused(tmp_path):
     list_path = write_poselet(tmp_path)
     feature = tmp_path / "2011_000001_1.feature"
     feature.write_bytes(feature.read_bytes()[:-2])  # "... 2401:0.3\n" -> "... 2401:0."
-    with pytest.raises(ValueError, match=r"2011_000001_1\.feature: the last line ends without a "
-                                         r"newline; the file looks cut short"):
+    with pytest.raises(
+        ValueError,
+        match=r"2011_000001_1\.feature: the last line ends without a "
+        r"newline; the file looks cut short",
+    ):
         load_poselet(list_path)
     feature.write_bytes(feature.read_bytes() + b"3\n")
     load_poselet(list_path)  # whole again
@@ -339,8 +392,11 @@ def test_text_files_cut_short_mid_line_are_refused(tmp_path):
 def test_image_ids_are_portable_file_names(tmp_path, image_id):
     path = tmp_path / "trainval.txt"
     path.write_bytes(b"000005\n" + image_id.encode() + b"\n")
-    with pytest.raises(ValueError, match=r"trainval\.txt, line 2: the image id .* is not a file "
-                                         r"name of letters, digits and \._-"):
+    with pytest.raises(
+        ValueError,
+        match=r"trainval\.txt, line 2: the image id .* is not a file "
+        r"name of letters, digits and \._-",
+    ):
         load_image_set(path)
 
 

@@ -17,22 +17,37 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.io
-from qsrank.pipelines import _io
-from qsrank.pipelines.model import model_digest, read_model, write_model
 from sklearn.datasets import dump_svmlight_file
 
 from qs.data.files import read_bytes
+from qsrank.pipelines import _io
+from qsrank.pipelines.model import model_digest, read_model, write_model
 from tests.test_fit import NAMES, data, one_line_error, qsrank, write_csv
 
 FAST = ["--C", "1", "--baseline-C", "1"]
 
 
 def _model(path, scale=None, coef=(1.0, 2.0, 3.0, 4.0)):
-    meta = {"n_features": 4, "feature_names": NAMES, "label_column": "label", "classes": ["b"],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "standard",
-            "svmlight_zero_based": False, "column_fingerprint": None}
-    write_model(path, meta, coef=[list(coef)], intercept=[0.5], mean=np.zeros(4),
-                scale=np.ones(4) if scale is None else scale)
+    meta = {
+        "n_features": 4,
+        "feature_names": NAMES,
+        "label_column": "label",
+        "classes": ["b"],
+        "loss": "ap",
+        "solver": "cutting_plane",
+        "C": [1.0],
+        "scaling": "standard",
+        "svmlight_zero_based": False,
+        "column_fingerprint": None,
+    }
+    write_model(
+        path,
+        meta,
+        coef=[list(coef)],
+        intercept=[0.5],
+        mean=np.zeros(4),
+        scale=np.ones(4) if scale is None else scale,
+    )
     return path
 
 
@@ -48,6 +63,7 @@ def _kind(path):
 
 # ---------------------------------------------------------------------------- --out
 
+
 def test_out_on_a_fifo_a_socket_or_a_link_to_one_is_refused(tmp_path, files):
     model, data_path = files
     fifo, link, sock_path = tmp_path / "fifo", tmp_path / "link", tmp_path / "sock"
@@ -56,19 +72,37 @@ def test_out_on_a_fifo_a_socket_or_a_link_to_one_is_refused(tmp_path, files):
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(sock_path))
     try:
-        for out, kind in [(fifo, "a FIFO"), (link, "a FIFO (through the link"),
-                          (sock_path, "a socket")]:
-            one_line_error(qsrank("predict", model, data_path, "--out", out), out.name, kind,
-                           "not a regular file")
+        for out, kind in [
+            (fifo, "a FIFO"),
+            (link, "a FIFO (through the link"),
+            (sock_path, "a socket"),
+        ]:
+            one_line_error(
+                qsrank("predict", model, data_path, "--out", out),
+                out.name,
+                kind,
+                "not a regular file",
+            )
         (tmp_path / "s.csv").write_text("b\n" + "0.5\n" * 20)
-        one_line_error(qsrank("evaluate", tmp_path / "s.csv", data_path, "--label-column",
-                              "label", "--out", fifo), "fifo", "a FIFO")
+        one_line_error(
+            qsrank(
+                "evaluate", tmp_path / "s.csv", data_path, "--label-column", "label", "--out", fifo
+            ),
+            "fifo",
+            "a FIFO",
+        )
     finally:
         sock.close()
     assert _kind(fifo) == stat.S_IFIFO and _kind(sock_path) == stat.S_IFSOCK
     assert link.is_symlink() and os.readlink(link) == str(fifo)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv", "fifo", "link", "model",
-                                                         "s.csv", "sock"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "d.csv",
+        "fifo",
+        "link",
+        "model",
+        "s.csv",
+        "sock",
+    ]  # no temporary left
 
 
 def test_atomic_writes_refuse_what_appears_meanwhile(tmp_path):
@@ -95,15 +129,24 @@ def test_predict_out_equal_to_an_input_is_refused_naming_both(tmp_path, files, w
     model, data_path = files
     (tmp_path / "hard.csv").hardlink_to(data_path)
     (tmp_path / "soft.csv").symlink_to(data_path)
-    out = {"model.json": model / "model.json", "model.npz": model / "model.npz",
-           "data": data_path, "hard link": tmp_path / "hard.csv",
-           "symlink": tmp_path / "soft.csv"}[which]
+    out = {
+        "model.json": model / "model.json",
+        "model.npz": model / "model.npz",
+        "data": data_path,
+        "hard link": tmp_path / "hard.csv",
+        "symlink": tmp_path / "soft.csv",
+    }[which]
     before = {p: p.read_bytes() for p in [model / "model.json", model / "model.npz", data_path]}
     what = {"model.json": "the model file", "model.npz": "the model weights"}.get(
-        which, "the data file")
+        which, "the data file"
+    )
     for model_arg in (model, model / "model.json"):
-        one_line_error(qsrank("predict", model_arg, data_path, "--out", out), str(out), what,
-                       "would replace it")
+        one_line_error(
+            qsrank("predict", model_arg, data_path, "--out", out),
+            str(out),
+            what,
+            "would replace it",
+        )
     assert {p: p.read_bytes() for p in before} == before
 
 
@@ -113,22 +156,29 @@ def test_evaluate_out_equal_to_an_input_is_refused_naming_both(tmp_path, which):
     scores.write_text("a\n0.1\n0.2\n0.3\n")
     labels.write_text("label\na\nb\na\n")
     out = scores if which == "scores" else labels
-    one_line_error(qsrank("evaluate", scores, labels, "--label-column", "label", "--out", out),
-                   f"the {which} file", "would replace it")
+    one_line_error(
+        qsrank("evaluate", scores, labels, "--label-column", "label", "--out", out),
+        f"the {which} file",
+        "would replace it",
+    )
     assert scores.read_text() == "a\n0.1\n0.2\n0.3\n" and labels.read_text() == "label\na\nb\na\n"
 
 
 # ---------------------------------------------------------------------------- reading
 
+
 def test_read_bytes_asks_for_no_more_memory_than_the_file_takes(tmp_path):
     """Under `ulimit -v 6000000` (the issue's), a bound of 8 GiB must not be asked for."""
     path = tmp_path / "f.bin"
     path.write_bytes(b"x" * 1000)
-    code = ("import resource, sys; from qs.data.files import read_bytes; "
-            "resource.setrlimit(resource.RLIMIT_AS, (6_000_000 * 1024,) * 2); "
-            f"assert read_bytes({str(path)!r}, 'f', 2 ** 33) == b'x' * 1000")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=False)
+    code = (
+        "import resource, sys; from qs.data.files import read_bytes; "
+        "resource.setrlimit(resource.RLIMIT_AS, (6_000_000 * 1024,) * 2); "
+        f"assert read_bytes({str(path)!r}, 'f', 2 ** 33) == b'x' * 1000"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     with pytest.raises(ValueError, match="larger than 999 bytes"):
         read_bytes(path, "f", 999)
@@ -139,14 +189,29 @@ def test_predict_runs_under_a_6_gb_address_space_limit(tmp_path, files):
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (6_000_000 * 1024,) * 2)
-    result = subprocess.run([sys.executable, "-m", "qsrank.main", "predict", str(model),
-                             str(data_path), "--out", str(tmp_path / "s.csv")],
-                            capture_output=True, text=True, preexec_fn=limit, check=False)
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qsrank.main",
+            "predict",
+            str(model),
+            str(data_path),
+            "--out",
+            str(tmp_path / "s.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(pd.read_csv(tmp_path / "s.csv")) == 20
 
 
 # ---------------------------------------------------------------------------- model files
+
 
 def _edit(model, rehash, **changes):
     meta = {**json.loads((model / "model.json").read_text()), **changes}
@@ -155,34 +220,48 @@ def _edit(model, rehash, **changes):
     (model / "model.json").write_text(json.dumps(meta))
 
 
-@pytest.mark.parametrize("changes", [{"feature_names": NAMES[::-1]}, {"classes": ["a"]},
-                                     {"C": [2.0]}, {"scaling": "none"}])
+@pytest.mark.parametrize(
+    "changes",
+    [{"feature_names": NAMES[::-1]}, {"classes": ["a"]}, {"C": [2.0]}, {"scaling": "none"}],
+)
 def test_any_edit_of_model_json_is_refused_by_the_checksum(tmp_path, files, changes):
     model, data_path = files
     _edit(model, False, **changes)
-    one_line_error(qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
-                   "model.json", "checksum does not match")
+    one_line_error(
+        qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
+        "model.json",
+        "checksum does not match",
+    )
     assert not (tmp_path / "s.csv").exists()
 
 
-@pytest.mark.parametrize("changes,words", [
-    ({"feature_names": NAMES[:3] + NAMES[:1]}, ["feature_names", "'alpha' appears more than once"]),
-    ({"feature_names": [1, 2, 3, 4]}, ["feature_names.0", "valid string"]),
-    ({"feature_names": NAMES[:3]}, ["feature_names: 3 names for 4 features"]),
-    ({"classes": ["b", "b"], "C": [1.0, 1.0]}, ["classes: 'b' appears more than once"]),
-    ({"classes": []}, ["classes"]),
-    ({"n_features": True}, ["n_features", "valid integer"]),
-    ({"n_features": 10 ** 12}, ["n_features"]),
-    ({"C": ["x"]}, ["C.0"]),
-    ({"weights": "../model.npz"}, ["weights"]),
-    ({"run": "rm -rf /"}, ["run", "Extra inputs"]),
-])
+@pytest.mark.parametrize(
+    "changes,words",
+    [
+        (
+            {"feature_names": NAMES[:3] + NAMES[:1]},
+            ["feature_names", "'alpha' appears more than once"],
+        ),
+        ({"feature_names": [1, 2, 3, 4]}, ["feature_names.0", "valid string"]),
+        ({"feature_names": NAMES[:3]}, ["feature_names: 3 names for 4 features"]),
+        ({"classes": ["b", "b"], "C": [1.0, 1.0]}, ["classes: 'b' appears more than once"]),
+        ({"classes": []}, ["classes"]),
+        ({"n_features": True}, ["n_features", "valid integer"]),
+        ({"n_features": 10**12}, ["n_features"]),
+        ({"C": ["x"]}, ["C.0"]),
+        ({"weights": "../model.npz"}, ["weights"]),
+        ({"run": "rm -rf /"}, ["run", "Extra inputs"]),
+    ],
+)
 def test_model_json_that_its_schema_refuses_is_one_line(tmp_path, files, changes, words):
     """Edits made with the checksum made to match: the schema refuses them."""
     model, data_path = files
     _edit(model, True, **changes)
-    one_line_error(qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
-                   "model.json: damaged qsrank model file", *words)
+    one_line_error(
+        qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
+        "model.json: damaged qsrank model file",
+        *words,
+    )
 
 
 def _rewrite_npz(model, members):
@@ -192,10 +271,13 @@ def _rewrite_npz(model, members):
     _edit(model, True)
 
 
-@pytest.mark.parametrize("scale,coef,words", [
-    (np.full(4, 1e-310), None, ["scale must be at least 2.23e-308", "1e-310"]),
-    (np.full(4, 1e-10), np.full((1, 4), 1e308), ["coef / scale overflows"]),
-])
+@pytest.mark.parametrize(
+    "scale,coef,words",
+    [
+        (np.full(4, 1e-310), None, ["scale must be at least 2.23e-308", "1e-310"]),
+        (np.full(4, 1e-10), np.full((1, 4), 1e308), ["coef / scale overflows"]),
+    ],
+)
 def test_absurd_scales_are_refused(tmp_path, files, scale, coef, words):
     model, data_path = files
     with np.load(model / "model.npz") as npz:
@@ -204,17 +286,19 @@ def test_absurd_scales_are_refused(tmp_path, files, scale, coef, words):
     if coef is not None:
         members["coef"] = coef
     _rewrite_npz(model, members)
-    one_line_error(qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
-                   "model.npz", *words)
+    one_line_error(
+        qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"), "model.npz", *words
+    )
 
 
-def _bomb(model, n=2 ** 27):
+def _bomb(model, n=2**27):
     """model.npz whose `scale` member declares and inflates to n float64 zeros (1 GiB)."""
     with np.load(model / "model.npz") as npz:
         kept = {k: npz[k] for k in npz.files if k != "scale"}
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
-                                                  "shape": (n,)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (n,)}
+    )
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for k, a in kept.items():
@@ -223,7 +307,7 @@ def _bomb(model, n=2 ** 27):
             zf.writestr(f"{k}.npy", member.getvalue())
         with zf.open("scale.npy", "w", force_zip64=True) as member:
             member.write(header.getvalue())
-            zeros = bytes(2 ** 22)
+            zeros = bytes(2**22)
             for _ in range(n * 8 // len(zeros)):
                 member.write(zeros)
     (model / "model.npz").write_bytes(out.getvalue())
@@ -233,10 +317,13 @@ def _bomb(model, n=2 ** 27):
 def test_a_zip_bombed_model_is_refused_before_it_inflates(tmp_path, files, monkeypatch):
     model, _ = files
     _bomb(model)
-    assert (model / "model.npz").stat().st_size < 2 ** 21
+    assert (model / "model.npz").stat().st_size < 2**21
     monkeypatch.setattr(np.lib.format, "read_array", None)  # inflating it would fail loudly
-    with pytest.raises(ValueError, match=r"model\.npz: scale inflates to 1,073,741,952 bytes, "
-                                         r"more than an array of shape \(4,\) takes"):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.npz: scale inflates to 1,073,741,952 bytes, "
+        r"more than an array of shape \(4,\) takes",
+    ):
         read_model(model)
 
 
@@ -247,19 +334,27 @@ def test_a_model_npz_member_declaring_another_shape_is_refused_before_reading(tm
         members = {k: npz[k] for k in npz.files}
     members["mean"] = np.zeros(5)
     _rewrite_npz(model, members)
-    with pytest.raises(ValueError, match=r"mean must be finite floats of shape \(4,\); got "
-                                         r"float64 of shape \(5,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mean must be finite floats of shape \(4,\); got "
+        r"float64 of shape \(5,\)",
+    ):
         read_model(model)
 
 
 def test_a_model_of_format_version_1_is_refused_asking_for_a_refit(tmp_path, files):
     model, data_path = files
     _edit(model, False, format_version=1)
-    one_line_error(qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
-                   "model format version 1", "reads version 2", "refit the model")
+    one_line_error(
+        qsrank("predict", model, data_path, "--out", tmp_path / "s.csv"),
+        "model format version 1",
+        "reads version 2",
+        "refit the model",
+    )
 
 
 # ---------------------------------------------------------------------------- scores
+
 
 @pytest.mark.parametrize("value", [1e306, 1e308])
 def test_predict_never_writes_non_finite_scores(tmp_path, value):
@@ -267,12 +362,18 @@ def test_predict_never_writes_non_finite_scores(tmp_path, value):
     X, y = data(n=20)
     X[3, 0] = value
     path = write_csv(tmp_path / "d.csv", X, y)
-    one_line_error(qsrank("predict", model, path, "--out", tmp_path / "s.csv"), "d.csv",
-                   "1 of its 20 rows", "data row 4", "inf or NaN")
+    one_line_error(
+        qsrank("predict", model, path, "--out", tmp_path / "s.csv"),
+        "d.csv",
+        "1 of its 20 rows",
+        "data row 4",
+        "inf or NaN",
+    )
     assert not (tmp_path / "s.csv").exists()
 
 
 # ---------------------------------------------------------------------------- inputs
+
 
 def _empty(tmp_path, kind):
     path = tmp_path / f"empty.{kind}"
@@ -300,19 +401,28 @@ def test_files_of_no_rows_are_one_line_and_write_nothing(tmp_path, kind):
         if kind == "npz":
             np.savez(tmp_path / "train.npz", X=X, y=y)
             train = tmp_path / "train.npz"
-        one_line_error(qsrank("fit", train, "--test", path, *test_label, *FAST, "--out",
-                              tmp_path / "run"), path.name, "holds no rows")
-        one_line_error(qsrank("predict", _model(tmp_path / "model"), path, "--out",
-                              tmp_path / "s.csv"), path.name, "holds no rows to score")
+        one_line_error(
+            qsrank("fit", train, "--test", path, *test_label, *FAST, "--out", tmp_path / "run"),
+            path.name,
+            "holds no rows",
+        )
+        one_line_error(
+            qsrank("predict", _model(tmp_path / "model"), path, "--out", tmp_path / "s.csv"),
+            path.name,
+            "holds no rows to score",
+        )
         assert not (tmp_path / "run").exists() and not (tmp_path / "s.csv").exists()
 
 
-@pytest.mark.parametrize("where,scale,words", [
-    ("train", "standard", ["big.csv", "column 'beta' has values too large to standardise"]),
-    ("test", "standard", ["big.csv", "data row 6, once scaled,"]),
-    ("train", "none", ["big.csv", "a training row holds values too large"]),
-    ("test", "none", ["big.csv", "data row 6 holds values too large"]),
-])
+@pytest.mark.parametrize(
+    "where,scale,words",
+    [
+        ("train", "standard", ["big.csv", "column 'beta' has values too large to standardise"]),
+        ("test", "standard", ["big.csv", "data row 6, once scaled,"]),
+        ("train", "none", ["big.csv", "a training row holds values too large"]),
+        ("test", "none", ["big.csv", "data row 6 holds values too large"]),
+    ],
+)
 def test_overflowing_values_are_refused_before_the_run_directory(tmp_path, where, scale, words):
     X, y = data(n=40)
     big = X.copy()
@@ -320,8 +430,20 @@ def test_overflowing_values_are_refused_before_the_run_directory(tmp_path, where
     big = write_csv(tmp_path / "big.csv", big, y)
     good = write_csv(tmp_path / "good.csv", X, y)
     files = [big] if where == "train" else [good, "--test", big]
-    one_line_error(qsrank("fit", *files, "--label-column", "label", "--scale", scale, *FAST,
-                          "--out", tmp_path / "run"), *words)
+    one_line_error(
+        qsrank(
+            "fit",
+            *files,
+            "--label-column",
+            "label",
+            "--scale",
+            scale,
+            *FAST,
+            "--out",
+            tmp_path / "run",
+        ),
+        *words,
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -329,9 +451,23 @@ def test_test_labels_sharing_no_class_with_training_are_refused(tmp_path):
     X, y = data(n=40)
     train = write_csv(tmp_path / "train.csv", X, y)
     test = write_csv(tmp_path / "test.csv", X, np.array(["c", "d"] * 20))
-    one_line_error(qsrank("fit", train, "--test", test, "--label-column", "label", *FAST,
-                          "--out", tmp_path / "run"), "test.csv", "'b'", "'c', 'd'",
-                   "every test metric would be undefined")
+    one_line_error(
+        qsrank(
+            "fit",
+            train,
+            "--test",
+            test,
+            "--label-column",
+            "label",
+            *FAST,
+            "--out",
+            tmp_path / "run",
+        ),
+        "test.csv",
+        "'b'",
+        "'c', 'd'",
+        "every test metric would be undefined",
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -340,8 +476,11 @@ def test_a_label_with_a_newline_or_a_bar_keeps_table_md_one_row_a_line(tmp_path)
     path = write_csv(tmp_path / "t.csv", X, np.array(["c|d", "x\ny"] * 20))
     result = qsrank("fit", path, "--label-column", "label", *FAST, "--out", tmp_path / "run")
     assert result.exit_code == 0, result.output
-    rows = [line for line in (tmp_path / "run" / "table.md").read_text().splitlines()
-            if line.startswith("|")]
+    rows = [
+        line
+        for line in (tmp_path / "run" / "table.md").read_text().splitlines()
+        if line.startswith("|")
+    ]
     assert len(rows) == 2 + 3 and "x\\ny" in rows[2]
     assert len({row.replace("\\|", "").count("|") for row in rows}) == 1
 
@@ -349,15 +488,25 @@ def test_a_label_with_a_newline_or_a_bar_keeps_table_md_one_row_a_line(tmp_path)
 def test_a_class_named_na_is_a_class(tmp_path):
     X, _ = data(n=40)
     path = write_csv(tmp_path / "t.csv", X, np.array(["NA", "b"] * 20))
-    result = qsrank("fit", path, "--label-column", "label", "--pos-label", "NA", *FAST,
-                    "--out", tmp_path / "run")
+    result = qsrank(
+        "fit",
+        path,
+        "--label-column",
+        "label",
+        "--pos-label",
+        "NA",
+        *FAST,
+        "--out",
+        tmp_path / "run",
+    )
     assert result.exit_code == 0, result.output
     assert read_model(tmp_path / "run").meta["classes"] == ["NA"]
 
 
 def test_an_unknown_set_key_is_cut_in_the_message(tmp_path):
-    result = qsrank("train", "--config", "digits", "--set", "k" * 100_000 + "=1", "--out",
-                    tmp_path / "run")
+    result = qsrank(
+        "train", "--config", "digits", "--set", "k" * 100_000 + "=1", "--out", tmp_path / "run"
+    )
     one_line_error(result, "unknown config key 'kkkk")
     assert len(result.output) < 500
 
@@ -367,11 +516,28 @@ def test_a_narrower_svmlight_file_is_still_scored(tmp_path):
     X, y = data(n=20)
     X[:, -1] = 0.0
     dump_svmlight_file(X, y == "b", str(tmp_path / "d.svm"))
-    meta = {"n_features": 4, "feature_names": None, "label_column": None, "classes": [1.0],
-            "loss": "ap", "solver": "cutting_plane", "C": [1.0], "scaling": "none",
-            "svmlight_zero_based": True, "column_fingerprint": None}  # dump_svmlight_file's base
-    write_model(tmp_path / "m", meta, coef=[[1.0, 2.0, 3.0, 4.0]], intercept=[0.5],
-                mean=np.zeros(4), scale=np.ones(4))
-    assert qsrank("predict", tmp_path / "m", tmp_path / "d.svm", "--out",
-                  tmp_path / "s.csv").exit_code == 0
+    meta = {
+        "n_features": 4,
+        "feature_names": None,
+        "label_column": None,
+        "classes": [1.0],
+        "loss": "ap",
+        "solver": "cutting_plane",
+        "C": [1.0],
+        "scaling": "none",
+        "svmlight_zero_based": True,
+        "column_fingerprint": None,
+    }  # dump_svmlight_file's base
+    write_model(
+        tmp_path / "m",
+        meta,
+        coef=[[1.0, 2.0, 3.0, 4.0]],
+        intercept=[0.5],
+        mean=np.zeros(4),
+        scale=np.ones(4),
+    )
+    assert (
+        qsrank("predict", tmp_path / "m", tmp_path / "d.svm", "--out", tmp_path / "s.csv").exit_code
+        == 0
+    )
     np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["1.0"], X @ [1, 2, 3, 4] + 0.5)

@@ -12,8 +12,10 @@ from qs.inference import METHODS, lai
 from qs.losses import NDCGLoss, QSLoss, get_loss
 from tests import naive
 
-RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
-           "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "auto"]}
+RANKING = {
+    "ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
+    "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "auto"],
+}
 CASES = [(loss, m) for loss, ms in RANKING.items() for m in ms]
 
 
@@ -23,7 +25,9 @@ def check_result(res, scores, labels):
     n_pos, n_neg = labels.sum(), (~labels).sum()
     # summation error grows with the magnitude of the terms, not of their (cancelling) sum
     scale = np.abs(res.coef * scores).sum()
-    assert res.objective == pytest.approx(res.loss + res.coef @ scores, rel=1e-12, abs=1e-11 * scale)
+    assert res.objective == pytest.approx(
+        res.loss + res.coef @ scores, rel=1e-12, abs=1e-11 * scale
+    )
     truth = scores[labels].mean() - scores[~labels].mean()
     # means of scores that cancel: the error scales with the scores' magnitude
     assert res.ground_truth_F == pytest.approx(truth, rel=1e-12, abs=1e-10 * np.abs(scores).max())
@@ -94,7 +98,11 @@ def large_inputs():
     rng = np.random.default_rng(7)
     n = 200_000
     yield "normal", rng.normal(size=n), rng.random(n) < 0.01
-    yield "separated", np.r_[rng.normal(1, 1, 500), rng.normal(0, 1, n)], np.r_[np.ones(500), np.zeros(n)]
+    yield (
+        "separated",
+        np.r_[rng.normal(1, 1, 500), rng.normal(0, 1, n)],
+        np.r_[np.ones(500), np.zeros(n)],
+    )
     yield "integer ties", rng.integers(0, 50, n).astype(float), rng.random(n) < 0.02
     heavy = rng.standard_cauchy(n)
     heavy[0] = 1e12
@@ -117,12 +125,17 @@ def large_inputs():
     many = 50_000
     for share in (0.05, 0.2, 0.5):
         yield f"{share:g} positives", rng.normal(size=many), rng.random(many) < share
-        yield f"{share:g} positives, ties", rng.integers(0, 40, many).astype(float), \
-            rng.random(many) < share
+        yield (
+            f"{share:g} positives, ties",
+            rng.integers(0, 40, many).astype(float),
+            rng.random(many) < share,
+        )
     yield "more positives than negatives", rng.normal(size=many), rng.random(many) < 0.7
 
 
-@pytest.mark.parametrize("name,scores,labels", list(large_inputs()), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize(
+    "name,scores,labels", list(large_inputs()), ids=lambda x: x if isinstance(x, str) else ""
+)
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_exact_methods_agree_on_large_inputs(name, scores, labels, loss):
     methods = RANKING[loss]
@@ -166,8 +179,9 @@ def exact_ap_objective(scores, labels, neg_rank):
     n_pos, n_neg = len(pos), len(neg)
     above = [sum(r <= k for r in neg_rank) for k in range(1, n_pos + 1)]
     loss = 1 - sum(Fraction(k, k + n) for k, n in enumerate(above, 1)) / n_pos
-    f = sum((1 if r > k else -1) * (x - y) for k, x in enumerate(pos, 1)
-            for y, r in zip(neg, neg_rank)) / (n_pos * n_neg)
+    f = sum(
+        (1 if r > k else -1) * (x - y) for k, x in enumerate(pos, 1) for y, r in zip(neg, neg_rank)
+    ) / (n_pos * n_neg)
     return loss + f
 
 
@@ -179,8 +193,7 @@ def test_exact_rational_ties_are_decided_in_floating_point():
     exact optimum."""
     scores = np.array([0.125, -0.625, -0.25, -0.75, -1.0, 0.25])
     labels = np.array([0, 1, 0, 0, 0, 0])
-    best = max(exact_ap_objective(scores, labels, r)
-               for r in itertools.product([1, 2], repeat=5))
+    best = max(exact_ap_objective(scores, labels, r) for r in itertools.product([1, 2], repeat=5))
     for method in RANKING["ap"]:
         res = lai(scores, labels, "ap", method)
         np.testing.assert_array_equal(res.neg_rank, [1, 1, 1, 2, 1], err_msg=method)
@@ -303,22 +316,47 @@ BAD = [
     (dict(scores=[0.1, 0.2], labels=[1, 0], loss="01", method="qs"), "does not support"),
     (dict(scores=np.zeros(40), labels=np.arange(40) % 2, method="brute"), "refuses"),
     # few assignments (10^5 + 1) but 10^10 comparisons: refused before any is allocated
-    (dict(scores=np.zeros(10**5 + 1), labels=np.arange(10**5 + 1) > 0, method="brute"),
-     r"refuses more than 1e\+07 values"),
+    (
+        dict(scores=np.zeros(10**5 + 1), labels=np.arange(10**5 + 1) > 0, method="brute"),
+        r"refuses more than 1e\+07 values",
+    ),
     (dict(scores=[0.1, 0.2], labels=[1, 0], loss=QSLoss()), "QSLoss.. has no increment kernel"),
-    (dict(scores=[0.1, 0.2], labels=[1, 0], loss=type("NoValue", (QSLoss,), {
-        "kernel": staticmethod(get_loss("ap").kernel)})()), r"does not define value\(n_above\)"),
+    (
+        dict(
+            scores=[0.1, 0.2],
+            labels=[1, 0],
+            loss=type("NoValue", (QSLoss,), {"kernel": staticmethod(get_loss("ap").kernel)})(),
+        ),
+        r"does not define value\(n_above\)",
+    ),
 ]
 
 
-@pytest.mark.parametrize("encode", [
-    lambda y: y, lambda y: y.astype(np.uint8), lambda y: y.astype(np.int8),
-    lambda y: np.where(y, 1, -1).astype(np.int8), lambda y: np.where(y, 1.0, -1.0),
-    lambda y: np.where(y, 1, 0)[::-1].copy()[::-1],  # a non-contiguous view
-    lambda y: y.astype(">i8"), lambda y: np.where(y, 1.0, -1.0).astype(">f4"),
-    lambda y: y.astype(np.float16),  # types numba cannot take: converted
-], ids=["bool", "uint8", "int8", "int8 +-1", "float +-1", "strided", "big-endian int",
-        "big-endian float", "float16"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda y: y,
+        lambda y: y.astype(np.uint8),
+        lambda y: y.astype(np.int8),
+        lambda y: np.where(y, 1, -1).astype(np.int8),
+        lambda y: np.where(y, 1.0, -1.0),
+        lambda y: np.where(y, 1, 0)[::-1].copy()[::-1],  # a non-contiguous view
+        lambda y: y.astype(">i8"),
+        lambda y: np.where(y, 1.0, -1.0).astype(">f4"),
+        lambda y: y.astype(np.float16),  # types numba cannot take: converted
+    ],
+    ids=[
+        "bool",
+        "uint8",
+        "int8",
+        "int8 +-1",
+        "float +-1",
+        "strided",
+        "big-endian int",
+        "big-endian float",
+        "float16",
+    ],
+)
 def test_label_encodings_give_one_result(encode):
     rng = np.random.default_rng(5)
     scores = rng.normal(size=60)
@@ -332,8 +370,9 @@ def test_label_encodings_give_one_result(encode):
     np.testing.assert_array_equal(encoded, before)  # the caller's labels are left as they were
 
 
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "bucket"), ("ap", "qs"),
-                                         ("01", "zero_one")])
+@pytest.mark.parametrize(
+    "loss,method", [("ap", "auto"), ("ndcg", "bucket"), ("ap", "qs"), ("01", "zero_one")]
+)
 def test_out_arrays_receive_the_result(loss, method, monkeypatch):
     """``out=`` gives the same result, written into the caller's arrays, call after call
     (the threaded path of the default included)."""
@@ -353,8 +392,11 @@ def test_out_arrays_receive_the_result(loss, method, monkeypatch):
         np.testing.assert_array_equal(res.coef, ref.coef)
         if loss != "01":
             np.testing.assert_array_equal(res.neg_rank, ref.neg_rank)
-        assert (res.loss, res.objective, res.ground_truth_F) == (ref.loss, ref.objective,
-                                                                 ref.ground_truth_F)
+        assert (res.loss, res.objective, res.ground_truth_F) == (
+            ref.loss,
+            ref.objective,
+            ref.ground_truth_F,
+        )
 
 
 def test_bad_out_arrays_are_refused_before_anything_is_written():
@@ -398,9 +440,17 @@ def test_out_arrays_must_not_overlap_the_callers_own_inputs():
     np.testing.assert_array_equal(buffer, np.arange(8))
 
 
-@pytest.mark.parametrize("labels", [[1, 0, 2], np.array([1, 0, 2], np.int8),
-                                    np.array([1, 255, 0], np.uint8), [1.0, np.nan, 0.0],
-                                    [1.0, 0.5, 0.0], [1, -2, 0]])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [1, 0, 2],
+        np.array([1, 0, 2], np.int8),
+        np.array([1, 255, 0], np.uint8),
+        [1.0, np.nan, 0.0],
+        [1.0, 0.5, 0.0],
+        [1, -2, 0],
+    ],
+)
 def test_labels_outside_1_0_minus_1_are_refused(labels):
     with pytest.raises(ValueError, match="binary"):
         lai([0.1, 0.2, 0.3], labels)
@@ -419,8 +469,9 @@ def test_every_method_is_tested():
 
 @settings(max_examples=200, deadline=None)
 @given(
-    data=st.lists(st.tuples(st.integers(-4, 4), st.integers(0, 9)), min_size=2, max_size=7)
-    .filter(lambda d: 0 < sum(y < 4 for _, y in d) < len(d)),  # positives: 40% on average
+    data=st.lists(st.tuples(st.integers(-4, 4), st.integers(0, 9)), min_size=2, max_size=7).filter(
+        lambda d: 0 < sum(y < 4 for _, y in d) < len(d)
+    ),  # positives: 40% on average
     scale=st.sampled_from([1.0, 0.1, 1e-3]),
 )
 def test_property_many_positives_match_exhaustive_enumeration(data, scale):

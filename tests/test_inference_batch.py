@@ -10,9 +10,11 @@ from qs.inference import batch, lai
 from qs.inference.batch import lai_batch
 from qs.ssvm import ground_truth_coef
 
-METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
-              "ndcg": ["auto", "qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "brute"],
-              "01": ["auto", "zero_one"]}
+METHODS_OF = {
+    "ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "brute"],
+    "ndcg": ["auto", "qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "brute"],
+    "01": ["auto", "zero_one"],
+}
 
 
 def batch_input(rng, q, n, frac, ties):
@@ -73,8 +75,9 @@ def test_gradient_is_coef_minus_ground_truth_coef(loss):
     res = lai_batch(scores, labels, loss)
     grad = lai_batch(scores, labels, loss, gradient=True)
     for q in np.flatnonzero(res.valid):
-        np.testing.assert_allclose(grad.coef[q], res.coef[q] - ground_truth_coef(labels[q], loss),
-                                   rtol=0, atol=1e-15)
+        np.testing.assert_allclose(
+            grad.coef[q], res.coef[q] - ground_truth_coef(labels[q], loss), rtol=0, atol=1e-15
+        )
     np.testing.assert_array_equal(grad.hinge, res.objective - res.ground_truth_F)
 
 
@@ -86,18 +89,21 @@ def test_label_encodings_give_one_result():
         np.testing.assert_array_equal(lai_batch(scores, enc).coef, ref.coef)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"scores": np.zeros(4)}, "2-D array"),
-    ({"scores": np.zeros((2, 2, 2))}, "2-D array"),
-    ({"scores": np.array([[0.0, np.nan], [1.0, 2.0]])}, "finite.*query 0, sample 1"),
-    ({"scores": np.array([["a", "b"], ["c", "d"]])}, "numeric"),
-    ({"labels": np.array([[1, 0], [0, 2]])}, "binary.*at query 1, sample 1"),
-    ({"labels": np.array([[1, 0, 1], [0, 1, 0]])}, "same shape"),
-    ({"labels": np.array([["a", "b"], ["c", "d"]])}, "bool or numeric"),
-    ({"loss": "bogus"}, "lai_batch takes loss"),
-    ({"method": "bogus"}, "Unknown method"),
-    ({"loss": "ndcg", "method": "yue"}, "does not support"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"scores": np.zeros(4)}, "2-D array"),
+        ({"scores": np.zeros((2, 2, 2))}, "2-D array"),
+        ({"scores": np.array([[0.0, np.nan], [1.0, 2.0]])}, "finite.*query 0, sample 1"),
+        ({"scores": np.array([["a", "b"], ["c", "d"]])}, "numeric"),
+        ({"labels": np.array([[1, 0], [0, 2]])}, "binary.*at query 1, sample 1"),
+        ({"labels": np.array([[1, 0, 1], [0, 1, 0]])}, "same shape"),
+        ({"labels": np.array([["a", "b"], ["c", "d"]])}, "bool or numeric"),
+        ({"loss": "bogus"}, "lai_batch takes loss"),
+        ({"method": "bogus"}, "Unknown method"),
+        ({"loss": "ndcg", "method": "yue"}, "does not support"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
     args = {"scores": np.array([[0.0, 1.0], [2.0, 3.0]]), "labels": np.array([[1, 0], [0, 1]])}
     args.update(kwargs)
@@ -106,8 +112,10 @@ def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
 
 
 def test_import_qs_never_imports_torch():
-    code = ("import sys, qs, qs.inference, qs.inference.batch, qs.estimators, qs.ssvm; "
-            "sys.exit('torch' in sys.modules)")
+    code = (
+        "import sys, qs, qs.inference, qs.inference.batch, qs.estimators, qs.ssvm; "
+        "sys.exit('torch' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -179,5 +187,6 @@ def test_rows_solved_in_the_output_are_the_rows_solved_apart(loss, monkeypatch):
             ref = lai_batch(scores, labels, loss, gradient=gradient)
             np.testing.assert_array_equal(bare.coef, ref.coef)
             np.testing.assert_array_equal(bare.hinge, ref.hinge)
-        np.testing.assert_array_equal(lai_batch(scores, labels, loss, ranks=False).coef,
-                                      with_ranks.coef)
+        np.testing.assert_array_equal(
+            lai_batch(scores, labels, loss, ranks=False).coef, with_ranks.coef
+        )

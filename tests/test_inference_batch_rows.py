@@ -17,8 +17,17 @@ def test_every_method_has_a_batch_solver():
 
 
 @pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
-                                         ("ap", "bucket"), ("ap", "qs"), ("ndcg", "sort_dc")])
+@pytest.mark.parametrize(
+    "loss,method",
+    [
+        ("ap", "auto"),
+        ("ndcg", "auto"),
+        ("01", "auto"),
+        ("ap", "bucket"),
+        ("ap", "qs"),
+        ("ndcg", "sort_dc"),
+    ],
+)
 def test_float32_scores_are_their_float64_copy(loss, method, ties):
     """float32 scores (read in place, widened row by row) give exactly the result of their
     float64 copy, on small rows, rows the default solves by its per-query kernels, and rows
@@ -43,8 +52,17 @@ def test_float32_scores_are_their_float64_copy(loss, method, ties):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("01", "auto"),
-                                         ("ap", "bucket"), ("ndcg", "qs"), ("ap", "brute")])
+@pytest.mark.parametrize(
+    "loss,method",
+    [
+        ("ap", "auto"),
+        ("ndcg", "auto"),
+        ("01", "auto"),
+        ("ap", "bucket"),
+        ("ndcg", "qs"),
+        ("ap", "brute"),
+    ],
+)
 def test_a_lead_is_the_call_on_the_joined_rows(loss, method, dtype, monkeypatch):
     """Rows given as a lead and the rest (a memory bank's batch part, then the bank) give
     exactly the result of the joined rows: small rows, rows the default buckets, ties, a row
@@ -57,15 +75,27 @@ def test_a_lead_is_the_call_on_the_joined_rows(loss, method, dtype, monkeypatch)
     labels[4, :k], labels[4, k:] = True, False
     scores = scores.astype(dtype)
     ref = lai_batch(scores, labels, loss, method, gradient=True)
-    res = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
-                    lead=(scores[:, :k], labels[:, :k]))
+    res = lai_batch(
+        scores[:, k:],
+        labels[:, k:],
+        loss,
+        method,
+        gradient=True,
+        lead=(scores[:, :k], labels[:, :k]),
+    )
     for field in batch.BatchResult._fields:
         np.testing.assert_array_equal(getattr(res, field), getattr(ref, field))
     if method == "brute":
         return
     monkeypatch.setattr(batch, "LAI_ROW_MIN", n)
-    by_lai = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
-                       lead=(scores[:, :k], labels[:, :k]))
+    by_lai = lai_batch(
+        scores[:, k:],
+        labels[:, k:],
+        loss,
+        method,
+        gradient=True,
+        lead=(scores[:, :k], labels[:, :k]),
+    )
     np.testing.assert_array_equal(by_lai.coef, ref.coef)
     np.testing.assert_array_equal(by_lai.rank, ref.rank)
     for at, where in ((1, 3), (2, k + 5)):  # a skipped row; a row solved
@@ -74,13 +104,13 @@ def test_a_lead_is_the_call_on_the_joined_rows(loss, method, dtype, monkeypatch)
         for row_min in (n, batch.LAI_ROW_MIN * 4):
             monkeypatch.setattr(batch, "LAI_ROW_MIN", row_min)
             with pytest.raises(ValueError, match=f"got nan at query {at}, sample {where}"):
-                lai_batch(bad[:, k:], labels[:, k:], loss, method,
-                          lead=(bad[:, :k], labels[:, :k]))
+                lai_batch(bad[:, k:], labels[:, k:], loss, method, lead=(bad[:, :k], labels[:, :k]))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("loss,method", [("ap", "auto"), ("ndcg", "auto"), ("ap", "bucket"),
-                                         ("ndcg", "bucket")])
+@pytest.mark.parametrize(
+    "loss,method", [("ap", "auto"), ("ndcg", "auto"), ("ap", "bucket"), ("ndcg", "bucket")]
+)
 def test_bucket_rows_write_the_gradient_as_they_are_solved(loss, method, dtype):
     """Rows the bucket method solves write coef(R_bar) - coef(R*) into the output as they are
     solved (with a lead, read in the scores' dtype): lai's coefficients less 1/P and -1/N,
@@ -92,14 +122,22 @@ def test_bucket_rows_write_the_gradient_as_they_are_solved(loss, method, dtype):
     scores[3] = np.round(scores[3] * 8) / 8  # ties
     scores = scores.astype(dtype)
     for _ in range(2):
-        res = lai_batch(scores[:, k:], labels[:, k:], loss, method, gradient=True,
-                        coef_dtype=dtype, lead=(scores[:, :k], labels[:, :k]))
+        res = lai_batch(
+            scores[:, k:],
+            labels[:, k:],
+            loss,
+            method,
+            gradient=True,
+            coef_dtype=dtype,
+            lead=(scores[:, :k], labels[:, :k]),
+        )
         for q in (2, 3):
             ref = lai(scores[q].astype(np.float64), labels[q], loss, method)
             want = ref.coef - ground_truth_coef(labels[q], loss)
             assert res.coef.dtype == dtype
             np.testing.assert_array_equal(res.coef[q], want.astype(dtype))
             np.testing.assert_array_equal(res.rank[q][~labels[q]], ref.neg_rank)
-            assert res.hinge[q] == pytest.approx(ref.objective - ref.ground_truth_F, rel=1e-12,
-                                                 abs=1e-15)
+            assert res.hinge[q] == pytest.approx(
+                ref.objective - ref.ground_truth_F, rel=1e-12, abs=1e-15
+            )
         assert not res.valid[:2].any() and not res.coef[:2].any()

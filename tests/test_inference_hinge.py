@@ -11,8 +11,10 @@ from qs.inference.batch import lai_batch
 from qs.inference.bucket import _bucket_chunked
 from qs.losses import get_loss
 
-RANKING = {"ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
-           "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "auto"]}
+RANKING = {
+    "ap": ["qs", "yue", "search", "sort_dc", "bucket", "bucket_sort", "auto"],
+    "ndcg": ["qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort", "auto"],
+}
 CASES = [(loss, m) for loss, ms in RANKING.items() for m in ms]
 #: the spreads of the hostile-input audit: one positive at +M and one negative at -M
 SPREADS = (1e15, 1e17, 1e300)
@@ -38,10 +40,10 @@ def exact_hinge(scores, labels, neg_rank, loss):
     order = np.argsort(-scores[pos], kind="stable")
     per_rank = np.bincount(neg_rank, minlength=n_pos + 2)
     n_above = np.cumsum(per_rank)[1 : n_pos + 1]  # negatives above the i-th positive
-    total = sum(Fraction(int(n_pos + 1 - r)) * Fraction(float(s))
-                for s, r in zip(scores[~pos], neg_rank))
-    total -= sum(Fraction(int(a)) * Fraction(float(s))
-                 for s, a in zip(scores[pos][order], n_above))
+    total = sum(
+        Fraction(int(n_pos + 1 - r)) * Fraction(float(s)) for s, r in zip(scores[~pos], neg_rank)
+    )
+    total -= sum(Fraction(int(a)) * Fraction(float(s)) for s, a in zip(scores[pos][order], n_above))
     value = get_loss(loss).value(n_above)
     return value + float(Fraction(2, n_pos * n_neg) * total)
 
@@ -51,14 +53,12 @@ def exact_hinge(scores, labels, neg_rank, loss):
 def test_hinge_is_exact_at_a_large_spread(spread, loss, method):
     scores, labels = spread_input(spread)
     res = lai(scores, labels, loss, method)
-    assert res.hinge == pytest.approx(exact_hinge(scores, labels, res.neg_rank, loss),
-                                      rel=1e-13)
+    assert res.hinge == pytest.approx(exact_hinge(scores, labels, res.neg_rank, loss), rel=1e-13)
     # the extremes sit in their places: the same ranking, the same hinge as at a spread
     # the difference of the two sums still holds
     moderate = lai(*spread_input(1e3), loss, method)
     np.testing.assert_array_equal(res.neg_rank, moderate.neg_rank)
-    assert res.hinge == pytest.approx(moderate.objective - moderate.ground_truth_F,
-                                      rel=1e-12)
+    assert res.hinge == pytest.approx(moderate.objective - moderate.ground_truth_F, rel=1e-12)
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
@@ -76,13 +76,11 @@ def test_hinge_is_exact_at_a_large_spread_on_large_inputs(spread, loss):
         exact = exact_hinge(scores, labels, res.neg_rank, loss)
         assert res.hinge == pytest.approx(exact, rel=1e-12)
         neg_rank, coef = np.empty(n - labels.sum(), dtype=np.int32), np.empty(n)
-        out = _bucket_chunked(get_loss(loss), scores, labels, int(labels.sum()), neg_rank,
-                              coef, 3)
+        out = _bucket_chunked(get_loss(loss), scores, labels, int(labels.sum()), neg_rank, coef, 3)
         assert get_loss(loss).value(out[4]) + out[5] == pytest.approx(exact, rel=1e-12)
     scores, labels = spread_input(spread, n=5)
     res = lai(scores, labels, loss, "brute")
-    assert res.hinge == pytest.approx(exact_hinge(scores, labels, res.neg_rank, loss),
-                                      rel=1e-13)
+    assert res.hinge == pytest.approx(exact_hinge(scores, labels, res.neg_rank, loss), rel=1e-13)
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg", "01"])
@@ -97,8 +95,9 @@ def test_batch_and_queries_hinge_at_a_large_spread(spread, loss):
         res = lai_batch(scores, labels, loss, method)
         np.testing.assert_allclose(res.hinge, expected, rtol=1e-13)
     if loss != "01":  # lai_queries ranks
-        res = lai_queries(scores.ravel(), labels.ravel(), [0, scores.shape[1], scores.size],
-                          loss=loss)
+        res = lai_queries(
+            scores.ravel(), labels.ravel(), [0, scores.shape[1], scores.size], loss=loss
+        )
         np.testing.assert_allclose(res.hinge, expected, rtol=1e-13)
         exact = [exact_hinge(s, y, lai(s, y, loss).neg_rank, loss) for s, y in rows]
         np.testing.assert_allclose(expected, exact, rtol=1e-13)
@@ -135,7 +134,8 @@ def test_hinge_is_objective_minus_ground_truth_at_moderate_spreads(loss):
         labels[:2] = True, False
         for method in RANKING.get(loss, ["auto"]):
             res = lai(scores, labels, loss, method)
-            assert res.hinge == pytest.approx(res.objective - res.ground_truth_F, rel=1e-12,
-                                              abs=1e-15)
+            assert res.hinge == pytest.approx(
+                res.objective - res.ground_truth_F, rel=1e-12, abs=1e-15
+            )
         batch = lai_batch(scores[None], labels[None], loss)
         assert batch.hinge[0] == pytest.approx(res.hinge, rel=1e-13)

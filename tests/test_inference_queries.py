@@ -6,8 +6,10 @@ import pytest
 from qs.inference import lai, lai_queries, queries
 from tests import naive
 
-METHODS_OF = {"ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort"],
-              "ndcg": ["auto", "qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort"]}
+METHODS_OF = {
+    "ap": ["auto", "qs", "yue", "search", "sort_dc", "bucket", "bucket_sort"],
+    "ndcg": ["auto", "qs", "chakrabarti", "sort_dc", "bucket", "bucket_sort"],
+}
 
 
 def ragged_input(rng, sizes, frac, ties, dtype=np.float64):
@@ -83,13 +85,15 @@ def test_gradient_and_float32(loss):
     scores, labels, offsets = ragged_input(rng, SIZES, 0.3, False, dtype=np.float32)
     res = lai_queries(scores, labels, offsets, loss=loss, gradient=True)
     check_queries(res, scores, labels, offsets, loss, "auto", gradient=True)
-    res32 = lai_queries(scores, labels, offsets, loss=loss, gradient=True, ranks=False,
-                        coef_dtype=np.float32)
+    res32 = lai_queries(
+        scores, labels, offsets, loss=loss, gradient=True, ranks=False, coef_dtype=np.float32
+    )
     assert res32.rank is None and res32.coef.dtype == np.float32
     np.testing.assert_array_equal(res32.coef, res.coef.astype(np.float32))
     # summed on its own (qs.inference._hinge): the difference to rounding at this spread
-    np.testing.assert_allclose(res.hinge, res.objective - res.ground_truth_F, rtol=1e-12,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        res.hinge, res.objective - res.ground_truth_F, rtol=1e-12, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
@@ -117,24 +121,30 @@ def test_labels_of_any_encoding_give_one_result():
         np.testing.assert_array_equal(res.objective, ref.objective)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"offsets": [0, 2]}, "end at the number of documents"),
-    ({"offsets": [1, 4]}, "start at 0"),
-    ({"offsets": [0, 3, 2, 4]}, "non-decreasing; got 3 then 2 at entries 1 and 2"),
-    ({"offsets": [0]}, "n_queries \\+ 1 >= 2"),
-    ({"offsets": [0.0, 4.0]}, "offsets must be integers"),
-    ({"scores": np.zeros((2, 2))}, "1-D array"),
-    ({"scores": np.array(["a", "b", "c", "d"])}, "numeric"),
-    ({"labels": [1, 0, 2, 0]}, "binary"),
-    ({"labels": [1, 0, 1]}, "same length"),
-    ({"loss": "01"}, "lai_queries takes loss"),
-    ({"method": "bogus"}, "Unknown method"),
-    ({"loss": "ndcg", "method": "yue"}, "does not support"),
-    ({"coef_dtype": np.int32}, "coef_dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"offsets": [0, 2]}, "end at the number of documents"),
+        ({"offsets": [1, 4]}, "start at 0"),
+        ({"offsets": [0, 3, 2, 4]}, "non-decreasing; got 3 then 2 at entries 1 and 2"),
+        ({"offsets": [0]}, "n_queries \\+ 1 >= 2"),
+        ({"offsets": [0.0, 4.0]}, "offsets must be integers"),
+        ({"scores": np.zeros((2, 2))}, "1-D array"),
+        ({"scores": np.array(["a", "b", "c", "d"])}, "numeric"),
+        ({"labels": [1, 0, 2, 0]}, "binary"),
+        ({"labels": [1, 0, 1]}, "same length"),
+        ({"loss": "01"}, "lai_queries takes loss"),
+        ({"method": "bogus"}, "Unknown method"),
+        ({"loss": "ndcg", "method": "yue"}, "does not support"),
+        ({"coef_dtype": np.int32}, "coef_dtype"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
-    args = {"scores": np.array([0.0, 1.0, 2.0, 3.0]), "labels": np.array([1, 0, 0, 1]),
-            "offsets": np.array([0, 2, 4])}
+    args = {
+        "scores": np.array([0.0, 1.0, 2.0, 3.0]),
+        "labels": np.array([1, 0, 0, 1]),
+        "offsets": np.array([0, 2, 4]),
+    }
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         lai_queries(args.pop("scores"), args.pop("labels"), args.pop("offsets"), **args)

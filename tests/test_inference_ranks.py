@@ -23,8 +23,11 @@ def test_capped_rank_search_finds_the_full_searchs_rank(loss):
         assert c2 == 2.0 / (n_pos * n_neg)
         for s in np.r_[pos[:: max(1, n_pos // 12)], rng.normal(size=12)]:  # ties with a positive
             for j in (1, 2, n_neg // 2, n_neg):
-                bounds = ([(lo, hi) for lo in range(1, n_pos + 2) for hi in range(lo, n_pos + 2)]
-                          if n_pos < 10 else [(1, n_pos + 1), (2, n_pos), (n_pos // 3, n_pos + 1)])
+                bounds = (
+                    [(lo, hi) for lo in range(1, n_pos + 2) for hi in range(lo, n_pos + 2)]
+                    if n_pos < 10
+                    else [(1, n_pos + 1), (2, n_pos), (n_pos // 3, n_pos + 1)]
+                )
                 for lo, hi in bounds:
                     want = best_rank(code, params, n_pos, c2, spos, s, j, lo, hi)
                     got = best_rank_capped(code, params, n_pos, c2, spos, s, j, lo, hi)

@@ -39,8 +39,9 @@ def test_many_positives_are_sorted_by_buckets_as_by_lexsort(n, ties):
     np.testing.assert_array_equal(got_i, idx[want])
     values, index = v.copy(), idx.copy()
     order = np.full(n, -1, dtype=np.int64)  # no hint: not a permutation
-    sort_positives_hinted(values, index, order, np.empty(n), np.empty(n, dtype=np.int64),
-                          np.empty(16, dtype=np.int64))
+    sort_positives_hinted(
+        values, index, order, np.empty(n), np.empty(n, dtype=np.int64), np.empty(16, dtype=np.int64)
+    )
     np.testing.assert_array_equal(values, v[want])
     np.testing.assert_array_equal(index, idx[want])
     np.testing.assert_array_equal(order, want)
@@ -58,8 +59,14 @@ def test_a_stale_hint_still_sorts_the_positives(n):
         v = v if v is not None else values[np.argsort(order)] + 0.0  # the same scores again
         want = np.lexsort((idx, -v))
         values, index = v.copy(), idx.copy()
-        sort_positives_hinted(values, index, order, np.empty(n), np.empty(n, dtype=np.int64),
-                              np.empty(16, dtype=np.int64))
+        sort_positives_hinted(
+            values,
+            index,
+            order,
+            np.empty(n),
+            np.empty(n, dtype=np.int64),
+            np.empty(16, dtype=np.int64),
+        )
         np.testing.assert_array_equal(values, v[want])
         np.testing.assert_array_equal(index, idx[want])
         np.testing.assert_array_equal(order, want)

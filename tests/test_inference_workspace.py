@@ -7,9 +7,18 @@ import pytest
 from qs.inference import Workspace, lai
 
 
-@pytest.mark.parametrize("loss,method", [("ap", "qs"), ("ndcg", "qs"), ("ap", "auto"),
-                                         ("ndcg", "auto"), ("ap", "bucket_sort"),
-                                         ("ndcg", "bucket_sort"), ("01", "zero_one")])
+@pytest.mark.parametrize(
+    "loss,method",
+    [
+        ("ap", "qs"),
+        ("ndcg", "qs"),
+        ("ap", "auto"),
+        ("ndcg", "auto"),
+        ("ap", "bucket_sort"),
+        ("ndcg", "bucket_sort"),
+        ("01", "zero_one"),
+    ],
+)
 def test_a_workspace_loop_allocates_no_array_and_gives_identical_results(loss, method):
     """A loop of calls with one workspace: the same results as fresh calls, and (past the
     first call) no allocation of the size of the input (tracemalloc sees numpy's and numba's
@@ -41,7 +50,10 @@ def test_a_workspace_loop_allocates_no_array_and_gives_identical_results(loss, m
         if loss != "01":
             np.testing.assert_array_equal(res.neg_rank, fresh.neg_rank)
         assert (res.loss, res.objective, res.ground_truth_F) == (
-            fresh.loss, fresh.objective, fresh.ground_truth_F)
+            fresh.loss,
+            fresh.objective,
+            fresh.ground_truth_F,
+        )
 
 
 @pytest.mark.parametrize("method", ["qs", "bucket_sort", "auto"])
@@ -93,7 +105,7 @@ def test_one_workspace_serves_methods_in_turn():
         n = (300, 900, 500)[step % 3]
         labels = rng.random(n) < 0.1
         scores = rng.normal(size=n) + (2.0 * labels if step % 2 else 0.0)
-        for method in ("auto", "qs", "bucket_sort")[step % 3:] + ("auto", "qs")[: step % 3]:
+        for method in ("auto", "qs", "bucket_sort")[step % 3 :] + ("auto", "qs")[: step % 3]:
             for loss in ("ap", "ndcg"):
                 fresh = lai(scores, labels, loss, method)
                 res = lai(scores, labels, loss, method, workspace=ws)

@@ -25,7 +25,9 @@ def test_zero_one_is_the_most_violated_labelling(seed):
     )
     assert res.objective == pytest.approx(best, rel=1e-12, abs=1e-15)
     assert res.ground_truth_F == pytest.approx(np.dot(y, scores) / (2 * n), rel=1e-12)
-    assert res.objective - res.ground_truth_F == pytest.approx(hinge_loss(y, scores), rel=1e-9, abs=1e-12)
+    assert res.objective - res.ground_truth_F == pytest.approx(
+        hinge_loss(y, scores), rel=1e-9, abs=1e-12
+    )
     assert res.objective == pytest.approx(res.loss + res.coef @ scores, rel=1e-12, abs=1e-15)
     assert res.neg_rank is None
 

@@ -20,7 +20,8 @@ def random_problem(rng, n=40, ties=False):
 def test_metrics_match_scikit_learn_without_ties(seed):
     scores, labels = random_problem(np.random.default_rng(seed))
     assert average_precision(labels, scores) == pytest.approx(
-        average_precision_score(labels, scores), rel=1e-12)
+        average_precision_score(labels, scores), rel=1e-12
+    )
     assert ndcg(labels, scores) == pytest.approx(ndcg_score([labels], [scores]), rel=1e-12)
 
 
@@ -29,8 +30,11 @@ def test_metrics_match_the_definitions_with_ties_broken_pessimistically(seed):
     scores, labels = random_problem(np.random.default_rng(seed), n=12, ties=True)
     order = np.lexsort((labels, -scores))  # negatives before positives among equal scores
     assert average_precision(labels, scores) == pytest.approx(
-        naive.average_precision_of_order(list(labels[order])), rel=1e-12)
-    assert ndcg(labels, scores) == pytest.approx(naive.ndcg_of_order(list(labels[order])), rel=1e-12)
+        naive.average_precision_of_order(list(labels[order])), rel=1e-12
+    )
+    assert ndcg(labels, scores) == pytest.approx(
+        naive.ndcg_of_order(list(labels[order])), rel=1e-12
+    )
     # scikit-learn's tie handling is never below the pessimistic order
     assert average_precision(labels, scores) <= average_precision_score(labels, scores) + 1e-12
     assert ndcg(labels, scores) <= ndcg_score([labels], [scores]) + 1e-12
@@ -91,8 +95,10 @@ def test_ap_increment_is_the_telescoped_difference():
     computed from the definition delta_j(i) = (1/P) sum_{k>=i} [j/(j+k) - (j-1)/(j+k-1)]."""
     loss, n_pos = APLoss(), 7
     for j in range(1, 12):
-        delta = [sum(j / (j + k) - (j - 1) / (j + k - 1) for k in range(i, n_pos + 1)) / n_pos
-                 for i in range(1, n_pos + 2)]
+        delta = [
+            sum(j / (j + k) - (j - 1) / (j + k - 1) for k in range(i, n_pos + 1)) / n_pos
+            for i in range(1, n_pos + 2)
+        ]
         i = np.arange(1, n_pos + 1)
         np.testing.assert_allclose(loss.increment(j, i, n_pos, 9), np.diff(delta), rtol=1e-12)
         kernel = [loss.kernel(j, int(t), n_pos, loss.prepare(n_pos, 9)) for t in i]

@@ -6,9 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from qsrank.main import main
-from qsrank.pipelines import _runner
-from qsrank.pipelines import ltr as pipeline
 from sklearn.datasets import dump_svmlight_file
 from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
@@ -17,6 +14,9 @@ from qs.data.formats import names_queries
 from qs.data.letor import LETOR_GRADES, load_modechoice, make_letor
 from qs.estimators import RankSVM
 from qs.metrics import mean_average_precision, ndcg_at_k
+from qsrank.main import main
+from qsrank.pipelines import _runner
+from qsrank.pipelines import ltr as pipeline
 
 LINEAR = ["ap_svm", "ndcg_svm", "pairwise_svm", "logistic"]
 
@@ -31,8 +31,9 @@ def letor_files(tmp_path, n_queries=30, seed=0):
     cut = np.searchsorted(data.groups, int(n_queries * 0.7))
     paths = []
     for name, rows in (("train.svm", slice(0, cut)), ("test.svm", slice(cut, None))):
-        dump_svmlight_file(data.X[rows], data.y[rows], str(tmp_path / name),
-                           query_id=data.groups[rows])
+        dump_svmlight_file(
+            data.X[rows], data.y[rows], str(tmp_path / name), query_id=data.groups[rows]
+        )
         paths.append(tmp_path / name)
     return data, cut, paths
 
@@ -63,24 +64,38 @@ def test_fit_on_svmlight_with_qid_learns_per_query(tmp_path):
     # the AP-SVM's row is the estimator fitted by hand on the same scaled files
     scaler = StandardScaler().fit(data.X[:cut])
     est = RankSVM(loss="ap", C=1.0, max_iter=200, random_state=0).fit(
-        scaler.transform(data.X[:cut]), data.y[:cut], groups=data.groups[:cut])
+        scaler.transform(data.X[:cut]), data.y[:cut], groups=data.groups[:cut]
+    )
     scores = est.decision_function(scaler.transform(data.X[cut:]))
     ap = metrics.set_index("method").loc["ap_svm"]
-    assert ap["map"] == pytest.approx(mean_average_precision(data.y[cut:], scores,
-                                                             data.groups[cut:]), rel=1e-9)
-    assert ap["ndcg@10"] == pytest.approx(ndcg_at_k(data.y[cut:], scores, data.groups[cut:],
-                                                    k=10), rel=1e-9)
+    assert ap["map"] == pytest.approx(
+        mean_average_precision(data.y[cut:], scores, data.groups[cut:]), rel=1e-9
+    )
+    assert ap["ndcg@10"] == pytest.approx(
+        ndcg_at_k(data.y[cut:], scores, data.groups[cut:], k=10), rel=1e-9
+    )
 
 
 def test_fit_on_a_table_with_a_group_column_holds_out_queries(tmp_path):
     boosters()
     data = make_letor(24, docs_per_query=10, n_features=4, informative=3, seed=1)
     frame = pd.DataFrame(data.X, columns=data.feature_names).assign(
-        grade=data.y, query=[f"q{g}" for g in data.groups])
+        grade=data.y, query=[f"q{g}" for g in data.groups]
+    )
     frame.to_csv(tmp_path / "t.csv", index=False)
     out = tmp_path / "run"
-    result = qsrank("fit", tmp_path / "t.csv", "--label-column", "grade", "--group-column",
-                    "query", "--C", "1", "--out", out)
+    result = qsrank(
+        "fit",
+        tmp_path / "t.csv",
+        "--label-column",
+        "grade",
+        "--group-column",
+        "query",
+        "--C",
+        "1",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     per_query = pd.read_csv(out / "per_query.csv")
     held_out = set(per_query["query"])
@@ -116,8 +131,9 @@ def test_grades_the_boosters_cannot_take_are_refused(tmp_path):
 
 def test_cv_chooses_C_by_groupkfold_map():
     data = make_letor(40, docs_per_query=12, n_features=5, informative=4, seed=2)
-    cfg = _runner.resolve(pipeline.SPEC, {"datasets": ["synthetic"], "C": [0.01, 1.0, 100.0],
-                                          "methods": ["logistic"]})
+    cfg = _runner.resolve(
+        pipeline.SPEC, {"datasets": ["synthetic"], "C": [0.01, 1.0, 100.0], "methods": ["logistic"]}
+    )
     split = pipeline._scaled(data.X, data.y, data.groups, data.X, data.y, data.groups, "")
     C, how, cv_map = pipeline.choose_C(cfg, "logistic", split)
     by_hand = []
@@ -125,10 +141,12 @@ def test_cv_chooses_C_by_groupkfold_map():
         maps = []
         for tr, va in GroupKFold(3).split(split.X_train, groups=data.groups):
             assert not set(data.groups[tr]) & set(data.groups[va])  # no query split
-            score = pipeline.fit_method(cfg, "logistic", c, split.X_train[tr], data.y[tr],
-                                        data.groups[tr])
-            maps.append(mean_average_precision(data.y[va], score(split.X_train[va]),
-                                               data.groups[va]))
+            score = pipeline.fit_method(
+                cfg, "logistic", c, split.X_train[tr], data.y[tr], data.groups[tr]
+            )
+            maps.append(
+                mean_average_precision(data.y[va], score(split.X_train[va]), data.groups[va])
+            )
         by_hand.append(np.mean(maps))
     assert cfg["C"][int(np.argmax(by_hand))] == C and how == "3-fold GroupKFold"
     assert cv_map == pytest.approx(max(by_hand))
@@ -141,8 +159,14 @@ def test_every_booster_ranks_better_than_chance(method):
     cfg = _runner.resolve(pipeline.SPEC, {"rounds": 20})
     score = pipeline.fit_method(cfg, method, None, data.X, data.y, data.groups)
     trained = mean_average_precision(data.y, score(data.X), data.groups)
-    chance = np.mean([mean_average_precision(data.y, np.random.default_rng(s).random(
-        data.y.size), data.groups) for s in range(5)])
+    chance = np.mean(
+        [
+            mean_average_precision(
+                data.y, np.random.default_rng(s).random(data.y.size), data.groups
+            )
+            for s in range(5)
+        ]
+    )
     assert trained > chance + 0.1
 
 
@@ -171,8 +195,9 @@ def test_modechoice_is_one_query_per_traveller():
 
 def test_a_missing_booster_library_is_said_in_one_line(monkeypatch):
     real = pipeline.importlib.util.find_spec
-    monkeypatch.setattr(pipeline.importlib.util, "find_spec",
-                        lambda name: None if name == "xgboost" else real(name))
+    monkeypatch.setattr(
+        pipeline.importlib.util, "find_spec", lambda name: None if name == "xgboost" else real(name)
+    )
     cfg = _runner.resolve(pipeline.SPEC, {"datasets": ["synthetic"]})
     with pytest.raises(ValueError, match="xgb_rank_map needs xgboost: install the ltr extra"):
         pipeline.load_data(cfg)

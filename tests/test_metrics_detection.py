@@ -18,12 +18,19 @@ def devkit_det_ap(image_ids, boxes, scores, gt, minoverlap=0.5):
         ovmax, jmax = -np.inf, -1
         gboxes, diff = gt.get(image_ids[k], ([], []))
         for j, bbgt in enumerate(gboxes):
-            bi = [max(bb[0], bbgt[0]), max(bb[1], bbgt[1]), min(bb[2], bbgt[2]),
-                  min(bb[3], bbgt[3])]
+            bi = [
+                max(bb[0], bbgt[0]),
+                max(bb[1], bbgt[1]),
+                min(bb[2], bbgt[2]),
+                min(bb[3], bbgt[3]),
+            ]
             iw, ih = bi[2] - bi[0] + 1, bi[3] - bi[1] + 1
             if iw > 0 and ih > 0:
-                ua = ((bb[2] - bb[0] + 1) * (bb[3] - bb[1] + 1)
-                      + (bbgt[2] - bbgt[0] + 1) * (bbgt[3] - bbgt[1] + 1) - iw * ih)
+                ua = (
+                    (bb[2] - bb[0] + 1) * (bb[3] - bb[1] + 1)
+                    + (bbgt[2] - bbgt[0] + 1) * (bbgt[3] - bbgt[1] + 1)
+                    - iw * ih
+                )
                 if iw * ih / ua > ovmax:
                     ovmax, jmax = iw * ih / ua, j
         if ovmax >= minoverlap:
@@ -74,14 +81,18 @@ def test_nms_by_hand():
 
 
 def test_detection_ap_by_hand():
-    gt = {"a": ([[1, 1, 10, 10], [50, 50, 60, 60]], [False, True]),
-          "b": ([[1, 1, 10, 10]], [False])}
+    gt = {
+        "a": ([[1, 1, 10, 10], [50, 50, 60, 60]], [False, True]),
+        "b": ([[1, 1, 10, 10]], [False]),
+    }
     ids = ["a", "a", "a", "b", "b"]
-    boxes = [[1, 1, 10, 10],     # hit (a, object 0)
-             [1, 1, 10, 10],     # duplicate of a's object 0: false positive
-             [50, 50, 60, 60],   # on a difficult object: ignored
-             [30, 30, 40, 40],   # no overlap: false positive
-             [2, 2, 10, 10]]     # IoU 81/100 with b's object: hit
+    boxes = [
+        [1, 1, 10, 10],  # hit (a, object 0)
+        [1, 1, 10, 10],  # duplicate of a's object 0: false positive
+        [50, 50, 60, 60],  # on a difficult object: ignored
+        [30, 30, 40, 40],  # no overlap: false positive
+        [2, 2, 10, 10],
+    ]  # IoU 81/100 with b's object: hit
     scores = [0.9, 0.8, 0.7, 0.6, 0.5]
     # counted ranking: hit, fp, fp, hit -> recall .5 .5 .5 1, precision 1 .5 1/3 .5
     # 11-point: recall 0..0.5 (6 points) best precision 1; 0.6..1 (5 points) 0.5
@@ -111,7 +122,8 @@ def test_detection_ap_matches_the_devkit_port_on_random_cases():
         boxes = np.hstack([xy, xy + rng.integers(5, 30, size=(n, 2))])
         scores = np.round(rng.random(n), 1)  # ties happen
         assert voc_detection_ap(ids, boxes, scores, gt) == pytest.approx(
-            devkit_det_ap(ids, boxes.tolist(), list(scores), gt), abs=1e-12)
+            devkit_det_ap(ids, boxes.tolist(), list(scores), gt), abs=1e-12
+        )
 
 
 def test_detection_ap_errors():

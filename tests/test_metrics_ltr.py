@@ -27,8 +27,9 @@ def trec(labels, scores, groups, measures, *, docnos=None, relevance_level=1):
     for label, score, query, doc in zip(labels, scores, groups, docnos):
         qrels.setdefault(str(query), {})[doc] = int(label)
         run.setdefault(str(query), {})[doc] = float(score)
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(measures),
-                                               relevance_level=relevance_level)
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, set(measures), relevance_level=relevance_level
+    )
     return evaluator.evaluate(run)
 
 
@@ -57,22 +58,31 @@ def sample(seed, n_queries=12, tie_values=None):
 def test_against_trec_eval(seed, ties):
     labels, scores, groups = sample(seed, tie_values=ties)
     cuts = (1, 3, 5, 50)  # 50: beyond every query
-    ours = {"map": mean_average_precision(labels, scores, groups, per_query=True),
-            "ndcg": ndcg_at_k(labels, scores, groups, gain="linear", per_query=True)}
+    ours = {
+        "map": mean_average_precision(labels, scores, groups, per_query=True),
+        "ndcg": ndcg_at_k(labels, scores, groups, gain="linear", per_query=True),
+    }
     for k in cuts:
         ours[f"P_{k}"] = precision_at_k(labels, scores, groups, k=k, per_query=True)
-        ours[f"ndcg_cut_{k}"] = ndcg_at_k(labels, scores, groups, k=k, gain="linear",
-                                          per_query=True)
-    theirs = trec(labels, scores, groups, ["map", "ndcg", f"P.{','.join(map(str, cuts))}",
-                                           f"ndcg_cut.{','.join(map(str, cuts))}"])
+        ours[f"ndcg_cut_{k}"] = ndcg_at_k(
+            labels, scores, groups, k=k, gain="linear", per_query=True
+        )
+    theirs = trec(
+        labels,
+        scores,
+        groups,
+        ["map", "ndcg", f"P.{','.join(map(str, cuts))}", f"ndcg_cut.{','.join(map(str, cuts))}"],
+    )
     for key, got in ours.items():
-        np.testing.assert_allclose(got.values, column(theirs, key), rtol=1e-12, atol=1e-15,
-                                   err_msg=key)
+        np.testing.assert_allclose(
+            got.values, column(theirs, key), rtol=1e-12, atol=1e-15, err_msg=key
+        )
         assert got.mean == pytest.approx(column(theirs, key).mean(), rel=1e-12)
         np.testing.assert_array_equal(got.query_ids, np.unique(groups))
 
 
 # ---------------------------------------------------------------- differences of convention
+
 
 def test_ties_pessimistic_is_trec_eval_at_its_worst_docnos():
     """trec_eval breaks ties by descending docno; ours rank lower labels first. Ours is the
@@ -80,22 +90,24 @@ def test_ties_pessimistic_is_trec_eval_at_its_worst_docnos():
     labels = np.array([0, 2, 1, 0, 3, 1])
     scores = np.array([1.0, 1.0, 0.5, 0.5, 0.5, 0.0])
     groups = np.zeros(6, dtype=int)
-    measures = {"map": lambda: mean_average_precision(labels, scores, groups),
-                "ndcg_cut_3": lambda: ndcg_at_k(labels, scores, groups, k=3, gain="linear"),
-                "P_3": lambda: precision_at_k(labels, scores, groups, k=3)}
+    measures = {
+        "map": lambda: mean_average_precision(labels, scores, groups),
+        "ndcg_cut_3": lambda: ndcg_at_k(labels, scores, groups, k=3, gain="linear"),
+        "P_3": lambda: precision_at_k(labels, scores, groups, k=3),
+    }
     worst = dict.fromkeys(measures, np.inf)
     best = dict.fromkeys(measures, -np.inf)
     for names in itertools.permutations([f"d{i}" for i in range(6)]):
-        result = trec(labels, scores, groups, ["map", "ndcg_cut.3", "P.3"],
-                      docnos=list(names))["0"]
+        result = trec(labels, scores, groups, ["map", "ndcg_cut.3", "P.3"], docnos=list(names))["0"]
         for key in measures:
             worst[key] = min(worst[key], result[key])
             best[key] = max(best[key], result[key])
     for key, ours in measures.items():
         assert ours() == pytest.approx(worst[key], rel=1e-12)
         assert ours() < best[key]  # so the tie order matters here: the case can fail
-    in_input_order = trec(labels, scores, groups, ["map"],
-                          docnos=[f"d{9 - i}" for i in range(6)])["0"]["map"]
+    in_input_order = trec(labels, scores, groups, ["map"], docnos=[f"d{9 - i}" for i in range(6)])[
+        "0"
+    ]["map"]
     assert in_input_order > mean_average_precision(labels, scores, groups)
 
 
@@ -107,13 +119,14 @@ def test_query_without_relevant_document():
     groups = np.array([1, 1, 1, 2, 2, 2])
     theirs = trec(labels, scores, groups, ["map", "ndcg", "P.2"])
     assert theirs["1"] == {"map": 0.0, "ndcg": 0.0, "P_2": 0.0}
-    for metric, key, kwargs in ((mean_average_precision, "map", {}),
-                                (ndcg_at_k, "ndcg", {"gain": "linear"}),
-                                (precision_at_k, "P_2", {"k": 2})):
+    for metric, key, kwargs in (
+        (mean_average_precision, "map", {}),
+        (ndcg_at_k, "ndcg", {"gain": "linear"}),
+        (precision_at_k, "P_2", {"k": 2}),
+    ):
         default = metric(labels, scores, groups, **kwargs, per_query=True)
         np.testing.assert_allclose(default.values, column(theirs, key), rtol=1e-12)
-        excluded = metric(labels, scores, groups, **kwargs, no_relevant="exclude",
-                          per_query=True)
+        excluded = metric(labels, scores, groups, **kwargs, no_relevant="exclude", per_query=True)
         assert np.isnan(excluded.values[0]) and excluded.values[1] == default.values[1]
         assert excluded.mean == pytest.approx(theirs["2"][key], rel=1e-12)
         one = metric(labels, scores, groups, **kwargs, no_relevant=1.0, per_query=True)
@@ -125,7 +138,7 @@ def test_exponential_gain_is_trec_eval_on_gains_as_labels(seed):
     """trec_eval's NDCG gain is the label; our default 2**label - 1 is trec_eval's NDCG of
     the labels replaced by their gains. The two differ on graded labels, not on binary."""
     labels, scores, groups = sample(10 + seed, tie_values=4)
-    theirs = trec(2 ** labels - 1, scores, groups, ["ndcg", "ndcg_cut.3"])
+    theirs = trec(2**labels - 1, scores, groups, ["ndcg", "ndcg_cut.3"])
     for k, key in ((None, "ndcg"), (3, "ndcg_cut_3")):
         got = ndcg_at_k(labels, scores, groups, k=k, per_query=True)
         np.testing.assert_allclose(got.values, column(theirs, key), rtol=1e-12)
@@ -148,8 +161,9 @@ def test_threshold_is_trec_eval_relevance_level(threshold):
     """Relevant: label > threshold; trec_eval: label >= relevance_level. For integer labels,
     threshold t is relevance_level floor(t) + 1."""
     labels, scores, groups = sample(20, tie_values=3)
-    theirs = trec(labels, scores, groups, ["map", "P.5"],
-                  relevance_level=int(np.floor(threshold)) + 1)
+    theirs = trec(
+        labels, scores, groups, ["map", "P.5"], relevance_level=int(np.floor(threshold)) + 1
+    )
     got = mean_average_precision(labels, scores, groups, threshold=threshold, per_query=True)
     np.testing.assert_allclose(got.values, column(theirs, "map"), rtol=1e-12)
     got = precision_at_k(labels, scores, groups, k=5, threshold=threshold, per_query=True)
@@ -158,16 +172,15 @@ def test_threshold_is_trec_eval_relevance_level(threshold):
 
 # ---------------------------------------------------------------------------- invariants
 
+
 def test_query_ids_of_any_type_and_row_order():
     labels, scores, groups = sample(30)
     named = np.array([f"query-{g}" for g in groups])
     perm = np.random.default_rng(0).permutation(labels.size)
-    for metric in (mean_average_precision, ndcg_at_k,
-                   lambda *a: precision_at_k(*a, k=3)):
+    for metric in (mean_average_precision, ndcg_at_k, lambda *a: precision_at_k(*a, k=3)):
         value = metric(labels, scores, groups)
         assert metric(labels, scores, named) == pytest.approx(value, rel=1e-12)
-        assert metric(labels[perm], scores[perm], groups[perm]) == pytest.approx(value,
-                                                                                 rel=1e-12)
+        assert metric(labels[perm], scores[perm], groups[perm]) == pytest.approx(value, rel=1e-12)
         assert metric(labels, scores, list(groups)) == pytest.approx(value, rel=1e-12)
 
 
@@ -177,13 +190,13 @@ def test_ideal_ranking_and_scale_invariance():
     assert ndcg_at_k(labels, ideal, groups, no_relevant=1.0) == pytest.approx(1.0)
     assert mean_average_precision(labels, ideal, groups, no_relevant="exclude") == 1.0
     _, scores, _ = sample(31)
-    assert ndcg_at_k(labels, 3 * scores + 7, groups, k=4) == ndcg_at_k(labels, scores, groups,
-                                                                       k=4)
+    assert ndcg_at_k(labels, 3 * scores + 7, groups, k=4) == ndcg_at_k(labels, scores, groups, k=4)
 
 
 def test_per_query_result():
-    got = mean_average_precision([1, 0, 0, 1], [0.9, 0.8, 0.7, 0.6], ["b", "b", "a", "a"],
-                                 per_query=True)
+    got = mean_average_precision(
+        [1, 0, 0, 1], [0.9, 0.8, 0.7, 0.6], ["b", "b", "a", "a"], per_query=True
+    )
     assert isinstance(got, QueryMetric)
     assert got.query_ids.tolist() == ["a", "b"] and got.values.tolist() == [0.5, 1.0]
     assert got.mean == 0.75
@@ -198,35 +211,56 @@ def test_docstring_examples_run():
     assert runner.failures == 0 and runner.tries >= 7
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: mean_average_precision([1, 0], [0.5], [1, 1]),
-     "one entry per document; got lengths 2, 1 and 2"),
-    (lambda: mean_average_precision([], [], []), "no documents"),
-    (lambda: mean_average_precision([[1, 0]], [[0.5, 0.1]], [[1, 1]]), "1-D"),
-    (lambda: mean_average_precision(["a", "b"], [0.5, 0.1], [1, 1]), "numeric labels"),
-    (lambda: mean_average_precision([1, np.nan], [0.5, 0.1], [1, 1]),
-     "y_true must be finite; got nan at index 1"),
-    (lambda: mean_average_precision([1, 0], [0.5, np.inf], [1, 1]), "scores must be finite"),
-    (lambda: mean_average_precision([1, 0], [0.5, 0.1], [1.5, 1.5]), "query ids"),
-    (lambda: mean_average_precision([1, 0], [0.5, 0.1], np.array([1, "a"], dtype=object)),
-     "one type"),
-    (lambda: mean_average_precision([1, 0], [0.5, 0.1], [1, 1], threshold=None),
-     "threshold must be a finite number"),
-    (lambda: mean_average_precision([1, 0], [0.5, 0.1], [1, 1], no_relevant="skip"),
-     r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 'skip'"),
-    (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=[0.5]),
-     r"no_relevant must be 'exclude' or a number in \[0, 1\]; got \[0.5\]"),
-    (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=2),
-     r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 2"),
-    (lambda: mean_average_precision([0, 0], [0.5, 0.1], [1, 1], no_relevant="exclude"),
-     "no query has a relevant document.*AP is undefined"),
-    (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], k=0), "k must be a positive integer"),
-    (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], gain="log"),
-     "gain must be one of exponential, linear; got 'log'"),
-    (lambda: ndcg_at_k([1, -1], [0.5, 0.1], [1, 1]), "NDCG needs labels >= 0; got -1.0"),
-    (lambda: ndcg_at_k([1, 2000], [0.5, 0.1], [1, 1]), "beyond float64; pass gain='linear'"),
-    (lambda: precision_at_k([1, 0], [0.5, 0.1], [1, 1], k=2.0), "k must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda: mean_average_precision([1, 0], [0.5], [1, 1]),
+            "one entry per document; got lengths 2, 1 and 2",
+        ),
+        (lambda: mean_average_precision([], [], []), "no documents"),
+        (lambda: mean_average_precision([[1, 0]], [[0.5, 0.1]], [[1, 1]]), "1-D"),
+        (lambda: mean_average_precision(["a", "b"], [0.5, 0.1], [1, 1]), "numeric labels"),
+        (
+            lambda: mean_average_precision([1, np.nan], [0.5, 0.1], [1, 1]),
+            "y_true must be finite; got nan at index 1",
+        ),
+        (lambda: mean_average_precision([1, 0], [0.5, np.inf], [1, 1]), "scores must be finite"),
+        (lambda: mean_average_precision([1, 0], [0.5, 0.1], [1.5, 1.5]), "query ids"),
+        (
+            lambda: mean_average_precision([1, 0], [0.5, 0.1], np.array([1, "a"], dtype=object)),
+            "one type",
+        ),
+        (
+            lambda: mean_average_precision([1, 0], [0.5, 0.1], [1, 1], threshold=None),
+            "threshold must be a finite number",
+        ),
+        (
+            lambda: mean_average_precision([1, 0], [0.5, 0.1], [1, 1], no_relevant="skip"),
+            r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 'skip'",
+        ),
+        (
+            lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=[0.5]),
+            r"no_relevant must be 'exclude' or a number in \[0, 1\]; got \[0.5\]",
+        ),
+        (
+            lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], no_relevant=2),
+            r"no_relevant must be 'exclude' or a number in \[0, 1\]; got 2",
+        ),
+        (
+            lambda: mean_average_precision([0, 0], [0.5, 0.1], [1, 1], no_relevant="exclude"),
+            "no query has a relevant document.*AP is undefined",
+        ),
+        (lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], k=0), "k must be a positive integer"),
+        (
+            lambda: ndcg_at_k([1, 0], [0.5, 0.1], [1, 1], gain="log"),
+            "gain must be one of exponential, linear; got 'log'",
+        ),
+        (lambda: ndcg_at_k([1, -1], [0.5, 0.1], [1, 1]), "NDCG needs labels >= 0; got -1.0"),
+        (lambda: ndcg_at_k([1, 2000], [0.5, 0.1], [1, 1]), "beyond float64; pass gain='linear'"),
+        (lambda: precision_at_k([1, 0], [0.5, 0.1], [1, 1], k=2.0), "k must be a positive integer"),
+    ],
+)
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -22,8 +22,9 @@ def devkit_ap(gt, out):
     mrec, mpre = [0.0] + rec + [1.0], [0.0] + prec + [0.0]
     for i in range(len(mpre) - 2, -1, -1):
         mpre[i] = max(mpre[i], mpre[i + 1])
-    return sum((mrec[i] - mrec[i - 1]) * mpre[i] for i in range(1, len(mrec))
-               if mrec[i] != mrec[i - 1])
+    return sum(
+        (mrec[i] - mrec[i - 1]) * mpre[i] for i in range(1, len(mrec)) if mrec[i] != mrec[i - 1]
+    )
 
 
 def test_hand_computed_example():
@@ -42,7 +43,8 @@ def test_difficult_boxes_are_ignored():
     # without the box at rank 2: + - + +  ->  (1 + 3/4 + 3/4) / 3
     assert voc_average_precision(labels, scores, ignore=ignore) == pytest.approx(2.5 / 3)
     assert voc_average_precision(labels, scores, ignore=ignore) == pytest.approx(
-        devkit_ap([1, 0, -1, 1, 1], list(scores)))
+        devkit_ap([1, 0, -1, 1, 1], list(scores))
+    )
     with pytest.raises(ValueError, match="ignore must be a 1-D mask of one flag per score"):
         voc_average_precision(labels, scores, ignore=[True, False])
     with pytest.raises(ValueError, match="no positive"):

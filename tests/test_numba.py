@@ -33,8 +33,14 @@ print(sum(scan_sorted.stats.cache_misses.values()), sum(scan_sorted.stats.cache_
 
 def run_script(cache_dir):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
-    return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          env=env, cwd=ROOT, check=True)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
 
 
 def test_builtin_losses_compile_once_then_load_in_a_new_process(tmp_path):
@@ -189,8 +195,14 @@ def test_batch_kernel_compiles_once_then_loads_in_a_new_process(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
 
     def run():
-        out = subprocess.run([sys.executable, "-c", BATCH_SCRIPT], capture_output=True,
-                             text=True, env=env, cwd=ROOT, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", BATCH_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            check=True,
+        ).stdout.split()
         return tuple(map(int, out))
 
     misses, hits, compiles = run()
@@ -202,12 +214,14 @@ def test_batch_kernel_compiles_once_then_loads_in_a_new_process(tmp_path):
 def test_the_builtin_losses_bind_by_their_codes():
     """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
     a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
-    assert {LOSSES["ap"].kernel: AP_CODE,
-                                     LOSSES["ndcg"].kernel: NDCG_CODE} == qn.BUILTIN_INCREMENTS
+    assert {LOSSES["ap"].kernel: AP_CODE, LOSSES["ndcg"].kernel: NDCG_CODE} == qn.BUILTIN_INCREMENTS
     from qs.inference.qs import sort_dc
 
     assert qn.bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)
     imported = subprocess.run(
         [sys.executable, "-c", "import sys, qs._numba; print('qs.losses' in sys.modules)"],
-        capture_output=True, text=True, check=True).stdout.split()
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert imported == ["False"]

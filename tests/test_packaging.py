@@ -10,8 +10,12 @@ tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[1]
 #: repository folder -> import name
-FOLDERS = {"qs": "qs", "cli": "qsrank", "pipelines": "qsrank.pipelines",
-           "configs": "qsrank.configs"}
+FOLDERS = {
+    "qs": "qs",
+    "cli": "qsrank",
+    "pipelines": "qsrank.pipelines",
+    "configs": "qsrank.configs",
+}
 
 
 def _setuptools():
@@ -31,7 +35,9 @@ def _package_folders():
 def test_every_package_folder_is_in_the_distribution():
     setuptools = _setuptools()
     assert set(setuptools["packages"]) == _package_folders()
-    assert setuptools["package-dir"] == {name: folder for folder, name in FOLDERS.items() if folder != name}
+    assert setuptools["package-dir"] == {
+        name: folder for folder, name in FOLDERS.items() if folder != name
+    }
 
 
 def _imports(path):
@@ -45,7 +51,10 @@ def _imports(path):
 
 @pytest.mark.parametrize("folder", ["qs", "cli", "pipelines", "tests"])
 def test_no_code_imports_the_repository_folder_names(folder):
-    bad = [f"{path.relative_to(ROOT)}: {name}"
-           for path in sorted((ROOT / folder).rglob("*.py"))
-           for name in _imports(path) if name.split(".")[0] in ("cli", "pipelines")]
+    bad = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for name in _imports(path)
+        if name.split(".")[0] in ("cli", "pipelines")
+    ]
     assert not bad, "import qsrank / qsrank.pipelines instead:\n" + "\n".join(bad)

@@ -45,7 +45,7 @@ def test_loss_and_gradient_are_those_of_the_explicit_pairs():
                 if levels[i] > levels[j]:
                     ref_pairs[q] += 1
                     slack = max(0.0, 1.0 - scores[i] + scores[j])
-                    ref_loss += slack ** 2
+                    ref_loss += slack**2
                     ref_grad[i] -= 2 * slack
                     ref_grad[j] += 2 * slack
     assert loss == pytest.approx(ref_loss, rel=1e-12)
@@ -59,13 +59,15 @@ def test_fit_is_linearsvc_on_the_explicit_pairs(C, sparse):
     X, y, groups = graded(1)
     diffs, owner = explicit_pairs(X, y, groups)
     model = PairwiseRankSVM(C=C, tol=1e-10, max_iter=5000).fit(
-        sp.csr_matrix(X) if sparse else X, y, groups)
+        sp.csr_matrix(X) if sparse else X, y, groups
+    )
     Q = np.unique(owner).size
     assert model.n_queries_ == Q and model.n_pairs_ == len(diffs)
     # LinearSVC needs two classes: flip every other pair, which leaves its hinge unchanged
     sign = np.where(np.arange(len(diffs)) % 2 == 0, 1.0, -1.0)
-    svc = LinearSVC(C=C / Q, loss="squared_hinge", dual=False, fit_intercept=False,
-                    tol=1e-12, max_iter=100_000).fit(diffs * sign[:, None], sign)
+    svc = LinearSVC(
+        C=C / Q, loss="squared_hinge", dual=False, fit_intercept=False, tol=1e-12, max_iter=100_000
+    ).fit(diffs * sign[:, None], sign)
     np.testing.assert_allclose(model.coef_, svc.coef_, rtol=1e-5, atol=1e-7)
 
     def primal(w):
@@ -93,9 +95,14 @@ def test_score_is_mean_ndcg_and_ranks_better_than_chance():
     assert model.score(X, y, groups) > chance.score(X, y, groups)
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"C": 0}, "C must be"), ({"tol": -1.0}, "tol must be"), ({"max_iter": 0}, "max_iter"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"C": 0}, "C must be"),
+        ({"tol": -1.0}, "tol must be"),
+        ({"max_iter": 0}, "max_iter"),
+    ],
+)
 def test_bad_parameters_are_refused(params, match):
     X, y, groups = graded(6)
     with pytest.raises(ValueError, match=match):

@@ -33,8 +33,9 @@ def tree_digest(root):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    out = run(_runner.resolve(voc.SPEC, TINY), tmp_path_factory.mktemp("r") / "default",
-              progress=False)
+    out = run(
+        _runner.resolve(voc.SPEC, TINY), tmp_path_factory.mktemp("r") / "default", progress=False
+    )
     release_run_dirs()
     return out
 
@@ -58,10 +59,23 @@ def test_make_targets_write_under_runs(tmp_path):
     ship in the package, on purpose."""
     targets = re.findall(r"^([a-z0-9-]+):.*## ", (ROOT / "Makefile").read_text(), re.MULTILINE)
     runs = tmp_path / "elsewhere"
-    for target in set(targets) - {"install", "clean", "publish", "readme", "test", "docs",
-                                  "wheel-check", "help", "sodeep-checkpoints"}:
-        dry = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"RUNS={runs}"],
-                             capture_output=True, text=True, check=True).stdout
+    for target in set(targets) - {
+        "install",
+        "clean",
+        "publish",
+        "readme",
+        "test",
+        "docs",
+        "wheel-check",
+        "help",
+        "sodeep-checkpoints",
+    }:
+        dry = subprocess.run(
+            ["make", "-n", "-C", str(ROOT), target, f"RUNS={runs}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for line in dry.splitlines():
             assert "results/" not in line, f"make {target}: {line}"
             for out in re.findall(r"--out (\S+)", line):
@@ -70,8 +84,14 @@ def test_make_targets_write_under_runs(tmp_path):
 
 def test_publish_copies_what_the_docs_and_readme_read(finished, tmp_path):
     to, names = publish(finished, tmp_path / "results" / "voc2011_actions" / "default")
-    assert {"table1.md", "table1.csv", "ratios.csv", "provenance.json", "config.yaml",
-            "qsrank-run.json"} <= set(names)
+    assert {
+        "table1.md",
+        "table1.csv",
+        "ratios.csv",
+        "provenance.json",
+        "config.yaml",
+        "qsrank-run.json",
+    } <= set(names)
     for name in names:
         assert (to / name).read_bytes() == (finished / name).read_bytes()
     assert not (to / "runs").exists()  # the resumable state stays with the run

@@ -26,17 +26,43 @@ def shown(message, category):
     return bool(seen)
 
 
-@pytest.mark.parametrize("message,category,expected", [
-    ("subgradient stopped at max_iter=50 before meeting tol=0.001 (duality gap 0.08)",
-     ConvergenceWarning, False),
-    ("cutting_plane stopped at max_iter=50 before meeting tol=0.001", ConvergenceWarning, False),
-    (("the latent objective did not settle (decrease below C x tol) within max_outer=1 outer "
-      "steps; raise max_outer or tol."), ConvergenceWarning, False),
-    ("cutting_plane stopped at max_iter=1000 before meeting tol=0.001", ConvergenceWarning, True),
-    (("the latent objective did not settle (decrease below C x tol) within max_outer=400 "
-      "outer steps"), ConvergenceWarning, True),
-    ("cutting_plane stopped at max_iter=50 before meeting tol=0.001", UserWarning, True),
-    ("liblinear failed to converge", ConvergenceWarning, True),
-])
+@pytest.mark.parametrize(
+    "message,category,expected",
+    [
+        (
+            "subgradient stopped at max_iter=50 before meeting tol=0.001 (duality gap 0.08)",
+            ConvergenceWarning,
+            False,
+        ),
+        (
+            "cutting_plane stopped at max_iter=50 before meeting tol=0.001",
+            ConvergenceWarning,
+            False,
+        ),
+        (
+            (
+                "the latent objective did not settle (decrease below C x tol) within max_outer=1 outer "
+                "steps; raise max_outer or tol."
+            ),
+            ConvergenceWarning,
+            False,
+        ),
+        (
+            "cutting_plane stopped at max_iter=1000 before meeting tol=0.001",
+            ConvergenceWarning,
+            True,
+        ),
+        (
+            (
+                "the latent objective did not settle (decrease below C x tol) within max_outer=400 "
+                "outer steps"
+            ),
+            ConvergenceWarning,
+            True,
+        ),
+        ("cutting_plane stopped at max_iter=50 before meeting tol=0.001", UserWarning, True),
+        ("liblinear failed to converge", ConvergenceWarning, True),
+    ],
+)
 def test_only_the_warnings_tests_cause_on_purpose_are_filtered(message, category, expected):
     assert shown(message, category) is expected

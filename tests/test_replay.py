@@ -22,8 +22,20 @@ def test_replay_times_every_method_on_every_recorded_vector(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({"experiment": "voc2011_actions", "max_boxes": 300}))
     out = tmp_path / "replay"
-    result = invoke("bench", "--replay", "--config", config, "--class", "phoning", "--loss",
-                    "ndcg", "--repeats", 2, "--out", out)
+    result = invoke(
+        "bench",
+        "--replay",
+        "--config",
+        config,
+        "--class",
+        "phoning",
+        "--loss",
+        "ndcg",
+        "--repeats",
+        2,
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     for name in ("timings.csv", "summary.md", "config.yaml", "provenance.json"):
         assert (out / name).is_file(), name

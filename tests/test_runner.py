@@ -27,15 +27,20 @@ def _unit(run, unit):
 
 def _write(run, records):
     (run.out / "table.md").write_text(
-        "\n".join(f"{r['item']} {r['value']}" for r in records) + "\n")
+        "\n".join(f"{r['item']} {r['value']}" for r in records) + "\n"
+    )
 
 
 TOY = _runner.Experiment(
-    name="toy", schema=Toy, load_data=lambda cfg: {"a": 1, "b": 2, "c": 3, "d": 4},
-    settings=lambda cfg, data: {"data": "toy data", "data_sha256": "0" * 64,
-                                "scale": cfg["scale"]},
-    units=lambda cfg, data: [(item,) for item in cfg["items"]], run_unit=_unit, write=_write,
-    warm_up=lambda cfg, units: CALLS.append(("warm", len(units))))
+    name="toy",
+    schema=Toy,
+    load_data=lambda cfg: {"a": 1, "b": 2, "c": 3, "d": 4},
+    settings=lambda cfg, data: {"data": "toy data", "data_sha256": "0" * 64, "scale": cfg["scale"]},
+    units=lambda cfg, data: [(item,) for item in cfg["items"]],
+    run_unit=_unit,
+    write=_write,
+    warm_up=lambda cfg, units: CALLS.append(("warm", len(units))),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +113,9 @@ def test_an_interrupted_run_is_recorded_so(tmp_path):
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["status"] == "complete"
     assert [c["status"] for c in provenance["commands"]] == [
-        "interrupted: KeyboardInterrupt", "complete"]
+        "interrupted: KeyboardInterrupt",
+        "complete",
+    ]
     assert CALLS == [("warm", 2), ("a",), ("warm", 1), ("b",)]
 
 

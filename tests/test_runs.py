@@ -10,6 +10,7 @@ from importlib import metadata
 
 import pytest
 import yaml
+
 from qsrank.pipelines import _runner, _runs
 from qsrank.pipelines import voc2011_actions as voc
 from qsrank.pipelines._io import write_json
@@ -25,8 +26,12 @@ TINY = {"max_boxes": 250, "classes": ["phoning"], "methods": ["ap_qs"]}
 
 
 def git(repo, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_code_version_names_local_edits(tmp_path):
@@ -72,8 +77,11 @@ def test_code_version_ignores_results_and_docs(tmp_path):
 def test_local_code_edits_retrain(tmp_path, monkeypatch):
     trained = []
     real = voc.train_one
-    monkeypatch.setattr(voc_train, "train_one", lambda cfg, name, *a, **k:
-                        trained.append(name) or real(cfg, name, *a, **k))
+    monkeypatch.setattr(
+        voc_train,
+        "train_one",
+        lambda cfg, name, *a, **k: trained.append(name) or real(cfg, name, *a, **k),
+    )
     monkeypatch.setattr(_runs, "code_version", lambda: "abc-dirty-0001")
     run(resolve(TINY), tmp_path / "run", progress=False)
     run(resolve(TINY), tmp_path / "run", progress=False)
@@ -85,7 +93,6 @@ def test_local_code_edits_retrain(tmp_path, monkeypatch):
     assert record["settings"]["code"] == "abc-dirty-0002"
 
 
-
 def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, monkeypatch):
     trained = []
     monkeypatch.setattr(voc_train, "train_one", lambda *a, **k: trained.append(a) or 1 / 0)
@@ -93,8 +100,9 @@ def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, 
     claim_run_dir(bench, "scaling", "bench")
     (bench / "config.yaml").write_text("seed: 0\n")
     before = {p.name: p.read_bytes() for p in bench.iterdir()}
-    with pytest.raises(ValueError, match="holds a scaling bench run, not a voc2011_actions "
-                                         "tables run"):
+    with pytest.raises(
+        ValueError, match="holds a scaling bench run, not a voc2011_actions tables run"
+    ):
         run(resolve(TINY), bench, progress=False)
     figure = claim_run_dir(tmp_path / "figure", "voc2011_actions", "figure")
     with pytest.raises(ValueError, match="holds a voc2011_actions figure run"):
@@ -136,10 +144,22 @@ def test_store_keeps_records_of_the_current_settings_only(tmp_path):
 def test_provenance_names_backends_data_checksum_and_each_command(tmp_path):
     cfg = resolve({**TINY, "methods": ["0-1"]})
     for vary in ("negatives", "positives"):
-        figure_run(resolve({**cfg, "figures": {"preset": "quick", "repeats": 1,
-                                              "loss": "ap", "vary": vary,
-                                              "methods": ["0-1"]}}),
-                   tmp_path / "fig", progress=False)
+        figure_run(
+            resolve(
+                {
+                    **cfg,
+                    "figures": {
+                        "preset": "quick",
+                        "repeats": 1,
+                        "loss": "ap",
+                        "vary": vary,
+                        "methods": ["0-1"],
+                    },
+                }
+            ),
+            tmp_path / "fig",
+            progress=False,
+        )
     record = json.loads((tmp_path / "fig" / "provenance.json").read_text())
     assert {"qpsolvers", "daqp", "llvmlite", "h5py"} <= set(PACKAGES)
     assert record["packages"]["qpsolvers"] and record["packages"]["daqp"]
@@ -163,8 +183,11 @@ def test_a_run_killed_while_writing_its_marker_is_accepted_and_cleaned(tmp_path)
     stale = [out / ".table.md.abcdefgh.qsrank-tmp", out / "runs" / ".a.json.0123abcd.qsrank-tmp"]
     for path in stale:
         path.write_text("half")
-    users = [out / "runs" / "notes.tmp", out / "runs" / ".x.abcdefgh.tmp",
-             out / ".table.md.abcdefgh.tmp"]
+    users = [
+        out / "runs" / "notes.tmp",
+        out / "runs" / ".x.abcdefgh.tmp",
+        out / ".table.md.abcdefgh.tmp",
+    ]
     for path in users:
         path.write_text("not ours")
     assert claim_run_dir(out, "digits", "tables") == out
@@ -206,8 +229,11 @@ def test_a_users_file_named_like_the_lock_is_neither_overwritten_nor_removed(tmp
 def test_the_lock_file_of_a_killed_run_is_taken_over(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
-    (out / _runs.LOCK).write_text(json.dumps({"pid": 1, "host": "h", "command": "qsrank fit",
-                                              "since": "2026-01-01 00:00:00 UTC"}))
+    (out / _runs.LOCK).write_text(
+        json.dumps(
+            {"pid": 1, "host": "h", "command": "qsrank fit", "since": "2026-01-01 00:00:00 UTC"}
+        )
+    )
     assert claim_run_dir(out, "digits", "tables") == out
     assert json.loads((out / _runs.LOCK).read_text())["pid"] == os.getpid()
     _runs.release_run_dirs()
@@ -235,8 +261,10 @@ def test_provenance_records_the_code_a_run_began_with(tmp_path, monkeypatch):
         pass
     record = json.loads((tmp_path / "a" / "provenance.json").read_text())
     assert record["git_commit"] == "begun" and record["commands"][-1]["git_commit"] == "begun"
-    with pytest.raises(KeyboardInterrupt), \
-            _runner.run_dir("voc2011_actions", "tables", tmp_path / "b", {"seed": 0}, "data", {}):
+    with (
+        pytest.raises(KeyboardInterrupt),
+        _runner.run_dir("voc2011_actions", "tables", tmp_path / "b", {"seed": 0}, "data", {}),
+    ):
         raise KeyboardInterrupt
     record = json.loads((tmp_path / "b" / "provenance.json").read_text())
     assert record["git_commit"] == "begun again" and "interrupted" in record["status"]

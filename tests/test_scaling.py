@@ -7,17 +7,38 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from qsrank.common import default_config
 from qsrank.main import main
 from qsrank.pipelines import scaling
 from qsrank.pipelines.scaling import config, share, timing
 
-OUTPUTS = ("timings.csv", "compile.csv", "summary.md", "config.yaml", "provenance.json",
-           "scaling.png", "scaling.pdf")
-ALL_CURVES = [("01", "0-1"), ("ap", "ap"), ("ap", "ap_qs"), ("ap", "ap_search"),
-              ("ap", "ap_auto"), ("ap", "ap_auto_out"), ("ap", "sort_dc"), ("ndcg", "ndcg"),
-              ("ndcg", "ndcg_qs"), ("ndcg", "ndcg_auto"), ("ndcg", "ndcg_auto_out"),
-              ("ndcg", "sort_dc"), ("-", "np.max"), ("-", "np.partition"), ("-", "np.sort")]
+OUTPUTS = (
+    "timings.csv",
+    "compile.csv",
+    "summary.md",
+    "config.yaml",
+    "provenance.json",
+    "scaling.png",
+    "scaling.pdf",
+)
+ALL_CURVES = [
+    ("01", "0-1"),
+    ("ap", "ap"),
+    ("ap", "ap_qs"),
+    ("ap", "ap_search"),
+    ("ap", "ap_auto"),
+    ("ap", "ap_auto_out"),
+    ("ap", "sort_dc"),
+    ("ndcg", "ndcg"),
+    ("ndcg", "ndcg_qs"),
+    ("ndcg", "ndcg_auto"),
+    ("ndcg", "ndcg_auto_out"),
+    ("ndcg", "sort_dc"),
+    ("-", "np.max"),
+    ("-", "np.partition"),
+    ("-", "np.sort"),
+]
 
 
 def invoke(*args):
@@ -31,8 +52,9 @@ def read(path):
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "run"
-    result = invoke("bench", "--vary", "negatives", "--preset", "quick", "--repeats", 2,
-                    "--out", out)
+    result = invoke(
+        "bench", "--vary", "negatives", "--preset", "quick", "--repeats", 2, "--out", out
+    )
     assert result.exit_code == 0, result.output
     return out, result.output
 
@@ -50,8 +72,16 @@ def test_bench_csv_has_one_row_per_size_curve_repeat(quick_run):
     out, _ = quick_run
     spec = scaling.PRESETS["quick"]["negatives"]
     timings = read(out / "timings.csv")
-    assert list(timings.columns) == ["vary", "loss", "curve", "method", "n_pos", "n_neg",
-                                     "repeat", "seconds"]
+    assert list(timings.columns) == [
+        "vary",
+        "loss",
+        "curve",
+        "method",
+        "n_pos",
+        "n_neg",
+        "repeat",
+        "seconds",
+    ]
     assert len(timings) == spec["points"] * len(ALL_CURVES) * 2
     assert set(zip(timings["loss"], timings["curve"])) == set(ALL_CURVES)
     repeats = timings.groupby(["loss", "curve", "n_neg"])["repeat"].apply(sorted)
@@ -87,8 +117,21 @@ def test_plot_redraws_the_figure(quick_run):
 
 
 def test_budget_skips_larger_sizes_and_says_so(tmp_path):
-    result = invoke("bench", "--preset", "quick", "--loss", "ap", "--methods", "ap,ap_qs",
-                    "--repeats", 1, "--budget", 1e-12, "--out", tmp_path)
+    result = invoke(
+        "bench",
+        "--preset",
+        "quick",
+        "--loss",
+        "ap",
+        "--methods",
+        "ap,ap_qs",
+        "--repeats",
+        1,
+        "--budget",
+        1e-12,
+        "--out",
+        tmp_path,
+    )
     assert result.exit_code == 0, result.output
     assert config.SKIPPED in result.output
     timings, cold = read(tmp_path / "timings.csv"), read(tmp_path / "compile.csv")
@@ -103,8 +146,9 @@ def test_unknown_vary_is_a_usage_error():
     assert "sideways" in result.output and "negatives" in result.output
 
 
-@pytest.mark.parametrize("text, key", [("repeatz: 3\n", "repeatz"),
-                                       ("scores: {pos_meen: 2.0}\n", "scores.pos_meen")])
+@pytest.mark.parametrize(
+    "text, key", [("repeatz: 3\n", "repeatz"), ("scores: {pos_meen: 2.0}\n", "scores.pos_meen")]
+)
 def test_unknown_config_key_names_it_and_writes_nothing(tmp_path, text, key):
     config = tmp_path / "bad.yaml"
     config.write_text(text)
@@ -179,8 +223,7 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
     """`--vary share`: every cell of the quick grid timed for every curve, the grid table
     (CSV, Markdown, stdout) with the default's ratios, and the figure."""
     out = tmp_path / "share"
-    result = invoke("bench", "--vary", "share", "--preset", "quick", "--repeats", 2,
-                    "--out", out)
+    result = invoke("bench", "--vary", "share", "--preset", "quick", "--repeats", 2, "--out", out)
     assert result.exit_code == 0, result.output
     spec = scaling.PRESETS["quick"]["share"]
     cells = {(max(1, round(s * n)), n) for n in spec["negatives"] for s in spec["shares"]}
@@ -193,7 +236,12 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
     assert len(grid) == 2 * len(cells) and set(grid["loss"]) == {"ap", "ndcg"}
     assert (grid["vs_zero_one"] > 0).all() and (grid["vs_fastest_other"] > 0).all()
     assert set(grid["fastest_other"]) <= {c[1] for c in config.SHARE_CURVES} - {
-        "0-1", "ap_auto", "ndcg_auto", "ap_batch", "ndcg_batch"}
+        "0-1",
+        "ap_auto",
+        "ndcg_auto",
+        "ap_batch",
+        "ndcg_batch",
+    }
     table = share.share_markdown(grid)
     assert table in (out / "summary.md").read_text() and table in result.output
     for name in ("scaling.png", "scaling.pdf"):
@@ -202,8 +250,14 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
 
 def test_share_grid_rejects_a_bad_share(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"vary": "share", "presets": {"quick": {"share": {
-        "negatives": [100], "shares": [0.1, -1]}}}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "vary": "share",
+                "presets": {"quick": {"share": {"negatives": [100], "shares": [0.1, -1]}}},
+            }
+        )
+    )
     result = invoke("bench", "--config", config, "--preset", "quick", "--out", tmp_path / "r")
     assert result.exit_code == 1 and "shares" in result.output
     assert not (tmp_path / "r").exists()

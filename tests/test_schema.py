@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import yaml
+
 from qsrank.pipelines import _schema as S
 
 
@@ -21,8 +22,14 @@ class Model(S.Section):
 
 
 def test_defaults_and_values_keep_their_type():
-    assert S.validate(Model, {}) == {"name": "a", "C": "cv", "data": None, "fast": False,
-                                     "items": ["x"], "inner": {"folds": 5, "grid": [1.0, 10.0]}}
+    assert S.validate(Model, {}) == {
+        "name": "a",
+        "C": "cv",
+        "data": None,
+        "fast": False,
+        "items": ["x"],
+        "inner": {"folds": 5, "grid": [1.0, 10.0]},
+    }
     cfg = S.validate(Model, {"C": 10, "inner": {"folds": np.int64(3)}})
     assert cfg["C"] == 10 and type(cfg["C"]) is int
     assert cfg["inner"] == {"folds": 3, "grid": [1.0, 10.0]} and type(cfg["inner"]["folds"]) is int
@@ -32,24 +39,34 @@ def test_defaults_and_values_keep_their_type():
     assert S.validate(Model, {})["items"] == ["x"]
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"colour": 1}, "unknown config key 'colour'; allowed keys: name, C, data, fast, items, "
-                    "inner"),
-    ({"inner": {"k": 1}}, "unknown config key 'inner.k'; allowed keys in 'inner': folds, grid"),
-    ({"inner": 3}, "inner: expected a mapping of keys; got 3"),
-    ({"name": "c"}, "name: expected one of a, b; got 'c'"),
-    ({"C": 0}, "C: expected a finite number > 0 or 'cv'; got 0"),
-    ({"C": True}, "C: expected a finite number > 0 or 'cv'; got True"),
-    ({"C": float("nan")}, "C: expected a finite number > 0 or 'cv'; got nan"),
-    ({"data": 3}, "data: expected null or a string; got 3"),
-    ({"fast": "yes"}, "fast: expected true or false; got 'yes'"),
-    ({"items": ["x", "w"]}, "items: expected a non-empty list of distinct letters x-z; got "
-                            "entry 1: 'w' (not one of x, y, z)"),
-    ({"inner": {"folds": 2.0}}, "inner.folds: expected a finite integer >= 2; got 2.0"),
-    ({"inner": {"grid": [1, 0]}}, "inner.grid: expected a non-empty list of C values > 0; got "
-                                  "entry 1: 0"),
-    ([1, 2], "config must be a mapping of keys; got [1, 2]"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {"colour": 1},
+            "unknown config key 'colour'; allowed keys: name, C, data, fast, items, inner",
+        ),
+        ({"inner": {"k": 1}}, "unknown config key 'inner.k'; allowed keys in 'inner': folds, grid"),
+        ({"inner": 3}, "inner: expected a mapping of keys; got 3"),
+        ({"name": "c"}, "name: expected one of a, b; got 'c'"),
+        ({"C": 0}, "C: expected a finite number > 0 or 'cv'; got 0"),
+        ({"C": True}, "C: expected a finite number > 0 or 'cv'; got True"),
+        ({"C": float("nan")}, "C: expected a finite number > 0 or 'cv'; got nan"),
+        ({"data": 3}, "data: expected null or a string; got 3"),
+        ({"fast": "yes"}, "fast: expected true or false; got 'yes'"),
+        (
+            {"items": ["x", "w"]},
+            "items: expected a non-empty list of distinct letters x-z; got "
+            "entry 1: 'w' (not one of x, y, z)",
+        ),
+        ({"inner": {"folds": 2.0}}, "inner.folds: expected a finite integer >= 2; got 2.0"),
+        (
+            {"inner": {"grid": [1, 0]}},
+            "inner.grid: expected a non-empty list of C values > 0; got entry 1: 0",
+        ),
+        ([1, 2], "config must be a mapping of keys; got [1, 2]"),
+    ],
+)
 def test_errors_are_one_line_naming_path_expected_and_given(config, message):
     with pytest.raises(ValueError) as err:
         S.validate(Model, config)
@@ -64,15 +81,24 @@ def test_a_huge_given_value_is_cut():
 
 
 def test_parse_sets_reads_dotted_paths_and_yaml_values():
-    assert S.parse_sets(["C=10", "inner.folds=3", "inner.grid=[1, 2]", "data=/x/y",
-                         "fast=true", "name="]) == {
-        "C": 10, "inner": {"folds": 3, "grid": [1, 2]}, "data": "/x/y", "fast": True,
-        "name": None}
+    assert S.parse_sets(
+        ["C=10", "inner.folds=3", "inner.grid=[1, 2]", "data=/x/y", "fast=true", "name="]
+    ) == {
+        "C": 10,
+        "inner": {"folds": 3, "grid": [1, 2]},
+        "data": "/x/y",
+        "fast": True,
+        "name": None,
+    }
     assert S.parse_sets(["C=1e-5"]) == {"C": 1e-5}  # a float, as in a config file
     assert S.validate(Model, S.parse_sets(["inner.folds=3"]))["inner"]["folds"] == 3
-    for bad, message in [("C", "expected KEY=VALUE"), (".C=1", "expected KEY=VALUE"),
-                         ("C=[1", "expected ',' or ']'"), ("C=&a 1", "anchors and aliases"),
-                         ("C.x=2", "is set to a value above")]:
+    for bad, message in [
+        ("C", "expected KEY=VALUE"),
+        (".C=1", "expected KEY=VALUE"),
+        ("C=[1", "expected ',' or ']'"),
+        ("C=&a 1", "anchors and aliases"),
+        ("C.x=2", "is set to a value above"),
+    ]:
         with pytest.raises(ValueError, match=message):
             S.parse_sets(["C=1", bad] if message.endswith("above") else [bad])
 

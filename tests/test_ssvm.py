@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
 from qs.inference import Workspace, lai
-from qs.ssvm._problem import Problem
 from qs.ssvm import (
     SOLVERS,
     Progress,
@@ -19,6 +18,7 @@ from qs.ssvm import (
     ground_truth_coef,
     subgradient,
 )
+from qs.ssvm._problem import Problem
 from tests import naive
 
 # the modules (qs.ssvm exports functions of the same names)
@@ -54,6 +54,7 @@ def run(solver, X, y, **kw):
 
 # ---------------------------------------------------------------- (a) recorded objective
 
+
 @pytest.mark.parametrize("solver", SOLVERS.values())
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_objective_matches_exhaustive_enumeration(solver, loss):
@@ -86,6 +87,7 @@ def test_ground_truth_coef():
 
 # ---------------------------------------------------------------- (b) convergence
 
+
 @pytest.mark.parametrize("loss,method", LOSSES)
 @pytest.mark.parametrize("C", [1.0, 20.0])
 def test_solvers_reach_the_same_optimum(loss, method, C):
@@ -113,8 +115,9 @@ def test_iteration_cap_and_record():
     res = cutting_plane(X, y, C=50.0, tol=0.0, max_iter=4, callback=seen.append)
     assert not res.converged and res.n_iter == 4
     assert res.objective.shape == res.gap.shape == (4,)
-    assert [p[:3] for p in seen] == [Progress(k + 1, res.objective[k], res.gap[k])[:3]
-                                     for k in range(4)]
+    assert [p[:3] for p in seen] == [
+        Progress(k + 1, res.objective[k], res.gap[k])[:3] for k in range(4)
+    ]
     np.testing.assert_array_equal(seen[0].scores, np.zeros(len(y)))  # w = 0 at the start
     assert all(p.scores.shape == (len(y),) for p in seen)
     np.testing.assert_allclose(seen[-1].scores, X @ res.w)  # the last iterate is returned
@@ -159,11 +162,14 @@ def test_qp_backends_agree(backend):
 
 # ---------------------------------------------------------------- (c), (d) same weights
 
+
 @pytest.mark.parametrize("solver", SOLVERS.values())
 def test_lai_methods_give_identical_weights(solver):
     X, y = make_data(seed=1)
-    ws = [run(solver, X, y, C=10.0, loss="ap", method=m, tol=1e-4, max_iter=500).w
-          for m in ("qs", "yue", "search")]
+    ws = [
+        run(solver, X, y, C=10.0, loss="ap", method=m, tol=1e-4, max_iter=500).w
+        for m in ("qs", "yue", "search")
+    ]
     np.testing.assert_array_equal(ws[0], ws[1])
     np.testing.assert_array_equal(ws[0], ws[2])
 
@@ -174,13 +180,15 @@ def test_dense_and_sparse_agree(solver, loss, method):
     X, y = make_data(seed=2)
     X[np.abs(X) < 0.8] = 0.0  # about half the entries
     dense = run(solver, X, y, C=5.0, loss=loss, method=method, tol=1e-4, max_iter=500)
-    sparse = run(solver, sp.csr_matrix(X), y, C=5.0, loss=loss, method=method, tol=1e-4,
-                 max_iter=500)
+    sparse = run(
+        solver, sp.csr_matrix(X), y, C=5.0, loss=loss, method=method, tol=1e-4, max_iter=500
+    )
     np.testing.assert_allclose(sparse.w, dense.w, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(sparse.objective, dense.objective, rtol=1e-8)
 
 
 # ---------------------------------------------------------------- (e) 0-1 loss = hinge SVM
+
 
 @pytest.mark.parametrize("C_svc", [0.01, 1.0])
 def test_zero_one_matches_linear_svc(C_svc):
@@ -206,21 +214,24 @@ X_OK, Y_OK = make_data(n=20, d=3)
 
 
 @pytest.mark.parametrize("solver", SOLVERS.values())
-@pytest.mark.parametrize("X,y,kw,match", [
-    (X_OK[:, 0], Y_OK, {}, "Expected 2D array"),
-    (np.where(np.eye(20, 3) > 0, np.nan, X_OK), Y_OK, {}, "NaN"),
-    (X_OK, Y_OK[:-1], {}, "same length"),
-    (X_OK, np.where(Y_OK, 2, 0), {}, "binary"),
-    (X_OK, np.ones(20, dtype=bool), {}, "no negative"),
-    (X_OK, Y_OK, {"C": 0.0}, "C must be"),
-    (X_OK, Y_OK, {"C": np.inf}, "C must be"),
-    (X_OK, Y_OK, {"tol": -1.0}, "tol must be"),
-    (X_OK, Y_OK, {"max_iter": 0}, "max_iter must be"),
-    (X_OK, Y_OK, {"loss": "hinge"}, "loss must be"),
-    (X_OK, Y_OK, {"loss": "01", "method": "qs"}, "does not support"),
-    (X_OK, Y_OK, {"method": "fast"}, "Unknown method"),
-    (X_OK, Y_OK, {"callback": 3}, "callback must be"),
-])
+@pytest.mark.parametrize(
+    "X,y,kw,match",
+    [
+        (X_OK[:, 0], Y_OK, {}, "Expected 2D array"),
+        (np.where(np.eye(20, 3) > 0, np.nan, X_OK), Y_OK, {}, "NaN"),
+        (X_OK, Y_OK[:-1], {}, "same length"),
+        (X_OK, np.where(Y_OK, 2, 0), {}, "binary"),
+        (X_OK, np.ones(20, dtype=bool), {}, "no negative"),
+        (X_OK, Y_OK, {"C": 0.0}, "C must be"),
+        (X_OK, Y_OK, {"C": np.inf}, "C must be"),
+        (X_OK, Y_OK, {"tol": -1.0}, "tol must be"),
+        (X_OK, Y_OK, {"max_iter": 0}, "max_iter must be"),
+        (X_OK, Y_OK, {"loss": "hinge"}, "loss must be"),
+        (X_OK, Y_OK, {"loss": "01", "method": "qs"}, "does not support"),
+        (X_OK, Y_OK, {"method": "fast"}, "Unknown method"),
+        (X_OK, Y_OK, {"callback": 3}, "callback must be"),
+    ],
+)
 def test_bad_input(solver, X, y, kw, match):
     with pytest.raises(ValueError, match=match):
         solver(X, y, **kw)
@@ -260,6 +271,7 @@ def test_identical_features_give_zero_weights():
 
 # ---------------------------------------------------------------- working set and buffers
 
+
 def test_working_set_grows_in_place_past_its_capacity():
     rng = np.random.default_rng(11)
     ws = cp_module.Constraints(5, 2)
@@ -284,8 +296,14 @@ def test_a_warm_start_from_the_constraints_of_a_solve_ends_at_its_optimum():
     starts at their solution: it confirms at once on the same problem, and on a problem
     with a subset of its samples' constraints it reaches the cold solve's objective."""
     X, y = make_data(seed=3)
-    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_iter": 500,
-               "callback": None}
+    options = {
+        "C": 50.0,
+        "loss": "ap",
+        "method": "qs",
+        "tol": 1e-4,
+        "max_iter": 500,
+        "callback": None,
+    }
     kept = cp_module.Constraints(X.shape[1])
     cold = cp_module.solve(Problem(X, y, **options), X.shape[1], constraints=kept)
     assert kept.k > 1
@@ -343,8 +361,14 @@ def test_primal_and_dual_forms_of_the_working_set_qp_agree():
 def test_lai_callback_sees_the_inputs_of_every_timed_lai_call(solver):
     X, y = make_data()
     seen = []
-    res = run(solver, X, y, C=10.0, loss="ap", lai_callback=lambda s, labels: seen.append(
-        (s.copy(), labels.copy())))
+    res = run(
+        solver,
+        X,
+        y,
+        C=10.0,
+        loss="ap",
+        lai_callback=lambda s, labels: seen.append((s.copy(), labels.copy())),
+    )
     assert len(seen) == res.lai_calls
     assert not seen[0][0].any()  # w starts at zero
     assert all((labels == y).all() for _, labels in seen)

@@ -38,12 +38,16 @@ def test_bag_argmax_takes_the_first_best_box():
         assert bag_argmax(scores, offsets).tolist() == loop
 
 
-@pytest.mark.parametrize("loss, methods", [("ap", ["qs", "yue", "search", "sort_dc", "auto"]),
-                                           ("ndcg", ["qs", "chakrabarti", "bucket"])])
+@pytest.mark.parametrize(
+    "loss, methods",
+    [("ap", ["qs", "yue", "search", "sort_dc", "auto"]), ("ndcg", ["qs", "chakrabarti", "bucket"])],
+)
 def test_exact_methods_train_identical_models(loss, methods):
     X, offsets, labels = tiny_bags(0, n_pos=6, n_neg=14)
-    results = [latent_cutting_plane(X, offsets, labels, C=10.0, loss=loss, method=m,
-                                    max_outer=10) for m in methods]
+    results = [
+        latent_cutting_plane(X, offsets, labels, C=10.0, loss=loss, method=m, max_outer=10)
+        for m in methods
+    ]
     for r in results[1:]:
         np.testing.assert_allclose(r.w, results[0].w, rtol=1e-9, atol=1e-12)
         assert r.pos_boxes.tolist() == results[0].pos_boxes.tolist()
@@ -64,8 +68,9 @@ def enumerated_objective(w, X, offsets, labels, C):
     their best boxes: every negative box choice enumerated, every ranking by brute force."""
     box_scores = X @ w
     bags = [range(a, b) for a, b in zip(offsets[:-1], offsets[1:])]
-    pos_rows = [max(bag, key=lambda k: (box_scores[k], -k)) for bag, y in zip(bags, labels)
-                if y == 1]
+    pos_rows = [
+        max(bag, key=lambda k: (box_scores[k], -k)) for bag, y in zip(bags, labels) if y == 1
+    ]
     worst = -np.inf
     for neg_rows in itertools.product(*[bag for bag, y in zip(bags, labels) if y == 0]):
         scores = box_scores[np.array(pos_rows + list(neg_rows))]
@@ -78,15 +83,27 @@ def enumerated_objective(w, X, offsets, labels, C):
 def test_objective_equals_enumeration_of_box_choices(seed):
     X, offsets, labels = tiny_bags(seed, n_pos=3, n_neg=4, d=3)
     r = latent_cutting_plane(X, offsets, labels, C=5.0, max_outer=5)
-    assert r.objective[-1] == pytest.approx(enumerated_objective(r.w, X, offsets, labels, 5.0),
-                                            rel=1e-9, abs=1e-12)
+    assert r.objective[-1] == pytest.approx(
+        enumerated_objective(r.w, X, offsets, labels, 5.0), rel=1e-9, abs=1e-12
+    )
     # and at weights the solver never saw
     w = np.random.default_rng(seed).normal(size=X.shape[1])
-    prob = LatentProblem(X, offsets, labels, bag_argmax(X @ w, offsets)[labels == 1], C=5.0,
-                         loss="ap", method="qs", tol=1e-3, max_iter=10, callback=None)
+    prob = LatentProblem(
+        X,
+        offsets,
+        labels,
+        bag_argmax(X @ w, offsets)[labels == 1],
+        C=5.0,
+        loss="ap",
+        method="qs",
+        tol=1e-3,
+        max_iter=10,
+        callback=None,
+    )
     _, _, xi = prob.most_violated(w)
-    assert prob.primal(w, xi) == pytest.approx(enumerated_objective(w, X, offsets, labels, 5.0),
-                                               rel=1e-9)
+    assert prob.primal(w, xi) == pytest.approx(
+        enumerated_objective(w, X, offsets, labels, 5.0), rel=1e-9
+    )
 
 
 def test_initial_boxes_given_and_seeded():
@@ -94,8 +111,9 @@ def test_initial_boxes_given_and_seeded():
     a = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2, random_state=1)
     b = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2, random_state=1)
     np.testing.assert_array_equal(a.w, b.w)
-    given = latent_cutting_plane(X, offsets, labels, C=1.0, max_outer=2,
-                                 init=np.zeros(4, dtype=int))
+    given = latent_cutting_plane(
+        X, offsets, labels, C=1.0, max_outer=2, init=np.zeros(4, dtype=int)
+    )
     assert given.pos_boxes.shape == (4,)
 
 
@@ -138,13 +156,20 @@ def test_synthetic_bags_are_shaped_like_voc2007_and_seeded():
     # image's best box overlaps one of its objects of the class in most positive images
     d = data["trainval"]
     direction = np.zeros(16)
-    rows = [k for i, (b, c, _) in enumerate(d.objects) if (c == 3).any()
-            for k in range(d.offsets[i], d.offsets[i + 1])
-            if box_iou(d.boxes[k], b[c == 3]).max() > 0.7]
+    rows = [
+        k
+        for i, (b, c, _) in enumerate(d.objects)
+        if (c == 3).any()
+        for k in range(d.offsets[i], d.offsets[i + 1])
+        if box_iou(d.boxes[k], b[c == 3]).max() > 0.7
+    ]
     direction = d.X[rows].mean(axis=0) - d.X.mean(axis=0)
     best = bag_argmax(d.X @ direction, d.offsets)
-    hits = [box_iou(d.boxes[best[i]], b[c == 3]).max() >= 0.5
-            for i, (b, c, _) in enumerate(d.objects) if (c == 3).any()]
+    hits = [
+        box_iou(d.boxes[best[i]], b[c == 3]).max() >= 0.5
+        for i, (b, c, _) in enumerate(d.objects)
+        if (c == 3).any()
+    ]
     assert np.mean(hits) > 0.7
 
 
@@ -155,16 +180,19 @@ def test_estimator_ranks_held_out_images_by_their_best_box():
     train, test = data["trainval"], data["test"]
     cls = 4
     y, y_test = train.image_labels(cls), test.image_labels(cls)
-    ap = LatentRankSVM(loss="ap", C=10.0, tol=1e-2, max_outer=5).fit(train.X, y,
-                                                                       offsets=train.offsets)
+    ap = LatentRankSVM(loss="ap", C=10.0, tol=1e-2, max_outer=5).fit(
+        train.X, y, offsets=train.offsets
+    )
     zero_one = LatentRankSVM(loss="01", C=10.0, tol=1e-2, max_outer=5).fit(
-        train.X, y, offsets=train.offsets)
+        train.X, y, offsets=train.offsets
+    )
     chance = y_test.mean()
     for model in (ap, zero_one):
         assert model.coef_.shape == (12,) and model.lai_calls_ > 0
         image_scores = model.decision_function(test.X, offsets=test.offsets)
-        best = [model.box_scores(test.X)[a:b].max() for a, b in
-                zip(test.offsets[:-1], test.offsets[1:])]
+        best = [
+            model.box_scores(test.X)[a:b].max() for a, b in zip(test.offsets[:-1], test.offsets[1:])
+        ]
         np.testing.assert_allclose(image_scores, best)
     # 7 positives of 50 test images: across data seeds 1-6 this AP is 1.9x to 4.2x chance
     assert ap.score(test.X, y_test, offsets=test.offsets) > 1.5 * chance
@@ -178,7 +206,7 @@ def padded(X, offsets, dtype=np.float64):
     sizes = np.diff(offsets)
     features = np.zeros((sizes.size, sizes.max(), X.shape[1]), dtype=dtype)
     for i, (a, n) in enumerate(zip(offsets[:-1], sizes)):
-        features[i, :n] = X[a:a + n]
+        features[i, :n] = X[a : a + n]
     return features, sizes
 
 
@@ -204,8 +232,15 @@ def test_outer_objective_never_increases_on_dask_bags(seed):
     X, offsets, labels = tiny_bags(seed, n_pos=8, n_neg=20, d=8)
     features, counts = padded(X, offsets)
     C, tol = 50.0, 1e-4
-    r = latent_cutting_plane(da.from_array(features, chunks=(7, -1, -1)), counts, labels, C=C,
-                             tol=tol, max_outer=30, min_outer=3)
+    r = latent_cutting_plane(
+        da.from_array(features, chunks=(7, -1, -1)),
+        counts,
+        labels,
+        C=C,
+        tol=tol,
+        max_outer=30,
+        min_outer=3,
+    )
     assert r.n_outer >= 3
     assert (np.diff(r.objective) <= C * tol + 1e-9).all(), r.objective
     flat = latent_cutting_plane(X, offsets, labels, C=C, tol=tol, max_outer=30, min_outer=3)
@@ -218,10 +253,17 @@ def test_padded_bags_on_a_distributed_cluster():
     X, offsets, labels = tiny_bags(4, n_pos=5, n_neg=10)
     features, counts = padded(X, offsets)
     flat = latent_cutting_plane(X, offsets, labels, C=10.0, max_outer=4)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
-        r = latent_cutting_plane(da.from_array(features, chunks=(4, -1, -1)), counts, labels,
-                                 C=10.0, max_outer=4, scheduler=cluster.scheduler_address)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
+        r = latent_cutting_plane(
+            da.from_array(features, chunks=(4, -1, -1)),
+            counts,
+            labels,
+            C=10.0,
+            max_outer=4,
+            scheduler=cluster.scheduler_address,
+        )
     np.testing.assert_array_equal(r.w, flat.w)
 
 
@@ -239,11 +281,14 @@ def test_estimator_on_padded_bags():
         flat = model.fit(train.X, y, offsets=train.offsets).coef_.copy()
         model.fit(bags[0], y, counts=bags[1])
         np.testing.assert_array_equal(model.coef_, flat)
-        np.testing.assert_allclose(model.decision_function(test_bags[0], counts=test_bags[1]),
-                                   model.decision_function(test.X, offsets=test.offsets),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            model.decision_function(test_bags[0], counts=test_bags[1]),
+            model.decision_function(test.X, offsets=test.offsets),
+            rtol=1e-12,
+        )
         assert model.score(test_bags[0], y_test, counts=test_bags[1]) == pytest.approx(
-            model.score(test.X, y_test, offsets=test.offsets))
+            model.score(test.X, y_test, offsets=test.offsets)
+        )
     with pytest.raises(ValueError, match="not both or neither"):
         model.fit(train.X, y)
     with pytest.raises(ValueError, match="X has 11 features"):
@@ -259,7 +304,8 @@ def test_estimator_warns_when_the_objective_does_not_settle():
     y = train.image_labels(4)
     with pytest.warns(ConvergenceWarning, match="within max_outer=1 outer steps"):
         model = LatentRankSVM(C=10.0, tol=1e-2, max_outer=1, min_outer=1).fit(
-            train.X, y, offsets=train.offsets)
+            train.X, y, offsets=train.offsets
+        )
     assert not model.converged_
 
 
@@ -269,8 +315,11 @@ def wide_bags(seed, n_pos=6, n_neg=14, d=6, ties=False):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 13, n_pos + n_neg)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    X = rng.integers(-1, 2, (offsets[-1], d)).astype(float) if ties else \
-        rng.normal(size=(offsets[-1], d))
+    X = (
+        rng.integers(-1, 2, (offsets[-1], d)).astype(float)
+        if ties
+        else rng.normal(size=(offsets[-1], d))
+    )
     for i in range(n_pos):
         X[offsets[i] + rng.integers(sizes[i]), 0] += 3.0
     return X, offsets, np.repeat([1, 0], [n_pos, n_neg])
@@ -286,13 +335,18 @@ def test_working_set_trains_the_model_of_full_passes(loss, method, ties):
     features, counts = padded(X, offsets)
     options = {"C": 10.0, "loss": loss, "method": method, "max_outer": 8, "random_state": 1}
     if loss == "01":  # the bias feature, as the estimator appends it
-        X, features = np.hstack([X, np.ones((len(X), 1))]), np.concatenate(
-            [features, np.ones(features.shape[:2] + (1,))], axis=2)
+        X, features = (
+            np.hstack([X, np.ones((len(X), 1))]),
+            np.concatenate([features, np.ones(features.shape[:2] + (1,))], axis=2),
+        )
     full = latent_cutting_plane(X, offsets, labels, **options)
     assert full.passes == full.lai_calls  # one pass per LAI call and per objective check
     for k in (1, 2, 5):
-        for bags, bounds in ((X, offsets), (features, counts),
-                             (da.from_array(features, chunks=(6, -1, -1)), counts)):
+        for bags, bounds in (
+            (X, offsets),
+            (features, counts),
+            (da.from_array(features, chunks=(6, -1, -1)), counts),
+        ):
             r = latent_cutting_plane(bags, bounds, labels, working_set=k, **options)
             np.testing.assert_array_equal(r.w, full.w)
             assert r.pos_boxes.tolist() == full.pos_boxes.tolist()
@@ -305,8 +359,15 @@ def test_working_set_saves_passes_and_reports_them():
     the passes made so far, and the last equals the result's."""
     X, offsets, labels = wide_bags(5, n_pos=15, n_neg=45, d=10)
     seen = []
-    r = latent_cutting_plane(X, offsets, labels, C=10.0, max_outer=6, working_set=4,
-                             callback=lambda step, objective, passes: seen.append(passes))
+    r = latent_cutting_plane(
+        X,
+        offsets,
+        labels,
+        C=10.0,
+        max_outer=6,
+        working_set=4,
+        callback=lambda step, objective, passes: seen.append(passes),
+    )
     assert r.passes < r.lai_calls / 2, (r.passes, r.lai_calls)
     assert seen == sorted(seen) and seen[-1] == r.passes and len(seen) == r.n_outer
     with pytest.raises(ValueError, match="working_set must be None or an integer >= 1"):
@@ -318,8 +379,9 @@ def test_lai_callback_records_every_lai_call_of_the_latent_training():
 
     X, offsets, labels = tiny_bags(0)
     calls = []
-    est = LatentRankSVM(loss="ap", C=10.0, lai_callback=lambda s, y: calls.append(
-        (s.copy(), y.copy()))).fit(X, labels, offsets=offsets)
+    est = LatentRankSVM(
+        loss="ap", C=10.0, lai_callback=lambda s, y: calls.append((s.copy(), y.copy()))
+    ).fit(X, labels, offsets=offsets)
     assert len(calls) == est.lai_calls_ == est.lai_times_.size
     # one score per image (each negative at its best box), the image labels in order
     assert all(s.shape == labels.shape and (y == (labels == 1)).all() for s, y in calls)

@@ -25,8 +25,11 @@ def class_bags(seed, n=40, n_classes=3, d=6, ties=False):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 11, n)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    X = rng.integers(-1, 2, (offsets[-1], d)).astype(float) if ties else \
-        rng.normal(size=(offsets[-1], d))
+    X = (
+        rng.integers(-1, 2, (offsets[-1], d)).astype(float)
+        if ties
+        else rng.normal(size=(offsets[-1], d))
+    )
     labels = (rng.random((n, n_classes)) < 0.35).astype(np.int8)
     labels[0], labels[1] = 1, 0
     for i, j in zip(*np.nonzero(labels)):
@@ -41,18 +44,20 @@ def padded(X, offsets):
     sizes = np.diff(offsets)
     features = np.zeros((sizes.size, sizes.max(), X.shape[1]))
     for i, (a, n) in enumerate(zip(offsets[:-1], sizes)):
-        features[i, :n] = X[a:a + n]
+        features[i, :n] = X[a : a + n]
     return features, sizes
 
 
 def with_bias(X, features):
     """The bias feature the estimator appends for the 0-1 loss."""
     return np.hstack([X, np.ones((len(X), 1))]), np.concatenate(
-        [features, np.ones(features.shape[:2] + (1,))], axis=2)
+        [features, np.ones(features.shape[:2] + (1,))], axis=2
+    )
 
 
-@pytest.mark.parametrize("loss, method, timed, C", [("ap", "qs", ("yue",), 10.0),
-                                                    ("01", "zero_one", (), 1000.0)])
+@pytest.mark.parametrize(
+    "loss, method, timed, C", [("ap", "qs", ("yue",), 10.0), ("01", "zero_one", (), 1000.0)]
+)
 @pytest.mark.parametrize("ties", [False, True])
 def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed, C, ties):
     """Every class's weights, boxes and objectives equal :func:`latent_cutting_plane`'s to
@@ -65,12 +70,14 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
     if loss == "01":
         X, features = with_bias(X, features)
     options = {"C": C, "loss": loss, "method": method, "max_outer": 6, "random_state": 1}
-    full = [latent_cutting_plane(X, offsets, labels[:, j], **options)
-            for j in range(labels.shape[1])]
+    full = [
+        latent_cutting_plane(X, offsets, labels[:, j], **options) for j in range(labels.shape[1])
+    ]
     for k in (1, 2, int(counts.max())):
         for bags in (X, features, da.from_array(features, chunks=(7, -1, -1))):
-            state = latent_lockstep(bags, counts, labels, working_set=k, timed=timed,
-                                    verify="path", **options)
+            state = latent_lockstep(
+                bags, counts, labels, working_set=k, timed=timed, verify="path", **options
+            )
             for ref, c in zip(full, state.classes):
                 np.testing.assert_array_equal(c.w, ref.w)
                 assert c.pos_boxes.tolist() == ref.pos_boxes.tolist()
@@ -93,18 +100,30 @@ def test_grouped_passes_and_restarted_working_sets_train_the_in_memory_models(mo
     X, offsets, labels = class_bags(3)
     features, counts = padded(X, offsets)
     options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 6, "random_state": 1}
-    full = [latent_cutting_plane(X, offsets, labels[:, j], **options)
-            for j in range(labels.shape[1])]
+    full = [
+        latent_cutting_plane(X, offsets, labels[:, j], **options) for j in range(labels.shape[1])
+    ]
     calls = []
     monkeypatch.setattr(lockstep, "PASS_BYTES", 1)
-    monkeypatch.setattr(lockstep, "class_top_boxes",
-                        lambda *args, **kw: calls.append(1) or class_top_boxes(*args, **kw))
+    monkeypatch.setattr(
+        lockstep,
+        "class_top_boxes",
+        lambda *args, **kw: calls.append(1) or class_top_boxes(*args, **kw),
+    )
     held = {}
     for keep in ("all", "step"):
         rows, calls[:] = [], []
-        state = latent_lockstep(da.from_array(features, chunks=(7, -1, -1)), counts, labels,
-                                working_set=2, keep=keep, callback=lambda s: rows.append(  # noqa: B023 (called within the loop)
-                                    s.rows_held), **options)
+        state = latent_lockstep(
+            da.from_array(features, chunks=(7, -1, -1)),
+            counts,
+            labels,
+            working_set=2,
+            keep=keep,
+            callback=lambda s: rows.append(  # noqa: B023 (called within the loop)
+                s.rows_held
+            ),
+            **options,
+        )
         for ref, c in zip(full, state.classes):
             np.testing.assert_array_equal(c.w, ref.w)
             np.testing.assert_array_equal(c.objective, ref.objective)
@@ -120,15 +139,24 @@ def test_step_verified_steps_solve_the_full_inner_problem():
     X, offsets, labels = class_bags(7, n=60)
     _, counts = padded(X, offsets)
     C, tol = 50.0, 1e-4
-    options = {"C": C, "loss": "ap", "method": "qs", "tol": tol, "max_outer": 1,
-               "min_outer": 1}
+    options = {"C": C, "loss": "ap", "method": "qs", "tol": tol, "max_outer": 1, "min_outer": 1}
     state = latent_lockstep(X, counts, labels, working_set=1, verify="step", **options)
     assert sum(c.repeats for c in state.classes) > 0  # the check had something to correct
     for j, c in enumerate(state.classes):
         ref = latent_cutting_plane(X, offsets, labels[:, j], **options)
         init = offsets[:-1][labels[:, j] == 1] + _initial(counts[labels[:, j] == 1])
-        prob = LatentProblem(X, offsets, labels[:, j], init, C=C, loss="ap", method="qs",
-                             tol=tol, max_iter=100, callback=None)
+        prob = LatentProblem(
+            X,
+            offsets,
+            labels[:, j],
+            init,
+            C=C,
+            loss="ap",
+            method="qs",
+            tol=tol,
+            max_iter=100,
+            callback=None,
+        )
         primal = [prob.primal(w, prob.most_violated(w)[2]) for w in (c.w, ref.w)]
         assert abs(primal[0] - primal[1]) <= 2 * C * tol + 1e-9, primal
 
@@ -164,8 +192,7 @@ def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
         assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
         assert a.n_iter == b.n_iter and a.repeats == b.repeats
     with pytest.raises(ValueError, match="made for other labels"):
-        latent_lockstep(X, counts, labels[:, :2], state=LockstepState.from_arrays(saved),
-                        **options)
+        latent_lockstep(X, counts, labels[:, :2], state=LockstepState.from_arrays(saved), **options)
     with pytest.raises(ValueError, match="not a lockstep training state"):
         LockstepState.from_arrays({"meta": np.array("{}")})
 
@@ -182,21 +209,26 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
     W, V = rng.integers(-2, 3, (6, 3)).astype(float), rng.normal(size=(6, 2))
     gather = np.where(rng.random((counts.size, 2)) < 0.5, -1, 0)
     chosen = np.zeros((counts.size, 2), np.int64)
-    held = np.where(rng.random((counts.size, 3)) < 0.5, -1,
-                    (rng.random((counts.size, 3)) * counts[:, None]).astype(np.int64))
-    results = [class_top_boxes(b, counts, W, 3, gather=gather, check=(V, chosen), held=held)
-               for b in (X, features, da.from_array(features, chunks=(9, -1, -1)))]
+    held = np.where(
+        rng.random((counts.size, 3)) < 0.5,
+        -1,
+        (rng.random((counts.size, 3)) * counts[:, None]).astype(np.int64),
+    )
+    results = [
+        class_top_boxes(b, counts, W, 3, gather=gather, check=(V, chosen), held=held)
+        for b in (X, features, da.from_array(features, chunks=(9, -1, -1)))
+    ]
     ref = score_bags(features, counts, np.hstack([W, V]))
     for r in results:
         np.testing.assert_array_equal(r.index[:, :, 0], ref.best[:, :3])
         np.testing.assert_array_equal(r.best, ref.best[:, 3:])
         named = set()
         for i in range(counts.size):
-            scores = features[i, :counts[i]] @ W
+            scores = features[i, : counts[i]] @ W
             for j in range(3):
                 order = np.argsort(-scores[:, j], kind="stable")[:3]
-                assert r.index[i, j, :order.size].tolist() == order.tolist()
-                assert (r.index[i, j, order.size:] == -1).all()
+                assert r.index[i, j, : order.size].tolist() == order.tolist()
+                assert (r.index[i, j, order.size :] == -1).all()
                 named |= {(i, int(b)) for b in order}
             named |= {(i, int(b)) for b in gather[i] if b >= 0}
             named |= {(i, int(b)) for b in r.best[i] if b != 0}
@@ -209,8 +241,14 @@ def test_class_top_boxes_agree_with_scoring_and_sorting():
             if isinstance(got, list):
                 got, want = np.concatenate(got), np.concatenate(want)
             np.testing.assert_array_equal(got, want)
-    half = class_top_boxes(da.from_array(features.astype(np.float16), chunks=(9, -1, -1)),
-                           counts, W, 3, gather=gather, check=(V, chosen))
+    half = class_top_boxes(
+        da.from_array(features.astype(np.float16), chunks=(9, -1, -1)),
+        counts,
+        W,
+        3,
+        gather=gather,
+        check=(V, chosen),
+    )
     assert all(rows.dtype == np.float16 for rows in half.rows)
 
 
@@ -229,8 +267,14 @@ def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path
 
     def add(image, box):
         image, box = np.array(image), np.array(box)
-        top = ClassTopBoxes(None, None, None, image, box,
-                            [features[image[:3], box[:3]], features[image[3:], box[3:]]])
+        top = ClassTopBoxes(
+            None,
+            None,
+            None,
+            image,
+            box,
+            [features[image[:3], box[:3]], features[image[3:], box[3:]]],
+        )
         pool.add_pass(top)
         assert top.rows == []
 
@@ -267,13 +311,19 @@ def test_row_pool_compacts_into_the_blocks_or_file_its_rows_fill(spill, tmp_path
     same(*both)
     if spill and Path("/proc/self/maps").exists():  # Linux: the maps name the file's inode
         inode = str(os.fstat(pool._file.fileno()).st_ino)
-        assert all(line.split()[4] != inode
-                   for line in Path("/proc/self/maps").read_text().splitlines())
+        assert all(
+            line.split()[4] != inode for line in Path("/proc/self/maps").read_text().splitlines()
+        )
     with pytest.raises(ValueError, match="holds already"):
         add([0], [7])
     compact(*both)
-    assert pool.held_boxes(10)[[0, 2, 3, 9, 4]].tolist() == [[7, -1], [3, -1], [1, -1],
-                                                             [2, -1], [-1, -1]]
+    assert pool.held_boxes(10)[[0, 2, 3, 9, 4]].tolist() == [
+        [7, -1],
+        [3, -1],
+        [1, -1],
+        [2, -1],
+        [-1, -1],
+    ]
     file = pool._file
     pool.compact([np.array([-1])])
     assert pool.blocks == [] and pool.held == pool.size == 0 and pool._file is None
@@ -291,8 +341,16 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(7, n=40)
     features, counts = padded(X.astype(np.float16), offsets)
-    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
-               "working_set": 1, "verify": verify, "spill_dir": tmp_path}
+    options = {
+        "C": 50.0,
+        "loss": "ap",
+        "method": "qs",
+        "tol": 1e-4,
+        "max_outer": 3,
+        "working_set": 1,
+        "verify": verify,
+        "spill_dir": tmp_path,
+    }
     reads, files, blocks = [], [], []
     read, compact = RowPool._read, RowPool.compact
     monkeypatch.setattr(RowPool, "_read", lambda pool, slots: reads.append(1) or read(pool, slots))
@@ -308,10 +366,21 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
     for spilling in (True, False):
         monkeypatch.setattr(lockstep, "SPILL", spilling)
         seen, reads[:] = [], []
-        state = latent_lockstep(da.from_array(features, chunks=(8, -1, -1)), counts, labels,
-                                callback=lambda s: seen.append((s.passes, s.rows_held, [  # noqa: B023
-                                    c.working.copy() for c in s.classes])),
-                                **options)
+        state = latent_lockstep(
+            da.from_array(features, chunks=(8, -1, -1)),
+            counts,
+            labels,
+            callback=lambda s: seen.append(  # noqa: B023 (called within the loop)
+                (
+                    s.passes,
+                    s.rows_held,
+                    [
+                        c.working.copy() for c in s.classes
+                    ],
+                )
+            ),
+            **options,
+        )
         runs[spilling] = state, seen, len(reads)
     (spilled, seen, read_spilled), (kept, seen_kept, read_kept) = runs[True], runs[False]
     files = [f for f in files if f is not None]
@@ -350,8 +419,7 @@ def test_a_training_that_raises_mid_pass_leaves_no_spill_file(monkeypatch, tmp_p
 
     monkeypatch.setattr(lockstep, "class_top_boxes", failing)
     with pytest.raises(RuntimeError, match="went away"):
-        latent_lockstep(X, counts, labels, C=50.0, working_set=1, verify="step",
-                        spill_dir=tmp_path)
+        latent_lockstep(X, counts, labels, C=50.0, working_set=1, verify="step", spill_dir=tmp_path)
     assert len(files) == 2 and all(f.closed for f in files)
     assert list(tmp_path.iterdir()) == []
 
@@ -380,16 +448,27 @@ def test_working_sets_hold_float16_rows_once_for_every_class():
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(4, n=30, n_classes=4)
     features, counts = padded(X.astype(np.float16).astype(np.float64), offsets)
-    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 3, "working_set": 3,
-               "verify": "step"}
+    options = {
+        "C": 10.0,
+        "loss": "ap",
+        "method": "qs",
+        "max_outer": 3,
+        "working_set": 3,
+        "verify": "step",
+    }
     seen = []
-    half = latent_lockstep(da.from_array(features.astype(np.float16), chunks=(8, -1, -1)),
-                           counts, labels, callback=lambda s: seen.append(
-                               (s.rows_held, s.row_bytes,
-                                [c.working.copy() for c in s.classes if not c.done])),
-                           **options)
-    wide = latent_lockstep(da.from_array(features.astype(np.float32), chunks=(8, -1, -1)),
-                           counts, labels, **options)
+    half = latent_lockstep(
+        da.from_array(features.astype(np.float16), chunks=(8, -1, -1)),
+        counts,
+        labels,
+        callback=lambda s: seen.append(
+            (s.rows_held, s.row_bytes, [c.working.copy() for c in s.classes if not c.done])
+        ),
+        **options,
+    )
+    wide = latent_lockstep(
+        da.from_array(features.astype(np.float32), chunks=(8, -1, -1)), counts, labels, **options
+    )
     np.testing.assert_array_equal(half.W, wide.W)
     for held, nbytes, working in seen:  # the unfinished classes' boxes, each once
         boxes = {(i, b) for w in working for i, b in zip(*np.nonzero(w >= 0)) for b in [w[i, b]]}
@@ -406,8 +485,15 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
     without the constraints (the earlier layout) resumes too, its repeats solved cold."""
     X, offsets, labels = class_bags(7, n=40)
     _, counts = padded(X, offsets)
-    options = {"C": 50.0, "loss": "ap", "method": "qs", "tol": 1e-4, "max_outer": 3,
-               "working_set": 1, "verify": "step"}
+    options = {
+        "C": 50.0,
+        "loss": "ap",
+        "method": "qs",
+        "tol": 1e-4,
+        "max_outer": 3,
+        "working_set": 1,
+        "verify": "step",
+    }
     stored = []
 
     def store(state):
@@ -422,8 +508,9 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
     assert with_constraints and sum(c.repeats for c in whole.classes) > 0
     cold_differs = False
     for arrays in stored[:-1]:
-        resumed = latent_lockstep(X, counts, labels, state=LockstepState.from_arrays(arrays),
-                                  **options)
+        resumed = latent_lockstep(
+            X, counts, labels, state=LockstepState.from_arrays(arrays), **options
+        )
         assert resumed.passes == whole.passes + 1
         np.testing.assert_array_equal(resumed.W, whole.W)
         for a, b in zip(resumed.classes, whole.classes):
@@ -437,11 +524,19 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
         cold_differs |= [c.n_iter for c in cold.classes] != [c.n_iter for c in whole.classes]
     assert cold_differs  # the stored constraints are what the resumed solves start from
     with pytest.raises(ValueError, match="made for features of another dimension"):
-        latent_lockstep(X[:, :-1], counts, labels,
-                        state=LockstepState.from_arrays(with_constraints[0]), **options)
+        latent_lockstep(
+            X[:, :-1],
+            counts,
+            labels,
+            state=LockstepState.from_arrays(with_constraints[0]),
+            **options,
+        )
     bad = {**with_constraints[0]}
     key = next(k for k in bad if k.startswith("constraints_G_"))
     bad[key] = bad[key][:-1]
-    with pytest.raises(ValueError, match=r"not a lockstep training state: class \d+'s "
-                                         r"constraints have shapes"):
+    with pytest.raises(
+        ValueError,
+        match=r"not a lockstep training state: class \d+'s "
+        r"constraints have shapes",
+    ):
         LockstepState.from_arrays(bad)

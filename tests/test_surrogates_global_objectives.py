@@ -78,8 +78,9 @@ def test_recall_at_precision_is_the_papers_lagrangian():
         l_pos = torch.clamp(1 - (s - b), min=0)[y].sum()
         l_neg = torch.clamp(1 + (s - b), min=0)[~y].sum()
         n_pos = int(y.sum())
-        lagrangian = ((1 + (1 - alpha) * lam) * l_pos + lam * alpha * l_neg
-                      - lam * (1 - alpha) * n_pos)  # eq. 5
+        lagrangian = (
+            (1 + (1 - alpha) * lam) * l_pos + lam * alpha * l_neg - lam * (1 - alpha) * n_pos
+        )  # eq. 5
         want += lagrangian / len(s)
     assert loss(scores, labels).item() == pytest.approx(want.item() / 2, rel=1e-12)
 
@@ -94,8 +95,9 @@ def test_multipliers_get_the_reversed_gradient_scaled_by_the_dual_rate(name, mon
     # the true gradient: the same Lagrangian with lambda = |v| and no reversal
     with monkeypatch.context() as m:
         m.setattr(loss, "lambdas", lambda: loss.multipliers.abs())
-        true_lam, true_b = torch.autograd.grad(loss(scores, labels),
-                                               [loss.multipliers, loss.thresholds])
+        true_lam, true_b = torch.autograd.grad(
+            loss(scores, labels), [loss.multipliers, loss.thresholds]
+        )
     got_lam, got_b = torch.autograd.grad(loss(scores, labels), [loss.multipliers, loss.thresholds])
     assert true_lam.abs().max() > 1e-6
     torch.testing.assert_close(got_lam, -loss.dual_rate_factor * true_lam)
@@ -115,8 +117,11 @@ def test_recall_at_precision_multiplier_gradient_is_the_constraint():
     loss = RecallAtPrecisionLoss(0.9, surrogate="hinge").double()
     loss(scores, labels).backward()
     s, y = scores[0], labels[0]
-    psi = (0.1 * torch.clamp(1 - s, min=0)[y].sum() + 0.9 * torch.clamp(1 + s, min=0)[~y].sum()
-           - 0.1 * y.sum()) / len(s)  # the precision constraint psi <= 0, per sample
+    psi = (
+        0.1 * torch.clamp(1 - s, min=0)[y].sum()
+        + 0.9 * torch.clamp(1 + s, min=0)[~y].sum()
+        - 0.1 * y.sum()
+    ) / len(s)  # the precision constraint psi <= 0, per sample
     assert loss.multipliers.grad.item() == pytest.approx(-0.1 * psi.item(), rel=1e-12)
 
 
@@ -128,12 +133,12 @@ def test_f_beta_saddle_value_is_the_bound():
     tp = true_positives_lower_bound(scores, labels).item() / 50
     fp = false_positives_upper_bound(scores, labels).item() / 50
     prior = labels.double().mean().item()
-    f_bound = (1 + beta ** 2) * tp / (beta ** 2 * prior + tp + fp)
+    f_bound = (1 + beta**2) * tp / (beta**2 * prior + tp + fp)
     with torch.no_grad():
         loss.scale.fill_(1 / tp)
-        loss.multipliers.fill_((1 + beta ** 2) / f_bound)
+        loss.multipliers.fill_((1 + beta**2) / f_bound)
     value = loss(scores, labels)
-    assert value.item() == pytest.approx((1 + beta ** 2) / f_bound, rel=1e-10)
+    assert value.item() == pytest.approx((1 + beta**2) / f_bound, rel=1e-10)
     g_scale, g_lam = torch.autograd.grad(value, [loss.scale, loss.multipliers])
     assert abs(g_scale.item()) < 1e-10 and abs(g_lam.item()) < 1e-10  # a stationary point
 
@@ -151,8 +156,12 @@ def test_recall_at_precision_training_meets_the_constraint():
     trained rule f >= b reaches the target precision 0.9 on the training data."""
     g = torch.Generator().manual_seed(0)
     n_pos, n_neg = 60, 240
-    x = torch.cat([torch.randn(n_pos, 2, generator=g) * 0.5 + torch.tensor([1.5, 1.0]),
-                   torch.randn(n_neg, 2, generator=g) * 0.5 - torch.tensor([1.5, 1.0])])
+    x = torch.cat(
+        [
+            torch.randn(n_pos, 2, generator=g) * 0.5 + torch.tensor([1.5, 1.0]),
+            torch.randn(n_neg, 2, generator=g) * 0.5 - torch.tensor([1.5, 1.0]),
+        ]
+    )
     y = torch.cat([torch.ones(n_pos, dtype=torch.bool), torch.zeros(n_neg, dtype=torch.bool)])
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 1)
@@ -172,14 +181,17 @@ def test_recall_at_precision_training_meets_the_constraint():
     assert loss.multipliers.abs().item() != before  # the multiplier moved
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: AUCPRLoss(surrogate="logistic"), "surrogate must be one of"),
-    (lambda: AUCPRLoss(num_anchors=0), "num_anchors must be an integer >= 1"),
-    (lambda: AUCPRLoss(precision_range=(0.5, 0.2)), "precision_range must satisfy"),
-    (lambda: RecallAtPrecisionLoss(1.5), "target_precision must be a number in"),
-    (lambda: RecallAtPrecisionLoss(0.5, dual_rate_factor=0), "dual_rate_factor must be"),
-    (lambda: FBetaLoss(-1.0), "beta must be"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: AUCPRLoss(surrogate="logistic"), "surrogate must be one of"),
+        (lambda: AUCPRLoss(num_anchors=0), "num_anchors must be an integer >= 1"),
+        (lambda: AUCPRLoss(precision_range=(0.5, 0.2)), "precision_range must satisfy"),
+        (lambda: RecallAtPrecisionLoss(1.5), "target_precision must be a number in"),
+        (lambda: RecallAtPrecisionLoss(0.5, dual_rate_factor=0), "dual_rate_factor must be"),
+        (lambda: FBetaLoss(-1.0), "beta must be"),
+    ],
+)
 def test_bad_arguments(make, match):
     with pytest.raises(ValueError, match=match):
         make()

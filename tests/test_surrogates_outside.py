@@ -20,14 +20,14 @@ def _installed(module):
 
 # ---------------------------------------------------------------------------- black box
 
+
 def test_blackbox_ranks_gradient_by_hand():
     scores = torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
     ranks = outside.blackbox_ranks(scores, strength=1.5)
     assert ranks.tolist() == [1.0, 3.0, 2.0]
     ranks[1].backward()  # L = rank of the second sample: dL/dr = (0, 1, 0)
     # perturbed scores (3, 2.5, 2) rank (1, 2, 3): gradient -((1, 3, 2) - (1, 2, 3)) / 1.5
-    torch.testing.assert_close(scores.grad, torch.tensor([0.0, -2 / 3, 2 / 3],
-                                                         dtype=torch.float64))
+    torch.testing.assert_close(scores.grad, torch.tensor([0.0, -2 / 3, 2 / 3], dtype=torch.float64))
     weak = torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
     outside.blackbox_ranks(weak, strength=0.5)[1].backward()  # (3, 1.5, 2): no swap
     assert weak.grad.abs().sum() == 0
@@ -39,8 +39,9 @@ def test_blackbox_ap_loss_is_one_minus_exact_ap_and_descends():
     labels = torch.rand(3, 30, generator=g) < 0.3
     labels[:, 0] = True
     value = outside.blackbox_ap_loss(scores, labels, strength=100.0)
-    want = np.mean([1 - average_precision(labels[q].numpy(), scores[q].detach().numpy())
-                    for q in range(3)])
+    want = np.mean(
+        [1 - average_precision(labels[q].numpy(), scores[q].detach().numpy()) for q in range(3)]
+    )
     assert value.item() == pytest.approx(want, rel=1e-12)
     value.backward()
     stepped = scores.detach() - 0.05 * scores.grad / scores.grad.abs().max()
@@ -49,19 +50,21 @@ def test_blackbox_ap_loss_is_one_minus_exact_ap_and_descends():
 
 # ---------------------------------------------------------------------------- Smooth-AP
 
+
 def test_smooth_ap_approaches_exact_ap_at_low_temperature():
     g = torch.Generator().manual_seed(1)
     scores = torch.randn(2, 40, generator=g, dtype=torch.float64)
     labels = torch.rand(2, 40, generator=g) < 0.3
     labels[:, 0] = True
-    want = np.mean([1 - average_precision(labels[q].numpy(), scores[q].numpy())
-                    for q in range(2)])
+    want = np.mean([1 - average_precision(labels[q].numpy(), scores[q].numpy()) for q in range(2)])
     assert outside.smooth_ap_loss(scores, labels, 1e-4).item() == pytest.approx(want, abs=1e-6)
     assert outside.smooth_ap_loss(scores, labels, 1.0).item() != pytest.approx(want, abs=1e-3)
 
 
-@pytest.mark.skipif(not _installed("pytorch_metric_learning"),
-                    reason="pytorch-metric-learning not installed (the [compare] extra)")
+@pytest.mark.skipif(
+    not _installed("pytorch_metric_learning"),
+    reason="pytorch-metric-learning not installed (the [compare] extra)",
+)
 def test_smooth_ap_agrees_with_pytorch_metric_learning():
     from pytorch_metric_learning.losses import SmoothAPLoss
 
@@ -78,6 +81,7 @@ def test_smooth_ap_agrees_with_pytorch_metric_learning():
 
 
 # ---------------------------------------------------------------------------- LibAUC / torchsort
+
 
 @pytest.mark.skipif(not _installed("libauc"), reason="libauc not installed (the [compare] extra)")
 def test_libauc_losses_train_a_ranking():
@@ -98,11 +102,9 @@ def test_libauc_losses_train_a_ranking():
         assert after > max(before, 0.8)
 
 
-@pytest.mark.skipif(not _installed("libauc"),
-                    reason="libauc not installed (the [compare] extra)")
+@pytest.mark.skipif(not _installed("libauc"), reason="libauc not installed (the [compare] extra)")
 def test_libauc_retrieval_loss_trains_embeddings():
-    X, y, _ = make_retrieval_classes(0, classes=4, per_class=20, features=6, latent=3,
-                                     noise=0.2)
+    X, y, _ = make_retrieval_classes(0, classes=4, per_class=20, features=6, latent=3, noise=0.2)
     X = torch.from_numpy(X).float()
     loss = outside.LibAUCRetrievalAPLoss(len(y), 4)
     torch.manual_seed(0)
@@ -123,10 +125,10 @@ def test_torchsort_losses_match_exact_at_small_strength():
     scores = torch.tensor([[3.0, 1.0, 2.0, 0.5]], dtype=torch.float64)
     labels = torch.tensor([[1, 0, 1, 0]])
     want = 1 - average_precision(labels[0].numpy(), scores[0].numpy())
-    assert outside.soft_rank_ap_loss(scores, labels, 1e-3).item() == pytest.approx(want,
-                                                                                   abs=1e-6)
+    assert outside.soft_rank_ap_loss(scores, labels, 1e-3).item() == pytest.approx(want, abs=1e-6)
     assert outside.soft_rank_spearman_loss(scores, scores, 1e-3).item() == pytest.approx(
-        0.0, abs=1e-6)
+        0.0, abs=1e-6
+    )
 
 
 def test_missing_package_names_what_to_install(monkeypatch):

@@ -89,9 +89,11 @@ def test_corrupt_or_foreign_checkpoints(tmp_path, tiny):
     with pytest.raises(ValueError, match="not a qsrank SoDeep sorter checkpoint"):
         load_sorter(foreign)
     state = sorter_state(*tiny)
-    for change, message in (({"kind": "transformer"}, "unknown sorter kind"),
-                            ({"format_version": 99}, "format version"),
-                            ({"hyper": {"hidden": 5}}, "weights do not load")):
+    for change, message in (
+        ({"kind": "transformer"}, "unknown sorter kind"),
+        ({"format_version": 99}, "format version"),
+        ({"hyper": {"hidden": 5}}, "weights do not load"),
+    ):
         odd = tmp_path / "odd.pt"
         torch.save({**state, **change}, odd)
         with pytest.raises(ValueError, match=message):

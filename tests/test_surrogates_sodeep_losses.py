@@ -35,8 +35,9 @@ def random_queries(seed, q, n, frac=0.3):
 def test_ap_loss_with_exact_ranks_is_one_minus_sklearn_ap():
     scores, labels = random_queries(0, 5, 40)
     scores[2, :10] = np.round(scores[2, :10])  # ties too
-    loss = sodeep_ap_loss(torch.from_numpy(scores), torch.from_numpy(labels),
-                          sorter=exact_ranks, reduction="none")
+    loss = sodeep_ap_loss(
+        torch.from_numpy(scores), torch.from_numpy(labels), sorter=exact_ranks, reduction="none"
+    )
     expected = [1 - average_precision_score(y, s) for s, y in zip(scores, labels)]
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12, atol=1e-15)
 
@@ -44,8 +45,9 @@ def test_ap_loss_with_exact_ranks_is_one_minus_sklearn_ap():
 def test_spearman_loss_with_exact_ranks_is_one_minus_scipy():
     rng = np.random.default_rng(1)
     scores, targets = rng.normal(size=(4, 30)), rng.normal(size=(4, 30))
-    loss = sodeep_spearman_loss(torch.from_numpy(scores), torch.from_numpy(targets),
-                                sorter=exact_ranks, reduction="none")
+    loss = sodeep_spearman_loss(
+        torch.from_numpy(scores), torch.from_numpy(targets), sorter=exact_ranks, reduction="none"
+    )
     expected = [1 - spearmanr(s, t)[0] for s, t in zip(scores, targets)]
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-10, atol=1e-12)
 
@@ -78,8 +80,7 @@ def test_ap_loss_one_dimensional_and_reductions():
     s, y = torch.from_numpy(scores), torch.from_numpy(labels)
     per = sodeep_ap_loss(s, y, exact_ranks, reduction="none")
     assert per[1] == 0
-    assert sodeep_ap_loss(s, y, exact_ranks).item() == pytest.approx(
-        (per[0] + per[2]).item() / 2)
+    assert sodeep_ap_loss(s, y, exact_ranks).item() == pytest.approx((per[0] + per[2]).item() / 2)
     assert sodeep_ap_loss(s, y, exact_ranks, "sum").item() == pytest.approx(per.sum().item())
     one = sodeep_ap_loss(s[0], y[0], exact_ranks, "none")
     assert one.shape == () and one.item() == pytest.approx(per[0].item())
@@ -102,8 +103,9 @@ def test_non_finite_scores_are_a_clear_error(shipped):
         with pytest.raises(ValueError, match="finite"):
             sodeep_spearman_loss(s, torch.randn(DEFAULT_LENGTH), shipped)
     with pytest.raises(ValueError, match="targets must be finite"):
-        sodeep_spearman_loss(torch.randn(DEFAULT_LENGTH),
-                             torch.full((DEFAULT_LENGTH,), float("nan")), shipped)
+        sodeep_spearman_loss(
+            torch.randn(DEFAULT_LENGTH), torch.full((DEFAULT_LENGTH,), float("nan")), shipped
+        )
 
 
 def test_bad_labels_are_a_clear_error(shipped):

@@ -17,6 +17,7 @@ from qs.surrogates.sodeep import (
 
 torch.set_num_threads(1)
 
+
 def test_exact_ranks_paper_convention_and_ties():
     x = torch.tensor([[0.3, -1.0, 2.0, 0.5]])
     # the highest score has rank 1/d, the lowest 1

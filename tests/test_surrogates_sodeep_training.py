@@ -12,8 +12,9 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def tiny():
     """A tiny LSTM sorter of length 8 trained for a few steps, with its metadata."""
-    return train_sorter("lstm", 8, steps=100, seed=3, hidden=4, batch_size=16, lr=1e-2,
-                        test_vectors=200)
+    return train_sorter(
+        "lstm", 8, steps=100, seed=3, hidden=4, batch_size=16, lr=1e-2, test_vectors=200
+    )
 
 
 def test_synthetic_scores_seeded_and_shaped():
@@ -29,13 +30,15 @@ def test_synthetic_scores_seeded_and_shaped():
 
 def test_training_is_seeded_and_learns(tiny):
     sorter, meta = tiny
-    again, meta2 = train_sorter("lstm", 8, steps=100, seed=3, hidden=4, batch_size=16, lr=1e-2,
-                                test_vectors=200)
+    again, meta2 = train_sorter(
+        "lstm", 8, steps=100, seed=3, hidden=4, batch_size=16, lr=1e-2, test_vectors=200
+    )
     for p, q in zip(sorter.state_dict().values(), again.state_dict().values()):
         assert torch.equal(p, q)
     assert meta["test_l1"] == meta2["test_l1"]
-    _, first = train_sorter("lstm", 8, steps=1, seed=3, hidden=4, batch_size=16, lr=1e-2,
-                            test_vectors=200)
+    _, first = train_sorter(
+        "lstm", 8, steps=1, seed=3, hidden=4, batch_size=16, lr=1e-2, test_vectors=200
+    )
     assert meta["test_l1"] < 0.5 * first["test_l1"]
     assert meta["kind"] == "lstm" and meta["length"] == 8 and meta["steps"] == 100
     assert meta["hyper"] == {"hidden": 4} and meta["torch_version"] == torch.__version__

@@ -13,8 +13,8 @@ from qs.inference.batch import lai_batch
 from tests import naive
 
 torch = pytest.importorskip("torch")
-from qs.torch import RankHingeLoss, rank_hinge_loss  # noqa: E402
-from qs.torch._exact import lai_torch  # noqa: E402
+from qs.torch import RankHingeLoss, rank_hinge_loss
+from qs.torch._exact import lai_torch
 
 torch.set_num_threads(1)
 LOSSES = ["ap", "ndcg", "01"]
@@ -50,10 +50,12 @@ def test_value_is_lai_objective_minus_ground_truth_f(loss, method):
     assert values.shape == (6,) and values.dtype == torch.float64
     np.testing.assert_allclose(values.numpy(), expected, rtol=1e-12, atol=1e-15)
     assert rank_hinge_loss(scores, labels, loss, method, "sum", dim=-1).item() == pytest.approx(
-        expected.sum(), rel=1e-12)
+        expected.sum(), rel=1e-12
+    )
     # the mean leaves out the two queries without a ranking
     assert rank_hinge_loss(scores, labels, loss, method, dim=-1).item() == pytest.approx(
-        expected.sum() / 4, rel=1e-12)
+        expected.sum() / 4, rel=1e-12
+    )
     one = rank_hinge_loss(scores[3], labels[3], loss, method, "none", dim=-1)
     assert one.shape == () and one.item() == pytest.approx(expected[3], rel=1e-12)
 
@@ -65,11 +67,15 @@ def test_gradient_matches_finite_differences(loss, method):
     hinge is linear there: the gradient is its derivative."""
     scores, labels = queries(2, q=4, n=30)
     x = scores.clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method, "none",
-                                                              dim=-1),
-                                    (x,), eps=1e-7, atol=1e-7)
-    assert torch.autograd.gradcheck(lambda s: rank_hinge_loss(s, labels, loss, method, dim=-1),
-                                    (x,), eps=1e-7, atol=1e-7)
+    assert torch.autograd.gradcheck(
+        lambda s: rank_hinge_loss(s, labels, loss, method, "none", dim=-1),
+        (x,),
+        eps=1e-7,
+        atol=1e-7,
+    )
+    assert torch.autograd.gradcheck(
+        lambda s: rank_hinge_loss(s, labels, loss, method, dim=-1), (x,), eps=1e-7, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("method", ["auto", "torch"])
@@ -114,8 +120,10 @@ def test_float32_and_transposed_logits(loss):
 def test_module_is_the_function():
     scores, labels = queries(6)
     module = RankHingeLoss("ndcg", reduction="sum", dim=-1)
-    assert module(scores, labels).item() == rank_hinge_loss(scores, labels, "ndcg",
-                                                            reduction="sum", dim=-1).item()
+    assert (
+        module(scores, labels).item()
+        == rank_hinge_loss(scores, labels, "ndcg", reduction="sum", dim=-1).item()
+    )
     assert "ndcg" in repr(module)
 
 
@@ -150,8 +158,9 @@ def test_torch_method_is_the_optimum_over_all_orderings(loss):
         for ties in (False, True):
             scores = rng.integers(0, 3, n).astype(float) if ties else rng.normal(size=n)
             labels = np.r_[True, False, rng.random(n - 2) < 0.5]
-            hinge, _, _ = lai_torch(torch.from_numpy(scores)[None],
-                                    torch.from_numpy(labels)[None], loss)
+            hinge, _, _ = lai_torch(
+                torch.from_numpy(scores)[None], torch.from_numpy(labels)[None], loss
+            )
             truth = scores[labels].mean() - scores[~labels].mean()
             best = naive.best_objective(scores, labels, loss)
             assert hinge.item() + truth == pytest.approx(best, rel=1e-12, abs=1e-15)
@@ -184,30 +193,48 @@ def test_subgradient_descent_reaches_the_rank_svm_objective():
     assert optimum - gap - 1e-9 <= reached <= optimum * (1 + 2e-3)
 
 
-@pytest.mark.parametrize("kwargs,error,message", [
-    ({"labels": [[1, 0, 2]]}, ValueError, r"binary.*got 2 at index \(0, 2\)"),
-    ({"labels": [[1.0, 0.5, 0.0]]}, ValueError, "binary"),
-    ({"labels": [["a", "b", "c"]]}, ValueError, "bool or numeric"),
-    ({"labels": [1, 0, 1]}, ValueError, "same shape"),
-    ({"scores": torch.zeros(1, 1, 3)}, ValueError, "1-D .* or 2-D"),
-    ({"scores": torch.tensor([[0.0, float("nan"), 1.0]])}, ValueError,
-     "finite; got nan at query 0, sample 1"),
-    ({"scores": torch.tensor([0.0, 1.0, float("inf")]), "labels": [1, 0, 1]}, ValueError,
-     "finite; got inf at query 0, sample 2"),
-    ({"scores": torch.tensor([[0.0, float("inf"), 1.0]]), "method": "torch"}, ValueError,
-     r"finite; got inf at index \(0, 1\)"),
-    ({"scores": torch.tensor([[0.0, float("nan"), 1.0]]), "mask": [[True, False, False]]},
-     ValueError, r"finite; got nan at index \(0, 1\)"),
-    ({"scores": torch.tensor([[0, 1, 2]])}, ValueError, "floating-point"),
-    ({"scores": np.zeros((1, 3))}, TypeError, "torch.Tensor"),
-    ({"loss": "auc"}, ValueError, "loss must be one of"),
-    ({"method": "bogus"}, ValueError, "Unknown method"),
-    ({"loss": "ndcg", "method": "yue"}, ValueError, "does not support"),
-    ({"reduction": "max"}, ValueError, "reduction must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"labels": [[1, 0, 2]]}, ValueError, r"binary.*got 2 at index \(0, 2\)"),
+        ({"labels": [[1.0, 0.5, 0.0]]}, ValueError, "binary"),
+        ({"labels": [["a", "b", "c"]]}, ValueError, "bool or numeric"),
+        ({"labels": [1, 0, 1]}, ValueError, "same shape"),
+        ({"scores": torch.zeros(1, 1, 3)}, ValueError, "1-D .* or 2-D"),
+        (
+            {"scores": torch.tensor([[0.0, float("nan"), 1.0]])},
+            ValueError,
+            "finite; got nan at query 0, sample 1",
+        ),
+        (
+            {"scores": torch.tensor([0.0, 1.0, float("inf")]), "labels": [1, 0, 1]},
+            ValueError,
+            "finite; got inf at query 0, sample 2",
+        ),
+        (
+            {"scores": torch.tensor([[0.0, float("inf"), 1.0]]), "method": "torch"},
+            ValueError,
+            r"finite; got inf at index \(0, 1\)",
+        ),
+        (
+            {"scores": torch.tensor([[0.0, float("nan"), 1.0]]), "mask": [[True, False, False]]},
+            ValueError,
+            r"finite; got nan at index \(0, 1\)",
+        ),
+        ({"scores": torch.tensor([[0, 1, 2]])}, ValueError, "floating-point"),
+        ({"scores": np.zeros((1, 3))}, TypeError, "torch.Tensor"),
+        ({"loss": "auc"}, ValueError, "loss must be one of"),
+        ({"method": "bogus"}, ValueError, "Unknown method"),
+        ({"loss": "ndcg", "method": "yue"}, ValueError, "does not support"),
+        ({"reduction": "max"}, ValueError, "reduction must be one of"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
-    args = {"scores": torch.tensor([[0.0, 1.0, 2.0]]), "labels": torch.tensor([[1, 0, 1]]),
-            "dim": -1}
+    args = {
+        "scores": torch.tensor([[0.0, 1.0, 2.0]]),
+        "labels": torch.tensor([[1, 0, 1]]),
+        "dim": -1,
+    }
     args.update(kwargs)
     with pytest.raises(error, match=message):
         rank_hinge_loss(**args)
@@ -256,8 +283,9 @@ def test_long_rows_are_lai_row_by_row(loss, monkeypatch):
         y = labels[q].numpy()
         assert values[q].item() == res.objective - res.ground_truth_F
         h = 0.5 / len(y)  # coef(R*) of the 0-1 hinge; 1/P and -1/N for AP and NDCG
-        truth = np.where(y, h, -h) if loss == "01" else np.where(y, 1.0 / y.sum(),
-                                                                  -1.0 / (~y).sum())
+        truth = (
+            np.where(y, h, -h) if loss == "01" else np.where(y, 1.0 / y.sum(), -1.0 / (~y).sum())
+        )
         np.testing.assert_array_equal(x.grad[q].numpy(), res.coef - truth)
     assert not x.grad[:2].any() and not values[:2].any()
     monkeypatch.undo()
@@ -267,10 +295,17 @@ def test_long_rows_are_lai_row_by_row(loss, monkeypatch):
 
 
 def test_import_without_torch_names_the_extra():
-    code = ("import sys\nsys.modules['torch'] = None\n"
-            "try:\n    import qs.torch\nexcept ImportError as err:\n    print(err)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import sys\nsys.modules['torch'] = None\n"
+        "try:\n    import qs.torch\nexcept ImportError as err:\n    print(err)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert "[torch] extra" in out.stdout
 
 
@@ -278,20 +313,27 @@ def test_threaded_inference_keeps_torch_thread_count():
     """The batch's threads (and lai's, on long rows) leave torch's thread count as set: numba's
     OpenMP threading layer, once launched, would set it for the whole process. In a fresh
     process, where no layer is launched yet."""
-    code = ("import numpy as np, torch\n"
-            "torch.set_num_threads(1)\n"
-            "torch.ones(1 << 22).sum()\n"  # torch's OpenMP threads in use
-            "from qs.inference import batch, bucket\n"
-            "from qs.torch import rank_hinge_loss\n"
-            "batch.THREADED_MIN = batch.LAI_ROW_MIN = bucket.THREADED_MIN = 64\n"
-            "rng = np.random.default_rng(0)\n"
-            "x = torch.from_numpy(rng.normal(size=(8, 64)))\n"
-            "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5, dim=-1)\n"
-            "y = torch.from_numpy(rng.normal(size=(2, 9000)))\n"
-            "rank_hinge_loss(y, y > 2.0, dim=-1)\n"  # lai's bucket method, on threads
-            "print(torch.get_num_threads())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import numpy as np, torch\n"
+        "torch.set_num_threads(1)\n"
+        "torch.ones(1 << 22).sum()\n"  # torch's OpenMP threads in use
+        "from qs.inference import batch, bucket\n"
+        "from qs.torch import rank_hinge_loss\n"
+        "batch.THREADED_MIN = batch.LAI_ROW_MIN = bucket.THREADED_MIN = 64\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = torch.from_numpy(rng.normal(size=(8, 64)))\n"
+        "rank_hinge_loss(x[:, :32], x[:, :32] > 0.5, dim=-1)\n"
+        "y = torch.from_numpy(rng.normal(size=(2, 9000)))\n"
+        "rank_hinge_loss(y, y > 2.0, dim=-1)\n"  # lai's bucket method, on threads
+        "print(torch.get_num_threads())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.stdout.split() == ["1"]
 
 
@@ -316,16 +358,19 @@ def test_logits_of_a_batch_rank_along_dim_0(loss, method):
         assert value.shape == (4,)
         torch.testing.assert_close(value, ref, rtol=0, atol=0)
         torch.testing.assert_close(x.grad, t.grad.T, rtol=0, atol=0)
-        assert rank_hinge_loss(logits, onehot, loss, method, dim=0, **kwargs).item() == \
-            rank_hinge_loss(logits, onehot, loss, method, **kwargs).item()
+        assert (
+            rank_hinge_loss(logits, onehot, loss, method, dim=0, **kwargs).item()
+            == rank_hinge_loss(logits, onehot, loss, method, **kwargs).item()
+        )
         module = RankHingeLoss(loss, method, "none")
-        torch.testing.assert_close(module(logits, onehot, **kwargs), value.detach(), rtol=0,
-                                   atol=0)
+        torch.testing.assert_close(module(logits, onehot, **kwargs), value.detach(), rtol=0, atol=0)
     # each class's column alone, as a 1-D query
-    columns = torch.stack([rank_hinge_loss(logits[:, c], onehot[:, c], loss, method)
-                           for c in range(4)])
-    torch.testing.assert_close(rank_hinge_loss(logits, onehot, loss, method, "none"),
-                               columns, rtol=0, atol=0)
+    columns = torch.stack(
+        [rank_hinge_loss(logits[:, c], onehot[:, c], loss, method) for c in range(4)]
+    )
+    torch.testing.assert_close(
+        rank_hinge_loss(logits, onehot, loss, method, "none"), columns, rtol=0, atol=0
+    )
     # the rows of the same matrix are other rankings: the layout matters
     by_rows = rank_hinge_loss(logits, onehot, loss, method, "none", dim=-1)
     assert by_rows.shape == (60,)
@@ -338,8 +383,10 @@ def test_a_dim_the_scores_do_not_have_is_refused(dim):
     with pytest.raises(ValueError, match="dim must be"):
         rank_hinge_loss(torch.zeros(3), torch.tensor([1, 0, 1]), dim=1)
     one = rank_hinge_loss(torch.tensor([0.5, 1.0, -1.0]), torch.tensor([1, 0, 1]), dim=-1)
-    assert one.item() == rank_hinge_loss(torch.tensor([0.5, 1.0, -1.0]),
-                                         torch.tensor([1, 0, 1])).item()
+    assert (
+        one.item()
+        == rank_hinge_loss(torch.tensor([0.5, 1.0, -1.0]), torch.tensor([1, 0, 1])).item()
+    )
 
 
 def test_docstring_examples_run():

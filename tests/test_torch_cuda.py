@@ -78,8 +78,14 @@ print(json.dumps(out))
 def simulated():
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(root))
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=root, text=True,
-                          capture_output=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        env=env,
+        cwd=root,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():
     pytest.skip("torch built without torch.distributed", allow_module_level=True)
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.distributed import (  # noqa: E402
+from qs.torch import rank_hinge_loss
+from qs.torch.distributed import (
     distributed_rank_hinge_loss,
     distributed_retrieval_loss,
 )
-from qs.torch.retrieval import retrieval_loss  # noqa: E402
+from qs.torch.retrieval import retrieval_loss
 
 TIMEOUT = datetime.timedelta(seconds=60)
 
@@ -42,8 +42,9 @@ def global_batch(sizes, d=6, seed=0):
 
 def _worker(rank, world, port, out, case, sizes, loss):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=TIMEOUT)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=TIMEOUT
+    )
     try:
         start, stop = sum(sizes[:rank]), sum(sizes[: rank + 1])
         if case == "embeddings":  # twice: the second call's chunks fit the first's capacity
@@ -87,8 +88,14 @@ def score_calls(sizes):
     then in float16 (two bytes a score on the wire). 5 queries over 2 processes, 3 over 4
     (one process has none)."""
     q, f64 = (5 if len(sizes) == 2 else 3), torch.float64
-    return [(sizes, q, f64), (tuple(2 * s + 1 for s in sizes), q + 2, f64), (sizes, q, f64),
-            (sizes, None, f64), (sizes, q, f64), (sizes, q, torch.float16)]
+    return [
+        (sizes, q, f64),
+        (tuple(2 * s + 1 for s in sizes), q + 2, f64),
+        (sizes, q, f64),
+        (sizes, None, f64),
+        (sizes, q, f64),
+        (sizes, q, torch.float16),
+    ]
 
 
 def _score_calls(rank, out, sizes, loss):
@@ -113,14 +120,17 @@ def _score_calls(rank, out, sizes, loss):
 
 
 def spawn(tmp_path, case, sizes, loss="ap"):
-    torch.multiprocessing.spawn(_worker, args=(len(sizes), free_port(), str(tmp_path), case,
-                                               sizes, loss), nprocs=len(sizes), join=True)
+    torch.multiprocessing.spawn(
+        _worker,
+        args=(len(sizes), free_port(), str(tmp_path), case, sizes, loss),
+        nprocs=len(sizes),
+        join=True,
+    )
     return [np.load(tmp_path / f"{r}.npz") for r in range(len(sizes))]
 
 
 @pytest.mark.parametrize("sizes,loss", [((7, 4), "ap"), ((5, 9, 2, 0), "ndcg")])
-def test_retrieval_over_processes_is_the_loss_of_the_concatenated_batch(tmp_path, sizes,
-                                                                        loss):
+def test_retrieval_over_processes_is_the_loss_of_the_concatenated_batch(tmp_path, sizes, loss):
     emb, labels = global_batch(sizes)
     x = emb.clone().requires_grad_(True)
     expected = retrieval_loss(x, labels, loss=loss)
@@ -141,8 +151,9 @@ def test_scores_over_processes_are_the_loss_of_the_concatenated_scores(tmp_path,
     parts = spawn(tmp_path, "scores", sizes)
     for k, (shape, q, dtype) in enumerate(score_calls(sizes)):
         if q is None:
-            expected = ", ".join(f"rank {r}: {score_calls(sizes)[0][1] + r}"
-                                 for r in range(len(sizes)))
+            expected = ", ".join(
+                f"rank {r}: {score_calls(sizes)[0][1] + r}" for r in range(len(sizes))
+            )
             for p in parts:
                 assert f"disagree on the number of queries ({expected})" in str(p["message"])
             continue

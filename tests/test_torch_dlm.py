@@ -8,8 +8,8 @@ import pytest
 from tests import naive
 
 torch = pytest.importorskip("torch")
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.dlm import DirectLoss, direct_coefficients, direct_loss  # noqa: E402
+from qs.torch import rank_hinge_loss
+from qs.torch.dlm import DirectLoss, direct_coefficients, direct_loss
 
 torch.set_num_threads(1)
 METRIC = {"ap": naive.average_precision_of_order, "ndcg": naive.ndcg_of_order}
@@ -24,7 +24,7 @@ def coef_of_order(order, labels):
     for place, k in enumerate(order):
         others = [labels[o] != labels[k] for o in order]
         above = sum(others[:place])
-        below = sum(others[place + 1:])
+        below = sum(others[place + 1 :])
         coef[k] = (below - above) / (p * m)
     return coef
 
@@ -39,8 +39,11 @@ def optima(scores, labels, loss, weight):
     objective = [f + weight * d for f, d, _ in values]
     best = max(objective)
     tol = 1e-12 * (1 + abs(best))
-    return best, [coef_of_order(o, labels) for (_, _, o), v in zip(values, objective)
-                  if v >= best - tol], values
+    return (
+        best,
+        [coef_of_order(o, labels) for (_, _, o), v in zip(values, objective) if v >= best - tol],
+        values,
+    )
 
 
 def small_cases(seed, count=12):
@@ -63,16 +66,20 @@ def test_direct_ranking_is_an_optimum_of_all_orderings(loss, update, method):
     sign = 1.0 if update == "positive" else -1.0
     for scores, labels in small_cases(1):
         for eps in (0.25, 1.0, 4.0):
-            coef_w, coef_d, delta = direct_coefficients(scores[None], labels[None], loss, eps,
-                                                        update, method)
+            coef_w, coef_d, delta = direct_coefficients(
+                scores[None], labels[None], loss, eps, update, method
+            )
             _, argmax, values = optima(scores, labels, loss, sign * eps)
             assert any(np.allclose(coef_d[0], c, rtol=0, atol=1e-12) for c in argmax)
             top = max(f for f, _, _ in values)
             predicted = [(d, o) for f, d, o in values if f >= top - 1e-12]
             least = min(d for d, _ in predicted)
             assert delta[0] == pytest.approx(least, rel=1e-12, abs=1e-15)
-            assert any(np.allclose(coef_w[0], coef_of_order(o, labels), rtol=0, atol=1e-12)
-                       for d, o in predicted if d <= least + 1e-12)
+            assert any(
+                np.allclose(coef_w[0], coef_of_order(o, labels), rtol=0, atol=1e-12)
+                for d, o in predicted
+                if d <= least + 1e-12
+            )
 
 
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
@@ -143,8 +150,9 @@ def test_mask_and_module():
     for q in range(3):
         keep = ~mask[q]
         xq = scores[q, keep].clone().requires_grad_(True)
-        vq = direct_loss(xq, labels[q, keep], "ndcg", eps=0.5, update="negative",
-                         reduction="none", dim=-1)
+        vq = direct_loss(
+            xq, labels[q, keep], "ndcg", eps=0.5, update="negative", reduction="none", dim=-1
+        )
         vq.backward()
         assert vq.item() == values[q].item()
         torch.testing.assert_close(x.grad[q, keep], xq.grad, rtol=0, atol=0)
@@ -164,12 +172,14 @@ def test_float32_scores_give_the_float64_gradient_rounded_once(loss, update, met
     scores[2] = rng.normal(size=80)  # differences that float32 would round
     labels = torch.from_numpy(rng.random((4, 80)) < 0.3)
     low = torch.from_numpy(scores.astype(np.float32)).requires_grad_(True)
-    value = direct_loss(low, labels, loss, eps=0.05, update=update, method=method,
-                        reduction="none", dim=-1)
+    value = direct_loss(
+        low, labels, loss, eps=0.05, update=update, method=method, reduction="none", dim=-1
+    )
     value.sum().backward()
     wide = low.detach().double().requires_grad_(True)
-    ref = direct_loss(wide, labels, loss, eps=0.05, update=update, method=method,
-                      reduction="none", dim=-1)
+    ref = direct_loss(
+        wide, labels, loss, eps=0.05, update=update, method=method, reduction="none", dim=-1
+    )
     ref.sum().backward()
     assert low.grad.dtype == torch.float32 and wide.grad.abs().sum() > 0
     torch.testing.assert_close(value, ref.float(), rtol=0, atol=0)
@@ -189,22 +199,28 @@ def test_half_precision_scores_come_back_in_their_dtype():
         assert value.item() == pytest.approx(ref.item(), rel=1e-2)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"eps": 0.0}, "eps must be a finite number > 0"),
-    ({"eps": -1.0}, "eps must be a finite number > 0"),
-    ({"eps": float("nan")}, "eps must be a finite number > 0"),
-    ({"eps": float("inf")}, "eps must be a finite number > 0"),
-    ({"eps": True}, "eps must be a finite number > 0"),
-    ({"eps": 1e-320}, "too small for these scores"),
-    ({"eps": 1.0, "update": "both"}, "update must be one of"),
-    ({"eps": 1.0, "loss": "01"}, "'ap' or 'ndcg'"),
-    ({"eps": 1.0, "method": "torch"}, "method 'torch'"),
-    ({"eps": 1.0, "method": "bogus"}, "Unknown method"),
-    ({"eps": 1.0, "labels": torch.tensor([[1, 0]])}, "same shape"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"eps": 0.0}, "eps must be a finite number > 0"),
+        ({"eps": -1.0}, "eps must be a finite number > 0"),
+        ({"eps": float("nan")}, "eps must be a finite number > 0"),
+        ({"eps": float("inf")}, "eps must be a finite number > 0"),
+        ({"eps": True}, "eps must be a finite number > 0"),
+        ({"eps": 1e-320}, "too small for these scores"),
+        ({"eps": 1.0, "update": "both"}, "update must be one of"),
+        ({"eps": 1.0, "loss": "01"}, "'ap' or 'ndcg'"),
+        ({"eps": 1.0, "method": "torch"}, "method 'torch'"),
+        ({"eps": 1.0, "method": "bogus"}, "Unknown method"),
+        ({"eps": 1.0, "labels": torch.tensor([[1, 0]])}, "same shape"),
+    ],
+)
 def test_bad_input_is_refused(kwargs, message):
-    args = {"scores": torch.tensor([[0.0, 1.0, 2e10]], dtype=torch.float64),
-            "labels": torch.tensor([[1, 0, 1]]), "dim": -1}
+    args = {
+        "scores": torch.tensor([[0.0, 1.0, 2e10]], dtype=torch.float64),
+        "labels": torch.tensor([[1, 0, 1]]),
+        "dim": -1,
+    }
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         direct_loss(**args)

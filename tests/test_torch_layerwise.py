@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.nn.utils import parameters_to_vector  # noqa: E402
+from torch.nn.utils import parameters_to_vector
 
-from qs.nets import PLCNN  # noqa: E402
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.layerwise import layerwise_svm  # noqa: E402
+from qs.nets import PLCNN
+from qs.torch import rank_hinge_loss
+from qs.torch.layerwise import layerwise_svm
 
 N_CLASSES = 3
 C, PROXIMAL = 1.0, 1e-3  # small enough a step that the most violated rankings change
@@ -32,7 +32,7 @@ def problem():
     model = PLCNN((4, 4, 4), n_classes=N_CLASSES).double().eval()
     x = torch.randn(18, 3, 32, 32, dtype=torch.float64)
     y = torch.arange(18) % N_CLASSES
-    batches = [(x[6 * i:6 * i + 6], y[6 * i:6 * i + 6]) for i in range(3)]
+    batches = [(x[6 * i : 6 * i + 6], y[6 * i : 6 * i + 6]) for i in range(3)]
     yield model, batches
     torch.set_num_threads(threads)
 
@@ -42,14 +42,24 @@ def _objective(model, layer, theta0, patterns, batches):
     patterns those of theta0."""
     u = parameters_to_vector([layer.weight, layer.bias]).detach() - theta0
     with torch.no_grad():
-        hinges = [_hinge(model.forward_fixed(x, p), y).item()
-                  for (x, y), p in zip(batches, patterns)]
+        hinges = [
+            _hinge(model.forward_fixed(x, p), y).item() for (x, y), p in zip(batches, patterns)
+        ]
     return PROXIMAL / 2 * float(u @ u) + C * float(np.mean(hinges))
 
 
 def _solve(model, layer, batches, passes, seed=0):
-    return layerwise_svm(model, layer, _hinge, batches.__getitem__, len(batches), C=C,
-                         proximal=PROXIMAL, passes=passes, random_state=seed)
+    return layerwise_svm(
+        model,
+        layer,
+        _hinge,
+        batches.__getitem__,
+        len(batches),
+        C=C,
+        proximal=PROXIMAL,
+        passes=passes,
+        random_state=seed,
+    )
 
 
 @pytest.mark.parametrize("which", [-1, 2])  # the classifier, a convolution
@@ -88,22 +98,35 @@ def test_changes_only_its_layer_and_is_seeded(problem):
 def test_mean_hinge_is_the_mean_of_the_visited_hinges(problem):
     model, batches = problem
     seen = []
-    result = layerwise_svm(model, model.linear_layers()[-1], _hinge, batches.__getitem__,
-                           len(batches), C=C, proximal=PROXIMAL, passes=2, callback=seen.append)
+    result = layerwise_svm(
+        model,
+        model.linear_layers()[-1],
+        _hinge,
+        batches.__getitem__,
+        len(batches),
+        C=C,
+        proximal=PROXIMAL,
+        passes=2,
+        callback=seen.append,
+    )
     assert len(seen) == result.steps == 6
     assert result.mean_hinge == pytest.approx(np.mean(seen), rel=1e-12)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"C": 0.0}, "C and proximal must be > 0"),
-    ({"proximal": -1.0}, "C and proximal must be > 0"),
-    ({"passes": 0}, "passes must be a positive integer"),
-    ({"n_batches": 0}, "n_batches must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"C": 0.0}, "C and proximal must be > 0"),
+        ({"proximal": -1.0}, "C and proximal must be > 0"),
+        ({"passes": 0}, "passes must be a positive integer"),
+        ({"n_batches": 0}, "n_batches must be a positive integer"),
+    ],
+)
 def test_bad_arguments(problem, kwargs, match):
     model, batches = problem
     args = {"C": C, "proximal": PROXIMAL, "passes": 1, "n_batches": len(batches), **kwargs}
     n_batches = args.pop("n_batches")
     with pytest.raises(ValueError, match=match):
-        layerwise_svm(model, model.linear_layers()[-1], _hinge, batches.__getitem__, n_batches,
-                      **args)
+        layerwise_svm(
+            model, model.linear_layers()[-1], _hinge, batches.__getitem__, n_batches, **args
+        )

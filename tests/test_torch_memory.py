@@ -6,17 +6,19 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.memory import CrossBatchMemory  # noqa: E402
-from qs.torch.retrieval import retrieval_loss, similarities  # noqa: E402
+from qs.torch import rank_hinge_loss
+from qs.torch.memory import CrossBatchMemory
+from qs.torch.retrieval import retrieval_loss, similarities
 
 torch.set_num_threads(1)
 
 
 def batches(sizes, d=4, classes=3, seed=0):
     rng = np.random.default_rng(seed)
-    return [(torch.from_numpy(rng.normal(size=(b, d))),
-             torch.from_numpy(rng.integers(0, classes, b))) for b in sizes]
+    return [
+        (torch.from_numpy(rng.normal(size=(b, d))), torch.from_numpy(rng.integers(0, classes, b)))
+        for b in sizes
+    ]
 
 
 def against(emb, labels, past, past_labels, loss, similarity):
@@ -64,10 +66,11 @@ def test_each_batch_is_ranked_against_itself_and_the_last_samples(loss, similari
 
 
 def test_first_batch_is_the_retrieval_loss_and_a_large_batch_keeps_its_last_samples():
-    (emb, labels), = batches((20,))
+    ((emb, labels),) = batches((20,))
     memory = CrossBatchMemory(8)
-    assert memory(emb, labels).item() == pytest.approx(retrieval_loss(emb, labels).item(),
-                                                       rel=1e-14)
+    assert memory(emb, labels).item() == pytest.approx(
+        retrieval_loss(emb, labels).item(), rel=1e-14
+    )
     kept, kept_labels = memory.stored()
     torch.testing.assert_close(kept, torch.nn.functional.normalize(emb[-8:], dim=1))
     assert torch.equal(kept_labels, labels[-8:])
@@ -77,20 +80,25 @@ def test_first_batch_is_the_retrieval_loss_and_a_large_batch_keeps_its_last_samp
 
 def test_a_batch_of_another_embedding_size_is_refused_and_the_memory_kept():
     memory = CrossBatchMemory(10)
-    (emb, labels), = batches((5,))
+    ((emb, labels),) = batches((5,))
     memory(emb, labels)
     before = memory.stored()[0].clone()
-    with pytest.raises(ValueError, match="memory holds embeddings of size 4; got a batch of "
-                                         "size 3"):
+    with pytest.raises(
+        ValueError, match="memory holds embeddings of size 4; got a batch of size 3"
+    ):
         memory(torch.zeros(5, 3, dtype=torch.float64), labels)
     torch.testing.assert_close(memory.stored()[0], before, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"size": 0}, "positive integer"), ({"size": 2.5}, "positive integer"),
-    ({"size": 4, "loss": "01"}, "'ap' or 'ndcg'"),
-    ({"size": 4, "similarity": "l1"}, "similarity must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"size": 0}, "positive integer"),
+        ({"size": 2.5}, "positive integer"),
+        ({"size": 4, "loss": "01"}, "'ap' or 'ndcg'"),
+        ({"size": 4, "similarity": "l1"}, "similarity must be one of"),
+    ],
+)
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         CrossBatchMemory(**kwargs)
@@ -139,7 +147,7 @@ def test_a_copy_keeps_the_memory_but_not_the_work_arrays():
     assert twin._work == {} and memory._work
     for a, b in zip(memory.stored(), twin.stored()):
         assert torch.equal(a, b)
-    (emb, labels), = batches((7,), seed=3)
+    ((emb, labels),) = batches((7,), seed=3)
     assert twin(emb, labels).item() == memory(emb, labels).item()
 
 

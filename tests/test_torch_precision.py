@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from qs.inference import lai  # noqa: E402
-from qs.inference.batch import lai_batch  # noqa: E402
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch._exact import lai_torch  # noqa: E402
-from qs.torch.retrieval import retrieval_loss  # noqa: E402
-from tests.test_inference_hinge import exact_hinge, spread_input  # noqa: E402
+from qs.inference import lai
+from qs.inference.batch import lai_batch
+from qs.torch import rank_hinge_loss
+from qs.torch._exact import lai_torch
+from qs.torch.retrieval import retrieval_loss
+from tests.test_inference_hinge import exact_hinge, spread_input
 
 torch.set_num_threads(1)
 
@@ -37,16 +37,18 @@ def test_ties_made_by_rounding_follow_the_documented_rule():
     """bfloat16 keeps 8 bits: scores 1 + 2^-10 apart collapse to ties. A negative tied with
     positives takes the larger interleaving rank wherever the objectives tie, as the kernels
     do on the float64 values."""
-    base = torch.tensor([1.0, 1.0 + 2**-10, 1.0 - 2**-10, 0.5, 1.0 + 2**-9, 0.25],
-                        dtype=torch.float64)
+    base = torch.tensor(
+        [1.0, 1.0 + 2**-10, 1.0 - 2**-10, 0.5, 1.0 + 2**-9, 0.25], dtype=torch.float64
+    )
     labels = torch.tensor([True, False, True, False, False, True])
     half = base.to(torch.bfloat16)
     assert len(set(half.tolist())) < len(set(base.tolist()))
     res = lai_batch(half.double()[None].numpy(), labels[None].numpy(), "ap", gradient=True)
     x = half.clone().requires_grad_(True)
     rank_hinge_loss(x, labels, "ap", reduction="sum", dim=-1).backward()
-    torch.testing.assert_close(x.grad, torch.from_numpy(res.coef[0]).to(torch.bfloat16),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        x.grad, torch.from_numpy(res.coef[0]).to(torch.bfloat16), rtol=0, atol=0
+    )
 
 
 def test_autocast_embeddings_reach_the_retrieval_loss():
@@ -65,8 +67,10 @@ def test_autocast_embeddings_reach_the_retrieval_loss():
 
 @pytest.mark.parametrize("method", ["auto", "bucket", "torch"])
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
-@pytest.mark.parametrize("spread,dtype", [(1e15, torch.float64), (1e17, torch.float64),
-                                          (1e300, torch.float64), (3e38, torch.float32)])
+@pytest.mark.parametrize(
+    "spread,dtype",
+    [(1e15, torch.float64), (1e17, torch.float64), (1e300, torch.float64), (3e38, torch.float32)],
+)
 def test_hinge_is_exact_at_a_large_spread(spread, dtype, loss, method):
     """One positive at +M and one negative at -M on an ordinary ranking: the loss is the
     hinge of the ranks, exact to the dtype's rounding (the difference of two sums of

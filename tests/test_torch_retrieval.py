@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from qs.torch import rank_hinge_loss  # noqa: E402
-from qs.torch.losses import hinge_solve  # noqa: E402
-from qs.torch.retrieval import (  # noqa: E402
+from qs.torch import rank_hinge_loss
+from qs.torch.losses import hinge_solve
+from qs.torch.retrieval import (
     RetrievalLoss,
     ranked_against,
     retrieval_loss,
@@ -36,8 +36,11 @@ def compacted(scores, labels, mask, loss, method):
     for q in range(len(scores)):
         keep = ~mask[q]
         x = scores[q, keep].clone().requires_grad_(True)
-        value = rank_hinge_loss(x, labels[q, keep], loss, method, "none") if keep.any() else \
-            x.sum() * 0.0
+        value = (
+            rank_hinge_loss(x, labels[q, keep], loss, method, "none")
+            if keep.any()
+            else x.sum() * 0.0
+        )
         value.backward()
         values.append(value.item())
         grads[q, keep] = x.grad
@@ -64,10 +67,13 @@ def test_mask_on_one_query_and_all_false_mask():
     scores, labels, mask = masked_queries(2)
     one = rank_hinge_loss(scores[4], labels[4], mask=mask[4], reduction="none", dim=-1)
     assert one.shape == () and one.item() == pytest.approx(
-        rank_hinge_loss(scores[4][~mask[4]], labels[4][~mask[4]], dim=-1).item(), rel=1e-15)
+        rank_hinge_loss(scores[4][~mask[4]], labels[4][~mask[4]], dim=-1).item(), rel=1e-15
+    )
     none = torch.zeros_like(mask)
-    assert rank_hinge_loss(scores, labels, mask=none, dim=-1).item() == \
-        rank_hinge_loss(scores, labels, dim=-1).item()
+    assert (
+        rank_hinge_loss(scores, labels, mask=none, dim=-1).item()
+        == rank_hinge_loss(scores, labels, dim=-1).item()
+    )
 
 
 def test_a_mask_that_hides_every_positive_gives_zero_and_counts_nothing():
@@ -78,14 +84,16 @@ def test_a_mask_that_hides_every_positive_gives_zero_and_counts_nothing():
     assert value.item() == 0.0 and not x.grad.any()
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"mask": torch.zeros(2, 3, dtype=torch.bool)}, "scores and mask must have the same shape"),
-    ({"mask": torch.zeros(1, 3)}, "mask must be bool"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"mask": torch.zeros(2, 3, dtype=torch.bool)}, "scores and mask must have the same shape"),
+        ({"mask": torch.zeros(1, 3)}, "mask must be bool"),
+    ],
+)
 def test_bad_masks_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        rank_hinge_loss(torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[1, 0, 1]]),
-                        **kwargs)
+        rank_hinge_loss(torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[1, 0, 1]]), **kwargs)
 
 
 def batch(seed, b=24, d=5, classes=4, dtype=torch.float64):
@@ -128,8 +136,7 @@ def test_retrieval_loss_is_every_query_against_the_others(loss, similarity):
 def test_retrieval_gradient_matches_finite_differences():
     emb, labels = batch(5, b=10, d=3, classes=3)
     x = emb.clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda e: retrieval_loss(e, labels), (x,), eps=1e-7,
-                                    atol=1e-7)
+    assert torch.autograd.gradcheck(lambda e: retrieval_loss(e, labels), (x,), eps=1e-7, atol=1e-7)
 
 
 def test_reference_set_ranks_queries_against_it_without_a_mask():
@@ -153,20 +160,31 @@ def test_work_arrays_kept_between_calls_of_other_shapes_and_dtypes_change_nothin
     smaller, remade for another dtype: each call as one with fresh arrays, and no call's
     gradient changed by the next call."""
     work, calls, held_sizes = {}, [], []
-    for k, (b, n, dtype) in enumerate([(5, 30, torch.float64), (7, 50, torch.float64),
-                                       (3, 20, torch.float64), (6, 40, torch.float32)]):
+    for k, (b, n, dtype) in enumerate(
+        [
+            (5, 30, torch.float64),
+            (7, 50, torch.float64),
+            (3, 20, torch.float64),
+            (6, 40, torch.float32),
+        ]
+    ):
         emb, labels = batch(20 + k, b=b, dtype=dtype)
         ref, ref_labels = batch(30 + k, b=n, dtype=dtype)
         got = []
         for held in (work, None):
             x = emb.clone().requires_grad_(True)
-            value = ranked_against(x, labels, ref, ref_labels, hinge_solve("ap", "auto"),
-                                   "mean", work=held)
+            value = ranked_against(
+                x, labels, ref, ref_labels, hinge_solve("ap", "auto"), "mean", work=held
+            )
             got.append((value, x))
         calls.append(got)
         held_sizes.append((work["product"].numel(), work["product"].dtype))
-    assert held_sizes == [(150, torch.float64), (350, torch.float64), (350, torch.float64),
-                          (240, torch.float32)]
+    assert held_sizes == [
+        (150, torch.float64),
+        (350, torch.float64),
+        (350, torch.float64),
+        (240, torch.float32),
+    ]
     for (value, x), (expected, y) in calls:
         value.backward()
         expected.backward()
@@ -183,19 +201,36 @@ def test_float32_embeddings_give_float32_loss_and_gradient():
     assert value.item() == pytest.approx(retrieval_loss(emb.double(), labels).item(), rel=1e-5)
 
 
-@pytest.mark.parametrize("args,kwargs,message", [
-    ((torch.zeros(4, 3), torch.zeros(5, dtype=torch.long)), {}, "one class per row"),
-    ((torch.zeros(4, 3), torch.zeros(4)), {}, "integer"),
-    ((torch.zeros(4), torch.zeros(4, dtype=torch.long)), {}, "2-D floating-point"),
-    ((torch.zeros(4, 3), torch.zeros(4, dtype=torch.long), torch.zeros(2, 4),
-      torch.zeros(2, dtype=torch.long)), {}, "ref_emb must have the embeddings' size 3"),
-    ((torch.zeros(4, 3), torch.zeros(4, dtype=torch.long), torch.zeros(2, 3)), {},
-     "give both or neither"),
-    ((torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)), {"loss": "01"}, "'ap' or 'ndcg'"),
-    ((torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)), {"similarity": "l2"},
-     "similarity must be one of"),
-    ((torch.full((4, 3), float("nan")), torch.zeros(4, dtype=torch.long)), {}, "finite"),
-])
+@pytest.mark.parametrize(
+    "args,kwargs,message",
+    [
+        ((torch.zeros(4, 3), torch.zeros(5, dtype=torch.long)), {}, "one class per row"),
+        ((torch.zeros(4, 3), torch.zeros(4)), {}, "integer"),
+        ((torch.zeros(4), torch.zeros(4, dtype=torch.long)), {}, "2-D floating-point"),
+        (
+            (
+                torch.zeros(4, 3),
+                torch.zeros(4, dtype=torch.long),
+                torch.zeros(2, 4),
+                torch.zeros(2, dtype=torch.long),
+            ),
+            {},
+            "ref_emb must have the embeddings' size 3",
+        ),
+        (
+            (torch.zeros(4, 3), torch.zeros(4, dtype=torch.long), torch.zeros(2, 3)),
+            {},
+            "give both or neither",
+        ),
+        ((torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)), {"loss": "01"}, "'ap' or 'ndcg'"),
+        (
+            (torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)),
+            {"similarity": "l2"},
+            "similarity must be one of",
+        ),
+        ((torch.full((4, 3), float("nan")), torch.zeros(4, dtype=torch.long)), {}, "finite"),
+    ],
+)
 def test_bad_embeddings_are_refused(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         retrieval_loss(*args, **kwargs)

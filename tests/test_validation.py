@@ -53,18 +53,25 @@ def test_one_and_several_queries_take_the_same_label_types(dtype):
             as_positive_mask2d(bad, (2, 3))
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.array([1, 0, -1, 2]), r"labels must be binary: 1 \(or True\) for a positive, 0 or -1 "
-                              r"\(or False\) for a negative; got .*2.* at index \(?3"),
-    (np.array([1.0, 0.5, 0.0, 1.0]), r"labels must be binary: .*got .*0\.5.* at index \(?1"),
-    (np.array(["a", "b", "c", "d"]), r"labels must be bool or numeric"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            np.array([1, 0, -1, 2]),
+            r"labels must be binary: 1 \(or True\) for a positive, 0 or -1 "
+            r"\(or False\) for a negative; got .*2.* at index \(?3",
+        ),
+        (np.array([1.0, 0.5, 0.0, 1.0]), r"labels must be binary: .*got .*0\.5.* at index \(?1"),
+        (np.array(["a", "b", "c", "d"]), r"labels must be bool or numeric"),
+    ],
+)
 def test_array_and_tensor_labels_are_refused_alike(bad, message):
     with pytest.raises(ValueError, match=message):
         as_positive_mask(bad, bad.size)
     with pytest.raises(ValueError, match=message):
-        as_positive_tensor(bad if bad.dtype.kind == "U" else torch.from_numpy(bad),
-                           torch.zeros(bad.size))
+        as_positive_tensor(
+            bad if bad.dtype.kind == "U" else torch.from_numpy(bad), torch.zeros(bad.size)
+        )
 
 
 def test_shape_mismatch_is_refused():
@@ -75,11 +82,17 @@ def test_shape_mismatch_is_refused():
 
 
 def test_non_finite_scores_are_named_with_their_index():
-    with pytest.raises(ValueError, match=r"scores must be finite; got .*nan.* at index 2\. "
-                                         r"Remove or impute NaN/inf scores before the metric"):
+    with pytest.raises(
+        ValueError,
+        match=r"scores must be finite; got .*nan.* at index 2\. "
+        r"Remove or impute NaN/inf scores before the metric",
+    ):
         check_finite(as_scores([0.0, 1.0, np.nan, np.inf]), "the metric")
-    with pytest.raises(ValueError, match=r"scores must be finite; got inf at index \(1, 0\)\. "
-                                         r"Remove or impute NaN/inf scores before the loss"):
+    with pytest.raises(
+        ValueError,
+        match=r"scores must be finite; got inf at index \(1, 0\)\. "
+        r"Remove or impute NaN/inf scores before the loss",
+    ):
         check_finite_tensor(torch.tensor([[0.0, 1.0], [float("inf"), 2.0]]))
     check_finite(as_scores([0.0, -1e308, 1e308]), "the metric")
     check_finite_tensor(torch.full((4,), 60000.0, dtype=torch.float16))  # the sum overflows
@@ -112,13 +125,16 @@ def test_query_rows_of_one_and_of_several_queries():
     assert one_pos.tolist() == [[True, False, False]]
 
 
-@pytest.mark.parametrize("scores, labels, error, message", [
-    (np.zeros(3), [1, 0, 0], TypeError, "torch.Tensor"),
-    (torch.zeros(1, 1, 3), torch.ones(1, 1, 3), ValueError, r"1-D \(n,\) or 2-D"),
-    (torch.zeros(3), [1, 0, 2], ValueError, "labels must be binary"),
-    (torch.zeros(3), [1, 0], ValueError, "same shape"),
-    (torch.tensor([0.0, float("nan"), 1.0]), [1, 0, 0], ValueError, "finite.*index \\(1,\\)"),
-])
+@pytest.mark.parametrize(
+    "scores, labels, error, message",
+    [
+        (np.zeros(3), [1, 0, 0], TypeError, "torch.Tensor"),
+        (torch.zeros(1, 1, 3), torch.ones(1, 1, 3), ValueError, r"1-D \(n,\) or 2-D"),
+        (torch.zeros(3), [1, 0, 2], ValueError, "labels must be binary"),
+        (torch.zeros(3), [1, 0], ValueError, "same shape"),
+        (torch.tensor([0.0, float("nan"), 1.0]), [1, 0, 0], ValueError, "finite.*index \\(1,\\)"),
+    ],
+)
 def test_query_rows_refuse_what_the_checks_refuse(scores, labels, error, message):
     with pytest.raises(error, match=message):
         as_query_rows(scores, labels)
@@ -126,7 +142,13 @@ def test_query_rows_refuse_what_the_checks_refuse(scores, labels, error, message
 
 def test_importing_the_checks_imports_no_torch_and_no_loss():
     imported = subprocess.run(
-        [sys.executable, "-c", "import sys, qs.validation; "
-         "print('qs.losses' in sys.modules, 'torch' in sys.modules)"],
-        capture_output=True, text=True, check=True).stdout.split()
+        [
+            sys.executable,
+            "-c",
+            "import sys, qs.validation; print('qs.losses' in sys.modules, 'torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert imported == ["False", "False"]

@@ -12,19 +12,22 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from qsrank.main import main
-from qsrank.pipelines import _runner
-from qsrank.pipelines import voc2007_detection as voc
-from qsrank.pipelines.voc2007_detection import tables as voc_tables
-from qsrank.pipelines.voc2007_detection import train as voc_train
 from qs.data.bags import BagSet
 from qs.data.convert import write_synthetic_store
 from qs.data.voc2007 import CLASSES, DetectionData, make_voc2007_detection
 from qs.estimators import LatentRankSVM
 from qs.metrics import voc_detection_ap
+from qsrank.main import main
+from qsrank.pipelines import _runner
+from qsrank.pipelines import voc2007_detection as voc
+from qsrank.pipelines.voc2007_detection import tables as voc_tables
+from qsrank.pipelines.voc2007_detection import train as voc_train
 
-TINY = {"experiment": "voc2007_detection", "classes": ["aeroplane", "person"],
-        "synthetic": {"scale": 0.01, "boxes_per_image": 6, "n_features": 8}}
+TINY = {
+    "experiment": "voc2007_detection",
+    "classes": ["aeroplane", "person"],
+    "synthetic": {"scale": 0.01, "boxes_per_image": 6, "n_features": 8},
+}
 
 
 def invoke(*args):
@@ -49,11 +52,19 @@ def test_train_writes_table5_and_its_files(tiny_run):
     out, output = tiny_run
     assert f"results: {out}" in output and "# Table 5" in output
     assert {p.name for p in out.iterdir()} >= {
-        "table5.md", "results.csv", "timings.csv", "figure.png", "figure.pdf", "config.yaml",
-        "provenance.json", "runs"}
+        "table5.md",
+        "results.csv",
+        "timings.csv",
+        "figure.png",
+        "figure.pdf",
+        "config.yaml",
+        "provenance.json",
+        "runs",
+    }
     timings = pd.read_csv(out / "timings.csv")
     assert list(zip(timings["class"], timings["method"])) == [
-        (c, m) for c in TINY["classes"] for m in voc.METHODS]
+        (c, m) for c in TINY["classes"] for m in voc.METHODS
+    ]
     assert (timings["lai_calls"] >= 1).all() and (timings["lai_time_s"] > 0).all()
     assert timings["test_ap"].between(0, 1).all()
     provenance = json.loads((out / "provenance.json").read_text())
@@ -63,8 +74,11 @@ def test_train_writes_table5_and_its_files(tiny_run):
 
 def _md_rows(text, first_cell):
     """The cells of the Markdown table rows whose first cell starts with `first_cell`."""
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("|")]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("|")
+    ]
     return [r for r in rows if r[0].startswith(first_cell)]
 
 
@@ -76,15 +90,23 @@ def test_table5_matches_the_csvs(tiny_run):
     timings = pd.read_csv(out / "timings.csv").set_index(["class", "method"])
     for _, row in results.iterrows():
         ap_row, lai_row = _md_rows(md, voc.CLASS_NAMES[row["class"]])
-        assert ap_row[1:] == [f"{row[c]:.2f}" for c in ("ap_0-1", "ap_ap", "paper_ap_0-1",
-                                                        "paper_ap_ap")]
-        assert float(ap_row[1]) == pytest.approx(100 * timings.loc[(row["class"], "0-1"),
-                                                                   "test_ap"], abs=5e-3)
+        assert ap_row[1:] == [
+            f"{row[c]:.2f}" for c in ("ap_0-1", "ap_ap", "paper_ap_0-1", "paper_ap_ap")
+        ]
+        assert float(ap_row[1]) == pytest.approx(
+            100 * timings.loc[(row["class"], "0-1"), "test_ap"], abs=5e-3
+        )
         assert float(ap_row[3:5][0]) == voc.PAPER_AP[row["class"]][0]
-        yue, qs, auto = (timings.loc[(row["class"], m), "lai_time_s"]
-                         for m in ("ap", "ap_qs", "ap_auto"))
-        assert lai_row[1:6] == [f"{yue:.4f}", f"{qs:.4f}", f"{auto:.4f}", f"{yue / qs:.1f}",
-                                f"{yue / auto:.1f}"]
+        yue, qs, auto = (
+            timings.loc[(row["class"], m), "lai_time_s"] for m in ("ap", "ap_qs", "ap_auto")
+        )
+        assert lai_row[1:6] == [
+            f"{yue:.4f}",
+            f"{qs:.4f}",
+            f"{auto:.4f}",
+            f"{yue / qs:.1f}",
+            f"{yue / auto:.1f}",
+        ]
     (mean_ap,) = _md_rows(md, "**mean** (2 classes)")[:1]
     assert mean_ap[1] == f"{results['ap_0-1'].mean():.2f}"
     assert mean_ap[4] == f"{np.mean([voc.PAPER_AP[c][1] for c in TINY['classes']]):.2f}"
@@ -100,7 +122,8 @@ def test_time_ratios_are_replayed_medians_with_their_range(tiny_run):
     ratio = per_round["ap"] / per_round["ap_qs"]
     r = pd.read_csv(out / "ratios.csv").set_index("ratio").loc["ap / ap_qs"]
     assert (r["replay_median"], r["replay_min"], r["replay_max"]) == pytest.approx(
-        (ratio.median(), ratio.min(), ratio.max()))
+        (ratio.median(), ratio.min(), ratio.max())
+    )
     assert r["paper_total_time"] == pytest.approx(7.623 / 0.5214) and r["n_classes"] == 2
     (row,) = _md_rows((out / "table5.md").read_text(), "Yue / QS")
     assert row[2] == f"{r['replay_median']:.1f} ({r['replay_min']:.1f}-{r['replay_max']:.1f})"
@@ -110,8 +133,10 @@ def test_exact_ap_methods_train_identical_weights(tiny_run):
     out, _ = tiny_run
     results = pd.read_csv(out / "results.csv")
     assert results["ap_models_identical"].all()
-    assert "trained bit-identical weights for every one of the 2 classes" in \
-        (out / "table5.md").read_text()
+    assert (
+        "trained bit-identical weights for every one of the 2 classes"
+        in (out / "table5.md").read_text()
+    )
     for cls in TINY["classes"]:
         coefs = [np.load(out / "runs" / f"{cls}__{m}.npz")["coef"] for m in voc.AP_METHODS]
         assert all(np.array_equal(coefs[0], c) for c in coefs[1:])
@@ -168,8 +193,12 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _runner.run(voc.SPEC, cfg, out, progress=False)
     assert sorted(p.name for p in (out / "runs").glob("*.json")) == [
-        "aeroplane__0-1.json", "aeroplane__C-01.json", "aeroplane__C-ap.json",
-        "aeroplane__ap.json", "aeroplane__ap_qs.json"]
+        "aeroplane__0-1.json",
+        "aeroplane__C-01.json",
+        "aeroplane__C-ap.json",
+        "aeroplane__ap.json",
+        "aeroplane__ap_qs.json",
+    ]
     assert not (out / "table5.md").exists()
 
     trained.clear()
@@ -179,54 +208,101 @@ def test_run_resumes_after_an_interruption(tiny_run, tmp_path, monkeypatch):
     assert trained == ["ap_auto", *voc.METHODS]  # aeroplane's last, then person's four
     assert chosen == [("person", "01"), ("person", "ap")]  # aeroplane's Cs were kept
     cols = ["class", "method", "C", "test_ap", "w_sha256", "lai_calls"]
-    pd.testing.assert_frame_equal(pd.read_csv(out / "timings.csv")[cols],
-                                  pd.read_csv(reference / "timings.csv")[cols])
+    pd.testing.assert_frame_equal(
+        pd.read_csv(out / "timings.csv")[cols], pd.read_csv(reference / "timings.csv")[cols]
+    )
 
 
 def test_cli_filters_class_loss_and_inference(tmp_path):
     out = tmp_path / "run"
-    result = invoke("train", "--config", write_config(tmp_path / "c.yaml"), "--class", "person",
-                    "--loss", "ap", "--inference", "qs", "--out", out)
+    result = invoke(
+        "train",
+        "--config",
+        write_config(tmp_path / "c.yaml"),
+        "--class",
+        "person",
+        "--loss",
+        "ap",
+        "--inference",
+        "qs",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["person__C-ap.json",
-                                                                  "person__ap_qs.json"]
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == [
+        "person__C-ap.json",
+        "person__ap_qs.json",
+    ]
     assert "Only one AP method per class was trained" in result.output
-    result = invoke("train", "--config", write_config(tmp_path / "c.yaml"), "--class", "person",
-                    "--loss", "01", "--out", tmp_path / "zero_one")
+    result = invoke(
+        "train",
+        "--config",
+        write_config(tmp_path / "c.yaml"),
+        "--class",
+        "person",
+        "--loss",
+        "01",
+        "--out",
+        tmp_path / "zero_one",
+    )
     assert result.exit_code == 0, result.output
     assert "Total loss-augmented inference time" not in result.output
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"colour": 1}, r"unknown config key 'colour'; allowed keys: experiment, seed, data"),
-    ({"synthetic": {"size": 3}}, r"unknown config key 'synthetic.size'; allowed keys in "
-                                 r"'synthetic': scale, boxes_per_image"),
-    ({"classes": ["aeroplane", "zebra"]}, (r"classes: expected one or more object class names "
-                                          r"from aeroplane, bicycle, .*; got unknown object "
-                                          r"class name\(s\) 'zebra'")),
-    ({"seed": "one"}, r"seed: expected a finite integer >= 0; got 'one'"),
-    ({"nms_threshold": 1.5}, r"nms_threshold: expected a finite number >= 0 and <= 1; got 1.5"),
-    ({"synthetic": {"scale": 0}}, r"synthetic.scale: expected a finite number > 0 and <= 1"),
-    ({"C": {"ndcg": 1.0}}, r"C: expected .*; got unknown key\(s\) 'ndcg'"),
-    ({"methods": "ap_search"}, r"got unknown method name\(s\) 'ap_search'"),
-    ({"data": 3}, r"data: expected 'synthetic' or a mapping"),
-    ({"scheduler": "threads"}, r"scheduler applies to data read from stores"),
-    ({"store": "boxes.zarr"}, r"store: expected null or a mapping \{trainval: PATH, test: PATH\}"),
-    ({"store": {"trainval": "a.zarr"}}, r"store: expected null or a mapping .*; got "
-                                        r"\{'trainval': 'a.zarr'\}"),
-    ({"store": {"trainval": "a", "test": "b"}, "data": {"trainval": "c", "test": "d"}},
-     r"give either data .* or store, not both"),
-    ({"in_memory_max_gb": -1}, r"in_memory_max_gb: expected a finite number >= 0; got -1"),
-    ({"init": "whole_image"}, r"init: expected one of image_means, random"),
-    ({"C": []}, r"C: expected a C value > 0 or a non-empty list of them, or a mapping"),
-    ({"C": {"01": [10, 0]}}, r"C: expected .*; got 01: \[10, 0\]"),
-    ({"validation_fraction": 1}, r"validation_fraction: expected a finite number > 0 and < 1"),
-    ({"min_outer": {"ap": 0}}, r"min_outer: expected an integer >= 1, .*; got ap: 0"),
-    ({"blas_threads": 0}, r"blas_threads: expected null or a finite integer >= 1; got 0"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"colour": 1}, r"unknown config key 'colour'; allowed keys: experiment, seed, data"),
+        (
+            {"synthetic": {"size": 3}},
+            r"unknown config key 'synthetic.size'; allowed keys in "
+            r"'synthetic': scale, boxes_per_image",
+        ),
+        (
+            {"classes": ["aeroplane", "zebra"]},
+            (
+                r"classes: expected one or more object class names "
+                r"from aeroplane, bicycle, .*; got unknown object "
+                r"class name\(s\) 'zebra'"
+            ),
+        ),
+        ({"seed": "one"}, r"seed: expected a finite integer >= 0; got 'one'"),
+        ({"nms_threshold": 1.5}, r"nms_threshold: expected a finite number >= 0 and <= 1; got 1.5"),
+        ({"synthetic": {"scale": 0}}, r"synthetic.scale: expected a finite number > 0 and <= 1"),
+        ({"C": {"ndcg": 1.0}}, r"C: expected .*; got unknown key\(s\) 'ndcg'"),
+        ({"methods": "ap_search"}, r"got unknown method name\(s\) 'ap_search'"),
+        ({"data": 3}, r"data: expected 'synthetic' or a mapping"),
+        ({"scheduler": "threads"}, r"scheduler applies to data read from stores"),
+        (
+            {"store": "boxes.zarr"},
+            r"store: expected null or a mapping \{trainval: PATH, test: PATH\}",
+        ),
+        (
+            {"store": {"trainval": "a.zarr"}},
+            r"store: expected null or a mapping .*; got "
+            r"\{'trainval': 'a.zarr'\}",
+        ),
+        (
+            {"store": {"trainval": "a", "test": "b"}, "data": {"trainval": "c", "test": "d"}},
+            r"give either data .* or store, not both",
+        ),
+        ({"in_memory_max_gb": -1}, r"in_memory_max_gb: expected a finite number >= 0; got -1"),
+        ({"init": "whole_image"}, r"init: expected one of image_means, random"),
+        ({"C": []}, r"C: expected a C value > 0 or a non-empty list of them, or a mapping"),
+        ({"C": {"01": [10, 0]}}, r"C: expected .*; got 01: \[10, 0\]"),
+        ({"validation_fraction": 1}, r"validation_fraction: expected a finite number > 0 and < 1"),
+        ({"min_outer": {"ap": 0}}, r"min_outer: expected an integer >= 1, .*; got ap: 0"),
+        ({"blas_threads": 0}, r"blas_threads: expected null or a finite integer >= 1; got 0"),
+    ],
+)
 def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
-    result = invoke("train", "--config", write_config(tmp_path / "bad.yaml", **changes),
-                    "--out", tmp_path / "run")
+    result = invoke(
+        "train",
+        "--config",
+        write_config(tmp_path / "bad.yaml", **changes),
+        "--out",
+        tmp_path / "run",
+    )
     assert result.exit_code == 1, result.output
     assert re.search(message, result.output), result.output
     assert "Traceback" not in result.output and not (tmp_path / "run").exists()
@@ -235,29 +311,45 @@ def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
 def test_cli_loss_and_store_errors(tmp_path):
     config = write_config(tmp_path / "c.yaml")
     result = invoke("train", "--config", config, "--loss", "ndcg")
-    assert result.exit_code == 1 and "loss: expected null or one of 01, ap; got 'ndcg'" in \
-        result.output
+    assert (
+        result.exit_code == 1
+        and "loss: expected null or one of 01, ap; got 'ndcg'" in result.output
+    )
     result = invoke("train", "--config", config, "--solver", "frank_wolfe")
     assert result.exit_code == 1 and "solver: expected one of cutting_plane" in result.output
-    store = write_config(tmp_path / "s.yaml", store={"trainval": str(tmp_path / "t.zarr"),
-                                                     "test": str(tmp_path / "boxes.zarr")})
+    store = write_config(
+        tmp_path / "s.yaml",
+        store={"trainval": str(tmp_path / "t.zarr"), "test": str(tmp_path / "boxes.zarr")},
+    )
     result = invoke("train", "--config", store, "--out", tmp_path / "run")
     assert result.exit_code == 1 and f"No box store at {tmp_path / 't.zarr'}" in result.output
 
 
 # the stores hold the very data of TINY's synthetic run, in blocks of 16 images
-STORE_DATA = {"seed": 0, "scale": 0.01, "boxes_per_image": 6, "n_features": 8,
-              "chunk_images": 16}
+STORE_DATA = {"seed": 0, "scale": 0.01, "boxes_per_image": 6, "n_features": 8, "chunk_images": 16}
 #: what must not change with where the boxes are read from
-SAME = ["class", "method", "C", "n_images", "n_pos", "n_boxes", "lai_calls", "n_outer",
-        "n_iter", "test_ap", "w_sha256"]
+SAME = [
+    "class",
+    "method",
+    "C",
+    "n_images",
+    "n_pos",
+    "n_boxes",
+    "lai_calls",
+    "n_outer",
+    "n_iter",
+    "test_ap",
+    "w_sha256",
+]
 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("stores")
-    return {split: str(write_synthetic_store(root / f"{split}.zarr", split=split, **STORE_DATA))
-            for split in ("trainval", "test")}
+    return {
+        split: str(write_synthetic_store(root / f"{split}.zarr", split=split, **STORE_DATA))
+        for split in ("trainval", "test")
+    }
 
 
 def same_results(out, reference, classes=TINY["classes"]):
@@ -266,23 +358,40 @@ def same_results(out, reference, classes=TINY["classes"]):
     pd.testing.assert_frame_equal(ours, ref[ref["class"].isin(classes)].reset_index(drop=True))
 
 
-@pytest.mark.parametrize("max_gb, how, working_set", [
-    (1.0, "at most in_memory_max_gb (1 GB): loaded in memory", 0),
-    (0, ("above in_memory_max_gb (0 GB): read out of core, blocks of 16 images on Dask's "
-        "threaded scheduler"), 2)])
-def test_stores_train_what_the_data_in_memory_train(tiny_run, stores, tmp_path, max_gb, how,
-                                                    working_set):
+@pytest.mark.parametrize(
+    "max_gb, how, working_set",
+    [
+        (1.0, "at most in_memory_max_gb (1 GB): loaded in memory", 0),
+        (
+            0,
+            (
+                "above in_memory_max_gb (0 GB): read out of core, blocks of 16 images on Dask's "
+                "threaded scheduler"
+            ),
+            2,
+        ),
+    ],
+)
+def test_stores_train_what_the_data_in_memory_train(
+    tiny_run, stores, tmp_path, max_gb, how, working_set
+):
     """Out of core with a working set of 2 of the 6 boxes per image: the same models."""
     reference, _ = tiny_run
     out = tmp_path / "run"
-    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=max_gb,
-                          **({"working_set": working_set} if working_set else {}))
+    config = write_config(
+        tmp_path / "s.yaml",
+        store=stores,
+        in_memory_max_gb=max_gb,
+        **({"working_set": working_set} if working_set else {}),
+    )
     result = invoke("train", "--config", config, "--out", out)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert f"store {stores['trainval']}: 9,600 bytes of features as float32, {how}" in text
-    assert ("test: synthetic VOC2007-like bags of boxes (seed 0, scale 0.01, test); not the "
-            "paper's data") in text and "Our numbers are synthetic" in text
+    assert (
+        "test: synthetic VOC2007-like bags of boxes (seed 0, scale 0.01, test); not the "
+        "paper's data"
+    ) in text and "Our numbers are synthetic" in text
     same_results(out, reference)  # the same weights, bit for bit, and the same test APs
     timings = pd.read_csv(out / "timings.csv")
     assert (timings["working_set"] == working_set).all()
@@ -299,10 +408,10 @@ def test_a_distributed_scheduler_trains_the_same(tiny_run, stores, tmp_path):
     distributed = pytest.importorskip("distributed")
     reference, _ = tiny_run
     out = tmp_path / "run"
-    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=0,
-                          classes=["person"])
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
+    config = write_config(tmp_path / "s.yaml", store=stores, in_memory_max_gb=0, classes=["person"])
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
         address = cluster.scheduler_address
         result = invoke("train", "--config", config, "--scheduler", address, "--out", out)
     assert result.exit_code == 0, result.output
@@ -313,13 +422,16 @@ def test_a_distributed_scheduler_trains_the_same(tiny_run, stores, tmp_path):
 def test_scheduler_option_needs_a_store_experiment(tmp_path):
     config = write_config(tmp_path / "c.yaml")
     result = invoke("train", "--config", config, "--scheduler", "tcp://127.0.0.1:1")
-    assert result.exit_code == 1 and "scheduler applies to data read from stores" in \
-        result.output
+    assert result.exit_code == 1 and "scheduler applies to data read from stores" in result.output
     digits = tmp_path / "d.yaml"
     digits.write_text("experiment: digits\n")
     result = invoke("train", "--config", digits, "--scheduler", "threads")
-    assert result.exit_code == 1 and "--scheduler applies to experiments that read box " \
-        "stores (voc2007_detection), not to digits" in result.output
+    assert (
+        result.exit_code == 1
+        and "--scheduler applies to experiments that read box "
+        "stores (voc2007_detection), not to digits"
+        in result.output
+    )
 
 
 def copy_store(src, dst, change):
@@ -335,8 +447,11 @@ def copy_store(src, dst, change):
     change(group)
     sums = group.attrs["checksums"]
     group.attrs["checksums"] = {
-        name: {key: hashlib.sha256((Path(dst) / name / key).read_bytes()).hexdigest()
-               for key in keys} for name, keys in sums.items()}
+        name: {
+            key: hashlib.sha256((Path(dst) / name / key).read_bytes()).hexdigest() for key in keys
+        }
+        for name, keys in sums.items()
+    }
     return str(dst)
 
 
@@ -350,12 +465,17 @@ def damaged_copy(src, dst):
 
 
 def test_store_errors_are_one_line_and_exit_1(stores, tmp_path):
-    other_d = write_synthetic_store(tmp_path / "d4.zarr", split="test",
-                                    **{**STORE_DATA, "n_features": 4})
-    fewer = copy_store(stores["test"], tmp_path / "classes.zarr",
-                       lambda g: g.attrs.update(classes=list(CLASSES[:19])))
-    old = copy_store(stores["test"], tmp_path / "old.zarr",
-                     lambda g: g.attrs.update(format_version=0))
+    other_d = write_synthetic_store(
+        tmp_path / "d4.zarr", split="test", **{**STORE_DATA, "n_features": 4}
+    )
+    fewer = copy_store(
+        stores["test"],
+        tmp_path / "classes.zarr",
+        lambda g: g.attrs.update(classes=list(CLASSES[:19])),
+    )
+    old = copy_store(
+        stores["test"], tmp_path / "old.zarr", lambda g: g.attrs.update(format_version=0)
+    )
     cow = CLASSES.index("cow")
 
     def no_cows(group):
@@ -365,24 +485,35 @@ def test_store_errors_are_one_line_and_exit_1(stores, tmp_path):
         group["labels"][:3, cow] = -1
 
     cases = [
-        ({"test": str(other_d)}, ("has 8 features per box but .*d4.zarr 4; both splits must "
-                                 "come from the same feature extraction")),
+        (
+            {"test": str(other_d)},
+            (
+                "has 8 features per box but .*d4.zarr 4; both splits must "
+                "come from the same feature extraction"
+            ),
+        ),
         ({"test": fewer}, "the stores' classes disagree"),
-        ({"test": old}, ("old.zarr is a store of format version 0; this qsrank reads version "
-                        "1")),
-        ({"test": str(tmp_path / "half.zarr.partial")}, ("half.zarr.partial is an unfinished "
-                                                        "conversion, not a store")),
-        ({"trainval": copy_store(stores["trainval"], tmp_path / "no_cows.zarr", no_cows)},
-         "class 'cow' has no positive image in trainval"),
-        ({"trainval": copy_store(stores["trainval"], tmp_path / "unknown.zarr", unknown)},
-         "class 'cow': 3 trainval images have no label for it"),
-        ({"test": damaged_copy(stores["test"], tmp_path / "damaged.zarr")},
-         r"damaged.zarr: 1 of \d+ chunks fail their checksum: features chunk c/0/0/0 "
-         r"\(missing\); the store is damaged"),
+        ({"test": old}, ("old.zarr is a store of format version 0; this qsrank reads version 1")),
+        (
+            {"test": str(tmp_path / "half.zarr.partial")},
+            ("half.zarr.partial is an unfinished conversion, not a store"),
+        ),
+        (
+            {"trainval": copy_store(stores["trainval"], tmp_path / "no_cows.zarr", no_cows)},
+            "class 'cow' has no positive image in trainval",
+        ),
+        (
+            {"trainval": copy_store(stores["trainval"], tmp_path / "unknown.zarr", unknown)},
+            "class 'cow': 3 trainval images have no label for it",
+        ),
+        (
+            {"test": damaged_copy(stores["test"], tmp_path / "damaged.zarr")},
+            r"damaged.zarr: 1 of \d+ chunks fail their checksum: features chunk c/0/0/0 "
+            r"\(missing\); the store is damaged",
+        ),
     ]
     for change, message in cases:
-        config = write_config(tmp_path / "s.yaml", store={**stores, **change},
-                              classes=["cow"])
+        config = write_config(tmp_path / "s.yaml", store={**stores, **change}, classes=["cow"])
         result = invoke("train", "--config", config, "--out", tmp_path / "run")
         assert result.exit_code == 1, result.output
         assert re.search(message, result.output), result.output
@@ -410,21 +541,36 @@ def test_c_is_chosen_on_held_out_trainval_images(tiny_run):
 def test_detections_are_suppressed_per_image_before_ap():
     # two images of 3 boxes; image a: two overlapping boxes (IoU 0.9) on its object; image b:
     # its object at the same place, whose box NMS must keep (suppression is per image)
-    boxes = np.array([[1, 1, 10, 10], [1, 1, 10, 9], [30, 30, 40, 40],
-                      [1, 1, 10, 10], [50, 50, 60, 60], [70, 70, 80, 80]], dtype=float)
+    boxes = np.array(
+        [
+            [1, 1, 10, 10],
+            [1, 1, 10, 9],
+            [30, 30, 40, 40],
+            [1, 1, 10, 10],
+            [50, 50, 60, 60],
+            [70, 70, 80, 80],
+        ],
+        dtype=float,
+    )
     scores = np.array([3.0, 2.0, 0.25, 0.5, 0.375, 0.125])
-    data = DetectionData(scores[:, None].astype(np.float32), np.array([0, 3, 6]), boxes,
-                         np.array(["a", "b"]),
-                         ((boxes[:1], np.array([0]), np.array([False])),
-                          (boxes[3:4], np.array([0]), np.array([False]))), "hand-made")
+    data = DetectionData(
+        scores[:, None].astype(np.float32),
+        np.array([0, 3, 6]),
+        boxes,
+        np.array(["a", "b"]),
+        (
+            (boxes[:1], np.array([0]), np.array([False])),
+            (boxes[3:4], np.array([0]), np.array([False])),
+        ),
+        "hand-made",
+    )
     ids, kept, s = BagSet.in_memory(data).detections(np.ones(1), 1.0, 0.3)
     assert list(ids) == ["a", "a", "b", "b", "b"]
     assert list(s) == [4.0, 1.25, 1.5, 1.375, 1.125]
     assert np.array_equal(kept, boxes[[0, 2, 3, 4, 5]])
     # without NMS the duplicate in image a is a false positive ranked second: AP < 1
     assert voc_detection_ap(ids, kept, s, data.ground_truth(0)) == pytest.approx(1.0)
-    assert voc_detection_ap(np.repeat(["a", "b"], 3), boxes, scores,
-                            data.ground_truth(0)) < 1.0
+    assert voc_detection_ap(np.repeat(["a", "b"], 3), boxes, scores, data.ground_truth(0)) < 1.0
 
 
 def test_rcnn_cache_directories_are_read_and_trained(tmp_path):
@@ -437,15 +583,27 @@ def test_rcnn_cache_directories_are_read_and_trained(tmp_path):
         (tmp_path / split).mkdir()
         for i in range(8):
             cls = CLASSES.index("cat") if i % 2 else CLASSES.index("dog")
-            boxes = np.array([[10, 10, 60, 60], [12, 8, 58, 62], [100, 100, 150, 140],
-                              [200, 20, 260, 90]], dtype=float)
+            boxes = np.array(
+                [[10, 10, 60, 60], [12, 8, 58, 62], [100, 100, 150, 140], [200, 20, 260, 90]],
+                dtype=float,
+            )
             feat = rng.normal(size=(4, 3))
             feat[:2, 0 if cls == CLASSES.index("cat") else 1] += 3
-            savemat(tmp_path / split / f"{split}_{i:02d}.mat",
-                    {"boxes": boxes, "feat": feat, "gt": np.array([1, 0, 0, 0]),
-                     "class": np.array([cls + 1, 0, 0, 0])})
-    config = write_config(tmp_path / "c.yaml", classes=["cat"], methods=["0-1", "ap_qs"],
-                          data={s: str(tmp_path / s) for s in ("trainval", "test")})
+            savemat(
+                tmp_path / split / f"{split}_{i:02d}.mat",
+                {
+                    "boxes": boxes,
+                    "feat": feat,
+                    "gt": np.array([1, 0, 0, 0]),
+                    "class": np.array([cls + 1, 0, 0, 0]),
+                },
+            )
+    config = write_config(
+        tmp_path / "c.yaml",
+        classes=["cat"],
+        methods=["0-1", "ap_qs"],
+        data={s: str(tmp_path / s) for s in ("trainval", "test")},
+    )
     out = tmp_path / "run"
     result = invoke("train", "--config", config, "--out", out)
     assert result.exit_code == 0, result.output
@@ -497,10 +655,9 @@ def test_lockstep_units_go_method_by_method():
     """A lockstep loss trains every class in its first unit: units in method order, so the
     run's progress counts the classes done; class by class otherwise."""
     for lockstep in (False, True):
-        cfg = _runner.resolve(voc.SPEC, {"classes": ["cat", "dog"], "lockstep": lockstep,
-                                         "C": 10})
+        cfg = _runner.resolve(voc.SPEC, {"classes": ["cat", "dog"], "lockstep": lockstep, "C": 10})
         methods = voc_train.selected_methods(cfg)
         units = voc_train.units(cfg, None)
         assert sorted(units) == sorted((c, m) for c in ("cat", "dog") for m in methods)
-        first = [m for _, m in units[:2]] if lockstep else [c for c, _ in units[:len(methods)]]
+        first = [m for _, m in units[:2]] if lockstep else [c for c, _ in units[: len(methods)]]
         assert len(set(first)) == 1, units

@@ -6,6 +6,10 @@ import os
 
 import numpy as np
 import pytest
+
+from qs.data.convert import write_synthetic_store
+from qs.data.voc2007 import SyntheticVOC2007
+from qs.detection import score_bags
 from qsrank.pipelines._measure import peak_bytes
 from qsrank.pipelines.voc2007_scale import (
     DEFAULTS,
@@ -15,12 +19,14 @@ from qsrank.pipelines.voc2007_scale import (
     run,
 )
 
-from qs.data.convert import write_synthetic_store
-from qs.data.voc2007 import SyntheticVOC2007
-from qs.detection import score_bags
-
-TINY = {"boxes": 6, "features": 8, "chunk_images": 8, "repeats": 1, "pooled": (500,),
-        "positives": 10}
+TINY = {
+    "boxes": 6,
+    "features": 8,
+    "chunk_images": 8,
+    "repeats": 1,
+    "pooled": (500,),
+    "positives": 10,
+}
 
 
 def test_generated_features_are_the_synthetic_voc2007_images():
@@ -42,11 +48,19 @@ def test_run_at_a_tiny_size_reports_every_figure():
     res = run(images=24, **TINY)
     a = res["scoring_pass"]
     assert a["blocks"] == 3 and a["classes"] == 20 and "store_pass" not in res
-    for key in ("pass_s", "products_scaled_s", "score_scaled_s", "generate_scaled_s",
-                "peak_gb", "lockstep_pass_s", "lockstep_peak_gb", "boxes_per_s"):
+    for key in (
+        "pass_s",
+        "products_scaled_s",
+        "score_scaled_s",
+        "generate_scaled_s",
+        "peak_gb",
+        "lockstep_pass_s",
+        "lockstep_peak_gb",
+        "boxes_per_s",
+    ):
         assert a[key] > 0
     assert a["peak_gb"] >= a["start_gb"]
-    (n, ap, zero_one), = res["pooled_lai"]
+    ((n, ap, zero_one),) = res["pooled_lai"]
     assert n == 500 and ap > 0 and zero_one > 0
     text = report(res)
     assert "peak memory" in text and "| 5e+02" in text and "store" not in text
@@ -58,17 +72,25 @@ def test_run_at_a_tiny_size_reports_every_figure():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_store_is_scored_from_disk_beside_the_generated_features(tmp_path, seed):
-    path = write_synthetic_store(tmp_path / "store", seed=seed, scale=25 / 5011,
-                                 boxes_per_image=6, n_features=8, dtype="float16",
-                                 chunk_images=10)
+    path = write_synthetic_store(
+        tmp_path / "store",
+        seed=seed,
+        scale=25 / 5011,
+        boxes_per_image=6,
+        n_features=8,
+        dtype="float16",
+        chunk_images=10,
+    )
     res = run(store=str(path), images=500, **TINY)  # the store's shape replaces the sizes
     a, s = res["scoring_pass"], res["store_pass"]
     assert (a["images"], a["boxes"], a["features"], a["blocks"]) == (25, 6, 8, 3)
     assert s["disk_pass_s"] > 0 and s["read_mb_per_s"] > 0 and s["features_on_disk_gb"] > 0
     assert s["same_best"] is (seed == 0)  # the benchmark's generator uses seed 0
     text = report(res)
-    assert "read from the store" in text and f"boxes as the generated pass: " \
-        f"{'yes' if seed == 0 else 'no'}" in text
+    assert (
+        "read from the store" in text
+        and f"boxes as the generated pass: {'yes' if seed == 0 else 'no'}" in text
+    )
 
 
 def test_a_missing_store_is_a_value_error(tmp_path):

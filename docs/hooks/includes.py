@@ -26,7 +26,11 @@ def _outside_fences(lines):
         opening = FENCE.match(line)
         if fence:
             closing = line.strip()
-            if closing[:1] == fence[0] and len(closing) >= len(fence) and not closing.strip(fence[0]):
+            if (
+                closing[:1] == fence[0]
+                and len(closing) >= len(fence)
+                and not closing.strip(fence[0])
+            ):
                 fence = None
         elif opening:
             fence = opening.group(1)
@@ -59,6 +63,8 @@ def on_page_markdown(markdown, page, config, files):
         if include:
             path = root / include.group(1)
             if not path.is_file():
-                raise PluginError(f"{page.file.src_uri}: the included result file {path} is missing")
+                raise PluginError(
+                    f"{page.file.src_uri}: the included result file {path} is missing"
+                )
             lines[i] = nest(path.read_text(encoding="utf-8"), level)
     return "\n".join(lines) + "\n"

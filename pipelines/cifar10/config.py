@@ -36,16 +36,21 @@ PRESETS = {
     "default": {},
     # The paper's data, split, network and batch size; the epochs are ours (the paper's
     # layer-wise schedule does not map onto epochs of end-to-end training).
-    "full": {"split": {"train": 45000, "val": 5000, "test": 10000}, "widths": [64, 128, 256],
-             "warm_start": {"cross_entropy_epochs": 20, "hinge_epochs": 5},
-             "epochs": 10, "device": "auto"},
+    "full": {
+        "split": {"train": 45000, "val": 5000, "test": 10000},
+        "widths": [64, 128, 256],
+        "warm_start": {"cross_entropy_epochs": 20, "hinge_epochs": 5},
+        "epochs": 10,
+        "device": "auto",
+    },
 }
 
 
 class Split(S.Section):
     train: S.number(integer=True, low=1) = S.key(SPLIT["train"], "training images")
-    val: S.number(integer=True, low=0) = S.key(SPLIT["val"], "validation images (drawn from "
-                                               "the training pool)")
+    val: S.number(integer=True, low=0) = S.key(
+        SPLIT["val"], "validation images (drawn from the training pool)"
+    )
     test: S.number(integer=True, low=1) = S.key(SPLIT["test"], "test images")
 
 
@@ -53,8 +58,9 @@ class WarmStart(S.Section):
     cross_entropy_epochs: S.number(integer=True, low=0) = S.key(4, "cross-entropy epochs")
     hinge_epochs: S.number(integer=True, low=0) = S.key(1, "multi-class hinge epochs")
     optimizer: S.choice(WARM_OPTIMIZERS) = S.key(
-        "adadelta", "adadelta (lr 1.0, as the paper) or sgd (with the run's momentum and "
-        "weight decay)")
+        "adadelta",
+        "adadelta (lr 1.0, as the paper) or sgd (with the run's momentum and weight decay)",
+    )
     lr: S.number(low=0, strict=True) = S.key(1.0, "the warm start's learning rate")
 
 
@@ -69,41 +75,53 @@ class Config(S.Section):
     CPU cores, no download."""
 
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    preset: S.choice(PRESETS) = S.key("default", "default (digits-as-CIFAR, narrow, quick) "
-                                      "or full (the paper's data, split, network)")
+    preset: S.choice(PRESETS) = S.key(
+        "default",
+        "default (digits-as-CIFAR, narrow, quick) or full (the paper's data, split, network)",
+    )
     seed: S.number(integer=True, low=0) = S.key(
-        0, "network initialisation, data split and mini-batch order")
+        0, "network initialisation, data split and mini-batch order"
+    )
     data: S.optional(S.text()) = S.key(
-        None, "null: digits-as-CIFAR; else the folder of the CIFAR-10 batches")
+        None, "null: digits-as-CIFAR; else the folder of the CIFAR-10 batches"
+    )
     split: Split = S.key(Split, "images per part of the split")
     widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
-        [8, 16, 32], "channels of the three blocks (paper: 64, 128, 256)")
+        [8, 16, 32], "channels of the three blocks (paper: 64, 128, 256)"
+    )
     batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
     threads: S.optional(S.number(integer=True, low=1)) = S.key(
-        None, "torch intra-op threads (null: torch's default)")
+        None, "torch intra-op threads (null: torch's default)"
+    )
     device: S.choice(DEVICES) = S.key(
-        "cpu", "the network's device (auto: cuda when torch sees one); the LAI of a named "
-        "method runs on the CPU")
+        "cpu",
+        "the network's device (auto: cuda when torch sees one); the LAI of a named "
+        "method runs on the CPU",
+    )
     warm_start: WarmStart = S.key(WarmStart, "the paper's warm start (after Berrada et al.)")
     epochs: S.number(integer=True, low=1) = S.key(
-        3, "per method, after the warm start (layer-wise: sweeps over the layers)")
+        3, "per method, after the warm start (layer-wise: sweeps over the layers)"
+    )
     training: S.choice(TRAININGS) = S.key(
-        "end_to_end", "end_to_end (SGD on the whole net) or layerwise (the paper's)")
+        "end_to_end", "end_to_end (SGD on the whole net) or layerwise (the paper's)"
+    )
     layerwise: Layerwise = S.key(
-        Layerwise, "layer-wise SVM: per layer, proximal/2 |theta - theta_prev|^2 + C * mean "
-        "structured hinge, by block-coordinate Frank-Wolfe")
+        Layerwise,
+        "layer-wise SVM: per layer, proximal/2 |theta - theta_prev|^2 + C * mean "
+        "structured hinge, by block-coordinate Frank-Wolfe",
+    )
     lr: S.number(low=0, strict=True) = S.key(0.01, "the methods' SGD learning rate")
     momentum: S.number(low=0) = S.key(0.9, "SGD momentum")
     weight_decay: S.number(low=0) = S.key(5e-4, "weight decay")
-    freeze_bn: S.flag() = S.key(True, "batch norm as a fixed affine map in the rank-loss "
-                                "training")
+    freeze_bn: S.flag() = S.key(True, "batch norm as a fixed affine map in the rank-loss training")
     methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
-        ["zero_one", "ap_yue", "ap_qs", "ndcg_chakrabarti", "ndcg_qs"], "methods to train")
+        ["zero_one", "ap_yue", "ap_qs", "ndcg_chakrabarti", "ndcg_qs"], "methods to train"
+    )
     loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
     inference: S.optional(S.choice(INFERENCES)) = S.key(
-        None, "run only the methods of this LAI method")
-    force: S.flag() = S.key(False, "retrain finished methods (the warm start is kept while "
-                            "valid)")
+        None, "run only the methods of this LAI method"
+    )
+    force: S.flag() = S.key(False, "retrain finished methods (the warm start is kept while valid)")
 
     @model_validator(mode="before")
     @classmethod
@@ -115,7 +133,9 @@ class Config(S.Section):
     @model_validator(mode="after")
     def _consistent(self):
         if self.preset == "full" and self.data is None:
-            raise ValueError("preset full is the paper's setting on real CIFAR-10: set data: "
-                             "to the folder of the CIFAR-10 batches (python or binary version)")
+            raise ValueError(
+                "preset full is the paper's setting on real CIFAR-10: set data: "
+                "to the folder of the CIFAR-10 batches (python or binary version)"
+            )
         check_selection(METHODS, self.model_dump())
         return self

@@ -25,11 +25,21 @@ def plot(history, methods, warm_test, ours):
     for k, names in enumerate(groups.values()):
         for i, name in enumerate(names):
             rows = curves[name]
-            label = (f"{' = '.join(names)} (identical mAP)" if i == 0 and len(names) > 1
-                     else name if i == 0 else f"{name} (its own step times)")
-            ax.plot([0.0, *rows.train_s], [100 * warm_test[0], *(100 * rows.test_map)],
-                    marker="os^"[i % 3], linestyle=("-", "--", ":")[i % 3], color=f"C{k}",
-                    label=label)
+            label = (
+                f"{' = '.join(names)} (identical mAP)"
+                if i == 0 and len(names) > 1
+                else name
+                if i == 0
+                else f"{name} (its own step times)"
+            )
+            ax.plot(
+                [0.0, *rows.train_s],
+                [100 * warm_test[0], *(100 * rows.test_map)],
+                marker="os^"[i % 3],
+                linestyle=("-", "--", ":")[i % 3],
+                color=f"C{k}",
+                label=label,
+            )
     ax.set_xlabel("training time after the warm start: summed measured step times (s)")
     ax.set_ylabel("test mean AP (%)")
     ax.set_title(f"PL-CNN, {ours}", fontsize=10)
@@ -52,8 +62,7 @@ def redraw(run_dir, kind="tables"):
     methods = list(read_csv(run_dir / "results.csv", ["method"])["method"])
     warm = history[history.phase.isin(WARM_PHASES)]
     if warm.empty or not methods:
-        raise ValueError(f"{run_dir / 'history.csv'} lacks the warm start's or the methods' "
-                         "rows")
+        raise ValueError(f"{run_dir / 'history.csv'} lacks the warm start's or the methods' rows")
     warm_test = (warm.test_map.iloc[-1], warm.test_ndcg.iloc[-1])
     fig = plot(history, methods, warm_test, data_name(run_data_note(run_dir)))
     return save_figure(fig, run_dir / "figure")

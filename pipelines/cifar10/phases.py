@@ -6,11 +6,11 @@ import hashlib
 import numpy as np
 from tqdm import tqdm
 
+from qs.metrics import average_precision, ndcg
 from qsrank.pipelines._device import clock
 from qsrank.pipelines._io import atomic_path
 from qsrank.pipelines._runs import same, settings_key
 from qsrank.pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
-from qs.metrics import average_precision, ndcg
 
 
 def checkpoint_settings(cfg, note, phase):
@@ -67,8 +67,12 @@ def evaluate(model, normalise, images, labels):
 
     model.eval()
     with torch.no_grad():
-        scores = np.concatenate([model(normalise(images[i:i + EVAL_BATCH])).double().cpu().numpy()
-                                 for i in range(0, len(images), EVAL_BATCH)])
+        scores = np.concatenate(
+            [
+                model(normalise(images[i : i + EVAL_BATCH])).double().cpu().numpy()
+                for i in range(0, len(images), EVAL_BATCH)
+            ]
+        )
     classes = [c for c in range(scores.shape[1]) if 0 < (labels == c).sum() < len(labels)]
     ap = {c: average_precision(labels == c, scores[:, c]) for c in classes}
     nd = {c: ndcg(labels == c, scores[:, c]) for c in classes}
@@ -95,7 +99,7 @@ def load_checkpoint(path, settings):
 def _mini_batches(cfg, n, epoch):
     """The seeded mini-batches (index arrays) of an epoch or a sweep over ``n`` images."""
     order = np.random.default_rng([cfg["seed"], epoch]).permutation(n)
-    return [order[i:i + cfg["batch_size"]] for i in range(0, n, cfg["batch_size"])]
+    return [order[i : i + cfg["batch_size"]] for i in range(0, n, cfg["batch_size"])]
 
 
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
@@ -147,10 +151,17 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
         bar.set_postfix(loss=f"{np.mean(hinges):.4f}")
 
     result = layerwise_svm(
-        model, layer, hinge, lambda b: (normalise(X[batches[b]]), labels[batches[b]]),
-        len(batches), C=cfg["layerwise"]["C"], proximal=cfg["layerwise"]["proximal"],
-        passes=cfg["layerwise"]["passes"], random_state=[cfg["seed"], sweep, 1],
-        callback=progress)
+        model,
+        layer,
+        hinge,
+        lambda b: (normalise(X[batches[b]]), labels[batches[b]]),
+        len(batches),
+        C=cfg["layerwise"]["C"],
+        proximal=cfg["layerwise"]["proximal"],
+        passes=cfg["layerwise"]["passes"],
+        random_state=[cfg["seed"], sweep, 1],
+        callback=progress,
+    )
     return np.diff(stamps).tolist(), sum(lai_s), result.mean_hinge
 
 
@@ -174,12 +185,16 @@ def train_phase(cfg, phase, model, data, normalise, ckpt, start_state, progress)
     layers = model.linear_layers()[::-1]
     units = _units(cfg, phase, len(layers))
     if warm and cfg["warm_start"]["optimizer"] == "adadelta":
-        optimizer = torch.optim.Adadelta(model.parameters(), lr=cfg["warm_start"]["lr"],
-                                         weight_decay=cfg["weight_decay"])
+        optimizer = torch.optim.Adadelta(
+            model.parameters(), lr=cfg["warm_start"]["lr"], weight_decay=cfg["weight_decay"]
+        )
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=cfg["warm_start"]["lr"] if warm
-                                    else cfg["lr"], momentum=cfg["momentum"],
-                                    weight_decay=cfg["weight_decay"])
+        optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=cfg["warm_start"]["lr"] if warm else cfg["lr"],
+            momentum=cfg["momentum"],
+            weight_decay=cfg["weight_decay"],
+        )
     if ckpt.get("model") is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -188,37 +203,57 @@ def train_phase(cfg, phase, model, data, normalise, ckpt, start_state, progress)
         ckpt.update(history=[], step_s=[], units_done=0, model=None)
     step_loss, is_rank = _phase_loss(phase)
     n_batches = -(-len(data["train"][1]) // cfg["batch_size"])
-    cumulative = ckpt["history"][-1] if ckpt["history"] else {"train_s": 0.0, "lai_s": 0.0,
-                                                                 "steps": 0}
+    cumulative = (
+        ckpt["history"][-1] if ckpt["history"] else {"train_s": 0.0, "lai_s": 0.0, "steps": 0}
+    )
     for unit in range(ckpt["units_done"], units):
         model.train()
         if layerwise or (is_rank and cfg["freeze_bn"]):
             for module in model.modules():
                 if isinstance(module, torch.nn.BatchNorm2d):
                     module.eval()
-        what = (f"layer {len(layers) - unit % len(layers)}/{len(layers)} sweep "
-                f"{unit // len(layers) + 1}" if layerwise else "epoch")
-        with tqdm(total=n_batches * (cfg["layerwise"]["passes"] if layerwise else 1),
-                  desc=f"{phase} {unit + 1}/{units} ({what})", unit="batch", leave=False,
-                  disable=not progress) as bar:
+        what = (
+            f"layer {len(layers) - unit % len(layers)}/{len(layers)} sweep "
+            f"{unit // len(layers) + 1}"
+            if layerwise
+            else "epoch"
+        )
+        with tqdm(
+            total=n_batches * (cfg["layerwise"]["passes"] if layerwise else 1),
+            desc=f"{phase} {unit + 1}/{units} ({what})",
+            unit="batch",
+            leave=False,
+            disable=not progress,
+        ) as bar:
             if layerwise:
                 step_s, lai_s, loss = _svm_layer(
-                    cfg, model, layers[unit % len(layers)], step_loss, data, normalise, unit,
-                    bar)
+                    cfg, model, layers[unit % len(layers)], step_loss, data, normalise, unit, bar
+                )
             else:
-                step_s, lai_s, loss = _sgd_epoch(cfg, model, optimizer, step_loss, data,
-                                                 normalise, unit, bar)
+                step_s, lai_s, loss = _sgd_epoch(
+                    cfg, model, optimizer, step_loss, data, normalise, unit, bar
+                )
         val = evaluate(model, normalise, *data["val"]) if len(data["val"][1]) else (np.nan,) * 2
         test = evaluate(model, normalise, *data["test"])
-        cumulative = {"phase": phase, "unit": unit + 1, "loss": loss,
-                      "train_s": cumulative["train_s"] + sum(step_s),
-                      "lai_s": cumulative["lai_s"] + lai_s if is_rank else np.nan,
-                      "steps": cumulative["steps"] + len(step_s),
-                      "val_map": val[0], "val_ndcg": val[1], "test_map": test[0],
-                      "test_ndcg": test[1]}
-        ckpt.update(model=copy_state(model.state_dict()), optimizer=optimizer.state_dict(),
-                    units_done=unit + 1, history=[*ckpt["history"], cumulative],
-                    step_s=[*ckpt.get("step_s", []), *step_s])
+        cumulative = {
+            "phase": phase,
+            "unit": unit + 1,
+            "loss": loss,
+            "train_s": cumulative["train_s"] + sum(step_s),
+            "lai_s": cumulative["lai_s"] + lai_s if is_rank else np.nan,
+            "steps": cumulative["steps"] + len(step_s),
+            "val_map": val[0],
+            "val_ndcg": val[1],
+            "test_map": test[0],
+            "test_ndcg": test[1],
+        }
+        ckpt.update(
+            model=copy_state(model.state_dict()),
+            optimizer=optimizer.state_dict(),
+            units_done=unit + 1,
+            history=[*ckpt["history"], cumulative],
+            step_s=[*ckpt.get("step_s", []), *step_s],
+        )
         _save(ckpt["path"], {k: v for k, v in ckpt.items() if k != "path"})
     if ckpt.get("model") is None:  # a phase of 0 epochs passes its start state on
         ckpt.update(model=start_state, optimizer=optimizer.state_dict(), units_done=0)

@@ -31,8 +31,20 @@ def load_data(cfg):
 def settings(cfg, data):
     """What every phase shares; each phase's checkpoint also keeps its own
     (checkpoint_settings)."""
-    keys = ("seed", "split", "widths", "batch_size", "warm_start", "momentum",
-            "weight_decay", "epochs", "training", "layerwise", "lr", "freeze_bn")
+    keys = (
+        "seed",
+        "split",
+        "widths",
+        "batch_size",
+        "warm_start",
+        "momentum",
+        "weight_decay",
+        "epochs",
+        "training",
+        "layerwise",
+        "lr",
+        "freeze_bn",
+    )
     return {"data": data["note"], "data_sha256": None, **{k: cfg[k] for k in keys}}
 
 
@@ -56,23 +68,34 @@ def _network(run):
 
         torch.manual_seed(run.cfg["seed"])
         model = PLCNN(tuple(run.cfg["widths"])).to(run.cfg["device"])
-        run.cache.update(model=model, init=copy_state(model.state_dict()),
-                         normalise=Normaliser(run.data["train"][0], run.cfg["device"]))
+        run.cache.update(
+            model=model,
+            init=copy_state(model.state_dict()),
+            normalise=Normaliser(run.data["train"][0], run.cfg["device"]),
+        )
     return run.cache["model"]
 
 
 def run_unit(run, unit):
     """Train one phase from its start (resuming from its checkpoint): the record holds its
     history rows and test metrics (per class for a method, the means for the warm start)."""
-    phase, = unit
+    (phase,) = unit
     ckpt = _train(run, phase)
     model = run.cache["model"]
     model.load_state_dict(ckpt["model"])
     mean_ap, mean_ndcg, ap, nd = evaluate(model, run.cache["normalise"], *run.data["test"])
-    per_class = [] if phase in WARM_PHASES else [
-        {"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
-    return {"phase": phase, "history": ckpt["history"], "step_s": ckpt.get("step_s", []),
-            "test": [mean_ap, mean_ndcg], "per_class": per_class}
+    per_class = (
+        []
+        if phase in WARM_PHASES
+        else [{"method": phase, "class": c, "test_ap": ap[c], "test_ndcg": nd[c]} for c in ap]
+    )
+    return {
+        "phase": phase,
+        "history": ckpt["history"],
+        "step_s": ckpt.get("step_s", []),
+        "test": [mean_ap, mean_ndcg],
+        "per_class": per_class,
+    }
 
 
 def _train(run, phase):
@@ -88,13 +111,13 @@ def _train(run, phase):
         start = _train(run, WARM_PHASES[0] if phase == WARM_PHASES[1] else WARM_PHASES[1])
         start = start["model"]
     path = run.out / "checkpoints" / f"{phase}.pt"
-    phase_settings = {**checkpoint_settings(cfg, data["note"], phase),
-                      "start": state_digest(start)}
+    phase_settings = {**checkpoint_settings(cfg, data["note"], phase), "start": state_digest(start)}
     forced = cfg["force"] and phase not in WARM_PHASES
     ckpt = None if forced else load_checkpoint(path, phase_settings)
     ckpt = {"settings": phase_settings, **(ckpt or {}), "path": path}
-    run.cache[phase] = train_phase(cfg, phase, model, data, run.cache["normalise"], ckpt,
-                                   start, run.progress)
+    run.cache[phase] = train_phase(
+        cfg, phase, model, data, run.cache["normalise"], ckpt, start, run.progress
+    )
     return run.cache[phase]
 
 
@@ -108,14 +131,27 @@ def write(run, records):
     warm_test = next(r["test"] for r in records if r["phase"] == WARM_PHASES[-1])
     methods = selected_methods(METHODS, cfg)
     results = results_frame(history, methods, {r["phase"]: r["step_s"] for r in records})
-    for name, frame in (("results.csv", results), ("history.csv", history),
-                        ("per_class.csv", per_class)):
+    for name, frame in (
+        ("results.csv", results),
+        ("history.csv", history),
+        ("per_class.csv", per_class),
+    ):
         write_csv(run.out / name, frame)
     text = summary(cfg, note, results, history, warm_test, n_parameters(_network(run)))
     write_text(run.out / "table.md", text)
     save_figure(plot(history, methods, warm_test, data_name(note)), run.out / "figure")
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  prepare=prepare, session=torch_threads, unit_label="phase")
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_data,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    warm_up=warm_up,
+    prepare=prepare,
+    session=torch_threads,
+    unit_label="phase",
+)

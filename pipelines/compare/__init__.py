@@ -7,6 +7,7 @@ data set x method x seed, on the data sets of the families (classification, retr
 method has a loss for; the runner resumes them."""
 
 from pydantic import model_validator
+
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._device import DEVICES, prepare, torch_threads
 from qsrank.pipelines._runner import Experiment
@@ -18,17 +19,27 @@ from qsrank.pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 
-__all__ = ["DATASETS", "METHODS", "SPEC", "load_data", "redraw", "results_frame", "task",
-           "train_one"]
+__all__ = [
+    "DATASETS",
+    "METHODS",
+    "SPEC",
+    "load_data",
+    "redraw",
+    "results_frame",
+    "task",
+    "train_one",
+]
 
 
 class Epochs(S.Section):
     """A data set's budget: epochs, and seconds (stop after the first epoch past it)."""
 
     epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        10, "the budget in epochs (null: seconds only)")
+        10, "the budget in epochs (null: seconds only)"
+    )
     seconds: S.optional(S.number(low=0, strict=True)) = S.key(
-        None, "the budget in seconds: stop after the first epoch past it (null: none)")
+        None, "the budget in seconds: stop after the first epoch past it (null: none)"
+    )
 
     @model_validator(mode="after")
     def _a_budget(self):
@@ -50,9 +61,11 @@ DigitsBudget = S.with_defaults(Budget, epochs=20, batch_size=128)
 
 class CifarBudget(S.with_defaults(Budget, epochs=3, batch_size=200)):
     warm_start_epochs: S.number(integer=True, low=0) = S.key(
-        3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method")
+        3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method"
+    )
     widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
-        [8, 16, 32], "channels of the PL-CNN's three blocks")
+        [8, 16, 32], "channels of the PL-CNN's three blocks"
+    )
 
 
 class RetrievalBudget(Epochs):
@@ -60,29 +73,34 @@ class RetrievalBudget(Epochs):
 
     lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
     classes_per_batch: S.number(integer=True, low=2) = S.key(5, "classes in each batch")
-    samples_per_class: S.number(integer=True, low=2) = S.key(
-        5, "samples of each class in a batch")
+    samples_per_class: S.number(integer=True, low=2) = S.key(5, "samples of each class in a batch")
     hidden: S.number(integer=True, low=0) = S.key(
-        0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)")
+        0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)"
+    )
     dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
 
 
 class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
     train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
-        [0, 1, 2, 3, 4], "the training digits; the others are held out for the test")
+        [0, 1, 2, 3, 4], "the training digits; the others are held out for the test"
+    )
 
     @model_validator(mode="after")
     def _held_out(self):
         if not 2 <= len(self.train_classes) <= 8:
-            raise ValueError(f"train_classes: expected 2 to 8 digits (the others are held out "
-                             f"for the test); got {len(self.train_classes)}")
+            raise ValueError(
+                f"train_classes: expected 2 to 8 digits (the others are held out "
+                f"for the test); got {len(self.train_classes)}"
+            )
         return self
 
 
-class SyntheticRetrieval(S.with_defaults(RetrievalBudget, classes_per_batch=8,
-                                         samples_per_class=8)):
+class SyntheticRetrieval(
+    S.with_defaults(RetrievalBudget, classes_per_batch=8, samples_per_class=8)
+):
     classes: S.number(integer=True, low=4) = S.key(
-        100, "classes generated; the first half train, the second half is held out")
+        100, "classes generated; the first half train, the second half is held out"
+    )
     per_class: S.number(integer=True, low=2) = S.key(30, "samples of each class")
 
 
@@ -91,20 +109,26 @@ class Options(S.Section):
 
     num_anchors: S.number(integer=True, low=1) = S.key(20, "AUCPR's anchors")
     dual_rate_factor: S.number(low=0, strict=True) = S.key(
-        0.1, "global objectives: the multipliers' ascent, as a fraction of the descent step")
+        0.1, "global objectives: the multipliers' ascent, as a fraction of the descent step"
+    )
     surrogate: S.choice(("hinge", "xent")) = S.key("xent", "global objectives' surrogate")
     temperature: S.number(low=0, strict=True) = S.key(0.01, "Smooth-AP's sigmoid temperature")
     blackbox_strength: S.number(low=0, strict=True) = S.key(
-        1000.0, "black-box AP's interpolation strength")
+        1000.0, "black-box AP's interpolation strength"
+    )
     libauc_gamma: S.number(low=0, strict=True) = S.key(
-        0.9, "LibAUC's moving-average weight (SOAP gamma, SONG gamma0)")
+        0.9, "LibAUC's moving-average weight (SOAP gamma, SONG gamma0)"
+    )
     libauc_num_pos: S.number(integer=True, low=1) = S.key(8, "LibAUC NDCG's num_pos")
     memory_size: S.number(integer=True, low=1) = S.key(
-        512, "ap_hinge_memory: past embeddings kept in the memory bank")
+        512, "ap_hinge_memory: past embeddings kept in the memory bank"
+    )
     dlm_eps: S.number(low=0, strict=True) = S.key(
-        0.1, "dlm_ap: the step eps of direct loss minimization, on the cosine scale")
+        0.1, "dlm_ap: the step eps of direct loss minimization, on the cosine scale"
+    )
     dlm_update: S.choice(("positive", "negative")) = S.key(
-        "positive", "dlm_ap: the positive or the negative update")
+        "positive", "dlm_ap: the positive or the negative update"
+    )
     fastap_bins: S.number(integer=True, low=1) = S.key(10, "FastAP's histogram bins")
 
 
@@ -113,28 +137,47 @@ class Config(S.Section):
 
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
     seeds: S.distinct_list(S.number(integer=True, low=0), "integers >= 0") = S.key(
-        [0, 1, 2], "training seeds (initialisation and batch order); the data split is fixed")
+        [0, 1, 2], "training seeds (initialisation and batch order); the data split is fixed"
+    )
     methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
-        ["cross_entropy", "zero_one", "ap_hinge", "ndcg_hinge", "aucpr", "recall_at_precision",
-         "smooth_ap", "blackbox_ap", "libauc_ap", "libauc_ndcg"],
-        "the methods compared (each on the data sets of the families it has a loss for)")
+        [
+            "cross_entropy",
+            "zero_one",
+            "ap_hinge",
+            "ndcg_hinge",
+            "aucpr",
+            "recall_at_precision",
+            "smooth_ap",
+            "blackbox_ap",
+            "libauc_ap",
+            "libauc_ndcg",
+        ],
+        "the methods compared (each on the data sets of the families it has a loss for)",
+    )
     datasets: S.distinct_list(S.choice(DATASETS), "data set names") = S.key(
-        list(classification.DATASETS), "the data sets")
+        list(classification.DATASETS), "the data sets"
+    )
     voc2011_actions: VOCBudget = S.key(VOCBudget, "budget and steps on voc2011_actions")
     digits: DigitsBudget = S.key(DigitsBudget, "budget and steps on digits")
     cifar10: CifarBudget = S.key(CifarBudget, "budget, steps and network on cifar10")
     digits_retrieval: DigitsRetrieval = S.key(
-        DigitsRetrieval, "budget, batches, model and split of digits_retrieval")
+        DigitsRetrieval, "budget, batches, model and split of digits_retrieval"
+    )
     synthetic_retrieval: SyntheticRetrieval = S.key(
-        SyntheticRetrieval, "budget, batches, model and data of synthetic_retrieval")
+        SyntheticRetrieval, "budget, batches, model and data of synthetic_retrieval"
+    )
     loss_lr: S.number(low=0, strict=True) = S.key(
-        0.01, "SGD step of the losses' own parameters (thresholds, multipliers)")
+        0.01, "SGD step of the losses' own parameters (thresholds, multipliers)"
+    )
     options: Options = S.key(Options, "the losses' own settings")
     threads: S.optional(S.number(integer=True, low=1)) = S.key(
-        None, "torch intra-op threads (null: torch's default)")
+        None, "torch intra-op threads (null: torch's default)"
+    )
     device: S.choice(DEVICES) = S.key(
-        "cpu", "where the models and the losses run (auto: cuda when torch sees one); "
-        "numba's inference and LibAUC's moving averages follow the scores' device")
+        "cpu",
+        "where the models and the losses run (auto: cuda when torch sees one); "
+        "numba's inference and LibAUC's moving averages follow the scores' device",
+    )
     force: S.flag() = S.key(False, "retrain what the run directory holds")
 
     @model_validator(mode="after")
@@ -143,60 +186,87 @@ class Config(S.Section):
         for name in self.methods:
             mine = [f for f in FAMILIES if f in METHODS[name].losses]
             if not families.intersection(mine):
-                raise ValueError(f"methods: {name} runs on {' and '.join(mine)} data sets "
-                                 f"only, and datasets names none")
+                raise ValueError(
+                    f"methods: {name} runs on {' and '.join(mine)} data sets "
+                    f"only, and datasets names none"
+                )
             for family in families.intersection(mine):
                 check_available(name, family)
         for dataset in self.datasets:
             section = getattr(self, dataset)
-            if ("smooth_ap" in self.methods and FAMILY_OF[dataset] == "retrieval"
-                    and section.classes_per_batch != section.samples_per_class):
+            if (
+                "smooth_ap" in self.methods
+                and FAMILY_OF[dataset] == "retrieval"
+                and section.classes_per_batch != section.samples_per_class
+            ):
                 raise ValueError(
                     f"{dataset}: smooth_ap (pytorch-metric-learning's SmoothAPLoss) needs "
                     f"classes_per_batch equal to samples_per_class; got "
-                    f"{section.classes_per_batch} and {section.samples_per_class}")
+                    f"{section.classes_per_batch} and {section.samples_per_class}"
+                )
         return self
 
 
 # ---------------------------------------------------------------------------- the declaration
 
+
 def load_data(cfg):
     """{data set: its data} for the data sets of `cfg`, each split fixed (the same for every
     seed), and {data set: the digest of its arrays}."""
-    sets = {name: (classification.load_data(name) if FAMILY_OF[name] == "classification"
-                   else retrieval.load_data(name, cfg[name])) for name in cfg["datasets"]}
+    sets = {
+        name: (
+            classification.load_data(name)
+            if FAMILY_OF[name] == "classification"
+            else retrieval.load_data(name, cfg[name])
+        )
+        for name in cfg["datasets"]
+    }
     return {"sets": sets, "sha256": {n: digest_arrays(*d.arrays()) for n, d in sets.items()}}
 
 
 def settings(cfg, data):
     """The run's settings, as its provenance records them: every data set's note and
     digest, and the losses' settings."""
-    return {"data": {n: d.note for n, d in data["sets"].items()},
-            "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
-            **_losses(cfg)}
+    return {
+        "data": {n: d.note for n, d in data["sets"].items()},
+        "data_sha256": digest_arrays(*(s.encode() for s in data["sha256"].values())),
+        **_losses(cfg),
+    }
 
 
 def _losses(cfg):
     """The losses' settings, and the device when it is not the CPU (so that runs stored
     before the key existed still resume)."""
-    return {"loss_lr": cfg["loss_lr"], "options": cfg["options"],
-            **({} if cfg["device"] == "cpu" else {"device": cfg["device"]})}
+    return {
+        "loss_lr": cfg["loss_lr"],
+        "options": cfg["options"],
+        **({} if cfg["device"] == "cpu" else {"device": cfg["device"]}),
+    }
 
 
 def unit_settings(cfg, data, unit):
     """What a unit's record depends on besides the unit: its data set's section and data,
     and the losses' settings (so a change to one data set retrains only that one)."""
     dataset = unit[0]
-    return {"dataset": dataset, "section": cfg[dataset], "data": data["sets"][dataset].note,
-            "data_sha256": data["sha256"][dataset], **_losses(cfg)}
+    return {
+        "dataset": dataset,
+        "section": cfg[dataset],
+        "data": data["sets"][dataset].note,
+        "data_sha256": data["sha256"][dataset],
+        **_losses(cfg),
+    }
 
 
 def units(cfg, data):
     """Data set x method x seed, data sets outer; a method only on the data sets of the
     families it has a loss for."""
-    return [(dataset, method, f"seed{seed}") for dataset in cfg["datasets"]
-            for method in cfg["methods"] if FAMILY_OF[dataset] in METHODS[method].losses
-            for seed in cfg["seeds"]]
+    return [
+        (dataset, method, f"seed{seed}")
+        for dataset in cfg["datasets"]
+        for method in cfg["methods"]
+        if FAMILY_OF[dataset] in METHODS[method].losses
+        for seed in cfg["seeds"]
+    ]
 
 
 def task(run, dataset):
@@ -225,7 +295,17 @@ def write(run, records):
     outputs.write(run.out, run.cfg, records, {n: d.note for n, d in run.data["sets"].items()})
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, session=torch_threads,
-                  prepare=prepare, unit_settings=unit_settings, unit_label="run",
-                  report=("tables.md",))
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_data,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    session=torch_threads,
+    prepare=prepare,
+    unit_settings=unit_settings,
+    unit_label="run",
+    report=("tables.md",),
+)

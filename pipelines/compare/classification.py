@@ -6,16 +6,20 @@ metrics: AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes."""
 from dataclasses import dataclass
 
 import numpy as np
-from qsrank.pipelines.compare.methods import TARGET_PRECISION
-from qsrank.pipelines.compare.training import batch_order
 from sklearn.metrics import auc, precision_recall_curve
 
 from qs.metrics import average_precision, ndcg
+from qsrank.pipelines.compare.methods import TARGET_PRECISION
+from qsrank.pipelines.compare.training import batch_order
 
 DATASETS = ("voc2011_actions", "digits", "cifar10")
 #: the test metrics, as results.csv names them -> (table column, decimals)
-METRICS = {"test_ap": ("test AP", 4), "test_ndcg": ("NDCG", 4),
-           "recall_at_p90": ("recall at P>=0.9", 4), "aucpr": ("AUCPR", 4)}
+METRICS = {
+    "test_ap": ("test AP", 4),
+    "test_ndcg": ("NDCG", 4),
+    "recall_at_p90": ("recall at P>=0.9", 4),
+    "aucpr": ("AUCPR", 4),
+}
 
 
 @dataclass
@@ -47,28 +51,41 @@ def load_data(name):
             X = d.X[keep].toarray().astype(np.float32)
             Y = d.labels[keep, None] == np.arange(1, len(ACTIONS) + 1)[None]
             parts += [X, Y]
-        return Data(*parts, f"{splits['test'].source}: synthetic VOC2011 action poselet "
-                            "features (not the paper's data), difficult boxes left out",
-                    "linear")
+        return Data(
+            *parts,
+            f"{splits['test'].source}: synthetic VOC2011 action poselet "
+            "features (not the paper's data), difficult boxes left out",
+            "linear",
+        )
     if name == "digits":
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
         from sklearn.preprocessing import StandardScaler
 
         X, y = load_digits(return_X_y=True)
-        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.5, stratify=y,
-                                                  random_state=0)
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.5, stratify=y, random_state=0)
         scaler = StandardScaler().fit(X_tr)
-        return Data(scaler.transform(X_tr).astype(np.float32), y_tr[:, None] == np.arange(10),
-                    scaler.transform(X_te).astype(np.float32), y_te[:, None] == np.arange(10),
-                    "scikit-learn load_digits (real): stratified 50/50 split seed 0, "
-                    "standardised on the train half", "linear")
+        return Data(
+            scaler.transform(X_tr).astype(np.float32),
+            y_tr[:, None] == np.arange(10),
+            scaler.transform(X_te).astype(np.float32),
+            y_te[:, None] == np.arange(10),
+            "scikit-learn load_digits (real): stratified 50/50 split seed 0, "
+            "standardised on the train half",
+            "linear",
+        )
     from qsrank.pipelines._images import SPLIT, cifar_split
 
     data = cifar_split(None, SPLIT, 0)
     (X_tr, y_tr), (X_te, y_te) = data["train"], data["test"]
-    return Data(X_tr, y_tr[:, None] == np.arange(10), X_te, y_te[:, None] == np.arange(10),
-                data["note"], "plcnn")
+    return Data(
+        X_tr,
+        y_tr[:, None] == np.arange(10),
+        X_te,
+        y_te[:, None] == np.arange(10),
+        data["note"],
+        "plcnn",
+    )
 
 
 def evaluate(scores, Y):
@@ -80,9 +97,14 @@ def evaluate(scores, Y):
         if not 0 < y.sum() < len(y):
             continue
         precision, recall, _ = precision_recall_curve(y, s)
-        rows.append((average_precision(y, s), ndcg(y, s),
-                     float(recall[precision >= TARGET_PRECISION].max(initial=0.0)),
-                     float(auc(recall, precision))))
+        rows.append(
+            (
+                average_precision(y, s),
+                ndcg(y, s),
+                float(recall[precision >= TARGET_PRECISION].max(initial=0.0)),
+                float(auc(recall, precision)),
+            )
+        )
     ap, nd, rap, pr = np.mean(rows, axis=0)
     return {"test_ap": ap, "test_ndcg": nd, "recall_at_p90": rap, "aucpr": pr}
 
@@ -140,8 +162,12 @@ class Task:
 
         model.eval()
         with torch.no_grad():
-            out = np.concatenate([model(self.inputs(X[i:i + batch])).double().cpu().numpy()
-                                  for i in range(0, len(X), batch)])
+            out = np.concatenate(
+                [
+                    model(self.inputs(X[i : i + batch])).double().cpu().numpy()
+                    for i in range(0, len(X), batch)
+                ]
+            )
         model.train()
         return out
 
@@ -160,7 +186,8 @@ class Task:
         for epoch in range(section["warm_start_epochs"]):
             for idx in batch_order(len(target), section["batch_size"], seed, -1 - epoch):
                 opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(self.inputs(self.data.X_train[idx])),
-                                                  target[idx]).backward()
+                torch.nn.functional.cross_entropy(
+                    model(self.inputs(self.data.X_train[idx])), target[idx]
+                ).backward()
                 opt.step()
         return {k: v.detach().clone() for k, v in model.state_dict().items()}

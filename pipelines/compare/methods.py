@@ -5,8 +5,8 @@ retrieval embeddings (b, d) and class labels (b,); ``index`` holds the samples' 
 training set (LibAUC keeps moving averages per sample)."""
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 FAMILIES = ("classification", "retrieval")
 TARGET_PRECISION = 0.9  # recall_at_precision's target and the recall-at-precision column
@@ -36,11 +36,13 @@ def _untrained(cfg, data):
 
 # ---------------------------------------------------------------------------- classification
 
+
 def _cross_entropy(cfg, data):
     import torch
 
-    return (lambda s, y, i: torch.nn.functional.binary_cross_entropy_with_logits(
-        s, y.to(s.dtype))), []
+    return (
+        lambda s, y, i: torch.nn.functional.binary_cross_entropy_with_logits(s, y.to(s.dtype))
+    ), []
 
 
 def _rank_hinge(loss):
@@ -58,10 +60,16 @@ def _global_objective(name):
         from qs.surrogates import global_objectives as go
 
         opts = cfg["options"]
-        common = {"num_labels": data.Y_train.shape[1], "surrogate": opts["surrogate"],
-                  "dual_rate_factor": opts["dual_rate_factor"]}
-        module = (go.AUCPRLoss(num_anchors=opts["num_anchors"], **common) if name == "aucpr"
-                  else go.RecallAtPrecisionLoss(TARGET_PRECISION, **common)).to(cfg["device"])
+        common = {
+            "num_labels": data.Y_train.shape[1],
+            "surrogate": opts["surrogate"],
+            "dual_rate_factor": opts["dual_rate_factor"],
+        }
+        module = (
+            go.AUCPRLoss(num_anchors=opts["num_anchors"], **common)
+            if name == "aucpr"
+            else go.RecallAtPrecisionLoss(TARGET_PRECISION, **common)
+        ).to(cfg["device"])
         return (lambda s, y, i: module(s, y)), list(module.parameters())
 
     return build
@@ -84,17 +92,22 @@ def _libauc_ap(cfg, data):
     from qs.surrogates import outside
 
     n_train, n_classes = data.Y_train.shape
-    return outside.LibAUCAPLoss(n_train, n_classes, gamma=cfg["options"]["libauc_gamma"],
-                                device=cfg["device"]), []
+    return outside.LibAUCAPLoss(
+        n_train, n_classes, gamma=cfg["options"]["libauc_gamma"], device=cfg["device"]
+    ), []
 
 
 def _libauc_ndcg(cfg, data):
     from qs.surrogates import outside
 
     opts = cfg["options"]
-    return outside.LibAUCNDCGLoss(len(data.Y_train), data.Y_train.sum(0),
-                                  num_pos=opts["libauc_num_pos"],
-                                  gamma0=opts["libauc_gamma"], device=cfg["device"]), []
+    return outside.LibAUCNDCGLoss(
+        len(data.Y_train),
+        data.Y_train.sum(0),
+        num_pos=opts["libauc_num_pos"],
+        gamma0=opts["libauc_gamma"],
+        device=cfg["device"],
+    ), []
 
 
 def _soft_rank_ap(cfg, data):
@@ -118,21 +131,25 @@ def _sodeep_ap(cfg, data):
             return (s * 0).sum()
         cut = groups * length
         shape = (s.shape[0] * groups, length)
-        return sodeep.sodeep_ap_loss(s[:, :cut].reshape(shape), y[:, :cut].reshape(shape),
-                                     sorter=sorter)
+        return sodeep.sodeep_ap_loss(
+            s[:, :cut].reshape(shape), y[:, :cut].reshape(shape), sorter=sorter
+        )
 
     return loss, []
 
 
 # ---------------------------------------------------------------------------- retrieval
 
+
 def _pairs(embeddings, labels):
     """Each query's cosine similarities to the other samples of the batch, and which of
     them share its class: (b, b - 1) each."""
     from qs.torch.retrieval import off_diagonal, similarities
 
-    return (off_diagonal(similarities(embeddings, embeddings)),
-            off_diagonal(labels[:, None] == labels[None, :]))
+    return (
+        off_diagonal(similarities(embeddings, embeddings)),
+        off_diagonal(labels[:, None] == labels[None, :]),
+    )
 
 
 def _retrieval_hinge(cfg, data):
@@ -152,8 +169,11 @@ def _direct_ap(cfg, data):
     from qs.torch.dlm import direct_loss
 
     opts = cfg["options"]
-    return (lambda e, y, i: direct_loss(*_pairs(e, y), "ap", eps=opts["dlm_eps"],
-                                        update=opts["dlm_update"], dim=-1)), []
+    return (
+        lambda e, y, i: direct_loss(
+            *_pairs(e, y), "ap", eps=opts["dlm_eps"], update=opts["dlm_update"], dim=-1
+        )
+    ), []
 
 
 def _pml_smooth_ap(cfg, data):
@@ -182,59 +202,129 @@ def _retrieval_blackbox_ap(cfg, data):
 def _retrieval_libauc_ap(cfg, data):
     from qs.surrogates import outside
 
-    return outside.LibAUCRetrievalAPLoss(len(data.y_train), data.train_classes,
-                                         gamma=cfg["options"]["libauc_gamma"],
-                                         device=cfg["device"]), []
+    return outside.LibAUCRetrievalAPLoss(
+        len(data.y_train),
+        data.train_classes,
+        gamma=cfg["options"]["libauc_gamma"],
+        device=cfg["device"],
+    ), []
 
 
 # ---------------------------------------------------------------------------- the table
 
 #: every method `methods:` may name
 METHODS = {
-    "cross_entropy": Method("baseline", {"classification": Loss(
-        _cross_entropy, "binary cross-entropy, one-vs-rest")}),
-    "zero_one": Method("baseline", {"classification": Loss(
-        _rank_hinge("01"), "0-1: binary hinge")}),
-    "ap_hinge": Method("ours", {
-        "classification": Loss(_rank_hinge("ap"), "AP structured hinge, exact LAI"),
-        "retrieval": Loss(_retrieval_hinge, "AP structured hinge, exact LAI, every sample of "
-                                            "the batch a query against the others")}),
-    "ndcg_hinge": Method("ours", {"classification": Loss(
-        _rank_hinge("ndcg"), "NDCG structured hinge, exact LAI")}),
-    "aucpr": Method("global objectives", {"classification": Loss(
-        _global_objective("aucpr"), "AUCPR, K anchors")}),
-    "recall_at_precision": Method("global objectives", {"classification": Loss(
-        _global_objective("recall_at_precision"), "recall at precision 0.9")}),
-    "smooth_ap": Method("outside", {
-        "classification": Loss(_smooth_ap, "Smooth-AP, temperature 0.01"),
-        "retrieval": Loss(_pml_smooth_ap, "Smooth-AP, pytorch-metric-learning's SmoothAPLoss",
-                          "pytorch-metric-learning")}),
-    "blackbox_ap": Method("outside", {
-        "classification": Loss(_blackbox_ap, "AP of black-box ranks"),
-        "retrieval": Loss(_retrieval_blackbox_ap, "AP of black-box ranks of each query's "
-                                                  "similarities")}),
-    "libauc_ap": Method("outside", {
-        "classification": Loss(_libauc_ap, "LibAUC AP (SOAP)", "libauc"),
-        "retrieval": Loss(_retrieval_libauc_ap, "LibAUC AP (SOAP), a table per class of the "
-                                                "query", "libauc")}),
-    "libauc_ndcg": Method("outside", {"classification": Loss(
-        _libauc_ndcg, "LibAUC NDCG (SONG)", "libauc")}),
-    "soft_rank_ap": Method("outside", {"classification": Loss(
-        _soft_rank_ap, "AP of torchsort soft ranks", "torchsort")}),
-    "sodeep_ap": Method("outside", {"classification": Loss(
-        _sodeep_ap, "SoDeep AP, frozen sorter", "qs.surrogates.sodeep")}),
-    "ap_hinge_memory": Method("ours", {"retrieval": Loss(
-        _memory_hinge, "AP structured hinge, exact LAI, against the batch and a memory of "
-                       "past embeddings (qs.torch.memory.CrossBatchMemory)")}),
-    "dlm_ap": Method("ours", {"retrieval": Loss(
-        _direct_ap, "direct loss minimization of AP on the exact inference "
-                    "(qs.torch.dlm.direct_loss)")}),
-    "fastap": Method("outside", {"retrieval": Loss(
-        _pml_fastap, "FastAP, pytorch-metric-learning's FastAPLoss",
-        "pytorch-metric-learning")}),
-    "untrained": Method("baseline", {family: Loss(
-        _untrained, "the seeded initial model, never moved (a zero loss): where training "
-                    "starts") for family in FAMILIES}),
+    "cross_entropy": Method(
+        "baseline", {"classification": Loss(_cross_entropy, "binary cross-entropy, one-vs-rest")}
+    ),
+    "zero_one": Method(
+        "baseline", {"classification": Loss(_rank_hinge("01"), "0-1: binary hinge")}
+    ),
+    "ap_hinge": Method(
+        "ours",
+        {
+            "classification": Loss(_rank_hinge("ap"), "AP structured hinge, exact LAI"),
+            "retrieval": Loss(
+                _retrieval_hinge,
+                "AP structured hinge, exact LAI, every sample of "
+                "the batch a query against the others",
+            ),
+        },
+    ),
+    "ndcg_hinge": Method(
+        "ours", {"classification": Loss(_rank_hinge("ndcg"), "NDCG structured hinge, exact LAI")}
+    ),
+    "aucpr": Method(
+        "global objectives",
+        {"classification": Loss(_global_objective("aucpr"), "AUCPR, K anchors")},
+    ),
+    "recall_at_precision": Method(
+        "global objectives",
+        {
+            "classification": Loss(
+                _global_objective("recall_at_precision"), "recall at precision 0.9"
+            )
+        },
+    ),
+    "smooth_ap": Method(
+        "outside",
+        {
+            "classification": Loss(_smooth_ap, "Smooth-AP, temperature 0.01"),
+            "retrieval": Loss(
+                _pml_smooth_ap,
+                "Smooth-AP, pytorch-metric-learning's SmoothAPLoss",
+                "pytorch-metric-learning",
+            ),
+        },
+    ),
+    "blackbox_ap": Method(
+        "outside",
+        {
+            "classification": Loss(_blackbox_ap, "AP of black-box ranks"),
+            "retrieval": Loss(
+                _retrieval_blackbox_ap, "AP of black-box ranks of each query's similarities"
+            ),
+        },
+    ),
+    "libauc_ap": Method(
+        "outside",
+        {
+            "classification": Loss(_libauc_ap, "LibAUC AP (SOAP)", "libauc"),
+            "retrieval": Loss(
+                _retrieval_libauc_ap, "LibAUC AP (SOAP), a table per class of the query", "libauc"
+            ),
+        },
+    ),
+    "libauc_ndcg": Method(
+        "outside", {"classification": Loss(_libauc_ndcg, "LibAUC NDCG (SONG)", "libauc")}
+    ),
+    "soft_rank_ap": Method(
+        "outside",
+        {"classification": Loss(_soft_rank_ap, "AP of torchsort soft ranks", "torchsort")},
+    ),
+    "sodeep_ap": Method(
+        "outside",
+        {"classification": Loss(_sodeep_ap, "SoDeep AP, frozen sorter", "qs.surrogates.sodeep")},
+    ),
+    "ap_hinge_memory": Method(
+        "ours",
+        {
+            "retrieval": Loss(
+                _memory_hinge,
+                "AP structured hinge, exact LAI, against the batch and a memory of "
+                "past embeddings (qs.torch.memory.CrossBatchMemory)",
+            )
+        },
+    ),
+    "dlm_ap": Method(
+        "ours",
+        {
+            "retrieval": Loss(
+                _direct_ap,
+                "direct loss minimization of AP on the exact inference (qs.torch.dlm.direct_loss)",
+            )
+        },
+    ),
+    "fastap": Method(
+        "outside",
+        {
+            "retrieval": Loss(
+                _pml_fastap,
+                "FastAP, pytorch-metric-learning's FastAPLoss",
+                "pytorch-metric-learning",
+            )
+        },
+    ),
+    "untrained": Method(
+        "baseline",
+        {
+            family: Loss(
+                _untrained,
+                "the seeded initial model, never moved (a zero loss): where training starts",
+            )
+            for family in FAMILIES
+        },
+    ),
 }
 BASELINES = ("cross_entropy", "zero_one", "untrained")
 
@@ -253,12 +343,12 @@ def check_available(name, family):
             raise ImportError(f"method {name} needs {needs}, which this installation lacks")
         return
     if importlib.util.find_spec("torch") is None:  # every outside method trains with torch
-        raise ImportError(f"method {name} needs torch, which is not installed: "
-                          f"pip install 'qsrank[torch]'")
+        raise ImportError(
+            f"method {name} needs torch, which is not installed: pip install 'qsrank[torch]'"
+        )
     from qs.surrogates.outside import PACKAGES
 
     module = PACKAGES[needs][0] if needs in PACKAGES else needs
     if importlib.util.find_spec(module) is None:
         how = PACKAGES[needs][1] if needs in PACKAGES else "pip install 'qsrank[torch]'"
-        raise ImportError(f"method {name} needs the package {needs}, which is not installed: "
-                          f"{how}")
+        raise ImportError(f"method {name} needs the package {needs}, which is not installed: {how}")

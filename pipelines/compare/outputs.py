@@ -9,19 +9,24 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
+
 from qsrank.pipelines._io import read_csv, save_figure, write_csv, write_text
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.compare import classification, retrieval
 from qsrank.pipelines.compare.methods import BASELINES, METHODS
 
 DATASETS = classification.DATASETS + retrieval.DATASETS
-FAMILY_OF = {**dict.fromkeys(classification.DATASETS, "classification"),
-             **dict.fromkeys(retrieval.DATASETS, "retrieval")}
+FAMILY_OF = {
+    **dict.fromkeys(classification.DATASETS, "classification"),
+    **dict.fromkeys(retrieval.DATASETS, "retrieval"),
+}
 #: per family: its test metrics (results.csv name -> table column, decimals), and the one
 #: the figure plots
 METRICS = {"classification": classification.METRICS, "retrieval": retrieval.METRICS}
-PLOTTED = {"classification": ("test_ap", "test AP (mean over classes)"),
-           "retrieval": ("map_at_r", "mAP@R (held-out classes)")}
+PLOTTED = {
+    "classification": ("test_ap", "test AP (mean over classes)"),
+    "retrieval": ("map_at_r", "mAP@R (held-out classes)"),
+}
 TIMES = {"train_s": ("train s", 2), "loss_ms_per_step": ("loss ms/step", 3)}
 
 
@@ -48,8 +53,11 @@ def summary_frame(results, methods):
     frame = mean.join(std.add_suffix("_sd")).reset_index()  # pandas 2 and 3 alike
     frame["seeds"] = grouped.size().values
     order = {m: k for k, m in enumerate(methods)}
-    return frame.sort_values(["dataset", "method"], key=lambda c: c.map(order)
-                             if c.name == "method" else c.map(DATASETS.index), kind="stable")
+    return frame.sort_values(
+        ["dataset", "method"],
+        key=lambda c: c.map(order) if c.name == "method" else c.map(DATASETS.index),
+        kind="stable",
+    )
 
 
 def dataset_table(summary, dataset):
@@ -68,14 +76,18 @@ def dataset_table(summary, dataset):
 def _model_line(cfg, dataset):
     section = cfg[dataset]
     if FAMILY_OF[dataset] == "retrieval":
-        shape = (f"MLP, {section['hidden']} hidden units (ReLU)" if section["hidden"]
-                 else "linear")
-        return (f"{shape} to {section['dim']} dimensions, L2-normalised; Adam, lr "
-                f"{section['lr']:g}, batches of {section['classes_per_batch']} classes x "
-                f"{section['samples_per_class']} samples")
-    model = ("PL-CNN, widths " + str(section["widths"]) + f", after "
-             f"{section['warm_start_epochs']} shared cross-entropy epochs"
-             if dataset == "cifar10" else "linear")
+        shape = f"MLP, {section['hidden']} hidden units (ReLU)" if section["hidden"] else "linear"
+        return (
+            f"{shape} to {section['dim']} dimensions, L2-normalised; Adam, lr "
+            f"{section['lr']:g}, batches of {section['classes_per_batch']} classes x "
+            f"{section['samples_per_class']} samples"
+        )
+    model = (
+        "PL-CNN, widths " + str(section["widths"]) + f", after "
+        f"{section['warm_start_epochs']} shared cross-entropy epochs"
+        if dataset == "cifar10"
+        else "linear"
+    )
     return f"{model}; Adam, lr {section['lr']:g}, batch {section['batch_size']}"
 
 
@@ -86,28 +98,43 @@ def report_text(cfg, summary, notes):
     if "classification" in families:
         tested.append("Test metrics are means over the classes, one-vs-rest.")
     if "retrieval" in families:
-        tested.append("Retrieval: each test sample of the held-out classes a query against the "
-                      "other test samples by cosine similarity; mAP@R and Recall@k over the "
-                      "queries.")
-    title = ("Training for AP and NDCG" if "classification" in families
-             else "Training embeddings for AP, tested on held-out classes")
+        tested.append(
+            "Retrieval: each test sample of the held-out classes a query against the "
+            "other test samples by cosine similarity; mAP@R and Recall@k over the "
+            "queries."
+        )
+    title = (
+        "Training for AP and NDCG"
+        if "classification" in families
+        else "Training embeddings for AP, tested on held-out classes"
+    )
     output = "scores" if families == {"classification"} else "model's output"
-    parts = [f"# {title}: the methods side by side (`qsrank compare`)",
-             ("Each cell: mean ± standard deviation over the seeds "
-              f"{', '.join(map(str, cfg['seeds']))} (initialisation and batch order; the data "
-              f"split is fixed). {' '.join(tested)} Train s: "
-              "the training steps only; loss ms/step: the loss's forward and backward to the "
-              f"{output}, per step." + (f" Models and losses ran on {cfg['device']}."
-                                         if cfg["device"] != "cpu" else ""))]
+    parts = [
+        f"# {title}: the methods side by side (`qsrank compare`)",
+        (
+            "Each cell: mean ± standard deviation over the seeds "
+            f"{', '.join(map(str, cfg['seeds']))} (initialisation and batch order; the data "
+            f"split is fixed). {' '.join(tested)} Train s: "
+            "the training steps only; loss ms/step: the loss's forward and backward to the "
+            f"{output}, per step."
+            + (f" Models and losses ran on {cfg['device']}." if cfg["device"] != "cpu" else "")
+        ),
+    ]
     for dataset in cfg["datasets"]:
         section = cfg[dataset]
-        budget = " and ".join(b for b in (
-            f"{section['epochs']} epochs" if section["epochs"] is not None else None,
-            f"{section['seconds']:g} s" if section["seconds"] is not None else None) if b)
-        parts += [f"## {dataset}",
-                  f"Data: {notes[dataset]}. Model: {_model_line(cfg, dataset)}; budget: "
-                  f"{budget}.",
-                  dataset_table(summary, dataset)]
+        budget = " and ".join(
+            b
+            for b in (
+                f"{section['epochs']} epochs" if section["epochs"] is not None else None,
+                f"{section['seconds']:g} s" if section["seconds"] is not None else None,
+            )
+            if b
+        )
+        parts += [
+            f"## {dataset}",
+            f"Data: {notes[dataset]}. Model: {_model_line(cfg, dataset)}; budget: {budget}.",
+            dataset_table(summary, dataset),
+        ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -125,9 +152,15 @@ def plot(history, datasets, methods):
             if rows.empty:
                 continue
             curve = rows.groupby("epoch")[["train_s", metric]].mean()
-            ax.plot(curve.train_s, curve[metric], marker="o", markersize=3, label=method,
-                    color=colours[2 * i % 20 + i // 10 % 2],
-                    linestyle="--" if method in BASELINES else "-")
+            ax.plot(
+                curve.train_s,
+                curve[metric],
+                marker="o",
+                markersize=3,
+                label=method,
+                color=colours[2 * i % 20 + i // 10 % 2],
+                linestyle="--" if method in BASELINES else "-",
+            )
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # no crowded labels
         ax.set_xlabel("training time (s, log scale)")
@@ -143,10 +176,18 @@ def write(out, cfg, records, notes):
     """tables.md, results.csv, summary.csv, history.csv, figure.png/pdf."""
     results = results_frame(records, {FAMILY_OF[d] for d in cfg["datasets"]})
     summary = summary_frame(results, cfg["methods"])
-    history = pd.DataFrame([{"dataset": r["dataset"], "method": r["method"], "seed": r["seed"],
-                             **h} for r in records for h in r["history"]])
-    for name, frame in (("results.csv", results), ("summary.csv", summary),
-                        ("history.csv", history)):
+    history = pd.DataFrame(
+        [
+            {"dataset": r["dataset"], "method": r["method"], "seed": r["seed"], **h}
+            for r in records
+            for h in r["history"]
+        ]
+    )
+    for name, frame in (
+        ("results.csv", results),
+        ("summary.csv", summary),
+        ("history.csv", history),
+    ):
         write_csv(out / name, frame)
     write_text(out / "tables.md", report_text(cfg, summary, notes))
     save_figure(plot(history, cfg["datasets"], cfg["methods"]), out / "figure")

@@ -11,8 +11,7 @@ from qs.metrics import mean_average_precision_at_r, recall_at_k
 
 DATASETS = ("digits_retrieval", "synthetic_retrieval")
 #: the test metrics, as results.csv names them -> (table column, decimals)
-METRICS = {"map_at_r": ("mAP@R", 4), "recall_at_1": ("Recall@1", 4),
-           "recall_at_4": ("Recall@4", 4)}
+METRICS = {"map_at_r": ("mAP@R", 4), "recall_at_1": ("Recall@1", 4), "recall_at_4": ("Recall@4", 4)}
 
 
 @dataclass
@@ -45,22 +44,30 @@ def load_data(name, section):
         X, y = load_digits(return_X_y=True)
         train = np.isin(y, section["train_classes"])
         held = sorted(set(range(10)) - set(section["train_classes"]))
-        note = (f"scikit-learn load_digits (real): digits {_listed(section['train_classes'])} "
-                f"train ({train.sum()} images), digits {_listed(held)} held out for the test "
-                f"({(~train).sum()}); standardised on the training digits")
+        note = (
+            f"scikit-learn load_digits (real): digits {_listed(section['train_classes'])} "
+            f"train ({train.sum()} images), digits {_listed(held)} held out for the test "
+            f"({(~train).sum()}); standardised on the training digits"
+        )
     else:
         from qs.data.retrieval import make_retrieval_classes
 
-        X, y, source = make_retrieval_classes(0, classes=section["classes"],
-                                              per_class=section["per_class"])
+        X, y, source = make_retrieval_classes(
+            0, classes=section["classes"], per_class=section["per_class"]
+        )
         train = y < section["classes"] // 2
-        note = (f"{source}; classes 0-{section['classes'] // 2 - 1} train, the other "
-                f"{section['classes'] - section['classes'] // 2} held out for the test")
+        note = (
+            f"{source}; classes 0-{section['classes'] // 2 - 1} train, the other "
+            f"{section['classes'] - section['classes'] // 2} held out for the test"
+        )
     scaler = StandardScaler().fit(X[train])
-    data = Data(scaler.transform(X[train]).astype(np.float32),
-                np.unique(y[train], return_inverse=True)[1].astype(np.int64),
-                scaler.transform(X[~train]).astype(np.float32), y[~train].astype(np.int64),
-                note)
+    data = Data(
+        scaler.transform(X[train]).astype(np.float32),
+        np.unique(y[train], return_inverse=True)[1].astype(np.int64),
+        scaler.transform(X[~train]).astype(np.float32),
+        y[~train].astype(np.int64),
+        note,
+    )
     _check_batches(name, section, data)
     return data
 
@@ -73,11 +80,15 @@ def _check_batches(name, section, data):
     """A batch must fit the training classes: one-line errors naming the key."""
     counts = np.bincount(data.y_train)
     if section["classes_per_batch"] > len(counts):
-        raise ValueError(f"{name}.classes_per_batch is {section['classes_per_batch']}; the "
-                         f"training classes number {len(counts)}")
+        raise ValueError(
+            f"{name}.classes_per_batch is {section['classes_per_batch']}; the "
+            f"training classes number {len(counts)}"
+        )
     if section["samples_per_class"] > counts.min():
-        raise ValueError(f"{name}.samples_per_class is {section['samples_per_class']}; the "
-                         f"smallest training class has {counts.min()} samples")
+        raise ValueError(
+            f"{name}.samples_per_class is {section['samples_per_class']}; the "
+            f"smallest training class has {counts.min()} samples"
+        )
     if len(data.y_test) < 2 or np.bincount(data.y_test).max() < 2:
         raise ValueError(f"{name}: the held-out classes need two samples of a class to rank")
 
@@ -100,8 +111,9 @@ class Task:
         d, hidden, dim = self.data.X_train.shape[1], self.section["hidden"], self.section["dim"]
         if hidden == 0:
             return torch.nn.Linear(d, dim)
-        return torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.ReLU(),
-                                   torch.nn.Linear(hidden, dim))
+        return torch.nn.Sequential(
+            torch.nn.Linear(d, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, dim)
+        )
 
     def batches(self, seed, epoch):
         """Epoch `epoch`'s batches, seeded by (seed, epoch): as many as fit the training set,
@@ -110,9 +122,15 @@ class Task:
         rng = np.random.default_rng([seed, epoch + 1000])
         per, m = self.section["classes_per_batch"], self.section["samples_per_class"]
         count = max(1, len(self.data.y_train) // (per * m))
-        return [np.concatenate([rng.choice(self.members[c], m, replace=False)
-                                for c in rng.choice(len(self.members), per, replace=False)])
-                for _ in range(count)]
+        return [
+            np.concatenate(
+                [
+                    rng.choice(self.members[c], m, replace=False)
+                    for c in rng.choice(len(self.members), per, replace=False)
+                ]
+            )
+            for _ in range(count)
+        ]
 
     def warm_up_batch(self):
         return self.batches(0, -1)[0]
@@ -135,6 +153,8 @@ class Task:
             embeddings = model(test).double().cpu().numpy()
         model.train()
         y = self.data.y_test
-        return {"map_at_r": mean_average_precision_at_r(embeddings, y),
-                "recall_at_1": recall_at_k(embeddings, y, 1),
-                "recall_at_4": recall_at_k(embeddings, y, 4)}
+        return {
+            "map_at_r": mean_average_precision_at_r(embeddings, y),
+            "recall_at_1": recall_at_k(embeddings, y, 1),
+            "recall_at_4": recall_at_k(embeddings, y, 4),
+        }

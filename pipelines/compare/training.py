@@ -5,6 +5,7 @@ the model, batches, a step's output and targets, and the evaluation. Training ti
 the steps only; loss time is the loss's forward and backward, apart from the model's."""
 
 import numpy as np
+
 from qsrank.pipelines._device import clock
 from qsrank.pipelines.compare.methods import make_loss
 
@@ -45,17 +46,33 @@ def train_one(name, task, cfg, dataset, seed, start=None):
             train_s += clock(device) - began
             steps += 1
             if not np.isfinite(value.item()):
-                raise RuntimeError(f"{name} on {dataset} (seed {seed}): the loss became "
-                                   f"{value.item()} at step {steps}")
+                raise RuntimeError(
+                    f"{name} on {dataset} (seed {seed}): the loss became "
+                    f"{value.item()} at step {steps}"
+                )
         epoch += 1
-        history.append({"epoch": epoch, "train_s": train_s, "loss_s": loss_s, "steps": steps,
-                        **task.evaluate(model)})
-        if (section["epochs"] is not None and epoch >= section["epochs"]) or \
-                (section["seconds"] is not None and train_s >= section["seconds"]):
+        history.append(
+            {
+                "epoch": epoch,
+                "train_s": train_s,
+                "loss_s": loss_s,
+                "steps": steps,
+                **task.evaluate(model),
+            }
+        )
+        if (section["epochs"] is not None and epoch >= section["epochs"]) or (
+            section["seconds"] is not None and train_s >= section["seconds"]
+        ):
             break
-    return {"dataset": dataset, "method": name, "seed": seed, "history": history,
-            **history[-1], "loss_ms_per_step": 1e3 * loss_s / steps,
-            "torch_threads": torch.get_num_threads()}
+    return {
+        "dataset": dataset,
+        "method": name,
+        "seed": seed,
+        "history": history,
+        **history[-1],
+        "loss_ms_per_step": 1e3 * loss_s / steps,
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def _warm_up_loss(name, task, cfg, model):
@@ -75,4 +92,4 @@ def _warm_up_loss(name, task, cfg, model):
 def batch_order(n, size, seed, epoch):
     """Epoch `epoch`'s mini-batches of `size` over n samples, seeded by (seed, epoch)."""
     order = np.random.default_rng([seed, epoch + 1000]).permutation(n)
-    return [order[i:i + size] for i in range(0, n, size)]
+    return [order[i : i + size] for i in range(0, n, size)]

@@ -11,8 +11,8 @@ from qsrank.pipelines._io import write_csv, write_text
 from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines.scaling.config import (
     CURVE_NAMES,
-    PRESETS,
     LOSSES,
+    PRESETS,
     VARIES,
     curves,
     load_config,
@@ -23,8 +23,18 @@ from qsrank.pipelines.scaling.report import plot, redraw, report, summary
 from qsrank.pipelines.scaling.share import time_share, write_share
 from qsrank.pipelines.scaling.timing import data_note, time_all
 
-__all__ = ["CURVE_NAMES", "PRESETS", "LOSSES", "VARIES", "load_config", "redraw", "report",
-           "resolve", "run", "sizes"]
+__all__ = [
+    "CURVE_NAMES",
+    "LOSSES",
+    "PRESETS",
+    "VARIES",
+    "load_config",
+    "redraw",
+    "report",
+    "resolve",
+    "run",
+    "sizes",
+]
 
 
 def run(config, out_dir=None, progress=True):
@@ -37,8 +47,9 @@ def run(config, out_dir=None, progress=True):
     cfg = resolve(config)
     with run_dir("scaling", "bench", out_dir, cfg, data_note(cfg), cfg, label=cfg["vary"]) as out:
         share = cfg["vary"] == "share"
-        timings, cold = time_share(cfg, progress) if share else \
-            time_all(cfg, curves(cfg), sizes(cfg), progress)
+        timings, cold = (
+            time_share(cfg, progress) if share else time_all(cfg, curves(cfg), sizes(cfg), progress)
+        )
         for name, frame in (("timings.csv", timings), ("compile.csv", cold)):
             write_csv(out / name, frame)
         if share:

@@ -5,11 +5,11 @@ import time
 
 import numpy as np
 from pydantic import model_validator
+
+from qs.inference import METHODS
 from qsrank.pipelines import _config
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._sizes import size_pairs
-
-from qs.inference import METHODS
 
 VARIES = ("negatives", "positives", "total", "share")
 LOSSES = ("ap", "ndcg")
@@ -57,13 +57,26 @@ SHARE_CURVES = (
     ("ndcg", "ndcg_qs", "qs"),
     ("ndcg", "sort_dc", "sort_dc"),
 )
-CURVE_NAMES = tuple(dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES)
-                                  + [c[1] for c in SHARE_CURVES]))
+CURVE_NAMES = tuple(
+    dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES) + [c[1] for c in SHARE_CURVES])
+)
 SHARED = ("01", "-")  # loss column of the curves drawn beside every loss: 0-1 and references
 QUADRATIC = frozenset({"yue", "chakrabarti"})  # O(NP) scans; all else predicted linear in N + P
-COLORS = {"zero_one": "C0", "yue": "C1", "chakrabarti": "C1", "qs": "C2", "search": "C3",
-          "auto": "C4", "sort_dc": "C5", "bucket": "C6", "bucket_sort": "k", "batch": "C4",
-          "np.max": "C7", "np.partition": "C8", "np.sort": "C9"}
+COLORS = {
+    "zero_one": "C0",
+    "yue": "C1",
+    "chakrabarti": "C1",
+    "qs": "C2",
+    "search": "C3",
+    "auto": "C4",
+    "sort_dc": "C5",
+    "bucket": "C6",
+    "bucket_sort": "k",
+    "batch": "C4",
+    "np.max": "C7",
+    "np.partition": "C8",
+    "np.sort": "C9",
+}
 SKIPPED = "skipped (budget)"
 #: the figures' legend names of the paper's baselines, which the curve names give as the loss
 LABELS = {"ap": "ap (Yue et al.)", "ndcg": "ndcg (Chakrabarti et al.)"}
@@ -96,8 +109,10 @@ PRESETS = {
         "negatives": {"fixed": 227, "start": 2270, "stop": 1000000, "points": 8},
         "positives": {"fixed": 200, "start": 20, "stop": 2000, "points": 8},
         "total": {"neg_per_pos": 10, "start": 2497, "stop": 1100000, "points": 8},
-        "share": {"negatives": [1000, 10000, 100000, 1000000, 10000000],
-                  "shares": [0.0001, 0.001, 0.01, 0.05, 0.2, 0.5]},
+        "share": {
+            "negatives": [1000, 10000, 100000, 1000000, 10000000],
+            "shares": [0.0001, 0.001, 0.01, 0.05, 0.2, 0.5],
+        },
     },
     "large": {
         "negatives": {"fixed": 1000, "start": 10000, "stop": 10000000, "points": 7},
@@ -116,9 +131,13 @@ PRESETS = {
         "share": {"negatives": [200, 2000], "shares": [0.01, 0.5]},
     },
 }
-PRESETS_EXPECTED = ("per preset name, a mapping of negatives, positives and total ({fixed or "
-                    "neg_per_pos, start, stop, points}: counts >= 1) and share ({negatives: "
-                    "counts >= 1, shares: numbers > 0})")
+PRESETS_EXPECTED = (
+    "per preset name, a mapping of negatives, positives and total ({fixed or "
+    "neg_per_pos, start, stop, points}: counts >= 1) and share ({negatives: "
+    "counts >= 1, shares: numbers > 0})"
+)
+
+
 class Scores(S.Section):
     pos_mean: S.number() = S.key(1.0, "mean of the positives' normal scores")
     pos_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
@@ -130,37 +149,45 @@ class Config(S.Section):
     """The scaling benchmark: every key a config may set; configs/scaling.yaml sets a few."""
 
     seed: S.number(integer=True, low=0) = S.key(0, "seed of the synthetic scores")
-    vary: S.choice(VARIES) = S.key("negatives", "which count grows (share: the grid of "
-                                   "negatives x share of positives)")
+    vary: S.choice(VARIES) = S.key(
+        "negatives", "which count grows (share: the grid of negatives x share of positives)"
+    )
     loss: S.choice(LOSSES + ("all",)) = S.key("all", "the losses timed")
-    methods: S.optional(S.names(CURVE_NAMES, "curve")) = S.key(None, "curves to time; null: "
-                                                               "every curve of the losses")
+    methods: S.optional(S.names(CURVE_NAMES, "curve")) = S.key(
+        None, "curves to time; null: every curve of the losses"
+    )
     repeats: S.number(integer=True, low=1) = S.key(5, "warm timed samples per size and curve")
     preset: S.text() = S.key("paper", "the sizes: a name in presets")
     budget_s: S.number(low=0, strict=True) = S.key(
-        10.0, "skip a curve once a call is predicted to take longer (seconds)")
+        10.0, "skip a curve once a call is predicted to take longer (seconds)"
+    )
     clock: S.choice(CLOCKS) = S.key("wall", "wall, or cpu: the process's CPU time")
     scores: Scores = S.key(Scores, "the synthetic scores")
-    presets: S.presets(PRESETS, SPEC_KEYS, {
-        "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
-        "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1")},
-        PRESETS_EXPECTED) = S.key(
-        PRESETS, "per preset and vary: how the sizes are spaced")
+    presets: S.presets(
+        PRESETS,
+        SPEC_KEYS,
+        {
+            "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
+            "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1"),
+        },
+        PRESETS_EXPECTED,
+    ) = S.key(PRESETS, "per preset and vary: how the sizes are spaced")
 
     @model_validator(mode="after")
     def _consistent(self):
         cfg = self.model_dump()
         if cfg["preset"] not in cfg["presets"]:
-            raise ValueError(f"preset: expected one of {', '.join(cfg['presets'])}; got "
-                             f"{S.shown(cfg['preset'])}")
+            raise ValueError(
+                f"preset: expected one of {', '.join(cfg['presets'])}; got {S.shown(cfg['preset'])}"
+            )
         if not curves(cfg):
-            raise ValueError(f"methods {cfg['methods']} select no curve for loss "
-                             f"{cfg['loss']!r}")
+            raise ValueError(f"methods {cfg['methods']} select no curve for loss {cfg['loss']!r}")
         for loss, name, method in curves(cfg):
-            if name not in REFERENCES and method != "batch" \
-                    and loss not in METHODS.get(method, ()):
-                raise ValueError(f"curve {name!r} needs lai method {method!r} with loss "
-                                 f"{loss!r}, which qs.inference does not offer")
+            if name not in REFERENCES and method != "batch" and loss not in METHODS.get(method, ()):
+                raise ValueError(
+                    f"curve {name!r} needs lai method {method!r} with loss "
+                    f"{loss!r}, which qs.inference does not offer"
+                )
         sizes(cfg)
         return self
 
@@ -195,8 +222,9 @@ def sizes(cfg):
     if spec is None:
         raise ValueError(f"preset {cfg['preset']!r} defines no sizes for vary {vary!r} ({where})")
     if vary == "share":
-        pairs = [(max(1, round(share * n)), n) for n in spec["negatives"]
-                 for share in spec["shares"]]
+        pairs = [
+            (max(1, round(share * n)), n) for n in spec["negatives"] for share in spec["shares"]
+        ]
         return list(dict.fromkeys(pairs))  # small N: several shares round to one P
     grid = np.geomspace(spec["start"], spec["stop"], spec["points"])
     grid = [int(v) for v in np.unique(np.rint(grid).astype(np.int64))]
@@ -222,6 +250,8 @@ def _check_memory(pairs, where):
     except (ValueError, OSError, AttributeError):  # not POSIX: the MemoryError will say it
         return
     if need > total:
-        raise ValueError(f"{where}: the largest size ({n_pos} positives, {n_neg} negatives) "
-                         f"needs about {need / 1e9:,.0f} GB for its scores, more than this "
-                         f"machine's {total / 1e9:,.0f} GB of memory; lower its stop")
+        raise ValueError(
+            f"{where}: the largest size ({n_pos} positives, {n_neg} negatives) "
+            f"needs about {need / 1e9:,.0f} GB for its scores, more than this "
+            f"machine's {total / 1e9:,.0f} GB of memory; lower its stop"
+        )

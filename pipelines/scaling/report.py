@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
 from qsrank.pipelines._io import read_csv, save_figure
 from qsrank.pipelines._sizes import varied
 from qsrank.pipelines._tables import markdown_table
@@ -26,8 +27,10 @@ from qsrank.pipelines.scaling.timing import data_note
 def read_run(run_dir):
     """The (timings, cold) frames of a finished run, their columns checked."""
     run_dir = Path(run_dir)
-    return (read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
-            read_csv(run_dir / "compile.csv", COLD_COLUMNS))
+    return (
+        read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
+        read_csv(run_dir / "compile.csv", COLD_COLUMNS),
+    )
 
 
 def _panels(frame):
@@ -56,16 +59,20 @@ def _medians(timings, cold, panel, statistic="median"):
 
 def _size_table(table, blank):
     """A (n_pos, n_neg) x curve table in Markdown, values to 3 significant digits."""
-    rows = [[str(p), str(n), *(blank if np.isnan(v) else f"{v:.3g}" for v in values)]
-            for (p, n), values in zip(table.index, table.to_numpy())]
+    rows = [
+        [str(p), str(n), *(blank if np.isnan(v) else f"{v:.3g}" for v in values)]
+        for (p, n), values in zip(table.index, table.to_numpy())
+    ]
     return markdown_table(["n_pos", "n_neg", *table.columns], rows)
 
 
 def median_tables(timings, cold):
     """Median seconds per LAI call, one Markdown table per loss (the compact stdout table)."""
-    return "\n\n".join(f"{_title(panel)}: median seconds per call\n\n"
-                       + _size_table(_medians(timings, cold, panel), SKIPPED)
-                       for panel in _panels(cold))
+    return "\n\n".join(
+        f"{_title(panel)}: median seconds per call\n\n"
+        + _size_table(_medians(timings, cold, panel), SKIPPED)
+        for panel in _panels(cold)
+    )
 
 
 def report(run_dir):
@@ -93,22 +100,47 @@ def summary(cfg, timings, cold):
     ]
     for panel in _panels(cold):
         table = _medians(timings, cold, panel)
-        parts += [f"## {_title(panel)}", "Median seconds per call:", _size_table(table, SKIPPED),
-                  "Spread of the repeats: interquartile range / median:",
-                  _size_table(_medians(timings, cold, panel, "spread"), SKIPPED)]
+        parts += [
+            f"## {_title(panel)}",
+            "Median seconds per call:",
+            _size_table(table, SKIPPED),
+            "Spread of the repeats: interquartile range / median:",
+            _size_table(_medians(timings, cold, panel, "spread"), SKIPPED),
+        ]
         baseline = [(panel, f"the paper's baseline `{panel}`")] if panel in LOSSES else []
         for name, label in baseline + [("0-1", "`0-1`")]:
             if name in table.columns:
-                parts += [f"Time relative to {label} (below 1 is faster):",
-                          _size_table(table.div(table[name], axis=0), "n/a")]
+                parts += [
+                    f"Time relative to {label} (below 1 is faster):",
+                    _size_table(table.div(table[name], axis=0), "n/a"),
+                ]
     first = cold[cold["status"] == "ok"].drop_duplicates(["loss", "curve"])
     warm = timings.groupby(["loss", "curve", "n_pos", "n_neg"])["seconds"].median()
-    rows = [[r.curve, r.loss, r.method, str(r.n_pos), str(r.n_neg), f"{r.seconds:.3g}",
-             f"{warm[(r.loss, r.curve, r.n_pos, r.n_neg)]:.3g}"] for r in first.itertuples()]
-    header = ["curve", "loss", "method", "n_pos", "n_neg", "cold first call (s, one call)",
-              "warm median (s)"]
-    parts += ["## Cold first call at the smallest size (numba compile or cache load included)",
-              markdown_table(header, rows)]
+    rows = [
+        [
+            r.curve,
+            r.loss,
+            r.method,
+            str(r.n_pos),
+            str(r.n_neg),
+            f"{r.seconds:.3g}",
+            f"{warm[(r.loss, r.curve, r.n_pos, r.n_neg)]:.3g}",
+        ]
+        for r in first.itertuples()
+    ]
+    header = [
+        "curve",
+        "loss",
+        "method",
+        "n_pos",
+        "n_neg",
+        "cold first call (s, one call)",
+        "warm median (s)",
+    ]
+    parts += [
+        "## Cold first call at the smallest size (numba compile or cache load included)",
+        markdown_table(header, rows),
+    ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -124,9 +156,11 @@ def plot(timings, stem):
     med["q1"] = grouped["seconds"].quantile(0.25).to_numpy()
     med["q3"] = grouped["seconds"].quantile(0.75).to_numpy()
     med["x"] = varied(med, vary)
-    xlabel = {"negatives": f"negatives N (P = {med['n_pos'].iloc[0]})",
-              "positives": f"positives P (N = {med['n_neg'].iloc[0]})",
-              "total": "samples P + N"}[vary]
+    xlabel = {
+        "negatives": f"negatives N (P = {med['n_pos'].iloc[0]})",
+        "positives": f"positives P (N = {med['n_neg'].iloc[0]})",
+        "total": "samples P + N",
+    }[vary]
     panels = _panels(med)
     fig = Figure(figsize=(5.5 * len(panels), 4.2), layout="constrained")
     for ax, panel in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
@@ -134,13 +168,23 @@ def plot(timings, stem):
         for (loss, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
             style = "--" if loss == "-" else ":" if curve in REUSED_OUTPUTS else "-"
             color = COLORS.get(method, "k")
-            ax.plot(line["x"], line["seconds"], marker="o", markersize=3,
-                    label=LABELS.get(curve, curve), color=color, linestyle=style)
-            ax.fill_between(line["x"], line["q1"], line["q3"], color=color, alpha=0.15,
-                            linewidth=0)
-        ax.set(xscale="log", yscale="log", xlabel=xlabel,
-               ylabel="seconds per LAI call,\nmedian and quartiles of the repeats",
-               title=f"{_title(panel)} (synthetic scores)")
+            ax.plot(
+                line["x"],
+                line["seconds"],
+                marker="o",
+                markersize=3,
+                label=LABELS.get(curve, curve),
+                color=color,
+                linestyle=style,
+            )
+            ax.fill_between(line["x"], line["q1"], line["q3"], color=color, alpha=0.15, linewidth=0)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=xlabel,
+            ylabel="seconds per LAI call,\nmedian and quartiles of the repeats",
+            title=f"{_title(panel)} (synthetic scores)",
+        )
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize="small")
     return save_figure(fig, stem)

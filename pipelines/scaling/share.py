@@ -6,6 +6,7 @@ figure."""
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
 from qsrank.pipelines._io import save_figure, write_csv, write_text
 from qsrank.pipelines._tables import cell, markdown_table
 from qsrank.pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
@@ -14,9 +15,21 @@ from qsrank.pipelines.scaling.timing import data_note, time_grid
 #: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
 #: seconds per call of the slower methods
 SHARE_WORK = 2 * 10**7
-SHARE_COLUMNS = ["loss", "n_neg", "share", "n_pos", "default_s", "default_spread",
-                 "ns_per_score", "vs_zero_one", "vs_zero_one_spread", "fastest_other",
-                 "vs_fastest_other", "vs_fastest_other_spread", "batch_vs_lai"]
+SHARE_COLUMNS = [
+    "loss",
+    "n_neg",
+    "share",
+    "n_pos",
+    "default_s",
+    "default_spread",
+    "ns_per_score",
+    "vs_zero_one",
+    "vs_zero_one_spread",
+    "fastest_other",
+    "vs_fastest_other",
+    "vs_fastest_other_spread",
+    "batch_vs_lai",
+]
 
 
 def _predicted_share(last, method, n_pos, n_neg):
@@ -40,10 +53,15 @@ def time_share(cfg, progress):
     """Every curve at every cell of the grid: (timings, cold) frames."""
     shares = cfg["presets"][cfg["preset"]]["share"]["shares"]
     return time_grid(
-        cfg, curves(cfg), sizes(cfg), progress, predict=_predicted_share,
+        cfg,
+        curves(cfg),
+        sizes(cfg),
+        progress,
+        predict=_predicted_share,
         repeats=lambda n_neg: min(cfg["repeats"], max(3, SHARE_WORK // n_neg)),
         rng=np.random.default_rng(cfg["seed"]),
-        group=lambda n_pos, n_neg: _nearest_share(shares, n_pos, n_neg))
+        group=lambda n_pos, n_neg: _nearest_share(shares, n_pos, n_neg),
+    )
 
 
 def write_share(cfg, out, timings):
@@ -65,8 +83,10 @@ def share_table(timings, shares):
     time per score, and its ratios to the 0-1 LAI and to the fastest other exact method
     (medians of per-round ratios, with their min-max), and lai_batch's time over lai's."""
     rows = []
-    samples = {key: frame.sort_values("repeat")["seconds"].to_numpy()
-               for key, frame in timings.groupby(["loss", "curve", "n_pos", "n_neg"])}
+    samples = {
+        key: frame.sort_values("repeat")["seconds"].to_numpy()
+        for key, frame in timings.groupby(["loss", "curve", "n_pos", "n_neg"])
+    }
     zero_one = timings[timings["curve"] == "0-1"]
     for loss in LOSSES:
         mine = timings[timings["loss"] == loss]
@@ -78,56 +98,100 @@ def share_table(timings, shares):
                 continue
             own = samples[loss, default, n_pos, n_neg]
             share = shares[_nearest_share(shares, n_pos, n_neg)]
-            row = {"loss": loss, "n_neg": n_neg, "share": share, "n_pos": n_pos,
-                   "default_s": float(np.median(own)),
-                   "default_spread": f"{own.min():.3g}-{own.max():.3g}",
-                   "ns_per_score": 1e9 * float(np.median(own)) / (n_pos + n_neg)}
+            row = {
+                "loss": loss,
+                "n_neg": n_neg,
+                "share": share,
+                "n_pos": n_pos,
+                "default_s": float(np.median(own)),
+                "default_spread": f"{own.min():.3g}-{own.max():.3g}",
+                "ns_per_score": 1e9 * float(np.median(own)) / (n_pos + n_neg),
+            }
             if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
                 mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
                 row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
-            others = {c: samples[loss, c, n_pos, n_neg] for c in grid_cell["curve"].unique()
-                      if c not in (default, f"{loss}_batch")}
+            others = {
+                c: samples[loss, c, n_pos, n_neg]
+                for c in grid_cell["curve"].unique()
+                if c not in (default, f"{loss}_batch")
+            }
             if others:
                 best = min(others, key=lambda c: np.median(others[c]))
                 mid, (lo, hi) = _ratio(own, others[best])
-                row.update({"fastest_other": best, "vs_fastest_other": mid,
-                            "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}"})
+                row.update(
+                    {
+                        "fastest_other": best,
+                        "vs_fastest_other": mid,
+                        "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}",
+                    }
+                )
             if (loss, f"{loss}_batch", n_pos, n_neg) in samples:
-                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg],
-                                             own)[0]
+                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg], own)[0]
             rows.append(row)
     return pd.DataFrame(rows, columns=SHARE_COLUMNS)
 
 
 def share_markdown(table):
     """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
+
     def fmt(value, spec=""):
         return cell(value, spec, "n/a")
 
-    rows = [[r.loss, str(r.n_neg), f"{r.share:g}", str(r.n_pos), fmt(r.default_s, ".3g"),
-             r.default_spread, fmt(r.ns_per_score, ".3g"), fmt(r.vs_zero_one, ".2f"),
-             fmt(r.vs_zero_one_spread), fmt(r.fastest_other), fmt(r.vs_fastest_other, ".2f"),
-             fmt(r.vs_fastest_other_spread), fmt(r.batch_vs_lai, ".2f")]
-            for r in table.itertuples(index=False)]
-    header = ["loss", "N", "P/N", "P", "default (s)", "spread (s)", "ns per score",
-              "default / 0-1", "spread", "fastest other exact", "default / it", "spread",
-              "lai_batch / lai"]
+    rows = [
+        [
+            r.loss,
+            str(r.n_neg),
+            f"{r.share:g}",
+            str(r.n_pos),
+            fmt(r.default_s, ".3g"),
+            r.default_spread,
+            fmt(r.ns_per_score, ".3g"),
+            fmt(r.vs_zero_one, ".2f"),
+            fmt(r.vs_zero_one_spread),
+            fmt(r.fastest_other),
+            fmt(r.vs_fastest_other, ".2f"),
+            fmt(r.vs_fastest_other_spread),
+            fmt(r.batch_vs_lai, ".2f"),
+        ]
+        for r in table.itertuples(index=False)
+    ]
+    header = [
+        "loss",
+        "N",
+        "P/N",
+        "P",
+        "default (s)",
+        "spread (s)",
+        "ns per score",
+        "default / 0-1",
+        "spread",
+        "fastest other exact",
+        "default / it",
+        "spread",
+        "lai_batch / lai",
+    ]
     return markdown_table(header, rows)
 
 
 def share_summary(cfg, table):
     """summary.md of a share grid: what was timed and the grid table."""
-    return "\n\n".join([
-        "# Loss-augmented inference across the share of positives",
-        f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
-        "default is `lai(..., method=\"auto\")`; `lai_batch / lai` is the default through "
-        "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
-        "of two samples of the same round (the curves run in a shuffled order in each round), "
-        f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
-        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
-        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
-        "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
-        share_markdown(table)]) + "\n"
+    return (
+        "\n\n".join(
+            [
+                "# Loss-augmented inference across the share of positives",
+                f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
+                'default is `lai(..., method="auto")`; `lai_batch / lai` is the default through '
+                "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
+                "of two samples of the same round (the curves run in a shuffled order in each round), "
+                f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
+                f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+                "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
+                "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
+                share_markdown(table),
+            ]
+        )
+        + "\n"
+    )
 
 
 def plot_share(timings, stem):
@@ -146,13 +210,23 @@ def plot_share(timings, stem):
             mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
             for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
                 style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
-                ax.plot(line["x"], line["per_score"], marker="o", markersize=3,
-                        label=LABELS.get(curve, curve),
-                        color=COLORS.get(method, "k"), linestyle=style,
-                        linewidth=2.2 if method == "auto" else 1.0)
-            ax.set(xscale="log", yscale="log", xlabel="share of positives P/N",
-                   ylabel="median seconds per score",
-                   title=f"{loss}, N = {n_neg:.0e} (synthetic scores)")
+                ax.plot(
+                    line["x"],
+                    line["per_score"],
+                    marker="o",
+                    markersize=3,
+                    label=LABELS.get(curve, curve),
+                    color=COLORS.get(method, "k"),
+                    linestyle=style,
+                    linewidth=2.2 if method == "auto" else 1.0,
+                )
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="share of positives P/N",
+                ylabel="median seconds per score",
+                title=f"{loss}, N = {n_neg:.0e} (synthetic scores)",
+            )
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize="xx-small")
     return save_figure(fig, stem)

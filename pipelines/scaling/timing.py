@@ -6,6 +6,10 @@ import time
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
+
+from qs.inference import lai
+from qs.inference.batch import lai_batch
 from qsrank.pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
@@ -17,10 +21,6 @@ from qsrank.pipelines.scaling.config import (
     TIMING_COLUMNS,
     rotation_count,
 )
-from tqdm import tqdm
-
-from qs.inference import lai
-from qs.inference.batch import lai_batch
 
 
 def make_data(cfg, n_pos, n_neg):
@@ -33,17 +33,23 @@ def make_data(cfg, n_pos, n_neg):
     order = rng.permutation(n)
     rotation = []
     for _ in range(rotation_count(n)):
-        scores = np.concatenate([rng.normal(s["pos_mean"], s["pos_std"], n_pos),
-                                 rng.normal(s["neg_mean"], s["neg_std"], n_neg)])
+        scores = np.concatenate(
+            [
+                rng.normal(s["pos_mean"], s["pos_std"], n_pos),
+                rng.normal(s["neg_mean"], s["neg_std"], n_neg),
+            ]
+        )
         rotation.append(scores[order])
     return rotation, labels[order]
 
 
 def data_note(cfg):
     s = cfg["scores"]
-    return (f"synthetic scores, not the paper's data: positives ~ N({s['pos_mean']:g}, "
-            f"{s['pos_std']:g}^2), negatives ~ N({s['neg_mean']:g}, {s['neg_std']:g}^2), "
-            f"seed {cfg['seed']}")
+    return (
+        f"synthetic scores, not the paper's data: positives ~ N({s['pos_mean']:g}, "
+        f"{s['pos_std']:g}^2), negatives ~ N({s['neg_mean']:g}, {s['neg_std']:g}^2), "
+        f"seed {cfg['seed']}"
+    )
 
 
 def time_all(cfg, chosen, pairs, progress):
@@ -53,8 +59,9 @@ def time_all(cfg, chosen, pairs, progress):
     so that short calls are timed above the clock's resolution, and follows an untimed call
     of the same curve, so that a sample of one long call is as warm as back-to-back calls:
     (timings, cold) frames."""
-    return time_grid(cfg, chosen, pairs, progress, predict=_predicted,
-                     repeats=lambda n_neg: cfg["repeats"])
+    return time_grid(
+        cfg, chosen, pairs, progress, predict=_predicted, repeats=lambda n_neg: cfg["repeats"]
+    )
 
 
 def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group=None):
@@ -66,8 +73,12 @@ def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group
     rows, cold = [], []
     last = {}  # (curve, group) -> (n_pos, n_neg, median seconds) at its largest timed size
     references = any(curve[1] in REFERENCES for curve in chosen)
-    with tqdm(total=len(pairs) * len(chosen), desc=f"bench {cfg['vary']}", unit="curve",
-              disable=not progress) as bar:
+    with tqdm(
+        total=len(pairs) * len(chosen),
+        desc=f"bench {cfg['vary']}",
+        unit="curve",
+        disable=not progress,
+    ) as bar:
         for n_pos, n_neg in pairs:
             which = group(n_pos, n_neg) if group else None
             rotation, labels = make_data(cfg, n_pos, n_neg)
@@ -76,8 +87,14 @@ def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group
             for curve in chosen:
                 loss, name, method = curve
                 bar.set_postfix_str(f"{name} P={n_pos} N={n_neg} (cold)")
-                key = {"vary": cfg["vary"], "loss": loss, "curve": name, "method": method,
-                       "n_pos": n_pos, "n_neg": n_neg}
+                key = {
+                    "vary": cfg["vary"],
+                    "loss": loss,
+                    "curve": name,
+                    "method": method,
+                    "n_pos": n_pos,
+                    "n_neg": n_neg,
+                }
                 if predict(last.get((curve, which)), method, n_pos, n_neg) > cfg["budget_s"]:
                     cold.append({**key, "seconds": np.nan, "status": SKIPPED})
                     bar.update()
@@ -87,8 +104,11 @@ def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group
                 calls[curve] = key, call, max(1, min(1000, int(SAMPLE_S / clock(call))))
             warm = {curve: [] for curve in calls}
             for _ in range(repeats(n_neg)):
-                order = list(calls) if rng is None else \
-                    [list(calls)[t] for t in rng.permutation(len(calls))]
+                order = (
+                    list(calls)
+                    if rng is None
+                    else [list(calls)[t] for t in rng.permutation(len(calls))]
+                )
                 for curve in order:
                     _, call, number = calls[curve]
                     if rng is None or number > 1:

@@ -3,10 +3,10 @@ config schema."""
 
 from pydantic import model_validator
 
-from qsrank.pipelines import _methods
-from qsrank.pipelines import _schema as S
 from qs.data.voc2007 import CLASSES
 from qs.ssvm.lockstep import VERIFY
+from qsrank.pipelines import _methods
+from qsrank.pipelines import _schema as S
 
 EXPERIMENT = "voc2007_detection"
 
@@ -26,18 +26,63 @@ RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
 
 # Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES
 # order.
-PAPER_AP = dict(zip(CLASSES, [
-    (46.60, 48.18), (48.53, 61.45), (33.31, 36.73), (15.23, 19.66), (6.10, 1.01),
-    (37.01, 49.51), (61.28, 66.78), (38.12, 40.77), (2.71, 3.23), (21.06, 38.52),
-    (14.20, 39.53), (33.55, 36.25), (46.14, 53.86), (29.97, 34.81), (29.58, 30.41),
-    (21.27, 23.03), (11.65, 32.20), (36.66, 42.03), (29.71, 37.10), (27.31, 37.26)]))
+PAPER_AP = dict(
+    zip(
+        CLASSES,
+        [
+            (46.60, 48.18),
+            (48.53, 61.45),
+            (33.31, 36.73),
+            (15.23, 19.66),
+            (6.10, 1.01),
+            (37.01, 49.51),
+            (61.28, 66.78),
+            (38.12, 40.77),
+            (2.71, 3.23),
+            (21.06, 38.52),
+            (14.20, 39.53),
+            (33.55, 36.25),
+            (46.14, 53.86),
+            (29.97, 34.81),
+            (29.58, 30.41),
+            (21.27, 23.03),
+            (11.65, 32.20),
+            (36.66, 42.03),
+            (29.71, 37.10),
+            (27.31, 37.26),
+        ],
+    )
+)
 # Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20
 # classes (s)
 PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
-CLASS_NAMES = dict(zip(CLASSES, [
-    "Aeroplane", "Bicycle", "Bird", "Boat", "Bottle", "Bus", "Car", "Cat", "Chair", "Cow",
-    "Dining-table", "Dog", "Horse", "Motorbike", "Person", "Potted-plant", "Sheep", "Sofa",
-    "Train", "TV-monitor"]))
+CLASS_NAMES = dict(
+    zip(
+        CLASSES,
+        [
+            "Aeroplane",
+            "Bicycle",
+            "Bird",
+            "Boat",
+            "Bottle",
+            "Bus",
+            "Car",
+            "Cat",
+            "Chair",
+            "Cow",
+            "Dining-table",
+            "Dog",
+            "Horse",
+            "Motorbike",
+            "Person",
+            "Potted-plant",
+            "Sheep",
+            "Sofa",
+            "Train",
+            "TV-monitor",
+        ],
+    )
+)
 
 INITS = ("image_means", "random")
 SPLITS = ("trainval", "test")
@@ -47,8 +92,15 @@ C_GRID = [10.0, 100.0, 1000.0]
 #: boxes per image of the training working set when the data are read out of core
 WORKING_SET = 10
 #: the synthetic section's keys that size the data (the others say how features are made)
-GENERATOR_KEYS = ("scale", "boxes_per_image", "n_features", "signal", "noise", "difficult_rate",
-                  "components")
+GENERATOR_KEYS = (
+    "scale",
+    "boxes_per_image",
+    "n_features",
+    "signal",
+    "noise",
+    "difficult_rate",
+    "components",
+)
 
 
 def _c_values(value):
@@ -62,8 +114,11 @@ def _c_values(value):
 
 def _split_paths(value):
     """{trainval: PATH, test: PATH} with two non-empty strings, else a ValueError."""
-    if (not isinstance(value, dict) or set(value) != set(SPLITS)
-            or not all(isinstance(value[k], str) and value[k] for k in SPLITS)):
+    if (
+        not isinstance(value, dict)
+        or set(value) != set(SPLITS)
+        or not all(isinstance(value[k], str) and value[k] for k in SPLITS)
+    ):
         raise ValueError
     return {k: value[k] for k in SPLITS}
 
@@ -85,23 +140,31 @@ class Synthetic(S.Section):
     """The synthetic data's size (qs.data.voc2007.make_voc2007_detection)."""
 
     scale: S.number(low=0, strict=True, high=1, high_strict=False) = S.key(
-        0.5, "fraction of VOC2007's 5011 / 4952 images")
+        0.5, "fraction of VOC2007's 5011 / 4952 images"
+    )
     boxes_per_image: S.number(integer=True, low=2) = S.key(8, "candidate boxes per image")
     n_features: S.number(integer=True, low=1) = S.key(16, "features per box")
     signal: S.number(low=0) = S.key(4.0, "strength of the objects' signal")
     noise: S.number(low=0) = S.key(1.0, "feature noise")
     difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
-        0.1, "fraction of objects marked difficult")
+        0.1, "fraction of objects marked difficult"
+    )
     components: S.number(integer=True, low=0) = S.key(
-        0, "dimension of the images' backgrounds and the objects' appearances, shared by the "
-        "boxes of an image as CNN features are (0: every box independent noise)")
+        0,
+        "dimension of the images' backgrounds and the objects' appearances, shared by the "
+        "boxes of an image as CNN features are (0: every box independent noise)",
+    )
     generated: S.flag() = S.key(
-        False, "generate the box features block by block from the seed on every pass (never "
-        "held: the paper's size without a store) instead of in memory")
+        False,
+        "generate the box features block by block from the seed on every pass (never "
+        "held: the paper's size without a store) instead of in memory",
+    )
     dtype: S.choice(("float32", "float16")) = S.key(
-        "float32", "the generated features' type (generated: true)")
+        "float32", "the generated features' type (generated: true)"
+    )
     chunk_images: S.number(integer=True, low=1) = S.key(
-        4, "images per generated block (generated: true)")
+        4, "images per generated block (generated: true)"
+    )
 
 
 class Config(S.Section):
@@ -109,86 +172,129 @@ class Config(S.Section):
 
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, init and holdout")
-    data: S.custom(_data, "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
-                   "directories of R-CNN .mat feature caches") = S.key(
-        "synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
-    store: S.optional(S.custom(_split_paths, "a mapping {trainval: PATH, test: PATH}, each "
-                               "a box-feature store written by `qsrank load cnn`")) = S.key(
-        None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
+    data: S.custom(
+        _data,
+        "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
+        "directories of R-CNN .mat feature caches",
+    ) = S.key("synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
+    store: S.optional(
+        S.custom(
+            _split_paths,
+            "a mapping {trainval: PATH, test: PATH}, each "
+            "a box-feature store written by `qsrank load cnn`",
+        )
+    ) = S.key(None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
     in_memory_max_gb: S.number(low=0) = S.key(
-        1.0, "a store's features up to this size are loaded in memory, larger read by block")
-    scheduler: S.optional(S.custom(_scheduler, "threads, sync, processes or the address of "
-                                   "a dask.distributed scheduler")) = S.key(
-        None, "where a store read by block is scored: null (Dask's threads), threads, sync, "
-        "processes, or tcp://HOST:PORT")
+        1.0, "a store's features up to this size are loaded in memory, larger read by block"
+    )
+    scheduler: S.optional(
+        S.custom(
+            _scheduler, "threads, sync, processes or the address of a dask.distributed scheduler"
+        )
+    ) = S.key(
+        None,
+        "where a store read by block is scored: null (Dask's threads), threads, sync, "
+        "processes, or tcp://HOST:PORT",
+    )
     synthetic: Synthetic = S.key(Synthetic, "the synthetic data's size")
-    classes: S.names(CLASSES, "object class", lambda v: list(CLASSES) if v == "all" else v) \
-        = S.key(list(CLASSES), "object classes to train (or all)")
+    classes: S.names(CLASSES, "object class", lambda v: list(CLASSES) if v == "all" else v) = S.key(
+        list(CLASSES), "object classes to train (or all)"
+    )
     methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods to train")
     loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
     inference: S.optional(S.choice(INFERENCES)) = S.key(
-        None, "run only the methods of this LAI method")
+        None, "run only the methods of this LAI method"
+    )
     solver: S.choice(("cutting_plane",)) = S.key(
-        "cutting_plane", "the inner solver of the CCCP loop (the only one it has)")
+        "cutting_plane", "the inner solver of the CCCP loop (the only one it has)"
+    )
     init: S.choice(INITS) = S.key(
-        "image_means", "initial boxes of the positive images: image_means (the best box under "
-        "a centroid classifier of whole images) or random (seeded)")
-    C: S.per_key(C_VALUES, LOSSES, {loss: list(C_GRID) for loss in LOSSES},
-                 "a C value > 0 or a non-empty list of them") = S.key(
-        list(C_GRID), "a number, a grid (the best detection AP on a held-out part of "
-        "trainval), or one such per loss")
+        "image_means",
+        "initial boxes of the positive images: image_means (the best box under "
+        "a centroid classifier of whole images) or random (seeded)",
+    )
+    C: S.per_key(
+        C_VALUES,
+        LOSSES,
+        {loss: list(C_GRID) for loss in LOSSES},
+        "a C value > 0 or a non-empty list of them",
+    ) = S.key(
+        list(C_GRID),
+        "a number, a grid (the best detection AP on a held-out part of "
+        "trainval), or one such per loss",
+    )
     validation_fraction: S.number(low=0, strict=True, high=1) = S.key(
-        0.25, "the stratified part of trainval held out to choose C")
+        0.25, "the stratified part of trainval held out to choose C"
+    )
     tol: S.number(low=0, strict=True) = S.key(1e-3, "cutting-plane tolerance")
     max_iter: S.number(integer=True, low=1) = S.key(
-        20000, "cutting-plane iterations per outer step")
+        20000, "cutting-plane iterations per outer step"
+    )
     max_outer: S.number(integer=True, low=1) = S.key(400, "most outer (CCCP) steps")
     lai_repeats: S.number(integer=True, low=0) = S.key(
-        7, "rounds in which each training's recorded LAI calls are timed again (Table 5's "
-        "time ratios: median and range over rounds); 0: none; not with lockstep")
-    min_outer: S.per_key(S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2},
-                         "an integer >= 1", int) = S.key(
-        2, "fewest outer steps, a number or one per loss (the released code: 2)")
+        7,
+        "rounds in which each training's recorded LAI calls are timed again (Table 5's "
+        "time ratios: median and range over rounds); 0: none; not with lockstep",
+    )
+    min_outer: S.per_key(
+        S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2}, "an integer >= 1", int
+    ) = S.key(2, "fewest outer steps, a number or one per loss (the released code: 2)")
     nms_threshold: S.number(low=0, high=1, high_strict=False) = S.key(
-        0.3, "IoU above which a lower-scoring box of the same image is dropped")
+        0.3, "IoU above which a lower-scoring box of the same image is dropped"
+    )
     working_set: S.optional(S.number(integer=True, low=0)) = S.key(
-        None, "boxes per image held in memory between passes over every box in training "
+        None,
+        "boxes per image held in memory between passes over every box in training "
         "(exact; 0: none, every LAI call scores every box); null: 10 for a store read out of "
-        "core, 0 otherwise")
+        "core, 0 otherwise",
+    )
     lockstep: S.flag() = S.key(
-        False, "train every class of a loss together: per round, each class's inner problem "
+        False,
+        "train every class of a loss together: per round, each class's inner problem "
         "on its working set, then one pass over all boxes for all classes (needs one C per "
-        "loss); resumable per round")
+        "loss); resumable per round",
+    )
     verify: S.choice(VERIFY) = S.key(
-        "path", "lockstep: what a pass checks, every weight vector of the inner solve "
-        "(path: the in-memory models) or its last (step: each step's optimum, fewer products)")
+        "path",
+        "lockstep: what a pass checks, every weight vector of the inner solve "
+        "(path: the in-memory models) or its last (step: each step's optimum, fewer products)",
+    )
     blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
-        1, "BLAS threads while training and scoring (null: the library's)")
+        1, "BLAS threads while training and scoring (null: the library's)"
+    )
     force: S.flag() = S.key(False, "retrain finished class x method runs")
 
     @model_validator(mode="after")
     def _consistent(self):
         if self.scheduler is not None and self.store is None and not self.synthetic.generated:
-            raise ValueError("scheduler applies to data read from stores (store: {trainval: "
-                             "PATH, test: PATH}) or generated (synthetic: {generated: true}); "
-                             "the data in memory are scored in memory")
+            raise ValueError(
+                "scheduler applies to data read from stores (store: {trainval: "
+                "PATH, test: PATH}) or generated (synthetic: {generated: true}); "
+                "the data in memory are scored in memory"
+            )
         if self.store is not None and self.data != "synthetic":
-            raise ValueError("give either data (synthetic or R-CNN cache directories) or "
-                             "store, not both")
+            raise ValueError(
+                "give either data (synthetic or R-CNN cache directories) or store, not both"
+            )
         cfg = self.model_dump()
         if self.lockstep and any(len(cfg["C"][loss]) > 1 for loss in LOSSES):
-            raise ValueError("lockstep trains every class at once and needs one C per loss "
-                             "(a grid chooses C per class on a held-out part that differs by "
-                             "class); give C as a number or one per loss")
+            raise ValueError(
+                "lockstep trains every class at once and needs one C per loss "
+                "(a grid chooses C per class on a held-out part that differs by "
+                "class); give C as a number or one per loss"
+            )
         if self.synthetic.generated and (self.store is not None or self.data != "synthetic"):
-            raise ValueError("synthetic.generated applies to synthetic data only (data: "
-                             "synthetic, no store)")
+            raise ValueError(
+                "synthetic.generated applies to synthetic data only (data: synthetic, no store)"
+            )
         if not selected_methods(cfg):
             raise ValueError(
                 f"no method of {cfg['methods']} has "
-                + " and ".join(f"{k} {cfg[k]!r}" for k in ("loss", "inference")
-                               if cfg[k] is not None)
-                + f" (methods: {', '.join(f'{m} = {l}/{i}' for m, (l, i) in METHODS.items())})")
+                + " and ".join(
+                    f"{k} {cfg[k]!r}" for k in ("loss", "inference") if cfg[k] is not None
+                )
+                + f" (methods: {', '.join(f'{m} = {los}/{i}' for m, (los, i) in METHODS.items())})"
+            )
         return self
 
 

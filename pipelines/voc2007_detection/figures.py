@@ -2,6 +2,7 @@
 
 import numpy as np
 from matplotlib.figure import Figure
+
 from qsrank.pipelines._io import save_figure
 from qsrank.pipelines.voc2007_detection.config import METHODS
 
@@ -9,8 +10,7 @@ from qsrank.pipelines.voc2007_detection.config import METHODS
 def plot(t5, lt, stem, synthetic):
     """Two panels: test AP per class (0-1 vs AP loss), and total LAI time per class of each
     AP method (log scale). Writes stem.png and stem.pdf."""
-    tag = (" (synthetic look-alike of VOC2007 detection)" if synthetic
-           else " (VOC2007 box features)")
+    tag = " (synthetic look-alike of VOC2007 detection)" if synthetic else " (VOC2007 box features)"
     panels = 2 if not lt.empty else 1
     fig = Figure(figsize=(11, 3.6 * panels), layout="constrained")
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
@@ -19,19 +19,29 @@ def plot(t5, lt, stem, synthetic):
         axes[0].bar(x + (k - 0.5) * 0.4, t5[col], width=0.4, label=label, color=f"C{k}")
     axes[0].set_xticks(x, t5["class"], rotation=45, ha="right", fontsize="small")
     axes[0].set(ylabel="test detection AP (%)", title=f"Table 5: latent SVMs{tag}")
-    axes[0].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
-                       frameon=False)
+    axes[0].legend(
+        fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3, frameon=False
+    )
     if panels == 2:
         methods = [m for m in METHODS if m in lt.columns]
         names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
         xl = np.arange(len(lt))
         width = 0.8 / len(methods)
         for k, m in enumerate(methods):
-            axes[1].bar(xl + (k - (len(methods) - 1) / 2) * width, lt[m], width=width,
-                        label=names[m], color=f"C{k + 2}")
+            axes[1].bar(
+                xl + (k - (len(methods) - 1) / 2) * width,
+                lt[m],
+                width=width,
+                label=names[m],
+                color=f"C{k + 2}",
+            )
         axes[1].set_xticks(xl, lt["class"], rotation=45, ha="right", fontsize="small")
-        axes[1].set(yscale="log", ylabel="total LAI time in training (s)",
-                    title=f"AP-SVM training: LAI time per class{tag}")
-        axes[1].legend(fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3,
-                       frameon=False)
+        axes[1].set(
+            yscale="log",
+            ylabel="total LAI time in training (s)",
+            title=f"AP-SVM training: LAI time per class{tag}",
+        )
+        axes[1].legend(
+            fontsize="small", loc="lower right", bbox_to_anchor=(1, 1), ncols=3, frameon=False
+        )
     return save_figure(fig, stem)

@@ -7,9 +7,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qs.data.voc2007 import CLASSES
 from qsrank.pipelines._io import atomic_path, read_csv, run_data_note, write_csv, write_text
 from qsrank.pipelines._replay import ratio_spread, replay_frame, spread_text
-from qsrank.pipelines._tables import CVPR2018, fmt, mark, markdown_table, ours_label, unconverged_note
+from qsrank.pipelines._tables import (
+    CVPR2018,
+    fmt,
+    mark,
+    markdown_table,
+    ours_label,
+    unconverged_note,
+)
 from qsrank.pipelines.voc2007_detection.config import (
     AP_METHODS,
     CLASS_NAMES,
@@ -19,11 +27,27 @@ from qsrank.pipelines.voc2007_detection.config import (
     RATIOS,
 )
 from qsrank.pipelines.voc2007_detection.figures import plot
-from qs.data.voc2007 import CLASSES
 
-TIMING_COLUMNS = ["class", "method", "loss", "inference", "C", "n_images", "n_pos", "n_boxes",
-                  "lai_calls", "lai_time_s", "train_s", "n_outer", "n_iter", "converged",
-                  "passes", "working_set", "test_ap", "w_sha256"]
+TIMING_COLUMNS = [
+    "class",
+    "method",
+    "loss",
+    "inference",
+    "C",
+    "n_images",
+    "n_pos",
+    "n_boxes",
+    "lai_calls",
+    "lai_time_s",
+    "train_s",
+    "n_outer",
+    "n_iter",
+    "converged",
+    "passes",
+    "working_set",
+    "test_ap",
+    "w_sha256",
+]
 
 
 #: timings.csv's column of each training's median replayed total (absent from older runs)
@@ -33,16 +57,19 @@ REPLAY_MEDIAN = "lai_replay_median_s"
 def timings_frame(records):
     """One row per class x method, in class then method order; ``lai_replay_s`` holds each
     training's replayed totals (a list, empty when not replayed)."""
-    rows = [{**{c: r.get(c) for c in TIMING_COLUMNS},
-             "lai_replay_s": list(r.get("lai_replay_s") or []),
-             REPLAY_MEDIAN: (float(np.median(r["lai_replay_s"])) if r.get("lai_replay_s")
-                             else None)} for r in records]
+    rows = [
+        {
+            **{c: r.get(c) for c in TIMING_COLUMNS},
+            "lai_replay_s": list(r.get("lai_replay_s") or []),
+            REPLAY_MEDIAN: (float(np.median(r["lai_replay_s"])) if r.get("lai_replay_s") else None),
+        }
+        for r in records
+    ]
     frame = pd.DataFrame(rows, columns=[*TIMING_COLUMNS, "lai_replay_s", REPLAY_MEDIAN])
     if frame.empty:
         return frame
     order = {**{m: i for i, m in enumerate(METHODS)}, **{c: i for i, c in enumerate(CLASSES)}}
-    return frame.sort_values(["class", "method"], key=lambda s: s.map(order)) \
-        .reset_index(drop=True)
+    return frame.sort_values(["class", "method"], key=lambda s: s.map(order)).reset_index(drop=True)
 
 
 def ap_table(frame):
@@ -54,16 +81,31 @@ def ap_table(frame):
         ap = [m for m in AP_METHODS if m in mine.index]
         if "0-1" not in mine.index and not ap:
             continue
-        rows.append({
-            "class": cls, "object_class": CLASS_NAMES[cls],
-            "ap_0-1": 100 * mine.loc["0-1", "test_ap"] if "0-1" in mine.index else np.nan,
-            "ap_ap": 100 * mine.loc[ap[0], "test_ap"] if ap else np.nan,
-            "paper_ap_0-1": PAPER_AP[cls][0], "paper_ap_ap": PAPER_AP[cls][1],
-            "ap_methods": " ".join(m for m in METHODS if m in ap),
-            "ap_models_identical": mine.loc[ap, "w_sha256"].nunique() == 1 if ap else None})
-    return pd.DataFrame(rows, columns=["class", "object_class", "ap_0-1", "ap_ap",
-                                       "paper_ap_0-1", "paper_ap_ap", "ap_methods",
-                                       "ap_models_identical"])
+        rows.append(
+            {
+                "class": cls,
+                "object_class": CLASS_NAMES[cls],
+                "ap_0-1": 100 * mine.loc["0-1", "test_ap"] if "0-1" in mine.index else np.nan,
+                "ap_ap": 100 * mine.loc[ap[0], "test_ap"] if ap else np.nan,
+                "paper_ap_0-1": PAPER_AP[cls][0],
+                "paper_ap_ap": PAPER_AP[cls][1],
+                "ap_methods": " ".join(m for m in METHODS if m in ap),
+                "ap_models_identical": mine.loc[ap, "w_sha256"].nunique() == 1 if ap else None,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "class",
+            "object_class",
+            "ap_0-1",
+            "ap_ap",
+            "paper_ap_0-1",
+            "paper_ap_ap",
+            "ap_methods",
+            "ap_models_identical",
+        ],
+    )
 
 
 def lai_table(frame):
@@ -97,15 +139,31 @@ def ratios(frame):
         a, b = a.loc[shared], b.loc[shared]
         spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
         paper = PAPER_LAI_S[slow] / PAPER_LAI_S[fast] if fast in PAPER_LAI_S else None
-        rows.append({"ratio": f"{slow} / {fast}",
-                     "total_time": a["lai_time_s"].mean() / b["lai_time_s"].mean(),
-                     "replay_median": spread[0], "replay_min": spread[1],
-                     "replay_max": spread[2],
-                     "replay_rounds": min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]])),
-                     "paper_total_time": paper, "n_classes": len(shared)})
-    return pd.DataFrame(rows, columns=["ratio", "total_time", "replay_median", "replay_min",
-                                       "replay_max", "replay_rounds", "paper_total_time",
-                                       "n_classes"])
+        rows.append(
+            {
+                "ratio": f"{slow} / {fast}",
+                "total_time": a["lai_time_s"].mean() / b["lai_time_s"].mean(),
+                "replay_median": spread[0],
+                "replay_min": spread[1],
+                "replay_max": spread[2],
+                "replay_rounds": min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]])),
+                "paper_total_time": paper,
+                "n_classes": len(shared),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "ratio",
+            "total_time",
+            "replay_median",
+            "replay_min",
+            "replay_max",
+            "replay_rounds",
+            "paper_total_time",
+            "n_classes",
+        ],
+    )
 
 
 def _replay_md(rt, ours):
@@ -114,31 +172,60 @@ def _replay_md(rt, ours):
         return ""
     k = int(rt["replay_rounds"].min())
     names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
-    rows = [[" / ".join(names[m] for m in r.ratio.split(" / ")), fmt(r.total_time, 1),
-             spread_text((r.replay_median, r.replay_min, r.replay_max), r.replay_rounds),
-             fmt(r.paper_total_time, 1)] for r in rt.itertuples()]
-    return "\n\n".join([
-        (f"Replayed {k}x: each training's LAI calls, recorded as the solver made them, timed "
-         f"again in {k} rounds apart from training (the same score vectors in the same "
-         "order); a ratio of the mean totals over classes, round by round: its median over "
-         "rounds and range (min-max)."),
-        markdown_table(["ratio", f"total time, {ours}",
-                        f"total time, {ours}, replayed {k}x: median (min-max)",
-                        "total time, paper"], rows)])
+    rows = [
+        [
+            " / ".join(names[m] for m in r.ratio.split(" / ")),
+            fmt(r.total_time, 1),
+            spread_text((r.replay_median, r.replay_min, r.replay_max), r.replay_rounds),
+            fmt(r.paper_total_time, 1),
+        ]
+        for r in rt.itertuples()
+    ]
+    return "\n\n".join(
+        [
+            (
+                f"Replayed {k}x: each training's LAI calls, recorded as the solver made them, timed "
+                f"again in {k} rounds apart from training (the same score vectors in the same "
+                "order); a ratio of the mean totals over classes, round by round: its median over "
+                "rounds and range (min-max)."
+            ),
+            markdown_table(
+                [
+                    "ratio",
+                    f"total time, {ours}",
+                    f"total time, {ours}, replayed {k}x: median (min-max)",
+                    "total time, paper",
+                ],
+                rows,
+            ),
+        ]
+    )
 
 
 def _ap_md(t5, ours, early=frozenset()):
     """Table 5 as Markdown; `early`: the (class, loss) pairs with a training that stopped
     before converging, whose cells are marked."""
-    rows = [[r["object_class"], mark(fmt(r["ap_0-1"], 2), (r["class"], "01") in early),
-             mark(fmt(r["ap_ap"], 2), (r["class"], "ap") in early),
-             fmt(r["paper_ap_0-1"], 2), fmt(r["paper_ap_ap"], 2)] for _, r in t5.iterrows()]
+    rows = [
+        [
+            r["object_class"],
+            mark(fmt(r["ap_0-1"], 2), (r["class"], "01") in early),
+            mark(fmt(r["ap_ap"], 2), (r["class"], "ap") in early),
+            fmt(r["paper_ap_0-1"], 2),
+            fmt(r["paper_ap_ap"], 2),
+        ]
+        for _, r in t5.iterrows()
+    ]
     if len(t5):
         means = t5[["ap_0-1", "ap_ap", "paper_ap_0-1", "paper_ap_ap"]].mean()
         label = "**mean**" if len(t5) == len(CLASSES) else f"**mean** ({len(t5)} classes)"
         rows.append([label, *(fmt(means[c], 2) for c in means.index)])
-    header = ["Object category", f"0-1 loss, {ours}", f"AP loss, {ours}", "0-1 loss, paper",
-              "AP loss, paper"]
+    header = [
+        "Object category",
+        f"0-1 loss, {ours}",
+        f"AP loss, {ours}",
+        "0-1 loss, paper",
+        "AP loss, paper",
+    ]
     return markdown_table(header, rows)
 
 
@@ -149,70 +236,107 @@ def _identical_line(t5):
     same = checked["ap_models_identical"].astype(bool)
     names = ", ".join(dict.fromkeys(m for ms in checked["ap_methods"] for m in ms.split()))
     if same.all():
-        return (f"Exact LAI: {names} trained bit-identical weights for every one of the "
-                f"{len(checked)} classes trained with more than one of them.")
+        return (
+            f"Exact LAI: {names} trained bit-identical weights for every one of the "
+            f"{len(checked)} classes trained with more than one of them."
+        )
     bad = ", ".join(checked.loc[~same, "class"])
-    return (f"**Warning**: {names} should train identical weights (all are exact), but their "
-            f"weights differ for {bad}; the AP column shows {AP_METHODS[0]} where present.")
+    return (
+        f"**Warning**: {names} should train identical weights (all are exact), but their "
+        f"weights differ for {bad}; the AP column shows {AP_METHODS[0]} where present."
+    )
 
 
 def _lai_md(lt, ours, early=frozenset()):
     methods = [m for m in METHODS if m in lt.columns]
     names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
     ratios = [c for c in (f"{a} / {b}" for a, b in RATIOS) if c in lt.columns]
-    header = ["Object category", *(f"{names[m]} (s)" for m in methods),
-              *(" / ".join(names[p] for p in r.split(" / ")) for r in ratios), "LAI calls"]
+    header = [
+        "Object category",
+        *(f"{names[m]} (s)" for m in methods),
+        *(" / ".join(names[p] for p in r.split(" / ")) for r in ratios),
+        "LAI calls",
+    ]
     share = "lai_share_ap" in lt.columns
     if share:
         header.append("LAI share of training (Yue)")
     rows = []
     for _, r in lt.iterrows():
-        row = [CLASS_NAMES[r["class"]],
-               *(mark(fmt(r[m], 4), (r["class"], m) in early) for m in methods),
-               *(fmt(r[c], 1) for c in ratios), fmt(r["lai_calls"], 0)]
+        row = [
+            CLASS_NAMES[r["class"]],
+            *(mark(fmt(r[m], 4), (r["class"], m) in early) for m in methods),
+            *(fmt(r[c], 1) for c in ratios),
+            fmt(r["lai_calls"], 0),
+        ]
         rows.append(row + ([f"{100 * r['lai_share_ap']:.0f}%"] if share else []))
     means = lt[methods].mean()
-    mean_ratio = {f"{a} / {b}": means[a] / means[b] for a, b in RATIOS
-                  if a in means and b in means}
-    label = f"**mean**, {ours}" if len(lt) == len(CLASSES) else \
-        f"**mean** ({len(lt)} classes), {ours}"
-    rows.append([label, *(fmt(means[m], 4) for m in methods),
-                 *(fmt(mean_ratio[c], 1) for c in ratios), fmt(lt["lai_calls"].mean(), 0)]
-                + ([f"{100 * lt['lai_share_ap'].mean():.0f}%"] if share else []))
+    mean_ratio = {f"{a} / {b}": means[a] / means[b] for a, b in RATIOS if a in means and b in means}
+    label = (
+        f"**mean**, {ours}" if len(lt) == len(CLASSES) else f"**mean** ({len(lt)} classes), {ours}"
+    )
+    rows.append(
+        [
+            label,
+            *(fmt(means[m], 4) for m in methods),
+            *(fmt(mean_ratio[c], 1) for c in ratios),
+            fmt(lt["lai_calls"].mean(), 0),
+        ]
+        + ([f"{100 * lt['lai_share_ap'].mean():.0f}%"] if share else [])
+    )
     paper = {m: PAPER_LAI_S.get(m) for m in methods}
-    rows.append(["**paper** (mean over 20 classes)", *(fmt(paper[m], 4) for m in methods),
-                 *(fmt(PAPER_LAI_S[r.split(' / ')[0]] / PAPER_LAI_S[r.split(' / ')[1]], 1)
-                   if r == "ap / ap_qs" else "" for r in ratios), ""]
-                + ([""] if share else []))
+    rows.append(
+        [
+            "**paper** (mean over 20 classes)",
+            *(fmt(paper[m], 4) for m in methods),
+            *(
+                fmt(PAPER_LAI_S[r.split(" / ")[0]] / PAPER_LAI_S[r.split(" / ")[1]], 1)
+                if r == "ap / ap_qs"
+                else ""
+                for r in ratios
+            ),
+            "",
+        ]
+        + ([""] if share else [])
+    )
     return markdown_table(header, rows)
 
 
 INIT_TEXT = {
-    "image_means": ("each positive image's best box under the difference between the mean box "
-                    "feature of the positive and of the negative images"),
-    "random": "a random box per positive image (seed {seed})"}
+    "image_means": (
+        "each positive image's best box under the difference between the mean box "
+        "feature of the positive and of the negative images"
+    ),
+    "random": "a random box per positive image (seed {seed})",
+}
 
 
 def _setting_line(cfg, frame):
-    Cs = ", ".join(f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
-                   for loss, g in frame.groupby("loss", sort=False))
+    Cs = ", ".join(
+        f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
+        for loss, g in frame.groupby("loss", sort=False)
+    )
     grids = {loss: cfg["C"][loss] for loss in dict.fromkeys(frame["loss"])}
     if any(len(g) > 1 for g in grids.values()):
-        how = ("; ".join(f"{loss} from {{{', '.join(f'{c:g}' for c in g)}}}"
-                         for loss, g in grids.items())
-               + f", per class by detection AP on a stratified "
-               f"{100 * cfg['validation_fraction']:g}% of trainval held out, then trained on "
-               "all of trainval")
+        how = (
+            "; ".join(
+                f"{loss} from {{{', '.join(f'{c:g}' for c in g)}}}" for loss, g in grids.items()
+            )
+            + f", per class by detection AP on a stratified "
+            f"{100 * cfg['validation_fraction']:g}% of trainval held out, then trained on "
+            "all of trainval"
+        )
         Cs = f"{Cs} (chosen: {how})"
     n_conv = int(frame["converged"].sum())
     low = ", ".join(f"{loss}: {cfg['min_outer'][loss]}" for loss in dict.fromkeys(frame["loss"]))
     init = INIT_TEXT[cfg["init"]].format(seed=cfg["seed"])
-    return (f"Latent SVM by CCCP around the 1-slack cutting plane (tol {cfg['tol']:g}, at most "
-            f"{cfg['max_iter']} iterations per outer step, at least {low} and at most "
-            f"{cfg['max_outer']} outer steps), C {Cs}. Initial boxes, the same for both "
-            f"losses: {init}. {n_conv} of {len(frame)} trainings converged. Test: every box "
-            f"scored, per-image NMS at IoU {cfg['nms_threshold']:g}, VOC2007 detection AP "
-            "(11-point, IoU >= 0.5, difficult objects ignored).")
+    return (
+        f"Latent SVM by CCCP around the 1-slack cutting plane (tol {cfg['tol']:g}, at most "
+        f"{cfg['max_iter']} iterations per outer step, at least {low} and at most "
+        f"{cfg['max_outer']} outer steps), C {Cs}. Initial boxes, the same for both "
+        f"losses: {init}. {n_conv} of {len(frame)} trainings converged. Test: every box "
+        f"scored, per-image NMS at IoU {cfg['nms_threshold']:g}, VOC2007 detection AP "
+        "(11-point, IoU >= 0.5, difficult objects ignored)."
+    )
 
 
 def write_tables(out, records, cfg, note, synthetic):
@@ -226,27 +350,34 @@ def write_tables(out, records, cfg, note, synthetic):
     t5, lt = ap_table(frame), lai_table(frame)
     with atomic_path(out / "results.csv") as tmp:
         t5.assign(data=note).to_csv(tmp, index=False)
-    parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM",
-             note]
+    parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM", note]
     early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
     if not frame.empty:
-        parts += [_setting_line(cfg, frame),
-                  (f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about "
-                   "2000 selective-search boxes with 4096-d CNN features)."),
-                  _ap_md(t5, ours, set(zip(early["class"], early["loss"]))),
-                  unconverged_note(len(early)), _identical_line(t5)]
+        parts += [
+            _setting_line(cfg, frame),
+            (
+                f"Paper: {CVPR2018}, Table 5 (VOC2007 test, 5011 trainval images of about "
+                "2000 selective-search boxes with 4096-d CNN features)."
+            ),
+            _ap_md(t5, ours, set(zip(early["class"], early["loss"]))),
+            unconverged_note(len(early)),
+            _identical_line(t5),
+        ]
     if not lt.empty:
         parts += [
             "## Total loss-augmented inference time per class during training (s)",
-            ("Ours: total wall time of the LAI calls of one AP-SVM training per class and "
-             "method, timed once in training (numba warmed up beforehand; the methods run one "
-             "after another on this machine, so load changes between them show; the replayed "
-             f"ratios below repeat the timing). Paper: {CVPR2018}, Section 4.2, total LAI time "
-             "averaged over the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
-             "QS O(N log P), so the ratio grows with the number of images: at fewer images "
-             "than the paper's it is smaller."),
+            (
+                "Ours: total wall time of the LAI calls of one AP-SVM training per class and "
+                "method, timed once in training (numba warmed up beforehand; the methods run one "
+                "after another on this machine, so load changes between them show; the replayed "
+                f"ratios below repeat the timing). Paper: {CVPR2018}, Section 4.2, total LAI time "
+                "averaged over the 20 classes, at 5011 trainval images. Yue's method costs O(N P) per call and "
+                "QS O(N log P), so the ratio grows with the number of images: at fewer images "
+                "than the paper's it is smaller."
+            ),
             _lai_md(lt, ours, set(zip(early["class"], early["method"]))),
-            _replay_md(rt, ours)]
+            _replay_md(rt, ours),
+        ]
     write_text(out / "table5.md", "\n\n".join(filter(None, parts)) + "\n")
     if not frame.empty:
         plot(t5, lt, out / "figure", synthetic)
@@ -254,8 +385,9 @@ def write_tables(out, records, cfg, note, synthetic):
 
 def redraw(run_dir, kind="tables"):
     """Redraw figure.png and .pdf of a run from its timings.csv; return their paths."""
-    frame = timings_frame(read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
-                          .to_dict("records"))
+    frame = timings_frame(
+        read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS).to_dict("records")
+    )
     if frame.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no trainings to plot")
     synthetic = "Our numbers are synthetic" in run_data_note(run_dir)

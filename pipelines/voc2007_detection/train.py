@@ -7,6 +7,10 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
+from qs.data.voc2007 import CLASSES
+from qs.detection import dask_scheduler
+from qs.estimators import LatentRankSVM
+from qs.metrics import voc_detection_ap
 from qsrank.pipelines import _methods
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
@@ -29,10 +33,6 @@ from qsrank.pipelines.voc2007_detection.data import (
     load_data,
 )
 from qsrank.pipelines.voc2007_detection.tables import write_tables
-from qs.data.voc2007 import CLASSES
-from qs.detection import dask_scheduler
-from qs.estimators import LatentRankSVM
-from qs.metrics import voc_detection_ap
 
 
 def _blas_threads(n):
@@ -51,28 +51,50 @@ def train_one(cfg, name, train, labels, C, scheduler=None, repeats=0):
     training (the initial boxes are found before the clock starts), with the total LAI time
     of each of `repeats` replays of its recorded calls (`lai_replay_s`)."""
     loss, method = METHODS[name]
-    init = train.mean_difference_boxes(labels, scheduler) if cfg["init"] == "image_means" \
-        else "random"
+    init = (
+        train.mean_difference_boxes(labels, scheduler) if cfg["init"] == "image_means" else "random"
+    )
     k = cfg["working_set"]
     if k is None:
         k = WORKING_SET if train.data is None else 0
     recorder = Recorder() if repeats else None
-    est = LatentRankSVM(loss=loss, inference=method, C=C, tol=cfg["tol"],
-                        max_iter=cfg["max_iter"], max_outer=cfg["max_outer"],
-                        min_outer=cfg["min_outer"][loss], init=init, random_state=cfg["seed"],
-                        scheduler=scheduler, working_set=k or None, lai_callback=recorder)
+    est = LatentRankSVM(
+        loss=loss,
+        inference=method,
+        C=C,
+        tol=cfg["tol"],
+        max_iter=cfg["max_iter"],
+        max_outer=cfg["max_outer"],
+        min_outer=cfg["min_outer"][loss],
+        init=init,
+        random_state=cfg["seed"],
+        scheduler=scheduler,
+        working_set=k or None,
+        lai_callback=recorder,
+    )
     start = time.perf_counter()
     train.fit(est, labels)
     train_s = time.perf_counter() - start
     called = "zero_one" if loss == "01" and method == "auto" else method  # as the estimator
     replayed = replay(recorder.calls, loss, called, repeats) if recorder else []
-    record = {"method": name, "loss": loss, "inference": method, "C": C,
-              "n_images": int(labels.size), "n_pos": int(labels.sum()),
-              "n_boxes": train.n_boxes, "lai_calls": int(est.lai_calls_),
-              "lai_time_s": float(est.lai_time_), "n_outer": int(est.n_outer_),
-              "n_iter": int(est.n_iter_), "converged": bool(est.converged_),
-              "train_s": train_s, "passes": float(est.passes_), "working_set": k,
-              "lai_replay_s": replayed}
+    record = {
+        "method": name,
+        "loss": loss,
+        "inference": method,
+        "C": C,
+        "n_images": int(labels.size),
+        "n_pos": int(labels.sum()),
+        "n_boxes": train.n_boxes,
+        "lai_calls": int(est.lai_calls_),
+        "lai_time_s": float(est.lai_time_),
+        "n_outer": int(est.n_outer_),
+        "n_iter": int(est.n_iter_),
+        "converged": bool(est.converged_),
+        "train_s": train_s,
+        "passes": float(est.passes_),
+        "working_set": k,
+        "lai_replay_s": replayed,
+    }
     return est, record
 
 
@@ -86,8 +108,10 @@ def choose_C(cfg, loss, train, labels, cls, scheduler=None):
     k = CLASSES.index(cls)
     fit_idx, val_idx = holdout(labels, cfg["validation_fraction"], cfg["seed"], k)
     if not train.subset(val_idx).has_object(k):
-        raise ValueError(f"class {cls!r}: choosing C needs ground-truth objects (other than "
-                         "difficult ones) in the held-out trainval images; give C as one number")
+        raise ValueError(
+            f"class {cls!r}: choosing C needs ground-truth objects (other than "
+            "difficult ones) in the held-out trainval images; give C as one number"
+        )
     fit, val = train.subset(fit_idx), train.subset(val_idx)
     scores = {}
     for C in grid:
@@ -118,16 +142,25 @@ def settings(cfg, data):
     """What a class x method training depends on besides the unit: a stored record is reused
     only when these match (the data's contents too). How the data are read (in memory, out
     of core, the scheduler) is not among them: it changes no number."""
-    return {"data": [data[s].source for s in SPLITS],
-            "data_sha256": [data["digests"][s] for s in SPLITS],
-            "seed": cfg["seed"], "init": cfg["init"], "C": cfg["C"],
-            "validation_fraction": float(cfg["validation_fraction"]),
-            "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
-            "max_outer": cfg["max_outer"], "min_outer": cfg["min_outer"],
-            **({} if cfg["lockstep"] else {"lai_repeats": cfg["lai_repeats"]}),
-            "nms_threshold": float(cfg["nms_threshold"]),
-            **({"lockstep": {"verify": cfg["verify"], "working_set": cfg["working_set"]}}
-               if cfg["lockstep"] else {})}
+    return {
+        "data": [data[s].source for s in SPLITS],
+        "data_sha256": [data["digests"][s] for s in SPLITS],
+        "seed": cfg["seed"],
+        "init": cfg["init"],
+        "C": cfg["C"],
+        "validation_fraction": float(cfg["validation_fraction"]),
+        "tol": float(cfg["tol"]),
+        "max_iter": cfg["max_iter"],
+        "max_outer": cfg["max_outer"],
+        "min_outer": cfg["min_outer"],
+        **({} if cfg["lockstep"] else {"lai_repeats": cfg["lai_repeats"]}),
+        "nms_threshold": float(cfg["nms_threshold"]),
+        **(
+            {"lockstep": {"verify": cfg["verify"], "working_set": cfg["working_set"]}}
+            if cfg["lockstep"]
+            else {}
+        ),
+    }
 
 
 def units(cfg, data):
@@ -140,8 +173,7 @@ def units(cfg, data):
 
 def warm_up(cfg, units):
     """Compile (or load) the kernels of the units' LAI methods and of the C grid's method."""
-    _methods.warm_up(METHODS[name] for _, m in units
-                     for name in (m, GRID_METHOD[METHODS[m][0]]))
+    _methods.warm_up(METHODS[name] for _, m in units for name in (m, GRID_METHOD[METHODS[m][0]]))
 
 
 @contextmanager
@@ -150,8 +182,10 @@ def session(run):
     stores, or generated)."""
     cfg, data = run.cfg, run.data
     out_of_core = any(data[s].data is None for s in SPLITS)
-    with _blas_threads(cfg["blas_threads"]), \
-            dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler:
+    with (
+        _blas_threads(cfg["blas_threads"]),
+        dask_scheduler(cfg["scheduler"] if out_of_core else "sync") as scheduler,
+    ):
         run.cache["scheduler"] = scheduler
         yield
 
@@ -170,22 +204,32 @@ def run_unit(run, unit):
     chosen = run.cache.setdefault("chosen", {})  # (class, loss) -> C, once per run
     if (cls, loss) not in chosen:
         chosen[cls, loss] = _chosen_C(cfg, run.store, loss, train, labels, cls, scheduler)
-    est, record = train_one(cfg, name, train, labels, chosen[cls, loss], scheduler,
-                            repeats=cfg["lai_repeats"])
+    est, record = train_one(
+        cfg, name, train, labels, chosen[cls, loss], scheduler, repeats=cfg["lai_repeats"]
+    )
     w = np.append(est.coef_, est.intercept_)
-    record.update({"class": cls,
-                   "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"], scheduler),
-                   "w_sha256": hashlib.sha256(w.tobytes()).hexdigest()})
-    write_npz(run.store.path(f"{cls}__{name}").with_suffix(".npz"),
-              {"coef": est.coef_, "intercept": est.intercept_})
+    record.update(
+        {
+            "class": cls,
+            "test_ap": detection_ap(est, test, cls, cfg["nms_threshold"], scheduler),
+            "w_sha256": hashlib.sha256(w.tobytes()).hexdigest(),
+        }
+    )
+    write_npz(
+        run.store.path(f"{cls}__{name}").with_suffix(".npz"),
+        {"coef": est.coef_, "intercept": est.intercept_},
+    )
     return record
 
 
 def write(run, records):
     """Table 5 from every class x method record of the directory made under these settings
     (an earlier run's other classes included)."""
-    records = [r for r in run.store.records("*__*.json") if r.get("method") in METHODS
-               and r.get("class") in CLASSES]
+    records = [
+        r
+        for r in run.store.records("*__*.json")
+        if r.get("method") in METHODS and r.get("class") in CLASSES
+    ]
     splits = _splits(run.data)
     write_tables(run.out, records, run.cfg, data_note(splits), is_synthetic(splits))
 
@@ -196,13 +240,26 @@ def _chosen_C(cfg, store, loss, train, labels, cls, scheduler):
     record = None if cfg["force"] else store.get(key)
     if record is None:
         C, scores = choose_C(cfg, loss, train, labels, cls, scheduler)
-        record = {"class": cls, "loss": loss, "C": C,
-                  "validation_ap": {f"{c:g}": ap for c, ap in scores.items()}}
+        record = {
+            "class": cls,
+            "loss": loss,
+            "C": C,
+            "validation_ap": {f"{c:g}": ap for c, ap in scores.items()},
+        }
         store.put(key, record)
     return record["C"]
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
-                  units=units, run_unit=run_unit, write=write, warm_up=warm_up,
-                  note=lambda cfg, data: data_note(_splits(data)), session=session,
-                  unit_label="run")
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_checked,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    warm_up=warm_up,
+    note=lambda cfg, data: data_note(_splits(data)),
+    session=session,
+    unit_label="run",
+)

@@ -11,5 +11,15 @@ from qsrank.pipelines.voc2011_actions.figures import redraw
 from qsrank.pipelines.voc2011_actions.tables import ratios
 from qsrank.pipelines.voc2011_actions.train import SPEC, cross_validate, train_one
 
-__all__ = ["FIGURES", "FIGURE_PRESETS", "SPEC", "cross_validate", "figure_methods",
-           "figure_sizes", "load_data", "ratios", "redraw", "train_one"]
+__all__ = [
+    "FIGURES",
+    "FIGURE_PRESETS",
+    "SPEC",
+    "cross_validate",
+    "figure_methods",
+    "figure_sizes",
+    "load_data",
+    "ratios",
+    "redraw",
+    "train_one",
+]

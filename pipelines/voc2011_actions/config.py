@@ -3,11 +3,11 @@ of every key (Tables 1-4; Figures 2-3 under `figures`), and the selections it im
 
 from pydantic import model_validator
 
+from qs.data import ACTIONS
+from qs.ssvm import SOLVERS
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._sizes import size_pairs
-from qs.data import ACTIONS
-from qs.ssvm import SOLVERS
 
 EXPERIMENT = "voc2011_actions"
 
@@ -34,8 +34,11 @@ VARIES = ("total", "negatives", "positives")  # the paper's panel order
 # loss: for 0-1 the slack is the mean hinge, so C = LinearSVC's C x n_samples.
 FIXED_C = {"01": 100.0, "ap": 1000.0, "ndcg": 10.0}
 
-SIZE_KEYS = {"negatives": ("fixed", "values"), "positives": ("fixed", "values"),
-             "total": ("neg_per_pos", "values")}
+SIZE_KEYS = {
+    "negatives": ("fixed", "values"),
+    "positives": ("fixed", "values"),
+    "total": ("neg_per_pos", "values"),
+}
 
 FIGURE_PRESETS = {
     # class phoning has 227 trainval positives and, in the synthetic set, 3085 trainval
@@ -61,8 +64,11 @@ def _all_classes(value):
 def _data(value):
     if value == "synthetic":
         return value
-    if (not isinstance(value, dict) or set(value) != {"trainval", "test"}
-            or not all(isinstance(v, str) and v for v in value.values())):
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"trainval", "test"}
+        or not all(isinstance(v, str) and v for v in value.values())
+    ):
         raise ValueError
     return {"trainval": value["trainval"], "test": value["test"]}
 
@@ -72,8 +78,9 @@ C_OR_CV = S.either(PER_LOSS, "cv")
 
 
 class Grid(S.Section):
-    zero_one: S.c_grid() = S.key([1.0, 10.0, 100.0, 1000.0, 10000.0], "C values of the 0-1 SVM",
-                                 name="01")
+    zero_one: S.c_grid() = S.key(
+        [1.0, 10.0, 100.0, 1000.0, 10000.0], "C values of the 0-1 SVM", name="01"
+    )
     ap: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the AP-SVM")
     ndcg: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the NDCG-SVM")
 
@@ -83,29 +90,37 @@ class CV(S.Section):
     grid: Grid = S.key(Grid, "per loss, the C values tried")
 
 
-PRESETS_EXPECTED = ("per preset name, a mapping of negatives and positives ({fixed, values}) "
-                    "and total ({neg_per_pos, values}) to counts >= 1")
+PRESETS_EXPECTED = (
+    "per preset name, a mapping of negatives and positives ({fixed, values}) "
+    "and total ({neg_per_pos, values}) to counts >= 1"
+)
 
 
 class Figures(S.Section):
     """Figures 2-3 (`qsrank bench --experiment voc2011_actions`)."""
 
-    class_: S.choice(ACTIONS) = S.key("phoning", "the action class whose boxes are subsampled",
-                                      name="class")
+    class_: S.choice(ACTIONS) = S.key(
+        "phoning", "the action class whose boxes are subsampled", name="class"
+    )
     vary: S.choice(VARIES) = S.key("negatives", "which count grows")
     loss: S.choice(("ap", "ndcg", "all")) = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
     methods: S.optional(S.names(METHODS, "method")) = S.key(
-        None, "null: the paper's curves of each figure")
+        None, "null: the paper's curves of each figure"
+    )
     preset: S.text() = S.key("paper", "the sizes: a name in figures.presets")
     repeats: S.number(integer=True, low=1) = S.key(
-        3, "trainings per point; the fastest one's total LAI time is plotted")
+        3, "trainings per point; the fastest one's total LAI time is plotted"
+    )
     pool: S.choice(("trainval", "trainval+test")) = S.key(
-        "trainval", "boxes to subsample from (trainval+test for more)")
+        "trainval", "boxes to subsample from (trainval+test for more)"
+    )
     C: S.optional(PER_LOSS) = S.key(
         {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
-        "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'")
+        "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'",
+    )
     presets: S.presets(FIGURE_PRESETS, SIZE_KEYS, {"values": COUNTS}, PRESETS_EXPECTED) = S.key(
-        FIGURE_PRESETS, "per preset and vary: the count that stays and the varied counts")
+        FIGURE_PRESETS, "per preset and vary: the count that stays and the varied counts"
+    )
 
 
 class Config(S.Section):
@@ -113,27 +128,35 @@ class Config(S.Section):
 
     experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, subsampling and CV folds")
-    data: S.custom(_data, "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
-                   "poselet list file or an .npz cache from `qsrank load poselet --out`") = S.key(
-        "synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
+    data: S.custom(
+        _data,
+        "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
+        "poselet list file or an .npz cache from `qsrank load poselet --out`",
+    ) = S.key("synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
     features_dir: S.optional(S.text()) = S.key(
-        None, "feature files of list-file data; null: beside each list file")
+        None, "feature files of list-file data; null: beside each list file"
+    )
     max_boxes: S.optional(S.number(integer=True, low=2)) = S.key(
-        None, "keep at most this many boxes of each split (seeded; for quick looks)")
+        None, "keep at most this many boxes of each split (seeded; for quick looks)"
+    )
     classes: S.names(ACTIONS, "action class", _all_classes) = S.key(
-        list(ACTIONS), "action classes to train (or all)")
+        list(ACTIONS), "action classes to train (or all)"
+    )
     methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
     loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
     inference: S.optional(S.choice(INFERENCES)) = S.key(
-        None, "run only the methods of this LAI method")
+        None, "run only the methods of this LAI method"
+    )
     solver: S.choice(SOLVERS) = S.key("cutting_plane", "structured SVM solver")
     C: C_OR_CV = S.key(dict(FIXED_C), "a number, one per loss, or cv (folds over cv.grid)")
     cv: CV = S.key(CV, "cross-validation of C (C: cv)")
     tol: S.number(low=0) = S.key(1e-3, "the solver's stopping tolerance")
     max_iter: S.number(integer=True, low=1) = S.key(1000, "the solver's most iterations")
     lai_repeats: S.number(integer=True, low=0) = S.key(
-        7, "rounds in which each training's recorded LAI calls are timed again (Table 1's "
-        "ratios: median and range over rounds); 0: none")
+        7,
+        "rounds in which each training's recorded LAI calls are timed again (Table 1's "
+        "ratios: median and range over rounds); 0: none",
+    )
     force: S.flag() = S.key(False, "retrain finished class x method runs")
     figures: Figures = S.key(Figures, "Figures 2-3: LAI time in training as the data grow")
 
@@ -145,14 +168,18 @@ class Config(S.Section):
         _methods.check_selection(METHODS, cfg)
         fig = cfg["figures"]
         if not figure_methods(cfg):
-            raise ValueError(f"figures.methods {fig['methods']} hold no method of loss "
-                             f"{fig['loss']!r} (or 0-1)")
+            raise ValueError(
+                f"figures.methods {fig['methods']} hold no method of loss {fig['loss']!r} (or 0-1)"
+            )
         if fig["preset"] not in fig["presets"]:
-            raise ValueError(f"figures.preset: expected one of {', '.join(fig['presets'])}; "
-                             f"got {S.shown(fig['preset'])}")
+            raise ValueError(
+                f"figures.preset: expected one of {', '.join(fig['presets'])}; "
+                f"got {S.shown(fig['preset'])}"
+            )
         if fig["vary"] not in fig["presets"][fig["preset"]]:
-            raise ValueError(f"figures.presets.{fig['preset']} defines no sizes for vary "
-                             f"{fig['vary']!r}")
+            raise ValueError(
+                f"figures.presets.{fig['preset']} defines no sizes for vary {fig['vary']!r}"
+            )
         figure_sizes(cfg)
         return self
 
@@ -171,5 +198,6 @@ def figure_sizes(cfg):
     fig = cfg["figures"]
     vary = fig["vary"]
     spec = fig["presets"][fig["preset"]][vary]
-    return size_pairs(vary, spec, sorted(set(spec["values"])),
-                      f"figures.presets.{fig['preset']}.{vary}")
+    return size_pairs(
+        vary, spec, sorted(set(spec["values"])), f"figures.presets.{fig['preset']}.{vary}"
+    )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qsrank.pipelines._runs import digest_arrays
 from qs.data import PoseletData, load_npz_cache, load_poselet, make_voc2011_actions
+from qsrank.pipelines._runs import digest_arrays
 
 
 def load_data(cfg):
@@ -15,15 +15,20 @@ def load_data(cfg):
     if cfg["data"] == "synthetic":
         splits = make_voc2011_actions(cfg["seed"])
     else:
-        splits = {split: _read_split(path, cfg["features_dir"])
-                  for split, path in cfg["data"].items()}
+        splits = {
+            split: _read_split(path, cfg["features_dir"]) for split, path in cfg["data"].items()
+        }
         d_train, d_test = (splits[s].X.shape[1] for s in ("trainval", "test"))
         if d_train != d_test:
-            raise ValueError(f"trainval has {d_train} feature columns but test has {d_test}; "
-                             "both splits must come from the same feature extraction")
+            raise ValueError(
+                f"trainval has {d_train} feature columns but test has {d_test}; "
+                "both splits must come from the same feature extraction"
+            )
     if cfg["max_boxes"] is not None:
-        splits = {split: _subsample(d, cfg["max_boxes"], cfg["seed"], split)
-                  for split, d in splits.items()}
+        splits = {
+            split: _subsample(d, cfg["max_boxes"], cfg["seed"], split)
+            for split, d in splits.items()
+        }
     return splits
 
 
@@ -31,8 +36,10 @@ def _read_split(path, features_dir):
     path = Path(path)
     if path.suffix == ".npz":
         if not path.is_file():
-            raise ValueError(f"data cache {path} does not exist (write it with `qsrank load "
-                             "poselet LIST --out CACHE.npz`)")
+            raise ValueError(
+                f"data cache {path} does not exist (write it with `qsrank load "
+                "poselet LIST --out CACHE.npz`)"
+            )
         return load_npz_cache(path)
     return load_poselet(path, feature_dir=features_dir)
 
@@ -44,11 +51,15 @@ def _subsample(data, max_boxes, seed, split):
         return data
     salt = int.from_bytes(hashlib.sha256(split.encode()).digest()[:4], "little")
     keep = np.sort(np.random.default_rng([seed, salt]).choice(n, max_boxes, replace=False))
-    return PoseletData(X=data.X[keep], labels=data.labels[keep],
-                       image_names=data.image_names[keep], box_ids=data.box_ids[keep],
-                       boxes=data.boxes[keep], bias=data.bias,
-                       source=f"{data.source}; subsampled to at most {max_boxes} boxes "
-                              f"per split (seed {seed})")
+    return PoseletData(
+        X=data.X[keep],
+        labels=data.labels[keep],
+        image_names=data.image_names[keep],
+        box_ids=data.box_ids[keep],
+        boxes=data.boxes[keep],
+        bias=data.bias,
+        source=f"{data.source}; subsampled to at most {max_boxes} boxes per split (seed {seed})",
+    )
 
 
 def data_note(splits):
@@ -58,8 +69,10 @@ def data_note(splits):
     if len(sources) == 1:
         text = next(iter(sources))
     if is_synthetic(splits):
-        return (f"Data: {text}. Our numbers are synthetic: they come from a generated "
-                "look-alike of the VOC2011 action poselet features, not from the paper's data.")
+        return (
+            f"Data: {text}. Our numbers are synthetic: they come from a generated "
+            "look-alike of the VOC2011 action poselet features, not from the paper's data."
+        )
     return f"Data: {text}."
 
 
@@ -74,8 +87,10 @@ def class_data(split, action, *, require=True):
         n_pos = int(labels[~ignore].sum())
         if n_pos == 0 or n_pos == int((~ignore).sum()):
             kind = "positive" if n_pos == 0 else "negative"
-            raise ValueError(f"class {action!r} has no {kind} box in {split.source}; it cannot "
-                             "be trained or evaluated (drop it from classes)")
+            raise ValueError(
+                f"class {action!r} has no {kind} box in {split.source}; it cannot "
+                "be trained or evaluated (drop it from classes)"
+            )
     return split.X, labels, ignore
 
 

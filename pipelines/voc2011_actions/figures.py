@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from qs.data import ACTIONS
 from qsrank.pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._sizes import varied
@@ -25,19 +26,48 @@ from qsrank.pipelines.voc2011_actions.config import (
 )
 from qsrank.pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
 from qsrank.pipelines.voc2011_actions.data import load_data as load_data_splits
-from qs.data import ACTIONS
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
-FIGURE_COLUMNS = ["vary", "loss", "method", "inference", "class", "n_pos", "n_neg", "C",
-                  "lai_calls", "lai_time_s", "lai_time_median_s", "lai_time_max_s",
-                  "lai_ms_per_call", "n_iter", "converged", "train_s", "repeats"]
+FIGURE_COLUMNS = [
+    "vary",
+    "loss",
+    "method",
+    "inference",
+    "class",
+    "n_pos",
+    "n_neg",
+    "C",
+    "lai_calls",
+    "lai_time_s",
+    "lai_time_median_s",
+    "lai_time_max_s",
+    "lai_ms_per_call",
+    "n_iter",
+    "converged",
+    "train_s",
+    "repeats",
+]
 #: what the figures' legends call each method: the LAI method by its authors, not a bare loss
-METHOD_LABELS = {"0-1": "0-1 (hinge SVM)", "ap": "ap (Yue et al.)", "ap_qs": "ap_qs (QS)",
-                 "ap_search": "ap_search (binary search)", "ap_auto": "ap_auto (default)",
-                 "ndcg": "ndcg (Chakrabarti et al.)", "ndcg_qs": "ndcg_qs (QS)",
-                 "ndcg_auto": "ndcg_auto (default)"}
-COLORS = {"0-1": "C0", "ap": "C1", "ndcg": "C1", "ap_qs": "C2", "ndcg_qs": "C2",
-          "ap_search": "C3", "ap_auto": "C4", "ndcg_auto": "C4"}
+METHOD_LABELS = {
+    "0-1": "0-1 (hinge SVM)",
+    "ap": "ap (Yue et al.)",
+    "ap_qs": "ap_qs (QS)",
+    "ap_search": "ap_search (binary search)",
+    "ap_auto": "ap_auto (default)",
+    "ndcg": "ndcg (Chakrabarti et al.)",
+    "ndcg_qs": "ndcg_qs (QS)",
+    "ndcg_auto": "ndcg_auto (default)",
+}
+COLORS = {
+    "0-1": "C0",
+    "ap": "C1",
+    "ndcg": "C1",
+    "ap_qs": "C2",
+    "ndcg_qs": "C2",
+    "ap_search": "C3",
+    "ap_auto": "C4",
+    "ndcg_auto": "C4",
+}
 
 
 def load_data(cfg):
@@ -59,10 +89,16 @@ def load_data(cfg):
             f"figures.presets.{fig['preset']}.{fig['vary']} asks for up to {big_p} positives "
             f"and {big_n} negatives of class {fig['class']!r}, but the {fig['pool']} boxes hold "
             f"{pos.size} and {neg.size}; lower the sizes"
-            + (" or set figures.pool: trainval+test" if fig["pool"] == "trainval" else ""))
+            + (" or set figures.pool: trainval+test" if fig["pool"] == "trainval" else "")
+        )
     rng = np.random.default_rng([cfg["seed"], ACTIONS.index(fig["class"])])
-    return {"splits": splits, "X": X, "y": y, "pos": rng.permutation(pos),
-            "neg": rng.permutation(neg)}
+    return {
+        "splits": splits,
+        "X": X,
+        "y": y,
+        "pos": rng.permutation(pos),
+        "neg": rng.permutation(neg),
+    }
 
 
 def _C(cfg):
@@ -74,14 +110,22 @@ def settings(cfg, data):
     """What a point depends on: the tables' training settings with the figure's C, class,
     pool and repeats (not the vary: several share one directory)."""
     fig = cfg["figures"]
-    return {**train.settings(cfg, data["splits"]), "C": _C(cfg), "class": fig["class"],
-            "pool": fig["pool"], "repeats": fig["repeats"]}
+    return {
+        **train.settings(cfg, data["splits"]),
+        "C": _C(cfg),
+        "class": fig["class"],
+        "pool": fig["pool"],
+        "repeats": fig["repeats"],
+    }
 
 
 def units(cfg, data):
     """One unit per size and method: (vary, p<P>_n<N>, method)."""
-    return [(cfg["figures"]["vary"], f"p{p}_n{n}", m) for p, n in figure_sizes(cfg)
-            for m in figure_methods(cfg)]
+    return [
+        (cfg["figures"]["vary"], f"p{p}_n{n}", m)
+        for p, n in figure_sizes(cfg)
+        for m in figure_methods(cfg)
+    ]
 
 
 def run_unit(run, unit):
@@ -91,14 +135,29 @@ def run_unit(run, unit):
     n_pos, n_neg = map(int, size[1:].split("_n"))
     cfg, data = run.cfg, run.data
     rows = np.sort(np.concatenate([data["pos"][:n_pos], data["neg"][:n_neg]]))
-    runs = [train.train_one(cfg, name, _C(cfg)[METHODS[name][0]], data["X"][rows],
-                            data["y"][rows], data["splits"]["trainval"].bias)[1]
-            for _ in range(cfg["figures"]["repeats"])]
+    runs = [
+        train.train_one(
+            cfg,
+            name,
+            _C(cfg)[METHODS[name][0]],
+            data["X"][rows],
+            data["y"][rows],
+            data["splits"]["trainval"].bias,
+        )[1]
+        for _ in range(cfg["figures"]["repeats"])
+    ]
     times = [r["lai_time_s"] for r in runs]
-    record = {**runs[0], "vary": vary, "class": cfg["figures"]["class"], "n_neg": n_neg,
-              "lai_time_s": float(min(times)), "lai_time_median_s": float(np.median(times)),
-              "lai_times_s": times, "train_s": float(np.median([r["train_s"] for r in runs])),
-              "repeats": cfg["figures"]["repeats"]}
+    record = {
+        **runs[0],
+        "vary": vary,
+        "class": cfg["figures"]["class"],
+        "n_neg": n_neg,
+        "lai_time_s": float(min(times)),
+        "lai_time_median_s": float(np.median(times)),
+        "lai_times_s": times,
+        "train_s": float(np.median([r["train_s"] for r in runs])),
+        "repeats": cfg["figures"]["repeats"],
+    }
     record["lai_ms_per_call"] = 1e3 * record["lai_time_s"] / record["lai_calls"]
     return record
 
@@ -113,31 +172,47 @@ def write(run, records):
     plot_figure(frame, run.out / "figure", synthetic=is_synthetic(run.data["splits"]))
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_data, settings=settings,
-                  units=units, run_unit=run_unit, write=write, kind="figure",
-                  warm_up=lambda cfg, units: train.warm_up(dict.fromkeys(u[2] for u in units)),
-                  note=lambda cfg, data: data_note(data["splits"]), unit_label="point",
-                  label=lambda cfg: f"figure {cfg['figures']['vary']}",
-                  command=lambda cfg: {"vary": cfg["figures"]["vary"],
-                                       "preset": cfg["figures"]["preset"],
-                                       "methods": figure_methods(cfg)},
-                  report=("summary.md",))
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_data,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    kind="figure",
+    warm_up=lambda cfg, units: train.warm_up(dict.fromkeys(u[2] for u in units)),
+    note=lambda cfg, data: data_note(data["splits"]),
+    unit_label="point",
+    label=lambda cfg: f"figure {cfg['figures']['vary']}",
+    command=lambda cfg: {
+        "vary": cfg["figures"]["vary"],
+        "preset": cfg["figures"]["preset"],
+        "methods": figure_methods(cfg),
+    },
+    report=("summary.md",),
+)
 
 
 def figure_frame(records):
     """One row per figure point and method: ``lai_time_s`` the fastest of its repeated
     trainings, ``lai_time_median_s`` their median and ``lai_time_max_s`` the slowest."""
-    records = [{**r, "lai_time_max_s": max(r.get("lai_times_s") or [r["lai_time_s"]])}
-               for r in records]
-    frame = pd.DataFrame([{c: r.get(c) for c in FIGURE_COLUMNS} for r in records],
-                         columns=FIGURE_COLUMNS)
+    records = [
+        {**r, "lai_time_max_s": max(r.get("lai_times_s") or [r["lai_time_s"]])} for r in records
+    ]
+    frame = pd.DataFrame(
+        [{c: r.get(c) for c in FIGURE_COLUMNS} for r in records], columns=FIGURE_COLUMNS
+    )
     order = {m: i for i, m in enumerate(METHODS)}
     vary = {v: i for i, v in enumerate(VARIES)}
     if frame.empty:
         return frame
     frame["_v"], frame["_m"] = frame["vary"].map(vary), frame["method"].map(order)
-    return frame.sort_values(["_v", "_m", "n_pos", "n_neg"]).drop(columns=["_v", "_m"]) \
+    return (
+        frame.sort_values(["_v", "_m", "n_pos", "n_neg"])
+        .drop(columns=["_v", "_m"])
         .reset_index(drop=True)
+    )
 
 
 def _xlabel(frame, vary):
@@ -157,25 +232,34 @@ def _figure_rows(frame):
 def figure_summary(frame, cfg, note):
     """summary.md of a figure run: total LAI time per size and method, and speed-ups."""
     action = cfg["figures"]["class"]
-    parts = [f"# Figures 2-3: total LAI time during training as the data grow (class {action})",
-             note,
-             (f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}), C "
-              f"fixed per loss; each point is the median over {cfg['figures']['repeats']} "
-              "identical trainings of the total wall time of their LAI calls, [fastest, "
-              "slowest] beside it (numba warmed up beforehand); the speed-ups are ratios of "
-              f"medians. Boxes subsampled from the {cfg['figures']['pool']} boxes of the "
-              "class, smaller sets nested in larger ones.")]
+    parts = [
+        f"# Figures 2-3: total LAI time during training as the data grow (class {action})",
+        note,
+        (
+            f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}), C "
+            f"fixed per loss; each point is the median over {cfg['figures']['repeats']} "
+            "identical trainings of the total wall time of their LAI calls, [fastest, "
+            "slowest] beside it (numba warmed up beforehand); the speed-ups are ratios of "
+            f"medians. Boxes subsampled from the {cfg['figures']['pool']} boxes of the "
+            "class, smaller sets nested in larger ones."
+        ),
+    ]
     for loss in _figure_rows(frame):
         mine = frame[frame["loss"].isin((loss, "01"))]
         for vary in [v for v in VARIES if (mine["vary"] == v).any()]:
             part = mine[mine["vary"] == vary]
             table, low, high = (
-                part.pivot_table(index=["n_pos", "n_neg"], columns="method", values=v,
-                                 sort=False)
-                for v in ("lai_time_median_s", "lai_time_s", "lai_time_max_s"))
+                part.pivot_table(index=["n_pos", "n_neg"], columns="method", values=v, sort=False)
+                for v in ("lai_time_median_s", "lai_time_s", "lai_time_max_s")
+            )
             table = table[[m for m in METHODS if m in table.columns]]
-            calls = part.pivot_table(index=["n_pos", "n_neg"], columns="loss",
-                                     values="lai_calls", aggfunc="max", sort=False)
+            calls = part.pivot_table(
+                index=["n_pos", "n_neg"],
+                columns="loss",
+                values="lai_calls",
+                aggfunc="max",
+                sort=False,
+            )
             header = ["n_pos", "n_neg", *(f"{m} (s)" for m in table.columns)]
             slow, fast = {"ap": ("ap", "ap_qs"), "ndcg": ("ndcg", "ndcg_qs")}.get(loss, (0, 0))
             speed = slow in table.columns and fast in table.columns
@@ -184,15 +268,25 @@ def figure_summary(frame, cfg, note):
             header += [f"LAI calls ({'0-1' if k == '01' else k})" for k in calls.columns]
             rows = []
             for (p, n), values in zip(table.index, table.to_numpy()):
-                row = [p, n, *(f"{fmt(v, 4)} [{fmt(low.loc[(p, n), m], 4)}, "
-                               f"{fmt(high.loc[(p, n), m], 4)}]" if fmt(v, 4) else ""
-                               for m, v in zip(table.columns, values))]
+                row = [
+                    p,
+                    n,
+                    *(
+                        f"{fmt(v, 4)} [{fmt(low.loc[(p, n), m], 4)}, {fmt(high.loc[(p, n), m], 4)}]"
+                        if fmt(v, 4)
+                        else ""
+                        for m, v in zip(table.columns, values)
+                    ),
+                ]
                 if speed:
                     row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
                 row += [fmt(v, 0) for v in calls.loc[(p, n)]]
                 rows.append(row)
-            title = (f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
-                     if loss in FIGURE_NUMBER else f"## 0-1, varying the {vary}")
+            title = (
+                f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
+                if loss in FIGURE_NUMBER
+                else f"## 0-1, varying the {vary}"
+            )
             parts += [title, markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
@@ -213,19 +307,32 @@ def plot_figure(frame, stem, synthetic=True):
                 line = part[part["method"] == name]
                 median = line["lai_time_median_s"].to_numpy()
                 spread = [median - line["lai_time_s"], line["lai_time_max_s"] - median]
-                ax.errorbar(varied(line, vary), median, yerr=spread, marker="o", markersize=3,
-                            capsize=2, label=METHOD_LABELS.get(name, name),
-                            color=COLORS.get(name, "k"))
-            ax.set(xscale="log", yscale="log",
-                   ylabel="total LAI time in training (s),\nmedian [fastest, slowest]")
+                ax.errorbar(
+                    varied(line, vary),
+                    median,
+                    yerr=spread,
+                    marker="o",
+                    markersize=3,
+                    capsize=2,
+                    label=METHOD_LABELS.get(name, name),
+                    color=COLORS.get(name, "k"),
+                )
+            ax.set(
+                xscale="log",
+                yscale="log",
+                ylabel="total LAI time in training (s),\nmedian [fastest, slowest]",
+            )
             if not part.empty:
                 ax.set_xlabel(_xlabel(part, vary))
                 xs = sorted(set(varied(part, vary)))
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
-            source = ("synthetic look-alike of VOC2011 actions" if synthetic
-                      else "VOC2011 actions poselet features")
+            source = (
+                "synthetic look-alike of VOC2011 actions"
+                if synthetic
+                else "VOC2011 actions poselet features"
+            )
             ax.set_title(f"{label}: varying {vary}\n({source})", fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
             if ax.has_data():
@@ -237,9 +344,11 @@ def redraw(run_dir, kind):
     """Redraw figure.png and .pdf of a figure run (`qsrank bench --experiment
     voc2011_actions`) from its timings.csv; return their paths. A table run draws none."""
     if kind != "figure":
-        raise ValueError(f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "
-                         "figure; Figures 2-3 are drawn by the runs of qsrank bench "
-                         "--experiment voc2011_actions (make reproduce-figure2/3)")
+        raise ValueError(
+            f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "
+            "figure; Figures 2-3 are drawn by the runs of qsrank bench "
+            "--experiment voc2011_actions (make reproduce-figure2/3)"
+        )
     frame = read_csv(Path(run_dir) / "timings.csv", FIGURE_COLUMNS)
     synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
     return plot_figure(frame, Path(run_dir) / "figure", synthetic=synthetic)

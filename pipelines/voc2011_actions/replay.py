@@ -22,18 +22,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qs.inference import Workspace, lai
+from qs.ssvm import cutting_plane
 from qsrank.pipelines._io import write_csv, write_text
 from qsrank.pipelines._replay import time_calls
 from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.voc2011_actions.config import FIXED_C
 from qsrank.pipelines.voc2011_actions.data import class_data, load_data
-from qs.inference import Workspace, lai
-from qs.ssvm import cutting_plane
 
 #: the exact methods replayed per loss (with the 0-1 call as the reference)
-METHODS = {"ap": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "search", "yue"),
-           "ndcg": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "chakrabarti")}
+METHODS = {
+    "ap": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "search", "yue"),
+    "ndcg": ("auto", "qs", "bucket", "bucket_sort", "sort_dc", "chakrabarti"),
+}
 COLUMNS = ["class", "loss", "method", "call", "round", "seconds"]
 
 
@@ -45,8 +47,15 @@ def record(cfg, action, loss):
     C = cfg["C"]
     C = C[loss] if isinstance(C, dict) else FIXED_C[loss] if C == "cv" else C
     seen = []
-    cutting_plane(X, y, C=C, loss=loss, tol=cfg["tol"], max_iter=cfg["max_iter"],
-                  callback=lambda progress: seen.append(progress.scores))
+    cutting_plane(
+        X,
+        y,
+        C=C,
+        loss=loss,
+        tol=cfg["tol"],
+        max_iter=cfg["max_iter"],
+        callback=lambda progress: seen.append(progress.scores),
+    )
     return seen, y.astype(np.int8)
 
 
@@ -73,8 +82,9 @@ def run(cfg, classes, losses, repeats, out_dir=None):
     provenance.json into the run directory, which is returned."""
     settings = {"classes": list(classes), "losses": list(losses), "repeats": repeats}
     note = f"score vectors of cutting-plane trainings on the {cfg['data']} VOC2011 action data"
-    with run_dir("scaling", "replay", out_dir, {**cfg, "replay": settings}, note, settings,
-                 label="replay") as out:
+    with run_dir(
+        "scaling", "replay", out_dir, {**cfg, "replay": settings}, note, settings, label="replay"
+    ) as out:
         frames = []
         for action in classes:
             for loss in losses:
@@ -102,19 +112,32 @@ def summary(timings):
     """summary.md: per class and loss, each method's time per call, against 0-1 and the
     fastest exact method."""
     table = per_call(timings)
-    parts = ["# LAI replay: the score vectors of real trainings, every method",
-             __doc__.split("\n\n", 1)[1].replace("\n", " ").strip()]
+    parts = [
+        "# LAI replay: the score vectors of real trainings, every method",
+        __doc__.split("\n\n", 1)[1].replace("\n", " ").strip(),
+    ]
     for (action, loss), group in table.groupby(level=["class", "loss"]):
         group = group.droplevel(["class", "loss"])
         zero_one = group.loc["zero_one", "per_call"]
         exact = group.drop(index="zero_one")
         best = exact["per_call"].min()
-        rows = [[m, f"{g.per_call * 1e6:.1f}", f"{g.per_call / zero_one:.2f}",
-                 "" if m == "zero_one" else f"{g.per_call / best:.2f}",
-                 f"{g.first_call * 1e6:.1f}"] for m, g in group.sort_values("per_call").iterrows()]
-        parts += [f"## {action}, {loss} loss: {int(group['calls'].iloc[0])} LAI calls",
-                  markdown_table(["method", "us per call", "x 0-1", "x fastest exact",
-                                  "first call (scores 0), us"], rows)]
+        rows = [
+            [
+                m,
+                f"{g.per_call * 1e6:.1f}",
+                f"{g.per_call / zero_one:.2f}",
+                "" if m == "zero_one" else f"{g.per_call / best:.2f}",
+                f"{g.first_call * 1e6:.1f}",
+            ]
+            for m, g in group.sort_values("per_call").iterrows()
+        ]
+        parts += [
+            f"## {action}, {loss} loss: {int(group['calls'].iloc[0])} LAI calls",
+            markdown_table(
+                ["method", "us per call", "x 0-1", "x fastest exact", "first call (scores 0), us"],
+                rows,
+            ),
+        ]
     return "\n\n".join(parts) + "\n"
 
 

@@ -7,6 +7,8 @@ import time
 import numpy as np
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
+from qs.estimators import RankSVM
+from qs.metrics import average_precision, ndcg, voc_average_precision
 from qsrank.pipelines import _methods
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
@@ -20,8 +22,6 @@ from qsrank.pipelines.voc2011_actions.data import (
     load_checked,
 )
 from qsrank.pipelines.voc2011_actions.tables import write_tables
-from qs.estimators import RankSVM
-from qs.metrics import average_precision, ndcg, voc_average_precision
 
 
 def warm_up(methods):
@@ -32,9 +32,16 @@ def warm_up(methods):
 def _estimator(cfg, name, C, bias, lai_callback=None):
     loss, method = METHODS[name]
     # the poselet features carry a constant-1 column, so the 0-1 SVM learns its bias there
-    return RankSVM(loss=loss, inference=method, solver=cfg["solver"], C=float(C),
-                   tol=cfg["tol"], max_iter=cfg["max_iter"], fit_intercept=not bias,
-                   lai_callback=lai_callback)
+    return RankSVM(
+        loss=loss,
+        inference=method,
+        solver=cfg["solver"],
+        C=float(C),
+        tol=cfg["tol"],
+        max_iter=cfg["max_iter"],
+        fit_intercept=not bias,
+        lai_callback=lai_callback,
+    )
 
 
 def train_one(cfg, name, C, X, y, bias):
@@ -47,12 +54,22 @@ def train_one(cfg, name, C, X, y, bias):
     train_s = time.perf_counter() - start
     loss, method = METHODS[name]
     replayed = replay(recorder.calls, loss, method, cfg["lai_repeats"]) if recorder else []
-    record = {"method": name, "loss": loss, "inference": method, "solver": cfg["solver"],
-              "C": float(C), "n_train": int(X.shape[0]), "n_pos": int(y.sum()),
-              "lai_calls": int(est.lai_calls_), "lai_time_s": float(est.lai_time_),
-              "lai_ms_per_call": 1e3 * float(est.lai_time_per_call_),
-              "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "train_s": train_s,
-              "lai_replay_s": replayed}
+    record = {
+        "method": name,
+        "loss": loss,
+        "inference": method,
+        "solver": cfg["solver"],
+        "C": float(C),
+        "n_train": int(X.shape[0]),
+        "n_pos": int(y.sum()),
+        "lai_calls": int(est.lai_calls_),
+        "lai_time_s": float(est.lai_time_),
+        "lai_ms_per_call": 1e3 * float(est.lai_time_per_call_),
+        "n_iter": int(est.n_iter_),
+        "converged": bool(est.converged_),
+        "train_s": train_s,
+        "lai_replay_s": replayed,
+    }
     return est, record
 
 
@@ -71,29 +88,44 @@ def cross_validate(cfg, loss, X, y, bias):
     name = {"01": "0-1", "ap": "ap_auto", "ndcg": "ndcg_auto"}[loss]
     grid = sorted(cfg["cv"]["grid"][loss])
     folds = StratifiedKFold(cfg["cv"]["folds"], shuffle=True, random_state=cfg["seed"])
-    search = GridSearchCV(_estimator(cfg, name, grid[0], bias), {"C": grid}, cv=folds,
-                          scoring={"ap": _ap_scorer, "ndcg": _ndcg_scorer}, refit=False,
-                          error_score="raise")
+    search = GridSearchCV(
+        _estimator(cfg, name, grid[0], bias),
+        {"C": grid},
+        cv=folds,
+        scoring={"ap": _ap_scorer, "ndcg": _ndcg_scorer},
+        refit=False,
+        error_score="raise",
+    )
     search.fit(X, y)
     res = search.cv_results_
     key = "ndcg" if loss == "ndcg" else "ap"
     best = int(np.argmax(res[f"mean_test_{key}"]))
-    return {"loss": loss, "C": float(grid[best]), "grid": [float(c) for c in grid],
-            "selected_by": key, "cv_ap": float(res["mean_test_ap"][best]),
-            "cv_ndcg": float(res["mean_test_ndcg"][best]),
-            "mean_test_ap": [float(v) for v in res["mean_test_ap"]],
-            "mean_test_ndcg": [float(v) for v in res["mean_test_ndcg"]]}
+    return {
+        "loss": loss,
+        "C": float(grid[best]),
+        "grid": [float(c) for c in grid],
+        "selected_by": key,
+        "cv_ap": float(res["mean_test_ap"][best]),
+        "cv_ndcg": float(res["mean_test_ndcg"][best]),
+        "mean_test_ap": [float(v) for v in res["mean_test_ap"]],
+        "mean_test_ndcg": [float(v) for v in res["mean_test_ndcg"]],
+    }
 
 
 def settings(cfg, splits):
     """What a class x method training depends on besides the unit: the data's contents, so
     that a change to the generator retrains, and the training's keys."""
-    return {"data": [splits["trainval"].source, splits["test"].source],
-            "data_sha256": [digest(splits["trainval"]), digest(splits["test"])],
-            "seed": cfg["seed"], "max_boxes": cfg["max_boxes"], "solver": cfg["solver"],
-            "tol": float(cfg["tol"]), "max_iter": cfg["max_iter"],
-            "lai_repeats": cfg["lai_repeats"],
-            "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]}}
+    return {
+        "data": [splits["trainval"].source, splits["test"].source],
+        "data_sha256": [digest(splits["trainval"]), digest(splits["test"])],
+        "seed": cfg["seed"],
+        "max_boxes": cfg["max_boxes"],
+        "solver": cfg["solver"],
+        "tol": float(cfg["tol"]),
+        "max_iter": cfg["max_iter"],
+        "lai_repeats": cfg["lai_repeats"],
+        "C": cfg["C"] if cfg["C"] != "cv" else {"cv": cfg["cv"]},
+    }
 
 
 def units(cfg, splits):
@@ -113,14 +145,20 @@ def run_unit(run, unit):
     est, record = train_one(cfg, name, C, X, y, train.bias)
     scores = est.decision_function(Xt)
     record.update(
-        {"class": action, "C_from": "cv" if cv else "fixed",
-         "test_ap": voc_average_precision(yt, scores, ignore=ignore_t),
-         "test_ndcg": ndcg(yt[~ignore_t], scores[~ignore_t]),
-         "cv_ap": cv.get("cv_ap") if cv else None,
-         "cv_ndcg": cv.get("cv_ndcg") if cv else None,
-         "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest()})
-    write_npz(run.store.path(f"{action}__{name}").with_suffix(".npz"),
-              {"coef": est.coef_[0], "intercept": est.intercept_})
+        {
+            "class": action,
+            "C_from": "cv" if cv else "fixed",
+            "test_ap": voc_average_precision(yt, scores, ignore=ignore_t),
+            "test_ndcg": ndcg(yt[~ignore_t], scores[~ignore_t]),
+            "cv_ap": cv.get("cv_ap") if cv else None,
+            "cv_ndcg": cv.get("cv_ndcg") if cv else None,
+            "w_sha256": hashlib.sha256(est.coef_.tobytes()).hexdigest(),
+        }
+    )
+    write_npz(
+        run.store.path(f"{action}__{name}").with_suffix(".npz"),
+        {"coef": est.coef_[0], "intercept": est.intercept_},
+    )
     return record
 
 
@@ -145,8 +183,16 @@ def _C_for(cfg, store, action, loss, X, y, bias, cv_done):
     return cv["C"], cv
 
 
-SPEC = Experiment(name=EXPERIMENT, schema=Config, load_data=load_checked, settings=settings,
-                  units=units, run_unit=run_unit, write=write,
-                  warm_up=lambda cfg, units: warm_up(dict.fromkeys(m for _, m in units)),
-                  note=lambda cfg, splits: data_note(splits), unit_label="run",
-                  report=tuple(f"table{k}.md" for k in range(1, 5)))
+SPEC = Experiment(
+    name=EXPERIMENT,
+    schema=Config,
+    load_data=load_checked,
+    settings=settings,
+    units=units,
+    run_unit=run_unit,
+    write=write,
+    warm_up=lambda cfg, units: warm_up(dict.fromkeys(m for _, m in units)),
+    note=lambda cfg, splits: data_note(splits),
+    unit_label="run",
+    report=tuple(f"table{k}.md" for k in range(1, 5)),
+)

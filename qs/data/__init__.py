@@ -13,8 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what the names are, for readers and tools; loaded by __getattr__
-    from qs.data.boxes import (VocAnnotation, load_image_set, load_rcnn_cache,
-                               load_voc_annotation)
+    from qs.data.boxes import VocAnnotation, load_image_set, load_rcnn_cache, load_voc_annotation
     from qs.data.formats import cache_arrays, load_features, load_npz_cache
     from qs.data.latent_list import LatentListData, load_latent_list
     from qs.data.poselet import ACTIONS, IGNORE, N_FEATURES, PoseletData, load_poselet
@@ -24,12 +23,15 @@ if TYPE_CHECKING:  # what the names are, for readers and tools; loaded by __geta
 
 #: public name -> the module that defines it
 _MODULES = {
-    **dict.fromkeys(["VocAnnotation", "load_image_set", "load_rcnn_cache",
-                     "load_voc_annotation"], "qs.data.boxes"),
+    **dict.fromkeys(
+        ["VocAnnotation", "load_image_set", "load_rcnn_cache", "load_voc_annotation"],
+        "qs.data.boxes",
+    ),
     **dict.fromkeys(["cache_arrays", "load_features", "load_npz_cache"], "qs.data.formats"),
     **dict.fromkeys(["LatentListData", "load_latent_list"], "qs.data.latent_list"),
-    **dict.fromkeys(["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"],
-                    "qs.data.poselet"),
+    **dict.fromkeys(
+        ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"], "qs.data.poselet"
+    ),
     "make_retrieval_classes": "qs.data.retrieval",
     **dict.fromkeys(["BoxStore", "open_store"], "qs.data.store"),
     "make_voc2011_actions": "qs.data.synthetic",
@@ -37,10 +39,10 @@ _MODULES = {
 
 __all__ = [
     "ACTIONS",
-    "BoxStore",
     "IGNORE",
-    "LatentListData",
     "N_FEATURES",
+    "BoxStore",
+    "LatentListData",
     "PoseletData",
     "VocAnnotation",
     "cache_arrays",

@@ -29,8 +29,19 @@ class BagSet:
     ``where`` how they are read.
     """
 
-    def __init__(self, source, image_ids, labels, objects, where, *, data=None, features=None,
-                 counts=None, boxes=None):
+    def __init__(
+        self,
+        source,
+        image_ids,
+        labels,
+        objects,
+        where,
+        *,
+        data=None,
+        features=None,
+        counts=None,
+        boxes=None,
+    ):
         self.source, self.image_ids, self.labels = source, np.asarray(image_ids), labels
         self.objects, self.where = objects, where
         self.data, self.features, self.counts, self.boxes = data, features, counts, boxes
@@ -51,17 +62,31 @@ class BagSet:
         counts = store.counts[:].astype(np.int64)
         size = int(counts.sum()) * store.d * 4
         labels = store.labels[:].astype(np.int8)
-        about = (f"store {store.path}: {size:,} bytes of features as float32, "
-                 f"{'at most' if size <= max_bytes else 'above'} in_memory_max_gb "
-                 f"({max_bytes / 1e9:g} GB)")
+        about = (
+            f"store {store.path}: {size:,} bytes of features as float32, "
+            f"{'at most' if size <= max_bytes else 'above'} in_memory_max_gb "
+            f"({max_bytes / 1e9:g} GB)"
+        )
         if size <= max_bytes:
-            return cls.in_memory(store.to_detection_data(max_bytes), labels=labels,
-                                 where=f"{about}: loaded in memory")
-        where = (f"{about}: read out of core, blocks of {store.chunk_images} images on "
-                 f"{_scheduler_name(scheduler)}")
-        return cls(store.source, np.array(store.image_ids[:].tolist(), dtype=str), labels,
-                   _store_objects(store), where, features=store.dask_features(),
-                   counts=counts, boxes=np.asarray(store.boxes[:]))
+            return cls.in_memory(
+                store.to_detection_data(max_bytes),
+                labels=labels,
+                where=f"{about}: loaded in memory",
+            )
+        where = (
+            f"{about}: read out of core, blocks of {store.chunk_images} images on "
+            f"{_scheduler_name(scheduler)}"
+        )
+        return cls(
+            store.source,
+            np.array(store.image_ids[:].tolist(), dtype=str),
+            labels,
+            _store_objects(store),
+            where,
+            features=store.dask_features(),
+            counts=counts,
+            boxes=np.asarray(store.boxes[:]),
+        )
 
     @classmethod
     def generated(cls, generator, split, *, dtype="float32", chunk_images=4, scheduler=None):
@@ -72,14 +97,24 @@ class BagSet:
         n = generator.n_images(split)
         layouts = [generator.layout(split, i) for i in range(n)]
         objects = tuple(obj for _, obj in layouts)
-        labels = np.array([[int((c == k).any()) for k in range(len(CLASSES))]
-                           for _, c, _ in objects], dtype=np.int8)
-        where = (f"generated block by block from its seed on every pass ({dtype}, blocks of "
-                 f"{chunk_images} images) on {_scheduler_name(scheduler)}")
-        return cls(generator.source(split), generator.image_ids(split), labels, objects, where,
-                   features=generator.features(split, dtype=dtype, chunk_images=chunk_images),
-                   counts=np.full(n, generator.boxes_per_image, dtype=np.int64),
-                   boxes=np.stack([b for b, _ in layouts]))
+        labels = np.array(
+            [[int((c == k).any()) for k in range(len(CLASSES))] for _, c, _ in objects],
+            dtype=np.int8,
+        )
+        where = (
+            f"generated block by block from its seed on every pass ({dtype}, blocks of "
+            f"{chunk_images} images) on {_scheduler_name(scheduler)}"
+        )
+        return cls(
+            generator.source(split),
+            generator.image_ids(split),
+            labels,
+            objects,
+            where,
+            features=generator.features(split, dtype=dtype, chunk_images=chunk_images),
+            counts=np.full(n, generator.boxes_per_image, dtype=np.int64),
+            boxes=np.stack([b for b, _ in layouts]),
+        )
 
     @property
     def n_images(self):
@@ -111,8 +146,10 @@ class BagSet:
 
     def ground_truth(self, cls):
         """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
-        return {image: (b[c == cls], d[c == cls])
-                for image, (b, c, d) in zip(self.image_ids, self.objects)}
+        return {
+            image: (b[c == cls], d[c == cls])
+            for image, (b, c, d) in zip(self.image_ids, self.objects)
+        }
 
     def has_object(self, cls):
         """Whether some image holds an object of class `cls` other than a difficult one."""
@@ -127,14 +164,21 @@ class BagSet:
             d = self.data
             rows = np.concatenate([np.arange(d.offsets[i], d.offsets[i + 1]) for i in images])
             sizes = np.diff(d.offsets)[images]
-            kwargs["data"] = DetectionData(d.X[rows], np.concatenate([[0], np.cumsum(sizes)]),
-                                           d.boxes[rows], d.image_ids[images], objects,
-                                           d.source)
+            kwargs["data"] = DetectionData(
+                d.X[rows],
+                np.concatenate([[0], np.cumsum(sizes)]),
+                d.boxes[rows],
+                d.image_ids[images],
+                objects,
+                d.source,
+            )
         else:
-            kwargs.update(features=self.features[images], counts=self.counts[images],
-                          boxes=self.boxes[images])
-        part = BagSet(self.source, self.image_ids[images], self.labels[images], objects,
-                      self.where, **kwargs)
+            kwargs.update(
+                features=self.features[images], counts=self.counts[images], boxes=self.boxes[images]
+            )
+        part = BagSet(
+            self.source, self.image_ids[images], self.labels[images], objects, self.where, **kwargs
+        )
         if self._means is not None:
             part._means = self._means[images]
         return part
@@ -144,8 +188,10 @@ class BagSet:
         if self._means is None:
             if self.data is not None:
                 d = self.data
-                self._means = np.add.reduceat(d.X.astype(np.float64), d.offsets[:-1],
-                                              axis=0) / np.diff(d.offsets)[:, None]
+                self._means = (
+                    np.add.reduceat(d.X.astype(np.float64), d.offsets[:-1], axis=0)
+                    / np.diff(d.offsets)[:, None]
+                )
             else:  # padding rows are zeros
                 with dask_scheduler(scheduler) as get:
                     sums = self.features.astype(np.float64).sum(axis=1).compute(scheduler=get)
@@ -171,17 +217,26 @@ class BagSet:
         """Detections of a linear box scorer (``coef`` (d,), ``intercept``): per image, its
         boxes after non-maximum suppression at `threshold`, as (image ids, boxes x1 y1 x2 y2,
         scores) of every image's survivors."""
-        return self.class_detections(np.asarray(coef, dtype=np.float64)[:, None],
-                                     [intercept], threshold, scheduler)[0]
+        return self.class_detections(
+            np.asarray(coef, dtype=np.float64)[:, None], [intercept], threshold, scheduler
+        )[0]
 
     def class_detections(self, W, intercepts, threshold, scheduler=None):
         """:meth:`detections` of every column of ``W`` (d, n) with its intercept, in one pass
         over the boxes: a list of n (image ids, boxes, scores)."""
-        features, bounds = (self.data.X, self.sizes) if self.data is not None else \
-            (self.features, self.counts)
+        features, bounds = (
+            (self.data.X, self.sizes) if self.data is not None else (self.features, self.counts)
+        )
         boxes = self.data.boxes if self.data is not None else self.boxes
-        found = score_bags(features, bounds, W, top=int(self.sizes.max()), boxes=boxes,
-                           nms_threshold=threshold, scheduler=scheduler).detections
+        found = score_bags(
+            features,
+            bounds,
+            W,
+            top=int(self.sizes.max()),
+            boxes=boxes,
+            nms_threshold=threshold,
+            scheduler=scheduler,
+        ).detections
         if self.data is not None:
             picked = self.data.boxes[self.data.offsets[found.image] + found.box]
         else:
@@ -189,14 +244,22 @@ class BagSet:
         out = []
         for column, intercept in enumerate(intercepts):
             mine = found.cls == column
-            out.append((self.image_ids[found.image[mine]], picked[mine].astype(np.float64),
-                        found.score[mine] + intercept))
+            out.append(
+                (
+                    self.image_ids[found.image[mine]],
+                    picked[mine].astype(np.float64),
+                    found.score[mine] + intercept,
+                )
+            )
         return out
 
 
 def _scheduler_name(scheduler):
-    return "Dask's threaded scheduler" if scheduler in (None, "threads") else \
-        f"the Dask scheduler {scheduler}"
+    return (
+        "Dask's threaded scheduler"
+        if scheduler in (None, "threads")
+        else f"the Dask scheduler {scheduler}"
+    )
 
 
 def _store_objects(store):
@@ -206,5 +269,4 @@ def _store_objects(store):
     bounds = store.gt_offsets[:]
     boxes = store.gt_boxes[:].astype(np.float64)
     classes, difficult = store.gt_class[:].astype(np.int64), store.gt_difficult[:].astype(bool)
-    return tuple((boxes[a:b], classes[a:b], difficult[a:b])
-                 for a, b in pairwise(bounds))
+    return tuple((boxes[a:b], classes[a:b], difficult[a:b]) for a, b in pairwise(bounds))

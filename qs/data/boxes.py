@@ -10,7 +10,6 @@ field, or image and box). Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 
 inclusive pixels.
 """
 
-
 import hashlib
 from contextlib import closing
 from dataclasses import dataclass
@@ -55,18 +54,27 @@ def load_rcnn_cache(paths_or_dir):
             if d is None:
                 d = feat.shape[1]
             elif feat.shape[1] != d:
-                raise ValueError(f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} "
-                                 f"has {d}; every file must hold the same feature dimension.")
+                raise ValueError(
+                    f"{path}: feat has {feat.shape[1]} columns, but {paths[0]} "
+                    f"has {d}; every file must hold the same feature dimension."
+                )
             objects.append(obj)
             X.append(feat)
             boxes.append(b)
             counts.append(feat.shape[0])
             digest.update(path.read_bytes())
-    source = (f"R-CNN .mat caches, {len(paths)} files in {paths[0].parent.resolve()} (sha256 "
-              f"of their concatenation {digest.hexdigest()})")
-    return DetectionData(np.concatenate(X), np.concatenate([[0], np.cumsum(counts)])
-                         .astype(np.int64), np.concatenate(boxes),
-                         np.array([p.stem for p in paths], dtype=str), tuple(objects), source)
+    source = (
+        f"R-CNN .mat caches, {len(paths)} files in {paths[0].parent.resolve()} (sha256 "
+        f"of their concatenation {digest.hexdigest()})"
+    )
+    return DetectionData(
+        np.concatenate(X),
+        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        np.concatenate(boxes),
+        np.array([p.stem for p in paths], dtype=str),
+        tuple(objects),
+        source,
+    )
 
 
 def read_rcnn_file(path):
@@ -77,19 +85,24 @@ def read_rcnn_file(path):
     names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
     missing = [k for k in ("boxes", "feat") if k not in found]
     if missing:
-        raise ValueError(f"{path}: no variable {', '.join(missing)}; an R-CNN cache holds "
-                         f"boxes and feat; this file holds {', '.join(names) or 'none'}.")
+        raise ValueError(
+            f"{path}: no variable {', '.join(missing)}; an R-CNN cache holds "
+            f"boxes and feat; this file holds {', '.join(names) or 'none'}."
+        )
     feat = _numeric(path, "feat", found["feat"], ndim=2)
     k = feat.shape[0]
     b = _numeric(path, "boxes", found["boxes"], ndim=2)
     if b.shape != (k, 4):
-        raise ValueError(f"{path}: boxes must have shape ({k}, 4), one x1 y1 x2 y2 row per "
-                         f"row of feat; got {b.shape}.")
-    bad = np.flatnonzero((b[:, :2] < 1).any(axis=1) | (b[:, 2] < b[:, 0])
-                         | (b[:, 3] < b[:, 1]))
+        raise ValueError(
+            f"{path}: boxes must have shape ({k}, 4), one x1 y1 x2 y2 row per "
+            f"row of feat; got {b.shape}."
+        )
+    bad = np.flatnonzero((b[:, :2] < 1).any(axis=1) | (b[:, 2] < b[:, 0]) | (b[:, 3] < b[:, 1]))
     if bad.size:
-        raise ValueError(f"{path}: boxes row {bad[0]} is {b[bad[0]].tolist()}; expected "
-                         "1-based x1 y1 x2 y2 with x2 >= x1 and y2 >= y1.")
+        raise ValueError(
+            f"{path}: boxes row {bad[0]} is {b[bad[0]].tolist()}; expected "
+            "1-based x1 y1 x2 y2 with x2 >= x1 and y2 >= y1."
+        )
     return as_float32(path, "feat", feat), b, _rcnn_objects(path, found, b, k)
 
 
@@ -101,8 +114,10 @@ def mat_paths(paths_or_dir):
         if not paths:
             raise ValueError(f"{paths_or_dir}: no .mat files in this directory.")
     else:
-        paths = [Path(p) for p in ([paths_or_dir] if isinstance(paths_or_dir, (str, Path))
-                                   else paths_or_dir)]
+        paths = [
+            Path(p)
+            for p in ([paths_or_dir] if isinstance(paths_or_dir, (str, Path)) else paths_or_dir)
+        ]
         if not paths:
             raise ValueError("No R-CNN cache files given.")
     for path in paths:
@@ -122,8 +137,10 @@ def _numeric(path, name, a, ndim):
     a = a.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(a.ravel()))
     if bad.size:
-        raise ValueError(f"{path}: {name} must be finite; got {float(a.ravel()[bad[0]])} at flat "
-                         f"index {bad[0]} ({bad.size} non-finite in all).")
+        raise ValueError(
+            f"{path}: {name} must be finite; got {float(a.ravel()[bad[0]])} at flat "
+            f"index {bad[0]} ({bad.size} non-finite in all)."
+        )
     return a
 
 
@@ -133,9 +150,11 @@ def _rcnn_objects(path, found, boxes, k):
         if name in found:
             a = _numeric(path, name, found[name], ndim=1 if width is None else 2)
             if a.shape != ((k,) if width is None else (k, width)):
-                raise ValueError(f"{path}: {name} must have shape "
-                                 f"{(k,) if width is None else (k, width)}, one row per box; "
-                                 f"got {a.shape}.")
+                raise ValueError(
+                    f"{path}: {name} must have shape "
+                    f"{(k,) if width is None else (k, width)}, one row per box; "
+                    f"got {a.shape}."
+                )
             found[name] = a
     if "gt" not in found:
         return np.empty((0, 4)), np.empty(0, np.int64), np.empty(0, bool)
@@ -147,8 +166,10 @@ def _rcnn_objects(path, found, boxes, k):
         raise ValueError(f"{path}: gt is given without class; the ground-truth boxes need it.")
     cls = found["class"][gt]
     if not np.isin(cls, np.arange(1, len(CLASSES) + 1)).all():
-        raise ValueError(f"{path}: class must be 1..{len(CLASSES)} on every gt box; got "
-                         f"{sorted(set(cls.tolist()))[:5]}.")
+        raise ValueError(
+            f"{path}: class must be 1..{len(CLASSES)} on every gt box; got "
+            f"{sorted(set(cls.tolist()))[:5]}."
+        )
     return boxes[gt], cls.astype(np.int64) - 1, np.zeros(int(gt.sum()), bool)
 
 
@@ -183,8 +204,9 @@ def load_voc_annotation(xml_path):
     try:
         root = fromstring(raw, forbid_dtd=True)
     except (ParseError, DefusedXmlException) as err:
-        raise ValueError(f"Cannot read the VOC annotation {xml_path}: {type(err).__name__}: "
-                         f"{err}") from None
+        raise ValueError(
+            f"Cannot read the VOC annotation {xml_path}: {type(err).__name__}: {err}"
+        ) from None
     width = _xml_int(xml_path, root, "size/width", "the image")
     height = _xml_int(xml_path, root, "size/height", "the image")
     if width < 1 or height < 1:
@@ -194,22 +216,33 @@ def load_voc_annotation(xml_path):
         where = f"object {j}"
         name = (obj.findtext("name") or "").strip()
         if name not in CLASSES:
-            raise ValueError(f"{xml_path}: {where} has class {shown(name)}; expected one of "
-                             f"{', '.join(CLASSES)}.")
-        box = [_xml_int(xml_path, obj, f"bndbox/{f}", where)
-               for f in ("xmin", "ymin", "xmax", "ymax")]
+            raise ValueError(
+                f"{xml_path}: {where} has class {shown(name)}; expected one of "
+                f"{', '.join(CLASSES)}."
+            )
+        box = [
+            _xml_int(xml_path, obj, f"bndbox/{f}", where) for f in ("xmin", "ymin", "xmax", "ymax")
+        ]
         if not (1 <= box[0] <= box[2] <= width and 1 <= box[1] <= box[3] <= height):
-            raise ValueError(f"{xml_path}: {where} ({name}) has bndbox {box} (xmin ymin xmax "
-                             f"ymax); expected 1 <= xmin <= xmax <= {width} and 1 <= ymin <= "
-                             f"ymax <= {height}.")
+            raise ValueError(
+                f"{xml_path}: {where} ({name}) has bndbox {box} (xmin ymin xmax "
+                f"ymax); expected 1 <= xmin <= xmax <= {width} and 1 <= ymin <= "
+                f"ymax <= {height}."
+            )
         names.append(name)
         boxes.append(box)
         difficult.append(_xml_flag(xml_path, obj, "difficult", where))
         truncated.append(_xml_flag(xml_path, obj, "truncated", where))
-    return VocAnnotation(xml_path.stem, width, height, tuple(names),
-                         np.array(boxes, dtype=np.float64).reshape(-1, 4),
-                         np.array([CLASSES.index(n) for n in names], dtype=np.int64),
-                         np.array(difficult, dtype=bool), np.array(truncated, dtype=bool))
+    return VocAnnotation(
+        xml_path.stem,
+        width,
+        height,
+        tuple(names),
+        np.array(boxes, dtype=np.float64).reshape(-1, 4),
+        np.array([CLASSES.index(n) for n in names], dtype=np.int64),
+        np.array(difficult, dtype=bool),
+        np.array(truncated, dtype=bool),
+    )
 
 
 def _xml_int(path, node, field, where):
@@ -219,8 +252,9 @@ def _xml_int(path, node, field, where):
     try:
         return int(float(text.strip()))  # a few VOC files write coordinates as "273.0"
     except ValueError:
-        raise ValueError(f"{path}: {where} has {field} {shown(text.strip())}; expected an "
-                         "integer.") from None
+        raise ValueError(
+            f"{path}: {where} has {field} {shown(text.strip())}; expected an integer."
+        ) from None
 
 
 def _xml_flag(path, node, field, where):
@@ -247,25 +281,34 @@ def load_image_set(path):
         return np.array([], dtype=str), None
     width = len(rows[0][1])
     if width not in (1, 2):
-        raise ValueError(f"{path}, line {rows[0][0]}: expected an image id, or an id and a "
-                         f"label; got {shown(' '.join(rows[0][1]))}.")
+        raise ValueError(
+            f"{path}, line {rows[0][0]}: expected an image id, or an id and a "
+            f"label; got {shown(' '.join(rows[0][1]))}."
+        )
     ids, labels, seen = [], [], {}
     for no, fields in rows:
         if len(fields) != width:
-            raise ValueError(f"{path}, line {no}: expected {width} field(s) as on line "
-                             f"{rows[0][0]}; got {shown(' '.join(fields))}.")
+            raise ValueError(
+                f"{path}, line {no}: expected {width} field(s) as on line "
+                f"{rows[0][0]}; got {shown(' '.join(fields))}."
+            )
         if not IMAGE_ID.fullmatch(fields[0]) or fields[0] in (".", ".."):
-            raise ValueError(f"{path}, line {no}: the image id {shown(fields[0])} is not a "
-                             "file name of letters, digits and ._- (no directory, nothing that "
-                             "climbs out of one); expected an id such as 000005.")
+            raise ValueError(
+                f"{path}, line {no}: the image id {shown(fields[0])} is not a "
+                "file name of letters, digits and ._- (no directory, nothing that "
+                "climbs out of one); expected an id such as 000005."
+            )
         if fields[0] in seen:
-            raise ValueError(f"{path}, line {no}: image {shown(fields[0])} is listed twice (first "
-                             f"on line {seen[fields[0]]}).")
+            raise ValueError(
+                f"{path}, line {no}: image {shown(fields[0])} is listed twice (first "
+                f"on line {seen[fields[0]]})."
+            )
         seen[fields[0]] = no
         ids.append(fields[0])
         if width == 2:
             if fields[1] not in ("1", "-1", "0"):
-                raise ValueError(f"{path}, line {no}: expected the label 1, -1 or 0; got "
-                                 f"{shown(fields[1])}.")
+                raise ValueError(
+                    f"{path}, line {no}: expected the label 1, -1 or 0; got {shown(fields[1])}."
+                )
             labels.append(int(fields[1]))
     return np.array(ids, dtype=str), (np.array(labels, dtype=np.int8) if width == 2 else None)

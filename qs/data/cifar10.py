@@ -32,11 +32,21 @@ from qs.data.files import LIST_BYTES, read_bytes
 N_CLASSES = 10
 SIDE = 32
 RECORD = 3 * SIDE * SIDE  # pixel bytes per image
-BATCH_BYTES = 2 ** 28  # the most read of one batch file (a CIFAR-10 batch holds 30.7 MB)
+BATCH_BYTES = 2**28  # the most read of one batch file (a CIFAR-10 batch holds 30.7 MB)
 TRAIN_BATCHES = tuple(f"data_batch_{k}" for k in range(1, 6))
 TEST_BATCH = "test_batch"
-CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-               "ship", "truck")
+CLASS_NAMES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
 DIGITS_NOTE = "digits-as-CIFAR (not CIFAR-10)"
 
 # The globals a pickled uint8 array needs (numpy's, and the codec protocol 2 writes bytes
@@ -72,7 +82,8 @@ class _ArrayUnpickler(pickle.Unpickler):
             return _ALLOWED[module, name]
         except KeyError:
             raise pickle.UnpicklingError(
-                f"global {module}.{name} is not allowed in a CIFAR-10 batch") from None
+                f"global {module}.{name} is not allowed in a CIFAR-10 batch"
+            ) from None
 
 
 def _unpickle(path):
@@ -80,20 +91,25 @@ def _unpickle(path):
     try:
         return _ArrayUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except Exception as err:  # any malformed pickle: truncated, wrong type, bad opcode
-        raise ValueError(f"{path}: not a readable CIFAR-10 python batch "
-                         f"({type(err).__name__}: {err})") from None
+        raise ValueError(
+            f"{path}: not a readable CIFAR-10 python batch ({type(err).__name__}: {err})"
+        ) from None
 
 
 def _checked(path, pixels, labels):
     """(pixels (n, 3072), labels (n,)) as images (n, 3, 32, 32) uint8 and int64 labels."""
     n = len(labels)
     if pixels.ndim != 2 or pixels.shape[1] != RECORD or pixels.shape[0] != n or n == 0:
-        raise ValueError(f"{path}: expected data of shape (n, {RECORD}) with n = {n} labels "
-                         f"(n > 0); got data of shape {pixels.shape}")
+        raise ValueError(
+            f"{path}: expected data of shape (n, {RECORD}) with n = {n} labels "
+            f"(n > 0); got data of shape {pixels.shape}"
+        )
     bad = (labels < 0) | (labels >= N_CLASSES)
     if bad.any():
-        raise ValueError(f"{path}: labels must be in 0..{N_CLASSES - 1}; got "
-                         f"{labels[bad][0]} at record {int(np.argmax(bad))}")
+        raise ValueError(
+            f"{path}: labels must be in 0..{N_CLASSES - 1}; got "
+            f"{labels[bad][0]} at record {int(np.argmax(bad))}"
+        )
     return np.ascontiguousarray(pixels.reshape(n, 3, SIDE, SIDE)), labels.astype(np.int64)
 
 
@@ -114,23 +130,30 @@ def read_binary_batch(path):
     """One batch of the binary version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
     raw = np.frombuffer(read_bytes(path, "the CIFAR-10 batch", BATCH_BYTES), dtype=np.uint8)
     if raw.size == 0 or raw.size % (RECORD + 1):
-        raise ValueError(f"{path}: {raw.size} bytes is not a whole number of {RECORD + 1}-byte "
-                         "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10")
+        raise ValueError(
+            f"{path}: {raw.size} bytes is not a whole number of {RECORD + 1}-byte "
+            "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10"
+        )
     records = raw.reshape(-1, RECORD + 1)
     return _checked(path, records[:, 1:], records[:, 0])
 
 
 def _version_of(directory):
     """('python' | 'binary', the folder holding the batches), or a ValueError."""
-    for folder in (directory, directory / "cifar-10-batches-py",
-                   directory / "cifar-10-batches-bin"):
+    for folder in (
+        directory,
+        directory / "cifar-10-batches-py",
+        directory / "cifar-10-batches-bin",
+    ):
         if (folder / TEST_BATCH).is_file():
             return "python", folder
         if (folder / f"{TEST_BATCH}.bin").is_file():
             return "binary", folder
-    raise ValueError(f"{directory}: no CIFAR-10 batches found (expected {TEST_BATCH} and "
-                     f"data_batch_1..5 of the python version, or the same names with .bin, "
-                     "here or in cifar-10-batches-py/ or cifar-10-batches-bin/)")
+    raise ValueError(
+        f"{directory}: no CIFAR-10 batches found (expected {TEST_BATCH} and "
+        f"data_batch_1..5 of the python version, or the same names with .bin, "
+        "here or in cifar-10-batches-py/ or cifar-10-batches-bin/)"
+    )
 
 
 def _class_names(folder, version):
@@ -150,8 +173,9 @@ def _class_names(folder, version):
         text = read_bytes(path, "the class names", LIST_BYTES).decode("utf-8", "replace")
         names = [line.strip() for line in text.splitlines() if line.strip()]
     if len(names) != N_CLASSES or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{path}: expected {N_CLASSES} class names (strings), one a line; got "
-                         f"{len(names)}")
+        raise ValueError(
+            f"{path}: expected {N_CLASSES} class names (strings), one a line; got {len(names)}"
+        )
     return tuple(names)
 
 
@@ -162,17 +186,21 @@ def load_cifar10(directory):
     if not directory.is_dir():
         raise ValueError(f"CIFAR-10 directory {directory} does not exist")
     version, folder = _version_of(directory)
-    suffix, read = (("", read_python_batch) if version == "python"
-                    else (".bin", read_binary_batch))
+    suffix, read = ("", read_python_batch) if version == "python" else (".bin", read_binary_batch)
     paths = [folder / f"{name}{suffix}" for name in (*TRAIN_BATCHES, TEST_BATCH)]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise ValueError(f"{folder}: missing CIFAR-10 batch(es) {', '.join(missing)}")
     train = [read(p) for p in paths[:-1]]
     X_test, y_test = read(paths[-1])
-    return ImageData(np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train]),
-                     X_test, y_test, _class_names(folder, version),
-                     f"CIFAR-10 {version} batches in {folder.resolve()}")
+    return ImageData(
+        np.concatenate([x for x, _ in train]),
+        np.concatenate([y for _, y in train]),
+        X_test,
+        y_test,
+        _class_names(folder, version),
+        f"CIFAR-10 {version} batches in {folder.resolve()}",
+    )
 
 
 def digits_as_cifar(test_size, seed):
@@ -186,7 +214,14 @@ def digits_as_cifar(test_size, seed):
     images = np.repeat(np.repeat(grey, 4, axis=1), 4, axis=2)
     images = np.ascontiguousarray(np.repeat(images[:, None], 3, axis=1))
     X_train, X_test, y_train, y_test = train_test_split(
-        images, y.astype(np.int64), test_size=test_size, stratify=y, random_state=seed)
-    return ImageData(X_train, y_train, X_test, y_test, tuple(map(str, range(10))),
-                     f"{DIGITS_NOTE}: scikit-learn load_digits, 1797 8x8 images upsampled to "
-                     f"32x32x3; stratified split seed {seed}")
+        images, y.astype(np.int64), test_size=test_size, stratify=y, random_state=seed
+    )
+    return ImageData(
+        X_train,
+        y_train,
+        X_test,
+        y_test,
+        tuple(map(str, range(10))),
+        f"{DIGITS_NOTE}: scikit-learn load_digits, 1797 8x8 images upsampled to "
+        f"32x32x3; stratified split seed {seed}",
+    )

@@ -21,12 +21,11 @@ from qs.data.voc2007 import CLASSES, SyntheticVOC2007
 
 __all__ = ["ReaderCrash", "benchmark_write", "convert", "write_synthetic_store"]
 
-CHUNK_BYTES = 64 * 2 ** 20  # features per chunk, about: large enough to stream, small to hold
+CHUNK_BYTES = 64 * 2**20  # features per chunk, about: large enough to stream, small to hold
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
-def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False,
-            stats=None):
+def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False, stats=None):
     """Write ``source`` into the store ``out`` and return its path; resumes an interrupted
     conversion of the same data in ``out.partial``.
 
@@ -44,32 +43,62 @@ def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=F
     if chunk_images is None:
         chunk_images = CHUNK_BYTES // max(source.k_max * source.d * source.dtype.itemsize, 1)
     chunk_images = int(max(1, min(n, chunk_images)))
-    keys = [hashlib.sha256("\n".join(source.key(i) for i in range(a, min(a + chunk_images, n)))
-                           .encode()).hexdigest() for a in range(0, n, chunk_images)]
+    keys = [
+        hashlib.sha256(
+            "\n".join(source.key(i) for i in range(a, min(a + chunk_images, n))).encode()
+        ).hexdigest()
+        for a in range(0, n, chunk_images)
+    ]
     _check_block_fits(chunk_images, source)
-    writer = StoreWriter(out, source.image_ids, k_max=source.k_max, d=source.d,
-                         dtype=source.dtype.name, chunk_images=chunk_images,
-                         split=split or source.split, has_gt=source.has_gt,
-                         block_keys=keys, attrs={"source_kind": source.kind})
+    writer = StoreWriter(
+        out,
+        source.image_ids,
+        k_max=source.k_max,
+        d=source.d,
+        dtype=source.dtype.name,
+        chunk_images=chunk_images,
+        split=split or source.split,
+        has_gt=source.has_gt,
+        block_keys=keys,
+        attrs={"source_kind": source.kind},
+    )
     try:
         pending = writer.pending()
         images = [i for b in pending for i in range(*writer.block_range(b))]
         resumed = writer.n_blocks - len(pending)
-        write_s = _write_blocks(writer, pending, read_images(
-            source, images, workers, "read", progress and (
-                f"converting ({resumed} of {writer.n_blocks} blocks already written)"
-                if resumed else "converting")))
+        write_s = _write_blocks(
+            writer,
+            pending,
+            read_images(
+                source,
+                images,
+                workers,
+                "read",
+                progress
+                and (
+                    f"converting ({resumed} of {writer.n_blocks} blocks already written)"
+                    if resumed
+                    else "converting"
+                ),
+            ),
+        )
         try:
             path = writer.finish(source.describe())
         except OSError as err:
-            raise ValueError(f"{err.strerror or err} finishing the store in {writer.partial} "
-                             "(every block is kept: rerun to finish it).") from None
+            raise ValueError(
+                f"{err.strerror or err} finishing the store in {writer.partial} "
+                "(every block is kept: rerun to finish it)."
+            ) from None
     finally:
         writer.close()
     if stats is not None:
-        stats.update(blocks_written=len(pending), blocks_resumed=resumed, write_s=write_s,
-                     feature_bytes=len(images) * writer.k_max * writer.d
-                     * writer.dtype.itemsize, total_s=time.perf_counter() - start)
+        stats.update(
+            blocks_written=len(pending),
+            blocks_resumed=resumed,
+            write_s=write_s,
+            feature_bytes=len(images) * writer.k_max * writer.d * writer.dtype.itemsize,
+            total_s=time.perf_counter() - start,
+        )
     return path
 
 
@@ -82,10 +111,14 @@ def _write_blocks(writer, pending, records):
             write_s += _write_block(writer, b, records)
     except (ValueError, MemoryError) as err:
         kind = ReaderCrash if isinstance(err, ReaderCrash) else ValueError
-        what = str(err) or (f"out of memory holding a block of {writer.chunk_images} images "
-                            "(use fewer images per chunk)")
-        raise kind(f"{what} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
-                   f"{writer.partial}: rerun to resume.)") from None
+        what = str(err) or (
+            f"out of memory holding a block of {writer.chunk_images} images "
+            "(use fewer images per chunk)"
+        )
+        raise kind(
+            f"{what} ({len(writer.done)} of {writer.n_blocks} blocks are kept in "
+            f"{writer.partial}: rerun to resume.)"
+        ) from None
     finally:
         records.close()
     return write_s
@@ -100,10 +133,12 @@ def _check_block_fits(chunk_images, source):
     except (ValueError, OSError, AttributeError):  # not known on this system
         return
     if block > memory:
-        raise ValueError(f"One block of {chunk_images} images x {source.k_max} boxes x "
-                         f"{source.d} features takes {block:,} bytes, more than this "
-                         f"machine's memory ({memory:,} bytes); use fewer boxes, features or "
-                         "images per chunk.")
+        raise ValueError(
+            f"One block of {chunk_images} images x {source.k_max} boxes x "
+            f"{source.d} features takes {block:,} bytes, more than this "
+            f"machine's memory ({memory:,} bytes); use fewer boxes, features or "
+            "images per chunk."
+        )
 
 
 def _write_block(writer, b, records):
@@ -118,8 +153,8 @@ def _write_block(writer, b, records):
     for row in range(n):
         _, (X, box, obj) = next(records)  # in image order
         counts[row] = X.shape[0]
-        features[row, :X.shape[0]] = X
-        boxes[row, :X.shape[0]] = box
+        features[row, : X.shape[0]] = X
+        boxes[row, : X.shape[0]] = box
         if objects is not None:
             objects.append(obj)
     labels = None
@@ -131,24 +166,52 @@ def _write_block(writer, b, records):
     try:
         writer.write_block(b, features, counts, boxes, labels, objects)
     except OSError as err:  # a full disk, above all
-        raise ValueError(f"{err.strerror or err} writing block {b} of the store into "
-                         f"{writer.partial}") from None
+        raise ValueError(
+            f"{err.strerror or err} writing block {b} of the store into {writer.partial}"
+        ) from None
     return time.perf_counter() - began
 
 
-def write_synthetic_store(path, *, split="trainval", seed=0, scale=0.05, boxes_per_image=40,
-                          n_features=64, dtype="float32", chunk_images=None, workers=0,
-                          progress=False, stats=None, **generator):
+def write_synthetic_store(
+    path,
+    *,
+    split="trainval",
+    seed=0,
+    scale=0.05,
+    boxes_per_image=40,
+    n_features=64,
+    dtype="float32",
+    chunk_images=None,
+    workers=0,
+    progress=False,
+    stats=None,
+    **generator,
+):
     """Write one split of the synthetic VOC2007 look-alike (`SyntheticVOC2007`, extra keywords
     passed to it) straight into a store, block by block; the same data as
     `make_voc2007_detection` gives in memory. Returns the store's path."""
     gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, **generator)
-    return convert(SyntheticSource(gen, split, dtype), path, chunk_images=chunk_images,
-                   workers=workers, progress=progress, stats=stats)
+    return convert(
+        SyntheticSource(gen, split, dtype),
+        path,
+        chunk_images=chunk_images,
+        workers=workers,
+        progress=progress,
+        stats=stats,
+    )
 
 
-def benchmark_write(path, *, scale=0.1, boxes_per_image=2000, n_features=512,
-                    dtype="float16", workers=2, chunk_images=None, keep=False):
+def benchmark_write(
+    path,
+    *,
+    scale=0.1,
+    boxes_per_image=2000,
+    n_features=512,
+    dtype="float16",
+    workers=2,
+    chunk_images=None,
+    keep=False,
+):
     """Write a synthetic store at ``path`` and measure it: ``{"images", "feature_bytes" (as
     stored, before compression), "disk_bytes", "total_s", "write_s" (writing and checksumming
     blocks, the generator's time excluded), "mb_per_s" (feature MB per second of the whole
@@ -157,18 +220,32 @@ def benchmark_write(path, *, scale=0.1, boxes_per_image=2000, n_features=512,
     import shutil
 
     stats = {}
-    path = write_synthetic_store(path, scale=scale, boxes_per_image=boxes_per_image,
-                                 n_features=n_features, dtype=dtype, workers=workers,
-                                 chunk_images=chunk_images, stats=stats)
+    path = write_synthetic_store(
+        path,
+        scale=scale,
+        boxes_per_image=boxes_per_image,
+        n_features=n_features,
+        dtype=dtype,
+        workers=workers,
+        chunk_images=chunk_images,
+        stats=stats,
+    )
     disk = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
-    images = SyntheticVOC2007(scale=scale, boxes_per_image=boxes_per_image,
-                              n_features=n_features).n_images("trainval")
+    images = SyntheticVOC2007(
+        scale=scale, boxes_per_image=boxes_per_image, n_features=n_features
+    ).n_images("trainval")
     if not keep:
         shutil.rmtree(path)
     mb = stats["feature_bytes"] / 1e6
-    return {"images": images, "feature_bytes": stats["feature_bytes"], "disk_bytes": disk,
-            "total_s": stats["total_s"], "write_s": stats["write_s"],
-            "mb_per_s": mb / stats["total_s"], "write_mb_per_s": mb / stats["write_s"]}
+    return {
+        "images": images,
+        "feature_bytes": stats["feature_bytes"],
+        "disk_bytes": disk,
+        "total_s": stats["total_s"],
+        "write_s": stats["write_s"],
+        "mb_per_s": mb / stats["total_s"],
+        "write_mb_per_s": mb / stats["write_s"],
+    }
 
 
 # --- reading in worker processes -----------------------------------------------------------

@@ -16,12 +16,24 @@ from pathlib import Path, PurePath
 
 import numpy as np
 
-__all__ = ["IMAGE_ID", "LIST_BYTES", "SAMPLE_BYTES", "Unreadable", "as_float32",
-           "check_final_newline", "check_memory", "check_regular", "inside", "memory_available",
-           "read_bytes", "read_json", "shown"]
+__all__ = [
+    "IMAGE_ID",
+    "LIST_BYTES",
+    "SAMPLE_BYTES",
+    "Unreadable",
+    "as_float32",
+    "check_final_newline",
+    "check_memory",
+    "check_regular",
+    "inside",
+    "memory_available",
+    "read_bytes",
+    "read_json",
+    "shown",
+]
 
-LIST_BYTES = 2 ** 30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
-SAMPLE_BYTES = 2 ** 26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
+LIST_BYTES = 2**30  # a list file (10M boxes of a latent AP-SVM list take about 400 MB)
+SAMPLE_BYTES = 2**26  # one sample's file (a dense 4096-d feature as text: about 100 KB)
 IMAGE_ID = re.compile(r"[A-Za-z0-9._-]+")  # an image id names its files: portable characters
 # What a message may quote of a file: a short field of a list file (names, numbers), or of
 # a numeric format (``index:value`` pairs).
@@ -54,8 +66,11 @@ def read_bytes(path, what, limit):
     except Unreadable:
         os.close(fd)
         raise
-    too_large = Unreadable(what, path, f"it is larger than {limit:,} bytes, the most read for "
-                           "one; is it the right file?")
+    too_large = Unreadable(
+        what,
+        path,
+        f"it is larger than {limit:,} bytes, the most read for one; is it the right file?",
+    )
     if info.st_size > limit:
         os.close(fd)
         raise too_large
@@ -65,7 +80,7 @@ def read_bytes(path, what, limit):
             while size <= limit and (chunk := fh.read(min(step, limit + 1 - size))):
                 chunks.append(chunk)
                 size += len(chunk)
-                step = 2 ** 20
+                step = 2**20
         except OSError as err:
             raise Unreadable(what, path, err.strerror) from None
     if size > limit:
@@ -86,9 +101,15 @@ def check_regular(path, what):
 def _check_mode(path, what, info):
     mode = info.st_mode
     if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "not a regular file")
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file"
+        )
         raise Unreadable(what, path, f"it is {kind}, not a regular file")
 
 
@@ -97,8 +118,10 @@ def check_final_newline(path, data):
     newline: a file cut short mid-line (a copy or a download that stopped) would otherwise read
     as a shorter last number."""
     if data and not data.endswith(b"\n" if isinstance(data, bytes) else "\n"):
-        raise ValueError(f"{path}: the last line ends without a newline; the file looks cut "
-                         "short (every line of this format ends with one).")
+        raise ValueError(
+            f"{path}: the last line ends without a newline; the file looks cut "
+            "short (every line of this format ends with one)."
+        )
 
 
 def inside(root, name, where):
@@ -106,8 +129,10 @@ def inside(root, name, where):
     file and line); an absolute name or one that climbs out with ``..`` is refused."""
     pure = PurePath(name)
     if pure.is_absolute() or ".." in pure.parts or "\0" in name:
-        raise ValueError(f"{where}: {shown(name)} is not a path inside the data directory "
-                         f"{root}; expected a relative name without '..'.")
+        raise ValueError(
+            f"{where}: {shown(name)} is not a path inside the data directory "
+            f"{root}; expected a relative name without '..'."
+        )
     return Path(root) / pure
 
 
@@ -125,8 +150,10 @@ def as_float32(path, name, a):
     """Finite float64 values as float32, an error where they overflow it."""
     big = np.flatnonzero(np.abs(a.ravel()) > np.finfo(np.float32).max)
     if big.size:
-        raise ValueError(f"{path}: {name} hold {float(a.ravel()[big[0]])}, beyond float32 "
-                         f"(the features are kept as float32).")
+        raise ValueError(
+            f"{path}: {name} hold {float(a.ravel()[big[0]])}, beyond float32 "
+            f"(the features are kept as float32)."
+        )
     return a.astype(np.float32)
 
 
@@ -178,9 +205,11 @@ def check_memory(what, n_bytes):
     hold it (`memory_available`)."""
     available = memory_available()
     if n_bytes > available:
-        raise ValueError(f"{what} would take {_size(n_bytes)} of memory; this machine can give "
-                         f"{_size(available)}.")
+        raise ValueError(
+            f"{what} would take {_size(n_bytes)} of memory; this machine can give "
+            f"{_size(available)}."
+        )
 
 
 def _size(n_bytes):
-    return f"{n_bytes / 2 ** 30:,.1f} GiB" if n_bytes >= 2 ** 30 else f"{n_bytes / 2 ** 20:,.1f} MiB"
+    return f"{n_bytes / 2**30:,.1f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:,.1f} MiB"

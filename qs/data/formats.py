@@ -25,18 +25,33 @@ import scipy.sparse as sp
 from qs.data.files import check_final_newline, check_memory, check_regular, shown
 from qs.data.poselet import PoseletData
 
-__all__ = ["cache_arrays", "check_query_order", "load_features", "load_npz_cache", "mat_shapes",
-           "names_queries", "read_isolated", "read_mat", "read_svmlight"]
+__all__ = [
+    "cache_arrays",
+    "check_query_order",
+    "load_features",
+    "load_npz_cache",
+    "mat_shapes",
+    "names_queries",
+    "read_isolated",
+    "read_mat",
+    "read_svmlight",
+]
 
-KINDS = {".mat": "mat", ".npz": "npz", ".svm": "svmlight", ".svmlight": "svmlight",
-         ".libsvm": "svmlight"}
+KINDS = {
+    ".mat": "mat",
+    ".npz": "npz",
+    ".svm": "svmlight",
+    ".svmlight": "svmlight",
+    ".libsvm": "svmlight",
+}
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _CSR_KEYS = ("X_data", "X_indices", "X_indptr", "X_shape")
 _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 
 
-def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False,
-                  zero_based="auto"):
+def load_features(
+    path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False, zero_based="auto"
+):
     """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
 
     ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
@@ -54,12 +69,16 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
     if kind not in set(KINDS.values()):
-        raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
-                         f"{', '.join(KINDS)} or kind='mat'|'svmlight'|'npz'; got "
-                         f"{path.suffix!r} (kind={kind!r}).")
+        raise ValueError(
+            f"Cannot tell the format of {path}: expected a suffix among "
+            f"{', '.join(KINDS)} or kind='mat'|'svmlight'|'npz'; got "
+            f"{path.suffix!r} (kind={kind!r})."
+        )
     if query_id and kind == "mat":
-        raise ValueError(f"{path}: query ids are read from svmlight (qid:) and .npz (groups) "
-                         "files; a .mat file holds none.")
+        raise ValueError(
+            f"{path}: query ids are read from svmlight (qid:) and .npz (groups) "
+            "files; a .mat file holds none."
+        )
     check_regular(path, "the feature file")
     groups = None
     if kind == "mat":
@@ -67,8 +86,9 @@ def load_features(path, *, kind=None, n_features=None, x_key="X", y_key="y", que
             _h5py(path)  # a missing h5py is said here, not by the worker
         ((X, y),) = read_isolated([path], _load_mat, x_key, y_key)
     elif kind == "svmlight":
-        X, y, groups, _ = read_svmlight(path, zero_based=zero_based, n_features=n_features,
-                                        query_id=query_id)
+        X, y, groups, _ = read_svmlight(
+            path, zero_based=zero_based, n_features=n_features, query_id=query_id
+        )
         y = y if y_key is not None else None
     else:
         wanted = ("y",) * (y_key is not None) + ("groups",) * query_id
@@ -98,6 +118,8 @@ def names_queries(path, *, kind=None):
         with _open_npz(path) as npz:
             return "groups" in npz.files
     return False
+
+
 def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
     r"""``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
     the qid of each row (None unless ``query_id``), and the index base it was read with.
@@ -126,8 +148,15 @@ def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
     check_final_newline(path, _last_byte(path))
     from sklearn.datasets import load_svmlight_file  # scikit-learn loads on first use
 
-    X, y, *qid = _call(path, "svmlight", load_svmlight_file, str(path), zero_based=True,
-                       dtype=np.float64, query_id=query_id)
+    X, y, *qid = _call(
+        path,
+        "svmlight",
+        load_svmlight_file,
+        str(path),
+        zero_based=True,
+        dtype=np.float64,
+        query_id=query_id,
+    )
     X = X.tocsr()
     uses_zero = bool(X.indices.size) and int(X.indices.min()) == 0
     if zero_based == "auto":
@@ -135,10 +164,12 @@ def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
     if not zero_based:
         if uses_zero:
             row = int(np.searchsorted(X.indptr, np.flatnonzero(X.indices == 0)[0], "right") - 1)
-            raise ValueError(f"{path}, line {_svmlight_lines(path)[row][0]}: index 0 in a file "
-                             "read one-based (index 1 is the first column), as the model's "
-                             "training file was; its indices are zero-based: fit the model "
-                             "with --zero-based, and every file of it is read so.")
+            raise ValueError(
+                f"{path}, line {_svmlight_lines(path)[row][0]}: index 0 in a file "
+                "read one-based (index 1 is the first column), as the model's "
+                "training file was; its indices are zero-based: fit the model "
+                "with --zero-based, and every file of it is read so."
+            )
         X = X[:, 1:] if X.shape[1] else X
     if n_features is not None and X.shape[1] < n_features:
         X.resize((X.shape[0], n_features))
@@ -160,10 +191,12 @@ def check_query_order(path, groups, where):
     if again.any():
         row = int(starts[np.flatnonzero(again)[0]])
         before = int(np.flatnonzero(groups[:row] == groups[row])[-1])
-        raise ValueError(f"{path}, {where(row)}: query {shown(str(groups[row]))} comes back "
-                         f"after other queries (it was last on {where(before)}); expected "
-                         "each query's rows together, one after another. Sort the rows by "
-                         "query id, keeping their order within a query (e.g. a stable sort).")
+        raise ValueError(
+            f"{path}, {where(row)}: query {shown(str(groups[row]))} comes back "
+            f"after other queries (it was last on {where(before)}); expected "
+            "each query's rows together, one after another. Sort the rows by "
+            "query id, keeping their order within a query (e.g. a stable sort)."
+        )
 
 
 def _svmlight_groups(path, qid, n_rows):
@@ -172,9 +205,11 @@ def _svmlight_groups(path, qid, n_rows):
     if qid.size != n_rows:
         lines = _svmlight_lines(path)
         without = next(k for k, (_, has) in enumerate(lines) if not has)
-        raise ValueError(f"{path}, line {lines[without][0]}: no qid; expected 'LABEL qid:ID "
-                         f"INDEX:VALUE ...' on every line ({n_rows - qid.size} of {n_rows} "
-                         "lines have none).")
+        raise ValueError(
+            f"{path}, line {lines[without][0]}: no qid; expected 'LABEL qid:ID "
+            f"INDEX:VALUE ...' on every line ({n_rows - qid.size} of {n_rows} "
+            "lines have none)."
+        )
     check_query_order(path, qid, lambda k: f"line {_svmlight_lines(path)[k][0]}")
     return qid
 
@@ -194,8 +229,10 @@ def _svmlight_lines(path):
 def _npz_groups(path, groups, n_rows):
     """An .npz file's ``groups``: 1-D, one integer or string id per row, in consecutive runs."""
     if groups.ndim != 1 or groups.dtype.kind not in "iuUS" or groups.size != n_rows:
-        raise ValueError(f"{path}: groups must hold one query id (integer or string) per row "
-                         f"of X ({n_rows}); got {groups.dtype} of shape {groups.shape}.")
+        raise ValueError(
+            f"{path}: groups must hold one query id (integer or string) per row "
+            f"of X ({n_rows}); got {groups.dtype} of shape {groups.shape}."
+        )
     check_query_order(path, groups, lambda k: f"row {k} of groups")
     return groups
 
@@ -228,8 +265,10 @@ def _checked(path, X, y, n_features):
             expected, got = f"{expected} and y 1-D", f"{got} and y of shape {y.shape}"
         raise ValueError(f"{path}: expected {expected}; got {got}.")
     if y is not None and X.shape[0] != y.size:
-        raise ValueError(f"{path}: X has {X.shape[0]} rows but y has {y.size} labels; expected "
-                         "one label per row.")
+        raise ValueError(
+            f"{path}: X has {X.shape[0]} rows but y has {y.size} labels; expected "
+            "one label per row."
+        )
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{path}: expected {n_features} feature columns; got {X.shape[1]}.")
     _check_finite(path, "X", X)
@@ -246,18 +285,24 @@ def _check_finite(path, name, a):
     bad = np.flatnonzero(~np.isfinite(values.ravel()))
     if bad.size:
         k = int(bad[0])
-        where = (f"row {np.searchsorted(a.indptr, k, side='right') - 1}, column {a.indices[k]}"
-                 if sp.issparse(a) else f"index {tuple(map(int, np.unravel_index(k, a.shape)))}")
-        raise ValueError(f"{path}: {name} must be finite; got {values.ravel()[k]!r} at {where} "
-                         f"({bad.size} non-finite value{'s' * (bad.size > 1)} in all).")
+        where = (
+            f"row {np.searchsorted(a.indptr, k, side='right') - 1}, column {a.indices[k]}"
+            if sp.issparse(a)
+            else f"index {tuple(map(int, np.unravel_index(k, a.shape)))}"
+        )
+        raise ValueError(
+            f"{path}: {name} must be finite; got {values.ravel()[k]!r} at {where} "
+            f"({bad.size} non-finite value{'s' * (bad.size > 1)} in all)."
+        )
 
 
 def _indices(path, name, a):
     """A stored index array as int64, once it is 1-D, of integers, and within int64."""
     a = np.asarray(a)
     if a.ndim != 1 or a.dtype.kind not in "iu":
-        raise ValueError(f"{path}: {name} must be a 1-D array of integers; got {a.dtype} of "
-                         f"shape {a.shape}.")
+        raise ValueError(
+            f"{path}: {name} must be a 1-D array of integers; got {a.dtype} of shape {a.shape}."
+        )
     if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
         raise ValueError(f"{path}: {name} holds {a.max()}, beyond any index.")
     return a.astype(np.int64)
@@ -274,34 +319,47 @@ def _sparse(path, names, data, indices, indptr, shape, fmt, spare=False):
     """
     data = np.asarray(data)
     if data.ndim != 1 or data.dtype.kind not in "biuf":
-        raise ValueError(f"{path}: {names[0]} must be a 1-D array of numbers; got {data.dtype} "
-                         f"of shape {data.shape}.")
+        raise ValueError(
+            f"{path}: {names[0]} must be a 1-D array of numbers; got {data.dtype} "
+            f"of shape {data.shape}."
+        )
     indices, indptr = _indices(path, names[1], indices), _indices(path, names[2], indptr)
     if len(shape) != 2 or min(shape) < 0:
-        raise ValueError(f"{path}: the shape of the sparse matrix must be two sizes >= 0; got "
-                         f"{tuple(shape)}.")
+        raise ValueError(
+            f"{path}: the shape of the sparse matrix must be two sizes >= 0; got {tuple(shape)}."
+        )
     major, minor = shape if fmt == "csr" else shape[::-1]
     line = "row" if fmt == "csr" else "column"
     if indptr.size != major + 1:
-        raise ValueError(f"{path}: {names[2]} must have {major + 1} entries (one per {line} of "
-                         f"{major}, plus one); got {indptr.size}.")
+        raise ValueError(
+            f"{path}: {names[2]} must have {major + 1} entries (one per {line} of "
+            f"{major}, plus one); got {indptr.size}."
+        )
     if indices.size != data.size:
-        raise ValueError(f"{path}: {names[1]} and {names[0]} must have the same length; got "
-                         f"{indices.size} and {data.size}.")
+        raise ValueError(
+            f"{path}: {names[1]} and {names[0]} must have the same length; got "
+            f"{indices.size} and {data.size}."
+        )
     end = indptr[-1]
     if indptr[0] != 0 or end > indices.size or (end < indices.size and not spare):
-        raise ValueError(f"{path}: {names[2]} must start at 0 and end at {indices.size} (the "
-                         f"number of entries); got {indptr[0]} .. {end}.")
+        raise ValueError(
+            f"{path}: {names[2]} must start at 0 and end at {indices.size} (the "
+            f"number of entries); got {indptr[0]} .. {end}."
+        )
     step = np.diff(indptr)
     if step.size and step.min() < 0:
         k = int(np.argmin(step))
-        raise ValueError(f"{path}: {names[2]} must be non-decreasing; got {indptr[k]} then "
-                         f"{indptr[k + 1]} at {line} {k}.")
+        raise ValueError(
+            f"{path}: {names[2]} must be non-decreasing; got {indptr[k]} then "
+            f"{indptr[k + 1]} at {line} {k}."
+        )
     indices, data = indices[:end], data[:end]
     if indices.size and not 0 <= indices.min() <= indices.max() < minor:
         k = int(np.flatnonzero((indices < 0) | (indices >= minor))[0])
-        raise ValueError(f"{path}: {names[1]}[{k}] = {indices[k]} is not an index of the "
-                         f"{minor} {'columns' if fmt == 'csr' else 'rows'} (0 .. {minor - 1}).")
+        raise ValueError(
+            f"{path}: {names[1]}[{k}] = {indices[k]} is not an index of the "
+            f"{minor} {'columns' if fmt == 'csr' else 'rows'} (0 .. {minor - 1})."
+        )
     build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     return build((data, indices, indptr), shape=tuple(shape))
 
@@ -311,8 +369,10 @@ def _call(path, what, fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except Exception as err:  # the readers raise many types (OSError, zlib, zip, struct ...)
-        raise ValueError(f"Cannot read {path} as {what} (corrupt, truncated or another "
-                         f"format?): {type(err).__name__}: {err}") from err
+        raise ValueError(
+            f"Cannot read {path} as {what} (corrupt, truncated or another "
+            f"format?): {type(err).__name__}: {err}"
+        ) from err
 
 
 def _open_npz(path):
@@ -328,9 +388,11 @@ def _npz_arrays(path, npz, required):
     x_keys = ("X",) if "X" in keys else _CSR_KEYS
     missing = [k for k in (*x_keys, *required) if k not in keys]
     if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}; expected X (dense) or "
-                         f"{', '.join(_CSR_KEYS)} (CSR), and {', '.join(required)}; got "
-                         f"{', '.join(sorted(keys)) or 'no arrays'}.")
+        raise ValueError(
+            f"{path}: missing {', '.join(missing)}; expected X (dense) or "
+            f"{', '.join(_CSR_KEYS)} (CSR), and {', '.join(required)}; got "
+            f"{', '.join(sorted(keys)) or 'no arrays'}."
+        )
     for key in (*x_keys, *required):
         _check_member_size(path, npz, key)
     return _call(path, ".npz", lambda: {k: npz[k] for k in (*x_keys, *required)})
@@ -339,11 +401,15 @@ def _npz_arrays(path, npz, required):
 def _check_member_size(path, npz, key):
     """Refuse the array ``key`` of an .npz archive whose header declares more bytes than this
     process can hold, before it is read (a few bytes compressed can declare terabytes)."""
+
     def declared():
         with npz.zip.open(f"{key}.npy") as fh:
             version = np.lib.format.read_magic(fh)
-            read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
-                    np.lib.format.read_array_header_2_0)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, _, dtype = read(fh)
         return shape, dtype
 
@@ -357,8 +423,9 @@ def _x_from(path, arrays):
     if "X" in arrays:
         return arrays["X"]
     shape = _indices(path, "X_shape", arrays["X_shape"])
-    return _sparse(path, _CSR_KEYS[:3], arrays["X_data"], arrays["X_indices"],
-                   arrays["X_indptr"], shape, "csr")
+    return _sparse(
+        path, _CSR_KEYS[:3], arrays["X_data"], arrays["X_indices"], arrays["X_indptr"], shape, "csr"
+    )
 
 
 def read_isolated(paths, reader, *args):
@@ -393,8 +460,10 @@ def _load_mat(path, x_key, y_key):
     names, found = read_mat(path, keys)
     missing = [k for k in keys if k not in found]
     if missing:
-        raise ValueError(f"{path}: no variable {', '.join(missing)}; it holds "
-                         f"{', '.join(names) or 'none'} (pass x_key/y_key).")
+        raise ValueError(
+            f"{path}: no variable {', '.join(missing)}; it holds "
+            f"{', '.join(names) or 'none'} (pass x_key/y_key)."
+        )
     return found[x_key], found.get(y_key)
 
 
@@ -413,8 +482,15 @@ def read_mat(path, keys):
     found = {k: variables[k] for k in keys if k in variables}
     for k, X in found.items():
         if sp.issparse(X):  # built by scipy without the full check: redone before any use
-            found[k] = _sparse(path, [f"{k} ({part})" for part in ("data", "ir", "jc")],
-                               X.data, X.indices, X.indptr, X.shape, "csc")
+            found[k] = _sparse(
+                path,
+                [f"{k} ({part})" for part in ("data", "ir", "jc")],
+                X.data,
+                X.indices,
+                X.indptr,
+                X.shape,
+                "csc",
+            )
     return names, found
 
 
@@ -437,8 +513,9 @@ def mat_shapes(path):
         return _call(path, "MATLAB v7.3 (HDF5)", _h5_shapes, path, h5py)
     import scipy.io
 
-    return {name: tuple(shape) for name, shape, _ in
-            _call(path, "MATLAB .mat", scipy.io.whosmat, path)}
+    return {
+        name: tuple(shape) for name, shape, _ in _call(path, "MATLAB .mat", scipy.io.whosmat, path)
+    }
 
 
 def _h5py(path):
@@ -446,8 +523,10 @@ def _h5py(path):
     try:
         import h5py
     except ImportError:
-        raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
-                         "(pip install h5py), or save it from MATLAB with -v7.") from None
+        raise ValueError(
+            f"{path} is a MATLAB v7.3 (HDF5) file; reading it needs h5py "
+            "(pip install h5py), or save it from MATLAB with -v7."
+        ) from None
     return h5py
 
 
@@ -458,8 +537,10 @@ def _h5_shapes(path, h5py):
             node = f[name]
             if isinstance(node, h5py.Group):
                 if "MATLAB_sparse" in node.attrs:
-                    shapes[str(name)] = (int(node.attrs["MATLAB_sparse"]),
-                                         max(node["jc"].shape[0] - 1, 0))
+                    shapes[str(name)] = (
+                        int(node.attrs["MATLAB_sparse"]),
+                        max(node["jc"].shape[0] - 1, 0),
+                    )
             else:
                 shapes[str(name)] = tuple(reversed(node.shape))
     return shapes
@@ -468,8 +549,12 @@ def _h5_shapes(path, h5py):
 def _read_mat73(path, keys):
     h5py = _h5py(path)
     names, found = _call(path, "MATLAB v7.3 (HDF5)", _read_h5, path, keys, h5py)
-    return names, {k: _sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *v, "csc", spare=True)
-                   if isinstance(v, tuple) else v for k, v in found.items()}
+    return names, {
+        k: _sparse(path, [f"{k}/data", f"{k}/ir", f"{k}/jc"], *v, "csc", spare=True)
+        if isinstance(v, tuple)
+        else v
+        for k, v in found.items()
+    }
 
 
 def _read_h5(path, keys, h5py):
@@ -498,10 +583,18 @@ def _read_h5(path, keys, h5py):
 def cache_arrays(data):
     """The arrays of a `PoseletData` in the .npz cache layout (written by the caller)."""
     X = data.X.tocsr()
-    return {"X_data": X.data, "X_indices": X.indices, "X_indptr": X.indptr,
-            "X_shape": np.array(X.shape), "y": data.labels, "image_names": data.image_names,
-            "box_ids": data.box_ids, "boxes": data.boxes, "source": np.array(data.source),
-            "bias": np.array(data.bias)}
+    return {
+        "X_data": X.data,
+        "X_indices": X.indices,
+        "X_indptr": X.indptr,
+        "X_shape": np.array(X.shape),
+        "y": data.labels,
+        "image_names": data.image_names,
+        "box_ids": data.box_ids,
+        "boxes": data.boxes,
+        "source": np.array(data.source),
+        "bias": np.array(data.bias),
+    }
 
 
 def load_npz_cache(path):
@@ -514,18 +607,29 @@ def load_npz_cache(path):
     X, _ = _checked(path, _x_from(path, arrays), arrays["y"], None)
     X = sp.csr_matrix(X)
     n = X.shape[0]
-    fields = [("y", "iu", (n,), "integer box labels"),
-              ("image_names", "U", (n,), "image names (strings)"),
-              ("box_ids", "iu", (n,), "integer box ids"),
-              ("boxes", "biuf", (n, 4), "box coordinates (min_x, min_y, width, height)"),
-              ("source", "U", (), "one string"), ("bias", "b", (), "one bool")]
+    fields = [
+        ("y", "iu", (n,), "integer box labels"),
+        ("image_names", "U", (n,), "image names (strings)"),
+        ("box_ids", "iu", (n,), "integer box ids"),
+        ("boxes", "biuf", (n, 4), "box coordinates (min_x, min_y, width, height)"),
+        ("source", "U", (), "one string"),
+        ("bias", "b", (), "one bool"),
+    ]
     for name, kinds, shape, what in fields:
         a = arrays[name]
         if a.dtype.kind not in kinds or a.shape != shape:
-            raise ValueError(f"{path}: {name} must hold {what} of shape {shape}, one row per "
-                             f"row of X; got {a.dtype} of shape {a.shape}.")
+            raise ValueError(
+                f"{path}: {name} must hold {what} of shape {shape}, one row per "
+                f"row of X; got {a.dtype} of shape {a.shape}."
+            )
     boxes = arrays["boxes"].astype(np.float64)
     _check_finite(path, "boxes", boxes)
-    return PoseletData(X=X, labels=arrays["y"].astype(np.int64),
-                       image_names=arrays["image_names"], box_ids=arrays["box_ids"],
-                       boxes=boxes, source=str(arrays["source"]), bias=bool(arrays["bias"]))
+    return PoseletData(
+        X=X,
+        labels=arrays["y"].astype(np.int64),
+        image_names=arrays["image_names"],
+        box_ids=arrays["box_ids"],
+        boxes=boxes,
+        source=str(arrays["source"]),
+        bias=bool(arrays["bias"]),
+    )

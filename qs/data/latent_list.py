@@ -8,7 +8,6 @@ position (image, box and token). Boxes come out as `DetectionData` boxes: x1 y1 
 1-based inclusive pixels.
 """
 
-
 import hashlib
 import math
 import os
@@ -49,8 +48,9 @@ class LatentListData:
     images: np.ndarray  # int64 (n_examples,)
 
 
-def load_latent_list(path, feature_dir=None, n_features=None, *, layout="pooled",
-                     annotations=None, feature_root=None):
+def load_latent_list(
+    path, feature_dir=None, n_features=None, *, layout="pooled", annotations=None, feature_root=None
+):
     """Read a latent AP-SVM list file and its box feature files as the released latent
     AP-SVM reads them: whitespace-separated tokens, line breaks carrying no meaning.
 
@@ -88,25 +88,37 @@ def load_latent_list(path, feature_dir=None, n_features=None, *, layout="pooled"
     files = latent_feature_files(path, feature_dir, examples, feature_root)
     feature_hash = hashlib.sha256()
     parsed = [_parse_feature_file(f, n_features, feature_hash) for f in files]
-    d = n_features if n_features is not None else max(
-        (int(i[-1]) for i, _ in parsed if i.size), default=0)
+    d = (
+        n_features
+        if n_features is not None
+        else max((int(i[-1]) for i, _ in parsed if i.size), default=0)
+    )
     X = _feature_rows(parsed, files, d)
 
     boxes = corner_boxes(examples)
     counts = [e.box_ids.size for e in examples]
     objects = annotated_objects(path, examples, boxes, annotations)
-    source = (f"latent AP-SVM list {path.resolve()} ({layout} layout, sha256 "
-              f"{hashlib.sha256(raw).hexdigest()}), {len(files)} feature files in "
-              f"{feature_dir.resolve()} (sha256 of their concatenation "
-              f"{feature_hash.hexdigest()})")
-    data = DetectionData(X, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), boxes,
-                         np.array([e.stem for e in examples], dtype=str), objects, source)
+    source = (
+        f"latent AP-SVM list {path.resolve()} ({layout} layout, sha256 "
+        f"{hashlib.sha256(raw).hexdigest()}), {len(files)} feature files in "
+        f"{feature_dir.resolve()} (sha256 of their concatenation "
+        f"{feature_hash.hexdigest()})"
+    )
+    data = DetectionData(
+        X,
+        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        boxes,
+        np.array([e.stem for e in examples], dtype=str),
+        objects,
+        source,
+    )
     return LatentListData(
         data=data,
         box_labels=np.concatenate([e.box_labels for e in examples] or [np.zeros(0, np.int8)]),
         image_labels=np.array([e.label for e in examples], dtype=np.int8),
         box_ids=np.concatenate([e.box_ids for e in examples] or [np.zeros(0, np.int64)]),
-        images=np.array([e.image - 1 for e in examples], dtype=np.int64))
+        images=np.array([e.image - 1 for e in examples], dtype=np.int64),
+    )
 
 
 def corner_boxes(examples):
@@ -135,18 +147,22 @@ def latent_feature_files(path, feature_dir, examples, feature_root=None):
         for b in range(e.box_ids.size):
             f = Path(feature_dir) / next(names)
             if root is not None and not Path(os.path.realpath(f)).is_relative_to(root):
-                raise ValueError(f"{e.where(path, b)}: its feature file lies outside the "
-                                 f"features root {feature_root}; expected every stem to stay "
-                                 "inside it (no '..' or absolute path out of it, no link "
-                                 "leading out).")
+                raise ValueError(
+                    f"{e.where(path, b)}: its feature file lies outside the "
+                    f"features root {feature_root}; expected every stem to stay "
+                    "inside it (no '..' or absolute path out of it, no link "
+                    "leading out)."
+                )
             files.append(f)
             if not f.is_file():
                 missing.append(f"{f.name} (image {e.image}, box {int(e.box_numbers[b])})")
     if missing:
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        raise ValueError(f"{path}: {len(missing)} of {len(files)} feature files are missing "
-                         f"from {feature_dir}: {'; '.join(missing[:_SHOWN])}{more} (pass "
-                         "feature_dir if they live elsewhere).")
+        raise ValueError(
+            f"{path}: {len(missing)} of {len(files)} feature files are missing "
+            f"from {feature_dir}: {'; '.join(missing[:_SHOWN])}{more} (pass "
+            "feature_dir if they live elsewhere)."
+        )
     return files
 
 
@@ -167,8 +183,9 @@ def _parse_feature_file(f, n_features, digest=None):
     data = read_bytes(f, "the feature file", SAMPLE_BYTES)
     if digest is not None:
         digest.update(data)
-    return parse_sparse_features(f, data.decode("utf-8", errors="replace"), n_features,
-                                 hint=f" (n_features={n_features})")
+    return parse_sparse_features(
+        f, data.decode("utf-8", errors="replace"), n_features, hint=f" (n_features={n_features})"
+    )
 
 
 def _feature_rows(parsed, files, d):
@@ -181,8 +198,9 @@ def _feature_rows(parsed, files, d):
 
 def read_latent_features(files, n_features):
     """float32 (len(files), n_features): one box's features per file, checked."""
-    return _feature_rows([_parse_feature_file(Path(f), n_features) for f in files], files,
-                         n_features)
+    return _feature_rows(
+        [_parse_feature_file(Path(f), n_features) for f in files], files, n_features
+    )
 
 
 LAYOUTS = ("pooled", "unpooled")
@@ -225,9 +243,11 @@ class _Tokens:
     def take(self, what, where):
         match = next(self._matches, None)
         if match is None:
-            raise ValueError(f"Truncated latent list file {self.path}: expected {what} of "
-                             f"{where} as token {self.count + 1}, but the file ends after "
-                             f"token {self.count}.")
+            raise ValueError(
+                f"Truncated latent list file {self.path}: expected {what} of "
+                f"{where} as token {self.count + 1}, but the file ends after "
+                f"token {self.count}."
+            )
         self.count, self._start = self.count + 1, match.start()
         return match.group()
 
@@ -236,14 +256,19 @@ class _Tokens:
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"{self.path}, {where}, {self.at()}: expected {what} to be an "
-                             f"integer; got {shown(text)}.") from None
+            raise ValueError(
+                f"{self.path}, {where}, {self.at()}: expected {what} to be an "
+                f"integer; got {shown(text)}."
+            ) from None
         if allowed is not None and value not in allowed:
-            raise ValueError(f"{self.path}, {where}, {self.at()}: expected {what} in "
-                             f"{', '.join(map(str, allowed))}; got {value}.")
+            raise ValueError(
+                f"{self.path}, {where}, {self.at()}: expected {what} in "
+                f"{', '.join(map(str, allowed))}; got {value}."
+            )
         if low is not None and value < low:
-            raise ValueError(f"{self.path}, {where}, {self.at()}: expected {what} >= {low}; "
-                             f"got {value}.")
+            raise ValueError(
+                f"{self.path}, {where}, {self.at()}: expected {what} >= {low}; got {value}."
+            )
         return value
 
     def number(self, what, where):
@@ -253,8 +278,10 @@ class _Tokens:
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise ValueError(f"{self.path}, {where}, {self.at()}: expected {what} to be a "
-                             f"finite number; got {shown(text)}.")
+            raise ValueError(
+                f"{self.path}, {where}, {self.at()}: expected {what} to be a "
+                f"finite number; got {shown(text)}."
+            )
         return value
 
     def rest(self):
@@ -280,29 +307,38 @@ def parse_latent_list(path, text, layout="pooled"):
         if layout == "unpooled":
             is_fs = tokens.integer("is_fs (0 or 1)", image, (0, 1))
             tokens.integer("the image label", image, LABELS)  # the released code reads the
-        stem = tokens.take("the stem", image)                 # label after the boxes
+        stem = tokens.take("the stem", image)  # label after the boxes
         if "\0" in stem or stem.endswith("/") or not image_id(stem):
-            raise ValueError(f"{path}, {image}, {tokens.at()}: the stem {shown(stem)} names "
-                             "no file; expected a file-name stem, or a path ending in one.")
+            raise ValueError(
+                f"{path}, {image}, {tokens.at()}: the stem {shown(stem)} names "
+                "no file; expected a file-name stem, or a path ending in one."
+            )
         image = f"image {i} of {n_images} ({shown(stem)})"
         n_boxes = tokens.integer("the number of boxes", image, low=0)
-        boxes, ids, labels = np.empty((n_boxes, 4)), np.empty(n_boxes, np.int64), \
-            np.empty(n_boxes, np.int8)
+        boxes, ids, labels = (
+            np.empty((n_boxes, 4)),
+            np.empty(n_boxes, np.int64),
+            np.empty(n_boxes, np.int8),
+        )
         for b in range(n_boxes):
             box = f"{image}, box {b + 1} of {n_boxes}"
             for k, what in enumerate(("x", "y", "width", "height")):
                 boxes[b, k] = tokens.number(f"the box's {what}", box)
                 if k >= 2 and boxes[b, k] <= 0:
-                    raise ValueError(f"{path}, {box}, {tokens.at()}: the box's {what} is "
-                                     f"{boxes[b, k]:g}; it must be > 0.")
+                    raise ValueError(
+                        f"{path}, {box}, {tokens.at()}: the box's {what} is "
+                        f"{boxes[b, k]:g}; it must be > 0."
+                    )
             ids[b] = tokens.integer("the box id", box, low=0)
             labels[b] = tokens.integer("the box label", box, (0, 1) if is_fs else LABELS)
         label = tokens.integer("the image label", image, LABELS)
         examples += _examples(path, stem, i, boxes, ids, labels, label, is_fs, layout, tokens)
     extra = tokens.rest()
     if extra is not None:
-        raise ValueError(f"{path}, {tokens.at()}: unexpected content after the {n_images} "
-                         f"images the file declares: {shown(extra)}.")
+        raise ValueError(
+            f"{path}, {tokens.at()}: unexpected content after the {n_images} "
+            f"images the file declares: {shown(extra)}."
+        )
     return examples
 
 
@@ -314,16 +350,38 @@ def _examples(path, stem, i, boxes, ids, labels, label, is_fs, layout, tokens):
     """The examples of image ``i``'s record, as the released reader forms them."""
     numbers = np.arange(1, ids.size + 1)
     if is_fs:  # unpooled, fully supervised: every candidate an example, its label its own
-        return [LatentExample(stem, i, boxes[b:b + 1], ids[b:b + 1], labels[b:b + 1],
-                              numbers[b:b + 1], int(labels[b])) for b in range(ids.size)]
+        return [
+            LatentExample(
+                stem,
+                i,
+                boxes[b : b + 1],
+                ids[b : b + 1],
+                labels[b : b + 1],
+                numbers[b : b + 1],
+                int(labels[b]),
+            )
+            for b in range(ids.size)
+        ]
     supervised = np.flatnonzero(labels == 1) if layout == "pooled" else np.zeros(0, int)
     if supervised.size and label != 1:
-        raise ValueError(f"{path}, image {i} ({shown(stem)}), {tokens.at()}: box "
-                         f"{supervised[0] + 1} is a supervised positive (box label 1) in an "
-                         f"image labelled {label}; expected the image label 1.")
+        raise ValueError(
+            f"{path}, image {i} ({shown(stem)}), {tokens.at()}: box "
+            f"{supervised[0] + 1} is a supervised positive (box label 1) in an "
+            f"image labelled {label}; expected the image label 1."
+        )
     if supervised.size:  # pooled: each supervised box an example, the other boxes dropped
-        return [LatentExample(stem, i, boxes[b:b + 1], ids[b:b + 1], labels[b:b + 1],
-                              numbers[b:b + 1], label) for b in supervised]
+        return [
+            LatentExample(
+                stem,
+                i,
+                boxes[b : b + 1],
+                ids[b : b + 1],
+                labels[b : b + 1],
+                numbers[b : b + 1],
+                label,
+            )
+            for b in supervised
+        ]
     return [LatentExample(stem, i, boxes, ids, labels, numbers, label)]
 
 
@@ -331,25 +389,27 @@ def annotated_objects(path, examples, boxes, annotations):
     """Per example ``(boxes, class index, difficult)`` of its image from ``annotations``
     (empty without), each box checked to lie inside its annotated image."""
     if annotations is None:
-        return tuple((np.empty((0, 4)), np.empty(0, np.int64), np.empty(0, bool))
-                     for _ in examples)
+        return tuple((np.empty((0, 4)), np.empty(0, np.int64), np.empty(0, bool)) for _ in examples)
     objects, start = [], 0
     for e in examples:
         note = annotations.get(image_id(e.stem))
         if note is None:
-            raise ValueError(f"{e.where(path)}: the image has no annotation among the "
-                             f"{len(annotations)} given.")
+            raise ValueError(
+                f"{e.where(path)}: the image has no annotation among the {len(annotations)} given."
+            )
         n = e.box_ids.size
-        outside = np.flatnonzero(_outside(boxes[start:start + n], note.width, note.height))
+        outside = np.flatnonzero(_outside(boxes[start : start + n], note.width, note.height))
         if outside.size:
             k = int(outside[0])
-            raise ValueError(f"{e.where(path, k)}: box {boxes[start + k].tolist()} (x1 y1 x2 "
-                             f"y2) is outside the image of {note.width} x {note.height} "
-                             "pixels.")
+            raise ValueError(
+                f"{e.where(path, k)}: box {boxes[start + k].tolist()} (x1 y1 x2 "
+                f"y2) is outside the image of {note.width} x {note.height} "
+                "pixels."
+            )
         objects.append((note.boxes, note.classes, note.difficult))
         start += n
     return tuple(objects)
 
 
 def _outside(boxes, width, height):
-    return ((boxes[:, :2] < 1).any(axis=1) | (boxes[:, 2] > width) | (boxes[:, 3] > height))
+    return (boxes[:, :2] < 1).any(axis=1) | (boxes[:, 2] > width) | (boxes[:, 3] > height)

@@ -1,4 +1,5 @@
-"""Learning-to-rank data with queries: a seeded generator shaped like MSLR-WEB10K (synthetic), and statsmodels' travel-mode choices as one query per traveller (real).
+"""Learning-to-rank data with queries: a seeded generator shaped like MSLR-WEB10K (synthetic),
+and statsmodels' travel-mode choices as one query per traveller (real).
 
 Both return `RankingData`: features, graded labels, the query id of each document
 (each query's documents consecutive) and a note on where the data came from.
@@ -28,8 +29,16 @@ class RankingData:
     source: str
 
 
-def make_letor(n_queries=10_000, *, docs_per_query=120, n_features=136, informative=24,
-               grades=LETOR_GRADES, seed=0, dtype=np.float64):
+def make_letor(
+    n_queries=10_000,
+    *,
+    docs_per_query=120,
+    n_features=136,
+    informative=24,
+    grades=LETOR_GRADES,
+    seed=0,
+    dtype=np.float64,
+):
     """Seeded synthetic queries in the shape of MSLR-WEB10K; not real data.
 
     Each query draws its number of documents from a log-normal of median ``docs_per_query``
@@ -66,30 +75,44 @@ def make_letor(n_queries=10_000, *, docs_per_query=120, n_features=136, informat
     """
     grades = np.asarray(grades, dtype=np.float64)
     if n_queries < 1 or docs_per_query < 2 or not 3 <= informative <= n_features:
-        raise ValueError(f"need n_queries >= 1, docs_per_query >= 2 and 3 <= informative <= "
-                         f"n_features; got {n_queries}, {docs_per_query}, {informative} and "
-                         f"{n_features}.")
-    if grades.ndim != 1 or grades.size < 2 or np.any(grades < 0) \
-            or not np.isclose(grades.sum(), 1.0):
-        raise ValueError(f"grades must be two or more non-negative shares summing to 1; got "
-                         f"{grades.tolist()}.")
+        raise ValueError(
+            f"need n_queries >= 1, docs_per_query >= 2 and 3 <= informative <= "
+            f"n_features; got {n_queries}, {docs_per_query}, {informative} and "
+            f"{n_features}."
+        )
+    if (
+        grades.ndim != 1
+        or grades.size < 2
+        or np.any(grades < 0)
+        or not np.isclose(grades.sum(), 1.0)
+    ):
+        raise ValueError(
+            f"grades must be two or more non-negative shares summing to 1; got {grades.tolist()}."
+        )
     rng = np.random.default_rng(seed)
-    sizes = np.clip(np.rint(docs_per_query * rng.lognormal(0.0, 0.5, n_queries)), 5,
-                    10 * docs_per_query).astype(np.int64)
+    sizes = np.clip(
+        np.rint(docs_per_query * rng.lognormal(0.0, 0.5, n_queries)), 5, 10 * docs_per_query
+    ).astype(np.int64)
     n = int(sizes.sum())
     X = rng.standard_normal((n, n_features)).astype(dtype)
     w = rng.normal(size=informative) / np.sqrt(informative)
     head = X[:, :informative].astype(np.float64)
-    latent = (head @ w + 0.5 * head[:, 0] * head[:, 1] + 0.5 * np.tanh(2 * head[:, 2])
-              + np.repeat(0.5 * rng.standard_normal(n_queries), sizes)
-              + 0.5 * rng.standard_normal(n))
+    latent = (
+        head @ w
+        + 0.5 * head[:, 0] * head[:, 1]
+        + 0.5 * np.tanh(2 * head[:, 2])
+        + np.repeat(0.5 * rng.standard_normal(n_queries), sizes)
+        + 0.5 * rng.standard_normal(n)
+    )
     cuts = np.quantile(latent, np.cumsum(grades)[:-1])
     y = np.searchsorted(cuts, latent, side="right").astype(np.int64)
     groups = np.repeat(np.arange(n_queries, dtype=np.int64), sizes)
-    source = (f"synthetic, shaped like MSLR-WEB10K: {n_queries} queries, {n} documents "
-              f"(median {docs_per_query} a query), {n_features} features ({informative} "
-              f"informative), grades 0-{grades.size - 1} in shares {grades.tolist()}, seed "
-              f"{seed}; not real data")
+    source = (
+        f"synthetic, shaped like MSLR-WEB10K: {n_queries} queries, {n} documents "
+        f"(median {docs_per_query} a query), {n_features} features ({informative} "
+        f"informative), grades 0-{grades.size - 1} in shares {grades.tolist()}, seed "
+        f"{seed}; not real data"
+    )
     return RankingData(X, y, groups, [f"f{k + 1}" for k in range(n_features)], source)
 
 
@@ -120,20 +143,27 @@ def load_modechoice():
     try:
         from statsmodels.datasets import modechoice
     except ImportError as err:
-        raise ImportError("the modechoice data ships with statsmodels: install the ltr extra "
-                          "(pip install 'qsrank[ltr]').") from err
+        raise ImportError(
+            "the modechoice data ships with statsmodels: install the ltr extra "
+            "(pip install 'qsrank[ltr]')."
+        ) from err
     frame = modechoice.load_pandas().data.sort_values(["individual", "mode"], kind="stable")
     mode = frame["mode"].to_numpy().astype(np.int64)
     dummies = (mode[:, None] == np.arange(1, 5)[None, :]).astype(np.float64)
     columns = [frame[c].to_numpy() for c in ("ttme", "invc", "invt", "gc")]
     names = ["ttme", "invc", "invt", "gc"]
     for k, m in enumerate(MODES):
-        columns += [dummies[:, k], dummies[:, k] * frame["hinc"].to_numpy(),
-                    dummies[:, k] * frame["psize"].to_numpy()]
+        columns += [
+            dummies[:, k],
+            dummies[:, k] * frame["hinc"].to_numpy(),
+            dummies[:, k] * frame["psize"].to_numpy(),
+        ]
         names += [m, f"hinc_{m}", f"psize_{m}"]
     X = np.column_stack(columns).astype(np.float64)
     y = frame["choice"].to_numpy().astype(np.int64)
     groups = frame["individual"].to_numpy().astype(np.int64)
-    source = ("statsmodels modechoice (Greene and Hensher 1997; real data): 210 travellers x 4 "
-              "modes, the chosen mode relevant, one query per traveller")
+    source = (
+        "statsmodels modechoice (Greene and Hensher 1997; real data): 210 travellers x 4 "
+        "modes, the chosen mode relevant, one query per traveller"
+    )
     return RankingData(X, y, groups, names, source)

@@ -46,22 +46,30 @@ class OutputLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-                             | os.O_NONBLOCK, 0o644)
+                fd = os.open(
+                    self.path,
+                    os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                    0o644,
+                )
             except OSError as err:  # a symlink (ELOOP), a directory, ...
-                raise ValueError(f"{self.path} is not a lock file ({err.strerror}); remove it "
-                                 f"or choose another output than {self.what}.") from None
+                raise ValueError(
+                    f"{self.path} is not a lock file ({err.strerror}); remove it "
+                    f"or choose another output than {self.what}."
+                ) from None
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise ValueError(f"{self.path} is not a lock file (not a regular file); "
-                                     f"remove it or choose another output than {self.what}.")
+                    raise ValueError(
+                        f"{self.path} is not a lock file (not a regular file); "
+                        f"remove it or choose another output than {self.what}."
+                    )
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise OutputBusy(f"{self.what} is being written by another process "
-                                 f"({holder}); wait for it to end, or choose another output."
-                                 ) from None
+                raise OutputBusy(
+                    f"{self.what} is being written by another process "
+                    f"({holder}); wait for it to end, or choose another output."
+                ) from None
             except BaseException:
                 os.close(fd)
                 raise
@@ -73,11 +81,18 @@ class OutputLock:
                 break
             os.close(fd)
             if same:
-                raise ValueError(f"{self.path} exists and is not a lock file qsrank wrote; "
-                                 f"remove it or choose another output than {self.what}.")
-        record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "command": _command(), "since": time.strftime(
-                                 "%Y-%m-%d %H:%M:%S UTC", time.gmtime())}).encode()
+                raise ValueError(
+                    f"{self.path} exists and is not a lock file qsrank wrote; "
+                    f"remove it or choose another output than {self.what}."
+                )
+        record = json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": _command(),
+                "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            }
+        ).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)
         self.file = os.fdopen(fd, "r+b", buffering=0)  # closed, and the lock dropped, with it
@@ -87,8 +102,10 @@ class OutputLock:
         """Whether this lock is taken and its file is still the one at its path (a directory
         removed and made again holds a new, free lock file)."""
         try:
-            return (self.file is not None
-                    and os.fstat(self.file.fileno()).st_ino == os.stat(self.path).st_ino)
+            return (
+                self.file is not None
+                and os.fstat(self.file.fileno()).st_ino == os.stat(self.path).st_ino
+            )
         except FileNotFoundError:
             return False
 
@@ -138,7 +155,8 @@ def _command():
     """The holder's command line, shortened: the program's name and its arguments."""
     program = Path(sys.argv[0] if sys.argv and sys.argv[0] else "python")
     name = {"__main__.py": program.parent.name, "-c": "python -c"}.get(  # python -m, -c
-        program.name, program.name)
+        program.name, program.name
+    )
     text = " ".join([name, *sys.argv[1:]])
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -147,7 +165,9 @@ def _read_holder(fd):
     """The holder's record as text; the holder may not have written it yet."""
     try:
         record = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        return (f"pid {int(record['pid'])} on {record['host']}, since {record['since']}: "
-                f"{record['command']}")
+        return (
+            f"pid {int(record['pid'])} on {record['host']}, since {record['since']}: "
+            f"{record['command']}"
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return "its holder has not written its name yet"

@@ -42,11 +42,20 @@ from qs.data.sparse_text import parse_sparse_features
 
 __all__ = ["ACTIONS", "IGNORE", "N_FEATURES", "PoseletData", "load_poselet"]
 
-ACTIONS = ("jumping", "phoning", "playinginstrument", "reading", "ridingbike",
-           "ridinghorse", "running", "takingphoto", "usingcomputer", "walking")
+ACTIONS = (
+    "jumping",
+    "phoning",
+    "playinginstrument",
+    "reading",
+    "ridingbike",
+    "ridinghorse",
+    "running",
+    "takingphoto",
+    "usingcomputer",
+    "walking",
+)
 IGNORE = 0  # the box label of a "difficult" box, left out of training and evaluation
 N_FEATURES = 2404  # 2400 action-poselet activations + 4 object scores, without the bias
-
 
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
@@ -72,8 +81,9 @@ class PoseletData:
 
     def positives_per_class(self):
         """Number of positive boxes of each action, by name."""
-        return {name: int(np.count_nonzero(self.labels == k))
-                for k, name in enumerate(ACTIONS, start=1)}
+        return {
+            name: int(np.count_nonzero(self.labels == k)) for k, name in enumerate(ACTIONS, start=1)
+        }
 
 
 def _action_id(action):
@@ -106,15 +116,20 @@ def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=Tru
         try:
             data = read_bytes(path, "the feature file", SAMPLE_BYTES)
         except Unreadable as err:
-            raise ValueError(f"Missing or unreadable feature file {path} for the box on "
-                             f"{list_path}, line {lineno}: {err.reason}. Expected "
-                             f"NAME_ID.feature in {feature_dir} (pass feature_dir, or "
-                             "--features-dir, if they live elsewhere).") from None
+            raise ValueError(
+                f"Missing or unreadable feature file {path} for the box on "
+                f"{list_path}, line {lineno}: {err.reason}. Expected "
+                f"NAME_ID.feature in {feature_dir} (pass feature_dir, or "
+                "--features-dir, if they live elsewhere)."
+            ) from None
         feature_hash.update(data)
         index, value = parse_sparse_features(
-            path, data.decode("utf-8", errors="replace"), n_features,
+            path,
+            data.decode("utf-8", errors="replace"),
+            n_features,
             hint=" (2400 poselets + 4 object scores); if the files already carry a bias "
-                 f"column, load with n_features={n_features + 1}, bias=False")
+            f"column, load with n_features={n_features + 1}, bias=False",
+        )
         if bias:
             index, value = np.append(index, n_features + 1), np.append(value, 1.0)
         indices.append(index - 1)
@@ -122,11 +137,19 @@ def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=Tru
         indptr.append(indptr[-1] + index.size)
 
     shape = (len(boxes), n_features + bias)
-    X = sp.csr_matrix((np.concatenate(values or [np.empty(0)]),
-                       np.concatenate(indices or [np.empty(0, np.int64)]), indptr), shape=shape)
-    source = (f"poselet list {list_path.resolve()} (sha256 {hashlib.sha256(raw).hexdigest()}), "
-              f"{len(boxes)} feature files in {feature_dir.resolve()} "
-              f"(sha256 of their concatenation {feature_hash.hexdigest()})")
+    X = sp.csr_matrix(
+        (
+            np.concatenate(values or [np.empty(0)]),
+            np.concatenate(indices or [np.empty(0, np.int64)]),
+            indptr,
+        ),
+        shape=shape,
+    )
+    source = (
+        f"poselet list {list_path.resolve()} (sha256 {hashlib.sha256(raw).hexdigest()}), "
+        f"{len(boxes)} feature files in {feature_dir.resolve()} "
+        f"(sha256 of their concatenation {feature_hash.hexdigest()})"
+    )
     return PoseletData(
         X=X,
         labels=np.array([b[4] for b in boxes], dtype=np.int64),
@@ -146,13 +169,17 @@ def _parse_list(path, text):
     def take(fields, what):
         line = next(lines, None)
         if line is None:
-            raise ValueError(f"Truncated poselet list file {path}: expected {what} after line "
-                             f"{last[0]}, but the file ends there.")
+            raise ValueError(
+                f"Truncated poselet list file {path}: expected {what} after line "
+                f"{last[0]}, but the file ends there."
+            )
         no, got = line
         last[0] = no
         if len(got) != len(fields):
-            raise ValueError(f"{path}, line {no}: expected {what} ({' '.join(fields)}); got "
-                             f"{shown(' '.join(got))}.")
+            raise ValueError(
+                f"{path}, line {no}: expected {what} ({' '.join(fields)}); got "
+                f"{shown(' '.join(got))}."
+            )
         return no, got
 
     def number(no, text, what, kind=int):
@@ -162,8 +189,9 @@ def _parse_list(path, text):
             value = None
         if value is None or (kind is float and not math.isfinite(value)):
             expected = "an integer" if kind is int else "a finite number"
-            raise ValueError(f"{path}, line {no}: expected {what} to be {expected}; got "
-                             f"{shown(text)}.")
+            raise ValueError(
+                f"{path}, line {no}: expected {what} to be {expected}; got {shown(text)}."
+            )
         return value
 
     def count(no, text, what):
@@ -177,13 +205,16 @@ def _parse_list(path, text):
     boxes = []
     for i in range(1, n_images + 1):
         no, (is_fs, label, name, n_cand) = take(
-            ["is_fs", "label", "name", "n_candidates"], f"the header of image {i} of {n_images}")
+            ["is_fs", "label", "name", "n_candidates"], f"the header of image {i} of {n_images}"
+        )
         number(no, is_fs, "is_fs")
         number(no, label, "the image label")
         n_cand = count(no, n_cand, "n_candidates")
         for b in range(1, n_cand + 1):
-            no, fields = take(["min_x", "min_y", "width", "height", "id", "bbox_label"],
-                              f"box {b} of {n_cand} of image {shown(name)}")
+            no, fields = take(
+                ["min_x", "min_y", "width", "height", "id", "bbox_label"],
+                f"box {b} of {n_cand} of image {shown(name)}",
+            )
             coords = [number(no, f, "a box coordinate", float) for f in fields[:4]]
             number(no, fields[4], "the box id")
             boxes.append((no, name, fields[4], coords, number(no, fields[5], "bbox_label")))
@@ -191,6 +222,8 @@ def _parse_list(path, text):
         number(no, image_label, "the image label")
     extra = next(lines, None)
     if extra is not None:
-        raise ValueError(f"{path}, line {extra[0]}: unexpected content after the {n_images} "
-                         f"images the first line declares: {shown(' '.join(extra[1]))}.")
+        raise ValueError(
+            f"{path}, line {extra[0]}: unexpected content after the {n_images} "
+            f"images the first line declares: {shown(' '.join(extra[1]))}."
+        )
     return boxes

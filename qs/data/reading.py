@@ -4,6 +4,7 @@ scipy's or h5py's reader down with a segmentation fault) is named in a one-line
 `ReaderCrash` instead of taking the caller with it.
 """
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -13,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 __all__ = ["ReaderCrash", "read_images"]
+
 
 class ReaderCrash(ValueError):
     """A worker process died while reading an input file."""
@@ -25,10 +27,14 @@ def read_images(source, indices, workers, method="read", progress=None):
     from tqdm import tqdm
 
     indices = list(indices)
-    items = (((i, getattr(source, method)(i)) for i in indices) if workers == 0
-             else _pooled(source, indices, workers, method))
-    with tqdm(total=len(indices), desc=progress or None, unit="image", leave=False,
-              disable=not progress) as bar:
+    items = (
+        ((i, getattr(source, method)(i)) for i in indices)
+        if workers == 0
+        else _pooled(source, indices, workers, method)
+    )
+    with tqdm(
+        total=len(indices), desc=progress or None, unit="image", leave=False, disable=not progress
+    ) as bar:
         try:
             for item in items:
                 bar.update()  # before the yield: the reader of the last image stops here
@@ -62,8 +68,9 @@ def _pooled(source, indices, workers, method):
 def _pooled_reads(ctx, lifeline, source, indices, workers, method):
     todo = deque(indices)
     while todo:
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(source, lifeline))
+        pool = ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_init_worker, initargs=(source, lifeline)
+        )
         window = deque()
         try:
             while todo or window:
@@ -84,8 +91,11 @@ def _pooled_reads(ctx, lifeline, source, indices, workers, method):
             i, future = window.popleft()
             if future.done() and not future.cancelled() and future.exception() is None:
                 yield i, future.result()
-            elif (future.done() and not future.cancelled()
-                  and not isinstance(future.exception(), BrokenProcessPool)):
+            elif (
+                future.done()
+                and not future.cancelled()
+                and not isinstance(future.exception(), BrokenProcessPool)
+            ):
                 raise future.exception()
             else:
                 yield i, _isolated(ctx, lifeline, source, method, i)
@@ -103,11 +113,10 @@ def _init_worker(source, lifeline):
 def _watch(lifeline):
     """End this worker process as soon as the converting process is gone: EOF on
     ``lifeline``, a pipe whose writing end that process alone holds."""
+
     def wait():
-        try:
+        with contextlib.suppress(EOFError, OSError):
             lifeline.recv_bytes()
-        except (EOFError, OSError):
-            pass
         os._exit(1)
 
     threading.Thread(target=wait, name="qsrank-lifeline", daemon=True).start()
@@ -128,10 +137,15 @@ def _isolated(ctx, lifeline, source, method, i):
     except EOFError:
         process.join()
         code = process.exitcode
-        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-               else f"exit status {code}")
-        raise ReaderCrash(f"{source.name(i)}: the reader process died ({how}) reading this "
-                          "file, which is likely corrupt; remove or replace it.") from None
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exit status {code}"
+        )
+        raise ReaderCrash(
+            f"{source.name(i)}: the reader process died ({how}) reading this "
+            "file, which is likely corrupt; remove or replace it."
+        ) from None
     finally:
         receive.close()
     process.join()

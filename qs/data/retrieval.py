@@ -14,12 +14,26 @@ import numpy as np
 __all__ = ["make_retrieval_classes"]
 
 
-def make_retrieval_classes(seed=0, *, classes=100, per_class=30, features=64, latent=8,
-                           noise=0.45, warp=1.5, style=4, style_scale=2.0):
+def make_retrieval_classes(
+    seed=0,
+    *,
+    classes=100,
+    per_class=30,
+    features=64,
+    latent=8,
+    noise=0.45,
+    warp=1.5,
+    style=4,
+    style_scale=2.0,
+):
     """(X float64 (classes * per_class, features), y int64 class ids 0..classes-1, source):
     the samples in class order, and a line saying what they are."""
-    for name, value in (("classes", classes), ("per_class", per_class),
-                        ("features", features), ("latent", latent)):
+    for name, value in (
+        ("classes", classes),
+        ("per_class", per_class),
+        ("features", features),
+        ("latent", latent),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}.")
     rng = np.random.default_rng(seed)
@@ -30,6 +44,8 @@ def make_retrieval_classes(seed=0, *, classes=100, per_class=30, features=64, la
     directions = rng.normal(size=(style, features)) / np.sqrt(features)
     X = np.tanh(warp * z @ projection) + style_scale * rng.normal(size=(len(y), style)) @ directions
     X += 0.1 * rng.normal(size=X.shape)
-    source = (f"synthetic classes (seed {seed}), not a real data set: {classes} classes x "
-              f"{per_class} samples, {features} features from a {latent}-d latent space")
+    source = (
+        f"synthetic classes (seed {seed}), not a real data set: {classes} classes x "
+        f"{per_class} samples, {features} features from a {latent}-d latent space"
+    )
     return X, y, source

@@ -39,8 +39,12 @@ def parse_sparse_features(path, text, n_features=None, hint=""):
         _fail(path, text, 0, "has index 0; indices are 1-based")
     decreasing = np.flatnonzero(np.diff(index) <= 0)
     if decreasing.size:
-        _fail(path, text, decreasing[0] + 1, "does not increase the index; indices must be "
-              "strictly increasing")
+        _fail(
+            path,
+            text,
+            decreasing[0] + 1,
+            "does not increase the index; indices must be strictly increasing",
+        )
     if n_features is not None and index.size and index[-1] > n_features:
         _fail(path, text, index.size - 1, f"is beyond the {n_features} features expected{hint}")
     finite = np.isfinite(value)

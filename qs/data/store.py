@@ -46,7 +46,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 __all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "open_store"]
 
 FORMAT = "qsrank-boxstore"
@@ -74,7 +73,8 @@ class BoxStore:
         names = set(group.array_keys())
         has_gt = set(GT_ARRAYS) <= names
         self.gt_boxes, self.gt_class, self.gt_difficult, self.gt_offsets = (
-            (group[n] for n in GT_ARRAYS) if has_gt else (None,) * 4)
+            (group[n] for n in GT_ARRAYS) if has_gt else (None,) * 4
+        )
 
     source = property(lambda self: self.attrs["source"])
     split = property(lambda self: self.attrs["split"])
@@ -86,8 +86,10 @@ class BoxStore:
     chunk_images = property(lambda self: self.features.chunks[0])
 
     def __repr__(self):
-        return (f"BoxStore({str(self.path)!r}: {self.n_images} images x {self.k_max} boxes x "
-                f"{self.d} {self.dtype}, split {self.split!r})")
+        return (
+            f"BoxStore({str(self.path)!r}: {self.n_images} images x {self.k_max} boxes x "
+            f"{self.d} {self.dtype}, split {self.split!r})"
+        )
 
     def dask_features(self):
         """``features`` as a Dask array with the store's chunks."""
@@ -115,24 +117,34 @@ class BoxStore:
         """``{"array/chunk key": sha256}`` of every recorded chunk, read from the files."""
         from tqdm import tqdm
 
-        expected = {f"{name}/{key}": digest for name, sums in self.attrs["checksums"].items()
-                    for key, digest in sums.items()}
+        expected = {
+            f"{name}/{key}": digest
+            for name, sums in self.attrs["checksums"].items()
+            for key, digest in sums.items()
+        }
         limits = {name: _chunk_limit(self.group[name]) for name in self.attrs["checksums"]}
         found, bad = {}, []
-        for where in tqdm(sorted(expected), desc=f"verifying {self.path}", unit="chunk",
-                          leave=False, disable=not progress):
+        for where in tqdm(
+            sorted(expected),
+            desc=f"verifying {self.path}",
+            unit="chunk",
+            leave=False,
+            disable=not progress,
+        ):
             name, _, key = where.partition("/")
             found[where], why = _chunk_sha256(self.path / where, limits[name])
             if found[where] != expected[where]:
                 bad.append(f"{name} chunk {key}" + (f" ({why})" if why else ""))
         if bad:
             shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-            raise StoreDamaged(f"{self.path}: {len(bad)} of {len(expected)} chunks fail their "
-                               f"checksum: {shown}; the store is damaged, convert the data "
-                               "again.")
+            raise StoreDamaged(
+                f"{self.path}: {len(bad)} of {len(expected)} chunks fail their "
+                f"checksum: {shown}; the store is damaged, convert the data "
+                "again."
+            )
         return found
 
-    def to_detection_data(self, max_bytes=2 ** 30):
+    def to_detection_data(self, max_bytes=2**30):
         """The whole store in memory as `DetectionData` (float32 features), for stores whose
         features take at most ``max_bytes`` as float32."""
         from qs.data.voc2007 import DetectionData
@@ -140,23 +152,31 @@ class BoxStore:
         counts = self.counts[:].astype(np.int64)
         size = int(counts.sum()) * self.d * 4
         if size > max_bytes:
-            raise ValueError(f"{self.path}: the features take {size:,} bytes as float32, "
-                             f"above max_bytes ({max_bytes:,}); read them by blocks "
-                             "(dask_features) instead.")
+            raise ValueError(
+                f"{self.path}: the features take {size:,} bytes as float32, "
+                f"above max_bytes ({max_bytes:,}); read them by blocks "
+                "(dask_features) instead."
+            )
         valid = np.arange(self.k_max) < counts[:, None]
         features, boxes = self.features[:], self.boxes[:]
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         if self.gt_offsets is None:
-            objects = tuple((np.empty((0, 4)), np.empty(0, np.int64), np.empty(0, bool))
-                            for _ in range(self.n_images))
+            objects = tuple(
+                (np.empty((0, 4)), np.empty(0, np.int64), np.empty(0, bool))
+                for _ in range(self.n_images)
+            )
         else:
             go, gb = self.gt_offsets[:], self.gt_boxes[:].astype(np.float64)
             gc, gd = self.gt_class[:].astype(np.int64), self.gt_difficult[:].astype(bool)
             objects = tuple((gb[a:b], gc[a:b], gd[a:b]) for a, b in pairwise(go))
-        return DetectionData(features[valid].astype(np.float32), offsets,
-                             boxes[valid].astype(np.float64),
-                             np.array(self.image_ids[:].tolist(), dtype=str), objects,
-                             self.source)
+        return DetectionData(
+            features[valid].astype(np.float32),
+            offsets,
+            boxes[valid].astype(np.float64),
+            np.array(self.image_ids[:].tolist(), dtype=str),
+            objects,
+            self.source,
+        )
 
 
 class StoreDamaged(ValueError):
@@ -170,8 +190,9 @@ def _verified_store(path, checksums):
     read silently (zarr would fill a missing chunk with zeros)."""
     from zarr.storage import LocalStore
 
-    sums = {f"{name}/{key}": digest for name, keys in checksums.items()
-            for key, digest in keys.items()}
+    sums = {
+        f"{name}/{key}": digest for name, keys in checksums.items() for key, digest in keys.items()
+    }
     return _verified(LocalStore(path, read_only=True), sums, str(path))
 
 
@@ -200,16 +221,23 @@ def _verified_class():
             if expected is None:
                 return await self._store.get(key, prototype, byte_range)
             whole = await self._store.get(key, prototype)
-            if whole is None or await asyncio.to_thread(  # hashed off zarr's event loop
-                    _sha256, whole.as_numpy_array()) != expected:
+            if (
+                whole is None
+                or await asyncio.to_thread(  # hashed off zarr's event loop
+                    _sha256, whole.as_numpy_array()
+                )
+                != expected
+            ):
                 name, _, chunk = key.partition("/")
                 raise StoreDamaged(
                     f"{self.where}: {name} chunk {chunk} "
                     f"{'is missing' if whole is None else 'fails its checksum'}; the store is "
                     f"damaged (qsrank load verify {self.where} checks every chunk): convert "
-                    "the data again.")
-            return whole if byte_range is None else await self._store.get(key, prototype,
-                                                                          byte_range)
+                    "the data again."
+                )
+            return (
+                whole if byte_range is None else await self._store.get(key, prototype, byte_range)
+            )
 
         async def _get_many(self, requests):
             for key, prototype, byte_range in requests:
@@ -226,38 +254,50 @@ def open_store(path):
 
     path = Path(path)
     if path.name.endswith(PARTIAL):
-        raise ValueError(f"{path} is an unfinished conversion, not a store; rerun the "
-                         f"conversion with --out {str(path)[:-len(PARTIAL)]} to finish it.")
+        raise ValueError(
+            f"{path} is an unfinished conversion, not a store; rerun the "
+            f"conversion with --out {str(path)[: -len(PARTIAL)]} to finish it."
+        )
     if not path.is_dir():
         partial = partial_path(path)
-        hint = (f"; {partial} holds an unfinished conversion: rerun it to finish"
-                if partial.is_dir() else "")
+        hint = (
+            f"; {partial} holds an unfinished conversion: rerun it to finish"
+            if partial.is_dir()
+            else ""
+        )
         raise ValueError(f"No box store at {path}{hint}.")
     try:
         group = zarr.open_group(path, mode="r")
         attrs = group.attrs.asdict()
     except Exception as err:  # zarr raises several kinds on a directory that is no store
-        raise ValueError(f"{path} is not a box store (no readable zarr group: "
-                         f"{type(err).__name__}).") from None
+        raise ValueError(
+            f"{path} is not a box store (no readable zarr group: {type(err).__name__})."
+        ) from None
     if attrs.get("format") != FORMAT:
-        raise ValueError(f"{path} is a zarr group but not a {FORMAT} store (no format "
-                         "attribute).")
+        raise ValueError(f"{path} is a zarr group but not a {FORMAT} store (no format attribute).")
     version = attrs.get("format_version")
     if version != FORMAT_VERSION:
-        raise ValueError(f"{path} is a store of format version {version}; this qsrank reads "
-                         f"version {FORMAT_VERSION}: convert the data again with this "
-                         "version's `qsrank load cnn`.")
+        raise ValueError(
+            f"{path} is a store of format version {version}; this qsrank reads "
+            f"version {FORMAT_VERSION}: convert the data again with this "
+            "version's `qsrank load cnn`."
+        )
     if attrs.get("complete") is not True:
-        raise ValueError(f"{path} has no completion mark: it was not written by a finished "
-                         "conversion; convert the data again.")
+        raise ValueError(
+            f"{path} has no completion mark: it was not written by a finished "
+            "conversion; convert the data again."
+        )
     missing = [n for n in IMAGE_ARRAYS if n not in set(group.array_keys())]
     if missing:
-        raise ValueError(f"{path} lacks the arrays {', '.join(missing)}; the store is "
-                         "damaged, convert the data again.")
+        raise ValueError(
+            f"{path} lacks the arrays {', '.join(missing)}; the store is "
+            "damaged, convert the data again."
+        )
     sums = attrs.get("checksums")
     if not isinstance(sums, dict) or not all(isinstance(v, dict) for v in sums.values()):
-        raise StoreDamaged(f"{path} has no readable checksums; the store is damaged, convert "
-                           "the data again.")
+        raise StoreDamaged(
+            f"{path} has no readable checksums; the store is damaged, convert the data again."
+        )
     check_layout(path, group, attrs)
     return BoxStore(path, zarr.open_group(_verified_store(path, sums), mode="r"))
 
@@ -316,42 +356,61 @@ def check_layout(path, group, attrs):
     the chunks of each image array: a store whose metadata was edited to say 10^12 images
     would otherwise pass `BoxStore.verify` (every recorded chunk intact) and be read as
     zeros."""
+
     def fail(what):
         raise StoreDamaged(f"{path}: {what}; the store is damaged, convert the data again.")
 
     sizes = {k: attrs.get(k) for k in ("n_images", "k_max", "d", "chunk_images")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-               for v in sizes.values()) or sizes["chunk_images"] < 1 or \
-            attrs.get("dtype") not in DTYPES or not isinstance(attrs.get("classes"), list):
-        fail("its attributes (n_images, k_max, d, chunk_images, dtype, classes) are not "
-             "what a conversion writes")
+    if (
+        not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values())
+        or sizes["chunk_images"] < 1
+        or attrs.get("dtype") not in DTYPES
+        or not isinstance(attrs.get("classes"), list)
+    ):
+        fail(
+            "its attributes (n_images, k_max, d, chunk_images, dtype, classes) are not "
+            "what a conversion writes"
+        )
     n, k, d, ci = (sizes[key] for key in ("n_images", "k_max", "d", "chunk_images"))
     n_classes = len(attrs["classes"])
-    layout = {"features": ((n, k, d), (ci, k, d), attrs["dtype"]),
-              "counts": ((n,), (ci,), "int32"), "boxes": ((n, k, 4), (ci, k, 4), "float32"),
-              "labels": ((n, n_classes), (ci, n_classes), "int8"),
-              "image_ids": ((n,), (ci,), None)}
+    layout = {
+        "features": ((n, k, d), (ci, k, d), attrs["dtype"]),
+        "counts": ((n,), (ci,), "int32"),
+        "boxes": ((n, k, 4), (ci, k, 4), "float32"),
+        "labels": ((n, n_classes), (ci, n_classes), "int8"),
+        "image_ids": ((n,), (ci,), None),
+    }
     sums = attrs["checksums"]
     for name, (shape, chunks, dtype) in layout.items():
         array = group[name]
-        if tuple(array.shape) != shape or tuple(array.chunks) != chunks or \
-                (dtype is not None and array.dtype != np.dtype(dtype)):
-            fail(f"{name} has shape {tuple(array.shape)}, chunks {tuple(array.chunks)} and "
-                 f"dtype {array.dtype}; its attributes record {shape}, {chunks}, "
-                 f"{dtype or 'strings'}")
+        if (
+            tuple(array.shape) != shape
+            or tuple(array.chunks) != chunks
+            or (dtype is not None and array.dtype != np.dtype(dtype))
+        ):
+            fail(
+                f"{name} has shape {tuple(array.shape)}, chunks {tuple(array.chunks)} and "
+                f"dtype {array.dtype}; its attributes record {shape}, {chunks}, "
+                f"{dtype or 'strings'}"
+            )
         blocks = -(-n // ci)
         keys = sums.get(name, {})
-        expected = {"c/" + "/".join([str(b)] + ["0"] * (len(shape) - 1)) for b in
-                    range(min(blocks, len(keys) + 1))}
+        expected = {
+            "c/" + "/".join([str(b)] + ["0"] * (len(shape) - 1))
+            for b in range(min(blocks, len(keys) + 1))
+        }
         if len(keys) != blocks or set(keys) != expected:
-            fail(f"the checksums of {name} cover {len(keys)} chunks, not the {blocks} of its "
-                 f"{n} images")
+            fail(
+                f"the checksums of {name} cover {len(keys)} chunks, not the {blocks} of its "
+                f"{n} images"
+            )
     names = set(group.array_keys())
     if set(GT_ARRAYS) <= names:
         m = group["gt_boxes"].shape[0]
-        gt = {"gt_boxes": (m, 4), "gt_class": (m,), "gt_difficult": (m,),
-              "gt_offsets": (n + 1,)}
+        gt = {"gt_boxes": (m, 4), "gt_class": (m,), "gt_difficult": (m,), "gt_offsets": (n + 1,)}
         for name, shape in gt.items():
             if tuple(group[name].shape) != shape:
-                fail(f"{name} has shape {tuple(group[name].shape)}; expected {shape} "
-                     f"({m} objects over {n} images)")
+                fail(
+                    f"{name} has shape {tuple(group[name].shape)}; expected {shape} "
+                    f"({m} objects over {n} images)"
+                )

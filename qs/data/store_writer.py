@@ -32,7 +32,6 @@ __all__ = ["StoreWriter"]
 _ZARR_TEMPORARY = re.compile(r".*\.[0-9a-f]{32}\.partial")  # zarr's file being written
 
 
-
 class StoreWriter:
     """Writes one store block by block into ``<path>.partial/`` and renames it when done.
 
@@ -44,8 +43,20 @@ class StoreWriter:
     still match.
     """
 
-    def __init__(self, path, image_ids, *, k_max, d, dtype, chunk_images, split, has_gt,
-                 block_keys, attrs=None):
+    def __init__(
+        self,
+        path,
+        image_ids,
+        *,
+        k_max,
+        d,
+        dtype,
+        chunk_images,
+        split,
+        has_gt,
+        block_keys,
+        attrs=None,
+    ):
         import zarr
 
         self.path = Path(path)
@@ -63,11 +74,18 @@ class StoreWriter:
             raise ValueError("block_keys must give one key per block of chunk_images images.")
         self.has_gt = bool(has_gt)
         self.attrs = dict(attrs or {})
-        settings = {"format_version": FORMAT_VERSION, "d": int(d), "dtype": str(dtype),
-                    "chunk_images": int(chunk_images), "split": split, "has_gt": self.has_gt,
-                    "compressor": COMPRESSOR}
-        self.lock = OutputLock(self.path.with_name(f".{self.path.name}.lock"),
-                               f"the store {self.path}").acquire()
+        settings = {
+            "format_version": FORMAT_VERSION,
+            "d": int(d),
+            "dtype": str(dtype),
+            "chunk_images": int(chunk_images),
+            "split": split,
+            "has_gt": self.has_gt,
+            "compressor": COMPRESSOR,
+        }
+        self.lock = OutputLock(
+            self.path.with_name(f".{self.path.name}.lock"), f"the store {self.path}"
+        ).acquire()
         self.d, self.dtype, self.chunk_images = int(d), np.dtype(dtype), int(chunk_images)
         self.split = split
         try:
@@ -83,22 +101,27 @@ class StoreWriter:
         _remove_stale_temporaries(self.path, self.partial)
         if self.path.exists():
             _finish_cleanup(self.path)
-            raise ValueError(f"{self.path} exists; remove it or choose another --out (a "
-                             "store is never overwritten).")
+            raise ValueError(
+                f"{self.path} exists; remove it or choose another --out (a "
+                "store is never overwritten)."
+            )
         if not self.partial.exists():
             self._create(zarr, n, k_max, settings)
         else:
             progress = read_json(self.partial / "progress.json")
             if not isinstance(progress, dict) or not (self.partial / "progress").is_dir():
-                raise ValueError(f"{self.partial} exists but holds no unfinished conversion "
-                                 "qsrank can resume (no progress records); it is left as it "
-                                 "is: remove it or choose another --out.")
+                raise ValueError(
+                    f"{self.partial} exists but holds no unfinished conversion "
+                    "qsrank can resume (no progress records); it is left as it "
+                    "is: remove it or choose another --out."
+                )
             kept = {k: v for k, v in progress.items() if k != "k_max"}
             if kept != settings or progress.get("k_max", -1) < k_max:
                 raise ValueError(
                     f"{self.partial} holds an unfinished conversion made with other settings "
                     f"({_diff(progress, {**settings, 'k_max': k_max})}); remove it to start "
-                    "over, or rerun with the settings it was begun with.")
+                    "over, or rerun with the settings it was begun with."
+                )
             self.group = zarr.open_group(self.partial, mode="r+")
             for name in IMAGE_ARRAYS:  # the image list may have changed (a file removed)
                 arr = self.group[name]
@@ -117,15 +140,25 @@ class StoreWriter:
         building = self.partial.with_name(f".{self.partial.name}.{os.getpid()}.tmp")
         group = zarr.open_group(building, mode="w-")
         c, d = settings["chunk_images"], settings["d"]
-        opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
-                "config": {"write_empty_chunks": True}}
-        group.create_array("features", shape=(n, k_max, d), chunks=(c, k_max, d),
-                           dtype=settings["dtype"], **opts)
+        opts = {
+            "compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
+            "config": {"write_empty_chunks": True},
+        }
+        group.create_array(
+            "features", shape=(n, k_max, d), chunks=(c, k_max, d), dtype=settings["dtype"], **opts
+        )
         group.create_array("counts", shape=(n,), chunks=(c,), dtype="int32", **opts)
-        group.create_array("boxes", shape=(n, k_max, 4), chunks=(c, k_max, 4), dtype="float32",
-                           **opts)
-        group.create_array("labels", shape=(n, len(CLASSES)), chunks=(c, len(CLASSES)),
-                           dtype="int8", fill_value=-1, **opts)
+        group.create_array(
+            "boxes", shape=(n, k_max, 4), chunks=(c, k_max, 4), dtype="float32", **opts
+        )
+        group.create_array(
+            "labels",
+            shape=(n, len(CLASSES)),
+            chunks=(c, len(CLASSES)),
+            dtype="int8",
+            fill_value=-1,
+            **opts,
+        )
         group.create_array("image_ids", shape=(n,), chunks=(c,), dtype=str, **opts)
         group["image_ids"][:] = self.image_ids
         (building / "progress").mkdir()
@@ -152,12 +185,17 @@ class StoreWriter:
         for record_path in sorted((self.partial / "progress").glob("*.json")):
             record = read_json(record_path)
             b = int(record_path.stem) if record_path.stem.isdigit() else -1
-            ok = (isinstance(record, dict) and 0 <= b < self.n_blocks
-                  and record.get("key") == self.block_keys[b]
-                  and record.get("ids") == self.image_ids[slice(*self.block_range(b))].tolist()
-                  and all(file_sha256(self._chunk_file(name, b)) == digest
-                          for name, digest in record.get("checksums", {}).items())
-                  and set(record.get("checksums", {})) == set(IMAGE_ARRAYS) - {"image_ids"})
+            ok = (
+                isinstance(record, dict)
+                and 0 <= b < self.n_blocks
+                and record.get("key") == self.block_keys[b]
+                and record.get("ids") == self.image_ids[slice(*self.block_range(b))].tolist()
+                and all(
+                    file_sha256(self._chunk_file(name, b)) == digest
+                    for name, digest in record.get("checksums", {}).items()
+                )
+                and set(record.get("checksums", {})) == set(IMAGE_ARRAYS) - {"image_ids"}
+            )
             if ok:
                 done.add(b)
             else:
@@ -186,13 +224,24 @@ class StoreWriter:
         if labels is None:
             labels = np.full((stop - start, len(CLASSES)), -1, np.int8)
         self.group["labels"][start:stop] = labels
-        record = {"key": self.block_keys[b], "ids": self.image_ids[start:stop].tolist(),
-                  "checksums": {name: file_sha256(self._chunk_file(name, b))
-                                for name in IMAGE_ARRAYS if name != "image_ids"}}
+        record = {
+            "key": self.block_keys[b],
+            "ids": self.image_ids[start:stop].tolist(),
+            "checksums": {
+                name: file_sha256(self._chunk_file(name, b))
+                for name in IMAGE_ARRAYS
+                if name != "image_ids"
+            },
+        }
         if objects is not None:
-            record["objects"] = [[np.asarray(o, dtype=float).reshape(-1, 4).tolist(),
-                                  np.asarray(c).astype(int).tolist(),
-                                  np.asarray(f).astype(bool).tolist()] for o, c, f in objects]
+            record["objects"] = [
+                [
+                    np.asarray(o, dtype=float).reshape(-1, 4).tolist(),
+                    np.asarray(c).astype(int).tolist(),
+                    np.asarray(f).astype(bool).tolist(),
+                ]
+                for o, c, f in objects
+            ]
         _write_json(self.partial / "progress" / f"{b:06d}.json", record)
         self.done.add(b)
 
@@ -204,10 +253,10 @@ class StoreWriter:
         import zarr
 
         if self.pending():
-            raise ValueError(f"{len(self.pending())} blocks of {self.partial} are not written "
-                             "yet.")
-        records = [read_json(self.partial / "progress" / f"{b:06d}.json")
-                   for b in range(self.n_blocks)]
+            raise ValueError(f"{len(self.pending())} blocks of {self.partial} are not written yet.")
+        records = [
+            read_json(self.partial / "progress" / f"{b:06d}.json") for b in range(self.n_blocks)
+        ]
         if self.has_gt:
             self._write_ground_truth(zarr, [obj for r in records for obj in r["objects"]])
         checksums = {name: {} for name in IMAGE_ARRAYS + (GT_ARRAYS if self.has_gt else ())}
@@ -218,15 +267,29 @@ class StoreWriter:
             arr = self.group[name]
             for b in range(arr.nchunks):
                 checksums[name][self._key(name, b)] = file_sha256(self._chunk_file(name, b))
-        self.group.attrs.update({
-            "format": FORMAT, "format_version": FORMAT_VERSION, "source": source,
-            "classes": list(CLASSES), "split": self.split, "n_images": int(self.image_ids.size),
-            "k_max": self.k_max, "d": self.d, "dtype": self.dtype.name,
-            "chunk_images": self.chunk_images, "compressor": COMPRESSOR, **self.attrs,
-            "checksums": checksums, "complete": True})
+        self.group.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "source": source,
+                "classes": list(CLASSES),
+                "split": self.split,
+                "n_images": int(self.image_ids.size),
+                "k_max": self.k_max,
+                "d": self.d,
+                "dtype": self.dtype.name,
+                "chunk_images": self.chunk_images,
+                "compressor": COMPRESSOR,
+                **self.attrs,
+                "checksums": checksums,
+                "complete": True,
+            }
+        )
         if self.path.exists():
-            raise ValueError(f"{self.path} appeared during the conversion; the finished store "
-                             f"is left in {self.partial}.")
+            raise ValueError(
+                f"{self.path} appeared during the conversion; the finished store "
+                f"is left in {self.partial}."
+            )
         os.rename(self.partial, self.path)
         _finish_cleanup(self.path)
         self.close()
@@ -241,19 +304,30 @@ class StoreWriter:
         cls = np.array([c for o in objects for c in o[1]], dtype=np.int8)
         difficult = np.array([f for o in objects for f in o[2]], dtype=bool)
         offsets = np.concatenate([[0], np.cumsum([len(o[1]) for o in objects])]).astype(np.int64)
-        opts = {"compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
-                "config": {"write_empty_chunks": True}, "overwrite": True}
+        opts = {
+            "compressors": zarr.codecs.ZstdCodec(level=COMPRESSOR["level"]),
+            "config": {"write_empty_chunks": True},
+            "overwrite": True,
+        }
         for name, a in zip(GT_ARRAYS, (boxes, cls, difficult, offsets)):
-            arr = self.group.create_array(name, shape=a.shape, dtype=a.dtype,
-                                          chunks=(max(1, a.shape[0]),) + a.shape[1:], **opts)
+            arr = self.group.create_array(
+                name,
+                shape=a.shape,
+                dtype=a.dtype,
+                chunks=(max(1, a.shape[0]),) + a.shape[1:],
+                **opts,
+            )
             arr[...] = a
 
 
 def _finish_cleanup(path):
     """Remove the progress records a finished store at ``path`` may still hold."""
     attrs = (read_json(path / "zarr.json") or {}).get("attributes", {})
-    if ((path / "progress.json").is_file() and attrs.get("format") == FORMAT
-            and attrs.get("complete") is True):
+    if (
+        (path / "progress.json").is_file()
+        and attrs.get("format") == FORMAT
+        and attrs.get("complete") is True
+    ):
         shutil.rmtree(path / "progress", ignore_errors=True)
         (path / "progress.json").unlink()
 
@@ -263,7 +337,7 @@ def _remove_stale_temporaries(path, partial):
     store being created, the temporary files of progress records and of zarr's chunk writes
     (``NAME.<32 hex digits>.partial``). Called under the lock, so no writer is using them."""
     for building in path.parent.glob(f".{glob.escape(partial.name)}.*.tmp"):
-        if building.is_dir() and building.name[len(partial.name) + 2:-4].isdigit():
+        if building.is_dir() and building.name[len(partial.name) + 2 : -4].isdigit():
             shutil.rmtree(building)
     if partial.is_dir():
         for tmp in (partial / "progress").glob("*.json.tmp"):
@@ -282,5 +356,6 @@ def _write_json(path, obj):
 
 
 def _diff(have, want):
-    return "; ".join(f"{k}: {have.get(k)!r} there, {want[k]!r} now" for k in want
-                     if have.get(k) != want[k])
+    return "; ".join(
+        f"{k}: {have.get(k)!r} there, {want[k]!r} now" for k in want if have.get(k) != want[k]
+    )

@@ -36,8 +36,8 @@ OBJECT_OF = {5: 0, 6: 1, 9: 2, 2: 3}  # action id -> object score column it rais
 def make_voc2011_actions(seed=0, *, bias=True):
     """Trainval and test splits, ``{"trainval": PoseletData, "test": PoseletData}``."""
     rng = np.random.default_rng(seed)
-    own = rng.permutation(N_POSELETS)[:30 * len(ACTIONS)].reshape(len(ACTIONS), 30)
-    shared = rng.permutation(N_POSELETS)[:40 * len(GROUPS)].reshape(len(GROUPS), 40)
+    own = rng.permutation(N_POSELETS)[: 30 * len(ACTIONS)].reshape(len(ACTIONS), 30)
+    shared = rng.permutation(N_POSELETS)[: 40 * len(GROUPS)].reshape(len(GROUPS), 40)
     source = f"synthetic (seed {seed}), not the VOC2011 data"
     return {split: _split(rng, split, own, shared, bias, source) for split in SPLIT_SIZES}
 
@@ -46,8 +46,8 @@ def _split(rng, split, own, shared, bias, source):
     n = SPLIT_SIZES[split]
     counts = POSITIVES[split]
     labels = np.full(n, -1, dtype=np.int64)
-    labels[:sum(counts)] = np.repeat(np.arange(1, len(ACTIONS) + 1), counts)
-    labels[sum(counts):sum(counts) + N_DIFFICULT[split]] = IGNORE
+    labels[: sum(counts)] = np.repeat(np.arange(1, len(ACTIONS) + 1), counts)
+    labels[sum(counts) : sum(counts) + N_DIFFICULT[split]] = IGNORE
     labels = rng.permutation(labels)
     # A difficult box is a hard instance of some action; "other" boxes show no action.
     action = np.where(labels == IGNORE, rng.integers(1, len(ACTIONS) + 1, n), labels)
@@ -78,8 +78,9 @@ def _split(rng, split, own, shared, bias, source):
     for g in range(len(GROUPS)):
         fire(other[group == g], shared[g], np.full(np.count_nonzero(group == g), 0.1))
 
-    poselets = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(n, N_POSELETS)).tocsr()  # duplicates add up
+    poselets = sp.coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, N_POSELETS)
+    ).tocsr()  # duplicates add up
     objects = rng.beta(1.0, 6.0, (n, N_FEATURES - N_POSELETS))
     for k, column in OBJECT_OF.items():
         objects[action == k, column] += 0.3 * visibility[action == k]

@@ -19,15 +19,24 @@ import scipy.sparse as sp
 from qs.data.files import check_regular, shown
 from qs.data.formats import KINDS, check_query_order, load_features, read_svmlight
 
-__all__ = ["SUFFIXES", "LabelColumnError", "Table", "align_features", "column_fingerprint",
-           "columns_in_use", "permuted_columns", "read_labels", "read_table", "take_columns"]
+__all__ = [
+    "SUFFIXES",
+    "LabelColumnError",
+    "Table",
+    "align_features",
+    "column_fingerprint",
+    "columns_in_use",
+    "permuted_columns",
+    "read_labels",
+    "read_table",
+    "take_columns",
+]
 
 #: the most columns a fingerprint describes (evenly spaced among those in use beyond that)
 FINGERPRINT_COLUMNS = 512
 
 #: suffix -> format: the tables with named columns, then the formats of qs.data.formats
-TABLE_KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet",
-               ".pq": "parquet"}
+TABLE_KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 SUFFIXES = {**TABLE_KINDS, **KINDS}
 
 
@@ -65,8 +74,9 @@ class LabelColumnError(ValueError):
         if self.given is None:
             return f"{self.path}: {how}; its columns: {columns}."
         near = f" (did you mean {shown(self.near)}?)" if self.near is not None else ""
-        return (f"{self.path}: no label column {shown(str(self.given))}{near}; its columns: "
-                f"{columns}.")
+        return (
+            f"{self.path}: no label column {shown(str(self.given))}{near}; its columns: {columns}."
+        )
 
 
 def _near(name, columns):
@@ -79,8 +89,9 @@ def _near(name, columns):
     return close[0] if close else None
 
 
-def read_table(path, *, label_column=None, labels=True, group_column=None, groups=False,
-               zero_based="auto"):
+def read_table(
+    path, *, label_column=None, labels=True, group_column=None, groups=False, zero_based="auto"
+):
     """Read the feature file ``path``, its format told by its suffix (`SUFFIXES`).
 
     A table (CSV, TSV, Parquet) needs ``label_column``, the column of labels; every other
@@ -105,12 +116,16 @@ def read_table(path, *, label_column=None, labels=True, group_column=None, group
     groups = groups or group_column is not None
     if kind not in ("csv", "tsv", "parquet"):
         if label_column is not None and labels:
-            raise ValueError(f"{path}: a {path.suffix} file holds its labels itself (y); a "
-                             "label column applies to CSV, TSV and Parquet files only.")
+            raise ValueError(
+                f"{path}: a {path.suffix} file holds its labels itself (y); a "
+                "label column applies to CSV, TSV and Parquet files only."
+            )
         if group_column is not None:
-            raise ValueError(f"{path}: a {path.suffix} file holds its query ids itself (qid: "
-                             "or groups); a group column applies to CSV, TSV and Parquet "
-                             "files only.")
+            raise ValueError(
+                f"{path}: a {path.suffix} file holds its query ids itself (qid: "
+                "or groups); a group column applies to CSV, TSV and Parquet "
+                "files only."
+            )
         base = None
         if kind == "svmlight":
             X, y, query, base = read_svmlight(path, zero_based=zero_based, query_id=groups)
@@ -129,10 +144,11 @@ def read_table(path, *, label_column=None, labels=True, group_column=None, group
     dropped = [c for c in (label_column, group_column) if c is not None and c in frame.columns]
     features = frame.drop(columns=dropped)
     if features.shape[1] == 0:
-        raise ValueError(f"{path}: no feature column besides the label and group columns "
-                         f"{_listed([str(c) for c in dropped])}.")
-    return Table(_features(path, features), y, [str(c) for c in features.columns], path,
-                 query)
+        raise ValueError(
+            f"{path}: no feature column besides the label and group columns "
+            f"{_listed([str(c) for c in dropped])}."
+        )
+    return Table(_features(path, features), y, [str(c) for c in features.columns], path, query)
 
 
 def read_labels(path, *, label_column=None):
@@ -161,11 +177,14 @@ def align_features(table, feature_names, n_features, against):
             extra = [n for n in names if n not in feature_names]
             raise ValueError(
                 f"{table.path}: lacks the feature column(s) {_listed(missing)} of {against}"
-                + (f"; it has {_listed(extra)} instead" if extra else "") + ".")
+                + (f"; it has {_listed(extra)} instead" if extra else "")
+                + "."
+            )
         if len(names) != len(feature_names):
             extra = [n for n in names if n not in feature_names]
-            raise ValueError(f"{table.path}: has feature column(s) {_listed(extra)} that "
-                             f"{against} has not.")
+            raise ValueError(
+                f"{table.path}: has feature column(s) {_listed(extra)} that {against} has not."
+            )
         order = [names.index(n) for n in feature_names]
         return table.X[:, order]
     if SUFFIXES[table.path.suffix.lower()] == "svmlight" and table.X.shape[1] < n_features:
@@ -173,8 +192,9 @@ def align_features(table, feature_names, n_features, against):
         X.resize((X.shape[0], n_features))
         return X
     if table.X.shape[1] != n_features:
-        raise ValueError(f"{table.path}: has {table.X.shape[1]} features, but {against} has "
-                         f"{n_features}.")
+        raise ValueError(
+            f"{table.path}: has {table.X.shape[1]} features, but {against} has {n_features}."
+        )
     return table.X
 
 
@@ -232,8 +252,13 @@ def column_fingerprint(X):
     if used.size > FINGERPRINT_COLUMNS:
         used = used[np.linspace(0, used.size - 1, FINGERPRINT_COLUMNS).round().astype(int)]
     mean, std = _moments(take_columns(X, used))
-    return {"count": int(X.shape[1]), "rows": int(X.shape[0]), "columns": used.tolist(),
-            "mean": [float(f"{m:.6g}") for m in mean], "std": [float(f"{v:.6g}") for v in std]}
+    return {
+        "count": int(X.shape[1]),
+        "rows": int(X.shape[0]),
+        "columns": used.tolist(),
+        "mean": [float(f"{m:.6g}") for m in mean],
+        "std": [float(f"{v:.6g}") for v in std],
+    }
 
 
 def permuted_columns(fingerprint, X):
@@ -258,17 +283,19 @@ def permuted_columns(fingerprint, X):
         return None
     k = int(np.flatnonzero(elsewhere)[0])
     other = int(columns[np.flatnonzero(match[k])[0]])
-    return (f"{int(elsewhere.sum())} of {columns.size} columns compared look like other "
-            f"training columns (column {columns[k]} like training column {other}); its "
-            "columns may be in another order than the training file's, which files without "
-            "column names cannot show")
+    return (
+        f"{int(elsewhere.sum())} of {columns.size} columns compared look like other "
+        f"training columns (column {columns[k]} like training column {other}); its "
+        "columns may be in another order than the training file's, which files without "
+        "column names cannot show"
+    )
 
 
 def _moments(X):
     """Column means and standard deviations of ``X``, dense or sparse, without densifying."""
     if sp.issparse(X):
         mean = np.asarray(X.mean(axis=0)).ravel()
-        var = np.asarray(X.multiply(X).mean(axis=0)).ravel() - mean ** 2
+        var = np.asarray(X.multiply(X).mean(axis=0)).ravel() - mean**2
         return mean, np.sqrt(np.maximum(var, 0))
     return X.mean(axis=0), X.std(axis=0)
 
@@ -276,8 +303,10 @@ def _moments(X):
 def _kind(path):
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise ValueError(f"Cannot tell the format of {path}: expected a suffix among "
-                         f"{', '.join(SUFFIXES)}; got {path.suffix or 'none'!r}.")
+        raise ValueError(
+            f"Cannot tell the format of {path}: expected a suffix among "
+            f"{', '.join(SUFFIXES)}; got {path.suffix or 'none'!r}."
+        )
     return kind
 
 
@@ -289,15 +318,24 @@ def _read_frame(path, kind, nrows=None, columns=None, text=None):
     try:
         if kind == "parquet":
             return pd.read_parquet(path, columns=columns)
-        return pd.read_csv(path, sep=sep, nrows=nrows, usecols=columns,
-                           keep_default_na=False, na_values=[""],  # a class "NA" is text
-                           dtype=None if text is None else {text: str})
+        return pd.read_csv(
+            path,
+            sep=sep,
+            nrows=nrows,
+            usecols=columns,
+            keep_default_na=False,
+            na_values=[""],  # a class "NA" is text
+            dtype=None if text is None else {text: str},
+        )
     except ImportError:
-        raise ValueError(f"{path}: reading Parquet needs pyarrow or fastparquet; install one "
-                         "(pip install pyarrow).") from None
+        raise ValueError(
+            f"{path}: reading Parquet needs pyarrow or fastparquet; install one "
+            "(pip install pyarrow)."
+        ) from None
     except pd.errors.EmptyDataError:
-        raise ValueError(f"{path}: the file is empty; expected a header line of column "
-                         "names.") from None
+        raise ValueError(
+            f"{path}: the file is empty; expected a header line of column names."
+        ) from None
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
         reason = " ".join(str(err).split())[:200]
         raise ValueError(f"Cannot read {path} as {kind.upper()}: {reason}") from None
@@ -307,8 +345,7 @@ def _csv_names(path, sep):
     """The names of a CSV/TSV header line as written (pandas would rename repeats); none
     when it cannot be read (the reader then says why)."""
     try:
-        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
-                             keep_default_na=False)
+        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError):
         return []
     return list(header.iloc[0]) if len(header) else []
@@ -332,9 +369,11 @@ def _check_names(path, names):
     seen = set()
     for name in map(str, names):
         if name in seen:
-            raise ValueError(f"{path}: the column name {shown(name)} appears more than once "
-                             "in its header; expected each column named once (rename or "
-                             "drop the repeats).")
+            raise ValueError(
+                f"{path}: the column name {shown(name)} appears more than once "
+                "in its header; expected each column named once (rename or "
+                "drop the repeats)."
+            )
         seen.add(name)
 
 
@@ -349,7 +388,8 @@ def _features(path, frame):
                 f"{'timestamps' if column.dtype.kind == 'M' else 'durations'} ({column.dtype}); "
                 "qsrank does not convert them (their counts of time units since 1970 are no "
                 "feature scale): "
-                "encode them as numbers first, e.g. seconds since the epoch or a day of week.")
+                "encode them as numbers first, e.g. seconds since the epoch or a day of week."
+            )
         if column.dtype.kind not in "biuf":
             numbers = pd.to_numeric(column, errors="coerce")
             bad = np.flatnonzero(numbers.isna().to_numpy() & column.notna().to_numpy())
@@ -358,15 +398,18 @@ def _features(path, frame):
                     f"{path}: feature column {shown(str(name))} holds text, e.g. "
                     f"{shown(str(column.iloc[bad[0]]))} in {_row(bad[0])} ({bad.size} "
                     "non-numeric value(s)); features must be numbers (encode categories as "
-                    "numbers first).")
+                    "numbers first)."
+                )
     X = frame.apply(pd.to_numeric).to_numpy(dtype=np.float64)
     rows, cols = np.nonzero(~np.isfinite(X))
     if rows.size:
         value = X[rows[0], cols[0]]
         what = "is missing (empty or NaN)" if np.isnan(value) else f"is {value}"
-        raise ValueError(f"{path}: feature column {shown(str(frame.columns[cols[0]]))} {what} in "
-                         f"{_row(rows[0])} ({rows.size} non-finite value(s) in all); fill in or "
-                         "drop them first.")
+        raise ValueError(
+            f"{path}: feature column {shown(str(frame.columns[cols[0]]))} {what} in "
+            f"{_row(rows[0])} ({rows.size} non-finite value(s) in all); fill in or "
+            "drop them first."
+        )
     return X
 
 
@@ -375,8 +418,10 @@ def _labels(path, name, column):
     taken as numbers only when every value is a number written one way (`_as_numbers`)."""
     missing = np.flatnonzero(column.isna().to_numpy())
     if missing.size:
-        raise ValueError(f"{path}: label column {shown(str(name))} is empty in "
-                         f"{_row(missing[0])} ({missing.size} missing label(s)).")
+        raise ValueError(
+            f"{path}: label column {shown(str(name))} is empty in "
+            f"{_row(missing[0])} ({missing.size} missing label(s))."
+        )
     values = column.to_numpy()
     if values.dtype.kind in "biuf":
         return _class_labels(values)
@@ -400,19 +445,25 @@ def _groups(path, frame, name, label_column):
     """A table's query ids: the column ``name``, numbers or strings, none missing, each
     query's rows consecutive."""
     if name is None:
-        raise ValueError(f"{path}: name its group column, the query id of each row (one of "
-                         f"{_columns(frame)}).")
+        raise ValueError(
+            f"{path}: name its group column, the query id of each row (one of {_columns(frame)})."
+        )
     if name not in frame.columns:
-        raise ValueError(f"{path}: no group column {shown(str(name))}; its columns: "
-                         f"{_columns(frame)}.")
+        raise ValueError(
+            f"{path}: no group column {shown(str(name))}; its columns: {_columns(frame)}."
+        )
     if name == label_column:
-        raise ValueError(f"{path}: the group column and the label column are both "
-                         f"{shown(str(name))}; expected two columns.")
+        raise ValueError(
+            f"{path}: the group column and the label column are both "
+            f"{shown(str(name))}; expected two columns."
+        )
     column = frame[name]
     missing = np.flatnonzero(column.isna().to_numpy())
     if missing.size:
-        raise ValueError(f"{path}: group column {shown(str(name))} is empty in "
-                         f"{_row(missing[0])} ({missing.size} missing query id(s)).")
+        raise ValueError(
+            f"{path}: group column {shown(str(name))} is empty in "
+            f"{_row(missing[0])} ({missing.size} missing query id(s))."
+        )
     values = column.to_numpy()
     values = _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
     check_query_order(path, values, _row)

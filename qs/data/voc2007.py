@@ -37,15 +37,33 @@ from numba.extending import intrinsic
 from qs._numba import jit
 from qs.metrics import box_iou
 
-__all__ = ["CLASSES", "SPLIT_SIZES", "DetectionData", "SyntheticVOC2007",
-           "make_voc2007_detection"]
+__all__ = ["CLASSES", "SPLIT_SIZES", "DetectionData", "SyntheticVOC2007", "make_voc2007_detection"]
 
-CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-           "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-           "train", "tvmonitor")
+CLASSES = (
+    "aeroplane",
+    "bicycle",
+    "bird",
+    "boat",
+    "bottle",
+    "bus",
+    "car",
+    "cat",
+    "chair",
+    "cow",
+    "diningtable",
+    "dog",
+    "horse",
+    "motorbike",
+    "person",
+    "pottedplant",
+    "sheep",
+    "sofa",
+    "train",
+    "tvmonitor",
+)
 SPLIT_SIZES = {"trainval": 5011, "test": 4952}
 IMAGE_SIZE = (500, 375)  # width, height: VOC's most common
-_BYTE_STD = np.sqrt((256 ** 2 - 1) / 12)  # standard deviation of a uniform byte 0..255
+_BYTE_STD = np.sqrt((256**2 - 1) / 12)  # standard deviation of a uniform byte 0..255
 #: with components: the standard deviation of each class direction's weight in an image's
 #: background (scene context: an image without the class may look like one with it)
 CONTEXT = 0.35
@@ -78,8 +96,10 @@ class DetectionData:
 
     def ground_truth(self, cls):
         """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
-        return {image: (b[c == cls], d[c == cls])
-                for image, (b, c, d) in zip(self.image_ids, self.objects)}
+        return {
+            image: (b[c == cls], d[c == cls])
+            for image, (b, c, d) in zip(self.image_ids, self.objects)
+        }
 
 
 @dataclass(frozen=True)
@@ -107,23 +127,25 @@ class SyntheticVOC2007:
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be in (0, 1]; got {self.scale!r}.")
         if self.boxes_per_image < 2 or self.n_features < 1:
-            raise ValueError("boxes_per_image must be >= 2 and n_features >= 1; got "
-                             f"{self.boxes_per_image} and {self.n_features}.")
+            raise ValueError(
+                "boxes_per_image must be >= 2 and n_features >= 1; got "
+                f"{self.boxes_per_image} and {self.n_features}."
+            )
         if self.components < 0:
             raise ValueError(f"components must be >= 0; got {self.components!r}.")
 
     @cached_property
     def directions(self):
         """(20, d) float64: each class's signal direction, of length ``signal``."""
-        directions = np.random.default_rng(self.seed).normal(size=(len(CLASSES),
-                                                                   self.n_features))
+        directions = np.random.default_rng(self.seed).normal(size=(len(CLASSES), self.n_features))
         return directions * (self.signal / np.linalg.norm(directions, axis=1, keepdims=True))
 
     @cached_property
     def basis(self):
         """(components, d) float64: the subspace of backgrounds and appearances, unit rows."""
         basis = np.random.default_rng([self.seed, len(SPLIT_SIZES)]).normal(
-            size=(self.components, self.n_features))
+            size=(self.components, self.n_features)
+        )
         return basis / np.linalg.norm(basis, axis=1, keepdims=True)
 
     def n_images(self, split):
@@ -133,8 +155,10 @@ class SyntheticVOC2007:
         return np.array([f"{split}_{i:06d}" for i in range(self.n_images(split))])
 
     def source(self, split):
-        return (f"synthetic VOC2007-like bags of boxes (seed {self.seed}, scale "
-                f"{self.scale:g}, {split}); not the paper's data")
+        return (
+            f"synthetic VOC2007-like bags of boxes (seed {self.seed}, scale "
+            f"{self.scale:g}, {split}); not the paper's data"
+        )
 
     def image(self, split, i):
         """Image ``i`` of ``split``: ``(X float32 (K, d), boxes (K, 4), (object boxes (m, 4),
@@ -158,9 +182,16 @@ class SyntheticVOC2007:
             appearance = appearance + 0.5 * draws[1:] @ self.basis
         half = out.dtype == np.float16
         table = self._noise_levels.astype(out.dtype)  # the levels in the output type
-        _features_into(self._noise_levels, table.view(np.uint16) if half else table, noise,
-                       overlap, appearance, background, out.view(np.uint16) if half else out,
-                       half)
+        _features_into(
+            self._noise_levels,
+            table.view(np.uint16) if half else table,
+            noise,
+            overlap,
+            appearance,
+            background,
+            out.view(np.uint16) if half else out,
+            half,
+        )
         return cand, (obj, classes, difficult)
 
     def layout(self, split, i):
@@ -171,8 +202,9 @@ class SyntheticVOC2007:
     def _layout(self, split, i):
         """``(rng, candidate boxes, objects)`` of image ``i``; ``rng`` then draws its noise."""
         if not 0 <= i < self.n_images(split):
-            raise ValueError(f"image index {i} is outside the {self.n_images(split)} images of "
-                             f"{split}.")
+            raise ValueError(
+                f"image index {i} is outside the {self.n_images(split)} images of {split}."
+            )
         rng = np.random.default_rng([self.seed, list(SPLIT_SIZES).index(split), i])
         k, n_classes = self.boxes_per_image, len(CLASSES)
         m = 1 + int(rng.poisson(0.6))
@@ -181,8 +213,9 @@ class SyntheticVOC2007:
         obj = _random_boxes(rng, m)
         difficult = rng.random(m) < self.difficult_rate
         on_objects = min(k // 4, 3 * m)
-        cand = np.concatenate([_jitter(rng, obj[np.arange(on_objects) % m]),
-                               _random_boxes(rng, k - on_objects)])[rng.permutation(k)]
+        cand = np.concatenate(
+            [_jitter(rng, obj[np.arange(on_objects) % m]), _random_boxes(rng, k - on_objects)]
+        )[rng.permutation(k)]
         return rng, cand, (obj, classes, difficult)
 
     @cached_property
@@ -197,10 +230,14 @@ class SyntheticVOC2007:
         """The whole split in memory as `DetectionData`."""
         n, k = self.n_images(split), self.boxes_per_image
         images = [self.image(split, i) for i in range(n)]
-        return DetectionData(np.concatenate([X for X, _, _ in images]),
-                             np.arange(0, (n + 1) * k, k, dtype=np.int64),
-                             np.concatenate([b for _, b, _ in images]), self.image_ids(split),
-                             tuple(obj for _, _, obj in images), self.source(split))
+        return DetectionData(
+            np.concatenate([X for X, _, _ in images]),
+            np.arange(0, (n + 1) * k, k, dtype=np.int64),
+            np.concatenate([b for _, b, _ in images]),
+            self.image_ids(split),
+            tuple(obj for _, _, obj in images),
+            self.source(split),
+        )
 
     def features(self, split, *, dtype="float32", chunk_images=4):
         """The split's box features as a lazy Dask array (n_images, K, d): each block of
@@ -211,9 +248,15 @@ class SyntheticVOC2007:
         dtype = np.dtype(dtype)
         n, k, d = self.n_images(split), self.boxes_per_image, self.n_features
         index = da.arange(n, chunks=chunk_images, dtype=np.int64)
-        return index.map_blocks(self._feature_block, split, dtype, new_axis=[1, 2],
-                                chunks=(index.chunks[0], (k,), (d,)), dtype=dtype,
-                                meta=np.empty((0, 0, 0), dtype))
+        return index.map_blocks(
+            self._feature_block,
+            split,
+            dtype,
+            new_axis=[1, 2],
+            chunks=(index.chunks[0], (k,), (d,)),
+            dtype=dtype,
+            meta=np.empty((0, 0, 0), dtype),
+        )
 
     def _feature_block(self, index, split, dtype):
         out = np.empty((index.size, self.boxes_per_image, self.n_features), dtype)
@@ -222,12 +265,22 @@ class SyntheticVOC2007:
         return out
 
 
-def make_voc2007_detection(seed=0, *, scale=0.05, boxes_per_image=40, n_features=64,
-                           signal=4.0, noise=1.0, difficult_rate=0.1, components=0):
+def make_voc2007_detection(
+    seed=0,
+    *,
+    scale=0.05,
+    boxes_per_image=40,
+    n_features=64,
+    signal=4.0,
+    noise=1.0,
+    difficult_rate=0.1,
+    components=0,
+):
     """``{"trainval": DetectionData, "test": DetectionData}``: ``scale`` times VOC2007's image
     counts (at least 20 per split), every class present in both splits."""
-    gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, signal, noise,
-                           difficult_rate, components)
+    gen = SyntheticVOC2007(
+        seed, scale, boxes_per_image, n_features, signal, noise, difficult_rate, components
+    )
     return {split: gen.split_data(split) for split in SPLIT_SIZES}
 
 
@@ -293,6 +346,8 @@ def _features_into(levels, table, noise, overlap, directions, background, out, h
 def _half_bits(typingctx, x):
     """The bits of float32 ``x`` rounded to float16 (IEEE, ties to even, as NumPy's cast):
     LLVM's own conversion, one instruction on CPUs with F16C."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
     return types.uint16(types.float32), codegen

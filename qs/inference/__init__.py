@@ -26,7 +26,7 @@ from qs.inference.zero_one import zero_one_lai
 from qs.losses import QSLoss, get_loss
 from qs.validation import as_positive_mask, as_scores, check_counts
 
-__all__ = ["lai", "lai_queries", "LAIResult", "METHODS", "QueriesResult", "Workspace", "resolve"]
+__all__ = ["METHODS", "LAIResult", "QueriesResult", "Workspace", "lai", "lai_queries", "resolve"]
 
 _RANKING: dict[str, Callable[..., Any]] = {
     "auto": auto_lai,
@@ -105,9 +105,14 @@ def resolve(loss, method):
     return loss_obj, method
 
 
-def lai(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str | QSLoss = "ap",
-        method: str = "auto", out: tuple[np.ndarray | None, np.ndarray] | None = None,
-        workspace: Workspace | None = None) -> LAIResult:
+def lai(
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    loss: str | QSLoss = "ap",
+    method: str = "auto",
+    out: tuple[np.ndarray | None, np.ndarray] | None = None,
+    workspace: Workspace | None = None,
+) -> LAIResult:
     """Loss-augmented inference: the ranking maximising loss + score term.
 
     The scores come first and the labels second, as in torch losses (``loss(input,
@@ -175,13 +180,15 @@ def lai(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str | QSLoss = "ap",
     n_neg = scores.size - n_pos
     check_counts(n_pos, n_neg)
     if workspace is not None and not isinstance(workspace, Workspace):
-        raise ValueError(f"workspace must be None or a qs.inference.Workspace; got "
-                         f"{type(workspace).__name__}.")
+        raise ValueError(
+            f"workspace must be None or a qs.inference.Workspace; got {type(workspace).__name__}."
+        )
     if out is None and workspace is not None:
         neg_rank, coef = workspace.outputs(n_neg, scores.size, method == "zero_one", given)
     else:
-        neg_rank, coef = output_arrays(out, n_neg, scores.size, method == "zero_one",
-                                       (scores, is_pos, *given))
+        neg_rank, coef = output_arrays(
+            out, n_neg, scores.size, method == "zero_one", (scores, is_pos, *given)
+        )
     if method == "zero_one":
         err, where, loss_value, term, truth = zero_one_lai(scores, is_pos, coef)
         raise_for(err, where, scores)
@@ -205,6 +212,7 @@ def _result(neg_rank, coef, loss_value, term, truth, scores):
         )
     hinge = loss_value + term
     return LAIResult(neg_rank, coef, loss_value, hinge + truth, truth, hinge)
+
 
 # lai_queries runs the per-query kernels of qs.inference.batch, which imports lai from here
 from qs.inference.queries import QueriesResult, lai_queries  # noqa: E402

@@ -51,8 +51,17 @@ from qs.inference.zero_one import zero_one_lai
 from qs.losses import loss_value
 
 #: the kernel's code of each method ("yue" and "chakrabarti" share the scan)
-METHOD_CODES = {"auto": 0, "bucket_sort": 1, "bucket": 2, "qs": 3, "sort_dc": 4, "yue": 5,
-                "chakrabarti": 5, "search": 6, "zero_one": 7}
+METHOD_CODES = {
+    "auto": 0,
+    "bucket_sort": 1,
+    "bucket": 2,
+    "qs": 3,
+    "sort_dc": 4,
+    "yue": 5,
+    "chakrabarti": 5,
+    "search": 6,
+    "zero_one": 7,
+}
 AUTO, BUCKET_SORT, BUCKET, QS, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(8)
 
 
@@ -63,8 +72,16 @@ AUTO, BUCKET_SORT, BUCKET, QS, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(8)
 #: ms per call against 11.2 ms with the arrays held (4 calls of lai: 12.7 ms; CPU time)
 HELD_MAX = 1 << 20
 _held = threading.local()
-_NONE_HELD = (np.empty(0), np.empty(0, dtype=np.uint8), np.empty(0), np.empty(0, dtype=np.int32),
-              np.empty(0), np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint16))
+_NONE_HELD = (
+    np.empty(0),
+    np.empty(0, dtype=np.uint8),
+    np.empty(0),
+    np.empty(0, dtype=np.int32),
+    np.empty(0),
+    np.empty(0),
+    np.empty(0, dtype=np.int64),
+    np.empty(0, dtype=np.uint16),
+)
 
 
 def _work_arrays(n):
@@ -82,10 +99,15 @@ def _work_arrays(n):
     arrays = getattr(_held, "arrays", None)
     if arrays is None or arrays[0].size < n:
         arrays = _held.arrays = (
-            np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n), np.empty(n, dtype=np.int32),
-            np.empty(n + 1), np.empty(work_floats(0, n)),
+            np.empty(n),
+            np.empty(n, dtype=np.uint8),
+            np.empty(n),
+            np.empty(n, dtype=np.int32),
+            np.empty(n + 1),
+            np.empty(work_floats(0, n)),
             np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64),
-            np.empty(n, dtype=np.uint16))
+            np.empty(n, dtype=np.uint16),
+        )
     return arrays
 
 
@@ -210,8 +232,29 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
 
 
 @jit
-def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, rank, coef,
-           out, valid, row, y_row, coef64, neg_rank, params, floats, ints, buckets):
+def _batch(
+    method,
+    inc,
+    scores,
+    is_pos,
+    lead,
+    lead_pos,
+    table,
+    ideal,
+    gradient,
+    rank,
+    coef,
+    out,
+    valid,
+    row,
+    y_row,
+    coef64,
+    neg_rank,
+    params,
+    floats,
+    ints,
+    buckets,
+):
     """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
     may have no columns) by the method of code ``method``, the loss of code ``inc``
     (`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
@@ -260,8 +303,21 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
             # read in the scores' dtype; the output row written as it is solved, the
             # gradient's shift included
             truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-            err, where = _bucket_row(inc, given, y, p, table, ideal, params, neg_rank, coef[q],
-                                     truth_pos, truth_neg, buckets, out[q])
+            err, where = _bucket_row(
+                inc,
+                given,
+                y,
+                p,
+                table,
+                ideal,
+                params,
+                neg_rank,
+                coef[q],
+                truth_pos,
+                truth_neg,
+                buckets,
+                out[q],
+            )
             if err != OK:
                 return q, where
             if rank.shape[1]:
@@ -281,8 +337,7 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                     work = np.empty((6, n + 2))
                     iwork = np.empty((6, n + 2), dtype=np.int64)
                     count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-                _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank,
-                           solved, out[q])
+                _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out[q])
                 compact = False
         else:
             if method == AUTO or method == BUCKET_SORT or method == QS:
@@ -290,14 +345,16 @@ def _batch(method, inc, scores, is_pos, lead, lead_pos, table, ideal, gradient, 
                     floats = np.empty(work_floats(m, p))
                 if ints.size < work_ints(m, p):
                     ints = np.empty(work_ints(m, p), dtype=np.int64)
-            err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats,
-                                     ints, neg_rank, solved, out[q])
+            err, where = _solver_row(
+                method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out[q]
+            )
         if err != OK or where >= 0:
             return q, where
         if gradient or rank.shape[1] or not _is_float64(coef):
             truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-            _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved,
-                        rank[q], coef[q])
+            _finish_row(
+                y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank[q], coef[q]
+            )
     return -1, -1
 
 
@@ -310,15 +367,26 @@ def _write_out(out, value, term, truth):
 
 
 @jit
-def _bucket_row(inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, shift_pos,
-                shift_neg, buckets, out):
+def _bucket_row(
+    inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, shift_pos, shift_neg, buckets, out
+):
     """One query by ``bucket`` (as bucket_lai) into ``neg_rank`` (the negatives' order) and
     ``coef`` (the output row, of its dtype: coefficients less ``shift_pos`` / ``shift_neg``
     at the positives / negatives). Returns (error, where) of the kernel."""
     m = scores.size - p
     err, where, sum_pos, sum_neg, n_above, f = _bucket(
-        inc, params_into(inc, table, ideal, p, params), scores, is_pos, p, n_buckets_for(p, m),
-        neg_rank[:m], coef, shift_pos, shift_neg, buckets)
+        inc,
+        params_into(inc, table, ideal, p, params),
+        scores,
+        is_pos,
+        p,
+        n_buckets_for(p, m),
+        neg_rank[:m],
+        coef,
+        shift_pos,
+        shift_neg,
+        buckets,
+    )
     if err != OK:
         return err, where
     value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
@@ -338,8 +406,9 @@ def _ranks_into(is_pos, neg_rank, rank):
 
 
 @jit
-def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, ints, neg_rank,
-                coef, out):
+def _solver_row(
+    method, inc, scores, is_pos, p, table, ideal, params, floats, ints, neg_rank, coef, out
+):
     """One query by the per-query kernel of ``lai`` with the method of code ``method``, into
     ``neg_rank`` (the negatives' order) and ``coef``; ``floats`` and ``ints`` are
     `qs.inference.auto._gathered_lai`'s work arrays. Returns (error, where) of the
@@ -352,27 +421,65 @@ def _solver_row(method, inc, scores, is_pos, p, table, ideal, params, floats, in
         # as bucket_sort_lai, qs_lai, and auto_lai's sorting branch
         route = ROUTE_QS if method == QS else ROUTE_AUTO if method == AUTO else ROUTE_BUCKET_SORT
         err, where, sum_pos, sum_neg, n_above, f = _gathered_lai(
-            inc, params, route, scores, is_pos, p, ranks, coef, floats, ints)
+            inc, params, route, scores, is_pos, p, ranks, coef, floats, ints
+        )
     else:  # the methods on np.sort's sorted negatives, as run_sorted
         v = np.empty(m)
-        err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(scores, is_pos,
-                                                                                   p, v)
+        err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(
+            scores, is_pos, p, v
+        )
         if err != OK:
             return err, where
         v = np.sort(v)[::-1].copy()
         rk = np.empty(m, dtype=np.int64)
         if method == SORT_DC:
             err, where, sum_pos, sum_neg, n_above, f = _sort_dc(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
-                sum_pos, sum_neg, ref)
+                inc,
+                params,
+                v,
+                rk,
+                scores,
+                is_pos,
+                pos_sorted,
+                pos_index,
+                ranks,
+                coef,
+                sum_pos,
+                sum_neg,
+                ref,
+            )
         elif method == SCAN:
             err, where, sum_pos, sum_neg, n_above, f = _scan_sorted(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
-                sum_pos, sum_neg, ref)
+                inc,
+                params,
+                v,
+                rk,
+                scores,
+                is_pos,
+                pos_sorted,
+                pos_index,
+                ranks,
+                coef,
+                sum_pos,
+                sum_neg,
+                ref,
+            )
         else:
             err, where, sum_pos, sum_neg, n_above, f = _search_sorted(
-                inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, ranks, coef,
-                sum_pos, sum_neg, ref)
+                inc,
+                params,
+                v,
+                rk,
+                scores,
+                is_pos,
+                pos_sorted,
+                pos_index,
+                ranks,
+                coef,
+                sum_pos,
+                sum_neg,
+                ref,
+            )
     if err != OK:
         return err, where
     value = loss_value(inc, n_above, ideal_of(inc, ideal, p))

@@ -22,7 +22,7 @@ from qs._numba import jit
 from qs.inference._hinge import add, score_term
 from qs.inference._input import reference
 from qs.inference._ranks import opt_ranks_swept
-from qs.inference._sorting import INSERTION_MAX, sort_positives
+from qs.inference._sorting import sort_positives
 from qs.losses import AP_CODE, loss_value, ndcg_increments_into
 
 
@@ -105,10 +105,22 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     """
     n = scores.size
     m = n - p
-    v, sorted_v, pos_values, spos, params, pos_sorted = (work[0], work[1], work[2], work[3],
-                                                         work[4], work[5])
-    idx, sorted_idx, pos_index, rk, pos_order, bucket = (iwork[0], iwork[1], iwork[2],
-                                                         iwork[3], iwork[4], iwork[5])
+    v, sorted_v, pos_values, spos, params, pos_sorted = (
+        work[0],
+        work[1],
+        work[2],
+        work[3],
+        work[4],
+        work[5],
+    )
+    idx, sorted_idx, pos_index, rk, pos_order, bucket = (
+        iwork[0],
+        iwork[1],
+        iwork[2],
+        iwork[3],
+        iwork[4],
+        iwork[5],
+    )
     ref = reference(scores)
     sum_pos = 0.0
     sum_neg = 0.0
@@ -162,8 +174,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     spos[0] = ref
     for i in range(p):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
-    opt_ranks_swept(sorted_v[:m], rk, inc, params_into(inc, table, ideal, p, params), p, c2,
-                    spos)
+    opt_ranks_swept(sorted_v[:m], rk, inc, params_into(inc, table, ideal, p, params), p, c2, spos)
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
     # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)

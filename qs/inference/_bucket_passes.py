@@ -13,6 +13,7 @@ from qs.inference._ranks import new_stack, opt_ranks_sorted, opt_ranks_unsorted
 from qs.inference._sorting import bucket_of, sort_positives
 from qs.losses import increment
 
+
 @jit
 def sample_range(scores, n_buckets):
     """(low, scale) laying ``n_buckets`` equal buckets over the range of a strided sample."""
@@ -31,8 +32,9 @@ def sample_range(scores, n_buckets):
 
 
 @jit
-def scan_chunk(scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, sums, ends,
-                ref, buckets):
+def scan_chunk(
+    scores, is_pos, lo, hi, low, scale, pos_values, pos_index, p, count, sums, ends, ref, buckets
+):
     """Two passes over ``scores[lo:hi]``: the bucket of every score into ``buckets``
     (uint16, kept for `settle_chunk`) and its finiteness, without a branch (the loop
     vectorises); then the positives (written from ``p`` on) and, per bucket, the negatives'
@@ -83,8 +85,22 @@ def scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets):
     count = np.zeros(n_buckets, dtype=np.int32)  # int32: the histogram stays in cache
     sums = np.zeros(n_buckets)
     ends = np.array([np.inf, -np.inf, np.inf, -np.inf])
-    err, where, sum_pos = scan_chunk(scores, is_pos, 0, scores.size, low, scale, pos_values,
-                                      pos_index, 0, count, sums, ends, ref, buckets)
+    err, where, sum_pos = scan_chunk(
+        scores,
+        is_pos,
+        0,
+        scores.size,
+        low,
+        scale,
+        pos_values,
+        pos_index,
+        0,
+        count,
+        sums,
+        ends,
+        ref,
+        buckets,
+    )
     if err == OK:
         pos_values, pos_index = sort_positives(pos_values, pos_index)
     return err, where, sum_pos, pos_values, pos_index, low, scale, count, sums, ends
@@ -163,9 +179,12 @@ def rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
     n_full = order.size
     top_r = np.empty(n_full, dtype=np.int64)
     bottom_r = np.empty(n_full, dtype=np.int64)
-    opt_ranks_sorted(top_s, top_r, 0, n_full - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    opt_ranks_sorted(bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params,
-                     n_pos, c2, spos)
+    opt_ranks_sorted(
+        top_s, top_r, 0, n_full - 1, 0, top_j, 1, n_pos + 1, inc, params, n_pos, c2, spos
+    )
+    opt_ranks_sorted(
+        bottom_s, bottom_r, 0, n_full - 1, 0, bottom_j, 1, n_pos + 1, inc, params, n_pos, c2, spos
+    )
     rank_count = np.zeros(n_pos + 2, dtype=np.int64)
     rank_or_slot = np.zeros(count.size, dtype=np.uint32)  # unsigned: indexes coef_of_rank
     straddling = np.flatnonzero(top_r != bottom_r)
@@ -197,9 +216,28 @@ def rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg):
 
 
 @jit
-def settle_chunk(is_pos, lo, hi, q, buckets, rank_or_slot, weight_of_rank, out_of_rank, scores,
-                  c2, ref, slot_rank, steps, moved, fill, g_score, g_index, g_place, neg_rank,
-                  coef):
+def settle_chunk(
+    is_pos,
+    lo,
+    hi,
+    q,
+    buckets,
+    rank_or_slot,
+    weight_of_rank,
+    out_of_rank,
+    scores,
+    c2,
+    ref,
+    slot_rank,
+    steps,
+    moved,
+    fill,
+    g_score,
+    g_index,
+    g_place,
+    neg_rank,
+    coef,
+):
     """Pass over the negatives ``lo:hi`` (the first of them at place ``q``; ``buckets``:
     their buckets, as `scan_chunk` found them): those of settled buckets get their
     bucket's rank and coefficient, read from tables, their scores unread (the buckets' sums
@@ -259,9 +297,29 @@ def compact(starts, fill_from, fill_to, g_score, g_index, g_place):
 
 
 @jit
-def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, starts, n_live,
-                    moved, g_score, g_index, g_place, n_pos, spos, n_neg, weight_of_rank,
-                    out_of_rank, neg_rank, coef):
+def solve_gathered(
+    inc,
+    params,
+    i_lo,
+    i_hi,
+    first,
+    top_r,
+    bottom_r,
+    straddling,
+    starts,
+    n_live,
+    moved,
+    g_score,
+    g_index,
+    g_place,
+    n_pos,
+    spos,
+    n_neg,
+    weight_of_rank,
+    out_of_rank,
+    neg_rank,
+    coef,
+):
     """Algorithm 1 inside the straddling buckets ``i_lo .. i_hi-1``, each on its own rank
     interval and on the places of its gathered negatives (the first ``n_live[i]`` from
     ``starts[i]``): after those of the members that stayed at the top rank (neither gathered
@@ -289,8 +347,24 @@ def solve_gathered(inc, params, i_lo, i_hi, first, top_r, bottom_r, straddling, 
         hi = lo + n_live[i] - 1
         if hi < lo:
             continue
-        if opt_ranks_unsorted(v, idx, rk, lo, hi, first[t] + stayed - lo, top_r[t],
-                              bottom_r[t], inc, params, n_pos, c2, spos, stack, 0.0, -1):
+        if opt_ranks_unsorted(
+            v,
+            idx,
+            rk,
+            lo,
+            hi,
+            first[t] + stayed - lo,
+            top_r[t],
+            bottom_r[t],
+            inc,
+            params,
+            n_pos,
+            c2,
+            spos,
+            stack,
+            0.0,
+            -1,
+        ):
             canonical_ties(v, idx, rk, lo, hi)
         for p in range(lo, hi + 1):
             g = idx[p]

@@ -132,7 +132,8 @@ def _entry_bins(ent_lo, n_ent):
     segments' smallest scores ``ent_lo[0] >= ... >= ent_lo[n_ent-1]``.
 
     ``bin(s) = floor((top - s) * scale)`` clamped to ``0..last`` (:func:`bucket_of` of
-    ``-s``) is monotone in ``s`` (in floating point too), so every segment before ``start[t]`` (the first whose smallest score falls in a bin
+    ``-s``) is monotone in ``s`` (in floating point too), so every segment before
+    ``start[t]`` (the first whose smallest score falls in a bin
     ``>= t``) has a smallest score above every ``s`` of bin ``t``, and segment ``start[t+1]``
     has one below it: the segment of ``s`` lies in ``start[t] .. start[t+1]``. Returns
     (start, top, scale, last).
@@ -236,8 +237,19 @@ def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count
 
 
 @jit
-def finish(rank_count, neg_total, neg_comp, pos_sorted, pos_index, n_neg, coef, sum_pos,
-           sum_neg, ref, shift=0.0):
+def finish(
+    rank_count,
+    neg_total,
+    neg_comp,
+    pos_sorted,
+    pos_index,
+    n_neg,
+    coef,
+    sum_pos,
+    sum_neg,
+    ref,
+    shift=0.0,
+):
     """Coefficients of the positives from the negatives per rank; the result tuple
     (OK, -1, sum_pos, sum_neg, negatives above each positive, ``F(R_bar) - F(R*)``).
     ``neg_total + neg_comp``: the compensated sum of ``(w / (P N)) (score - ref)`` over the
@@ -280,8 +292,9 @@ def negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, ran
 
 
 @jit
-def finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
-                  sum_neg, ref):
+def finish_sorted(
+    v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+):
     """The result tuple of a method that ranked the negatives sorted alone (scores ``v``,
     ranks ``rk``; :func:`qs.inference._prepare.run_sorted`): the ranks given back to the
     negatives by value, in input order, their coefficients, then :func:`finish`."""
@@ -293,10 +306,20 @@ def finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, 
     ent_eq_lo = np.empty(n_ent, dtype=np.int64)
     ent_eq_hi = np.empty(n_ent, dtype=np.int64)
     n_ent = rank_entries(v, rk, 0, n_neg - 1, ent_rank, ent_lo, ent_hi, ent_eq_lo, ent_eq_hi, 0)
-    assign_by_value(scores, is_pos, ent_rank[:n_ent], ent_lo[:n_ent], ent_hi[:n_ent],
-                    ent_eq_lo[:n_ent], ent_eq_hi[:n_ent], neg_rank)
+    assign_by_value(
+        scores,
+        is_pos,
+        ent_rank[:n_ent],
+        ent_lo[:n_ent],
+        ent_hi[:n_ent],
+        ent_eq_lo[:n_ent],
+        ent_eq_hi[:n_ent],
+        neg_rank,
+    )
     rank_count = np.empty(n_pos + 2, dtype=np.int64)
-    total, comp = negative_coefficients(scores, is_pos, neg_rank, n_pos, n_neg, coef, ref,
-                                        rank_count)
-    return finish(rank_count, total, comp, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
-                  ref)
+    total, comp = negative_coefficients(
+        scores, is_pos, neg_rank, n_pos, n_neg, coef, ref, rank_count
+    )
+    return finish(
+        rank_count, total, comp, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref
+    )

@@ -213,8 +213,9 @@ def _has_equal_neighbours(v, a, b):
 
 
 @jit
-def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos,
-                       stack, pivot, split):
+def opt_ranks_unsorted(
+    v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_pos, c2, spos, stack, pivot, split
+):
     """Algorithm 1 of Mohapatra et al., CVPR 2018 (OptRanks) on the unsorted block ``v[lo..hi]``
     (the negatives of places ``j_offset+1 ..``), whose ranks lie in ``r_lo..r_hi``.
 
@@ -240,7 +241,13 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
     tied = False
     while top > 0:
         top -= 1
-        a, b, ra, rb, is_sorted = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        a, b, ra, rb, is_sorted = (
+            stack[top, 0],
+            stack[top, 1],
+            stack[top, 2],
+            stack[top, 3],
+            stack[top, 4],
+        )
         given, split = split, -1  # the first block's split, when given
         if a > b:
             continue
@@ -254,8 +261,7 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             tied |= _has_equal_neighbours(v, a, b)
         if is_sorted:
             m = (a + b) >> 1
-            rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra,
-                                  rb)
+            rm = best_rank_capped(inc, params, n_pos, c2, spos, v[m], j_offset + m + 1, ra, rb)
             rk[m] = rm
             first, second = (a, m - 1, ra, rm, 1), (m + 1, b, rm, rb, 1)
         else:
@@ -267,14 +273,14 @@ def opt_ranks_unsorted(v, idx, rk, lo, hi, j_offset, r_lo, r_hi, inc, params, n_
             above_sorted = 0
             r_above = ra
             if i > a:
-                r_above = best_rank_capped(inc, params, n_pos, c2, spos, p, j_offset + i, ra,
-                                           rb)
+                r_above = best_rank_capped(inc, params, n_pos, c2, spos, p, j_offset + i, ra, rb)
             else:  # nothing above p: the values equal to p come first, a sorted block
                 i = partition_pairs(v, idx, a, b, p, False)  # v[a..i-1] == p > v[i..b]
                 above_sorted = 1
                 tied |= i - a > 1
-            r_below = best_rank_capped(inc, params, n_pos, c2, spos, p, j_offset + i + 1,
-                                       r_above, rb)
+            r_below = best_rank_capped(
+                inc, params, n_pos, c2, spos, p, j_offset + i + 1, r_above, rb
+            )
             if above_sorted:
                 r_above = r_below
             upper, lower = (a, i - 1, ra, r_above, above_sorted), (i, b, r_below, rb, 0)

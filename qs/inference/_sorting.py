@@ -58,8 +58,11 @@ def sort_pairs(v, idx, tmp_v, tmp_i):
             hi = min(lo + 2 * width, n)
             a, b = lo, mid
             for k in range(lo, hi):
-                if b < hi and (a >= mid or src_v[b] > src_v[a]
-                               or (src_v[b] == src_v[a] and src_i[b] < src_i[a])):
+                if b < hi and (
+                    a >= mid
+                    or src_v[b] > src_v[a]
+                    or (src_v[b] == src_v[a] and src_i[b] < src_i[a])
+                ):
                     dst_v[k], dst_i[k] = src_v[b], src_i[b]
                     b += 1
                 else:
@@ -198,8 +201,13 @@ def sort_positives(pos_values, pos_index):
     n = pos_values.size
     if n > POSITIVES_BY_BUCKETS:
         pos_sorted, pos_order = np.empty(n), np.empty(n, dtype=np.int64)
-        sort_by_buckets(pos_values.copy(), pos_index.copy(),
-                        np.empty(min(MAX_BUCKETS, n), dtype=np.int64), pos_sorted, pos_order)
+        sort_by_buckets(
+            pos_values.copy(),
+            pos_index.copy(),
+            np.empty(min(MAX_BUCKETS, n), dtype=np.int64),
+            pos_sorted,
+            pos_order,
+        )
         return pos_sorted, pos_order
     pos_sorted, pos_order = pos_values.copy(), pos_index.copy()
     sort_pairs(pos_sorted, pos_order, np.empty(n), np.empty(n, dtype=np.int64))

@@ -22,7 +22,8 @@ The rule (`sorts`), reading N and P:
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets. Otherwise (mostly below every positive, or tied), or with few
   positives (at least ``QS_PER_POSITIVE`` negatives per positive: few ranks, which ``qs``'s
-  splits separate in a few levels): ``qs``, for every loss. Inside training most negatives fall below every positive after a few iterations,
+  splits separate in a few levels): ``qs``, for every loss. Inside training most negatives
+  fall below every positive after a few iterations,
   and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
@@ -69,8 +70,7 @@ QS_PER_POSITIVE = 64
 def sorts(n_neg, n_pos):
     """Whether the default sorts (`gathered_lai`) rather than running ``bucket``: the
     size rule above, which reads P as well as N."""
-    return (n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos
-            or n_pos > BUCKET_MAX_POSITIVES)
+    return n_neg < SORT_BELOW or n_neg < SORT_PER_POSITIVE * n_pos or n_pos > BUCKET_MAX_POSITIVES
 
 
 #: how many of the gathered negatives `settled_share` reads (strided): enough to tell
@@ -147,18 +147,22 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     pivot = 0.0
     above = 0
     if route == BUCKET_SORT:
-        err, where, sum_pos, sum_neg = scan_gather(scores, is_pos, ref, pos_values, pos_index,
-                                                   v, key)
+        err, where, sum_pos, sum_neg = scan_gather(
+            scores, is_pos, ref, pos_values, pos_index, v, key
+        )
     else:
         pivot = input_pivot(scores)
-        err, where, sum_pos, sum_neg, above = scan_gather_split(scores, is_pos, ref, pivot,
-                                                                pos_values, pos_index, v, key)
+        err, where, sum_pos, sum_neg, above = scan_gather_split(
+            scores, is_pos, ref, pivot, pos_values, pos_index, v, key
+        )
     if err != OK:
         return failed(err, where)
     sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
     c2 = positive_steps_into(pos_values, n_neg, ref, spos)
-    if route == QS or (route == AUTO and (n >= QS_PER_POSITIVE * p
-                                          or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)):
+    if route == QS or (
+        route == AUTO
+        and (n >= QS_PER_POSITIVE * p or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)
+    ):
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
     else:
         if route == AUTO:
@@ -166,8 +170,9 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
         bucket_sort_ranks(inc, params, v, key, rk, n_pos, c2, spos, count, v_sorted, key_sorted)
         v, key = v_sorted, key_sorted
     total, comp = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
-    return finish(rank_count, total, comp, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg,
-                  ref)
+    return finish(
+        rank_count, total, comp, pos_values, pos_index, n_neg, coef, sum_pos, sum_neg, ref
+    )
 
 
 def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
@@ -178,8 +183,9 @@ def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     floats, ints = NO_FLOATS, NO_INTS
     if ws is not None:
         floats, ints = ws.arrays(PACKED, neg_rank.size, n_pos)
-    return bind(gathered_lai, loss.kernel)(params, route, scores, is_pos, n_pos, neg_rank, coef,
-                                            floats, ints)
+    return bind(gathered_lai, loss.kernel)(
+        params, route, scores, is_pos, n_pos, neg_rank, coef, floats, ints
+    )
 
 
 def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):

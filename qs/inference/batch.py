@@ -87,10 +87,17 @@ class BatchResult(NamedTuple):
     hinge: np.ndarray
 
 
-def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
-              method: str = "auto", *, gradient: bool = False, ranks: bool = True,
-              coef_dtype: npt.DTypeLike = np.float64,
-              lead: tuple[npt.ArrayLike, npt.ArrayLike] | None = None) -> BatchResult:
+def lai_batch(
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    loss: str = "ap",
+    method: str = "auto",
+    *,
+    gradient: bool = False,
+    ranks: bool = True,
+    coef_dtype: npt.DTypeLike = np.float64,
+    lead: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+) -> BatchResult:
     """Loss-augmented inference of each row of `scores` (one query per row), in one call.
 
     Parameters
@@ -165,17 +172,38 @@ def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
     if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
         whole = np.concatenate(rows_of, axis=1)
         _check_finite(rows_of, _first_not_finite(whole))
-        _brute_rows(whole, np.concatenate((lead_pos, is_pos), axis=1), loss, gradient, rank,
-                    coef, out, valid)
+        _brute_rows(
+            whole,
+            np.concatenate((lead_pos, is_pos), axis=1),
+            loss,
+            gradient,
+            rank,
+            coef,
+            out,
+            valid,
+        )
     elif n >= LAI_ROW_MIN:
         _lai_rows(rows_of, (lead_pos, is_pos), loss, method, gradient, rank, coef, out, valid)
     else:
         table, ideal = _discount(loss, n)
 
         def rows(a, b):
-            qq, kk = _batch(code, inc, scores[a:b], is_pos[a:b], lead_scores[a:b],
-                            lead_pos[a:b], table, ideal, gradient, rank[a:b], coef[a:b],
-                            out[a:b], valid[a:b], *_work_arrays(n))
+            qq, kk = _batch(
+                code,
+                inc,
+                scores[a:b],
+                is_pos[a:b],
+                lead_scores[a:b],
+                lead_pos[a:b],
+                table,
+                ideal,
+                gradient,
+                rank[a:b],
+                coef[a:b],
+                out[a:b],
+                valid[a:b],
+                *_work_arrays(n),
+            )
             return (a + qq, kk) if kk >= 0 else None
 
         if q * n < THREADED_MIN or q == 1:
@@ -184,22 +212,27 @@ def lai_batch(scores: npt.ArrayLike, labels: npt.ArrayLike, loss: str = "ap",
             blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
             where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
         _check_finite(rows_of, where)
-    return BatchResult(rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid,
-                       out[:, 3])
+    return BatchResult(
+        rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid, out[:, 3]
+    )
 
 
 def _as_lead(lead, scores):
     """The lead's scores (in the scores' dtype, C-contiguous) and labels (uint8), (Q, 0)
     arrays when there is none: the kernel is compiled once for both cases."""
     if lead is None:
-        return (np.empty((scores.shape[0], 0), dtype=scores.dtype),
-                np.empty((scores.shape[0], 0), dtype=np.uint8))
+        return (
+            np.empty((scores.shape[0], 0), dtype=scores.dtype),
+            np.empty((scores.shape[0], 0), dtype=np.uint8),
+        )
     if not (isinstance(lead, tuple) and len(lead) == 2):
         raise ValueError(f"lead must be a pair (scores, labels); got {type(lead).__name__}.")
     lead_scores = _as_scores2d(lead[0])
     if len(lead_scores) != len(scores):
-        raise ValueError(f"lead scores must have one row per query ({len(scores)}); got shape "
-                         f"{lead_scores.shape}.")
+        raise ValueError(
+            f"lead scores must have one row per query ({len(scores)}); got shape "
+            f"{lead_scores.shape}."
+        )
     lead_scores = np.ascontiguousarray(lead_scores, dtype=scores.dtype)
     return lead_scores, as_positive_mask2d(lead[1], lead_scores.shape)
 
@@ -210,8 +243,10 @@ def _codes(loss, method):
     for the 0-1 loss), once per (loss, method): resolving them costs a share of a small
     batch's call."""
     loss_obj, method = _resolve(loss, method)
-    return (None if method == "brute" else METHOD_CODES[method],
-            -1 if loss_obj is None else BUILTIN_INCREMENTS[loss_obj.kernel])
+    return (
+        None if method == "brute" else METHOD_CODES[method],
+        -1 if loss_obj is None else BUILTIN_INCREMENTS[loss_obj.kernel],
+    )
 
 
 def _as_scores2d(scores: npt.ArrayLike) -> np.ndarray:
@@ -220,8 +255,9 @@ def _as_scores2d(scores: npt.ArrayLike) -> np.ndarray:
     pass that reads them."""
     arr = np.asarray(scores)
     if arr.ndim != 2:
-        raise ValueError(f"scores must be a 2-D array of shape (queries, samples); got shape "
-                         f"{arr.shape}.")
+        raise ValueError(
+            f"scores must be a 2-D array of shape (queries, samples); got shape {arr.shape}."
+        )
     if arr.dtype.kind not in "fiub":
         raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
     dtype = arr.dtype if arr.dtype in FLOATS and arr.dtype.isnative else np.float64
@@ -242,8 +278,10 @@ def _check_finite(rows_of, where):
         lead_scores, scores = rows_of
         k = lead_scores.shape[1]
         value = lead_scores[qq, kk] if kk < k else scores[qq, kk - k]
-        raise ValueError(f"scores must be finite; got {float(value)!r} at query {qq}, "
-                         f"sample {kk}. Remove or impute NaN/inf scores before inference.")
+        raise ValueError(
+            f"scores must be finite; got {float(value)!r} at query {qq}, "
+            f"sample {kk}. Remove or impute NaN/inf scores before inference."
+        )
 
 
 @functools.lru_cache(maxsize=4)
@@ -294,8 +332,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
                 raise
             _check_finite(rows_of, (q, bad[1]))
         truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q],
-                    coef[q])
+        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q], coef[q])
         out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge
 
 

@@ -41,7 +41,8 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
         )
     neg = np.empty(n_neg)
     err, where, sum_pos, sum_neg, pos_sorted, pos_index, ref = scan_and_gather(
-        scores, is_pos, n_pos, neg)
+        scores, is_pos, n_pos, neg
+    )
     raise_for(err, where, scores)
     ranks = np.array(list(itertools.product(range(1, n_pos + 2), repeat=n_neg)), dtype=np.int64)
     places = np.arange(1, n_pos + 1)
@@ -55,5 +56,6 @@ def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     rank_count = np.bincount(best, minlength=n_pos + 2)
     # the negatives' part of the hinge's compensated sum (qs.inference._hinge), in full
     neg_total = math.fsum((n_pos + 1 - best) * (1.0 / (n_pos * n_neg)) * (neg - ref))
-    return finish(rank_count, neg_total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos,
-                  sum_neg, ref)
+    return finish(
+        rank_count, neg_total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref
+    )

@@ -41,8 +41,19 @@ import numpy as np
 
 from qs._numba import bind, jit
 from qs.inference._bucket_passes import (
-    chunk_fill, compact, gathered_arrays, rank_coefficients, rank_corners, rank_weights,
-    sample_range, scan_chunk, scan_histogram, settle_chunk, settled_sums, solve_gathered)
+    chunk_fill,
+    compact,
+    gathered_arrays,
+    rank_coefficients,
+    rank_corners,
+    rank_weights,
+    sample_range,
+    scan_chunk,
+    scan_histogram,
+    settle_chunk,
+    settled_sums,
+    solve_gathered,
+)
 from qs.inference._hinge import add
 from qs.inference._input import OK, failed, reference
 from qs.inference._output import finish
@@ -56,8 +67,9 @@ CHUNKS = 8
 
 
 @jit
-def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift_pos, shift_neg,
-            buckets):
+def _bucket(
+    inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift_pos, shift_neg, buckets
+):
     """The whole method in one thread. ``coef`` (float64 or float32) gets each coefficient
     less ``shift_pos`` at a positive and ``shift_neg`` at a negative, rounded once to its
     dtype: a gradient ``coef(R_bar) - coef(R*)`` written with no pass of its own.
@@ -67,13 +79,15 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift
     ref = reference(scores)
     if buckets.size < scores.size:
         buckets = np.empty(scores.size, dtype=np.uint16)
-    err, where, sum_pos, pos_sorted, pos_index, low, scale, count, sums, ends = (
-        scan_histogram(scores, is_pos, n_pos, n_buckets, ref, buckets))
+    err, where, sum_pos, pos_sorted, pos_index, low, scale, count, sums, ends = scan_histogram(
+        scores, is_pos, n_pos, n_buckets, ref, buckets
+    )
     if err != OK:
         return failed(err, where)
     c2, spos = positive_steps(pos_sorted, n_neg, ref)
-    order, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = (
-        rank_corners(inc, params, count, low, scale, ends, n_pos, spos, n_neg))
+    _, first, top_r, bottom_r, rank_or_slot, straddling, starts, rank_count, steps = rank_corners(
+        inc, params, count, low, scale, ends, n_pos, spos, n_neg
+    )
     out_of_rank = rank_coefficients(n_pos, n_neg) - shift_neg
     weight_of_rank = rank_weights(n_pos, n_neg)
     sum_neg, total, comp = settled_sums(rank_or_slot, weight_of_rank, sums)
@@ -81,20 +95,72 @@ def _bucket(inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift
     fill_from = starts[:-1].copy().reshape((1, straddling.size))
     fill = fill_from.copy()
     moved = np.zeros(straddling.size, dtype=np.int64)
-    t, c = settle_chunk(is_pos, 0, scores.size, 0, buckets, rank_or_slot, weight_of_rank,
-                        out_of_rank, scores, c2, ref, top_r[straddling], steps, moved, fill[0],
-                        g_score, g_index, g_place, neg_rank, coef)
+    t, c = settle_chunk(
+        is_pos,
+        0,
+        scores.size,
+        0,
+        buckets,
+        rank_or_slot,
+        weight_of_rank,
+        out_of_rank,
+        scores,
+        c2,
+        ref,
+        top_r[straddling],
+        steps,
+        moved,
+        fill[0],
+        g_score,
+        g_index,
+        g_place,
+        neg_rank,
+        coef,
+    )
     total, comp = add(total, comp + c, t)
     n_live = compact(starts, fill_from, fill, g_score, g_index, g_place)
-    t, c, count_g = solve_gathered(inc, params, 0, straddling.size, first, top_r, bottom_r,
-                                   straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                   n_pos, spos, n_neg, weight_of_rank, out_of_rank, neg_rank, coef)
+    t, c, count_g = solve_gathered(
+        inc,
+        params,
+        0,
+        straddling.size,
+        first,
+        top_r,
+        bottom_r,
+        straddling,
+        starts,
+        n_live,
+        moved,
+        g_score,
+        g_index,
+        g_place,
+        n_pos,
+        spos,
+        n_neg,
+        weight_of_rank,
+        out_of_rank,
+        neg_rank,
+        coef,
+    )
     total, comp = add(total, comp + c, t)
-    return finish(rank_count + count_g, total, comp, pos_sorted, pos_index, n_neg, coef,
-                  sum_pos, sum_neg, ref, shift_pos)
+    return finish(
+        rank_count + count_g,
+        total,
+        comp,
+        pos_sorted,
+        pos_index,
+        n_neg,
+        coef,
+        sum_pos,
+        sum_neg,
+        ref,
+        shift_pos,
+    )
 
 
-_pool: dict[tuple[int, int], object] = {}  # (process id, workers) -> pool: a forked child starts its own threads
+_pool: dict[
+    tuple[int, int], object
+] = {}  # (process id, workers) -> pool: a forked child starts its own threads
 
 
 def thread_count():
@@ -125,17 +191,34 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     low, scale = sample_range(scores, n_buckets)
     ref = reference(scores)
     bounds = np.linspace(0, n, n_chunks + 1).astype(np.int64)
-    pos_at = np.r_[0, np.cumsum([np.count_nonzero(is_pos[a:b]) for a, b in zip(bounds, bounds[1:])])]
+    pos_at = np.r_[
+        0, np.cumsum([np.count_nonzero(is_pos[a:b]) for a, b in zip(bounds, bounds[1:])])
+    ]
     pos_values = np.empty(n_pos)
     pos_index = np.empty(n_pos, dtype=np.int64)
     count = np.zeros((n_chunks, n_buckets), dtype=np.int32)
     sums = np.zeros((n_chunks, n_buckets))
     ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
     buckets = np.empty(n, dtype=np.uint16)
-    scanned = _map(lambda c: scan_chunk(scores, is_pos, bounds[c], bounds[c + 1], low, scale,
-                                         pos_values, pos_index, pos_at[c], count[c], sums[c],
-                                         ends[c], ref, buckets),
-                   range(n_chunks))
+    scanned = _map(
+        lambda c: scan_chunk(
+            scores,
+            is_pos,
+            bounds[c],
+            bounds[c + 1],
+            low,
+            scale,
+            pos_values,
+            pos_index,
+            pos_at[c],
+            count[c],
+            sums[c],
+            ends[c],
+            ref,
+            buckets,
+        ),
+        range(n_chunks),
+    )
     for err, where, _ in scanned:
         if err != OK:
             return failed(err, where)
@@ -155,11 +238,31 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     fill = fill_from.copy()
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
-    dots = _map(lambda c: settle_chunk(is_pos, bounds[c], bounds[c + 1], bounds[c] - pos_at[c],
-                                        buckets, rank_or_slot, weight_of_rank, coef_of_rank, scores,
-                                        c2, ref, slot_rank, steps, moved[c], fill[c], g_score,
-                                        g_index, g_place, neg_rank, coef),
-                range(n_chunks))
+    dots = _map(
+        lambda c: settle_chunk(
+            is_pos,
+            bounds[c],
+            bounds[c + 1],
+            bounds[c] - pos_at[c],
+            buckets,
+            rank_or_slot,
+            weight_of_rank,
+            coef_of_rank,
+            scores,
+            c2,
+            ref,
+            slot_rank,
+            steps,
+            moved[c],
+            fill[c],
+            g_score,
+            g_index,
+            g_place,
+            neg_rank,
+            coef,
+        ),
+        range(n_chunks),
+    )
     n_live = compact(starts, fill_from, fill, g_score, g_index, g_place)
     moved = moved.sum(axis=0)
     # straddling buckets cut into pieces of about equal numbers of gathered negatives
@@ -167,16 +270,37 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     cuts = np.searchsorted(live, np.linspace(0, live[-1] if live.size else 0, n_chunks + 1)[1:-1])
     i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(solve_gathered, loss.kernel)
-    solved = _map(lambda c: solve(params, i_bounds[c], i_bounds[c + 1], first, top_r, bottom_r,
-                                  straddling, starts, n_live, moved, g_score, g_index, g_place,
-                                  n_pos, spos, n_neg, weight_of_rank, coef_of_rank, neg_rank, coef),
-                  range(n_chunks))
+    solved = _map(
+        lambda c: solve(
+            params,
+            i_bounds[c],
+            i_bounds[c + 1],
+            first,
+            top_r,
+            bottom_r,
+            straddling,
+            starts,
+            n_live,
+            moved,
+            g_score,
+            g_index,
+            g_place,
+            n_pos,
+            spos,
+            n_neg,
+            weight_of_rank,
+            coef_of_rank,
+            neg_rank,
+            coef,
+        ),
+        range(n_chunks),
+    )
     # the chunks' compensated sums joined in full (qs.inference._hinge)
-    total = math.fsum([total, comp, *(x for d in dots for x in d),
-                       *(x for d in solved for x in d[:2])])
+    total = math.fsum(
+        [total, comp, *(x for d in dots for x in d), *(x for d in solved for x in d[:2])]
+    )
     rank_count = rank_count + sum(d[2] for d in solved)
-    return finish(rank_count, total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg,
-                  ref)
+    return finish(rank_count, total, 0.0, pos_sorted, pos_index, n_neg, coef, sum_pos, sum_neg, ref)
 
 
 @jit
@@ -200,5 +324,6 @@ def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
     n_buckets = n_buckets_for(n_pos, neg_rank.size)
-    return bind(_bucket, loss.kernel)(params, scores, is_pos, n_pos, n_buckets, neg_rank, coef,
-                                      0.0, 0.0, NO_BUCKETS)
+    return bind(_bucket, loss.kernel)(
+        params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, 0.0, 0.0, NO_BUCKETS
+    )

@@ -27,20 +27,23 @@ def qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above):
     above it, and partitioned further in place: the rank at each position into ``rk``
     (non-decreasing along ``v``), tied negatives ranked in input order."""
     n_neg = v.size
-    if opt_ranks_unsorted(v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2,
-                          spos, stack, pivot, above):
+    if opt_ranks_unsorted(
+        v, key, rk, 0, n_neg - 1, 0, 1, n_pos + 1, inc, params, n_pos, c2, spos, stack, pivot, above
+    ):
         canonical_ties(v, key, rk, 0, n_neg - 1)
 
 
 @jit
-def sort_dc(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-            sum_pos, sum_neg, ref):
+def sort_dc(
+    inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+):
     """Algorithm 1's divide and conquer over ranks on the sorted negatives ``v``."""
     n_pos = pos_sorted.size
     c2, spos = positive_steps(pos_sorted, v.size, ref)
     opt_ranks_sorted(v, rk, 0, v.size - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
-    return finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
-                         sum_neg, ref)
+    return finish_sorted(
+        v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+    )
 
 
 #: ``sort_dc``: np.sort of the negatives, then the same divide and conquer over ranks

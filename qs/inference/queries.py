@@ -80,9 +80,17 @@ class QueriesResult(NamedTuple):
     hinge: np.ndarray
 
 
-def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.ArrayLike, *,
-                loss: str = "ap", method: str = "auto", gradient: bool = False,
-                ranks: bool = True, coef_dtype: npt.DTypeLike = np.float64) -> QueriesResult:
+def lai_queries(
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    offsets: npt.ArrayLike,
+    *,
+    loss: str = "ap",
+    method: str = "auto",
+    gradient: bool = False,
+    ranks: bool = True,
+    coef_dtype: npt.DTypeLike = np.float64,
+) -> QueriesResult:
     """Loss-augmented inference of every query of a ragged set, in one call.
 
     Query ``q`` is made of the documents ``offsets[q]:offsets[q + 1]``; each is solved as
@@ -156,26 +164,40 @@ def lai_queries(scores: npt.ArrayLike, labels: npt.ArrayLike, offsets: npt.Array
         table, ideal = _discount(loss, longest)
 
         def block(a, b):
-            qq, kk = _queries(code, inc, scores, is_pos, offsets[a : b + 1], table, ideal,
-                              gradient, rank, coef, out[a:b], valid[a:b],
-                              *_row_work(longest))
+            qq, kk = _queries(
+                code,
+                inc,
+                scores,
+                is_pos,
+                offsets[a : b + 1],
+                table,
+                ideal,
+                gradient,
+                rank,
+                coef,
+                out[a:b],
+                valid[a:b],
+                *_row_work(longest),
+            )
             return (a + qq, kk) if kk >= 0 else None
 
         if scores.size < THREADED_MIN or n_queries == 1:
             where = block(0, n_queries)
         else:
-            bounds = np.searchsorted(offsets, np.linspace(0, scores.size,
-                                                          2 * thread_count() + 1))
+            bounds = np.searchsorted(offsets, np.linspace(0, scores.size, 2 * thread_count() + 1))
             bounds = np.unique(np.clip(bounds, 0, n_queries))
             bounds[0], bounds[-1] = 0, n_queries
             where = min((w for w in _map(block, bounds[:-1], bounds[1:]) if w), default=None)
         if where is not None:
             qq, kk = where
-            raise ValueError(f"scores must be finite; got {float(scores[offsets[qq] + kk])!r} "
-                             f"at index {offsets[qq] + kk} (query {qq}, document {kk}). "
-                             "Remove or impute NaN/inf scores before inference.")
-    return QueriesResult(coef, rank if ranks else None, out[:, 0], out[:, 1], out[:, 2], valid,
-                         out[:, 3])
+            raise ValueError(
+                f"scores must be finite; got {float(scores[offsets[qq] + kk])!r} "
+                f"at index {offsets[qq] + kk} (query {qq}, document {kk}). "
+                "Remove or impute NaN/inf scores before inference."
+            )
+    return QueriesResult(
+        coef, rank if ranks else None, out[:, 0], out[:, 1], out[:, 2], valid, out[:, 3]
+    )
 
 
 def _as_scores(scores: npt.ArrayLike) -> np.ndarray:
@@ -183,8 +205,9 @@ def _as_scores(scores: npt.ArrayLike) -> np.ndarray:
     other dtypes are converted to float64); finiteness is checked by the kernel."""
     arr = np.asarray(scores)
     if arr.ndim != 1:
-        raise ValueError(f"scores must be a 1-D array of one score per document; got shape "
-                         f"{arr.shape}.")
+        raise ValueError(
+            f"scores must be a 1-D array of one score per document; got shape {arr.shape}."
+        )
     if arr.dtype.kind not in "fiub":
         raise ValueError(f"scores must be numeric; got dtype {arr.dtype}.")
     dtype = arr.dtype if arr.dtype in FLOATS and arr.dtype.isnative else np.float64
@@ -195,19 +218,24 @@ def _as_offsets(offsets: npt.ArrayLike, n: int) -> np.ndarray:
     """``offsets`` as int64, checked to cut ``n`` documents into queries."""
     arr = np.asarray(offsets)
     if arr.ndim != 1 or arr.size < 2:
-        raise ValueError(f"offsets must be a 1-D array of n_queries + 1 >= 2 entries; got "
-                         f"shape {arr.shape}.")
+        raise ValueError(
+            f"offsets must be a 1-D array of n_queries + 1 >= 2 entries; got shape {arr.shape}."
+        )
     if arr.dtype.kind not in "iu":
         raise ValueError(f"offsets must be integers; got dtype {arr.dtype}.")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr[0] != 0 or arr[-1] != n:
-        raise ValueError(f"offsets must start at 0 and end at the number of documents ({n}); "
-                         f"got {int(arr[0])} and {int(arr[-1])}.")
+        raise ValueError(
+            f"offsets must start at 0 and end at the number of documents ({n}); "
+            f"got {int(arr[0])} and {int(arr[-1])}."
+        )
     drops = np.flatnonzero(arr[1:] < arr[:-1])
     if drops.size:
         q = int(drops[0])
-        raise ValueError(f"offsets must be non-decreasing; got {int(arr[q])} then "
-                         f"{int(arr[q + 1])} at entries {q} and {q + 1}.")
+        raise ValueError(
+            f"offsets must be non-decreasing; got {int(arr[q])} then "
+            f"{int(arr[q + 1])} at entries {q} and {q + 1}."
+        )
     return arr
 
 
@@ -224,14 +252,45 @@ def _row_work(longest):
         ints = np.empty(work_ints(0, longest) + histogram_size(longest, 0), dtype=np.int64)
         buckets = np.empty(longest, dtype=np.uint16)
     small = min(longest, SMALL_HELD_MAX)  # longer queries grow them in the kernel
-    return (row, coef64, neg_rank, params, floats, ints, buckets, np.empty((6, small + 2)),
-            np.empty((6, small + 2), dtype=np.int64),
-            np.empty(BUCKETS_PER_NEGATIVE * small + 2, dtype=np.int64))
+    return (
+        row,
+        coef64,
+        neg_rank,
+        params,
+        floats,
+        ints,
+        buckets,
+        np.empty((6, small + 2)),
+        np.empty((6, small + 2), dtype=np.int64),
+        np.empty(BUCKETS_PER_NEGATIVE * small + 2, dtype=np.int64),
+    )
 
 
 @jit
-def _queries(method, inc, scores, is_pos, offsets, table, ideal, gradient, rank, coef, out,
-             valid, row, coef64, neg_rank, params, floats, ints, buckets, work, iwork, count):
+def _queries(
+    method,
+    inc,
+    scores,
+    is_pos,
+    offsets,
+    table,
+    ideal,
+    gradient,
+    rank,
+    coef,
+    out,
+    valid,
+    row,
+    coef64,
+    neg_rank,
+    params,
+    floats,
+    ints,
+    buckets,
+    work,
+    iwork,
+    count,
+):
     """Every query ``offsets[q]:offsets[q + 1]`` (of ``scores``, ``is_pos``, ``coef`` and,
     unless empty, ``rank``) by the method of code ``method``, the loss of code ``inc``, into
     ``out[q]`` and ``valid[q]``. Returns the (query, document within it) of the first
@@ -241,19 +300,58 @@ def _queries(method, inc, scores, is_pos, offsets, table, ideal, gradient, rank,
         if work.shape[1] < n + 2:  # the small-query route's, for a query longer than held
             work, iwork = np.empty((6, n + 2)), np.empty((6, n + 2), dtype=np.int64)
             count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-        where = _query(method, inc, scores[offsets[q] : offsets[q + 1]],
-                       is_pos[offsets[q] : offsets[q + 1]], table, ideal, gradient,
-                       rank[offsets[q] : offsets[q + 1]] if rank.size else rank,
-                       coef[offsets[q] : offsets[q + 1]], out[q], valid[q:q + 1], row, coef64,
-                       neg_rank, params, floats, ints, buckets, work, iwork, count)
+        where = _query(
+            method,
+            inc,
+            scores[offsets[q] : offsets[q + 1]],
+            is_pos[offsets[q] : offsets[q + 1]],
+            table,
+            ideal,
+            gradient,
+            rank[offsets[q] : offsets[q + 1]] if rank.size else rank,
+            coef[offsets[q] : offsets[q + 1]],
+            out[q],
+            valid[q : q + 1],
+            row,
+            coef64,
+            neg_rank,
+            params,
+            floats,
+            ints,
+            buckets,
+            work,
+            iwork,
+            count,
+        )
         if where >= 0:
             return q, where
     return -1, -1
 
 
 @jit
-def _query(method, inc, given, y, table, ideal, gradient, rank, coef, out, valid, row, coef64,
-           neg_rank, params, floats, ints, buckets, work, iwork, count):
+def _query(
+    method,
+    inc,
+    given,
+    y,
+    table,
+    ideal,
+    gradient,
+    rank,
+    coef,
+    out,
+    valid,
+    row,
+    coef64,
+    neg_rank,
+    params,
+    floats,
+    ints,
+    buckets,
+    work,
+    iwork,
+    count,
+):
     """One query (scores ``given``, labels ``y``) into its ``coef``, ``rank`` (empty: none
     written), ``out`` (loss, objective, F, hinge) and ``valid[0]``, routed as
     :func:`qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
@@ -273,8 +371,21 @@ def _query(method, inc, given, y, table, ideal, gradient, rank, coef, out, valid
     table = table[: n + 1]  # D(1 .. n + 1), as lai's table for n samples
     if method == BUCKET or (method == AUTO and not sorts(m, p)):
         truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-        err, where = _bucket_row(inc, given, y, p, table, ideal, params, neg_rank, coef,
-                                 truth_pos, truth_neg, buckets, out)
+        err, where = _bucket_row(
+            inc,
+            given,
+            y,
+            p,
+            table,
+            ideal,
+            params,
+            neg_rank,
+            coef,
+            truth_pos,
+            truth_neg,
+            buckets,
+            out,
+        )
         if err != OK:
             return where
         if rank.size:
@@ -289,8 +400,9 @@ def _query(method, inc, given, y, table, ideal, gradient, rank, coef, out, valid
             _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out)
             compact = False
     else:
-        err, where = _solver_row(method, inc, s, y, p, table, ideal, params, floats, ints,
-                                 neg_rank, solved, out)
+        err, where = _solver_row(
+            method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out
+        )
     if err != OK or where >= 0:
         return where
     if gradient or rank.size or not _is_float64(coef):
@@ -312,9 +424,11 @@ def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, val
         if not valid[q]:
             bad = np.flatnonzero(~np.isfinite(s))
             if bad.size:
-                raise ValueError(f"scores must be finite; got {float(s[bad[0]])!r} at index "
-                                 f"{a + bad[0]} (query {q}, document {bad[0]}). Remove or "
-                                 "impute NaN/inf scores before inference.")
+                raise ValueError(
+                    f"scores must be finite; got {float(s[bad[0]])!r} at index "
+                    f"{a + bad[0]} (query {q}, document {bad[0]}). Remove or "
+                    "impute NaN/inf scores before inference."
+                )
             continue
         res = lai(s, pos, loss, "brute")
         if rank.size:

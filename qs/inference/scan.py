@@ -15,15 +15,17 @@ from qs.inference._ranks import best_rank, positive_steps
 
 
 @jit
-def scan_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                sum_pos, sum_neg, ref):
+def scan_sorted(
+    inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+):
     """Every negative of the sorted ``v`` tries every rank."""
     n_pos = pos_sorted.size
     c2, spos = positive_steps(pos_sorted, v.size, ref)
     for m in range(v.size):
         rk[m] = best_rank(inc, params, n_pos, c2, spos, v[m], m + 1, 1, n_pos + 1)
-    return finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
-                         sum_neg, ref)
+    return finish_sorted(
+        v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+    )
 
 
 #: the method (the Yue / Chakrabarti baseline), as `qs.inference.lai` runs it

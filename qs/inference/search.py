@@ -18,8 +18,9 @@ from qs.losses import increment
 
 
 @jit
-def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef,
-                  sum_pos, sum_neg, ref):
+def search_sorted(
+    inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+):
     """Binary search per negative of the sorted ``v`` over the concave part of its AP
     objective, a scan past it."""
     n_pos = pos_sorted.size
@@ -41,8 +42,9 @@ def search_sorted(inc, params, v, rk, scores, is_pos, pos_sorted, pos_index, neg
         if j < n_pos:  # the ranks past the concave part are scanned
             r = best_rank(inc, params, n_pos, c2, spos, v[m], j, r, n_pos + 1)
         rk[m] = r
-    return finish_sorted(v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos,
-                         sum_neg, ref)
+    return finish_sorted(
+        v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
+    )
 
 
 #: the method, as `qs.inference.lai` runs it

@@ -56,8 +56,10 @@ class Workspace:
             while isinstance(root, np.ndarray) and root.base is not None:
                 root = root.base
             if id(root) in self._owned and any(root is a for a in self._arrays.values()):
-                raise ValueError("scores and labels must not be arrays of the workspace the call "
-                                 "writes into (a previous result's coef or neg_rank); pass a "
-                                 "copy.")
+                raise ValueError(
+                    "scores and labels must not be arrays of the workspace the call "
+                    "writes into (a previous result's coef or neg_rank); pass a "
+                    "copy."
+                )
         coef = self.take("coef", n, np.float64)
         return (None if zero_one else self.take("neg_rank", n_neg, np.int32)), coef

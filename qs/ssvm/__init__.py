@@ -21,9 +21,19 @@ from qs.ssvm.cutting_plane import cutting_plane
 from qs.ssvm.frank_wolfe import frank_wolfe
 from qs.ssvm.subgradient import subgradient
 
-__all__ = ["SOLVERS", "Progress", "SolverResult", "cutting_plane", "frank_wolfe",
-           "ground_truth_coef", "subgradient"]
+__all__ = [
+    "SOLVERS",
+    "Progress",
+    "SolverResult",
+    "cutting_plane",
+    "frank_wolfe",
+    "ground_truth_coef",
+    "subgradient",
+]
 
 #: solver name -> function
 SOLVERS: dict[str, Callable[..., SolverResult]] = {
-    "cutting_plane": cutting_plane, "frank_wolfe": frank_wolfe, "subgradient": subgradient}
+    "cutting_plane": cutting_plane,
+    "frank_wolfe": frank_wolfe,
+    "subgradient": subgradient,
+}

@@ -121,22 +121,38 @@ class LockstepState:
             could differ in the last bits, and so would the resumed solves).
         """
         arrays: dict[str, np.ndarray] = {}
-        meta: dict[str, Any] = {"passes": self.passes, "resumed": self.resumed, "classes": [],
-                            "pass_seconds": [float(t) for t in self.pass_seconds]}
+        meta: dict[str, Any] = {
+            "passes": self.passes,
+            "resumed": self.resumed,
+            "classes": [],
+            "pass_seconds": [float(t) for t in self.pass_seconds],
+        }
         for j, c in enumerate(self.classes):
             if c.w is not None:
                 arrays[f"w_{j}"] = c.w
             arrays[f"pos_boxes_{j}"], arrays[f"working_{j}"] = c.pos_boxes, c.working
             if c.constraints is not None:
                 (A, b), G = c.constraints.rows(), c.constraints.gram()  # copied: the
-                arrays.update({f"constraints_A_{j}": A.copy(),  # solver changes them in place
-                               f"constraints_b_{j}": b.copy(), f"constraints_G_{j}": G.copy()})
-            meta["classes"].append({
-                "objective": [float(v) for v in c.objective],
-                "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
-                "n_iter": [int(v) for v in c.n_iter], "n_outer": c.n_outer,
-                "repeats": c.repeats, "converged": c.converged, "done": c.done,
-                "passes": c.passes, "seconds": c.seconds})
+                arrays.update(
+                    {
+                        f"constraints_A_{j}": A.copy(),  # solver changes them in place
+                        f"constraints_b_{j}": b.copy(),
+                        f"constraints_G_{j}": G.copy(),
+                    }
+                )
+            meta["classes"].append(
+                {
+                    "objective": [float(v) for v in c.objective],
+                    "lai_times": {m: [float(t) for t in v] for m, v in c.lai_times.items()},
+                    "n_iter": [int(v) for v in c.n_iter],
+                    "n_outer": c.n_outer,
+                    "repeats": c.repeats,
+                    "converged": c.converged,
+                    "done": c.done,
+                    "passes": c.passes,
+                    "seconds": c.seconds,
+                }
+            )
         arrays["meta"] = np.array(json.dumps(meta))
         return arrays
 
@@ -163,14 +179,22 @@ class LockstepState:
         """
         try:
             meta = json.loads(str(arrays["meta"]))
-            classes = [ClassState(
-                w=np.asarray(arrays[f"w_{j}"], np.float64) if f"w_{j}" in arrays else None,
-                pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
-                working=np.asarray(arrays[f"working_{j}"], np.int64),
-                constraints=_constraints(arrays, j), **c)
-                for j, c in enumerate(meta["classes"])]
-            return cls(classes, int(meta["passes"]), int(meta["resumed"]),
-                       [float(t) for t in meta["pass_seconds"]])
+            classes = [
+                ClassState(
+                    w=np.asarray(arrays[f"w_{j}"], np.float64) if f"w_{j}" in arrays else None,
+                    pos_boxes=np.asarray(arrays[f"pos_boxes_{j}"], np.int64),
+                    working=np.asarray(arrays[f"working_{j}"], np.int64),
+                    constraints=_constraints(arrays, j),
+                    **c,
+                )
+                for j, c in enumerate(meta["classes"])
+            ]
+            return cls(
+                classes,
+                int(meta["passes"]),
+                int(meta["resumed"]),
+                [float(t) for t in meta["pass_seconds"]],
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a lockstep training state: {err}") from None
 
@@ -184,8 +208,10 @@ def _constraints(arrays: Mapping[str, Any], j: int) -> Constraints | None:
     G = np.asarray(arrays[f"constraints_G_{j}"], np.float64)
     k = b.shape[0] if b.ndim == 1 else -1
     if A.ndim != 2 or A.shape[0] != k or G.shape != (k, k):
-        raise ValueError(f"class {j}'s constraints have shapes A {A.shape}, b {b.shape}, "
-                         f"G {G.shape}; expected (k, d), (k,), (k, k).")
+        raise ValueError(
+            f"class {j}'s constraints have shapes A {A.shape}, b {b.shape}, "
+            f"G {G.shape}; expected (k, d), (k,), (k, k)."
+        )
     cuts = Constraints(A.shape[1], max(k, INITIAL_CAPACITY))
     cuts.A[:k], cuts.b[:k], cuts.G[:k, :k], cuts.k = A, b, G, k
     return cuts

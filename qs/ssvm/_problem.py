@@ -142,11 +142,19 @@ class Problem:
     lai_compile_time: float
     workspace: Workspace
 
-    def __init__(self, X: Any, labels: npt.ArrayLike, *, C: float, loss: str | QSLoss,
-                 method: str, tol: float, max_iter: int,
-                 callback: Callable[[Progress], object] | None,
-                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        X: Any,
+        labels: npt.ArrayLike,
+        *,
+        C: float,
+        loss: str | QSLoss,
+        method: str,
+        tol: float,
+        max_iter: int,
+        callback: Callable[[Progress], object] | None,
+        lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+    ) -> None:
         self.X = _check_X(X)
         n = self.X.shape[0]
         self.is_pos = as_positive_mask(labels, n).astype(bool)
@@ -174,8 +182,9 @@ class Problem:
         # the outputs and work arrays every LAI call reuses: a loop of calls allocates none
         self.workspace = Workspace()
 
-    def most_violated(self, w: np.ndarray,
-                      rows: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+    def most_violated(
+        self, w: np.ndarray, rows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float, float]:
         """``(a, b, xi)``: the most violated constraint ``w . a >= b - xi`` at ``w``, its slack;
         of the problem restricted to the samples ``rows`` when given (a stochastic step)."""
         X, is_pos, coef_true = self.X, self.is_pos, self.coef_true
@@ -208,14 +217,21 @@ class Problem:
         self.objective.append(float(objective))
         self.gap.append(float(gap))
         if self.callback is not None:
-            self.callback(Progress(len(self.objective), self.objective[-1], self.gap[-1],
-                                   self.last_scores))
+            self.callback(
+                Progress(len(self.objective), self.objective[-1], self.gap[-1], self.last_scores)
+            )
 
     def result(self, w: np.ndarray, converged: bool) -> SolverResult:
         """The run's record as a `SolverResult` with weights ``w``."""
-        return SolverResult(w, np.array(self.objective), np.array(self.gap),
-                            np.array(self.lai_times), len(self.objective), converged,
-                            self.lai_compile_time)
+        return SolverResult(
+            w,
+            np.array(self.objective),
+            np.array(self.gap),
+            np.array(self.lai_times),
+            len(self.objective),
+            converged,
+            self.lai_compile_time,
+        )
 
 
 def _check_X(X):

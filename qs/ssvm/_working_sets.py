@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from qs.ssvm.latent import _Bags
 
-__all__ = ["RowPool", "Resident"]
+__all__ = ["Resident", "RowPool"]
 
 #: images and boxes in one key (boxes per image stay far below it)
 KEY = 1 << 32
@@ -41,8 +41,9 @@ class RowPool:
     process ends however it ends), read ``READ_ROWS`` rows at a time: memory then holds no
     working set's rows but the copies a reader takes."""
 
-    def __init__(self, d: int, dtype: npt.DTypeLike, directory: str | None = None,
-                 spill: bool = False) -> None:
+    def __init__(
+        self, d: int, dtype: npt.DTypeLike, directory: str | None = None, spill: bool = False
+    ) -> None:
         self.d, self.dtype, self.directory = d, np.dtype(dtype), directory
         self.spill = spill
         self.row_bytes = d * self.dtype.itemsize
@@ -84,20 +85,25 @@ class RowPool:
         """Copy the rows ``slots`` (1-d) into ``out[:slots.size]``."""
         if self.spill:
             for a in range(0, slots.size, READ_ROWS):
-                part = slots[a:a + READ_ROWS]
-                out[a:a + part.size] = self._read(part)
+                part = slots[a : a + READ_ROWS]
+                out[a : a + part.size] = self._read(part)
             return
         block, at = np.divmod(slots, self.per_block)
         for b in np.unique(block):
             mine = block == b
-            out[:slots.size][mine] = self.blocks[b][at[mine]]
+            out[: slots.size][mine] = self.blocks[b][at[mine]]
 
     def _read(self, slots):
         """The rows ``slots`` of the file, through a map of only the span of it they lie in,
         unmapped on return: the file's pages do not stay in the process's memory."""
         first, last = int(slots.min()), int(slots.max())
-        span = np.memmap(self._file, self.dtype, "r", offset=first * self.row_bytes,
-                         shape=(last - first + 1, self.d))
+        span = np.memmap(
+            self._file,
+            self.dtype,
+            "r",
+            offset=first * self.row_bytes,
+            shape=(last - first + 1, self.d),
+        )
         return np.asarray(span[slots - first])
 
     def held_boxes(self, n: int) -> np.ndarray:
@@ -131,7 +137,7 @@ class RowPool:
             if self.spill:
                 self._file.write(np.ascontiguousarray(rows).data)
             else:
-                block, row = np.divmod(slots[at:at + rows.shape[0]], self.per_block)
+                block, row = np.divmod(slots[at : at + rows.shape[0]], self.per_block)
                 for b in np.unique(block):
                     mine = block == b
                     self.blocks[b][row[mine]] = rows[mine]
@@ -160,15 +166,15 @@ class RowPool:
         try:
             for a in range(0, keep.size, self.per_block):
                 block = np.empty((self.per_block, self.d), self.dtype)
-                part = keep[a:a + self.per_block]
+                part = keep[a : a + self.per_block]
                 self._fill(block, part)
                 if file is None:
                     blocks.append(block)
-                    later = keep[a + self.per_block:a + self.per_block + 1]
+                    later = keep[a + self.per_block : a + self.per_block + 1]
                     for b in range(later[0] // self.per_block if later.size else len(self.blocks)):
                         self.blocks[b] = None  # no later row lies in it
                 else:
-                    file.write(block[:part.size].data)
+                    file.write(block[: part.size].data)
             if file is not None:
                 file.flush()
         except BaseException:
@@ -208,8 +214,8 @@ class Resident(_Bags):
         out = np.empty((n, k))
         step = max(1, SCORE_BYTES // max(1, k * d * 8))
         for a in range(0, n, step):
-            rows = self.pool.take(np.maximum(self.slot[a:a + step], 0))
-            out[a:a + step] = np.matmul(rows.astype(np.float64, copy=False), w)
+            rows = self.pool.take(np.maximum(self.slot[a : a + step], 0))
+            out[a : a + step] = np.matmul(rows.astype(np.float64, copy=False), w)
         return np.where(self.index >= 0, out, -np.inf)
 
     def chosen(self, w, is_pos, pos_rows, pos_X):
@@ -219,8 +225,9 @@ class Resident(_Bags):
         at = np.where(scores == high[:, None], self.index, np.iinfo(np.int64).max).argmin(axis=1)
         X = self.pool.take(self.slot[every, at]).astype(np.float64)
         X[is_pos] = pos_X
-        self.queries.append((np.array(w, dtype=np.float64),
-                             np.where(is_pos, -1, self.index[every, at])))
+        self.queries.append(
+            (np.array(w, dtype=np.float64), np.where(is_pos, -1, self.index[every, at]))
+        )
         return X
 
     def loaded(self):
@@ -230,8 +237,11 @@ class Resident(_Bags):
         if not self.pool.spill:
             return self
         named, local = np.unique(np.maximum(self.slot, 0), return_inverse=True)
-        out = Resident(self.index, np.where(self.slot >= 0, local.reshape(self.slot.shape), -1),
-                       _Rows(self.pool.take(named)))
+        out = Resident(
+            self.index,
+            np.where(self.slot >= 0, local.reshape(self.slot.shape), -1),
+            _Rows(self.pool.take(named)),
+        )
         out.queries = self.queries
         return out
 
@@ -244,12 +254,15 @@ class Resident(_Bags):
         and those it holds already left out)."""
         new = np.where(self.holds(index) | (index < 0), -1, index)
         for col in range(1, new.shape[1]):  # a box named twice is added once
-            new[:, col] = np.where((new[:, :col] == new[:, col:col + 1]).any(axis=1), -1,
-                                   new[:, col])
+            new[:, col] = np.where(
+                (new[:, :col] == new[:, col : col + 1]).any(axis=1), -1, new[:, col]
+            )
         keep = (new >= 0).any(axis=0)
-        return Resident(np.concatenate([self.index, new[:, keep]], axis=1),
-                        np.concatenate([self.slot, np.where(new >= 0, slot, -1)[:, keep]],
-                                       axis=1), self.pool)
+        return Resident(
+            np.concatenate([self.index, new[:, keep]], axis=1),
+            np.concatenate([self.slot, np.where(new >= 0, slot, -1)[:, keep]], axis=1),
+            self.pool,
+        )
 
 
 class _Rows:
@@ -262,8 +275,9 @@ class _Rows:
         return self.rows[slots]
 
 
-def lacking_boxes(best: np.ndarray, lacking: np.ndarray,
-                  pool: RowPool) -> tuple[np.ndarray, np.ndarray]:
+def lacking_boxes(
+    best: np.ndarray, lacking: np.ndarray, pool: RowPool
+) -> tuple[np.ndarray, np.ndarray]:
     """``(index (n, m), slot (n, m))``: per image the boxes ``best`` names where ``lacking``,
     and their rows in ``pool`` (which holds them: the pass that found them added them)."""
     pairs = np.unique(np.stack([np.nonzero(lacking)[0], best[lacking]], axis=1), axis=0)

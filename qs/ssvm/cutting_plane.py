@@ -30,12 +30,19 @@ RIDGE = 1e-12
 INITIAL_CAPACITY = 16
 
 
-def cutting_plane(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
-                  loss: str | QSLoss = "ap", method: str = "auto", tol: float = 1e-3,
-                  max_iter: int = 1000, qp_solver: str = "daqp",
-                  callback: Callable[[Progress], object] | None = None,
-                  lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
-              ) -> SolverResult:
+def cutting_plane(
+    X: Any,
+    labels: npt.ArrayLike,
+    *,
+    C: float = 1.0,
+    loss: str | QSLoss = "ap",
+    method: str = "auto",
+    tol: float = 1e-3,
+    max_iter: int = 1000,
+    qp_solver: str = "daqp",
+    callback: Callable[[Progress], object] | None = None,
+    lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+) -> SolverResult:
     """Train the structured SVM by the 1-slack cutting-plane method.
 
     Parameters
@@ -88,14 +95,27 @@ def cutting_plane(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
     >>> np.round(res.w, 2).tolist()
     [0.37, -0.12]
     """
-    prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback, lai_callback=lai_callback)
+    prob = Problem(
+        X,
+        labels,
+        C=C,
+        loss=loss,
+        method=method,
+        tol=tol,
+        max_iter=max_iter,
+        callback=callback,
+        lai_callback=lai_callback,
+    )
     return solve(prob, prob.X.shape[1], qp_solver)
 
 
-def solve(prob: Any, n_features: int, qp_solver: str = "daqp",
-          drop: tuple[int, int] | None = None,
-          constraints: "Constraints | None" = None) -> SolverResult:
+def solve(
+    prob: Any,
+    n_features: int,
+    qp_solver: str = "daqp",
+    drop: tuple[int, int] | None = None,
+    constraints: "Constraints | None" = None,
+) -> SolverResult:
     """The cutting-plane loop on any oracle ``prob``.
 
     Parameters
@@ -126,8 +146,11 @@ def solve(prob: Any, n_features: int, qp_solver: str = "daqp",
         What ``prob.result`` makes of the final weights.
     """
     solve_qp = _qp_backend(qp_solver)
-    ws = Constraints(n_features, min(INITIAL_CAPACITY, prob.max_iter)) if constraints is None \
+    ws = (
+        Constraints(n_features, min(INITIAL_CAPACITY, prob.max_iter))
+        if constraints is None
         else constraints
+    )
     alpha = np.empty(0)
     w = np.zeros(n_features)
     if ws.k:
@@ -199,11 +222,11 @@ class Constraints:
     def mark_active(self, active: np.ndarray, it: int) -> None:
         """Record iteration ``it`` as the last in which the constraints ``active`` (a mask
         over those held) had a non-zero dual variable."""
-        self.last_active[:self.k][active] = it
+        self.last_active[: self.k][active] = it
 
     def active(self) -> np.ndarray:
         """The last iteration each constraint held was active (or added)."""
-        return self.last_active[:self.k]
+        return self.last_active[: self.k]
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the constraints ``mask`` selects, compacted in place."""
@@ -216,11 +239,11 @@ class Constraints:
 
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(A, b) of the constraints held: views, valid until the next `add`."""
-        return self.A[:self.k], self.b[:self.k]
+        return self.A[: self.k], self.b[: self.k]
 
     def gram(self) -> np.ndarray:
         """The Gram matrix of the constraints held (a view)."""
-        return self.G[:self.k, :self.k]
+        return self.G[: self.k, : self.k]
 
 
 def _qp_backend(name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]:
@@ -233,8 +256,7 @@ def _qp_backend(name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray, floa
         import qpsolvers
     except ImportError as exc:
         raise ImportError(
-            "the cutting-plane solver needs qpsolvers and a QP backend: "
-            "pip install qpsolvers daqp"
+            "the cutting-plane solver needs qpsolvers and a QP backend: pip install qpsolvers daqp"
         ) from exc
     if name not in qpsolvers.available_solvers:
         raise ValueError(
@@ -279,9 +301,14 @@ def _qp_backend(name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray, floa
         # The QP is always feasible and bounded; a backend that needs a definite matrix can
         # still fail when the constraints outnumber the features: retry with a larger ridge.
         for ridge in (RIDGE, 1e-10, 1e-8, 1e-6):
-            alpha = qpsolvers.solve_qp(matrix(gram + ridge * scale * np.eye(k)), -b,
-                                       matrix(np.ones((1, k))), np.array([C]),
-                                       lb=np.zeros(k), solver=name)
+            alpha = qpsolvers.solve_qp(
+                matrix(gram + ridge * scale * np.eye(k)),
+                -b,
+                matrix(np.ones((1, k))),
+                np.array([C]),
+                lb=np.zeros(k),
+                solver=name,
+            )
             if alpha is not None:
                 return np.clip(alpha, 0.0, None)
         raise RuntimeError(f"QP backend {name!r} failed on a working set of {k} constraints.")

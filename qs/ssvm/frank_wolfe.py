@@ -18,12 +18,18 @@ from qs.losses import QSLoss
 from qs.ssvm._problem import Problem, Progress, SolverResult
 
 
-def frank_wolfe(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
-                loss: str | QSLoss = "ap", method: str = "auto", tol: float = 1e-3,
-                max_iter: int = 1000,
-                callback: Callable[[Progress], object] | None = None,
-                lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
-            ) -> SolverResult:
+def frank_wolfe(
+    X: Any,
+    labels: npt.ArrayLike,
+    *,
+    C: float = 1.0,
+    loss: str | QSLoss = "ap",
+    method: str = "auto",
+    tol: float = 1e-3,
+    max_iter: int = 1000,
+    callback: Callable[[Progress], object] | None = None,
+    lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+) -> SolverResult:
     """Train the structured SVM by Frank-Wolfe on its dual.
 
     Parameters
@@ -65,8 +71,17 @@ def frank_wolfe(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
     >>> bool(res.converged), bool(res.gap[-1] <= 10.0 * 1e-3)
     (True, True)
     """
-    prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback, lai_callback=lai_callback)
+    prob = Problem(
+        X,
+        labels,
+        C=C,
+        loss=loss,
+        method=method,
+        tol=tol,
+        max_iter=max_iter,
+        callback=callback,
+        lai_callback=lai_callback,
+    )
     return solve(prob, prob.X.shape[1])
 
 

@@ -37,8 +37,14 @@ from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve
 from qs.top_boxes import top_boxes
 
-__all__ = ["LatentProblem", "LatentResult", "as_bags", "bag_argmax", "check_bags",
-           "latent_cutting_plane"]
+__all__ = [
+    "LatentProblem",
+    "LatentResult",
+    "as_bags",
+    "bag_argmax",
+    "check_bags",
+    "latent_cutting_plane",
+]
 
 #: constraints idle for 20 cutting-plane iterations leave the working set every 50 (the
 #: released latent AP-SVM's rule)
@@ -52,12 +58,16 @@ def check_bags(X, offsets):
     if getattr(X, "ndim", 2) != 2:
         raise ValueError(f"box features must be a 2-D matrix; got shape {np.shape(X)}.")
     if offsets.ndim != 1 or offsets.size < 2 or not np.issubdtype(offsets.dtype, np.integer):
-        raise ValueError("offsets must be a 1-D integer array of n_images + 1 bag bounds; got "
-                         f"shape {offsets.shape} and dtype {offsets.dtype}.")
+        raise ValueError(
+            "offsets must be a 1-D integer array of n_images + 1 bag bounds; got "
+            f"shape {offsets.shape} and dtype {offsets.dtype}."
+        )
     n_boxes = X.shape[0]
     if offsets[0] != 0 or offsets[-1] != n_boxes or (np.diff(offsets) < 1).any():
-        raise ValueError(f"offsets must rise strictly from 0 to the {n_boxes} boxes (every "
-                         "image holds at least one box).")
+        raise ValueError(
+            f"offsets must rise strictly from 0 to the {n_boxes} boxes (every "
+            "image holds at least one box)."
+        )
     # float64 once: every oracle call scores all boxes, and a float32 matrix times float64
     # weights would be converted on each call
     X = X.tocsr().astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
@@ -74,8 +84,11 @@ def as_bags(X, bounds, scheduler=None, working_set=None):
     through."""
     if isinstance(X, _Bags):
         return X
-    if working_set is not None and (isinstance(working_set, bool) or not isinstance(
-            working_set, (int, np.integer)) or working_set < 1):
+    if working_set is not None and (
+        isinstance(working_set, bool)
+        or not isinstance(working_set, (int, np.integer))
+        or working_set < 1
+    ):
         raise ValueError(f"working_set must be None or an integer >= 1; got {working_set!r}.")
     if getattr(X, "ndim", 2) == 3:
         bags = _PaddedBags(*check_padded(X, bounds), scheduler)
@@ -124,8 +137,7 @@ class _FlatBags(_Bags):
             self.passes += 1
             return top_boxes(self.X, self.sizes, w, k)
         self.passes += images.size / self.sizes.size
-        rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
-                               for i in images])
+        rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in images])
         return top_boxes(self.X[rows], self.sizes[images], w, k)
 
 
@@ -138,8 +150,7 @@ class _PaddedBags(_Bags):
 
     def best(self, w):
         self.passes += 1
-        res = score_bags(self.features, self.sizes, w[:, None], rows=True,
-                         scheduler=self.scheduler)
+        res = score_bags(self.features, self.sizes, w[:, None], rows=True, scheduler=self.scheduler)
         return self.starts + res.best[:, 0], res.rows[:, 0]
 
     def top(self, w, k, images=None):
@@ -147,8 +158,7 @@ class _PaddedBags(_Bags):
             self.passes += 1
             return top_boxes(self.features, self.sizes, w, k, scheduler=self.scheduler)
         self.passes += images.size / self.sizes.size
-        return top_boxes(self.features[images], self.sizes[images], w, k,
-                         scheduler=self.scheduler)
+        return top_boxes(self.features[images], self.sizes[images], w, k, scheduler=self.scheduler)
 
     def take(self, rows):
         images, boxes = np.divmod(rows, self.k_max)
@@ -299,10 +309,26 @@ class LatentResult:
         return float(self.lai_times.sum())
 
 
-def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto", tol=1e-3,
-                         max_iter=20000, max_outer=400, min_outer=2, init="random",
-                         random_state=0, qp_solver="daqp", scheduler=None, working_set=None,
-                         callback=None, lai_callback=None):
+def latent_cutting_plane(
+    X,
+    bounds,
+    labels,
+    *,
+    C=100.0,
+    loss="ap",
+    method="auto",
+    tol=1e-3,
+    max_iter=20000,
+    max_outer=400,
+    min_outer=2,
+    init="random",
+    random_state=0,
+    qp_solver="daqp",
+    scheduler=None,
+    working_set=None,
+    callback=None,
+    lai_callback=None,
+):
     """Train the latent structured SVM on bags of boxes by CCCP around the cutting plane.
 
     Parameters
@@ -335,8 +361,15 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
 
     Returns a :class:`LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
     """
-    options = {"C": C, "loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
-               "callback": None, "lai_callback": lai_callback}
+    options = {
+        "C": C,
+        "loss": loss,
+        "method": method,
+        "tol": tol,
+        "max_iter": max_iter,
+        "callback": None,
+        "lai_callback": lai_callback,
+    }
     for name, value, low in (("max_outer", max_outer, 1), ("min_outer", min_outer, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
@@ -365,8 +398,16 @@ def latent_cutting_plane(X, bounds, labels, *, C=100.0, loss="ap", method="auto"
             if step + 1 >= min_outer and settled:
                 converged = True
                 break
-    return LatentResult(w, pos_rows - starts, np.array(objective), tuple(inner),
-                        np.array(lai_times), len(objective), converged, bags.passes)
+    return LatentResult(
+        w,
+        pos_rows - starts,
+        np.array(objective),
+        tuple(inner),
+        np.array(lai_times),
+        len(objective),
+        converged,
+        bags.passes,
+    )
 
 
 def _initial_boxes(init, sizes, random_state):
@@ -376,8 +417,14 @@ def _initial_boxes(init, sizes, random_state):
         rng = np.random.default_rng(random_state)
         return (rng.random(sizes.size) * sizes).astype(np.int64)
     boxes = np.asarray(init)
-    if boxes.shape != sizes.shape or not np.issubdtype(boxes.dtype, np.integer) \
-            or (boxes < 0).any() or (boxes >= sizes).any():
-        raise ValueError(f"init must give one box index (0 <= index < the image's box count) "
-                         f"for each of the {sizes.size} positive images.")
+    if (
+        boxes.shape != sizes.shape
+        or not np.issubdtype(boxes.dtype, np.integer)
+        or (boxes < 0).any()
+        or (boxes >= sizes).any()
+    ):
+        raise ValueError(
+            f"init must give one box index (0 <= index < the image's box count) "
+            f"for each of the {sizes.size} positive images."
+        )
     return boxes.astype(np.int64)

@@ -94,20 +94,36 @@ class _Timed(LatentProblem):
             times.append(time.perf_counter() - start)
             other = res.objective - res.ground_truth_F
             if not np.isclose(other, xi, rtol=1e-9, atol=1e-12):
-                raise RuntimeError(f"LAI methods {self.method!r} and {method!r} disagree on the "
-                                   f"same scores: slack {xi!r} against {other!r}.")
+                raise RuntimeError(
+                    f"LAI methods {self.method!r} and {method!r} disagree on the "
+                    f"same scores: slack {xi!r} against {other!r}."
+                )
 
 
-def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike, *,
-                    C: float | npt.ArrayLike = 100.0, loss: str = "ap", method: str = "auto",
-                    timed: Sequence[str] = (), tol: float = 1e-3, max_iter: int = 20000,
-                    max_outer: int = 400, min_outer: int = 2, init: Any = "random",
-                    random_state: int = 0, working_set: int = 5,
-                    verify: Literal["path", "step"] = "path",
-                    keep: str | None = None, scheduler: Any = None,
-                    qp_solver: str = "daqp", state: LockstepState | None = None,
-                    callback: Callable[[LockstepState], object] | None = None,
-                    spill_dir: str | None = None) -> LockstepState:
+def latent_lockstep(
+    features: Any,
+    counts: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    C: float | npt.ArrayLike = 100.0,
+    loss: str = "ap",
+    method: str = "auto",
+    timed: Sequence[str] = (),
+    tol: float = 1e-3,
+    max_iter: int = 20000,
+    max_outer: int = 400,
+    min_outer: int = 2,
+    init: Any = "random",
+    random_state: int = 0,
+    working_set: int = 5,
+    verify: Literal["path", "step"] = "path",
+    keep: str | None = None,
+    scheduler: Any = None,
+    qp_solver: str = "daqp",
+    state: LockstepState | None = None,
+    callback: Callable[[LockstepState], object] | None = None,
+    spill_dir: str | None = None,
+) -> LockstepState:
     """Train the latent structured SVM of every class (a column of ``labels``) in lockstep.
 
     One pass over all boxes per round (see the module's text).
@@ -210,10 +226,15 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
     """
     labels = np.asarray(labels)
     if labels.ndim != 2 or labels.shape[1] < 1 or labels.shape[0] != np.shape(counts)[0]:
-        raise ValueError(f"labels must be (n_images, n_classes) with one row per image "
-                         f"({np.shape(counts)[0]}); got shape {labels.shape}.")
-    if isinstance(working_set, bool) or not isinstance(working_set, (int, np.integer)) \
-            or working_set < 1:
+        raise ValueError(
+            f"labels must be (n_images, n_classes) with one row per image "
+            f"({np.shape(counts)[0]}); got shape {labels.shape}."
+        )
+    if (
+        isinstance(working_set, bool)
+        or not isinstance(working_set, (int, np.integer))
+        or working_set < 1
+    ):
         raise ValueError(f"working_set must be an integer >= 1; got {working_set!r}.")
     if verify not in VERIFY:
         raise ValueError(f"verify must be one of {', '.join(VERIFY)}; got {verify!r}.")
@@ -226,16 +247,23 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
     n_classes = labels.shape[1]
     C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n_classes,))
     is_pos = labels == 1
-    options = {"loss": loss, "method": method, "tol": tol, "max_iter": max_iter,
-               "callback": None, "timed": tuple(timed)}
+    options = {
+        "loss": loss,
+        "method": method,
+        "tol": tol,
+        "max_iter": max_iter,
+        "callback": None,
+        "timed": tuple(timed),
+    }
     first = verify == "path"
     if not (isinstance(features, np.ndarray) or hasattr(features, "dask")):
         features, counts = check_padded(features, counts)  # a zarr array: Dask over its chunks
     pool = RowPool(features.shape[-1], features.dtype, spill_dir, SPILL)
     with dask_scheduler(scheduler) as get, closing(pool):  # no spill file left behind
         if state is None:
-            state, resident, pos_X = _start(features, counts, is_pos, init, random_state,
-                                            int(working_set), first, pool, get)
+            state, resident, pos_X = _start(
+                features, counts, is_pos, init, random_state, int(working_set), first, pool, get
+            )
         else:
             state, resident, pos_X = _resume(features, counts, is_pos, state, pool, get)
         n, d = is_pos.shape[0], pool.d
@@ -252,8 +280,9 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
                 start = time.perf_counter()
                 resident[j].queries = []
                 bags = resident[j].loaded()
-                prob = _Timed(bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j],
-                              C=float(C[j]), **options)
+                prob = _Timed(
+                    bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j], C=float(C[j]), **options
+                )
                 if not first and c.constraints is None:  # a step's first solve
                     c.constraints = Constraints(d)
                 result = solve(prob, d, qp_solver, drop=DROP, constraints=c.constraints)
@@ -264,10 +293,16 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
             del bags, prob  # the last class's rows in memory: not held through the pass
             queries = [q for j in active for q in checked[j]]
             start = time.perf_counter()
-            top = _pass(features, counts, np.stack([tried[j] for j in active], 1),
-                        working_set, pool, gather,
-                        (np.stack([w for w, _ in queries], 1),
-                         np.stack([at for _, at in queries], 1)), get)
+            top = _pass(
+                features,
+                counts,
+                np.stack([tried[j] for j in active], 1),
+                working_set,
+                pool,
+                gather,
+                (np.stack([w for w, _ in queries], 1), np.stack([at for _, at in queries], 1)),
+                get,
+            )
             pooled = (top, pool.find(images[:, :, None], top.index), pool.find(images, gather))
             state.passes += 1
             _share(state, active, time.perf_counter() - start)
@@ -276,9 +311,21 @@ def latent_lockstep(features: Any, counts: npt.ArrayLike, labels: npt.ArrayLike,
                 span = slice(at, at + len(checked[j]))
                 at = span.stop
                 start = time.perf_counter()
-                _finish_step(state, j, col, span, tried[j], pooled, resident, pos_X,
-                             is_pos[:, j], float(C[j]), options,
-                             (tol, min_outer, max_outer, first), keep == "step")
+                _finish_step(
+                    state,
+                    j,
+                    col,
+                    span,
+                    tried[j],
+                    pooled,
+                    resident,
+                    pos_X,
+                    is_pos[:, j],
+                    float(C[j]),
+                    options,
+                    (tol, min_outer, max_outer, first),
+                    keep == "step",
+                )
                 state.classes[j].seconds += time.perf_counter() - start
             _compact(pool, resident)
             _held(state, pool)
@@ -306,9 +353,16 @@ def _pass(features, counts, W, k, pool, gather, check, get):
         bounds.append(n)
     parts = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        top = class_top_boxes(features[a:b] if b - a < n else features, counts[a:b], W, k,
-                              gather=gather[a:b], check=(V, chosen[a:b]), held=held[a:b],
-                              scheduler=get)
+        top = class_top_boxes(
+            features[a:b] if b - a < n else features,
+            counts[a:b],
+            W,
+            k,
+            gather=gather[a:b],
+            check=(V, chosen[a:b]),
+            held=held[a:b],
+            scheduler=get,
+        )
         pool.add_pass(top._replace(image=top.image + a))
         parts.append(top)
     return ClassTopBoxes(*(np.concatenate(f) for f in zip(*(p[:-1] for p in parts))), [])
@@ -352,8 +406,9 @@ def _record(c, prob, n_iter):
         c.n_iter.append(n_iter)
 
 
-def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops,
-                 restart):
+def _finish_step(
+    state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops, restart
+):
     """Confirm class ``j``'s step at ``w`` by the pass ``pooled`` (the pass, the rows of its
     top boxes and of its gathered boxes; its top-k column ``col``, its checked columns
     ``span``) and end it (its working set restarted from the new top boxes if ``restart``),
@@ -362,15 +417,17 @@ def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opt
     top, slots, gathered = pooled
     tol, min_outer, max_outer, exact = stops
     best = top.best[:, span]
-    chosen = np.stack([at for _, at in bags.queries[-best.shape[1]:]], axis=1)
+    chosen = np.stack([at for _, at in bags.queries[-best.shape[1] :]], axis=1)
     lacking = (best != chosen) & (chosen >= 0) & ~bags.holds(best)
     here = Resident(top.index[:, col], slots[:, col], bags.pool)
     if gathered.shape[1]:  # the first box of every image (verify="path")
         here = here.grown(np.zeros((best.shape[0], 1), np.int64), gathered)
-    if lacking.any() and (exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j],
-                                                    is_pos, options, tol)):
+    if lacking.any() and (
+        exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j], is_pos, options, tol)
+    ):
         resident[j] = bags.grown(here.index, here.slot).grown(
-            *lacking_boxes(best, lacking, bags.pool))
+            *lacking_boxes(best, lacking, bags.pool)
+        )
         c.working = resident[j].index
         c.repeats += 1
         return
@@ -417,12 +474,12 @@ def _start(features, counts, is_pos, init, random_state, k, first, pool, get):
     if weights:
         W0 = np.asarray(init, dtype=np.float64)
         if W0.shape != (d, n_classes):
-            raise ValueError(f"init weights must have shape ({d}, {n_classes}); got "
-                             f"{W0.shape}.")
+            raise ValueError(f"init weights must have shape ({d}, {n_classes}); got {W0.shape}.")
     else:
         if not isinstance(init, str) and len(init) != n_classes:
-            raise ValueError(f"init must give the boxes of each of the {n_classes} classes; "
-                             f"got {len(init)}.")
+            raise ValueError(
+                f"init must give the boxes of each of the {n_classes} classes; got {len(init)}."
+            )
         for j in range(n_classes):
             given = init if isinstance(init, str) else init[j]
             gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
@@ -454,13 +511,18 @@ def _resume(features, counts, is_pos, state, pool, get):
     n, n_classes = is_pos.shape
     d = features.shape[-1]
     if len(state.classes) != n_classes or any(
-            c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
-            for j, c in enumerate(state.classes)):
-        raise ValueError("the stored lockstep state was made for other labels (another "
-                         "number of images, classes or positive images).")
+        c.working.shape[0] != n or c.pos_boxes.shape != (int(is_pos[:, j].sum()),)
+        for j, c in enumerate(state.classes)
+    ):
+        raise ValueError(
+            "the stored lockstep state was made for other labels (another "
+            "number of images, classes or positive images)."
+        )
     if any(c.constraints is not None and c.constraints.A.shape[1] != d for c in state.classes):
-        raise ValueError(f"the stored lockstep state was made for features of another "
-                         f"dimension (these have {d}).")
+        raise ValueError(
+            f"the stored lockstep state was made for features of another "
+            f"dimension (these have {d})."
+        )
     active = [j for j, c in enumerate(state.classes) if not c.done]
     parts = [np.full((n, 0), -1, np.int64)]
     for j in active:

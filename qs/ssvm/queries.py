@@ -34,8 +34,14 @@ from qs.ssvm.cutting_plane import solve as cutting_plane_loop
 from qs.ssvm.frank_wolfe import solve as frank_wolfe_loop
 from qs.ssvm.subgradient import solve as subgradient_loop
 
-__all__ = ["QUERY_SOLVERS", "QueryProblem", "block_frank_wolfe", "query_counts",
-           "query_offsets", "solve_queries"]
+__all__ = [
+    "QUERY_SOLVERS",
+    "QueryProblem",
+    "block_frank_wolfe",
+    "query_counts",
+    "query_offsets",
+    "solve_queries",
+]
 
 
 def query_offsets(groups):
@@ -46,8 +52,9 @@ def query_offsets(groups):
     otherwise."""
     groups = np.asarray(groups)
     if groups.ndim != 1:
-        raise ValueError(f"groups must be a 1-D array of one query id per sample; got shape "
-                         f"{groups.shape}.")
+        raise ValueError(
+            f"groups must be a 1-D array of one query id per sample; got shape {groups.shape}."
+        )
     if groups.size == 0:
         raise ValueError("groups is empty; give one query id per sample.")
     starts = np.flatnonzero(groups[1:] != groups[:-1]) + 1
@@ -75,15 +82,17 @@ class QueryProblem(Problem):
     def __init__(self, X, labels, offsets, *, C, loss, method, tol, max_iter, callback):
         if loss not in ("ap", "ndcg"):
             raise ValueError(f"training over queries takes loss 'ap' or 'ndcg'; got {loss!r}.")
-        super().__init__(X, labels, C=C, loss=loss, method=method, tol=tol,
-                         max_iter=max_iter, callback=callback)
+        super().__init__(
+            X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter, callback=callback
+        )
         self.offsets = np.asarray(offsets, dtype=np.int64)
         relevant, sizes = query_counts(self.is_pos, self.offsets)
         self.trains = (relevant > 0) & (relevant < sizes)
         self.n_queries = int(self.trains.sum())
         if self.n_queries == 0:
-            raise ValueError("no query has both a relevant and a non-relevant document: "
-                             "nothing to rank.")
+            raise ValueError(
+                "no query has both a relevant and a non-relevant document: nothing to rank."
+            )
 
     def oracle(self, w):
         """``(lai_queries result with the hinges' gradients, scores)`` at ``w``, timed as
@@ -122,13 +131,16 @@ def block_frank_wolfe(prob, random_state=None):
     weights) records the primal objective and the gap. Returns a
     :class:`~qs.ssvm.SolverResult`."""
     if sp.issparse(prob.X):
-        raise ValueError("block_frank_wolfe takes a dense X; use another solver for sparse "
-                         "features.")
+        raise ValueError(
+            "block_frank_wolfe takes a dense X; use another solver for sparse features."
+        )
     X, d = prob.X, prob.X.shape[1]
     code, inc = _codes(prob.loss, prob.method)
     if code is None:
-        raise ValueError("block_frank_wolfe runs the compiled LAI methods; method 'brute' "
-                         "is for tests of lai_queries.")
+        raise ValueError(
+            "block_frank_wolfe runs the compiled LAI methods; method 'brute' "
+            "is for tests of lai_queries."
+        )
     offsets = prob.offsets
     longest = int(np.diff(offsets).max())
     table, ideal = _discount(prob.loss, longest)
@@ -148,16 +160,63 @@ def block_frank_wolfe(prob, random_state=None):
         if converged or it == prob.max_iter - 1:
             break
         visit = rng.permutation(offsets.size - 1)
-        _bcfw_pass(code, inc, X, prob.is_pos, offsets, visit, prob.trains, table, ideal, prob.C,
-                   prob.n_queries, w, blocks, block_loss, ell, scores, coef, out, valid,
-                   *_row_work(longest))
+        _bcfw_pass(
+            code,
+            inc,
+            X,
+            prob.is_pos,
+            offsets,
+            visit,
+            prob.trains,
+            table,
+            ideal,
+            prob.C,
+            prob.n_queries,
+            w,
+            blocks,
+            block_loss,
+            ell,
+            scores,
+            coef,
+            out,
+            valid,
+            *_row_work(longest),
+        )
     return prob.result(w, converged)
 
 
 @jit
-def _bcfw_pass(method, inc, X, is_pos, offsets, visit, trains, table, ideal, C, n_queries, w, blocks,
-               block_loss, ell, scores, coef, out, valid, row, coef64, neg_rank, params, floats,
-               ints, buckets, work, iwork, count):
+def _bcfw_pass(
+    method,
+    inc,
+    X,
+    is_pos,
+    offsets,
+    visit,
+    trains,
+    table,
+    ideal,
+    C,
+    n_queries,
+    w,
+    blocks,
+    block_loss,
+    ell,
+    scores,
+    coef,
+    out,
+    valid,
+    row,
+    coef64,
+    neg_rank,
+    params,
+    floats,
+    ints,
+    buckets,
+    work,
+    iwork,
+    count,
+):
     """One pass of block-coordinate Frank-Wolfe over the queries that train, in the order
     ``visit``:
     ``w``, ``blocks`` (each query's share of ``w``), ``block_loss`` and ``ell[0]`` (their
@@ -179,9 +238,29 @@ def _bcfw_pass(method, inc, X, is_pos, offsets, visit, trains, table, ideal, C, 
                 total += X[a + k, j] * w[j]
             s[k] = total
         g = coef[:n]
-        _query(method, inc, s, is_pos[a:b], table, ideal, True, no_rank, g, out[q],
-               valid[q:q + 1], row, coef64, neg_rank, params, floats, ints, buckets, work,
-               iwork, count)
+        _query(
+            method,
+            inc,
+            s,
+            is_pos[a:b],
+            table,
+            ideal,
+            True,
+            no_rank,
+            g,
+            out[q],
+            valid[q : q + 1],
+            row,
+            coef64,
+            neg_rank,
+            params,
+            floats,
+            ints,
+            buckets,
+            work,
+            iwork,
+            count,
+        )
         # the vertex w_s = C / Q (Psi_q(R*) - Psi_q(R)) = -C / Q X_q^T g; step = w_q - w_s
         for j in range(d):
             step[j] = blocks[q, j]
@@ -206,22 +285,44 @@ def _bcfw_pass(method, inc, X, is_pos, offsets, visit, trains, table, ideal, C, 
 #: solver name -> the loop on a :class:`QueryProblem`
 QUERY_SOLVERS = {
     "cutting_plane": lambda prob, qp_solver, seed: cutting_plane_loop(
-        prob, prob.X.shape[1], qp_solver),
+        prob, prob.X.shape[1], qp_solver
+    ),
     "frank_wolfe": lambda prob, qp_solver, seed: frank_wolfe_loop(prob, prob.X.shape[1]),
     "subgradient": lambda prob, qp_solver, seed: subgradient_loop(prob, prob.X.shape[1]),
     "block_frank_wolfe": lambda prob, qp_solver, seed: block_frank_wolfe(prob, seed),
 }
 
 
-def solve_queries(X, labels, offsets, *, solver="cutting_plane", C=1.0, loss="ap",
-                  method="auto", tol=1e-3, max_iter=1000, qp_solver="daqp", random_state=None,
-                  callback=None):
+def solve_queries(
+    X,
+    labels,
+    offsets,
+    *,
+    solver="cutting_plane",
+    C=1.0,
+    loss="ap",
+    method="auto",
+    tol=1e-3,
+    max_iter=1000,
+    qp_solver="daqp",
+    random_state=None,
+    callback=None,
+):
     """Train the structured SVM over the queries ``offsets`` of ``X`` by ``solver`` (a key
     of :data:`QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
     block-coordinate Frank-Wolfe's order of queries (the others draw nothing). Returns
     ``(SolverResult, QueryProblem)``."""
     if solver not in QUERY_SOLVERS:
         raise ValueError(f"solver must be one of {sorted(QUERY_SOLVERS)}; got {solver!r}.")
-    prob = QueryProblem(X, labels, offsets, C=C, loss=loss, method=method, tol=tol,
-                        max_iter=max_iter, callback=callback)
+    prob = QueryProblem(
+        X,
+        labels,
+        offsets,
+        C=C,
+        loss=loss,
+        method=method,
+        tol=tol,
+        max_iter=max_iter,
+        callback=callback,
+    )
     return QUERY_SOLVERS[solver](prob, qp_solver, random_state), prob

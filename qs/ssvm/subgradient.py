@@ -25,13 +25,20 @@ from qs.losses import QSLoss
 from qs.ssvm._problem import Problem, Progress, SolverResult
 
 
-def subgradient(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
-                loss: str | QSLoss = "ap", method: str = "auto", tol: float = 1e-3,
-                max_iter: int = 1000, batch_size: int | None = None,
-                random_state: int | np.random.Generator | None = None,
-                callback: Callable[[Progress], object] | None = None,
-                lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
-            ) -> SolverResult:
+def subgradient(
+    X: Any,
+    labels: npt.ArrayLike,
+    *,
+    C: float = 1.0,
+    loss: str | QSLoss = "ap",
+    method: str = "auto",
+    tol: float = 1e-3,
+    max_iter: int = 1000,
+    batch_size: int | None = None,
+    random_state: int | np.random.Generator | None = None,
+    callback: Callable[[Progress], object] | None = None,
+    lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+) -> SolverResult:
     """Train the structured SVM by averaged subgradient descent.
 
     Each iteration makes two LAI calls: the step, and the averaged iterate's objective.
@@ -82,13 +89,21 @@ def subgradient(X: Any, labels: npt.ArrayLike, *, C: float = 1.0,
     >>> res.n_iter, res.lai_calls
     (50, 100)
     """
-    prob = Problem(X, labels, C=C, loss=loss, method=method, tol=tol, max_iter=max_iter,
-                   callback=callback, lai_callback=lai_callback)
+    prob = Problem(
+        X,
+        labels,
+        C=C,
+        loss=loss,
+        method=method,
+        tol=tol,
+        max_iter=max_iter,
+        callback=callback,
+        lai_callback=lai_callback,
+    )
     return solve(prob, prob.X.shape[1], _subsets(prob.is_pos, batch_size, random_state))
 
 
-def solve(prob: Any, n_features: int,
-          draw: Callable[[], np.ndarray] | None = None) -> SolverResult:
+def solve(prob: Any, n_features: int, draw: Callable[[], np.ndarray] | None = None) -> SolverResult:
     """The averaged subgradient loop on any oracle ``prob``.
 
     Parameters
@@ -125,16 +140,20 @@ def solve(prob: Any, n_features: int,
     return prob.result(w_avg, converged)
 
 
-def _subsets(is_pos: np.ndarray, batch_size: int | None,
-             random_state: Any) -> Callable[[], np.ndarray] | None:
+def _subsets(
+    is_pos: np.ndarray, batch_size: int | None, random_state: Any
+) -> Callable[[], np.ndarray] | None:
     """None for full batch; else a function drawing the rows of one stochastic step: a
     random subset of ``batch_size`` samples with positives in proportion (at least one of
     each class)."""
     if batch_size is None:
         return None
     n = is_pos.size
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
-            or not 2 <= batch_size <= n:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, numbers.Integral)
+        or not 2 <= batch_size <= n
+    ):
         raise ValueError(f"batch_size must be None or an integer in [2, {n}]; got {batch_size!r}.")
     rng = np.random.default_rng(random_state)
     pos, neg = np.flatnonzero(is_pos), np.flatnonzero(~is_pos)

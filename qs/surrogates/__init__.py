@@ -12,15 +12,35 @@ from typing import Any
 
 _MODULES = {
     "qs.surrogates.sodeep": (
-        "CNNSorter", "HandcraftedSorter", "LSTMSorter", "exact_ranks", "load_sorter",
-        "rank_l1_error", "sodeep_ap_loss", "sodeep_spearman_loss", "synthetic_scores",
-        "train_sorter"),
+        "CNNSorter",
+        "HandcraftedSorter",
+        "LSTMSorter",
+        "exact_ranks",
+        "load_sorter",
+        "rank_l1_error",
+        "sodeep_ap_loss",
+        "sodeep_spearman_loss",
+        "synthetic_scores",
+        "train_sorter",
+    ),
     "qs.surrogates.global_objectives": (
-        "AUCPRLoss", "FBetaLoss", "PrecisionAtRecallLoss", "ROCAUCLoss",
-        "RecallAtPrecisionLoss", "false_positives_upper_bound", "true_positives_lower_bound"),
+        "AUCPRLoss",
+        "FBetaLoss",
+        "PrecisionAtRecallLoss",
+        "ROCAUCLoss",
+        "RecallAtPrecisionLoss",
+        "false_positives_upper_bound",
+        "true_positives_lower_bound",
+    ),
     "qs.surrogates.outside": (
-        "LibAUCAPLoss", "LibAUCNDCGLoss", "blackbox_ap_loss", "blackbox_ranks",
-        "smooth_ap_loss", "soft_rank_ap_loss", "soft_rank_spearman_loss"),
+        "LibAUCAPLoss",
+        "LibAUCNDCGLoss",
+        "blackbox_ap_loss",
+        "blackbox_ranks",
+        "smooth_ap_loss",
+        "soft_rank_ap_loss",
+        "soft_rank_spearman_loss",
+    ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -58,9 +58,12 @@ def _surrogate(z: torch.Tensor, surrogate: str) -> torch.Tensor:
     return F.softplus(-z) / _LOG2
 
 
-def true_positives_lower_bound(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                               threshold: float | torch.Tensor = 0.0,
-                               surrogate: str = "hinge") -> torch.Tensor:
+def true_positives_lower_bound(
+    scores: torch.Tensor,
+    labels: torch.Tensor | npt.ArrayLike,
+    threshold: float | torch.Tensor = 0.0,
+    surrogate: str = "hinge",
+) -> torch.Tensor:
     """``tp_l = sum over positives of 1 - l(f - b)`` per query.
 
     A lower bound on the true positives of the rule ``f >= b``.
@@ -98,9 +101,12 @@ def true_positives_lower_bound(scores: torch.Tensor, labels: torch.Tensor | npt.
     return ((1.0 - _surrogate(scores - _column(threshold, scores), surrogate)) * pos).sum(-1)
 
 
-def false_positives_upper_bound(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                                threshold: float | torch.Tensor = 0.0,
-                                surrogate: str = "hinge") -> torch.Tensor:
+def false_positives_upper_bound(
+    scores: torch.Tensor,
+    labels: torch.Tensor | npt.ArrayLike,
+    threshold: float | torch.Tensor = 0.0,
+    surrogate: str = "hinge",
+) -> torch.Tensor:
     """``fp_u = sum over negatives of l(-(f - b))`` per query.
 
     An upper bound on the false positives of the rule ``f >= b``.
@@ -141,18 +147,23 @@ def false_positives_upper_bound(scores: torch.Tensor, labels: torch.Tensor | npt
 class _GlobalObjective(nn.Module):
     """Shared parts: validation, thresholds and multipliers of shape (num_labels, K)."""
 
-    def __init__(self, num_labels: int, num_anchors: int, surrogate: str,
-                 dual_rate_factor: float) -> None:
+    def __init__(
+        self, num_labels: int, num_anchors: int, surrogate: str, dual_rate_factor: float
+    ) -> None:
         super().__init__()
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ValueError(f"num_labels must be an integer >= 1; got {num_labels!r}.")
         if isinstance(num_anchors, bool) or not isinstance(num_anchors, int) or num_anchors < 1:
             raise ValueError(f"num_anchors must be an integer >= 1; got {num_anchors!r}.")
         _check_surrogate(surrogate)
-        if not (isinstance(dual_rate_factor, (int, float)) and dual_rate_factor > 0
-                and math.isfinite(dual_rate_factor)):
-            raise ValueError(f"dual_rate_factor must be a finite number > 0; got "
-                             f"{dual_rate_factor!r}.")
+        if not (
+            isinstance(dual_rate_factor, (int, float))
+            and dual_rate_factor > 0
+            and math.isfinite(dual_rate_factor)
+        ):
+            raise ValueError(
+                f"dual_rate_factor must be a finite number > 0; got {dual_rate_factor!r}."
+            )
         self.num_labels, self.surrogate = num_labels, surrogate
         self.dual_rate_factor = float(dual_rate_factor)
         self.thresholds = nn.Parameter(torch.zeros(num_labels, num_anchors))
@@ -170,8 +181,10 @@ class _GlobalObjective(nn.Module):
         broadcasts against the anchors."""
         scores, pos = as_query_rows(scores, labels)
         if scores.shape[0] != self.num_labels:
-            raise ValueError(f"this loss was built for {self.num_labels} queries "
-                             f"(num_labels); got scores of {scores.shape[0]}.")
+            raise ValueError(
+                f"this loss was built for {self.num_labels} queries "
+                f"(num_labels); got scores of {scores.shape[0]}."
+            )
         prior = pos.to(scores.dtype).mean(-1, keepdim=True)
         return scores[..., None], pos[..., None], prior
 
@@ -197,8 +210,10 @@ class _GlobalObjective(nn.Module):
         return scores[..., None] >= self.thresholds[:, None, :].detach()
 
     def extra_repr(self) -> str:
-        return (f"num_labels={self.num_labels}, anchors={self.thresholds.shape[1]}, "
-                f"surrogate={self.surrogate!r}, dual_rate_factor={self.dual_rate_factor:g}")
+        return (
+            f"num_labels={self.num_labels}, anchors={self.thresholds.shape[1]}, "
+            f"surrogate={self.surrogate!r}, dual_rate_factor={self.dual_rate_factor:g}"
+        )
 
 
 class RecallAtPrecisionLoss(_GlobalObjective):
@@ -237,13 +252,17 @@ class RecallAtPrecisionLoss(_GlobalObjective):
 
     alpha: torch.Tensor  # a buffer
 
-    def __init__(self, target_precision: float | Sequence[float], num_labels: int = 1,
-                 surrogate: str = "xent", dual_rate_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        target_precision: float | Sequence[float],
+        num_labels: int = 1,
+        surrogate: str = "xent",
+        dual_rate_factor: float = 0.1,
+    ) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         self.register_buffer("alpha", _targets(target_precision, num_labels, "target_precision"))
 
-    def forward(self, scores: torch.Tensor,
-                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
         """The loss, the mean over the queries.
 
         Parameters
@@ -261,8 +280,11 @@ class RecallAtPrecisionLoss(_GlobalObjective):
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, alpha = self.lambdas().to(scores.dtype), self.alpha[:, None].to(scores.dtype)
-        value = ((1.0 + (1.0 - alpha) * lam) * l_pos.mean(1) + lam * alpha * l_neg.mean(1)
-                 - lam * (1.0 - alpha) * prior)
+        value = (
+            (1.0 + (1.0 - alpha) * lam) * l_pos.mean(1)
+            + lam * alpha * l_neg.mean(1)
+            - lam * (1.0 - alpha) * prior
+        )
         return value.mean()
 
 
@@ -292,13 +314,17 @@ class PrecisionAtRecallLoss(_GlobalObjective):
 
     beta: torch.Tensor  # a buffer
 
-    def __init__(self, target_recall: float | Sequence[float], num_labels: int = 1,
-                 surrogate: str = "xent", dual_rate_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        target_recall: float | Sequence[float],
+        num_labels: int = 1,
+        surrogate: str = "xent",
+        dual_rate_factor: float = 0.1,
+    ) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         self.register_buffer("beta", _targets(target_recall, num_labels, "target_recall"))
 
-    def forward(self, scores: torch.Tensor,
-                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
         """The loss, the mean over the queries.
 
         Parameters
@@ -361,15 +387,19 @@ class AUCPRLoss(_GlobalObjective):
 
     anchors: torch.Tensor  # a buffer
 
-    def __init__(self, num_labels: int = 1, num_anchors: int = 20,
-                 precision_range: tuple[float, float] = (0.0, 1.0), surrogate: str = "xent",
-                 dual_rate_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        num_labels: int = 1,
+        num_anchors: int = 20,
+        precision_range: tuple[float, float] = (0.0, 1.0),
+        surrogate: str = "xent",
+        dual_rate_factor: float = 0.1,
+    ) -> None:
         super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
         anchors, self.delta = _anchors(precision_range, num_anchors, "precision_range")
         self.register_buffer("anchors", anchors)
 
-    def forward(self, scores: torch.Tensor,
-                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
         """The loss, the mean over the queries.
 
         Parameters
@@ -387,8 +417,11 @@ class AUCPRLoss(_GlobalObjective):
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
         lam, alpha = self.lambdas().to(scores.dtype), self.anchors.to(scores.dtype)
-        per_anchor = ((1.0 + (1.0 - alpha) * lam) * l_pos.mean(1)
-                      + lam * alpha * l_neg.mean(1) - lam * (1.0 - alpha) * prior)
+        per_anchor = (
+            (1.0 + (1.0 - alpha) * lam) * l_pos.mean(1)
+            + lam * alpha * l_neg.mean(1)
+            - lam * (1.0 - alpha) * prior
+        )
         return (self.delta * per_anchor.sum(-1)).mean()
 
 
@@ -422,15 +455,19 @@ class ROCAUCLoss(_GlobalObjective):
 
     anchors: torch.Tensor  # a buffer
 
-    def __init__(self, num_labels: int = 1, num_anchors: int = 20,
-                 fpr_range: tuple[float, float] = (0.0, 1.0), surrogate: str = "xent",
-                 dual_rate_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        num_labels: int = 1,
+        num_anchors: int = 20,
+        fpr_range: tuple[float, float] = (0.0, 1.0),
+        surrogate: str = "xent",
+        dual_rate_factor: float = 0.1,
+    ) -> None:
         super().__init__(num_labels, num_anchors, surrogate, dual_rate_factor)
         anchors, self.delta = _anchors(fpr_range, num_anchors, "fpr_range")
         self.register_buffer("anchors", anchors)
 
-    def forward(self, scores: torch.Tensor,
-                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
         """The loss, the mean over the queries.
 
         Parameters
@@ -478,16 +515,20 @@ class FBetaLoss(_GlobalObjective):
         On a bad beta or option.
     """
 
-    def __init__(self, beta: float = 1.0, num_labels: int = 1, surrogate: str = "xent",
-                 dual_rate_factor: float = 0.1) -> None:
+    def __init__(
+        self,
+        beta: float = 1.0,
+        num_labels: int = 1,
+        surrogate: str = "xent",
+        dual_rate_factor: float = 0.1,
+    ) -> None:
         super().__init__(num_labels, 1, surrogate, dual_rate_factor)
         if not (isinstance(beta, (int, float)) and beta > 0 and math.isfinite(beta)):
             raise ValueError(f"beta must be a finite number > 0; got {beta!r}.")
         self.beta = float(beta)
         self.scale = nn.Parameter(torch.ones(num_labels, 1))
 
-    def forward(self, scores: torch.Tensor,
-                labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike) -> torch.Tensor:
         """The loss, the mean over the queries.
 
         Parameters
@@ -506,7 +547,7 @@ class FBetaLoss(_GlobalObjective):
         l_pos, l_neg = self._losses(scores, pos)
         lam, eps = self.lambdas().to(scores.dtype), self.scale.abs().to(scores.dtype)
         tp = prior - l_pos.mean(1)  # T = tp_l / n
-        value = eps * (self.beta ** 2 * prior + tp + l_neg.mean(1)) + lam * (1.0 - eps * tp)
+        value = eps * (self.beta**2 * prior + tp + l_neg.mean(1)) + lam * (1.0 - eps * tp)
         return value.mean()
 
 
@@ -524,8 +565,9 @@ def _column(threshold, scores):
 def _targets(value, num_labels, name):
     t = torch.as_tensor(value, dtype=torch.float64).reshape(-1)
     if t.numel() not in (1, num_labels) or not ((t > 0) & (t < 1)).all():
-        raise ValueError(f"{name} must be a number in (0, 1), or one per query "
-                         f"({num_labels}); got {value!r}.")
+        raise ValueError(
+            f"{name} must be a number in (0, 1), or one per query ({num_labels}); got {value!r}."
+        )
     return t.expand(num_labels).clone()
 
 

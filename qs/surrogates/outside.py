@@ -30,16 +30,29 @@ import torch
 
 from qs.validation import as_query_rows
 
-__all__ = ["LibAUCAPLoss", "LibAUCNDCGLoss", "LibAUCRetrievalAPLoss", "blackbox_ap_loss",
-           "blackbox_ranks", "require", "smooth_ap_loss", "soft_rank_ap_loss",
-           "soft_rank_spearman_loss"]
+__all__ = [
+    "LibAUCAPLoss",
+    "LibAUCNDCGLoss",
+    "LibAUCRetrievalAPLoss",
+    "blackbox_ap_loss",
+    "blackbox_ranks",
+    "require",
+    "smooth_ap_loss",
+    "soft_rank_ap_loss",
+    "soft_rank_spearman_loss",
+]
 
 #: optional package -> (import name, how to install it)
 PACKAGES = {
     "libauc": ("libauc", "pip install 'qsrank[compare]'"),
     "pytorch-metric-learning": ("pytorch_metric_learning", "pip install 'qsrank[compare]'"),
-    "torchsort": ("torchsort", ("pip install torchsort (in no extra: it compiles a C++ "
-                               "extension against the installed torch)")),
+    "torchsort": (
+        "torchsort",
+        (
+            "pip install torchsort (in no extra: it compiles a C++ "
+            "extension against the installed torch)"
+        ),
+    ),
 }
 
 
@@ -67,8 +80,9 @@ def require(package: str, module: str | None = None) -> ModuleType:
     try:
         return importlib.import_module(module or name)
     except ImportError:
-        raise ImportError(f"this method needs the package {package}, which is not "
-                          f"installed: {how}") from None
+        raise ImportError(
+            f"this method needs the package {package}, which is not installed: {how}"
+        ) from None
 
 
 def _mean_over_ranked(values: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -80,8 +94,10 @@ def _mean_over_ranked(values: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------- Smooth-AP
 
-def smooth_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                   temperature: float = 0.01) -> torch.Tensor:
+
+def smooth_ap_loss(
+    scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike, temperature: float = 0.01
+) -> torch.Tensor:
     """1 - Smooth-AP per query, averaged over the queries with a positive and a negative.
 
     AP over the positives of ``rank among positives / rank among all``, each rank
@@ -127,6 +143,7 @@ def smooth_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
 
 
 # ---------------------------------------------------------------------------- black box
+
 
 def _exact_ranks(scores: torch.Tensor) -> torch.Tensor:
     """Ranks 1..n by descending score per row (ties: the earlier sample first)."""
@@ -187,8 +204,9 @@ def blackbox_ranks(scores: torch.Tensor, strength: float = 1.0) -> torch.Tensor:
     return _BlackboxRanks.apply(scores, float(strength))
 
 
-def blackbox_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                     strength: float = 1.0) -> torch.Tensor:
+def blackbox_ap_loss(
+    scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike, strength: float = 1.0
+) -> torch.Tensor:
     """1 - AP per query from black-box ranks, averaged over the ranked queries.
 
     AP = mean over the positives of ``rank among positives / rank among all``, both ranks
@@ -229,6 +247,7 @@ def blackbox_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
 
 # ---------------------------------------------------------------------------- LibAUC
 
+
 class LibAUCAPLoss(torch.nn.Module):
     """LibAUC's AP loss (SOAP; Qi et al., NeurIPS 2021), one per query.
 
@@ -255,16 +274,25 @@ class LibAUCAPLoss(torch.nn.Module):
         If LibAUC is not installed.
     """
 
-    def __init__(self, n_train: int, num_labels: int = 1, margin: float = 1.0,
-                 gamma: float = 0.9, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        n_train: int,
+        num_labels: int = 1,
+        margin: float = 1.0,
+        gamma: float = 0.9,
+        device: str | torch.device = "cpu",
+    ) -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.device = torch.device(device)
-        self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
-                                     device=self.device) for _ in range(num_labels)]
+        self.losses = [
+            losses.APLoss(data_len=n_train, margin=margin, gamma=gamma, device=self.device)
+            for _ in range(num_labels)
+        ]
 
-    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                index: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike, index: torch.Tensor
+    ) -> torch.Tensor:
         """The loss, the mean over the queries with a positive in the batch.
 
         Parameters
@@ -285,8 +313,9 @@ class LibAUCAPLoss(torch.nn.Module):
         total, counted = scores.new_zeros(()), 0
         for q, loss in enumerate(self.losses):
             if pos[q].any():
-                total = total + loss(torch.sigmoid(scores[q])[:, None],
-                                     pos[q].long()[:, None], index.to(self.device))
+                total = total + loss(
+                    torch.sigmoid(scores[q])[:, None], pos[q].long()[:, None], index.to(self.device)
+                )
                 counted += 1
         return total / max(counted, 1)
 
@@ -321,23 +350,36 @@ class LibAUCNDCGLoss(torch.nn.Module):
         If LibAUC is not installed.
     """
 
-    def __init__(self, n_train: int, train_positives: npt.ArrayLike, num_pos: int = 8,
-                 gamma0: float = 0.9, margin: float = 1.0, seed: int = 0,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        n_train: int,
+        train_positives: npt.ArrayLike,
+        num_pos: int = 8,
+        gamma0: float = 0.9,
+        margin: float = 1.0,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.n_train, self.num_pos, self.device = n_train, num_pos, torch.device(device)
         self.positives = torch.as_tensor(train_positives, dtype=torch.float64)
         discount = 1.0 / torch.log2(torch.arange(2, n_train + 2, dtype=torch.float64))
         self.ideal = torch.cumsum(discount, 0)[(self.positives.long() - 1).clamp(min=0)]
-        self.loss = losses.NDCGLoss(N=len(self.positives) * n_train,
-                                    num_user=len(self.positives), num_item=n_train,
-                                    num_pos=num_pos, gamma0=gamma0, margin=margin,
-                                    device=self.device)
+        self.loss = losses.NDCGLoss(
+            N=len(self.positives) * n_train,
+            num_user=len(self.positives),
+            num_item=n_train,
+            num_pos=num_pos,
+            gamma0=gamma0,
+            margin=margin,
+            device=self.device,
+        )
         self.generator = torch.Generator().manual_seed(seed)
 
-    def forward(self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                index: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike, index: torch.Tensor
+    ) -> torch.Tensor:
         """The loss over the queries with a positive in the batch.
 
         Parameters
@@ -358,28 +400,37 @@ class LibAUCNDCGLoss(torch.nn.Module):
         queries = [q for q in range(scores.shape[0]) if pos[q].any()]
         if not queries:
             return scores.sum() * 0.0
-        picks = [torch.flatten(pos[q].nonzero())[torch.randint(
-            int(pos[q].sum()), (self.num_pos,), generator=self.generator)] for q in queries]
-        predictions = torch.stack([torch.cat([scores[q, p], scores[q]])
-                                   for q, p in zip(queries, picks)])
+        picks = [
+            torch.flatten(pos[q].nonzero())[
+                torch.randint(int(pos[q].sum()), (self.num_pos,), generator=self.generator)
+            ]
+            for q in queries
+        ]
+        predictions = torch.stack(
+            [torch.cat([scores[q, p], scores[q]]) for q, p in zip(queries, picks)]
+        )
         q_index = torch.tensor(queries)
         pos, index = pos.cpu(), index.cpu()
         batch = {
-            "rating": torch.cat([torch.ones(len(queries), self.num_pos), pos[queries].float()],
-                                dim=1),
+            "rating": torch.cat(
+                [torch.ones(len(queries), self.num_pos), pos[queries].float()], dim=1
+            ),
             "user_id": q_index,
             "num_pos_items": self.positives[q_index],
             "ideal_dcg": self.ideal[q_index],
-            "user_item_id": torch.stack([q * self.n_train + index[p.cpu()]
-                                         for q, p in zip(queries, picks)]),
+            "user_item_id": torch.stack(
+                [q * self.n_train + index[p.cpu()] for q, p in zip(queries, picks)]
+            ),
         }
         return self.loss(predictions, {k: v.to(self.device) for k, v in batch.items()})
 
 
 # ---------------------------------------------------------------------------- torchsort
 
-def soft_rank_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.ArrayLike,
-                            strength: float = 1.0) -> torch.Tensor:
+
+def soft_rank_spearman_loss(
+    scores: torch.Tensor, targets: torch.Tensor | npt.ArrayLike, strength: float = 1.0
+) -> torch.Tensor:
     """1 - Spearman correlation per query from torchsort's soft ranks, averaged.
 
     Parameters
@@ -412,8 +463,9 @@ def soft_rank_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.Ar
     return (1.0 - rho).mean()
 
 
-def soft_rank_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                      strength: float = 1.0) -> torch.Tensor:
+def soft_rank_ap_loss(
+    scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike, strength: float = 1.0
+) -> torch.Tensor:
     """1 - AP per query from torchsort's soft ranks, averaged over the ranked queries.
 
     The soft ranks are descending, among all samples and among the positives.
@@ -443,10 +495,12 @@ def soft_rank_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike
     for row, mask in zip(scores, pos):
         rank_all = torchsort.soft_rank(-row[None], regularization_strength=strength)[0]
         rank_pos = torchsort.soft_rank(-row[mask][None], regularization_strength=strength)[0]
-        values.append(1.0 - (rank_pos / rank_all[mask]).mean() if 0 < mask.sum() < len(mask)
-                      else row.sum() * 0.0)
+        values.append(
+            1.0 - (rank_pos / rank_all[mask]).mean()
+            if 0 < mask.sum() < len(mask)
+            else row.sum() * 0.0
+        )
     return _mean_over_ranked(torch.stack(values), pos)
-
 
 
 class LibAUCRetrievalAPLoss(torch.nn.Module):
@@ -475,13 +529,21 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
         If LibAUC is not installed.
     """
 
-    def __init__(self, n_train: int, num_classes: int, margin: float = 1.0, gamma: float = 0.9,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        n_train: int,
+        num_classes: int,
+        margin: float = 1.0,
+        gamma: float = 0.9,
+        device: str | torch.device = "cpu",
+    ) -> None:
         super().__init__()
         losses = require("libauc", "libauc.losses")
         self.device = torch.device(device)
-        self.losses = [losses.APLoss(data_len=n_train, margin=margin, gamma=gamma,
-                                     device=self.device) for _ in range(num_classes)]
+        self.losses = [
+            losses.APLoss(data_len=n_train, margin=margin, gamma=gamma, device=self.device)
+            for _ in range(num_classes)
+        ]
 
     def forward(self, embeddings: torch.Tensor, labels: Any, index: Any) -> torch.Tensor:
         """The loss, the mean over the queries that have another sample of their class.
@@ -510,7 +572,8 @@ class LibAUCRetrievalAPLoss(torch.nn.Module):
             others = torch.arange(len(classes), device=self.device) != q
             pos = labels[others] == cls
             if pos.any():
-                total = total + self.losses[cls](sims[q, others][:, None], pos.long()[:, None],
-                                                 index[others])
+                total = total + self.losses[cls](
+                    sims[q, others][:, None], pos.long()[:, None], index[others]
+                )
                 counted += 1
         return total / max(counted, 1)

@@ -13,8 +13,9 @@ training of a network) and :mod:`qs.torch.checks` (the input checks they share).
 try:
     import torch  # noqa: F401
 except ImportError as err:  # name the extra, not only the missing module
-    raise ImportError("qs.torch needs PyTorch: install the [torch] extra "
-                      "(pip install -e '.[torch]' from a clone)") from err
+    raise ImportError(
+        "qs.torch needs PyTorch: install the [torch] extra (pip install -e '.[torch]' from a clone)"
+    ) from err
 
 from qs.torch.losses import RankHingeLoss, rank_hinge_loss
 

@@ -114,8 +114,9 @@ def _repair(key, perm, scores):
         ix = perm[a]
         x = scores[ix]
         b = a
-        while b > k and (scores[perm[b - 1]] < x
-                         or (scores[perm[b - 1]] == x and perm[b - 1] > ix)):
+        while b > k and (
+            scores[perm[b - 1]] < x or (scores[perm[b - 1]] == x and perm[b - 1] > ix)
+        ):
             perm[b] = perm[b - 1]
             b -= 1
         perm[b] = ix
@@ -243,8 +244,16 @@ def lai_cuda(scores, is_pos, loss):
     launch, a, width = _launcher(dev)
     blocks = math.ceil(total / width)
     key = torch.empty(total, dtype=torch.int64, device=dev)
-    launch(_keys, blocks, width, a(flat.view(torch.int64)), a(is_pos.reshape(-1).view(torch.uint8)),
-           n, (2 * q - 1).bit_length(), a(key))
+    launch(
+        _keys,
+        blocks,
+        width,
+        a(flat.view(torch.int64)),
+        a(is_pos.reshape(-1).view(torch.uint8)),
+        n,
+        (2 * q - 1).bit_length(),
+        a(key),
+    )
     key, perm = torch.sort(key, stable=True)
     launch(_repair, blocks, width, a(key), a(perm), a(flat))
     s = flat[perm]
@@ -256,8 +265,22 @@ def lai_cuda(scores, is_pos, loss):
     grad = torch.empty(total, dtype=torch.float64, device=dev)
     rank = torch.empty(total, dtype=torch.int64, device=dev)
     part = torch.empty(total, dtype=torch.float64, device=dev)
-    launch(_finish, blocks, width, code, a(s), a(perm), a(rk), a(n_pos), n, a(disc),
-           a(ideal), a(grad), a(rank), a(part))
+    launch(
+        _finish,
+        blocks,
+        width,
+        code,
+        a(s),
+        a(perm),
+        a(rk),
+        a(n_pos),
+        n,
+        a(disc),
+        a(ideal),
+        a(grad),
+        a(rank),
+        a(part),
+    )
     hinge = compensated_sum(part.view(q, n)) + (0.0 if code == AP else 1.0)
     return torch.where(valid, hinge, 0.0), grad.view(q, n), rank.view(q, n)
 
@@ -270,7 +293,13 @@ def _launcher(device):
         stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
         # sync=False: the kernels run on torch's stream, after the work that wrote their
         # inputs; numba's default waits on the host for that stream at every array
-        return (lambda kernel, grid, block, *args: kernel[grid, block, stream](*args),
-                lambda t: cuda.as_cuda_array(t, sync=False), THREADS)
-    return (lambda kernel, grid, block, *args: kernel[grid, block](*args),
-            lambda t: t.numpy(), SIMULATED_THREADS)
+        return (
+            lambda kernel, grid, block, *args: kernel[grid, block, stream](*args),
+            lambda t: cuda.as_cuda_array(t, sync=False),
+            THREADS,
+        )
+    return (
+        lambda kernel, grid, block, *args: kernel[grid, block](*args),
+        lambda t: t.numpy(),
+        SIMULATED_THREADS,
+    )

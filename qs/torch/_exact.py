@@ -40,8 +40,7 @@ def lai_torch(scores, is_pos, loss):
     :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
     negative are zero.
     """
-    if (scores.is_cuda and loss != "01" and scores.numel() <= KERNEL_SCORES_MAX
-            and cuda_kernels()):
+    if scores.is_cuda and loss != "01" and scores.numel() <= KERNEL_SCORES_MAX and cuda_kernels():
         from qs.torch._cuda import lai_cuda
 
         return lai_cuda(scores, is_pos, loss)
@@ -52,10 +51,12 @@ def lai_torch(scores, is_pos, loss):
     if loss == "01":
         hinge, grad, rank = _zero_one(scores, is_pos)
     else:
-        hinge, grad, rank = _ranking(scores, is_pos, loss, n_pos.clamp(min=1),
-                                     n_neg.clamp(min=1))
-    return (torch.where(valid, hinge, 0.0), torch.where(valid[:, None], grad, 0.0),
-            torch.where(valid[:, None], rank, 0))
+        hinge, grad, rank = _ranking(scores, is_pos, loss, n_pos.clamp(min=1), n_neg.clamp(min=1))
+    return (
+        torch.where(valid, hinge, 0.0),
+        torch.where(valid[:, None], grad, 0.0),
+        torch.where(valid[:, None], rank, 0),
+    )
 
 
 #: most scores the CUDA kernels take in one call (their threads are numbered in 32 bits)
@@ -74,8 +75,12 @@ def cuda_kernels():
             return False
         cuda.jit("void(int64[:])")(_probe)
     except Exception as err:  # any failure of numba's CUDA target: the torch operations
-        warnings.warn(f"numba cannot compile for the GPU here ({type(err).__name__}: {err}); "
-                      "the torch method runs in torch operations", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"numba cannot compile for the GPU here ({type(err).__name__}: {err}); "
+            "the torch method runs in torch operations",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return False
     return True
 
@@ -133,10 +138,12 @@ def _ranking(scores, is_pos, loss, n_pos, n_neg):
     minus_inf = torch.tensor(-math.inf, dtype=f64, device=dev)
     # positives, then negatives, by descending score (ties in input order); the other class
     # sorts last as -inf
-    pos_sorted, pos_index = torch.sort(torch.where(is_pos, scores, minus_inf), dim=1,
-                                       descending=True, stable=True)
-    neg_sorted, neg_index = torch.sort(torch.where(is_pos, minus_inf, scores), dim=1,
-                                       descending=True, stable=True)
+    pos_sorted, pos_index = torch.sort(
+        torch.where(is_pos, scores, minus_inf), dim=1, descending=True, stable=True
+    )
+    neg_sorted, neg_index = torch.sort(
+        torch.where(is_pos, minus_inf, scores), dim=1, descending=True, stable=True
+    )
     c2 = 2.0 / (n_pos * n_neg).to(f64)
     ref = reference(scores)
     # spos[:, i-1] = c2 (s+_i - ref) (-inf past the positives)
@@ -169,18 +176,29 @@ def _ranking(scores, is_pos, loss, n_pos, n_neg):
             u = t + j[block]  # (D(t+j) - D(t+j-1)) / C
             inc = (discount[u - 1] - discount[u - 2]) / ideal[bq]
         step = spos[bq, t - 1] - c2[bq] * s + inc
-        gain, low = _segmented_cumsum(torch.where(offset > 0, step, 0.0), offset,
-                                      int(size.max()))
+        gain, low = _segmented_cumsum(torch.where(offset > 0, step, 0.0), offset, int(size.max()))
         # the largest rank of the largest gain, compared as (high part, low part)
         best = torch.full_like(lo, -math.inf, dtype=f64).scatter_reduce(0, block, gain, "amax")
         at_best = gain == best[block]
         best_low = torch.full_like(lo, -math.inf, dtype=f64).scatter_reduce(
-            0, block, torch.where(at_best, low, -math.inf), "amax")
+            0, block, torch.where(at_best, low, -math.inf), "amax"
+        )
         top = torch.where(at_best & (low >= best_low[block]), i, 0)
         rank[qq, j] = torch.zeros_like(lo).scatter_reduce(0, block, top, "amax")
-    return _finish(scores, is_pos, loss, n_pos, n_neg, rank[:, 1 : n + 1], pos_sorted,
-                   pos_index, neg_index, ideal if loss == "ndcg" else None,
-                   discount if loss == "ndcg" else None, ref)
+    return _finish(
+        scores,
+        is_pos,
+        loss,
+        n_pos,
+        n_neg,
+        rank[:, 1 : n + 1],
+        pos_sorted,
+        pos_index,
+        neg_index,
+        ideal if loss == "ndcg" else None,
+        discount if loss == "ndcg" else None,
+        ref,
+    )
 
 
 def _segmented_cumsum(x, offset, longest):
@@ -200,8 +218,20 @@ def _segmented_cumsum(x, offset, longest):
     return hi, lo
 
 
-def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index, neg_index,
-            ideal, discount, ref):
+def _finish(
+    scores,
+    is_pos,
+    loss,
+    n_pos,
+    n_neg,
+    neg_rank,
+    pos_sorted,
+    pos_index,
+    neg_index,
+    ideal,
+    discount,
+    ref,
+):
     """Coefficients, loss and hinge from the ranks of the sorted negatives (as
     :func:`qs.inference._output.finish` and :func:`~qs.inference._output.negative_coefficients`)."""
     q, n = scores.shape
@@ -227,8 +257,7 @@ def _finish(scores, is_pos, loss, n_pos, n_neg, neg_rank, pos_sorted, pos_index,
     truth_coef = torch.where(is_pos, 1.0 / n_pos[:, None].to(f64), -1.0 / n_neg[:, None].to(f64))
     # the hinge's score term (qs.inference._hinge): weight P + 1 - rank at a negative, minus
     # the negatives above at a positive, each over P N; zero for a sample in its place
-    w_pos = torch.zeros_like(scores).scatter(1, pos_index, torch.where(is_pos_place, -n_above,
-                                                                       0.0))
+    w_pos = torch.zeros_like(scores).scatter(1, pos_index, torch.where(is_pos_place, -n_above, 0.0))
     weight = torch.where(is_pos, w_pos, (n_pos[:, None] + 1 - rank).to(f64)) * inv[:, None]
     term = compensated_sum(weight * (scores - ref[:, None]))
     return value + 2.0 * term, coef - truth_coef, rank

@@ -12,8 +12,16 @@ from qs.inference import resolve
 from qs.inference.batch import BATCH_LOSSES
 from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
-__all__ = ["READ_AS_IS", "REDUCTIONS", "SIMILARITIES", "check_embeddings", "check_mask",
-           "check_retrieval_options", "check_score_input", "ranked_along_columns"]
+__all__ = [
+    "READ_AS_IS",
+    "REDUCTIONS",
+    "SIMILARITIES",
+    "check_embeddings",
+    "check_mask",
+    "check_retrieval_options",
+    "check_score_input",
+    "ranked_along_columns",
+]
 
 REDUCTIONS = ("mean", "sum", "none")
 SIMILARITIES = ("cosine", "dot")
@@ -44,9 +52,11 @@ def ranked_along_columns(dim, scores):
     ``dim`` 0 or -1."""
     ndim = scores.ndim
     if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < ndim:
-        raise ValueError(f"dim must be the dimension along which items are ranked, an integer "
-                         f"from {-scores.ndim} to {scores.ndim - 1} for scores of shape "
-                         f"{tuple(scores.shape)}; got {dim!r}.")
+        raise ValueError(
+            f"dim must be the dimension along which items are ranked, an integer "
+            f"from {-scores.ndim} to {scores.ndim - 1} for scores of shape "
+            f"{tuple(scores.shape)}; got {dim!r}."
+        )
     return scores.ndim == 2 and dim % 2 == 0
 
 
@@ -55,11 +65,14 @@ def check_mask(mask, scores):
     if not isinstance(mask, torch.Tensor):
         mask = torch.from_numpy(np.asarray(mask))
     if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be bool (True where an entry takes no part); got dtype "
-                         f"{mask.dtype}.")
+        raise ValueError(
+            f"mask must be bool (True where an entry takes no part); got dtype {mask.dtype}."
+        )
     if tuple(mask.shape) != tuple(scores.shape):
-        raise ValueError(f"scores and mask must have the same shape; got scores "
-                         f"{tuple(scores.shape)} and mask {tuple(mask.shape)}.")
+        raise ValueError(
+            f"scores and mask must have the same shape; got scores "
+            f"{tuple(scores.shape)} and mask {tuple(mask.shape)}."
+        )
     return mask.to(scores.device)
 
 
@@ -85,8 +98,10 @@ def check_embeddings(embeddings, labels, ref_emb=None, ref_labels=None):
         return embeddings, labels, embeddings, labels
     _check_matrix(ref_emb, "ref_emb")
     if ref_emb.shape[1] != embeddings.shape[1]:
-        raise ValueError(f"ref_emb must have the embeddings' size {embeddings.shape[1]}; got "
-                         f"shape {tuple(ref_emb.shape)}.")
+        raise ValueError(
+            f"ref_emb must have the embeddings' size {embeddings.shape[1]}; got "
+            f"shape {tuple(ref_emb.shape)}."
+        )
     ref_labels = _check_labels(ref_labels, ref_emb, "ref_labels", "ref_emb")
     return embeddings, labels, ref_emb.to(embeddings.device), ref_labels.to(embeddings.device)
 
@@ -95,8 +110,10 @@ def _check_matrix(x, name):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}.")
     if not x.is_floating_point() or x.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D floating-point tensor (samples, size); got "
-                         f"dtype {x.dtype} and shape {tuple(x.shape)}.")
+        raise ValueError(
+            f"{name} must be a 2-D floating-point tensor (samples, size); got "
+            f"dtype {x.dtype} and shape {tuple(x.shape)}."
+        )
     if not torch.isfinite(x.detach()).all():
         raise ValueError(f"{name} must be finite; got NaN or inf.")
 
@@ -104,9 +121,12 @@ def _check_matrix(x, name):
 def _check_labels(labels, embeddings, name, of):
     labels = torch.as_tensor(labels, device=embeddings.device)
     if labels.ndim != 1 or len(labels) != len(embeddings):
-        raise ValueError(f"{name} must be 1-D with one class per row of {of}; got shape "
-                         f"{tuple(labels.shape)} for {of} of shape {tuple(embeddings.shape)}.")
+        raise ValueError(
+            f"{name} must be 1-D with one class per row of {of}; got shape "
+            f"{tuple(labels.shape)} for {of} of shape {tuple(embeddings.shape)}."
+        )
     if labels.is_floating_point() or labels.is_complex():
-        raise ValueError(f"{name} must hold integer (or bool) class labels; got dtype "
-                         f"{labels.dtype}.")
+        raise ValueError(
+            f"{name} must hold integer (or bool) class labels; got dtype {labels.dtype}."
+        )
     return labels

@@ -66,8 +66,9 @@ POLL_S = 0.01
 _capacity: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cosine",
-                               method="auto", group=None):
+def distributed_retrieval_loss(
+    embeddings, labels, *, loss="ap", similarity="cosine", method="auto", group=None
+):
     """:func:`qs.torch.retrieval.retrieval_loss` of the global batch (the concatenation of
     every process's embeddings, in rank order), from this process's part of it.
 
@@ -84,8 +85,9 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
         raise error
     b, d = embeddings.shape
     chunk = [labels.to(torch.int64), embeddings.detach()]
-    sizes, every = _exchange(group, b, names, (d, _code(embeddings)),
-                             [chunk] * dist.get_world_size(group))
+    sizes, every = _exchange(
+        group, b, names, (d, _code(embeddings)), [chunk] * dist.get_world_size(group)
+    )
     label_parts, emb_parts = [], []
     for s, rows in enumerate(sizes):
         label_parts.append(_read(every[s], 0, torch.int64, (rows,)))
@@ -104,8 +106,7 @@ def distributed_retrieval_loss(embeddings, labels, *, loss="ap", similarity="cos
     return _global_mean(values.sum(), counted, group)
 
 
-def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None, *,
-                                dim=0):
+def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None, *, dim=0):
     """:func:`qs.torch.rank_hinge_loss` ("mean") of the global scores, every process's
     samples concatenated in rank order along ``dim``, from this process's part.
 
@@ -118,8 +119,10 @@ def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=
     try:
         pos = check_score_input(scores, labels, loss, method, "mean")
         if scores.ndim != 2:
-            raise ValueError(f"scores must be 2-D (this process's samples along dim, and the "
-                             f"queries); got shape {tuple(scores.shape)}.")
+            raise ValueError(
+                f"scores must be 2-D (this process's samples along dim, and the "
+                f"queries); got shape {tuple(scores.shape)}."
+            )
         scores, pos, _ = rows_of_queries(dim, scores, pos)
     except (TypeError, ValueError) as error:
         _exchange(group, None, names)
@@ -139,18 +142,26 @@ class _GlobalRankLoss(torch.autograd.Function):
         world, rank = dist.get_world_size(group), dist.get_rank(group)
         x = scores.detach()
         # to process s: its queries' rows (s, s + world, ...) of this process's columns
-        sizes, every = _exchange(group, n_r, ("number of queries", "dtype"),
-                                 (q, _code(scores)),
-                                 [[x[s::world], pos[s::world]] for s in range(world)])
+        sizes, every = _exchange(
+            group,
+            n_r,
+            ("number of queries", "dtype"),
+            (q, _code(scores)),
+            [[x[s::world], pos[s::world]] for s in range(world)],
+        )
         mine, width = len(range(rank, q, world)), x.element_size()
-        parts = [(_read(every[r], 0, x.dtype, (mine, n)).to(x.device),
-                  _read(every[r], width * mine * n, torch.bool, (mine, n)).to(x.device))
-                 for r, n in enumerate(sizes)]
+        parts = [
+            (
+                _read(every[r], 0, x.dtype, (mine, n)).to(x.device),
+                _read(every[r], width * mine * n, torch.bool, (mine, n)).to(x.device),
+            )
+            for r, n in enumerate(sizes)
+        ]
         # process 0's columns lead each row (read from their own block, not joined here)
         rest = parts[1:] or [(x[:mine, :0], pos[:mine, :0])]
-        values, coef, counts = hinge_solve(loss, method)(_side_by_side([p[0] for p in rest]),
-                                                         _side_by_side([p[1] for p in rest]),
-                                                         lead=parts[0])
+        values, coef, counts = hinge_solve(loss, method)(
+            _side_by_side([p[0] for p in rest]), _side_by_side([p[1] for p in rest]), lead=parts[0]
+        )
         # to process s: each query's value, whether it counts and its gradient on s's
         # columns, in rows padded to the most queries a process solves, so that what comes
         # back is one (world, most, 2 + n_r) block whose rows interleave into query order
@@ -162,8 +173,12 @@ class _GlobalRankLoss(torch.autograd.Function):
             block[:mine, 0], block[:mine, 1] = values, counts
             block[:mine, 2:] = coef[:, start : start + n]
             at, start = at + most * (2 + n), start + n
-        got = _all_to_all(send.to(_wire_device(group)), [most * (2 + n) for n in sizes],
-                          [most * (2 + n_r)] * world, group).to(x.device)
+        got = _all_to_all(
+            send.to(_wire_device(group)),
+            [most * (2 + n) for n in sizes],
+            [most * (2 + n_r)] * world,
+            group,
+        ).to(x.device)
         got = got.view(world, most, 2 + n_r).transpose(0, 1).reshape(most * world, 2 + n_r)[:q]
         count = got[:, 1].to(torch.int64).sum().clamp(min=1)
         ctx.save_for_backward(got[:, 2:], count)
@@ -209,8 +224,7 @@ def _exchange(group, rows, names, agreed=None, chunks=None):
     chunks = chunks or [[]] * world
     size = max(sum(t.numel() * t.element_size() for t in chunk) for chunk in chunks)
     refused = rows is None
-    header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size],
-                          dtype=torch.int64)
+    header = torch.tensor([-1 if refused else rows, *(agreed or (-1, -1)), size], dtype=torch.int64)
     head = 8 * _HEADER
     fits = size <= capacity
     send = torch.zeros((world, head + capacity), dtype=torch.uint8, device=device)
@@ -254,10 +268,17 @@ def _all_to_all(send, send_counts, receive_counts, group):
         return receive
     width = send.element_size()
     receive = send.new_empty(sum(receive_counts) * width, dtype=torch.uint8)
-    _finish(dist.all_to_all_single(receive, send.view(torch.uint8),
-                                   [c * width for c in receive_counts],
-                                   [c * width for c in send_counts], group=group,
-                                   async_op=True), send)
+    _finish(
+        dist.all_to_all_single(
+            receive,
+            send.view(torch.uint8),
+            [c * width for c in receive_counts],
+            [c * width for c in send_counts],
+            group=group,
+            async_op=True,
+        ),
+        send,
+    )
     return receive.view(send.dtype)
 
 
@@ -296,20 +317,27 @@ def _check_headers(table, names):
     processes disagree on a value that ``names`` names (``table``: a header per process)."""
     bad = [r for r, header in enumerate(table) if header[0] < 0]
     if bad:
-        raise ValueError(f"the loss was refused on process(es) {bad} (see the error there); "
-                         "no process computes it.")
+        raise ValueError(
+            f"the loss was refused on process(es) {bad} (see the error there); "
+            "no process computes it."
+        )
     for k, name in enumerate(names, start=1):
         if any(header[k] != table[0][k] for header in table):
-            values = ", ".join(f"rank {r}: {_shown(name, header[k])}"
-                               for r, header in enumerate(table))
-            raise ValueError(f"the processes disagree on the {name} ({values}); every "
-                             f"process must pass the same {name}.")
+            values = ", ".join(
+                f"rank {r}: {_shown(name, header[k])}" for r, header in enumerate(table)
+            )
+            raise ValueError(
+                f"the processes disagree on the {name} ({values}); every "
+                f"process must pass the same {name}."
+            )
 
 
 def _require_group():
     if not dist.is_available() or not dist.is_initialized():
-        raise ValueError("the distributed losses need an initialised torch.distributed "
-                         "process group (torch.distributed.init_process_group).")
+        raise ValueError(
+            "the distributed losses need an initialised torch.distributed "
+            "process group (torch.distributed.init_process_group)."
+        )
 
 
 def _wire_device(group):
@@ -331,8 +359,9 @@ def _global_mean(local_sum, local_count, group):
     """The global mean, the same on every process, whose gradient is this process's
     ``local_sum`` over the global count (the other processes' parts reach it through
     :class:`_RowsOfAll`'s backward)."""
-    totals = torch.stack([local_sum.detach().to(torch.float64),
-                          local_count.to(torch.float64)]).to(_wire_device(group))
+    totals = torch.stack([local_sum.detach().to(torch.float64), local_count.to(torch.float64)]).to(
+        _wire_device(group)
+    )
     _all_reduce(totals, group)
     count = totals[1].clamp(min=1).to(local_sum.device, local_sum.dtype)
     local = local_sum / count

@@ -39,15 +39,25 @@ from qs.losses import LOSSES
 from qs.torch.checks import READ_AS_IS, check_mask, check_score_input
 from qs.torch.losses import row_loss, rows_of_queries
 
-__all__ = ["DirectLoss", "UPDATES", "direct_coefficients", "direct_loss"]
+__all__ = ["UPDATES", "DirectLoss", "direct_coefficients", "direct_loss"]
 
 UPDATES = ("positive", "negative")
 #: the dynamic programme keeps one int32 per (positive, number of negatives above it)
 DP_MAX_CELLS = 1 << 28
 
 
-def direct_loss(scores, labels, loss="ap", *, eps, update="positive", method="auto",
-                reduction="mean", dim=0, mask=None):
+def direct_loss(
+    scores,
+    labels,
+    loss="ap",
+    *,
+    eps,
+    update="positive",
+    method="auto",
+    reduction="mean",
+    dim=0,
+    mask=None,
+):
     """The task loss ``Delta(R*, R_w)`` per query, whose backward is the direct gradient.
 
     Parameters
@@ -73,20 +83,31 @@ class DirectLoss(torch.nn.Module):
     """:func:`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``, the
     items ranked along ``dim`` (0 by default, as :class:`qs.torch.RankHingeLoss`)."""
 
-    def __init__(self, loss="ap", *, eps, update="positive", method="auto", reduction="mean",
-                 dim=0):
+    def __init__(
+        self, loss="ap", *, eps, update="positive", method="auto", reduction="mean", dim=0
+    ):
         super().__init__()
         self.loss, self.eps, self.update = loss, eps, update
         self.method, self.reduction, self.dim = method, reduction, dim
 
     def forward(self, scores, labels, mask=None):
-        return direct_loss(scores, labels, self.loss, eps=self.eps, update=self.update,
-                           method=self.method, reduction=self.reduction, dim=self.dim,
-                           mask=mask)
+        return direct_loss(
+            scores,
+            labels,
+            self.loss,
+            eps=self.eps,
+            update=self.update,
+            method=self.method,
+            reduction=self.reduction,
+            dim=self.dim,
+            mask=mask,
+        )
 
     def extra_repr(self):
-        return (f"loss={self.loss!r}, eps={self.eps!r}, update={self.update!r}, "
-                f"method={self.method!r}, reduction={self.reduction!r}, dim={self.dim!r}")
+        return (
+            f"loss={self.loss!r}, eps={self.eps!r}, update={self.update!r}, "
+            f"method={self.method!r}, reduction={self.reduction!r}, dim={self.dim!r}"
+        )
 
 
 def _solve(scores, pos, loss, eps, update, method):
@@ -94,11 +115,12 @@ def _solve(scores, pos, loss, eps, update, method):
     float64 CPU scores are read in place (float16 and bfloat16 widen to float32, exactly),
     and the gradient is written in their dtype: each value is the float64 one rounded."""
     x = scores.to("cpu", scores.dtype if scores.dtype in READ_AS_IS else torch.float32)
-    grad, delta, valid = direct_gradient(x.numpy(), pos.cpu().numpy(), loss, eps, update,
-                                         method)
-    return (torch.from_numpy(delta).to(scores.device),
-            torch.from_numpy(grad).to(scores.device, scores.dtype),
-            torch.from_numpy(valid).to(scores.device))
+    grad, delta, valid = direct_gradient(x.numpy(), pos.cpu().numpy(), loss, eps, update, method)
+    return (
+        torch.from_numpy(delta).to(scores.device),
+        torch.from_numpy(grad).to(scores.device, scores.dtype),
+        torch.from_numpy(valid).to(scores.device),
+    )
 
 
 def direct_gradient(scores, labels, loss, eps, update, method="auto"):
@@ -150,8 +172,9 @@ def _scaled(scores, eps):
     with np.errstate(over="ignore"):
         scaled = np.divide(scores, eps, dtype=np.float64)
     if not np.isfinite(scaled).all():
-        raise ValueError(f"eps={eps!r} is too small for these scores: scores / eps "
-                         "overflows float64.")
+        raise ValueError(
+            f"eps={eps!r} is too small for these scores: scores / eps overflows float64."
+        )
     return scaled
 
 
@@ -160,12 +183,15 @@ def _check_cells(scores, is_pos, update):
     n_pos = is_pos.sum(axis=1, dtype=np.int64)
     cells = int((n_pos * (scores.shape[1] - n_pos + 1)).max(initial=0))
     if cells > DP_MAX_CELLS:
-        raise ValueError(f"the dynamic programme of the {update} update needs P (N + 1) = "
-                         f"{cells} cells for one query, over {DP_MAX_CELLS}; use the positive "
-                         "update (exact inference, no table) or fewer samples per query.")
+        raise ValueError(
+            f"the dynamic programme of the {update} update needs P (N + 1) = "
+            f"{cells} cells for one query, over {DP_MAX_CELLS}; use the positive "
+            "update (exact inference, no table) or fewer samples per query."
+        )
 
 
 # ---------------------------------------------------------------------------- kernels
+
 
 @jit
 def _classes(scores, is_pos):
@@ -346,15 +372,15 @@ def _gradient_by_programme(ndcg, sign, eps, scores, is_pos, table, grad, delta, 
 def _check_direct(scores, labels, loss, eps, update, method, reduction, mask):
     """Validate the arguments; return (positives, kept entries or None) as bool tensors."""
     if loss not in ("ap", "ndcg"):
-        raise ValueError(f"loss must be 'ap' or 'ndcg' for direct loss minimization; got "
-                         f"{loss!r}.")
+        raise ValueError(f"loss must be 'ap' or 'ndcg' for direct loss minimization; got {loss!r}.")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < np.inf:
         raise ValueError(f"eps must be a finite number > 0; got {eps!r}.")
     if update not in UPDATES:
         raise ValueError(f"update must be one of {list(UPDATES)}; got {update!r}.")
     if method == "torch":
-        raise ValueError("direct loss minimization runs on the CPU kernels; method 'torch' "
-                         "is not one of its methods ('auto', a named method, or 'dp').")
-    pos = check_score_input(scores, labels, loss, "auto" if method == "dp" else method,
-                            reduction)
+        raise ValueError(
+            "direct loss minimization runs on the CPU kernels; method 'torch' "
+            "is not one of its methods ('auto', a named method, or 'dp')."
+        )
+    pos = check_score_input(scores, labels, loss, "auto" if method == "dp" else method, reduction)
     return pos, None if mask is None else ~check_mask(mask, scores)

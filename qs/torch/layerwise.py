@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-__all__ = ["layerwise_svm", "LayerwiseResult"]
+__all__ = ["LayerwiseResult", "layerwise_svm"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class LayerwiseResult:
     dual: float
 
 
-def layerwise_svm(model, layer, loss, batch, n_batches, *, C, proximal, passes=1,
-                  random_state=None, callback=None):
+def layerwise_svm(
+    model, layer, loss, batch, n_batches, *, C, proximal, passes=1, random_state=None, callback=None
+):
     """Train ``layer`` (a module with ``weight`` and ``bias`` inside ``model``) by the
     proximal structured SVM of its weights, the activation pattern fixed at its current ones.
 
@@ -95,8 +96,11 @@ def layerwise_svm(model, layer, loss, batch, n_batches, *, C, proximal, passes=1
             l_s = (value.item() - float(psi @ u)) / n_batches
             diff = u_b[b] - u_s
             denom = lam * float(diff @ diff)
-            gamma = 0.0 if denom <= 0 else min(max(
-                (lam * float(diff @ u) - l_b[b] + l_s) / denom, 0.0), 1.0)
+            gamma = (
+                0.0
+                if denom <= 0
+                else min(max((lam * float(diff @ u) - l_b[b] + l_s) / denom, 0.0), 1.0)
+            )
             step = gamma * (u_s - u_b[b])
             u_b[b] += step
             u += step

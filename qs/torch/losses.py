@@ -30,9 +30,18 @@ from qs.inference.batch import lai_batch
 from qs.torch._exact import cuda_kernels, lai_torch
 from qs.torch.checks import READ_AS_IS, check_mask, check_score_input, ranked_along_columns
 
-__all__ = ["CUDA_TORCH_FROM", "CUDA_TORCH_OPS_FROM", "RankHingeLoss", "hinge_solve",
-           "rank_hinge_loss", "ranked_queries", "reduce_rows", "row_loss", "rows_of_queries",
-           "solve_kept"]
+__all__ = [
+    "CUDA_TORCH_FROM",
+    "CUDA_TORCH_OPS_FROM",
+    "RankHingeLoss",
+    "hinge_solve",
+    "rank_hinge_loss",
+    "ranked_queries",
+    "reduce_rows",
+    "row_loss",
+    "rows_of_queries",
+    "solve_kept",
+]
 
 #: on CUDA, "auto" runs the torch method from this many scores (all queries together) on,
 #: and numba on a CPU copy below: with numba's CUDA kernels (:mod:`qs.torch._cuda`) a call
@@ -45,8 +54,9 @@ CUDA_TORCH_FROM = 1 << 16
 CUDA_TORCH_OPS_FROM = 1 << 20
 
 
-def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", *, dim=0,
-                    mask=None):
+def rank_hinge_loss(
+    scores, labels, loss="ap", method="auto", reduction="mean", *, dim=0, mask=None
+):
     """The structured hinge of a rank-based loss, differentiable in ``scores``.
 
     Parameters
@@ -109,13 +119,18 @@ def rank_hinge_loss(scores, labels, loss="ap", method="auto", reduction="mean", 
     """
     # the CPU kernels check finiteness in the pass that reads the scores (the error names
     # the query and the sample); elsewhere a pass here (a mask moves the samples)
-    on_kernels = (mask is None and method != "torch" and isinstance(scores, torch.Tensor)
-                  and not scores.is_cuda)
+    on_kernels = (
+        mask is None
+        and method != "torch"
+        and isinstance(scores, torch.Tensor)
+        and not scores.is_cuda
+    )
     pos = check_score_input(scores, labels, loss, method, reduction, finite=not on_kernels)
     keep = None if mask is None else ~check_mask(mask, scores)
     scores, pos, keep = rows_of_queries(dim, scores, pos, keep)
-    return row_loss(scores, pos, keep, functools.partial(_solve, loss=loss, method=method),
-                    reduction)
+    return row_loss(
+        scores, pos, keep, functools.partial(_solve, loss=loss, method=method), reduction
+    )
 
 
 def rows_of_queries(dim, scores, pos, keep=None):
@@ -196,12 +211,15 @@ class RankHingeLoss(torch.nn.Module):
         self.loss, self.method, self.reduction, self.dim = loss, method, reduction, dim
 
     def forward(self, scores, labels, mask=None):
-        return rank_hinge_loss(scores, labels, self.loss, self.method, self.reduction,
-                               dim=self.dim, mask=mask)
+        return rank_hinge_loss(
+            scores, labels, self.loss, self.method, self.reduction, dim=self.dim, mask=mask
+        )
 
     def extra_repr(self):
-        return (f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}, "
-                f"dim={self.dim!r}")
+        return (
+            f"loss={self.loss!r}, method={self.method!r}, reduction={self.reduction!r}, "
+            f"dim={self.dim!r}"
+        )
 
 
 class _RowLoss(torch.autograd.Function):
@@ -272,9 +290,18 @@ def _solve(scores, pos, loss, method, lead=None):
     dtype = scores.dtype if scores.dtype in READ_AS_IS else torch.float32
     if lead is not None:
         lead = lead[0].to("cpu", dtype).numpy(), lead[1].cpu().numpy()
-    res = lai_batch(scores.to("cpu", dtype).numpy(), pos.cpu().numpy(), loss, method,
-                    gradient=True, ranks=False, lead=lead,
-                    coef_dtype=np.float64 if dtype == torch.float64 else np.float32)
-    return (torch.from_numpy(res.hinge).to(scores.device),
-            torch.from_numpy(res.coef).to(scores.device, scores.dtype),
-            torch.from_numpy(res.valid).to(scores.device))
+    res = lai_batch(
+        scores.to("cpu", dtype).numpy(),
+        pos.cpu().numpy(),
+        loss,
+        method,
+        gradient=True,
+        ranks=False,
+        lead=lead,
+        coef_dtype=np.float64 if dtype == torch.float64 else np.float32,
+    )
+    return (
+        torch.from_numpy(res.hinge).to(scores.device),
+        torch.from_numpy(res.coef).to(scores.device, scores.dtype),
+        torch.from_numpy(res.valid).to(scores.device),
+    )

@@ -57,22 +57,31 @@ class CrossBatchMemory(torch.nn.Module):
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
         self._flush()
         if self.memory.numel() and self.memory.shape[1] != embeddings.shape[1]:
-            raise ValueError(f"the memory holds embeddings of size {self.memory.shape[1]}; got "
-                             f"a batch of size {embeddings.shape[1]} (shape "
-                             f"{tuple(embeddings.shape)}). Call reset() to start over.")
+            raise ValueError(
+                f"the memory holds embeddings of size {self.memory.shape[1]}; got "
+                f"a batch of size {embeddings.shape[1]} (shape "
+                f"{tuple(embeddings.shape)}). Call reset() to start over."
+            )
         if self.similarity == "cosine":
             embeddings = torch.nn.functional.normalize(embeddings, dim=1)
         scores = off_diagonal(embeddings @ embeddings.T)  # the batch, each query left out
         positive = off_diagonal(labels[:, None] == labels[None, :])
         if not self.filled:
-            value = rank_hinge_loss(scores, positive, self.loss, self.method, self.reduction,
-                                    dim=-1)
+            value = rank_hinge_loss(
+                scores, positive, self.loss, self.method, self.reduction, dim=-1
+            )
         else:
-            value = ranked_against(embeddings, labels,
-                                   self.memory[: self.filled].to(embeddings.dtype),
-                                   self.memory_labels[: self.filled],
-                                   hinge_solve(self.loss, self.method), self.reduction,
-                                   lead=scores, lead_positive=positive, work=self._work)
+            value = ranked_against(
+                embeddings,
+                labels,
+                self.memory[: self.filled].to(embeddings.dtype),
+                self.memory_labels[: self.filled],
+                hinge_solve(self.loss, self.method),
+                self.reduction,
+                lead=scores,
+                lead_positive=positive,
+                work=self._work,
+            )
         self._pending = (embeddings.detach(), labels)
         return value
 
@@ -126,11 +135,16 @@ class CrossBatchMemory(torch.nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("memory", "memory_labels"):  # the saved shapes, not the current ones
             if prefix + name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[prefix + name],
-                                                     device=getattr(self, name).device))
+                setattr(
+                    self,
+                    name,
+                    torch.empty_like(state_dict[prefix + name], device=getattr(self, name).device),
+                )
         self._pending = None
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
-        return (f"size={self.size}, loss={self.loss!r}, similarity={self.similarity!r}, "
-                f"method={self.method!r}, reduction={self.reduction!r}")
+        return (
+            f"size={self.size}, loss={self.loss!r}, similarity={self.similarity!r}, "
+            f"method={self.method!r}, reduction={self.reduction!r}"
+        )

@@ -28,8 +28,14 @@ import torch
 from qs.torch.checks import SIMILARITIES, check_embeddings, check_retrieval_options
 from qs.torch.losses import hinge_solve, rank_hinge_loss, reduce_rows
 
-__all__ = ["RetrievalLoss", "SIMILARITIES", "off_diagonal", "ranked_against",
-           "retrieval_loss", "similarities"]
+__all__ = [
+    "SIMILARITIES",
+    "RetrievalLoss",
+    "off_diagonal",
+    "ranked_against",
+    "retrieval_loss",
+    "similarities",
+]
 
 
 def similarities(queries, refs, similarity="cosine"):
@@ -40,8 +46,17 @@ def similarities(queries, refs, similarity="cosine"):
     return queries @ refs.T
 
 
-def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="ap",
-                   similarity="cosine", method="auto", reduction="mean"):
+def retrieval_loss(
+    embeddings,
+    labels,
+    ref_emb=None,
+    ref_labels=None,
+    *,
+    loss="ap",
+    similarity="cosine",
+    method="auto",
+    reduction="mean",
+):
     """The exact AP or NDCG hinge of every query ranked against the references.
 
     Parameters
@@ -55,23 +70,25 @@ def retrieval_loss(embeddings, labels, ref_emb=None, ref_labels=None, *, loss="a
         member among the references (or no other class) has no ranking: zero, and left out
         of the mean.
     """
-    embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb,
-                                                            ref_labels)
+    embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb, ref_labels)
     check_retrieval_options(loss, similarity, reduction)
     if ref_emb is None:  # each query against the others
         scores = similarities(embeddings, refs, similarity)
         positive = labels[:, None] == ref_labels[None, :]
-        return rank_hinge_loss(off_diagonal(scores), off_diagonal(positive), loss, method,
-                               reduction, dim=-1)
+        return rank_hinge_loss(
+            off_diagonal(scores), off_diagonal(positive), loss, method, reduction, dim=-1
+        )
     if similarity == "cosine":
         embeddings = torch.nn.functional.normalize(embeddings, dim=1)
         refs = torch.nn.functional.normalize(refs, dim=1)
-    return ranked_against(embeddings, labels, refs, ref_labels, hinge_solve(loss, method),
-                          reduction)
+    return ranked_against(
+        embeddings, labels, refs, ref_labels, hinge_solve(loss, method), reduction
+    )
 
 
-def ranked_against(queries, labels, refs, ref_labels, solve, reduction, *, lead=None,
-                   lead_positive=None, work=None):
+def ranked_against(
+    queries, labels, refs, ref_labels, solve, reduction, *, lead=None, lead_positive=None, work=None
+):
     """The loss of each query (B, d) ranked against the references (n, d) by similarity
     ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
     part), reduced as :func:`qs.torch.rank_hinge_loss` says.
@@ -86,14 +103,17 @@ def ranked_against(queries, labels, refs, ref_labels, solve, reduction, *, lead=
     if lead is not None:
         lead = (lead, lead_positive)
     positive = _positives(labels, ref_labels, work)
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad
-                                       for x in (lead and lead[0], queries, refs)):
-        values, valid = _AgainstRefs.apply(queries, refs, positive, solve, lead, work,
-                                           *(lead or ()))
+    if torch.is_grad_enabled() and any(
+        x is not None and x.requires_grad for x in (lead and lead[0], queries, refs)
+    ):
+        values, valid = _AgainstRefs.apply(
+            queries, refs, positive, solve, lead, work, *(lead or ())
+        )
     else:
         product = _product(queries.detach(), refs.detach(), work)
-        values, _, valid = solve(product, positive,
-                                 lead=lead and (lead[0].detach().to(product.dtype), lead[1]))
+        values, _, valid = solve(
+            product, positive, lead=lead and (lead[0].detach().to(product.dtype), lead[1])
+        )
     return reduce_rows(values.to(queries.dtype), valid, reduction)
 
 
@@ -165,8 +185,7 @@ def _held(work, name, shape, dtype, device):
 
 def _product(queries, refs, work):
     """``queries @ refs.T`` (B, n), into ``work`` (:func:`_held`) when given."""
-    out = _held(work, "product", (queries.shape[0], refs.shape[0]), queries.dtype,
-                queries.device)
+    out = _held(work, "product", (queries.shape[0], refs.shape[0]), queries.dtype, queries.device)
     return torch.mm(queries, refs.T, out=out)
 
 
@@ -190,10 +209,19 @@ class RetrievalLoss(torch.nn.Module):
         self.method, self.reduction = method, reduction
 
     def forward(self, embeddings, labels, ref_emb=None, ref_labels=None):
-        return retrieval_loss(embeddings, labels, ref_emb, ref_labels, loss=self.loss,
-                              similarity=self.similarity, method=self.method,
-                              reduction=self.reduction)
+        return retrieval_loss(
+            embeddings,
+            labels,
+            ref_emb,
+            ref_labels,
+            loss=self.loss,
+            similarity=self.similarity,
+            method=self.method,
+            reduction=self.reduction,
+        )
 
     def extra_repr(self):
-        return (f"loss={self.loss!r}, similarity={self.similarity!r}, method={self.method!r}, "
-                f"reduction={self.reduction!r}")
+        return (
+            f"loss={self.loss!r}, similarity={self.similarity!r}, method={self.method!r}, "
+            f"reduction={self.reduction!r}"
+        )

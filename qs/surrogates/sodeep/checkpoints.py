@@ -16,8 +16,14 @@ from torch import nn
 
 from qs.surrogates.sodeep.sorters import DEFAULT_LENGTH, KINDS, SORTERS
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "load_sorter", "shipped_checkpoint", "sorter_from_state",
-           "sorter_state"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "load_sorter",
+    "shipped_checkpoint",
+    "sorter_from_state",
+    "sorter_state",
+]
 
 FORMAT = "qsrank-sodeep-sorter"
 FORMAT_VERSION = 2  # 2: standardised input, bounded output
@@ -39,8 +45,12 @@ def sorter_state(sorter: nn.Module, meta: dict[str, Any]) -> dict[str, Any]:
         Format tag and version, the metadata, and the weights on the CPU
         (``state_dict``): tensors and plain values only, for ``torch.save``.
     """
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, **meta,
-            "state_dict": {k: v.detach().cpu() for k, v in sorter.state_dict().items()}}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        **meta,
+        "state_dict": {k: v.detach().cpu() for k, v in sorter.state_dict().items()},
+    }
 
 
 def sorter_from_state(state: Any, source: str = "checkpoint") -> nn.Module:
@@ -74,22 +84,25 @@ def sorter_from_state(state: Any, source: str = "checkpoint") -> nn.Module:
     (8, False)
     """
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ValueError(f"{source} is not a qsrank SoDeep sorter checkpoint (no format "
-                         f"{FORMAT!r}).")
+        raise ValueError(
+            f"{source} is not a qsrank SoDeep sorter checkpoint (no format {FORMAT!r})."
+        )
     if state.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{source}: unsupported sorter checkpoint format version "
-                         f"{state.get('format_version')!r}; this qsrank reads version "
-                         f"{FORMAT_VERSION}.")
+        raise ValueError(
+            f"{source}: unsupported sorter checkpoint format version "
+            f"{state.get('format_version')!r}; this qsrank reads version "
+            f"{FORMAT_VERSION}."
+        )
     kind = state.get("kind")
     if kind not in SORTERS:
-        raise ValueError(f"{source}: unknown sorter kind {kind!r}; expected one of "
-                         f"{list(KINDS)}.")
+        raise ValueError(f"{source}: unknown sorter kind {kind!r}; expected one of {list(KINDS)}.")
     try:
         sorter = SORTERS[kind](state["length"], **state["hyper"])
         sorter.load_state_dict(state["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise ValueError(f"{source}: the {kind} sorter's weights do not load: "
-                         f"{_first_line(err)}") from None
+        raise ValueError(
+            f"{source}: the {kind} sorter's weights do not load: {_first_line(err)}"
+        ) from None
     sorter.eval().requires_grad_(False)
     sorter.meta = {k: v for k, v in state.items() if k != "state_dict"}
     return sorter
@@ -124,8 +137,9 @@ def shipped_checkpoint(kind: str = "lstm") -> Traversable:
     return resources.files("qs.surrogates") / f"sorter_{kind}_{DEFAULT_LENGTH}.pt"
 
 
-def load_sorter(path: str | os.PathLike[str] | None = None, *, kind: str = "lstm",
-                length: int | None = None) -> nn.Module:
+def load_sorter(
+    path: str | os.PathLike[str] | None = None, *, kind: str = "lstm", length: int | None = None
+) -> nn.Module:
     """The frozen sorter stored in a checkpoint (read with ``weights_only=True``).
 
     Parameters
@@ -160,21 +174,32 @@ def load_sorter(path: str | os.PathLike[str] | None = None, *, kind: str = "lstm
     try:
         raw = Path(source).read_bytes() if path is not None else source.read_bytes()
     except OSError as err:
-        raise ValueError(f"cannot read sorter checkpoint {source}: {err.strerror or err}") \
-            from None
+        raise ValueError(f"cannot read sorter checkpoint {source}: {err.strerror or err}") from None
     try:
         state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except _UNREADABLE as err:
-        raise ValueError(f"{source} is not a readable sorter checkpoint (corrupt or not a "
-                         f"torch file): {_first_line(err)}") from None
+        raise ValueError(
+            f"{source} is not a readable sorter checkpoint (corrupt or not a "
+            f"torch file): {_first_line(err)}"
+        ) from None
     sorter = sorter_from_state(state, str(source))
     if length is not None and sorter.length != length:
-        raise ValueError(f"sorter checkpoint {source} was trained for length {sorter.length}, "
-                         f"but the scores have length {length}; train one for {length} "
-                         f"(qsrank sodeep train --length {length}).")
+        raise ValueError(
+            f"sorter checkpoint {source} was trained for length {sorter.length}, "
+            f"but the scores have length {length}; train one for {length} "
+            f"(qsrank sodeep train --length {length})."
+        )
     return sorter
 
 
 # what torch.load raises on a damaged or foreign file
-_UNREADABLE = (RuntimeError, ValueError, KeyError, AttributeError, EOFError, OSError,
-               pickle.UnpicklingError, zipfile.BadZipFile)
+_UNREADABLE = (
+    RuntimeError,
+    ValueError,
+    KeyError,
+    AttributeError,
+    EOFError,
+    OSError,
+    pickle.UnpicklingError,
+    zipfile.BadZipFile,
+)

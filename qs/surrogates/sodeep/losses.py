@@ -31,9 +31,11 @@ def _sorted_ranks(sorter, scores):
     n = scores.shape[-1]
     length = getattr(sorter, "length", None)
     if length is not None and n != length:
-        raise ValueError(f"the sorter was trained for length {length}, but the scores have "
-                         f"length {n}; use a sorter of length {n} (qsrank sodeep train "
-                         f"--length {n}) or score groups of {length}.")
+        raise ValueError(
+            f"the sorter was trained for length {length}, but the scores have "
+            f"length {n}; use a sorter of length {n} (qsrank sodeep train "
+            f"--length {n}) or score groups of {length}."
+        )
     if n < 2:
         raise ValueError(f"scores need at least 2 entries per query to be ranked; got {n}.")
     check_finite_tensor(scores)
@@ -53,9 +55,12 @@ def _reduce(values, counted, flat, reduction):
     raise ValueError(f"reduction must be one of ['mean', 'sum', 'none']; got {reduction!r}.")
 
 
-def sodeep_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
-                   sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                   reduction: str = "mean") -> torch.Tensor:
+def sodeep_ap_loss(
+    scores: torch.Tensor,
+    labels: torch.Tensor | npt.ArrayLike,
+    sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """1 - AP per query with the sorter's rank in place of the exact one (paper eqs. 5-7).
 
     ``AP = (1/|P|) sum_{k in P} prec(k)``, ``prec(k) = #{positives j : s_j >= s_k} /
@@ -112,9 +117,12 @@ def sodeep_ap_loss(scores: torch.Tensor, labels: torch.Tensor | npt.ArrayLike,
     return _reduce(values, counted, scores.ndim == 1, reduction)
 
 
-def sodeep_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.ArrayLike,
-                         sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                         reduction: str = "mean") -> torch.Tensor:
+def sodeep_spearman_loss(
+    scores: torch.Tensor,
+    targets: torch.Tensor | npt.ArrayLike,
+    sorter: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """1 - Spearman correlation per query between the scores and `targets`, with the sorter's
     rank of the scores in place of the exact one (paper eqs. 2-4).
 
@@ -157,8 +165,10 @@ def sodeep_spearman_loss(scores: torch.Tensor, targets: torch.Tensor | npt.Array
     ranks = _sorted_ranks(sorter, scores)
     targets = torch.as_tensor(targets, device=scores.device)
     if tuple(targets.shape) != tuple(scores.shape):
-        raise ValueError(f"scores and targets must have the same shape; got scores "
-                         f"{tuple(scores.shape)} and targets {tuple(targets.shape)}.")
+        raise ValueError(
+            f"scores and targets must have the same shape; got scores "
+            f"{tuple(scores.shape)} and targets {tuple(targets.shape)}."
+        )
     if not (targets.is_floating_point() or targets.dtype in (torch.int32, torch.int64)):
         raise ValueError(f"targets must be real numbers; got dtype {targets.dtype}.")
     if not torch.isfinite(targets).all():

@@ -8,9 +8,20 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["DEFAULT_LENGTH", "KINDS", "SIZES", "SORTERS", "CNNSorter", "HandcraftedSorter",
-           "LSTMSorter", "bounded_ranks", "build_sorter", "exact_ranks", "n_parameters",
-           "standardise"]
+__all__ = [
+    "DEFAULT_LENGTH",
+    "KINDS",
+    "SIZES",
+    "SORTERS",
+    "CNNSorter",
+    "HandcraftedSorter",
+    "LSTMSorter",
+    "bounded_ranks",
+    "build_sorter",
+    "exact_ranks",
+    "n_parameters",
+    "standardise",
+]
 
 #: the length of the shipped checkpoints
 DEFAULT_LENGTH = 64
@@ -19,8 +30,10 @@ KINDS = ("lstm", "cnn")
 #: is the paper's LSTM (hidden 512)
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "lstm": {"default": {"hidden": 32}, "full": {"hidden": 512}},
-    "cnn": {"default": {"channels": (8, 16, 16, 32, 32, 32, 32, 32)},
-            "full": {"channels": (8, 16, 32, 64, 96, 128, 256, 256)}},
+    "cnn": {
+        "default": {"channels": (8, 16, 16, 32, 32, 32, 32, 32)},
+        "full": {"channels": (8, 16, 32, 64, 96, 128, 256, 256)},
+    },
 }
 # the CNN's kernel sizes, block by block: "same" padding, so the receptive field before the
 # final whole-vector convolution is 1 + sum(k - 1) = 41 scores
@@ -79,8 +92,7 @@ def standardise(scores: torch.Tensor) -> torch.Tensor:
     [-1.2247, 0.0, 1.2247]
     """
     centred = scores - scores.mean(dim=-1, keepdim=True)
-    spread = torch.linalg.vector_norm(centred, dim=-1, keepdim=True) / math.sqrt(
-        scores.shape[-1])
+    spread = torch.linalg.vector_norm(centred, dim=-1, keepdim=True) / math.sqrt(scores.shape[-1])
     return centred / spread.clamp_min(torch.finfo(scores.dtype).eps)
 
 
@@ -172,17 +184,23 @@ class CNNSorter(nn.Module):
 
     kind = "cnn"
 
-    def __init__(self, length: int,
-                 channels: Sequence[int] = SIZES["cnn"]["default"]["channels"]) -> None:
+    def __init__(
+        self, length: int, channels: Sequence[int] = SIZES["cnn"]["default"]["channels"]
+    ) -> None:
         super().__init__()
         self.length, self.channels = int(length), tuple(int(c) for c in channels)
         if len(self.channels) != len(_CNN_KERNELS):
-            raise ValueError(f"the CNN sorter has {len(_CNN_KERNELS)} blocks; got "
-                             f"{len(self.channels)} channel counts {self.channels}.")
+            raise ValueError(
+                f"the CNN sorter has {len(_CNN_KERNELS)} blocks; got "
+                f"{len(self.channels)} channel counts {self.channels}."
+            )
         layers, width = [], 1
         for out, kernel in zip(self.channels, _CNN_KERNELS):
-            layers += [nn.Conv1d(width, out, kernel, padding=kernel // 2), nn.BatchNorm1d(out),
-                       nn.ReLU()]
+            layers += [
+                nn.Conv1d(width, out, kernel, padding=kernel // 2),
+                nn.BatchNorm1d(out),
+                nn.ReLU(),
+            ]
             width = out
         self.blocks = nn.Sequential(*layers)
         self.head = nn.Conv1d(width, self.length, kernel_size=self.length)
@@ -238,8 +256,9 @@ class HandcraftedSorter(nn.Module):
 SORTERS = {"lstm": LSTMSorter, "cnn": CNNSorter}
 
 
-def build_sorter(kind: str, length: int, size: str = "default",
-                 **hyper: Any) -> LSTMSorter | CNNSorter:
+def build_sorter(
+    kind: str, length: int, size: str = "default", **hyper: Any
+) -> LSTMSorter | CNNSorter:
     """An untrained sorter.
 
     Parameters
@@ -278,8 +297,10 @@ def build_sorter(kind: str, length: int, size: str = "default",
         raise ValueError(f"length must be an integer >= 2; got {length!r}.")
     unknown = sorted(set(hyper) - set(SIZES[kind][size]))
     if unknown:
-        raise ValueError(f"the {kind} sorter has no hyper-parameter {', '.join(unknown)}; it "
-                         f"takes {', '.join(SIZES[kind][size])}.")
+        raise ValueError(
+            f"the {kind} sorter has no hyper-parameter {', '.join(unknown)}; it "
+            f"takes {', '.join(SIZES[kind][size])}."
+        )
     return SORTERS[kind](length, **{**SIZES[kind][size], **hyper})
 
 

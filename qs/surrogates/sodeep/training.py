@@ -14,8 +14,15 @@ from qs.surrogates.sodeep.sorters import (
     n_parameters,
 )
 
-__all__ = ["CHECK_VECTORS", "LEARNING_RATES", "PAPER_L1", "TEST_SEED", "rank_l1_error",
-           "synthetic_scores", "train_sorter"]
+__all__ = [
+    "CHECK_VECTORS",
+    "LEARNING_RATES",
+    "PAPER_L1",
+    "TEST_SEED",
+    "rank_l1_error",
+    "synthetic_scores",
+    "train_sorter",
+]
 
 #: Adam's learning rate by kind (docs/experiments/sodeep.md says why they differ)
 LEARNING_RATES = {"lstm": 1e-2, "cnn": 1e-3}
@@ -28,8 +35,7 @@ TEST_SEED = 20190616
 CHECK_VECTORS = 500
 
 
-def synthetic_scores(n: int, length: int,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
+def synthetic_scores(n: int, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Synthetic score vectors drawn as the paper's training data.
 
     Each vector is, with equal chance, one of four families: uniform on [-1, 1]; standard
@@ -79,9 +85,13 @@ def synthetic_scores(n: int, length: int,
     return x.gather(1, order)
 
 
-def rank_l1_error(sorter: Callable[[torch.Tensor], torch.Tensor], length: int,
-                  n_vectors: int = 10_000, seed: int = TEST_SEED,
-                  batch_size: int = 500) -> float:
+def rank_l1_error(
+    sorter: Callable[[torch.Tensor], torch.Tensor],
+    length: int,
+    n_vectors: int = 10_000,
+    seed: int = TEST_SEED,
+    batch_size: int = 500,
+) -> float:
     """Mean absolute difference between a sorter's ranks and the exact normalised ranks.
 
     The paper's Table 1 measure, on seeded synthetic vectors (`synthetic_scores`).
@@ -120,12 +130,20 @@ def rank_l1_error(sorter: Callable[[torch.Tensor], torch.Tensor], length: int,
     return total / count
 
 
-def train_sorter(kind: str = "lstm", length: int = DEFAULT_LENGTH, steps: int = 2000,
-                 seed: int = 0, *, size: str = "default", batch_size: int = 128,
-                 lr: float | None = None, lr_halve_every: int | None = None,
-                 test_vectors: int = 10_000,
-                 callback: Callable[[int, float], object] | None = None,
-                 **hyper: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
+def train_sorter(
+    kind: str = "lstm",
+    length: int = DEFAULT_LENGTH,
+    steps: int = 2000,
+    seed: int = 0,
+    *,
+    size: str = "default",
+    batch_size: int = 128,
+    lr: float | None = None,
+    lr_halve_every: int | None = None,
+    test_vectors: int = 10_000,
+    callback: Callable[[int, float], object] | None = None,
+    **hyper: Any,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Train a sorter on fresh synthetic vectors.
 
     Each Adam step draws ``batch_size`` vectors (`synthetic_scores`, from a generator
@@ -205,10 +223,24 @@ def train_sorter(kind: str = "lstm", length: int = DEFAULT_LENGTH, steps: int = 
     finally:
         torch.set_num_threads(threads)
     sorter.requires_grad_(False)
-    meta = {"kind": kind, "length": length, "hyper": sorter.hyper(), "size": size,
-            "parameters": n_parameters(sorter), "seed": seed, "steps": steps,
-            "batch_size": batch_size, "lr": lr, "lr_halve_every": halve, "loss": "l1",
-            "optimizer": "adam", "test_l1": test_l1, "test_vectors": test_vectors,
-            "test_seed": TEST_SEED, "check_l1": check_l1, "check_vectors": CHECK_VECTORS,
-            "torch_version": str(torch.__version__)}
+    meta = {
+        "kind": kind,
+        "length": length,
+        "hyper": sorter.hyper(),
+        "size": size,
+        "parameters": n_parameters(sorter),
+        "seed": seed,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "lr_halve_every": halve,
+        "loss": "l1",
+        "optimizer": "adam",
+        "test_l1": test_l1,
+        "test_vectors": test_vectors,
+        "test_seed": TEST_SEED,
+        "check_l1": check_l1,
+        "check_vectors": CHECK_VECTORS,
+        "torch_version": str(torch.__version__),
+    }
     return sorter, meta
