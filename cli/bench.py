@@ -21,6 +21,7 @@ CURVE_NAMES = ("0-1", "ap", "ap_qs", "ap_search", "ap_auto", "ap_auto_out", "sor
 BENCH_EXPERIMENTS = ("voc2011_actions",)
 TORCH_LAI_PARTS = ("a", "b", "c", "d")
 TORCH_LOSS_PARTS = ("curves", "batched", "distributed", "memory")  # torch_loss_bench.PARTS
+LTR_PRESETS = ("quick", "tenth", "web30k", "web30k-x10")  # qsrank.pipelines.ltr_bench.PRESETS
 # qsrank.pipelines.voc2007_scale.DEFAULTS of the options below
 SCALE_DEFAULTS = {"images": 500, "boxes": 2000, "features": 4096, "chunk_images": 4,
                   "dtype": "float16", "seed": 0, "repeats": 5, "pooled": (10**6, 10**7)}
@@ -259,6 +260,35 @@ def voc2007_scale(out, **settings):
         if out is not None:
             write_json(out, results)
     click.echo(pipeline.report(results))
+
+
+@bench.command("ltr")
+@click.option("--preset", type=click.Choice(LTR_PRESETS), default="quick", show_default=True,
+              help="Size: quick (1,000 queries), tenth (a tenth of MSLR-WEB30K), web30k "
+                   "(31,531 queries, about 3.8 M documents), web30k-x10 (ten times; about "
+                   "20 GB on disk, the in-memory parts on its first tenth).")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed passes per measure.")
+@click.option("--train-repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Fits of the AP-SVM and of LightGBM.")
+@click.option("--partition-rows", type=click.IntRange(min=1), default=1 << 18,
+              show_default=True, help="Documents per out-of-core partition (whole queries).")
+@click.option("--store", type=click.Path(file_okay=False),
+              help="Where the zarr store of the data is written [default: a temporary "
+                   "directory, removed after].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory [default: results/ltr_bench/<run-id>].")
+def ltr(**settings):
+    """Learning to rank at scale on generated LETOR-shaped data: the per-query LAI pass
+    against X @ w, the AP-SVM against LightGBM lambdarank (time, peak memory), and the
+    out-of-core pass on Dask against the in-memory one."""
+    from qsrank.pipelines import ltr_bench
+
+    notice_compiles()
+    with user_errors():
+        run_dir, report = ltr_bench.run(**settings)
+    click.echo(report)
+    click.echo(f"results: {run_dir}")
 
 
 @bench.command("cold-start")

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "torch_lai_bench": "qsrank bench torch-lai",
     "torch_loss_bench": "qsrank bench torch-losses",
     "voc2007_scale": "qsrank bench voc2007-scale",
+    "ltr_bench": "qsrank bench ltr",
 }
 
 

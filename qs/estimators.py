@@ -20,6 +20,7 @@ from qs.inference import METHODS
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
+from qs.ssvm.out_of_core import DASK_SOLVERS, DaskQueryProblem, is_dask_collection, solve_dask
 from qs.ssvm.queries import QUERY_SOLVERS, query_offsets, solve_queries
 from qs.validation import as_positive_mask
 
@@ -119,9 +120,13 @@ default "auto"
         is one structured example (SVM-map's setting) and ``y`` holds relevance grades, a
         document relevant where its grade is above ``relevance_threshold``; ``predict``
         then tells relevant (1) from not (0). A query without a relevant or without a
-        non-relevant document adds nothing to training (``n_queries_skipped_``).
+        non-relevant document adds nothing to training (``n_queries_skipped_``). ``X`` may
+        be a Dask array chunked by rows into partitions of whole queries (with ``groups``):
+        it then trains out of core (:mod:`qs.ssvm.out_of_core`).
         """
         self._check_params()
+        if is_dask_collection(X):
+            return self._fit_dask(X, y, groups)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         if groups is not None:
             return self._fit_queries(X, y, groups)
@@ -154,17 +159,7 @@ default "auto"
         if groups.shape != y.shape:
             raise ValueError(f"groups must hold one query id per sample ({y.size}); got shape "
                              f"{groups.shape}.")
-        if y.dtype.kind not in "fiub":
-            raise ValueError(f"with groups, y holds numeric relevance grades; got dtype "
-                             f"{y.dtype}.")
-        threshold = 0.0 if self.relevance_threshold is None else self.relevance_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
-                or not np.isfinite(threshold):
-            raise ValueError(f"relevance_threshold must be None or a finite number; got "
-                             f"{self.relevance_threshold!r}.")
-        self.relevance_threshold_ = threshold
-        self.classes_ = np.array([0, 1])
-        is_pos = y > threshold
+        is_pos = self._relevant(y)
         order, offsets = query_offsets(groups)
         Xq, pos_q = (X, is_pos) if order is None else (X[order], is_pos[order])
         # Block-coordinate Frank-Wolfe by default: on LETOR-shaped data (2000 queries of
@@ -181,9 +176,54 @@ default "auto"
         if self.n_queries_skipped_:
             warnings.warn(f"{self.n_queries_skipped_} of {offsets.size - 1} queries have no "
                           f"relevant or no non-relevant document (relevant: label > "
-                          f"{threshold:g}) and add nothing to training.", UserWarning,
-                          stacklevel=3)
+                          f"{self.relevance_threshold_:g}) and add nothing to training.",
+                          UserWarning, stacklevel=3)
         return self._set_fitted(res, X, is_pos, False)
+
+    def _relevant(self, y):
+        """The relevant documents of grades ``y`` (above the threshold), which is set."""
+        if y.dtype.kind not in "fiub":
+            raise ValueError(f"with groups, y holds numeric relevance grades; got dtype "
+                             f"{y.dtype}.")
+        threshold = 0.0 if self.relevance_threshold is None else self.relevance_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
+                or not np.isfinite(threshold):
+            raise ValueError(f"relevance_threshold must be None or a finite number; got "
+                             f"{self.relevance_threshold!r}.")
+        self.relevance_threshold_ = threshold
+        self.classes_ = np.array([0, 1])
+        return y > threshold
+
+    def _fit_dask(self, X, y, groups):
+        """:meth:`fit` over the queries of a Dask array ``X`` out of core
+        (:mod:`qs.ssvm.out_of_core`): the model of the in-memory fit with the solver
+        "cutting_plane" (what "auto" picks here), to rounding."""
+        if groups is None:
+            raise ValueError("a Dask array X trains over queries: give groups.")
+        if self.loss == "01":
+            raise ValueError("loss '01' has no queries: fit it without groups, or choose "
+                             "loss 'ap' or 'ndcg'.")
+        if self.solver not in ("auto",) + DASK_SOLVERS:
+            raise ValueError(f"out of core, solver must be 'auto' or one of "
+                             f"{list(DASK_SOLVERS)}; got {self.solver!r}.")
+        y = y.compute() if is_dask_collection(y) else np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must hold one grade per document ({X.shape[0]}); got shape "
+                             f"{y.shape}.")
+        is_pos = self._relevant(y)
+        self.solver_ = "cutting_plane" if self.solver == "auto" else self.solver
+        res, prob = solve_dask(X, is_pos, groups, solver=self.solver_, C=self.C, loss=self.loss,
+                               method=self.inference, tol=self.tol, max_iter=self.max_iter,
+                               qp_solver=self.qp_solver)
+        self.n_features_in_ = X.shape[1]
+        self.n_queries_ = prob.n_queries
+        self.n_queries_skipped_ = prob.n_queries_all - prob.n_queries
+        if self.n_queries_skipped_:
+            warnings.warn(f"{self.n_queries_skipped_} of {prob.n_queries_all} queries have no "
+                          f"relevant or no non-relevant document (relevant: label > "
+                          f"{self.relevance_threshold_:g}) and add nothing to training.",
+                          UserWarning, stacklevel=3)
+        return self._set_fitted(res, prob, is_pos, False)
 
     def _set_fitted(self, res, X, is_pos, bias_column):
         """The fitted attributes from the solver's result ``res``."""
@@ -192,7 +232,8 @@ default "auto"
         if bias_column:
             self.intercept_ = res.w[-1:].copy()
         elif self.fit_intercept:
-            self.intercept_ = np.array([-_fewest_errors_threshold(X @ w, is_pos)])
+            scores = X.scores(w) if isinstance(X, DaskQueryProblem) else X @ w
+            self.intercept_ = np.array([-_fewest_errors_threshold(scores, is_pos)])
         else:
             self.intercept_ = np.zeros(1)
         self.n_iter_ = res.n_iter

@@ -76,3 +76,16 @@ def test_the_makefile_runs_benchmarks_through_qsrank_bench():
     assert "-m pipelines" not in makefile
     for command in _registry.BENCHMARKS.values():
         assert command.replace("qsrank", "$(QSRANK)", 1) in makefile, command
+
+
+def test_ltr_passes_its_preset_and_knows_the_pipelines_presets(monkeypatch, tmp_path):
+    from qsrank.pipelines import ltr_bench
+
+    assert bench.LTR_PRESETS == tuple(ltr_bench.PRESETS)
+    calls = []
+    monkeypatch.setattr(ltr_bench, "run", lambda **kw: calls.append(kw) or (tmp_path, "ltr"))
+    result = CliRunner().invoke(main, ["bench", "ltr", "--preset", "tenth", "--repeats", "2"])
+    assert result.exit_code == 0, result.output
+    assert calls == [{"preset": "tenth", "repeats": 2, "train_repeats": 3,
+                      "partition_rows": 1 << 18, "store": None, "out": None}]
+    assert CliRunner().invoke(main, ["bench", "ltr", "--preset", "huge"]).exit_code == 2
