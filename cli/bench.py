@@ -264,7 +264,7 @@ def voc2007_scale(out, **settings):
 
 @bench.command("ltr")
 @click.option("--preset", type=click.Choice(LTR_PRESETS), default="quick", show_default=True,
-              help="Size: quick (1,000 queries), tenth (a tenth of MSLR-WEB30K), web30k "
+              help="Size: quick (300 queries), tenth (a tenth of MSLR-WEB30K), web30k "
                    "(31,531 queries, about 3.8 M documents), web30k-x10 (ten times; about "
                    "20 GB on disk, the in-memory parts on its first tenth).")
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,

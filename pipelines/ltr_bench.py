@@ -34,7 +34,7 @@ from qsrank.pipelines._tables import markdown_table
 WEB30K = (31_531, 3_771_125, 136)
 #: preset -> (queries in the store, queries of the in-memory parts); the median documents per
 #: query is set so that the mean matches WEB30K's (make_letor's sizes are log-normal)
-PRESETS = {"quick": (1_000, 1_000), "tenth": (3_153, 3_153), "web30k": (31_531, 31_531),
+PRESETS = {"quick": (300, 300), "tenth": (3_153, 3_153), "web30k": (31_531, 31_531),
            "web30k-x10": (315_310, 31_531)}
 DOCS_MEDIAN = 106
 #: queries generated at once when the store is written (bounds the writer's memory)
@@ -58,7 +58,7 @@ def write_store(path, n_queries, n_features=WEB30K[2], seed=0):
         parts = {"X": data.X, "y": data.y.astype(np.int8), "groups": data.groups + start}
         if arrays is None:
             arrays = {name: root.create_array(name, shape=(0,) + a.shape[1:], dtype=a.dtype,
-                                              chunks=(1 << 16,) + a.shape[1:])
+                                              chunks=(1 << 16,) + a.shape[1:], compressors=None)
                       for name, a in parts.items()}
         for name, a in parts.items():
             arrays[name].append(a)

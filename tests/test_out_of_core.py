@@ -29,12 +29,13 @@ def _close(a, b):
     np.testing.assert_allclose(a.objective_curve_, b.objective_curve_, rtol=1e-10)
 
 
-@pytest.mark.parametrize("loss", ["ap", "ndcg"])
-def test_out_of_core_equals_in_memory(data, loss):
-    X, chunks = _dask(data, 400)
+@pytest.mark.parametrize("loss, dtype", [("ap", np.float32), ("ndcg", np.float64)])
+def test_out_of_core_equals_in_memory(data, loss, dtype):
+    chunks = query_chunks(data.groups, 400)
     assert len(chunks) > 3
+    X = da.from_array(data.X.astype(dtype), chunks=(chunks, data.X.shape[1]))
     kwargs = {"loss": loss, "C": 10.0, "solver": "cutting_plane", "tol": 1e-4}
-    memory = RankSVM(**kwargs).fit(data.X, data.y, data.groups)
+    memory = RankSVM(**kwargs).fit(data.X.astype(dtype), data.y, data.groups)
     dask_fit = RankSVM(**kwargs).fit(X, data.y, da.from_array(data.groups, chunks=(chunks,)))
     _close(dask_fit, memory)
     assert dask_fit.n_queries_ == memory.n_queries_ and dask_fit.n_features_in_ == 12

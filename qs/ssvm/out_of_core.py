@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from qs._numba import jit
 from qs.inference.queries import lai_queries
 from qs.ssvm._problem import Problem, _check_positive
 from qs.ssvm.queries import QUERY_SOLVERS, query_counts, query_offsets
@@ -90,19 +91,55 @@ def _partition_pass(X, is_pos, order, offsets, w, loss, method):
     """One partition's share of a pass at ``w``: (``X_p^T g_p``, the summed loss, the
     summed hinge, the LAI's seconds), ``g_p`` the hinges' gradients with respect to the
     scores."""
-    X = np.asarray(X, dtype=np.float64, order="C")  # as the in-memory problem reads X
+    X = _rows_read(X)
     if order is not None:
         X, is_pos = X[order], is_pos[order]
-    scores = X @ w
+    scores = _partition_scores(X, w)
     start = time.perf_counter()
     res = lai_queries(scores, is_pos, offsets, loss=loss, method=method, gradient=True,
                       ranks=False)
     seconds = time.perf_counter() - start
-    return X.T @ res.coef, float(res.loss.sum()), float(res.hinge.sum()), seconds
+    share = _transposed_product(X, res.coef) if X.dtype == np.float32 else X.T @ res.coef
+    return share, float(res.loss.sum()), float(res.hinge.sum()), seconds
+
+
+def _rows_read(X):
+    """A partition as a C-ordered float32 or float64 array (float32 is kept: its products
+    are taken in float64 by the kernels below, without a float64 copy of the partition)."""
+    X = np.asarray(X)
+    return np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else np.float64)
 
 
 def _partition_scores(X, w):
-    return np.asarray(X, dtype=np.float64) @ w
+    """``X @ w`` in float64 (the in-memory problem reads ``X`` as float64)."""
+    X = _rows_read(X)
+    return _float32_scores(X, w) if X.dtype == np.float32 else X @ w
+
+
+@jit
+def _float32_scores(X, w):
+    """``X @ w`` of float32 rows, each product and sum in float64."""
+    n, d = X.shape
+    out = np.empty(n)
+    for i in range(n):
+        total = 0.0
+        for j in range(d):
+            total += np.float64(X[i, j]) * w[j]
+        out[i] = total
+    return out
+
+
+@jit
+def _transposed_product(X, g):
+    """``X^T g`` of float32 rows, each product and sum in float64."""
+    n, d = X.shape
+    out = np.zeros(d)
+    for i in range(n):
+        c = g[i]
+        if c != 0.0:
+            for j in range(d):
+                out[j] += np.float64(X[i, j]) * c
+    return out
 
 
 class DaskQueryProblem(Problem):
