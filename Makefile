@@ -96,7 +96,7 @@ bench-cold-start: $(STAMP)  ## qsrank bench cold-start: first-call time of every
 	$(QSRANK) bench cold-start
 
 bench-ltr: $(STAMP)  ## qsrank bench ltr: learning to rank at scale (LTR_PRESET=quick, tenth, web30k or web30k-x10): LAI pass vs X @ w, AP-SVM vs LightGBM, out of core
-	$(QSRANK) bench ltr --preset $(LTR_PRESET)
+	$(QSRANK) bench ltr --preset $(LTR_PRESET) --out results/ltr_bench/$(LTR_PRESET)
 
 # the training's own report (all four tables) is not shown: each target below prints its table
 voc2011-train: $(STAMP)

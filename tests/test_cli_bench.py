@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from qsrank import bench
 from qsrank.main import main
 from qsrank.pipelines import _registry
@@ -81,7 +80,7 @@ def test_the_makefile_runs_benchmarks_through_qsrank_bench():
 def test_ltr_passes_its_preset_and_knows_the_pipelines_presets(monkeypatch, tmp_path):
     from qsrank.pipelines import ltr_bench
 
-    assert bench.LTR_PRESETS == tuple(ltr_bench.PRESETS)
+    assert tuple(ltr_bench.PRESETS) == bench.LTR_PRESETS
     calls = []
     monkeypatch.setattr(ltr_bench, "run", lambda **kw: calls.append(kw) or (tmp_path, "ltr"))
     result = CliRunner().invoke(main, ["bench", "ltr", "--preset", "tenth", "--repeats", "2"])

@@ -29,7 +29,7 @@ from qs.inference.queries import lai_queries
 from qs.ssvm._problem import Problem, _check_positive
 from qs.ssvm.queries import QUERY_SOLVERS, query_counts, query_offsets
 
-__all__ = ["DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
+__all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
 
 #: the solvers that take this oracle: every solver over queries but block-coordinate
 #: Frank-Wolfe
