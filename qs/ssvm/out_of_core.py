@@ -17,7 +17,8 @@ query chosen at random from all of them. The model is the in-memory solver's
 (:class:`~qs.ssvm.queries.QueryProblem`) to rounding: the per-query LAI is the same call on
 the same scores, only the order of the sums over documents differs.
 
-Dask is imported by the caller's objects, never by this module: ``import qs`` loads none of it.
+Dask is imported when a :class:`DaskQueryProblem` is made, not with this module: ``import qs``
+loads none of it.
 """
 
 import time
