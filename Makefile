@@ -27,6 +27,8 @@ VOC2007_RUN ?= $(RUNS)/voc2007_detection/default
 SCALE_IMAGES ?= 500
 # and a box-feature store (qsrank load cnn) to score from disk beside them (empty: none)
 SCALE_STORE ?=
+# learning to rank at scale: the size preset of qsrank bench ltr
+LTR_PRESET ?= quick
 # `qsrank compare`: every way of training for AP/NDCG side by side; resumes in COMPARE_RUN
 COMPARE_CONFIG ?= configs/compare.yaml
 COMPARE_RUN ?= $(RUNS)/compare/default
@@ -39,7 +41,7 @@ LTR_RUN ?= $(RUNS)/ltr/default
 FIT_DATA ?= build/breast_cancer.csv
 FIT_RUN ?= $(RUNS)/fit/breast_cancer
 
-.PHONY: help install test lint wheel-check docs readme publish bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start clean digits ltr reproduce-voc2011 \
+.PHONY: help install test lint wheel-check docs readme publish bench bench-large bench-share bench-replay bench-torch bench-torch-losses bench-voc2007-scale bench-cold-start bench-ltr clean digits ltr reproduce-voc2011 \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	reproduce-figure2 reproduce-figure3 voc2011-train reproduce-cifar10 reproduce-table5 \
 	voc2007-large voc2007-xlarge voc2007-paper voc2007-full-images \
@@ -100,6 +102,9 @@ bench-voc2007-scale: $(STAMP)  ## qsrank bench voc2007-scale: the Dask scoring p
 
 bench-cold-start: $(STAMP)  ## qsrank bench cold-start: first-call time of every LAI method and loss in fresh processes
 	$(QSRANK) bench cold-start
+
+bench-ltr: $(STAMP)  ## qsrank bench ltr: learning to rank at scale (LTR_PRESET=quick, tenth, web30k or web30k-x10): LAI pass vs X @ w, AP-SVM vs LightGBM, out of core
+	$(QSRANK) bench ltr --preset $(LTR_PRESET) --out $(RUNS)/ltr_bench/$(LTR_PRESET)
 
 # the training's own report (all four tables) is not shown: each target below prints its table
 voc2011-train: $(STAMP)

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "torch_lai_bench": "qsrank bench torch-lai",
     "torch_loss_bench": "qsrank bench torch-losses",
     "voc2007_scale": "qsrank bench voc2007-scale",
+    "ltr_bench": "qsrank bench ltr",
 }
 
 
@@ -43,10 +44,15 @@ def redraw(run_dir):
     name, kind = owner["experiment"], owner["kind"]
     # a marker names a benchmark's module, or fit (`qsrank fit`, no config experiment)
     known = name in EXPERIMENTS or name in BENCHMARKS or name == "fit"
-    draw = getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None) if known \
+    draw = (
+        getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None)
+        if known
         else None
+    )
     if draw is None:
-        raise ValueError(f"{run_dir} holds a {name} {kind} run; qsrank plot draws the "
-                         "figures of cifar10, compare, digits, fit, voc2007_detection, "
-                         "voc2011_actions figure and scaling runs")
+        raise ValueError(
+            f"{run_dir} holds a {name} {kind} run; qsrank plot draws the "
+            "figures of cifar10, compare, digits, fit, voc2007_detection, "
+            "voc2011_actions figure and scaling runs"
+        )
     return draw(run_dir, kind)

@@ -24,6 +24,7 @@ from qs.inference import METHODS
 from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
+from qs.ssvm.out_of_core import DASK_SOLVERS, DaskQueryProblem, is_dask_collection, solve_dask
 from qs.ssvm.queries import QUERY_SOLVERS, query_offsets, solve_queries
 from qs.validation import as_positive_mask
 
@@ -146,13 +147,21 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     1.0
     """
 
-    def __init__(self, *, loss: Literal["ap", "ndcg", "01"] = "ap", inference: str = "auto",
-                 solver: str = "auto", C: float = 1.0, tol: float = 1e-3, max_iter: int = 1000,
-                 fit_intercept: bool = True, qp_solver: str = "daqp",
-                 relevance_threshold: float | None = None,
-                 random_state: int | np.random.RandomState | None = None,
-                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
-             ) -> None:
+    def __init__(
+        self,
+        *,
+        loss: Literal["ap", "ndcg", "01"] = "ap",
+        inference: str = "auto",
+        solver: str = "auto",
+        C: float = 1.0,
+        tol: float = 1e-3,
+        max_iter: int = 1000,
+        fit_intercept: bool = True,
+        qp_solver: str = "daqp",
+        relevance_threshold: float | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+    ) -> None:
         self.loss = loss
         self.inference = inference
         self.solver = solver
@@ -179,7 +188,9 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         groups : array_like of shape (n_samples,) or None, default None
             One query id per sample (as scikit-learn's ``GroupKFold`` takes them): each
             query is then one structured example (SVM-map's setting), and ``predict``
-            tells relevant (1) from not (0).
+            tells relevant (1) from not (0). ``X`` may then be a Dask array chunked by rows
+            into partitions of whole queries: it trains out of core
+            (`qs.ssvm.out_of_core`).
 
         Returns
         -------
@@ -203,6 +214,8 @@ class RankSVM(ClassifierMixin, BaseEstimator):
             nothing to training (``n_queries_skipped_``).
         """
         self._check_params()
+        if is_dask_collection(X):
+            return self._fit_dask(X, y, groups)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         if groups is not None:
             return self._fit_queries(X, y, groups)
@@ -216,10 +229,17 @@ class RankSVM(ClassifierMixin, BaseEstimator):
                 f"class(es): {self.classes_.tolist()}."
             )
         is_pos = y_index == 1
-        kwargs = {"C": self.C, "loss": self.loss, "method": self.inference, "tol": self.tol,
-                  "max_iter": self.max_iter, "lai_callback": self.lai_callback}
+        kwargs = {
+            "C": self.C,
+            "loss": self.loss,
+            "method": self.inference,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "lai_callback": self.lai_callback,
+        }
         self.solver_ = {"auto": "cutting_plane", "block_frank_wolfe": "frank_wolfe"}.get(
-            self.solver, self.solver)
+            self.solver, self.solver
+        )
         if self.solver_ == "cutting_plane":
             kwargs["qp_solver"] = self.qp_solver
         bias_column = self.fit_intercept and self.loss == "01"
@@ -229,42 +249,116 @@ class RankSVM(ClassifierMixin, BaseEstimator):
     def _fit_queries(self, X, y, groups):
         """`fit` over the queries ``groups`` names (`qs.ssvm.queries`)."""
         if self.loss == "01":
-            raise ValueError("loss '01' has no queries: fit it without groups, or choose "
-                             "loss 'ap' or 'ndcg'.")
+            raise ValueError(
+                "loss '01' has no queries: fit it without groups, or choose loss 'ap' or 'ndcg'."
+            )
         if self.lai_callback is not None:
             raise ValueError("lai_callback applies to a fit without groups (one ranking).")
         groups = np.asarray(groups)
         if groups.shape != y.shape:
-            raise ValueError(f"groups must hold one query id per sample ({y.size}); got shape "
-                             f"{groups.shape}.")
-        if y.dtype.kind not in "fiub":
-            raise ValueError(f"with groups, y holds numeric relevance grades; got dtype "
-                             f"{y.dtype}.")
-        threshold = 0.0 if self.relevance_threshold is None else self.relevance_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
-                or not np.isfinite(threshold):
-            raise ValueError(f"relevance_threshold must be None or a finite number; got "
-                             f"{self.relevance_threshold!r}.")
-        self.relevance_threshold_ = threshold
-        self.classes_ = np.array([0, 1])
-        is_pos = y > threshold
+            raise ValueError(
+                f"groups must hold one query id per sample ({y.size}); got shape {groups.shape}."
+            )
+        is_pos = self._relevant(y)
         order, offsets = query_offsets(groups)
         Xq, pos_q = (X, is_pos) if order is None else (X[order], is_pos[order])
         # "auto" over dense queries: block-coordinate Frank-Wolfe (docs/training.md says why)
-        self.solver_ = ("block_frank_wolfe" if self.solver == "auto" and not sp.issparse(X)
-                        else "cutting_plane" if self.solver == "auto" else self.solver)
-        res, prob = solve_queries(Xq, pos_q, offsets, solver=self.solver_, C=self.C,
-                                  loss=self.loss, method=self.inference, tol=self.tol,
-                                  max_iter=self.max_iter, qp_solver=self.qp_solver,
-                                  random_state=self.random_state)
+        self.solver_ = (
+            "block_frank_wolfe"
+            if self.solver == "auto" and not sp.issparse(X)
+            else "cutting_plane"
+            if self.solver == "auto"
+            else self.solver
+        )
+        res, prob = solve_queries(
+            Xq,
+            pos_q,
+            offsets,
+            solver=self.solver_,
+            C=self.C,
+            loss=self.loss,
+            method=self.inference,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            qp_solver=self.qp_solver,
+            random_state=self.random_state,
+        )
         self.n_queries_ = prob.n_queries
         self.n_queries_skipped_ = offsets.size - 1 - prob.n_queries
         if self.n_queries_skipped_:
-            warnings.warn(f"{self.n_queries_skipped_} of {offsets.size - 1} queries have no "
-                          f"relevant or no non-relevant document (relevant: label > "
-                          f"{threshold:g}) and add nothing to training.", UserWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"{self.n_queries_skipped_} of {offsets.size - 1} queries have no "
+                f"relevant or no non-relevant document (relevant: label > "
+                f"{self.relevance_threshold_:g}) and add nothing to training.",
+                UserWarning,
+                stacklevel=3,
+            )
         return self._set_fitted(res, X, is_pos, False)
+
+    def _relevant(self, y):
+        """The relevant documents of grades ``y`` (above the threshold), which is set."""
+        if y.dtype.kind not in "fiub":
+            raise ValueError(f"with groups, y holds numeric relevance grades; got dtype {y.dtype}.")
+        threshold = 0.0 if self.relevance_threshold is None else self.relevance_threshold
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, numbers.Real)
+            or not np.isfinite(threshold)
+        ):
+            raise ValueError(
+                f"relevance_threshold must be None or a finite number; got "
+                f"{self.relevance_threshold!r}."
+            )
+        self.relevance_threshold_ = threshold
+        self.classes_ = np.array([0, 1])
+        return y > threshold
+
+    def _fit_dask(self, X, y, groups):
+        """:meth:`fit` over the queries of a Dask array ``X`` out of core
+        (:mod:`qs.ssvm.out_of_core`): the model of the in-memory fit with the solver
+        "cutting_plane" (what "auto" picks here), to rounding."""
+        if groups is None:
+            raise ValueError("a Dask array X trains over queries: give groups.")
+        if self.loss == "01":
+            raise ValueError(
+                "loss '01' has no queries: fit it without groups, or choose loss 'ap' or 'ndcg'."
+            )
+        if self.solver not in ("auto",) + DASK_SOLVERS:
+            raise ValueError(
+                f"out of core, solver must be 'auto' or one of "
+                f"{list(DASK_SOLVERS)}; got {self.solver!r}."
+            )
+        y = y.compute() if is_dask_collection(y) else np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"y must hold one grade per document ({X.shape[0]}); got shape {y.shape}."
+            )
+        is_pos = self._relevant(y)
+        self.solver_ = "cutting_plane" if self.solver == "auto" else self.solver
+        res, prob = solve_dask(
+            X,
+            is_pos,
+            groups,
+            solver=self.solver_,
+            C=self.C,
+            loss=self.loss,
+            method=self.inference,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            qp_solver=self.qp_solver,
+        )
+        self.n_features_in_ = X.shape[1]
+        self.n_queries_ = prob.n_queries
+        self.n_queries_skipped_ = prob.n_queries_all - prob.n_queries
+        if self.n_queries_skipped_:
+            warnings.warn(
+                f"{self.n_queries_skipped_} of {prob.n_queries_all} queries have no "
+                f"relevant or no non-relevant document (relevant: label > "
+                f"{self.relevance_threshold_:g}) and add nothing to training.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return self._set_fitted(res, prob, is_pos, False)
 
     def _set_fitted(self, res, X, is_pos, bias_column):
         """The fitted attributes from the solver's result ``res``."""
@@ -273,16 +367,20 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         if bias_column:
             self.intercept_ = res.w[-1:].copy()
         elif self.fit_intercept:
-            self.intercept_ = np.array([-_fewest_errors_threshold(X @ w, is_pos)])
+            scores = X.scores(w) if isinstance(X, DaskQueryProblem) else X @ w
+            self.intercept_ = np.array([-_fewest_errors_threshold(scores, is_pos)])
         else:
             self.intercept_ = np.zeros(1)
         self.n_iter_ = res.n_iter
         self.converged_ = res.converged
         if not res.converged:
-            warnings.warn(f"{self.solver_} stopped at max_iter={self.max_iter} before meeting "
-                          f"tol={self.tol:g} (duality gap {res.gap[-1]:.3g}); the weights may "
-                          "be far from optimal: raise max_iter or tol.", ConvergenceWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"{self.solver_} stopped at max_iter={self.max_iter} before meeting "
+                f"tol={self.tol:g} (duality gap {res.gap[-1]:.3g}); the weights may "
+                "be far from optimal: raise max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.objective_curve_ = res.objective
         self.gap_curve_ = res.gap
         self.lai_times_ = res.lai_times
@@ -343,8 +441,11 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         y = np.asarray(y)
-        relevant = (y == self.classes_[1] if self.relevance_threshold_ is None
-                    else y > self.relevance_threshold_)
+        relevant = (
+            y == self.classes_[1]
+            if self.relevance_threshold_ is None
+            else y > self.relevance_threshold_
+        )
         return _METRICS[self.loss](relevant, self.decision_function(X))
 
     def __sklearn_tags__(self):
@@ -359,8 +460,10 @@ class RankSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
         if not isinstance(self.inference, str) or self.loss not in METHODS.get(self.inference, ()):
             allowed = sorted(m for m, losses in METHODS.items() if self.loss in losses)
-            raise ValueError(f"inference {self.inference!r} does not apply to loss "
-                             f"{self.loss!r}; methods for it: {allowed}.")
+            raise ValueError(
+                f"inference {self.inference!r} does not apply to loss "
+                f"{self.loss!r}; methods for it: {allowed}."
+            )
         solvers = {"auto", *SOLVERS, *QUERY_SOLVERS}
         if self.solver not in solvers:
             raise ValueError(f"solver must be one of {sorted(solvers)}; got {self.solver!r}.")
@@ -514,13 +617,24 @@ class LatentRankSVM(BaseEstimator):
     1.0
     """
 
-    def __init__(self, *, loss: Literal["ap", "ndcg", "01"] = "ap", inference: str = "auto",
-                 C: float = 100.0, tol: float = 1e-3, max_iter: int = 20000,
-                 max_outer: int = 400, min_outer: int = 2, init: Any = "random",
-                 fit_intercept: bool = True, qp_solver: str = "daqp", scheduler: Any = None,
-                 working_set: int | None = None, random_state: Any = 0,
-                 lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
-             ) -> None:
+    def __init__(
+        self,
+        *,
+        loss: Literal["ap", "ndcg", "01"] = "ap",
+        inference: str = "auto",
+        C: float = 100.0,
+        tol: float = 1e-3,
+        max_iter: int = 20000,
+        max_outer: int = 400,
+        min_outer: int = 2,
+        init: Any = "random",
+        fit_intercept: bool = True,
+        qp_solver: str = "daqp",
+        scheduler: Any = None,
+        working_set: int | None = None,
+        random_state: Any = 0,
+        lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+    ) -> None:
         self.loss = loss
         self.inference = inference
         self.C = C
@@ -536,8 +650,14 @@ class LatentRankSVM(BaseEstimator):
         self.random_state = random_state
         self.lai_callback = lai_callback
 
-    def fit(self, X: Any, y: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None,
-            counts: npt.ArrayLike | None = None) -> Self:
+    def fit(
+        self,
+        X: Any,
+        y: npt.ArrayLike,
+        *,
+        offsets: npt.ArrayLike | None = None,
+        counts: npt.ArrayLike | None = None,
+    ) -> Self:
         """Train on the box features ``X`` and the image labels ``y``.
 
         Parameters
@@ -575,11 +695,23 @@ class LatentRankSVM(BaseEstimator):
         X, bounds = _check_layout(X, offsets, counts)
         bias = self.fit_intercept and self.loss == "01"
         res = latent_cutting_plane(
-            append_ones(X) if bias else X, bounds, y, C=self.C, loss=self.loss,
-            method=method, tol=self.tol, max_iter=self.max_iter, max_outer=self.max_outer,
-            min_outer=self.min_outer, init=self.init, random_state=self.random_state,
-            qp_solver=self.qp_solver, scheduler=self.scheduler, working_set=self.working_set,
-            lai_callback=self.lai_callback)
+            append_ones(X) if bias else X,
+            bounds,
+            y,
+            C=self.C,
+            loss=self.loss,
+            method=method,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            max_outer=self.max_outer,
+            min_outer=self.min_outer,
+            init=self.init,
+            random_state=self.random_state,
+            qp_solver=self.qp_solver,
+            scheduler=self.scheduler,
+            working_set=self.working_set,
+            lai_callback=self.lai_callback,
+        )
         self.coef_ = res.w[:-1] if bias else res.w
         self.intercept_ = float(res.w[-1]) if bias else 0.0
         self.n_features_in_ = self.coef_.size
@@ -589,9 +721,13 @@ class LatentRankSVM(BaseEstimator):
         self.n_iter_ = int(sum(r.n_iter for r in res.inner))
         self.converged_ = res.converged
         if not res.converged:
-            warnings.warn(f"the latent objective did not settle (decrease below C x tol) "
-                          f"within max_outer={self.max_outer} outer steps; raise max_outer or "
-                          "tol.", ConvergenceWarning, stacklevel=2)
+            warnings.warn(
+                f"the latent objective did not settle (decrease below C x tol) "
+                f"within max_outer={self.max_outer} outer steps; raise max_outer or "
+                "tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.lai_times_ = res.lai_times
         self.lai_calls_ = res.lai_calls
         self.lai_time_ = res.lai_time
@@ -618,12 +754,14 @@ class LatentRankSVM(BaseEstimator):
         """
         check_is_fitted(self)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with "
-                             f"{self.n_features_in_}.")
+            raise ValueError(
+                f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}."
+            )
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
-    def decision_function(self, X: Any, *, offsets: npt.ArrayLike | None = None,
-                          counts: npt.ArrayLike | None = None) -> np.ndarray:
+    def decision_function(
+        self, X: Any, *, offsets: npt.ArrayLike | None = None, counts: npt.ArrayLike | None = None
+    ) -> np.ndarray:
         """Score of each image: that of its best box.
 
         Parameters
@@ -644,15 +782,23 @@ class LatentRankSVM(BaseEstimator):
         if X.ndim == 3:
             check_is_fitted(self)
             if X.shape[2] != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[2]} features, but the model was fitted "
-                                 f"with {self.n_features_in_}.")
+                raise ValueError(
+                    f"X has {X.shape[2]} features, but the model was fitted "
+                    f"with {self.n_features_in_}."
+                )
             best = score_bags(X, bounds, self.coef_[:, None], scheduler=self.scheduler)
             return best.score[:, 0] + self.intercept_
         scores = self.box_scores(X)
         return scores[bag_argmax(scores, bounds)]
 
-    def score(self, X: Any, y: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None,
-              counts: npt.ArrayLike | None = None) -> float:
+    def score(
+        self,
+        X: Any,
+        y: npt.ArrayLike,
+        *,
+        offsets: npt.ArrayLike | None = None,
+        counts: npt.ArrayLike | None = None,
+    ) -> float:
         """AP (or NDCG for loss "ndcg") of the images ranked by their best box.
 
         Parameters
@@ -679,8 +825,10 @@ class LatentRankSVM(BaseEstimator):
 def _check_layout(X: Any, offsets: Any, counts: Any) -> tuple[Any, np.ndarray]:
     """Validated bags and their bounds: flat ``X`` with ``offsets``, or padded with ``counts``."""
     if (offsets is None) == (counts is None):
-        raise ValueError("give the bags' offsets (flat X, n_boxes x d) or their counts "
-                         "(padded X, n_images x K_max x d), not both or neither.")
+        raise ValueError(
+            "give the bags' offsets (flat X, n_boxes x d) or their counts "
+            "(padded X, n_images x K_max x d), not both or neither."
+        )
     if counts is not None:
         return check_padded(X, counts)
     return check_bags(X, offsets)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from qsrank import bench
 from qsrank.main import main
 from qsrank.pipelines import _registry
@@ -24,11 +25,12 @@ def test_every_benchmark_runs_as_a_bench_command_and_none_is_an_experiment():
 
 
 def test_bench_options_before_a_command_are_refused():
-    result = CliRunner().invoke(main, ["bench", "--repeats", "2", "--vary", "total",
-                                       "cold-start"])
+    result = CliRunner().invoke(main, ["bench", "--repeats", "2", "--vary", "total", "cold-start"])
     assert result.exit_code == 2
-    assert "--vary, --repeats: options of `qsrank bench` without a command; give those of " \
+    assert (
+        "--vary, --repeats: options of `qsrank bench` without a command; give those of "
         "cold-start after its name." in result.output
+    )
 
 
 def test_torch_lai_passes_its_parts(monkeypatch):
@@ -54,11 +56,13 @@ def test_voc2007_scale_passes_the_pipelines_defaults_and_writes_json(monkeypatch
     monkeypatch.setattr(voc2007_scale, "run", lambda **kw: calls.append(kw) or {"figures": 1})
     monkeypatch.setattr(voc2007_scale, "report", lambda results: "scale report")
     out = tmp_path / "scale.json"
-    result = CliRunner().invoke(main, ["bench", "voc2007-scale", "--images", "24", "--pooled",
-                                       "500", "--out", str(out)])
+    result = CliRunner().invoke(
+        main, ["bench", "voc2007-scale", "--images", "24", "--pooled", "500", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
-    assert calls == [{**bench.SCALE_DEFAULTS, "images": 24, "pooled": (500,), "store": None,
-                       "scheduler": None}]
+    assert calls == [
+        {**bench.SCALE_DEFAULTS, "images": 24, "pooled": (500,), "store": None, "scheduler": None}
+    ]
     assert json.loads(out.read_text()) == {"figures": 1} and "scale report" in result.output
 
 
@@ -75,3 +79,24 @@ def test_the_makefile_runs_benchmarks_through_qsrank_bench():
     assert "-m pipelines" not in makefile
     for command in _registry.BENCHMARKS.values():
         assert command.replace("qsrank", "$(QSRANK)", 1) in makefile, command
+
+
+def test_ltr_passes_its_preset_and_knows_the_pipelines_presets(monkeypatch, tmp_path):
+    from qsrank.pipelines import ltr_bench
+
+    assert tuple(ltr_bench.PRESETS) == bench.LTR_PRESETS
+    calls = []
+    monkeypatch.setattr(ltr_bench, "run", lambda **kw: calls.append(kw) or (tmp_path, "ltr"))
+    result = CliRunner().invoke(main, ["bench", "ltr", "--preset", "tenth", "--repeats", "2"])
+    assert result.exit_code == 0, result.output
+    assert calls == [
+        {
+            "preset": "tenth",
+            "repeats": 2,
+            "train_repeats": 3,
+            "partition_rows": 1 << 18,
+            "store": None,
+            "out": None,
+        }
+    ]
+    assert CliRunner().invoke(main, ["bench", "ltr", "--preset", "huge"]).exit_code == 2

@@ -374,9 +374,7 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
                 (
                     s.passes,
                     s.rows_held,
-                    [
-                        c.working.copy() for c in s.classes
-                    ],
+                    [c.working.copy() for c in s.classes],
                 )
             ),
             **options,

@@ -1,0 +1,322 @@
+"""Benchmark of learning to rank at scale: `qsrank bench ltr`, a run directory with report.md and results.json.
+
+On generated LETOR-shaped data (:func:`qs.data.letor.make_letor`, float32, written to a
+zarr store in partitions of whole queries), side by side in one run: (1) the per-query LAI
+of a whole pass (:func:`qs.inference.lai_queries` with the hinges' gradients) against the
+scores product ``X @ w`` over the same documents; (2) training the AP-SVM to its tolerance
+against LightGBM ``lambdarank`` with 100 rounds on the same threads, with the fit's peak
+extra memory against the data's bytes; (3) one pass of the out-of-core solver
+(:mod:`qs.ssvm.out_of_core`, Dask's threaded scheduler, the store read from disk) against
+the in-memory pass, per document, and the out-of-core process's peak memory (a fresh
+process, its resident-set high-water mark). Times are medians over the repeats with their
+smallest and largest; ratios the median of the repeats' ratios, each repeat timing both
+sides back to back. The presets ``web30k`` (MSLR-WEB30K's shape) and ``web30k-x10`` (ten
+times its queries; the in-memory parts on its first tenth) take tens of GB of disk and
+memory: run them on a quiet machine.
+"""
+
+import multiprocessing
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from qsrank.pipelines._config import new_run_dir
+from qsrank.pipelines._io import write_json, write_text
+from qsrank.pipelines._measure import PeakMemory, exact_rss, peak_bytes
+from qsrank.pipelines._provenance import code_version, write_provenance
+from qsrank.pipelines._runs import claim_run_dir
+from qsrank.pipelines._tables import markdown_table
+
+#: MSLR-WEB30K's shape: queries, documents, features
+WEB30K = (31_531, 3_771_125, 136)
+#: preset -> (queries in the store, queries of the in-memory parts); the median documents per
+#: query is set so that the mean matches WEB30K's (make_letor's sizes are log-normal)
+PRESETS = {
+    "quick": (300, 300),
+    "tenth": (3_153, 3_153),
+    "web30k": (31_531, 31_531),
+    "web30k-x10": (315_310, 31_531),
+}
+DOCS_MEDIAN = 106
+#: queries generated at once when the store is written (bounds the writer's memory)
+WRITE_QUERIES = 2_000
+LGBM_ROUNDS = 100
+
+
+def write_store(path, n_queries, n_features=WEB30K[2], seed=0):
+    """A zarr store at ``path`` with ``X`` (float32), ``y`` (grades) and ``groups`` of
+    ``n_queries`` generated queries, written in blocks of queries; returns its documents."""
+    import zarr
+
+    from qs.data.letor import make_letor
+
+    root = zarr.open_group(str(path), mode="w")
+    arrays = None
+    documents = 0
+    for block, start in enumerate(range(0, n_queries, WRITE_QUERIES)):
+        data = make_letor(
+            min(WRITE_QUERIES, n_queries - start),
+            docs_per_query=DOCS_MEDIAN,
+            n_features=n_features,
+            seed=[seed, block],
+            dtype=np.float32,
+        )
+        parts = {"X": data.X, "y": data.y.astype(np.int8), "groups": data.groups + start}
+        if arrays is None:
+            arrays = {
+                name: root.create_array(
+                    name,
+                    shape=(0,) + a.shape[1:],
+                    dtype=a.dtype,
+                    chunks=(1 << 16,) + a.shape[1:],
+                    compressors=None,
+                )
+                for name, a in parts.items()
+            }
+        for name, a in parts.items():
+            arrays[name].append(a)
+        documents += data.y.size
+    return documents
+
+
+def _open(path, rows=None):
+    import zarr
+
+    root = zarr.open_group(str(path), mode="r")
+    stop = root["y"].shape[0] if rows is None else rows
+    return root["X"][:stop], root["y"][:stop], root["groups"][:stop]
+
+
+def _memory_rows(path, n_queries):
+    """Documents of the first ``n_queries`` queries of the store."""
+    import zarr
+
+    groups = zarr.open_group(str(path), mode="r")["groups"][:]
+    return int(np.searchsorted(groups, n_queries))
+
+
+def _spread(values):
+    v = np.asarray(values)
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def pass_ratio(X, y, groups, repeats, seed=0):
+    """(1): the seconds of ``X @ w`` and of ``lai_queries`` on its scores, per repeat."""
+    from qs.inference.queries import lai_queries
+    from qs.ssvm.queries import query_offsets
+
+    _, offsets = query_offsets(groups)
+    pos = y > 0
+    w = np.random.default_rng(seed).standard_normal(X.shape[1]).astype(X.dtype)
+    scores = X @ w
+    lai_queries(scores, pos, offsets, gradient=True, ranks=False)  # compiles
+    rows = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        scores = X @ w
+        middle = time.perf_counter()
+        lai_queries(scores, pos, offsets, gradient=True, ranks=False)
+        rows.append((middle - start, time.perf_counter() - middle))
+    return np.array(rows)
+
+
+def training(X, y, groups, repeats, threads, C):
+    """(2): per repeat, (AP-SVM seconds, LightGBM seconds, AP-SVM peak extra bytes,
+    AP-SVM passes)."""
+    import lightgbm
+
+    from qs.estimators import RankSVM
+    from qs.ssvm.queries import query_offsets
+
+    _, offsets = query_offsets(groups)
+    exact_rss()
+    rows = []
+    for _ in range(repeats):
+        with PeakMemory(None, "cpu") as peak:
+            start = time.perf_counter()
+            model = RankSVM(loss="ap", C=C).fit(X, y, groups)
+            svm_s = time.perf_counter() - start
+        ranker = lightgbm.LGBMRanker(
+            objective="lambdarank", n_estimators=LGBM_ROUNDS, n_jobs=threads, verbose=-1
+        )
+        start = time.perf_counter()
+        ranker.fit(X, y, group=np.diff(offsets))
+        rows.append((svm_s, time.perf_counter() - start, peak.peak or 0, model.n_iter_))
+    return np.array(rows, dtype=np.float64)
+
+
+def _out_of_core_child(path, partition_rows, repeats, seed):
+    """In a fresh process: per repeat, the seconds of one out-of-core pass; the process's
+    peak resident bytes before the passes and after them."""
+    import dask.array as da
+    import zarr
+
+    from qs.ssvm.out_of_core import DaskQueryProblem, query_chunks
+
+    root = zarr.open_group(str(path), mode="r")
+    groups, y = root["groups"][:], root["y"][:]
+    chunks = query_chunks(groups, partition_rows)
+    X = da.from_zarr(root["X"], chunks=(chunks, root["X"].shape[1]))
+    prob = DaskQueryProblem(
+        X,
+        y > 0,
+        groups,
+        C=1.0,
+        loss="ap",
+        method="auto",
+        tol=1e-3,
+        max_iter=10,
+        callback=None,
+        scheduler="threads",
+    )
+    w = np.random.default_rng(seed).standard_normal(X.shape[1])
+    before = peak_bytes()
+    times = []
+    for _ in range(repeats + 1):  # the first compiles
+        start = time.perf_counter()
+        prob.most_violated(w)
+        times.append(time.perf_counter() - start)
+    return times[1:], before, peak_bytes(), len(chunks)
+
+
+def in_memory_pass(X, y, groups, repeats, seed=0):
+    """The in-memory pass (:class:`~qs.ssvm.queries.QueryProblem`'s oracle), per repeat."""
+    from qs.ssvm.queries import QueryProblem, query_offsets
+
+    _, offsets = query_offsets(groups)
+    prob = QueryProblem(
+        X, y > 0, offsets, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=10, callback=None
+    )
+    w = np.random.default_rng(seed).standard_normal(X.shape[1])
+    prob.most_violated(w)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        prob.most_violated(w)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def run(
+    out=None,
+    preset="quick",
+    repeats=5,
+    train_repeats=3,
+    partition_rows=1 << 18,
+    C=1.0,
+    store=None,
+    seed=0,
+):
+    """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>);
+    return (the run directory, the report). ``store``: where the zarr store is written
+    (default a temporary directory, removed after)."""
+    import numba
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    code = code_version()
+    out = claim_run_dir(out or new_run_dir("ltr_bench"), "ltr_bench", "bench")
+    threads = numba.get_num_threads()
+    n_queries, memory_queries = PRESETS[preset]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(store) if store else Path(tmp) / "ltr.zarr"
+        documents = write_store(path, n_queries, seed=seed)
+        memory_rows = _memory_rows(path, memory_queries)
+        X, y, groups = _open(path, memory_rows)
+        data_bytes = X.nbytes
+        passes = pass_ratio(X, y, groups, repeats, seed)
+        trains = training(X, y, groups, train_repeats, threads, C)
+        memory_s = np.array(in_memory_pass(X, y, groups, repeats, seed))
+        del X, y, groups
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            ooc_s, ooc_before, ooc_peak, n_parts = pool.apply(
+                _out_of_core_child, (str(path), partition_rows, repeats, seed)
+            )
+    ooc_s = np.array(ooc_s)
+    per_doc_ooc, per_doc_mem = ooc_s / documents, memory_s / memory_rows
+    results = {
+        "preset": preset,
+        "documents": documents,
+        "queries": n_queries,
+        "in_memory_documents": memory_rows,
+        "in_memory_queries": memory_queries,
+        "features": WEB30K[2],
+        "data_bytes": int(data_bytes),
+        "threads": threads,
+        "repeats": repeats,
+        "train_repeats": train_repeats,
+        "C": C,
+        "scores_s": _spread(passes[:, 0]),
+        "lai_s": _spread(passes[:, 1]),
+        "lai_over_scores": _spread(passes[:, 1] / passes[:, 0]),
+        "svm_fit_s": _spread(trains[:, 0]),
+        "lgbm_fit_s": _spread(trains[:, 1]),
+        "svm_over_lgbm": _spread(trains[:, 0] / trains[:, 1]),
+        "svm_passes": int(trains[0, 3]),
+        "svm_peak_extra_bytes": _spread(trains[:, 2]),
+        "svm_peak_over_data": _spread(trains[:, 2] / data_bytes),
+        "in_memory_pass_s_per_doc": _spread(per_doc_mem),
+        "out_of_core_pass_s_per_doc": _spread(per_doc_ooc),
+        "out_of_core_over_in_memory": _spread(per_doc_ooc / np.median(per_doc_mem)),
+        "partitions": n_parts,
+        "partition_rows": partition_rows,
+        "out_of_core_peak_bytes": int(ooc_peak),
+        "out_of_core_start_bytes": int(ooc_before),
+    }
+    write_json(out / "results.json", results)
+    report = report_text(results)
+    write_text(out / "report.md", report)
+    write_provenance(
+        out,
+        seed,
+        "synthetic LETOR-shaped queries (qs.data.letor.make_letor)",
+        {
+            k: results[k]
+            for k in ("preset", "repeats", "train_repeats", "C", "partition_rows", "threads")
+        }
+        | {"cpu_count": os.cpu_count()},
+        code=code,
+    )
+    return out, report
+
+
+def report_text(r):
+    """The Markdown report of a run's results."""
+
+    def cell(s, scale=1.0, fmt="{:.3g}"):
+        return (
+            f"{fmt.format(s['median'] * scale)} ({fmt.format(s['min'] * scale)}-"
+            f"{fmt.format(s['max'] * scale)})"
+        )
+
+    rows = [
+        ("scores X @ w (float32), s", cell(r["scores_s"]), ""),
+        ("lai_queries pass (AP, gradient), s", cell(r["lai_s"]), ""),
+        ("LAI / X @ w", cell(r["lai_over_scores"]), "<= 1"),
+        (f"AP-SVM fit to tol ({r['svm_passes']} passes), s", cell(r["svm_fit_s"]), ""),
+        (f"LightGBM lambdarank {LGBM_ROUNDS} rounds, s", cell(r["lgbm_fit_s"]), ""),
+        ("AP-SVM / LightGBM", cell(r["svm_over_lgbm"]), "<= 1"),
+        ("AP-SVM fit peak extra memory / data bytes", cell(r["svm_peak_over_data"]), "<= 1.5"),
+        ("in-memory pass, ns per document", cell(r["in_memory_pass_s_per_doc"], 1e9), ""),
+        ("out-of-core pass, ns per document", cell(r["out_of_core_pass_s_per_doc"], 1e9), ""),
+        ("out of core / in memory (per document)", cell(r["out_of_core_over_in_memory"]), "<= 2"),
+        (
+            "out-of-core process peak memory, GB",
+            f"{r['out_of_core_peak_bytes'] / 1e9:.2f} "
+            f"(at start {r['out_of_core_start_bytes'] / 1e9:.2f})",
+            "<= 4 at web30k-x10",
+        ),
+    ]
+    head = (
+        f"# Learning to rank at scale: preset {r['preset']}\n\n"
+        f"{r['in_memory_queries']} queries, {r['in_memory_documents']} documents, "
+        f"{r['features']} float32 features ({r['data_bytes'] / 1e9:.2f} GB) in memory; "
+        f"out of core {r['queries']} queries, {r['documents']} documents in "
+        f"{r['partitions']} partitions of about {r['partition_rows']} rows (zarr, Dask's "
+        f"threaded scheduler); {r['threads']} threads; medians over {r['repeats']} "
+        f"repeats ({r['train_repeats']} for the fits), smallest-largest in parentheses.\n"
+    )
+    return head + "\n" + markdown_table(["measure", "value", "target"], rows) + "\n"

@@ -1,0 +1,324 @@
+"""The ranking structured SVM over queries trained out of core, from Dask partitions that hold whole queries.
+
+The documents are a Dask array ``X`` chunked by rows (one chunk over the features), read
+from zarr, Parquet or any store Dask reads lazily; each row chunk is a partition and must
+hold whole queries: a query whose documents fall in two partitions is refused (one line
+naming it), not repartitioned, since moving rows between partitions of a store on disk is a
+rewrite of the store. :func:`query_chunks` gives row chunks that cut only between queries.
+
+Each pass runs, partition by partition (one Dask task per partition), the scores ``X_p @ w``,
+one :func:`qs.inference.lai_queries` call over the partition's queries and the partition's
+share ``X_p^T g_p`` of the joint feature map; the driver sums the shares in partition order,
+so the sum does not depend on which worker finished first. Only a partition lives in a
+task's memory; the solver's loop stays in the driver. The solvers are the 1-slack ones of
+:data:`qs.ssvm.queries.QUERY_SOLVERS` (cutting plane, Frank-Wolfe, subgradient) on this
+oracle; block-coordinate Frank-Wolfe is not offered, since each of its steps reads one
+query chosen at random from all of them. The model is the in-memory solver's
+(:class:`~qs.ssvm.queries.QueryProblem`) to rounding: the per-query LAI is the same call on
+the same scores, only the order of the sums over documents differs.
+
+Dask is imported when a :class:`DaskQueryProblem` is made, not with this module: ``import qs``
+loads none of it.
+"""
+
+import time
+
+import numpy as np
+
+from qs._numba import jit
+from qs.inference.queries import lai_queries
+from qs.ssvm._problem import Problem, _check_positive
+from qs.ssvm.queries import QUERY_SOLVERS, query_counts, query_offsets
+
+__all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
+
+#: the solvers that take this oracle: every solver over queries but block-coordinate
+#: Frank-Wolfe
+DASK_SOLVERS = tuple(name for name in QUERY_SOLVERS if name != "block_frank_wolfe")
+
+
+def is_dask_collection(obj):
+    """Whether ``obj`` is a Dask collection (array or dataframe), told without importing
+    Dask."""
+    return type(obj).__module__.split(".")[0] == "dask" and hasattr(obj, "__dask_graph__")
+
+
+def query_chunks(groups, rows):
+    """Row chunks of about ``rows`` documents each that cut only between queries.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_documents,)
+        The query id of each document, each query's documents together.
+    rows : int
+        Documents per chunk to aim at; a chunk ends at the first query boundary at or after
+        it (a query longer than ``rows`` is one chunk).
+
+    Returns
+    -------
+    tuple of int
+        The chunks' lengths, for ``dask.array.from_zarr(..., chunks=(that, n_features))``.
+
+    Examples
+    --------
+    >>> from qs.ssvm.out_of_core import query_chunks
+    >>> query_chunks([1, 1, 1, 2, 2, 3, 3, 3, 4], 4)
+    (5, 4)
+    """
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise ValueError(f"rows must be a positive integer; got {rows!r}.")
+    order, offsets = query_offsets(groups)
+    if order is not None:
+        raise ValueError(
+            "each query's documents must be together to be cut into chunks; "
+            "sort the documents by query first."
+        )
+    chunks, start = [], 0
+    while start < offsets[-1]:
+        end = int(offsets[min(np.searchsorted(offsets, start + rows), offsets.size - 1)])
+        chunks.append(end - start)
+        start = end
+    return tuple(chunks)
+
+
+def _scan(groups, is_pos):
+    """One partition's queries: (order or None, offsets, query ids in offsets' order,
+    relevant per query, documents per query)."""
+    order, offsets = query_offsets(groups)
+    ids = np.asarray(groups) if order is None else np.asarray(groups)[order]
+    relevant, sizes = query_counts(is_pos if order is None else is_pos[order], offsets)
+    return order, offsets, ids[offsets[:-1]], relevant, sizes
+
+
+def _partition_pass(X, is_pos, order, offsets, w, loss, method):
+    """One partition's share of a pass at ``w``: (``X_p^T g_p``, the summed loss, the
+    summed hinge, the LAI's seconds), ``g_p`` the hinges' gradients with respect to the
+    scores."""
+    X = _rows_read(X)
+    if order is not None:
+        X, is_pos = X[order], is_pos[order]
+    scores = _partition_scores(X, w)
+    start = time.perf_counter()
+    res = lai_queries(scores, is_pos, offsets, loss=loss, method=method, gradient=True, ranks=False)
+    seconds = time.perf_counter() - start
+    share = _transposed_product(X, res.coef) if X.dtype == np.float32 else X.T @ res.coef
+    return share, float(res.loss.sum()), float(res.hinge.sum()), seconds
+
+
+def _rows_read(X):
+    """A partition as a C-ordered float32 or float64 array (float32 is kept: its products
+    are taken in float64 by the kernels below, without a float64 copy of the partition)."""
+    X = np.asarray(X)
+    return np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else np.float64)
+
+
+def _partition_scores(X, w):
+    """``X @ w`` in float64 (the in-memory problem reads ``X`` as float64)."""
+    X = _rows_read(X)
+    return _float32_scores(X, w) if X.dtype == np.float32 else X @ w
+
+
+@jit
+def _float32_scores(X, w):
+    """``X @ w`` of float32 rows, each product and sum in float64."""
+    n, d = X.shape
+    out = np.empty(n)
+    for i in range(n):
+        total = 0.0
+        for j in range(d):
+            total += np.float64(X[i, j]) * w[j]
+        out[i] = total
+    return out
+
+
+@jit
+def _transposed_product(X, g):
+    """``X^T g`` of float32 rows, each product and sum in float64."""
+    n, d = X.shape
+    out = np.zeros(d)
+    for i in range(n):
+        c = g[i]
+        if c != 0.0:
+            for j in range(d):
+                out[j] += np.float64(X[i, j]) * c
+    return out
+
+
+class DaskQueryProblem(Problem):
+    """The structured SVM over queries of :class:`~qs.ssvm.queries.QueryProblem`, its
+    oracle one pass over the row partitions of a Dask array (see the module's notes).
+
+    ``X`` is a Dask array (n_documents, n_features), chunked by rows only; ``labels`` and
+    ``groups`` are NumPy arrays (binary relevance, query ids), or Dask arrays chunked as
+    ``X``'s rows. ``scheduler`` is passed to ``dask.compute`` (None: the active
+    ``dask.distributed`` client if any, else Dask's default)."""
+
+    def __init__(
+        self, X, labels, groups, *, C, loss, method, tol, max_iter, callback, scheduler=None
+    ):
+        import dask
+
+        if loss not in ("ap", "ndcg"):
+            raise ValueError(f"training over queries takes loss 'ap' or 'ndcg'; got {loss!r}.")
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (documents, features); got shape {X.shape}.")
+        if len(X.chunks[1]) != 1:
+            X = X.rechunk({1: -1})  # a partition is a block of whole rows
+        self.X, self.scheduler, self._dask = X, scheduler, dask
+        self.C = _check_positive("C", C)
+        self.tol = _check_positive("tol", tol, allow_zero=True)
+        if (
+            isinstance(max_iter, bool)
+            or not isinstance(max_iter, (int, np.integer))
+            or max_iter < 1
+        ):
+            raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback must be callable or None; got {callback!r}.")
+        self.max_iter, self.loss, self.method, self.callback = int(max_iter), loss, method, callback
+        self.lai_times, self.objective, self.gap = [], [], []
+        self.lai_compile_time, self.last_scores = 0.0, None
+        rows = X.chunks[0]
+        bounds = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        labels, groups = (
+            self._rows(a, name, rows) for a, name in ((labels, "labels"), (groups, "groups"))
+        )
+        self.blocks = X.to_delayed().ravel()
+        self.parts = []
+        for p in range(len(rows)):
+            pos = np.asarray(labels[bounds[p] : bounds[p + 1]]).astype(bool)
+            self.parts.append((pos,) + _scan(groups[bounds[p] : bounds[p + 1]], pos))
+        self._refuse_split_queries(bounds)
+        relevant = np.concatenate([part[4] for part in self.parts])
+        sizes = np.concatenate([part[5] for part in self.parts])
+        self.n_documents = int(bounds[-1])
+        self.n_queries_all = int(sizes.size)
+        self.n_queries = int(((relevant > 0) & (relevant < sizes)).sum())
+        if self.n_queries == 0:
+            raise ValueError(
+                "no query has both a relevant and a non-relevant document: nothing to rank."
+            )
+
+    @staticmethod
+    def _rows(array, name, rows):
+        """``array`` (labels or groups) in memory, checked to have one entry per row."""
+        if is_dask_collection(array):
+            if array.ndim != 1 or array.chunks[0] != rows:
+                raise ValueError(
+                    f"{name} as a Dask array must be 1-D and chunked as X's rows; "
+                    f"got chunks {array.chunks}."
+                )
+            array = array.compute()
+        array = np.asarray(array)
+        if array.shape != (sum(rows),):
+            raise ValueError(
+                f"{name} must hold one entry per document ({sum(rows)}); got shape {array.shape}."
+            )
+        return array
+
+    def _refuse_split_queries(self, bounds):
+        """One line naming a query whose documents lie in two partitions."""
+        ids = np.concatenate([part[3] for part in self.parts])
+        owner = np.repeat(np.arange(len(self.parts)), [part[3].size for part in self.parts])
+        order = np.argsort(ids, kind="stable")
+        same = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+        if same.size:
+            first, second = owner[order[same[0]]], owner[order[same[0] + 1]]
+            raise ValueError(
+                f"query {ids[order[same[0]]].item()!r} is split across partitions {first} (rows "
+                f"{bounds[first]}-{bounds[first + 1] - 1}) and {second} (rows "
+                f"{bounds[second]}-{bounds[second + 1] - 1}); partitions must hold whole "
+                "queries (chunk the rows by qs.ssvm.out_of_core.query_chunks)."
+            )
+
+    def _compute(self, tasks):
+        return self._dask.compute(*tasks, scheduler=self.scheduler)
+
+    def most_violated(self, w, rows=None):
+        """``(a, b, xi)`` of the 1-slack problem at ``w`` as
+        :meth:`qs.ssvm.queries.QueryProblem.most_violated` gives them, from one pass over
+        the partitions."""
+        if rows is not None:
+            raise ValueError("training over queries takes whole passes (no batch_size).")
+        run = self._dask.delayed(_partition_pass, pure=True)
+        shares = self._compute(
+            [
+                run(block, pos, order, offsets, w, self.loss, self.method)
+                for block, (pos, order, offsets, *_) in zip(self.blocks, self.parts)
+            ]
+        )
+        total = np.zeros(self.X.shape[1])
+        loss = hinge = seconds = 0.0
+        for share, part_loss, part_hinge, part_seconds in shares:  # in partition order
+            total += share
+            loss += part_loss
+            hinge += part_hinge
+            seconds += part_seconds
+        self.lai_times.append(seconds)
+        q = self.n_queries
+        return -total / q, loss / q, hinge / q
+
+    def scores(self, w):
+        """``X @ w`` in memory (one float64 per document), partition by partition."""
+        run = self._dask.delayed(_partition_scores, pure=True)
+        return np.concatenate(self._compute([run(block, w) for block in self.blocks]))
+
+
+def solve_dask(
+    X,
+    labels,
+    groups,
+    *,
+    solver="cutting_plane",
+    C=1.0,
+    loss="ap",
+    method="auto",
+    tol=1e-3,
+    max_iter=1000,
+    qp_solver="daqp",
+    callback=None,
+    scheduler=None,
+):
+    """Train the structured SVM over the queries of a Dask array out of core.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_documents, n_features)
+        Chunked by rows into partitions that hold whole queries.
+    labels : array-like or dask.array.Array of shape (n_documents,)
+        Binary relevance.
+    groups : array-like or dask.array.Array of shape (n_documents,)
+        The query id of each document.
+    solver : {"cutting_plane", "frank_wolfe", "subgradient"}, default "cutting_plane"
+    C, loss, method, tol, max_iter, qp_solver, callback
+        As :func:`qs.ssvm.queries.solve_queries` takes them.
+    scheduler : str or None, default None
+        Passed to ``dask.compute``.
+
+    Returns
+    -------
+    (SolverResult, DaskQueryProblem)
+
+    Raises
+    ------
+    ValueError
+        On a query split across partitions (naming it), an unknown solver, labels or
+        groups not one per document, or no query to rank.
+    """
+    if solver not in DASK_SOLVERS:
+        raise ValueError(
+            f"out of core, solver must be one of {list(DASK_SOLVERS)}; got {solver!r}."
+        )
+    prob = DaskQueryProblem(
+        X,
+        labels,
+        groups,
+        C=C,
+        loss=loss,
+        method=method,
+        tol=tol,
+        max_iter=max_iter,
+        callback=callback,
+        scheduler=scheduler,
+    )
+    return QUERY_SOLVERS[solver](prob, qp_solver, None), prob
