@@ -68,10 +68,11 @@ def hinge_gradient(
         ``relevance_threshold``.
     offsets : array-like of int, shape (n_queries + 1,)
         Where each query starts, then ``n_documents`` (as `qs.inference.lai_queries`).
-    loss : {"ap", "ndcg"}, default "ap"
+    loss : str, default "ap"
+        "ap" or "ndcg": the structured hinge of that loss.
     relevance_threshold : float, default 0.0
         Grades above it are relevant (0: any grade above 0, as LightGBM's MAP reads them).
-    hessian : "balanced" or float > 0, default "balanced"
+    hessian : str or float, default "balanced"
         "balanced": ``1/P_q`` at a relevant and ``1/N_q`` at a non-relevant document of
         query ``q`` (``1/n_q`` in a query that does not train); a number: that value at
         every document.
@@ -149,9 +150,11 @@ def lightgbm_objective(
 
     Parameters
     ----------
-    loss : {"ap", "ndcg"}, default "ap"
+    loss : str, default "ap"
+        "ap" or "ndcg", as in `hinge_gradient`.
     relevance_threshold : float, default 0.0
-    hessian : "balanced" or float > 0, default "balanced"
+        Grades above it are relevant, as in `hinge_gradient`.
+    hessian : str or float, default "balanced"
         As in `hinge_gradient`.
 
     Returns
@@ -195,9 +198,11 @@ def xgboost_objective(
 
     Parameters
     ----------
-    loss : {"ap", "ndcg"}, default "ap"
+    loss : str, default "ap"
+        "ap" or "ndcg", as in `hinge_gradient`.
     relevance_threshold : float, default 0.0
-    hessian : "balanced" or float > 0, default "balanced"
+        Grades above it are relevant, as in `hinge_gradient`.
+    hessian : str or float, default "balanced"
         As in `hinge_gradient`.
 
     Returns

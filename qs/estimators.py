@@ -83,7 +83,7 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         deterministic (full batch, no random initialisation or sampling).
     lai_callback : callable or None, default None
         Called as ``lai_callback(scores, labels)`` with the inputs of every timed LAI call of
-        a fit without ``groups`` (see :func:`qs.ssvm.cutting_plane`): a recorder of the
+        a fit without ``groups`` (see `qs.ssvm.cutting_plane`): a recorder of the
         calls, to time them again apart from training. A fit over queries refuses it.
 
     Attributes
@@ -314,8 +314,8 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         return y > threshold
 
     def _fit_dask(self, X, y, groups):
-        """:meth:`fit` over the queries of a Dask array ``X`` out of core
-        (:mod:`qs.ssvm.out_of_core`): the model of the in-memory fit with the solver
+        """`fit` over the queries of a Dask array ``X`` out of core
+        (`qs.ssvm.out_of_core`): the model of the in-memory fit with the solver
         "cutting_plane" (what "auto" picks here), to rounding."""
         if groups is None:
             raise ValueError("a Dask array X trains over queries: give groups.")

@@ -179,11 +179,20 @@ class PairwiseRankSVM(BaseEstimator):
 
     Attributes
     ----------
-    coef_ : array of shape (1, n_features)
-    n_iter_ : int, L-BFGS-B's iterations. converged_ : bool.
-    n_queries_ : int, the queries that hold a pair. n_pairs_ : int, their pairs.
-    objective_ : float, the primal objective at ``coef_``.
-    n_features_in_ : int.
+    coef_ : ndarray of shape (1, n_features)
+        The weights.
+    n_iter_ : int
+        L-BFGS-B's iterations.
+    converged_ : bool
+        Whether L-BFGS-B met its tolerance.
+    n_queries_ : int
+        The queries that hold a pair.
+    n_pairs_ : int
+        Their pairs.
+    objective_ : float
+        The primal objective at `coef_`.
+    n_features_in_ : int
+        The number of features seen in `fit`.
 
     Examples
     --------

@@ -222,7 +222,7 @@ class BagSet:
         )[0]
 
     def class_detections(self, W, intercepts, threshold, scheduler=None):
-        """:meth:`detections` of every column of ``W`` (d, n) with its intercept, in one pass
+        """`detections` of every column of ``W`` (d, n) with its intercept, in one pass
         over the boxes: a list of n (image ids, boxes, scores)."""
         features, bounds = (
             (self.data.X, self.sizes) if self.data is not None else (self.features, self.counts)

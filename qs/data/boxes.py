@@ -4,7 +4,7 @@
   ``gt``, ``class``, ``overlap``), v5 or v7.3.
 - `load_voc_annotation`, `load_image_set`: the VOC devkit's per-image XML and image-set lists.
 
-The latent AP-SVM's list files are read by :mod:`qs.data.latent_list`. All files are
+The latent AP-SVM's list files are read by `qs.data.latent_list`. All files are
 untrusted: every fault raises a one-line ValueError naming the file and the position (line,
 field, or image and box). Boxes come out as `DetectionData` boxes: x1 y1 x2 y2, 1-based
 inclusive pixels.

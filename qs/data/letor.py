@@ -52,19 +52,24 @@ def make_letor(
     Parameters
     ----------
     n_queries : int, default 10000
+        The number of queries.
     docs_per_query : int, default 120
         Median documents per query.
     n_features : int, default 136
+        The number of features.
     informative : int, default 24
         Features the relevance depends on (the first ones), at least 3.
     grades : sequence of float, default LETOR_GRADES
         Share of each grade 0, 1, ... among the documents (sums to 1).
     seed : int, default 0
-    dtype : float64 or float32, default float64
+        Seed of the generator.
+    dtype : dtype, default float64
+        float64 or float32: the features' dtype.
 
     Returns
     -------
     RankingData
+        Features, graded labels and the query of each document, with the data's source.
 
     Examples
     --------
@@ -134,6 +139,7 @@ def load_modechoice():
     Returns
     -------
     RankingData
+        The travellers' choices as queries, the chosen mode relevant.
 
     Raises
     ------

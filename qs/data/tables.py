@@ -60,7 +60,7 @@ class LabelColumnError(ValueError):
     """A table's label column is not named (``given`` None), or is not among its
     ``columns``. ``near`` is the column the name given most likely meant: one that differs
     from it only in case or surrounding spaces, else a close spelling; None when none is.
-    :meth:`describe` words the message with the way the caller names the column (a command
+    `describe` words the message with the way the caller names the column (a command
     line option, say)."""
 
     def __init__(self, path, given, columns):

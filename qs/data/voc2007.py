@@ -195,7 +195,7 @@ class SyntheticVOC2007:
         return cand, (obj, classes, difficult)
 
     def layout(self, split, i):
-        """Image ``i``'s candidate boxes and objects as :meth:`image` gives them, without its
+        """Image ``i``'s candidate boxes and objects as `image` gives them, without its
         features (cheap: a bag set's boxes and labels at the paper's size in seconds)."""
         return self._layout(split, i)[1:]
 

@@ -3,10 +3,10 @@ to the negatives in input order, their coefficients, the positives' coefficients
 
 Ties among negatives: the one earlier in the input takes the smaller place ``j`` (so a rank
 no larger). Ranks go back to the negatives in one of two ways. ``qs`` and ``bucket`` move
-each negative's index along with its score and apply the rule with :func:`canonical_ties`.
+each negative's index along with its score and apply the rule with `canonical_ties`.
 The methods that sort scores alone with ``np.sort`` (faster than sorting indices) summarise
-the sorted scores as rank segments (:func:`rank_entries`) and give each negative, in input
-order, the rank of its score (:func:`assign_by_value`), applying the rule where tied scores
+the sorted scores as rank segments (`rank_entries`) and give each negative, in input
+order, the rank of its score (`assign_by_value`), applying the rule where tied scores
 straddle a rank change.
 """
 
@@ -131,7 +131,7 @@ def _entry_bins(ent_lo, n_ent):
     """A table to find a score's rank segment in O(1): bins laid over the range of the
     segments' smallest scores ``ent_lo[0] >= ... >= ent_lo[n_ent-1]``.
 
-    ``bin(s) = floor((top - s) * scale)`` clamped to ``0..last`` (:func:`bucket_of` of
+    ``bin(s) = floor((top - s) * scale)`` clamped to ``0..last`` (`bucket_of` of
     ``-s``) is monotone in ``s`` (in floating point too), so every segment before
     ``start[t]`` (the first whose smallest score falls in a bin
     ``>= t``) has a smallest score above every ``s`` of bin ``t``, and segment ``start[t+1]``
@@ -158,7 +158,7 @@ def _entry_bins(ent_lo, n_ent):
 @jit_inline
 def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, neg_rank):
     """Give each negative, in input order, the rank of the rank segment (see
-    :func:`rank_entries`; descending) that holds its score.
+    `rank_entries`; descending) that holds its score.
 
     A score shared by several segments (a tie that straddles a rank change) hands out that
     score's ranks in increasing order, consuming the per-segment counts ``left_lo`` /
@@ -204,7 +204,7 @@ def assign_by_value(scores, is_pos, ent_rank, ent_lo, ent_hi, left_lo, left_hi, 
 @jit_inline
 def rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count):
     """Ranks of the negatives from a working array (scores ``v``, keys ``key`` as
-    :func:`scan_gather` writes them, ranks ``rk``), written straight to their places, and the
+    `scan_gather` writes them, ranks ``rk``), written straight to their places, and the
     negatives per rank into ``rank_count`` (P + 2 elements, zeroed here); then, in input order,
     their coefficients and the compensated sum of ``(w / (P N)) (score - ref)`` over them
     (`qs.inference._hinge`: ``w = P + 1 - rank``), in input order as every method sums
@@ -296,8 +296,8 @@ def finish_sorted(
     v, rk, scores, is_pos, pos_sorted, pos_index, neg_rank, coef, sum_pos, sum_neg, ref
 ):
     """The result tuple of a method that ranked the negatives sorted alone (scores ``v``,
-    ranks ``rk``; :func:`qs.inference._prepare.run_sorted`): the ranks given back to the
-    negatives by value, in input order, their coefficients, then :func:`finish`."""
+    ranks ``rk``; `qs.inference._prepare.run_sorted`): the ranks given back to the
+    negatives by value, in input order, their coefficients, then `finish`."""
     n_pos, n_neg = pos_sorted.size, v.size
     n_ent = min(n_pos + 1, n_neg)
     ent_rank = np.empty(n_ent, dtype=np.int64)

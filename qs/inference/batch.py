@@ -1,19 +1,19 @@
-"""Loss-augmented inference for a batch of queries in one call: :func:`lai_batch`.
+"""Loss-augmented inference for a batch of queries in one call: `lai_batch`.
 
 A mini-batch of a deep net ranks several queries at once (for instance the 10 one-vs-rest
 classes of a CIFAR-10 batch). ``lai_batch`` takes their scores as rows of one (Q, n) array
 and solves them in one compiled kernel that loops over the queries
-(:mod:`qs.inference._batch_rows`; small queries by :mod:`qs.inference._batch_small`): one
+(`qs.inference._batch_rows`; small queries by `qs.inference._batch_small`): one
 Python call per mini-batch instead of Q, with the objectives and ranks of
-:func:`qs.inference.lai` row by row.
+`qs.inference.lai` row by row.
 
 Large batches are cut into blocks of queries run on threads (the kernels release the GIL);
 small ones run in the calling thread, where a thread hand-off would cost more than the work
 (measured: numba's ``prange`` took 9 ms for 10 queries of 256 samples on 2 busy cores, the
 plain loop 0.05 ms; on the same 2 cores idle, AP, 36 us with numba's OpenMP threading layer
 and 185 us with its workqueue layer against the loop's 46 us: too little gained where it
-works, too much lost where the cores are shared). Rows of :data:`LAI_ROW_MIN` samples or
-more go to :func:`qs.inference.lai` one by one, which runs its bucket method on threads
+works, too much lost where the cores are shared). Rows of `LAI_ROW_MIN` samples or
+more go to `qs.inference.lai` one by one, which runs its bucket method on threads
 within the row. A row may come in two parts, a lead and the rest (``lead=``): a memory
 bank's scores within the batch and against the bank, with no (Q, k + n) copy.
 
@@ -48,11 +48,11 @@ __all__ = ["BatchResult", "lai_batch"]
 #: the losses ``lai_batch`` takes (their loss values are computed inside the kernel)
 BATCH_LOSSES = ("ap", "ndcg", "01")
 #: batches of at least this many samples (all queries together) run on threads, in blocks of
-#: whole queries. As for one large query (:data:`qs.inference.bucket.THREADED_MIN`): on 2
+#: whole queries. As for one large query (`qs.inference.bucket.THREADED_MIN`): on 2
 #: cores shared with other jobs, threads lost at every size tried (16 x 10^5 samples: 141 vs
 #: 130 ms; 64 x 2048: 12.1 vs 7.7 ms)
 THREADED_MIN = 1 << 21
-#: rows of at least this many samples go to :func:`qs.inference.lai` one by one, which runs
+#: rows of at least this many samples go to `qs.inference.lai` one by one, which runs
 #: the default's bucket method on threads from this size on (within the row)
 LAI_ROW_MIN = BUCKET_THREADED_MIN
 #: the dtypes of scores read as they are (anything else is converted to float64) and of
@@ -61,14 +61,14 @@ FLOATS = (np.float64, np.float32)
 
 
 class BatchResult(NamedTuple):
-    """Per-query results of :func:`lai_batch`, row ``q`` for query ``q`` (a named tuple:
+    """Per-query results of `lai_batch`, row ``q`` for query ``q`` (a named tuple:
     built in a third of a frozen dataclass's time, a share of a small batch's call).
 
     rank : int32 (Q, n): interleaving rank of each negative at its input place, 0 at the
         positives (and everywhere in skipped rows and for the 0-1 loss); None when the call
         was made with ``ranks=False``.
     coef : (Q, n) of the call's ``coef_dtype`` (float64 by default): ``coef(R_bar)`` as in
-        :class:`qs.inference.LAIResult`, or with ``gradient=True`` ``coef(R_bar) - coef(R*)``,
+        `qs.inference.LAIResult`, or with ``gradient=True`` ``coef(R_bar) - coef(R*)``,
         the gradient of the structured hinge ``objective - ground_truth_F`` with respect to
         the scores.
     loss, objective, ground_truth_F : float64 (Q,), as in ``LAIResult``.
@@ -296,9 +296,9 @@ def _discount(loss, n):
 
 def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid):
     """The rows, each made of the column blocks ``rows_of`` (scores) and ``labels_of``
-    (their labels), by :func:`qs.inference.lai` one by one (rows of at least
-    :data:`LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
-    then written out as the kernel writes its rows (:func:`_finish_row`)."""
+    (their labels), by `qs.inference.lai` one by one (rows of at least
+    `LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
+    then written out as the kernel writes its rows (`_finish_row`)."""
     (lead_scores, scores), (lead_pos, is_pos) = rows_of, labels_of
     k = lead_scores.shape[1]
     n = k + scores.shape[1]
@@ -337,7 +337,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
 
 
 def _brute_rows(scores, is_pos, loss, gradient, rank, coef, out, valid):
-    """:func:`lai` with method "brute", row by row (``rank`` without columns: none kept)."""
+    """`lai` with method "brute", row by row (``rank`` without columns: none kept)."""
     n = scores.shape[1]
     n_pos = is_pos.sum(axis=1, dtype=np.int64)
     valid[:] = (n_pos > 0) & (n_pos < n)

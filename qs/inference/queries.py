@@ -1,12 +1,12 @@
-"""Loss-augmented inference for ragged queries in one call: :func:`lai_queries`.
+"""Loss-augmented inference for ragged queries in one call: `lai_queries`.
 
 Learning to rank with queries (SVM-map's setting, LETOR data sets) has many queries of
 different lengths, their documents' scores held one query after another in one array, with
 ``offsets`` marking where each query starts (as a CSR matrix's ``indptr``). ``lai_queries``
 solves every query in one compiled loop over those slices: no padding to the longest query,
 and one Python call per training pass. Each query is solved by the per-query kernels that
-:func:`qs.inference.batch.lai_batch` runs on its rows (:mod:`qs.inference._batch_rows`), so
-objectives, ranks and coefficients are those of :func:`qs.inference.lai` query by query.
+`qs.inference.batch.lai_batch` runs on its rows (`qs.inference._batch_rows`), so
+objectives, ranks and coefficients are those of `qs.inference.lai` query by query.
 
 A query without a relevant or without a non-relevant document has no ranking loss: it is
 skipped (loss, objective and F zero, coefficients zero, ``valid`` False), not refused, as in
@@ -47,7 +47,7 @@ __all__ = ["QueriesResult", "lai_queries"]
 #: the losses ``lai_queries`` takes
 QUERY_LOSSES = ("ap", "ndcg")
 #: calls of at least this many documents (all queries together) run on threads, in blocks of
-#: whole queries, as :func:`qs.inference.batch.lai_batch`'s batches do
+#: whole queries, as `qs.inference.batch.lai_batch`'s batches do
 THREADED_MIN = 1 << 21
 #: the small-query route's work arrays are made for queries of up to this many documents
 #: before the call; a longer query (rare in ranking data) grows them in the kernel
@@ -55,10 +55,10 @@ SMALL_HELD_MAX = 1 << 16
 
 
 class QueriesResult(NamedTuple):
-    """Results of :func:`lai_queries`: per document (input order) and per query.
+    """Results of `lai_queries`: per document (input order) and per query.
 
     coef : (n_documents,) of the call's ``coef_dtype``: each query's ``coef(R_bar)`` as in
-        :class:`qs.inference.LAIResult` at its documents' places, or with ``gradient=True``
+        `qs.inference.LAIResult` at its documents' places, or with ``gradient=True``
         ``coef(R_bar) - coef(R*)``, the gradient of the query's structured hinge with
         respect to its scores; zero in skipped queries.
     rank : int32 (n_documents,): interleaving rank of each non-relevant document within its
@@ -94,7 +94,7 @@ def lai_queries(
     """Loss-augmented inference of every query of a ragged set, in one call.
 
     Query ``q`` is made of the documents ``offsets[q]:offsets[q + 1]``; each is solved as
-    :func:`qs.inference.lai` solves it alone (same objective, ranks and coefficients, ties
+    `qs.inference.lai` solves it alone (same objective, ranks and coefficients, ties
     broken the same way).
 
     Parameters
@@ -110,7 +110,7 @@ def lai_queries(
         query is allowed (and skipped).
     loss : {"ap", "ndcg"}, default "ap"
     method : str, default "auto"
-        A method of :data:`qs.inference.METHODS` that supports ``loss``.
+        A method of `qs.inference.METHODS` that supports ``loss``.
     gradient : bool, default False
         If True, ``coef`` holds ``coef(R_bar) - coef(R*)`` instead of ``coef(R_bar)``.
     ranks : bool, default True
@@ -241,7 +241,7 @@ def _as_offsets(offsets: npt.ArrayLike, n: int) -> np.ndarray:
 
 def _row_work(longest):
     """The kernel's work arrays for queries of at most ``longest`` documents: those of
-    :func:`qs.inference._batch_rows._work_arrays` (held by the thread, or allocated here for
+    `qs.inference._batch_rows._work_arrays` (held by the thread, or allocated here for
     very long queries, sized for any share of relevant documents) less the labels' row,
     then the small-query route's."""
     row, _, coef64, neg_rank, params, floats, ints, buckets = _work_arrays(longest)
@@ -354,7 +354,7 @@ def _query(
 ):
     """One query (scores ``given``, labels ``y``) into its ``coef``, ``rank`` (empty: none
     written), ``out`` (loss, objective, F, hinge) and ``valid[0]``, routed as
-    :func:`qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
+    `qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
     long as the query (``params`` one more; ``work``, ``iwork`` and ``count`` for the
     small-query route). Returns the place of the first non-finite score, -1 if none."""
     n = given.size
@@ -412,7 +412,7 @@ def _query(
 
 
 def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid):
-    """:func:`lai` with method "brute", query by query."""
+    """`lai` with method "brute", query by query."""
     rank[:] = 0
     coef[:] = 0.0
     out[:] = 0.0

@@ -19,7 +19,7 @@ from an upper bound that is tight at the previous weights.
 Bags come in one of two layouts. Flat: the box matrix ``X`` (n_boxes, d), dense or sparse,
 image after image, with ``offsets`` (n_images + 1,). Padded: ``features`` (n_images, K_max, d)
 with ``counts`` (n_images,) valid boxes per image, a NumPy array in memory or a Dask or zarr
-array scored block by block (:func:`qs.detection.score_bags`, on the threaded scheduler or a
+array scored block by block (`qs.detection.score_bags`, on the threaded scheduler or a
 ``dask.distributed`` cluster). Both give the same model. The cost out of core: every LAI call
 is one pass over all boxes (the negatives' best boxes move with the weights), and each outer
 step adds one pass that re-imputes the positives and evaluates the objective together; a
@@ -79,8 +79,8 @@ def check_bags(X, offsets):
 def as_bags(X, bounds, scheduler=None, working_set=None):
     """Validated bags: flat ``X`` (n_boxes, d) with ``bounds`` its offsets, or padded ``X``
     (n_images, K_max, d) with ``bounds`` its counts; ``scheduler`` as
-    :func:`qs.detection.score_bags` takes it; ``working_set``: None, or the boxes per image
-    kept in memory between passes (see :func:`latent_cutting_plane`). Bags already made pass
+    `qs.detection.score_bags` takes it; ``working_set``: None, or the boxes per image
+    kept in memory between passes (see `latent_cutting_plane`). Bags already made pass
     through."""
     if isinstance(X, _Bags):
         return X
@@ -179,7 +179,7 @@ class _WorkingSet(_Bags):
     """Bags whose negatives' best boxes come from a working set held in memory: each image's
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
     scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
-    |w - w0|`` under ``w`` (:func:`~qs.top_boxes.top_boxes`), so when a negative's best box in
+    |w - w0|`` under ``w`` (`top_boxes`), so when a negative's best box in
     the working set scores above that bound, it is the image's best box (the first among
     equal scores, as a pass would choose); the negatives where it does not are scored again
     in full at ``w``, which renews their working set. Every answer is that of a full pass."""
@@ -257,7 +257,7 @@ class _WorkingSet(_Bags):
 
 class LatentProblem(Problem):
     """The inner structured SVM of one CCCP step: positives at their imputed boxes (``pos_rows``,
-    rows of the box matrix, see :func:`as_bags`; their features ``pos_X`` when known), each
+    rows of the box matrix, see `as_bags`; their features ``pos_X`` when known), each
     negative image at its best box under the weights of every call."""
 
     def __init__(self, X, bounds, labels, pos_rows, *, pos_X=None, scheduler=None, **options):
@@ -280,11 +280,11 @@ class LatentProblem(Problem):
 
 @dataclass(frozen=True)
 class LatentResult:
-    """Outcome of :func:`latent_cutting_plane`.
+    """Outcome of `latent_cutting_plane`.
 
     w : the weights. pos_boxes : box index (into the bag) of each positive image at ``w``.
     objective : latent objective after each outer step (every image at its best box).
-    inner : the :class:`~qs.ssvm.SolverResult` of each outer step's cutting plane.
+    inner : the `SolverResult` of each outer step's cutting plane.
     lai_times : wall time of every LAI call, inner steps and objective evaluations.
     n_outer, converged : outer steps run; whether the objective settled before the cap.
     passes : passes over every box (the reads of the whole store when it is on disk), a pass
@@ -339,14 +339,14 @@ def latent_cutting_plane(
         (n_images, K_max, n_features), a NumPy, Dask or zarr array, and ``bounds`` the
         counts (n_images,) of valid boxes per image.
     labels : array (n_images,): 1/True for an image that holds the class, 0/-1/False not.
-    C, loss, method, tol, max_iter, qp_solver : as :func:`~qs.ssvm.cutting_plane`
+    C, loss, method, tol, max_iter, qp_solver : as `cutting_plane`
         (defaults of the released latent AP-SVM: C = 100, tol = 0.001, 20000 iterations).
     max_outer, min_outer : bounds on the CCCP steps (released code: 400 and 2).
     init : "random" (a seeded random box of each positive image) or an int array giving
         the box (index within its bag) of each positive image.
     random_state : seed of the random initial boxes.
     scheduler : where padded Dask or zarr bags are scored (see
-        :func:`qs.detection.score_bags`): the threaded scheduler by default, or the address
+        `qs.detection.score_bags`): the threaded scheduler by default, or the address
         of a ``dask.distributed`` scheduler.
     working_set : None (every LAI call scores every box), or ``k``: each image's ``k`` best
         boxes under the weights of the last pass over every box are kept in memory (n_images x
@@ -356,10 +356,10 @@ def latent_cutting_plane(
         as without (exact), in far fewer passes when the data are on disk.
     callback : called with ``(outer_step, objective, passes)`` after each outer step
         (``passes``: over every box so far).
-    lai_callback : as :func:`~qs.ssvm.cutting_plane`: called with the inputs of every LAI
+    lai_callback : as `cutting_plane`: called with the inputs of every LAI
         call (inner steps and objective evaluations alike), or None.
 
-    Returns a :class:`LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
+    Returns a `LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
     """
     options = {
         "C": C,

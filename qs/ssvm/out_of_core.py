@@ -4,20 +4,20 @@ The documents are a Dask array ``X`` chunked by rows (one chunk over the feature
 from zarr, Parquet or any store Dask reads lazily; each row chunk is a partition and must
 hold whole queries: a query whose documents fall in two partitions is refused (one line
 naming it), not repartitioned, since moving rows between partitions of a store on disk is a
-rewrite of the store. :func:`query_chunks` gives row chunks that cut only between queries.
+rewrite of the store. `query_chunks` gives row chunks that cut only between queries.
 
 Each pass runs, partition by partition (one Dask task per partition), the scores ``X_p @ w``,
-one :func:`qs.inference.lai_queries` call over the partition's queries and the partition's
+one `qs.inference.lai_queries` call over the partition's queries and the partition's
 share ``X_p^T g_p`` of the joint feature map; the driver sums the shares in partition order,
 so the sum does not depend on which worker finished first. Only a partition lives in a
 task's memory; the solver's loop stays in the driver. The solvers are the 1-slack ones of
-:data:`qs.ssvm.queries.QUERY_SOLVERS` (cutting plane, Frank-Wolfe, subgradient) on this
+`qs.ssvm.queries.QUERY_SOLVERS` (cutting plane, Frank-Wolfe, subgradient) on this
 oracle; block-coordinate Frank-Wolfe is not offered, since each of its steps reads one
 query chosen at random from all of them. The model is the in-memory solver's
-(:class:`~qs.ssvm.queries.QueryProblem`) to rounding: the per-query LAI is the same call on
+(`QueryProblem`) to rounding: the per-query LAI is the same call on
 the same scores, only the order of the sums over documents differs.
 
-Dask is imported when a :class:`DaskQueryProblem` is made, not with this module: ``import qs``
+Dask is imported when a `DaskQueryProblem` is made, not with this module: ``import qs``
 loads none of it.
 """
 
@@ -145,7 +145,7 @@ def _transposed_product(X, g):
 
 
 class DaskQueryProblem(Problem):
-    """The structured SVM over queries of :class:`~qs.ssvm.queries.QueryProblem`, its
+    """The structured SVM over queries of `QueryProblem`, its
     oracle one pass over the row partitions of a Dask array (see the module's notes).
 
     ``X`` is a Dask array (n_documents, n_features), chunked by rows only; ``labels`` and
@@ -236,7 +236,7 @@ class DaskQueryProblem(Problem):
 
     def most_violated(self, w, rows=None):
         """``(a, b, xi)`` of the 1-slack problem at ``w`` as
-        :meth:`qs.ssvm.queries.QueryProblem.most_violated` gives them, from one pass over
+        `qs.ssvm.queries.QueryProblem.most_violated` gives them, from one pass over
         the partitions."""
         if rows is not None:
             raise ValueError("training over queries takes whole passes (no batch_size).")
@@ -291,7 +291,7 @@ def solve_dask(
         The query id of each document.
     solver : {"cutting_plane", "frank_wolfe", "subgradient"}, default "cutting_plane"
     C, loss, method, tol, max_iter, qp_solver, callback
-        As :func:`qs.ssvm.queries.solve_queries` takes them.
+        As `qs.ssvm.queries.solve_queries` takes them.
     scheduler : str or None, default None
         Passed to ``dask.compute``.
 

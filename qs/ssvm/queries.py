@@ -9,12 +9,12 @@ example; the primal is
 over the ``Q`` queries that have a relevant and a non-relevant document (the others have
 no ranking and add nothing): SVMstruct's ``C / n`` with one example per query. It is solved
 in its 1-slack form, ``1/2 |w|^2 + C xi`` with ``xi`` the mean of the ``xi_q``, whose most
-violated constraint is one :func:`qs.inference.lai_queries` call over every query: the
+violated constraint is one `qs.inference.lai_queries` call over every query: the
 joint feature map ``Psi = sum_q Psi_q`` and the loss averaged over the queries. With one
-query it is the structured SVM of :mod:`qs.ssvm`.
+query it is the structured SVM of `qs.ssvm`.
 
-Solvers: the 1-slack ones of :mod:`qs.ssvm` on that oracle, and block-coordinate
-Frank-Wolfe over the queries (:func:`block_frank_wolfe`, Lacoste-Julien et al. 2013): one
+Solvers: the 1-slack ones of `qs.ssvm` on that oracle, and block-coordinate
+Frank-Wolfe over the queries (`block_frank_wolfe`, Lacoste-Julien et al. 2013): one
 compiled pass visits the queries in order, each step an LAI of one query and an exact line
 search on its block, then one ``lai_queries`` call at the pass's weights gives the primal
 objective and the duality gap.
@@ -75,8 +75,8 @@ def query_counts(is_pos, offsets):
 
 
 class QueryProblem(Problem):
-    """The structured SVM over queries: :class:`~qs.ssvm._problem.Problem` whose oracle is
-    one :func:`qs.inference.lai_queries` call over every query. ``n_queries`` counts the
+    """The structured SVM over queries: `Problem` whose oracle is
+    one `qs.inference.lai_queries` call over every query. ``n_queries`` counts the
     queries that train (a relevant and a non-relevant document)."""
 
     def __init__(self, X, labels, offsets, *, C, loss, method, tol, max_iter, callback):
@@ -96,7 +96,7 @@ class QueryProblem(Problem):
 
     def oracle(self, w):
         """``(lai_queries result with the hinges' gradients, scores)`` at ``w``, timed as
-        :meth:`Problem.most_violated` times its LAI calls."""
+        `Problem.most_violated` times its LAI calls."""
         scores = self.X @ w
         self.last_scores = scores
         call = (scores, self.is_pos, self.offsets)
@@ -124,12 +124,12 @@ class QueryProblem(Problem):
 
 
 def block_frank_wolfe(prob, random_state=None):
-    """Block-coordinate Frank-Wolfe over the queries of ``prob`` (a :class:`QueryProblem`
+    """Block-coordinate Frank-Wolfe over the queries of ``prob`` (a `QueryProblem`
     with a dense ``X``): passes over the queries, each in a new random order drawn from
     ``random_state`` (None: seed 0, so that a fit repeats), until the duality gap is at most
-    ``C * tol``; one :func:`qs.inference.lai_queries` call per pass (at the pass's
+    ``C * tol``; one `qs.inference.lai_queries` call per pass (at the pass's
     weights) records the primal objective and the gap. Returns a
-    :class:`~qs.ssvm.SolverResult`."""
+    `SolverResult`."""
     if sp.issparse(prob.X):
         raise ValueError(
             "block_frank_wolfe takes a dense X; use another solver for sparse features."
@@ -282,7 +282,7 @@ def _bcfw_pass(
         block_loss[q] += gamma * (loss_s - block_loss[q])
 
 
-#: solver name -> the loop on a :class:`QueryProblem`
+#: solver name -> the loop on a `QueryProblem`
 QUERY_SOLVERS = {
     "cutting_plane": lambda prob, qp_solver, seed: cutting_plane_loop(
         prob, prob.X.shape[1], qp_solver
@@ -309,7 +309,7 @@ def solve_queries(
     callback=None,
 ):
     """Train the structured SVM over the queries ``offsets`` of ``X`` by ``solver`` (a key
-    of :data:`QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
+    of `QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
     block-coordinate Frank-Wolfe's order of queries (the others draw nothing). Returns
     ``(SolverResult, QueryProblem)``."""
     if solver not in QUERY_SOLVERS:

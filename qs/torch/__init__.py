@@ -1,13 +1,13 @@
 """Ranking losses for torch on exact loss-augmented inference (the ``[torch]`` extra;
 ``import qs`` never imports torch).
 
-:mod:`qs.torch.losses` holds the structured hinge of AP, NDCG and 0-1 over score tensors,
-:func:`rank_hinge_loss` and :class:`RankHingeLoss`, re-exported here. Beside it:
-:mod:`qs.torch.retrieval` (the loss over embeddings and class labels),
-:mod:`qs.torch.memory` (against a memory bank of past embeddings),
-:mod:`qs.torch.distributed` (over the global batch of a process group),
-:mod:`qs.torch.dlm` (direct loss minimization), :mod:`qs.torch.layerwise` (layer-wise SVM
-training of a network) and :mod:`qs.torch.checks` (the input checks they share).
+`qs.torch.losses` holds the structured hinge of AP, NDCG and 0-1 over score tensors,
+`rank_hinge_loss` and `RankHingeLoss`, re-exported here. Beside it:
+`qs.torch.retrieval` (the loss over embeddings and class labels),
+`qs.torch.memory` (against a memory bank of past embeddings),
+`qs.torch.distributed` (over the global batch of a process group),
+`qs.torch.dlm` (direct loss minimization), `qs.torch.layerwise` (layer-wise SVM
+training of a network) and `qs.torch.checks` (the input checks they share).
 """
 
 try:

@@ -1,7 +1,7 @@
 """Exact loss-augmented inference in a few CUDA kernels (numba's CUDA target): what the torch
 method runs when the scores live on a GPU and numba can compile for it.
 
-The level-by-level torch operations of :mod:`qs.torch._exact` launch hundreds of kernels and
+The level-by-level torch operations of `qs.torch._exact` launch hundreds of kernels and
 two full per-row sorts; here the work is:
 
 1. **One sort of all queries at once.** A flat stable sort of 64-bit keys (query, label,
@@ -9,22 +9,22 @@ two full per-row sorts; here the work is:
    input order, in one pass where torch's per-row sort takes two (``qsrank bench
    torch-lai`` measures the whole inference). The query and the label take the key's top
    bits, so the score keeps the rest; scores that differ only in the bits cut off come out
-   equal-keyed in input order, and :func:`_repair` sorts each such run by score (a run of
+   equal-keyed in input order, and `_repair` sorts each such run by score (a run of
    two, rarely, in random scores).
-2. **Algorithm 1's divide and conquer** (:func:`_divide`), one block of threads per query,
+2. **Algorithm 1's divide and conquer** (`_divide`), one block of threads per query,
    level by level: each place of a level takes the largest maximiser over the ranks between
-   those of its neighbours, by the rank evaluation of :func:`qs.inference._ranks.best_rank`
+   those of its neighbours, by the rank evaluation of `qs.inference._ranks.best_rank`
    (the same increments, summed from the best rank so far, and the same score cap). For AP
    it covers the places up to P only: from there on every negative's objective is concave
-   (DESIGN.md, Proposition 5), so :func:`_sweep` gives each later negative its rank alone,
+   (DESIGN.md, Proposition 5), so `_sweep` gives each later negative its rank alone,
    by a binary search for the rank where its increment turns negative (the rank the
    kernels' monotone sweep stops at).
-3. **The result** (:func:`_finish`), one thread per score: ranks and coefficients written
+3. **The result** (`_finish`), one thread per score: ranks and coefficients written
    back in input order; a positive's negatives above it found by a binary search over the
    non-decreasing ranks of its query's negatives.
 
 The spos and increment arithmetic is the kernels' with ``ref`` = 0 (the torch operations of
-:mod:`qs.torch._exact` measure the scores from the kernels' reference score), so the ranks
+`qs.torch._exact` measure the scores from the kernels' reference score), so the ranks
 are theirs wherever the optimum is not a tie to rounding and the scores share no common
 offset large beside their spread. Tested on the CPU with
 numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``); timed in ``qsrank bench torch-lai d``.
@@ -50,7 +50,7 @@ _INT64_MIN = -(1 << 63)
 
 @cuda.jit(device=True, inline=True)
 def _increment(loss, j, i, n_pos, disc, ideal):
-    """``delta_j(i+1) - delta_j(i)``, as :mod:`qs.losses` computes it."""
+    """``delta_j(i+1) - delta_j(i)``, as `qs.losses` computes it."""
     if loss == AP:
         return -i / ((j + i - 1.0) * (j + i) * n_pos)
     t = i + j - 1
@@ -60,7 +60,7 @@ def _increment(loss, j, i, n_pos, disc, ideal):
 @cuda.jit(device=True)
 def _best_rank(loss, spos, base_p, n_pos, cs, j, lo, hi, disc, ideal):
     """Largest maximiser over ranks ``lo..hi`` of a negative's objective (``cs = c2 s``),
-    as :func:`qs.inference._ranks.best_rank_capped`: the search stops at the first rank whose
+    as `qs.inference._ranks.best_rank_capped`: the search stops at the first rank whose
     positive does not score above the negative."""
     if hi - lo > 64 and spos[base_p + hi - 2] - cs <= 0.0:
         a, b = lo, hi - 1  # the first rank U in lo..hi-1 with spos[U] - cs <= 0
@@ -179,7 +179,7 @@ def _sweep(s, spos, n_pos_of, c2_of, n, rk):
 def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
     """Gradient and rank of every score, in input order, and its part of the hinge: its term
     of the score term, ``2 w / (P N) * score`` with the integer weight ``w`` of
-    :mod:`qs.inference._hinge` (0 for a score in its ground-truth place, however large),
+    `qs.inference._hinge` (0 for a score in its ground-truth place, however large),
     plus for a positive its term of the loss (its negatives above found by binary search
     over the non-decreasing ranks of the query's negatives)."""
     k = cuda.grid(1)
@@ -222,7 +222,7 @@ def _finish(loss, s, perm, rk, n_pos_of, n, disc, ideal_of, grad, rank, part):
 
 
 def lai_cuda(scores, is_pos, loss):
-    """:func:`qs.torch._exact.lai_torch` by the kernels above: (hinge (Q,), gradient (Q, n),
+    """`qs.torch._exact.lai_torch` by the kernels above: (hinge (Q,), gradient (Q, n),
     rank (Q, n) int64) for float64 ``scores`` (Q, n), bool ``is_pos``; ``loss`` "ap" or
     "ndcg". No step waits for the GPU. On CPU tensors only under numba's CUDA simulator."""
     q, n = scores.shape

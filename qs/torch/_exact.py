@@ -1,7 +1,7 @@
 """Exact loss-augmented inference written in torch operations (method "torch"): the GPU path.
 
-On CUDA tensors of AP and NDCG, where numba can compile for the GPU, :func:`lai_torch` hands
-the work to the few kernels of :mod:`qs.torch._cuda` instead; what follows is the path of the
+On CUDA tensors of AP and NDCG, where numba can compile for the GPU, `lai_torch` hands
+the work to the few kernels of `qs.torch._cuda` instead; what follows is the path of the
 other cases (CPU tensors, the 0-1 loss, no numba CUDA target).
 
 Per query the negatives are sorted by descending score (stable: tied negatives keep input
@@ -20,7 +20,7 @@ measured from the kernels' reference score), in double-double arithmetic (a floa
 whose sum carries twice the digits), so that one huge increment (a positive scoring 10^17)
 does not swallow the small ones after it: the ranks are the kernels' wherever the optimum
 is not a tie to rounding. The coefficients then follow from the ranks as in the kernels, and
-the hinge as one compensated sum over the pairs out of order (:mod:`qs.inference._hinge`).
+the hinge as one compensated sum over the pairs out of order (`qs.inference._hinge`).
 """
 
 import functools
@@ -32,12 +32,12 @@ import torch
 
 def lai_torch(scores, is_pos, loss):
     """The structured hinge, its gradient and the ranks of each row, on the scores' device:
-    by :mod:`qs.torch._cuda`'s kernels (CUDA, AP and NDCG, numba's CUDA target at hand) or
+    by `qs.torch._cuda`'s kernels (CUDA, AP and NDCG, numba's CUDA target at hand) or
     in torch operations.
 
     ``scores``: float64 (Q, n); ``is_pos``: bool (Q, n); ``loss``: "ap", "ndcg" or "01".
     Returns (hinge (Q,), gradient (Q, n), rank (Q, n) int64) with the conventions of
-    :func:`qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
+    `qs.inference.batch.lai_batch` (``gradient=True``): rows without a positive or a
     negative are zero.
     """
     if scores.is_cuda and loss != "01" and scores.numel() <= KERNEL_SCORES_MAX and cuda_kernels():
@@ -65,7 +65,7 @@ KERNEL_SCORES_MAX = (1 << 31) - 1
 
 @functools.cache
 def cuda_kernels():
-    """Whether numba compiles for and runs on the GPU (then :mod:`qs.torch._cuda` serves the
+    """Whether numba compiles for and runs on the GPU (then `qs.torch._cuda` serves the
     CUDA tensors of AP and NDCG): a probe kernel is compiled once, so that a numba whose CUDA
     target fails in this environment leaves the torch operations in charge, with a warning."""
     try:
@@ -90,7 +90,7 @@ def _probe(x):
 
 
 def _zero_one(scores, is_pos):
-    """The binary hinge as :mod:`qs.inference.zero_one` computes it: the most violated
+    """The binary hinge as `qs.inference.zero_one` computes it: the most violated
     labelling flips the samples inside the margin, and the hinge is the mean of ``1 - y s``
     over them (a sample outside the margin takes no part, however large its score)."""
     n = scores.shape[1]
@@ -125,7 +125,7 @@ def compensated_sum(x):
 
 def reference(scores):
     """Per row, the score the kernels measure all others from
-    (:func:`qs.inference._input.reference`): the median (the upper one of an even count) of
+    (`qs.inference._input.reference`): the median (the upper one of an even count) of
     a sample of the row at stride ``max(1, n // 31)``."""
     step = max(1, scores.shape[1] // 31)
     sample = torch.sort(scores[:, ::step], dim=1).values
@@ -233,7 +233,7 @@ def _finish(
     ref,
 ):
     """Coefficients, loss and hinge from the ranks of the sorted negatives (as
-    :func:`qs.inference._output.finish` and :func:`~qs.inference._output.negative_coefficients`)."""
+    `qs.inference._output.finish` and `negative_coefficients`)."""
     q, n = scores.shape
     f64 = scores.dtype
     place = torch.arange(1, n + 1, device=scores.device)

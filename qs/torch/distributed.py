@@ -1,9 +1,9 @@
 """The exact rank losses over the global batch of a ``torch.distributed`` process group.
 
-Each process holds its part of the batch. :func:`distributed_retrieval_loss` gathers every
+Each process holds its part of the batch. `distributed_retrieval_loss` gathers every
 process's embeddings and labels, and ranks each of its own samples, as a query, against the
 whole global batch (itself left out): each query is solved once, by the process that holds
-it. :func:`distributed_rank_hinge_loss` does the same for scores of Q queries whose samples
+it. `distributed_rank_hinge_loss` does the same for scores of Q queries whose samples
 are spread over the processes: it gathers the scores and spreads the queries (query q on
 process ``q % world_size``).
 
@@ -36,7 +36,7 @@ send to the other processes' embeddings (one all-reduce of the (B, d) gradient, 
 the B x B coefficients): three.
 
 On a CPU backend a process polls each collective, yielding its core between polls, before
-it blocks (:func:`_finish`): waking a core that fell idle can cost more than the exchange.
+it blocks (`_finish`): waking a core that fell idle can cost more than the exchange.
 """
 
 import math
@@ -69,7 +69,7 @@ _capacity: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def distributed_retrieval_loss(
     embeddings, labels, *, loss="ap", similarity="cosine", method="auto", group=None
 ):
-    """:func:`qs.torch.retrieval.retrieval_loss` of the global batch (the concatenation of
+    """`qs.torch.retrieval.retrieval_loss` of the global batch (the concatenation of
     every process's embeddings, in rank order), from this process's part of it.
 
     embeddings : float tensor (b, d), this process's samples (b may differ between
@@ -107,7 +107,7 @@ def distributed_retrieval_loss(
 
 
 def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None, *, dim=0):
-    """:func:`qs.torch.rank_hinge_loss` ("mean") of the global scores, every process's
+    """`qs.torch.rank_hinge_loss` ("mean") of the global scores, every process's
     samples concatenated in rank order along ``dim``, from this process's part.
 
     scores : float tensor, 2-D: this process's samples along ``dim`` (0 by default, the
@@ -289,7 +289,7 @@ def _all_reduce(tensor, group):
 
 def _finish(work, tensor):
     """Wait for the collective ``work`` on ``tensor``'s device. On the CPU, poll it (yielding
-    the core to any other runnable thread between polls) for up to :data:`POLL_S`, then block:
+    the core to any other runnable thread between polls) for up to `POLL_S`, then block:
     gloo hands the collective between threads several times, and each hand-off to a core that
     went idle waits for the core to wake (on 2 virtual cores, the two exchanges of a score
     loss step took about 3x as long blocked as polled). ``wait`` then raises what the
@@ -358,7 +358,7 @@ def _shown(name, value):
 def _global_mean(local_sum, local_count, group):
     """The global mean, the same on every process, whose gradient is this process's
     ``local_sum`` over the global count (the other processes' parts reach it through
-    :class:`_RowsOfAll`'s backward)."""
+    `_RowsOfAll`'s backward)."""
     totals = torch.stack([local_sum.detach().to(torch.float64), local_count.to(torch.float64)]).to(
         _wire_device(group)
     )

@@ -12,7 +12,7 @@ map between two inferences, for ``eps > 0``:
 Under Hazan et al.'s assumptions both tend to the gradient of the expected loss as eps
 goes to 0 (their Theorem 1), and both descend the loss. ``F`` is linear in the scores, so
 ``argmax F + eps Delta = argmax F(s / eps) + Delta``: ``R+`` is the loss-augmented
-inference of ``s / eps``, solved by the kernels of :mod:`qs.inference` in ``O(N log P)`` per
+inference of ``s / eps``, solved by the kernels of `qs.inference` in ``O(N log P)`` per
 query. ``-Delta`` breaks the property that makes that inference exact (each negative's best
 rank, taken alone, need no longer be monotone in its score, which Algorithm 1's divide and
 conquer relies on; DESIGN.md), so ``R-`` is found by a dynamic programme over the numbers of
@@ -62,14 +62,17 @@ def direct_loss(
 
     Parameters
     ----------
-    scores, labels, mask, reduction, dim : as :func:`qs.torch.rank_hinge_loss` (a query
+    scores, labels, mask, reduction, dim : as `qs.torch.rank_hinge_loss` (a query
         without both classes gives 0, zero gradient, and is left out of the mean; the items
         are ranked along ``dim``, 0 by default: one query per column of (batch, classes)
         scores).
-    loss : "ap" or "ndcg".
-    eps : float > 0: the step of the finite difference, on the scale of the scores.
-    update : "positive" or "negative" (module docstring).
-    method : for the positive update, a method of :data:`qs.inference.METHODS` for ``loss``
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    eps : float
+        The step of the finite difference (> 0), on the scale of the scores.
+    update : str
+        "positive" or "negative" (see the module's docstring).
+    method : for the positive update, a method of `qs.inference.METHODS` for ``loss``
         ("auto": the default), or "dp" for the dynamic programme; the negative update always
         runs the programme. CUDA scores are solved on the CPU and the gradient sent back.
     """
@@ -80,8 +83,8 @@ def direct_loss(
 
 
 class DirectLoss(torch.nn.Module):
-    """:func:`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``, the
-    items ranked along ``dim`` (0 by default, as :class:`qs.torch.RankHingeLoss`)."""
+    """`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``, the
+    items ranked along ``dim`` (0 by default, as `qs.torch.RankHingeLoss`)."""
 
     def __init__(
         self, loss="ap", *, eps, update="positive", method="auto", reduction="mean", dim=0
@@ -126,7 +129,7 @@ def _solve(scores, pos, loss, eps, update, method):
 def direct_gradient(scores, labels, loss, eps, update, method="auto"):
     """(direct gradient (Q, n) in the scores' dtype, Delta(R*, R_w) (Q,), valid (Q,)) of
     each row of ``scores`` (float32 or float64, read in place), ``labels`` bool (Q, n): the
-    update's finite difference of :func:`direct_coefficients`, each row made in float64
+    update's finite difference of `direct_coefficients`, each row made in float64
     work arrays and written once; rows without both classes are zeros (valid False)."""
     scores, is_pos, table = _prepared(scores, labels)
     ndcg = loss == "ndcg"
@@ -179,7 +182,7 @@ def _scaled(scores, eps):
 
 
 def _check_cells(scores, is_pos, update):
-    """Refuse a dynamic programme whose table would outgrow :data:`DP_MAX_CELLS`."""
+    """Refuse a dynamic programme whose table would outgrow `DP_MAX_CELLS`."""
     n_pos = is_pos.sum(axis=1, dtype=np.int64)
     cells = int((n_pos * (scores.shape[1] - n_pos + 1)).max(initial=0))
     if cells > DP_MAX_CELLS:
@@ -324,7 +327,7 @@ def _programme_row(ndcg, sign, eps, s, is_pos, table, coef):
 
 @jit
 def _programme(ndcg, sign, eps, scores, is_pos, table, coef):
-    """Per row: coef of ``argmax F(R) + sign eps Delta(R*, R)`` (:func:`_programme_row`)."""
+    """Per row: coef of ``argmax F(R) + sign eps Delta(R*, R)`` (`_programme_row`)."""
     for q in range(scores.shape[0]):
         _programme_row(ndcg, sign, eps, scores[q], is_pos[q], table, coef[q])
 

@@ -5,7 +5,7 @@ block-coordinate Frank-Wolfe (Lacoste-Julien et al., ICML 2013) over the mini-ba
 With the activation pattern (ReLU masks, max-pool choices) fixed at the current weights
 ``theta0`` and batch norm in eval mode, the scores of a mini-batch are affine in one layer's
 weights, so its structured hinge ``H_b`` is convex in them (a maximum of affine functions, the
-most violated ranking found by exact LAI). :func:`layerwise_svm` minimises over the step ``u``
+most violated ranking found by exact LAI). `layerwise_svm` minimises over the step ``u``
 
     proximal/2 |u|^2 + C mean_b H_b(theta0 + u)
 
@@ -13,7 +13,7 @@ and sets the layer's weights to ``theta0 + u``. Each step visits one mini-batch:
 of its hinge (the joint feature map of its most violated ranking) gives the Frank-Wolfe corner
 of that block, and the line search between the block's current point and the corner is exact,
 clipped to [0, 1]. The network must offer ``patterns(x)`` and ``forward_fixed(x, patterns)``
-(:class:`qs.nets.PLCNN` does).
+(`qs.nets.PLCNN` does).
 """
 
 from dataclasses import dataclass
@@ -29,10 +29,15 @@ __all__ = ["LayerwiseResult", "layerwise_svm"]
 class LayerwiseResult:
     """What one layer's solve did.
 
-    mean_hinge : mean over the steps of the visited mini-batch's hinge, each at the iterate of
-        its step.
-    steps : mini-batches visited (``passes`` times their number).
-    dual : the dual objective at the end, a lower bound on the layer's objective
+    Attributes
+    ----------
+    mean_hinge : float
+        Mean over the steps of the visited mini-batch's hinge, each at the iterate of its
+        step.
+    steps : int
+        Mini-batches visited (``passes`` times their number).
+    dual : float
+        The dual objective at the end, a lower bound on the layer's objective
         ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)`` at any ``u``.
     """
 
@@ -49,24 +54,35 @@ def layerwise_svm(
 
     Parameters
     ----------
-    model : network with ``patterns(x)`` and ``forward_fixed(x, patterns)``, batch norm in
+    model : torch.nn.Module
+        A network with ``patterns(x)`` and ``forward_fixed(x, patterns)``, batch norm in
         eval mode (its statistics are part of the fixed affine map).
-    layer : the layer of ``model`` to train; its weights are set to the solution.
-    loss : ``loss(scores, labels) -> scalar tensor``, the structured hinge of a mini-batch
-        (e.g. :func:`qs.torch.rank_hinge_loss` over its one-vs-rest rankings).
-    batch : ``batch(b) -> (inputs, labels)`` of mini-batch ``b`` in ``range(n_batches)``.
-    n_batches : the number of mini-batches (the blocks of the Frank-Wolfe).
-    C : weight (> 0) of the mean structured hinge.
-    proximal : weight (> 0) of ``|u|^2 / 2``, which keeps the step near the current weights,
-        where the fixed pattern is the network's own.
-    passes : sweeps over the mini-batches, each in a fresh random order.
-    random_state : seed or ``numpy.random.Generator`` of the visiting order.
-    callback : optional ``callback(hinge)`` after each step, with the visited mini-batch's
-        hinge (for a progress bar).
+    layer : torch.nn.Module
+        The layer of ``model`` to train; its weights are set to the solution.
+    loss : callable
+        ``loss(scores, labels) -> scalar tensor``, the structured hinge of a mini-batch
+        (e.g. `qs.torch.rank_hinge_loss` over its one-vs-rest rankings).
+    batch : callable
+        ``batch(b) -> (inputs, labels)`` of mini-batch ``b`` in ``range(n_batches)``.
+    n_batches : int
+        The number of mini-batches (the blocks of the Frank-Wolfe).
+    C : float
+        Weight (> 0) of the mean structured hinge.
+    proximal : float
+        Weight (> 0) of ``|u|^2 / 2``, which keeps the step near the current weights, where
+        the fixed pattern is the network's own.
+    passes : int, default 1
+        Sweeps over the mini-batches, each in a fresh random order.
+    random_state : int or numpy.random.Generator, optional
+        Seed or generator of the visiting order.
+    callback : callable, optional
+        ``callback(hinge)`` after each step, with the visited mini-batch's hinge (for a
+        progress bar).
 
     Returns
     -------
     LayerwiseResult
+        The mean hinge over the steps, the steps made and the final dual objective.
     """
     if not (C > 0 and proximal > 0):
         raise ValueError(f"C and proximal must be > 0; got C={C!r}, proximal={proximal!r}.")

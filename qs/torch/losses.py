@@ -2,22 +2,22 @@
 
 ``rank_hinge_loss(scores, labels, loss="ap")`` is, per query, the structured hinge of the
 ranking SVM, ``max_R (Delta(R*, R) + F(R)) - F(R*)``, found by exact loss-augmented inference
-(:mod:`qs.inference`); its gradient with respect to the scores is ``coef(R_bar) - coef(R*)``
+(`qs.inference`); its gradient with respect to the scores is ``coef(R_bar) - coef(R*)``
 (an exact subgradient, since the inference is exact). A 2-D score tensor holds several
 queries, solved in one call: by default the items are ranked along dim 0, so the (N, C)
 logits of a mini-batch (as torch's classification losses take them) give one ranking of
 the N samples per class; ``dim=-1`` ranks along each row of a (Q, n) tensor instead.
 
-CPU tensors go to the numba kernels in one :func:`qs.inference.batch.lai_batch` call, which
+CPU tensors go to the numba kernels in one `qs.inference.batch.lai_batch` call, which
 reads float32 and float64 scores in place and writes the gradient in their dtype; CUDA
-tensors of at least :data:`CUDA_TORCH_FROM` scores to the same inference run on the GPU
-(method "torch": numba's CUDA kernels of :mod:`qs.torch._cuda` where numba can compile for
-the GPU, else the torch operations of :mod:`qs.torch._exact`, which CPU tensors may ask for
+tensors of at least `CUDA_TORCH_FROM` scores to the same inference run on the GPU
+(method "torch": numba's CUDA kernels of `qs.torch._cuda` where numba can compile for
+the GPU, else the torch operations of `qs.torch._exact`, which CPU tensors may ask for
 too), smaller ones to the numba kernels on a copy on the CPU.
 
-:func:`row_loss` (a loss per row from a ``solve`` of the rows, with masks and reductions) is
-the machinery the other score losses share: :mod:`qs.torch.dlm` differs only in ``solve``,
-:mod:`qs.torch.retrieval` and :mod:`qs.torch.memory` take :func:`hinge_solve`'s.
+`row_loss` (a loss per row from a ``solve`` of the rows, with masks and reductions) is
+the machinery the other score losses share: `qs.torch.dlm` differs only in ``solve``,
+`qs.torch.retrieval` and `qs.torch.memory` take `hinge_solve`'s.
 """
 
 import functools
@@ -44,12 +44,12 @@ __all__ = [
 ]
 
 #: on CUDA, "auto" runs the torch method from this many scores (all queries together) on,
-#: and numba on a CPU copy below: with numba's CUDA kernels (:mod:`qs.torch._cuda`) a call
+#: and numba on a CPU copy below: with numba's CUDA kernels (`qs.torch._cuda`) a call
 #: costs about 1-2 ms of launches at any size up to about 10^6 scores
 #: (results/torch_losses/cuda: the CPU copy is the faster at 8 x 2^12 scores, the kernels
-#: at 8 x 2^14); :data:`CUDA_TORCH_OPS_FROM` when only the torch operations can run
+#: at 8 x 2^14); `CUDA_TORCH_OPS_FROM` when only the torch operations can run
 CUDA_TORCH_FROM = 1 << 16
-#: the same for the torch operations of :mod:`qs.torch._exact`, bound by their kernel
+#: the same for the torch operations of `qs.torch._exact`, bound by their kernel
 #: launches up to about 10^6 scores (ten times numba on a CPU copy at 8 x 256 scores)
 CUDA_TORCH_OPS_FROM = 1 << 20
 
@@ -61,29 +61,38 @@ def rank_hinge_loss(
 
     Parameters
     ----------
-    scores : float tensor (n,) or 2-D, finite: one query (n,), or one query per column
-        (``dim=0``: (n, Q), as the (batch, classes) logits of a classifier) or per row
-        (``dim=-1``: (Q, n)). float16 and bfloat16 (as autocast makes them) are accepted.
-    labels : tensor or array of the same shape: 1/True positive, 0/-1/False negative.
-    loss : "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
-    method : "auto", "torch", or a method of :data:`qs.inference.METHODS` for ``loss``. On the
-        CPU "auto" is :func:`qs.inference.lai`'s default; on CUDA it is "torch" from
-        :data:`CUDA_TORCH_FROM` scores on (:data:`CUDA_TORCH_OPS_FROM` where numba cannot
+    scores : Tensor
+        Finite float scores: one query (n,), or one query per column (``dim=0``: (n, Q),
+        as the (batch, classes) logits of a classifier) or per row (``dim=-1``: (Q, n)).
+        float16 and bfloat16 (as autocast makes them) are accepted.
+    labels : Tensor or array_like
+        Of the scores' shape: 1 (or True) at the positives, 0, -1 (or False) at the
+        negatives.
+    loss : str, default "ap"
+        "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
+    method : str, default "auto"
+        "auto", "torch", or a method of `qs.inference.METHODS` for ``loss``. On the
+        CPU "auto" is `qs.inference.lai`'s default; on CUDA it is "torch" from
+        `CUDA_TORCH_FROM` scores on (`CUDA_TORCH_OPS_FROM` where numba cannot
         compile for the GPU and only the torch operations run), and below that the numba
         default on a copy on the CPU (where kernel launches would cost more than the work);
         a named numba method
         copies the scores to the CPU and back.
-    reduction : "mean" (over the queries that have a positive and a negative), "sum", or
-        "none" (shape (Q,), or a scalar for 1-D scores).
-    dim : the dimension along which items are ranked: 0 (the default; each column of a 2-D
-        tensor is a query) or -1 (each row is). A 1-D tensor is one query either way.
-    mask : optional bool tensor or array of the scores' shape, True where an entry takes no
-        part in its query's ranking (as a masked array's mask): a query ranked against the
-        others but not itself, padding. A masked entry gets zero gradient.
+    reduction : str, default "mean"
+        "mean" (over the queries that have a positive and a negative), "sum", or "none"
+        (shape (Q,), or a scalar for 1-D scores).
+    dim : int, default 0
+        The dimension along which items are ranked: 0 (each column of a 2-D tensor is a
+        query) or -1 (each row is). A 1-D tensor is one query either way.
+    mask : Tensor or array_like, optional
+        Bool, of the scores' shape, True where an entry takes no part in its query's ranking
+        (as a masked array's mask): a query ranked against the others but not itself,
+        padding. A masked entry gets zero gradient.
 
     Returns
     -------
-    A scalar tensor in the scores' dtype, or with ``reduction="none"`` one value per query.
+    Tensor
+        A scalar in the scores' dtype, or with ``reduction="none"`` one value per query.
 
     Examples
     --------
@@ -114,7 +123,7 @@ def rank_hinge_loss(
     are read in place, float32 rows widened one at a time; float16 and bfloat16 are cast to
     float32 once, exactly); the loss and gradient come back in the scores' dtype. Ties, which
     float16 and bfloat16 make often, are broken as the kernels break them
-    (:func:`qs.inference.lai`): where two rankings reach the same objective, a negative takes
+    (`qs.inference.lai`): where two rankings reach the same objective, a negative takes
     the larger interleaving rank, that is, the place below the positives it ties with.
     """
     # the CPU kernels check finiteness in the pass that reads the scores (the error names
@@ -135,17 +144,17 @@ def rank_hinge_loss(
 
 def rows_of_queries(dim, scores, pos, keep=None):
     """``scores``, ``pos`` and ``keep`` (None or bool, of the scores' shape) with one query
-    per row, for :func:`row_loss`: transposed views when the items are ranked along dim 0 of
-    a 2-D tensor (:func:`qs.torch.checks.ranked_along_columns`), as they are otherwise."""
+    per row, for `row_loss`: transposed views when the items are ranked along dim 0 of
+    a 2-D tensor (`qs.torch.checks.ranked_along_columns`), as they are otherwise."""
     if not ranked_along_columns(dim, scores):
         return scores, pos, keep
     return scores.T, pos.T, None if keep is None else keep.T
 
 
 def hinge_solve(loss, method):
-    """The ``solve`` of the structured hinge for :func:`row_loss`: ``solve(scores, pos,
+    """The ``solve`` of the structured hinge for `row_loss`: ``solve(scores, pos,
     lead=None) -> (hinge (Q,), gradient (Q, n), valid (Q,))`` (``lead`` as
-    :func:`qs.inference.batch.lai_batch`'s, in tensors). A ValueError names an unknown
+    `qs.inference.batch.lai_batch`'s, in tensors). A ValueError names an unknown
     method or one that does not support the loss."""
     if method != "torch":
         resolve(loss, method)
@@ -154,7 +163,7 @@ def hinge_solve(loss, method):
 
 def row_loss(scores, pos, keep, solve, reduction):
     """The loss of each row of (Q, n) or (n,) ``scores`` by ``solve`` on its kept entries
-    (:func:`solve_kept`), reduced as :func:`rank_hinge_loss` says. Without a graph to make
+    (`solve_kept`), reduced as `rank_hinge_loss` says. Without a graph to make
     (no gradient wanted) the rows are solved without the autograd function; "mean" counts
     the rows that the solve found ranked, with no pass over the labels."""
     flat = scores.ndim == 1
@@ -191,7 +200,7 @@ def ranked_queries(pos, keep=None):
 
 
 class RankHingeLoss(torch.nn.Module):
-    """:func:`rank_hinge_loss` as a module: ``RankHingeLoss("ap")(scores, labels)``, the
+    """`rank_hinge_loss` as a module: ``RankHingeLoss("ap")(scores, labels)``, the
     items ranked along ``dim`` (0 by default: the columns of (batch, classes) logits).
 
     Examples
@@ -224,9 +233,9 @@ class RankHingeLoss(torch.nn.Module):
 
 class _RowLoss(torch.autograd.Function):
     """A loss per row of (Q, n) scores from ``solve(scores, pos) -> (value (Q,), gradient
-    (Q, n), valid (Q,))`` on the kept entries (:func:`solve_kept`); the gradient is saved
+    (Q, n), valid (Q,))`` on the kept entries (`solve_kept`); the gradient is saved
     from the forward pass, ``valid`` (the rows that have a positive and a negative) is
-    returned beside the values. The hinge and direct loss minimization (:mod:`qs.torch.dlm`)
+    returned beside the values. The hinge and direct loss minimization (`qs.torch.dlm`)
     differ only in ``solve``."""
 
     @staticmethod
@@ -279,7 +288,7 @@ def _torch_method(is_cuda, numel, method):
 def _solve(scores, pos, loss, method, lead=None):
     """(hinge (Q,), gradient (Q, n), valid (Q,)) on the scores' device, the gradient in the
     scores' dtype; ``lead``: None, or (scores (Q, k), positives (Q, k)) that come first in
-    each row (:func:`qs.inference.batch.lai_batch`), the gradient then (Q, k + n)."""
+    each row (`qs.inference.batch.lai_batch`), the gradient then (Q, k + n)."""
     numel = scores.numel() + (0 if lead is None else lead[0].numel())
     if _torch_method(scores.is_cuda, numel, method):
         if lead is not None:

@@ -1,15 +1,15 @@
 """Cross-batch memory (Wang et al., CVPR 2020) for the exact rank losses.
 
-:class:`CrossBatchMemory` keeps the embeddings and labels of the last ``size`` samples it has
+`CrossBatchMemory` keeps the embeddings and labels of the last ``size`` samples it has
 seen (detached, first in first out) and ranks each query of a batch against the other
 samples of the batch and every sample in memory: rankings of ``B - 1 + M`` samples per
-query, found by exact inference as in :func:`qs.torch.retrieval.retrieval_loss`. The batch
+query, found by exact inference as in `qs.torch.retrieval.retrieval_loss`. The batch
 is stored after its loss is made (at the next call), so a sample is never its own
 positive. With cosine similarity the memory holds the normalised embeddings, so a call
 normalises only its batch. The memory is a pair of module buffers (and the fill count as
 extra state): it follows ``.to(device)`` and the state dict. A batch is written over the
 oldest samples in place: the backward of a call reads nothing of the memory (the gradient's
-product with it is made in the forward pass, :func:`qs.torch.retrieval.ranked_against`), so
+product with it is made in the forward pass, `qs.torch.retrieval.ranked_against`), so
 two calls before one backward (gradient accumulation) each keep the gradient of the memory
 they were ranked against. The module also keeps, from call to call, the work arrays of the
 (B, M) similarities and positives, which are not part of its state.
@@ -29,13 +29,15 @@ class CrossBatchMemory(torch.nn.Module):
 
     Parameters
     ----------
-    size : int > 0, the number of past samples kept.
-    loss, similarity, method, reduction : as :func:`qs.torch.retrieval.retrieval_loss`.
+    size : int
+        The number of past samples kept (> 0).
+    loss, similarity, method, reduction : str
+        As in `qs.torch.retrieval.retrieval_loss`.
 
     Notes
     -----
     ``forward(embeddings (B, d), labels (B,))`` returns the loss and then stores the batch;
-    every call must give the same embedding size ``d``. :meth:`reset` empties the memory.
+    every call must give the same embedding size ``d``. `reset` empties the memory.
     """
 
     def __init__(self, size, loss="ap", similarity="cosine", method="auto", reduction="mean"):

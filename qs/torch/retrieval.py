@@ -3,14 +3,14 @@
 ``retrieval_loss(embeddings, labels)`` takes a batch of embeddings and their class labels,
 makes the similarity of every pair (cosine or dot product), and ranks, for every sample as a
 query, the other samples of the batch: those of its class are its positives. The rankings
-are those of :func:`qs.torch.rank_hinge_loss` with the query itself left out, so the loss
+are those of `qs.torch.rank_hinge_loss` with the query itself left out, so the loss
 is the exact structured hinge (AP or NDCG) averaged over the queries, and its gradient flows
 through the similarities to the embeddings. With ``ref_emb`` and ``ref_labels`` (as
 pytorch-metric-learning's ``ref_emb``) the queries are ranked against that other set
 instead, nothing masked.
 
-Against references (and in :mod:`qs.torch.memory`, against a memory bank) the similarities
-and the loss are one autograd function (:func:`ranked_against`): the product of the queries
+Against references (and in `qs.torch.memory`, against a memory bank) the similarities
+and the loss are one autograd function (`ranked_against`): the product of the queries
 with the references is written into the score matrix the inference reads, and the gradient
 matrix's product with the references is made in the forward pass, as soon as the inference
 is done; the backward only scales that (Q, d) result per query (and, when the references
@@ -61,14 +61,20 @@ def retrieval_loss(
 
     Parameters
     ----------
-    embeddings : float tensor (B, d): the queries.
-    labels : tensor (B,) of class labels (integers or bools).
-    ref_emb, ref_labels : optional (n, d) and (n,): the set each query is ranked against.
-        Without them each query is ranked against the other B - 1 embeddings of the batch.
-    loss : "ap" or "ndcg". similarity : "cosine" or "dot".
-    method, reduction : as :func:`qs.torch.rank_hinge_loss`; a query whose class has no other
-        member among the references (or no other class) has no ranking: zero, and left out
-        of the mean.
+    embeddings : Tensor
+        Float (B, d): the queries.
+    labels : Tensor
+        (B,) class labels (integers or bools).
+    ref_emb, ref_labels : Tensor, optional
+        (n, d) and (n,): the set each query is ranked against. Without them each query is
+        ranked against the other B - 1 embeddings of the batch.
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    similarity : str, default "cosine"
+        "cosine" or "dot".
+    method, reduction : str
+        As in `qs.torch.rank_hinge_loss`; a query whose class has no other member among the
+        references (or no other class) has no ranking: zero, and left out of the mean.
     """
     embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb, ref_labels)
     check_retrieval_options(loss, similarity, reduction)
@@ -91,12 +97,12 @@ def ranked_against(
 ):
     """The loss of each query (B, d) ranked against the references (n, d) by similarity
     ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
-    part), reduced as :func:`qs.torch.rank_hinge_loss` says.
+    part), reduced as `qs.torch.rank_hinge_loss` says.
 
-    ``solve``: :func:`qs.torch.losses.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
+    ``solve``: `qs.torch.losses.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
     reference is a positive of the queries of its class; ``lead_positive`` (B, k) bool goes
     with ``lead``. ``work``: None, or a dict the caller keeps from call to call, in which the
-    (B, n) similarities and positives are written (:func:`_held`). The backward reads
+    (B, n) similarities and positives are written (`_held`). The backward reads
     neither the references nor the queries unless the references want a gradient: a memory
     bank may be written over before it runs.
     """
@@ -128,7 +134,7 @@ def off_diagonal(x):
 
 class _AgainstRefs(torch.autograd.Function):
     """The loss per query of the rows ``[lead | queries @ refs.T]`` by ``solve`` (the lead
-    read from its own tensor, :func:`qs.inference.batch.lai_batch`), and the gradients of
+    read from its own tensor, `qs.inference.batch.lai_batch`), and the gradients of
     the lead, the queries and the references. The forward pass makes the product of the
     gradient matrix's reference part with the references, the queries' gradient before its
     scaling per query, and keeps the (B, n) part only when the references want a gradient
@@ -184,7 +190,7 @@ def _held(work, name, shape, dtype, device):
 
 
 def _product(queries, refs, work):
-    """``queries @ refs.T`` (B, n), into ``work`` (:func:`_held`) when given."""
+    """``queries @ refs.T`` (B, n), into ``work`` (`_held`) when given."""
     out = _held(work, "product", (queries.shape[0], refs.shape[0]), queries.dtype, queries.device)
     return torch.mm(queries, refs.T, out=out)
 
@@ -200,7 +206,7 @@ def _positives(labels, ref_labels, work=None):
 
 
 class RetrievalLoss(torch.nn.Module):
-    """:func:`retrieval_loss` as a module: ``RetrievalLoss("ap")(embeddings, labels)``."""
+    """`retrieval_loss` as a module: ``RetrievalLoss("ap")(embeddings, labels)``."""
 
     def __init__(self, loss="ap", similarity="cosine", method="auto", reduction="mean"):
         super().__init__()
