@@ -178,7 +178,7 @@ def test_set_overrides_lay_over_the_file():
         cfg["cv"]["folds"] == 3
         and cfg["cv"]["grid"] == _runner.resolve(digits.SPEC, {})["cv"]["grid"]
     )
-    with pytest.raises(ValueError, match=r"digits\.yaml: unknown config key 'C.svc'"):
+    with pytest.raises(ValueError, match=r"in --set: unknown config key 'C.svc'"):
         load_config(CONFIG, {"C": {"svc": 1}})
 
 
