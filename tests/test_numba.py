@@ -84,9 +84,11 @@ def _sum_of_scaled(x):
 _scale_kernel = None  # each test compiles its own
 
 
-def test_a_kernel_called_with_constants_compiles_once_for_their_types(monkeypatch):
+def test_a_kernel_called_with_constants_compiles_once_for_their_types(monkeypatch, tmp_path):
     """A constant argument, or a variable that starts at one, does not make numba compile the
     callee once per value: one signature per argument types."""
+    # a cache of its own: a caller loaded from an earlier run's cache compiles no callee
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
     callee = qn.jit(_scale)
     monkeypatch.setitem(globals(), "_scale_kernel", callee)
     assert qn.jit(_sum_of_scaled)(2.0) == 2.0 * (0 + 1 + 3)
