@@ -38,6 +38,9 @@ REFERENCES = {
     "np.partition": lambda neg: np.partition(neg, len(neg) // 2),
     "np.sort": np.sort,
 }
+# Outside reference of `vary: share`, timed on all the scores that lai gets (loss column "-"):
+# the order of the scores that an exact LAI has to learn, by numpy's argsort.
+SHARE_REFERENCES = {"np.argsort": np.argsort}
 # `vary: share`: the default (through lai and lai_batch), every other exact method whose cost
 # is linear up to logarithms (the O(NP) scans are left out), and the 0-1 LAI, on a grid of
 # negatives x share of positives. "batch" is the default through lai_batch, one query.
@@ -56,6 +59,7 @@ SHARE_CURVES = (
     ("ndcg", "ndcg_bucket_sort", "bucket_sort"),
     ("ndcg", "ndcg_qs", "qs"),
     ("ndcg", "sort_dc", "sort_dc"),
+    ("-", "np.argsort", "np.argsort"),
 )
 CURVE_NAMES = tuple(
     dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES) + [c[1] for c in SHARE_CURVES])
@@ -76,6 +80,7 @@ COLORS = {
     "np.max": "C7",
     "np.partition": "C8",
     "np.sort": "C9",
+    "np.argsort": "C9",
 }
 SKIPPED = "skipped (budget)"
 #: the figures' legend names of the paper's baselines, which the curve names give as the loss
@@ -183,7 +188,7 @@ class Config(S.Section):
         if not curves(cfg):
             raise ValueError(f"methods {cfg['methods']} select no curve for loss {cfg['loss']!r}")
         for loss, name, method in curves(cfg):
-            if name not in REFERENCES and method != "batch" and loss not in METHODS.get(method, ()):
+            if loss != "-" and method != "batch" and loss not in METHODS.get(method, ()):
                 raise ValueError(
                     f"curve {name!r} needs lai method {method!r} with loss "
                     f"{loss!r}, which qs.inference does not offer"
@@ -207,7 +212,7 @@ def curves(cfg):
     """The (loss, curve, method) triples to time, in table order."""
     losses = LOSSES if cfg["loss"] == "all" else (cfg["loss"],)
     if cfg["vary"] == "share":
-        chosen = [c for c in SHARE_CURVES if c[0] in losses + ("01",)]
+        chosen = [c for c in SHARE_CURVES if c[0] in losses + SHARED]
     else:
         chosen = [c for c in LAI_CURVES if c[0] in losses + ("01",)]
         chosen += [("-", name, name) for name in REFERENCES]
