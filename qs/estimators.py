@@ -180,7 +180,9 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
-            The features.
+            The features, read as float64; with ``groups``, dense float32 features are
+            kept float32 (each score and each sum of the training taken in float64), so
+            that training holds no float64 copy of them.
         y : array_like of shape (n_samples,)
             Without ``groups``: two classes, the larger label the positive one; the whole
             set is one ranking. With ``groups``: numeric relevance grades, a document
