@@ -7,10 +7,12 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from pydantic import conint
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import make_scorer, roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
@@ -56,32 +58,32 @@ MODEL_COPIES = 3
 class Config(S.Section):
     """The keys of a fit; `qsrank fit` sets them from its options."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    train: S.text() = S.key("", "the training feature file")
-    test: S.optional(S.text()) = S.key(None, "the test feature file; null: a split of train")
-    label_column: S.optional(S.text()) = S.key(None, "the label column of a CSV/TSV/Parquet")
-    pos_label: S.optional(S.text()) = S.key(
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    train: str = S.key("", "the training feature file")
+    test: str | None = S.key(None, "the test feature file; null: a split of train")
+    label_column: str | None = S.key(None, "the label column of a CSV/TSV/Parquet")
+    pos_label: str | None = S.key(
         None, "the positive class; null: the larger of two, else every class one vs the rest"
     )
-    loss: S.choice(["ap", "ndcg", "01"]) = S.key("ap", "the loss RankSVM is trained for")
-    C: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0], "RankSVM's C, or a grid for CV")
-    baseline_C: S.c_grid() = S.key(
+    loss: Literal["ap", "ndcg", "01"] = S.key("ap", "the loss RankSVM is trained for")
+    C: S.C_GRID = S.key([0.1, 1.0, 10.0, 100.0], "RankSVM's C, or a grid for CV")
+    baseline_C: S.C_GRID = S.key(
         [0.001, 0.01, 0.1, 1.0, 10.0, 100.0], "the baselines' C, or a grid for CV"
     )
-    cv_folds: S.number(integer=True, low=2) = S.key(5, "stratified folds choosing C")
-    cv_metric: S.choice(CV_METRICS) = S.key("ap", "the metric CV chooses C by")
-    solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM's solver")
-    scale: S.choice(SCALINGS) = S.key("standard", "feature scaling fit on the training rows")
-    zero_based: S.optional(S.flag()) = S.key(
+    cv_folds: conint(ge=2) = S.key(5, "stratified folds choosing C")
+    cv_metric: Literal[tuple(CV_METRICS)] = S.key("ap", "the metric CV chooses C by")
+    solver: Literal[tuple(SOLVERS)] = S.key("cutting_plane", "RankSVM's solver")
+    scale: Literal[tuple(SCALINGS)] = S.key("standard", "feature scaling fit on the training rows")
+    zero_based: bool | None = S.key(
         None,
         "svmlight index base of every file of the model; null: the training file's "
         "(zero-based when it uses index 0), one-based when it is no svmlight file",
     )
-    test_size: S.number(low=0, strict=True, high=1) = S.key(
+    test_size: S.real(gt=0, lt=1) = S.key(
         0.25, "share of the training file held out for testing when no test file is given"
     )
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the split and the CV folds")
-    force: S.flag() = S.key(False, "retrain the classes the run directory holds")
+    seed: conint(ge=0) = S.key(0, "seed of the split and the CV folds")
+    force: bool = S.key(False, "retrain the classes the run directory holds")
 
 
 @dataclass(frozen=True)

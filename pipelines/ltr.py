@@ -16,9 +16,11 @@ import importlib.util
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import conint
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 from sklearn.preprocessing import StandardScaler
@@ -65,51 +67,49 @@ METRICS = {
 
 
 class Synthetic(S.Section):
-    queries: S.number(integer=True, low=1) = S.key(10_000, "queries generated")
-    docs_per_query: S.number(integer=True, low=2) = S.key(120, "median documents a query")
-    features: S.number(integer=True, low=3) = S.key(136, "features a document")
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the generator")
+    queries: conint(ge=1) = S.key(10_000, "queries generated")
+    docs_per_query: conint(ge=2) = S.key(120, "median documents a query")
+    features: conint(ge=3) = S.key(136, "features a document")
+    seed: conint(ge=0) = S.key(0, "seed of the generator")
 
 
 class Config(S.Section):
     """Learning to rank over queries; configs/ltr.yaml sets the published run, `qsrank fit`
     the keys of a user's files."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    datasets: S.distinct_list(S.member(DATASETS, "synthetic, modechoice or files"), "data sets") = (
-        S.key(["synthetic", "modechoice"], "the data sets, each its own table")
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    datasets: S.distinct(Literal[tuple(DATASETS)]) = S.key(
+        ["synthetic", "modechoice"], "the data sets, each its own table"
     )
     synthetic: Synthetic = S.key(Synthetic, "the generated MSLR-WEB10K-shaped data")
-    train: S.optional(S.text()) = S.key(None, "files: the training feature file")
-    test: S.optional(S.text()) = S.key(
-        None, "files: the test file; null: a share of the training queries"
+    train: str | None = S.key(None, "files: the training feature file")
+    test: str | None = S.key(None, "files: the test file; null: a share of the training queries")
+    label_column: str | None = S.key(None, "files: the label column of a table")
+    group_column: str | None = S.key(None, "files: the query id column of a table")
+    methods: S.distinct(Literal[tuple(METHODS)]) = S.key(
+        list(METHODS), "the methods, in table order"
     )
-    label_column: S.optional(S.text()) = S.key(None, "files: the label column of a table")
-    group_column: S.optional(S.text()) = S.key(None, "files: the query id column of a table")
-    methods: S.distinct_list(
-        S.member(METHODS, "a method of qsrank.pipelines.ltr.METHODS"), "methods"
-    ) = S.key(list(METHODS), "the methods, in table order")
-    test_size: S.number(low=0, strict=True, high=1) = S.key(
+    test_size: S.real(gt=0, lt=1) = S.key(
         0.3, "share of the queries held out for testing when there is no test file"
     )
-    relevance_threshold: S.number() = S.key(
+    relevance_threshold: S.real() = S.key(
         0.0,
         "a grade above it is relevant (the SVMs' and logistic regression's labels, MAP, "
         "P@10); NDCG keeps the grades",
     )
-    C: S.c_grid() = S.key(
+    C: S.C_GRID = S.key(
         [0.1, 1.0, 10.0],
         "C of the SVMs and logistic regression, or a grid that GroupKFold CV chooses from by MAP",
     )
-    cv_folds: S.number(integer=True, low=2) = S.key(3, "GroupKFold folds over the training queries")
-    tol: S.number(low=0, strict=True) = S.key(1e-3, "the structured SVMs' tolerance")
-    max_iter: S.number(integer=True, low=1) = S.key(200, "the structured SVMs' most passes")
-    rounds: S.number(integer=True, low=1) = S.key(
+    cv_folds: conint(ge=2) = S.key(3, "GroupKFold folds over the training queries")
+    tol: S.real(gt=0) = S.key(1e-3, "the structured SVMs' tolerance")
+    max_iter: conint(ge=1) = S.key(200, "the structured SVMs' most passes")
+    rounds: conint(ge=1) = S.key(
         100, "boosting rounds of every booster (LightGBM's and XGBoost's default)"
     )
-    threads: S.number(integer=True, low=1) = S.key(1, "threads of LightGBM and XGBoost")
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the split, folds and boosters")
-    force: S.flag() = S.key(False, "retrain the units the run directory holds")
+    threads: conint(ge=1) = S.key(1, "threads of LightGBM and XGBoost")
+    seed: conint(ge=0) = S.key(0, "seed of the split, folds and boosters")
+    force: bool = S.key(False, "retrain the units the run directory holds")
 
 
 @dataclass(frozen=True)
