@@ -231,13 +231,8 @@ def settings(cfg, data):
 
 
 def _losses(cfg):
-    """The losses' settings, and the device when it is not the CPU (so that runs stored
-    before the key existed still resume)."""
-    return {
-        "loss_lr": cfg["loss_lr"],
-        "options": cfg["options"],
-        **({} if cfg["device"] == "cpu" else {"device": cfg["device"]}),
-    }
+    """The losses' settings and device."""
+    return {k: cfg[k] for k in ("loss_lr", "options", "device")}
 
 
 def unit_settings(cfg, data, unit):
