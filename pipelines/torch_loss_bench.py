@@ -21,11 +21,9 @@ import time
 
 import numpy as np
 
-from qsrank.pipelines._config import new_run_dir
 from qsrank.pipelines._io import atomic_path, save_figure, write_text
 from qsrank.pipelines._measure import PeakMemory, exact_rss
-from qsrank.pipelines._provenance import code_version, write_provenance
-from qsrank.pipelines._runs import claim_run_dir
+from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 
 SIZES = tuple(2**k for k in range(8, 21, 2))
@@ -409,96 +407,92 @@ def run(
         raise ValueError("devices names cuda, but torch sees no CUDA device")
 
     torch.set_num_threads(1)
-    code = code_version()  # the code the benchmark runs, not that of commits made meanwhile
-    out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
-    sections = [
-        f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
-        f"torch {torch.__version__})"
-    ]
-    if "batched" in parts:
-        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
-        sections.append(
-            "## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
-            "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
-            "gradient) against 4 `lai` calls; times are medians over the repeats "
-            "(wall clock); ratios the median of the repeats' ratios, measured side "
-            "by side, with the smallest and largest, on the wall clock and on CPU "
-            "time\n\n"
-            + markdown_table(
-                [
-                    "n",
-                    "positives",
-                    "loss ms",
-                    "lai_batch ms",
-                    "4 x lai ms",
-                    "loss / lai",
-                    "lai_batch / lai",
-                    "loss / lai (CPU)",
-                    "lai_batch / lai (CPU)",
-                ],
-                [
-                    (
-                        n,
-                        f"{f:.1%}",
-                        *(f"{np.median(x[:, 0]) * 1e3:.1f}" for x in (a, b, r)),
-                        _ratio(a, r, 0),
-                        _ratio(b, r, 0),
-                        _ratio(a, r, 1),
-                        _ratio(b, r, 1),
-                    )
-                    for n, f, a, b, r in rows
-                ],
+    settings = {
+        "sizes": list(sizes),
+        "queries": q,
+        "repeats": repeats,
+        "parts": list(parts),
+        "budget_s": budget,
+        "threads": 1,
+        "cpu_count": os.cpu_count(),
+        "devices": list(devices),
+    }
+    cfg = {**settings, "seed": seed}
+    with run_dir("torch_losses", "bench", out, cfg, "synthetic scores", settings) as out:
+        sections = [
+            f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
+            f"torch {torch.__version__})"
+        ]
+        if "batched" in parts:
+            rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
+            sections.append(
+                "## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
+                "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
+                "gradient) against 4 `lai` calls; times are medians over the repeats "
+                "(wall clock); ratios the median of the repeats' ratios, measured side "
+                "by side, with the smallest and largest, on the wall clock and on CPU "
+                "time\n\n"
+                + markdown_table(
+                    [
+                        "n",
+                        "positives",
+                        "loss ms",
+                        "lai_batch ms",
+                        "4 x lai ms",
+                        "loss / lai",
+                        "lai_batch / lai",
+                        "loss / lai (CPU)",
+                        "lai_batch / lai (CPU)",
+                    ],
+                    [
+                        (
+                            n,
+                            f"{f:.1%}",
+                            *(f"{np.median(x[:, 0]) * 1e3:.1f}" for x in (a, b, r)),
+                            _ratio(a, r, 0),
+                            _ratio(b, r, 0),
+                            _ratio(a, r, 1),
+                            _ratio(b, r, 1),
+                        )
+                        for n, f, a, b, r in rows
+                    ],
+                )
             )
-        )
-    if "distributed" in parts:
-        times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
-        dist_ms, one_ms = np.median(times, axis=0) * 1e3
-        sections.append(
-            f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
-            f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
-            f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
-            f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
-            "ratios, smallest-largest)"
-        )
-    if "memory" in parts:
-        size, queries, dim = bank
-        prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
-        p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
-        sections.append(
-            f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-            f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
-            f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
-            f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
-            f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
-            f"the median of the repeats' ratios (smallest-largest)"
-        )
-    if "curves" in parts:
-        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget, seed)]
-        with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(
-                ["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes", "note"]
+        if "distributed" in parts:
+            times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
+            dist_ms, one_ms = np.median(times, axis=0) * 1e3
+            sections.append(
+                f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
+                f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
+                f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
+                f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
+                "ratios, smallest-largest)"
             )
-            writer.writerows(rows)
-        figure(rows, out / "curves")
-        # last: its memory pass changes the allocator for the rest of the process
-        sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
-    report = "\n\n".join(sections) + "\n"
-    write_text(out / "report.md", report)
-    write_provenance(
-        out,
-        seed,
-        "synthetic scores",
-        {
-            "sizes": list(sizes),
-            "queries": q,
-            "repeats": repeats,
-            "parts": list(parts),
-            "budget_s": budget,
-            "threads": 1,
-            "cpu_count": os.cpu_count(),
-            "devices": list(devices),
-        },
-        code=code,
-    )
+        if "memory" in parts:
+            size, queries, dim = bank
+            prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
+            p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
+            sections.append(
+                f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
+                f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
+                f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
+                f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
+                f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
+                f"the median of the repeats' ratios (smallest-largest)"
+            )
+        if "curves" in parts:
+            rows = [
+                r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget, seed)
+            ]
+            with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
+                writer = csv.writer(fh)
+                writer.writerow(
+                    ["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes", "note"]
+                )
+                writer.writerows(rows)
+            figure(rows, out / "curves")
+            # last: its memory pass changes the allocator for the rest of the process
+            sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
+        report = "\n\n".join(sections) + "\n"
+        write_text(out / "report.md", report)
     return out, report
