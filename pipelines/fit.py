@@ -45,7 +45,7 @@ from qsrank.pipelines.fit_report import (
     redraw,  # noqa: F401 (qsrank plot finds it here by name)
     write,
 )
-from qsrank.pipelines.model import rank_metrics, warn_permuted
+from qsrank.pipelines.scoring import rank_metrics, warn_permuted
 
 EXPERIMENT = "fit"
 #: what cross-validation may pick C by (qs.metrics for AP and NDCG, as `RankSVM.score`)

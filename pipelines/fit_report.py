@@ -8,7 +8,8 @@ import pandas as pd
 
 from qsrank.pipelines._io import read_csv, write_csv, write_text
 from qsrank.pipelines._tables import bar_figure, frame_table
-from qsrank.pipelines.model import METRICS, write_model
+from qsrank.pipelines.model import write_model
+from qsrank.pipelines.scoring import METRICS
 
 #: the methods of each class, the model's first: name -> what the table calls it
 METHODS = {
