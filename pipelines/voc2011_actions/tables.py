@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from qs.data import ACTIONS
-from qsrank.pipelines._replay import ratio_spread, round_means
+from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, round_means
 from qsrank.pipelines.voc2011_actions.config import METHODS
 from qsrank.pipelines.voc2011_actions.paper import (
     CLASS_NAMES,
@@ -131,48 +131,23 @@ def ratios(frame):
     """Baseline / faster time ratios, ours and the paper's, total and per call; ours over the
     classes both methods were trained on (a partial run may lack some)."""
     rows = []
-    for slow, fast in RATIOS:
-        a = frame[frame["method"] == slow].set_index("class")
-        b = frame[frame["method"] == fast].set_index("class")
-        shared = a.index.intersection(b.index)
-        if shared.empty:
-            continue
-        a, b = a.loc[shared], b.loc[shared]
+    for slow, fast, a, b, row in ratio_rows(frame, RATIOS):
         paper_total = PAPER_TOTAL_S[slow] / PAPER_TOTAL_S[fast] if fast in PAPER_TOTAL_S else None
         paper_call = (
             PAPER_MS_PER_CALL[slow][0] / PAPER_MS_PER_CALL[fast][0]
             if fast in PAPER_MS_PER_CALL
             else None
         )
-        spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
-        rounds = min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]]))
         rows.append(
             {
-                "ratio": f"{slow} / {fast}",
-                "total_time": a["lai_time_s"].mean() / b["lai_time_s"].mean(),
-                "replay_median": spread[0],
-                "replay_min": spread[1],
-                "replay_max": spread[2],
-                "replay_rounds": rounds,
+                **row,
                 "paper_total_time": paper_total,
                 "per_call": a["lai_ms_per_call"].mean() / b["lai_ms_per_call"].mean(),
                 "paper_per_call": paper_call,
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "ratio",
-            "total_time",
-            "replay_median",
-            "replay_min",
-            "replay_max",
-            "replay_rounds",
-            "paper_total_time",
-            "per_call",
-            "paper_per_call",
-        ],
-    )
+    columns = [*RATIO_COLUMNS, "paper_total_time", "per_call", "paper_per_call"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _metric_table(frame, loss, rank_methods, paper):
