@@ -59,10 +59,6 @@ FIGURE_PRESETS = {
 COUNTS = S.distinct(conint(ge=1))
 
 
-def _all_classes(value):
-    return list(ACTIONS) if value == "all" else value
-
-
 PER_LOSS = S.per_key(S.real(gt=0), LOSSES, FIXED_C, float)
 C_OR_CV = PER_LOSS | Literal["cv"]
 
