@@ -112,18 +112,23 @@ def custom(check, expected):
     return Annotated[Any, PlainValidator(validate, json_schema_input_type=Any)]
 
 
-def split_paths(value, synthetic=False):
-    """{trainval: PATH, test: PATH} with two non-empty strings (or 'synthetic', when
-    `synthetic`), else a ValueError: where a data set's two splits are read from."""
-    if synthetic and value == "synthetic":
-        return value
-    if (
-        not isinstance(value, dict)
-        or set(value) != {"trainval", "test"}
-        or not all(isinstance(v, str) and v for v in value.values())
-    ):
-        raise ValueError(value)
-    return {"trainval": value["trainval"], "test": value["test"]}
+def split_paths(what, synthetic=False):
+    """A mapping {trainval: PATH, test: PATH} of two non-empty strings, each `what` (or
+    'synthetic', when `synthetic`): where a data set's two splits are read from."""
+
+    def check(value):
+        if synthetic and value == "synthetic":
+            return value
+        if (
+            not isinstance(value, dict)
+            or set(value) != {"trainval", "test"}
+            or not all(isinstance(v, str) and v for v in value.values())
+        ):
+            raise ValueError(value)
+        return {"trainval": value["trainval"], "test": value["test"]}
+
+    either = "'synthetic' or " if synthetic else ""
+    return custom(check, f"{either}a mapping {{trainval: PATH, test: PATH}}, each {what}")
 
 
 def presets(builtin, keys, leaves, expected):
@@ -141,9 +146,9 @@ def presets(builtin, keys, leaves, expected):
                 if vary not in keys or not isinstance(spec, dict) or set(spec) != set(keys[vary]):
                     raise ValueError(f"expected {expected}; got {where}: {shown(spec)}")
                 for k, entry in spec.items():
+                    leaf = TypeAdapter(leaves.get(k, conint(ge=1)), config=STRICT)
                     try:
-                        spec[k] = TypeAdapter(leaves.get(k, conint(ge=1)), config=STRICT)
-                        spec[k] = spec[k].validate_python(entry)
+                        spec[k] = leaf.validate_python(entry)
                     except ValidationError as err:
                         given = f"{where}.{k}: {shown(entry)} ({_message(err.errors()[0])})"
                         raise ValueError(f"expected {expected}; got {given}") from None

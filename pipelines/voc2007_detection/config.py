@@ -141,19 +141,12 @@ class Config(S.Section):
 
     experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: conint(ge=0) = S.key(0, "the synthetic data, init and holdout")
-    data: S.custom(
-        lambda v: S.split_paths(v, synthetic=True),
-        "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
-        "directories of R-CNN .mat feature caches",
-    ) = S.key("synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
-    store: (
-        S.custom(
-            S.split_paths,
-            "a mapping {trainval: PATH, test: PATH}, each "
-            "a box-feature store written by `qsrank load cnn`",
-        )
-        | None
-    ) = S.key(None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
+    data: S.split_paths("a directory of R-CNN .mat feature caches", synthetic=True) = S.key(
+        "synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches"
+    )
+    store: S.split_paths("a box-feature store written by `qsrank load cnn`") | None = S.key(
+        None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`"
+    )
     in_memory_max_gb: S.real(ge=0) = S.key(
         1.0, "a store's features up to this size are loaded in memory, larger read by block"
     )

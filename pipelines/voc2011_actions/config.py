@@ -112,10 +112,8 @@ class Config(S.Section):
 
     experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: conint(ge=0) = S.key(0, "the synthetic data, subsampling and CV folds")
-    data: S.custom(
-        lambda v: S.split_paths(v, synthetic=True),
-        "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
-        "poselet list file or an .npz cache from `qsrank load poselet --out`",
+    data: S.split_paths(
+        "a poselet list file or an .npz cache from `qsrank load poselet --out`", synthetic=True
     ) = S.key("synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
     features_dir: str | None = S.key(
         None, "feature files of list-file data; null: beside each list file"

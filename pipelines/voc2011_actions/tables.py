@@ -1,5 +1,5 @@
 """Tables 1-4 of a finished run as frames, the paper's numbers beside ours: LAI time in total
-and per call, their speed-ups, test AP and NDCG per class (`report` writes them)."""
+and per call, their speed-ups, test AP and NDCG per class (`outputs` writes them)."""
 
 import numpy as np
 import pandas as pd
