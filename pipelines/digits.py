@@ -86,7 +86,7 @@ class Config(S.Section):
     experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
     seed: conint(ge=0) = S.key(0, "seed of the stratified split and CV folds")
     test_size: S.real(gt=0, lt=1) = S.key(0.5, "fraction of the images in the test half")
-    classes: S.distinct(Literal[tuple(range(10))], _digit) = S.key(
+    classes: S.distinct(conint(ge=0, le=9), _digit) = S.key(
         list(range(10)), "digits, each one-vs-rest"
     )
     scaler: Literal[tuple(SCALERS)] = S.key("standard", "feature scaling fit on the train half")

@@ -81,7 +81,7 @@ class RetrievalBudget(Epochs):
 
 
 class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
-    train_classes: S.distinct(Literal[tuple(range(10))]) = S.key(
+    train_classes: S.distinct(conint(ge=0, le=9)) = S.key(
         [0, 1, 2, 3, 4], "the training digits; the others are held out for the test"
     )
 
