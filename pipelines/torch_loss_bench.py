@@ -14,7 +14,6 @@ Writes report.md, curves.csv, curves.png/.pdf and provenance.json; torch on one 
 
 import csv
 import os
-import time
 
 import numpy as np
 
@@ -24,7 +23,6 @@ from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.torch_loss_parts import (
     DISTRIBUTED_REPEATS,
-    MIN_REPEAT_S,
     distributed_step,
     interleaved,
     memory_bank,
@@ -76,7 +74,7 @@ def loss_curves(
 ):
     """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
     the losses' repeats are interleaved, so that all of them see the same load, and a repeat
-    is the mean of back-to-back calls filling `MIN_REPEAT_S`. The peaks are taken in a
+    is the mean of back-to-back calls (`interleaved`). The peaks are taken in a
     second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
     the default allocator."""
     fns = _losses(torch)
@@ -92,19 +90,8 @@ def loss_curves(
                 notes[name] = f"needs about {need / 2**30:,.0f} GiB"
             else:
                 steps[name] = _step(torch, fns[name], s, y, device)
-        inner = {}
-        for name, step in steps.items():
-            step()  # first call: compiles, allocates
-            start = time.perf_counter()
-            step()
-            inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
-        times = {name: [] for name in steps}
-        for _ in range(repeats):
-            for name, step in steps.items():
-                start = time.perf_counter()
-                for _ in range(inner[name]):
-                    step()
-                times[name].append((time.perf_counter() - start) / inner[name])
+        # interleaved makes each step's first call (compiling, allocating) untimed; [:, 0]: wall
+        times = {name: t[:, 0] for name, t in interleaved(steps, repeats).items()}
         for name in losses:
             if name not in steps:
                 rows.append([device, name, n, None, None, None, None, notes[name]])
