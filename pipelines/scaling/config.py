@@ -2,9 +2,10 @@
 
 import os
 import time
+from typing import Literal
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import conint, model_validator
 
 from qs.inference import METHODS
 from qsrank.pipelines import _config
@@ -144,36 +145,36 @@ PRESETS_EXPECTED = (
 
 
 class Scores(S.Section):
-    pos_mean: S.number() = S.key(1.0, "mean of the positives' normal scores")
-    pos_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
-    neg_mean: S.number() = S.key(0.0, "mean of the negatives' normal scores")
-    neg_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
+    pos_mean: S.real() = S.key(1.0, "mean of the positives' normal scores")
+    pos_std: S.real(gt=0) = S.key(1.0, "their standard deviation")
+    neg_mean: S.real() = S.key(0.0, "mean of the negatives' normal scores")
+    neg_std: S.real(gt=0) = S.key(1.0, "their standard deviation")
 
 
 class Config(S.Section):
     """The scaling benchmark: every key a config may set; configs/scaling.yaml sets a few."""
 
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the synthetic scores")
-    vary: S.choice(VARIES) = S.key(
+    seed: conint(ge=0) = S.key(0, "seed of the synthetic scores")
+    vary: Literal[tuple(VARIES)] = S.key(
         "negatives", "which count grows (share: the grid of negatives x share of positives)"
     )
-    loss: S.choice(LOSSES + ("all",)) = S.key("all", "the losses timed")
-    methods: S.optional(S.names(CURVE_NAMES, "curve")) = S.key(
+    loss: Literal[tuple(LOSSES + ("all",))] = S.key("all", "the losses timed")
+    methods: S.names(CURVE_NAMES) | None = S.key(
         None, "curves to time; null: every curve of the losses"
     )
-    repeats: S.number(integer=True, low=1) = S.key(5, "warm timed samples per size and curve")
-    preset: S.text() = S.key("paper", "the sizes: a name in presets")
-    budget_s: S.number(low=0, strict=True) = S.key(
+    repeats: conint(ge=1) = S.key(5, "warm timed samples per size and curve")
+    preset: str = S.key("paper", "the sizes: a name in presets")
+    budget_s: S.real(gt=0) = S.key(
         10.0, "skip a curve once a call is predicted to take longer (seconds)"
     )
-    clock: S.choice(CLOCKS) = S.key("wall", "wall, or cpu: the process's CPU time")
+    clock: Literal[tuple(CLOCKS)] = S.key("wall", "wall, or cpu: the process's CPU time")
     scores: Scores = S.key(Scores, "the synthetic scores")
     presets: S.presets(
         PRESETS,
         SPEC_KEYS,
         {
-            "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
-            "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1"),
+            "shares": S.distinct(S.real(gt=0)),
+            "negatives": S.distinct(conint(ge=1)),
         },
         PRESETS_EXPECTED,
     ) = S.key(PRESETS, "per preset and vary: how the sizes are spaced")
