@@ -22,11 +22,11 @@ The rule (`sorts`), reading N and P:
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets, or from ``NUMPY_SORT_FROM`` negatives hands them back to be sorted
   by numpy (``AUTO_NUMPY``: `qs.inference._packed_sort`, then `sorted_lai` ranks them as
-  ``bucket_sort`` does), whose vectorised sort numba cannot call. Otherwise (mostly below every positive, or tied), or with few
-  positives (at least ``QS_PER_POSITIVE`` negatives per positive: few ranks, which ``qs``'s
-  splits separate in a few levels): ``qs``, for every loss. Inside training most negatives
-  fall below every positive after a few iterations,
-  and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
+  ``bucket_sort`` does), whose vectorised sort numba cannot call. Otherwise (mostly below
+  every positive, or tied), or with few positives (at least ``QS_PER_POSITIVE`` negatives
+  per positive: few ranks, which ``qs``'s splits separate in a few levels): ``qs``, for
+  every loss. Inside training most negatives fall below every positive after a few
+  iterations, and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
   few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
   on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
   3085-3133; replayed, each method writing into a `Workspace` as the
