@@ -75,6 +75,8 @@ def number(*, integer=False, low=None, strict=False, high=None, high_strict=True
         ):
             raise Expected(expected)
         value = int(value) if isinstance(value, numbers.Integral) else float(value)
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise Expected(f"{expected} (of at most 64 bits)")  # and float() would overflow
         ok = math.isfinite(value)
         if ok and low is not None:
             ok = value > low if strict else value >= low

@@ -155,6 +155,17 @@ def write_model(directory, meta, **arrays):
     return directory / JSON_NAME
 
 
+class _RepeatedKey(Exception):
+    """A JSON object naming a key twice (json would keep the last value silently)."""
+
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) < len(keys):
+        raise _RepeatedKey(_repeated(keys))
+    return dict(pairs)
+
+
 def model_files(path):
     """(model.json, model.npz) of the model at `path` (its model.json, or a run directory
     holding one)."""
@@ -170,7 +181,11 @@ def read_model(path):
     path, weights = model_files(path)
     raw = read_bytes(path, "the model file", _JSON_BYTES)
     try:
-        meta = json.loads(raw.decode("utf-8"))
+        meta = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except _RepeatedKey as err:
+        raise ValueError(
+            f"{path}: damaged qsrank model file: the key {err} appears more than once."
+        ) from None
     except ValueError:  # not UTF-8, not JSON
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -395,10 +410,17 @@ def _read_scores(path):
     check_regular(path, "the scores file")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as err:
         raise ValueError(
             f"Cannot read {path} as a scores CSV: {' '.join(str(err).split())[:200]}"
         ) from None
+    names = list(header.iloc[0]) if len(header) else []
+    if len(set(names)) < len(names):  # pandas would score the repeat as a class "NAME.1"
+        raise ValueError(
+            f"{path}: the column name {_repeated(names)} appears more than once in its "
+            "header; expected one column per class."
+        )
     numbers = frame.apply(pd.to_numeric, errors="coerce")
     if frame.empty or frame.shape[1] == 0 or not np.isfinite(numbers.to_numpy(float)).all():
         raise ValueError(
