@@ -196,10 +196,27 @@ def validate(model, config):
     of one line naming the key path, what was expected and what was given."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a mapping of keys; got {shown(config)}")
+    _check_integers(config, [])
     try:
         return model.model_validate(config).model_dump(by_alias=True, warnings=False)
     except ValidationError as err:
         raise ValueError(error_line(model, err.errors())) from None
+
+
+def _check_integers(value, path):
+    """Refuse an integer beyond 64 bits anywhere in `value` (YAML's have no bound; numpy and
+    `float()` overflow on them), naming its key path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_integers(v, [*path, str(k)])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_integers(v, [*path, str(i)])
+    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise ValueError(
+            f"{'.'.join(path) or 'config'}: expected an integer of at most 64 bits; got "
+            f"{shown(value)}"
+        )
 
 
 def _path(error):

@@ -44,7 +44,11 @@ def read_config(path):
 def parse_yaml(text, name="the value"):
     """The YAML value of ``text`` (a config, or a value given on the command line), read by
     the rules of `read_config`; ``name`` stands for the text in yaml's own messages."""
-    loader = _ConfigLoader(text)
+    try:
+        loader = _ConfigLoader(text)
+    except yaml.YAMLError as err:  # its reader refuses a control character at once
+        message = " ".join(str(err).split()).replace('"<unicode string>"', name)
+        raise ValueError(message) from None
     loader.name = name  # instead of "<unicode string>"
     try:
         return loader.get_single_data()

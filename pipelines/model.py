@@ -63,10 +63,10 @@ class ModelMeta(BaseModel):
         if names is not None and len(names) != self.n_features:
             raise ValueError(f"feature_names: {len(names)} names for {self.n_features} features")
         if names is not None and len(set(names)) != len(names):
-            raise ValueError(f"feature_names: {_repeated(names)} appears more than once")
+            raise ValueError(f"feature_names: {repeated(names)} appears more than once")
         if len({str(c) for c in self.classes}) != len(self.classes):
             raise ValueError(
-                f"classes: {_repeated([str(c) for c in self.classes])} appears more than once"
+                f"classes: {repeated([str(c) for c in self.classes])} appears more than once"
             )
         if len(self.C) != len(self.classes):
             raise ValueError(f"C: {len(self.C)} values for {len(self.classes)} classes")
@@ -96,7 +96,8 @@ def _cut(value):
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _repeated(items):
+def repeated(items):
+    """The first item of `items` seen before, as messages show values."""
     seen = set()
     return shown(next(x for x in items if x in seen or seen.add(x)))
 
@@ -151,6 +152,17 @@ def write_model(directory, meta, **arrays):
     return directory / JSON_NAME
 
 
+class _RepeatedKey(Exception):
+    """A JSON object naming a key twice (json would keep the last value silently)."""
+
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) < len(keys):
+        raise _RepeatedKey(repeated(keys))
+    return dict(pairs)
+
+
 def model_files(path):
     """(model.json, model.npz) of the model at `path` (its model.json, or a run directory
     holding one)."""
@@ -166,7 +178,11 @@ def read_model(path):
     path, weights = model_files(path)
     raw = read_bytes(path, "the model file", _JSON_BYTES)
     try:
-        meta = json.loads(raw.decode("utf-8"))
+        meta = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except _RepeatedKey as err:
+        raise ValueError(
+            f"{path}: damaged qsrank model file: the key {err} appears more than once."
+        ) from None
     except ValueError:  # not UTF-8, not JSON
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:

@@ -10,7 +10,7 @@ import pandas as pd
 from qs.data.files import check_regular
 from qs.data.tables import align_features, permuted_columns, read_labels, read_table
 from qsrank.pipelines._io import check_output, write_csv
-from qsrank.pipelines.model import model_files, read_model
+from qsrank.pipelines.model import model_files, read_model, repeated
 
 #: the metrics of each positive class: name -> what the tables call it
 METRICS = {"ap": "AP", "ndcg": "NDCG", "voc_ap": "VOC AP", "roc_auc": "ROC AUC"}
@@ -127,10 +127,17 @@ def _read_scores(path):
     check_regular(path, "the scores file")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as err:
         raise ValueError(
             f"Cannot read {path} as a scores CSV: {' '.join(str(err).split())[:200]}"
         ) from None
+    names = list(header.iloc[0]) if len(header) else []
+    if len(set(names)) < len(names):  # pandas would score the repeat as a class "NAME.1"
+        raise ValueError(
+            f"{path}: the column name {repeated(names)} appears more than once in its "
+            "header; expected one column per class."
+        )
     numbers = frame.apply(pd.to_numeric, errors="coerce")
     if frame.empty or frame.shape[1] == 0 or not np.isfinite(numbers.to_numpy(float)).all():
         raise ValueError(

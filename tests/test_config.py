@@ -48,3 +48,15 @@ def test_a_bad_set_value_is_blamed_on_set_not_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"config .*bad.yaml: seed"):
         load_config(bad, {"seed": 0}, resolve, {}, {"seed": "xyz"})
     assert load_config(bad, {"seed": 0}, resolve, {}, {"seed": 5}) == {"seed": 5}  # mended
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**30), 2**63], ids=["1e400", "-1e30", "2**63"])
+def test_an_integer_beyond_64_bits_is_refused_in_one_line(tmp_path, value):
+    """A YAML integer has no bound: one of 400 digits was an OverflowError of `float()`."""
+
+    def resolve(cfg):
+        return S.validate(Seeded, cfg)
+
+    with pytest.raises(ValueError, match=r"seed: expected an integer of at most 64 bits"):
+        load_config(None, {"seed": 0}, resolve, {}, {"seed": value})
+    assert load_config(None, {"seed": 0}, resolve, {}, {"seed": 2**63 - 1}) == {"seed": 2**63 - 1}

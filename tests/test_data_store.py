@@ -814,6 +814,21 @@ def test_verify_reads_regular_chunks_only_and_bounded(tmp_path, replacement):
     )
 
 
+@pytest.mark.parametrize("where", ["zarr.json", "features/zarr.json"])
+@pytest.mark.parametrize("replacement", ["fifo", "dev-zero"])
+def test_verify_refuses_metadata_that_is_not_a_regular_file(tmp_path, where, replacement):
+    """zarr opens a store's metadata itself: a FIFO there was waited on for ever."""
+    path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)
+    (path / where).unlink()
+    if replacement == "fifo":
+        os.mkfifo(path / where)
+    else:
+        (path / where).symlink_to("/dev/zero")
+    result = _verify_in_a_process(path, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"Cannot read the store's metadata {path / where}: it is a " in result.stderr
+
+
 @pytest.mark.parametrize("edit", ["array", "both"])
 def test_metadata_disagreeing_with_the_record_is_refused(tmp_path, edit):
     path = convert.write_synthetic_store(tmp_path / "s.zarr", chunk_images=10, **SMALL)

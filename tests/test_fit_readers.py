@@ -183,6 +183,39 @@ def test_parquet_timestamps_are_refused(tmp_path):
         read_table(tmp_path / "f.parquet", label_column="label")
 
 
+def test_non_finite_svmlight_values_are_refused_naming_the_line(tmp_path):
+    """scikit-learn reads `nan` and `inf` in an svmlight file as numbers; they are refused
+    as the other formats refuse them, naming the line, not found later as an overflow."""
+    path = tmp_path / "f.svm"
+    path.write_text("0 1:1 2:1\n1 1:2 2:nan\n0 1:inf\n")
+    with pytest.raises(
+        ValueError,
+        match=r"f\.svm, line 2: feature index 2 \(as written\) holds nan; expected finite "
+        r"numbers \(2 non-finite value\(s\) in all\)",
+    ):
+        read_svmlight(path)
+    path.write_text("0 1:1\n1 1:2\ninf 1:3\n")
+    with pytest.raises(ValueError, match=r"f\.svm, line 3: the label is inf"):
+        read_svmlight(path)
+    X, y = data(n=20, d=2)
+    dump_svmlight_file(X, y, str(tmp_path / "t.svm"), zero_based=False)
+    path.write_text((tmp_path / "t.svm").read_text().replace("\n", " 9:-inf\n", 1))
+    one_line_error(qsrank("fit", path, *FIT, "--out", tmp_path / "run"), "line 1", "-inf")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_parquet_row_is_not_told_as_a_line_of_text(tmp_path):
+    pytest.importorskip("pyarrow")
+    X, y = data(n=20, d=2)
+    X[4, 1] = np.nan
+    pd.DataFrame(X, columns=["a", "b"]).assign(label=y).to_parquet(tmp_path / "f.parquet")
+    with pytest.raises(ValueError, match=r"'b' is missing \(empty or NaN\) in data row 5 \(1 "):
+        read_table(tmp_path / "f.parquet", label_column="label")
+    pd.DataFrame(X, columns=["a", "b"]).assign(label=y).to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(ValueError, match=r"in data row 5 \(line 6 of a text file\)"):
+        read_table(tmp_path / "f.csv", label_column="label")
+
+
 # ---------------------------------------------------------------------------- memory
 
 

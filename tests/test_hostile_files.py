@@ -404,3 +404,14 @@ def test_parse_yaml_reads_a_command_line_value_by_the_config_rules():
     assert parse_yaml("1e-5") == 1e-5 and parse_yaml("[ap, 0-1]") == ["ap", "0-1"]
     with pytest.raises(ValueError, match="anchors and aliases"):
         parse_yaml("[&a 1, *a]")
+
+
+@pytest.mark.parametrize("text", ["\x00\x01\x02", "seed: 1\x07\n"])
+def test_a_control_character_is_a_one_line_error(tmp_path, text):
+    """yaml's reader refuses a control character as the loader is made, before parsing:
+    that error was a traceback."""
+    words = r"unacceptable character #x00\w\w: special characters are not allowed in "
+    with pytest.raises(ValueError, match=words + r"the config, position \d"):
+        read_config(_config(tmp_path, text))
+    with pytest.raises(ValueError, match=words + r"--set seed, position \d"):
+        parse_yaml(text, "--set seed")

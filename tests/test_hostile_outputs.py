@@ -414,6 +414,15 @@ def test_files_of_no_rows_are_one_line_and_write_nothing(tmp_path, kind):
         assert not (tmp_path / "run").exists() and not (tmp_path / "s.csv").exists()
 
 
+def test_a_mat_file_of_no_rows_is_told_as_such(tmp_path):
+    """MATLAB keeps an empty vector as a 0-by-0 matrix: read as no labels, not as a y of
+    another shape."""
+    path = tmp_path / "empty.mat"
+    scipy.io.savemat(path, {"X": np.zeros((0, 4)), "y": np.zeros(0)})
+    result = qsrank("fit", path, *FAST, "--out", tmp_path / "run")
+    one_line_error(result, "empty.mat", "holds no rows")
+
+
 @pytest.mark.parametrize(
     "where,scale,words",
     [
@@ -541,3 +550,27 @@ def test_a_narrower_svmlight_file_is_still_scored(tmp_path):
         == 0
     )
     np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["1.0"], X @ [1, 2, 3, 4] + 0.5)
+
+
+def test_a_repeated_score_column_is_refused(tmp_path):
+    """pandas reads a second column `b` as `b.1`, which names no class: every metric of it
+    would be "-" with exit 0."""
+    X, _ = data(n=40)
+    labels = write_csv(tmp_path / "l.csv", X, np.array(["a", "b"] * 20))
+    (tmp_path / "s.csv").write_text("b,b\n" + "".join(f"{k},{-k}\n" for k in range(40)))
+    result = qsrank("evaluate", tmp_path / "s.csv", labels, "--label-column", "label")
+    one_line_error(result, "s.csv", "the column name 'b' appears more than once")
+
+
+def test_a_model_json_repeating_a_key_is_refused(tmp_path):
+    """json keeps the last of two values of a key (another reader may keep the first), and
+    the checksum covers the values read: the file says two things, one of them unchecked."""
+    model = _model(tmp_path / "model")
+    path = model / "model.json"
+    path.write_text(path.read_text().replace("{", '{"n_features": 9, ', 1))
+    with pytest.raises(
+        ValueError,
+        match=r"model\.json: damaged qsrank model file: the key 'n_features' appears more "
+        r"than once",
+    ):
+        read_model(model)

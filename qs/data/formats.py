@@ -158,6 +158,7 @@ def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
         query_id=query_id,
     )
     X = X.tocsr()
+    _check_svmlight_finite(path, X, y)
     uses_zero = bool(X.indices.size) and int(X.indices.min()) == 0
     if zero_based == "auto":
         zero_based = uses_zero
@@ -214,6 +215,26 @@ def _svmlight_groups(path, qid, n_rows):
     return qid
 
 
+def _check_svmlight_finite(path, X, y):
+    """A ValueError naming the line of the first NaN/inf feature value or label of an
+    svmlight file (scikit-learn reads ``nan`` and ``inf`` as numbers)."""
+    bad_x = np.flatnonzero(~np.isfinite(X.data))
+    bad_y = np.flatnonzero(~np.isfinite(y))
+    if not bad_x.size and not bad_y.size:
+        return
+    rows = np.searchsorted(X.indptr, bad_x, "right") - 1
+    row = int(min(rows.min(initial=y.size), bad_y.min(initial=y.size)))
+    if bad_y.size and bad_y[0] == row:
+        what = f"the label is {float(y[row])!r}"
+    else:
+        k = int(bad_x[np.flatnonzero(rows == row)[0]])
+        what = f"feature index {X.indices[k]} (as written) holds {float(X.data[k])!r}"
+    raise ValueError(
+        f"{path}, line {_svmlight_lines(path)[row][0]}: {what}; expected finite numbers "
+        f"({bad_x.size + bad_y.size} non-finite value(s) in all)."
+    )
+
+
 def _svmlight_lines(path):
     """``(line number, has a qid)`` of each data line of an svmlight file (a line with
     something before its ``#``), for messages."""
@@ -257,7 +278,8 @@ def _checked(path, X, y, n_features):
             raise ValueError(f"{path}: expected X to hold numbers; got dtype {X.dtype}.")
     X = X.tocsr().astype(np.float64) if sp.issparse(X) else X.astype(np.float64)
     y = None if y is None else np.asarray(y)
-    if y is not None and y.ndim == 2 and 1 in y.shape:  # MATLAB keeps vectors 2-D
+    # MATLAB keeps vectors 2-D, and an empty one 0 by 0
+    if y is not None and y.ndim == 2 and (1 in y.shape or y.size == 0):
         y = y.ravel()
     if X.ndim != 2 or (y is not None and y.ndim != 1):
         expected, got = "X 2-D", f"X of shape {X.shape}"

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from qs.data.files import check_regular
+
 __all__ = ["FORMAT", "FORMAT_VERSION", "BoxStore", "StoreDamaged", "open_store"]
 
 FORMAT = "qsrank-boxstore"
@@ -266,6 +268,9 @@ def open_store(path):
             else ""
         )
         raise ValueError(f"No box store at {path}{hint}.")
+    for meta in (path / "zarr.json", *sorted(path.glob("*/zarr.json"))):
+        if os.path.lexists(meta):  # zarr would wait on a FIFO there, or read a device
+            check_regular(meta, "the store's metadata")
     try:
         group = zarr.open_group(path, mode="r")
         attrs = group.attrs.asdict()

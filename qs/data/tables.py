@@ -396,7 +396,7 @@ def _features(path, frame):
             if bad.size:
                 raise ValueError(
                     f"{path}: feature column {shown(str(name))} holds text, e.g. "
-                    f"{shown(str(column.iloc[bad[0]]))} in {_row(bad[0])} ({bad.size} "
+                    f"{shown(str(column.iloc[bad[0]]))} in {_row(bad[0], path)} ({bad.size} "
                     "non-numeric value(s)); features must be numbers (encode categories as "
                     "numbers first)."
                 )
@@ -407,7 +407,7 @@ def _features(path, frame):
         what = "is missing (empty or NaN)" if np.isnan(value) else f"is {value}"
         raise ValueError(
             f"{path}: feature column {shown(str(frame.columns[cols[0]]))} {what} in "
-            f"{_row(rows[0])} ({rows.size} non-finite value(s) in all); fill in or "
+            f"{_row(rows[0], path)} ({rows.size} non-finite value(s) in all); fill in or "
             "drop them first."
         )
     return X
@@ -420,7 +420,7 @@ def _labels(path, name, column):
     if missing.size:
         raise ValueError(
             f"{path}: label column {shown(str(name))} is empty in "
-            f"{_row(missing[0])} ({missing.size} missing label(s))."
+            f"{_row(missing[0], path)} ({missing.size} missing label(s))."
         )
     values = column.to_numpy()
     if values.dtype.kind in "biuf":
@@ -462,11 +462,11 @@ def _groups(path, frame, name, label_column):
     if missing.size:
         raise ValueError(
             f"{path}: group column {shown(str(name))} is empty in "
-            f"{_row(missing[0])} ({missing.size} missing query id(s))."
+            f"{_row(missing[0], path)} ({missing.size} missing query id(s))."
         )
     values = column.to_numpy()
     values = _class_labels(values if values.dtype.kind in "biuf" else values.astype(str))
-    check_query_order(path, values, _row)
+    check_query_order(path, values, lambda k: _row(k, path))
     return values
 
 
@@ -478,8 +478,11 @@ def _class_labels(y):
     return y
 
 
-def _row(k):
-    """Data row ``k`` (0-based) as a user counts it: from 1, after the header line."""
+def _row(k, path):
+    """Data row ``k`` (0-based) of the table ``path`` as a user counts it: from 1, and for a
+    text file (CSV, TSV) its line, after the header line."""
+    if _kind(Path(path)) == "parquet":
+        return f"data row {k + 1}"
     return f"data row {k + 1} (line {k + 2} of a text file)"
 
 
