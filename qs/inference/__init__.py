@@ -18,9 +18,9 @@ from qs.inference._prepare import output_arrays, raise_for
 from qs.inference.auto import auto_lai, bucket_sort_lai, qs_lai
 from qs.inference.brute import brute_lai
 from qs.inference.bucket import bucket_lai
-from qs.inference.qs import sort_dc_lai
 from qs.inference.scan import scan_lai
 from qs.inference.search import search_lai
+from qs.inference.sort_dc import sort_dc_lai
 from qs.inference.workspace import Workspace
 from qs.inference.zero_one import zero_one_lai
 from qs.losses import QSLoss, get_loss

@@ -1,4 +1,4 @@
-"""The small-query route of `qs.inference.batch.lai_batch` (`_small_row`).
+"""The small-query route of `qs.inference.batch.lai_batch` (`small_row`).
 
 A small query (fewer than `SMALL_ROW_MAX` negatives), the common case in a mini-batch,
 that ``"auto"`` sorts is solved as ``bucket_sort`` does (the negatives sorted by buckets,
@@ -11,9 +11,6 @@ NDCG 3.4-3.45), 2.55 times cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of
 0-1 kernels' time, sorting each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2
 (these buckets), and the divide and conquer alone on sorted negatives 0.75-0.8: an exact
 method that sorts its negatives stays above twice the 0-1 kernels on one thread.
-
-Beside it, what every route of a row reads of the loss: its increment parameters for P
-positives (`params_into`) and NDCG's ``C(P)`` (`ideal_of`).
 """
 
 import numpy as np
@@ -23,22 +20,6 @@ from qs.inference._hinge import add, score_term
 from qs.inference._input import reference
 from qs.inference._ranks import opt_ranks_swept
 from qs.inference._sorting import sort_positives
-from qs.losses import AP_CODE, loss_value, ndcg_increments_into
-
-
-@jit
-def params_into(inc, table, ideal, n_pos, params):
-    """The loss's increment parameters for P positives (`qs.losses.QSLoss.prepare`),
-    written in ``params``: none for AP, NDCG's table."""
-    if inc == AP_CODE:
-        return params[:0]
-    return ndcg_increments_into(table, ideal[n_pos - 1], params)
-
-
-@jit
-def ideal_of(inc, ideal, n_pos):
-    """NDCG's ``C(P)`` for P positives (1.0, unused, for AP)."""
-    return 1.0 if inc == AP_CODE else ideal[n_pos - 1]
 
 
 @jit
@@ -90,10 +71,12 @@ def _insertion_pass(v, idx, size, budget):
 
 
 @jit
-def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, coef, out):
-    """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
+def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
+    """One query of few negatives, in the work arrays ``work`` (5 rows of n + 2),
+    ``iwork`` (6 rows of n + 2)
     and ``count`` (`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
-    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place.
+    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place. Returns (the
+    negatives above each positive, the score term ``F(R_bar) - F(R*)``, ``F(R*)``).
 
     Written against the branch predictor (the input decides each branch, and a mispredicted
     one costs as much as a dozen operations): one pass over the scores, without a branch on
@@ -105,14 +88,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     """
     n = scores.size
     m = n - p
-    v, sorted_v, pos_values, spos, params, pos_sorted = (
-        work[0],
-        work[1],
-        work[2],
-        work[3],
-        work[4],
-        work[5],
-    )
+    v, sorted_v, pos_values, spos, pos_sorted = work[0], work[1], work[2], work[3], work[4]
     idx, sorted_idx, pos_index, rk, pos_order, bucket = (
         iwork[0],
         iwork[1],
@@ -174,7 +150,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     spos[0] = ref
     for i in range(p):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
-    opt_ranks_swept(sorted_v[:m], rk, inc, params_into(inc, table, ideal, p, params), p, c2, spos)
+    opt_ranks_swept(sorted_v[:m], rk, inc, params, p, c2, spos)
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
     # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)
@@ -195,7 +171,4 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
         n_above[k] = above
         coef[pos_order[k]] = (m - 2.0 * above) * inv
         total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
-    value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    truth = sum_pos / p - sum_neg / m
-    hinge = value + score_term(total, comp)
-    out[0], out[1], out[2], out[3] = value, hinge + truth, truth, hinge
+    return n_above, score_term(total, comp), sum_pos / p - sum_neg / m

@@ -25,7 +25,7 @@ F's share of them comes from the bucket's sum. Measured on one row of 10^5 score
 positives (AP, one thread): the method took 318 us, against 433 us when the settling pass
 found each bucket again and summed coefficient times score, one addition waiting on the
 last. The coefficients may be written shifted and in float32 (a gradient ``coef(R_bar) -
-coef(R*)``, `_bucket`), with no pass of their own.
+coef(R*)``, `bucket_ranks`), with no pass of their own.
 
 The passes over the input (histogram, then settling) and the gathered buckets are cut into
 pieces that run on threads for large inputs. The pieces depend on the input size only, not
@@ -67,7 +67,7 @@ CHUNKS = 8
 
 
 @jit
-def _bucket(
+def bucket_ranks(
     inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift_pos, shift_neg, buckets
 ):
     """The whole method in one thread. ``coef`` (float64 or float32) gets each coefficient
@@ -171,7 +171,7 @@ def thread_count():
     return numba.config.NUMBA_NUM_THREADS
 
 
-def _map(fn, *iterables):
+def thread_map(fn, *iterables):
     """``fn`` over the pieces on a pool of `thread_count` threads (the kernels release
     the GIL)."""
     workers = max(1, min(CHUNKS, thread_count(), os.cpu_count() or 1))
@@ -200,7 +200,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     sums = np.zeros((n_chunks, n_buckets))
     ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
     buckets = np.empty(n, dtype=np.uint16)
-    scanned = _map(
+    scanned = thread_map(
         lambda c: scan_chunk(
             scores,
             is_pos,
@@ -238,7 +238,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     fill = fill_from.copy()
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
-    dots = _map(
+    dots = thread_map(
         lambda c: settle_chunk(
             is_pos,
             bounds[c],
@@ -270,7 +270,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     cuts = np.searchsorted(live, np.linspace(0, live[-1] if live.size else 0, n_chunks + 1)[1:-1])
     i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(solve_gathered, loss.kernel)
-    solved = _map(
+    solved = thread_map(
         lambda c: solve(
             params,
             i_bounds[c],
@@ -324,6 +324,6 @@ def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
     n_buckets = n_buckets_for(n_pos, neg_rank.size)
-    return bind(_bucket, loss.kernel)(
+    return bind(bucket_ranks, loss.kernel)(
         params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, 0.0, 0.0, NO_BUCKETS
     )

@@ -20,26 +20,9 @@ import numpy.typing as npt
 
 from qs._numba import jit
 from qs.inference import lai
-from qs.inference._batch_rows import (
-    AUTO,
-    BUCKET,
-    _bucket_row,
-    _finish_row,
-    _float64_row,
-    _is_float64,
-    _not_finite_at,
-    _ranks_into,
-    _solved_in,
-    _solver_row,
-    _truth_coef,
-    _work_arrays,
-)
-from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, _small_row
-from qs.inference._input import OK
-from qs.inference.auto import sorts, work_floats, work_ints
-from qs.inference.batch import FLOATS, _codes, _discount
-from qs.inference.bucket import _map, thread_count
-from qs.inference.bucket_sort import histogram_size
+from qs.inference._batch_rows import row_loss, row_method, solve_row, work_arrays
+from qs.inference.batch import FLOATS
+from qs.inference.bucket import thread_count, thread_map
 from qs.validation import as_positive_mask
 
 __all__ = ["QueriesResult", "lai_queries"]
@@ -49,9 +32,6 @@ QUERY_LOSSES = ("ap", "ndcg")
 #: calls of at least this many documents (all queries together) run on threads, in blocks of
 #: whole queries, as `qs.inference.batch.lai_batch`'s batches do
 THREADED_MIN = 1 << 21
-#: the small-query route's work arrays are made for queries of up to this many documents
-#: before the call; a longer query (rare in ranking data) grows them in the kernel
-SMALL_HELD_MAX = 1 << 16
 
 
 class QueriesResult(NamedTuple):
@@ -146,7 +126,7 @@ def lai_queries(
     """
     if not (isinstance(loss, str) and loss in QUERY_LOSSES):
         raise ValueError(f"lai_queries takes loss in {list(QUERY_LOSSES)}; got {loss!r}.")
-    code, inc = _codes(loss, method)
+    record, inc, loss_obj = row_method(loss, method)
     if np.dtype(coef_dtype) not in FLOATS:
         raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores(scores)
@@ -157,27 +137,22 @@ def lai_queries(
     coef = np.empty(scores.size, dtype=coef_dtype)
     out = np.empty((n_queries, 4))  # loss, objective, ground-truth F, hinge
     valid = np.empty(n_queries, dtype=np.bool_)
-    if code is None:  # the exhaustive oracle: query by query, for tests on tiny inputs
+    if record is None:  # the exhaustive oracle: query by query, for tests on tiny inputs
         _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid)
     else:
         longest = int(np.diff(offsets).max(initial=0))
-        table, ideal = _discount(loss, longest)
+        loss_rows = row_loss(loss_obj, longest, None)  # a built-in loss: no sizes read
 
         def block(a, b):
             qq, kk = _queries(
-                code,
+                record,
                 inc,
+                loss_rows,
                 scores,
                 is_pos,
                 offsets[a : b + 1],
-                table,
-                ideal,
-                gradient,
-                rank,
-                coef,
-                out[a:b],
-                valid[a:b],
-                *_row_work(longest),
+                (gradient, rank, coef, out[a:b], valid[a:b]),
+                work_arrays(longest),
             )
             return (a + qq, kk) if kk >= 0 else None
 
@@ -187,7 +162,7 @@ def lai_queries(
             bounds = np.searchsorted(offsets, np.linspace(0, scores.size, 2 * thread_count() + 1))
             bounds = np.unique(np.clip(bounds, 0, n_queries))
             bounds[0], bounds[-1] = 0, n_queries
-            where = min((w for w in _map(block, bounds[:-1], bounds[1:]) if w), default=None)
+            where = min((w for w in thread_map(block, bounds[:-1], bounds[1:]) if w), default=None)
         if where is not None:
             qq, kk = where
             raise ValueError(
@@ -239,176 +214,33 @@ def _as_offsets(offsets: npt.ArrayLike, n: int) -> np.ndarray:
     return arr
 
 
-def _row_work(longest):
-    """The kernel's work arrays for queries of at most ``longest`` documents: those of
-    `qs.inference._batch_rows._work_arrays` (held by the thread, or allocated here for
-    very long queries, sized for any share of relevant documents) less the labels' row,
-    then the small-query route's."""
-    row, _, coef64, neg_rank, params, floats, ints, buckets = _work_arrays(longest)
-    if row.size < longest:
-        row, coef64 = np.empty(longest), np.empty(longest)
-        neg_rank, params = np.empty(longest, dtype=np.int32), np.empty(longest + 1)
-        floats = np.empty(work_floats(0, longest))
-        ints = np.empty(work_ints(0, longest) + histogram_size(longest, 0), dtype=np.int64)
-        buckets = np.empty(longest, dtype=np.uint16)
-    small = min(longest, SMALL_HELD_MAX)  # longer queries grow them in the kernel
-    return (
-        row,
-        coef64,
-        neg_rank,
-        params,
-        floats,
-        ints,
-        buckets,
-        np.empty((6, small + 2)),
-        np.empty((6, small + 2), dtype=np.int64),
-        np.empty(BUCKETS_PER_NEGATIVE * small + 2, dtype=np.int64),
-    )
-
-
 @jit
-def _queries(
-    method,
-    inc,
-    scores,
-    is_pos,
-    offsets,
-    table,
-    ideal,
-    gradient,
-    rank,
-    coef,
-    out,
-    valid,
-    row,
-    coef64,
-    neg_rank,
-    params,
-    floats,
-    ints,
-    buckets,
-    work,
-    iwork,
-    count,
-):
-    """Every query ``offsets[q]:offsets[q + 1]`` (of ``scores``, ``is_pos``, ``coef`` and,
-    unless empty, ``rank``) by the method of code ``method``, the loss of code ``inc``, into
-    ``out[q]`` and ``valid[q]``. Returns the (query, document within it) of the first
-    non-finite score, (-1, -1) if none; the outputs are then not all filled."""
+def _queries(method, inc, loss, scores, is_pos, offsets, outputs, work):
+    """Every query ``offsets[q]:offsets[q + 1]`` (of ``scores``, ``is_pos``, and of the
+    outputs' ``coef`` and, unless empty, ``rank``) by `solve_row` with the method record
+    ``method`` and the loss ``inc``, ``loss``, into ``out[q]`` and ``valid[q]``; ``outputs``
+    is (gradient, rank, coef, out, valid). Returns the (query, document within it) of the
+    first non-finite score, (-1, -1) if none; the outputs are then not all filled."""
+    gradient, rank, coef, out, valid = outputs
     for q in range(offsets.size - 1):
-        n = offsets[q + 1] - offsets[q]
-        if work.shape[1] < n + 2:  # the small-query route's, for a query longer than held
-            work, iwork = np.empty((6, n + 2)), np.empty((6, n + 2), dtype=np.int64)
-            count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-        where = _query(
+        a, b = offsets[q], offsets[q + 1]
+        solved, where = solve_row(
             method,
             inc,
-            scores[offsets[q] : offsets[q + 1]],
-            is_pos[offsets[q] : offsets[q + 1]],
-            table,
-            ideal,
+            loss,
+            q,
+            scores[a:b],
+            is_pos[a:b],
             gradient,
-            rank[offsets[q] : offsets[q + 1]] if rank.size else rank,
-            coef[offsets[q] : offsets[q + 1]],
+            rank[a:b] if rank.size else rank,
+            coef[a:b],
             out[q],
-            valid[q : q + 1],
-            row,
-            coef64,
-            neg_rank,
-            params,
-            floats,
-            ints,
-            buckets,
             work,
-            iwork,
-            count,
         )
+        valid[q] = solved
         if where >= 0:
             return q, where
     return -1, -1
-
-
-@jit
-def _query(
-    method,
-    inc,
-    given,
-    y,
-    table,
-    ideal,
-    gradient,
-    rank,
-    coef,
-    out,
-    valid,
-    row,
-    coef64,
-    neg_rank,
-    params,
-    floats,
-    ints,
-    buckets,
-    work,
-    iwork,
-    count,
-):
-    """One query (scores ``given``, labels ``y``) into its ``coef``, ``rank`` (empty: none
-    written), ``out`` (loss, objective, F, hinge) and ``valid[0]``, routed as
-    `qs.inference._batch_rows._batch` routes a row; the work arrays are at least as
-    long as the query (``params`` one more; ``work``, ``iwork`` and ``count`` for the
-    small-query route). Returns the place of the first non-finite score, -1 if none."""
-    n = given.size
-    p = 0
-    for k in range(n):
-        p += y[k]
-    m = n - p
-    valid[0] = p > 0 and m > 0
-    if not valid[0]:
-        coef[:] = 0.0
-        rank[:] = 0
-        out[:] = 0.0
-        return _not_finite_at(given)
-    table = table[: n + 1]  # D(1 .. n + 1), as lai's table for n samples
-    if method == BUCKET or (method == AUTO and not sorts(m, p)):
-        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-        err, where = _bucket_row(
-            inc,
-            given,
-            y,
-            p,
-            table,
-            ideal,
-            params,
-            neg_rank,
-            coef,
-            truth_pos,
-            truth_neg,
-            buckets,
-            out,
-        )
-        if err != OK:
-            return where
-        if rank.size:
-            _ranks_into(y, neg_rank, rank)
-        return -1
-    s = _float64_row(given, row[:n])
-    solved = _solved_in(coef, coef64[:n])
-    compact = True
-    if method == AUTO and m < SMALL_ROW_MAX:
-        err, where = OK, _not_finite_at(s)
-        if where < 0:
-            _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out)
-            compact = False
-    else:
-        err, where = _solver_row(
-            method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out
-        )
-    if err != OK or where >= 0:
-        return where
-    if gradient or rank.size or not _is_float64(coef):
-        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, True, compact, neg_rank, solved, rank, coef)
-    return -1
 
 
 def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, valid):
