@@ -4,13 +4,8 @@ A small query (fewer than `SMALL_ROW_MAX` negatives), the common case in a mini-
 that ``"auto"`` sorts is solved as ``bucket_sort`` does (the negatives sorted by buckets,
 then Algorithm 1's divide and conquer on them, AP's sweep past place P) but in the call's
 work arrays, with few branches that the input decides: at this size a mispredicted branch
-costs more than the arithmetic. Measured on 10 queries of 256 samples, 10% positives (`make
-bench-torch`, three runs): ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x),
-``search``, ``sort_dc`` and the scan; the call 3.5-3.6 times ten single 0-1 kernels (AP;
-NDCG 3.4-3.45), 2.55 times cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of those ten
-0-1 kernels' time, sorting each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2
-(these buckets), and the divide and conquer alone on sorted negatives 0.75-0.8: an exact
-method that sorts its negatives stays above twice the 0-1 kernels on one thread.
+costs more than the arithmetic (its timings beside the other methods:
+docs/inference_design.md, "The batch kernels").
 """
 
 import numpy as np
@@ -41,12 +36,11 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
 #: above
 FEW_POSITIVES_MAX = 128
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
-#: they are sorted: `_small_row`'s one histogram of two buckets per negative outgrows the
+#: they are sorted: `small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
 SMALL_ROW_MAX = 1 << 14
 #: buckets per negative of the small-query route: two halve the negatives an insertion moves
-#: (the branch that mispredicts), for a longer pass over the counts (measured on 10 queries
-#: of 256 normal scores: 10-20% less time than one; four no better than two)
+#: (the branch that mispredicts), for a longer pass over the counts
 BUCKETS_PER_NEGATIVE = 2
 #: moves per negative the insertion pass of `_small_row` may make before it leaves the
 #: rest to a merge sort (many distinct scores in one bucket: an outlier stretched the range)

@@ -9,15 +9,13 @@ The rule (`sorts`), reading N and P:
 - Fewer, or more positives: the ranks change up to P times among the N negatives, so that
   nearly every bucket would straddle a change and be gathered (``bucket`` has at most
   2^16 buckets, so that from about half as many positives most of them straddle, at any
-  N: AP, cpu clock, ns per score ``bucket`` / ``bucket_sort``: N = 10^7, P = 3 * 10^4
-  51 / 80, 4 * 10^4 77 / 90, 6 * 10^4 90 / 84, 10^5 114 / 83; N = 2 * 10^6, P = 6 * 10^4
-  66 / 52); sorting all the negatives
+  N); sorting all the negatives
   by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
   place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (`gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
-  ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
+  ones (in cache, so the choice costs little) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets. Otherwise (mostly below every positive, or tied), or with few
@@ -25,16 +23,9 @@ The rule (`sorts`), reading N and P:
   splits separate in a few levels): ``qs``, for every loss. Inside training most negatives
   fall below every positive after a few iterations,
   and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
-  few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
-  on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
-  3085-3133; replayed, each method writing into a `Workspace` as the
-  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 36-42, the
-  default 36-42, ``bucket`` 51-55, ``bucket_sort`` 64-67; NDCG ``qs`` 52-57, the default
-  52-57, ``bucket`` 64-71, ``bucket_sort`` 70-74 (the 0-1 call 15).
+  few splits, and sorting them is wasted.
 
-Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
-N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
-the default within 4% of the faster of them).
+The thresholds were set by measurement: docs/inference_design.md, "Why auto chooses".
 """
 
 import functools
@@ -74,9 +65,7 @@ def sorts(n_neg, n_pos):
 
 
 #: how many of the gathered negatives `settled_share` reads (strided): enough to tell
-#: a share above one half (training, ties) from one near 0 (random scores). Measured inside
-#: training (replayed vectors, phoning, AP): 64 cost 0.3-0.6 us of the default's 35 us
-#: against ``qs`` called directly, 16 nothing measurable
+#: a share above one half (training, ties) from one near 0 (random scores)
 SHARE_SAMPLE = 16
 
 
@@ -84,8 +73,8 @@ SHARE_SAMPLE = 16
 def settled_share(v, lowest):
     """The share of the negatives ``v`` that score at most ``lowest`` (the lowest positive),
     on a strided sample of `SHARE_SAMPLE` of them. Read from the gathered negatives,
-    which are in cache: read from the input before the pass over it, the same sample missed
-    the cache at each run of samples (4 us of a 50 us call inside training)."""
+    which are in cache (read from the input before the pass over it, the same sample missed
+    the cache at each run of samples)."""
     step = max(1, v.size // SHARE_SAMPLE)
     settled = 0
     total = 0
@@ -112,7 +101,7 @@ def work_ints(n_neg, n_pos):
 
 
 #: the work arrays of `gathered_lai` as two buffers, one per dtype: a kernel call from
-#: Python pays about 0.08 us per array argument to unbox it, 1 us of a training call's 45
+#: Python pays to unbox each array argument
 PACKED = (("floats", work_floats, np.float64), ("ints", work_ints, np.int64))
 #: the buffers of a call without a workspace: too short, so the kernel allocates its own
 NO_FLOATS, NO_INTS = np.empty(0), np.empty(0, dtype=np.int64)

@@ -9,10 +9,8 @@ Python call per mini-batch instead of Q, with the objectives and ranks of
 
 Large batches are cut into blocks of queries run on threads (the kernels release the GIL);
 small ones run in the calling thread, where a thread hand-off would cost more than the work
-(measured: numba's ``prange`` took 9 ms for 10 queries of 256 samples on 2 busy cores, the
-plain loop 0.05 ms; on the same 2 cores idle, AP, 36 us with numba's OpenMP threading layer
-and 185 us with its workqueue layer against the loop's 46 us: too little gained where it
-works, too much lost where the cores are shared). Rows of `LAI_ROW_MIN` samples or
+(numba's ``prange`` gained too little where it works and lost too much where the cores are
+shared: docs/inference_design.md, "The batch kernels"). Rows of `LAI_ROW_MIN` samples or
 more go to `qs.inference.lai` one by one, which runs its bucket method on threads
 within the row. A row may come in two parts, a lead and the rest (``lead=``): a memory
 bank's scores within the batch and against the bank, with no (Q, k + n) copy.
@@ -47,9 +45,7 @@ __all__ = ["BatchResult", "lai_batch"]
 #: the losses ``lai_batch`` takes by name (beside any `qs.losses.QSLoss` instance)
 BATCH_LOSSES = ("ap", "ndcg", "01")
 #: batches of at least this many samples (all queries together) run on threads, in blocks of
-#: whole queries. As for one large query (`qs.inference.bucket.THREADED_MIN`): on 2
-#: cores shared with other jobs, threads lost at every size tried (16 x 10^5 samples: 141 vs
-#: 130 ms; 64 x 2048: 12.1 vs 7.7 ms)
+#: whole queries, as for one large query (`qs.inference.bucket.THREADED_MIN`)
 THREADED_MIN = 1 << 21
 #: rows of at least this many samples go to `qs.inference.lai` one by one, which runs
 #: the default's bucket method on threads from this size on (within the row)

@@ -18,14 +18,13 @@ No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the 
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
 methods only.
 
-The histogram pass keeps each score's bucket (uint16: at most `MAX_BUCKETS` = 2^16
-buckets) and the sum of the negatives' scores per bucket, so that the settling pass reads
-no score of a settled bucket: a table lookup gives its members' rank and coefficient, and
-F's share of them comes from the bucket's sum. Measured on one row of 10^5 scores, 0.1%
-positives (AP, one thread): the method took 318 us, against 433 us when the settling pass
-found each bucket again and summed coefficient times score, one addition waiting on the
-last. The coefficients may be written shifted and in float32 (a gradient ``coef(R_bar) -
-coef(R*)``, `bucket_ranks`), with no pass of their own.
+The histogram pass keeps each score's bucket (uint16: at most `MAX_BUCKETS` = 2^16 buckets)
+and the sum of the negatives' scores per bucket, so that the settling pass reads no score of
+a settled bucket: a table lookup gives its members' rank and coefficient, and F's share of
+them comes from the bucket's sum, where finding each bucket again and summing coefficient
+times score would make every addition wait on the last. The coefficients may be written
+shifted and in float32 (a gradient ``coef(R_bar) - coef(R*)``, `bucket_ranks`), with no pass
+of their own.
 
 The passes over the input (histogram, then settling) and the gathered buckets are cut into
 pieces that run on threads for large inputs. The pieces depend on the input size only, not
@@ -61,7 +60,6 @@ from qs.inference._ranks import positive_steps
 from qs.inference._sorting import MAX_BUCKETS, sort_positives
 
 #: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads
-#: (measured on 2 cores: no gain up to ~3 * 10^6 samples, 151 -> 108 ms at 10^7)
 THREADED_MIN = 1 << 21
 CHUNKS = 8
 
@@ -166,8 +164,7 @@ _pool: dict[
 def thread_count():
     """numba's configured thread count (``NUMBA_NUM_THREADS``), read without launching its
     threading layer: launching the OpenMP layer sets the OpenMP thread count of the whole
-    process, torch's included (a torch limited to one thread went back to all cores, and
-    its reductions on 6.4 * 10^6 scores from 0.1 to 8 ms)."""
+    process, torch's included (a torch limited to one thread went back to all cores)."""
     return numba.config.NUMBA_NUM_THREADS
 
 
@@ -308,8 +305,8 @@ def n_buckets_for(n_pos, n_neg):
     """About 2 sqrt(N P) buckets, capped so that the counts stay in cache.
 
     The corners cost O(B + P log B) rank evaluations and the straddling buckets gather about
-    P N / B negatives; their sum is smallest for B of order sqrt(N P) (measured: 2 sqrt(N P)
-    is best or within a few percent of it from N = 3000 to 10^7).
+    P N / B negatives; their sum is smallest for B of order sqrt(N P), and the factor 2 was
+    the best measured.
     """
     return int(min(MAX_BUCKETS, max(16, 2.0 * (n_pos * n_neg) ** 0.5)))
 
