@@ -141,15 +141,25 @@ def loss_tables(loss, n):
     return d, np.cumsum(d)
 
 
+#: the built-in losses' objects (by identity), whose parameters and values the kernel computes
+_BUILT_IN = frozenset(id(loss) for loss in LOSSES.values())
+
+
+@functools.lru_cache(maxsize=8)
+def _built_in_rows(name, n):
+    """The `RowLoss` tuple of the built-in loss ``name`` ("" for the 0-1 loss)."""
+    table, ideal = loss_tables(name, n)
+    return (table, ideal, table[:0], _NO_INDEX, _NO_INDEX, _NO_N_ABOVE)
+
+
 def row_loss(loss_obj, n, sizes):
     """The `RowLoss` tuple of ``loss_obj`` (None for the 0-1 loss) for queries of at most
     ``n`` samples; ``sizes`` (a callable) gives the (Q, 2) int64 array of each query's
     (positives, samples), asked only for a loss other than the built-in ``LOSSES``' (a new
     instance of a built-in class included), whose parameters and values come from its own
     methods."""
-    if loss_obj is None or any(loss_obj is known for known in LOSSES.values()):
-        table, ideal = loss_tables("" if loss_obj is None else loss_obj.name, n)
-        return (table, ideal, table[:0], _NO_INDEX, _NO_INDEX, _NO_N_ABOVE)
+    if loss_obj is None or id(loss_obj) in _BUILT_IN:
+        return _built_in_rows("" if loss_obj is None else loss_obj.name, n)
     sizes = sizes()
     prepared: dict[tuple[int, int], tuple[int, int]] = {}
     chunks = []
@@ -246,6 +256,9 @@ HELD_MAX = 1 << 20
 #: longer row that takes the route (few negatives, many positives) allocates its own
 SMALL_HELD_MAX = 1 << 16
 _held = threading.local()
+#: the places of the arrays in `work_arrays`' tuple
+ROW, LABELS, COEF64, NEG_RANK, PARAMS, FLOATS, INTS, BUCKETS = range(8)
+SMALL_FLOATS, SMALL_INTS, SMALL_COUNT = range(8, 11)
 
 
 def work_arrays(n):
@@ -395,16 +408,18 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
             rank[k] = 0 if is_pos[k] else neg_rank[k]
 
 
-@jit
+@jit_inline
 def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
     """Query ``q`` (scores ``given``, in their dtype, labels ``y``) by the method record
     ``method`` (`RowMethod`) and the loss ``inc``, ``loss`` (`RowLoss`), into its ``coef``,
     ``rank`` (none written if empty), ``out`` (loss, objective, F, hinge); ``work`` as
     `work_arrays` makes it, for at least ``given.size`` samples. Returns (whether the
     query has a positive and a negative, the place of the first non-finite score or -1);
-    a query without both is skipped, its outputs zero."""
+    a query without both is skipped, its outputs zero. Inlined into its callers, and
+    each work array read where it is used: a call, or an unpacking of ``work``, would count
+    the references of every work array at each row."""
     bucket, small, kernel, route = method
-    row, _, coef64, neg_rank, params, floats, ints, buckets, work_f, work_i, count = work
+    neg_rank = work[NEG_RANK]
     n = given.size
     p = 0
     for k in range(n):
@@ -421,7 +436,7 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
         truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
         err, where, n_above, term, truth = _bucket_row(
             inc,
-            loss_params(inc, loss, q, n, p, params),
+            loss_params(inc, loss, q, n, p, work[PARAMS]),
             given,
             y,
             p,
@@ -429,7 +444,7 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
             coef,
             truth_pos,
             truth_neg,
-            buckets,
+            work[BUCKETS],
         )
         if err != OK:
             return True, where
@@ -437,8 +452,8 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
         if rank.size:
             _ranks_into(y, neg_rank, rank)
         return True, -1
-    s = _float64_row(given, row[:n])
-    solved = _solved_in(coef, coef64[:n])
+    s = _float64_row(given, work[ROW][:n])
+    solved = _solved_in(coef, work[COEF64][:n])
     compact = True
     zero_one = kernel == ZERO_ONE
     if zero_one:
@@ -450,19 +465,20 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
         where = _not_finite_at(s)
         if where >= 0:
             return True, where
+        work_f, work_i, count = work[SMALL_FLOATS], work[SMALL_INTS], work[SMALL_COUNT]
         if work_f.shape[1] < n + 2:  # a long row of few negatives: none held this long
             work_f, work_i = np.empty((5, n + 2)), np.empty((6, n + 2), dtype=np.int64)
             count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-        params = loss_params(inc, loss, q, n, p, params)
+        params = loss_params(inc, loss, q, n, p, work[PARAMS])
         n_above, term, truth = small_row(
             inc, params, s, y, p, work_f, work_i, count, neg_rank, solved
         )
         _write_out(out, row_value(inc, loss, q, n_above), term, truth)
         compact = False
     else:
-        params = loss_params(inc, loss, q, n, p, params)
+        params = loss_params(inc, loss, q, n, p, work[PARAMS])
         err, where, n_above, term, truth = _solver_row(
-            kernel, route, inc, params, s, y, p, floats, ints, neg_rank, solved
+            kernel, route, inc, params, s, y, p, work[FLOATS], work[INTS], neg_rank, solved
         )
         if err != OK:
             return True, where
@@ -474,20 +490,21 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
 
 
 @jit
-def batch_rows(method, inc, loss, rows, outputs, work):
+def batch_rows(
+    method, inc, loss, scores, is_pos, lead, lead_pos, gradient, rank, coef, out, valid, *work
+):
     """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
-    may have no columns) by `solve_row`: ``rows`` is (scores, is_pos, lead, lead_pos),
-    ``outputs`` (gradient, rank, coef, out, valid), ``rank`` without columns when the
-    ranks are not wanted; ``work`` (`work_arrays`) for rows of the lead's and the scores'
-    columns. Returns the (query, sample) of the first non-finite score, (-1, -1) if none;
-    the outputs are then not all filled.
+    may have no columns) by `solve_row`, into ``rank`` (no columns when the ranks are not
+    wanted), ``coef``, ``out`` and ``valid``; ``work``: the arrays of `work_arrays` for rows
+    of the lead's and the scores' columns. The arrays come one by one, not in tuples as
+    `solve_row` takes them: numba unboxes an array in a tuple at several times the cost of
+    an array argument. Returns the (query, sample) of the first non-finite score, (-1, -1)
+    if none; the outputs are then not all filled.
 
     No allocation per row, and no pass over the whole batch before the rows are solved."""
-    scores, is_pos, lead, lead_pos = rows
-    gradient, rank, coef, out, valid = outputs
     n = lead.shape[1] + scores.shape[1]
     joined = np.empty(n if lead.shape[1] else 0, dtype=scores.dtype)
-    y_row = work[1][:n]
+    y_row = work[LABELS][:n]
     for q in range(scores.shape[0]):
         given = _joined_row(lead[q], scores[q], joined)  # in the scores' dtype
         y = _joined_row(lead_pos[q], is_pos[q], y_row)

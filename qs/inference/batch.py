@@ -193,9 +193,16 @@ def lai_batch(
                 record,
                 inc,
                 loss_rows,
-                (scores[a:b], is_pos[a:b], lead_scores[a:b], lead_pos[a:b]),
-                (gradient, rank[a:b], coef[a:b], out[a:b], valid[a:b]),
-                work_arrays(n),
+                scores[a:b],
+                is_pos[a:b],
+                lead_scores[a:b],
+                lead_pos[a:b],
+                gradient,
+                rank[a:b],
+                coef[a:b],
+                out[a:b],
+                valid[a:b],
+                *work_arrays(n),
             )
             return (a + qq, kk) if kk >= 0 else None
 

@@ -151,8 +151,12 @@ def lai_queries(
                 scores,
                 is_pos,
                 offsets[a : b + 1],
-                (gradient, rank, coef, out[a:b], valid[a:b]),
-                work_arrays(longest),
+                gradient,
+                rank,
+                coef,
+                out[a:b],
+                valid[a:b],
+                *work_arrays(longest),
             )
             return (a + qq, kk) if kk >= 0 else None
 
@@ -215,13 +219,13 @@ def _as_offsets(offsets: npt.ArrayLike, n: int) -> np.ndarray:
 
 
 @jit
-def _queries(method, inc, loss, scores, is_pos, offsets, outputs, work):
+def _queries(method, inc, loss, scores, is_pos, offsets, gradient, rank, coef, out, valid, *work):
     """Every query ``offsets[q]:offsets[q + 1]`` (of ``scores``, ``is_pos``, and of the
     outputs' ``coef`` and, unless empty, ``rank``) by `solve_row` with the method record
-    ``method`` and the loss ``inc``, ``loss``, into ``out[q]`` and ``valid[q]``; ``outputs``
-    is (gradient, rank, coef, out, valid). Returns the (query, document within it) of the
-    first non-finite score, (-1, -1) if none; the outputs are then not all filled."""
-    gradient, rank, coef, out, valid = outputs
+    ``method`` and the loss ``inc``, ``loss``, into ``out[q]`` and ``valid[q]``; ``work``
+    the arrays of `work_arrays`, one by one as in `qs.inference._batch_rows.batch_rows`.
+    Returns the (query, document within it) of the first non-finite score, (-1, -1) if
+    none; the outputs are then not all filled."""
     for q in range(offsets.size - 1):
         a, b = offsets[q], offsets[q + 1]
         solved, where = solve_row(
