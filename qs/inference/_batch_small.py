@@ -42,7 +42,7 @@ SMALL_ROW_MAX = 1 << 14
 #: buckets per negative of the small-query route: two halve the negatives an insertion moves
 #: (the branch that mispredicts), for a longer pass over the counts
 BUCKETS_PER_NEGATIVE = 2
-#: moves per negative the insertion pass of `_small_row` may make before it leaves the
+#: moves per negative the insertion pass of `small_row` may make before it leaves the
 #: rest to a merge sort (many distinct scores in one bucket: an outlier stretched the range)
 INSERTION_MOVES = 8
 
