@@ -49,6 +49,8 @@ from qs.inference._sorting import MAX_BUCKETS, sort_positives_hinted
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_ranks, histogram_size
 from qs.inference.qs import qs_ranks
+from qs.inference.workspace import Workspace
+from qs.losses import QSLoss
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
@@ -164,9 +166,58 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     )
 
 
-def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """`gathered_lai` with the loss's code, and the work arrays of the
-    `Workspace` ``ws`` when given."""
+def run_gathered(
+    route: int,
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """`gathered_lai` with the loss's increment, and the work arrays of the `Workspace` ``ws``
+    when given: ``qs`` (``route`` `QS`), ``bucket_sort`` (`BUCKET_SORT`) or the default's
+    choice between them (`AUTO`).
+
+    Parameters
+    ----------
+    route : int
+        `QS`, `BUCKET_SORT` or `AUTO`.
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.auto import QS, run_gathered
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = run_gathered(QS, get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     check_size(scores)
     params = loss.prepare(n_pos, neg_rank.size)
     floats, ints = NO_FLOATS, NO_INTS
@@ -177,8 +228,53 @@ def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     )
 
 
-def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """The method the rule above picks for this input, run."""
+def auto_lai(
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """The method the rule above (`sorts`) picks for this input, run.
+
+    Parameters
+    ----------
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.auto import auto_lai
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = auto_lai(get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
     return run_gathered(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)

@@ -58,6 +58,8 @@ from qs.inference._input import OK, failed, reference
 from qs.inference._output import finish
 from qs.inference._ranks import positive_steps
 from qs.inference._sorting import MAX_BUCKETS, sort_positives
+from qs.inference.workspace import Workspace
+from qs.losses import QSLoss
 
 #: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads
 THREADED_MIN = 1 << 21
@@ -315,8 +317,53 @@ def n_buckets_for(n_pos, n_neg):
 NO_BUCKETS = np.empty(0, dtype=np.uint16)
 
 
-def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """Ranks of all negatives by score buckets, sorting none of them."""
+def bucket_lai(
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """Ranks of all negatives by score buckets, sorting none of them.
+
+    Parameters
+    ----------
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.bucket import bucket_lai
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = bucket_lai(get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     if scores.size >= THREADED_MIN:
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
