@@ -42,12 +42,17 @@ def score_term(order, scores, labels):
 
 
 def best_objective(scores, labels, loss):
-    """max over all orderings of the samples of Delta + F (exhaustive; n <= 7)."""
-    metric = {"ap": average_precision_of_order, "ndcg": ndcg_of_order}[loss]
+    """max over all orderings of the samples of Delta + F (exhaustive; n <= 7); ``loss``:
+    "ap", "ndcg", or a function of the labels in ranked order that returns Delta."""
+    if callable(loss):
+        delta_of = loss
+    else:
+        metric = {"ap": average_precision_of_order, "ndcg": ndcg_of_order}[loss]
+        delta_of = lambda in_order: 1.0 - metric(in_order)  # noqa: E731
     labels = [bool(v) for v in labels]
     best = -np.inf
     for order in itertools.permutations(range(len(scores))):
-        delta = 1.0 - metric([labels[k] for k in order])
+        delta = delta_of([labels[k] for k in order])
         best = max(best, delta + score_term(order, scores, labels))
     return best
 

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from qs.inference import METHODS, batch, lai
-from qs.inference._batch_rows import METHOD_CODES
+from qs.inference._batch_rows import ROW_METHODS
 from qs.inference.batch import lai_batch
 from qs.ssvm import ground_truth_coef
 from tests.test_inference_batch import METHODS_OF, batch_input
 
 
 def test_every_method_has_a_batch_solver():
-    assert set(METHOD_CODES) | {"brute"} == set(METHODS)
+    assert set(ROW_METHODS) | {"brute"} == set(METHODS)
     assert {m for ms in METHODS_OF.values() for m in ms} == set(METHODS)
 
 

@@ -1,9 +1,11 @@
 """lai_queries: ragged queries in one call, query by query the result of lai."""
 
+import threading
+
 import numpy as np
 import pytest
 
-from qs.inference import lai, lai_queries, queries
+from qs.inference import _batch_rows, lai, lai_queries, queries
 from tests import naive
 
 METHODS_OF = {
@@ -119,7 +121,8 @@ def test_large_queries_and_threads(loss, monkeypatch):
     documents beside few non-relevant ones (the small route with more documents than its
     held work arrays), run on threads in blocks of queries."""
     monkeypatch.setattr(queries, "THREADED_MIN", 1000)
-    monkeypatch.setattr(queries, "SMALL_HELD_MAX", 64)
+    monkeypatch.setattr(_batch_rows, "SMALL_HELD_MAX", 64)
+    monkeypatch.setattr(_batch_rows, "_held", threading.local())  # none held from before
     rng = np.random.default_rng(9)
     sizes = [40_000, 50, 3000, 900, 20_000, 8]
     scores, labels, offsets = ragged_input(rng, sizes, 0.02, False)

@@ -167,7 +167,7 @@ def test_the_stamp_covers_every_kernel_file(tmp_path, monkeypatch):
 BATCH_SCRIPT = """
 import numpy as np
 from numba.core import event
-from qs.inference._batch_rows import _batch
+from qs.inference._batch_rows import batch_rows
 from qs.inference.batch import lai_batch
 compiles = []
 
@@ -186,7 +186,7 @@ scores, labels = rng.normal(size=(3, 40)), rng.random((3, 40)) < 0.3
 for loss in ("ap", "ndcg", "01"):
     lai_batch(scores, labels, loss, gradient=True)
 lai_batch(scores, labels, "ap", "qs")
-print(sum(_batch.stats.cache_misses.values()), sum(_batch.stats.cache_hits.values()),
+print(sum(batch_rows.stats.cache_misses.values()), sum(batch_rows.stats.cache_hits.values()),
       len(compiles))
 """
 
@@ -209,7 +209,7 @@ def test_batch_kernel_compiles_once_then_loads_in_a_new_process(tmp_path):
 
     misses, hits, compiles = run()
     assert (misses, hits) == (1, 0) and compiles > 0
-    assert any("_batch" in p.name for p in tmp_path.rglob("*.nbi"))
+    assert any("batch_rows" in p.name for p in tmp_path.rglob("*.nbi"))
     assert run() == (0, 1, 0)
 
 
@@ -217,7 +217,7 @@ def test_the_builtin_losses_bind_by_their_codes():
     """qs.losses registers its increment kernels with qs._numba, which imports nothing of it:
     a built-in loss binds its code (the disk-cached kernels), not a kernel compiled here."""
     assert {LOSSES["ap"].kernel: AP_CODE, LOSSES["ndcg"].kernel: NDCG_CODE} == qn.BUILTIN_INCREMENTS
-    from qs.inference.qs import sort_dc
+    from qs.inference.sort_dc import sort_dc
 
     assert qn.bind(sort_dc, LOSSES["ndcg"].kernel).args == (NDCG_CODE,)
     imported = subprocess.run(

@@ -18,9 +18,9 @@ from qs.inference._prepare import output_arrays, raise_for
 from qs.inference.auto import auto_lai, bucket_sort_lai, qs_lai
 from qs.inference.brute import brute_lai
 from qs.inference.bucket import bucket_lai
-from qs.inference.qs import sort_dc_lai
 from qs.inference.scan import scan_lai
 from qs.inference.search import search_lai
+from qs.inference.sort_dc import sort_dc_lai
 from qs.inference.workspace import Workspace
 from qs.inference.zero_one import zero_one_lai
 from qs.losses import QSLoss, get_loss
@@ -128,10 +128,11 @@ def lai(
         "ap", "ndcg", "01", or an instance of [qs.losses.QSLoss][].
     method : str, default "auto"
         A key of [METHODS][qs.inference.METHODS]. "auto" picks the fastest exact method for
-        the input (`qs.inference.auto`): `bucket` on random scores with many negatives,
-        `bucket_sort` on random scores with a large share of positives, `qs` on training's
-        scores (most negatives below every positive), on ties and on few positives;
-        `zero_one` for the 0-1 loss.
+        the input by the rule of `qs.inference.auto` (its constants `SORT_BELOW`,
+        `SORT_PER_POSITIVE`, `BUCKET_MAX_POSITIVES`, `SETTLED_SHARE` and `QS_PER_POSITIVE`):
+        `bucket` on random scores with many negatives per positive, `bucket_sort` on random
+        scores otherwise, `qs` on training's scores (most negatives below every positive),
+        on ties and on few positives; `zero_one` for the 0-1 loss.
     out : tuple of (ndarray or None, ndarray), optional
         Arrays ``(neg_rank, coef)`` to write the result into: int32 of shape (N,) (None for
         the 0-1 loss) and float64 of shape (n,), C-contiguous. A loop of calls passing the

@@ -1,104 +1,276 @@
-"""The compiled loop over the rows of `qs.inference.batch.lai_batch` (`_batch`).
+"""The compiled loop over the rows of `qs.inference.batch.lai_batch` (`batch_rows`), and the
+solver of one row (`solve_row`) that it shares with `qs.inference.queries.lai_queries` and
+`qs.ssvm.queries`.
 
-The kernel takes the method and the loss as integer codes (`METHOD_CODES`), so that it
-is compiled once for every method and both built-in losses and cached on disk like the
-other kernels (`qs._numba.jit`): a new process loads it instead of compiling. A named
-method solves each query with the per-query kernel of `qs.inference.lai`, so
-objectives and ranks are those of ``lai`` row by row. ``"auto"`` chooses as ``lai`` does
-(`qs.inference.auto.sorts`): a query it leaves unsorted goes to ``bucket``, one it
-sorts to the kernel of ``lai``'s default, or, when small, to the small-query route
-(`qs.inference._batch_small`).
+A method is a row of `ROW_METHODS`, a `RowMethod` that says which per-query kernel solves a
+row and on which rows: ``bucket`` (always, or on the rows ``auto`` leaves unsorted,
+`qs.inference.auto.sorts`), the small-query route (`qs.inference._batch_small`) below a
+number of negatives, or the per-query kernel of ``lai`` (`gathered_lai` with its route, one
+of the kernels on ``np.sort``'s sorted negatives, or the 0-1 kernel). The kernel takes the
+record as a tuple of integers, so that it is compiled once for every method and the built-in
+losses and cached on disk like the other kernels (`qs._numba.jit`): a new process loads it
+instead of compiling. Objectives and ranks are those of ``lai`` row by row.
 
-Each query is solved in work arrays that the thread keeps from call to call (a float32 row
-widened to float64, the coefficients, the ranks, the per-query kernels' work;
-`_work_arrays`), then written out in one pass that subtracts ``coef(R*)`` for the
-gradient and stores the coefficients in the dtype asked for (`_finish_row`). A row
-that ``bucket`` solves is read in the scores' dtype and its output row written as it is
-solved, the gradient's shift included (`_bucket_row`): a float32 (Q, n) score matrix
-is neither copied to float64 nor its gradient made in float64. The finiteness of the scores
-is checked row by row by the pass that first reads them. A row may come in two parts, a lead
-and the rest, joined in one work row: a memory bank's scores within the batch and against
-the bank, with no (Q, k + n) copy. The loss values come from `qs.losses.loss_value`
-and NDCG's increments from `qs.losses.ndcg_increments_into`, as ``lai``'s.
+The loss comes as ``inc`` (a built-in loss's code, or a `qs.losses.QSLoss`'s increment
+kernel, compiled in each process like ``lai``'s) and a record `RowLoss` of arrays: the
+built-in losses' parameters are computed in the kernel (NDCG's table from its discount,
+`loss_params`), another loss's are prepared per row by `QSLoss.prepare` before the call
+(`row_loss`), and its value, a Python method, is computed after it from the negatives above
+each positive the kernel stores (`finish_values`).
+
+Each query is solved in work arrays that the thread keeps from call to call (`work_arrays`),
+then written out in one pass that subtracts ``coef(R*)`` for the gradient and stores the
+coefficients in the dtype asked for (`_finish_row`). A row that ``bucket`` solves is read in
+the scores' dtype and its output row written as it is solved, the gradient's shift included
+(`_bucket_row`): a float32 (Q, n) score matrix is neither copied to float64 nor its gradient
+made in float64. The finiteness of the scores is checked row by row by the pass that first
+reads them. A row may come in two parts, a lead and the rest, joined in one work row: a
+memory bank's scores within the batch and against the bank, with no (Q, k + n) copy.
 """
 
+import functools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import jit, jit_inline
-from qs.inference._batch_small import (
-    BUCKETS_PER_NEGATIVE,
-    SMALL_ROW_MAX,
-    _small_row,
-    ideal_of,
-    params_into,
-)
+from qs._numba import BUILTIN_INCREMENTS, jit, jit_inline
+from qs.inference import resolve
+from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, small_row
 from qs.inference._input import OK, scan_and_gather
 from qs.inference.auto import AUTO as ROUTE_AUTO
 from qs.inference.auto import BUCKET_SORT as ROUTE_BUCKET_SORT
 from qs.inference.auto import QS as ROUTE_QS
-from qs.inference.auto import gathered_lai as _gathered_lai
-from qs.inference.auto import sorts, work_floats, work_ints
-from qs.inference.bucket import _bucket, n_buckets_for
+from qs.inference.auto import gathered_lai, sorts, work_floats, work_ints
+from qs.inference.bucket import bucket_ranks, n_buckets_for
 from qs.inference.bucket_sort import histogram_size
-from qs.inference.qs import sort_dc as _sort_dc
-from qs.inference.scan import scan_sorted as _scan_sorted
-from qs.inference.search import search_sorted as _search_sorted
+from qs.inference.scan import scan_sorted
+from qs.inference.search import search_sorted
+from qs.inference.sort_dc import sort_dc
 from qs.inference.zero_one import zero_one_lai
-from qs.losses import loss_value
+from qs.losses import AP_CODE, LOSSES, loss_value, ndcg_increments_into
 
-#: the kernel's code of each method ("yue" and "chakrabarti" share the scan)
-METHOD_CODES = {
-    "auto": 0,
-    "bucket_sort": 1,
-    "bucket": 2,
-    "qs": 3,
-    "sort_dc": 4,
-    "yue": 5,
-    "chakrabarti": 5,
-    "search": 6,
-    "zero_one": 7,
+#: when ``bucket`` solves a row (`RowMethod.bucket`): never, always, or where the default
+#: would not sort (`qs.inference.auto.sorts`)
+NEVER, ALWAYS, UNSORTED = range(3)
+#: the per-query kernel of the rows ``bucket`` and the small-query route leave
+#: (`RowMethod.kernel`): `gathered_lai` (with `RowMethod.route`), a kernel on ``np.sort``'s
+#: sorted negatives (`sorted_kernel`), or the 0-1 loss's
+GATHERED, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(5)
+
+
+class RowMethod(NamedTuple):
+    """How `solve_row` solves a row: the kernel's record of a method.
+
+    bucket : `NEVER`, `ALWAYS` or `UNSORTED`: the rows ``bucket`` solves.
+    small : the rows of fewer negatives than this that the default sorts go to the
+        small-query route (`qs.inference._batch_small.small_row`); 0 for none.
+    kernel : the per-query kernel of the other rows (`GATHERED`, `SORT_DC`, `SCAN`,
+        `SEARCH` or `ZERO_ONE`).
+    route : `gathered_lai`'s route (`qs.inference.auto.AUTO`, ``QS`` or ``BUCKET_SORT``)
+        when ``kernel`` is `GATHERED`.
+    """
+
+    bucket: int
+    small: int
+    kernel: int
+    route: int
+
+
+#: every method of `qs.inference.METHODS` but "brute" (the oracle, run by ``lai``), as
+#: `solve_row` runs it; a method for ``lai_batch`` is a row here
+ROW_METHODS = {
+    "auto": RowMethod(UNSORTED, SMALL_ROW_MAX, GATHERED, ROUTE_AUTO),
+    "bucket": RowMethod(ALWAYS, 0, GATHERED, ROUTE_AUTO),
+    "bucket_sort": RowMethod(NEVER, 0, GATHERED, ROUTE_BUCKET_SORT),
+    "qs": RowMethod(NEVER, 0, GATHERED, ROUTE_QS),
+    "sort_dc": RowMethod(NEVER, 0, SORT_DC, 0),
+    "yue": RowMethod(NEVER, 0, SCAN, 0),
+    "chakrabarti": RowMethod(NEVER, 0, SCAN, 0),
+    "search": RowMethod(NEVER, 0, SEARCH, 0),
+    "zero_one": RowMethod(NEVER, 0, ZERO_ONE, 0),
 }
-AUTO, BUCKET_SORT, BUCKET, QS, SORT_DC, SCAN, SEARCH, ZERO_ONE = range(8)
+
+
+@functools.lru_cache(maxsize=64)
+def row_method(loss, method):
+    """(the kernel's method record, or None for "brute"; the loss's ``inc``: a built-in
+    loss's code, -1 for the 0-1 loss, else the loss's increment kernel; the loss object,
+    None for the 0-1 loss) of ``loss`` and ``method``, resolved as `qs.inference.lai`
+    resolves them, once per (loss, method): resolving costs a share of a small batch's
+    call. The record is a plain tuple: numba reads a named tuple's type at every call."""
+    loss_obj, method = resolve(loss, method)
+    inc = -1 if loss_obj is None else BUILTIN_INCREMENTS.get(loss_obj.kernel, loss_obj.kernel)
+    record = None if method == "brute" else tuple(ROW_METHODS[method])
+    return record, inc, loss_obj
+
+
+class RowLoss(NamedTuple):
+    """What the kernel reads of the loss beside its increment (passed as a plain tuple).
+
+    table, ideal : a built-in loss's: NDCG's discount ``D(1..n+1)`` and its prefix sums
+        ``C(P)`` (index P-1), empty for AP and the 0-1 loss (`loss_tables`).
+    params, starts, stops : another loss's: query ``q``'s increment parameters are
+        ``params[starts[q]:stops[q]]`` (`QSLoss.prepare`); empty for the built-in losses.
+    n_above : another loss's: row ``q`` gets the negatives above each positive of query
+        ``q`` (its first P entries), of which `finish_values` computes the loss; (0, 0)
+        for the built-in losses, whose values the kernel computes.
+    """
+
+    table: np.ndarray
+    ideal: np.ndarray
+    params: np.ndarray
+    starts: np.ndarray
+    stops: np.ndarray
+    n_above: np.ndarray
+
+
+_NO_INDEX = np.empty(0, dtype=np.int64)
+_NO_N_ABOVE = np.empty((0, 0), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=4)
+def loss_tables(loss, n):
+    """NDCG's discount ``D(1..n+1)`` and its prefix sums ``C(P) = sum_{k<=P} D(k)`` (index
+    P-1), shared by all queries of at most n samples; empty for the other losses."""
+    if loss != "ndcg":
+        return np.zeros(0), np.zeros(0)
+    d = LOSSES["ndcg"].discount(np.arange(1, n + 2))
+    return d, np.cumsum(d)
+
+
+#: the built-in losses' objects (by identity), whose parameters and values the kernel computes
+_BUILT_IN = frozenset(id(loss) for loss in LOSSES.values())
+
+
+@functools.lru_cache(maxsize=8)
+def _built_in_rows(name, n):
+    """The `RowLoss` tuple of the built-in loss ``name`` ("" for the 0-1 loss)."""
+    table, ideal = loss_tables(name, n)
+    return (table, ideal, table[:0], _NO_INDEX, _NO_INDEX, _NO_N_ABOVE)
+
+
+def row_loss(loss_obj, n, sizes):
+    """The `RowLoss` tuple of ``loss_obj`` (None for the 0-1 loss) for queries of at most
+    ``n`` samples; ``sizes`` (a callable) gives the (Q, 2) int64 array of each query's
+    (positives, samples), asked only for a loss other than the built-in ``LOSSES``' (a new
+    instance of a built-in class included), whose parameters and values come from its own
+    methods."""
+    if loss_obj is None or id(loss_obj) in _BUILT_IN:
+        return _built_in_rows("" if loss_obj is None else loss_obj.name, n)
+    sizes = sizes()
+    prepared: dict[tuple[int, int], tuple[int, int]] = {}
+    chunks = []
+    at = 0
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    stops = np.zeros(len(sizes), dtype=np.int64)
+    for q, (p, nq) in enumerate(sizes.tolist()):
+        if not 0 < p < nq:
+            continue
+        if (p, nq) not in prepared:
+            params = np.ascontiguousarray(loss_obj.prepare(p, nq - p), dtype=np.float64)
+            prepared[p, nq] = (at, at + params.size)
+            chunks.append(params)
+            at += params.size
+        starts[q], stops[q] = prepared[p, nq]
+    params = np.concatenate(chunks) if chunks else np.zeros(0)
+    return (params[:0], params[:0], params, starts, stops, np.zeros((len(sizes), n), np.int64))
+
+
+def finish_values(loss_obj, loss, sizes, out, valid):
+    """For a loss the kernel does not evaluate (``loss``'s ``n_above`` not empty): each
+    solved query's loss from the negatives above its positives (``QSLoss.value``), written
+    into ``out`` (loss, objective, F, hinge) beside the score terms the kernel wrote, as
+    `qs.inference.lai` adds them; ``sizes`` as `row_loss` took them."""
+    n_above = loss[5]
+    if n_above.size == 0:
+        return
+    for q in np.flatnonzero(valid):
+        value = loss_obj.value(n_above[q, : sizes[q, 0]])
+        hinge = value + out[q, 3]  # the kernel's hinge: the score term alone
+        out[q, 0], out[q, 1], out[q, 3] = value, hinge + out[q, 2], hinge
+
+
+def loss_params(inc, loss, q, n, p, buf):
+    """Query ``q``'s increment parameters (`qs.losses.QSLoss.prepare`), for ``n`` samples
+    of which ``p`` positives: what `row_loss` prepared for a loss other than the built-in
+    ones, else none for AP and NDCG's table written in ``buf`` (n + 1 long)."""
+    if loss[3].size:
+        return loss[2][loss[3][q] : loss[4][q]]
+    if inc == AP_CODE:
+        return buf[:0]
+    return ndcg_increments_into(loss[0][: n + 1], loss[1][p - 1], buf)
+
+
+@overload(loss_params)
+def _loss_params_numba(inc, loss, q, n, p, buf):
+    if isinstance(inc, types.Integer):
+
+        def by_code(inc, loss, q, n, p, buf):
+            if loss[3].size:
+                return loss[2][loss[3][q] : loss[4][q]]
+            if inc == AP_CODE:
+                return buf[:0]
+            return ndcg_increments_into(loss[0][: n + 1], loss[1][p - 1], buf)
+
+        return by_code
+    return lambda inc, loss, q, n, p, buf: loss[2][loss[3][q] : loss[4][q]]
+
+
+def row_value(inc, loss, q, n_above):
+    """Query ``q``'s loss from the negatives above each positive ``n_above``: a built-in
+    loss's value (`qs.losses.loss_value`); for another loss, 0 with ``n_above`` stored for
+    `finish_values`."""
+    if loss[5].shape[0]:
+        loss[5][q, : n_above.size] = n_above
+        return 0.0
+    return loss_value(inc, n_above, 1.0 if inc == AP_CODE else loss[1][n_above.size - 1])
+
+
+@overload(row_value)
+def _row_value_numba(inc, loss, q, n_above):
+    if isinstance(inc, types.Integer):
+
+        def by_code(inc, loss, q, n_above):
+            if loss[5].shape[0]:
+                loss[5][q, : n_above.size] = n_above
+                return 0.0
+            return loss_value(inc, n_above, 1.0 if inc == AP_CODE else loss[1][n_above.size - 1])
+
+        return by_code
+
+    def stored(inc, loss, q, n_above):
+        loss[5][q, : n_above.size] = n_above
+        return 0.0
+
+    return stored
 
 
 #: rows of at most this many samples are solved in work arrays that each thread keeps from
-#: one call to the next (`_work_arrays`): about 100 bytes of address space per sample,
-#: of which only what the rows use is touched. Calls that allocated them afresh paid for
-#: their new pages: on 4 rows of 10^5 samples, 10% positives (rows the default sorts), 15.7
-#: ms per call against 11.2 ms with the arrays held (4 calls of lai: 12.7 ms; CPU time)
+#: one call to the next (`work_arrays`): about 100 bytes of address space per sample, of
+#: which only what the rows use is touched (docs/inference_design.md, "The batch kernels")
 HELD_MAX = 1 << 20
+#: the small-query route's work arrays are made for rows of up to this many samples; a
+#: longer row that takes the route (few negatives, many positives) allocates its own
+SMALL_HELD_MAX = 1 << 16
 _held = threading.local()
-_NONE_HELD = (
-    np.empty(0),
-    np.empty(0, dtype=np.uint8),
-    np.empty(0),
-    np.empty(0, dtype=np.int32),
-    np.empty(0),
-    np.empty(0),
-    np.empty(0, dtype=np.int64),
-    np.empty(0, dtype=np.uint16),
-)
+#: the places of the arrays in `work_arrays`' tuple
+ROW, LABELS, COEF64, NEG_RANK, PARAMS, FLOATS, INTS, BUCKETS = range(8)
+SMALL_FLOATS, SMALL_INTS, SMALL_COUNT = range(8, 11)
 
 
-def _work_arrays(n):
-    """The kernel's work arrays for rows of ``n`` samples: (row, labels, coefficients,
-    ranks, increments, floats, ints, buckets) as `_batch` takes them, this thread's (grown
-    to ``n``, never shrunk; floats and ints sized for any share of positives,
-    `qs.inference.auto.work_floats` and ``work_ints``) for ``n`` up to
-    `HELD_MAX`. Longer rows get empty arrays, and the kernel allocates those it uses
-    (its allocations take 4 KiB pages, numpy's of 4 MiB and more huge pages where the
-    system allows: at 4 rows of 10^6 samples, 0.1% positives, 2 threads, the kernel
-    allocating per block of rows took 37 ms of CPU time, the held arrays 29, 4 calls of
-    lai 28)."""
-    if n > HELD_MAX:
-        return _NONE_HELD
-    arrays = getattr(_held, "arrays", None)
+def work_arrays(n):
+    """The work arrays of `solve_row` for rows of at most ``n`` samples, as a tuple: (row,
+    labels, coefficients, ranks, increment parameters, floats, ints, buckets, the
+    small-query route's floats, ints and counts). This thread's for ``n`` up to `HELD_MAX`
+    (grown to ``n``, never shrunk), new ones above; floats and ints sized for any share of
+    positives (`qs.inference.auto.work_floats` and ``work_ints``)."""
+    arrays = getattr(_held, "arrays", None) if n <= HELD_MAX else None
     if arrays is None or arrays[0].size < n:
-        arrays = _held.arrays = (
+        small = min(n, SMALL_HELD_MAX) + 2
+        arrays = (
             np.empty(n),
             np.empty(n, dtype=np.uint8),
             np.empty(n),
@@ -107,7 +279,12 @@ def _work_arrays(n):
             np.empty(work_floats(0, n)),
             np.empty(work_ints(0, n) + histogram_size(n, 0), dtype=np.int64),
             np.empty(n, dtype=np.uint16),
+            np.empty((5, small)),
+            np.empty((6, small), dtype=np.int64),
+            np.empty(BUCKETS_PER_NEGATIVE * small, dtype=np.int64),
         )
+        if n <= HELD_MAX:
+            _held.arrays = arrays
     return arrays
 
 
@@ -169,8 +346,8 @@ def _joined_row(lead, row, buf):
 @jit
 def _joined(lead, row, buf):
     """``[lead | row]`` written into ``buf`` (in its dtype); returns ``buf``. The row is
-    copied into a view of ``buf`` at offset 0: written as ``buf[k + t]``, the loop did not
-    vectorise (8.0 against 1.9 ms for 64 rows of 10^5 float32 scores and their labels)."""
+    copied into a view of ``buf`` at offset 0, a loop that vectorises (written as
+    ``buf[k + t]``, it did not)."""
     k = lead.size
     for t in range(k):
         buf[t] = lead[t]
@@ -231,130 +408,112 @@ def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64,
             rank[k] = 0 if is_pos[k] else neg_rank[k]
 
 
+@jit_inline
+def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
+    """Query ``q`` (scores ``given``, in their dtype, labels ``y``) by the method record
+    ``method`` (`RowMethod`) and the loss ``inc``, ``loss`` (`RowLoss`), into its ``coef``,
+    ``rank`` (none written if empty), ``out`` (loss, objective, F, hinge); ``work`` as
+    `work_arrays` makes it, for at least ``given.size`` samples. Returns (whether the
+    query has a positive and a negative, the place of the first non-finite score or -1);
+    a query without both is skipped, its outputs zero. Inlined into its callers, and
+    each work array read where it is used: a call, or an unpacking of ``work``, would count
+    the references of every work array at each row."""
+    bucket, small, kernel, route = method
+    neg_rank = work[NEG_RANK]
+    n = given.size
+    p = 0
+    for k in range(n):
+        p += y[k]
+    m = n - p
+    if p == 0 or m == 0:
+        coef[:] = 0.0
+        rank[:] = 0
+        out[:] = 0.0
+        return False, _not_finite_at(given)
+    if bucket == ALWAYS or (bucket == UNSORTED and not sorts(m, p)):
+        # read in the scores' dtype; the output row written as it is solved, the
+        # gradient's shift included
+        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+        err, where, n_above, term, truth = _bucket_row(
+            inc,
+            loss_params(inc, loss, q, n, p, work[PARAMS]),
+            given,
+            y,
+            p,
+            neg_rank,
+            coef,
+            truth_pos,
+            truth_neg,
+            work[BUCKETS],
+        )
+        if err != OK:
+            return True, where
+        _write_out(out, row_value(inc, loss, q, n_above), term, truth)
+        if rank.size:
+            _ranks_into(y, neg_rank, rank)
+        return True, -1
+    s = _float64_row(given, work[ROW][:n])
+    solved = _solved_in(coef, work[COEF64][:n])
+    compact = True
+    zero_one = kernel == ZERO_ONE
+    if zero_one:
+        err, where, value, term, truth = zero_one_lai(s, y, solved)
+        if err != OK:
+            return True, where
+        _write_out(out, value, term, truth)
+    elif m < small and sorts(m, p):
+        where = _not_finite_at(s)
+        if where >= 0:
+            return True, where
+        work_f, work_i, count = work[SMALL_FLOATS], work[SMALL_INTS], work[SMALL_COUNT]
+        if work_f.shape[1] < n + 2:  # a long row of few negatives: none held this long
+            work_f, work_i = np.empty((5, n + 2)), np.empty((6, n + 2), dtype=np.int64)
+            count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
+        params = loss_params(inc, loss, q, n, p, work[PARAMS])
+        n_above, term, truth = small_row(
+            inc, params, s, y, p, work_f, work_i, count, neg_rank, solved
+        )
+        _write_out(out, row_value(inc, loss, q, n_above), term, truth)
+        compact = False
+    else:
+        params = loss_params(inc, loss, q, n, p, work[PARAMS])
+        err, where, n_above, term, truth = _solver_row(
+            kernel, route, inc, params, s, y, p, work[FLOATS], work[INTS], neg_rank, solved
+        )
+        if err != OK:
+            return True, where
+        _write_out(out, row_value(inc, loss, q, n_above), term, truth)
+    if gradient or rank.size or not _is_float64(coef):
+        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
+        _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank, coef)
+    return True, -1
+
+
 @jit
-def _batch(
-    method,
-    inc,
-    scores,
-    is_pos,
-    lead,
-    lead_pos,
-    table,
-    ideal,
-    gradient,
-    rank,
-    coef,
-    out,
-    valid,
-    row,
-    y_row,
-    coef64,
-    neg_rank,
-    params,
-    floats,
-    ints,
-    buckets,
+def batch_rows(
+    method, inc, loss, scores, is_pos, lead, lead_pos, gradient, rank, coef, out, valid, *work
 ):
     """Every row ``[lead[q] | scores[q]]`` (labels ``[lead_pos[q] | is_pos[q]]``; ``lead``
-    may have no columns) by the method of code ``method``, the loss of code ``inc``
-    (`qs.losses.AP_CODE` or ``NDCG_CODE``; unused for the 0-1 loss); ``rank`` has no
-    columns when the ranks are not wanted. Returns the (query, sample) of the first
-    non-finite score, (-1, -1) if none; the outputs are then not all filled.
+    may have no columns) by `solve_row`, into ``rank`` (no columns when the ranks are not
+    wanted), ``coef``, ``out`` and ``valid``; ``work``: the arrays of `work_arrays` for rows
+    of the lead's and the scores' columns. The arrays come one by one, not in tuples as
+    `solve_row` takes them: numba unboxes an array in a tuple at several times the cost of
+    an array argument. Returns the (query, sample) of the first non-finite score, (-1, -1)
+    if none; the outputs are then not all filled.
 
-    Each row is solved in work arrays held for the whole call (the row made of the lead and
-    the scores, in their dtype, then widened to float64 for the routes other than
-    ``bucket``; the coefficients unless the output is float64, the ranks, the per-query
-    kernels' work), then written out by one pass (`_finish_row`; none when there is
-    nothing to subtract, convert or scatter, and none for the rows ``bucket`` solves, which
-    it writes out itself, `_bucket_row`): no allocation per row, and no pass over the
-    whole batch before the rows are solved. The
-    work arrays ``row`` .. ``buckets`` (`_work_arrays`) are at least as long as a row
-    (``params`` one more), or empty and allocated here; ``floats`` and ``ints`` are replaced
-    when a row needs more."""
-    n_rows = scores.shape[0]
+    No allocation per row, and no pass over the whole batch before the rows are solved."""
     n = lead.shape[1] + scores.shape[1]
     joined = np.empty(n if lead.shape[1] else 0, dtype=scores.dtype)
-    if row.size < n:  # none held for rows this long
-        row, y_row, coef64 = np.empty(n), np.empty(n, dtype=np.uint8), np.empty(n)
-        neg_rank, params = np.empty(n, dtype=np.int32), np.empty(n + 1)
-        buckets = np.empty(n, dtype=np.uint16)
-    row, y_row, coef64 = row[:n], y_row[:n], coef64[:n]
-    neg_rank, params = neg_rank[:n], params[: n + 1]
-    work = np.empty((6, 0))
-    iwork = np.empty((6, 0), dtype=np.int64)
-    count = np.empty(0, dtype=np.int64)
-    for q in range(n_rows):
+    y_row = work[LABELS][:n]
+    for q in range(scores.shape[0]):
         given = _joined_row(lead[q], scores[q], joined)  # in the scores' dtype
         y = _joined_row(lead_pos[q], is_pos[q], y_row)
-        p = 0
-        for k in range(n):
-            p += y[k]
-        m = n - p
-        valid[q] = p > 0 and m > 0
-        if not valid[q]:
-            bad = _not_finite_at(given)
-            if bad >= 0:
-                return q, bad
-            coef[q, :] = 0.0
-            rank[q, :] = 0
-            out[q, :] = 0.0
-            continue
-        if method == BUCKET or (method == AUTO and not sorts(m, p)):
-            # read in the scores' dtype; the output row written as it is solved, the
-            # gradient's shift included
-            truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-            err, where = _bucket_row(
-                inc,
-                given,
-                y,
-                p,
-                table,
-                ideal,
-                params,
-                neg_rank,
-                coef[q],
-                truth_pos,
-                truth_neg,
-                buckets,
-                out[q],
-            )
-            if err != OK:
-                return q, where
-            if rank.shape[1]:
-                _ranks_into(y, neg_rank, rank[q])
-            continue
-        s = _float64_row(given, row)
-        zero_one = method == ZERO_ONE
-        compact = True
-        solved = _solved_in(coef[q], coef64)
-        if zero_one:
-            err, where, value, term, truth = zero_one_lai(s, y, solved)
-            _write_out(out[q], value, term, truth)
-        elif method == AUTO and m < SMALL_ROW_MAX and sorts(m, p):
-            err, where = OK, _not_finite_at(s)
-            if where < 0:
-                if work.shape[1] < n + 2:
-                    work = np.empty((6, n + 2))
-                    iwork = np.empty((6, n + 2), dtype=np.int64)
-                    count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
-                _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out[q])
-                compact = False
-        else:
-            if method == AUTO or method == BUCKET_SORT or method == QS:
-                if floats.size < work_floats(m, p):
-                    floats = np.empty(work_floats(m, p))
-                if ints.size < work_ints(m, p):
-                    ints = np.empty(work_ints(m, p), dtype=np.int64)
-            err, where = _solver_row(
-                method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out[q]
-            )
-        if err != OK or where >= 0:
+        solved, where = solve_row(
+            method, inc, loss, q, given, y, gradient, rank[q], coef[q], out[q], work
+        )
+        valid[q] = solved
+        if where >= 0:
             return q, where
-        if gradient or rank.shape[1] or not _is_float64(coef):
-            truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-            _finish_row(
-                y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank[q], coef[q]
-            )
     return -1, -1
 
 
@@ -367,16 +526,15 @@ def _write_out(out, value, term, truth):
 
 
 @jit
-def _bucket_row(
-    inc, scores, is_pos, p, table, ideal, params, neg_rank, coef, shift_pos, shift_neg, buckets, out
-):
+def _bucket_row(inc, params, scores, is_pos, p, neg_rank, coef, shift_pos, shift_neg, buckets):
     """One query by ``bucket`` (as bucket_lai) into ``neg_rank`` (the negatives' order) and
     ``coef`` (the output row, of its dtype: coefficients less ``shift_pos`` / ``shift_neg``
-    at the positives / negatives). Returns (error, where) of the kernel."""
+    at the positives / negatives). Returns (error, where, the negatives above each
+    positive, the score term ``F(R_bar) - F(R*)``, ``F(R*)``)."""
     m = scores.size - p
-    err, where, sum_pos, sum_neg, n_above, f = _bucket(
+    err, where, sum_pos, sum_neg, n_above, f = bucket_ranks(
         inc,
-        params_into(inc, table, ideal, p, params),
+        params,
         scores,
         is_pos,
         p,
@@ -387,11 +545,7 @@ def _bucket_row(
         shift_neg,
         buckets,
     )
-    if err != OK:
-        return err, where
-    value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    _write_out(out, value, f, sum_pos / p - sum_neg / m)
-    return OK, -1
+    return err, where, n_above, f, sum_pos / p - sum_neg / m
 
 
 @jit
@@ -406,21 +560,16 @@ def _ranks_into(is_pos, neg_rank, rank):
 
 
 @jit
-def _solver_row(
-    method, inc, scores, is_pos, p, table, ideal, params, floats, ints, neg_rank, coef, out
-):
-    """One query by the per-query kernel of ``lai`` with the method of code ``method``, into
-    ``neg_rank`` (the negatives' order) and ``coef``; ``floats`` and ``ints`` are
-    `qs.inference.auto._gathered_lai`'s work arrays. Returns (error, where) of the
-    kernel."""
+def _solver_row(kernel, route, inc, params, scores, is_pos, p, floats, ints, neg_rank, coef):
+    """One query by the per-query kernel of ``lai`` ``kernel`` (`RowMethod.kernel`, with
+    `gathered_lai`'s ``route``), into ``neg_rank`` (the negatives' order) and ``coef``;
+    ``floats`` and ``ints`` are `gathered_lai`'s work arrays. Returns (error, where, the
+    negatives above each positive, the score term, ``F(R*)``)."""
     n = scores.size
     m = n - p
-    params = params_into(inc, table, ideal, p, params)
     ranks = neg_rank[:m]
-    if method == BUCKET_SORT or method == QS or (method == AUTO and sorts(m, p)):
-        # as bucket_sort_lai, qs_lai, and auto_lai's sorting branch
-        route = ROUTE_QS if method == QS else ROUTE_AUTO if method == AUTO else ROUTE_BUCKET_SORT
-        err, where, sum_pos, sum_neg, n_above, f = _gathered_lai(
+    if kernel == GATHERED:  # as bucket_sort_lai, qs_lai, and auto_lai's sorting branch
+        err, where, sum_pos, sum_neg, n_above, f = gathered_lai(
             inc, params, route, scores, is_pos, p, ranks, coef, floats, ints
         )
     else:  # the methods on np.sort's sorted negatives, as run_sorted
@@ -429,59 +578,94 @@ def _solver_row(
             scores, is_pos, p, v
         )
         if err != OK:
-            return err, where
+            return err, where, np.empty(0, dtype=np.int64), 0.0, 0.0
         v = np.sort(v)[::-1].copy()
         rk = np.empty(m, dtype=np.int64)
-        if method == SORT_DC:
-            err, where, sum_pos, sum_neg, n_above, f = _sort_dc(
-                inc,
-                params,
-                v,
-                rk,
-                scores,
-                is_pos,
-                pos_sorted,
-                pos_index,
-                ranks,
-                coef,
-                sum_pos,
-                sum_neg,
-                ref,
-            )
-        elif method == SCAN:
-            err, where, sum_pos, sum_neg, n_above, f = _scan_sorted(
-                inc,
-                params,
-                v,
-                rk,
-                scores,
-                is_pos,
-                pos_sorted,
-                pos_index,
-                ranks,
-                coef,
-                sum_pos,
-                sum_neg,
-                ref,
-            )
-        else:
-            err, where, sum_pos, sum_neg, n_above, f = _search_sorted(
-                inc,
-                params,
-                v,
-                rk,
-                scores,
-                is_pos,
-                pos_sorted,
-                pos_index,
-                ranks,
-                coef,
-                sum_pos,
-                sum_neg,
-                ref,
-            )
-    if err != OK:
-        return err, where
-    value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    _write_out(out, value, f, sum_pos / p - sum_neg / m)
-    return OK, -1
+        err, where, sum_pos, sum_neg, n_above, f = sorted_kernel(
+            kernel,
+            inc,
+            params,
+            v,
+            rk,
+            scores,
+            is_pos,
+            pos_sorted,
+            pos_index,
+            ranks,
+            coef,
+            sum_pos,
+            sum_neg,
+            ref,
+        )
+    return err, where, n_above, f, sum_pos / p - sum_neg / m
+
+
+@jit
+def sorted_kernel(
+    kernel,
+    inc,
+    params,
+    v,
+    rk,
+    scores,
+    is_pos,
+    pos_sorted,
+    pos_index,
+    neg_rank,
+    coef,
+    sum_pos,
+    sum_neg,
+    ref,
+):
+    """The kernel ``kernel`` (`SORT_DC`, `SCAN` or `SEARCH`) of the methods on ``np.sort``'s
+    sorted negatives ``v``, with the arguments of `qs.inference._prepare.run_sorted`: a new
+    kernel of that signature is a branch here and a code beside `SORT_DC`. (Dispatch through
+    a tuple of these kernels, numba's first-class functions, is experimental in numba and
+    warns at every compilation.)"""
+    if kernel == SORT_DC:
+        return sort_dc(
+            inc,
+            params,
+            v,
+            rk,
+            scores,
+            is_pos,
+            pos_sorted,
+            pos_index,
+            neg_rank,
+            coef,
+            sum_pos,
+            sum_neg,
+            ref,
+        )
+    if kernel == SCAN:
+        return scan_sorted(
+            inc,
+            params,
+            v,
+            rk,
+            scores,
+            is_pos,
+            pos_sorted,
+            pos_index,
+            neg_rank,
+            coef,
+            sum_pos,
+            sum_neg,
+            ref,
+        )
+    return search_sorted(
+        inc,
+        params,
+        v,
+        rk,
+        scores,
+        is_pos,
+        pos_sorted,
+        pos_index,
+        neg_rank,
+        coef,
+        sum_pos,
+        sum_neg,
+        ref,
+    )

@@ -1,19 +1,11 @@
-"""The small-query route of `qs.inference.batch.lai_batch` (`_small_row`).
+"""The small-query route of `qs.inference.batch.lai_batch` (`small_row`).
 
 A small query (fewer than `SMALL_ROW_MAX` negatives), the common case in a mini-batch,
 that ``"auto"`` sorts is solved as ``bucket_sort`` does (the negatives sorted by buckets,
 then Algorithm 1's divide and conquer on them, AP's sweep past place P) but in the call's
 work arrays, with few branches that the input decides: at this size a mispredicted branch
-costs more than the arithmetic. Measured on 10 queries of 256 samples, 10% positives (`make
-bench-torch`, three runs): ahead of ``bucket_sort`` (by 1.2-1.3x), ``qs`` (1.45-1.5x),
-``search``, ``sort_dc`` and the scan; the call 3.5-3.6 times ten single 0-1 kernels (AP;
-NDCG 3.4-3.45), 2.55 times cheaper than ten ``lai`` calls (AP; NDCG 5.4-5.7). Of those ten
-0-1 kernels' time, sorting each query's negatives alone takes 1.9 (``np.sort``) or 1.1-1.2
-(these buckets), and the divide and conquer alone on sorted negatives 0.75-0.8: an exact
-method that sorts its negatives stays above twice the 0-1 kernels on one thread.
-
-Beside it, what every route of a row reads of the loss: its increment parameters for P
-positives (`params_into`) and NDCG's ``C(P)`` (`ideal_of`).
+costs more than the arithmetic (its timings beside the other methods:
+docs/inference_design.md, "The batch kernels").
 """
 
 import numpy as np
@@ -23,22 +15,6 @@ from qs.inference._hinge import add, score_term
 from qs.inference._input import reference
 from qs.inference._ranks import opt_ranks_swept
 from qs.inference._sorting import sort_positives
-from qs.losses import AP_CODE, loss_value, ndcg_increments_into
-
-
-@jit
-def params_into(inc, table, ideal, n_pos, params):
-    """The loss's increment parameters for P positives (`qs.losses.QSLoss.prepare`),
-    written in ``params``: none for AP, NDCG's table."""
-    if inc == AP_CODE:
-        return params[:0]
-    return ndcg_increments_into(table, ideal[n_pos - 1], params)
-
-
-@jit
-def ideal_of(inc, ideal, n_pos):
-    """NDCG's ``C(P)`` for P positives (1.0, unused, for AP)."""
-    return 1.0 if inc == AP_CODE else ideal[n_pos - 1]
 
 
 @jit
@@ -60,14 +36,13 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
 #: above
 FEW_POSITIVES_MAX = 128
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
-#: they are sorted: `_small_row`'s one histogram of two buckets per negative outgrows the
+#: they are sorted: `small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
 SMALL_ROW_MAX = 1 << 14
 #: buckets per negative of the small-query route: two halve the negatives an insertion moves
-#: (the branch that mispredicts), for a longer pass over the counts (measured on 10 queries
-#: of 256 normal scores: 10-20% less time than one; four no better than two)
+#: (the branch that mispredicts), for a longer pass over the counts
 BUCKETS_PER_NEGATIVE = 2
-#: moves per negative the insertion pass of `_small_row` may make before it leaves the
+#: moves per negative the insertion pass of `small_row` may make before it leaves the
 #: rest to a merge sort (many distinct scores in one bucket: an outlier stretched the range)
 INSERTION_MOVES = 8
 
@@ -90,10 +65,12 @@ def _insertion_pass(v, idx, size, budget):
 
 
 @jit
-def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, coef, out):
-    """One query of few negatives, in the work arrays ``work`` / ``iwork`` (rows of n + 2)
+def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
+    """One query of few negatives, in the work arrays ``work`` (5 rows of n + 2),
+    ``iwork`` (6 rows of n + 2)
     and ``count`` (`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
-    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place.
+    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place. Returns (the
+    negatives above each positive, the score term ``F(R_bar) - F(R*)``, ``F(R*)``).
 
     Written against the branch predictor (the input decides each branch, and a mispredicted
     one costs as much as a dozen operations): one pass over the scores, without a branch on
@@ -105,14 +82,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     """
     n = scores.size
     m = n - p
-    v, sorted_v, pos_values, spos, params, pos_sorted = (
-        work[0],
-        work[1],
-        work[2],
-        work[3],
-        work[4],
-        work[5],
-    )
+    v, sorted_v, pos_values, spos, pos_sorted = work[0], work[1], work[2], work[3], work[4]
     idx, sorted_idx, pos_index, rk, pos_order, bucket = (
         iwork[0],
         iwork[1],
@@ -174,7 +144,7 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
     spos[0] = ref
     for i in range(p):
         spos[i + 1] = c2 * (pos_sorted[i] - ref)
-    opt_ranks_swept(sorted_v[:m], rk, inc, params_into(inc, table, ideal, p, params), p, c2, spos)
+    opt_ranks_swept(sorted_v[:m], rk, inc, params, p, c2, spos)
     # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
     # rank; F summed over the negatives in input order, then over the positives by score
     inv = 1.0 / (p * m)
@@ -195,7 +165,4 @@ def _small_row(inc, scores, is_pos, p, table, ideal, work, iwork, count, rank, c
         n_above[k] = above
         coef[pos_order[k]] = (m - 2.0 * above) * inv
         total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
-    value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
-    truth = sum_pos / p - sum_neg / m
-    hinge = value + score_term(total, comp)
-    out[0], out[1], out[2], out[3] = value, hinge + truth, truth, hinge
+    return n_above, score_term(total, comp), sum_pos / p - sum_neg / m

@@ -35,12 +35,10 @@ def reference(scores):
     ``s - ref`` and an outlier (a first score of 10^12) does not inflate every term.
 
     Found by counting, for each sampled score, the samples below it and at most it (loops
-    without branches): a sort of the sample mispredicted its comparisons and took 1.3 us of
-    a 45 us call. The sample is copied out first, so that the counting loops read it
-    contiguously and vectorise (counting on the strided input took 2.5x as long: 0.38
-    against 0.15 us at 256 or 3312 scores). NaN scores count as above all others, where a
-    sort puts them; when one is the median, NaN is returned (the call fails on it
-    afterwards).
+    without branches, where a sort of the sample mispredicts its comparisons). The sample is
+    copied out first, so that the counting loops read it contiguously and vectorise. NaN
+    scores count as above all others, where a sort puts them; when one is the median, NaN is
+    returned (the call fails on it afterwards).
     """
     step = max(1, scores.size // REFERENCE_SAMPLE)
     sample = np.empty((scores.size + step - 1) // step)

@@ -112,8 +112,7 @@ def best_rank_capped(inc, params, n_pos, c2, spos, s, j, lo, hi):
     increment, also in floating point), so the gain never returns to 0 there: the largest
     maximiser is at most ``U``, and the search stops at it (`score_cap`). It pays on
     the wide rank intervals of the divide and conquer's first levels, whose blocks span the
-    ranks of all their places (from `CAP_MIN` ranks on): 2-10% of the rank step's
-    time at shares of positives of 0.05 to 0.5, N = 10^5 and 10^6."""
+    ranks of all their places (from `CAP_MIN` ranks on)."""
     if negative_increments(inc) and hi - lo > CAP_MIN:
         hi = score_cap(spos, c2 * (s - spos[0]), lo, hi)
     return best_rank(inc, params, n_pos, c2, spos, s, j, lo, hi)
@@ -127,8 +126,7 @@ def opt_ranks_sorted(v, rk, lo, hi, j_offset, places, r_lo, r_hi, inc, params, n
     array, points (score, place) with places ``places[lo..hi]``. Writes each rank in ``rk``.
     Each block goes on to its left half at once and keeps only a non-empty right half on the
     stack (at most one per level); a block of one rank is filled by a loop. The same rank
-    evaluations as pushing both halves, with fewer stack moves and branches (4-5% less time
-    on 10 queries of about 230 negatives and 26 positives).
+    evaluations as pushing both halves, with fewer stack moves and branches.
     """
     stack = np.empty((64, 4), dtype=np.int64)
     top = 0

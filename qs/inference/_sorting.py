@@ -143,8 +143,8 @@ def _sort_buckets(v, key, ends, tmp_v, tmp_key, one_pass):
     insertion sort of the whole of ``v``, which moves each score only within its bucket
     (none in the buckets sorted already). Sorting each small bucket alone tests its size at
     every bucket, a test the processor mispredicts at about every one; the one pass saves
-    that on the fine buckets of `sort_by_buckets`' second level (5% of the sort from
-    2^17 scores), and costs 6-8% more on its single level (10^5 scores)."""
+    that on the fine buckets of `sort_by_buckets`' second level, and costs more on its
+    single level."""
     lo = 0
     for b in range(ends.size - 1, -1, -1):
         hi = ends[b]
@@ -190,8 +190,7 @@ def sort_by_buckets(v, key, count, v_sorted, key_sorted):
 
 
 #: above this many positives, they are sorted by buckets (`sort_by_buckets`, O(P)
-#: expected) rather than by merge sort (O(P log P), its comparisons mispredicted): 47 of a
-#: 62 ms call at P = 2 * 10^5, N = 10^6 went to the merge sort
+#: expected) rather than by merge sort (O(P log P), its comparisons mispredicted)
 POSITIVES_BY_BUCKETS = 256
 
 
@@ -218,8 +217,7 @@ def sort_positives(pos_values, pos_index):
 #: from its start with ``HINT_FIRST`` positives' moves in hand: an order unrelated to the
 #: scores (the last call's, on other scores of the same sizes) makes about a / 2 moves at the
 #: a-th positive and is given up within the first hundred, where a budget for all of them
-#: spent 8 P moves first (at P = 5 * 10^5, 42 ns per positive against 28 with no order to
-#: start from; 34 now, the check of the order and its gather)
+#: would spend 8 P moves first
 HINT_MOVES = 8
 HINT_FIRST = 64
 
@@ -246,7 +244,7 @@ def sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count):
     Inside training the order of the positives changes little from one call to the next
     (median 150-190 exchanges of neighbours among 225 positives on the VOC2011 data, AP), so
     an insertion sort from the previous order takes about P moves, where the merge sort made
-    P log P comparisons whose branches the processor cannot predict (6.5 of a 45 us call).
+    P log P comparisons whose branches the processor cannot predict.
     It gives up past `HINT_MOVES` moves per positive so far (and when ``order`` is not a
     permutation) for `sort_pairs`, or for `sort_by_buckets` (``count``: its
     scratch, at least 16 elements) above `POSITIVES_BY_BUCKETS` positives. Ties go by input

@@ -9,15 +9,13 @@ The rule (`sorts`), reading N and P:
 - Fewer, or more positives: the ranks change up to P times among the N negatives, so that
   nearly every bucket would straddle a change and be gathered (``bucket`` has at most
   2^16 buckets, so that from about half as many positives most of them straddle, at any
-  N: AP, cpu clock, ns per score ``bucket`` / ``bucket_sort``: N = 10^7, P = 3 * 10^4
-  51 / 80, 4 * 10^4 77 / 90, 6 * 10^4 90 / 84, 10^5 114 / 83; N = 2 * 10^6, P = 6 * 10^4
-  66 / 52); sorting all the negatives
+  N); sorting all the negatives
   by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
   place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (`gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
   pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
-  ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
+  ones (in cache, so the choice costs little) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
   sorts them by buckets, or from ``NUMPY_SORT_FROM`` negatives hands them back to be sorted
@@ -27,16 +25,9 @@ The rule (`sorts`), reading N and P:
   per positive: few ranks, which ``qs``'s splits separate in a few levels): ``qs``, for
   every loss. Inside training most negatives fall below every positive after a few
   iterations, and all scores tie at the first (the weights are zero): their ranks collapse to P + 1 in a
-  few splits, and sorting them is wasted. On the score vectors of cutting-plane trainings
-  on the VOC2011-shaped data (classes phoning, walking, reading; P = 179-227, N =
-  3085-3133; replayed, each method writing into a `Workspace` as the
-  solvers do; ``qsrank bench --replay --repeats 9``), us per call: AP ``qs`` 36-42, the
-  default 36-42, ``bucket`` 51-55, ``bucket_sort`` 64-67; NDCG ``qs`` 52-57, the default
-  52-57, ``bucket`` 64-71, ``bucket_sort`` 70-74 (the 0-1 call 15).
+  few splits, and sorting them is wasted.
 
-Measured there, and on the scaling benchmark's random scores at P = 227, 300 and 1000,
-N = 2270 to 30000 (where ``bucket_sort`` leads below the size rule and ``bucket`` above it;
-the default within 4% of the faster of them).
+The thresholds were set by measurement: docs/inference_design.md, "Why auto chooses".
 """
 
 import functools
@@ -61,6 +52,8 @@ from qs.inference._sorting import MAX_BUCKETS, sort_positives_hinted
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_ranks, histogram_size
 from qs.inference.qs import qs_ranks
+from qs.inference.workspace import Workspace
+from qs.losses import QSLoss
 
 SORT_BELOW = 8192
 SORT_PER_POSITIVE = 24
@@ -77,9 +70,7 @@ def sorts(n_neg, n_pos):
 
 
 #: how many of the gathered negatives `settled_share` reads (strided): enough to tell
-#: a share above one half (training, ties) from one near 0 (random scores). Measured inside
-#: training (replayed vectors, phoning, AP): 64 cost 0.3-0.6 us of the default's 35 us
-#: against ``qs`` called directly, 16 nothing measurable
+#: a share above one half (training, ties) from one near 0 (random scores)
 SHARE_SAMPLE = 16
 
 
@@ -87,8 +78,8 @@ SHARE_SAMPLE = 16
 def settled_share(v, lowest):
     """The share of the negatives ``v`` that score at most ``lowest`` (the lowest positive),
     on a strided sample of `SHARE_SAMPLE` of them. Read from the gathered negatives,
-    which are in cache: read from the input before the pass over it, the same sample missed
-    the cache at each run of samples (4 us of a 50 us call inside training)."""
+    which are in cache (read from the input before the pass over it, the same sample missed
+    the cache at each run of samples)."""
     step = max(1, v.size // SHARE_SAMPLE)
     settled = 0
     total = 0
@@ -121,7 +112,7 @@ def work_ints(n_neg, n_pos):
 
 
 #: the work arrays of `gathered_lai` as two buffers, one per dtype: a kernel call from
-#: Python pays about 0.08 us per array argument to unbox it, 1 us of a training call's 45
+#: Python pays to unbox each array argument
 PACKED = (("floats", work_floats, np.float64), ("ints", work_ints, np.int64))
 #: the buffers of a call without a workspace: too short, so the kernel allocates its own
 NO_FLOATS, NO_INTS = np.empty(0), np.empty(0, dtype=np.int64)
@@ -209,10 +200,59 @@ def sorted_lai(
     return finish(rank_count, total, comp, pos_values, pos_index, n, coef, sum_pos, sum_neg, ref)
 
 
-def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """`gathered_lai` with the loss's code, and the work arrays of the
-    `Workspace` ``ws`` when given; with ``AUTO_NUMPY``, the sort it hands back done by
-    ``np.sort`` and `sorted_lai` run after it."""
+def run_gathered(
+    route: int,
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """`gathered_lai` with the loss's increment, and the work arrays of the `Workspace` ``ws``
+    when given: ``qs`` (``route`` `QS`), ``bucket_sort`` (`BUCKET_SORT`) or the default's
+    choice between them (`AUTO`; `AUTO_NUMPY`: the sort that ``bucket_sort`` would make done
+    by ``np.sort`` of packed keys, then `sorted_lai`).
+
+    Parameters
+    ----------
+    route : int
+        `QS`, `BUCKET_SORT`, `AUTO` or `AUTO_NUMPY`.
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.auto import QS, run_gathered
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = run_gathered(QS, get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     check_size(scores)
     n_neg = neg_rank.size
     params = loss.prepare(n_pos, n_neg)
@@ -246,8 +286,53 @@ def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     )
 
 
-def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """The method the rule above picks for this input, run."""
+def auto_lai(
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """The method the rule above (`sorts`) picks for this input, run.
+
+    Parameters
+    ----------
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.auto import auto_lai
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = auto_lai(get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
     route = AUTO_NUMPY if neg_rank.size >= NUMPY_SORT_FROM else AUTO

@@ -9,10 +9,8 @@ Python call per mini-batch instead of Q, with the objectives and ranks of
 
 Large batches are cut into blocks of queries run on threads (the kernels release the GIL);
 small ones run in the calling thread, where a thread hand-off would cost more than the work
-(measured: numba's ``prange`` took 9 ms for 10 queries of 256 samples on 2 busy cores, the
-plain loop 0.05 ms; on the same 2 cores idle, AP, 36 us with numba's OpenMP threading layer
-and 185 us with its workqueue layer against the loop's 46 us: too little gained where it
-works, too much lost where the cores are shared). Rows of `LAI_ROW_MIN` samples or
+(numba's ``prange`` gained too little where it works and lost too much where the cores are
+shared: docs/inference_design.md, "The batch kernels"). Rows of `LAI_ROW_MIN` samples or
 more go to `qs.inference.lai` one by one, which runs its bucket method on threads
 within the row. A row may come in two parts, a lead and the rest (``lead=``): a memory
 bank's scores within the batch and against the bank, with no (Q, k + n) copy.
@@ -22,35 +20,32 @@ objective and F zero, coefficients zero, ``valid`` False) rather than refused, s
 mini-batches meet such queries. Scores must be finite in every row, skipped or not.
 """
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from qs._numba import BUILTIN_INCREMENTS
-from qs.inference import lai
-from qs.inference import resolve as _resolve
+from qs.inference import lai, resolve
 from qs.inference._batch_rows import (
-    METHOD_CODES,
-    _batch,
     _finish_row,
     _truth_coef,
-    _work_arrays,
+    batch_rows,
+    finish_values,
+    row_loss,
+    row_method,
+    work_arrays,
 )
 from qs.inference.bucket import THREADED_MIN as BUCKET_THREADED_MIN
-from qs.inference.bucket import _map, thread_count
-from qs.losses import LOSSES
+from qs.inference.bucket import thread_count, thread_map
+from qs.losses import QSLoss
 from qs.validation import as_positive_mask2d
 
 __all__ = ["BatchResult", "lai_batch"]
 
-#: the losses ``lai_batch`` takes (their loss values are computed inside the kernel)
+#: the losses ``lai_batch`` takes by name (beside any `qs.losses.QSLoss` instance)
 BATCH_LOSSES = ("ap", "ndcg", "01")
 #: batches of at least this many samples (all queries together) run on threads, in blocks of
-#: whole queries. As for one large query (`qs.inference.bucket.THREADED_MIN`): on 2
-#: cores shared with other jobs, threads lost at every size tried (16 x 10^5 samples: 141 vs
-#: 130 ms; 64 x 2048: 12.1 vs 7.7 ms)
+#: whole queries, as for one large query (`qs.inference.bucket.THREADED_MIN`)
 THREADED_MIN = 1 << 21
 #: rows of at least this many samples go to `qs.inference.lai` one by one, which runs
 #: the default's bucket method on threads from this size on (within the row)
@@ -90,7 +85,7 @@ class BatchResult(NamedTuple):
 def lai_batch(
     scores: npt.ArrayLike,
     labels: npt.ArrayLike,
-    loss: str = "ap",
+    loss: str | QSLoss = "ap",
     method: str = "auto",
     *,
     gradient: bool = False,
@@ -108,8 +103,9 @@ def lai_batch(
         anything else is converted to float64 once.
     labels : array_like of shape (Q, n)
         1 (or True) at the positives, 0, -1 (or False) at the negatives.
-    loss : str, default "ap"
-        "ap", "ndcg" or "01" (`qs.inference.batch.BATCH_LOSSES`).
+    loss : str or QSLoss, default "ap"
+        "ap", "ndcg", "01" (`qs.inference.batch.BATCH_LOSSES`), or an instance of
+        [qs.losses.QSLoss][] (compiled into the kernel on its first use in a process).
     method : str, default "auto"
         A method of [METHODS][qs.inference.METHODS] that supports `loss`.
     gradient : bool, default False
@@ -153,11 +149,11 @@ def lai_batch(
     >>> np.round(result.loss, 4).tolist()
     [0.1667, 0.5833]
     """
-    if not (isinstance(loss, str) and loss in BATCH_LOSSES):
-        raise ValueError(f"lai_batch takes loss in {list(BATCH_LOSSES)}; got {loss!r}.")
+    if not (isinstance(loss, QSLoss) or (isinstance(loss, str) and loss in BATCH_LOSSES)):
+        raise ValueError(f"lai_batch takes loss in {list(BATCH_LOSSES)} or a QSLoss; got {loss!r}.")
     if not isinstance(method, str):
-        _resolve(loss, method)  # raises: methods are named
-    code, inc = _codes(loss, method)
+        resolve(loss, method)  # raises: methods are named
+    record, inc, loss_obj = row_method(loss, method)
     if np.dtype(coef_dtype) not in FLOATS:
         raise ValueError(f"coef_dtype must be float64 or float32; got {coef_dtype!r}.")
     scores = _as_scores2d(scores)
@@ -169,7 +165,7 @@ def lai_batch(
     out = np.empty((q, 4))  # loss, objective, ground-truth F, hinge
     valid = np.empty(q, dtype=np.bool_)
     rows_of = (lead_scores, scores)
-    if code is None:  # the exhaustive oracle: per query, for tests on tiny inputs
+    if record is None:  # the exhaustive oracle: per query, for tests on tiny inputs
         whole = np.concatenate(rows_of, axis=1)
         _check_finite(rows_of, _first_not_finite(whole))
         _brute_rows(
@@ -185,24 +181,28 @@ def lai_batch(
     elif n >= LAI_ROW_MIN:
         _lai_rows(rows_of, (lead_pos, is_pos), loss, method, gradient, rank, coef, out, valid)
     else:
-        table, ideal = _discount(loss, n)
+
+        def sizes():
+            p = np.count_nonzero(is_pos, axis=1) + np.count_nonzero(lead_pos, axis=1)
+            return np.stack((p, np.full(q, n)), axis=1)
+
+        loss_rows = row_loss(loss_obj, n, sizes)
 
         def rows(a, b):
-            qq, kk = _batch(
-                code,
+            qq, kk = batch_rows(
+                record,
                 inc,
+                loss_rows,
                 scores[a:b],
                 is_pos[a:b],
                 lead_scores[a:b],
                 lead_pos[a:b],
-                table,
-                ideal,
                 gradient,
                 rank[a:b],
                 coef[a:b],
                 out[a:b],
                 valid[a:b],
-                *_work_arrays(n),
+                *work_arrays(n),
             )
             return (a + qq, kk) if kk >= 0 else None
 
@@ -210,8 +210,10 @@ def lai_batch(
             where = rows(0, q)
         else:
             blocks = np.linspace(0, q, min(q, 2 * thread_count()) + 1).astype(np.int64)
-            where = min((b for b in _map(rows, blocks[:-1], blocks[1:]) if b), default=None)
+            where = min((b for b in thread_map(rows, blocks[:-1], blocks[1:]) if b), default=None)
         _check_finite(rows_of, where)
+        if loss_rows[5].size:
+            finish_values(loss_obj, loss_rows, sizes(), out, valid)
     return BatchResult(
         rank if ranks else None, coef, out[:, 0], out[:, 1], out[:, 2], valid, out[:, 3]
     )
@@ -235,18 +237,6 @@ def _as_lead(lead, scores):
         )
     lead_scores = np.ascontiguousarray(lead_scores, dtype=scores.dtype)
     return lead_scores, as_positive_mask2d(lead[1], lead_scores.shape)
-
-
-@functools.lru_cache(maxsize=64)
-def _codes(loss, method):
-    """The kernel's codes of ``method`` (None for "brute") and of the loss's increment (-1
-    for the 0-1 loss), once per (loss, method): resolving them costs a share of a small
-    batch's call."""
-    loss_obj, method = _resolve(loss, method)
-    return (
-        None if method == "brute" else METHOD_CODES[method],
-        -1 if loss_obj is None else BUILTIN_INCREMENTS[loss_obj.kernel],
-    )
 
 
 def _as_scores2d(scores: npt.ArrayLike) -> np.ndarray:
@@ -284,16 +274,6 @@ def _check_finite(rows_of, where):
         )
 
 
-@functools.lru_cache(maxsize=4)
-def _discount(loss, n):
-    """NDCG's discount ``D(1..n+1)`` and its prefix sums ``C(P) = sum_{k<=P} D(k)`` (index
-    P-1), shared by all queries of n samples; empty for the other losses."""
-    if loss != "ndcg":
-        return np.zeros(0), np.zeros(0)
-    d = LOSSES["ndcg"].discount(np.arange(1, n + 2))
-    return d, np.cumsum(d)
-
-
 def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid):
     """The rows, each made of the column blocks ``rows_of`` (scores) and ``labels_of``
     (their labels), by `qs.inference.lai` one by one (rows of at least
@@ -322,7 +302,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
             rank[q] = 0
             out[q] = 0.0
             continue
-        zero_one = loss == "01"
+        zero_one = isinstance(loss, str) and loss == "01"
         try:
             solved = coef[q] if coef.dtype == np.float64 else coef64
             res = lai(s, y, loss, method, out=(None if zero_one else neg_rank[: n - p], solved))

@@ -16,6 +16,8 @@ import numpy as np
 from qs.inference._input import scan_and_gather
 from qs.inference._output import finish
 from qs.inference._prepare import raise_for
+from qs.inference.workspace import Workspace
+from qs.losses import QSLoss
 
 #: most values the enumeration holds at once: (P+1)^N assignments times N P comparisons, as
 #: float64 (80 MB)
@@ -30,8 +32,53 @@ def _values(n_pos, n_neg):
     return (n_pos + 1) ** n_neg * n_neg * n_pos
 
 
-def brute_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """The best of all (P+1)^N assignments of ranks to the negatives."""
+def brute_lai(
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """The best of all (P+1)^N assignments of ranks to the negatives (``ws`` unused).
+
+    Parameters
+    ----------
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.brute import brute_lai
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = brute_lai(get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     n_neg = neg_rank.size
     if _values(n_pos, n_neg) > MAX_VALUES:
         raise ValueError(

@@ -18,14 +18,13 @@ No comparison sort of the negatives: O(N + B + P log B) plus Algorithm 1 on the 
 negatives, for B buckets. The paper's Omega(N log P) lower bound holds for comparison-based
 methods only.
 
-The histogram pass keeps each score's bucket (uint16: at most `MAX_BUCKETS` = 2^16
-buckets) and the sum of the negatives' scores per bucket, so that the settling pass reads
-no score of a settled bucket: a table lookup gives its members' rank and coefficient, and
-F's share of them comes from the bucket's sum. Measured on one row of 10^5 scores, 0.1%
-positives (AP, one thread): the method took 318 us, against 433 us when the settling pass
-found each bucket again and summed coefficient times score, one addition waiting on the
-last. The coefficients may be written shifted and in float32 (a gradient ``coef(R_bar) -
-coef(R*)``, `_bucket`), with no pass of their own.
+The histogram pass keeps each score's bucket (uint16: at most `MAX_BUCKETS` = 2^16 buckets)
+and the sum of the negatives' scores per bucket, so that the settling pass reads no score of
+a settled bucket: a table lookup gives its members' rank and coefficient, and F's share of
+them comes from the bucket's sum, where finding each bucket again and summing coefficient
+times score would make every addition wait on the last. The coefficients may be written
+shifted and in float32 (a gradient ``coef(R_bar) - coef(R*)``, `bucket_ranks`), with no pass
+of their own.
 
 The passes over the input (histogram, then settling) and the gathered buckets are cut into
 pieces that run on threads for large inputs. The pieces depend on the input size only, not
@@ -59,15 +58,16 @@ from qs.inference._input import OK, failed, reference
 from qs.inference._output import finish
 from qs.inference._ranks import positive_steps
 from qs.inference._sorting import MAX_BUCKETS, sort_positives
+from qs.inference.workspace import Workspace
+from qs.losses import QSLoss
 
 #: inputs with at least this many samples are cut into ``CHUNKS`` pieces run on threads
-#: (measured on 2 cores: no gain up to ~3 * 10^6 samples, 151 -> 108 ms at 10^7)
 THREADED_MIN = 1 << 21
 CHUNKS = 8
 
 
 @jit
-def _bucket(
+def bucket_ranks(
     inc, params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, shift_pos, shift_neg, buckets
 ):
     """The whole method in one thread. ``coef`` (float64 or float32) gets each coefficient
@@ -166,12 +166,11 @@ _pool: dict[
 def thread_count():
     """numba's configured thread count (``NUMBA_NUM_THREADS``), read without launching its
     threading layer: launching the OpenMP layer sets the OpenMP thread count of the whole
-    process, torch's included (a torch limited to one thread went back to all cores, and
-    its reductions on 6.4 * 10^6 scores from 0.1 to 8 ms)."""
+    process, torch's included (a torch limited to one thread went back to all cores)."""
     return numba.config.NUMBA_NUM_THREADS
 
 
-def _map(fn, *iterables):
+def thread_map(fn, *iterables):
     """``fn`` over the pieces on a pool of `thread_count` threads (the kernels release
     the GIL)."""
     workers = max(1, min(CHUNKS, thread_count(), os.cpu_count() or 1))
@@ -200,7 +199,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     sums = np.zeros((n_chunks, n_buckets))
     ends = np.tile([np.inf, -np.inf, np.inf, -np.inf], (n_chunks, 1))
     buckets = np.empty(n, dtype=np.uint16)
-    scanned = _map(
+    scanned = thread_map(
         lambda c: scan_chunk(
             scores,
             is_pos,
@@ -238,7 +237,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     fill = fill_from.copy()
     slot_rank = top_r[straddling]
     moved = np.zeros((n_chunks, straddling.size), dtype=np.int64)
-    dots = _map(
+    dots = thread_map(
         lambda c: settle_chunk(
             is_pos,
             bounds[c],
@@ -270,7 +269,7 @@ def _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, n_chunks):
     cuts = np.searchsorted(live, np.linspace(0, live[-1] if live.size else 0, n_chunks + 1)[1:-1])
     i_bounds = np.r_[0, np.clip(cuts, 0, straddling.size), straddling.size]
     solve = bind(solve_gathered, loss.kernel)
-    solved = _map(
+    solved = thread_map(
         lambda c: solve(
             params,
             i_bounds[c],
@@ -308,8 +307,8 @@ def n_buckets_for(n_pos, n_neg):
     """About 2 sqrt(N P) buckets, capped so that the counts stay in cache.
 
     The corners cost O(B + P log B) rank evaluations and the straddling buckets gather about
-    P N / B negatives; their sum is smallest for B of order sqrt(N P) (measured: 2 sqrt(N P)
-    is best or within a few percent of it from N = 3000 to 10^7).
+    P N / B negatives; their sum is smallest for B of order sqrt(N P), and the factor 2 was
+    the best measured.
     """
     return int(min(MAX_BUCKETS, max(16, 2.0 * (n_pos * n_neg) ** 0.5)))
 
@@ -318,12 +317,57 @@ def n_buckets_for(n_pos, n_neg):
 NO_BUCKETS = np.empty(0, dtype=np.uint16)
 
 
-def bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
-    """Ranks of all negatives by score buckets, sorting none of them."""
+def bucket_lai(
+    loss: QSLoss,
+    scores: np.ndarray,
+    is_pos: np.ndarray,
+    n_pos: int,
+    neg_rank: np.ndarray,
+    coef: np.ndarray,
+    ws: Workspace | None = None,
+) -> tuple[int, int, float, float, np.ndarray, float]:
+    """Ranks of all negatives by score buckets, sorting none of them.
+
+    Parameters
+    ----------
+    loss : QSLoss
+        The loss (its increment kernel and its ``prepare``).
+    scores : ndarray of float64, shape (n,)
+        The scores.
+    is_pos : ndarray of uint8, shape (n,)
+        1 at the positives, 0 at the negatives.
+    n_pos : int
+        The number of positives, at least 1 and less than n.
+    neg_rank : ndarray of int32, shape (n - n_pos,)
+        Written: the interleaving rank of each negative, in input order.
+    coef : ndarray of float64, shape (n,)
+        Written: the coefficients of the joint feature map.
+    ws : Workspace, optional
+        Work arrays reused from call to call (`qs.inference.Workspace`).
+
+    Returns
+    -------
+    tuple
+        (error code, the index of a non-finite score or -1, the sums of the positives' and
+        the negatives' scores less the reference score, the negatives above each positive
+        (int64), the hinge's score term ``F(R_bar) - F(R*)``), as `qs.inference.lai` reads
+        them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from qs.inference.bucket import bucket_lai
+    >>> from qs.losses import get_loss
+    >>> scores, is_pos = np.array([2.0, 1.0, 0.5, -1.0]), np.array([1, 0, 1, 0], dtype=np.uint8)
+    >>> neg_rank, coef = np.empty(2, dtype=np.int32), np.empty(4)
+    >>> err, where, *_ = bucket_lai(get_loss("ap"), scores, is_pos, 2, neg_rank, coef)
+    >>> neg_rank.tolist()
+    [2, 3]
+    """
     if scores.size >= THREADED_MIN:
         return _bucket_chunked(loss, scores, is_pos, n_pos, neg_rank, coef, CHUNKS)
     params = loss.prepare(n_pos, neg_rank.size)
     n_buckets = n_buckets_for(n_pos, neg_rank.size)
-    return bind(_bucket, loss.kernel)(
+    return bind(bucket_ranks, loss.kernel)(
         params, scores, is_pos, n_pos, n_buckets, neg_rank, coef, 0.0, 0.0, NO_BUCKETS
     )

@@ -27,8 +27,8 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from qs._numba import jit
-from qs.inference.batch import _codes, _discount
-from qs.inference.queries import _query, _row_work, lai_queries
+from qs.inference._batch_rows import row_loss, row_method, solve_row, work_arrays
+from qs.inference.queries import lai_queries
 from qs.ssvm._problem import Problem
 from qs.ssvm.cutting_plane import solve as cutting_plane_loop
 from qs.ssvm.frank_wolfe import solve as frank_wolfe_loop
@@ -203,15 +203,15 @@ def block_frank_wolfe(prob, random_state=None):
             "block_frank_wolfe takes a dense X; use another solver for sparse features."
         )
     X, d = prob.X, prob.X.shape[1]
-    code, inc = _codes(prob.loss, prob.method)
-    if code is None:
+    record, inc, loss_obj = row_method(prob.loss, prob.method)
+    if record is None:
         raise ValueError(
             "block_frank_wolfe runs the compiled LAI methods; method 'brute' "
             "is for tests of lai_queries."
         )
     offsets = prob.offsets
     longest = int(np.diff(offsets).max())
-    table, ideal = _discount(prob.loss, longest)
+    loss_rows = row_loss(loss_obj, longest, None)  # a built-in loss: no sizes read
     rng = check_random_state(0 if random_state is None else random_state)
     w = np.zeros(d)
     blocks = np.zeros((offsets.size - 1, d))  # each query's share of w
@@ -229,15 +229,14 @@ def block_frank_wolfe(prob, random_state=None):
             break
         visit = rng.permutation(offsets.size - 1)
         _bcfw_pass(
-            code,
+            record,
             inc,
+            loss_rows,
             X,
             prob.is_pos,
             offsets,
             visit,
             prob.trains,
-            table,
-            ideal,
             prob.C,
             prob.n_queries,
             w,
@@ -248,7 +247,7 @@ def block_frank_wolfe(prob, random_state=None):
             coef,
             out,
             valid,
-            *_row_work(longest),
+            work_arrays(longest),
         )
     return prob.result(w, converged)
 
@@ -257,13 +256,12 @@ def block_frank_wolfe(prob, random_state=None):
 def _bcfw_pass(
     method,
     inc,
+    loss,
     X,
     is_pos,
     offsets,
     visit,
     trains,
-    table,
-    ideal,
     C,
     n_queries,
     w,
@@ -274,16 +272,7 @@ def _bcfw_pass(
     coef,
     out,
     valid,
-    row,
-    coef64,
-    neg_rank,
-    params,
-    floats,
-    ints,
-    buckets,
     work,
-    iwork,
-    count,
 ):
     """One pass of block-coordinate Frank-Wolfe over the queries that train, in the order
     ``visit``:
@@ -306,29 +295,8 @@ def _bcfw_pass(
                 total += X[a + k, j] * w[j]
             s[k] = total
         g = coef[:n]
-        _query(
-            method,
-            inc,
-            s,
-            is_pos[a:b],
-            table,
-            ideal,
-            True,
-            no_rank,
-            g,
-            out[q],
-            valid[q : q + 1],
-            row,
-            coef64,
-            neg_rank,
-            params,
-            floats,
-            ints,
-            buckets,
-            work,
-            iwork,
-            count,
-        )
+        solved, _ = solve_row(method, inc, loss, q, s, is_pos[a:b], True, no_rank, g, out[q], work)
+        valid[q] = solved
         # the vertex w_s = C / Q (Psi_q(R*) - Psi_q(R)) = -C / Q X_q^T g; step = w_q - w_s
         for j in range(d):
             step[j] = blocks[q, j]

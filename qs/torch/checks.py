@@ -10,6 +10,7 @@ import torch
 
 from qs.inference import resolve
 from qs.inference.batch import BATCH_LOSSES
+from qs.losses import QSLoss
 from qs.validation import as_positive_tensor, check_finite_tensor, check_scores
 
 __all__ = [
@@ -29,12 +30,20 @@ SIMILARITIES = ("cosine", "dot")
 READ_AS_IS = (torch.float32, torch.float64)
 
 
-def check_score_input(scores, labels, loss, method, reduction, finite=True):
+def check_score_input(scores, labels, loss, method, reduction, finite=True, any_loss=False):
     """Validate the arguments of a score loss (the scores' finiteness too, if ``finite``);
-    return the labels as a bool tensor on the scores' device."""
+    return the labels as a bool tensor on the scores' device. ``any_loss``: a
+    `qs.losses.QSLoss` instance is taken beside the names (`qs.inference.batch.lai_batch`
+    solves it; method "torch" takes names only)."""
     check_scores(scores)
-    if not (isinstance(loss, str) and loss in BATCH_LOSSES):
-        raise ValueError(f"loss must be one of {list(BATCH_LOSSES)}; got {loss!r}.")
+    if any_loss and isinstance(loss, QSLoss):
+        if method == "torch":
+            raise ValueError(
+                f"method 'torch' takes loss in {list(BATCH_LOSSES)}; got {loss!r}: use 'auto'."
+            )
+    elif not (isinstance(loss, str) and loss in BATCH_LOSSES):
+        expected = f"{list(BATCH_LOSSES)}{' or a QSLoss' if any_loss else ''}"
+        raise ValueError(f"loss must be one of {expected}; got {loss!r}.")
     if method != "torch":
         resolve(loss, method)  # unknown method, or one that does not support the loss
     if reduction not in REDUCTIONS:

@@ -68,10 +68,13 @@ def rank_hinge_loss(
     labels : Tensor or array_like
         Of the scores' shape: 1 (or True) at the positives, 0, -1 (or False) at the
         negatives.
-    loss : str, default "ap"
-        "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query).
+    loss : str or QSLoss, default "ap"
+        "ap", "ndcg" or "01" (the binary hinge: ``mean(max(0, 1 - y s))`` per query), or a
+        [qs.losses.QSLoss][] instance (solved by `qs.inference.batch.lai_batch` on the
+        CPU, also for CUDA scores).
     method : str, default "auto"
-        "auto", "torch", or a method of `qs.inference.METHODS` for ``loss``. On the
+        "auto", "torch" (named losses only), or a method of `qs.inference.METHODS` for
+        ``loss``. On the
         CPU "auto" is `qs.inference.lai`'s default; on CUDA it is "torch" from
         `CUDA_TORCH_FROM` scores on (`CUDA_TORCH_OPS_FROM` where numba cannot
         compile for the GPU and only the torch operations run), and below that the numba
@@ -134,7 +137,9 @@ def rank_hinge_loss(
         and isinstance(scores, torch.Tensor)
         and not scores.is_cuda
     )
-    pos = check_score_input(scores, labels, loss, method, reduction, finite=not on_kernels)
+    pos = check_score_input(
+        scores, labels, loss, method, reduction, finite=not on_kernels, any_loss=True
+    )
     keep = None if mask is None else ~check_mask(mask, scores)
     scores, pos, keep = rows_of_queries(dim, scores, pos, keep)
     return row_loss(
@@ -290,7 +295,7 @@ def _solve(scores, pos, loss, method, lead=None):
     scores' dtype; ``lead``: None, or (scores (Q, k), positives (Q, k)) that come first in
     each row (`qs.inference.batch.lai_batch`), the gradient then (Q, k + n)."""
     numel = scores.numel() + (0 if lead is None else lead[0].numel())
-    if _torch_method(scores.is_cuda, numel, method):
+    if isinstance(loss, str) and _torch_method(scores.is_cuda, numel, method):
         if lead is not None:
             scores, pos = torch.cat([lead[0], scores], 1), torch.cat([lead[1], pos], 1)
         hinge, grad, _ = lai_torch(scores.to(torch.float64), pos, loss)
