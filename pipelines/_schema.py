@@ -185,8 +185,10 @@ def sized_list(leaf, length, what):
 
 
 def c_grid():
-    """A non-empty list of C values > 0 (a cross-validation grid)."""
-    return list_of(number(low=0, strict=True), "a non-empty list of C values > 0")
+    """A non-empty list of distinct C values > 0 (a cross-validation grid)."""
+    return list_of(
+        number(low=0, strict=True), "a non-empty list of distinct C values > 0", distinct=True
+    )
 
 
 def names(known, what, convert=None):

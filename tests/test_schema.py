@@ -62,7 +62,12 @@ def test_defaults_and_values_keep_their_type():
         ({"inner": {"folds": 2.0}}, "inner.folds: expected a finite integer >= 2; got 2.0"),
         (
             {"inner": {"grid": [1, 0]}},
-            "inner.grid: expected a non-empty list of C values > 0; got entry 1: 0",
+            "inner.grid: expected a non-empty list of distinct C values > 0; got entry 1: 0",
+        ),
+        (
+            {"inner": {"grid": [1.0, 1.0]}},
+            "inner.grid: expected a non-empty list of distinct C values > 0; got [1.0, 1.0] "
+            "(with repeats)",
         ),
         ([1, 2], "config must be a mapping of keys; got [1, 2]"),
     ],
