@@ -22,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.base import clone
 from sklearn.metrics import check_scoring
-from sklearn.utils import _safe_indexing
 
 #: ``fit_score(C, train_rows, validation_rows)``: fit with C on the training rows and return
 #: the validation score (higher is better), or a mapping of metric name to score.
@@ -166,7 +165,7 @@ def choose_C(
 def estimator_fit_score(
     estimator: Any,
     X: Any,
-    y: npt.ArrayLike,
+    y: np.ndarray,
     scoring: str | Callable[..., float] | Mapping[str, str | Callable[..., float]],
 ) -> FitScore:
     """The `choose_C` step of a scikit-learn estimator with a parameter ``C``.
@@ -178,9 +177,9 @@ def estimator_fit_score(
     ----------
     estimator : estimator
         A scikit-learn estimator with a parameter ``C``; it is cloned, never fitted.
-    X : array-like or sparse matrix of shape (n_samples, n_features)
-        The rows.
-    y : array-like of shape (n_samples,)
+    X : numpy.ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        The rows (indexed as ``X[rows]``).
+    y : numpy.ndarray of shape (n_samples,)
         Their labels.
     scoring : str, callable or mapping
         A scikit-learn scorer or scorer name (``"average_precision"``), or a mapping of
@@ -209,8 +208,8 @@ def estimator_fit_score(
 
     def fit_score(C: Any, train: np.ndarray, validation: np.ndarray) -> Any:
         model = clone(estimator).set_params(C=C)
-        model.fit(_safe_indexing(X, train), _safe_indexing(y, train))
-        X_val, y_val = _safe_indexing(X, validation), _safe_indexing(y, validation)
+        model.fit(X[train], y[train])
+        X_val, y_val = X[validation], y[validation]
         if isinstance(scorers, dict):
             return {name: s(model, X_val, y_val) for name, s in scorers.items()}
         return scorers(model, X_val, y_val)

@@ -30,6 +30,7 @@ times, and 20 classes 20 times that.
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
@@ -38,11 +39,13 @@ from qs.ssvm.cutting_plane import solve
 from qs.top_boxes import top_boxes
 
 __all__ = [
+    "Bags",
     "LatentProblem",
     "LatentResult",
     "as_bags",
     "bag_argmax",
     "check_bags",
+    "initial_boxes",
     "latent_cutting_plane",
 ]
 
@@ -82,7 +85,7 @@ def as_bags(X, bounds, scheduler=None, working_set=None):
     `qs.detection.score_bags` takes it; ``working_set``: None, or the boxes per image
     kept in memory between passes (see `latent_cutting_plane`). Bags already made pass
     through."""
-    if isinstance(X, _Bags):
+    if isinstance(X, Bags):
         return X
     if working_set is not None and (
         isinstance(working_set, bool)
@@ -100,19 +103,24 @@ def as_bags(X, bounds, scheduler=None, working_set=None):
     return bags if working_set is None else _WorkingSet(bags, int(working_set))
 
 
-class _Bags:
-    """Bags of boxes seen by the solver. A box is named by its row in the box matrix (flat:
-    a row of ``X``; padded: ``image * K_max + box``). ``best(w)`` gives each image's best row
-    and the features of those rows (n_images, d); ``take(rows)`` the features of rows;
-    ``chosen(w, is_pos, pos_rows, pos_X)`` the features of the positives' given boxes and of
-    the negatives' best boxes under ``w``; ``starts`` and ``sizes`` the first row and the box
-    count of each image; ``passes`` the passes over every box so far (images scored in full
-    over all images: a pass over a few images counts as that fraction of one)."""
+class Bags:
+    """The base of the bags of boxes the latent solvers see (`as_bags` makes them).
+
+    A box is named by its row in the box matrix (flat: a row of ``X``; padded:
+    ``image * K_max + box``). A subclass gives ``best(w)``, each image's best row and the
+    features of those rows (n_images, d); ``take(rows)``, the features of rows;
+    ``chosen(w, is_pos, pos_rows, pos_X)``, the features of the positives' given boxes and
+    of the negatives' best boxes under ``w``; ``starts`` and ``sizes``, the first row and the
+    box count of each image; ``passes``, the passes over every box so far (images scored in
+    full over all images: a pass over a few images counts as that fraction of one). The
+    working sets of `qs.ssvm.lockstep` subclass it too, so that `as_bags` passes them
+    through.
+    """
 
     passes = 0
 
 
-class _FlatBags(_Bags):
+class _FlatBags(Bags):
     def __init__(self, X, offsets):
         self.X, self.offsets = X, offsets
         self.starts, self.sizes = offsets[:-1], np.diff(offsets)
@@ -141,7 +149,7 @@ class _FlatBags(_Bags):
         return top_boxes(self.X[rows], self.sizes[images], w, k)
 
 
-class _PaddedBags(_Bags):
+class _PaddedBags(Bags):
     def __init__(self, features, counts, scheduler):
         self.features, self.sizes, self.scheduler = features, counts, scheduler
         n, self.k_max, d = features.shape
@@ -175,7 +183,7 @@ class _PaddedBags(_Bags):
         return X
 
 
-class _WorkingSet(_Bags):
+class _WorkingSet(Bags):
     """Bags whose negatives' best boxes come from a working set held in memory: each image's
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
     scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
@@ -378,7 +386,7 @@ def latent_cutting_plane(
         first = LatentProblem(bags, None, labels, np.zeros(0), **options)  # validates the rest
         is_pos = first.is_pos
         starts = bags.starts[is_pos]
-        pos_rows = starts + _initial_boxes(init, bags.sizes[is_pos], random_state)
+        pos_rows = starts + initial_boxes(init, bags.sizes[is_pos], random_state)
         pos_X = bags.take(pos_rows)
         objective, inner, lai_times = [], [], []
         converged = False
@@ -410,7 +418,37 @@ def latent_cutting_plane(
     )
 
 
-def _initial_boxes(init, sizes, random_state):
+def initial_boxes(init: str | npt.ArrayLike, sizes: np.ndarray, random_state: int) -> np.ndarray:
+    """The initial box of each positive image: seeded at random, or as given.
+
+    Parameters
+    ----------
+    init : str or array_like of int
+        "random", or one box index per image (0 <= index < the image's box count).
+    sizes : numpy.ndarray of shape (n_images,)
+        The box count of each image.
+    random_state : int
+        Seed of the random boxes.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_images,)
+        The box index (int64) of each image, within the image.
+
+    Raises
+    ------
+    ValueError
+        If `init` is another string, or not one valid box index per image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> initial_boxes(np.array([0, 2]), np.array([3, 3]), random_state=0).tolist()
+    [0, 2]
+    >>> boxes = initial_boxes("random", np.array([3, 1]), random_state=0)
+    >>> bool(((boxes >= 0) & (boxes < [3, 1])).all())
+    True
+    """
     if isinstance(init, str):
         if init != "random":
             raise ValueError(f"init must be 'random' or an array of box indices; got {init!r}.")

@@ -62,7 +62,7 @@ from qs.inference import lai
 from qs.ssvm._lockstep_state import ClassState, LockstepState
 from qs.ssvm._working_sets import Resident, RowPool, lacking_boxes
 from qs.ssvm.cutting_plane import Constraints, solve
-from qs.ssvm.latent import DROP, LatentProblem, _initial_boxes
+from qs.ssvm.latent import DROP, LatentProblem, initial_boxes
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
 __all__ = ["ClassState", "LockstepOptions", "LockstepState", "latent_lockstep"]
@@ -528,7 +528,7 @@ def _start(features, counts, is_pos, opts, pool, get):
             )
         for j in range(n_classes):
             given = init if isinstance(init, str) else init[j]
-            gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], opts.random_state)
+            gather[is_pos[:, j], j] = initial_boxes(given, sizes[is_pos[:, j]], opts.random_state)
     start = time.perf_counter()
     top = _pass(features, counts, W0, opts.working_set_size, pool, gather, None, get)
     seconds = time.perf_counter() - start

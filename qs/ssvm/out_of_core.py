@@ -27,7 +27,7 @@ import numpy as np
 
 from qs._numba import jit
 from qs.inference.queries import lai_queries
-from qs.ssvm._problem import Problem, _check_positive
+from qs.ssvm._problem import Problem, check_positive
 from qs.ssvm.queries import QUERY_SOLVERS, query_counts, query_offsets
 
 __all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
@@ -165,8 +165,8 @@ class DaskQueryProblem(Problem):
         if len(X.chunks[1]) != 1:
             X = X.rechunk({1: -1})  # a partition is a block of whole rows
         self.X, self.scheduler, self._dask = X, scheduler, dask
-        self.C = _check_positive("C", C)
-        self.tol = _check_positive("tol", tol, allow_zero=True)
+        self.C = check_positive("C", C)
+        self.tol = check_positive("tol", tol, allow_zero=True)
         if (
             isinstance(max_iter, bool)
             or not isinstance(max_iter, (int, np.integer))
