@@ -18,6 +18,7 @@ readers trust the lengths and types a file declares, and one damaged byte can cr
 import math
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,21 +51,64 @@ _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 
 
 def load_features(
-    path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False, zero_based="auto"
-):
-    """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
+    path: str | Path,
+    *,
+    kind: str | None = None,
+    n_features: int | None = None,
+    x_key: str = "X",
+    y_key: str | None = "y",
+    query_id: bool = False,
+    zero_based: bool | str = "auto",
+) -> tuple[Any, ...]:
+    """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless `kind` is given.
 
-    ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
-    (y is None; an svmlight file's labels are dropped), for data to score. ``n_features``,
-    when given, is the number of columns X must have. ``query_id=True`` (learning to rank)
-    returns ``(X, y, groups)``: the query id of each row, from the ``qid:`` of every line of
-    an svmlight/LETOR file (trailing ``# ...`` comments are skipped) or the ``groups`` array
-    of an .npz file; rows stay in the file's order, and a query whose rows are not
-    consecutive is refused naming the line (or row) that breaks the order. ``zero_based``:
-    the index base of an svmlight file (`read_svmlight`). Unreadable,
-    corrupt or inconsistent files raise ValueError naming the file. A .mat file is read in a
-    worker process (`read_isolated`: the first one starts its server, a few seconds), so a
-    script reading one runs under ``if __name__ == "__main__":``.
+    A .mat file is read in a worker process (`read_isolated`: the first one starts its
+    server, a few seconds), so a script reading one runs under
+    ``if __name__ == "__main__":``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    kind : str or None, default None
+        "mat", "svmlight" or "npz"; None: told by the suffix.
+    n_features : int or None, default None
+        The number of columns X must have, when given.
+    x_key : str, default "X"
+        The variable of X in a .mat file.
+    y_key : str or None, default "y"
+        The variable of y in a .mat file; None reads X alone (y is None; an svmlight
+        file's labels are dropped), for data to score.
+    query_id : bool, default False
+        For learning to rank: return ``(X, y, groups)``, the query id of each row from the
+        ``qid:`` of every line of an svmlight/LETOR file (trailing ``# ...`` comments are
+        skipped) or the ``groups`` array of an .npz file. Rows stay in the file's order, and
+        a query whose rows are not consecutive is refused naming the line (or row) that
+        breaks the order.
+    zero_based : bool or str, default "auto"
+        The index base of an svmlight file (`read_svmlight`).
+
+    Returns
+    -------
+    tuple
+        ``(X, y)``, or ``(X, y, groups)`` with `query_id`: X a float64 array or CSR matrix
+        (n_rows, n_features), y and groups one entry per row.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable, corrupt or inconsistent file, naming it; an unknown format; query
+        ids asked of a .mat file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "train.svm"
+    ...     _ = path.write_text("1 qid:1 1:0.5 3:1\\n0 qid:1 2:1\\n")
+    ...     X, y, groups = load_features(path, query_id=True)
+    >>> X.toarray().tolist(), y.tolist(), groups.tolist()
+    ([[0.5, 0.0, 1.0], [0.0, 1.0, 0.0]], [1.0, 0.0], [1, 1])
     """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
@@ -580,8 +624,26 @@ def _read_h5(path, keys, h5py):
     return names, found
 
 
-def cache_arrays(data):
-    """The arrays of a `PoseletData` in the .npz cache layout (written by the caller)."""
+def cache_arrays(data: PoseletData) -> dict[str, np.ndarray]:
+    """The arrays of a `PoseletData` in the .npz cache layout (written by the caller).
+
+    Parameters
+    ----------
+    data : PoseletData
+        The data.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The arrays `load_npz_cache` reads back, for ``numpy.savez``.
+
+    Examples
+    --------
+    >>> from qs.data.synthetic import make_voc2011_actions
+    >>> arrays = cache_arrays(make_voc2011_actions()["test"])
+    >>> sorted(arrays)[:4]
+    ['X_data', 'X_indices', 'X_indptr', 'X_shape']
+    """
     X = data.X.tocsr()
     return {
         "X_data": X.data,
@@ -597,9 +659,38 @@ def cache_arrays(data):
     }
 
 
-def load_npz_cache(path):
-    """Read back a `PoseletData` saved from `cache_arrays`, every field checked against the
-    others (one row of each per box)."""
+def load_npz_cache(path: str | Path) -> PoseletData:
+    """Read back a `PoseletData` saved from `cache_arrays`.
+
+    Every field is checked against the others (one row of each per box).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The .npz file.
+
+    Returns
+    -------
+    PoseletData
+        The data.
+
+    Raises
+    ------
+    ValueError
+        On a missing, unreadable or inconsistent file, naming it and the field.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.synthetic import make_voc2011_actions
+    >>> data = make_voc2011_actions()["test"]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test.npz"
+    ...     np.savez(path, **cache_arrays(data))
+    ...     back = load_npz_cache(path)
+    >>> (back.X != data.X).nnz, back.source == data.source
+    (0, True)
+    """
     path = Path(path)
     check_regular(path, "the .npz cache")
     with _open_npz(path) as npz:
