@@ -164,16 +164,49 @@ def names_queries(path, *, kind=None):
     return False
 
 
-def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
-    r"""``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
-    the qid of each row (None unless ``query_id``), and the index base it was read with.
+def read_svmlight(
+    path: str | Path,
+    *,
+    zero_based: bool | str = "auto",
+    n_features: int | None = None,
+    query_id: bool = False,
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray | None, bool]:
+    r"""Read an svmlight/libsvm file: its features, labels, query ids and index base.
 
-    ``zero_based``: True (index 0 is the first column), False (index 1 is; an index 0 is
-    refused naming its line) or "auto", decided by this file alone: zero-based when it uses
-    index 0, else one-based. A model decides the base once, on its training file, and reads
-    every later file with it: "auto" per file would read a zero-based file that happens not to
-    use index 0 shifted by one column. An svmlight file leaves zeros out, so X may have fewer
-    columns than ``n_features``; it is widened to them.
+    A model decides the index base once, on its training file, and reads every later file
+    with it: "auto" per file would read a zero-based file that happens not to use index 0
+    shifted by one column.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    zero_based : bool or str, default "auto"
+        True (index 0 is the first column), False (index 1 is; an index 0 is refused
+        naming its line) or "auto", decided by this file alone: zero-based when it uses
+        index 0, else one-based.
+    n_features : int or None, default None
+        The number of columns: an svmlight file leaves zeros out, so X may have fewer
+        columns than this; it is widened to them.
+    query_id : bool, default False
+        Whether to read the ``qid:`` of each row.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+        The features, float64.
+    y : numpy.ndarray of shape (n_rows,)
+        The labels.
+    groups : numpy.ndarray of shape (n_rows,) or None
+        The query id of each row (None unless `query_id`).
+    zero_based : bool
+        The index base the file was read with.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable or malformed file (naming the line), an index 0 read one-based,
+        more columns than `n_features`, or a query whose rows are not consecutive.
 
     Examples
     --------
