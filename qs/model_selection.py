@@ -222,7 +222,8 @@ def _check_Cs(Cs: Sequence[float]) -> list[float]:
     if not candidates:
         raise ValueError("Cs is empty: give at least one candidate C")
     for C in candidates:
-        if not (isinstance(C, (int, float, np.number)) and np.isfinite(C) and C > 0):
+        number = isinstance(C, (int, float, np.number)) and not isinstance(C, bool)
+        if not (number and np.isfinite(C) and C > 0):
             raise ValueError(f"every candidate C must be a positive finite number, got {C!r}")
     if len(set(map(float, candidates))) < len(candidates):
         raise ValueError(f"Cs holds a candidate twice: {candidates}")

@@ -92,7 +92,7 @@ def test_an_empty_grid_is_refused_in_one_line():
         choose_C(by_C({}), [], KFold(2), np.ones(4))
 
 
-@pytest.mark.parametrize("Cs", [[0.0], [-1.0], [np.inf], [np.nan], ["1"], [1.0, 1]])
+@pytest.mark.parametrize("Cs", [[0.0], [-1.0], [np.inf], [np.nan], ["1"], [True], [1.0, 1]])
 def test_bad_candidates_are_refused(Cs):
     with pytest.raises(
         ValueError, match=r"^(every candidate C must be|Cs holds a candidate twice)"
