@@ -16,6 +16,7 @@ readers trust the lengths and types a file declares, and one damaged byte can cr
 """
 
 import math
+from collections.abc import Callable, Generator, Iterable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -505,12 +506,35 @@ def _x_from(path, arrays):
     )
 
 
-def read_isolated(paths, reader, *args):
-    """Yield ``reader(path, *args)`` for each of ``paths`` in order, read in a worker process
-    (`qs.data.reading.read_images`, which isolates the readers of a conversion the same way):
-    for readers that a damaged file can crash, the crash becomes a one-line ValueError naming
-    the file. As with any multiprocessing, a script calling it does its work under ``if
-    __name__ == "__main__":``."""
+def read_isolated(
+    paths: Iterable[str | Path], reader: Callable[..., Any], *args: Any
+) -> Generator[Any, None, None]:
+    """Read files in a worker process, so that a reader a damaged file crashes fails in a line.
+
+    The worker is `qs.data.reading.read_images`'s, which isolates the readers of a
+    conversion the same way. As with any multiprocessing, a script calling it does its work
+    under ``if __name__ == "__main__":``.
+
+    Parameters
+    ----------
+    paths : iterable of str or pathlib.Path
+        The files, in order.
+    reader : callable
+        ``reader(path, *args)``: reads one file (a module-level function, sent to the
+        worker by name).
+    *args : Any
+        Passed to each call of `reader`.
+
+    Yields
+    ------
+    Any
+        ``reader(path, *args)`` of each path, in order.
+
+    Raises
+    ------
+    ValueError
+        When the reader raises it, or the worker crashes, naming the file.
+    """
     from qs.data.reading import read_images
 
     paths = list(paths)
@@ -544,11 +568,42 @@ def _load_mat(path, x_key, y_key):
     return found[x_key], found.get(y_key)
 
 
-def read_mat(path, keys):
-    """The names a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and ``{key: array}``
-    of those of ``keys`` it holds, in MATLAB's orientation; sparse ones are checked in full
-    and built as CSC. Anything unreadable raises a ValueError naming the file. It runs in
-    this process: call it through `read_isolated` (a damaged file can crash it)."""
+def read_mat(path: str | Path, keys: Iterable[str]) -> tuple[list[str], dict[str, Any]]:
+    """The variables a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and some of them.
+
+    It runs in this process: call it through `read_isolated` (a damaged file can crash it).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The .mat file.
+    keys : iterable of str
+        The variables to read.
+
+    Returns
+    -------
+    names : list of str
+        The names of every variable the file holds, sorted.
+    found : dict of str to array
+        Those of `keys` it holds, in MATLAB's orientation; sparse ones are checked in full
+        and built as CSC.
+
+    Raises
+    ------
+    ValueError
+        On anything unreadable, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "data.mat"
+    ...     savemat(path, {"X": np.eye(2), "y": np.array([1, 2])})
+    ...     names, found = read_mat(path, ["X", "w"])
+    >>> names, sorted(found), found["X"].tolist()
+    (['X', 'y'], ['X'], [[1.0, 0.0], [0.0, 1.0]])
+    """
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)

@@ -49,8 +49,8 @@ class Table:
     row, each query's rows consecutive; None unless asked for), and ``zero_based`` (the index
     base an svmlight file was read with; None for other formats)."""
 
-    X: object
-    y: object
+    X: Any
+    y: Any
     feature_names: list | None
     path: Path
     groups: np.ndarray | None = None
@@ -193,9 +193,36 @@ def read_table(
     return Table(_features(path, features), y, [str(c) for c in features.columns], path, query)
 
 
-def read_labels(path, *, label_column=None):
-    """The labels of ``path``: a table's ``label_column`` (the other columns unread), or the
-    y of an svmlight, .npz or .mat file."""
+def read_labels(path: str | Path, *, label_column: str | None = None) -> np.ndarray:
+    """The labels of a feature file, the other columns of a table unread.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A table (CSV, TSV, Parquet), or an svmlight, .npz or .mat file.
+    label_column : str or None, default None
+        A table's column of labels (read as `read_table` reads it).
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_rows,)
+        The labels: a table's `label_column`, or the y of another file.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable file, or a table without `label_column` (`LabelColumnError`).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test.csv"
+    ...     _ = path.write_text("height,kind\\n1.5,01\\n1.8,1\\n")
+    ...     labels = read_labels(path, label_column="kind")
+    >>> labels.tolist()
+    ['01', '1']
+    """
     path = Path(path)
     if _kind(path) not in ("csv", "tsv", "parquet"):
         return read_table(path, label_column=label_column).y
