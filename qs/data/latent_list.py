@@ -12,7 +12,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -248,8 +248,36 @@ def _feature_rows(parsed, files, d):
     return X
 
 
-def read_latent_features(files, n_features):
-    """float32 (len(files), n_features): one box's features per file, checked."""
+def read_latent_features(files: Sequence[str | Path], n_features: int) -> np.ndarray:
+    """The features of boxes, one sparse ``index:value`` feature file per box, checked.
+
+    Parameters
+    ----------
+    files : sequence of str or pathlib.Path
+        The feature files, one per box.
+    n_features : int
+        The feature dimension (an index above it is an error).
+
+    Returns
+    -------
+    numpy.ndarray of shape (len(files), n_features)
+        The features, float32.
+
+    Raises
+    ------
+    ValueError
+        On a missing or malformed file, or a value out of float32's range, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "img_1.feature"
+    ...     _ = path.write_text("1:0.5 3:2\\n")
+    ...     X = read_latent_features([path], 3)
+    >>> X.dtype, X.tolist()
+    (dtype('float32'), [[0.5, 0.0, 2.0]])
+    """
     return _feature_rows(
         [_parse_feature_file(Path(f), n_features) for f in files], files, n_features
     )
@@ -345,9 +373,35 @@ class _Tokens:
         return match.group()
 
 
-def parse_latent_list(path, text, layout="pooled"):
-    """The examples (`LatentExample`) of a latent list file's ``text``, read token by token
-    in ``layout`` (see `load_latent_list`)."""
+def parse_latent_list(path: str | Path, text: str, layout: str = "pooled") -> list["LatentExample"]:
+    """The examples of a latent list file's text, read token by token (see `load_latent_list`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The list file, named in errors.
+    text : str
+        Its text.
+    layout : str, default "pooled"
+        "pooled" or "unpooled".
+
+    Returns
+    -------
+    list of LatentExample
+        One per example, in file order.
+
+    Raises
+    ------
+    ValueError
+        On another layout, or text that is not such a list, naming the image, box and token
+        (with its line).
+
+    Examples
+    --------
+    >>> examples = parse_latent_list("list.txt", "1 img 1 1 1 10 10 7 0 1")
+    >>> [(e.stem, e.box_ids.tolist(), e.label) for e in examples]
+    [('img', [7], 1)]
+    """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
     tokens = _Tokens(path, text)
