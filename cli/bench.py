@@ -123,11 +123,6 @@ def _given(ctx):
     help="Time by the wall clock, or by the process's CPU time on a machine shared "
     "with other jobs [config: wall].",
 )
-@click.option(
-    "--torch-losses",
-    is_flag=True,
-    help="The same as `qsrank bench torch-losses` (with --out, --repeats).",
-)
 @click.pass_context
 def bench(
     ctx,
@@ -139,7 +134,6 @@ def bench(
     action,
     replay,
     clock,
-    torch_losses,
     **options,
 ):
     """Time LAI methods as the sample counts grow (Mohapatra et al., CVPR 2018, Figures 2-3), or run the
@@ -159,9 +153,6 @@ def bench(
             )
         return
     notice_compiles()
-    if torch_losses:
-        _torch_losses(out, repeats=options["repeats"])
-        return
     if replay:
         _replay(config_path, out, action, options["loss"], options["repeats"])
         return
@@ -317,14 +308,10 @@ def torch_losses(out, sizes, queries, repeats, parts, devices):
                 f"expected comma-separated integers; got {sizes!r}", param_hint="--sizes"
             ) from None
     notice_compiles()
-    _torch_losses(out, repeats=repeats, **given)
-
-
-def _torch_losses(out, repeats=None, **given):
     from qsrank.pipelines import torch_loss_bench
 
     with user_errors():
-        run_dir, report = torch_loss_bench.run(out, repeats=repeats or 5, **given)
+        run_dir, report = torch_loss_bench.run(out, repeats=repeats, **given)
     click.echo(report)
     click.echo(f"results: {run_dir}")
 

@@ -197,7 +197,7 @@ def predict(model, data, label_column, out):
     DATA: the model's features in a file of the formats `qsrank fit` reads; its label
     column, if any, is left out.
     """
-    from qsrank.pipelines.model import predict as score
+    from qsrank.pipelines.scoring import predict as score
 
     with label_errors():
         rows = score(model, data, out, label_column=label_column)
@@ -217,8 +217,8 @@ def evaluate(scores, labels, label_column, out):
     """AP, NDCG, VOC AP and ROC AUC of each class's column of SCORES (as `qsrank predict`
     writes them) against the labels of LABELS, that class vs the rest."""
     from qsrank.pipelines._tables import frame_table
-    from qsrank.pipelines.model import METRICS
-    from qsrank.pipelines.model import evaluate as measure
+    from qsrank.pipelines.scoring import METRICS
+    from qsrank.pipelines.scoring import evaluate as measure
 
     with label_errors():
         frame = measure(scores, labels, label_column=label_column, out=out)

@@ -68,6 +68,41 @@ def ratio_spread(slow, fast):
     return float(np.median(ratios)), float(ratios.min()), float(ratios.max())
 
 
+#: the columns of a ratio row (`ratio_rows`), first in each experiment's ratios.csv
+RATIO_COLUMNS = [
+    "ratio",
+    "total_time",
+    "replay_median",
+    "replay_min",
+    "replay_max",
+    "replay_rounds",
+]
+
+
+def ratio_rows(frame, pairs):
+    """Per (slow, fast) method pair of `pairs` with classes both trained on, in a frame of one
+    row per training (``class``, ``method``, ``lai_time_s``, ``lai_replay_s``): (slow, fast,
+    the trainings of each on those classes, the row of `RATIO_COLUMNS`): the ratio of the
+    mean total LAI times as timed in training and replayed (median, min, max over rounds)."""
+    for slow, fast in pairs:
+        a = frame[frame["method"] == slow].set_index("class")
+        b = frame[frame["method"] == fast].set_index("class")
+        shared = a.index.intersection(b.index)
+        if shared.empty:
+            continue
+        a, b = a.loc[shared], b.loc[shared]
+        spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
+        rounds = min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]]))
+        total = a["lai_time_s"].mean() / b["lai_time_s"].mean()
+        yield (
+            slow,
+            fast,
+            a,
+            b,
+            dict(zip(RATIO_COLUMNS, [f"{slow} / {fast}", total, *spread, rounds])),
+        )
+
+
 def round_means(totals):
     """Each round's total averaged over the trainings of `totals` (per-training lists of
     per-round totals), as an array; empty when none was replayed."""

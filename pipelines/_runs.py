@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-import yaml
 
 from qs.data.files import read_json
 from qs.data.lock import OutputLock, is_lock_file
@@ -107,30 +106,12 @@ def _stale_temporary(path):
 
 
 def run_owner(out):
-    """{"experiment", "kind"} of the run in directory `out`, or None when it holds none.
-
-    Directories written before the marker existed are recognised by their config.yaml (its
-    ``experiment`` key; the benchmark's config has none) and the file that names their kind.
-    """
-    out = Path(out)
-    marker = read_json(out / MARKER)
+    """{"experiment", "kind"} of the run in directory `out` (its marker), or None when it
+    holds none."""
+    marker = read_json(Path(out) / MARKER)
     if isinstance(marker, dict) and {"experiment", "kind"} <= marker.keys():
         return {"experiment": marker["experiment"], "kind": marker["kind"]}
-    try:
-        config = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    if not isinstance(config, dict):
-        return None
-    experiment = config.get("experiment", "scaling")
-    kinds = {
-        "table1.md": "tables",
-        "figure.png": "figure",
-        "table.md": "tables",
-        "scaling.png": "bench",
-    }
-    kind = next((k for name, k in kinds.items() if (out / name).is_file()), "unknown")
-    return {"experiment": experiment, "kind": kind}
+    return None
 
 
 class RunStore:

@@ -2,271 +2,159 @@
 help per key), validated into the plain dict the pipeline reads, with one-line errors that
 name the key path, what was expected and what was given.
 
-The leaf types below keep a value as given (an integer stays an integer, so tables print the
-C or the grid a config wrote) and state what they expect in words the errors reuse.
+Sections are strict (no string read as a number, no boolean as an integer), so the types and
+constraints pydantic has (`int`, `Literal`, `conint`, `Field(ge=...)`) are used as they are;
+this module adds what it has not: a real number kept as given (an integer stays an integer,
+so tables print the C or the grid a config wrote), one value or a mapping per key, named
+presets laid over built-in ones, and errors of one line.
 """
 
 import copy
-import math
-import numbers
-from typing import Annotated, Any
+import re
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+    conint,
+    create_model,
+)
 
 from qsrank.pipelines._config import merge
 from qsrank.pipelines._yaml import parse_yaml, shown
+
+STRICT = ConfigDict(strict=True)
 
 
 class Section(BaseModel):
     """A mapping of declared keys; any other key is an error."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
-class Expected(ValueError):
-    """A value that is not what a key expects; the message says what it expects, and `given`
-    (when set) what was given in its place (e.g. the bad entry of a list)."""
-
-    def __init__(self, expected, given=None):
-        super().__init__(expected)
-        self.given = given
+def _as_given(value, handler):
+    checked = handler(value)
+    return value if type(value) is int else checked
 
 
-def _leaf(check, expected):
-    """An annotated type whose validator `check(value)` returns the value or raises Expected."""
+def real(**bounds):
+    """A finite number within `bounds` (`Field`'s gt, ge, lt, le); an integer stays one."""
+    return Annotated[float, Field(allow_inf_nan=False, **bounds), WrapValidator(_as_given)]
+
+
+def _no_repeats(values):
+    if len(set(map(repr, values))) != len(values):
+        raise ValueError(f"expected no repeated entries; got {shown(values)}")
+    return values
+
+
+def distinct(item, convert=None):
+    """A non-empty list of distinct `item` values; `convert` maps each entry first."""
+    before = BeforeValidator(lambda v: [convert(e) for e in v] if isinstance(v, list) else v)
+    return Annotated[
+        list[item], *([before] if convert else []), Field(min_length=1), AfterValidator(_no_repeats)
+    ]
+
+
+#: a non-empty list of distinct C values > 0 (a cross-validation grid)
+C_GRID = distinct(real(gt=0))
+
+
+def names(known, every=False):
+    """A name of `known` or a non-empty list of them (`all` for every one, if `every`), as a
+    list without repeats."""
+
+    def listed(value):
+        if every and value == "all":
+            return list(known)
+        return [value] if isinstance(value, str) else value
+
+    return Annotated[
+        list[Literal[tuple(known)]],
+        BeforeValidator(listed),
+        Field(min_length=1),
+        AfterValidator(lambda v: list(dict.fromkeys(v))),
+    ]
+
+
+def per_key(item, keys, defaults, cast=None):
+    """One `item` value for every key of `keys`, given as one value (for all) or a mapping
+    of some keys (the others from `defaults`); resolved to the full mapping, each given value
+    passed through `cast` when set."""
+    cast = cast or (lambda v: v)
+
+    def resolve(value):
+        if not isinstance(value, dict):
+            return {k: cast(copy.deepcopy(value)) for k in keys}
+        return {**copy.deepcopy(defaults), **{k: cast(v) for k, v in value.items()}}
+
+    return Annotated[item | dict[Literal[tuple(keys)], item], AfterValidator(resolve)]
+
+
+def custom(check, expected):
+    """A value checked by `check(value)`, which returns the value to keep or raises
+    TypeError or ValueError: then the error says `expected`."""
 
     def validate(value):
         try:
             return check(value)
-        except Expected:
-            raise
         except (TypeError, ValueError):
-            raise Expected(expected) from None
+            raise ValueError(f"expected {expected}") from None
 
-    return PlainValidator(validate, json_schema_input_type=Any)
-
-
-def checker(leaf):
-    """The function that checks a value of the leaf type `leaf` (returns it or raises
-    Expected), to check an entry of a larger value by hand."""
-    return leaf.__metadata__[0].func
+    return Annotated[Any, PlainValidator(validate, json_schema_input_type=Any)]
 
 
-def custom(check, expected):
-    """A leaf checked by `check(value)`, which returns the value to keep or raises
-    Expected (or TypeError/ValueError: then the error says `expected`)."""
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def number(*, integer=False, low=None, strict=False, high=None, high_strict=True):
-    """A finite integer (or real, unless `integer`), not a boolean, within the given bounds;
-    numpy scalars are accepted and stored as plain Python numbers."""
-    kind = "integer" if integer else "number"
-    bounds = [
-        f"{'>' if strict else '>='} {low}" if low is not None else "",
-        f"{'<' if high_strict else '<='} {high}" if high is not None else "",
-    ]
-    expected = " ".join(["a finite", kind, " and ".join(b for b in bounds if b)]).strip()
+def split_paths(what, synthetic=False):
+    """A mapping {trainval: PATH, test: PATH} of two non-empty strings, each `what` (or
+    'synthetic', when `synthetic`): where a data set's two splits are read from."""
 
     def check(value):
-        if isinstance(value, bool) or not isinstance(
-            value, numbers.Integral if integer else numbers.Real
-        ):
-            raise Expected(expected)
-        value = int(value) if isinstance(value, numbers.Integral) else float(value)
-        ok = math.isfinite(value)
-        if ok and low is not None:
-            ok = value > low if strict else value >= low
-        if ok and high is not None:
-            ok = value < high if high_strict else value <= high
-        if not ok:
-            raise Expected(expected)
-        return value
-
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def _accept(ok, expected):
-    """A leaf holding the values for which `ok(value)` is true, kept as given."""
-
-    def check(value):
-        if not ok(value):
-            raise Expected(expected)
-        return value
-
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def choice(allowed):
-    """One of the strings `allowed`."""
-    allowed = tuple(allowed)
-    return _accept(lambda v: isinstance(v, str) and v in allowed, f"one of {', '.join(allowed)}")
-
-
-def member(allowed, expected):
-    """One of the values `allowed` (not a boolean); `expected` says which in words."""
-    allowed = tuple(allowed)
-    return _accept(lambda v: not isinstance(v, bool) and v in allowed, expected)
-
-
-def flag():
-    """true or false."""
-    return _accept(lambda v: isinstance(v, bool), "true or false")
-
-
-def text():
-    """A string (a path, a name)."""
-    return _accept(lambda v: isinstance(v, str), "a string")
-
-
-def optional(leaf, what="null"):
-    """`leaf`, or None."""
-    return _or(leaf, lambda value: value is None, f"{what} or {{}}")
-
-
-def either(leaf, literal):
-    """`leaf`, or the string `literal` (e.g. a C value or 'cv')."""
-    return _or(
-        leaf, lambda value: value == literal and isinstance(value, str), f"{{}} or {literal!r}"
-    )
-
-
-def _or(leaf, other, expected):
-    """`leaf`, or a value for which `other(value)` is true, kept as given; `expected` words
-    the pair around the leaf's own expectation ({})."""
-    inner = checker(leaf)
-
-    def check(value):
-        if other(value):
+        if synthetic and value == "synthetic":
             return value
-        try:
-            return inner(value)
-        except Expected as err:
-            raise Expected(expected.format(err), err.given) from None
+        if (
+            not isinstance(value, dict)
+            or set(value) != {"trainval", "test"}
+            or not all(isinstance(v, str) and v for v in value.values())
+        ):
+            raise ValueError(value)
+        return {"trainval": value["trainval"], "test": value["test"]}
 
-    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
-
-
-def list_of(leaf, expected, *, length=None, distinct=False, convert=None, why=False):
-    """A non-empty list of `leaf` values (of `length` values, when given; without repeats,
-    if `distinct`); `convert` maps each entry first. A bad entry is named, with what it is
-    not when `why`."""
-    inner = checker(leaf)
-
-    def check(value):
-        if not isinstance(value, list) or not value or length not in (None, len(value)):
-            raise Expected(expected)
-        out = []
-        for k, entry in enumerate(value):
-            try:
-                out.append(inner(convert(entry) if convert else entry))
-            except Expected as err:
-                raise Expected(
-                    expected, f"entry {k}: {shown(entry)}" + (f" (not {err})" if why else "")
-                ) from None
-        if distinct and len(set(map(repr, out))) != len(out):
-            raise Expected(expected, f"{shown(value)} (with repeats)")
-        return out
-
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def distinct_list(leaf, what, *, convert=None):
-    """A non-empty list of distinct `leaf` values; `convert` maps each entry first."""
-    return list_of(
-        leaf, f"a non-empty list of distinct {what}", distinct=True, convert=convert, why=True
-    )
-
-
-def sized_list(leaf, length, what):
-    """A list of `length` `leaf` values."""
-    return list_of(leaf, f"a list of {length} {what}", length=length)
-
-
-def c_grid():
-    """A non-empty list of distinct C values > 0 (a cross-validation grid)."""
-    return list_of(
-        number(low=0, strict=True), "a non-empty list of distinct C values > 0", distinct=True
-    )
-
-
-def names(known, what, convert=None):
-    """A name or a non-empty list of names from `known`, as a list without repeats;
-    `convert` maps the value first (e.g. 'all' to every name)."""
-    expected = f"one or more {what} names from {', '.join(known)}"
-
-    def check(value):
-        value = convert(value) if convert else value
-        given = [value] if isinstance(value, str) else value
-        if not isinstance(given, list) or not given:
-            raise Expected(expected)
-        unknown = [n for n in given if n not in known]
-        if unknown:
-            raise Expected(expected, f"unknown {what} name(s) {', '.join(map(shown, unknown))}")
-        return list(dict.fromkeys(given))
-
-    return Annotated[Any, _leaf(check, expected)]
-
-
-def per_key(leaf, keys, defaults, what, cast=None):
-    """One `leaf` value for every key of `keys`, given as one value (for all) or a mapping
-    of some keys (the others from `defaults`); resolved to the full mapping, each given value
-    passed through `cast` when set."""
-    check_one = checker(leaf)
-
-    def inner(value):
-        value = check_one(value)
-        return cast(value) if cast else value
-
-    keys = tuple(keys)
-    expected = f"{what}, or a mapping of {', '.join(keys)} to one"
-
-    def check(value):
-        if not isinstance(value, dict):
-            try:
-                one = inner(value)
-            except Expected:
-                raise Expected(expected) from None
-            return {k: copy.deepcopy(one) for k in keys}
-        unknown = [k for k in value if k not in keys]
-        if unknown:
-            raise Expected(expected, f"unknown key(s) {', '.join(map(shown, unknown))}")
-        out = copy.deepcopy(defaults)
-        for k, v in value.items():
-            try:
-                out[k] = inner(v)
-            except Expected:
-                raise Expected(expected, f"{k}: {shown(v)}") from None
-        return out
-
-    return Annotated[Any, _leaf(check, expected)]
+    either = "'synthetic' or " if synthetic else ""
+    return custom(check, f"{either}a mapping {{trainval: PATH, test: PATH}}, each {what}")
 
 
 def presets(builtin, keys, leaves, expected):
     """Named presets of sizes: the `builtin` ones with the config's laid over them, key by key;
     per preset and vary (a key of `keys`), a mapping of exactly the keys `keys[vary]`, each
-    value a `leaves[key]` (default: an integer >= 1)."""
-    count = checker(number(integer=True, low=1))
+    value checked by the pydantic type `leaves[key]` (default: an integer >= 1)."""
 
     def check(value):
         if not isinstance(value, dict):
-            raise Expected(expected)
+            raise ValueError(f"expected {expected}")
         out = merge(builtin, value)
         for name, preset in out.items():
             for vary, spec in preset.items() if isinstance(preset, dict) else [(None, None)]:
                 where = f"{name}.{vary}" if vary else str(name)
                 if vary not in keys or not isinstance(spec, dict) or set(spec) != set(keys[vary]):
-                    raise Expected(expected, f"{where}: {shown(spec)}")
+                    raise ValueError(f"expected {expected}; got {where}: {shown(spec)}")
                 for k, entry in spec.items():
+                    leaf = TypeAdapter(leaves.get(k, conint(ge=1)), config=STRICT)
                     try:
-                        spec[k] = checker(leaves[k])(entry) if k in leaves else count(entry)
-                    except Expected as err:
-                        given = err.given or shown(entry)
-                        raise Expected(expected, f"{where}.{k}: {given}") from None
+                        spec[k] = leaf.validate_python(entry)
+                    except ValidationError as err:
+                        given = f"{where}.{k}: {shown(entry)} ({_message(err.errors()[0])})"
+                        raise ValueError(f"expected {expected}; got {given}") from None
         return out
 
-    return Annotated[Any, _leaf(check, expected)]
+    return Annotated[Any, PlainValidator(check, json_schema_input_type=Any)]
 
 
 def key(default, help, name=None):
@@ -309,29 +197,73 @@ def validate(model, config):
     if not isinstance(config, dict):
         raise ValueError(f"config must be a mapping of keys; got {shown(config)}")
     try:
-        return model.model_validate(config).model_dump(by_alias=True)
+        return model.model_validate(config).model_dump(by_alias=True, warnings=False)
     except ValidationError as err:
-        raise ValueError(error_line(model, err.errors()[0])) from None
+        raise ValueError(error_line(model, err.errors())) from None
 
 
-def error_line(model, error):
-    """One pydantic error as one line of text."""
-    loc = [str(part) for part in error["loc"]]
+def _path(error):
+    """An error's key path, without the tags pydantic gives the members of a union."""
+    return [str(p) for p in error["loc"] if not (isinstance(p, str) and _TAG.fullmatch(p))]
+
+
+_TAG = re.compile(r".*\[.*|(constrained-)?(int|float|str|bool|list|dict)")
+
+
+#: pydantic's error types, as what was expected (filled in from the error's context)
+_WORDS = {
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "greater_than": "a value > {gt}",
+    "greater_than_equal": "a value >= {ge}",
+    "less_than": "a value < {lt}",
+    "less_than_equal": "a value <= {le}",
+    "too_short": "a list of {min_length} or more",
+    "too_long": "a list of {max_length} or fewer",
+}
+
+
+def _number(value):
+    return f"{value:g}" if isinstance(value, float) else value
+
+
+def _message(error):
+    """What an error expected, in a few words ("an integer", "one of a, b")."""
+    ctx = error.get("ctx", {})
+    if "error" in ctx:
+        return str(ctx["error"]).removeprefix("expected ")
+    if error["type"] == "literal_error" and " or " in ctx["expected"]:
+        return "one of " + ctx["expected"].replace("'", "").replace(" or ", ", ")
+    if error["type"] in _WORDS:  # a bound of 0 as written, not 0.0
+        return _WORDS[error["type"]].format(**{k: _number(v) for k, v in ctx.items()})
+    return error["msg"].removeprefix("Input should be ")
+
+
+def error_line(model, errors):
+    """pydantic's errors as one line of text: those of the first deepest key path (the union
+    member that got furthest), their expectations joined by "or"."""
+    errors = [e for e in errors if len(_path(e)) == max(len(_path(e)) for e in errors)]
+    loc = _path(errors[0])
     path = ".".join(loc)
-    kind = error["type"]
+    kind = errors[0]["type"]
+    given = shown(errors[0]["input"])
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
         allowed = ", ".join(keys(parent)) if parent else ""
         where = f" in {shown('.'.join(loc[:-1]))}" if len(loc) > 1 else ""
         return f"unknown config key {shown(path)}; allowed keys{where}: {allowed}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"{path}: expected a mapping of keys; got {shown(error['input'])}"
-    ctx_error = error.get("ctx", {}).get("error")
-    if isinstance(ctx_error, Expected):
-        given = ctx_error.given or shown(error["input"])
-        return f"{path}: expected {ctx_error}; got {given}"
-    message = str(ctx_error) if ctx_error is not None else error["msg"]
-    return f"{path}: {message}" if path else message
+    if kind in ("model_type", "model_attributes_type") and not errors[1:]:
+        return f"{path}: expected a mapping of keys; got {given}"
+    if kind == "value_error" and not str(errors[0]["ctx"]["error"]).startswith("expected "):
+        message = str(errors[0]["ctx"]["error"])  # a check across keys: its own words
+        return f"{path}: {message}" if path else message
+    expected = dict.fromkeys(_message(e) for e in errors if _path(e) == loc)
+    line = f"{path}: expected {' or '.join(expected)}"
+    return line if "; got " in line else f"{line}; got {given}"
 
 
 def _model_at(model, loc):
@@ -348,7 +280,7 @@ def help_lines(model, defaults=None, indent=""):
     """The keys of `model` with their defaults (or `defaults`, a resolved config) and one line
     of help each, as YAML a config could start from."""
     if defaults is None:  # unvalidated: the defaults as declared, whatever is installed
-        defaults = model.model_construct().model_dump(by_alias=True)
+        defaults = model.model_construct().model_dump(by_alias=True, warnings=False)
     lines = []
     for name, field in keys(model).items():
         comment = f"  # {field.description}" if field.description else ""

@@ -8,9 +8,11 @@ the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
 import hashlib
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import conint
 from sklearn.datasets import load_digits
 from sklearn.metrics import average_precision_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
@@ -47,8 +49,8 @@ RUN_COLUMNS = [
 ]
 
 AP_INFERENCES = tuple(sorted(m for m, losses in LAI_METHODS.items() if "ap" in losses))
-C_VALUE = S.either(S.number(low=0, strict=True), "cv")
-GRID = S.c_grid()
+C_VALUE = S.real(gt=0) | Literal["cv"]
+GRID = S.C_GRID
 
 
 def _digit(value):
@@ -75,35 +77,33 @@ class Grids(S.Section):
 
 
 class CV(S.Section):
-    folds: S.number(integer=True, low=2) = S.key(5, "stratified folds on the train half")
+    folds: conint(ge=2) = S.key(5, "stratified folds on the train half")
     grid: Grids = S.key(Grids, "per method, the C values tried")
 
 
 class Config(S.Section):
     """The digits experiment: every key a config may set; configs/digits.yaml sets a few."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the stratified split and CV folds")
-    test_size: S.number(low=0, strict=True, high=1) = S.key(
-        0.5, "fraction of the images in the test half"
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: conint(ge=0) = S.key(0, "seed of the stratified split and CV folds")
+    test_size: S.real(gt=0, lt=1) = S.key(0.5, "fraction of the images in the test half")
+    classes: S.distinct(conint(ge=0, le=9), _digit) = S.key(
+        list(range(10)), "digits, each one-vs-rest"
     )
-    classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9", convert=_digit) = (
-        S.key(list(range(10)), "digits, each one-vs-rest")
-    )
-    scaler: S.choice(SCALERS) = S.key("standard", "feature scaling fit on the train half")
-    solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM solver of both RankSVMs")
-    inference: S.choice(AP_INFERENCES) = S.key(
+    scaler: Literal[tuple(SCALERS)] = S.key("standard", "feature scaling fit on the train half")
+    solver: Literal[tuple(SOLVERS)] = S.key("cutting_plane", "RankSVM solver of both RankSVMs")
+    inference: Literal[tuple(AP_INFERENCES)] = S.key(
         "auto", "LAI method of the AP-SVM; the 0-1 SVM always uses zero_one"
     )
-    tol: S.number(low=0) = S.key(1e-3, "RankSVM's stopping tolerance")
-    max_iter: S.number(integer=True, low=1) = S.key(1000, "RankSVM's most iterations")
+    tol: S.real(ge=0) = S.key(1e-3, "RankSVM's stopping tolerance")
+    max_iter: conint(ge=1) = S.key(1000, "RankSVM's most iterations")
     C: CPerMethod = S.key(
         CPerMethod,
         "per method: a fixed C, or cv for k-fold CV over "
         "cv.grid (RankSVM's C weighs the loss-scale slack)",
     )
     cv: CV = S.key(CV, "cross-validation of C")
-    force: S.flag() = S.key(False, "retrain the digits and methods the run directory holds")
+    force: bool = S.key(False, "retrain the digits and methods the run directory holds")
 
 
 # ---------------------------------------------------------------------------- data

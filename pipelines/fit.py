@@ -6,11 +6,11 @@ pickle: `qsrank.pipelines.model`), the test metrics (metrics.csv, table.md), con
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Literal
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
+from pydantic import conint
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import make_scorer, roc_auc_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
@@ -22,9 +22,7 @@ from qs.data.files import check_memory, shown
 from qs.data.tables import (
     align_features,
     column_fingerprint,
-    columns_in_use,
     read_table,
-    take_columns,
 )
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
@@ -32,24 +30,28 @@ from qs.model_selection import choose_C, estimator_fit_score
 from qs.ssvm import SOLVERS
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
-from qsrank.pipelines._io import read_csv, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._runs import digest_arrays
-from qsrank.pipelines._tables import bar_figure, frame_table
-from qsrank.pipelines.model import METRICS, rank_metrics, warn_permuted, write_model
+from qsrank.pipelines.fit_data import (
+    check_magnitude,
+    check_scaling,
+    check_test_classes,
+    columns_and_scaling,
+    positive_classes,
+    two_classes,
+    with_rows,
+)
+from qsrank.pipelines.fit_report import (
+    METHODS,
+    redraw,  # noqa: F401 (qsrank plot finds it here by name)
+    write,
+)
+from qsrank.pipelines.scoring import rank_metrics, warn_permuted
 
 EXPERIMENT = "fit"
-#: the methods of each class, the model's first: name -> what the table calls it
-METHODS = {
-    "rank_svm": "RankSVM",
-    "linear_svc": "LinearSVC",
-    "logistic_regression": "LogisticRegression",
-}
 #: what cross-validation may pick C by (qs.metrics for AP and NDCG, as `RankSVM.score`)
 CV_METRICS = {"ap": average_precision, "ndcg": ndcg, "roc_auc": roc_auc_score}
 SCALINGS = ("standard", "none")
-#: sparse input at most this large as dense float64 (train and test rows) is made dense
-DENSE_BYTES = 2**28
 #: the model's float64 arrays held this many times over while built and written
 MODEL_COPIES = 3
 
@@ -57,32 +59,32 @@ MODEL_COPIES = 3
 class Config(S.Section):
     """The keys of a fit; `qsrank fit` sets them from its options."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    train: S.text() = S.key("", "the training feature file")
-    test: S.optional(S.text()) = S.key(None, "the test feature file; null: a split of train")
-    label_column: S.optional(S.text()) = S.key(None, "the label column of a CSV/TSV/Parquet")
-    pos_label: S.optional(S.text()) = S.key(
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    train: str = S.key("", "the training feature file")
+    test: str | None = S.key(None, "the test feature file; null: a split of train")
+    label_column: str | None = S.key(None, "the label column of a CSV/TSV/Parquet")
+    pos_label: str | None = S.key(
         None, "the positive class; null: the larger of two, else every class one vs the rest"
     )
-    loss: S.choice(["ap", "ndcg", "01"]) = S.key("ap", "the loss RankSVM is trained for")
-    C: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0], "RankSVM's C, or a grid for CV")
-    baseline_C: S.c_grid() = S.key(
+    loss: Literal["ap", "ndcg", "01"] = S.key("ap", "the loss RankSVM is trained for")
+    C: S.C_GRID = S.key([0.1, 1.0, 10.0, 100.0], "RankSVM's C, or a grid for CV")
+    baseline_C: S.C_GRID = S.key(
         [0.001, 0.01, 0.1, 1.0, 10.0, 100.0], "the baselines' C, or a grid for CV"
     )
-    cv_folds: S.number(integer=True, low=2) = S.key(5, "stratified folds choosing C")
-    cv_metric: S.choice(CV_METRICS) = S.key("ap", "the metric CV chooses C by")
-    solver: S.choice(SOLVERS) = S.key("cutting_plane", "RankSVM's solver")
-    scale: S.choice(SCALINGS) = S.key("standard", "feature scaling fit on the training rows")
-    zero_based: S.optional(S.flag()) = S.key(
+    cv_folds: conint(ge=2) = S.key(5, "stratified folds choosing C")
+    cv_metric: Literal[tuple(CV_METRICS)] = S.key("ap", "the metric CV chooses C by")
+    solver: Literal[tuple(SOLVERS)] = S.key("cutting_plane", "RankSVM's solver")
+    scale: Literal[tuple(SCALINGS)] = S.key("standard", "feature scaling fit on the training rows")
+    zero_based: bool | None = S.key(
         None,
         "svmlight index base of every file of the model; null: the training file's "
         "(zero-based when it uses index 0), one-based when it is no svmlight file",
     )
-    test_size: S.number(low=0, strict=True, high=1) = S.key(
+    test_size: S.real(gt=0, lt=1) = S.key(
         0.25, "share of the training file held out for testing when no test file is given"
     )
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the split and the CV folds")
-    force: S.flag() = S.key(False, "retrain the classes the run directory holds")
+    seed: conint(ge=0) = S.key(0, "seed of the split and the CV folds")
+    force: bool = S.key(False, "retrain the classes the run directory holds")
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def load_data(cfg):
     classes and scale; every bad input is a ValueError naming its file, raised before the
     run directory is claimed."""
     base = cfg["zero_based"]
-    train = _rows(
+    train = with_rows(
         read_table(
             cfg["train"],
             label_column=cfg["label_column"],
@@ -124,7 +126,7 @@ def load_data(cfg):
         )
     )
     base = bool(base) if train.zero_based is None else train.zero_based
-    classes = _classes(train.path, train.y)
+    classes = two_classes(train.path, train.y)
     check_memory(
         f"{train.path}: a model of its {train.X.shape[1]:,} feature columns (the "
         "largest index), as float64 with its copies while written",
@@ -132,7 +134,7 @@ def load_data(cfg):
     )
     fingerprint = column_fingerprint(train.X) if train.feature_names is None else None
     if cfg["test"] is not None:
-        test = _rows(read_table(cfg["test"], label_column=cfg["label_column"], zero_based=base))
+        test = with_rows(read_table(cfg["test"], label_column=cfg["label_column"], zero_based=base))
         X_test = align_features(
             test, train.feature_names, train.X.shape[1], f"the training file {train.path}"
         )
@@ -142,7 +144,7 @@ def load_data(cfg):
         if y_train.dtype.kind != y_test.dtype.kind:  # 1 in one file, "1" in the other
             y_train, y_test = y_train.astype(str), y_test.astype(str)
             classes = np.unique(y_train)
-        _classes(test.path, y_test)
+        two_classes(test.path, y_test)
         split = f"test: {test.path} ({X_test.shape[0]} rows)"
     else:
         try:
@@ -162,13 +164,13 @@ def load_data(cfg):
             f"test: a stratified {cfg['test_size']:g} of it held out (seed "
             f"{cfg['seed']}), {X_test.shape[0]} rows"
         )
-    positives = _positives(train.path, classes, cfg["pos_label"])
+    positives = positive_classes(train.path, classes, cfg["pos_label"])
     if cfg["test"] is not None:
-        _check_test_classes(train.path, test.path, positives, y_test)
+        check_test_classes(train.path, test.path, positives, y_test)
     for c in positives:
         _check_cv(train.path, cfg, np.asarray(y_train) == c, c)
     n_features = X_train.shape[1]
-    columns, X_train, X_test, scaling = _in_use(cfg, train.path, X_train, X_test)
+    columns, X_train, X_test, scaling = columns_and_scaling(cfg, train.path, X_train, X_test)
     mean, scale = np.zeros(n_features), np.ones(n_features)
     if cfg["scale"] == "standard":
         scaler = StandardScaler(with_mean=not sp.issparse(X_train))
@@ -179,16 +181,16 @@ def load_data(cfg):
         scale[columns] = scaler.scale_
         variance = np.ones(n_features)
         variance[columns] = scaler.var_  # not scale_: sklearn may take an overflow for 0
-        _check_scaling(train, mean, variance)
+        check_scaling(train, mean, variance)
         with np.errstate(all="ignore"):
             X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     scaled = ", once scaled," if cfg["scale"] == "standard" else ""
     if cfg["test"] is not None:
-        _check_magnitude(train.path, X_train, "data row {row}" + scaled)
-        _check_magnitude(test.path, X_test, "data row {row}" + scaled)
+        check_magnitude(train.path, X_train, "data row {row}" + scaled)
+        check_magnitude(test.path, X_test, "data row {row}" + scaled)
     else:  # rows of a stratified split, in its order
-        _check_magnitude(train.path, X_train, "a training row" + scaled)
-        _check_magnitude(train.path, X_test, "a held-out test row" + scaled)
+        check_magnitude(train.path, X_train, "a training row" + scaled)
+        check_magnitude(train.path, X_test, "a held-out test row" + scaled)
     note = (
         f"{train.path} ({X_train.shape[0]} training rows, {n_features} features, "
         f"{len(classes)} classes); {split}"
@@ -209,128 +211,6 @@ def load_data(cfg):
         base,
         fingerprint,
     )
-
-
-def _in_use(cfg, path, X_train, X_test):
-    """The columns non-zero in some training row, the train and test rows cut to them, and
-    what the scaling does, in words for the table.
-
-    Every method gives a column that is zero in every training row a weight of zero (their
-    weights are combinations of training rows), so training on the columns in use alone gives
-    the same models, in memory that grows with the data, not with the largest feature index.
-    Sparse input is made dense, so centred as dense input is, when its dense form takes at most
-    `DENSE_BYTES`; beyond that it stays sparse and is scaled without centring."""
-    columns = columns_in_use(X_train)
-    if columns.size == 0:
-        raise ValueError(
-            f"{path}: every feature is zero in every training row; there is nothing to learn from."
-        )
-    X_train, X_test = take_columns(X_train, columns), take_columns(X_test, columns)
-    dense_bytes = (X_train.shape[0] + X_test.shape[0]) * columns.size * 8
-    if sp.issparse(X_train) and dense_bytes <= DENSE_BYTES:
-        X_train, X_test = X_train.toarray(), X_test.toarray()
-    if cfg["scale"] != "standard":
-        return columns, X_train, X_test, "as given, for every method"
-    if not sp.issparse(X_train):
-        return (
-            columns,
-            X_train,
-            X_test,
-            ("centred and scaled to unit variance on the training rows, for every method"),
-        )
-    return (
-        columns,
-        X_train,
-        X_test,
-        (
-            "scaled to unit variance on the training rows for every method, not centred: the "
-            "input is sparse and "
-            f"its dense form would take {dense_bytes / 2**30:.1f} GiB. RankSVM's AP and NDCG "
-            "losses and LogisticRegression (unpenalised intercept) do not depend on centring; "
-            "LinearSVC and the 0-1 RankSVM (penalised intercept) do"
-        ),
-    )
-
-
-def _rows(table):
-    """`table`, refused when it holds no rows."""
-    if table.X.shape[0] == 0:
-        raise ValueError(
-            f"{table.path}: holds no rows (a header alone, or an empty file); "
-            "nothing to train or test on."
-        )
-    return table
-
-
-def _check_test_classes(train_path, test_path, positives, y_test):
-    """Refuse a test file on which no positive class has both positive and negative rows:
-    every test metric would be undefined."""
-    y_test = np.asarray(y_test)
-    if not any(0 < (y_test == c).sum() < y_test.size for c in positives):
-        seen = ", ".join(shown(str(c)) for c in np.unique(y_test)[:10])
-        raise ValueError(
-            f"{test_path}: none of the positive classes of {train_path} "
-            f"({', '.join(shown(str(c)) for c in positives[:10])}) has both "
-            f"positive and negative test rows (its labels: {seen}); every test "
-            "metric would be undefined."
-        )
-
-
-def _check_scaling(table, mean, variance):
-    """Refuse columns whose mean or variance overflows (values near the float64 limit)."""
-    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(variance)))
-    if bad.size:
-        name = (
-            shown(table.feature_names[bad[0]])
-            if table.feature_names
-            else f"{bad[0] + 1} (counting from 1)"
-        )
-        raise ValueError(
-            f"{table.path}: column {name} has values too large to standardise "
-            "(its mean or spread overflows float64); rescale it."
-        )
-
-
-def _check_magnitude(path, X, where):
-    """Refuse rows of `X` (read from `path`) whose values overflow float64 in the products
-    that training and scoring take: the squared norm of every row must be finite. `where`
-    says which row, ``{row}`` standing for its number."""
-    with np.errstate(all="ignore"):
-        norms = (
-            np.asarray(X.multiply(X).sum(axis=1)).ravel()
-            if sp.issparse(X)
-            else np.einsum("ij,ij->i", X, X)
-        )
-    bad = np.flatnonzero(~np.isfinite(norms))
-    if bad.size:
-        raise ValueError(
-            f"{path}: {where.format(row=bad[0] + 1)} holds values too large to "
-            "train or score on (their squares overflow float64); rescale the "
-            "features."
-        )
-
-
-def _classes(path, y):
-    classes = np.unique(y)
-    if classes.size < 2:
-        raise ValueError(
-            f"{path}: the labels hold one class only ({shown(str(classes[0]))}); "
-            "ranking needs positives and negatives."
-        )
-    return classes
-
-
-def _positives(path, classes, pos_label):
-    """The positive class of each one-vs-rest model."""
-    if pos_label is None:
-        return [classes[1]] if classes.size == 2 else list(classes)
-    match = [c for c in classes if str(c) == pos_label]
-    if not match:
-        raise ValueError(
-            f"{path}: no class {pos_label!r} to take as positive; its classes: "
-            f"{', '.join(shown(str(c)) for c in classes[:20])}."
-        )
-    return match
 
 
 def _check_cv(path, cfg, is_pos, c):
@@ -425,105 +305,6 @@ def run_unit(run, unit):
                     converged=bool(est.converged_),
                 )
     return record
-
-
-# ---------------------------------------------------------------------------- outputs
-
-
-def metrics_frame(records):
-    """One row per class and method: C, how it was chosen, CV score, test metrics, time."""
-    rows = [
-        {"class": r["class"], "method": name, "test_positives": r["test_positives"], **m}
-        for r in records
-        for name, m in r["methods"].items()
-    ]
-    return pd.DataFrame(rows)
-
-
-def table(records):
-    """The Markdown table of test metrics per class and method (a mean per method over
-    several classes)."""
-    frame = metrics_frame(records)
-    cells = frame[["class", "method", "C", *METRICS]].copy()
-    cells["method"] = cells["method"].map(METHODS)
-    if len(records) > 1:
-        means = frame.groupby("method", sort=False)[list(METRICS)].mean().reset_index()
-        means["method"] = means["method"].map(METHODS)
-        cells = pd.concat([cells, means.assign(**{"class": "mean", "C": ""})], ignore_index=True)
-    cells["class"] = cells["class"].astype(str)
-    cells["C"] = cells["C"].map(lambda c: f"{c:g}" if isinstance(c, float) else str(c))
-    return frame_table(cells.rename(columns=METRICS), dict.fromkeys(METRICS.values(), ".4f"))
-
-
-def summary(cfg, records, note, scaling):
-    """table.md: the data, the models, how C was chosen, the test metrics."""
-
-    def how(grid):
-        if len(grid) == 1:
-            return f"C {grid[0]:g} (fixed)"
-        return (
-            f"C from {', '.join(f'{c:g}' for c in grid)} by {cfg['cv_folds']}-fold "
-            f"stratified CV on the training rows ({cfg['cv_metric']})"
-        )
-
-    return (
-        "\n\n".join(
-            [
-                f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
-                f"Data: {note}. Features {scaling}.",
-                f"RankSVM (solver {cfg['solver']}): {how(cfg['C'])}. LinearSVC and "
-                f"LogisticRegression: {how(cfg['baseline_C'])}.",
-                "Test metrics, each class one vs the rest (its positive class named in `class`):",
-                table(records),
-            ]
-        )
-        + "\n"
-    )
-
-
-def write(run, records):
-    """metrics.csv, table.md and the model (model.json + model.npz)."""
-    write_csv(run.out / "metrics.csv", metrics_frame(records))
-    write_text(run.out / "table.md", summary(run.cfg, records, run.data.note, run.data.scaling))
-    data, cfg = run.data, run.cfg
-    meta = {
-        "n_features": int(data.mean.size),
-        "feature_names": data.feature_names,
-        "label_column": cfg["label_column"],
-        "classes": [r["class"] for r in records],
-        "loss": cfg["loss"],
-        "solver": cfg["solver"],
-        "C": [r["methods"]["rank_svm"]["C"] for r in records],
-        "scaling": cfg["scale"],
-        "svmlight_zero_based": data.zero_based,
-        "column_fingerprint": data.fingerprint,
-    }
-    coef = np.zeros((len(records), data.mean.size))
-    coef[:, data.columns] = [r["coef"] for r in records]
-    write_model(
-        run.out,
-        meta,
-        coef=coef,
-        intercept=[r["intercept"] for r in records],
-        mean=data.mean,
-        scale=data.scale,
-    )
-
-
-def redraw(run_dir, kind="tables"):
-    """Draw the run's test metrics (metrics.csv) as a figure, figure.png and .pdf: test AP
-    per class, grouped bars per method; return their paths."""
-    metrics = read_csv(Path(run_dir) / "metrics.csv", ["class", "method", "ap"])
-    table = metrics.pivot_table(index="class", columns="method", values="ap", sort=False)
-    names = {m: label for m, label in METHODS.items() if m in table.columns}
-    return bar_figure(
-        table[list(names)].reset_index(),
-        "class",
-        names,
-        "test AP",
-        "qsrank fit: test AP per class, one vs the rest",
-        Path(run_dir) / "figure",
-    )
 
 
 SPEC = Experiment(

@@ -12,22 +12,19 @@ across folds), the final fit timed, the test queries ranked. The run writes tabl
 (the means over the test queries) and per_query.csv (every test query's metrics).
 """
 
-import importlib.util
 import time
 import warnings
-from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import conint
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, GroupShuffleSplit
-from sklearn.preprocessing import StandardScaler
+from sklearn.model_selection import GroupKFold
 from tqdm import tqdm
 
 from qs import model_selection
 from qs.boosting import lightgbm_objective, xgboost_objective
-from qs.data.letor import load_modechoice, make_letor
-from qs.data.tables import align_features, read_table
 from qs.estimators import RankSVM
 from qs.metrics import mean_average_precision, ndcg_at_k, precision_at_k
 from qs.pairwise import PairwiseRankSVM
@@ -35,8 +32,8 @@ from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._io import write_csv, write_text
 from qsrank.pipelines._runner import Experiment
-from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines._tables import frame_table
+from qsrank.pipelines.ltr_data import load_data
 
 EXPERIMENT = "ltr"
 #: method -> (what the table calls it, its model class)
@@ -66,189 +63,49 @@ METRICS = {
 
 
 class Synthetic(S.Section):
-    queries: S.number(integer=True, low=1) = S.key(10_000, "queries generated")
-    docs_per_query: S.number(integer=True, low=2) = S.key(120, "median documents a query")
-    features: S.number(integer=True, low=3) = S.key(136, "features a document")
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the generator")
+    queries: conint(ge=1) = S.key(10_000, "queries generated")
+    docs_per_query: conint(ge=2) = S.key(120, "median documents a query")
+    features: conint(ge=3) = S.key(136, "features a document")
+    seed: conint(ge=0) = S.key(0, "seed of the generator")
 
 
 class Config(S.Section):
     """Learning to rank over queries; configs/ltr.yaml sets the published run, `qsrank fit`
     the keys of a user's files."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    datasets: S.distinct_list(S.member(DATASETS, "synthetic, modechoice or files"), "data sets") = (
-        S.key(["synthetic", "modechoice"], "the data sets, each its own table")
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    datasets: S.distinct(Literal[tuple(DATASETS)]) = S.key(
+        ["synthetic", "modechoice"], "the data sets, each its own table"
     )
     synthetic: Synthetic = S.key(Synthetic, "the generated MSLR-WEB10K-shaped data")
-    train: S.optional(S.text()) = S.key(None, "files: the training feature file")
-    test: S.optional(S.text()) = S.key(
-        None, "files: the test file; null: a share of the training queries"
+    train: str | None = S.key(None, "files: the training feature file")
+    test: str | None = S.key(None, "files: the test file; null: a share of the training queries")
+    label_column: str | None = S.key(None, "files: the label column of a table")
+    group_column: str | None = S.key(None, "files: the query id column of a table")
+    methods: S.distinct(Literal[tuple(METHODS)]) = S.key(
+        list(METHODS), "the methods, in table order"
     )
-    label_column: S.optional(S.text()) = S.key(None, "files: the label column of a table")
-    group_column: S.optional(S.text()) = S.key(None, "files: the query id column of a table")
-    methods: S.distinct_list(
-        S.member(METHODS, "a method of qsrank.pipelines.ltr.METHODS"), "methods"
-    ) = S.key(list(METHODS), "the methods, in table order")
-    test_size: S.number(low=0, strict=True, high=1) = S.key(
+    test_size: S.real(gt=0, lt=1) = S.key(
         0.3, "share of the queries held out for testing when there is no test file"
     )
-    relevance_threshold: S.number() = S.key(
+    relevance_threshold: S.real() = S.key(
         0.0,
         "a grade above it is relevant (the SVMs' and logistic regression's labels, MAP, "
         "P@10); NDCG keeps the grades",
     )
-    C: S.c_grid() = S.key(
+    C: S.C_GRID = S.key(
         [0.1, 1.0, 10.0],
         "C of the SVMs and logistic regression, or a grid that GroupKFold CV chooses from by MAP",
     )
-    cv_folds: S.number(integer=True, low=2) = S.key(3, "GroupKFold folds over the training queries")
-    tol: S.number(low=0, strict=True) = S.key(1e-3, "the structured SVMs' tolerance")
-    max_iter: S.number(integer=True, low=1) = S.key(200, "the structured SVMs' most passes")
-    rounds: S.number(integer=True, low=1) = S.key(
+    cv_folds: conint(ge=2) = S.key(3, "GroupKFold folds over the training queries")
+    tol: S.real(gt=0) = S.key(1e-3, "the structured SVMs' tolerance")
+    max_iter: conint(ge=1) = S.key(200, "the structured SVMs' most passes")
+    rounds: conint(ge=1) = S.key(
         100, "boosting rounds of every booster (LightGBM's and XGBoost's default)"
     )
-    threads: S.number(integer=True, low=1) = S.key(1, "threads of LightGBM and XGBoost")
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the split, folds and boosters")
-    force: S.flag() = S.key(False, "retrain the units the run directory holds")
-
-
-@dataclass(frozen=True)
-class Split:
-    """One data set split by query and standardised on the training documents."""
-
-    X_train: np.ndarray
-    y_train: np.ndarray
-    g_train: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
-    g_test: np.ndarray
-    note: str
-    sha256: str
-
-
-# ---------------------------------------------------------------------------- data
-
-
-def load_data(cfg):
-    """Every data set of the config, split by query and scaled: name -> `Split`."""
-    for method in cfg["methods"]:
-        library = {"lgbm": "lightgbm", "xgb": "xgboost"}.get(method.split("_")[0])
-        if library and importlib.util.find_spec(library) is None:
-            raise ValueError(
-                f"method {method} needs {library}: install the ltr extra "
-                "(pip install 'qsrank[ltr]') or leave the method out."
-            )
-    return {name: _split(cfg, name) for name in cfg["datasets"]}
-
-
-def _split(cfg, name):
-    if name == "files":
-        return _files(cfg)
-    if name == "synthetic":
-        s = cfg["synthetic"]
-        data = make_letor(
-            s["queries"],
-            docs_per_query=s["docs_per_query"],
-            n_features=s["features"],
-            informative=min(24, s["features"]),
-            seed=s["seed"],
-        )
-    else:
-        data = load_modechoice()
-    train, test = next(
-        GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
-            data.X, data.y, data.groups
-        )
-    )
-    where = (
-        f"{np.unique(data.groups[test]).size} test queries (a {cfg['test_size']:g} share, "
-        f"seed {cfg['seed']})"
-    )
-    return _scaled(
-        data.X[train],
-        data.y[train],
-        data.groups[train],
-        data.X[test],
-        data.y[test],
-        data.groups[test],
-        f"{data.source}; {where}",
-    )
-
-
-def _files(cfg):
-    """The user's train (and test) files, read with their query ids."""
-    if cfg["train"] is None:
-        raise ValueError("data set 'files' needs the key train (a feature file with queries).")
-    train = read_table(
-        cfg["train"],
-        label_column=cfg["label_column"],
-        group_column=cfg["group_column"],
-        groups=True,
-    )
-    y = _grades(train.path, train.y)
-    if cfg["test"] is not None:
-        test = read_table(
-            cfg["test"],
-            label_column=cfg["label_column"],
-            group_column=cfg["group_column"],
-            groups=True,
-        )
-        X_test = align_features(
-            test, train.feature_names, train.X.shape[1], f"the training file {train.path}"
-        )
-        parts = (train.X, y, train.groups, X_test, _grades(test.path, test.y), test.groups)
-        where = f"test: {test.path} ({np.unique(test.groups).size} queries)"
-    else:
-        if np.unique(train.groups).size < 2:
-            raise ValueError(
-                f"{train.path}: one query only; give a test file (--test) or "
-                "more queries to hold some out."
-            )
-        tr, te = next(
-            GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
-                train.X, y, train.groups
-            )
-        )
-        parts = (train.X[tr], y[tr], train.groups[tr], train.X[te], y[te], train.groups[te])
-        where = (
-            f"test: a {cfg['test_size']:g} share of its queries held out (seed "
-            f"{cfg['seed']}), {np.unique(train.groups[te]).size} queries"
-        )
-    X = parts[0]
-    note = (
-        f"{train.path} ({np.unique(parts[2]).size} training queries, {X.shape[0]} "
-        f"documents, {X.shape[1]} features); {where}"
-    )
-    return _scaled(*parts, note)
-
-
-def _grades(path, y):
-    """Relevance grades: numbers; the boosters' rank objectives take integers 0-30."""
-    y = np.asarray(y)
-    if y.dtype.kind not in "biuf":
-        raise ValueError(
-            f"{path}: the labels must be numeric relevance grades (0, 1, 2, ...); got {y.dtype}."
-        )
-    y = y.astype(np.float64)
-    if np.any(y < 0) or np.any(y != np.rint(y)) or np.any(y > 30):
-        raise ValueError(
-            f"{path}: the labels must be integer grades 0-30 (LightGBM's and "
-            f"XGBoost's ranking objectives take no others); got values from "
-            f"{y.min():g} to {y.max():g}."
-        )
-    return y.astype(np.int64)
-
-
-def _scaled(X_train, y_train, g_train, X_test, y_test, g_test, note):
-    X_train = X_train.toarray() if hasattr(X_train, "toarray") else np.asarray(X_train)
-    X_test = X_test.toarray() if hasattr(X_test, "toarray") else np.asarray(X_test)
-    scaler = StandardScaler().fit(X_train)
-    X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-    sha = digest_arrays(X_train, y_train, X_test, y_test)
-    return Split(
-        X_train, y_train, np.asarray(g_train), X_test, y_test, np.asarray(g_test), note, sha
-    )
+    threads: conint(ge=1) = S.key(1, "threads of LightGBM and XGBoost")
+    seed: conint(ge=0) = S.key(0, "seed of the split, folds and boosters")
+    force: bool = S.key(False, "retrain the units the run directory holds")
 
 
 # ---------------------------------------------------------------------------- training

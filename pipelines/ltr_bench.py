@@ -23,11 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from qsrank.pipelines._config import new_run_dir
 from qsrank.pipelines._io import write_json, write_text
 from qsrank.pipelines._measure import PeakMemory, exact_rss, peak_bytes
-from qsrank.pipelines._provenance import code_version, write_provenance
-from qsrank.pipelines._runs import claim_run_dir
+from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 
 #: MSLR-WEB30K's shape: queries, documents, features
@@ -217,69 +215,67 @@ def run(
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
-    code = code_version()
-    out = claim_run_dir(out or new_run_dir("ltr_bench"), "ltr_bench", "bench")
     threads = numba.get_num_threads()
-    n_queries, memory_queries = PRESETS[preset]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(store) if store else Path(tmp) / "ltr.zarr"
-        documents = write_store(path, n_queries, seed=seed)
-        memory_rows = _memory_rows(path, memory_queries)
-        X, y, groups = _open(path, memory_rows)
-        data_bytes = X.nbytes
-        passes = pass_ratio(X, y, groups, repeats, seed)
-        trains = training(X, y, groups, train_repeats, threads, C)
-        memory_s = np.array(in_memory_pass(X, y, groups, repeats, seed))
-        del X, y, groups
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            ooc_s, ooc_before, ooc_peak, n_parts = pool.apply(
-                _out_of_core_child, (str(path), partition_rows, repeats, seed)
-            )
-    ooc_s = np.array(ooc_s)
-    per_doc_ooc, per_doc_mem = ooc_s / documents, memory_s / memory_rows
-    results = {
+    settings = {
         "preset": preset,
-        "documents": documents,
-        "queries": n_queries,
-        "in_memory_documents": memory_rows,
-        "in_memory_queries": memory_queries,
-        "features": WEB30K[2],
-        "data_bytes": int(data_bytes),
-        "threads": threads,
         "repeats": repeats,
         "train_repeats": train_repeats,
         "C": C,
-        "scores_s": _spread(passes[:, 0]),
-        "lai_s": _spread(passes[:, 1]),
-        "lai_over_scores": _spread(passes[:, 1] / passes[:, 0]),
-        "svm_fit_s": _spread(trains[:, 0]),
-        "lgbm_fit_s": _spread(trains[:, 1]),
-        "svm_over_lgbm": _spread(trains[:, 0] / trains[:, 1]),
-        "svm_passes": int(trains[0, 3]),
-        "svm_peak_extra_bytes": _spread(trains[:, 2]),
-        "svm_peak_over_data": _spread(trains[:, 2] / data_bytes),
-        "in_memory_pass_s_per_doc": _spread(per_doc_mem),
-        "out_of_core_pass_s_per_doc": _spread(per_doc_ooc),
-        "out_of_core_over_in_memory": _spread(per_doc_ooc / np.median(per_doc_mem)),
-        "partitions": n_parts,
         "partition_rows": partition_rows,
-        "out_of_core_peak_bytes": int(ooc_peak),
-        "out_of_core_start_bytes": int(ooc_before),
+        "threads": threads,
+        "cpu_count": os.cpu_count(),
     }
-    write_json(out / "results.json", results)
-    report = report_text(results)
-    write_text(out / "report.md", report)
-    write_provenance(
-        out,
-        seed,
-        "synthetic LETOR-shaped queries (qs.data.letor.make_letor)",
-        {
-            k: results[k]
-            for k in ("preset", "repeats", "train_repeats", "C", "partition_rows", "threads")
+    note = "synthetic LETOR-shaped queries (qs.data.letor.make_letor)"
+    with run_dir("ltr_bench", "bench", out, {**settings, "seed": seed}, note, settings) as out:
+        n_queries, memory_queries = PRESETS[preset]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(store) if store else Path(tmp) / "ltr.zarr"
+            documents = write_store(path, n_queries, seed=seed)
+            memory_rows = _memory_rows(path, memory_queries)
+            X, y, groups = _open(path, memory_rows)
+            data_bytes = X.nbytes
+            passes = pass_ratio(X, y, groups, repeats, seed)
+            trains = training(X, y, groups, train_repeats, threads, C)
+            memory_s = np.array(in_memory_pass(X, y, groups, repeats, seed))
+            del X, y, groups
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                ooc_s, ooc_before, ooc_peak, n_parts = pool.apply(
+                    _out_of_core_child, (str(path), partition_rows, repeats, seed)
+                )
+        ooc_s = np.array(ooc_s)
+        per_doc_ooc, per_doc_mem = ooc_s / documents, memory_s / memory_rows
+        results = {
+            "preset": preset,
+            "documents": documents,
+            "queries": n_queries,
+            "in_memory_documents": memory_rows,
+            "in_memory_queries": memory_queries,
+            "features": WEB30K[2],
+            "data_bytes": int(data_bytes),
+            "threads": threads,
+            "repeats": repeats,
+            "train_repeats": train_repeats,
+            "C": C,
+            "scores_s": _spread(passes[:, 0]),
+            "lai_s": _spread(passes[:, 1]),
+            "lai_over_scores": _spread(passes[:, 1] / passes[:, 0]),
+            "svm_fit_s": _spread(trains[:, 0]),
+            "lgbm_fit_s": _spread(trains[:, 1]),
+            "svm_over_lgbm": _spread(trains[:, 0] / trains[:, 1]),
+            "svm_passes": int(trains[0, 3]),
+            "svm_peak_extra_bytes": _spread(trains[:, 2]),
+            "svm_peak_over_data": _spread(trains[:, 2] / data_bytes),
+            "in_memory_pass_s_per_doc": _spread(per_doc_mem),
+            "out_of_core_pass_s_per_doc": _spread(per_doc_ooc),
+            "out_of_core_over_in_memory": _spread(per_doc_ooc / np.median(per_doc_mem)),
+            "partitions": n_parts,
+            "partition_rows": partition_rows,
+            "out_of_core_peak_bytes": int(ooc_peak),
+            "out_of_core_start_bytes": int(ooc_before),
         }
-        | {"cpu_count": os.cpu_count()},
-        code=code,
-    )
+        write_json(out / "results.json", results)
+        report = report_text(results)
+        write_text(out / "report.md", report)
     return out, report
 
 

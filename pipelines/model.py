@@ -1,4 +1,4 @@
-"""The model file of `qsrank fit`, and the `predict` and `evaluate` commands' work.
+"""The model file of `qsrank fit` (`qsrank.pipelines.scoring` scores with it).
 
 A model is data, never pickle: ``model.json`` (format and version, qsrank's version, the
 features, the positive class of each one-vs-rest model, loss, C, scaling, and the checksum of
@@ -14,26 +14,22 @@ import hashlib
 import io
 import json
 import math
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from qs.data.files import check_regular, read_bytes, shown
-from qs.data.tables import align_features, permuted_columns, read_labels, read_table
-from qsrank.pipelines._io import check_output, write_csv, write_json, write_npz
+from qs.data.files import read_bytes, shown
+from qsrank.pipelines._io import write_json, write_npz
 from qsrank.pipelines._provenance import _version
 
 FORMAT = "qsrank-linear-model"
 VERSION = 2  # 2: the checksum covers model.json too
 JSON_NAME, WEIGHTS_NAME = "model.json", "model.npz"
 ARRAYS = ("coef", "intercept", "mean", "scale")
-METRICS = {"ap": "AP", "ndcg": "NDCG", "voc_ap": "VOC AP", "roc_auc": "ROC AUC"}
 _JSON_BYTES = 2**26  # feature names of a million features fit
 _NPY_HEADER = 2**16  # the most a .npy member's header takes (format 1.0) and then some
 
@@ -282,127 +278,3 @@ def _check_members(path, raw, shapes):
                     f"{path}: {name} must be finite floats of shape {shape}; got "
                     f"{dtype} of shape {got}."
                 )
-
-
-def predict(model_path, data_path, out, label_column=None):
-    """Score the rows of `data_path` with the model at `model_path` and write them to the CSV
-    `out` (one column per positive class); return the number of rows. A table's
-    `label_column` (default: the model's) is left out of the features."""
-    json_path, weights = model_files(model_path)
-    check_output(
-        out, {"the model file": json_path, "the model weights": weights, "the data file": data_path}
-    )
-    model = read_model(model_path)
-    label_column = label_column or model.meta.get("label_column")
-    table = read_table(
-        data_path,
-        label_column=label_column,
-        labels=False,
-        zero_based=model.meta["svmlight_zero_based"],
-    )
-    if table.X.shape[0] == 0:
-        raise ValueError(f"{table.path}: holds no rows to score.")
-    X = align_features(
-        table, model.meta["feature_names"], model.meta["n_features"], f"the model {model.path}"
-    )
-    if model.meta["column_fingerprint"] is not None and table.feature_names is None:
-        warn_permuted(table.path, model.meta["column_fingerprint"], X, f"the model {model.path}")
-    with np.errstate(all="ignore"):
-        scores = model.scores(X)
-    bad = np.flatnonzero(~np.isfinite(scores).all(axis=1))
-    if bad.size:
-        raise ValueError(
-            f"{table.path}: {bad.size} of its {len(scores)} rows (the first: data "
-            f"row {bad[0] + 1}) score inf or NaN under the model {model.path}; "
-            "their values are too large for the model's weights and scaling."
-        )
-    frame = pd.DataFrame(scores, columns=[str(c) for c in model.meta["classes"]])
-    write_csv(out, frame)
-    return len(frame)
-
-
-def warn_permuted(path, fingerprint, X, against):
-    """One line on stderr when the columns of ``X`` (read from ``path``, a file without
-    column names) look permuted against the ``fingerprint`` of ``against``'s columns."""
-    found = permuted_columns(fingerprint, X)
-    if found is not None:
-        print(f"Warning: {path}: {found} ({against}).", file=sys.stderr)
-
-
-def rank_metrics(relevant, scores):
-    """AP, NDCG, VOC AP (qs.metrics) and ROC AUC (`roc_auc`) of a ranking; NaN each when
-    the labels hold no positive or no negative."""
-    relevant = np.asarray(relevant, dtype=bool)
-    if relevant.all() or not relevant.any():
-        return dict.fromkeys(METRICS, math.nan)
-    from qs.metrics import average_precision, ndcg, voc_average_precision  # not for predict
-
-    return {
-        "ap": average_precision(relevant, scores),
-        "ndcg": ndcg(relevant, scores),
-        "voc_ap": voc_average_precision(relevant, scores),
-        "roc_auc": roc_auc(relevant, scores),
-    }
-
-
-def roc_auc(relevant, scores):
-    """ROC AUC as the Mann-Whitney statistic: the share of (positive, negative) pairs the
-    scores order right, a tie counting half (what scikit-learn's ``roc_auc_score`` gives;
-    the tests compare them). Written here because importing scikit-learn's metrics costs
-    `qsrank evaluate` most of its start-up."""
-    _, where, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    ranks = ((ends - counts + 1 + ends) / 2)[where]  # 1-based, ties at their mean rank
-    n_pos = int(relevant.sum())
-    n_neg = relevant.size - n_pos
-    return float((ranks[relevant].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def evaluate(scores_path, labels_path, label_column=None, out=None):
-    """The metrics of each score column of `scores_path` (as `predict` writes them), the
-    column's class against the rest of the labels of `labels_path`; written to the CSV `out`
-    when given. Returns a DataFrame: class, positives, then the `METRICS`."""
-    if out is not None:
-        check_output(out, {"the scores file": scores_path, "the labels file": labels_path})
-    scores = _read_scores(scores_path)
-    labels = np.asarray(read_labels(labels_path, label_column=label_column)).astype(str)
-    if labels.size != len(scores):
-        raise ValueError(
-            f"{labels_path}: has {labels.size} labels but {scores_path} has "
-            f"{len(scores)} rows of scores; expected one label per row."
-        )
-    if not set(scores.columns) & set(labels):
-        raise ValueError(
-            f"{scores_path}: none of its columns ({', '.join(scores.columns)}) "
-            f"names a class of the labels of {labels_path}."
-        )
-    rows = [
-        {
-            "class": c,
-            "positives": int((labels == c).sum()),
-            **rank_metrics(labels == c, scores[c].to_numpy()),
-        }
-        for c in scores.columns
-    ]
-    frame = pd.DataFrame(rows)
-    if out is not None:
-        write_csv(out, frame)
-    return frame
-
-
-def _read_scores(path):
-    """A scores CSV: numeric, finite columns named by class."""
-    check_regular(path, "the scores file")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise ValueError(
-            f"Cannot read {path} as a scores CSV: {' '.join(str(err).split())[:200]}"
-        ) from None
-    numbers = frame.apply(pd.to_numeric, errors="coerce")
-    if frame.empty or frame.shape[1] == 0 or not np.isfinite(numbers.to_numpy(float)).all():
-        raise ValueError(
-            f"{path}: expected a CSV of finite scores, one column per class, as "
-            "`qsrank predict` writes it."
-        )
-    return numbers

@@ -13,20 +13,22 @@ positives per query), ratios measured side by side in one run:
 Writes report.md, curves.csv, curves.png/.pdf and provenance.json; torch on one thread."""
 
 import csv
-import datetime
 import os
-import socket
-import tempfile
-import time
 
 import numpy as np
 
-from qsrank.pipelines._config import new_run_dir
 from qsrank.pipelines._io import atomic_path, save_figure, write_text
 from qsrank.pipelines._measure import PeakMemory, exact_rss
-from qsrank.pipelines._provenance import code_version, write_provenance
-from qsrank.pipelines._runs import claim_run_dir
+from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
+from qsrank.pipelines.torch_loss_parts import (
+    DISTRIBUTED_REPEATS,
+    distributed_step,
+    interleaved,
+    memory_bank,
+    one_vs_rest,
+    ratio_text,
+)
 
 SIZES = tuple(2**k for k in range(8, 21, 2))
 PARTS = ("curves", "batched", "distributed", "memory")
@@ -43,12 +45,6 @@ CUDA_LOSSES = ("exact AP hinge, torch method",)
 #: Smooth-AP is skipped where its (Q, n, n) table and the temporaries of its backward
 #: (about four of them) would need more than this
 SMOOTH_AP_MAX_BYTES = 4 << 30
-#: a repeat of a fast loss runs back-to-back calls for at least this long (their mean counts)
-MIN_REPEAT_S = 0.05
-#: a repeat of the distributed part is the mean of this many back-to-back steps, and the part
-#: makes at least this many repeats (each about 0.1 s: a hiccup of the machine spoils few)
-DISTRIBUTED_STEPS = 20
-DISTRIBUTED_REPEATS = 15
 
 
 def _losses(torch):
@@ -69,13 +65,6 @@ def _losses(torch):
     }
 
 
-def _one_vs_rest(rng, q, n, frac=0.1):
-    scores = rng.normal(size=(q, n)).astype(np.float32)
-    labels = rng.random((q, n)) < frac
-    labels[:, 0], labels[:, 1] = True, False  # every query has both classes
-    return scores, labels
-
-
 def _median(times):
     return float(np.median(times)), float(np.min(times)), float(np.max(times))
 
@@ -85,7 +74,7 @@ def loss_curves(
 ):
     """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
     the losses' repeats are interleaved, so that all of them see the same load, and a repeat
-    is the mean of back-to-back calls filling :data:`MIN_REPEAT_S`. The peaks are taken in a
+    is the mean of back-to-back calls (`interleaved`). The peaks are taken in a
     second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
     the default allocator."""
     fns = _losses(torch)
@@ -101,19 +90,8 @@ def loss_curves(
                 notes[name] = f"needs about {need / 2**30:,.0f} GiB"
             else:
                 steps[name] = _step(torch, fns[name], s, y, device)
-        inner = {}
-        for name, step in steps.items():
-            step()  # first call: compiles, allocates
-            start = time.perf_counter()
-            step()
-            inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
-        times = {name: [] for name in steps}
-        for _ in range(repeats):
-            for name, step in steps.items():
-                start = time.perf_counter()
-                for _ in range(inner[name]):
-                    step()
-                times[name].append((time.perf_counter() - start) / inner[name])
+        # interleaved makes each step's first call (compiling, allocating) untimed; [:, 0]: wall
+        times = {name: t[:, 0] for name, t in interleaved(steps, repeats).items()}
         for name in losses:
             if name not in steps:
                 rows.append([device, name, n, None, None, None, None, notes[name]])
@@ -139,7 +117,7 @@ def _inputs(torch, sizes, q, device, seed):
     """(n, scores, labels) at each size, the same in every pass (one generator)."""
     rng = np.random.default_rng(seed)
     for n in sizes:
-        scores, labels = _one_vs_rest(rng, q, n)
+        scores, labels = one_vs_rest(rng, q, n)
         yield n, torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
 
@@ -172,7 +150,7 @@ def batched_vs_rows(
     rows = []
     for n in sizes:
         for frac in fracs:
-            scores, labels = _one_vs_rest(rng, q, n, frac)
+            scores, labels = one_vs_rest(rng, q, n, frac)
             scores = scores.astype(np.float64)
             s, y = torch.from_numpy(scores), torch.from_numpy(labels)
 
@@ -189,140 +167,8 @@ def batched_vs_rows(
                     lai(scores[k], labels[k], loss) for k in range(q)
                 ],
             }
-            rows.append((n, frac, *_interleaved(cases, repeats).values()))
+            rows.append((n, frac, *interleaved(cases, repeats).values()))
     return rows
-
-
-def _interleaved(cases, repeats):
-    """(wall s, CPU s) per call of each case, one row per repeat (an array (repeats, 2)):
-    repeats interleaved across the cases, each the mean of back-to-back calls filling
-    :data:`MIN_REPEAT_S`, so that a repeat's ratio between two cases is measured side by
-    side."""
-    inner = {}
-    for name, fn in cases.items():
-        fn()
-        start = time.perf_counter()
-        fn()
-        inner[name] = max(1, int(MIN_REPEAT_S / (time.perf_counter() - start)))
-    times = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            start, cpu = time.perf_counter(), time.process_time()
-            for _ in range(inner[name]):
-                fn()
-            times[name].append(
-                (
-                    (time.perf_counter() - start) / inner[name],
-                    (time.process_time() - cpu) / inner[name],
-                )
-            )
-    return {name: np.array(t) for name, t in times.items()}
-
-
-def _ratio(num, den, clock):
-    """Median ratio of two cases of :func:`_interleaved` on ``clock`` (0 wall, 1 CPU), with
-    the smallest and largest of the repeats' ratios: "1.23 (1.10-1.31)"."""
-    r = num[:, clock] / den[:, clock]
-    return f"{np.median(r):.2f} ({r.min():.2f}-{r.max():.2f})"
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _distributed_worker(rank, world, port, out, per_rank, q, repeats, seed):
-    import torch
-    import torch.distributed as dist
-
-    from qs.torch import rank_hinge_loss
-    from qs.torch.distributed import distributed_rank_hinge_loss
-
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=120),
-    )
-    try:
-        scores, labels = _one_vs_rest(np.random.default_rng(seed), q, world * per_rank)
-        cols = slice(rank * per_rank, (rank + 1) * per_rank)
-        x = torch.from_numpy(scores[:, cols].copy()).requires_grad_(True)
-        y = torch.from_numpy(labels[:, cols].copy())
-        whole = torch.from_numpy(scores).requires_grad_(True)
-        whole_y = torch.from_numpy(labels)
-        times = []
-        for k in range(repeats + 1):
-            dist.barrier()
-            step = _mean_step(lambda: distributed_rank_hinge_loss(x, y, dim=-1), x)
-            dist.barrier()  # the other processes wait at the next barrier meanwhile
-            one = (
-                _mean_step(lambda: rank_hinge_loss(whole, whole_y, dim=-1), whole)
-                if rank == 0
-                else 0
-            )
-            if k:
-                times.append((step, one))
-        np.save(f"{out}/{rank}.npy", np.array(times))
-    finally:
-        dist.destroy_process_group()
-
-
-def _mean_step(loss, x):
-    """Mean wall time of :data:`DISTRIBUTED_STEPS` back-to-back steps (forward + backward)."""
-    start = time.perf_counter()
-    for _ in range(DISTRIBUTED_STEPS):
-        x.grad = None
-        loss().backward()
-    return (time.perf_counter() - start) / DISTRIBUTED_STEPS
-
-
-def distributed_step(per_rank=4096, q=8, repeats=DISTRIBUTED_REPEATS, world=2, seed=0):
-    """(s of a distributed step, s of the one-process step) per repeat, an array (repeats,
-    2): a repeat times each in turn in the same processes (the one-process step on process
-    0, the others blocked at a barrier), so both see the same load; the distributed step
-    ends when its last process is done."""
-    import torch
-
-    with tempfile.TemporaryDirectory() as tmp:
-        torch.multiprocessing.spawn(
-            _distributed_worker,
-            args=(world, _free_port(), tmp, per_rank, q, repeats, seed),
-            nprocs=world,
-            join=True,
-        )
-        every = [np.load(f"{tmp}/{r}.npy") for r in range(world)]
-    return np.column_stack([np.max([t[:, 0] for t in every], axis=0), every[0][:, 1]])
-
-
-def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
-    """((wall s, CPU s) per repeat of the similarity product, of loss + gradient), each an
-    array (repeats, 2)."""
-    import torch
-
-    from qs.torch.memory import CrossBatchMemory
-
-    rng = np.random.default_rng(seed)
-    memory = CrossBatchMemory(size)
-    bank = torch.nn.functional.normalize(
-        torch.from_numpy(rng.normal(size=(size, dim)).astype(np.float32)), dim=1
-    )
-    memory._store(bank, torch.from_numpy(rng.integers(0, classes, size)))
-    emb = torch.from_numpy(rng.normal(size=(queries, dim)).astype(np.float32))
-    labels = torch.from_numpy(rng.integers(0, classes, queries))
-
-    def product():
-        return torch.nn.functional.normalize(emb, dim=1) @ memory.memory.T
-
-    def step():
-        x = emb.clone().requires_grad_(True)
-        memory(x, labels).backward()
-
-    times = _interleaved({"product": product, "step": step}, repeats)
-    return times["product"], times["step"]
 
 
 def figure(rows, stem):
@@ -409,96 +255,92 @@ def run(
         raise ValueError("devices names cuda, but torch sees no CUDA device")
 
     torch.set_num_threads(1)
-    code = code_version()  # the code the benchmark runs, not that of commits made meanwhile
-    out = claim_run_dir(out or new_run_dir("torch_losses"), "torch_losses", "bench")
-    sections = [
-        f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
-        f"torch {torch.__version__})"
-    ]
-    if "batched" in parts:
-        rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
-        sections.append(
-            "## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
-            "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
-            "gradient) against 4 `lai` calls; times are medians over the repeats "
-            "(wall clock); ratios the median of the repeats' ratios, measured side "
-            "by side, with the smallest and largest, on the wall clock and on CPU "
-            "time\n\n"
-            + markdown_table(
-                [
-                    "n",
-                    "positives",
-                    "loss ms",
-                    "lai_batch ms",
-                    "4 x lai ms",
-                    "loss / lai",
-                    "lai_batch / lai",
-                    "loss / lai (CPU)",
-                    "lai_batch / lai (CPU)",
-                ],
-                [
-                    (
-                        n,
-                        f"{f:.1%}",
-                        *(f"{np.median(x[:, 0]) * 1e3:.1f}" for x in (a, b, r)),
-                        _ratio(a, r, 0),
-                        _ratio(b, r, 0),
-                        _ratio(a, r, 1),
-                        _ratio(b, r, 1),
-                    )
-                    for n, f, a, b, r in rows
-                ],
+    settings = {
+        "sizes": list(sizes),
+        "queries": q,
+        "repeats": repeats,
+        "parts": list(parts),
+        "budget_s": budget,
+        "threads": 1,
+        "cpu_count": os.cpu_count(),
+        "devices": list(devices),
+    }
+    cfg = {**settings, "seed": seed}
+    with run_dir("torch_losses", "bench", out, cfg, "synthetic scores", settings) as out:
+        sections = [
+            f"# Rank losses in training: time and memory (Q = {q} queries, one thread, "
+            f"torch {torch.__version__})"
+        ]
+        if "batched" in parts:
+            rows = batched_vs_rows(q=4, sizes=batched_sizes, repeats=max(repeats, 5), seed=seed)
+            sections.append(
+                "## The loss's inference against `lai` row by row (4 queries, AP)\n\n"
+                "`rank_hinge_loss` forward (float64, no grad) and `lai_batch` (with the "
+                "gradient) against 4 `lai` calls; times are medians over the repeats "
+                "(wall clock); ratios the median of the repeats' ratios, measured side "
+                "by side, with the smallest and largest, on the wall clock and on CPU "
+                "time\n\n"
+                + markdown_table(
+                    [
+                        "n",
+                        "positives",
+                        "loss ms",
+                        "lai_batch ms",
+                        "4 x lai ms",
+                        "loss / lai",
+                        "lai_batch / lai",
+                        "loss / lai (CPU)",
+                        "lai_batch / lai (CPU)",
+                    ],
+                    [
+                        (
+                            n,
+                            f"{f:.1%}",
+                            *(f"{np.median(x[:, 0]) * 1e3:.1f}" for x in (a, b, r)),
+                            ratio_text(a, r, 0),
+                            ratio_text(b, r, 0),
+                            ratio_text(a, r, 1),
+                            ratio_text(b, r, 1),
+                        )
+                        for n, f, a, b, r in rows
+                    ],
+                )
             )
-        )
-    if "distributed" in parts:
-        times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
-        dist_ms, one_ms = np.median(times, axis=0) * 1e3
-        sections.append(
-            f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
-            f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
-            f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
-            f"{_ratio(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
-            "ratios, smallest-largest)"
-        )
-    if "memory" in parts:
-        size, queries, dim = bank
-        prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
-        p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
-        sections.append(
-            f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
-            f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
-            f"gradient {l_ms[0]:.1f} ms; ratio {_ratio(loss, prod, 0)} (CPU "
-            f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
-            f"{_ratio(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
-            f"the median of the repeats' ratios (smallest-largest)"
-        )
-    if "curves" in parts:
-        rows = [r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget, seed)]
-        with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(
-                ["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes", "note"]
+        if "distributed" in parts:
+            times = distributed_step(per_rank, q, max(repeats, DISTRIBUTED_REPEATS), seed=seed)
+            dist_ms, one_ms = np.median(times, axis=0) * 1e3
+            sections.append(
+                f"## Distributed (gloo, 2 processes, {per_rank} samples each, {q} "
+                f"queries)\n\nstep {dist_ms:.2f} ms; one process on the global batch "
+                f"{one_ms:.2f} ms (medians over {len(times)} repeats); ratio "
+                f"{ratio_text(times[:, :1], times[:, 1:], 0)} (the median of the repeats' "
+                "ratios, smallest-largest)"
             )
-            writer.writerows(rows)
-        figure(rows, out / "curves")
-        # last: its memory pass changes the allocator for the rest of the process
-        sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
-    report = "\n\n".join(sections) + "\n"
-    write_text(out / "report.md", report)
-    write_provenance(
-        out,
-        seed,
-        "synthetic scores",
-        {
-            "sizes": list(sizes),
-            "queries": q,
-            "repeats": repeats,
-            "parts": list(parts),
-            "budget_s": budget,
-            "threads": 1,
-            "cpu_count": os.cpu_count(),
-            "devices": list(devices),
-        },
-        code=code,
-    )
+        if "memory" in parts:
+            size, queries, dim = bank
+            prod, loss = memory_bank(size, queries, dim, repeats=max(repeats, 5), seed=seed)
+            p_ms, l_ms = (np.median(x, axis=0) * 1e3 for x in (prod, loss))
+            sections.append(
+                f"## Memory bank (M = {size}, {queries} queries, d = {dim}, 1000 "
+                f"classes)\n\nsimilarity product {p_ms[0]:.1f} ms; loss + "
+                f"gradient {l_ms[0]:.1f} ms; ratio {ratio_text(loss, prod, 0)} (CPU "
+                f"time: {p_ms[1]:.1f} ms, {l_ms[1]:.1f} ms; ratio "
+                f"{ratio_text(loss, prod, 1)}); medians over {len(prod)} repeats, ratios "
+                f"the median of the repeats' ratios (smallest-largest)"
+            )
+        if "curves" in parts:
+            rows = [
+                r for d in devices for r in loss_curves(torch, sizes, q, repeats, d, budget, seed)
+            ]
+            with atomic_path(out / "curves.csv") as tmp, open(tmp, "w", newline="") as fh:
+                writer = csv.writer(fh)
+                writer.writerow(
+                    ["device", "loss", "n", "median_s", "min_s", "max_s", "peak_bytes", "note"]
+                )
+                writer.writerows(rows)
+            figure(rows, out / "curves")
+            # last: its memory pass changes the allocator for the rest of the process
+            sections.insert(1, "## Forward + backward per loss\n\n" + _curves_text(rows, q))
+        report = "\n\n".join(sections) + "\n"
+        write_text(out / "report.md", report)
     return out, report

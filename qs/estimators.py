@@ -25,7 +25,7 @@ from qs.metrics import average_precision, ndcg
 from qs.ssvm import SOLVERS
 from qs.ssvm.latent import bag_argmax, check_bags, latent_cutting_plane
 from qs.ssvm.out_of_core import DASK_SOLVERS, DaskQueryProblem, is_dask_collection, solve_dask
-from qs.ssvm.queries import QUERY_SOLVERS, query_offsets, solve_queries
+from qs.ssvm.queries import QUERY_SOLVERS, query_offsets, query_scores, solve_queries
 from qs.validation import as_positive_mask
 
 __all__ = ["LatentRankSVM", "RankSVM", "append_ones"]
@@ -180,7 +180,9 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array_like or scipy.sparse matrix of shape (n_samples, n_features)
-            The features.
+            The features, read as float64; with ``groups``, dense float32 features are
+            kept float32 (each score and each sum of the training taken in float64), so
+            that training holds no float64 copy of them.
         y : array_like of shape (n_samples,)
             Without ``groups``: two classes, the larger label the positive one; the whole
             set is one ranking. With ``groups``: numeric relevance grades, a document
@@ -216,7 +218,9 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         self._check_params()
         if is_dask_collection(X):
             return self._fit_dask(X, y, groups)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        # over queries, float32 features stay float32 (`qs.ssvm.queries` reads them so)
+        dtype = np.float64 if groups is None else [np.float64, np.float32]
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=dtype)
         if groups is not None:
             return self._fit_queries(X, y, groups)
         self.n_queries_, self.n_queries_skipped_, self.relevance_threshold_ = 1, 0, None
@@ -367,7 +371,7 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         if bias_column:
             self.intercept_ = res.w[-1:].copy()
         elif self.fit_intercept:
-            scores = X.scores(w) if isinstance(X, DaskQueryProblem) else X @ w
+            scores = X.scores(w) if isinstance(X, DaskQueryProblem) else query_scores(X, w)
             self.intercept_ = np.array([-_fewest_errors_threshold(scores, is_pos)])
         else:
             self.intercept_ = np.zeros(1)

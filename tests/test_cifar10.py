@@ -463,21 +463,20 @@ def test_cli_trains_layerwise_on_cifar10_binary_batches(tmp_path, no_figure):
         ({"preset": "huge"}, "^preset: expected one of default, full; got 'huge'$"),
         (
             {"widths": [64, 128]},
-            r"^widths: expected a list of 3 positive integers; got \[64, 128\]$",
+            r"^widths: expected a list of 3 or more; got \[64, 128\]$",
         ),
         (
             {"widths": [64, 0, 8]},
-            "^widths: expected a list of 3 positive integers; got entry 1: 0$",
+            "^widths.1: expected a value >= 1; got 0$",
         ),
         ({"split": {"train": 1000, "val": 500}}, "split.train \\+ split.val is 1500"),
         (
             {"methods": ["ap_fast"]},
-            "^methods: expected a non-empty list of distinct method names; "
-            "got entry 0: 'ap_fast' \\(not one of zero_one, ap_yue",
+            "^methods.0: expected one of zero_one, ap_yue, .*; got 'ap_fast'$",
         ),
         ({"methods": ["ap_qs"], "loss": "ndcg"}, "^no method of \\['ap_qs'\\] has loss 'ndcg'$"),
-        ({"warm_start": {"lr": 0}}, "^warm_start.lr: expected a finite number > 0; got 0$"),
-        ({"data": 3}, "^data: expected null or a string; got 3$"),
+        ({"warm_start": {"lr": 0}}, "^warm_start.lr: expected a value > 0; got 0$"),
+        ({"data": 3}, "^data: expected a string; got 3$"),
         ({"device": "tpu"}, "^device: expected one of cpu, cuda, auto; got 'tpu'$"),
         ({"warm_start": {"optimizer": "adam"}}, "^warm_start.optimizer: expected one of adadelta"),
     ],

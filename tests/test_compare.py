@@ -124,22 +124,19 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
     [
         (
             {"methods": ["ap_hinge", "lambdaloss"]},
-            r"^methods: expected a non-empty list of distinct method names; got entry 1: 'lambdaloss' "
-            r"\(not one of cross_entropy, zero_one, ap_hinge",
+            r"^methods.1: expected one of cross_entropy, zero_one, ap_hinge, .*; got 'lambdaloss'$",
         ),
         (
             {"datasets": ["mnist"]},
-            r"^datasets: expected .*; got entry 0: 'mnist' \(not one of "
-            r"voc2011_actions",
+            r"^datasets.0: expected one of voc2011_actions, .*; got 'mnist'$",
         ),
         (
             {"digits": {"epochs": 0}},
-            r"^digits.epochs: expected null or a finite integer >= 1; got 0$",
+            r"^digits.epochs: expected a value >= 1; got 0$",
         ),
         (
             {"digits": {"epochs": None, "seconds": 0}},
-            r"^digits.seconds: expected null or a finite "
-            r"number > 0; got 0$",
+            r"^digits.seconds: expected a value > 0; got 0$",
         ),
         ({"digits": {"epochs": None}}, "^digits: set a budget, epochs or seconds"),
         ({"epochs": 3}, r"^unknown config key 'epochs'"),
@@ -149,7 +146,10 @@ def test_cli_compare_runs_and_train_finds_the_pipeline(tmp_path):
             r"epochs, seconds, batch_size, lr$",
         ),
         ({"options": {"anchors": 5}}, r"^unknown config key 'options.anchors'"),
-        ({"cifar10": {"widths": [8, 16]}}, r"^cifar10.widths: expected a list of 3 positive"),
+        (
+            {"cifar10": {"widths": [8, 16]}},
+            r"^cifar10.widths: expected a list of 3 or more; got \[8, 16\]$",
+        ),
     ],
 )
 def test_bad_config(config, match):
@@ -192,6 +192,6 @@ def test_cli_bad_method_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
     assert (
-        "methods: expected a non-empty list of distinct method names; got entry 1: "
-        "'nope' (not one of cross_entropy," in result.output
+        "methods.1: expected one of cross_entropy, zero_one," in result.output
+        and "; got 'nope'" in result.output
     )

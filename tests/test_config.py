@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 import yaml
+from pydantic import conint
 
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._config import dump_config, load_config
 
 
 class Seeded(S.Section):
-    seed: S.number(integer=True, low=0) = S.key(0, "seed")
+    seed: conint(ge=0) = S.key(0, "seed")
 
 
 def test_numpy_numbers_are_written_as_plain_numbers():

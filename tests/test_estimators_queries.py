@@ -157,3 +157,25 @@ def test_block_frank_wolfe_takes_dense_features_only():
         warnings.simplefilter("error")
         est = RankSVM().fit(sp.csr_matrix(X), y, groups)
     assert est.solver_ == "cutting_plane"
+
+
+def test_float32_features_train_without_a_float64_copy():
+    """Over queries a float32 X is read in place (the problem holds the caller's array),
+    its scores and joint feature map summed in float64: the model is the float64 fit's."""
+    from qs.ssvm.queries import QueryProblem, query_offsets, query_scores, query_transposed
+
+    X, y, groups = letor_like(21, d=11)
+    X32 = X.astype(np.float32)
+    _, offsets = query_offsets(groups)
+    prob = QueryProblem(
+        X32, y > 0, offsets, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=5, callback=None
+    )
+    assert prob.X.dtype == np.float32 and np.shares_memory(prob.X, X32)
+    w = np.random.default_rng(0).normal(size=11)
+    wide = X32.astype(np.float64)
+    np.testing.assert_allclose(query_scores(X32, w), wide @ w, rtol=1e-12, atol=1e-12)
+    g = np.random.default_rng(1).normal(size=y.size)
+    np.testing.assert_allclose(query_transposed(X32, g), wide.T @ g, rtol=1e-12, atol=1e-12)
+    fit32 = RankSVM(C=1.0).fit(X32, y, groups)
+    fit64 = RankSVM(C=1.0).fit(wide, y, groups)
+    np.testing.assert_allclose(fit32.coef_, fit64.coef_, rtol=1e-8, atol=1e-10)

@@ -28,7 +28,8 @@ from qs.metrics import average_precision
 from qs.ssvm import SOLVERS
 from qsrank.main import main
 from qsrank.pipelines import fit as pipeline
-from qsrank.pipelines.model import evaluate, model_digest, read_model, write_model
+from qsrank.pipelines.model import model_digest, read_model, write_model
+from qsrank.pipelines.scoring import evaluate
 
 NAMES = ["alpha", "beta", "gamma", "delta"]
 
@@ -228,7 +229,7 @@ def test_evaluate_matches_scikit_learn(tmp_path):
 
 @pytest.mark.parametrize("decimals", [0, 1, 12])
 def test_roc_auc_is_scikit_learns_ties_included(decimals):
-    from qsrank.pipelines.model import roc_auc
+    from qsrank.pipelines.scoring import roc_auc
 
     rng = np.random.default_rng(decimals)
     relevant = rng.random(300) < 0.2

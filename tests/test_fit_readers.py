@@ -21,6 +21,7 @@ from qs.data.formats import read_svmlight
 from qs.data.tables import read_labels, read_table
 from qsrank.main import main
 from qsrank.pipelines import fit as pipeline
+from qsrank.pipelines import fit_data
 from qsrank.pipelines.model import read_model
 
 FIT = ("--C", "1", "--baseline-C", "1")
@@ -312,7 +313,7 @@ def test_large_sparse_input_stays_sparse_and_the_table_says_so(tmp_path, monkeyp
     X, y = data(n=60, d=4)
     X[np.abs(X) < 4] = 0.0
     dump_svmlight_file(X, y, str(tmp_path / "t.svm"), zero_based=False)
-    monkeypatch.setattr(pipeline, "DENSE_BYTES", 0)
+    monkeypatch.setattr(fit_data, "DENSE_BYTES", 0)
     cfg = {
         **{k: v.default for k, v in pipeline.Config.model_fields.items()},
         "train": str(tmp_path / "t.svm"),

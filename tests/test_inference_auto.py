@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from qs.inference import lai
+from qs.inference._packed_sort import pack_descending, place_bits, unpack_sorted
 from qs.inference.auto import (
     BUCKET_MAX_POSITIVES,
     SETTLED_SHARE,
@@ -124,3 +125,79 @@ def test_many_positives_among_many_negatives_agree_across_methods(loss):
         ref = lai(scores, labels, loss, method)
         np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank, err_msg=method)
         assert ours.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_the_numpy_sort_route_is_exact_on_small_inputs(loss, monkeypatch):
+    """The route that hands the sort to numpy, forced from one negative on: the same ranks,
+    coefficients and hinge as ``bucket_sort`` (same tie rule), the optimum of exhaustive
+    enumeration, on ties, signed zeros and subnormal steps."""
+    from qs.inference import auto
+
+    monkeypatch.setattr(auto, "NUMPY_SORT_FROM", 1)
+    rng = np.random.default_rng(5)
+    tried = 0
+    while tried < 300:
+        n = int(rng.integers(2, 11))
+        labels = (rng.random(n) < 0.6).astype(np.uint8)
+        if labels.all() or not labels.any():
+            continue
+        step = rng.choice([1.0, 0.5, 1e-320])
+        scores = rng.integers(-3, 4, n) * step
+        scores[rng.random(n) < 0.2] = -0.0
+        tried += 1
+        ours = lai(scores, labels, loss, "auto")
+        ref = lai(scores, labels, loss, "bucket_sort")
+        np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
+        np.testing.assert_array_equal(ours.coef, ref.coef)
+        assert ours.hinge == ref.hinge
+        assert ours.hinge == pytest.approx(lai(scores, labels, loss, "brute").hinge, abs=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+@pytest.mark.parametrize("kind", ["random", "ties", "low_bits", "zeros"])
+def test_the_numpy_sort_route_runs_from_its_size_and_agrees(loss, kind, monkeypatch):
+    """From NUMPY_SORT_FROM negatives at a share of positives that sorts, the default packs
+    the negatives for numpy's sort (counted), and agrees with ``bucket_sort`` to the bit:
+    random scores, many ties, scores that differ only in their lowest bits (long runs of
+    equal packed keys, out of order), and signed zeros among tiny scores."""
+    from qs.inference import auto
+
+    packed = []
+    monkeypatch.setattr(auto, "pack_descending", lambda *a: packed.append(1) or pack_descending(*a))
+    n_neg = auto.NUMPY_SORT_FROM + 17
+    scores, labels = inputs(n_neg // 4, n_neg, seed=7)
+    rng = np.random.default_rng(7)
+    if kind == "ties":
+        scores = np.round(scores * 3)
+    elif kind == "low_bits":
+        scores = 1.0 + rng.integers(0, 1 << 20, scores.size) * 2.0**-52
+    elif kind == "zeros":
+        scores = rng.choice([0.0, -0.0, 1e-300, -1e-300, 2.0], scores.size)
+    ours = lai(scores, labels, loss, "auto")
+    ref = lai(scores, labels, loss, "bucket_sort")
+    np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
+    np.testing.assert_array_equal(ours.coef, ref.coef)
+    assert ours.hinge == ref.hinge
+    assert packed == [1] or share(scores, labels) >= SETTLED_SHARE
+
+
+def test_packed_keys_sort_by_descending_score_then_place():
+    """np.sort of the packed keys, then the runs fixed, gives np.lexsort's order of
+    (descending score, ascending place), for runs longer and shorter than SHORT_RUN."""
+    rng = np.random.default_rng(2)
+    for v in (
+        rng.normal(size=5000),
+        1.0 + rng.integers(0, 1 << 20, 5000) * 2.0**-52,  # one long run, scrambled
+        1.0 + rng.integers(0, 1 << 16, 5000) * 2.0**-44,  # runs of a few scores each
+        rng.choice([0.0, -0.0, -1.0, np.inf, -np.inf], 5000),
+    ):
+        n = v.size
+        keys = np.empty(n, dtype=np.uint64)
+        pack_descending(v.view(np.uint64), place_bits(n), keys)
+        keys.sort()
+        key = np.arange(n, dtype=np.int64)
+        v_sorted, key_sorted = np.empty(n), np.empty(n, dtype=np.int64)
+        unpack_sorted(keys, place_bits(n), v, key, v_sorted, key_sorted)
+        np.testing.assert_array_equal(key_sorted, np.lexsort((key, -(v + 0.0))))
+        np.testing.assert_array_equal(v_sorted, v[key_sorted])

@@ -96,6 +96,23 @@ def test_gradient_and_float32(loss):
     )
 
 
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_training_pass_of_letor_shaped_queries(loss, ties):
+    """Queries of about a hundred documents, half of them relevant, float32 scores, as a
+    training pass gives them: the small route sorts the positives by buckets as it does the
+    negatives (an outlier's range sends a query's positives, and another's negatives, to
+    the merge sort) and writes the gradient and ranks as it solves; exact as lai."""
+    rng = np.random.default_rng(13)
+    sizes = rng.integers(80, 160, 30)
+    scores, labels, offsets = ragged_input(rng, sizes, 0.5, ties, dtype=np.float32)
+    scores[offsets[4]], labels[offsets[4]] = 1e30, True
+    scores[offsets[7]], labels[offsets[7]] = -1e30, False
+    res = lai_queries(scores, labels, offsets, loss=loss, gradient=True)
+    check_queries(res, scores, labels, offsets, loss, "auto", gradient=True)
+    assert res.valid.all()
+
+
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_large_queries_and_threads(loss, monkeypatch):
     """Queries long enough for "auto" to take the bucket method, and others of many relevant

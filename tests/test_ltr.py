@@ -15,7 +15,7 @@ from qs.data.letor import LETOR_GRADES, load_modechoice, make_letor
 from qs.estimators import RankSVM
 from qs.metrics import mean_average_precision, ndcg_at_k
 from qsrank.main import main
-from qsrank.pipelines import _runner
+from qsrank.pipelines import _runner, ltr_data
 from qsrank.pipelines import ltr as pipeline
 
 LINEAR = ["ap_svm", "ndcg_svm", "pairwise_svm", "logistic"]
@@ -134,7 +134,7 @@ def test_cv_chooses_C_by_groupkfold_map():
     cfg = _runner.resolve(
         pipeline.SPEC, {"datasets": ["synthetic"], "C": [0.01, 1.0, 100.0], "methods": ["logistic"]}
     )
-    split = pipeline._scaled(data.X, data.y, data.groups, data.X, data.y, data.groups, "")
+    split = ltr_data.scaled(data.X, data.y, data.groups, data.X, data.y, data.groups, "")
     C, how, cv_map = pipeline.choose_C(cfg, "logistic", split)
     by_hand = []
     for c in cfg["C"]:
@@ -194,9 +194,9 @@ def test_modechoice_is_one_query_per_traveller():
 
 
 def test_a_missing_booster_library_is_said_in_one_line(monkeypatch):
-    real = pipeline.importlib.util.find_spec
+    real = ltr_data.importlib.util.find_spec
     monkeypatch.setattr(
-        pipeline.importlib.util, "find_spec", lambda name: None if name == "xgboost" else real(name)
+        ltr_data.importlib.util, "find_spec", lambda name: None if name == "xgboost" else real(name)
     )
     cfg = _runner.resolve(pipeline.SPEC, {"datasets": ["synthetic"]})
     with pytest.raises(ValueError, match="xgb_rank_map needs xgboost: install the ltr extra"):

@@ -9,13 +9,12 @@ from functools import partial
 from importlib import metadata
 
 import pytest
-import yaml
 
 from qsrank.pipelines import _runner, _runs
 from qsrank.pipelines import voc2011_actions as voc
 from qsrank.pipelines._io import write_json
 from qsrank.pipelines._provenance import PACKAGES, code_version
-from qsrank.pipelines._runs import MARKER, RunStore, claim_run_dir, run_owner
+from qsrank.pipelines._runs import MARKER, RunStore, claim_run_dir
 from qsrank.pipelines.voc2011_actions import train as voc_train
 
 run = partial(_runner.run, voc.SPEC)
@@ -118,18 +117,6 @@ def test_out_of_another_experiment_or_kind_is_refused_before_training(tmp_path, 
         run(resolve(TINY), blocker / "run", progress=False)
     assert trained == []
     assert {p.name: p.read_bytes() for p in bench.iterdir()} == before
-
-
-def test_runs_written_before_the_marker_are_recognised(tmp_path):
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "config.yaml").write_text(yaml.safe_dump({"experiment": "digits"}))
-    (old / "table.md").write_text("# table")
-    assert run_owner(old) == {"experiment": "digits", "kind": "tables"}
-    with pytest.raises(ValueError, match="holds a digits tables run"):
-        claim_run_dir(old, "voc2011_actions", "tables")
-    assert claim_run_dir(old, "digits", "tables") == old
-    assert json.loads((old / MARKER).read_text()) == {"experiment": "digits", "kind": "tables"}
 
 
 def test_store_keeps_records_of_the_current_settings_only(tmp_path):

@@ -235,8 +235,10 @@ def test_share_grid_writes_its_table_and_figure(tmp_path):
     assert list(grid.columns) == share.SHARE_COLUMNS
     assert len(grid) == 2 * len(cells) and set(grid["loss"]) == {"ap", "ndcg"}
     assert (grid["vs_zero_one"] > 0).all() and (grid["vs_fastest_other"] > 0).all()
+    assert (grid["vs_argsort"] > 0).all()  # np.argsort of the same scores, in every cell
     assert set(grid["fastest_other"]) <= {c[1] for c in config.SHARE_CURVES} - {
         "0-1",
+        "np.argsort",
         "ap_auto",
         "ndcg_auto",
         "ap_batch",

@@ -61,7 +61,7 @@ def test_unknown_parts_are_refused(tmp_path):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["bench", "--torch-losses", "--repeats", "2"], {"repeats": 2}),
+        (["bench", "torch-losses", "--repeats", "2"], {"repeats": 2}),
         (
             [
                 "bench",

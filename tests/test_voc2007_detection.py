@@ -260,39 +260,38 @@ def test_cli_filters_class_loss_and_inference(tmp_path):
         ),
         (
             {"classes": ["aeroplane", "zebra"]},
-            (
-                r"classes: expected one or more object class names "
-                r"from aeroplane, bicycle, .*; got unknown object "
-                r"class name\(s\) 'zebra'"
-            ),
+            (r"classes.1: expected one of aeroplane, bicycle, .*; got 'zebra'"),
         ),
-        ({"seed": "one"}, r"seed: expected a finite integer >= 0; got 'one'"),
-        ({"nms_threshold": 1.5}, r"nms_threshold: expected a finite number >= 0 and <= 1; got 1.5"),
-        ({"synthetic": {"scale": 0}}, r"synthetic.scale: expected a finite number > 0 and <= 1"),
-        ({"C": {"ndcg": 1.0}}, r"C: expected .*; got unknown key\(s\) 'ndcg'"),
-        ({"methods": "ap_search"}, r"got unknown method name\(s\) 'ap_search'"),
+        ({"seed": "one"}, r"seed: expected an integer; got 'one'"),
+        ({"nms_threshold": 1.5}, r"nms_threshold: expected a value <= 1; got 1.5"),
+        ({"synthetic": {"scale": 0}}, r"synthetic.scale: expected a value > 0; got 0"),
+        ({"C": {"ndcg": 1.0}}, r"C.ndcg: expected one of 01, ap; got 'ndcg'"),
+        (
+            {"methods": "ap_search"},
+            r"methods.0: expected one of 0-1, ap, ap_qs, ap_auto; got 'ap_search'",
+        ),
         ({"data": 3}, r"data: expected 'synthetic' or a mapping"),
         ({"scheduler": "threads"}, r"scheduler applies to data read from stores"),
         (
             {"store": "boxes.zarr"},
-            r"store: expected null or a mapping \{trainval: PATH, test: PATH\}",
+            r"store: expected a mapping \{trainval: PATH, test: PATH\}",
         ),
         (
             {"store": {"trainval": "a.zarr"}},
-            r"store: expected null or a mapping .*; got "
+            r"store: expected a mapping .*; got "
             r"\{'trainval': 'a.zarr'\}",
         ),
         (
             {"store": {"trainval": "a", "test": "b"}, "data": {"trainval": "c", "test": "d"}},
             r"give either data .* or store, not both",
         ),
-        ({"in_memory_max_gb": -1}, r"in_memory_max_gb: expected a finite number >= 0; got -1"),
+        ({"in_memory_max_gb": -1}, r"in_memory_max_gb: expected a value >= 0; got -1"),
         ({"init": "whole_image"}, r"init: expected one of image_means, random"),
-        ({"C": []}, r"C: expected a C value > 0 or a non-empty list of them, or a mapping"),
-        ({"C": {"01": [10, 0]}}, r"C: expected .*; got 01: \[10, 0\]"),
-        ({"validation_fraction": 1}, r"validation_fraction: expected a finite number > 0 and < 1"),
-        ({"min_outer": {"ap": 0}}, r"min_outer: expected an integer >= 1, .*; got ap: 0"),
-        ({"blas_threads": 0}, r"blas_threads: expected null or a finite integer >= 1; got 0"),
+        ({"C": []}, r"C: expected a number or a list of 1 or more or a mapping; got \[\]"),
+        ({"C": {"01": [10, 0]}}, r"C.01.1: expected a value > 0; got 0"),
+        ({"validation_fraction": 1}, r"validation_fraction: expected a value < 1; got 1"),
+        ({"min_outer": {"ap": 0}}, r"min_outer.ap: expected a value >= 1; got 0"),
+        ({"blas_threads": 0}, r"blas_threads: expected a value >= 1; got 0"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
@@ -311,12 +310,9 @@ def test_bad_config_is_one_line_and_exit_1(tmp_path, changes, message):
 def test_cli_loss_and_store_errors(tmp_path):
     config = write_config(tmp_path / "c.yaml")
     result = invoke("train", "--config", config, "--loss", "ndcg")
-    assert (
-        result.exit_code == 1
-        and "loss: expected null or one of 01, ap; got 'ndcg'" in result.output
-    )
+    assert result.exit_code == 1 and "loss: expected one of 01, ap; got 'ndcg'" in result.output
     result = invoke("train", "--config", config, "--solver", "frank_wolfe")
-    assert result.exit_code == 1 and "solver: expected one of cutting_plane" in result.output
+    assert result.exit_code == 1 and "solver: expected 'cutting_plane'" in result.output
     store = write_config(
         tmp_path / "s.yaml",
         store={"trainval": str(tmp_path / "t.zarr"), "test": str(tmp_path / "boxes.zarr")},

@@ -1,7 +1,9 @@
 """The CIFAR-10 experiment's names (methods, losses, presets, the paper's numbers) and its
 config schema."""
 
-from pydantic import model_validator
+from typing import Annotated, Literal
+
+from pydantic import Field, conint, model_validator
 
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._config import merge
@@ -47,62 +49,54 @@ PRESETS = {
 
 
 class Split(S.Section):
-    train: S.number(integer=True, low=1) = S.key(SPLIT["train"], "training images")
-    val: S.number(integer=True, low=0) = S.key(
-        SPLIT["val"], "validation images (drawn from the training pool)"
-    )
-    test: S.number(integer=True, low=1) = S.key(SPLIT["test"], "test images")
+    train: conint(ge=1) = S.key(SPLIT["train"], "training images")
+    val: conint(ge=0) = S.key(SPLIT["val"], "validation images (drawn from the training pool)")
+    test: conint(ge=1) = S.key(SPLIT["test"], "test images")
 
 
 class WarmStart(S.Section):
-    cross_entropy_epochs: S.number(integer=True, low=0) = S.key(4, "cross-entropy epochs")
-    hinge_epochs: S.number(integer=True, low=0) = S.key(1, "multi-class hinge epochs")
-    optimizer: S.choice(WARM_OPTIMIZERS) = S.key(
+    cross_entropy_epochs: conint(ge=0) = S.key(4, "cross-entropy epochs")
+    hinge_epochs: conint(ge=0) = S.key(1, "multi-class hinge epochs")
+    optimizer: Literal[tuple(WARM_OPTIMIZERS)] = S.key(
         "adadelta",
         "adadelta (lr 1.0, as the paper) or sgd (with the run's momentum and weight decay)",
     )
-    lr: S.number(low=0, strict=True) = S.key(1.0, "the warm start's learning rate")
+    lr: S.real(gt=0) = S.key(1.0, "the warm start's learning rate")
 
 
 class Layerwise(S.Section):
-    C: S.number(low=0, strict=True) = S.key(1000.0, "weight of the mean structured hinge")
-    proximal: S.number(low=0, strict=True) = S.key(100.0, "proximal weight")
-    passes: S.number(integer=True, low=1) = S.key(1, "passes over the mini-batches per layer")
+    C: S.real(gt=0) = S.key(1000.0, "weight of the mean structured hinge")
+    proximal: S.real(gt=0) = S.key(100.0, "proximal weight")
+    passes: conint(ge=1) = S.key(1, "passes over the mini-batches per layer")
 
 
 class Config(S.Section):
     """The CIFAR-10 experiment; the defaults are the `default` preset: small and quick on 2
     CPU cores, no download."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    preset: S.choice(PRESETS) = S.key(
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    preset: Literal[tuple(PRESETS)] = S.key(
         "default",
         "default (digits-as-CIFAR, narrow, quick) or full (the paper's data, split, network)",
     )
-    seed: S.number(integer=True, low=0) = S.key(
-        0, "network initialisation, data split and mini-batch order"
-    )
-    data: S.optional(S.text()) = S.key(
-        None, "null: digits-as-CIFAR; else the folder of the CIFAR-10 batches"
-    )
+    seed: conint(ge=0) = S.key(0, "network initialisation, data split and mini-batch order")
+    data: str | None = S.key(None, "null: digits-as-CIFAR; else the folder of the CIFAR-10 batches")
     split: Split = S.key(Split, "images per part of the split")
-    widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
+    widths: Annotated[list[conint(ge=1)], Field(min_length=3, max_length=3)] = S.key(
         [8, 16, 32], "channels of the three blocks (paper: 64, 128, 256)"
     )
-    batch_size: S.number(integer=True, low=2) = S.key(200, "mini-batch size")
-    threads: S.optional(S.number(integer=True, low=1)) = S.key(
-        None, "torch intra-op threads (null: torch's default)"
-    )
-    device: S.choice(DEVICES) = S.key(
+    batch_size: conint(ge=2) = S.key(200, "mini-batch size")
+    threads: conint(ge=1) | None = S.key(None, "torch intra-op threads (null: torch's default)")
+    device: Literal[tuple(DEVICES)] = S.key(
         "cpu",
         "the network's device (auto: cuda when torch sees one); the LAI of a named "
         "method runs on the CPU",
     )
     warm_start: WarmStart = S.key(WarmStart, "the paper's warm start (after Berrada et al.)")
-    epochs: S.number(integer=True, low=1) = S.key(
+    epochs: conint(ge=1) = S.key(
         3, "per method, after the warm start (layer-wise: sweeps over the layers)"
     )
-    training: S.choice(TRAININGS) = S.key(
+    training: Literal[tuple(TRAININGS)] = S.key(
         "end_to_end", "end_to_end (SGD on the whole net) or layerwise (the paper's)"
     )
     layerwise: Layerwise = S.key(
@@ -110,18 +104,18 @@ class Config(S.Section):
         "layer-wise SVM: per layer, proximal/2 |theta - theta_prev|^2 + C * mean "
         "structured hinge, by block-coordinate Frank-Wolfe",
     )
-    lr: S.number(low=0, strict=True) = S.key(0.01, "the methods' SGD learning rate")
-    momentum: S.number(low=0) = S.key(0.9, "SGD momentum")
-    weight_decay: S.number(low=0) = S.key(5e-4, "weight decay")
-    freeze_bn: S.flag() = S.key(True, "batch norm as a fixed affine map in the rank-loss training")
-    methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
+    lr: S.real(gt=0) = S.key(0.01, "the methods' SGD learning rate")
+    momentum: S.real(ge=0) = S.key(0.9, "SGD momentum")
+    weight_decay: S.real(ge=0) = S.key(5e-4, "weight decay")
+    freeze_bn: bool = S.key(True, "batch norm as a fixed affine map in the rank-loss training")
+    methods: S.distinct(Literal[tuple(METHODS)]) = S.key(
         ["zero_one", "ap_yue", "ap_qs", "ndcg_chakrabarti", "ndcg_qs"], "methods to train"
     )
-    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
-    inference: S.optional(S.choice(INFERENCES)) = S.key(
+    loss: Literal[tuple(LOSSES)] | None = S.key(None, "run only the methods of this loss")
+    inference: Literal[tuple(INFERENCES)] | None = S.key(
         None, "run only the methods of this LAI method"
     )
-    force: S.flag() = S.key(False, "retrain finished methods (the warm start is kept while valid)")
+    force: bool = S.key(False, "retrain finished methods (the warm start is kept while valid)")
 
     @model_validator(mode="before")
     @classmethod

@@ -6,7 +6,9 @@ initialisation, on the same data, batches and budget, for each seed. The units o
 data set x method x seed, on the data sets of the families (classification, retrieval) the
 method has a loss for; the runner resumes them."""
 
-from pydantic import model_validator
+from typing import Annotated, Literal
+
+from pydantic import Field, conint, model_validator
 
 from qsrank.pipelines import _schema as S
 from qsrank.pipelines._device import DEVICES, prepare, torch_threads
@@ -34,10 +36,8 @@ __all__ = [
 class Epochs(S.Section):
     """A data set's budget: epochs, and seconds (stop after the first epoch past it)."""
 
-    epochs: S.optional(S.number(integer=True, low=1)) = S.key(
-        10, "the budget in epochs (null: seconds only)"
-    )
-    seconds: S.optional(S.number(low=0, strict=True)) = S.key(
+    epochs: conint(ge=1) | None = S.key(10, "the budget in epochs (null: seconds only)")
+    seconds: S.real(gt=0) | None = S.key(
         None, "the budget in seconds: stop after the first epoch past it (null: none)"
     )
 
@@ -51,8 +51,8 @@ class Epochs(S.Section):
 class Budget(Epochs):
     """A classification data set's budget, and Adam's step size and batch size."""
 
-    batch_size: S.number(integer=True, low=2) = S.key(256, "mini-batch size")
-    lr: S.number(low=0, strict=True) = S.key(0.01, "Adam's step size for the model")
+    batch_size: conint(ge=2) = S.key(256, "mini-batch size")
+    lr: S.real(gt=0) = S.key(0.01, "Adam's step size for the model")
 
 
 VOCBudget = S.with_defaults(Budget, epochs=5, batch_size=512)
@@ -60,10 +60,10 @@ DigitsBudget = S.with_defaults(Budget, epochs=20, batch_size=128)
 
 
 class CifarBudget(S.with_defaults(Budget, epochs=3, batch_size=200)):
-    warm_start_epochs: S.number(integer=True, low=0) = S.key(
+    warm_start_epochs: conint(ge=0) = S.key(
         3, "cross-entropy epochs of the PL-CNN's warm start, shared by every method"
     )
-    widths: S.sized_list(S.number(integer=True, low=1), 3, "positive integers") = S.key(
+    widths: Annotated[list[conint(ge=1)], Field(min_length=3, max_length=3)] = S.key(
         [8, 16, 32], "channels of the PL-CNN's three blocks"
     )
 
@@ -71,17 +71,17 @@ class CifarBudget(S.with_defaults(Budget, epochs=3, batch_size=200)):
 class RetrievalBudget(Epochs):
     """A retrieval data set's budget, its class-balanced batches and its embedding model."""
 
-    lr: S.number(low=0, strict=True) = S.key(0.001, "Adam's step size for the model")
-    classes_per_batch: S.number(integer=True, low=2) = S.key(5, "classes in each batch")
-    samples_per_class: S.number(integer=True, low=2) = S.key(5, "samples of each class in a batch")
-    hidden: S.number(integer=True, low=0) = S.key(
+    lr: S.real(gt=0) = S.key(0.001, "Adam's step size for the model")
+    classes_per_batch: conint(ge=2) = S.key(5, "classes in each batch")
+    samples_per_class: conint(ge=2) = S.key(5, "samples of each class in a batch")
+    hidden: conint(ge=0) = S.key(
         0, "hidden units of an MLP (ReLU) before the embedding (0: a linear map)"
     )
-    dim: S.number(integer=True, low=1) = S.key(32, "embedding dimensions")
+    dim: conint(ge=1) = S.key(32, "embedding dimensions")
 
 
 class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
-    train_classes: S.distinct_list(S.member(range(10), "a digit 0-9"), "digits 0-9") = S.key(
+    train_classes: S.distinct(conint(ge=0, le=9)) = S.key(
         [0, 1, 2, 3, 4], "the training digits; the others are held out for the test"
     )
 
@@ -98,48 +98,46 @@ class DigitsRetrieval(S.with_defaults(RetrievalBudget, epochs=5)):
 class SyntheticRetrieval(
     S.with_defaults(RetrievalBudget, classes_per_batch=8, samples_per_class=8)
 ):
-    classes: S.number(integer=True, low=4) = S.key(
+    classes: conint(ge=4) = S.key(
         100, "classes generated; the first half train, the second half is held out"
     )
-    per_class: S.number(integer=True, low=2) = S.key(30, "samples of each class")
+    per_class: conint(ge=2) = S.key(30, "samples of each class")
 
 
 class Options(S.Section):
     """The losses' own settings."""
 
-    num_anchors: S.number(integer=True, low=1) = S.key(20, "AUCPR's anchors")
-    dual_rate_factor: S.number(low=0, strict=True) = S.key(
+    num_anchors: conint(ge=1) = S.key(20, "AUCPR's anchors")
+    dual_rate_factor: S.real(gt=0) = S.key(
         0.1, "global objectives: the multipliers' ascent, as a fraction of the descent step"
     )
-    surrogate: S.choice(("hinge", "xent")) = S.key("xent", "global objectives' surrogate")
-    temperature: S.number(low=0, strict=True) = S.key(0.01, "Smooth-AP's sigmoid temperature")
-    blackbox_strength: S.number(low=0, strict=True) = S.key(
-        1000.0, "black-box AP's interpolation strength"
-    )
-    libauc_gamma: S.number(low=0, strict=True) = S.key(
+    surrogate: Literal["hinge", "xent"] = S.key("xent", "global objectives' surrogate")
+    temperature: S.real(gt=0) = S.key(0.01, "Smooth-AP's sigmoid temperature")
+    blackbox_strength: S.real(gt=0) = S.key(1000.0, "black-box AP's interpolation strength")
+    libauc_gamma: S.real(gt=0) = S.key(
         0.9, "LibAUC's moving-average weight (SOAP gamma, SONG gamma0)"
     )
-    libauc_num_pos: S.number(integer=True, low=1) = S.key(8, "LibAUC NDCG's num_pos")
-    memory_size: S.number(integer=True, low=1) = S.key(
+    libauc_num_pos: conint(ge=1) = S.key(8, "LibAUC NDCG's num_pos")
+    memory_size: conint(ge=1) = S.key(
         512, "ap_hinge_memory: past embeddings kept in the memory bank"
     )
-    dlm_eps: S.number(low=0, strict=True) = S.key(
+    dlm_eps: S.real(gt=0) = S.key(
         0.1, "dlm_ap: the step eps of direct loss minimization, on the cosine scale"
     )
-    dlm_update: S.choice(("positive", "negative")) = S.key(
+    dlm_update: Literal["positive", "negative"] = S.key(
         "positive", "dlm_ap: the positive or the negative update"
     )
-    fastap_bins: S.number(integer=True, low=1) = S.key(10, "FastAP's histogram bins")
+    fastap_bins: conint(ge=1) = S.key(10, "FastAP's histogram bins")
 
 
 class Config(S.Section):
     """`qsrank compare`: every method, data set and seed; the same model, data and budget."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    seeds: S.distinct_list(S.number(integer=True, low=0), "integers >= 0") = S.key(
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    seeds: S.distinct(conint(ge=0)) = S.key(
         [0, 1, 2], "training seeds (initialisation and batch order); the data split is fixed"
     )
-    methods: S.distinct_list(S.choice(METHODS), "method names") = S.key(
+    methods: S.distinct(Literal[tuple(METHODS)]) = S.key(
         [
             "cross_entropy",
             "zero_one",
@@ -154,7 +152,7 @@ class Config(S.Section):
         ],
         "the methods compared (each on the data sets of the families it has a loss for)",
     )
-    datasets: S.distinct_list(S.choice(DATASETS), "data set names") = S.key(
+    datasets: S.distinct(Literal[tuple(DATASETS)]) = S.key(
         list(classification.DATASETS), "the data sets"
     )
     voc2011_actions: VOCBudget = S.key(VOCBudget, "budget and steps on voc2011_actions")
@@ -166,19 +164,17 @@ class Config(S.Section):
     synthetic_retrieval: SyntheticRetrieval = S.key(
         SyntheticRetrieval, "budget, batches, model and data of synthetic_retrieval"
     )
-    loss_lr: S.number(low=0, strict=True) = S.key(
+    loss_lr: S.real(gt=0) = S.key(
         0.01, "SGD step of the losses' own parameters (thresholds, multipliers)"
     )
     options: Options = S.key(Options, "the losses' own settings")
-    threads: S.optional(S.number(integer=True, low=1)) = S.key(
-        None, "torch intra-op threads (null: torch's default)"
-    )
-    device: S.choice(DEVICES) = S.key(
+    threads: conint(ge=1) | None = S.key(None, "torch intra-op threads (null: torch's default)")
+    device: Literal[tuple(DEVICES)] = S.key(
         "cpu",
         "where the models and the losses run (auto: cuda when torch sees one); "
         "numba's inference and LibAUC's moving averages follow the scores' device",
     )
-    force: S.flag() = S.key(False, "retrain what the run directory holds")
+    force: bool = S.key(False, "retrain what the run directory holds")
 
     @model_validator(mode="after")
     def _applicable(self):
@@ -235,13 +231,8 @@ def settings(cfg, data):
 
 
 def _losses(cfg):
-    """The losses' settings, and the device when it is not the CPU (so that runs stored
-    before the key existed still resume)."""
-    return {
-        "loss_lr": cfg["loss_lr"],
-        "options": cfg["options"],
-        **({} if cfg["device"] == "cpu" else {"device": cfg["device"]}),
-    }
+    """The losses' settings and device."""
+    return {k: cfg[k] for k in ("loss_lr", "options", "device")}
 
 
 def unit_settings(cfg, data, unit):

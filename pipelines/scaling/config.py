@@ -2,9 +2,10 @@
 
 import os
 import time
+from typing import Literal
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import conint, model_validator
 
 from qs.inference import METHODS
 from qsrank.pipelines import _config
@@ -38,6 +39,9 @@ REFERENCES = {
     "np.partition": lambda neg: np.partition(neg, len(neg) // 2),
     "np.sort": np.sort,
 }
+# Outside reference of `vary: share`, timed on all the scores that lai gets (loss column "-"):
+# the order of the scores that an exact LAI has to learn, by numpy's argsort.
+SHARE_REFERENCES = {"np.argsort": np.argsort}
 # `vary: share`: the default (through lai and lai_batch), every other exact method whose cost
 # is linear up to logarithms (the O(NP) scans are left out), and the 0-1 LAI, on a grid of
 # negatives x share of positives. "batch" is the default through lai_batch, one query.
@@ -56,6 +60,7 @@ SHARE_CURVES = (
     ("ndcg", "ndcg_bucket_sort", "bucket_sort"),
     ("ndcg", "ndcg_qs", "qs"),
     ("ndcg", "sort_dc", "sort_dc"),
+    ("-", "np.argsort", "np.argsort"),
 )
 CURVE_NAMES = tuple(
     dict.fromkeys([c[1] for c in LAI_CURVES] + list(REFERENCES) + [c[1] for c in SHARE_CURVES])
@@ -76,6 +81,7 @@ COLORS = {
     "np.max": "C7",
     "np.partition": "C8",
     "np.sort": "C9",
+    "np.argsort": "C9",
 }
 SKIPPED = "skipped (budget)"
 #: the figures' legend names of the paper's baselines, which the curve names give as the loss
@@ -139,36 +145,36 @@ PRESETS_EXPECTED = (
 
 
 class Scores(S.Section):
-    pos_mean: S.number() = S.key(1.0, "mean of the positives' normal scores")
-    pos_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
-    neg_mean: S.number() = S.key(0.0, "mean of the negatives' normal scores")
-    neg_std: S.number(low=0, strict=True) = S.key(1.0, "their standard deviation")
+    pos_mean: S.real() = S.key(1.0, "mean of the positives' normal scores")
+    pos_std: S.real(gt=0) = S.key(1.0, "their standard deviation")
+    neg_mean: S.real() = S.key(0.0, "mean of the negatives' normal scores")
+    neg_std: S.real(gt=0) = S.key(1.0, "their standard deviation")
 
 
 class Config(S.Section):
     """The scaling benchmark: every key a config may set; configs/scaling.yaml sets a few."""
 
-    seed: S.number(integer=True, low=0) = S.key(0, "seed of the synthetic scores")
-    vary: S.choice(VARIES) = S.key(
+    seed: conint(ge=0) = S.key(0, "seed of the synthetic scores")
+    vary: Literal[tuple(VARIES)] = S.key(
         "negatives", "which count grows (share: the grid of negatives x share of positives)"
     )
-    loss: S.choice(LOSSES + ("all",)) = S.key("all", "the losses timed")
-    methods: S.optional(S.names(CURVE_NAMES, "curve")) = S.key(
+    loss: Literal[tuple(LOSSES + ("all",))] = S.key("all", "the losses timed")
+    methods: S.names(CURVE_NAMES) | None = S.key(
         None, "curves to time; null: every curve of the losses"
     )
-    repeats: S.number(integer=True, low=1) = S.key(5, "warm timed samples per size and curve")
-    preset: S.text() = S.key("paper", "the sizes: a name in presets")
-    budget_s: S.number(low=0, strict=True) = S.key(
+    repeats: conint(ge=1) = S.key(5, "warm timed samples per size and curve")
+    preset: str = S.key("paper", "the sizes: a name in presets")
+    budget_s: S.real(gt=0) = S.key(
         10.0, "skip a curve once a call is predicted to take longer (seconds)"
     )
-    clock: S.choice(CLOCKS) = S.key("wall", "wall, or cpu: the process's CPU time")
+    clock: Literal[tuple(CLOCKS)] = S.key("wall", "wall, or cpu: the process's CPU time")
     scores: Scores = S.key(Scores, "the synthetic scores")
     presets: S.presets(
         PRESETS,
         SPEC_KEYS,
         {
-            "shares": S.distinct_list(S.number(low=0, strict=True), "numbers > 0"),
-            "negatives": S.distinct_list(S.number(integer=True, low=1), "counts >= 1"),
+            "shares": S.distinct(S.real(gt=0)),
+            "negatives": S.distinct(conint(ge=1)),
         },
         PRESETS_EXPECTED,
     ) = S.key(PRESETS, "per preset and vary: how the sizes are spaced")
@@ -183,7 +189,7 @@ class Config(S.Section):
         if not curves(cfg):
             raise ValueError(f"methods {cfg['methods']} select no curve for loss {cfg['loss']!r}")
         for loss, name, method in curves(cfg):
-            if name not in REFERENCES and method != "batch" and loss not in METHODS.get(method, ()):
+            if loss != "-" and method != "batch" and loss not in METHODS.get(method, ()):
                 raise ValueError(
                     f"curve {name!r} needs lai method {method!r} with loss "
                     f"{loss!r}, which qs.inference does not offer"
@@ -207,7 +213,7 @@ def curves(cfg):
     """The (loss, curve, method) triples to time, in table order."""
     losses = LOSSES if cfg["loss"] == "all" else (cfg["loss"],)
     if cfg["vary"] == "share":
-        chosen = [c for c in SHARE_CURVES if c[0] in losses + ("01",)]
+        chosen = [c for c in SHARE_CURVES if c[0] in losses + SHARED]
     else:
         chosen = [c for c in LAI_CURVES if c[0] in losses + ("01",)]
         chosen += [("-", name, name) for name in REFERENCES]

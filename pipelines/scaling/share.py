@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from qsrank.pipelines._io import save_figure, write_csv, write_text
 from qsrank.pipelines._tables import cell, markdown_table
-from qsrank.pipelines.scaling.config import COLORS, LABELS, LOSSES, curves, sizes
+from qsrank.pipelines.scaling.config import COLORS, LABELS, LOSSES, SHARED, curves, sizes
 from qsrank.pipelines.scaling.timing import data_note, time_grid
 
 #: cells with N times repeats above this run fewer repeats (at least 3): N = 10^7 cells take
@@ -29,6 +29,8 @@ SHARE_COLUMNS = [
     "vs_fastest_other",
     "vs_fastest_other_spread",
     "batch_vs_lai",
+    "vs_argsort",
+    "vs_argsort_spread",
 ]
 
 
@@ -125,6 +127,9 @@ def share_table(timings, shares):
                         "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}",
                     }
                 )
+            if ("-", "np.argsort", n_pos, n_neg) in samples:
+                mid, (lo, hi) = _ratio(own, samples["-", "np.argsort", n_pos, n_neg])
+                row.update({"vs_argsort": mid, "vs_argsort_spread": f"{lo:.2f}-{hi:.2f}"})
             if (loss, f"{loss}_batch", n_pos, n_neg) in samples:
                 row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg], own)[0]
             rows.append(row)
@@ -152,6 +157,8 @@ def share_markdown(table):
             fmt(r.vs_fastest_other, ".2f"),
             fmt(r.vs_fastest_other_spread),
             fmt(r.batch_vs_lai, ".2f"),
+            fmt(r.vs_argsort, ".2f"),
+            fmt(r.vs_argsort_spread),
         ]
         for r in table.itertuples(index=False)
     ]
@@ -169,6 +176,8 @@ def share_markdown(table):
         "default / it",
         "spread",
         "lai_batch / lai",
+        "default / np.argsort",
+        "spread",
     ]
     return markdown_table(header, rows)
 
@@ -186,7 +195,9 @@ def share_summary(cfg, table):
                 f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
                 f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
                 "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
-                "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP).",
+                "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP). "
+                "`np.argsort` sorts the same N + P scores (the order an exact LAI has to learn; "
+                "a sort of the values alone gives none).",
                 share_markdown(table),
             ]
         )
@@ -207,7 +218,7 @@ def plot_share(timings, stem):
     axes = fig.subplots(len(losses), len(counts), squeeze=False)
     for row, loss in zip(axes, losses):
         for ax, n_neg in zip(row, counts):
-            mine = med[med["loss"].isin((loss, "01")) & (med["n_neg"] == n_neg)]
+            mine = med[med["loss"].isin((loss, *SHARED)) & (med["n_neg"] == n_neg)]
             for (_, curve, method), line in mine.groupby(["loss", "curve", "method"], sort=False):
                 style = ":" if method == "batch" else "--" if method == "zero_one" else "-"
                 ax.plot(

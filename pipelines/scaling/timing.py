@@ -17,6 +17,7 @@ from qsrank.pipelines.scaling.config import (
     REFERENCES,
     REUSED_OUTPUTS,
     SAMPLE_S,
+    SHARE_REFERENCES,
     SKIPPED,
     TIMING_COLUMNS,
     rotation_count,
@@ -139,6 +140,9 @@ def caller(curve, rotation, labels, negatives):
         fn, following = REFERENCES[name], itertools.cycle(negatives)
         return lambda: fn(next(following))
     following = itertools.cycle(rotation)
+    if name in SHARE_REFERENCES:
+        fn = SHARE_REFERENCES[name]
+        return lambda: fn(next(following))
     if method == "batch":
         rows = labels[None]
         return lambda: lai_batch(next(following)[None], rows, loss=loss)

@@ -1,7 +1,9 @@
 """The VOC2007 detection experiment's names (methods, losses, the paper's numbers) and its
 config schema."""
 
-from pydantic import model_validator
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, conint, model_validator
 
 from qs.data.voc2007 import CLASSES
 from qs.ssvm.lockstep import VERIFY
@@ -103,112 +105,67 @@ GENERATOR_KEYS = (
 )
 
 
-def _c_values(value):
-    """A C value > 0 or a non-empty list of them, as a list of floats without repeats."""
-    values = value if isinstance(value, list) else [value]
-    if not values:
-        raise ValueError
-    entry = S.checker(S.number(low=0, strict=True))
-    return [float(entry(c)) for c in dict.fromkeys(values)]
-
-
-def _split_paths(value):
-    """{trainval: PATH, test: PATH} with two non-empty strings, else a ValueError."""
-    if (
-        not isinstance(value, dict)
-        or set(value) != set(SPLITS)
-        or not all(isinstance(value[k], str) and value[k] for k in SPLITS)
-    ):
-        raise ValueError
-    return {k: value[k] for k in SPLITS}
-
-
-def _data(value):
-    return value if value == "synthetic" else _split_paths(value)
-
-
-def _scheduler(value):
-    if not isinstance(value, str) or not value:
-        raise ValueError
-    return value
-
-
-C_VALUES = S.custom(_c_values, "a C value > 0 or a non-empty list of them")
+C_VALUES = Annotated[
+    S.real(gt=0) | Annotated[list[S.real(gt=0)], Field(min_length=1)],
+    AfterValidator(lambda v: [float(c) for c in dict.fromkeys(v if isinstance(v, list) else [v])]),
+]
 
 
 class Synthetic(S.Section):
     """The synthetic data's size (qs.data.voc2007.make_voc2007_detection)."""
 
-    scale: S.number(low=0, strict=True, high=1, high_strict=False) = S.key(
-        0.5, "fraction of VOC2007's 5011 / 4952 images"
-    )
-    boxes_per_image: S.number(integer=True, low=2) = S.key(8, "candidate boxes per image")
-    n_features: S.number(integer=True, low=1) = S.key(16, "features per box")
-    signal: S.number(low=0) = S.key(4.0, "strength of the objects' signal")
-    noise: S.number(low=0) = S.key(1.0, "feature noise")
-    difficult_rate: S.number(low=0, high=1, high_strict=False) = S.key(
-        0.1, "fraction of objects marked difficult"
-    )
-    components: S.number(integer=True, low=0) = S.key(
+    scale: S.real(gt=0, le=1) = S.key(0.5, "fraction of VOC2007's 5011 / 4952 images")
+    boxes_per_image: conint(ge=2) = S.key(8, "candidate boxes per image")
+    n_features: conint(ge=1) = S.key(16, "features per box")
+    signal: S.real(ge=0) = S.key(4.0, "strength of the objects' signal")
+    noise: S.real(ge=0) = S.key(1.0, "feature noise")
+    difficult_rate: S.real(ge=0, le=1) = S.key(0.1, "fraction of objects marked difficult")
+    components: conint(ge=0) = S.key(
         0,
         "dimension of the images' backgrounds and the objects' appearances, shared by the "
         "boxes of an image as CNN features are (0: every box independent noise)",
     )
-    generated: S.flag() = S.key(
+    generated: bool = S.key(
         False,
         "generate the box features block by block from the seed on every pass (never "
         "held: the paper's size without a store) instead of in memory",
     )
-    dtype: S.choice(("float32", "float16")) = S.key(
+    dtype: Literal["float32", "float16"] = S.key(
         "float32", "the generated features' type (generated: true)"
     )
-    chunk_images: S.number(integer=True, low=1) = S.key(
-        4, "images per generated block (generated: true)"
-    )
+    chunk_images: conint(ge=1) = S.key(4, "images per generated block (generated: true)")
 
 
 class Config(S.Section):
     """The VOC2007 detection experiment (Table 5)."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, init and holdout")
-    data: S.custom(
-        _data,
-        "'synthetic' or a mapping {trainval: DIR, test: DIR} of "
-        "directories of R-CNN .mat feature caches",
-    ) = S.key("synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches")
-    store: S.optional(
-        S.custom(
-            _split_paths,
-            "a mapping {trainval: PATH, test: PATH}, each "
-            "a box-feature store written by `qsrank load cnn`",
-        )
-    ) = S.key(None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`")
-    in_memory_max_gb: S.number(low=0) = S.key(
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: conint(ge=0) = S.key(0, "the synthetic data, init and holdout")
+    data: S.split_paths("a directory of R-CNN .mat feature caches", synthetic=True) = S.key(
+        "synthetic", "synthetic, or {trainval: DIR, test: DIR} of R-CNN .mat caches"
+    )
+    store: S.split_paths("a box-feature store written by `qsrank load cnn`") | None = S.key(
+        None, "or {trainval: PATH, test: PATH}: stores written by `qsrank load cnn`"
+    )
+    in_memory_max_gb: S.real(ge=0) = S.key(
         1.0, "a store's features up to this size are loaded in memory, larger read by block"
     )
-    scheduler: S.optional(
-        S.custom(
-            _scheduler, "threads, sync, processes or the address of a dask.distributed scheduler"
-        )
-    ) = S.key(
+    scheduler: Annotated[str, Field(min_length=1)] | None = S.key(
         None,
         "where a store read by block is scored: null (Dask's threads), threads, sync, "
         "processes, or tcp://HOST:PORT",
     )
     synthetic: Synthetic = S.key(Synthetic, "the synthetic data's size")
-    classes: S.names(CLASSES, "object class", lambda v: list(CLASSES) if v == "all" else v) = S.key(
-        list(CLASSES), "object classes to train (or all)"
-    )
-    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods to train")
-    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
-    inference: S.optional(S.choice(INFERENCES)) = S.key(
+    classes: S.names(CLASSES, every=True) = S.key(list(CLASSES), "object classes to train (or all)")
+    methods: S.names(METHODS) = S.key(list(METHODS), "methods to train")
+    loss: Literal[tuple(LOSSES)] | None = S.key(None, "run only the methods of this loss")
+    inference: Literal[tuple(INFERENCES)] | None = S.key(
         None, "run only the methods of this LAI method"
     )
-    solver: S.choice(("cutting_plane",)) = S.key(
+    solver: Literal["cutting_plane"] = S.key(
         "cutting_plane", "the inner solver of the CCCP loop (the only one it has)"
     )
-    init: S.choice(INITS) = S.key(
+    init: Literal[tuple(INITS)] = S.key(
         "image_means",
         "initial boxes of the positive images: image_means (the best box under "
         "a centroid classifier of whole images) or random (seeded)",
@@ -217,52 +174,49 @@ class Config(S.Section):
         C_VALUES,
         LOSSES,
         {loss: list(C_GRID) for loss in LOSSES},
-        "a C value > 0 or a non-empty list of them",
     ) = S.key(
         list(C_GRID),
         "a number, a grid (the best detection AP on a held-out part of "
         "trainval), or one such per loss",
     )
-    validation_fraction: S.number(low=0, strict=True, high=1) = S.key(
+    validation_fraction: S.real(gt=0, lt=1) = S.key(
         0.25, "the stratified part of trainval held out to choose C"
     )
-    tol: S.number(low=0, strict=True) = S.key(1e-3, "cutting-plane tolerance")
-    max_iter: S.number(integer=True, low=1) = S.key(
-        20000, "cutting-plane iterations per outer step"
-    )
-    max_outer: S.number(integer=True, low=1) = S.key(400, "most outer (CCCP) steps")
-    lai_repeats: S.number(integer=True, low=0) = S.key(
+    tol: S.real(gt=0) = S.key(1e-3, "cutting-plane tolerance")
+    max_iter: conint(ge=1) = S.key(20000, "cutting-plane iterations per outer step")
+    max_outer: conint(ge=1) = S.key(400, "most outer (CCCP) steps")
+    lai_repeats: conint(ge=0) = S.key(
         7,
         "rounds in which each training's recorded LAI calls are timed again (Table 5's "
         "time ratios: median and range over rounds); 0: none; not with lockstep",
     )
-    min_outer: S.per_key(
-        S.number(integer=True, low=1), LOSSES, {"01": 2, "ap": 2}, "an integer >= 1", int
-    ) = S.key(2, "fewest outer steps, a number or one per loss (the released code: 2)")
-    nms_threshold: S.number(low=0, high=1, high_strict=False) = S.key(
+    min_outer: S.per_key(conint(ge=1), LOSSES, {"01": 2, "ap": 2}, int) = S.key(
+        2, "fewest outer steps, a number or one per loss (the released code: 2)"
+    )
+    nms_threshold: S.real(ge=0, le=1) = S.key(
         0.3, "IoU above which a lower-scoring box of the same image is dropped"
     )
-    working_set: S.optional(S.number(integer=True, low=0)) = S.key(
+    working_set: conint(ge=0) | None = S.key(
         None,
         "boxes per image held in memory between passes over every box in training "
         "(exact; 0: none, every LAI call scores every box); null: 10 for a store read out of "
         "core, 0 otherwise",
     )
-    lockstep: S.flag() = S.key(
+    lockstep: bool = S.key(
         False,
         "train every class of a loss together: per round, each class's inner problem "
         "on its working set, then one pass over all boxes for all classes (needs one C per "
         "loss); resumable per round",
     )
-    verify: S.choice(VERIFY) = S.key(
+    verify: Literal[tuple(VERIFY)] = S.key(
         "path",
         "lockstep: what a pass checks, every weight vector of the inner solve "
         "(path: the in-memory models) or its last (step: each step's optimum, fewer products)",
     )
-    blas_threads: S.optional(S.number(integer=True, low=1)) = S.key(
+    blas_threads: conint(ge=1) | None = S.key(
         1, "BLAS threads while training and scoring (null: the library's)"
     )
-    force: S.flag() = S.key(False, "retrain finished class x method runs")
+    force: bool = S.key(False, "retrain finished class x method runs")
 
     @model_validator(mode="after")
     def _consistent(self):

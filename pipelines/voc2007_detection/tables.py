@@ -9,7 +9,7 @@ import pandas as pd
 
 from qs.data.voc2007 import CLASSES
 from qsrank.pipelines._io import atomic_path, read_csv, run_data_note, write_csv, write_text
-from qsrank.pipelines._replay import ratio_spread, replay_frame, spread_text
+from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, replay_frame, spread_text
 from qsrank.pipelines._tables import (
     CVPR2018,
     fmt,
@@ -129,41 +129,17 @@ def ratios(frame):
     """ratios.csv: per pair of RATIOS, the ratio of the mean total LAI times over the classes
     both trained, as timed in training and replayed (median, min, max over rounds), the
     paper's beside."""
-    rows = []
-    for slow, fast in RATIOS:
-        a = frame[frame["method"] == slow].set_index("class")
-        b = frame[frame["method"] == fast].set_index("class")
-        shared = a.index.intersection(b.index)
-        if shared.empty:
-            continue
-        a, b = a.loc[shared], b.loc[shared]
-        spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
-        paper = PAPER_LAI_S[slow] / PAPER_LAI_S[fast] if fast in PAPER_LAI_S else None
-        rows.append(
-            {
-                "ratio": f"{slow} / {fast}",
-                "total_time": a["lai_time_s"].mean() / b["lai_time_s"].mean(),
-                "replay_median": spread[0],
-                "replay_min": spread[1],
-                "replay_max": spread[2],
-                "replay_rounds": min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]])),
-                "paper_total_time": paper,
-                "n_classes": len(shared),
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "ratio",
-            "total_time",
-            "replay_median",
-            "replay_min",
-            "replay_max",
-            "replay_rounds",
-            "paper_total_time",
-            "n_classes",
-        ],
-    )
+    rows = [
+        {
+            **row,
+            "paper_total_time": PAPER_LAI_S[slow] / PAPER_LAI_S[fast]
+            if fast in PAPER_LAI_S
+            else None,
+            "n_classes": len(a),
+        }
+        for slow, fast, a, _, row in ratio_rows(frame, RATIOS)
+    ]
+    return pd.DataFrame(rows, columns=[*RATIO_COLUMNS, "paper_total_time", "n_classes"])
 
 
 def _replay_md(rt, ours):

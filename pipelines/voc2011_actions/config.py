@@ -1,7 +1,9 @@
 """The VOC2011 action experiment's config: the methods as the paper names them, the schema
 of every key (Tables 1-4; Figures 2-3 under `figures`), and the selections it implies."""
 
-from pydantic import model_validator
+from typing import Literal
+
+from pydantic import conint, model_validator
 
 from qs.data import ACTIONS
 from qs.ssvm import SOLVERS
@@ -54,39 +56,23 @@ FIGURE_PRESETS = {
         "total": {"neg_per_pos": 10, "values": [33, 66]},
     },
 }
-COUNTS = S.distinct_list(S.number(integer=True, low=1), "counts >= 1")
+COUNTS = S.distinct(conint(ge=1))
 
 
-def _all_classes(value):
-    return list(ACTIONS) if value == "all" else value
-
-
-def _data(value):
-    if value == "synthetic":
-        return value
-    if (
-        not isinstance(value, dict)
-        or set(value) != {"trainval", "test"}
-        or not all(isinstance(v, str) and v for v in value.values())
-    ):
-        raise ValueError
-    return {"trainval": value["trainval"], "test": value["test"]}
-
-
-PER_LOSS = S.per_key(S.number(low=0, strict=True), LOSSES, FIXED_C, "a number > 0", float)
-C_OR_CV = S.either(PER_LOSS, "cv")
+PER_LOSS = S.per_key(S.real(gt=0), LOSSES, FIXED_C, float)
+C_OR_CV = PER_LOSS | Literal["cv"]
 
 
 class Grid(S.Section):
-    zero_one: S.c_grid() = S.key(
+    zero_one: S.C_GRID = S.key(
         [1.0, 10.0, 100.0, 1000.0, 10000.0], "C values of the 0-1 SVM", name="01"
     )
-    ap: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the AP-SVM")
-    ndcg: S.c_grid() = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the NDCG-SVM")
+    ap: S.C_GRID = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the AP-SVM")
+    ndcg: S.C_GRID = S.key([0.1, 1.0, 10.0, 100.0, 1000.0], "C values of the NDCG-SVM")
 
 
 class CV(S.Section):
-    folds: S.number(integer=True, low=2) = S.key(5, "stratified folds on trainval")
+    folds: conint(ge=2) = S.key(5, "stratified folds on trainval")
     grid: Grid = S.key(Grid, "per loss, the C values tried")
 
 
@@ -99,22 +85,20 @@ PRESETS_EXPECTED = (
 class Figures(S.Section):
     """Figures 2-3 (`qsrank bench --experiment voc2011_actions`)."""
 
-    class_: S.choice(ACTIONS) = S.key(
+    class_: Literal[tuple(ACTIONS)] = S.key(
         "phoning", "the action class whose boxes are subsampled", name="class"
     )
-    vary: S.choice(VARIES) = S.key("negatives", "which count grows")
-    loss: S.choice(("ap", "ndcg", "all")) = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
-    methods: S.optional(S.names(METHODS, "method")) = S.key(
-        None, "null: the paper's curves of each figure"
-    )
-    preset: S.text() = S.key("paper", "the sizes: a name in figures.presets")
-    repeats: S.number(integer=True, low=1) = S.key(
+    vary: Literal[tuple(VARIES)] = S.key("negatives", "which count grows")
+    loss: Literal["ap", "ndcg", "all"] = S.key("all", "ap (Figure 2), ndcg (Figure 3) or all")
+    methods: S.names(METHODS) | None = S.key(None, "null: the paper's curves of each figure")
+    preset: str = S.key("paper", "the sizes: a name in figures.presets")
+    repeats: conint(ge=1) = S.key(
         3, "trainings per point; the fastest one's total LAI time is plotted"
     )
-    pool: S.choice(("trainval", "trainval+test")) = S.key(
+    pool: Literal["trainval", "trainval+test"] = S.key(
         "trainval", "boxes to subsample from (trainval+test for more)"
     )
-    C: S.optional(PER_LOSS) = S.key(
+    C: PER_LOSS | None = S.key(
         {"01": 100.0, "ap": 10.0, "ndcg": 10.0},
         "C per loss (what 5-fold CV chose for phoning on the synthetic data); null: the tables'",
     )
@@ -126,38 +110,34 @@ class Figures(S.Section):
 class Config(S.Section):
     """The VOC2011 action experiment (Tables 1-4; Figures 2-3 under `figures`)."""
 
-    experiment: S.choice([EXPERIMENT]) = S.key(EXPERIMENT, "the pipeline this config runs")
-    seed: S.number(integer=True, low=0) = S.key(0, "the synthetic data, subsampling and CV folds")
-    data: S.custom(
-        _data,
-        "'synthetic' or a mapping {trainval: PATH, test: PATH}, each a "
-        "poselet list file or an .npz cache from `qsrank load poselet --out`",
+    experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
+    seed: conint(ge=0) = S.key(0, "the synthetic data, subsampling and CV folds")
+    data: S.split_paths(
+        "a poselet list file or an .npz cache from `qsrank load poselet --out`", synthetic=True
     ) = S.key("synthetic", "synthetic, or {trainval: PATH, test: PATH} (list files or .npz caches)")
-    features_dir: S.optional(S.text()) = S.key(
+    features_dir: str | None = S.key(
         None, "feature files of list-file data; null: beside each list file"
     )
-    max_boxes: S.optional(S.number(integer=True, low=2)) = S.key(
+    max_boxes: conint(ge=2) | None = S.key(
         None, "keep at most this many boxes of each split (seeded; for quick looks)"
     )
-    classes: S.names(ACTIONS, "action class", _all_classes) = S.key(
-        list(ACTIONS), "action classes to train (or all)"
-    )
-    methods: S.names(METHODS, "method") = S.key(list(METHODS), "methods, as the paper names them")
-    loss: S.optional(S.choice(LOSSES)) = S.key(None, "run only the methods of this loss")
-    inference: S.optional(S.choice(INFERENCES)) = S.key(
+    classes: S.names(ACTIONS, every=True) = S.key(list(ACTIONS), "action classes to train (or all)")
+    methods: S.names(METHODS) = S.key(list(METHODS), "methods, as the paper names them")
+    loss: Literal[tuple(LOSSES)] | None = S.key(None, "run only the methods of this loss")
+    inference: Literal[tuple(INFERENCES)] | None = S.key(
         None, "run only the methods of this LAI method"
     )
-    solver: S.choice(SOLVERS) = S.key("cutting_plane", "structured SVM solver")
+    solver: Literal[tuple(SOLVERS)] = S.key("cutting_plane", "structured SVM solver")
     C: C_OR_CV = S.key(dict(FIXED_C), "a number, one per loss, or cv (folds over cv.grid)")
     cv: CV = S.key(CV, "cross-validation of C (C: cv)")
-    tol: S.number(low=0) = S.key(1e-3, "the solver's stopping tolerance")
-    max_iter: S.number(integer=True, low=1) = S.key(1000, "the solver's most iterations")
-    lai_repeats: S.number(integer=True, low=0) = S.key(
+    tol: S.real(ge=0) = S.key(1e-3, "the solver's stopping tolerance")
+    max_iter: conint(ge=1) = S.key(1000, "the solver's most iterations")
+    lai_repeats: conint(ge=0) = S.key(
         7,
         "rounds in which each training's recorded LAI calls are timed again (Table 1's "
         "ratios: median and range over rounds); 0: none",
     )
-    force: S.flag() = S.key(False, "retrain finished class x method runs")
+    force: bool = S.key(False, "retrain finished class x method runs")
     figures: Figures = S.key(Figures, "Figures 2-3: LAI time in training as the data grow")
 
     @model_validator(mode="after")

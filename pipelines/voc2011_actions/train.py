@@ -21,7 +21,7 @@ from qsrank.pipelines.voc2011_actions.data import (
     is_synthetic,
     load_checked,
 )
-from qsrank.pipelines.voc2011_actions.tables import write_tables
+from qsrank.pipelines.voc2011_actions.outputs import write_tables
 
 
 def warm_up(methods):

@@ -20,7 +20,9 @@ The rule (`sorts`), reading N and P:
   ones (in cache, so the choice costs about 0.1 us) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
-  sorts them by buckets. Otherwise (mostly below every positive, or tied), or with few
+  sorts them by buckets, or from ``NUMPY_SORT_FROM`` negatives hands them back to be sorted
+  by numpy (``AUTO_NUMPY``: `qs.inference._packed_sort`, then `sorted_lai` ranks them as
+  ``bucket_sort`` does), whose vectorised sort numba cannot call. Otherwise (mostly below every positive, or tied), or with few
   positives (at least ``QS_PER_POSITIVE`` negatives per positive: few ranks, which ``qs``'s
   splits separate in a few levels): ``qs``, for every loss. Inside training most negatives
   fall below every positive after a few iterations,
@@ -52,8 +54,9 @@ from qs.inference._input import (
     unsplit,
 )
 from qs.inference._output import finish, rank_pass
+from qs.inference._packed_sort import pack_descending, place_bits, unpack_sorted
 from qs.inference._prepare import check_size
-from qs.inference._ranks import STACK_SHAPE, STACK_SIZE, positive_steps_into
+from qs.inference._ranks import STACK_SHAPE, STACK_SIZE, opt_ranks_swept, positive_steps_into
 from qs.inference._sorting import MAX_BUCKETS, sort_positives_hinted
 from qs.inference.bucket import bucket_lai
 from qs.inference.bucket_sort import bucket_sort_ranks, histogram_size
@@ -95,8 +98,14 @@ def settled_share(v, lowest):
     return settled / total
 
 
-#: what `gathered_lai` runs: the choice above (``AUTO``), or one method forced
-AUTO, QS, BUCKET_SORT = 0, 1, 2
+#: what `gathered_lai` runs: the choice above (``AUTO``), or one method forced; ``AUTO_NUMPY``:
+#: the choice, with the negatives that ``bucket_sort`` would sort handed back to be sorted by
+#: numpy (`qs.inference._packed_sort`)
+AUTO, QS, BUCKET_SORT, AUTO_NUMPY = 0, 1, 2, 3
+#: from this many negatives the default sorts them by numpy (``AUTO_NUMPY``)
+NUMPY_SORT_FROM = 1 << 15
+#: the error code of a `gathered_lai` result that asks for that sort
+SORT_NEEDED = -1
 
 
 @jit
@@ -165,8 +174,10 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     ):
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
     else:
-        if route == AUTO:
-            unsplit(v, key, above)  # bucket_sort's stable sort needs ties in input order
+        if route != BUCKET_SORT:
+            unsplit(v, key, above)  # the stable sorts need ties in input order
+        if route == AUTO_NUMPY:
+            return SORT_NEEDED, -1, sum_pos, sum_neg, np.empty(0, dtype=np.int64), ref
         bucket_sort_ranks(inc, params, v, key, rk, n_pos, c2, spos, count, v_sorted, key_sorted)
         v, key = v_sorted, key_sorted
     total, comp = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
@@ -175,16 +186,63 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
     )
 
 
+@jit
+def sorted_lai(
+    inc, params, keys, n_bits, scores, is_pos, n_pos, neg_rank, coef, floats, ints, sums
+):
+    """The rest of ``bucket_sort`` after `gathered_lai` returned `SORT_NEEDED`: the gathered
+    negatives in the order of the sorted ``keys`` (`qs.inference._packed_sort`), their
+    ranks, and the result, from the work arrays that `gathered_lai` left."""
+    n, p = neg_rank.size, n_pos
+    v, v_sorted, pos_values = floats[:n], floats[n : 2 * n], floats[2 * n : 2 * n + p]
+    spos = floats[2 * n + p : 2 * n + 2 * p + 1]
+    key, rk, key_sorted = ints[:n], ints[n : 2 * n], ints[2 * n : 3 * n]
+    pos_index = ints[3 * n : 3 * n + p]
+    rank_count = ints[3 * n + 3 * p : 3 * n + 4 * p + 2]
+    unpack_sorted(keys, n_bits, v, key, v_sorted, key_sorted)
+    c2 = positive_steps_into(pos_values, n, sums[2], spos)
+    opt_ranks_swept(v_sorted, rk, inc, params, n_pos, c2, spos)
+    total, comp = rank_pass(
+        v_sorted, key_sorted, rk, n_pos, scores, is_pos, neg_rank, coef, sums[2], rank_count
+    )
+    sum_pos, sum_neg, ref = sums
+    return finish(rank_count, total, comp, pos_values, pos_index, n, coef, sum_pos, sum_neg, ref)
+
+
 def run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """`gathered_lai` with the loss's code, and the work arrays of the
-    `Workspace` ``ws`` when given."""
+    `Workspace` ``ws`` when given; with ``AUTO_NUMPY``, the sort it hands back done by
+    ``np.sort`` and `sorted_lai` run after it."""
     check_size(scores)
-    params = loss.prepare(n_pos, neg_rank.size)
+    n_neg = neg_rank.size
+    params = loss.prepare(n_pos, n_neg)
     floats, ints = NO_FLOATS, NO_INTS
     if ws is not None:
-        floats, ints = ws.arrays(PACKED, neg_rank.size, n_pos)
-    return bind(gathered_lai, loss.kernel)(
+        floats, ints = ws.arrays(PACKED, n_neg, n_pos)
+    elif route == AUTO_NUMPY:  # the work arrays must outlive the kernel
+        floats = np.empty(work_floats(n_neg, n_pos))
+        ints = np.empty(work_ints(n_neg, n_pos), dtype=np.int64)
+    result = bind(gathered_lai, loss.kernel)(
         params, route, scores, is_pos, n_pos, neg_rank, coef, floats, ints
+    )
+    if result[0] != SORT_NEEDED:
+        return result
+    keys = np.empty(n_neg, dtype=np.uint64)
+    n_bits = place_bits(n_neg)
+    pack_descending(floats[:n_neg].view(np.uint64), n_bits, keys)
+    keys.sort()
+    return bind(sorted_lai, loss.kernel)(
+        params,
+        keys,
+        n_bits,
+        scores,
+        is_pos,
+        n_pos,
+        neg_rank,
+        coef,
+        floats,
+        ints,
+        (result[2], result[3], result[5]),
     )
 
 
@@ -192,7 +250,8 @@ def auto_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws=None):
     """The method the rule above picks for this input, run."""
     if not sorts(neg_rank.size, n_pos):
         return bucket_lai(loss, scores, is_pos, n_pos, neg_rank, coef, ws)
-    return run_gathered(AUTO, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
+    route = AUTO_NUMPY if neg_rank.size >= NUMPY_SORT_FROM else AUTO
+    return run_gathered(route, loss, scores, is_pos, n_pos, neg_rank, coef, ws)
 
 
 #: ``qs`` (`qs.inference.qs`) and ``bucket_sort`` (`qs.inference.bucket_sort`), as

@@ -34,12 +34,22 @@ from qs.inference._batch_rows import (
     _truth_coef,
     _work_arrays,
 )
-from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, _small_row
-from qs.inference._input import OK
+from qs.inference._batch_small import (
+    BUCKETS_PER_NEGATIVE,
+    INSERTION_MOVES,
+    SMALL_ROW_MAX,
+    _insertion_pass,
+    ideal_of,
+    params_into,
+)
+from qs.inference._hinge import add, score_term
+from qs.inference._input import OK, reference
+from qs.inference._ranks import opt_ranks_swept
 from qs.inference.auto import sorts, work_floats, work_ints
 from qs.inference.batch import FLOATS, _codes, _discount
 from qs.inference.bucket import _map, thread_count
 from qs.inference.bucket_sort import histogram_size
+from qs.losses import loss_value
 from qs.validation import as_positive_mask
 
 __all__ = ["QueriesResult", "lai_queries"]
@@ -47,8 +57,9 @@ __all__ = ["QueriesResult", "lai_queries"]
 #: the losses ``lai_queries`` takes
 QUERY_LOSSES = ("ap", "ndcg")
 #: calls of at least this many documents (all queries together) run on threads, in blocks of
-#: whole queries, as `qs.inference.batch.lai_batch`'s batches do
-THREADED_MIN = 1 << 21
+#: whole queries, as `qs.inference.batch.lai_batch`'s batches do: a training pass over a
+#: few thousand queries of about a hundred documents is worth a thread pool's start
+THREADED_MIN = 1 << 16
 #: the small-query route's work arrays are made for queries of up to this many documents
 #: before the call; a longer query (rare in ranking data) grows them in the kernel
 SMALL_HELD_MAX = 1 << 16
@@ -392,22 +403,36 @@ def _query(
             _ranks_into(y, neg_rank, rank)
         return -1
     s = _float64_row(given, row[:n])
-    solved = _solved_in(coef, coef64[:n])
-    compact = True
+    truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
     if method == AUTO and m < SMALL_ROW_MAX:
-        err, where = OK, _not_finite_at(s)
+        where = _not_finite_at(s)
         if where < 0:
-            _small_row(inc, s, y, p, table, ideal, work, iwork, count, neg_rank, solved, out)
-            compact = False
-    else:
-        err, where = _solver_row(
-            method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out
-        )
+            _small_query(
+                inc,
+                s,
+                y,
+                p,
+                table,
+                ideal,
+                truth_pos,
+                truth_neg,
+                work,
+                iwork,
+                count,
+                neg_rank,
+                rank,
+                coef,
+                out,
+            )
+        return where
+    solved = _solved_in(coef, coef64[:n])
+    err, where = _solver_row(
+        method, inc, s, y, p, table, ideal, params, floats, ints, neg_rank, solved, out
+    )
     if err != OK or where >= 0:
         return where
     if gradient or rank.size or not _is_float64(coef):
-        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, True, compact, neg_rank, solved, rank, coef)
+        _finish_row(y, truth_pos, truth_neg, True, True, neg_rank, solved, rank, coef)
     return -1
 
 
@@ -438,3 +463,144 @@ def _brute_queries(scores, is_pos, offsets, loss, gradient, rank, coef, out, val
             c = c - np.where(pos, 1.0 / n_pos, -1.0 / (b - a - n_pos))
         coef[a:b] = c
         out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge
+
+
+@jit
+def _bucket_order(v, idx, size, low, high, bucket, count, sorted_v, sorted_idx):
+    """``v[:size]`` (``idx`` along), whose values lie in ``low..high``, in descending
+    order into ``sorted_v`` / ``sorted_idx``, ties in input order: as `_small_row` sorts
+    its negatives (`BUCKETS_PER_NEGATIVE` buckets per value over the range, placed by
+    bucket in input order, one insertion pass, or a stable merge sort should it move too
+    much); ``bucket`` and ``count`` are scratch."""
+    top = BUCKETS_PER_NEGATIVE * size - 1
+    scale = (top + 1) / (high - low) if high > low else 0.0
+    if not np.isfinite(scale):
+        scale = 0.0
+    for t in range(size):  # no branch: vectorised
+        x = (v[t] - low) * scale  # in 0..top+1 but for rounding (NaN if the range overflows)
+        bucket[t] = min(np.int64(x) if x >= 1.0 else 0, top)
+    count[: top + 1] = 0
+    for t in range(size):
+        count[bucket[t]] += 1
+    placed = 0
+    for t in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
+        c = count[t]
+        count[t] = placed
+        placed += c
+    for t in range(size):
+        at = count[bucket[t]]
+        sorted_v[at] = v[t]
+        sorted_idx[at] = idx[t]
+        count[bucket[t]] = at + 1
+    if not _insertion_pass(sorted_v, sorted_idx, size, INSERTION_MOVES * size):
+        order = np.argsort(-sorted_v[:size], kind="mergesort")  # stable: ties keep input order
+        sorted_v[:size] = sorted_v[:size][order]
+        sorted_idx[:size] = sorted_idx[:size][order]
+
+
+@jit
+def _small_query(
+    inc,
+    scores,
+    is_pos,
+    p,
+    table,
+    ideal,
+    truth_pos,
+    truth_neg,
+    work,
+    iwork,
+    count,
+    neg_rank,
+    rank,
+    coef,
+    out,
+):
+    """One query of few negatives by `qs.inference._batch_small._small_row`'s route, the
+    same objective, ranks and coefficients, with two changes for whole passes over
+    queries of about as many relevant documents as not: the positives are sorted by
+    buckets as the negatives are (`_bucket_order`; ``_small_row`` counts each one's place
+    among all, P^2 comparisons), and the output row is written as it is solved:
+    ``coef = coef(R_bar) - truth`` (``truth_pos`` / ``truth_neg`` at the positives /
+    negatives, in ``coef``'s dtype) and, unless ``rank`` is empty, the ranks with 0 at the
+    positives. ``neg_rank`` (n) is scratch; the work arrays as ``_small_row`` takes them."""
+    n = scores.size
+    m = n - p
+    v, sorted_v, pos_values, spos, params, pos_sorted = (
+        work[0],
+        work[1],
+        work[2],
+        work[3],
+        work[4],
+        work[5],
+    )
+    idx, sorted_idx, pos_index, rk, pos_order, bucket = (
+        iwork[0],
+        iwork[1],
+        iwork[2],
+        iwork[3],
+        iwork[4],
+        iwork[5],
+    )
+    ref = reference(scores)
+    sum_pos = 0.0
+    sum_neg = 0.0
+    low = np.inf
+    high = -np.inf
+    pos_low = np.inf
+    pos_high = -np.inf
+    a = 0
+    b = 0
+    for k in range(n):  # both places written, one of them kept: no branch
+        s = scores[k]
+        pos = is_pos[k] != 0
+        pos_values[a] = s
+        pos_index[a] = k
+        v[b] = s
+        idx[b] = k
+        a += pos
+        b += not pos
+        d = s - ref
+        sum_pos += d if pos else 0.0  # adding 0.0 changes no sum: F as lai sums it
+        sum_neg += 0.0 if pos else d
+        low = min(low, np.inf if pos else s)
+        high = max(high, -np.inf if pos else s)
+        pos_low = min(pos_low, s if pos else np.inf)
+        pos_high = max(pos_high, s if pos else -np.inf)
+    _bucket_order(v, idx, m, low, high, bucket, count, sorted_v, sorted_idx)
+    # the positives' sort takes the negatives' buckets as scratch: they are placed
+    _bucket_order(pos_values, pos_index, p, pos_low, pos_high, bucket, count, pos_sorted, pos_order)
+    c2 = 2.0 / (p * m)
+    spos[0] = ref
+    for i in range(p):
+        spos[i + 1] = c2 * (pos_sorted[i] - ref)
+    opt_ranks_swept(sorted_v[:m], rk, inc, params_into(inc, table, ideal, p, params), p, c2, spos)
+    # as rank_pass and finish: ranks and coefficients of the negatives and the negatives per
+    # rank; F summed over the negatives in input order, then over the positives by score
+    inv = 1.0 / (p * m)
+    count[: p + 2] = 0
+    for t in range(m):
+        k = sorted_idx[t]
+        r = rk[t]
+        neg_rank[k] = r
+        coef[k] = (p + 2 - 2 * r) * inv - truth_neg
+        count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
+    total, comp = 0.0, 0.0  # the hinge's score term (qs.inference._hinge)
+    for t in range(m):  # the negatives as gathered: in input order
+        total, comp = add(total, comp, (p + 1 - neg_rank[idx[t]]) * inv * (v[t] - ref))
+    if rank.size:
+        for t in range(m):
+            rank[idx[t]] = neg_rank[idx[t]]
+        for k in range(p):
+            rank[pos_index[k]] = 0
+    n_above = bucket[:p]  # the buckets are read: the row is free
+    above = 0
+    for k in range(p):
+        above = max(above, count[k + 1])
+        n_above[k] = above
+        coef[pos_order[k]] = (m - 2.0 * above) * inv - truth_pos
+        total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
+    value = loss_value(inc, n_above, ideal_of(inc, ideal, p))
+    truth = sum_pos / p - sum_neg / m
+    hinge = value + score_term(total, comp)
+    out[0], out[1], out[2], out[3] = value, hinge + truth, truth, hinge

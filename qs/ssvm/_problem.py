@@ -141,6 +141,8 @@ class Problem:
     lai_callback: Callable[[np.ndarray, np.ndarray], object] | None
     lai_compile_time: float
     workspace: Workspace
+    #: the dense dtypes ``X`` is kept in (others are converted to the first): float64 here
+    dense_dtypes: tuple[type, ...] = (np.float64,)
 
     def __init__(
         self,
@@ -155,7 +157,7 @@ class Problem:
         callback: Callable[[Progress], object] | None,
         lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
     ) -> None:
-        self.X = _check_X(X)
+        self.X = _check_X(X, self.dense_dtypes)
         n = self.X.shape[0]
         self.is_pos = as_positive_mask(labels, n).astype(bool)
         check_counts(int(self.is_pos.sum()), int(n - self.is_pos.sum()))
@@ -234,11 +236,11 @@ class Problem:
         )
 
 
-def _check_X(X):
+def _check_X(X, dense_dtypes):
     if sp.issparse(X):
         X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
         return X.tocsr()
-    return check_array(X, dtype=np.float64, order="C", input_name="X")
+    return check_array(X, dtype=list(dense_dtypes), order="C", input_name="X")
 
 
 def check_positive(name: str, value: Any, allow_zero: bool = False) -> float:

@@ -28,10 +28,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from qs._numba import jit
 from qs.inference.queries import lai_queries
 from qs.ssvm._problem import Problem, check_positive
-from qs.ssvm.queries import QUERY_SOLVERS, query_counts, query_offsets
+from qs.ssvm.queries import (
+    QUERY_SOLVERS,
+    query_counts,
+    query_offsets,
+    query_scores,
+    query_transposed,
+)
 
 __all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
 
@@ -125,47 +130,22 @@ def _partition_pass(X, is_pos, order, offsets, w, loss, method):
     start = time.perf_counter()
     res = lai_queries(scores, is_pos, offsets, loss=loss, method=method, gradient=True, ranks=False)
     seconds = time.perf_counter() - start
-    share = _transposed_product(X, res.coef) if X.dtype == np.float32 else X.T @ res.coef
+    share = query_transposed(X, res.coef)
     return share, float(res.loss.sum()), float(res.hinge.sum()), seconds
 
 
 def _rows_read(X):
     """A partition as a C-ordered float32 or float64 array (float32 is kept: its products
-    are taken in float64 by the kernels below, without a float64 copy of the partition)."""
+    are taken in float64 by `qs.ssvm.queries.query_scores` and ``query_transposed``,
+    without a float64 copy of the partition)."""
     X = np.asarray(X)
     return np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else np.float64)
 
 
 def _partition_scores(X, w):
-    """``X @ w`` in float64 (the in-memory problem reads ``X`` as float64)."""
-    X = _rows_read(X)
-    return _float32_scores(X, w) if X.dtype == np.float32 else X @ w
-
-
-@jit
-def _float32_scores(X, w):
-    """``X @ w`` of float32 rows, each product and sum in float64."""
-    n, d = X.shape
-    out = np.empty(n)
-    for i in range(n):
-        total = 0.0
-        for j in range(d):
-            total += np.float64(X[i, j]) * w[j]
-        out[i] = total
-    return out
-
-
-@jit
-def _transposed_product(X, g):
-    """``X^T g`` of float32 rows, each product and sum in float64."""
-    n, d = X.shape
-    out = np.zeros(d)
-    for i in range(n):
-        c = g[i]
-        if c != 0.0:
-            for j in range(d):
-                out[j] += np.float64(X[i, j]) * c
-    return out
+    """``X @ w`` in float64, as the in-memory problem's `qs.ssvm.queries.query_scores`
+    takes it."""
+    return query_scores(_rows_read(X), w)
 
 
 class DaskQueryProblem(Problem):

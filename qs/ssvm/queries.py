@@ -40,8 +40,14 @@ __all__ = [
     "block_frank_wolfe",
     "query_counts",
     "query_offsets",
+    "query_scores",
     "solve_queries",
 ]
+
+#: the score kernel's independent partial sums per row: they let the compiler vectorise
+#: the float64 sums of float32 features, which one running sum (a chain of dependent
+#: additions) does not
+SCORE_LANES = 8
 
 
 def query_offsets(groups):
@@ -74,10 +80,72 @@ def query_counts(is_pos, offsets):
     return np.where(sizes > 0, relevant, 0), sizes
 
 
+def query_scores(X, w):
+    """``X @ w`` as float64 scores, one per document: a float32 ``X`` is read as it is,
+    each product and sum taken in float64 (`_float32_scores`), without a float64 copy of
+    ``X``; any other ``X`` by its own product."""
+    if isinstance(X, np.ndarray) and X.dtype == np.float32:
+        return _float32_scores(np.ascontiguousarray(X), np.asarray(w, dtype=np.float64))
+    return np.asarray(X @ w, dtype=np.float64).ravel()
+
+
+def query_transposed(X, g):
+    """``X^T g`` as float64, one per feature: for a float32 ``X`` each product and sum in
+    float64 (`_transposed_product`), without a float64 copy of ``X``."""
+    if isinstance(X, np.ndarray) and X.dtype == np.float32:
+        return _transposed_product(np.ascontiguousarray(X), np.asarray(g, dtype=np.float64))
+    return np.asarray(X.T @ g, dtype=np.float64).ravel()
+
+
+@jit
+def _float32_scores(X, w):
+    """``X @ w`` of float32 rows, each product and sum in float64: `SCORE_LANES` partial
+    sums over the features (feature ``j`` in sum ``j % SCORE_LANES``), added pairwise,
+    then the features past the last full group of lanes."""
+    n, d = X.shape
+    out = np.empty(n)
+    partial = np.empty(SCORE_LANES)
+    top = d - d % SCORE_LANES
+    for i in range(n):
+        x = X[i]
+        partial[:] = 0.0
+        for j in range(0, top, SCORE_LANES):
+            for lane in range(SCORE_LANES):
+                partial[lane] += np.float64(x[j + lane]) * w[j + lane]
+        width = SCORE_LANES
+        while width > 1:  # pairwise: lane k gets lane k + width / 2
+            width //= 2
+            for lane in range(width):
+                partial[lane] += partial[lane + width]
+        total = partial[0]
+        for j in range(top, d):
+            total += np.float64(x[j]) * w[j]
+        out[i] = total
+    return out
+
+
+@jit
+def _transposed_product(X, g):
+    """``X^T g`` of float32 rows, each product and sum in float64, rows in order (a row
+    of ``g`` zero adds nothing and is skipped)."""
+    n, d = X.shape
+    out = np.zeros(d)
+    for i in range(n):
+        c = g[i]
+        if c != 0.0:
+            for j in range(d):
+                out[j] += np.float64(X[i, j]) * c
+    return out
+
+
 class QueryProblem(Problem):
     """The structured SVM over queries: `Problem` whose oracle is
     one `qs.inference.lai_queries` call over every query. ``n_queries`` counts the
-    queries that train (a relevant and a non-relevant document)."""
+    queries that train (a relevant and a non-relevant document). A dense float32 ``X`` is
+    kept float32 (the scores and the joint feature map summed in float64 from it); other
+    dense dtypes are read as float64."""
+
+    dense_dtypes = (np.float64, np.float32)
 
     def __init__(self, X, labels, offsets, *, C, loss, method, tol, max_iter, callback):
         if loss not in ("ap", "ndcg"):
@@ -97,7 +165,7 @@ class QueryProblem(Problem):
     def oracle(self, w):
         """``(lai_queries result with the hinges' gradients, scores)`` at ``w``, timed as
         `Problem.most_violated` times its LAI calls."""
-        scores = self.X @ w
+        scores = query_scores(self.X, w)
         self.last_scores = scores
         call = (scores, self.is_pos, self.offsets)
         kwargs = {"loss": self.loss, "method": self.method, "gradient": True, "ranks": False}
@@ -119,7 +187,7 @@ class QueryProblem(Problem):
             raise ValueError("training over queries takes whole passes (no batch_size).")
         res = self.oracle(w)
         q = self.n_queries
-        a = -np.asarray(self.X.T @ res.coef).ravel() / q
+        a = -query_transposed(self.X, res.coef) / q
         return a, float(res.loss.sum()) / q, float(res.hinge.sum()) / q
 
 
