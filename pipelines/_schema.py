@@ -50,10 +50,6 @@ def real(**bounds):
     return Annotated[float, Field(allow_inf_nan=False, **bounds), WrapValidator(_as_given)]
 
 
-#: a non-empty list of C values > 0 (a cross-validation grid)
-C_GRID = Annotated[list[real(gt=0)], Field(min_length=1)]
-
-
 def _no_repeats(values):
     if len(set(map(repr, values))) != len(values):
         raise ValueError(f"expected no repeated entries; got {shown(values)}")
@@ -66,6 +62,10 @@ def distinct(item, convert=None):
     return Annotated[
         list[item], *([before] if convert else []), Field(min_length=1), AfterValidator(_no_repeats)
     ]
+
+
+#: a non-empty list of distinct C values > 0 (a cross-validation grid)
+C_GRID = distinct(real(gt=0))
 
 
 def names(known, every=False):

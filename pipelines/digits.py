@@ -15,12 +15,13 @@ import pandas as pd
 from pydantic import conint
 from sklearn.datasets import load_digits
 from sklearn.metrics import average_precision_score
-from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
 from qs.estimators import RankSVM
 from qs.inference import METHODS as LAI_METHODS
+from qs.model_selection import choose_C, estimator_fit_score
 from qs.ssvm import SOLVERS
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
@@ -162,25 +163,15 @@ def warm_up(cfg, units=None):
 def fit_one(cfg, name, X, y):
     """Fit method `name` on (X, y), C fixed or chosen by CV: (estimator, C, C_from, seconds)."""
     C = cfg["C"][name]
+    C_from = "fixed"
     if C == "cv":
         folds = StratifiedKFold(cfg["cv"]["folds"], shuffle=True, random_state=cfg["seed"])
-        search = GridSearchCV(
-            _estimator(cfg, name, 1.0),
-            {"C": cfg["cv"]["grid"][name]},
-            scoring="average_precision",
-            cv=folds,
-            error_score="raise",
-        )
-        search.fit(X, y)
-        return (
-            search.best_estimator_,
-            float(search.best_params_["C"]),
-            f"{cfg['cv']['folds']}-fold cv",
-            search.refit_time_,
-        )
+        step = estimator_fit_score(_estimator(cfg, name, 1.0), X, y, "average_precision")
+        C = choose_C(step, cfg["cv"]["grid"][name], folds, X, y).C
+        C_from = f"{cfg['cv']['folds']}-fold cv"
     start = time.perf_counter()
     est = _estimator(cfg, name, float(C)).fit(X, y)
-    return est, float(C), "fixed", time.perf_counter() - start
+    return est, float(C), C_from, time.perf_counter() - start
 
 
 def settings(cfg, data):

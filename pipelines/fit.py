@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from pydantic import conint
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import make_scorer, roc_auc_score
-from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from tqdm import tqdm
@@ -26,6 +26,7 @@ from qs.data.tables import (
 )
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
+from qs.model_selection import choose_C, estimator_fit_score
 from qs.ssvm import SOLVERS
 from qsrank.pipelines import _methods
 from qsrank.pipelines import _schema as S
@@ -259,15 +260,14 @@ def estimator(cfg, name):
 
 def tune(cfg, est, grid, X, y):
     """`est` fitted on (X, y) with its C: the one given, or the best of `grid` by stratified
-    k-fold CV on `cfg["cv_metric"]` (the first of equals). Returns (estimator, C, CV score or
-    None)."""
+    k-fold CV on `cfg["cv_metric"]` (the smallest of equals). Returns (estimator, C, CV
+    score or None)."""
     if len(grid) == 1:
         return est.set_params(C=grid[0]).fit(X, y), grid[0], None
     folds = StratifiedKFold(cfg["cv_folds"], shuffle=True, random_state=cfg["seed"])
     scorer = make_scorer(CV_METRICS[cfg["cv_metric"]], response_method="decision_function")
-    search = GridSearchCV(est, {"C": grid}, scoring=scorer, cv=folds, error_score="raise")
-    search.fit(X, y)
-    return search.best_estimator_, search.best_params_["C"], float(search.best_score_)
+    choice = choose_C(estimator_fit_score(est, X, y, scorer), grid, folds, X, y)
+    return est.set_params(C=choice.C).fit(X, y), choice.C, choice.best_score
 
 
 def run_unit(run, unit):

@@ -23,6 +23,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 from tqdm import tqdm
 
+from qs import model_selection
 from qs.boosting import lightgbm_objective, xgboost_objective
 from qs.estimators import RankSVM
 from qs.metrics import mean_average_precision, ndcg_at_k, precision_at_k
@@ -208,26 +209,21 @@ def _map(cfg, y, scores, groups):
 
 def choose_C(cfg, method, split):
     """The C of `method`: the one given, or the best of the grid by the mean MAP over
-    GroupKFold folds of the training queries (the first of equals). (C, how, CV MAP)."""
+    GroupKFold folds of the training queries (the smallest of equals). (C, how, CV MAP)."""
     grid = cfg["C"]
     if method not in TUNED:
         return None, "defaults", None
     if len(grid) == 1:
         return grid[0], "fixed", None
-    folds = list(GroupKFold(cfg["cv_folds"]).split(split.X_train, split.y_train, split.g_train))
-    scores = []
-    for C in grid:
-        fold_maps = []
-        for tr, va in folds:
-            score = fit_method(
-                cfg, method, C, split.X_train[tr], split.y_train[tr], split.g_train[tr]
-            )
-            fold_maps.append(
-                _map(cfg, split.y_train[va], score(split.X_train[va]), split.g_train[va])
-            )
-        scores.append(float(np.mean(fold_maps)))
-    best = int(np.argmax(scores))
-    return grid[best], f"{cfg['cv_folds']}-fold GroupKFold", scores[best]
+    X, y, g = split.X_train, split.y_train, split.g_train
+
+    def fit_score(C, train, validation):
+        score = fit_method(cfg, method, C, X[train], y[train], g[train])
+        return _map(cfg, y[validation], score(X[validation]), g[validation])
+
+    folds = GroupKFold(cfg["cv_folds"])
+    choice = model_selection.choose_C(fit_score, grid, folds, X, y, groups=g)
+    return choice.C, f"{cfg['cv_folds']}-fold GroupKFold", choice.best_score
 
 
 def query_metrics(cfg, y, scores, groups):

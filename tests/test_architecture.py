@@ -131,3 +131,43 @@ def test_the_qs_modules_that_write_files_are_the_ones_named():
 def test_the_qs_modules_that_draw_progress_are_the_ones_named():
     showing = {m for m in _modules("qs") if _calls(ROOT / m) & SHOWS}
     assert showing == _section("What in qs draws progress")
+
+
+#: modules whose imports of private names another change makes public (the LAI kernels'
+#: shared helpers and the query solver that calls them); to be dropped when it lands
+PRIVATE_IMPORTS_PENDING = ("qs/inference/", "qs/ssvm/queries.py")
+
+
+def _private_names_imported(path):
+    """The private names a module imports from other modules of qs (a private module, as
+    ``from qs.ssvm import _problem``, is not one)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+            continue
+        if node.module.split(".")[0] != "qs":
+            continue
+        package = ROOT.joinpath(*node.module.split("."))
+        for alias in node.names:
+            is_module = (package / f"{alias.name}.py").exists() or (package / alias.name).is_dir()
+            if alias.name.startswith("_") and not is_module:
+                yield f"from {node.module} import {alias.name}"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    bad = [
+        f"{m}: {line}"
+        for m in _modules("qs")
+        if not m.startswith(PRIVATE_IMPORTS_PENDING)
+        for line in _private_names_imported(ROOT / m)
+    ]
+    assert not bad, f"make these public in the module that owns them: {bad}"
+
+
+def test_the_private_import_check_tells_a_name_from_a_module(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from qs.ssvm import _problem\nfrom qs.ssvm.latent import _Hidden, Bags\n"
+        "from numpy import _core\n",
+        encoding="utf-8",
+    )
+    assert list(_private_names_imported(module)) == ["from qs.ssvm.latent import _Hidden"]

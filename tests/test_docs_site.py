@@ -221,6 +221,7 @@ def test_api_pages_render_the_docstrings(pages):
 #: modules whose docstrings are numpydoc throughout: their API sections may show no defect
 NUMPYDOC_MODULES = (
     "qs.estimators",
+    "qs.model_selection",
     "qs.ssvm",
     "qs.detection",
     "qs.top_boxes",

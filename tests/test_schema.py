@@ -65,6 +65,10 @@ def test_defaults_and_values_keep_their_type():
         ),
         ({"inner": {"folds": 2.0}}, "inner.folds: expected an integer; got 2.0"),
         ({"inner": {"grid": [1, 0]}}, "inner.grid.1: expected a value > 0; got 0"),
+        (
+            {"inner": {"grid": [1.0, 1.0]}},
+            "inner.grid: expected no repeated entries; got [1.0, 1.0]",
+        ),
         ([1, 2], "config must be a mapping of keys; got [1, 2]"),
     ],
 )

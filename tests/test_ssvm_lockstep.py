@@ -14,7 +14,7 @@ from qs.detection import score_bags
 from qs.ssvm import _working_sets, lockstep
 from qs.ssvm._working_sets import RowPool
 from qs.ssvm.latent import LatentProblem, latent_cutting_plane
-from qs.ssvm.lockstep import LockstepState, latent_lockstep
+from qs.ssvm.lockstep import LockstepOptions, LockstepState, latent_lockstep
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
 
@@ -75,9 +75,10 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
     ]
     for k in (1, 2, int(counts.max())):
         for bags in (X, features, da.from_array(features, chunks=(7, -1, -1))):
-            state = latent_lockstep(
-                bags, counts, labels, working_set=k, timed=timed, verify="path", **options
+            opts = LockstepOptions(
+                working_set_size=k, timed_methods=timed, verify="path", **options
             )
+            state = latent_lockstep(bags, counts, labels, opts)
             for ref, c in zip(full, state.classes):
                 np.testing.assert_array_equal(c.w, ref.w)
                 assert c.pos_boxes.tolist() == ref.pos_boxes.tolist()
@@ -87,7 +88,8 @@ def test_path_verified_lockstep_trains_the_in_memory_models(loss, method, timed,
                 for m in timed:
                     assert len(c.lai_times[m]) == c.lai_calls
             assert state.passes < sum(r.lai_calls for r in full) / 4
-    state = latent_lockstep(X, counts, labels, working_set=int(counts.max()), **options)
+    opts = LockstepOptions(working_set_size=int(counts.max()), **options)
+    state = latent_lockstep(X, counts, labels, opts)
     assert all(c.repeats == 0 and c.lai_calls == r.lai_calls for r, c in zip(full, state.classes))
 
 
@@ -111,25 +113,23 @@ def test_grouped_passes_and_restarted_working_sets_train_the_in_memory_models(mo
         lambda *args, **kw: calls.append(1) or class_top_boxes(*args, **kw),
     )
     held = {}
-    for keep in ("all", "step"):
+    for restart in (False, True):
         rows, calls[:] = [], []
         state = latent_lockstep(
             da.from_array(features, chunks=(7, -1, -1)),
             counts,
             labels,
-            working_set=2,
-            keep=keep,
+            LockstepOptions(working_set_size=2, restart_working_sets=restart, **options),
             callback=lambda s: rows.append(  # noqa: B023 (called within the loop)
                 s.rows_held
             ),
-            **options,
         )
         for ref, c in zip(full, state.classes):
             np.testing.assert_array_equal(c.w, ref.w)
             np.testing.assert_array_equal(c.objective, ref.objective)
-        held[keep] = sum(rows) / len(rows)
+        held[restart] = sum(rows) / len(rows)
         assert len(calls) == 6 * state.passes  # 40 images: 6 chunks, a group each
-    assert held["step"] < held["all"], held
+    assert held[True] < held[False], held
 
 
 def test_step_verified_steps_solve_the_full_inner_problem():
@@ -140,7 +140,8 @@ def test_step_verified_steps_solve_the_full_inner_problem():
     _, counts = padded(X, offsets)
     C, tol = 50.0, 1e-4
     options = {"C": C, "loss": "ap", "method": "qs", "tol": tol, "max_outer": 1, "min_outer": 1}
-    state = latent_lockstep(X, counts, labels, working_set=1, verify="step", **options)
+    opts = LockstepOptions(working_set_size=1, verify="step", **options)
+    state = latent_lockstep(X, counts, labels, opts)
     assert sum(c.repeats for c in state.classes) > 0  # the check had something to correct
     for j, c in enumerate(state.classes):
         ref = latent_cutting_plane(X, offsets, labels[:, j], **options)
@@ -170,8 +171,8 @@ def _initial(sizes):
 def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
     X, offsets, labels = class_bags(5)
     _, counts = padded(X, offsets)
-    options = {"C": 10.0, "loss": "ap", "method": "qs", "max_outer": 5, "working_set": 2}
-    whole = latent_lockstep(X, counts, labels, **options)
+    options = LockstepOptions(C=10.0, loss="ap", method="qs", max_outer=5, working_set_size=2)
+    whole = latent_lockstep(X, counts, labels, options)
     saved = {}
 
     class Stop(Exception):
@@ -183,16 +184,16 @@ def test_a_resumed_training_ends_where_an_uninterrupted_one_does():
             raise Stop
 
     with pytest.raises(Stop):
-        latent_lockstep(X, counts, labels, callback=stop_after_two, **options)
+        latent_lockstep(X, counts, labels, options, callback=stop_after_two)
     stored = LockstepState.from_arrays(dict(saved))
-    resumed = latent_lockstep(X, counts, labels, state=stored, **options)
+    resumed = latent_lockstep(X, counts, labels, options, state=stored)
     assert resumed.resumed == 1 and resumed.passes == whole.passes + 1
     np.testing.assert_array_equal(resumed.W, whole.W)
     for a, b in zip(resumed.classes, whole.classes):
         assert a.pos_boxes.tolist() == b.pos_boxes.tolist() and a.objective == b.objective
         assert a.n_iter == b.n_iter and a.repeats == b.repeats
     with pytest.raises(ValueError, match="made for other labels"):
-        latent_lockstep(X, counts, labels[:, :2], state=LockstepState.from_arrays(saved), **options)
+        latent_lockstep(X, counts, labels[:, :2], options, state=LockstepState.from_arrays(saved))
     with pytest.raises(ValueError, match="not a lockstep training state"):
         LockstepState.from_arrays({"meta": np.array("{}")})
 
@@ -341,16 +342,9 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(7, n=40)
     features, counts = padded(X.astype(np.float16), offsets)
-    options = {
-        "C": 50.0,
-        "loss": "ap",
-        "method": "qs",
-        "tol": 1e-4,
-        "max_outer": 3,
-        "working_set": 1,
-        "verify": verify,
-        "spill_dir": tmp_path,
-    }
+    options = LockstepOptions(
+        C=50.0, loss="ap", method="qs", tol=1e-4, max_outer=3, working_set_size=1, verify=verify
+    )
     reads, files, blocks = [], [], []
     read, compact = RowPool._read, RowPool.compact
     monkeypatch.setattr(RowPool, "_read", lambda pool, slots: reads.append(1) or read(pool, slots))
@@ -370,6 +364,7 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
             da.from_array(features, chunks=(8, -1, -1)),
             counts,
             labels,
+            options,
             callback=lambda s: seen.append(  # noqa: B023 (called within the loop)
                 (
                     s.passes,
@@ -377,7 +372,7 @@ def test_spilled_rows_train_the_models_of_rows_kept_in_memory(verify, monkeypatc
                     [c.working.copy() for c in s.classes],
                 )
             ),
-            **options,
+            spill_dir=tmp_path,
         )
         runs[spilling] = state, seen, len(reads)
     (spilled, seen, read_spilled), (kept, seen_kept, read_kept) = runs[True], runs[False]
@@ -417,7 +412,13 @@ def test_a_training_that_raises_mid_pass_leaves_no_spill_file(monkeypatch, tmp_p
 
     monkeypatch.setattr(lockstep, "class_top_boxes", failing)
     with pytest.raises(RuntimeError, match="went away"):
-        latent_lockstep(X, counts, labels, C=50.0, working_set=1, verify="step", spill_dir=tmp_path)
+        latent_lockstep(
+            X,
+            counts,
+            labels,
+            LockstepOptions(C=50.0, working_set_size=1, verify="step"),
+            spill_dir=tmp_path,
+        )
     assert len(files) == 2 and all(f.closed for f in files)
     assert list(tmp_path.iterdir()) == []
 
@@ -427,14 +428,16 @@ def test_bad_input_is_named():
     _, counts = padded(X, offsets)
     with pytest.raises(ValueError, match=r"labels must be \(n_images, n_classes\)"):
         latent_lockstep(X, counts, labels[:, 0])
-    with pytest.raises(ValueError, match="working_set must be an integer >= 1"):
-        latent_lockstep(X, counts, labels, working_set=0)
-    with pytest.raises(ValueError, match="verify must be one of path, step"):
-        latent_lockstep(X, counts, labels, verify="all")
-    with pytest.raises(ValueError, match="keep must be one of all, step"):
-        latent_lockstep(X, counts, labels, keep="path")
+    with pytest.raises(ValueError, match="^working_set_size must be an integer >= 1; got 0"):
+        LockstepOptions(working_set_size=0)
+    with pytest.raises(ValueError, match="^min_outer must be an integer >= 1; got True"):
+        LockstepOptions(min_outer=True)
+    with pytest.raises(ValueError, match="^verify must be one of path, step; got 'all'"):
+        LockstepOptions(verify="all")
+    with pytest.raises(ValueError, match="^restart_working_sets must be True, False or None"):
+        LockstepOptions(restart_working_sets="step")
     with pytest.raises(ValueError, match=r"init weights must have shape \(6, 3\)"):
-        latent_lockstep(X, counts, labels, init=np.zeros((5, 3)))
+        latent_lockstep(X, counts, labels, LockstepOptions(init=np.zeros((5, 3))))
     with pytest.raises(ValueError, match="gather must be an integer array"):
         class_top_boxes(X, counts, np.zeros((6, 1)), 1, gather=np.full((counts.size, 1), 99))
 
@@ -446,26 +449,21 @@ def test_working_sets_hold_float16_rows_once_for_every_class():
     da = pytest.importorskip("dask.array")
     X, offsets, labels = class_bags(4, n=30, n_classes=4)
     features, counts = padded(X.astype(np.float16).astype(np.float64), offsets)
-    options = {
-        "C": 10.0,
-        "loss": "ap",
-        "method": "qs",
-        "max_outer": 3,
-        "working_set": 3,
-        "verify": "step",
-    }
+    options = LockstepOptions(
+        C=10.0, loss="ap", method="qs", max_outer=3, working_set_size=3, verify="step"
+    )
     seen = []
     half = latent_lockstep(
         da.from_array(features.astype(np.float16), chunks=(8, -1, -1)),
         counts,
         labels,
+        options,
         callback=lambda s: seen.append(
             (s.rows_held, s.row_bytes, [c.working.copy() for c in s.classes if not c.done])
         ),
-        **options,
     )
     wide = latent_lockstep(
-        da.from_array(features.astype(np.float32), chunks=(8, -1, -1)), counts, labels, **options
+        da.from_array(features.astype(np.float32), chunks=(8, -1, -1)), counts, labels, options
     )
     np.testing.assert_array_equal(half.W, wide.W)
     for held, nbytes, working in seen:  # the unfinished classes' boxes, each once
@@ -483,15 +481,9 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
     without the constraints (the earlier layout) resumes too, its repeats solved cold."""
     X, offsets, labels = class_bags(7, n=40)
     _, counts = padded(X, offsets)
-    options = {
-        "C": 50.0,
-        "loss": "ap",
-        "method": "qs",
-        "tol": 1e-4,
-        "max_outer": 3,
-        "working_set": 1,
-        "verify": "step",
-    }
+    options = LockstepOptions(
+        C=50.0, loss="ap", method="qs", tol=1e-4, max_outer=3, working_set_size=1, verify="step"
+    )
     stored = []
 
     def store(state):
@@ -501,13 +493,13 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
         with np.load(buffer, allow_pickle=False) as arrays:
             stored.append(dict(arrays))
 
-    whole = latent_lockstep(X, counts, labels, callback=store, **options)
+    whole = latent_lockstep(X, counts, labels, options, callback=store)
     with_constraints = [s for s in stored if any(k.startswith("constraints_") for k in s)]
     assert with_constraints and sum(c.repeats for c in whole.classes) > 0
     cold_differs = False
     for arrays in stored[:-1]:
         resumed = latent_lockstep(
-            X, counts, labels, state=LockstepState.from_arrays(arrays), **options
+            X, counts, labels, options, state=LockstepState.from_arrays(arrays)
         )
         assert resumed.passes == whole.passes + 1
         np.testing.assert_array_equal(resumed.W, whole.W)
@@ -517,7 +509,7 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
         old = {k: v for k, v in arrays.items() if not k.startswith("constraints_")}
         state = LockstepState.from_arrays(old)
         assert all(c.constraints is None for c in state.classes)
-        cold = latent_lockstep(X, counts, labels, state=state, **options)
+        cold = latent_lockstep(X, counts, labels, options, state=state)
         assert all(c.done for c in cold.classes)
         cold_differs |= [c.n_iter for c in cold.classes] != [c.n_iter for c in whole.classes]
     assert cold_differs  # the stored constraints are what the resumed solves start from
@@ -526,8 +518,8 @@ def test_a_step_verified_training_resumed_after_any_pass_trains_the_same_models(
             X[:, :-1],
             counts,
             labels,
+            options,
             state=LockstepState.from_arrays(with_constraints[0]),
-            **options,
         )
     bad = {**with_constraints[0]}
     key = next(k for k in bad if k.startswith("constraints_G_"))

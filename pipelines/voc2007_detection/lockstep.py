@@ -23,7 +23,7 @@ from tqdm import tqdm
 from qs.data.voc2007 import CLASSES, SPLIT_SIZES
 from qs.estimators import append_ones
 from qs.metrics import voc_detection_ap
-from qs.ssvm.lockstep import LockstepState, latent_lockstep
+from qs.ssvm.lockstep import LockstepOptions, LockstepState, latent_lockstep
 from qsrank.pipelines._io import write_json, write_npz, write_text
 from qsrank.pipelines._runs import same
 from qsrank.pipelines.voc2007_detection.config import METHODS, WORKING_SET, selected_methods
@@ -82,23 +82,26 @@ def _train_and_test(run, loss):
             bar.update(state.passes - bar.n)
             bar.set_postfix_str(f"{sum(not c.done for c in state.classes)} classes left")
 
-        start = time.perf_counter()
-        state = latent_lockstep(
-            features,
-            counts,
-            labels,
+        options = LockstepOptions(
             C=C,
             loss=loss,
             method=inference,
-            timed=[METHODS[m][1] for m in methods[1:]],
+            timed_methods=tuple(METHODS[m][1] for m in methods[1:]),
             tol=cfg["tol"],
             max_iter=cfg["max_iter"],
             max_outer=cfg["max_outer"],
             min_outer=cfg["min_outer"][loss],
             init=init,
             random_state=cfg["seed"],
-            working_set=k,
+            working_set_size=k,
             verify=cfg["verify"],
+        )
+        start = time.perf_counter()
+        state = latent_lockstep(
+            features,
+            counts,
+            labels,
+            options,
             scheduler=scheduler,
             state=state,
             callback=saved,

@@ -7,6 +7,7 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
+from qs import model_selection
 from qs.data.voc2007 import CLASSES
 from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
@@ -112,12 +113,14 @@ def choose_C(cfg, loss, train, labels, cls, scheduler=None):
             f"class {cls!r}: choosing C needs ground-truth objects (other than "
             "difficult ones) in the held-out trainval images; give C as one number"
         )
-    fit, val = train.subset(fit_idx), train.subset(val_idx)
-    scores = {}
-    for C in grid:
-        est, _ = train_one(cfg, GRID_METHOD[loss], fit, labels[fit_idx], C, scheduler)
-        scores[C] = detection_ap(est, val, cls, cfg["nms_threshold"], scheduler)
-    return max(grid, key=lambda c: (scores[c], -c)), scores
+
+    def fit_score(C, fit_rows, val_rows):
+        fit = train.subset(fit_rows)
+        est, _ = train_one(cfg, GRID_METHOD[loss], fit, labels[fit_rows], C, scheduler)
+        return detection_ap(est, train.subset(val_rows), cls, cfg["nms_threshold"], scheduler)
+
+    choice = model_selection.choose_C(fit_score, grid, [(fit_idx, val_idx)])
+    return choice.C, dict(zip(grid, map(float, choice.mean_scores[model_selection.SCORE])))
 
 
 def detection_ap(est, split, cls, threshold, scheduler=None):

@@ -4,11 +4,11 @@ cross-validation), evaluated on the test boxes; the experiment's declaration (`S
 import hashlib
 import time
 
-import numpy as np
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.model_selection import StratifiedKFold
 
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg, voc_average_precision
+from qs.model_selection import choose_C, estimator_fit_score
 from qsrank.pipelines import _methods
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
@@ -84,31 +84,24 @@ def _ndcg_scorer(est, X, y):
 def cross_validate(cfg, loss, X, y, bias):
     """5-fold (cv.folds) CV of C over cv.grid for `loss`, with the fastest exact LAI (every
     exact method gives the same weights). Selected by validation NDCG for loss ndcg, by AP
-    otherwise (the 0-1 SVM included, as the paper compares it in AP); ties: the smaller C."""
+    otherwise (the 0-1 SVM included, as the paper compares it in AP); ties: the smallest C."""
     name = {"01": "0-1", "ap": "ap_auto", "ndcg": "ndcg_auto"}[loss]
     grid = sorted(cfg["cv"]["grid"][loss])
     folds = StratifiedKFold(cfg["cv"]["folds"], shuffle=True, random_state=cfg["seed"])
-    search = GridSearchCV(
-        _estimator(cfg, name, grid[0], bias),
-        {"C": grid},
-        cv=folds,
-        scoring={"ap": _ap_scorer, "ndcg": _ndcg_scorer},
-        refit=False,
-        error_score="raise",
-    )
-    search.fit(X, y)
-    res = search.cv_results_
+    scoring = {"ap": _ap_scorer, "ndcg": _ndcg_scorer}
+    step = estimator_fit_score(_estimator(cfg, name, grid[0], bias), X, y, scoring)
     key = "ndcg" if loss == "ndcg" else "ap"
-    best = int(np.argmax(res[f"mean_test_{key}"]))
+    choice = choose_C(step, grid, folds, X, y, select=key)
+    means = choice.mean_scores
     return {
         "loss": loss,
-        "C": float(grid[best]),
+        "C": float(choice.C),
         "grid": [float(c) for c in grid],
         "selected_by": key,
-        "cv_ap": float(res["mean_test_ap"][best]),
-        "cv_ndcg": float(res["mean_test_ndcg"][best]),
-        "mean_test_ap": [float(v) for v in res["mean_test_ap"]],
-        "mean_test_ndcg": [float(v) for v in res["mean_test_ndcg"]],
+        "cv_ap": float(means["ap"][choice.index]),
+        "cv_ndcg": float(means["ndcg"][choice.index]),
+        "mean_test_ap": [float(v) for v in means["ap"]],
+        "mean_test_ndcg": [float(v) for v in means["ndcg"]],
     }
 
 

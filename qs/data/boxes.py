@@ -11,6 +11,7 @@ inclusive pixels.
 """
 
 import hashlib
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,17 +36,44 @@ __all__ = ["VocAnnotation", "load_image_set", "load_rcnn_cache", "load_voc_annot
 _SHOWN = 5  # missing files named in one message, at most
 
 
-def load_rcnn_cache(paths_or_dir):
+def load_rcnn_cache(paths_or_dir: str | Path | Sequence[str | Path]) -> DetectionData:
     """Read R-CNN-style per-image ``.mat`` feature caches (v5 or v7.3) into `DetectionData`.
 
-    ``paths_or_dir``: a directory (its ``*.mat`` files, sorted) or a list of files; each file
-    is one image, named by its stem. A file holds ``boxes`` (K x 4: x1 y1 x2 y2, 1-based) and
+    Each file is one image, named by its stem. A file holds ``boxes`` (K x 4: x1 y1 x2 y2, 1-based) and
     ``feat`` (K x d, d the same in every file), and optionally ``gt`` (K, true for the
     ground-truth boxes), ``class`` (K, their class 1..20, 0 elsewhere) and ``overlap`` (K x
     20, IoU with each class's objects). With ``gt`` and ``class``, the ground-truth boxes are
     the image's objects (R-CNN's caches leave difficult objects out, so none is difficult);
     without, the objects are empty. The files are read in a worker process (a damaged one can
     crash scipy's or h5py's reader): see `qs.data.formats.read_isolated`.
+
+    Parameters
+    ----------
+    paths_or_dir : str, pathlib.Path or sequence of them
+        A directory (its ``*.mat`` files, sorted) or the files.
+
+    Returns
+    -------
+    DetectionData
+        The boxes' features (float32), the images' box offsets, boxes, ids and objects, and
+        the source with the files' checksum.
+
+    Raises
+    ------
+    ValueError
+        On a missing, unreadable or malformed file (naming it and the variable), or files
+        of different feature dimensions.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     boxes = np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]])
+    ...     savemat(pathlib.Path(tmp) / "000005.mat", {"boxes": boxes, "feat": np.ones((2, 3))})
+    ...     data = load_rcnn_cache(tmp)
+    >>> data.X.shape, data.image_ids.tolist()
+    ((2, 3), ['000005'])
     """
     paths = mat_paths(paths_or_dir)
     X, boxes, counts, objects, digest, d = [], [], [], [], hashlib.sha256(), None
@@ -77,10 +105,44 @@ def load_rcnn_cache(paths_or_dir):
     )
 
 
-def read_rcnn_file(path):
-    """One R-CNN cache file, checked: ``(feat float32 (K, d), boxes float64 (K, 4), (object
-    boxes, object classes, difficult))`` as `load_rcnn_cache` describes them. Read in this
-    process: callers isolate it (`read_isolated`, or `qs.data.convert`'s workers)."""
+def read_rcnn_file(
+    path: str | Path,
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """One R-CNN cache file, checked, as `load_rcnn_cache` describes it.
+
+    It is read in this process: callers isolate it (`qs.data.formats.read_isolated`, or
+    `qs.data.convert`'s workers).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The ``.mat`` file.
+
+    Returns
+    -------
+    feat : numpy.ndarray of shape (K, d)
+        The boxes' features, float32.
+    boxes : numpy.ndarray of shape (K, 4)
+        The boxes, x1 y1 x2 y2, 1-based, float64.
+    objects : tuple of numpy.ndarray
+        The ground-truth objects: their boxes, classes and difficult flags.
+
+    Raises
+    ------
+    ValueError
+        On a missing variable, a bad shape or a box that is not 1-based x1 y1 x2 y2.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "000005.mat"
+    ...     savemat(path, {"boxes": np.array([[1.0, 1, 10, 10]]), "feat": np.ones((1, 3))})
+    ...     feat, boxes, objects = read_rcnn_file(path)
+    >>> feat.dtype, boxes.tolist(), objects[0].shape
+    (dtype('float32'), [[1.0, 1.0, 10.0, 10.0]], (0, 4))
+    """
     path = Path(path)
     names, found = read_mat(path, ("boxes", "feat", "gt", "class", "overlap"))
     missing = [k for k in ("boxes", "feat") if k not in found]
@@ -188,13 +250,44 @@ class VocAnnotation:
     truncated: np.ndarray  # bool (m,)
 
 
-def load_voc_annotation(xml_path):
+def load_voc_annotation(xml_path: str | Path) -> VocAnnotation:
     """Read one VOC devkit annotation XML file (the image id is the file's stem).
 
     The XML is untrusted: it is parsed with defusedxml, which refuses DTDs, entities and
     external references (an entity-expansion "billion laughs" file would otherwise take the
-    memory). An unknown class, a missing or non-integer field, or a box outside the image
-    raises a ValueError naming the file and the object.
+    memory).
+
+    Parameters
+    ----------
+    xml_path : str or pathlib.Path
+        The annotation file.
+
+    Returns
+    -------
+    VocAnnotation
+        The image's id and size and its objects.
+
+    Raises
+    ------
+    ValueError
+        On XML that does not parse or is refused, an unknown class, a missing or
+        non-integer field, or a box outside the image, naming the file and the object.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> xml = (
+    ...     "<annotation><size><width>100</width><height>80</height></size>"
+    ...     "<object><name>dog</name><difficult>0</difficult><truncated>1</truncated>"
+    ...     "<bndbox><xmin>1</xmin><ymin>2</ymin><xmax>50</xmax><ymax>60</ymax></bndbox>"
+    ...     "</object></annotation>"
+    ... )
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "000005.xml"
+    ...     _ = path.write_text(xml)
+    ...     note = load_voc_annotation(path)
+    >>> note.image_id, note.names, note.boxes.tolist(), note.truncated.tolist()
+    ('000005', ('dog',), [[1.0, 2.0, 50.0, 60.0]], [True])
     """
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import ParseError, fromstring
@@ -267,11 +360,41 @@ def _xml_flag(path, node, field, where):
     return bool(value)
 
 
-def load_image_set(path):
-    """Read a VOC image-set list: ``(ids, None)`` for a list of ids (``trainval.txt``), or
-    ``(ids, labels)`` for a class list (``aeroplane_trainval.txt``: an id and 1 present, -1
-    absent, 0 only difficult per line). An id names its files (``ID.mat``, ``ID.xml``), so it
-    is letters, digits and ``._-`` only; every line ends with a newline."""
+def load_image_set(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Read a VOC image-set list: a list of ids, or a class list of ids and labels.
+
+    An id names its files (``ID.mat``, ``ID.xml``), so it is letters, digits and ``._-``
+    only; every line ends with a newline.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A list of ids (``trainval.txt``), or a class list (``aeroplane_trainval.txt``: an
+        id and 1 present, -1 absent, 0 only difficult per line).
+
+    Returns
+    -------
+    ids : numpy.ndarray of str
+        The image ids, in the file's order.
+    labels : numpy.ndarray of int or None
+        The labels of a class list; None for a list of ids.
+
+    Raises
+    ------
+    ValueError
+        On a missing final newline, lines of different widths, an id that is no plain
+        file name, a repeated id or a label other than 1, -1 or 0, naming the line.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "aeroplane_trainval.txt"
+    ...     _ = path.write_text("000005 -1\\n000007  1\\n")
+    ...     ids, labels = load_image_set(path)
+    >>> ids.tolist(), labels.tolist()
+    (['000005', '000007'], [-1, 1])
+    """
     path = Path(path)
     raw = read_bytes(path, "the image set", LIST_BYTES)
     check_final_newline(path, raw)
@@ -285,7 +408,8 @@ def load_image_set(path):
             f"{path}, line {rows[0][0]}: expected an image id, or an id and a "
             f"label; got {shown(' '.join(rows[0][1]))}."
         )
-    ids, labels, seen = [], [], {}
+    ids, labels = [], []
+    seen: dict[str, int] = {}  # id -> the line it was first on
     for no, fields in rows:
         if len(fields) != width:
             raise ValueError(

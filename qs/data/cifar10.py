@@ -113,8 +113,38 @@ def _checked(path, pixels, labels):
     return np.ascontiguousarray(pixels.reshape(n, 3, SIDE, SIDE)), labels.astype(np.int64)
 
 
-def read_python_batch(path):
-    """One batch of the python version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
+def read_python_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch of CIFAR-10's python version (a pickled dict), read without running code.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The batch file.
+
+    Returns
+    -------
+    images : numpy.ndarray of shape (n, 3, 32, 32)
+        The images, uint8.
+    labels : numpy.ndarray of shape (n,)
+        Their labels in 0..9, int64.
+
+    Raises
+    ------
+    ValueError
+        On a file that is no such pickled dict, pixels that are not uint8 records of 3072,
+        or labels out of range, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, pickle, tempfile
+    >>> batch = {b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 7]}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test_batch"
+    ...     _ = path.write_bytes(pickle.dumps(batch))
+    ...     images, labels = read_python_batch(path)
+    >>> images.shape, labels.tolist()
+    ((2, 3, 32, 32), [3, 7])
+    """
     batch = _unpickle(path)
     if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
         raise ValueError(f"{path}: expected a pickled dict with keys b'data' and b'labels'")
@@ -126,8 +156,39 @@ def read_python_batch(path):
     return _checked(path, pixels, labels)
 
 
-def read_binary_batch(path):
-    """One batch of the binary version: (images (n, 3, 32, 32) uint8, labels (n,) int64)."""
+def read_binary_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch of CIFAR-10's binary version: records of a label byte and 3072 pixel bytes.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The batch file.
+
+    Returns
+    -------
+    images : numpy.ndarray of shape (n, 3, 32, 32)
+        The images, uint8.
+    labels : numpy.ndarray of shape (n,)
+        Their labels in 0..9, int64.
+
+    Raises
+    ------
+    ValueError
+        On a file that is not a whole number of records, or labels out of range, naming
+        the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> records = np.zeros((2, 3073), np.uint8)
+    >>> records[:, 0] = [3, 7]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test_batch.bin"
+    ...     _ = path.write_bytes(records.tobytes())
+    ...     images, labels = read_binary_batch(path)
+    >>> images.shape, labels.tolist()
+    ((2, 3, 32, 32), [3, 7])
+    """
     raw = np.frombuffer(read_bytes(path, "the CIFAR-10 batch", BATCH_BYTES), dtype=np.uint8)
     if raw.size == 0 or raw.size % (RECORD + 1):
         raise ValueError(
@@ -179,9 +240,40 @@ def _class_names(folder, version):
     return tuple(names)
 
 
-def load_cifar10(directory):
-    """CIFAR-10 from `directory` (either version, or its parent folder): ImageData with the
-    50000 training images (batches 1-5 in order) and the 10000 test images."""
+def load_cifar10(directory: str | Path) -> ImageData:
+    """CIFAR-10 from `directory`, in either version: the training pool and the test set.
+
+    Parameters
+    ----------
+    directory : str or pathlib.Path
+        The folder of the batches (``data_batch_1`` .. ``data_batch_5`` and ``test_batch``,
+        with ``.bin`` for the binary version), or its parent.
+
+    Returns
+    -------
+    ImageData
+        The training images (batches 1-5 in order, 50000 for the real data), the test
+        images (10000), the class names (from the batches' meta file when present) and
+        the source.
+
+    Raises
+    ------
+    ValueError
+        On a missing directory or batch, or a batch that does not read (see
+        `read_python_batch` and `read_binary_batch`).
+
+    Examples
+    --------
+    Six binary batches of one image each:
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     for name in (*TRAIN_BATCHES, TEST_BATCH):
+    ...         _ = (pathlib.Path(tmp) / f"{name}.bin").write_bytes(bytes(3073))
+    ...     data = load_cifar10(tmp)
+    >>> data.X_train.shape, data.X_test.shape, data.class_names[0]
+    ((5, 3, 32, 32), (1, 3, 32, 32), 'airplane')
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise ValueError(f"CIFAR-10 directory {directory} does not exist")

@@ -13,6 +13,7 @@ import re
 import resource
 import stat
 from pathlib import Path, PurePath
+from typing import Any
 
 import numpy as np
 
@@ -50,11 +51,47 @@ class Unreadable(ValueError):
         self.reason = reason
 
 
-def read_bytes(path, what, limit):
-    """The bytes of the regular file ``path`` (``what`` it is, for messages), refused above
-    ``limit`` bytes. Opened without blocking, so that a FIFO is refused rather than waited on;
-    read to the file's size (a byte more, then on in small steps should it grow), so that a
-    large ``limit`` asks for no more memory than the file takes."""
+def read_bytes(path: str | Path, what: str, limit: int) -> bytes:
+    """The bytes of a regular file, refused above a size.
+
+    The file is opened without blocking, so that a FIFO is refused rather than waited on,
+    and read to its size (a byte more, then on in small steps should it grow), so that a
+    large `limit` asks for no more memory than the file takes.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    what : str
+        What it is, for messages ("the feature file").
+    limit : int
+        The most bytes read.
+
+    Returns
+    -------
+    bytes
+        The file's contents.
+
+    Raises
+    ------
+    Unreadable
+        A ValueError: a missing or unreadable file, one that is not regular (a directory,
+        FIFO or device), or one over `limit` bytes.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "list.txt"
+    ...     _ = path.write_bytes(b"12345")
+    ...     data = read_bytes(path, "the list", 10)
+    ...     try:
+    ...         read_bytes(path, "the list", 4)
+    ...     except Unreadable as err:
+    ...         reason = err.reason
+    >>> data, reason
+    (b'12345', 'it is larger than 4 bytes, the most read for one; is it the right file?')
+    """
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -157,10 +194,32 @@ def as_float32(path, name, a):
     return a.astype(np.float32)
 
 
-def read_json(path):
-    """The JSON document at `path`, or None when it is missing or unreadable (a record that
-    a killed writer left half-written counts as absent, as does a FIFO, a device or a file
-    over ``SAMPLE_BYTES``, so that reading a record never blocks or fills memory)."""
+def read_json(path: str | Path) -> Any:
+    """The JSON document in a file, or None when it is missing or unreadable.
+
+    A record that a killed writer left half-written counts as absent, as does a FIFO, a
+    device or a file over ``SAMPLE_BYTES``, so that reading a record never blocks or fills
+    memory.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    Any
+        The document, or None.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "record.json"
+    ...     _ = path.write_text('{"done": true}')
+    ...     print(read_json(path), read_json(pathlib.Path(tmp) / "missing.json"))
+    {'done': True} None
+    """
     try:
         return json.loads(read_bytes(path, "a JSON record", SAMPLE_BYTES))
     except ValueError:  # Unreadable, a decoding error, text that is not JSON

@@ -16,8 +16,10 @@ readers trust the lengths and types a file declares, and one damaged byte can cr
 """
 
 import math
+from collections.abc import Callable, Generator, Iterable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,21 +52,64 @@ _CACHE_KEYS = ("y", "image_names", "box_ids", "boxes", "source", "bias")
 
 
 def load_features(
-    path, *, kind=None, n_features=None, x_key="X", y_key="y", query_id=False, zero_based="auto"
-):
-    """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless ``kind`` is given.
+    path: str | Path,
+    *,
+    kind: str | None = None,
+    n_features: int | None = None,
+    x_key: str = "X",
+    y_key: str | None = "y",
+    query_id: bool = False,
+    zero_based: bool | str = "auto",
+) -> tuple[Any, ...]:
+    """Read ``(X, y)`` from a .mat, svmlight or .npz file, by suffix unless `kind` is given.
 
-    ``x_key``/``y_key`` name the variables of a .mat file; ``y_key=None`` reads X alone
-    (y is None; an svmlight file's labels are dropped), for data to score. ``n_features``,
-    when given, is the number of columns X must have. ``query_id=True`` (learning to rank)
-    returns ``(X, y, groups)``: the query id of each row, from the ``qid:`` of every line of
-    an svmlight/LETOR file (trailing ``# ...`` comments are skipped) or the ``groups`` array
-    of an .npz file; rows stay in the file's order, and a query whose rows are not
-    consecutive is refused naming the line (or row) that breaks the order. ``zero_based``:
-    the index base of an svmlight file (`read_svmlight`). Unreadable,
-    corrupt or inconsistent files raise ValueError naming the file. A .mat file is read in a
-    worker process (`read_isolated`: the first one starts its server, a few seconds), so a
-    script reading one runs under ``if __name__ == "__main__":``.
+    A .mat file is read in a worker process (`read_isolated`: the first one starts its
+    server, a few seconds), so a script reading one runs under
+    ``if __name__ == "__main__":``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    kind : str or None, default None
+        "mat", "svmlight" or "npz"; None: told by the suffix.
+    n_features : int or None, default None
+        The number of columns X must have, when given.
+    x_key : str, default "X"
+        The variable of X in a .mat file.
+    y_key : str or None, default "y"
+        The variable of y in a .mat file; None reads X alone (y is None; an svmlight
+        file's labels are dropped), for data to score.
+    query_id : bool, default False
+        For learning to rank: return ``(X, y, groups)``, the query id of each row from the
+        ``qid:`` of every line of an svmlight/LETOR file (trailing ``# ...`` comments are
+        skipped) or the ``groups`` array of an .npz file. Rows stay in the file's order, and
+        a query whose rows are not consecutive is refused naming the line (or row) that
+        breaks the order.
+    zero_based : bool or str, default "auto"
+        The index base of an svmlight file (`read_svmlight`).
+
+    Returns
+    -------
+    tuple
+        ``(X, y)``, or ``(X, y, groups)`` with `query_id`: X a float64 array or CSR matrix
+        (n_rows, n_features), y and groups one entry per row.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable, corrupt or inconsistent file, naming it; an unknown format; query
+        ids asked of a .mat file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "train.svm"
+    ...     _ = path.write_text("1 qid:1 1:0.5 3:1\\n0 qid:1 2:1\\n")
+    ...     X, y, groups = load_features(path, query_id=True)
+    >>> X.toarray().tolist(), y.tolist(), groups.tolist()
+    ([[0.5, 0.0, 1.0], [0.0, 1.0, 0.0]], [1.0, 0.0], [1, 1])
     """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
@@ -120,16 +165,49 @@ def names_queries(path, *, kind=None):
     return False
 
 
-def read_svmlight(path, *, zero_based="auto", n_features=None, query_id=False):
-    r"""``(X, y, groups, zero_based)`` of an svmlight/libsvm file: X CSR, y its labels, groups
-    the qid of each row (None unless ``query_id``), and the index base it was read with.
+def read_svmlight(
+    path: str | Path,
+    *,
+    zero_based: bool | str = "auto",
+    n_features: int | None = None,
+    query_id: bool = False,
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray | None, bool]:
+    r"""Read an svmlight/libsvm file: its features, labels, query ids and index base.
 
-    ``zero_based``: True (index 0 is the first column), False (index 1 is; an index 0 is
-    refused naming its line) or "auto", decided by this file alone: zero-based when it uses
-    index 0, else one-based. A model decides the base once, on its training file, and reads
-    every later file with it: "auto" per file would read a zero-based file that happens not to
-    use index 0 shifted by one column. An svmlight file leaves zeros out, so X may have fewer
-    columns than ``n_features``; it is widened to them.
+    A model decides the index base once, on its training file, and reads every later file
+    with it: "auto" per file would read a zero-based file that happens not to use index 0
+    shifted by one column.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    zero_based : bool or str, default "auto"
+        True (index 0 is the first column), False (index 1 is; an index 0 is refused
+        naming its line) or "auto", decided by this file alone: zero-based when it uses
+        index 0, else one-based.
+    n_features : int or None, default None
+        The number of columns: an svmlight file leaves zeros out, so X may have fewer
+        columns than this; it is widened to them.
+    query_id : bool, default False
+        Whether to read the ``qid:`` of each row.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+        The features, float64.
+    y : numpy.ndarray of shape (n_rows,)
+        The labels.
+    groups : numpy.ndarray of shape (n_rows,) or None
+        The query id of each row (None unless `query_id`).
+    zero_based : bool
+        The index base the file was read with.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable or malformed file (naming the line), an index 0 read one-based,
+        more columns than `n_features`, or a query whose rows are not consecutive.
 
     Examples
     --------
@@ -450,12 +528,35 @@ def _x_from(path, arrays):
     )
 
 
-def read_isolated(paths, reader, *args):
-    """Yield ``reader(path, *args)`` for each of ``paths`` in order, read in a worker process
-    (`qs.data.reading.read_images`, which isolates the readers of a conversion the same way):
-    for readers that a damaged file can crash, the crash becomes a one-line ValueError naming
-    the file. As with any multiprocessing, a script calling it does its work under ``if
-    __name__ == "__main__":``."""
+def read_isolated(
+    paths: Iterable[str | Path], reader: Callable[..., Any], *args: Any
+) -> Generator[Any, None, None]:
+    """Read files in a worker process, so that a reader a damaged file crashes fails in a line.
+
+    The worker is `qs.data.reading.read_images`'s, which isolates the readers of a
+    conversion the same way. As with any multiprocessing, a script calling it does its work
+    under ``if __name__ == "__main__":``.
+
+    Parameters
+    ----------
+    paths : iterable of str or pathlib.Path
+        The files, in order.
+    reader : callable
+        ``reader(path, *args)``: reads one file (a module-level function, sent to the
+        worker by name).
+    *args : Any
+        Passed to each call of `reader`.
+
+    Yields
+    ------
+    Any
+        ``reader(path, *args)`` of each path, in order.
+
+    Raises
+    ------
+    ValueError
+        When the reader raises it, or the worker crashes, naming the file.
+    """
     from qs.data.reading import read_images
 
     paths = list(paths)
@@ -489,11 +590,42 @@ def _load_mat(path, x_key, y_key):
     return found[x_key], found.get(y_key)
 
 
-def read_mat(path, keys):
-    """The names a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and ``{key: array}``
-    of those of ``keys`` it holds, in MATLAB's orientation; sparse ones are checked in full
-    and built as CSC. Anything unreadable raises a ValueError naming the file. It runs in
-    this process: call it through `read_isolated` (a damaged file can crash it)."""
+def read_mat(path: str | Path, keys: Iterable[str]) -> tuple[list[str], dict[str, Any]]:
+    """The variables a MATLAB file (v5, or v7.3 by its HDF5 signature) holds, and some of them.
+
+    It runs in this process: call it through `read_isolated` (a damaged file can crash it).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The .mat file.
+    keys : iterable of str
+        The variables to read.
+
+    Returns
+    -------
+    names : list of str
+        The names of every variable the file holds, sorted.
+    found : dict of str to array
+        Those of `keys` it holds, in MATLAB's orientation; sparse ones are checked in full
+        and built as CSC.
+
+    Raises
+    ------
+    ValueError
+        On anything unreadable, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "data.mat"
+    ...     savemat(path, {"X": np.eye(2), "y": np.array([1, 2])})
+    ...     names, found = read_mat(path, ["X", "w"])
+    >>> names, sorted(found), found["X"].tolist()
+    (['X', 'y'], ['X'], [[1.0, 0.0], [0.0, 1.0]])
+    """
     path = Path(path)
     if _is_hdf5(path):
         return _read_mat73(path, keys)
@@ -602,8 +734,26 @@ def _read_h5(path, keys, h5py):
     return names, found
 
 
-def cache_arrays(data):
-    """The arrays of a `PoseletData` in the .npz cache layout (written by the caller)."""
+def cache_arrays(data: PoseletData) -> dict[str, np.ndarray]:
+    """The arrays of a `PoseletData` in the .npz cache layout (written by the caller).
+
+    Parameters
+    ----------
+    data : PoseletData
+        The data.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The arrays `load_npz_cache` reads back, for ``numpy.savez``.
+
+    Examples
+    --------
+    >>> from qs.data.synthetic import make_voc2011_actions
+    >>> arrays = cache_arrays(make_voc2011_actions()["test"])
+    >>> sorted(arrays)[:4]
+    ['X_data', 'X_indices', 'X_indptr', 'X_shape']
+    """
     X = data.X.tocsr()
     return {
         "X_data": X.data,
@@ -619,9 +769,38 @@ def cache_arrays(data):
     }
 
 
-def load_npz_cache(path):
-    """Read back a `PoseletData` saved from `cache_arrays`, every field checked against the
-    others (one row of each per box)."""
+def load_npz_cache(path: str | Path) -> PoseletData:
+    """Read back a `PoseletData` saved from `cache_arrays`.
+
+    Every field is checked against the others (one row of each per box).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The .npz file.
+
+    Returns
+    -------
+    PoseletData
+        The data.
+
+    Raises
+    ------
+    ValueError
+        On a missing, unreadable or inconsistent file, naming it and the field.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.synthetic import make_voc2011_actions
+    >>> data = make_voc2011_actions()["test"]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test.npz"
+    ...     np.savez(path, **cache_arrays(data))
+    ...     back = load_npz_cache(path)
+    >>> (back.X != data.X).nnz, back.source == data.source
+    (0, True)
+    """
     path = Path(path)
     check_regular(path, "the .npz cache")
     with _open_npz(path) as npz:

@@ -12,8 +12,10 @@ import hashlib
 import math
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Any
 
 import numpy as np
 
@@ -49,10 +51,18 @@ class LatentListData:
 
 
 def load_latent_list(
-    path, feature_dir=None, n_features=None, *, layout="pooled", annotations=None, feature_root=None
-):
-    """Read a latent AP-SVM list file and its box feature files as the released latent
-    AP-SVM reads them: whitespace-separated tokens, line breaks carrying no meaning.
+    path: str | Path,
+    feature_dir: str | Path | None = None,
+    n_features: int | None = None,
+    *,
+    layout: str = "pooled",
+    annotations: Mapping[str, Any] | None = None,
+    feature_root: str | Path | None = None,
+) -> LatentListData:
+    """Read a latent AP-SVM list file and its box feature files, as the released code does.
+
+    The released latent AP-SVM reads whitespace-separated tokens, line breaks carrying no
+    meaning.
 
     ``layout="pooled"`` (the released pooled training files, and every test file)::
 
@@ -76,8 +86,50 @@ def load_latent_list(
     index above it is an error); by default the largest index found. ``annotations``:
     ``{image id: VocAnnotation}`` (e.g. from `load_voc_annotation`) for every image, its id
     the stem's last component; it gives the image sizes that boxes are checked against and
-    the ground-truth objects, which are otherwise empty. Errors name the file and the
-    position: image, box and token (with its line).
+    the ground-truth objects, which are otherwise empty.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The list file.
+    feature_dir : str, pathlib.Path or None, default None
+        The directory relative stems are read from (None: the list file's).
+    n_features : int or None, default None
+        The feature dimension (an index above it is an error); None: the largest index
+        found.
+    layout : str, default "pooled"
+        "pooled" or "unpooled", as above.
+    annotations : mapping of str to VocAnnotation, or None, default None
+        The annotation of every image, by image id.
+    feature_root : str, pathlib.Path or None, default None
+        A directory every feature file must lie in (links followed).
+
+    Returns
+    -------
+    LatentListData
+        One bag per example: the boxes and features, the box and example labels, the box
+        ids and each example's image record.
+
+    Raises
+    ------
+    ValueError
+        On a malformed, truncated or missing input, naming the file and the position:
+        image, box and token (with its line).
+
+    Examples
+    --------
+    One image of two unlabelled boxes, positive, three features:
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = pathlib.Path(tmp)
+    ...     text = "1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n"
+    ...     _ = (folder / "list.txt").write_text(text)
+    ...     _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+    ...     _ = (folder / "img_2.feature").write_text("3:2\\n")
+    ...     bags = load_latent_list(folder / "list.txt")
+    >>> bags.data.X.shape, bags.image_labels.tolist(), bags.data.boxes[1].tolist()
+    ((2, 3), [1], [5.0, 5.0, 14.0, 14.0])
     """
     path = Path(path)
     feature_dir = path.parent if feature_dir is None else Path(feature_dir)
@@ -196,8 +248,36 @@ def _feature_rows(parsed, files, d):
     return X
 
 
-def read_latent_features(files, n_features):
-    """float32 (len(files), n_features): one box's features per file, checked."""
+def read_latent_features(files: Sequence[str | Path], n_features: int) -> np.ndarray:
+    """The features of boxes, one sparse ``index:value`` feature file per box, checked.
+
+    Parameters
+    ----------
+    files : sequence of str or pathlib.Path
+        The feature files, one per box.
+    n_features : int
+        The feature dimension (an index above it is an error).
+
+    Returns
+    -------
+    numpy.ndarray of shape (len(files), n_features)
+        The features, float32.
+
+    Raises
+    ------
+    ValueError
+        On a missing or malformed file, or a value out of float32's range, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "img_1.feature"
+    ...     _ = path.write_text("1:0.5 3:2\\n")
+    ...     X = read_latent_features([path], 3)
+    >>> X.dtype, X.tolist()
+    (dtype('float32'), [[0.5, 0.0, 2.0]])
+    """
     return _feature_rows(
         [_parse_feature_file(Path(f), n_features) for f in files], files, n_features
     )
@@ -293,9 +373,35 @@ class _Tokens:
         return match.group()
 
 
-def parse_latent_list(path, text, layout="pooled"):
-    """The examples (`LatentExample`) of a latent list file's ``text``, read token by token
-    in ``layout`` (see `load_latent_list`)."""
+def parse_latent_list(path: str | Path, text: str, layout: str = "pooled") -> list["LatentExample"]:
+    """The examples of a latent list file's text, read token by token (see `load_latent_list`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The list file, named in errors.
+    text : str
+        Its text.
+    layout : str, default "pooled"
+        "pooled" or "unpooled".
+
+    Returns
+    -------
+    list of LatentExample
+        One per example, in file order.
+
+    Raises
+    ------
+    ValueError
+        On another layout, or text that is not such a list, naming the image, box and token
+        (with its line).
+
+    Examples
+    --------
+    >>> examples = parse_latent_list("list.txt", "1 img 1 1 1 10 10 7 0 1")
+    >>> [(e.stem, e.box_ids.tolist(), e.label) for e in examples]
+    [('img', [7], 1)]
+    """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
     tokens = _Tokens(path, text)

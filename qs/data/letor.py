@@ -125,7 +125,7 @@ def make_letor(
 MODES = ("air", "train", "bus", "car")
 
 
-def load_modechoice():
+def load_modechoice() -> RankingData:
     """statsmodels' travel-mode choice data (Greene and Hensher 1997) as ranking queries:
     each of the 210 travellers between Sydney and Melbourne is a query of the 4 modes (air,
     train, bus, car), the mode chosen relevant (grade 1), the others not.

@@ -96,12 +96,50 @@ def _action_id(action):
     return int(action)
 
 
-def load_poselet(list_path, *, feature_dir=None, n_features=N_FEATURES, bias=True):
-    """Read a list file and its feature files into a `PoseletData`.
+def load_poselet(
+    list_path: str | Path,
+    *,
+    feature_dir: str | Path | None = None,
+    n_features: int = N_FEATURES,
+    bias: bool = True,
+) -> "PoseletData":
+    """Read a list file and its feature files (see the module's text) into a `PoseletData`.
 
-    ``n_features`` is the dimension the files hold (an index above it is an error; pass 2405
-    with ``bias=False`` for files that already carry a bias). Any malformed, truncated or
-    missing input raises a ValueError naming the file and line.
+    Parameters
+    ----------
+    list_path : str or pathlib.Path
+        The list file.
+    feature_dir : str, pathlib.Path or None, default None
+        The directory of the ``NAME_ID.feature`` files (None: the list file's).
+    n_features : int, default 2404
+        The dimension the files hold: an index above it is an error (pass 2405 with
+        ``bias=False`` for files that already carry a bias).
+    bias : bool, default True
+        Whether to append a constant-1 column.
+
+    Returns
+    -------
+    PoseletData
+        One row per box: the features, labels, image names, box ids and boxes, and the
+        source with the files' checksum.
+
+    Raises
+    ------
+    ValueError
+        On any malformed, truncated or missing input, naming the file and line.
+
+    Examples
+    --------
+    One image with one box of action 2 (phoning), three features:
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = pathlib.Path(tmp)
+    ...     _ = (folder / "list.txt").write_text("1\\n0 1 img 1\\n10 20 30 40 7 2\\n1\\n")
+    ...     _ = (folder / "img_7.feature").write_text("1:0.5 3:2\\n")
+    ...     data = load_poselet(folder / "list.txt", n_features=3)
+    >>> data.X.toarray().tolist(), data.labels.tolist()
+    ([[0.5, 0.0, 2.0, 1.0]], [2])
     """
     list_path = Path(list_path)
     feature_dir = list_path.parent if feature_dir is None else Path(feature_dir)

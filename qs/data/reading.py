@@ -10,8 +10,10 @@ import os
 import signal
 import threading
 from collections import deque
+from collections.abc import Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 __all__ = ["ReaderCrash", "read_images"]
 
@@ -20,10 +22,50 @@ class ReaderCrash(ValueError):
     """A worker process died while reading an input file."""
 
 
-def read_images(source, indices, workers, method="read", progress=None):
-    """Yield ``(i, source.<method>(i))`` for ``indices`` in order, read by ``workers``
-    processes (0: here). A worker that dies is traced to its image by reading the images it
-    may have held one per process; the one that kills its process raises `ReaderCrash`."""
+def read_images(
+    source: Any,
+    indices: Iterable[int],
+    workers: int,
+    method: str = "read",
+    progress: str | None = None,
+) -> Generator[tuple[int, Any], None, None]:
+    """Read images by index, in order, in worker processes or here.
+
+    A worker that dies is traced to its image by reading the images it may have held one
+    per process; the one that kills its process raises `ReaderCrash`.
+
+    Parameters
+    ----------
+    source : object
+        Has a method `method` taking an image index (and, for worker processes, can be
+        pickled).
+    indices : iterable of int
+        The images, in the order they are yielded.
+    workers : int
+        Worker processes (0: read here).
+    method : str, default "read"
+        The method of `source` that reads one image.
+    progress : str or None, default None
+        The label of a progress bar (None: no bar).
+
+    Yields
+    ------
+    tuple of (int, Any)
+        ``(i, source.<method>(i))`` for each index.
+
+    Raises
+    ------
+    ReaderCrash
+        When a worker dies reading an image, naming it.
+
+    Examples
+    --------
+    >>> class Squares:
+    ...     def read(self, i):
+    ...         return i * i
+    >>> list(read_images(Squares(), [3, 1], workers=0))
+    [(3, 9), (1, 1)]
+    """
     from tqdm import tqdm
 
     indices = list(indices)

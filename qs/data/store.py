@@ -248,10 +248,39 @@ def _verified_class():
     return VerifiedStore
 
 
-def open_store(path):
-    """Open the store at `path` (nothing is read but its metadata); every chunk read from it
-    later is checked against its checksum (`StoreDamaged`). A half-written store, a directory
-    that is no store, or a store of another format version is a ValueError."""
+def open_store(path: str | Path) -> BoxStore:
+    """Open a box-feature store, reading nothing but its metadata.
+
+    Every chunk read from it later is checked against its checksum (`StoreDamaged`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store's directory.
+
+    Returns
+    -------
+    BoxStore
+        The store, its arrays read lazily.
+
+    Raises
+    ------
+    ValueError
+        On a half-written store, a directory that is no store, or a store of another format
+        version.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.convert import write_synthetic_store
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "trainval.zarr"
+    ...     _ = write_synthetic_store(path, scale=0.01, boxes_per_image=4, n_features=8)
+    ...     store = open_store(path)
+    ...     shape = store.features.shape
+    >>> shape, store.split
+    ((50, 4, 8), 'trainval')
+    """
     import zarr
 
     path = Path(path)

@@ -11,6 +11,7 @@ column (or key) and the first row at fault. Nothing read runs code (.npz without
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,8 +49,8 @@ class Table:
     row, each query's rows consecutive; None unless asked for), and ``zero_based`` (the index
     base an svmlight file was read with; None for other formats)."""
 
-    X: object
-    y: object
+    X: Any
+    y: Any
     feature_names: list | None
     path: Path
     groups: np.ndarray | None = None
@@ -90,25 +91,63 @@ def _near(name, columns):
 
 
 def read_table(
-    path, *, label_column=None, labels=True, group_column=None, groups=False, zero_based="auto"
-):
-    """Read the feature file ``path``, its format told by its suffix (`SUFFIXES`).
+    path: str | Path,
+    *,
+    label_column: str | None = None,
+    labels: bool = True,
+    group_column: str | None = None,
+    groups: bool = False,
+    zero_based: bool | str = "auto",
+) -> Table:
+    """Read a feature file, its format told by its suffix (`SUFFIXES`).
 
-    A table (CSV, TSV, Parquet) needs ``label_column``, the column of labels; every other
-    column is a feature. svmlight, .npz (X, y) and .mat (X, y) files hold their labels
-    themselves. ``labels=False`` reads data to score: the features alone, a table's label
-    column dropped when it has one.
+    A table (CSV, TSV, Parquet) needs `label_column`; every other column is a feature.
+    svmlight, .npz (X, y) and .mat (X, y) files hold their labels themselves. A table's
+    header must name each column once (a repeated name is refused). Its label column is read
+    as text, and as numbers only when every value is a number written one way: "01" and "1"
+    stay two classes. A timestamp column (Parquet) is refused as a feature.
 
-    Learning to rank: ``groups=True`` reads the query id of each row into ``Table.groups``:
-    a table's ``group_column`` (naming it is enough; it is not a feature), an svmlight/LETOR
-    file's ``qid:`` or an .npz file's ``groups`` array. Rows keep the file's order; a query
-    whose rows are not consecutive is refused naming the row (line) that breaks the order.
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    label_column : str or None, default None
+        A table's column of labels.
+    labels : bool, default True
+        False reads data to score: the features alone, a table's label column dropped when
+        it has one.
+    group_column : str or None, default None
+        A table's column of query ids (naming it is enough; it is not a feature).
+    groups : bool, default False
+        Learning to rank: read the query id of each row into ``Table.groups``, from a
+        table's `group_column`, an svmlight/LETOR file's ``qid:`` or an .npz file's
+        ``groups`` array. Rows keep the file's order; a query whose rows are not
+        consecutive is refused naming the row (line) that breaks the order.
+    zero_based : bool or str, default "auto"
+        The index base of an svmlight file: True, False or "auto" (decided by this file:
+        `qs.data.formats.read_svmlight`); the base read with is ``Table.zero_based``.
 
-    ``zero_based``: the index base of an svmlight file, True, False or "auto" (decided by
-    this file: `qs.data.formats.read_svmlight`); the base read with is ``Table.zero_based``.
-    A table's header must name each column once (a repeated name is refused). Its label
-    column is read as text, and as numbers only when every value is a number written one
-    way: "01" and "1" stay two classes. A timestamp column (Parquet) is refused as a feature.
+    Returns
+    -------
+    Table
+        The features, labels, feature names (of a table), path, query ids and index base.
+
+    Raises
+    ------
+    ValueError
+        On an unknown suffix, an unreadable or malformed file, a label or group column
+        that is missing or given for a format that holds its own, or no feature column
+        (`LabelColumnError` names the columns when the label column is missing).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "train.csv"
+    ...     _ = path.write_text("height,weight,kind\\n1.5,60,a\\n1.8,80,b\\n")
+    ...     table = read_table(path, label_column="kind")
+    >>> table.X.tolist(), table.y.tolist(), table.feature_names
+    ([[1.5, 60.0], [1.8, 80.0]], ['a', 'b'], ['height', 'weight'])
     """
     path = Path(path)
     kind = _kind(path)
@@ -126,13 +165,16 @@ def read_table(
                 "or groups); a group column applies to CSV, TSV and Parquet "
                 "files only."
             )
-        base = None
+        X: Any
+        y: np.ndarray | None
+        query: np.ndarray | None
+        base: bool | None = None
         if kind == "svmlight":
             X, y, query, base = read_svmlight(path, zero_based=zero_based, query_id=groups)
             y = y if labels else None
         else:
-            X, y, *query = load_features(path, y_key="y" if labels else None, query_id=groups)
-            query = query[0] if groups else None
+            X, y, *rest = load_features(path, y_key="y" if labels else None, query_id=groups)
+            query = rest[0] if groups else None
         if y is not None:
             y = _class_labels(y.astype(str) if y.dtype.kind in "SU" else y)
         return Table(X, y, None, path, query, base)
@@ -151,9 +193,36 @@ def read_table(
     return Table(_features(path, features), y, [str(c) for c in features.columns], path, query)
 
 
-def read_labels(path, *, label_column=None):
-    """The labels of ``path``: a table's ``label_column`` (the other columns unread), or the
-    y of an svmlight, .npz or .mat file."""
+def read_labels(path: str | Path, *, label_column: str | None = None) -> np.ndarray:
+    """The labels of a feature file, the other columns of a table unread.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A table (CSV, TSV, Parquet), or an svmlight, .npz or .mat file.
+    label_column : str or None, default None
+        A table's column of labels (read as `read_table` reads it).
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_rows,)
+        The labels: a table's `label_column`, or the y of another file.
+
+    Raises
+    ------
+    ValueError
+        On an unreadable file, or a table without `label_column` (`LabelColumnError`).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "test.csv"
+    ...     _ = path.write_text("height,kind\\n1.5,01\\n1.8,1\\n")
+    ...     labels = read_labels(path, label_column="kind")
+    >>> labels.tolist()
+    ['01', '1']
+    """
     path = Path(path)
     if _kind(path) not in ("csv", "tsv", "parquet"):
         return read_table(path, label_column=label_column).y

@@ -163,8 +163,8 @@ class Problem:
         check_counts(int(self.is_pos.sum()), int(n - self.is_pos.sum()))
         if not (isinstance(loss, QSLoss) or loss in ("ap", "ndcg", "01")):
             raise ValueError(f"loss must be 'ap', 'ndcg', '01' or a QSLoss; got {loss!r}.")
-        self.C = _check_positive("C", C)
-        self.tol = _check_positive("tol", tol, allow_zero=True)
+        self.C = check_positive("C", C)
+        self.tol = check_positive("tol", tol, allow_zero=True)
         if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
         self.max_iter = int(max_iter)
@@ -243,9 +243,35 @@ def _check_X(X, dense_dtypes):
     return check_array(X, dtype=list(dense_dtypes), order="C", input_name="X")
 
 
-def _check_positive(name, value, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
+def check_positive(name: str, value: Any, allow_zero: bool = False) -> float:
+    """`value` as a float, checked finite and positive (or zero, if `allow_zero`).
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for the error.
+    value : Any
+        The value given.
+    allow_zero : bool, default False
+        Whether zero is allowed.
+
+    Returns
+    -------
+    float
+        The value.
+
+    Raises
+    ------
+    ValueError
+        If `value` is not a finite real number > 0 (>= 0 with `allow_zero`).
+
+    Examples
+    --------
+    >>> check_positive("C", 10)
+    10.0
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not np.isfinite(float(value)) or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite real number {bound}; got {value!r}.")
     return float(value)

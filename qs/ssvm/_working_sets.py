@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from qs.ssvm.latent import _Bags
+from qs.ssvm.latent import Bags
 
 __all__ = ["Resident", "RowPool"]
 
@@ -197,7 +197,7 @@ class RowPool:
             self._file = None
 
 
-class Resident(_Bags):
+class Resident(Bags):
     """A class's working set in memory as the latent problem's bags: ``index`` (n, K) boxes
     (-1: none) and ``slot`` (n, K) their rows in ``pool``. A negative's best box is the
     working set's best, the first box (by index) among equal scores, as a pass chooses.

@@ -27,9 +27,12 @@ class trained for ``T`` cutting-plane iterations in all reads the store ``T`` + 
 times, and 20 classes 20 times that.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from qs.detection import bag_argmax, check_padded, dask_scheduler, score_bags
@@ -38,11 +41,13 @@ from qs.ssvm.cutting_plane import solve
 from qs.top_boxes import top_boxes
 
 __all__ = [
+    "Bags",
     "LatentProblem",
     "LatentResult",
     "as_bags",
     "bag_argmax",
     "check_bags",
+    "initial_boxes",
     "latent_cutting_plane",
 ]
 
@@ -51,9 +56,35 @@ __all__ = [
 DROP = (20, 50)
 
 
-def check_bags(X, offsets):
-    """Validated ``(X, offsets)``: box features (n_boxes, d) as float64, dense or CSR, and the
-    bag offsets (n_images + 1,), starting at 0, ending at n_boxes, every bag non-empty."""
+def check_bags(X: Any, offsets: npt.ArrayLike) -> tuple[Any, np.ndarray]:
+    """Flat bags of boxes checked: the box features as float64 and the offsets as int64.
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix of shape (n_boxes, d)
+        The box features, the boxes of every image in turn.
+    offsets : array_like of int, shape (n_images + 1,)
+        The bag bounds: image ``i`` holds boxes ``offsets[i]:offsets[i + 1]``.
+
+    Returns
+    -------
+    X : numpy.ndarray or scipy.sparse.csr_matrix of shape (n_boxes, d)
+        The features as float64 (dense, or CSR when sparse).
+    offsets : numpy.ndarray of shape (n_images + 1,)
+        The bounds as int64.
+
+    Raises
+    ------
+    ValueError
+        If `X` is not 2-D or holds NaN or infinite values, or if `offsets` is not a 1-D
+        integer array rising strictly from 0 to n_boxes (every image at least one box).
+
+    Examples
+    --------
+    >>> X, offsets = check_bags(np.ones((3, 2), dtype=np.float32), [0, 1, 3])
+    >>> X.dtype, offsets.tolist()
+    (dtype('float64'), [0, 1, 3])
+    """
     offsets = np.asarray(offsets)
     if getattr(X, "ndim", 2) != 2:
         raise ValueError(f"box features must be a 2-D matrix; got shape {np.shape(X)}.")
@@ -76,20 +107,54 @@ def check_bags(X, offsets):
     return X, offsets.astype(np.int64)
 
 
-def as_bags(X, bounds, scheduler=None, working_set=None):
-    """Validated bags: flat ``X`` (n_boxes, d) with ``bounds`` its offsets, or padded ``X``
-    (n_images, K_max, d) with ``bounds`` its counts; ``scheduler`` as
-    `qs.detection.score_bags` takes it; ``working_set``: None, or the boxes per image
-    kept in memory between passes (see `latent_cutting_plane`). Bags already made pass
-    through."""
-    if isinstance(X, _Bags):
+def as_bags(
+    X: Any, bounds: npt.ArrayLike | None, scheduler: Any = None, working_set: int | None = None
+) -> "Bags":
+    """The `Bags` the latent solvers see, checked, from flat or padded box features.
+
+    Parameters
+    ----------
+    X : array_like, scipy.sparse matrix, dask array, zarr array or Bags
+        Flat box features (n_boxes, d), or padded ones (n_images, K_max, d); bags already
+        made pass through unchanged.
+    bounds : array_like of int or None
+        Flat: the offsets (n_images + 1,); padded: the valid boxes per image (n_images,);
+        None for bags already made.
+    scheduler : str, distributed.Client or None, default None
+        Where padded Dask or zarr bags are scored, as `qs.detection.score_bags` takes it.
+    working_set : int or None, default None
+        None, or the boxes per image kept in memory between passes (see
+        `latent_cutting_plane`).
+
+    Returns
+    -------
+    Bags
+        The bags.
+
+    Raises
+    ------
+    ValueError
+        On bad or missing bounds or bad features (see `check_bags` and
+        `qs.detection.check_padded`), a `working_set` that is not None or an integer >= 1,
+        or a working set asked of sparse features.
+
+    Examples
+    --------
+    >>> bags = as_bags(np.ones((3, 2)), np.array([0, 1, 3]))
+    >>> bags.sizes.tolist(), bags.shape
+    ([1, 2], (2, 2))
+    """
+    if isinstance(X, Bags):
         return X
+    if bounds is None:
+        raise ValueError("box features need their bounds: the offsets (flat) or counts (padded).")
     if working_set is not None and (
         isinstance(working_set, bool)
         or not isinstance(working_set, (int, np.integer))
         or working_set < 1
     ):
         raise ValueError(f"working_set must be None or an integer >= 1; got {working_set!r}.")
+    bags: Bags
     if getattr(X, "ndim", 2) == 3:
         bags = _PaddedBags(*check_padded(X, bounds), scheduler)
     else:
@@ -100,19 +165,41 @@ def as_bags(X, bounds, scheduler=None, working_set=None):
     return bags if working_set is None else _WorkingSet(bags, int(working_set))
 
 
-class _Bags:
-    """Bags of boxes seen by the solver. A box is named by its row in the box matrix (flat:
-    a row of ``X``; padded: ``image * K_max + box``). ``best(w)`` gives each image's best row
-    and the features of those rows (n_images, d); ``take(rows)`` the features of rows;
-    ``chosen(w, is_pos, pos_rows, pos_X)`` the features of the positives' given boxes and of
-    the negatives' best boxes under ``w``; ``starts`` and ``sizes`` the first row and the box
-    count of each image; ``passes`` the passes over every box so far (images scored in full
-    over all images: a pass over a few images counts as that fraction of one)."""
+class Bags:
+    """The base of the bags of boxes the latent solvers see (`as_bags` makes them).
 
-    passes = 0
+    A box is named by its row in the box matrix (flat: a row of ``X``; padded:
+    ``image * K_max + box``). A subclass gives ``best(w)``, each image's best row and the
+    features of those rows (n_images, d); ``take(rows)``, the features of rows;
+    ``chosen(w, is_pos, pos_rows, pos_X)``, the features of the positives' given boxes and
+    of the negatives' best boxes under ``w``; ``starts`` and ``sizes``, the first row and the
+    box count of each image; ``passes``, the passes over every box so far (images scored in
+    full over all images: a pass over a few images counts as that fraction of one). The
+    working sets of `qs.ssvm.lockstep` subclass it too, so that `as_bags` passes them
+    through.
+    """
+
+    starts: np.ndarray
+    sizes: np.ndarray
+    shape: tuple[int, int]
+    passes: float = 0
+
+    def best(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each image's best row under `w`, and the features of those rows."""
+        raise NotImplementedError
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The features of `rows`."""
+        raise NotImplementedError
+
+    def chosen(
+        self, w: np.ndarray, is_pos: np.ndarray, pos_rows: np.ndarray, pos_X: np.ndarray
+    ) -> np.ndarray:
+        """The positives' features `pos_X` and each negative's best box's under `w`."""
+        raise NotImplementedError
 
 
-class _FlatBags(_Bags):
+class _FlatBags(Bags):
     def __init__(self, X, offsets):
         self.X, self.offsets = X, offsets
         self.starts, self.sizes = offsets[:-1], np.diff(offsets)
@@ -141,7 +228,7 @@ class _FlatBags(_Bags):
         return top_boxes(self.X[rows], self.sizes[images], w, k)
 
 
-class _PaddedBags(_Bags):
+class _PaddedBags(Bags):
     def __init__(self, features, counts, scheduler):
         self.features, self.sizes, self.scheduler = features, counts, scheduler
         n, self.k_max, d = features.shape
@@ -175,7 +262,7 @@ class _PaddedBags(_Bags):
         return X
 
 
-class _WorkingSet(_Bags):
+class _WorkingSet(Bags):
     """Bags whose negatives' best boxes come from a working set held in memory: each image's
     ``k`` best boxes under the weights ``w0`` (its anchor) of the last time its boxes were all
     scored. A box left out scores at most ``next_score + mean . (w - w0) + spread *
@@ -256,23 +343,93 @@ class _WorkingSet(_Bags):
 
 
 class LatentProblem(Problem):
-    """The inner structured SVM of one CCCP step: positives at their imputed boxes (``pos_rows``,
-    rows of the box matrix, see `as_bags`; their features ``pos_X`` when known), each
-    negative image at its best box under the weights of every call."""
+    """The inner structured SVM of one CCCP step of `latent_cutting_plane`.
 
-    def __init__(self, X, bounds, labels, pos_rows, *, pos_X=None, scheduler=None, **options):
+    The positives sit at their imputed boxes; each negative image takes its best box under
+    the weights of every call.
+
+    Parameters
+    ----------
+    X : array_like, scipy.sparse matrix, dask array, zarr array or Bags
+        The bags, as `as_bags` takes them.
+    bounds : array_like of int or None
+        Their offsets or counts (None for bags already made).
+    labels : array_like of shape (n_images,)
+        1/True for an image that holds the class, 0/-1/False not.
+    pos_rows : array_like of int
+        The imputed box of each positive image, as a row of the box matrix (see `Bags`).
+    pos_X : numpy.ndarray or None, default None
+        The features of those rows, when known (else read from the bags).
+    scheduler : str, distributed.Client or None, default None
+        As `as_bags` takes it.
+    **options : Any
+        ``C``, ``loss``, ``method``, ``tol``, ``max_iter``, ``callback`` and
+        ``lai_callback``, as the structured SVM's problem takes them.
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+    >>> prob = LatentProblem(
+    ...     X, np.array([0, 2, 4]), [1, 0], [0], C=1.0, loss="ap", method="auto",
+    ...     tol=1e-3, max_iter=10, callback=None,
+    ... )
+    >>> a, b, xi = prob.most_violated(np.array([1.0, 0.0]))
+    >>> float(xi)
+    0.0
+    """
+
+    def __init__(
+        self,
+        X: Any,
+        bounds: npt.ArrayLike | None,
+        labels: npt.ArrayLike,
+        pos_rows: npt.ArrayLike,
+        *,
+        pos_X: np.ndarray | None = None,
+        scheduler: Any = None,
+        **options: Any,
+    ) -> None:
         self.bags = as_bags(X, bounds, scheduler)
         super().__init__(np.zeros(self.bags.shape), labels, **options)
         self.pos_rows = np.asarray(pos_rows, dtype=np.int64)
         self.pos_X = self.bags.take(self.pos_rows) if pos_X is None else pos_X
 
-    def most_violated(self, w, rows=None):
+    def most_violated(
+        self, w: np.ndarray, rows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float, float]:
+        """The most violated constraint at `w`, each negative at its best box under `w`.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (d,)
+            The weights.
+        rows : numpy.ndarray of int or None, default None
+            The images of a stochastic step, or None for all.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, float, float)
+            ``(a, b, xi)``: the constraint ``w . a >= b - xi`` and its slack at `w`.
+        """
         self.X = self.bags.chosen(w, self.is_pos, self.pos_rows, self.pos_X)
         return super().most_violated(w, rows)
 
-    def latent_objective(self, w, X_best):
-        """The latent objective at ``w`` given every image's best box ``X_best`` at ``w``
-        (positives re-imputed: one scoring pass serves both)."""
+    def latent_objective(self, w: np.ndarray, X_best: np.ndarray) -> float:
+        """The latent objective at `w`, every image at its best box there.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (d,)
+            The weights.
+        X_best : numpy.ndarray of shape (n_images, d)
+            The features of every image's best box at `w` (the positives re-imputed: one
+            scoring pass serves both).
+
+        Returns
+        -------
+        float
+            ``1/2 |w|^2 + C xi(w)``.
+        """
         self.X = X_best
         _, _, xi = super().most_violated(w)
         return self.primal(w, xi)
@@ -282,12 +439,24 @@ class LatentProblem(Problem):
 class LatentResult:
     """Outcome of `latent_cutting_plane`.
 
-    w : the weights. pos_boxes : box index (into the bag) of each positive image at ``w``.
-    objective : latent objective after each outer step (every image at its best box).
-    inner : the `SolverResult` of each outer step's cutting plane.
-    lai_times : wall time of every LAI call, inner steps and objective evaluations.
-    n_outer, converged : outer steps run; whether the objective settled before the cap.
-    passes : passes over every box (the reads of the whole store when it is on disk), a pass
+    Parameters
+    ----------
+    w : numpy.ndarray of shape (d,)
+        The weights.
+    pos_boxes : numpy.ndarray of int
+        The box index (into its bag) of each positive image at `w`.
+    objective : numpy.ndarray
+        The latent objective after each outer step (every image at its best box).
+    inner : tuple of SolverResult
+        The cutting plane's result of each outer step.
+    lai_times : numpy.ndarray
+        The wall time of every LAI call, inner steps and objective evaluations.
+    n_outer : int
+        The outer steps run.
+    converged : bool
+        Whether the objective settled before the cap on outer steps.
+    passes : float
+        Passes over every box (the reads of the whole store when it is on disk), a pass
         over some images counting as that fraction of one.
     """
 
@@ -301,67 +470,113 @@ class LatentResult:
     passes: float
 
     @property
-    def lai_calls(self):
+    def lai_calls(self) -> int:
+        """The number of LAI calls."""
         return self.lai_times.size
 
     @property
-    def lai_time(self):
+    def lai_time(self) -> float:
+        """The total wall time of the LAI calls, in seconds."""
         return float(self.lai_times.sum())
 
 
 def latent_cutting_plane(
-    X,
-    bounds,
-    labels,
+    X: Any,
+    bounds: npt.ArrayLike,
+    labels: npt.ArrayLike,
     *,
-    C=100.0,
-    loss="ap",
-    method="auto",
-    tol=1e-3,
-    max_iter=20000,
-    max_outer=400,
-    min_outer=2,
-    init="random",
-    random_state=0,
-    qp_solver="daqp",
-    scheduler=None,
-    working_set=None,
-    callback=None,
-    lai_callback=None,
-):
+    C: float = 100.0,
+    loss: str = "ap",
+    method: str = "auto",
+    tol: float = 1e-3,
+    max_iter: int = 20000,
+    max_outer: int = 400,
+    min_outer: int = 2,
+    init: str | npt.ArrayLike = "random",
+    random_state: int = 0,
+    qp_solver: str = "daqp",
+    scheduler: Any = None,
+    working_set: int | None = None,
+    callback: Callable[[int, float, float], object] | None = None,
+    lai_callback: Callable[[np.ndarray, np.ndarray], object] | None = None,
+) -> LatentResult:
     """Train the latent structured SVM on bags of boxes by CCCP around the cutting plane.
 
     Parameters
     ----------
-    X, bounds : the bags, flat or padded. Flat: ``X`` an array or sparse matrix
-        (n_boxes, n_features), the boxes of every image in turn, and ``bounds`` the offsets
-        (n_images + 1,): image ``i`` holds boxes ``offsets[i]:offsets[i+1]``. Padded: ``X``
-        (n_images, K_max, n_features), a NumPy, Dask or zarr array, and ``bounds`` the
-        counts (n_images,) of valid boxes per image.
-    labels : array (n_images,): 1/True for an image that holds the class, 0/-1/False not.
-    C, loss, method, tol, max_iter, qp_solver : as `cutting_plane`
-        (defaults of the released latent AP-SVM: C = 100, tol = 0.001, 20000 iterations).
-    max_outer, min_outer : bounds on the CCCP steps (released code: 400 and 2).
-    init : "random" (a seeded random box of each positive image) or an int array giving
-        the box (index within its bag) of each positive image.
-    random_state : seed of the random initial boxes.
-    scheduler : where padded Dask or zarr bags are scored (see
-        `qs.detection.score_bags`): the threaded scheduler by default, or the address
-        of a ``dask.distributed`` scheduler.
-    working_set : None (every LAI call scores every box), or ``k``: each image's ``k`` best
-        boxes under the weights of the last pass over every box are kept in memory (n_images x
-        k x n_features float64), and an LAI call takes its negatives' best boxes from them
-        when a bound on the boxes left out proves them best, else it makes a pass that renews
+    X : array_like, scipy.sparse matrix, dask array or zarr array
+        The bags, flat or padded. Flat: an array or sparse matrix (n_boxes, n_features),
+        the boxes of every image in turn. Padded: (n_images, K_max, n_features), a NumPy,
+        Dask or zarr array.
+    bounds : array_like of int
+        Flat: the offsets (n_images + 1,), image ``i`` holding boxes
+        ``offsets[i]:offsets[i+1]``; padded: the counts (n_images,) of valid boxes per image.
+    labels : array_like of shape (n_images,)
+        1/True for an image that holds the class, 0/-1/False not.
+    C : float, default 100.0
+        The weight of the slack, as `qs.ssvm.cutting_plane.cutting_plane` takes it (the
+        released latent AP-SVM's default).
+    loss : str, default "ap"
+        The rank-based loss, as `qs.ssvm.cutting_plane.cutting_plane` takes it.
+    method : str, default "auto"
+        The LAI method.
+    tol : float, default 1e-3
+        Tolerance of the inner solves and of the latent objective's decrease (in units of
+        `C`).
+    max_iter : int, default 20000
+        Cap on the cutting-plane iterations of one inner solve.
+    max_outer : int, default 400
+        Cap on the CCCP steps.
+    min_outer : int, default 2
+        CCCP steps made before the objective may count as settled.
+    init : str or array_like of int, default "random"
+        "random" (a seeded random box of each positive image) or the box (index within its
+        bag) of each positive image.
+    random_state : int, default 0
+        Seed of the random initial boxes.
+    qp_solver : str, default "daqp"
+        ``qpsolvers`` backend of the inner solves' dual QP.
+    scheduler : str, distributed.Client or None, default None
+        Where padded Dask or zarr bags are scored (see `qs.detection.score_bags`): the
+        threaded scheduler by default, or the address of a ``dask.distributed`` scheduler.
+    working_set : int or None, default None
+        None (every LAI call scores every box), or ``k``: each image's ``k`` best boxes
+        under the weights of the last pass over every box are kept in memory (n_images x k x
+        n_features float64), and an LAI call takes its negatives' best boxes from them when
+        a bound on the boxes left out proves them best, else it makes a pass that renews
         them; each outer step ends with a pass (re-imputing the positives). The same model
         as without (exact), in far fewer passes when the data are on disk.
-    callback : called with ``(outer_step, objective, passes)`` after each outer step
-        (``passes``: over every box so far).
-    lai_callback : as `cutting_plane`: called with the inputs of every LAI
-        call (inner steps and objective evaluations alike), or None.
+    callback : callable or None, default None
+        Called with ``(outer_step, objective, passes)`` after each outer step (``passes``:
+        over every box so far).
+    lai_callback : callable or None, default None
+        As `qs.ssvm.cutting_plane.cutting_plane` takes it: called with the inputs of every
+        LAI call (inner steps and objective evaluations alike).
 
-    Returns a `LatentResult`; ``result.inner[k].n_iter`` etc. per outer step.
+    Returns
+    -------
+    LatentResult
+        The weights, the positives' boxes, the objective per outer step and the inner
+        solves' results (``result.inner[k].n_iter`` ...).
+
+    Raises
+    ------
+    ValueError
+        On bad bags or labels, a `max_outer` or `min_outer` that is not an integer >= 1, a
+        bad `init` or `working_set`, or a bad option of the inner problem (`C`, `tol`,
+        `loss`, `method`).
+
+    Examples
+    --------
+    Four images of three boxes each, two of them positive:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(12, 3))
+    >>> result = latent_cutting_plane(X, np.arange(0, 13, 3), [1, 0, 1, 0], C=10.0)
+    >>> result.w.shape, result.pos_boxes.shape, result.converged
+    ((3,), (2,), True)
     """
-    options = {
+    options: dict[str, Any] = {
         "C": C,
         "loss": loss,
         "method": method,
@@ -378,7 +593,7 @@ def latent_cutting_plane(
         first = LatentProblem(bags, None, labels, np.zeros(0), **options)  # validates the rest
         is_pos = first.is_pos
         starts = bags.starts[is_pos]
-        pos_rows = starts + _initial_boxes(init, bags.sizes[is_pos], random_state)
+        pos_rows = starts + initial_boxes(init, bags.sizes[is_pos], random_state)
         pos_X = bags.take(pos_rows)
         objective, inner, lai_times = [], [], []
         converged = False
@@ -410,7 +625,37 @@ def latent_cutting_plane(
     )
 
 
-def _initial_boxes(init, sizes, random_state):
+def initial_boxes(init: str | npt.ArrayLike, sizes: np.ndarray, random_state: int) -> np.ndarray:
+    """The initial box of each positive image: seeded at random, or as given.
+
+    Parameters
+    ----------
+    init : str or array_like of int
+        "random", or one box index per image (0 <= index < the image's box count).
+    sizes : numpy.ndarray of shape (n_images,)
+        The box count of each image.
+    random_state : int
+        Seed of the random boxes.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n_images,)
+        The box index (int64) of each image, within the image.
+
+    Raises
+    ------
+    ValueError
+        If `init` is another string, or not one valid box index per image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> initial_boxes(np.array([0, 2]), np.array([3, 3]), random_state=0).tolist()
+    [0, 2]
+    >>> boxes = initial_boxes("random", np.array([3, 1]), random_state=0)
+    >>> bool(((boxes >= 0) & (boxes < [3, 1])).all())
+    True
+    """
     if isinstance(init, str):
         if init != "random":
             raise ValueError(f"init must be 'random' or an array of box indices; got {init!r}.")

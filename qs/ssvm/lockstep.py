@@ -19,11 +19,11 @@ image's ``k`` best boxes under the weights of the class's last pass. A round
    the latent objective from every image's best box) and the working set takes in the new
    top ``k``. Otherwise the working set *grows* by the new top ``k`` and the missing best
    boxes, and the class repeats the step; the repeats of a step end, as each adds a box a
-   negative lacked. Within a step a working set only grows; with ``keep="all"`` it keeps
-   growing across steps (the boxes one step needed serve the next), with ``keep="step"`` a
-   confirmed step's working set restarts from its new top ``k``, and the rows no unfinished
-   class's working set names are freed (the memory then follows the current steps, not the
-   whole training).
+   negative lacked. Within a step a working set only grows; without
+   ``restart_working_sets`` it keeps growing across steps (the boxes one step needed serve
+   the next), with it a confirmed step's working set restarts from its new top ``k``, and
+   the rows no unfinished class's working set names are freed (the memory then follows the
+   current steps, not the whole training).
 
 With ``verify="step"`` a repeated step's inner solve starts from the constraints of its
 last solve (`qs.ssvm.cutting_plane.Constraints`): each is a constraint of the
@@ -41,7 +41,7 @@ So a training costs about as many passes as outer steps plus repeats, tens where
 per-call design costs thousands. When the working set holds every box the model is the
 in-memory one to the bit; with fewer it is the same optimum of each step to the solver's
 tolerance (the cutting plane's path differs). Every LAI call can also be timed with other
-exact methods on the same scores (``timed``: their answers are checked equal), so one
+exact methods on the same scores (``timed_methods``: their answers are checked equal), so one
 training gives the LAI time of each method. The whole state after each round is a
 `LockstepState`, which a caller can store (`LockstepState.to_arrays`) and pass
 back to resume the training at that round; resuming costs one pass to gather the working
@@ -49,8 +49,9 @@ sets' boxes again.
 """
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -61,10 +62,10 @@ from qs.inference import lai
 from qs.ssvm._lockstep_state import ClassState, LockstepState
 from qs.ssvm._working_sets import Resident, RowPool, lacking_boxes
 from qs.ssvm.cutting_plane import Constraints, solve
-from qs.ssvm.latent import DROP, LatentProblem, _initial_boxes
+from qs.ssvm.latent import DROP, LatentProblem, initial_boxes
 from qs.top_boxes import ClassTopBoxes, class_top_boxes
 
-__all__ = ["ClassState", "LockstepState", "latent_lockstep"]
+__all__ = ["ClassState", "LockstepOptions", "LockstepState", "latent_lockstep"]
 
 
 class _Timed(LatentProblem):
@@ -100,51 +101,24 @@ class _Timed(LatentProblem):
                 )
 
 
-def latent_lockstep(
-    features: Any,
-    counts: npt.ArrayLike,
-    labels: npt.ArrayLike,
-    *,
-    C: float | npt.ArrayLike = 100.0,
-    loss: str = "ap",
-    method: str = "auto",
-    timed: Sequence[str] = (),
-    tol: float = 1e-3,
-    max_iter: int = 20000,
-    max_outer: int = 400,
-    min_outer: int = 2,
-    init: Any = "random",
-    random_state: int = 0,
-    working_set: int = 5,
-    verify: Literal["path", "step"] = "path",
-    keep: str | None = None,
-    scheduler: Any = None,
-    qp_solver: str = "daqp",
-    state: LockstepState | None = None,
-    callback: Callable[[LockstepState], object] | None = None,
-    spill_dir: str | None = None,
-) -> LockstepState:
-    """Train the latent structured SVM of every class (a column of ``labels``) in lockstep.
+@dataclass(frozen=True)
+class LockstepOptions:
+    """The options of `latent_lockstep`'s training: what it solves and how it verifies.
 
-    One pass over all boxes per round (see the module's text).
+    ``C``, ``loss``, ``method``, ``tol``, ``max_iter``, ``max_outer``, ``min_outer``,
+    ``init``, ``random_state`` and ``qp_solver`` are those of
+    `qs.ssvm.latent.latent_cutting_plane`, per class; the others say which LAI methods are
+    timed and how the working sets are kept and checked (see the module's text).
 
     Parameters
     ----------
-    features : ndarray, dask array or zarr array
-        The bags as [qs.detection.score_bags][] takes them: padded (n_images, K_max, d), a
-        NumPy, Dask or zarr array (a lazy array read or generated block by block on each
-        pass), or flat (n_boxes, d) in memory.
-    counts : array_like of shape (n_images,)
-        Boxes per image.
-    labels : array_like of shape (n_images, n_classes)
-        1/True where the image holds the class, 0/False not.
     C : float or array_like of shape (n_classes,), default 100.0
         One value for every class, or one per class.
     loss : str, default "ap"
         As `qs.ssvm.latent.latent_cutting_plane` takes it, per class.
     method : str, default "auto"
         The LAI method of training.
-    timed : sequence of str, default ()
+    timed_methods : tuple of str, default ()
         Other LAI methods timed on every LAI call's scores (exact: the same answer).
     tol : float, default 1e-3
         Tolerance of the inner solves and of the latent objective's decrease (in units of
@@ -163,7 +137,7 @@ def latent_lockstep(
         (the first pass's top box), and the first working sets are the top boxes under them.
     random_state : int, default 0
         Seed of the random initial boxes.
-    working_set : int, default 5
+    working_set_size : int, default 5
         ``k``, the boxes per image and class a pass keeps (their features held
         once per box for all classes, in the features' type), plus each image's first box
         with ``verify="path"`` (the best of all at ``w = 0``, where each inner solve starts).
@@ -177,17 +151,114 @@ def latent_lockstep(
         negative at its best box exceeds the working set's by at most ``tol`` is confirmed
         too (its weights then solve the full inner problem to within twice the solver's
         tolerance, ``C tol`` each).
-    keep : str or None, default None
-        "all": a working set keeps every box it took in; "step": at a confirmed outer
-        step it restarts from the step's top ``k`` (and the first box with ``verify="path"``):
-        less memory, perhaps more repeats. None: "all" with ``verify="path"`` (whose passes
-        check every weight vector of a solve from ``w = 0``, which earlier steps' boxes serve),
-        "step" with ``verify="step"`` (whose passes check a step's final weights, near the
-        last step's).
-    scheduler : str, distributed.Client or None, default None
-        As [qs.detection.score_bags][] takes it, for Dask or zarr features.
+    restart_working_sets : bool or None, default None
+        True: at a confirmed outer step a working set restarts from the step's top ``k``
+        (and the first box with ``verify="path"``): less memory, perhaps more repeats.
+        False: a working set keeps every box it took in. None: False with
+        ``verify="path"`` (whose passes check every weight vector of a solve from
+        ``w = 0``, which earlier steps' boxes serve), True with ``verify="step"`` (whose
+        passes check a step's final weights, near the last step's).
     qp_solver : str, default "daqp"
         ``qpsolvers`` backend of the inner solves' dual QP.
+
+    Raises
+    ------
+    ValueError
+        On a bad ``working_set_size``, ``verify``, ``restart_working_sets``, ``max_outer``
+        or ``min_outer``.
+
+    Examples
+    --------
+    >>> from qs.ssvm.lockstep import LockstepOptions
+    >>> options = LockstepOptions(C=10.0, verify="step")
+    >>> options.verify_path, options.restarts_working_sets
+    (False, True)
+    """
+
+    C: float | npt.ArrayLike = 100.0
+    loss: str = "ap"
+    method: str = "auto"
+    timed_methods: tuple[str, ...] = ()
+    tol: float = 1e-3
+    max_iter: int = 20000
+    max_outer: int = 400
+    min_outer: int = 2
+    init: Any = "random"
+    random_state: int = 0
+    working_set_size: int = 5
+    verify: Literal["path", "step"] = "path"
+    restart_working_sets: bool | None = None
+    qp_solver: str = "daqp"
+
+    def __post_init__(self) -> None:
+        for name in ("working_set_size", "max_outer", "min_outer"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+        if self.verify not in VERIFY:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY)}; got {self.verify!r}.")
+        if self.restart_working_sets not in (True, False, None):
+            raise ValueError(
+                f"restart_working_sets must be True, False or None; "
+                f"got {self.restart_working_sets!r}."
+            )
+        object.__setattr__(self, "timed_methods", tuple(self.timed_methods))
+
+    @property
+    def verify_path(self) -> bool:
+        """Whether passes verify every weight vector of an inner solve (``verify="path"``):
+        each image's first box is in every working set, and no step is confirmed within
+        ``tol`` only."""
+        return self.verify == "path"
+
+    @property
+    def restarts_working_sets(self) -> bool:
+        """`restart_working_sets`, its default resolved by `verify`."""
+        if self.restart_working_sets is None:
+            return not self.verify_path
+        return self.restart_working_sets
+
+    def problem_options(self) -> dict[str, Any]:
+        """The keyword options of each class's inner problem (`LatentProblem`)."""
+        return {
+            "loss": self.loss,
+            "method": self.method,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "callback": None,
+            "timed": self.timed_methods,
+        }
+
+
+def latent_lockstep(
+    features: Any,
+    counts: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    options: LockstepOptions | None = None,
+    *,
+    scheduler: Any = None,
+    state: LockstepState | None = None,
+    callback: Callable[[LockstepState], object] | None = None,
+    spill_dir: str | None = None,
+) -> LockstepState:
+    """Train the latent structured SVM of every class (a column of ``labels``) in lockstep.
+
+    One pass over all boxes per round (see the module's text).
+
+    Parameters
+    ----------
+    features : ndarray, dask array or zarr array
+        The bags as [qs.detection.score_bags][] takes them: padded (n_images, K_max, d), a
+        NumPy, Dask or zarr array (a lazy array read or generated block by block on each
+        pass), or flat (n_boxes, d) in memory.
+    counts : array_like of shape (n_images,)
+        Boxes per image.
+    labels : array_like of shape (n_images, n_classes)
+        1/True where the image holds the class, 0/False not.
+    options : LockstepOptions or None, default None
+        The training's options (None: `LockstepOptions`'s defaults).
+    scheduler : str, distributed.Client or None, default None
+        As [qs.detection.score_bags][] takes it, for Dask or zarr features.
     state : LockstepState or None, default None
         A state to resume from (the one a callback received).
     callback : callable or None, default None
@@ -205,9 +276,8 @@ def latent_lockstep(
     Raises
     ------
     ValueError
-        On labels not of shape (n_images, n_classes), a bad ``working_set``, ``verify``,
-        ``keep``, ``max_outer``, ``min_outer`` or ``init``, or a stored state made for
-        other labels or features.
+        On labels not of shape (n_images, n_classes), a bad ``options.init``, or a stored
+        state made for other labels or features.
     RuntimeError
         If a timed LAI method disagrees with the training's method.
 
@@ -216,11 +286,12 @@ def latent_lockstep(
     Two classes over four images of three boxes each, padded:
 
     >>> import numpy as np
-    >>> from qs.ssvm.lockstep import latent_lockstep
+    >>> from qs.ssvm.lockstep import LockstepOptions, latent_lockstep
     >>> rng = np.random.default_rng(0)
     >>> features = rng.normal(size=(4, 3, 2))
     >>> labels = np.array([[1, 0], [0, 1], [1, 0], [0, 1]])
-    >>> state = latent_lockstep(features, [3, 3, 3, 3], labels, C=10.0, working_set=2)
+    >>> options = LockstepOptions(C=10.0, working_set_size=2)
+    >>> state = latent_lockstep(features, [3, 3, 3, 3], labels, options)
     >>> state.done, state.W.shape
     (True, (2, 2))
     """
@@ -230,45 +301,22 @@ def latent_lockstep(
             f"labels must be (n_images, n_classes) with one row per image "
             f"({np.shape(counts)[0]}); got shape {labels.shape}."
         )
-    if (
-        isinstance(working_set, bool)
-        or not isinstance(working_set, (int, np.integer))
-        or working_set < 1
-    ):
-        raise ValueError(f"working_set must be an integer >= 1; got {working_set!r}.")
-    if verify not in VERIFY:
-        raise ValueError(f"verify must be one of {', '.join(VERIFY)}; got {verify!r}.")
-    keep = {"path": "all", "step": "step"}[verify] if keep is None else keep
-    if keep not in ("all", "step"):
-        raise ValueError(f"keep must be one of all, step; got {keep!r}.")
-    for name, value in (("max_outer", max_outer), ("min_outer", min_outer)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+    opts = LockstepOptions() if options is None else options
     n_classes = labels.shape[1]
-    C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n_classes,))
+    C = np.broadcast_to(np.asarray(opts.C, dtype=np.float64), (n_classes,))
     is_pos = labels == 1
-    options = {
-        "loss": loss,
-        "method": method,
-        "tol": tol,
-        "max_iter": max_iter,
-        "callback": None,
-        "timed": tuple(timed),
-    }
-    first = verify == "path"
+    problem = opts.problem_options()
     if not (isinstance(features, np.ndarray) or hasattr(features, "dask")):
         features, counts = check_padded(features, counts)  # a zarr array: Dask over its chunks
     pool = RowPool(features.shape[-1], features.dtype, spill_dir, SPILL)
     with dask_scheduler(scheduler) as get, closing(pool):  # no spill file left behind
         if state is None:
-            state, resident, pos_X = _start(
-                features, counts, is_pos, init, random_state, int(working_set), first, pool, get
-            )
+            state, resident, pos_X = _start(features, counts, is_pos, opts, pool, get)
         else:
             state, resident, pos_X = _resume(features, counts, is_pos, state, pool, get)
         n, d = is_pos.shape[0], pool.d
         images = np.arange(n)[:, None]
-        gather = np.zeros((n, int(first)), np.int64)
+        gather = np.zeros((n, int(opts.verify_path)), np.int64)
         _held(state, pool)
         if callback is not None:
             callback(state)
@@ -281,14 +329,14 @@ def latent_lockstep(
                 resident[j].queries = []
                 bags = resident[j].loaded()
                 prob = _Timed(
-                    bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j], C=float(C[j]), **options
+                    bags, None, is_pos[:, j], c.pos_boxes, pos_X=pos_X[j], C=float(C[j]), **problem
                 )
-                if not first and c.constraints is None:  # a step's first solve
+                if not opts.verify_path and c.constraints is None:  # a step's first solve
                     c.constraints = Constraints(d)
-                result = solve(prob, d, qp_solver, drop=DROP, constraints=c.constraints)
+                result = solve(prob, d, opts.qp_solver, drop=DROP, constraints=c.constraints)
                 _record(c, prob, result.n_iter)
                 tried[j] = result.w
-                checked[j] = bags.queries if first else bags.queries[-1:]
+                checked[j] = bags.queries if opts.verify_path else bags.queries[-1:]
                 c.seconds += time.perf_counter() - start
             del bags, prob  # the last class's rows in memory: not held through the pass
             queries = [q for j in active for q in checked[j]]
@@ -297,7 +345,7 @@ def latent_lockstep(
                 features,
                 counts,
                 np.stack([tried[j] for j in active], 1),
-                working_set,
+                opts.working_set_size,
                 pool,
                 gather,
                 (np.stack([w for w, _ in queries], 1), np.stack([at for _, at in queries], 1)),
@@ -322,9 +370,7 @@ def latent_lockstep(
                     pos_X,
                     is_pos[:, j],
                     float(C[j]),
-                    options,
-                    (tol, min_outer, max_outer, first),
-                    keep == "step",
+                    opts,
                 )
                 state.classes[j].seconds += time.perf_counter() - start
             _compact(pool, resident)
@@ -406,16 +452,14 @@ def _record(c, prob, n_iter):
         c.n_iter.append(n_iter)
 
 
-def _finish_step(
-    state, j, col, span, w, pooled, resident, pos_X, is_pos, C, options, stops, restart
-):
+def _finish_step(state, j, col, span, w, pooled, resident, pos_X, is_pos, C, opts):
     """Confirm class ``j``'s step at ``w`` by the pass ``pooled`` (the pass, the rows of its
     top boxes and of its gathered boxes; its top-k column ``col``, its checked columns
-    ``span``) and end it (its working set restarted from the new top boxes if ``restart``),
-    or grow its working set for a repeat."""
+    ``span``) and end it (its working set restarted from the new top boxes if
+    ``opts.restarts_working_sets``), or grow its working set for a repeat."""
     c, bags = state.classes[j], resident[j]
     top, slots, gathered = pooled
-    tol, min_outer, max_outer, exact = stops
+    problem = opts.problem_options()
     best = top.best[:, span]
     chosen = np.stack([at for _, at in bags.queries[-best.shape[1] :]], axis=1)
     lacking = (best != chosen) & (chosen >= 0) & ~bags.holds(best)
@@ -423,7 +467,8 @@ def _finish_step(
     if gathered.shape[1]:  # the first box of every image (verify="path")
         here = here.grown(np.zeros((best.shape[0], 1), np.int64), gathered)
     if lacking.any() and (
-        exact or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j], is_pos, options, tol)
+        opts.verify_path
+        or not _within_tol(bags, w, top.score[:, col, 0], pos_X[j], is_pos, problem, opts.tol)
     ):
         resident[j] = bags.grown(here.index, here.slot).grown(
             *lacking_boxes(best, lacking, bags.pool)
@@ -433,16 +478,16 @@ def _finish_step(
         return
     X_best = bags.pool.take(slots[:, col, 0]).astype(np.float64)
     c.pos_boxes, pos_X[j] = top.index[is_pos, col, 0], X_best[is_pos]
-    check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **options)
+    check = _Timed(bags, None, is_pos, c.pos_boxes, pos_X=pos_X[j], C=C, **problem)
     c.objective.append(float(check.latent_objective(w, X_best)))
     _record(c, check, None)
     c.w, c.n_outer = w, c.n_outer + 1
     c.constraints = None  # the next step's inner problem has other positives' boxes
-    resident[j] = here if restart else bags.grown(here.index, here.slot)
+    resident[j] = here if opts.restarts_working_sets else bags.grown(here.index, here.slot)
     c.working = resident[j].index
-    settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * tol
-    c.converged = c.n_outer >= min_outer and settled
-    c.done = c.converged or c.n_outer >= max_outer
+    settled = len(c.objective) >= 2 and c.objective[-2] - c.objective[-1] < C * opts.tol
+    c.converged = c.n_outer >= opts.min_outer and settled
+    c.done = c.converged or c.n_outer >= opts.max_outer
     if c.done:  # its working set's rows are freed
         c.passes, resident[j] = state.passes, None
 
@@ -460,17 +505,18 @@ def _within_tol(bags, w, full, pos_X, is_pos, options, tol):
     return xi[1] - xi[0] <= tol
 
 
-def _start(features, counts, is_pos, init, random_state, k, first, pool, get):
+def _start(features, counts, is_pos, opts, pool, get):
     """The first pass: every class's working set under its initial weights (zeros unless
-    ``init`` gives weights; with ``first`` each image's first box too) and its positives'
-    initial boxes."""
+    ``opts.init`` gives weights; with ``opts.verify_path`` each image's first box too) and
+    its positives' initial boxes."""
+    init = opts.init
     n, n_classes = is_pos.shape
     sizes = np.asarray(counts, dtype=np.int64)
     weights = not isinstance(init, (str, list, tuple))
     d = features.shape[-1]
     W0 = np.zeros((d, n_classes))
     gather = np.full((n, n_classes + 1), -1, np.int64)
-    gather[:, -1] = 0 if first else -1
+    gather[:, -1] = 0 if opts.verify_path else -1
     if weights:
         W0 = np.asarray(init, dtype=np.float64)
         if W0.shape != (d, n_classes):
@@ -482,9 +528,9 @@ def _start(features, counts, is_pos, init, random_state, k, first, pool, get):
             )
         for j in range(n_classes):
             given = init if isinstance(init, str) else init[j]
-            gather[is_pos[:, j], j] = _initial_boxes(given, sizes[is_pos[:, j]], random_state)
+            gather[is_pos[:, j], j] = initial_boxes(given, sizes[is_pos[:, j]], opts.random_state)
     start = time.perf_counter()
-    top = _pass(features, counts, W0, k, pool, gather, None, get)
+    top = _pass(features, counts, W0, opts.working_set_size, pool, gather, None, get)
     seconds = time.perf_counter() - start
     images = np.arange(n)[:, None]
     slots = pool.find(images[:, :, None], top.index)
@@ -494,7 +540,7 @@ def _start(features, counts, is_pos, init, random_state, k, first, pool, get):
         pos = is_pos[:, j]
         boxes = top.index[pos, j, 0] if weights else gather[pos, j]
         here = Resident(top.index[:, j], slots[:, j], pool)
-        if first:
+        if opts.verify_path:
             here = here.grown(gather[:, -1:], firsts)
         resident.append(here)
         pos_X.append(pool.take(pool.find(np.flatnonzero(pos), boxes)).astype(np.float64))

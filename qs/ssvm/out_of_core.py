@@ -22,11 +22,14 @@ loads none of it.
 """
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from qs.inference.queries import lai_queries
-from qs.ssvm._problem import Problem, _check_positive
+from qs.ssvm._problem import Problem, check_positive
 from qs.ssvm.queries import (
     QUERY_SOLVERS,
     query_counts,
@@ -42,13 +45,29 @@ __all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chun
 DASK_SOLVERS = tuple(name for name in QUERY_SOLVERS if name != "block_frank_wolfe")
 
 
-def is_dask_collection(obj):
-    """Whether ``obj`` is a Dask collection (array or dataframe), told without importing
-    Dask."""
+def is_dask_collection(obj: object) -> bool:
+    """Whether `obj` is a Dask collection (array or dataframe), told without importing Dask.
+
+    Parameters
+    ----------
+    obj : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        True for a Dask collection.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> is_dask_collection(da.zeros(3)), is_dask_collection(np.zeros(3))
+    (True, False)
+    """
     return type(obj).__module__.split(".")[0] == "dask" and hasattr(obj, "__dask_graph__")
 
 
-def query_chunks(groups, rows):
+def query_chunks(groups: npt.ArrayLike, rows: int) -> tuple[int, ...]:
     """Row chunks of about ``rows`` documents each that cut only between queries.
 
     Parameters
@@ -63,6 +82,11 @@ def query_chunks(groups, rows):
     -------
     tuple of int
         The chunks' lengths, for ``dask.array.from_zarr(..., chunks=(that, n_features))``.
+
+    Raises
+    ------
+    ValueError
+        If `rows` is not a positive integer, or a query's documents are not together.
 
     Examples
     --------
@@ -125,17 +149,68 @@ def _partition_scores(X, w):
 
 
 class DaskQueryProblem(Problem):
-    """The structured SVM over queries of `QueryProblem`, its
-    oracle one pass over the row partitions of a Dask array (see the module's notes).
+    """The structured SVM over queries of `qs.ssvm.queries.QueryProblem`, out of core.
 
-    ``X`` is a Dask array (n_documents, n_features), chunked by rows only; ``labels`` and
-    ``groups`` are NumPy arrays (binary relevance, query ids), or Dask arrays chunked as
-    ``X``'s rows. ``scheduler`` is passed to ``dask.compute`` (None: the active
-    ``dask.distributed`` client if any, else Dask's default)."""
+    Its oracle is one pass over the row partitions of a Dask array (see the module's notes).
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_documents, n_features)
+        Chunked by rows only (a chunk over the features is made one), each row chunk
+        holding whole queries.
+    labels : array_like or dask.array.Array of shape (n_documents,)
+        Binary relevance; a Dask array chunked as `X`'s rows.
+    groups : array_like or dask.array.Array of shape (n_documents,)
+        The query id of each document; a Dask array chunked as `X`'s rows.
+    C : float
+        The weight of the slack (> 0).
+    loss : str
+        "ap" or "ndcg".
+    method : str
+        The LAI method.
+    tol : float
+        The solver's tolerance (>= 0).
+    max_iter : int
+        Cap on the solver's iterations.
+    callback : callable or None
+        Called with the `qs.ssvm.Progress` of each iteration.
+    scheduler : str or None, default None
+        Passed to ``dask.compute`` (None: the active ``dask.distributed`` client if any,
+        else Dask's default).
+
+    Raises
+    ------
+    ValueError
+        On another loss, `X` not 2-D, a bad `C`, `tol`, `max_iter` or `callback`, labels or
+        groups not one per document, a query split across partitions (naming it), or no
+        query with both a relevant and a non-relevant document.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> X = da.from_array(np.eye(4), chunks=(2, 4))
+    >>> prob = DaskQueryProblem(
+    ...     X, [1, 0, 0, 1], [7, 7, 8, 8], C=1.0, loss="ap", method="auto", tol=1e-3,
+    ...     max_iter=10, callback=None,
+    ... )
+    >>> prob.n_queries, prob.scores(np.ones(4)).tolist()
+    (2, [1.0, 1.0, 1.0, 1.0])
+    """
 
     def __init__(
-        self, X, labels, groups, *, C, loss, method, tol, max_iter, callback, scheduler=None
-    ):
+        self,
+        X: Any,
+        labels: npt.ArrayLike,
+        groups: npt.ArrayLike,
+        *,
+        C: float,
+        loss: str,
+        method: str,
+        tol: float,
+        max_iter: int,
+        callback: Callable[..., object] | None,
+        scheduler: Any = None,
+    ) -> None:
         import dask
 
         if loss not in ("ap", "ndcg"):
@@ -145,8 +220,8 @@ class DaskQueryProblem(Problem):
         if len(X.chunks[1]) != 1:
             X = X.rechunk({1: -1})  # a partition is a block of whole rows
         self.X, self.scheduler, self._dask = X, scheduler, dask
-        self.C = _check_positive("C", C)
-        self.tol = _check_positive("tol", tol, allow_zero=True)
+        self.C = check_positive("C", C)
+        self.tol = check_positive("tol", tol, allow_zero=True)
         if (
             isinstance(max_iter, bool)
             or not isinstance(max_iter, (int, np.integer))
@@ -160,14 +235,14 @@ class DaskQueryProblem(Problem):
         self.lai_compile_time, self.last_scores = 0.0, None
         rows = X.chunks[0]
         bounds = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-        labels, groups = (
+        label_rows, group_rows = (
             self._rows(a, name, rows) for a, name in ((labels, "labels"), (groups, "groups"))
         )
         self.blocks = X.to_delayed().ravel()
         self.parts = []
         for p in range(len(rows)):
-            pos = np.asarray(labels[bounds[p] : bounds[p + 1]]).astype(bool)
-            self.parts.append((pos,) + _scan(groups[bounds[p] : bounds[p + 1]], pos))
+            pos = label_rows[bounds[p] : bounds[p + 1]].astype(bool)
+            self.parts.append((pos,) + _scan(group_rows[bounds[p] : bounds[p + 1]], pos))
         self._refuse_split_queries(bounds)
         relevant = np.concatenate([part[4] for part in self.parts])
         sizes = np.concatenate([part[5] for part in self.parts])
@@ -180,7 +255,7 @@ class DaskQueryProblem(Problem):
             )
 
     @staticmethod
-    def _rows(array, name, rows):
+    def _rows(array: Any, name: str, rows: tuple[int, ...]) -> np.ndarray:
         """``array`` (labels or groups) in memory, checked to have one entry per row."""
         if is_dask_collection(array):
             if array.ndim != 1 or array.chunks[0] != rows:
@@ -214,10 +289,29 @@ class DaskQueryProblem(Problem):
     def _compute(self, tasks):
         return self._dask.compute(*tasks, scheduler=self.scheduler)
 
-    def most_violated(self, w, rows=None):
-        """``(a, b, xi)`` of the 1-slack problem at ``w`` as
-        `qs.ssvm.queries.QueryProblem.most_violated` gives them, from one pass over
-        the partitions."""
+    def most_violated(
+        self, w: np.ndarray, rows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float, float]:
+        """The most violated constraint at `w`, from one pass over the partitions.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (n_features,)
+            The weights.
+        rows : None
+            Must be None: training over queries takes whole passes.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, float, float)
+            ``(a, b, xi)`` of the 1-slack problem, as
+            `qs.ssvm.queries.QueryProblem.most_violated` gives them.
+
+        Raises
+        ------
+        ValueError
+            If `rows` is given.
+        """
         if rows is not None:
             raise ValueError("training over queries takes whole passes (no batch_size).")
         run = self._dask.delayed(_partition_pass, pure=True)
@@ -238,27 +332,38 @@ class DaskQueryProblem(Problem):
         q = self.n_queries
         return -total / q, loss / q, hinge / q
 
-    def scores(self, w):
-        """``X @ w`` in memory (one float64 per document), partition by partition."""
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        """``X @ w`` in memory (one float64 per document), partition by partition.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n_documents,)
+            The scores.
+        """
         run = self._dask.delayed(_partition_scores, pure=True)
         return np.concatenate(self._compute([run(block, w) for block in self.blocks]))
 
 
 def solve_dask(
-    X,
-    labels,
-    groups,
+    X: Any,
+    labels: npt.ArrayLike,
+    groups: npt.ArrayLike,
     *,
-    solver="cutting_plane",
-    C=1.0,
-    loss="ap",
-    method="auto",
-    tol=1e-3,
-    max_iter=1000,
-    qp_solver="daqp",
-    callback=None,
-    scheduler=None,
-):
+    solver: str = "cutting_plane",
+    C: float = 1.0,
+    loss: str = "ap",
+    method: str = "auto",
+    tol: float = 1e-3,
+    max_iter: int = 1000,
+    qp_solver: str = "daqp",
+    callback: Callable[..., object] | None = None,
+    scheduler: Any = None,
+) -> tuple[Any, DaskQueryProblem]:
     """Train the structured SVM over the queries of a Dask array out of core.
 
     Parameters
@@ -269,21 +374,46 @@ def solve_dask(
         Binary relevance.
     groups : array-like or dask.array.Array of shape (n_documents,)
         The query id of each document.
-    solver : {"cutting_plane", "frank_wolfe", "subgradient"}, default "cutting_plane"
-    C, loss, method, tol, max_iter, qp_solver, callback
-        As `qs.ssvm.queries.solve_queries` takes them.
+    solver : str, default "cutting_plane"
+        One of `DASK_SOLVERS`: "cutting_plane", "frank_wolfe" or "subgradient".
+    C : float, default 1.0
+        The weight of the slack, as `qs.ssvm.queries.solve_queries` takes it.
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    method : str, default "auto"
+        The LAI method.
+    tol : float, default 1e-3
+        The solver's tolerance.
+    max_iter : int, default 1000
+        Cap on the solver's iterations.
+    qp_solver : str, default "daqp"
+        ``qpsolvers`` backend of the cutting plane's dual QP.
+    callback : callable or None, default None
+        Called with the `qs.ssvm.Progress` of each iteration.
     scheduler : str or None, default None
         Passed to ``dask.compute``.
 
     Returns
     -------
-    (SolverResult, DaskQueryProblem)
+    result : SolverResult
+        The weights and the solver's record.
+    problem : DaskQueryProblem
+        The problem solved (its LAI times, objective and gap per iteration).
 
     Raises
     ------
     ValueError
         On a query split across partitions (naming it), an unknown solver, labels or
         groups not one per document, or no query to rank.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> rng = np.random.default_rng(0)
+    >>> X = da.from_array(rng.normal(size=(8, 3)), chunks=(4, 3))
+    >>> result, prob = solve_dask(X, [1, 0, 0, 1, 0, 1, 1, 0], [1, 1, 2, 2, 3, 3, 4, 4])
+    >>> result.w.shape, prob.n_queries
+    ((3,), 4)
     """
     if solver not in DASK_SOLVERS:
         raise ValueError(
