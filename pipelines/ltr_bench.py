@@ -96,12 +96,12 @@ def _open(path, rows=None):
 
     root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
     stop = root["y"].shape[0] if rows is None else rows
-    parts, rows = [], 0
+    parts, taken = [], 0
     for part in _partitions(path):  # the partitions that hold the first ``stop`` rows
-        if rows >= stop:
+        if taken >= stop:
             break
-        parts.append(np.load(part, mmap_mode="r")[: stop - rows])
-        rows += parts[-1].shape[0]
+        parts.append(np.load(part, mmap_mode="r")[: stop - taken])
+        taken += parts[-1].shape[0]
     return np.concatenate(parts), root["y"][:stop], root["groups"][:stop]
 
 
