@@ -1,17 +1,18 @@
 """Benchmark of learning to rank at scale: `qsrank bench ltr`, a run directory with report.md and results.json.
 
-On generated LETOR-shaped data (:func:`qs.data.letor.make_letor`, float32, written to a
-zarr store in partitions of whole queries), side by side in one run: (1) the per-query LAI
-of a whole pass (:func:`qs.inference.lai_queries` with the hinges' gradients) against the
-scores product ``X @ w`` over the same documents; (2) training the AP-SVM to its tolerance
-against LightGBM ``lambdarank`` with 100 rounds on the same threads, with the fit's peak
-extra memory against the data's bytes; (3) one pass of the out-of-core solver
-(:mod:`qs.ssvm.out_of_core`, Dask's threaded scheduler, the store read from disk) against
-the in-memory pass, per document, and the out-of-core process's peak memory (a fresh
-process, its resident-set high-water mark). Times are medians over the repeats with their
-smallest and largest; ratios the median of the repeats' ratios, each repeat timing both
-sides back to back. The presets ``web30k`` (MSLR-WEB30K's shape) and ``web30k-x10`` (ten
-times its queries; the in-memory parts on its first tenth) take tens of GB of disk and
+On generated LETOR-shaped data (:func:`qs.data.letor.make_letor`, float32, the features
+written as ``.npy`` partitions of whole queries, the grades and query ids to zarr), side by
+side in one run: (1) the per-query LAI of a whole pass (:func:`qs.inference.lai_queries` with
+the hinges' gradients) against the scores product ``X @ w`` over the same documents; (2)
+training the AP-SVM to its tolerance against LightGBM ``lambdarank`` with 100 rounds on the
+same threads, with the fit's peak extra memory against the data's bytes; (3) one pass of the
+out-of-core solver (:mod:`qs.ssvm.out_of_core`, Dask's threaded scheduler, the partitions
+memory-mapped from disk by :func:`qs.ssvm.out_of_core.npy_partitions`) against the in-memory
+pass, per document, and the out-of-core process's peak memory (a fresh process, its
+resident-set high-water mark). Times are medians over the repeats with their smallest and
+largest; ratios the median of the repeats' ratios, each repeat timing both sides back to
+back. The presets ``web30k`` (MSLR-WEB30K's shape) and ``web30k-x10`` (ten times its
+queries; the in-memory parts on its first tenth) take tens of GB of disk and
 memory: run them on a quiet machine.
 """
 
@@ -39,30 +40,40 @@ PRESETS = {
     "web30k-x10": (315_310, 31_531),
 }
 DOCS_MEDIAN = 106
-#: queries generated at once when the store is written (bounds the writer's memory)
-WRITE_QUERIES = 2_000
 LGBM_ROUNDS = 100
 
 
-def write_store(path, n_queries, n_features=WEB30K[2], seed=0):
-    """A zarr store at ``path`` with ``X`` (float32), ``y`` (grades) and ``groups`` of
-    ``n_queries`` generated queries, written in blocks of queries; returns its documents."""
+def _partitions(path):
+    """The ``.npy`` partitions of the store at ``path``, in row order."""
+    return sorted((Path(path) / "X").glob("*.npy"))
+
+
+def write_store(path, n_queries, partition_rows, n_features=WEB30K[2], seed=0):
+    """A store at ``path`` of ``n_queries`` generated queries: ``X`` (float32) as ``.npy``
+    partitions of whole queries, about ``partition_rows`` documents each (one generated
+    block of queries each, which bounds the writer's memory), and a zarr group with ``y``
+    (grades) and ``groups``; returns its documents."""
     import zarr
 
     from qs.data.letor import make_letor
 
-    root = zarr.open_group(str(path), mode="w")
+    block_queries = max(1, round(partition_rows * WEB30K[0] / WEB30K[1]))
+    (Path(path) / "X").mkdir(parents=True, exist_ok=True)
+    for stale in _partitions(path):
+        stale.unlink()
+    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="w")
     arrays = None
     documents = 0
-    for block, start in enumerate(range(0, n_queries, WRITE_QUERIES)):
+    for block, start in enumerate(range(0, n_queries, block_queries)):
         data = make_letor(
-            min(WRITE_QUERIES, n_queries - start),
+            min(block_queries, n_queries - start),
             docs_per_query=DOCS_MEDIAN,
             n_features=n_features,
             seed=[seed, block],
             dtype=np.float32,
         )
-        parts = {"X": data.X, "y": data.y.astype(np.int8), "groups": data.groups + start}
+        np.save(Path(path) / "X" / f"{block:06d}.npy", data.X)
+        parts = {"y": data.y.astype(np.int8), "groups": data.groups + start}
         if arrays is None:
             arrays = {
                 name: root.create_array(
@@ -83,16 +94,22 @@ def write_store(path, n_queries, n_features=WEB30K[2], seed=0):
 def _open(path, rows=None):
     import zarr
 
-    root = zarr.open_group(str(path), mode="r")
+    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
     stop = root["y"].shape[0] if rows is None else rows
-    return root["X"][:stop], root["y"][:stop], root["groups"][:stop]
+    parts, taken = [], 0
+    for part in _partitions(path):  # the partitions that hold the first ``stop`` rows
+        if taken >= stop:
+            break
+        parts.append(np.load(part, mmap_mode="r")[: stop - taken])
+        taken += parts[-1].shape[0]
+    return np.concatenate(parts), root["y"][:stop], root["groups"][:stop]
 
 
 def _memory_rows(path, n_queries):
     """Documents of the first ``n_queries`` queries of the store."""
     import zarr
 
-    groups = zarr.open_group(str(path), mode="r")["groups"][:]
+    groups = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")["groups"][:]
     return int(np.searchsorted(groups, n_queries))
 
 
@@ -146,18 +163,16 @@ def training(X, y, groups, repeats, threads, C):
     return np.array(rows, dtype=np.float64)
 
 
-def _out_of_core_child(path, partition_rows, repeats, seed):
+def _out_of_core_child(path, repeats, seed):
     """In a fresh process: per repeat, the seconds of one out-of-core pass; the process's
-    peak resident bytes before the passes and after them."""
-    import dask.array as da
+    peak resident bytes before the passes and after them; the partitions."""
     import zarr
 
-    from qs.ssvm.out_of_core import DaskQueryProblem, query_chunks
+    from qs.ssvm.out_of_core import DaskQueryProblem, npy_partitions
 
-    root = zarr.open_group(str(path), mode="r")
+    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
     groups, y = root["groups"][:], root["y"][:]
-    chunks = query_chunks(groups, partition_rows)
-    X = da.from_zarr(root["X"], chunks=(chunks, root["X"].shape[1]))
+    X = npy_partitions(_partitions(path))
     prob = DaskQueryProblem(
         X,
         y > 0,
@@ -177,7 +192,7 @@ def _out_of_core_child(path, partition_rows, repeats, seed):
         start = time.perf_counter()
         prob.most_violated(w)
         times.append(time.perf_counter() - start)
-    return times[1:], before, peak_bytes(), len(chunks)
+    return times[1:], before, peak_bytes(), len(X.chunks[0])
 
 
 def in_memory_pass(X, y, groups, repeats, seed=0):
@@ -209,7 +224,7 @@ def run(
     seed=0,
 ):
     """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>);
-    return (the run directory, the report). ``store``: where the zarr store is written
+    return (the run directory, the report). ``store``: where the store is written
     (default a temporary directory, removed after)."""
     import numba
 
@@ -229,8 +244,8 @@ def run(
     with run_dir("ltr_bench", "bench", out, {**settings, "seed": seed}, note, settings) as out:
         n_queries, memory_queries = PRESETS[preset]
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(store) if store else Path(tmp) / "ltr.zarr"
-            documents = write_store(path, n_queries, seed=seed)
+            path = Path(store) if store else Path(tmp) / "ltr"
+            documents = write_store(path, n_queries, partition_rows, seed=seed)
             memory_rows = _memory_rows(path, memory_queries)
             X, y, groups = _open(path, memory_rows)
             data_bytes = X.nbytes
@@ -240,7 +255,7 @@ def run(
             del X, y, groups
             with multiprocessing.get_context("spawn").Pool(1) as pool:
                 ooc_s, ooc_before, ooc_peak, n_parts = pool.apply(
-                    _out_of_core_child, (str(path), partition_rows, repeats, seed)
+                    _out_of_core_child, (str(path), repeats, seed)
                 )
         ooc_s = np.array(ooc_s)
         per_doc_ooc, per_doc_mem = ooc_s / documents, memory_s / memory_rows
@@ -311,8 +326,8 @@ def report_text(r):
         f"{r['in_memory_queries']} queries, {r['in_memory_documents']} documents, "
         f"{r['features']} float32 features ({r['data_bytes'] / 1e9:.2f} GB) in memory; "
         f"out of core {r['queries']} queries, {r['documents']} documents in "
-        f"{r['partitions']} partitions of about {r['partition_rows']} rows (zarr, Dask's "
-        f"threaded scheduler); {r['threads']} threads; medians over {r['repeats']} "
+        f"{r['partitions']} partitions of about {r['partition_rows']} rows (.npy files "
+        f"memory-mapped, Dask's threaded scheduler); {r['threads']} threads; medians over {r['repeats']} "
         f"repeats ({r['train_repeats']} for the fits), smallest-largest in parentheses.\n"
     )
     return head + "\n" + markdown_table(["measure", "value", "target"], rows) + "\n"

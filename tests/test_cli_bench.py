@@ -100,3 +100,21 @@ def test_ltr_passes_its_preset_and_knows_the_pipelines_presets(monkeypatch, tmp_
         }
     ]
     assert CliRunner().invoke(main, ["bench", "ltr", "--preset", "huge"]).exit_code == 2
+
+
+def test_ltr_store_holds_whole_queries_per_npy_partition(tmp_path):
+    pytest.importorskip("zarr")
+    import numpy as np
+
+    from qs.ssvm.out_of_core import npy_partitions
+    from qsrank.pipelines import ltr_bench
+
+    documents = ltr_bench.write_store(tmp_path, 7, partition_rows=300, n_features=30)
+    parts = ltr_bench._partitions(tmp_path)
+    X, y, groups = ltr_bench._open(tmp_path)
+    assert len(parts) == 3 and X.shape == (documents, 30) and y.shape == groups.shape
+    ends = np.cumsum([np.load(part, mmap_mode="r").shape[0] for part in parts])
+    assert ends[-1] == documents and np.all(groups[ends[:-1] - 1] != groups[ends[:-1]])
+    np.testing.assert_array_equal(npy_partitions(parts).compute(), X)
+    first, *_ = ltr_bench._open(tmp_path, rows=int(ends[0]) + 1)
+    np.testing.assert_array_equal(first, X[: ends[0] + 1])

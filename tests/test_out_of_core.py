@@ -1,12 +1,13 @@
 """Training over queries out of core (qs.ssvm.out_of_core): the model of the in-memory fit,
-on the threaded scheduler and on a LocalCluster of worker processes; split queries refused."""
+on the threaded scheduler and on a LocalCluster of worker processes, from a Dask array in
+memory and from memory-mapped .npy partitions; split queries refused."""
 
 import numpy as np
 import pytest
 
 from qs.data.letor import make_letor
 from qs.estimators import RankSVM
-from qs.ssvm.out_of_core import query_chunks, solve_dask
+from qs.ssvm.out_of_core import npy_partitions, query_chunks, solve_dask
 
 da = pytest.importorskip("dask.array")
 
@@ -76,3 +77,31 @@ def test_query_chunks_cut_between_queries(data):
     assert ends[-1] == data.groups.size
     assert np.all(data.groups[ends[:-1] - 1] != data.groups[ends[:-1]])
     assert all(c >= 100 for c in chunks[:-1])
+
+
+def test_npy_partitions_equal_in_memory(data, tmp_path):
+    chunks = query_chunks(data.groups, 400)
+    bounds = np.concatenate([[0], np.cumsum(chunks)])
+    paths = [tmp_path / f"{p}.npy" for p in range(len(chunks))]
+    for path, start, stop in zip(paths, bounds[:-1], bounds[1:]):
+        np.save(path, data.X[start:stop])
+    X = npy_partitions(paths)
+    assert X.chunks == (chunks, (data.X.shape[1],)) and X.dtype == np.float32
+    np.testing.assert_array_equal(X.compute(), data.X)
+    memory = RankSVM(solver="cutting_plane", C=10.0).fit(data.X, data.y, data.groups)
+    _close(RankSVM(C=10.0).fit(X, data.y, data.groups), memory)
+
+
+def test_npy_partitions_refuse_mismatched_files(data, tmp_path):
+    np.save(tmp_path / "a.npy", data.X[:10])
+    np.save(tmp_path / "b.npy", data.X[10:20, :5])
+    np.save(tmp_path / "c.npy", data.X[10:20].astype(np.float64))
+    np.save(tmp_path / "d.npy", data.X[0])
+    with pytest.raises(ValueError, match="b.npy holds float32 with 5 columns"):
+        npy_partitions([tmp_path / "a.npy", tmp_path / "b.npy"])
+    with pytest.raises(ValueError, match="c.npy holds float64 with 12 columns"):
+        npy_partitions([tmp_path / "a.npy", tmp_path / "c.npy"])
+    with pytest.raises(ValueError, match="shape \\(12,\\); a partition is 2-D"):
+        npy_partitions([tmp_path / "d.npy"])
+    with pytest.raises(ValueError, match="at least one"):
+        npy_partitions([])

@@ -1,10 +1,15 @@
 """The ranking structured SVM over queries trained out of core, from Dask partitions that hold whole queries.
 
 The documents are a Dask array ``X`` chunked by rows (one chunk over the features), read
-from zarr, Parquet or any store Dask reads lazily; each row chunk is a partition and must
+from zarr, Parquet, ``.npy`` files or any store Dask reads lazily; each row chunk is a
+partition and must
 hold whole queries: a query whose documents fall in two partitions is refused (one line
 naming it), not repartitioned, since moving rows between partitions of a store on disk is a
 rewrite of the store. `query_chunks` gives row chunks that cut only between queries.
+`npy_partitions` reads partitions kept as ``.npy`` files, each memory-mapped by its task: the
+pass then reads the documents straight from the page cache, with no copy into a buffer and
+no decoding, and the mapping is closed with the task, so the process holds the pages of the
+partitions in flight only.
 
 Each pass runs, partition by partition (one Dask task per partition), the scores ``X_p @ w``,
 one `qs.inference.lai_queries` call over the partition's queries and the partition's
@@ -38,7 +43,14 @@ from qs.ssvm.queries import (
     query_transposed,
 )
 
-__all__ = ["DASK_SOLVERS", "DaskQueryProblem", "is_dask_collection", "query_chunks", "solve_dask"]
+__all__ = [
+    "DASK_SOLVERS",
+    "DaskQueryProblem",
+    "is_dask_collection",
+    "npy_partitions",
+    "query_chunks",
+    "solve_dask",
+]
 
 #: the solvers that take this oracle: every solver over queries but block-coordinate
 #: Frank-Wolfe
@@ -108,6 +120,70 @@ def query_chunks(groups: npt.ArrayLike, rows: int) -> tuple[int, ...]:
         chunks.append(end - start)
         start = end
     return tuple(chunks)
+
+
+def _mapped(path):
+    """A ``.npy`` file memory-mapped read-only (closed when the last view of it goes)."""
+    return np.load(path, mmap_mode="r")
+
+
+def npy_partitions(paths):
+    """A Dask array whose row partitions are ``.npy`` files, each memory-mapped by its task.
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+        The partitions in row order: 2-D arrays of one dtype and one number of columns,
+        each holding whole queries.
+
+    Returns
+    -------
+    dask.array.Array
+        The rows of the files one after another, one chunk per file.
+
+    Raises
+    ------
+    ValueError
+        On no path, or a file not 2-D or whose dtype or columns differ from the first's.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import numpy as np
+    >>> from qs.ssvm.out_of_core import npy_partitions
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> np.save(folder / "0.npy", np.ones((3, 2), np.float32))
+    >>> np.save(folder / "1.npy", np.zeros((2, 2), np.float32))
+    >>> X = npy_partitions([folder / "0.npy", folder / "1.npy"])
+    >>> X.chunks, X.sum().compute().item()
+    (((3, 2), (2,)), 6.0)
+    """
+    import dask
+    import dask.array as da
+
+    paths = [str(path) for path in paths]
+    if not paths:
+        raise ValueError("npy_partitions needs at least one .npy file.")
+    parts = []
+    for path in paths:
+        header = _mapped(path)  # reads the header only; no page of the data is touched
+        shape, dtype = header.shape, header.dtype
+        del header
+        if len(shape) != 2:
+            raise ValueError(f"{path} holds an array of shape {shape}; a partition is 2-D.")
+        if parts and (dtype != parts[0][1] or shape[1] != parts[0][0][1]):
+            raise ValueError(
+                f"{path} holds {dtype} with {shape[1]} columns; the first partition holds "
+                f"{parts[0][1]} with {parts[0][0][1]}."
+            )
+        parts.append((shape, dtype))
+    load = dask.delayed(_mapped, pure=True)
+    return da.concatenate(
+        [
+            da.from_delayed(load(path), shape=shape, dtype=dtype)
+            for path, (shape, dtype) in zip(paths, parts)
+        ]
+    )
 
 
 def _scan(groups, is_pos):
