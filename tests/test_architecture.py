@@ -133,11 +133,6 @@ def test_the_qs_modules_that_draw_progress_are_the_ones_named():
     assert showing == _section("What in qs draws progress")
 
 
-#: modules whose imports of private names another change makes public (the LAI kernels'
-#: shared helpers and the query solver that calls them); to be dropped when it lands
-PRIVATE_IMPORTS_PENDING = ("qs/inference/", "qs/ssvm/queries.py")
-
-
 def _private_names_imported(path):
     """The private names a module imports from other modules of qs (a private module, as
     ``from qs.ssvm import _problem``, is not one)."""
@@ -154,12 +149,7 @@ def _private_names_imported(path):
 
 
 def test_no_private_name_is_imported_from_another_module():
-    bad = [
-        f"{m}: {line}"
-        for m in _modules("qs")
-        if not m.startswith(PRIVATE_IMPORTS_PENDING)
-        for line in _private_names_imported(ROOT / m)
-    ]
+    bad = [f"{m}: {line}" for m in _modules("qs") for line in _private_names_imported(ROOT / m)]
     assert not bad, f"make these public in the module that owns them: {bad}"
 
 

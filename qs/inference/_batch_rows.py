@@ -20,7 +20,7 @@ each positive the kernel stores (`finish_values`).
 
 Each query is solved in work arrays that the thread keeps from call to call (`work_arrays`),
 then written out in one pass that subtracts ``coef(R*)`` for the gradient and stores the
-coefficients in the dtype asked for (`_finish_row`). A row that ``bucket`` solves is read in
+coefficients in the dtype asked for (`finish_row`). A row that ``bucket`` solves is read in
 the scores' dtype and its output row written as it is solved, the gradient's shift included
 (`_bucket_row`): a float32 (Q, n) score matrix is neither copied to float64 nor its gradient
 made in float64. The finiteness of the scores is checked row by row by the pass that first
@@ -371,7 +371,7 @@ def _not_finite_at(row):
 
 
 @jit
-def _truth_coef(zero_one, gradient, n, p):
+def truth_coef(zero_one, gradient, n, p):
     """``coef(R*)`` at a positive and at a negative, which the gradient subtracts (zeros
     without it): ``1/P`` and ``-1/N``; ``+-1/(2n)`` for the 0-1 loss."""
     if not gradient:
@@ -382,7 +382,7 @@ def _truth_coef(zero_one, gradient, n, p):
 
 
 @jit
-def _finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
+def finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
     """Write a solved row: ``coef = coef64 - coef(R*)`` (``truth_pos`` at the positives,
     ``truth_neg`` at the negatives; in ``coef``'s dtype; ``coef64`` may be ``coef`` itself,
     each entry read before it is written), and, unless ``rank`` is empty, the
@@ -433,7 +433,7 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
     if bucket == ALWAYS or (bucket == UNSORTED and not sorts(m, p)):
         # read in the scores' dtype; the output row written as it is solved, the
         # gradient's shift included
-        truth_pos, truth_neg = _truth_coef(False, gradient, n, p)
+        truth_pos, truth_neg = truth_coef(False, gradient, n, p)
         err, where, n_above, term, truth = _bucket_row(
             inc,
             loss_params(inc, loss, q, n, p, work[PARAMS]),
@@ -484,8 +484,8 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
             return True, where
         _write_out(out, row_value(inc, loss, q, n_above), term, truth)
     if gradient or rank.size or not _is_float64(coef):
-        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank, coef)
+        truth_pos, truth_neg = truth_coef(zero_one, gradient, n, p)
+        finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank, coef)
     return True, -1
 
 

@@ -27,12 +27,12 @@ import numpy.typing as npt
 
 from qs.inference import lai, resolve
 from qs.inference._batch_rows import (
-    _finish_row,
-    _truth_coef,
     batch_rows,
+    finish_row,
     finish_values,
     row_loss,
     row_method,
+    truth_coef,
     work_arrays,
 )
 from qs.inference.bucket import THREADED_MIN as BUCKET_THREADED_MIN
@@ -278,7 +278,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
     """The rows, each made of the column blocks ``rows_of`` (scores) and ``labels_of``
     (their labels), by `qs.inference.lai` one by one (rows of at least
     `LAI_ROW_MIN` samples: its methods' threads, within the row), into work arrays,
-    then written out as the kernel writes its rows (`_finish_row`)."""
+    then written out as the kernel writes its rows (`finish_row`)."""
     (lead_scores, scores), (lead_pos, is_pos) = rows_of, labels_of
     k = lead_scores.shape[1]
     n = k + scores.shape[1]
@@ -311,8 +311,8 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
             if bad is None:
                 raise
             _check_finite(rows_of, (q, bad[1]))
-        truth_pos, truth_neg = _truth_coef(zero_one, gradient, n, p)
-        _finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q], coef[q])
+        truth_pos, truth_neg = truth_coef(zero_one, gradient, n, p)
+        finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q], coef[q])
         out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge
 
 
