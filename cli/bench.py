@@ -421,8 +421,7 @@ def voc2007_scale(out, **settings):
 @click.option(
     "--store",
     type=click.Path(file_okay=False),
-    help="Where the store of the data is written [default: a temporary "
-    "directory, removed after].",
+    help="Where the store of the data is written [default: a temporary directory, removed after].",
 )
 @click.option(
     "--out",
