@@ -34,6 +34,7 @@ CURVE_NAMES = (
     "ndcg_batch",
     "ndcg_bucket",
     "ndcg_bucket_sort",
+    "np.argsort",
 )
 # `qsrank bench --experiment NAME`: the pipelines that time LAI inside training (Figures 2-3)
 BENCH_EXPERIMENTS = ("voc2011_actions",)
