@@ -181,7 +181,7 @@ compare-retrieval: $(COMPARE_STAMP)  ## embedding learning for AP, held-out clas
 ltr: $(STAMP)  ## learning to rank (configs/ltr.yaml): AP/NDCG-SVMs over queries vs pairwise RankSVM, logistic regression, LightGBM, XGBoost, exact-hinge boosting (resumes)
 	$(QSRANK) train --config configs/ltr.yaml --out $(LTR_RUN)
 
-ltr-web10k: $(STAMP)  ## make ltr at MSLR-WEB10K's full shape: 10,000 generated queries (about an hour; resumes)
+ltr-web10k: $(STAMP)  ## make ltr at MSLR-WEB10K's full shape: 10,000 generated queries (resumes)
 	$(QSRANK) train --config configs/ltr.yaml --set synthetic.queries=10000 --out $(RUNS)/ltr/web10k
 
 digits: $(STAMP)  ## the digits experiment (configs/digits.yaml): AP-SVM vs 0-1 SVM vs LinearSVC (resumes)
