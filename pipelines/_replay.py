@@ -7,11 +7,16 @@ whatever else loads the machine; a ratio of two such totals moves from run to ru
 than the rounding of a table. Replaying the recorded calls (the same score vectors, in
 training's order, each method writing into its own workspace as in training) isolates the
 LAI time and repeats it: each round gives a total, and a ratio of two methods is taken round
-by round (`ratio_spread`). The replay benchmark (`qsrank bench --replay`) times its calls
-with `time_calls` too.
+by round (`ratio_spread`). Each round runs in a process of its own (`round_process`), so
+that the spread also holds what differs from one process to the next (where the compiled
+kernels and the arrays land in memory), which rounds in the training's process did not show:
+a rerun's ratio fell outside their range. The replay benchmark (`qsrank bench --replay`)
+times its calls with `time_calls` too.
 """
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -45,14 +50,32 @@ def time_calls(calls, loss, method, workspace):
     return seconds
 
 
-def replay(calls, loss, method, rounds):
-    """The total LAI time (s) of `calls` in each of `rounds` rounds (a list), after one
-    untimed call that loads the kernels."""
-    if not calls or rounds < 1:
-        return []
+#: the processes of the rounds, started when first needed and kept for the next trainings
+_PROCESSES: list[ProcessPoolExecutor] = []
+
+
+def round_process(k):
+    """The process that times round `k` of every replay: one spawned process per round, the
+    same for all trainings of a run, so that round k of two methods compares like with like."""
+    while len(_PROCESSES) <= k:
+        spawn = multiprocessing.get_context("spawn")
+        _PROCESSES.append(ProcessPoolExecutor(max_workers=1, mp_context=spawn))
+    return _PROCESSES[k]
+
+
+def _round(calls, loss, method):
+    """One round's total LAI time (s), after one untimed call that loads the kernels."""
     workspace = Workspace()  # as a solver holds one
     lai(*calls[0], loss, method, workspace=workspace)
-    return [float(sum(time_calls(calls, loss, method, workspace))) for _ in range(rounds)]
+    return float(sum(time_calls(calls, loss, method, workspace)))
+
+
+def replay(calls, loss, method, rounds):
+    """The total LAI time (s) of `calls` in each of `rounds` rounds (a list), each round in
+    its own process (`round_process`), one after another."""
+    if not calls or rounds < 1:
+        return []
+    return [round_process(k).submit(_round, calls, loss, method).result() for k in range(rounds)]
 
 
 def ratio_spread(slow, fast):

@@ -71,3 +71,13 @@ def test_replay_times_each_round_of_the_recorded_calls():
     assert ratio_spread(slow, fast) == pytest.approx((7 / 3, 2.0, 8 / 3))
     assert round_means(fast).tolist() == [1.0, 1.5]
     assert ratio_spread([[]], fast) is None
+
+
+def test_replay_rounds_run_in_processes_of_their_own():
+    import os
+
+    from qsrank.pipelines._replay import round_process
+
+    pids = [round_process(k).submit(os.getpid).result() for k in range(3)]
+    assert len(set(pids)) == 3 and os.getpid() not in pids
+    assert round_process(1).submit(os.getpid).result() == pids[1]  # kept for the next replay

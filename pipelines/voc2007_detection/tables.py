@@ -161,9 +161,9 @@ def _replay_md(rt, ours):
         [
             (
                 f"Replayed {k}x: each training's LAI calls, recorded as the solver made them, timed "
-                f"again in {k} rounds apart from training (the same score vectors in the same "
-                "order); a ratio of the mean totals over classes, round by round: its median over "
-                "rounds and range (min-max)."
+                f"again in {k} rounds apart from training, each in a process of its own (the same "
+                "score vectors in the same order); a ratio of the mean totals over classes, round "
+                "by round: its median over rounds and range (min-max)."
             ),
             markdown_table(
                 [

@@ -39,9 +39,10 @@ def _setting_line(cfg, frame):
     k = cfg["lai_repeats"]
     replayed = (
         f" Replayed {k}x: each training's LAI calls, recorded as the solver made them, "
-        f"timed again in {k} rounds apart from training (the same score vectors in the "
-        "same order); per method the median over rounds of the round's mean over "
-        "classes, and for a ratio its median over rounds with the range (min-max)."
+        f"timed again in {k} rounds apart from training, each in a process of its own (the "
+        "same score vectors in the same order); per method the median over rounds of the "
+        "round's mean over classes, and for a ratio its median over rounds with the range "
+        "(min-max)."
         if k
         else ""
     )
