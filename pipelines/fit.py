@@ -19,11 +19,7 @@ from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
 from qs.data.files import check_memory, shown
-from qs.data.tables import (
-    align_features,
-    column_fingerprint,
-    read_table,
-)
+from qs.data.tables import align_features, column_fingerprint, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
 from qs.model_selection import choose_C, estimator_fit_score

@@ -172,10 +172,7 @@ class Config(S.Section):
     presets: S.presets(
         PRESETS,
         SPEC_KEYS,
-        {
-            "shares": S.distinct(S.real(gt=0)),
-            "negatives": S.distinct(conint(ge=1)),
-        },
+        {"shares": S.distinct(S.real(gt=0)), "negatives": S.distinct(conint(ge=1))},
         PRESETS_EXPECTED,
     ) = S.key(PRESETS, "per preset and vary: how the sizes are spaced")
 
