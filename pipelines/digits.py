@@ -1,9 +1,6 @@
 """Real-data example (docs/experiments/digits.md): AP-SVM against the 0-1 SVM and LinearSVC on
-scikit-learn's digits, one-vs-rest per digit, ranked on a seeded stratified test half by AP.
-
-C is fixed or chosen per digit by stratified k-fold CV on the train half, every method over
-the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
-(:class:`MeanLossLinearSVC`)."""
+scikit-learn's digits, one-vs-rest, ranked by AP on a stratified test half. C is fixed or chosen
+by CV, on one scale for all three (`MeanLossLinearSVC`)."""
 
 import hashlib
 import time
@@ -110,8 +107,8 @@ class Config(S.Section):
 
 
 def load_data(cfg):
-    """The seeded stratified split, scaled on the train half: (X_train, X_test, y_train,
-    y_test, note); `note` names the data, its checksum and the split."""
+    """The seeded stratified split, scaled on the train half: (X_train, X_test, y_train, y_test,
+    note)."""
     X, y = load_digits(return_X_y=True)
     digest = hashlib.sha256(np.ascontiguousarray(X).tobytes() + y.tobytes()).hexdigest()[:16]
     X_train, X_test, y_train, y_test = train_test_split(
@@ -129,10 +126,8 @@ def load_data(cfg):
 
 
 class MeanLossLinearSVC(LinearSVC):
-    """LinearSVC whose C weighs the mean squared hinge over the training samples, as the
-    RankSVMs' C weighs their mean loss (liblinear's own C weighs the sum): fit gives every
-    sample the weight 1 / n_samples. So one C grid means the same for the three methods,
-    in the CV folds and the final fit alike."""
+    """LinearSVC whose C weighs the mean squared hinge (sample weights 1 / n_samples), as RankSVM's
+    C weighs its mean loss: one C grid means the same for the three methods."""
 
     def fit(self, X, y, sample_weight=None):
         if sample_weight is not None:
@@ -175,8 +170,7 @@ def fit_one(cfg, name, X, y):
 
 
 def settings(cfg, data):
-    """What a digit x method record depends on besides the unit: the split and scaled data
-    and every key but the selection of digits."""
+    """What a digit x method record depends on: the split, scaled data and every key but the digits."""
     sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
     return {
         "data": data[-1],
@@ -243,8 +237,7 @@ def timing_table(runs):
 
 
 def _marked_ap_table(runs):
-    """The test-AP table as text cells, a cell marked when its fit stopped before converging;
-    and the number of marked cells."""
+    """The test-AP table as text, cells of unconverged fits marked; and the number marked."""
     table = ap_table(runs)
     cells = table.map(lambda v: v if isinstance(v, str) else "-" if pd.isna(v) else f"{v:.4f}")
     early = runs[runs["converged"].eq(False)]
@@ -315,8 +308,7 @@ def write(run, records):
 
 
 def redraw(run_dir, kind="tables"):
-    """Draw the run's test AP table (table.csv) as a figure, figure.png and .pdf: grouped bars
-    per digit; return their paths."""
+    """Draw table.csv as grouped bars per digit, figure.png and .pdf; return their paths."""
     table = read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
     return bar_figure(
         table,

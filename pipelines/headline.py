@@ -1,9 +1,5 @@
-"""The README's table of headline results, read from the result files of the published default
-runs under ``results/`` (kept in git), so that no number in the README is typed by hand.
-
-``qsrank readme`` rewrites the table between the README's markers; a test checks that the
-README holds what the result files say.
-"""
+"""The README's headline table, read from the published default runs under ``results/`` (``qsrank
+readme``), so that no number in the README is typed by hand."""
 
 from pathlib import Path
 
@@ -31,8 +27,7 @@ def _pair(a, b, digits=2):
 
 
 def _replayed(median, low, high, rounds):
-    """A time ratio as its median over replays with the range: '28.2x (27.8-29.8, median of
-    7 replays)'."""
+    """'28.2x (27.8-29.8, median of 7 replays)'."""
     return f"{median:.1f}x ({low:.1f}-{high:.1f}, median of {int(rounds)} replays)"
 
 

@@ -1,16 +1,6 @@
-"""Learning to rank with queries (docs/ltr.md): the AP-SVM and NDCG-SVM over queries beside
-the pairwise RankSVM, a pointwise logistic regression, LightGBM, XGBoost and the exact
-AP/NDCG hinge as their objective.
-
-Runs on data sets named by the config: ``synthetic`` (a generated MSLR-WEB10K-shaped set,
-`qs.data.letor.make_letor`), ``modechoice`` (statsmodels' travel-mode choices) or ``files``
-(the user's own train and test files, as `qsrank fit` gives them when they name queries).
-Each data set is split by query (a test file, or a seeded share of the training queries);
-features are standardised on the training documents. A unit is one data set x method: C is
-fixed or chosen by GroupKFold cross-validation over the training queries (a query never split
-across folds), the final fit timed, the test queries ranked. The run writes table.md, metrics.csv
-(the means over the test queries) and per_query.csv (every test query's metrics).
-"""
+"""Learning to rank with queries (docs/ltr.md): AP-SVM and NDCG-SVM beside pairwise RankSVM,
+logistic regression, LightGBM, XGBoost and the exact hinges as boosting objectives, per data set
+x method; writes table.md, metrics.csv and per_query.csv."""
 
 import time
 import warnings
@@ -70,8 +60,7 @@ class Synthetic(S.Section):
 
 
 class Config(S.Section):
-    """Learning to rank over queries; configs/ltr.yaml sets the published run, `qsrank fit`
-    the keys of a user's files."""
+    """Learning to rank over queries; configs/ltr.yaml sets the published run."""
 
     experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
     datasets: S.distinct(Literal[tuple(DATASETS)]) = S.key(
@@ -208,8 +197,8 @@ def _map(cfg, y, scores, groups):
 
 
 def choose_C(cfg, method, split):
-    """The C of `method`: the one given, or the best of the grid by the mean MAP over
-    GroupKFold folds of the training queries (the smallest of equals). (C, how, CV MAP)."""
+    """(C, how, CV MAP) of `method`: the one given, or the best of the grid by GroupKFold MAP over
+    the training queries."""
     grid = cfg["C"]
     if method not in TUNED:
         return None, "defaults", None

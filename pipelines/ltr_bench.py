@@ -1,20 +1,6 @@
-"""Benchmark of learning to rank at scale: `qsrank bench ltr`, a run directory with report.md and results.json.
-
-On generated LETOR-shaped data (:func:`qs.data.letor.make_letor`, float32, the features
-written as ``.npy`` partitions of whole queries, the grades and query ids to zarr), side by
-side in one run: (1) the per-query LAI of a whole pass (:func:`qs.inference.lai_queries` with
-the hinges' gradients) against the scores product ``X @ w`` over the same documents; (2)
-training the AP-SVM to its tolerance against LightGBM ``lambdarank`` with 100 rounds on the
-same threads, with the fit's peak extra memory against the data's bytes; (3) one pass of the
-out-of-core solver (:mod:`qs.ssvm.out_of_core`, Dask's threaded scheduler, the partitions
-memory-mapped from disk by :func:`qs.ssvm.out_of_core.npy_partitions`) against the in-memory
-pass, per document, and the out-of-core process's peak memory (a fresh process, its
-resident-set high-water mark). Times are medians over the repeats with their smallest and
-largest; ratios the median of the repeats' ratios, each repeat timing both sides back to
-back. The presets ``web30k`` (MSLR-WEB30K's shape) and ``web30k-x10`` (ten times its
-queries; the in-memory parts on its first tenth) take tens of GB of disk and
-memory: run them on a quiet machine.
-"""
+"""`qsrank bench ltr`: on a generated LETOR-shaped store, (1) a lai_queries pass against ``X @ w``,
+(2) AP-SVM training against LightGBM lambdarank, with its peak memory, (3) an out-of-core pass
+against the in-memory one; medians over repeats (docs/benchmarks.md)."""
 
 import multiprocessing
 import os
@@ -49,10 +35,8 @@ def _partitions(path):
 
 
 def write_store(path, n_queries, partition_rows, n_features=WEB30K[2], seed=0):
-    """A store at ``path`` of ``n_queries`` generated queries: ``X`` (float32) as ``.npy``
-    partitions of whole queries, about ``partition_rows`` documents each (one generated
-    block of queries each, which bounds the writer's memory), and a zarr group with ``y``
-    (grades) and ``groups``; returns its documents."""
+    """A store of ``n_queries`` generated queries at ``path``: X as float32 ``.npy`` partitions of
+    about ``partition_rows`` documents, y and groups in zarr; returns its documents."""
     import zarr
 
     from qs.data.letor import make_letor
@@ -139,8 +123,7 @@ def pass_ratio(X, y, groups, repeats, seed=0):
 
 
 def training(X, y, groups, repeats, threads, C):
-    """(2): per repeat, (AP-SVM seconds, LightGBM seconds, AP-SVM peak extra bytes,
-    AP-SVM passes)."""
+    """(2): per repeat, (AP-SVM s, LightGBM s, AP-SVM peak extra bytes, AP-SVM passes)."""
     import lightgbm
 
     from qs.estimators import RankSVM
@@ -164,8 +147,8 @@ def training(X, y, groups, repeats, threads, C):
 
 
 def _out_of_core_child(path, repeats, seed):
-    """In a fresh process: per repeat, the seconds of one out-of-core pass; the process's
-    peak resident bytes before the passes and after them; the partitions."""
+    """In a fresh process: the out-of-core pass's seconds per repeat, peak resident bytes before and
+    after, and the partitions."""
     import zarr
 
     from qs.ssvm.out_of_core import DaskQueryProblem, npy_partitions
@@ -223,9 +206,8 @@ def run(
     store=None,
     seed=0,
 ):
-    """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>);
-    return (the run directory, the report). ``store``: where the store is written
-    (default a temporary directory, removed after)."""
+    """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>); return (it,
+    the report). ``store``: where the data go (default: a temporary directory)."""
     import numba
 
     if preset not in PRESETS:

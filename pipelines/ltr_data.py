@@ -1,6 +1,5 @@
-"""The data of `qsrank train ltr` (pipelines/ltr.py): each data set of the config split by
-query (a test file, or a seeded share of the training queries) and standardised on the
-training documents; relevance grades checked."""
+"""The data of `qsrank train ltr`: each data set split by query and standardised on the training
+documents."""
 
 import importlib.util
 from dataclasses import dataclass

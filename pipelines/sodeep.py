@@ -1,6 +1,5 @@
-"""SoDeep's sorters (Engilberge et al., CVPR 2019): train one and write its checkpoint (one
-torch file: weights and metadata, atomically; `qsrank sodeep train`), and the L1 rank error of
-the sorters beside the paper's Table 1 (`qsrank sodeep eval`)."""
+"""SoDeep's sorters (Engilberge et al., CVPR 2019): `qsrank sodeep train` writes a checkpoint,
+`qsrank sodeep eval` the L1 rank error beside the paper's Table 1."""
 
 import glob
 import time
@@ -28,9 +27,8 @@ def train(
     progress=True,
     **hyper,
 ):
-    """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
-    running loss, and write its checkpoint to `out` atomically; return its metadata. One
-    process at a time trains into `out`: a second is refused, naming the first."""
+    """Train a sorter with a progress bar and write its checkpoint to `out` atomically, one process
+    at a time; return its metadata."""
     import torch
 
     from qs.surrogates import sodeep
@@ -93,9 +91,8 @@ def train_report(meta, out):
 
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
-    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the
-    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and
-    CNN), all on the same `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
+    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) of the handcrafted
+    ranker and `checkpoints` (default: the shipped ones) on one set of test vectors."""
     from qs.surrogates import sodeep
 
     seed = sodeep.TEST_SEED if seed is None else seed

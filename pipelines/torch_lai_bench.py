@@ -1,11 +1,6 @@
-"""Benchmark of LAI inside deep-net training: `qsrank bench torch-lai [a b c d]`, Markdown.
-
-Medians over warm calls on seeded one-vs-rest scores (about 10% positives), compile and
-first calls apart: (a) a mini-batch of 10 queries x 256: one ``lai_batch`` call and one
-``rank_hinge_loss`` forward + backward against 10 single calls; (b) the loss's share of a
-PL-CNN training step (batch 200, CPU); (c) the torch method against numba on a larger batch;
-(d) on CUDA, when present, 64 queries x 10^6 scores, ranks compared. Torch on ``threads``
-threads (default 1)."""
+"""`qsrank bench torch-lai`: medians over warm calls, first calls apart, of (a) a mini-batch of 10 x
+256 scores: lai_batch and rank_hinge_loss against 10 single calls; (b) the loss's share of a
+PL-CNN step; (c) the torch method against numba; (d) the same on CUDA, at 64 x 10^6."""
 
 import time
 
@@ -15,6 +10,7 @@ from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai
 from qsrank.pipelines._measure import median_time
+from qsrank.pipelines.torch_loss_parts import one_vs_rest
 
 #: the named methods timed beside the default in (a)
 NAMED = {
@@ -25,23 +21,10 @@ NAMED = {
 GPU_BATCH = (64, 1_000_000)
 
 
-def _first_time(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _one_vs_rest(rng, q, n, frac=0.1):
-    scores = rng.normal(size=(q, n))
-    labels = rng.random((q, n)) < frac
-    labels[:, 0], labels[:, 1] = True, False  # every query has both classes
-    return scores, labels
-
-
 def minibatch(torch, q=10, n=256, repeats=200, seed=0):
     """(a): rows (name, seconds per call, note)."""
     rng = np.random.default_rng(seed)
-    scores, labels = _one_vs_rest(rng, q, n)
+    scores, labels = one_vs_rest(rng, q, n, dtype=np.float64)
     s_t, y_t = torch.from_numpy(scores.T.copy()), torch.from_numpy(labels)
     from qs.torch import rank_hinge_loss
 
@@ -79,7 +62,7 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
             )
             for m in NAMED[loss]
         ]
-    first = [_first_time(fn) for _, fn in cases]
+    first = [median_time(fn, 1) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike
     rounds = np.array([[median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
@@ -87,8 +70,8 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
 
 
 def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
-    """(b): (step seconds, loss seconds, parameters). The loss is timed inside the step:
-    its forward (the LAI) and its share of the backward."""
+    """(b): (step seconds, loss seconds, parameters), the loss (forward and its backward) timed
+    inside the step."""
     from qs.nets import PLCNN, n_parameters
     from qs.torch import rank_hinge_loss
 
@@ -116,12 +99,11 @@ def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
 
 
 def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
-    """(c) on the CPU, (d) on CUDA: (numba seconds on the CPU, torch-method seconds on
-    `device`, ranks identical)."""
+    """(c), (d): (numba seconds on the CPU, torch method seconds on `device`, ranks identical)."""
     from qs.torch._exact import lai_torch
 
     rng = np.random.default_rng(seed)
-    scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
+    scores, labels = one_vs_rest(rng, q, n, frac=0.01, dtype=np.float64)
     s_t, y_t = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
     def on_device():

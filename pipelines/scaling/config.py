@@ -196,8 +196,7 @@ class Config(S.Section):
 
 
 def load_config(path=None, **overrides):
-    """The defaults, updated by the YAML file at `path`, then by the non-None `overrides`;
-    checked. The file is checked on its own first, so its errors name the file."""
+    """The defaults updated by the YAML file at `path`, then by the non-None `overrides`; checked."""
     return _config.load_config(path, {}, resolve, overrides)
 
 
@@ -242,9 +241,7 @@ def rotation_count(n):
 
 
 def _check_memory(pairs, where):
-    """Refuse sizes whose score vectors (`timing.make_data`: the rotation and its negatives)
-    exceed the machine's memory, up front rather than as a MemoryError after the smaller sizes
-    ran."""
+    """Refuse sizes whose score vectors exceed the machine's memory, before the smaller sizes run."""
     n_pos, n_neg = max(pairs, key=sum)
     n = n_pos + n_neg
     need = rotation_count(n) * 8 * (n + n_neg) + n
