@@ -11,15 +11,17 @@ from pathlib import Path
 import numpy as np
 
 
+def clock(call, number=1, timer=time.perf_counter):
+    """Seconds per call, the mean of `number` back-to-back calls, by `timer`."""
+    start = timer()
+    for _ in range(number):
+        call()
+    return (timer() - start) / number
+
+
 def median_time(fn, repeats, inner=1):
     """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls (seconds)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - start) / inner)
-    return float(np.median(times))
+    return float(np.median([clock(fn, inner) for _ in range(repeats)]))
 
 
 def peak_bytes():

@@ -91,22 +91,12 @@ class _ConfigLoader(yaml.SafeLoader):
             for item in (value_node, *items):
                 if self._subnormal(item):
                     what = _brief(key, quote=False)
-                    what = what if item is value_node else f"an entry of {what}"
-                    raise _error(
-                        item,
-                        f"{what} is {item.value}, below "
-                        f"the smallest normal float ({_TINY:.4g}); no setting "
-                        "takes a value that small",
-                    )
+                    raise _too_small(item, what if item is value_node else f"an entry of {what}")
         return super().construct_mapping(node, deep)
 
     def construct_yaml_float(self, node):
         if self._subnormal(node):  # one the mappings did not catch (in nested lists)
-            raise _error(
-                node,
-                f"{node.value} is below the smallest normal float "
-                f"({_TINY:.4g}); no setting takes a value that small",
-            )
+            raise _too_small(node)
         return super().construct_yaml_float(node)
 
     def _subnormal(self, node):
@@ -128,6 +118,13 @@ _ConfigLoader.add_implicit_resolver(
 def _error(where, problem):
     """A MarkedYAMLError at the event or node ``where``: its line is in the message."""
     return yaml.MarkedYAMLError(problem=f"line {where.start_mark.line + 1}: {problem}")
+
+
+def _too_small(node, what=None):
+    """The error of a subnormal number at `node` (`what`: the key it is the value of)."""
+    value = f"{node.value} is" if what is None else f"{what} is {node.value},"
+    problem = f"{value} below the smallest normal float ({_TINY:.4g})"
+    return _error(node, f"{problem}; no setting takes a value that small")
 
 
 def _brief(value, limit=40, quote=True):

@@ -259,44 +259,32 @@ def summary(cfg, runs, note):
     chosen = runs.pivot(index="digit", columns="method", values="C")[list(METHODS)]
     chosen = chosen.rename_axis("digit").reset_index()
     ap_cells, n_early = _marked_ap_table(runs)
-    return (
-        "\n\n".join(
-            filter(
-                None,
-                [
-                    "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
-                    f"Data: {note}. Real data; not a data set of the paper.",
-                    f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
-                    f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
-                    "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
-                    "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
-                    + how_C
-                    + ".",
-                    "## Test average precision",
-                    frame_table(ap_cells, {}),
-                    unconverged_note(n_early, "fit"),
-                    "## Time per method, summed over the digits",
-                    (
-                        "Final fits only (CV fits excluded), each timed once (one measurement per digit, "
-                        "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
-                        "excluded by a warm-up call."
-                    ),
-                    frame_table(
-                        timing_table(runs),
-                        {
-                            "train_s": ".3f",
-                            "lai_time_s": ".4f",
-                            "lai_calls": ".0f",
-                            "lai_ms_per_call": ".4f",
-                        },
-                    ),
-                    "## C used per digit",
-                    frame_table(chosen, {}),
-                ],
-            )
-        )
-        + "\n"
-    )
+    timing_formats = {
+        "train_s": ".3f",
+        "lai_time_s": ".4f",
+        "lai_calls": ".0f",
+        "lai_ms_per_call": ".4f",
+    }
+    parts = [
+        "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
+        f"Data: {note}. Real data; not a data set of the paper.",
+        f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
+        f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
+        "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
+        "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
+        f"{how_C}.",
+        "## Test average precision",
+        frame_table(ap_cells, {}),
+        unconverged_note(n_early, "fit"),
+        "## Time per method, summed over the digits",
+        "Final fits only (CV fits excluded), each timed once (one measurement per digit, "
+        "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
+        "excluded by a warm-up call.",
+        frame_table(timing_table(runs), timing_formats),
+        "## C used per digit",
+        frame_table(chosen, {}),
+    ]
+    return "\n\n".join(filter(None, parts)) + "\n"
 
 
 def write(run, records):

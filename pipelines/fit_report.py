@@ -53,19 +53,15 @@ def summary(cfg, records, note, scaling):
             f"stratified CV on the training rows ({cfg['cv_metric']})"
         )
 
-    return (
-        "\n\n".join(
-            [
-                f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
-                f"Data: {note}. Features {scaling}.",
-                f"RankSVM (solver {cfg['solver']}): {how(cfg['C'])}. LinearSVC and "
-                f"LogisticRegression: {how(cfg['baseline_C'])}.",
-                "Test metrics, each class one vs the rest (its positive class named in `class`):",
-                table(records),
-            ]
-        )
-        + "\n"
-    )
+    parts = [
+        f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
+        f"Data: {note}. Features {scaling}.",
+        f"RankSVM (solver {cfg['solver']}): {how(cfg['C'])}. LinearSVC and "
+        f"LogisticRegression: {how(cfg['baseline_C'])}.",
+        "Test metrics, each class one vs the rest (its positive class named in `class`):",
+        table(records),
+    ]
+    return "\n\n".join(parts) + "\n"
 
 
 def write(run, records):

@@ -132,7 +132,8 @@ def warm_up(cfg, units=None):
 
 def fit_method(cfg, method, C, X, y, groups):
     """Method `method` fitted on (X, y, groups): a function that scores documents."""
-    relevant = y > cfg["relevance_threshold"]
+    threshold = cfg["relevance_threshold"]
+    relevant = y > threshold
     seed, rounds, threads = cfg["seed"], cfg["rounds"], cfg["threads"]
     if method in ("ap_svm", "ndcg_svm"):
         est = RankSVM(
@@ -140,7 +141,7 @@ def fit_method(cfg, method, C, X, y, groups):
             C=C,
             tol=cfg["tol"],
             max_iter=cfg["max_iter"],
-            relevance_threshold=cfg["relevance_threshold"],
+            relevance_threshold=threshold,
             random_state=seed,
         )
         with warnings.catch_warnings():
@@ -154,15 +155,11 @@ def fit_method(cfg, method, C, X, y, groups):
     if method.startswith("lgbm"):
         import lightgbm as lgb
 
-        objective = {
-            "lgbm_lambdarank": "lambdarank",
-            "lgbm_ap_hinge": lightgbm_objective(
-                "ap", relevance_threshold=cfg["relevance_threshold"]
-            ),
-            "lgbm_ndcg_hinge": lightgbm_objective(
-                "ndcg", relevance_threshold=cfg["relevance_threshold"]
-            ),
-        }[method]
+        objective = (
+            "lambdarank"
+            if method == "lgbm_lambdarank"
+            else lightgbm_objective(method.split("_")[1], relevance_threshold=threshold)
+        )
         params = {
             "objective": objective,
             "verbose": -1,
@@ -180,20 +177,12 @@ def fit_method(cfg, method, C, X, y, groups):
     params = {"seed": seed, "nthread": threads, "tree_method": "hist"}
     if method == "xgb_ap_hinge":
         params.update(base_score=0.0, min_child_weight=0.0)
-        booster = xgb.train(
-            params,
-            dtrain,
-            rounds,
-            obj=xgboost_objective("ap", relevance_threshold=cfg["relevance_threshold"]),
-        )
+        objective = xgboost_objective("ap", relevance_threshold=threshold)
+        booster = xgb.train(params, dtrain, rounds, obj=objective)
     else:
         params["objective"] = "rank:map" if method == "xgb_rank_map" else "rank:ndcg"
         booster = xgb.train(params, dtrain, rounds)
     return lambda X_new: booster.predict(xgb.DMatrix(X_new))
-
-
-def _map(cfg, y, scores, groups):
-    return mean_average_precision(y, scores, groups, threshold=cfg["relevance_threshold"])
 
 
 def choose_C(cfg, method, split):
@@ -208,7 +197,8 @@ def choose_C(cfg, method, split):
 
     def fit_score(C, train, validation):
         score = fit_method(cfg, method, C, X[train], y[train], g[train])
-        return _map(cfg, y[validation], score(X[validation]), g[validation])
+        scores, threshold = score(X[validation]), cfg["relevance_threshold"]
+        return mean_average_precision(y[validation], scores, g[validation], threshold=threshold)
 
     folds = GroupKFold(cfg["cv_folds"])
     choice = model_selection.choose_C(fit_score, grid, folds, X, y, groups=g)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qsrank.pipelines._io import write_json, write_text
-from qsrank.pipelines._measure import PeakMemory, exact_rss, peak_bytes
+from qsrank.pipelines._measure import PeakMemory, clock, exact_rss, peak_bytes
 from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 
@@ -75,10 +75,15 @@ def write_store(path, n_queries, partition_rows, n_features=WEB30K[2], seed=0):
     return documents
 
 
-def _open(path, rows=None):
+def _labels(path):
+    """The zarr group of the store's grades ``y`` and query ids ``groups``."""
     import zarr
 
-    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+    return zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+
+
+def _open(path, rows=None):
+    root = _labels(path)
     stop = root["y"].shape[0] if rows is None else rows
     parts, taken = [], 0
     for part in _partitions(path):  # the partitions that hold the first ``stop`` rows
@@ -87,14 +92,6 @@ def _open(path, rows=None):
         parts.append(np.load(part, mmap_mode="r")[: stop - taken])
         taken += parts[-1].shape[0]
     return np.concatenate(parts), root["y"][:stop], root["groups"][:stop]
-
-
-def _memory_rows(path, n_queries):
-    """Documents of the first ``n_queries`` queries of the store."""
-    import zarr
-
-    groups = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")["groups"][:]
-    return int(np.searchsorted(groups, n_queries))
 
 
 def _spread(values):
@@ -149,11 +146,9 @@ def training(X, y, groups, repeats, threads, C):
 def _out_of_core_child(path, repeats, seed):
     """In a fresh process: the out-of-core pass's seconds per repeat, peak resident bytes before and
     after, and the partitions."""
-    import zarr
-
     from qs.ssvm.out_of_core import DaskQueryProblem, npy_partitions
 
-    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+    root = _labels(path)
     groups, y = root["groups"][:], root["y"][:]
     X = npy_partitions(_partitions(path))
     prob = DaskQueryProblem(
@@ -170,12 +165,9 @@ def _out_of_core_child(path, repeats, seed):
     )
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     before = peak_bytes()
-    times = []
-    for _ in range(repeats + 1):  # the first compiles
-        start = time.perf_counter()
-        prob.most_violated(w)
-        times.append(time.perf_counter() - start)
-    return times[1:], before, peak_bytes(), len(X.chunks[0])
+    prob.most_violated(w)  # compiles
+    times = [clock(lambda: prob.most_violated(w)) for _ in range(repeats)]
+    return times, before, peak_bytes(), len(X.chunks[0])
 
 
 def in_memory_pass(X, y, groups, repeats, seed=0):
@@ -188,12 +180,7 @@ def in_memory_pass(X, y, groups, repeats, seed=0):
     )
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     prob.most_violated(w)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        prob.most_violated(w)
-        times.append(time.perf_counter() - start)
-    return times
+    return [clock(lambda: prob.most_violated(w)) for _ in range(repeats)]
 
 
 def run(
@@ -228,7 +215,7 @@ def run(
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(store) if store else Path(tmp) / "ltr"
             documents = write_store(path, n_queries, partition_rows, seed=seed)
-            memory_rows = _memory_rows(path, memory_queries)
+            memory_rows = int(np.searchsorted(_labels(path)["groups"][:], memory_queries))
             X, y, groups = _open(path, memory_rows)
             data_bytes = X.nbytes
             passes = pass_ratio(X, y, groups, repeats, seed)

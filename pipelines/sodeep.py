@@ -13,22 +13,9 @@ from qsrank.pipelines._provenance import provenance
 from qsrank.pipelines._tables import fmt, markdown_table
 
 
-def train(
-    kind,
-    length,
-    steps,
-    seed,
-    out,
-    *,
-    size="default",
-    batch_size=128,
-    lr=None,
-    test_vectors=10_000,
-    progress=True,
-    **hyper,
-):
+def train(kind, length, steps, seed, out, *, progress=True, **options):
     """Train a sorter with a progress bar and write its checkpoint to `out` atomically, one process
-    at a time; return its metadata."""
+    at a time; return its metadata. `options`: `train_sorter`'s keywords (None: its default)."""
     import torch
 
     from qs.surrogates import sodeep
@@ -36,7 +23,7 @@ def train(
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
-    hyper = {k: v for k, v in hyper.items() if v is not None}
+    options = {k: v for k, v in options.items() if v is not None}
     running = {"loss": None}
     with (
         OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"),
@@ -56,18 +43,7 @@ def train(
                 bar.set_postfix(l1=f"{running['loss']:.4f}")
 
         start = time.perf_counter()
-        sorter, meta = sodeep.train_sorter(
-            kind,
-            length,
-            steps,
-            seed,
-            size=size,
-            batch_size=batch_size,
-            lr=lr,
-            test_vectors=test_vectors,
-            callback=callback,
-            **hyper,
-        )
+        sorter, meta = sodeep.train_sorter(kind, length, steps, seed, callback=callback, **options)
         meta["train_seconds"] = round(time.perf_counter() - start, 1)
         meta["provenance"] = provenance(
             seed, "synthetic score vectors (qs.surrogates.sodeep.synthetic_scores)"

@@ -162,25 +162,20 @@ _MARKDOWN = (
 
 def share_summary(cfg, table):
     """summary.md of a share grid: what was timed and the grid table."""
-    return (
-        "\n\n".join(
-            [
-                "# Loss-augmented inference across the share of positives",
-                f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
-                'default is `lai(..., method="auto")`; `lai_batch / lai` is the default through '
-                "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
-                "of two samples of the same round (the curves run in a shuffled order in each round), "
-                f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
-                f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
-                "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
-                "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP). "
-                "`np.argsort` sorts the same N + P scores (the order an exact LAI has to learn; "
-                "a sort of the values alone gives none).",
-                share_markdown(table),
-            ]
-        )
-        + "\n"
+    text = (
+        f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
+        'default is `lai(..., method="auto")`; `lai_batch / lai` is the default through '
+        "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
+        "of two samples of the same round (the curves run in a shuffled order in each round), "
+        f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
+        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
+        "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP). "
+        "`np.argsort` sorts the same N + P scores (the order an exact LAI has to learn; "
+        "a sort of the values alone gives none)."
     )
+    title = "# Loss-augmented inference across the share of positives"
+    return "\n\n".join([title, text, share_markdown(table)]) + "\n"
 
 
 def plot_share(timings, stem):

@@ -2,7 +2,6 @@
 warm samples per curve and size."""
 
 import itertools
-import time
 
 import numpy as np
 import pandas as pd
@@ -10,6 +9,7 @@ from tqdm import tqdm
 
 from qs.inference import lai
 from qs.inference.batch import lai_batch
+from qsrank.pipelines._measure import clock
 from qsrank.pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
@@ -143,11 +143,3 @@ def caller(curve, rotation, labels, negatives):
         out = np.empty(negatives[0].size, dtype=np.int32), np.empty(labels.size)
         return lambda: lai(next(following), labels, loss=loss, method=method, out=out)
     return lambda: lai(next(following), labels, loss=loss, method=method)
-
-
-def clock(call, number=1, timer=time.perf_counter):
-    """Seconds per call, the mean of `number` back-to-back calls, by `timer` (CLOCKS)."""
-    start = timer()
-    for _ in range(number):
-        call()
-    return (timer() - start) / number
