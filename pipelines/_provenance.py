@@ -108,16 +108,8 @@ def write_provenance(
     record = provenance(seed, data, data_sha256, overrides, status, code)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
-    commands.append(
-        {
-            "command": record["command"],
-            "overrides": record["overrides"],
-            "timestamp_utc": record["timestamp_utc"],
-            "status": status,
-            "git_commit": record["git_commit"],
-            "settings": settings,
-        }
-    )
+    kept = ("command", "overrides", "timestamp_utc", "status", "git_commit")
+    commands.append({**{k: record[k] for k in kept}, "settings": settings})
     write_json(path, {**record, "commands": commands})
     return path
 

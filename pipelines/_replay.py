@@ -80,13 +80,8 @@ def ratio_rows(frame, pairs):
         spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
         rounds = min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]]))
         total = a["lai_time_s"].mean() / b["lai_time_s"].mean()
-        yield (
-            slow,
-            fast,
-            a,
-            b,
-            dict(zip(RATIO_COLUMNS, [f"{slow} / {fast}", total, *spread, rounds])),
-        )
+        row = dict(zip(RATIO_COLUMNS, [f"{slow} / {fast}", total, *spread, rounds]))
+        yield slow, fast, a, b, row
 
 
 def round_means(totals):

@@ -25,26 +25,17 @@ def columns_and_scaling(cfg, path, X_train, X_test):
     if sp.issparse(X_train) and dense_bytes <= DENSE_BYTES:
         X_train, X_test = X_train.toarray(), X_test.toarray()
     if cfg["scale"] != "standard":
-        return columns, X_train, X_test, "as given, for every method"
-    if not sp.issparse(X_train):
-        return (
-            columns,
-            X_train,
-            X_test,
-            ("centred and scaled to unit variance on the training rows, for every method"),
-        )
-    return (
-        columns,
-        X_train,
-        X_test,
-        (
+        how = "as given, for every method"
+    elif not sp.issparse(X_train):
+        how = "centred and scaled to unit variance on the training rows, for every method"
+    else:
+        how = (
             "scaled to unit variance on the training rows for every method, not centred: the "
-            "input is sparse and "
-            f"its dense form would take {dense_bytes / 2**30:.1f} GiB. RankSVM's AP and NDCG "
-            "losses and LogisticRegression (unpenalised intercept) do not depend on centring; "
-            "LinearSVC and the 0-1 RankSVM (penalised intercept) do"
-        ),
-    )
+            f"input is sparse and its dense form would take {dense_bytes / 2**30:.1f} GiB. "
+            "RankSVM's AP and NDCG losses and LogisticRegression (unpenalised intercept) do not "
+            "depend on centring; LinearSVC and the 0-1 RankSVM (penalised intercept) do"
+        )
+    return columns, X_train, X_test, how
 
 
 def with_rows(table):

@@ -27,6 +27,8 @@ PRESETS = {
 }
 DOCS_MEDIAN = 106
 LGBM_ROUNDS = 100
+#: the problem whose oracle (one pass) is timed in memory and out of core alike
+PROBLEM = {"C": 1.0, "loss": "ap", "method": "auto", "tol": 1e-3, "max_iter": 10, "callback": None}
 
 
 def _partitions(path):
@@ -151,18 +153,7 @@ def _out_of_core_child(path, repeats, seed):
     root = _labels(path)
     groups, y = root["groups"][:], root["y"][:]
     X = npy_partitions(_partitions(path))
-    prob = DaskQueryProblem(
-        X,
-        y > 0,
-        groups,
-        C=1.0,
-        loss="ap",
-        method="auto",
-        tol=1e-3,
-        max_iter=10,
-        callback=None,
-        scheduler="threads",
-    )
+    prob = DaskQueryProblem(X, y > 0, groups, scheduler="threads", **PROBLEM)
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     before = peak_bytes()
     prob.most_violated(w)  # compiles
@@ -175,9 +166,7 @@ def in_memory_pass(X, y, groups, repeats, seed=0):
     from qs.ssvm.queries import QueryProblem, query_offsets
 
     _, offsets = query_offsets(groups)
-    prob = QueryProblem(
-        X, y > 0, offsets, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=10, callback=None
-    )
+    prob = QueryProblem(X, y > 0, offsets, **PROBLEM)
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     prob.most_violated(w)
     return [clock(lambda: prob.most_violated(w)) for _ in range(repeats)]

@@ -59,15 +59,8 @@ def _split(cfg, name):
         f"{np.unique(data.groups[test]).size} test queries (a {cfg['test_size']:g} share, "
         f"seed {cfg['seed']})"
     )
-    return scaled(
-        data.X[train],
-        data.y[train],
-        data.groups[train],
-        data.X[test],
-        data.y[test],
-        data.groups[test],
-        f"{data.source}; {where}",
-    )
+    parts = [a[rows] for rows in (train, test) for a in (data.X, data.y, data.groups)]
+    return scaled(*parts, f"{data.source}; {where}")
 
 
 def _hold_out(cfg, X, y, groups):

@@ -127,17 +127,8 @@ def write_model(directory, meta, **arrays):
     `directory`; return the JSON's path."""
     directory = Path(directory)
     write_npz(directory / WEIGHTS_NAME, {k: np.asarray(arrays[k], np.float64) for k in ARRAYS})
-    meta = json.loads(
-        json.dumps(
-            {
-                "format": FORMAT,
-                "format_version": VERSION,
-                "qsrank_version": _version("qsrank"),
-                **meta,
-                "weights": WEIGHTS_NAME,
-            }
-        )
-    )  # as it reads back
+    header = {"format": FORMAT, "format_version": VERSION, "qsrank_version": _version("qsrank")}
+    meta = json.loads(json.dumps({**header, **meta, "weights": WEIGHTS_NAME}))  # as it reads back
     meta["sha256"] = model_digest(meta, (directory / WEIGHTS_NAME).read_bytes())
     write_json(directory / JSON_NAME, meta)
     return directory / JSON_NAME
