@@ -41,8 +41,7 @@ def load_config(path, defaults, resolve, overrides, sets=None):
 
 
 def with_sets(config, sets):
-    """The file's `config` with the `--set` mapping laid over it (a non-mapping is left for
-    `resolve` to reject)."""
+    """The file's `config` with the `--set` mapping laid over it (a non-mapping: as it is)."""
     return merge(config, sets) if sets and isinstance(config, dict) else config
 
 
@@ -74,8 +73,7 @@ RUNS = Path("runs")
 
 
 def new_run_dir(experiment, kind=None):
-    """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorts by time; two runs of one second do not
-    collide."""
+    """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorted by time, never colliding."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     label = f"{stamp}-{kind}" if kind else stamp
     return RUNS / experiment / f"{label}-{secrets.token_hex(3)}"

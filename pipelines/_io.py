@@ -47,8 +47,7 @@ def atomic_path(path):
 
 
 def writable_path(path):
-    """Where an output named `path` is written (a symlink's target); a ValueError when it is not a
-    regular file."""
+    """Where an output `path` is written (a symlink's target); refused unless a regular file."""
     path = Path(path)
     target = Path(os.path.realpath(path))
     try:

@@ -11,8 +11,7 @@ from qs.inference import Workspace, lai
 
 
 class Recorder:
-    """An ``lai_callback`` keeping a copy of every LAI call's inputs in ``calls``, a list of
-    (scores, labels)."""
+    """An ``lai_callback`` keeping a copy of each LAI call's (scores, labels) in ``calls``."""
 
     def __init__(self):
         self.calls = []

@@ -44,8 +44,7 @@ class Experiment:
 
 @dataclass
 class Run:
-    """What units and writers see: resolved config, data, run directory, store, progress, and a
-    per-run cache."""
+    """What units and writers see: config, data, run directory, store, progress, a cache."""
 
     cfg: dict
     data: Any

@@ -77,8 +77,7 @@ def release_run_dirs():
 
 
 def _lock(out):
-    """Hold the lock of run directory `out` until this process ends or calls
-    `release_run_dirs` (taken once)."""
+    """Hold run directory `out`'s lock until the process ends or calls `release_run_dirs`."""
     key = out.resolve()
     if key not in _HELD or not _HELD[key].held():
         _HELD[key] = OutputLock(out / LOCK, f"output directory {out}").acquire()
@@ -140,8 +139,7 @@ def same(a, b):
 
 
 def digest_arrays(*arrays):
-    """SHA-256 of arrays' shapes, dtypes and bytes (a sparse matrix as its CSR parts): a run's data
-    identity."""
+    """SHA-256 of arrays' shapes, dtypes and bytes (sparse: CSR parts): a run's data identity."""
     h = hashlib.sha256()
     csr = [a.tocsr() if sp.issparse(a) else a for a in arrays]
     parts = [

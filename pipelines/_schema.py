@@ -62,8 +62,7 @@ C_GRID = distinct(real(gt=0))
 
 
 def names(known, every=False):
-    """A name of `known` or a non-empty list of them (`all`: every one, if `every`), without
-    repeats."""
+    """A name of `known` or a non-empty list of them (`all`: every one, if `every`), no repeats."""
 
     def listed(value):
         if every and value == "all":
@@ -92,8 +91,7 @@ def per_key(item, keys, defaults, cast=None):
 
 
 def custom(check, expected):
-    """A value checked by `check`, which returns it or raises TypeError/ValueError (then: "expected
-    `expected`")."""
+    """A value checked by `check` (returning it; TypeError/ValueError: expected `expected`)."""
 
     def validate(value):
         try:
@@ -105,8 +103,7 @@ def custom(check, expected):
 
 
 def split_paths(what, synthetic=False):
-    """{trainval: PATH, test: PATH} of non-empty strings, each `what` (or 'synthetic', if
-    `synthetic`)."""
+    """{trainval: PATH, test: PATH}, each a non-empty `what` (or 'synthetic', if allowed)."""
 
     def check(value):
         if synthetic and value == "synthetic":
@@ -149,8 +146,8 @@ def presets(builtin, keys, leaves, expected):
 
 
 def key(default, help, name=None):
-    """A declared key: its default (a Section: its defaults), its help, and its config name when no
-    Python name."""
+    """A declared key: its default (a Section: its defaults), help, and config name if no Python
+    name."""
     if isinstance(default, type) and issubclass(default, BaseModel):
         return Field(default_factory=default, description=help, alias=name)
     if isinstance(default, (list, dict)):
@@ -250,8 +247,7 @@ def _message(error):
 
 
 def error_line(model, errors):
-    """pydantic's errors as one line: those of the deepest key path, their expectations joined by
-    "or"."""
+    """pydantic's errors as one line: the deepest key path's expectations joined by "or"."""
     errors = [e for e in errors if len(_path(e)) == max(len(_path(e)) for e in errors)]
     loc = _path(errors[0])
     path = ".".join(loc)

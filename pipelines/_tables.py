@@ -1,4 +1,4 @@
-"""Markdown tables readable as plain text, number cells, and the labels beside the paper's numbers."""
+"""Markdown tables readable as plain text, number cells, and labels beside the paper's numbers."""
 
 import math
 

@@ -34,7 +34,7 @@ def read_config(path):
 
 
 def parse_yaml(text, name="the value"):
-    """The YAML value of ``text`` by the rules of `read_config`; ``name`` stands for it in messages."""
+    """The YAML value of ``text`` by `read_config`'s rules; ``name`` stands for it in messages."""
     try:
         loader = _ConfigLoader(text)
     except yaml.YAMLError as err:  # its reader refuses a control character at once

@@ -107,7 +107,7 @@ class Config(S.Section):
 
 
 def load_data(cfg):
-    """The seeded stratified split, scaled on the train half: (X_train, X_test, y_train, y_test,
+    """The seeded stratified split scaled on the train half: (X_train, X_test, y_train, y_test,
     note)."""
     X, y = load_digits(return_X_y=True)
     digest = hashlib.sha256(np.ascontiguousarray(X).tobytes() + y.tobytes()).hexdigest()[:16]
@@ -170,7 +170,7 @@ def fit_one(cfg, name, X, y):
 
 
 def settings(cfg, data):
-    """What a digit x method record depends on: the split, scaled data and every key but the digits."""
+    """What a digit x method record depends on: the split, scaled data, every key but the digits."""
     sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
     return {
         "data": data[-1],

@@ -263,8 +263,8 @@ def tune(cfg, est, grid, X, y):
 
 
 def run_unit(run, unit):
-    """Fit the three methods for one positive class and score the test rows; the record holds
-    RankSVM's weights."""
+    """Fit the three methods for one positive class and score the test rows (with RankSVM's
+    weights)."""
     cfg, data = run.cfg, run.data
     positive = data.positives[int(unit[0])]
     y_train, y_test = np.asarray(data.y_train) == positive, np.asarray(data.y_test) == positive

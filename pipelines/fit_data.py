@@ -77,7 +77,7 @@ def check_scaling(table, mean, variance):
 
 
 def check_magnitude(path, X, where):
-    """Refuse rows of `X` whose squared norm overflows float64; `where` names the row (``{row}``)."""
+    """Refuse rows of `X` whose squared norm overflows float64; `where` names the row, ``{row}``."""
     with np.errstate(all="ignore"):
         norms = (
             np.asarray(X.multiply(X).sum(axis=1)).ravel()

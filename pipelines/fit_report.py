@@ -29,7 +29,7 @@ def metrics_frame(records):
 
 
 def table(records):
-    """Test metrics per class and method in Markdown (with a mean per method over several classes)."""
+    """Test metrics per class and method in Markdown (a mean per method over several classes)."""
     frame = metrics_frame(records)
     cells = frame[["class", "method", "C", *METRICS]].copy()
     cells["method"] = cells["method"].map(METHODS)
@@ -94,8 +94,7 @@ def write(run, records):
 
 
 def redraw(run_dir, kind="tables"):
-    """Draw metrics.csv's test AP per class as grouped bars, figure.png and .pdf; return their
-    paths."""
+    """Draw metrics.csv's test AP per class as grouped bars, figure.png and .pdf; return paths."""
     metrics = read_csv(Path(run_dir) / "metrics.csv", ["class", "method", "ap"])
     table = metrics.pivot_table(index="class", columns="method", values="ap", sort=False)
     names = {m: label for m, label in METHODS.items() if m in table.columns}

@@ -285,7 +285,8 @@ def report_text(r):
         f"{r['features']} float32 features ({r['data_bytes'] / 1e9:.2f} GB) in memory; "
         f"out of core {r['queries']} queries, {r['documents']} documents in "
         f"{r['partitions']} partitions of about {r['partition_rows']} rows (.npy files "
-        f"memory-mapped, Dask's threaded scheduler); {r['threads']} threads; medians over {r['repeats']} "
-        f"repeats ({r['train_repeats']} for the fits), smallest-largest in parentheses.\n"
+        f"memory-mapped, Dask's threaded scheduler); {r['threads']} threads; medians over "
+        f"{r['repeats']} repeats ({r['train_repeats']} for the fits), smallest-largest in "
+        "parentheses.\n"
     )
     return head + "\n" + markdown_table(["measure", "value", "target"], rows) + "\n"

@@ -70,8 +70,7 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
 
 
 def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
-    """(b): (step seconds, loss seconds, parameters), the loss (forward and its backward) timed
-    inside the step."""
+    """(b): (step seconds, loss seconds, parameters), the loss and its backward timed in a step."""
     from qs.nets import PLCNN, n_parameters
     from qs.torch import rank_hinge_loss
 

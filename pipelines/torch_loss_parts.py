@@ -18,8 +18,7 @@ MIN_REPEAT_S = 0.05
 
 
 def one_vs_rest(rng, q, n, frac=0.1, dtype=np.float32):
-    """Scores (q, n) of normal draws, about `frac` positives per query (each query has both
-    classes)."""
+    """Scores (q, n) of normal draws and labels, about `frac` positives (and a negative) a query."""
     scores = rng.normal(size=(q, n)).astype(dtype)
     labels = rng.random((q, n)) < frac
     labels[:, 0], labels[:, 1] = True, False  # every query has both classes
@@ -121,7 +120,7 @@ def interleaved(cases, repeats):
 
 
 def ratio_text(num, den, clock):
-    """ "1.23 (1.10-1.31)": the median ratio of two `interleaved` cases on ``clock`` (0 wall, 1 CPU),
+    """'1.23 (1.10-1.31)': the median ratio of two `interleaved` cases on ``clock`` (0 wall, 1 CPU),
     with its range."""
     r = num[:, clock] / den[:, clock]
     return f"{np.median(r):.2f} ({r.min():.2f}-{r.max():.2f})"

@@ -33,8 +33,7 @@ __all__ = [
 
 
 def run(config, out_dir=None, progress=True):
-    """Time every curve at every size into `out_dir` (None: runs/scaling/<UTC
-    time>-<vary>-<random>/); return it."""
+    """Time every curve at every size into `out_dir` (None: a new runs/scaling/...); return it."""
     cfg = resolve(config)
     with run_dir("scaling", "bench", out_dir, cfg, data_note(cfg), cfg, label=cfg["vary"]) as out:
         share = cfg["vary"] == "share"

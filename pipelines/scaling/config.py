@@ -196,7 +196,7 @@ class Config(S.Section):
 
 
 def load_config(path=None, **overrides):
-    """The defaults updated by the YAML file at `path`, then by the non-None `overrides`; checked."""
+    """The defaults updated by the YAML file at `path`, then the non-None `overrides`; checked."""
     return _config.load_config(path, {}, resolve, overrides)
 
 
@@ -241,7 +241,7 @@ def rotation_count(n):
 
 
 def _check_memory(pairs, where):
-    """Refuse sizes whose score vectors exceed the machine's memory, before the smaller sizes run."""
+    """Refuse sizes whose score vectors exceed the machine's memory, before smaller sizes run."""
     n_pos, n_neg = max(pairs, key=sum)
     n = n_pos + n_neg
     need = rotation_count(n) * 8 * (n + n_neg) + n

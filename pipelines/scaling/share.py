@@ -44,8 +44,7 @@ def _predicted_share(last, method, n_pos, n_neg):
 
 
 def _nearest_share(shares, n_pos, n_neg):
-    """Index of the share a cell (n_pos, n_neg) was made from (the first, where several
-    round to the same P)."""
+    """Index of the (first) share that a cell (n_pos, n_neg) was made from."""
     return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
 
 
@@ -179,8 +178,7 @@ def share_summary(cfg, table):
 
 
 def plot_share(timings, stem):
-    """Time per score against P/N, a panel per loss and count of negatives; writes `stem`.png and
-    .pdf."""
+    """Time per score against P/N, a panel per loss and N; writes `stem`.png and .pdf."""
     med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
     med = med.median().reset_index()
     med["x"] = med["n_pos"] / med["n_neg"]
