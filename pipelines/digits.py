@@ -140,14 +140,8 @@ def _estimator(cfg, name, C):
     if loss is None:
         return MeanLossLinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
     inference = cfg["inference"] if loss == "ap" else "zero_one"
-    return RankSVM(
-        loss=loss,
-        inference=inference,
-        solver=cfg["solver"],
-        C=C,
-        tol=cfg["tol"],
-        max_iter=cfg["max_iter"],
-    )
+    solver = {k: cfg[k] for k in ("solver", "tol", "max_iter")}
+    return RankSVM(loss=loss, inference=inference, C=C, **solver)
 
 
 def warm_up(cfg, units=None):

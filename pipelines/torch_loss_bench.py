@@ -55,10 +55,6 @@ def _losses(torch):
     }
 
 
-def _median(times):
-    return float(np.median(times)), float(np.min(times)), float(np.max(times))
-
-
 def loss_curves(
     torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0, losses=LOSSES
 ):
@@ -83,7 +79,8 @@ def loss_curves(
             if name not in steps:
                 rows.append([device, name, n, None, None, None, None, notes[name]])
                 continue
-            med, lo, hi = _median(times[name])
+            t = times[name]
+            med, lo, hi = float(np.median(t)), float(t.min()), float(t.max())
             rows.append([device, name, n, med, lo, hi, None, ""])
             if med > budget:
                 stopped[name] = f"skipped: {med:.1f} s at n = {n}"
