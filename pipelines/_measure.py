@@ -72,7 +72,7 @@ class PeakMemory:
 def _status_bytes(field):
     """A field of /proc/self/status in bytes; None where there is none (not Linux)."""
     try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        for line in Path("/proc/self/status").read_text(errors="replace").splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:

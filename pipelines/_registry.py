@@ -40,11 +40,8 @@ def redraw(run_dir):
     name, kind = owner["experiment"], owner["kind"]
     # a marker names a benchmark's module, or fit (`qsrank fit`, no config experiment)
     known = name in EXPERIMENTS or name in BENCHMARKS or name == "fit"
-    draw = (
-        getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None)
-        if known
-        else None
-    )
+    module = importlib.import_module(f"qsrank.pipelines.{name}") if known else None
+    draw = getattr(module, "redraw", None)
     if draw is None:
         raise ValueError(
             f"{run_dir} holds a {name} {kind} run; qsrank plot draws the "

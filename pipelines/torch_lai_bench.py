@@ -3,6 +3,7 @@
 PL-CNN step; (c) the torch method against numba; (d) the same on CUDA, at 64 x 10^6."""
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -47,21 +48,13 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
 
     cases = [("10 x zero_one_lai kernel (0-1)", zero_one_kernels)]
     for loss in ("ap", "ndcg", "01"):
+        batch = partial(lai_batch, scores, labels, loss, gradient=True)
         cases += [
-            (
-                f"lai_batch {loss}, gradient",
-                lambda lo=loss: lai_batch(scores, labels, lo, gradient=True),
-            ),
+            (f"lai_batch {loss}, gradient", batch),
             (f"10 x lai {loss}", single_lai(loss)),
             (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss)),
         ]
-        cases += [
-            (
-                f"lai_batch {loss} method {m}",
-                lambda lo=loss, m=m: lai_batch(scores, labels, lo, m, gradient=True),
-            )
-            for m in NAMED[loss]
-        ]
+        cases += [(f"lai_batch {loss} method {m}", partial(batch, method=m)) for m in NAMED[loss]]
     first = [median_time(fn, 1) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike

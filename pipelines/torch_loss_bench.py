@@ -4,6 +4,7 @@ process, and the memory bank; writes report.md, curves.csv and curves.png."""
 
 import csv
 import os
+from functools import partial
 
 import numpy as np
 
@@ -143,9 +144,7 @@ def batched_vs_rows(
 
             cases = {
                 "loss": loss_forward,
-                "batch": lambda scores=scores, labels=labels: lai_batch(
-                    scores, labels, loss, gradient=True
-                ),
+                "batch": partial(lai_batch, scores, labels, loss, gradient=True),
                 "rows": lambda scores=scores, labels=labels: [
                     lai(scores[k], labels[k], loss) for k in range(q)
                 ],
