@@ -168,17 +168,14 @@ def _minibatch_text(torch, repeats):
     base = t["10 x zero_one_lai kernel (0-1)"]
     out += ["", "| ratio | value |", "|---|---|"]
     for loss in ("ap", "ndcg", "01"):
-        out.append(
-            f"| lai_batch {loss} / 10 x 0-1 kernel | "
-            f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |"
-        )
-        out.append(
-            f"| 10 x lai {loss} / lai_batch {loss} | "
-            f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
-        )
+        batch = t[f"lai_batch {loss}, gradient"]
+        out += [
+            f"| lai_batch {loss} / 10 x 0-1 kernel | {batch / base:.2f} |",
+            f"| 10 x lai {loss} / lai_batch {loss} | {t[f'10 x lai {loss}'] / batch:.2f} |",
+        ]
         out += [
             f"| lai_batch {loss} method {m} / default method | "
-            f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
+            f"{t[f'lai_batch {loss} method {m}'] / batch:.2f} |"
             for m in NAMED[loss]
         ]
     return out
