@@ -111,7 +111,7 @@ def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
     return numba_s, torch_s, same
 
 
-def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), parts="abcd"):
+def run(threads=1, repeats=200, cnn_batch=200, large=(16, 100_000), parts="abcd"):
     """The measurements of ``parts`` as Markdown text."""
     import torch
 
@@ -119,7 +119,7 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
     out = [f"torch {torch.__version__}, {threads} torch thread(s); seconds are medians."]
     if "a" in parts:
         out += _minibatch_text(torch, repeats)
-    if cnn and "b" in parts:
+    if "b" in parts:
         step, loss_s, params = cnn_share(torch, batch=cnn_batch)
         out += [
             "",
@@ -127,7 +127,7 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
             f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
             f"{100 * loss_s / step:.3f}% of the step",
         ]
-    if large and "c" in parts:
+    if "c" in parts:
         numba_s, torch_s, same = torch_vs_numba(torch, *large)
         out += [
             "",
