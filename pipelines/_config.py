@@ -1,9 +1,6 @@
-"""Config handling shared by the pipelines: read a YAML file, lay it and the command line's
-`--set` keys over the defaults, write the resolved config, and name a new run directory.
-
-Every config error is a ValueError naming the offending key (and the file, when one was
-read), as the CLI shows ValueErrors to the user as they are.
-"""
+"""Config handling shared by the pipelines: a YAML file and `--set` keys laid over the defaults, the
+resolved config written back, and new run directories. Every error is a ValueError naming the key
+(and the file)."""
 
 import copy
 import secrets
@@ -17,13 +14,9 @@ from qsrank.pipelines._yaml import read_config
 
 
 def load_config(path, defaults, resolve, overrides, sets=None):
-    """`defaults`, updated by the YAML file at `path` (None: no file) with the `--set` mapping
-    `sets` laid over it, then by the non-None `overrides`; checked by `resolve` (a pipeline's
-    ``resolve``, returning the full config).
-
-    An error names where the offending value came from: the file (unreadable file included),
-    or ``--set`` when the file alone is valid and the `sets` laid over it are not.
-    """
+    """`defaults` updated by the YAML file at `path` (None: none), the `--set` mapping `sets` over
+    it, then the non-None `overrides`; checked by `resolve`. An error names the file, or
+    ``--set`` when the file alone is valid."""
     cfg = defaults
     if path is not None:
         try:
@@ -48,8 +41,7 @@ def load_config(path, defaults, resolve, overrides, sets=None):
 
 
 def with_sets(config, sets):
-    """The file's `config` with the command line's `--set` mapping laid over it (a config that
-    is no mapping is left for `resolve` to reject)."""
+    """The file's `config` with the `--set` mapping laid over it (a non-mapping: as it is)."""
     return merge(config, sets) if sets and isinstance(config, dict) else config
 
 
@@ -81,8 +73,7 @@ RUNS = Path("runs")
 
 
 def new_run_dir(experiment, kind=None):
-    """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorts by time, and two runs started
-    in the same second do not collide."""
+    """runs/<experiment>/<UTC time>[-<kind>]-<random>: sorted by time, never colliding."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     label = f"{stamp}-{kind}" if kind else stamp
     return RUNS / experiment / f"{label}-{secrets.token_hex(3)}"

@@ -49,8 +49,7 @@ def is_digits(note):
 
 
 class Normaliser:
-    """uint8 images -> float32 tensors on `device`, per channel (x - mean) / std of the
-    training images."""
+    """uint8 images -> float32 tensors, (x - mean) / std per channel of the training images."""
 
     def __init__(self, images, device="cpu"):
         pixels = images.reshape(len(images), 3, -1).astype(np.float64) / 255

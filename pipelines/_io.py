@@ -1,10 +1,6 @@
-"""File writing shared by the pipelines: atomic writes of text, JSON, figures and arrays.
-
-An output is written only where a regular file or nothing stands (through a symlink, at its
-target): the atomic write ends in ``os.replace``, which would otherwise put a regular file in
-place of a FIFO, a socket or a device. A command that reads files refuses an output path that
-is one of them (`check_output`).
-"""
+"""Atomic writes of text, JSON, CSV, figures and arrays, only where a regular file or nothing stands
+(``os.replace`` would put a file in place of a FIFO or device); `check_output` refuses an output
+that is one of a command's inputs."""
 
 import json
 import os
@@ -22,16 +18,20 @@ from qs.data.files import read_json
 # a suffix no other program writes, so that a run's clean-up never takes a user's file for one
 TEMPORARY_SUFFIX = ".qsrank-tmp"
 TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMPORARY_SUFFIX))
+#: what stands where an output cannot be written, as an error names it
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
 
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds.
-
-    Readers never see a half-written file, and a failed run leaves no partial output. A
-    symlink at `path` is written through (its target replaced); anything else that is not a
-    regular file is refused (`writable_path`).
-    """
+    """Yield a temporary path beside `path`, moved onto `path` only if the block succeeds (through a
+    symlink; anything else not a regular file is refused)."""
     path = writable_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
@@ -47,8 +47,7 @@ def atomic_path(path):
 
 
 def writable_path(path):
-    """Where an output named `path` is written: `path`, or the target of the symlink(s) at
-    `path`; a ValueError when what stands there is not a regular file."""
+    """Where an output `path` is written (a symlink's target); refused unless a regular file."""
     path = Path(path)
     target = Path(os.path.realpath(path))
     try:
@@ -58,17 +57,7 @@ def writable_path(path):
     except OSError as err:
         raise ValueError(f"Cannot write {path}: {err.strerror}.") from None
     if not stat.S_ISREG(mode):
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "no file"
-        )
+        kind = next((name for test, name in _KINDS if test(mode)), "no file")
         via = "" if target == path.absolute() else f" (through the link to {target})"
         raise ValueError(
             f"Cannot write {path}: it is {kind}{via}, not a regular file; an "
@@ -78,9 +67,8 @@ def writable_path(path):
 
 
 def check_output(out, inputs):
-    """Refuse the output path `out` before any work when nothing may be written there
-    (`writable_path`) or when it is one of `inputs` ({what it is: path}), which writing it
-    would replace; the error names both."""
+    """Refuse the output `out` before any work when it is not writable or is one of `inputs` ({what:
+    path}), which writing it would replace."""
     writable_path(out)
     for what, path in inputs.items():
         try:
@@ -127,8 +115,8 @@ def write_json(path, obj):
 
 
 def read_csv(path, columns=()):
-    """The CSV file at `path` as a DataFrame, checked to hold `columns`; a ValueError naming
-    the file when it is missing or lacks some of them."""
+    """The CSV file at `path` as a DataFrame; a ValueError naming the file when it is missing or
+    lacks some of `columns`."""
     import pandas as pd
 
     path = Path(path)

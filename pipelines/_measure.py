@@ -11,27 +11,25 @@ from pathlib import Path
 import numpy as np
 
 
+def clock(call, number=1, timer=time.perf_counter):
+    """Seconds per call, the mean of `number` back-to-back calls, by `timer`."""
+    start = timer()
+    for _ in range(number):
+        call()
+    return (timer() - start) / number
+
+
 def median_time(fn, repeats, inner=1):
     """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls (seconds)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - start) / inner)
-    return float(np.median(times))
+    return float(np.median([clock(fn, inner) for _ in range(repeats)]))
 
 
 def peak_bytes():
-    """This process's peak resident set in bytes: VmHWM of /proc/self/status where there is
-    one (Linux), else ``ru_maxrss`` (which counts the forking parent's pages too)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    """This process's peak resident set in bytes: VmHWM on Linux, else ``ru_maxrss`` (which counts
+    the forking parent's pages too)."""
+    peak = _status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes there, KiB elsewhere
 
@@ -68,20 +66,23 @@ class PeakMemory:
             Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
         except OSError:
             return None
-        return _status_kb("VmRSS") * 1024
+        return _status_bytes("VmRSS")
 
 
-def _status_kb(field):
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
+def _status_bytes(field):
+    """A field of /proc/self/status in bytes; None where there is none (not Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text(errors="replace").splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def exact_rss():
-    """Make glibc map every allocation of 64 KiB or more on its own and unmap it when freed,
-    so that the resident-set high-water mark follows the arrays a call allocates instead of
-    the heap it reuses (no-op without glibc)."""
+    """Make glibc map (and unmap) every allocation of 64 KiB or more on its own, so that the
+    resident-set peak follows a call's arrays, not the reused heap (no-op without glibc)."""
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD

@@ -1,5 +1,5 @@
-"""Method tables of the experiments: a method's name -> (loss, LAI method of
-:mod:`qs.inference`), the methods a config selects from one, and the warm-up of their LAI."""
+"""Method tables of the experiments (name -> (loss, LAI method)): selection by a config, and the
+warm-up of their LAI."""
 
 
 def inferences(methods):
@@ -27,9 +27,8 @@ def check_selection(methods, cfg):
 
 
 def warm_up(calls):
-    """Call ``lai`` for every (loss, LAI method) of `calls` on small seeded inputs that take
-    its kernels' main paths (negatives spread, negatives below the positives, many
-    negatives), so that numba compiles (or loads) them now, not inside a timed training."""
+    """Call ``lai`` for every (loss, method) of `calls` on small inputs that take its kernels' main
+    paths, so that numba compiles them now, not inside a timed training."""
     import numpy as np
 
     from qs.inference import lai

@@ -1,6 +1,5 @@
-"""What every result records of where it came from: the code's version (commit and local
-edits), package versions, seed, data and its checksum, host, and each command that wrote to
-the run."""
+"""What every result records of where it came from: code version, packages, seed, data, host, and
+each command that wrote to the run."""
 
 import hashlib
 import os
@@ -58,14 +57,9 @@ def _git(args, repo):
 
 
 def code_version(repo=REPO):
-    """The HEAD commit of `repo`; with local edits, ``<commit>-dirty-<digest>`` where the
-    digest covers the uncommitted changes of tracked files and the untracked source files,
-    so that a stored run is reused only under the very same code. Where the code is not a
-    checkout of its repository (an installed wheel), ``qsrank-<version>``.
-
-    What runs write (`NOT_CODE`: the published runs under results/ are tracked) and the docs
-    are not code: a run rewriting its committed tables must not change the version that its
-    own stored units were made under."""
+    """The HEAD commit of `repo`, ``<commit>-dirty-<digest>`` with local edits (tracked changes and
+    untracked source files, outside `NOT_CODE`), ``qsrank-<version>`` outside a checkout: a
+    stored run is reused only under the very same code."""
     if not (Path(repo) / ".git").exists():
         return f"qsrank-{_version('qsrank')}"
     code = ["--", ".", *(f":(exclude){p}" for p in NOT_CODE)]
@@ -86,10 +80,8 @@ def code_version(repo=REPO):
 
 
 def provenance(seed, data, data_sha256=None, overrides=(), status="complete", code=None):
-    """What a reader needs to trust or rerun a result: versions, code, the command and its
-    `--set` overrides, whether it ran to the end (`status`: "complete", or "interrupted" with
-    what stopped it), seed, data, host, time. `code`: the :func:`code_version` the command
-    began with (default: the current one)."""
+    """Versions, code (`code`: the version the command began with), command, `--set` overrides,
+    `status` ("complete" or "interrupted: ..."), seed, data, host and time."""
     return {
         "timestamp_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
@@ -110,33 +102,22 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete", co
 def write_provenance(
     out, seed, data, settings, data_sha256=None, overrides=(), status="complete", code=None
 ):
-    """Write out/provenance.json: this command's provenance, plus the list of every command
-    that wrote to the run with its settings, `--set` overrides and status (a figure is made by
-    several commands, one per panel, and a resumed run by several sittings). `code`: as
-    :func:`provenance`."""
+    """Write out/provenance.json: this command's provenance plus the list of every command that
+    wrote to the run (a figure's panels, a resumed run's sittings)."""
     path = Path(out) / "provenance.json"
     record = provenance(seed, data, data_sha256, overrides, status, code)
     previous = read_json(path)
     commands = previous.get("commands", []) if isinstance(previous, dict) else []
-    commands.append(
-        {
-            "command": record["command"],
-            "overrides": record["overrides"],
-            "timestamp_utc": record["timestamp_utc"],
-            "status": status,
-            "git_commit": record["git_commit"],
-            "settings": settings,
-        }
-    )
+    kept = ("command", "overrides", "timestamp_utc", "status", "git_commit")
+    commands.append({**{k: record[k] for k in kept}, "settings": settings})
     write_json(path, {**record, "commands": commands})
     return path
 
 
 @contextmanager
 def recording_interruption(out, seed, data, settings, data_sha256=None, overrides=(), code=None):
-    """Run the block; if it stops early (Ctrl-C, an error), record this command in
-    out/provenance.json as ``interrupted: <what stopped it>`` before the error goes on, so a
-    run directory never passes an unfinished command off as a finished one."""
+    """Run the block; if it stops early, record the command as ``interrupted: <what>`` in
+    out/provenance.json before the error goes on."""
     try:
         yield
     except BaseException as err:

@@ -1,8 +1,5 @@
-"""The experiments: what a config's `experiment` key may name and `qsrank train` runs; and,
-apart, the benchmarks, which time code and run as `qsrank bench ...`.
-
-Modules load on first use, so listing the names imports nothing.
-"""
+"""The experiments `qsrank train` runs and the benchmarks `qsrank bench` runs; modules load on first
+use."""
 
 import importlib
 
@@ -33,9 +30,8 @@ def schema(name):
 
 
 def redraw(run_dir):
-    """Redraw the figures of run directory `run_dir` from its result files, by the experiment
-    and kind its marker (qsrank-run.json) names; return the paths written. A ValueError says
-    what is missing: the marker, a result file, or a figure the run does not draw."""
+    """Redraw the figures of run directory `run_dir` by the experiment and kind its marker names;
+    return the paths written."""
     from qsrank.pipelines._runs import MARKER, run_owner
 
     owner = run_owner(run_dir)
@@ -44,11 +40,8 @@ def redraw(run_dir):
     name, kind = owner["experiment"], owner["kind"]
     # a marker names a benchmark's module, or fit (`qsrank fit`, no config experiment)
     known = name in EXPERIMENTS or name in BENCHMARKS or name == "fit"
-    draw = (
-        getattr(importlib.import_module(f"qsrank.pipelines.{name}"), "redraw", None)
-        if known
-        else None
-    )
+    module = importlib.import_module(f"qsrank.pipelines.{name}") if known else None
+    draw = getattr(module, "redraw", None)
     if draw is None:
         raise ValueError(
             f"{run_dir} holds a {name} {kind} run; qsrank plot draws the "

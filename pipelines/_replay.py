@@ -1,18 +1,8 @@
-"""Replaying the LAI calls of a training: the inputs of every call, recorded as the solver makes
-them, timed again in rounds, so that a training's total LAI time is a median with a spread
-over rounds rather than one measurement.
-
-A training runs once and its LAI calls are timed once, among the solver's other work and
-whatever else loads the machine; a ratio of two such totals moves from run to run by more
-than the rounding of a table. Replaying the recorded calls (the same score vectors, in
-training's order, each method writing into its own workspace as in training) isolates the
-LAI time and repeats it: each round gives a total, and a ratio of two methods is taken round
-by round (`ratio_spread`). Each round runs in a process of its own (`round_process`), so
-that the spread also holds what differs from one process to the next (where the compiled
-kernels and the arrays land in memory), which rounds in the training's process did not show:
-a rerun's ratio fell outside their range. The replay benchmark (`qsrank bench --replay`)
-times its calls with `time_calls` too.
-"""
+"""Replaying the LAI calls of a training: the recorded inputs of every call timed again in rounds,
+so that a total LAI time (and a ratio of two methods, round by round) is a median with a spread,
+not one measurement among the solver's other work. Each round runs in a process of its own
+(`round_process`), so that the spread holds what differs between processes too (where the
+kernels and arrays land in memory): rounds in the training's process missed a rerun's ratio."""
 
 import multiprocessing
 import time
@@ -25,8 +15,7 @@ from qs.inference import Workspace, lai
 
 
 class Recorder:
-    """An ``lai_callback`` (:class:`qs.estimators.RankSVM`, ``LatentRankSVM``) that keeps a
-    copy of the inputs of every LAI call: ``calls``, a list of (scores, labels)."""
+    """An ``lai_callback`` keeping a copy of each LAI call's (scores, labels) in ``calls``."""
 
     def __init__(self):
         self.calls = []
@@ -40,8 +29,7 @@ class Recorder:
 
 
 def time_calls(calls, loss, method, workspace):
-    """The wall time (s) of each LAI call of `calls` ((scores, labels) pairs), in order, by
-    `method` for `loss`, writing into `workspace`."""
+    """The wall time (s) of each LAI call of `calls` by `method` for `loss`, in order."""
     seconds = []
     for scores, labels in calls:
         start = time.perf_counter()
@@ -79,10 +67,9 @@ def replay(calls, loss, method, rounds):
 
 
 def ratio_spread(slow, fast):
-    """(median, min, max) over rounds of the ratio of two methods' total LAI times, each
-    round's totals first averaged over the trainings (classes) both ran; `slow`, `fast`:
-    sequences of per-training lists of per-round totals (as :func:`replay` returns them).
-    None when either holds no round."""
+    """(median, min, max) over rounds of the ratio of two methods' per-round totals, averaged over
+    trainings (`slow`, `fast`: per-training lists as `replay` returns); None when either holds no
+    round."""
     slow, fast = _rounds(slow), _rounds(fast)
     k = min(slow.shape[1], fast.shape[1]) if slow.size and fast.size else 0
     if k == 0:
@@ -103,10 +90,8 @@ RATIO_COLUMNS = [
 
 
 def ratio_rows(frame, pairs):
-    """Per (slow, fast) method pair of `pairs` with classes both trained on, in a frame of one
-    row per training (``class``, ``method``, ``lai_time_s``, ``lai_replay_s``): (slow, fast,
-    the trainings of each on those classes, the row of `RATIO_COLUMNS`): the ratio of the
-    mean total LAI times as timed in training and replayed (median, min, max over rounds)."""
+    """Per (slow, fast) pair of `pairs` with shared classes in a frame of one row per training:
+    (slow, fast, their rows, the `RATIO_COLUMNS` row of timed and replayed ratios)."""
     for slow, fast in pairs:
         a = frame[frame["method"] == slow].set_index("class")
         b = frame[frame["method"] == fast].set_index("class")
@@ -117,25 +102,18 @@ def ratio_rows(frame, pairs):
         spread = ratio_spread(a["lai_replay_s"], b["lai_replay_s"]) or (None, None, None)
         rounds = min(map(len, [*a["lai_replay_s"], *b["lai_replay_s"]]))
         total = a["lai_time_s"].mean() / b["lai_time_s"].mean()
-        yield (
-            slow,
-            fast,
-            a,
-            b,
-            dict(zip(RATIO_COLUMNS, [f"{slow} / {fast}", total, *spread, rounds])),
-        )
+        row = dict(zip(RATIO_COLUMNS, [f"{slow} / {fast}", total, *spread, rounds]))
+        yield slow, fast, a, b, row
 
 
 def round_means(totals):
-    """Each round's total averaged over the trainings of `totals` (per-training lists of
-    per-round totals), as an array; empty when none was replayed."""
+    """Each round's total averaged over the trainings of `totals`, as an array."""
     rounds = _rounds(totals)
     return rounds.mean(axis=0) if rounds.size else np.zeros(0)
 
 
 def replay_frame(frame, keys=("class", "method")):
-    """replay.csv: one row per training (its `keys`) and round, with that round's total LAI
-    time (``lai_time_s``), from a frame whose ``lai_replay_s`` holds each training's list."""
+    """replay.csv: one row per training (its `keys`) and round, with that round's total LAI time."""
     rows = [
         (*(r[k] for k in keys), i, t)
         for _, r in frame.iterrows()
@@ -145,8 +123,7 @@ def replay_frame(frame, keys=("class", "method")):
 
 
 def spread_text(spread, rounds):
-    """'28.2 (27.8-29.8)': a ratio's median over `rounds` replays and its range; '' when the
-    calls were not replayed."""
+    """'28.2 (27.8-29.8)': a ratio's median and range over replays; '' when not replayed."""
     if spread is None or not rounds or any(pd.isna(v) for v in spread):
         return ""
     return f"{spread[0]:.1f} ({spread[1]:.1f}-{spread[2]:.1f})"

@@ -1,11 +1,6 @@
-"""The one experiment runner: resolve the config, load the data, claim the run directory,
-resume the finished units of work, warm up, train the units left with a progress bar, then
-write the tables, figures, config and provenance.
-
-An experiment declares what differs (:class:`Experiment`): its config schema, its data, the
-settings its results depend on, its units of work (class x method, data set x method x seed,
-...), how to run one, and how to turn the finished records into tables and figures.
-"""
+"""The one experiment runner: resolve the config, load the data, claim the run directory, resume
+finished units, warm up, train the units left, write tables, figures, config and provenance. An
+experiment declares what differs (`Experiment`)."""
 
 import sys
 from collections.abc import Callable
@@ -25,57 +20,31 @@ from qsrank.pipelines._runs import RunStore, claim_run_dir, settings_key
 
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment as the runner sees it.
-
-    - `schema`: the pydantic model of its config (qsrank.pipelines._schema.Section);
-    - `load_data(cfg)`: the data every unit reads;
-    - `settings(cfg, data)`: what a unit's record depends on besides the unit itself, with the
-      keys ``data`` (a note naming the data) and ``data_sha256``; a stored record is reused
-      only under the same settings and code;
-    - `units(cfg, data)`: the units of work, tuples of names (stored as runs/<a>__<b>.json);
-    - `unit_settings(cfg, data, unit)`: when given, what one unit's record depends on in
-      place of `settings` (a data set's own section, say, so that changing it retrains only
-      the units of that data set); `settings` then speaks for the whole run in provenance;
-    - `warm_up(cfg, units)`: compile (or load) the kernels the units left will call;
-    - `prepare(cfg)`: the config as run (e.g. a device `auto` made concrete), once resolved;
-    - `note(cfg, data)`: the provenance's line on the data (default: settings' ``data``);
-    - `session(run)`: a context manager the units run inside (thread limits, a scheduler);
-    - `run_unit(run, unit)`: train and evaluate one unit, returning its record (JSON);
-    - `write(run, records)`: the tables and figures, from the records of every unit in order;
-    - `label(cfg)`: what progress lines and new run directories call the run (default: the
-      name; a figure run of one vary, say);
-    - `unit_text(unit)`: what the progress bar says of the unit under way (default: its
-      names joined by spaces);
-    - `command(cfg)`: what this command adds to the settings its provenance records (the vary
-      of a figure run, whose directory holds several);
-    - `report`: the Markdown files of a finished run that the CLI prints.
-    """
+    """An experiment as the runner sees it: what differs from one to another."""
 
     name: str
-    schema: Any
-    load_data: Callable
-    settings: Callable
-    units: Callable
-    run_unit: Callable
-    write: Callable
-    warm_up: Callable = lambda cfg, units: None
-    prepare: Callable = lambda cfg: cfg
-    note: Callable = None
-    session: Callable = None
-    unit_settings: Callable = None
+    schema: Any  # the pydantic model of its config (a `_schema.Section`)
+    load_data: Callable  # (cfg) -> the data every unit reads
+    settings: Callable  # (cfg, data) -> what a record depends on, with data and data_sha256
+    units: Callable  # (cfg, data) -> the units, tuples of names (stored as runs/<a>__<b>.json)
+    run_unit: Callable  # (run, unit) -> the unit's record (JSON)
+    write: Callable  # (run, records) -> the tables and figures, from every unit's record
+    warm_up: Callable = lambda cfg, units: None  # compile the kernels the units left call
+    prepare: Callable = lambda cfg: cfg  # the config as run (a device auto made concrete)
+    note: Callable = None  # (cfg, data) -> the provenance's data line (default: settings')
+    session: Callable = None  # (run) -> a context the units run in (threads, a scheduler)
+    unit_settings: Callable = None  # (cfg, data, unit) -> settings of one unit's record
     kind: str = "tables"
     unit_label: str = "unit"
-    label: Callable = None
-    unit_text: Callable = None
-    command: Callable = None
-    report: tuple = ("table.md",)
+    label: Callable = None  # (cfg) -> the run's name in progress lines and new directories
+    unit_text: Callable = None  # (unit) -> what the progress bar says of it
+    command: Callable = None  # (cfg) -> what this command adds to the recorded settings
+    report: tuple = ("table.md",)  # the files of a finished run the CLI prints
 
 
 @dataclass
 class Run:
-    """What a unit and the writers see: the resolved config, the data, the run directory, its
-    store of finished units, whether to show progress, and a cache the units of one run share
-    (a network built once, say)."""
+    """What units and writers see: config, data, run directory, store, progress, a cache."""
 
     cfg: dict
     data: Any
@@ -91,8 +60,8 @@ def resolve(experiment, config):
 
 
 def load_config(experiment, path=None, sets=None, /, **overrides):
-    """The schema's defaults, updated by the YAML file at `path` with the `--set` mapping
-    `sets` laid over it, then by the non-None `overrides`; checked. Errors name the file."""
+    """The schema's defaults updated by the file at `path`, the `--set` mapping `sets` and the
+    non-None `overrides`; checked."""
     return _config.load_config(path, {}, lambda c: resolve(experiment, c), overrides, sets)
 
 
@@ -109,15 +78,9 @@ def unit_name(unit):
 
 
 def run(experiment, config, out_dir=None, progress=True, overrides=()):
-    """Run every unit of `experiment` not already finished in the run directory under the same
-    settings, write its outputs, and return the directory.
-
-    `out_dir` None writes to runs/<experiment>/<UTC time>[-<label>]-<random>/. The config is
-    checked and the data loaded before the directory is claimed, so a bad config writes
-    nothing; each finished unit is stored at once, so an interrupted run loses at most the unit
-    under way.
-    `overrides`: the command line's `--set` items, recorded in the provenance.
-    """
+    """Run every unit of `experiment` not finished under the same settings in `out_dir` (None: a new
+    runs/ directory), write its outputs, return the directory. A bad config writes nothing; each
+    unit is stored at once."""
     cfg = experiment.prepare(resolve(experiment, config))
     data = experiment.load_data(cfg)
     label = experiment.label(cfg) if experiment.label else experiment.name
@@ -175,12 +138,9 @@ def run(experiment, config, out_dir=None, progress=True, overrides=()):
 def run_dir(
     name, kind, out_dir, cfg, note, settings, *, label=None, data_sha256=None, overrides=()
 ):
-    """Claim the run directory of (`name`, `kind`): `out_dir`, or a new
-    runs/<name>/<UTC time>[-<label>]-<random>/; yield it. When the block succeeds, write
-    the resolved config `cfg` and the provenance (cfg's seed, the data `note`, `settings`,
-    the `--set` `overrides`); when it fails, record the command as interrupted. The code
-    recorded is the code as the run began: a run of hours must not take the commits made
-    meanwhile for its own."""
+    """Claim the run directory `out_dir` (None: a new one) and yield it; on success write the config
+    and provenance, on failure record the command as interrupted. The code version is taken as
+    the run began."""
     out = claim_run_dir(out_dir or new_run_dir(name, label), name, kind)
     provenance = (out, cfg.get("seed", cfg.get("seeds")), note, settings, data_sha256, overrides)
     code = code_version()
@@ -191,8 +151,7 @@ def run_dir(
 
 
 def resume_status(n_units, n_left, what="units"):
-    """The line a run prints before it starts: "up to date: all N units done" when nothing is
-    left, "resuming: K of N units done" when some are; None for a fresh run."""
+    """ "up to date: all N units done", "resuming: K of N units done", or None for a fresh run."""
     done = n_units - n_left
     if not n_left:
         return f"up to date: all {n_units} {what} done"

@@ -1,14 +1,6 @@
-"""Run directories shared by the pipelines: claiming an output directory for one experiment,
-and the resumable store of the finished units of a run (a class x method training, a point of
-a figure), each reused only under the same code, data and settings.
-
-A run directory holds a marker, ``qsrank-run.json``, naming the experiment and the kind of
-run (tables, figure, ...) that writes there; another experiment or kind is refused, so that
-`--out` pointed at the wrong directory never overwrites that run's config, provenance or
-tables. One process at a time writes a run directory: it holds the directory's lock file,
-``.qsrank-run.lock``, and a second is refused naming it. Every error is a ValueError, which
-the CLI shows as one line.
-"""
+"""Run directories: claiming one for one experiment and kind (its marker ``qsrank-run.json``; its
+lock held by one process at a time), and the store of finished units, each reused only under the
+same code, data and settings."""
 
 import hashlib
 import json
@@ -28,15 +20,9 @@ LOCK = ".qsrank-run.lock"
 
 
 def claim_run_dir(out, experiment, kind):
-    """Make `out` the run directory of (`experiment`, `kind`) and check that it is writable,
-    before any work starts; return it as a Path.
-
-    Accepted: a new or empty directory, or one that holds a run of the same experiment and
-    kind (it resumes). Refused: a run of another experiment or kind, a non-empty directory
-    that is no qsrank run, and a directory another process is writing: the directory's lock
-    (`LOCK`) is held from here until this process ends or calls `release_run_dirs`, so one
-    process at a time writes a run. The temporary files a killed run left are removed.
-    """
+    """Make `out` the run directory of (`experiment`, `kind`), checked writable and locked until
+    this process ends or calls `release_run_dirs`; refuse another run's directory or a non-empty
+    non-run. Removes a killed run's temporary files."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output directory {out} exists and is not a directory")
@@ -85,29 +71,25 @@ _HELD = {}  # the run directories this process holds the lock of
 
 
 def release_run_dirs():
-    """Release the locks of the run directories this process holds (and remove their lock
-    files): for a caller whose runs are over, such as the CLI after each command."""
+    """Release the locks of the run directories this process holds (the CLI, after each command)."""
     while _HELD:
         _HELD.popitem()[1].release()
 
 
 def _lock(out):
-    """Hold the lock of run directory `out` until this process ends or calls
-    `release_run_dirs` (taken once)."""
+    """Hold run directory `out`'s lock until the process ends or calls `release_run_dirs`."""
     key = out.resolve()
     if key not in _HELD or not _HELD[key].held():
         _HELD[key] = OutputLock(out / LOCK, f"output directory {out}").acquire()
 
 
 def _stale_temporary(path):
-    """A file `qsrank.pipelines._io.atomic_path` was writing when its run was killed (this process
-    holds the directory's lock, so no other writer is using it)."""
+    """A file `atomic_path` was writing when its run was killed."""
     return path.is_file() and not path.is_symlink() and TEMPORARY.fullmatch(path.name) is not None
 
 
 def run_owner(out):
-    """{"experiment", "kind"} of the run in directory `out` (its marker), or None when it
-    holds none."""
+    """{"experiment", "kind"} of the run in `out` (its marker), or None."""
     marker = read_json(Path(out) / MARKER)
     if isinstance(marker, dict) and {"experiment", "kind"} <= marker.keys():
         return {"experiment": marker["experiment"], "kind": marker["kind"]}
@@ -115,9 +97,8 @@ def run_owner(out):
 
 
 class RunStore:
-    """The finished units of a run: ``runs/<name>.json`` records, each stamped with the
-    settings it was made under (code version and data digest included), so a unit counts as
-    done only under the same settings and a change retrains it."""
+    """The finished units of a run, ``runs/<name>.json``, each stamped with its settings (code and
+    data digest included): a unit is done only under the same settings."""
 
     def __init__(self, root, settings):
         self.root = Path(root) / "runs"
@@ -158,8 +139,7 @@ def same(a, b):
 
 
 def digest_arrays(*arrays):
-    """SHA-256 of arrays' shapes, dtypes and bytes: the data identity of a run. A sparse
-    matrix counts as its CSR parts and shape."""
+    """SHA-256 of arrays' shapes, dtypes and bytes (sparse: CSR parts): a run's data identity."""
     h = hashlib.sha256()
     csr = [a.tocsr() if sp.issparse(a) else a for a in arrays]
     parts = [

@@ -1,13 +1,6 @@
-"""Declared experiment configs: a pydantic model per experiment (types, defaults, one line of
-help per key), validated into the plain dict the pipeline reads, with one-line errors that
-name the key path, what was expected and what was given.
-
-Sections are strict (no string read as a number, no boolean as an integer), so the types and
-constraints pydantic has (`int`, `Literal`, `conint`, `Field(ge=...)`) are used as they are;
-this module adds what it has not: a real number kept as given (an integer stays an integer,
-so tables print the C or the grid a config wrote), one value or a mapping per key, named
-presets laid over built-in ones, and errors of one line.
-"""
+"""Declared experiment configs: a strict pydantic model per experiment, validated into the plain
+dict a pipeline reads, with one-line errors naming the key path. Adds what pydantic lacks:
+numbers kept as given, one value or a mapping per key, presets, and errors of one line."""
 
 import copy
 import re
@@ -69,8 +62,7 @@ C_GRID = distinct(real(gt=0))
 
 
 def names(known, every=False):
-    """A name of `known` or a non-empty list of them (`all` for every one, if `every`), as a
-    list without repeats."""
+    """A name of `known` or a non-empty list of them (`all`: every one, if `every`), no repeats."""
 
     def listed(value):
         if every and value == "all":
@@ -86,9 +78,8 @@ def names(known, every=False):
 
 
 def per_key(item, keys, defaults, cast=None):
-    """One `item` value for every key of `keys`, given as one value (for all) or a mapping
-    of some keys (the others from `defaults`); resolved to the full mapping, each given value
-    passed through `cast` when set."""
+    """One `item` per key of `keys`: one value for all, or a mapping of some (the rest from
+    `defaults`), each passed through `cast`."""
     cast = cast or (lambda v: v)
 
     def resolve(value):
@@ -100,8 +91,7 @@ def per_key(item, keys, defaults, cast=None):
 
 
 def custom(check, expected):
-    """A value checked by `check(value)`, which returns the value to keep or raises
-    TypeError or ValueError: then the error says `expected`."""
+    """A value checked by `check` (returning it; TypeError/ValueError: expected `expected`)."""
 
     def validate(value):
         try:
@@ -113,8 +103,7 @@ def custom(check, expected):
 
 
 def split_paths(what, synthetic=False):
-    """A mapping {trainval: PATH, test: PATH} of two non-empty strings, each `what` (or
-    'synthetic', when `synthetic`): where a data set's two splits are read from."""
+    """{trainval: PATH, test: PATH}, each a non-empty `what` (or 'synthetic', if allowed)."""
 
     def check(value):
         if synthetic and value == "synthetic":
@@ -132,9 +121,8 @@ def split_paths(what, synthetic=False):
 
 
 def presets(builtin, keys, leaves, expected):
-    """Named presets of sizes: the `builtin` ones with the config's laid over them, key by key;
-    per preset and vary (a key of `keys`), a mapping of exactly the keys `keys[vary]`, each
-    value checked by the pydantic type `leaves[key]` (default: an integer >= 1)."""
+    """Named presets: `builtin` with the config's laid over them; per preset and vary of `keys`,
+    exactly the keys `keys[vary]`, each checked by `leaves[key]` (default: an integer >= 1)."""
 
     def check(value):
         if not isinstance(value, dict):
@@ -158,8 +146,8 @@ def presets(builtin, keys, leaves, expected):
 
 
 def key(default, help, name=None):
-    """A declared key: its default (a Section class: that section's defaults), its one line
-    of help, and its name in the config when that is no Python name (`class`, `01`)."""
+    """A declared key: its default (a Section: its defaults), help, and config name if no Python
+    name."""
     if isinstance(default, type) and issubclass(default, BaseModel):
         return Field(default_factory=default, description=help, alias=name)
     if isinstance(default, (list, dict)):
@@ -168,8 +156,7 @@ def key(default, help, name=None):
 
 
 def with_defaults(section, **values):
-    """`section` with other defaults for the (leaf) keys `values`, their types and help as
-    declared."""
+    """`section` with other defaults for the leaf keys `values`."""
     fields = section.model_fields
 
     def declared(name):  # the key's type with its checks (Annotated needs at least one)
@@ -192,8 +179,7 @@ def keys(model):
 
 
 def validate(model, config):
-    """`config` (a mapping) checked against `model`: the resolved plain dict, or a ValueError
-    of one line naming the key path, what was expected and what was given."""
+    """`config` checked against `model`: the resolved plain dict, or a one-line ValueError."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a mapping of keys; got {shown(config)}")
     _check_integers(config, [])
@@ -261,8 +247,7 @@ def _message(error):
 
 
 def error_line(model, errors):
-    """pydantic's errors as one line of text: those of the first deepest key path (the union
-    member that got furthest), their expectations joined by "or"."""
+    """pydantic's errors as one line: the deepest key path's expectations joined by "or"."""
     errors = [e for e in errors if len(_path(e)) == max(len(_path(e)) for e in errors)]
     loc = _path(errors[0])
     path = ".".join(loc)
@@ -294,8 +279,8 @@ def _model_at(model, loc):
 
 
 def help_lines(model, defaults=None, indent=""):
-    """The keys of `model` with their defaults (or `defaults`, a resolved config) and one line
-    of help each, as YAML a config could start from."""
+    """The keys of `model` with their defaults (or the resolved `defaults`) and help, as YAML a
+    config could start from."""
     if defaults is None:  # unvalidated: the defaults as declared, whatever is installed
         defaults = model.model_construct().model_dump(by_alias=True, warnings=False)
     lines = []
@@ -317,8 +302,8 @@ def _flow(value):
 
 
 def parse_sets(items):
-    """`--set key.path=value` items as a nested mapping; each value read as a YAML scalar
-    (or flow list/mapping), so `C.ap=10` gives the number 10 and `methods=[ap, 0-1]` a list."""
+    """`--set key.path=value` items as a nested mapping, each value read as YAML (`C.ap=10` a
+    number, `methods=[ap, 0-1]` a list)."""
     out = {}
     for item in items:
         path, sep, raw = item.partition("=")

@@ -1,6 +1,4 @@
-"""Tables shared by the pipelines: Markdown pipe tables readable as plain text, number
-cells, and the column label that says whose numbers (and on what data) stand beside the
-paper's."""
+"""Markdown tables readable as plain text, number cells, and labels beside the paper's numbers."""
 
 import math
 
@@ -30,9 +28,8 @@ def unconverged_note(n, what="training"):
 
 
 def markdown_table(header, rows):
-    """A Markdown pipe table with padded columns, readable as plain text too; cells via str,
-    a '|' escaped and a newline or other control character written as its escape (a class
-    named by the user's data may hold either), so that each row stays one line."""
+    """A Markdown pipe table with padded columns; a '|' escaped and control characters written as
+    escapes, so each row stays one line."""
     header = [_text(c) for c in header]
     rows = [[_text(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -81,9 +78,8 @@ def frame_table(frame, formats):
 
 
 def bar_figure(frame, groups, bars, ylabel, title, stem):
-    """A table drawn as grouped bars: one group per row (labelled by the column `groups`),
-    one bar per column of `bars` (name -> legend label); written to stem.png and stem.pdf,
-    whose paths are returned."""
+    """A table as grouped bars, one group per row (`groups`), one bar per column of `bars` (->
+    legend label); written to stem.png and .pdf."""
     from matplotlib.figure import Figure
 
     from qsrank.pipelines._io import save_figure

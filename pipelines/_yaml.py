@@ -1,13 +1,6 @@
-"""Reading a YAML config file safely: bounded, plain, and every fault a one-line message.
-
-`yaml.safe_load` builds no objects but trusts the file's size and shape: an alias bomb (a
-few hundred bytes of nested aliases) expands to gigabytes wherever the value is traversed or
-printed, deep nesting overflows the recursion limit, a repeated key silently keeps the last
-value, and YAML 1.1 reads ``1e-5`` or ``1.0e308`` (no dot, or no sign in the exponent) as
-strings. Here the file is read as a regular file of at most `CONFIG_BYTES`, strictly as
-UTF-8, and parsed with a loader that refuses anchors and aliases, nesting deeper than
-`MAX_DEPTH`, repeated keys and subnormal numbers, and reads every decimal exponent as a float.
-"""
+"""Reading a YAML config safely: a regular UTF-8 file of at most `CONFIG_BYTES`, no anchors or
+aliases (alias bombs), nesting at most `MAX_DEPTH`, no repeated keys or subnormal numbers,
+``1e-5`` a float; every fault one line."""
 
 import math
 import re
@@ -24,9 +17,8 @@ _TINY = 2.2250738585072014e-308  # the smallest normal float64
 
 
 def read_config(path):
-    """The YAML value (a mapping, or None for an empty file) in the config file ``path``.
-    An OSError says why the file cannot be read (missing, not a regular file, too large), a
-    ValueError what is wrong in it, with the line; the caller names the file."""
+    """The YAML value (None for an empty file) of the config file ``path``; an OSError says why it
+    cannot be read, a ValueError what is wrong in it."""
     try:
         raw = read_bytes(path, "the config", CONFIG_BYTES)
     except Unreadable as err:
@@ -42,8 +34,7 @@ def read_config(path):
 
 
 def parse_yaml(text, name="the value"):
-    """The YAML value of ``text`` (a config, or a value given on the command line), read by
-    the rules of `read_config`; ``name`` stands for the text in yaml's own messages."""
+    """The YAML value of ``text`` by `read_config`'s rules; ``name`` stands for it in messages."""
     try:
         loader = _ConfigLoader(text)
     except yaml.YAMLError as err:  # its reader refuses a control character at once
@@ -100,22 +91,12 @@ class _ConfigLoader(yaml.SafeLoader):
             for item in (value_node, *items):
                 if self._subnormal(item):
                     what = _brief(key, quote=False)
-                    what = what if item is value_node else f"an entry of {what}"
-                    raise _error(
-                        item,
-                        f"{what} is {item.value}, below "
-                        f"the smallest normal float ({_TINY:.4g}); no setting "
-                        "takes a value that small",
-                    )
+                    raise _too_small(item, what if item is value_node else f"an entry of {what}")
         return super().construct_mapping(node, deep)
 
     def construct_yaml_float(self, node):
         if self._subnormal(node):  # one the mappings did not catch (in nested lists)
-            raise _error(
-                node,
-                f"{node.value} is below the smallest normal float "
-                f"({_TINY:.4g}); no setting takes a value that small",
-            )
+            raise _too_small(node)
         return super().construct_yaml_float(node)
 
     def _subnormal(self, node):
@@ -139,6 +120,13 @@ def _error(where, problem):
     return yaml.MarkedYAMLError(problem=f"line {where.start_mark.line + 1}: {problem}")
 
 
+def _too_small(node, what=None):
+    """The error of a subnormal number at `node` (`what`: the key it is the value of)."""
+    value = f"{node.value} is" if what is None else f"{what} is {node.value},"
+    problem = f"{value} below the smallest normal float ({_TINY:.4g})"
+    return _error(node, f"{problem}; no setting takes a value that small")
+
+
 def _brief(value, limit=40, quote=True):
     """``value`` for a message, cut short: a config's message never prints a whole value."""
     text = repr(value) if quote or not isinstance(value, str) else value
@@ -150,7 +138,6 @@ SHOWN = 60
 
 
 def shown(value):
-    """`value` as a config would write it, cut to SHOWN characters: an error names what was
-    given without printing a whole value."""
+    """`value` as a config writes it, cut to SHOWN characters."""
     text = repr(value)
     return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."

@@ -1,8 +1,5 @@
-"""Cold-start benchmark (`qsrank bench cold-start`): what a new process pays before its first
-LAI result. For every built-in method and loss, a fresh process imports ``qs.inference`` and
-calls it twice on one seeded VOC-sized input (P = 300, N = 3000): the cold call (cache load
-or compile) and the warm one. With ``fresh_cache`` the processes of a repeat share one new,
-empty ``NUMBA_CACHE_DIR``, as after a new install."""
+"""`qsrank bench cold-start`: a fresh process per LAI method and loss imports ``qs.inference`` and
+calls it twice (P = 300, N = 3000); with ``fresh_cache`` on an empty ``NUMBA_CACHE_DIR``."""
 
 import json
 import os
@@ -57,8 +54,8 @@ def probe(method, loss, env):
 
 
 def run(repeats=3, fresh_cache=False):
-    """Rows (method, loss, median import s, median first call s, max first call s, median
-    second call ms) over ``repeats`` fresh processes each."""
+    """Rows (method, loss, median import s, median and max first call s, median second call ms) over
+    `repeats` processes."""
     found = {case: [] for case in cases()}
     for _ in range(repeats):
         env = dict(os.environ)

@@ -1,9 +1,6 @@
 """Real-data example (docs/experiments/digits.md): AP-SVM against the 0-1 SVM and LinearSVC on
-scikit-learn's digits, one-vs-rest per digit, ranked on a seeded stratified test half by AP.
-
-C is fixed or chosen per digit by stratified k-fold CV on the train half, every method over
-the same grid on one scale: LinearSVC's C weighs the mean loss, as RankSVM's
-(:class:`MeanLossLinearSVC`)."""
+scikit-learn's digits, one-vs-rest, ranked by AP on a stratified test half. C is fixed or chosen
+by CV, on one scale for all three (`MeanLossLinearSVC`)."""
 
 import hashlib
 import time
@@ -110,8 +107,8 @@ class Config(S.Section):
 
 
 def load_data(cfg):
-    """The seeded stratified split, scaled on the train half: (X_train, X_test, y_train,
-    y_test, note); `note` names the data, its checksum and the split."""
+    """The seeded stratified split scaled on the train half: (X_train, X_test, y_train, y_test,
+    note)."""
     X, y = load_digits(return_X_y=True)
     digest = hashlib.sha256(np.ascontiguousarray(X).tobytes() + y.tobytes()).hexdigest()[:16]
     X_train, X_test, y_train, y_test = train_test_split(
@@ -129,10 +126,8 @@ def load_data(cfg):
 
 
 class MeanLossLinearSVC(LinearSVC):
-    """LinearSVC whose C weighs the mean squared hinge over the training samples, as the
-    RankSVMs' C weighs their mean loss (liblinear's own C weighs the sum): fit gives every
-    sample the weight 1 / n_samples. So one C grid means the same for the three methods,
-    in the CV folds and the final fit alike."""
+    """LinearSVC whose C weighs the mean squared hinge (sample weights 1 / n_samples), as RankSVM's
+    C weighs its mean loss: one C grid means the same for the three methods."""
 
     def fit(self, X, y, sample_weight=None):
         if sample_weight is not None:
@@ -145,14 +140,8 @@ def _estimator(cfg, name, C):
     if loss is None:
         return MeanLossLinearSVC(C=C, max_iter=10_000, random_state=cfg["seed"])
     inference = cfg["inference"] if loss == "ap" else "zero_one"
-    return RankSVM(
-        loss=loss,
-        inference=inference,
-        solver=cfg["solver"],
-        C=C,
-        tol=cfg["tol"],
-        max_iter=cfg["max_iter"],
-    )
+    solver = {k: cfg[k] for k in ("solver", "tol", "max_iter")}
+    return RankSVM(loss=loss, inference=inference, C=C, **solver)
 
 
 def warm_up(cfg, units=None):
@@ -175,8 +164,7 @@ def fit_one(cfg, name, X, y):
 
 
 def settings(cfg, data):
-    """What a digit x method record depends on besides the unit: the split and scaled data
-    and every key but the selection of digits."""
+    """What a digit x method record depends on: the split, scaled data, every key but the digits."""
     sha = digest_arrays(*data[:4])  # the arrays the fits see (split and scaled)
     return {
         "data": data[-1],
@@ -243,8 +231,7 @@ def timing_table(runs):
 
 
 def _marked_ap_table(runs):
-    """The test-AP table as text cells, a cell marked when its fit stopped before converging;
-    and the number of marked cells."""
+    """The test-AP table as text, cells of unconverged fits marked; and the number marked."""
     table = ap_table(runs)
     cells = table.map(lambda v: v if isinstance(v, str) else "-" if pd.isna(v) else f"{v:.4f}")
     early = runs[runs["converged"].eq(False)]
@@ -266,44 +253,32 @@ def summary(cfg, runs, note):
     chosen = runs.pivot(index="digit", columns="method", values="C")[list(METHODS)]
     chosen = chosen.rename_axis("digit").reset_index()
     ap_cells, n_early = _marked_ap_table(runs)
-    return (
-        "\n\n".join(
-            filter(
-                None,
-                [
-                    "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
-                    f"Data: {note}. Real data; not a data set of the paper.",
-                    f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
-                    f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
-                    "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
-                    "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
-                    + how_C
-                    + ".",
-                    "## Test average precision",
-                    frame_table(ap_cells, {}),
-                    unconverged_note(n_early, "fit"),
-                    "## Time per method, summed over the digits",
-                    (
-                        "Final fits only (CV fits excluded), each timed once (one measurement per digit, "
-                        "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
-                        "excluded by a warm-up call."
-                    ),
-                    frame_table(
-                        timing_table(runs),
-                        {
-                            "train_s": ".3f",
-                            "lai_time_s": ".4f",
-                            "lai_calls": ".0f",
-                            "lai_ms_per_call": ".4f",
-                        },
-                    ),
-                    "## C used per digit",
-                    frame_table(chosen, {}),
-                ],
-            )
-        )
-        + "\n"
-    )
+    timing_formats = {
+        "train_s": ".3f",
+        "lai_time_s": ".4f",
+        "lai_calls": ".0f",
+        "lai_ms_per_call": ".4f",
+    }
+    parts = [
+        "# Digits one-vs-rest: test AP of the AP-SVM, the 0-1 SVM and LinearSVC",
+        f"Data: {note}. Real data; not a data set of the paper.",
+        f"Models: RankSVM (solver {cfg['solver']}, tol {cfg['tol']:g}, max_iter "
+        f"{cfg['max_iter']}; AP-SVM LAI method {cfg['inference']}, 0-1 SVM zero_one) and "
+        "sklearn LinearSVC (squared hinge, the outside reference). C, on one scale for the "
+        "three (the weight of the mean loss; LinearSVC's liblinear C is this C / n_samples): "
+        f"{how_C}.",
+        "## Test average precision",
+        frame_table(ap_cells, {}),
+        unconverged_note(n_early, "fit"),
+        "## Time per method, summed over the digits",
+        "Final fits only (CV fits excluded), each timed once (one measurement per digit, "
+        "not a median of repeats); LAI time measured inside RankSVM, numba compilation "
+        "excluded by a warm-up call.",
+        frame_table(timing_table(runs), timing_formats),
+        "## C used per digit",
+        frame_table(chosen, {}),
+    ]
+    return "\n\n".join(filter(None, parts)) + "\n"
 
 
 def write(run, records):
@@ -315,8 +290,7 @@ def write(run, records):
 
 
 def redraw(run_dir, kind="tables"):
-    """Draw the run's test AP table (table.csv) as a figure, figure.png and .pdf: grouped bars
-    per digit; return their paths."""
+    """Draw table.csv as grouped bars per digit, figure.png and .pdf; return their paths."""
     table = read_csv(Path(run_dir) / "table.csv", ["digit", *METHODS])
     return bar_figure(
         table,

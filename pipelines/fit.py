@@ -1,7 +1,6 @@
-"""`qsrank fit`: a RankSVM for a rank-based loss on a researcher's own feature files, beside
-LinearSVC and LogisticRegression baselines (docs/fit.md). Each positive class is a unit;
-C is fixed or chosen by stratified k-fold CV; the run directory gets the model (data, not
-pickle: `qsrank.pipelines.model`), the test metrics (metrics.csv, table.md), config and provenance."""
+"""`qsrank fit` (docs/fit.md): a RankSVM for a rank-based loss on a user's feature files beside
+LinearSVC and LogisticRegression, one unit per positive class, C fixed or by CV; writes the model
+(`qsrank.pipelines.model`), metrics and table."""
 
 import re
 import time
@@ -19,11 +18,7 @@ from sklearn.svm import LinearSVC
 from tqdm import tqdm
 
 from qs.data.files import check_memory, shown
-from qs.data.tables import (
-    align_features,
-    column_fingerprint,
-    read_table,
-)
+from qs.data.tables import align_features, column_fingerprint, read_table
 from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg
 from qs.model_selection import choose_C, estimator_fit_score
@@ -89,10 +84,9 @@ class Config(S.Section):
 
 @dataclass(frozen=True)
 class FitData:
-    """Scaled train and test rows (the `columns` of the files in use in training), the
-    positive classes, the scaling (over every column of the files), the data's note, what the
-    scaling did (`scaling`), the svmlight index base and the training columns' fingerprint
-    (files without column names)."""
+    """Scaled train and test rows (the `columns` in use), positive classes, the scaling over all
+    columns, the data's note, digest and scaling text, the svmlight index base and the column
+    fingerprint."""
 
     X_train: object
     y_train: np.ndarray
@@ -114,9 +108,8 @@ class FitData:
 
 
 def load_data(cfg):
-    """Read and check the files, split when no test file is given, choose the positive
-    classes and scale; every bad input is a ValueError naming its file, raised before the
-    run directory is claimed."""
+    """Read and check the files, split when there is no test file, choose the positive classes and
+    scale; every bad input a ValueError naming its file."""
     base = cfg["zero_based"]
     train = with_rows(
         read_table(
@@ -259,9 +252,8 @@ def estimator(cfg, name):
 
 
 def tune(cfg, est, grid, X, y):
-    """`est` fitted on (X, y) with its C: the one given, or the best of `grid` by stratified
-    k-fold CV on `cfg["cv_metric"]` (the smallest of equals). Returns (estimator, C, CV
-    score or None)."""
+    """`est` fitted with its C: the one given, or the best of `grid` by stratified CV on
+    `cv_metric`. (estimator, C, CV score or None)."""
     if len(grid) == 1:
         return est.set_params(C=grid[0]).fit(X, y), grid[0], None
     folds = StratifiedKFold(cfg["cv_folds"], shuffle=True, random_state=cfg["seed"])
@@ -271,8 +263,8 @@ def tune(cfg, est, grid, X, y):
 
 
 def run_unit(run, unit):
-    """Fit the three methods for one positive class and score the test rows: the class's
-    record, with the RankSVM's weights."""
+    """Fit the three methods for one positive class and score the test rows (with RankSVM's
+    weights)."""
     cfg, data = run.cfg, run.data
     positive = data.positives[int(unit[0])]
     y_train, y_test = np.asarray(data.y_train) == positive, np.asarray(data.y_test) == positive

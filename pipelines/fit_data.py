@@ -1,6 +1,5 @@
-"""The checks of `qsrank fit`'s files (pipelines/fit.py): rows to read, classes to rank,
-values that standardise and products that stay finite, and the columns in use (a sparse
-input made dense when small enough). Every refusal is a ValueError naming the file."""
+"""The checks of `qsrank fit`'s files: rows, classes, values that standardise and stay finite, and
+the columns in use. Every refusal a ValueError naming the file."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,14 +12,9 @@ DENSE_BYTES = 2**28
 
 
 def columns_and_scaling(cfg, path, X_train, X_test):
-    """The columns non-zero in some training row, the train and test rows cut to them, and
-    what the scaling does, in words for the table.
-
-    Every method gives a column that is zero in every training row a weight of zero (their
-    weights are combinations of training rows), so training on the columns in use alone gives
-    the same models, in memory that grows with the data, not with the largest feature index.
-    Sparse input is made dense, so centred as dense input is, when its dense form takes at most
-    `DENSE_BYTES`; beyond that it stays sparse and is scaled without centring."""
+    """The columns non-zero in some training row, the rows cut to them (every method gives the
+    others weight 0), dense when small enough (`DENSE_BYTES`), and what the scaling does, in
+    words."""
     columns = columns_in_use(X_train)
     if columns.size == 0:
         raise ValueError(
@@ -31,26 +25,17 @@ def columns_and_scaling(cfg, path, X_train, X_test):
     if sp.issparse(X_train) and dense_bytes <= DENSE_BYTES:
         X_train, X_test = X_train.toarray(), X_test.toarray()
     if cfg["scale"] != "standard":
-        return columns, X_train, X_test, "as given, for every method"
-    if not sp.issparse(X_train):
-        return (
-            columns,
-            X_train,
-            X_test,
-            ("centred and scaled to unit variance on the training rows, for every method"),
-        )
-    return (
-        columns,
-        X_train,
-        X_test,
-        (
+        how = "as given, for every method"
+    elif not sp.issparse(X_train):
+        how = "centred and scaled to unit variance on the training rows, for every method"
+    else:
+        how = (
             "scaled to unit variance on the training rows for every method, not centred: the "
-            "input is sparse and "
-            f"its dense form would take {dense_bytes / 2**30:.1f} GiB. RankSVM's AP and NDCG "
-            "losses and LogisticRegression (unpenalised intercept) do not depend on centring; "
-            "LinearSVC and the 0-1 RankSVM (penalised intercept) do"
-        ),
-    )
+            f"input is sparse and its dense form would take {dense_bytes / 2**30:.1f} GiB. "
+            "RankSVM's AP and NDCG losses and LogisticRegression (unpenalised intercept) do not "
+            "depend on centring; LinearSVC and the 0-1 RankSVM (penalised intercept) do"
+        )
+    return columns, X_train, X_test, how
 
 
 def with_rows(table):
@@ -64,8 +49,7 @@ def with_rows(table):
 
 
 def check_test_classes(train_path, test_path, positives, y_test):
-    """Refuse a test file on which no positive class has both positive and negative rows:
-    every test metric would be undefined."""
+    """Refuse a test file where no positive class has both positive and negative rows."""
     y_test = np.asarray(y_test)
     if not any(0 < (y_test == c).sum() < y_test.size for c in positives):
         seen = ", ".join(shown(str(c)) for c in np.unique(y_test)[:10])
@@ -93,9 +77,7 @@ def check_scaling(table, mean, variance):
 
 
 def check_magnitude(path, X, where):
-    """Refuse rows of `X` (read from `path`) whose values overflow float64 in the products
-    that training and scoring take: the squared norm of every row must be finite. `where`
-    says which row, ``{row}`` standing for its number."""
+    """Refuse rows of `X` whose squared norm overflows float64; `where` names the row, ``{row}``."""
     with np.errstate(all="ignore"):
         norms = (
             np.asarray(X.multiply(X).sum(axis=1)).ravel()

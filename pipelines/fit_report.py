@@ -1,5 +1,4 @@
-"""The outputs of a `qsrank fit` run (pipelines/fit.py): metrics.csv, table.md (the data,
-the models, how C was chosen, the test metrics), the model files and the figure."""
+"""The outputs of a `qsrank fit` run: metrics.csv, table.md, the model files and the figure."""
 
 from pathlib import Path
 
@@ -30,8 +29,7 @@ def metrics_frame(records):
 
 
 def table(records):
-    """The Markdown table of test metrics per class and method (a mean per method over
-    several classes)."""
+    """Test metrics per class and method in Markdown (a mean per method over several classes)."""
     frame = metrics_frame(records)
     cells = frame[["class", "method", "C", *METRICS]].copy()
     cells["method"] = cells["method"].map(METHODS)
@@ -55,19 +53,15 @@ def summary(cfg, records, note, scaling):
             f"stratified CV on the training rows ({cfg['cv_metric']})"
         )
 
-    return (
-        "\n\n".join(
-            [
-                f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
-                f"Data: {note}. Features {scaling}.",
-                f"RankSVM (solver {cfg['solver']}): {how(cfg['C'])}. LinearSVC and "
-                f"LogisticRegression: {how(cfg['baseline_C'])}.",
-                "Test metrics, each class one vs the rest (its positive class named in `class`):",
-                table(records),
-            ]
-        )
-        + "\n"
-    )
+    parts = [
+        f"# qsrank fit: RankSVM ({cfg['loss']} loss) beside LinearSVC and LogisticRegression",
+        f"Data: {note}. Features {scaling}.",
+        f"RankSVM (solver {cfg['solver']}): {how(cfg['C'])}. LinearSVC and "
+        f"LogisticRegression: {how(cfg['baseline_C'])}.",
+        "Test metrics, each class one vs the rest (its positive class named in `class`):",
+        table(records),
+    ]
+    return "\n\n".join(parts) + "\n"
 
 
 def write(run, records):
@@ -100,8 +94,7 @@ def write(run, records):
 
 
 def redraw(run_dir, kind="tables"):
-    """Draw the run's test metrics (metrics.csv) as a figure, figure.png and .pdf: test AP
-    per class, grouped bars per method; return their paths."""
+    """Draw metrics.csv's test AP per class as grouped bars, figure.png and .pdf; return paths."""
     metrics = read_csv(Path(run_dir) / "metrics.csv", ["class", "method", "ap"])
     table = metrics.pivot_table(index="class", columns="method", values="ap", sort=False)
     names = {m: label for m, label in METHODS.items() if m in table.columns}

@@ -1,9 +1,5 @@
-"""The README's table of headline results, read from the result files of the published default
-runs under ``results/`` (kept in git), so that no number in the README is typed by hand.
-
-``qsrank readme`` rewrites the table between the README's markers; a test checks that the
-README holds what the result files say.
-"""
+"""The README's headline table, read from the published default runs under ``results/`` (``qsrank
+readme``), so that no number in the README is typed by hand."""
 
 from pathlib import Path
 
@@ -30,64 +26,42 @@ def _pair(a, b, digits=2):
     return f"{a:.{digits}f} / {b:.{digits}f}"
 
 
-def _replayed(median, low, high, rounds):
-    """A time ratio as its median over replays with the range: '28.2x (27.8-29.8, median of
-    7 replays)'."""
-    return f"{median:.1f}x ({low:.1f}-{high:.1f}, median of {int(rounds)} replays)"
+def _time_row(results, run, ratio, title, target):
+    """A total LAI time ratio of `run` as its median over replays with the range: '28.2x
+    (27.8-29.8, median of 7 replays)', beside the paper's."""
+    r = _csv(results, f"{run}/ratios.csv").set_index("ratio").loc[ratio]
+    ours = f"{r.replay_median:.1f}x ({r.replay_min:.1f}-{r.replay_max:.1f}, median of "
+    ours += f"{int(r.replay_rounds)} replays)"
+    return [title, ours, f"{r.paper_total_time:.1f}x", _data(results, run), target]
+
+
+def _mean_row(results, run, t, columns, title, target):
+    """The means of two `columns` of table `t` of `run`, beside the paper's."""
+    paper = [f"paper_{c}" for c in columns]
+    return [title, _pair(*t[columns].mean()), _pair(*t[paper].mean()), _data(results, run), target]
 
 
 def _ratio_rows(results):
-    run = "voc2011_actions/default"
-    ratios = _csv(results, f"{run}/ratios.csv").set_index("ratio")
-    data = _data(results, run)
-    rows = []
+    run, rows = "voc2011_actions/default", []
     for key, what in (("ap / ap_qs", "AP: Yue / QS"), ("ndcg / ndcg_qs", "NDCG: Chakrabarti / QS")):
-        r = ratios.loc[key]
-        rows.append(
-            [
-                f"Table 1, total LAI time in training, {what}",
-                _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
-                f"{r.paper_total_time:.1f}x",
-                data,
-                "`make reproduce-table1`",
-            ]
-        )
-    for table, metric, loss, name in ((3, "ap", "ap", "test AP"), (4, "ndcg", "ndcg", "NDCG")):
+        title = f"Table 1, total LAI time in training, {what}"
+        rows.append(_time_row(results, run, key, title, "`make reproduce-table1`"))
+    for table, metric, name in ((3, "ap", "test AP"), (4, "ndcg", "NDCG")):
         t = _csv(results, f"{run}/table{table}.csv")
-        t = t[t["class"] != "mean"]
-        cols = [f"{metric}_0-1", f"{metric}_{loss}"]
-        rows.append(
-            [
-                f"Table {table}, mean {name}, 0-1 / {loss.upper()} loss",
-                _pair(*t[cols].mean()),
-                _pair(*t[[f"paper_{c}" for c in cols]].mean()),
-                data,
-                f"`make reproduce-table{table}`",
-            ]
-        )
+        title = f"Table {table}, mean {name}, 0-1 / {metric.upper()} loss"
+        cols, target = [f"{metric}_0-1", f"{metric}_{metric}"], f"`make reproduce-table{table}`"
+        rows.append(_mean_row(results, run, t[t["class"] != "mean"], cols, title, target))
     return rows
 
 
 def _table5_rows(results):
-    run = "voc2007_detection/default"
-    data = _data(results, run)
+    run, target = "voc2007_detection/default", "`make reproduce-table5`"
     t = _csv(results, f"{run}/results.csv")
-    r = _csv(results, f"{run}/ratios.csv").set_index("ratio").loc["ap / ap_qs"]
+    ap_title = "Table 5, mean detection AP, 0-1 / AP loss"
+    time_title = "Table 5, total LAI time in training, Yue / QS"
     return [
-        [
-            "Table 5, mean detection AP, 0-1 / AP loss",
-            _pair(*t[["ap_0-1", "ap_ap"]].mean()),
-            _pair(*t[["paper_ap_0-1", "paper_ap_ap"]].mean()),
-            data,
-            "`make reproduce-table5`",
-        ],
-        [
-            "Table 5, total LAI time in training, Yue / QS",
-            _replayed(r.replay_median, r.replay_min, r.replay_max, r.replay_rounds),
-            f"{r.paper_total_time:.1f}x",
-            data,
-            "`make reproduce-table5`",
-        ],
+        _mean_row(results, run, t, ["ap_0-1", "ap_ap"], ap_title, target),
+        _time_row(results, run, "ap / ap_qs", time_title, target),
     ]
 
 

@@ -1,16 +1,6 @@
-"""Learning to rank with queries (docs/ltr.md): the AP-SVM and NDCG-SVM over queries beside
-the pairwise RankSVM, a pointwise logistic regression, LightGBM, XGBoost and the exact
-AP/NDCG hinge as their objective.
-
-Runs on data sets named by the config: ``synthetic`` (a generated MSLR-WEB10K-shaped set,
-`qs.data.letor.make_letor`), ``modechoice`` (statsmodels' travel-mode choices) or ``files``
-(the user's own train and test files, as `qsrank fit` gives them when they name queries).
-Each data set is split by query (a test file, or a seeded share of the training queries);
-features are standardised on the training documents. A unit is one data set x method: C is
-fixed or chosen by GroupKFold cross-validation over the training queries (a query never split
-across folds), the final fit timed, the test queries ranked. The run writes table.md, metrics.csv
-(the means over the test queries) and per_query.csv (every test query's metrics).
-"""
+"""Learning to rank with queries (docs/ltr.md): AP-SVM and NDCG-SVM beside pairwise RankSVM,
+logistic regression, LightGBM, XGBoost and the exact hinges as boosting objectives, per data set
+x method; writes table.md, metrics.csv and per_query.csv."""
 
 import time
 import warnings
@@ -70,8 +60,7 @@ class Synthetic(S.Section):
 
 
 class Config(S.Section):
-    """Learning to rank over queries; configs/ltr.yaml sets the published run, `qsrank fit`
-    the keys of a user's files."""
+    """Learning to rank over queries; configs/ltr.yaml sets the published run."""
 
     experiment: Literal[EXPERIMENT] = S.key(EXPERIMENT, "the pipeline this config runs")
     datasets: S.distinct(Literal[tuple(DATASETS)]) = S.key(
@@ -143,7 +132,8 @@ def warm_up(cfg, units=None):
 
 def fit_method(cfg, method, C, X, y, groups):
     """Method `method` fitted on (X, y, groups): a function that scores documents."""
-    relevant = y > cfg["relevance_threshold"]
+    threshold = cfg["relevance_threshold"]
+    relevant = y > threshold
     seed, rounds, threads = cfg["seed"], cfg["rounds"], cfg["threads"]
     if method in ("ap_svm", "ndcg_svm"):
         est = RankSVM(
@@ -151,7 +141,7 @@ def fit_method(cfg, method, C, X, y, groups):
             C=C,
             tol=cfg["tol"],
             max_iter=cfg["max_iter"],
-            relevance_threshold=cfg["relevance_threshold"],
+            relevance_threshold=threshold,
             random_state=seed,
         )
         with warnings.catch_warnings():
@@ -165,15 +155,11 @@ def fit_method(cfg, method, C, X, y, groups):
     if method.startswith("lgbm"):
         import lightgbm as lgb
 
-        objective = {
-            "lgbm_lambdarank": "lambdarank",
-            "lgbm_ap_hinge": lightgbm_objective(
-                "ap", relevance_threshold=cfg["relevance_threshold"]
-            ),
-            "lgbm_ndcg_hinge": lightgbm_objective(
-                "ndcg", relevance_threshold=cfg["relevance_threshold"]
-            ),
-        }[method]
+        objective = (
+            "lambdarank"
+            if method == "lgbm_lambdarank"
+            else lightgbm_objective(method.split("_")[1], relevance_threshold=threshold)
+        )
         params = {
             "objective": objective,
             "verbose": -1,
@@ -191,25 +177,17 @@ def fit_method(cfg, method, C, X, y, groups):
     params = {"seed": seed, "nthread": threads, "tree_method": "hist"}
     if method == "xgb_ap_hinge":
         params.update(base_score=0.0, min_child_weight=0.0)
-        booster = xgb.train(
-            params,
-            dtrain,
-            rounds,
-            obj=xgboost_objective("ap", relevance_threshold=cfg["relevance_threshold"]),
-        )
+        objective = xgboost_objective("ap", relevance_threshold=threshold)
+        booster = xgb.train(params, dtrain, rounds, obj=objective)
     else:
         params["objective"] = "rank:map" if method == "xgb_rank_map" else "rank:ndcg"
         booster = xgb.train(params, dtrain, rounds)
     return lambda X_new: booster.predict(xgb.DMatrix(X_new))
 
 
-def _map(cfg, y, scores, groups):
-    return mean_average_precision(y, scores, groups, threshold=cfg["relevance_threshold"])
-
-
 def choose_C(cfg, method, split):
-    """The C of `method`: the one given, or the best of the grid by the mean MAP over
-    GroupKFold folds of the training queries (the smallest of equals). (C, how, CV MAP)."""
+    """(C, how, CV MAP) of `method`: the one given, or the best of the grid by GroupKFold MAP over
+    the training queries."""
     grid = cfg["C"]
     if method not in TUNED:
         return None, "defaults", None
@@ -219,7 +197,8 @@ def choose_C(cfg, method, split):
 
     def fit_score(C, train, validation):
         score = fit_method(cfg, method, C, X[train], y[train], g[train])
-        return _map(cfg, y[validation], score(X[validation]), g[validation])
+        scores, threshold = score(X[validation]), cfg["relevance_threshold"]
+        return mean_average_precision(y[validation], scores, g[validation], threshold=threshold)
 
     folds = GroupKFold(cfg["cv_folds"])
     choice = model_selection.choose_C(fit_score, grid, folds, X, y, groups=g)

@@ -1,20 +1,6 @@
-"""Benchmark of learning to rank at scale: `qsrank bench ltr`, a run directory with report.md and results.json.
-
-On generated LETOR-shaped data (:func:`qs.data.letor.make_letor`, float32, the features
-written as ``.npy`` partitions of whole queries, the grades and query ids to zarr), side by
-side in one run: (1) the per-query LAI of a whole pass (:func:`qs.inference.lai_queries` with
-the hinges' gradients) against the scores product ``X @ w`` over the same documents; (2)
-training the AP-SVM to its tolerance against LightGBM ``lambdarank`` with 100 rounds on the
-same threads, with the fit's peak extra memory against the data's bytes; (3) one pass of the
-out-of-core solver (:mod:`qs.ssvm.out_of_core`, Dask's threaded scheduler, the partitions
-memory-mapped from disk by :func:`qs.ssvm.out_of_core.npy_partitions`) against the in-memory
-pass, per document, and the out-of-core process's peak memory (a fresh process, its
-resident-set high-water mark). Times are medians over the repeats with their smallest and
-largest; ratios the median of the repeats' ratios, each repeat timing both sides back to
-back. The presets ``web30k`` (MSLR-WEB30K's shape) and ``web30k-x10`` (ten times its
-queries; the in-memory parts on its first tenth) take tens of GB of disk and
-memory: run them on a quiet machine.
-"""
+"""`qsrank bench ltr`: on a generated LETOR-shaped store, (1) a lai_queries pass against ``X @ w``,
+(2) AP-SVM training against LightGBM lambdarank, with its peak memory, (3) an out-of-core pass
+against the in-memory one; medians over repeats (docs/benchmarks.md)."""
 
 import multiprocessing
 import os
@@ -25,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qsrank.pipelines._io import write_json, write_text
-from qsrank.pipelines._measure import PeakMemory, exact_rss, peak_bytes
+from qsrank.pipelines._measure import PeakMemory, clock, exact_rss, peak_bytes
 from qsrank.pipelines._runner import run_dir
 from qsrank.pipelines._tables import markdown_table
 
@@ -41,6 +27,8 @@ PRESETS = {
 }
 DOCS_MEDIAN = 106
 LGBM_ROUNDS = 100
+#: the problem whose oracle (one pass) is timed in memory and out of core alike
+PROBLEM = {"C": 1.0, "loss": "ap", "method": "auto", "tol": 1e-3, "max_iter": 10, "callback": None}
 
 
 def _partitions(path):
@@ -49,10 +37,8 @@ def _partitions(path):
 
 
 def write_store(path, n_queries, partition_rows, n_features=WEB30K[2], seed=0):
-    """A store at ``path`` of ``n_queries`` generated queries: ``X`` (float32) as ``.npy``
-    partitions of whole queries, about ``partition_rows`` documents each (one generated
-    block of queries each, which bounds the writer's memory), and a zarr group with ``y``
-    (grades) and ``groups``; returns its documents."""
+    """A store of ``n_queries`` generated queries at ``path``: X as float32 ``.npy`` partitions of
+    about ``partition_rows`` documents, y and groups in zarr; returns its documents."""
     import zarr
 
     from qs.data.letor import make_letor
@@ -91,10 +77,15 @@ def write_store(path, n_queries, partition_rows, n_features=WEB30K[2], seed=0):
     return documents
 
 
-def _open(path, rows=None):
+def _labels(path):
+    """The zarr group of the store's grades ``y`` and query ids ``groups``."""
     import zarr
 
-    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+    return zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+
+
+def _open(path, rows=None):
+    root = _labels(path)
     stop = root["y"].shape[0] if rows is None else rows
     parts, taken = [], 0
     for part in _partitions(path):  # the partitions that hold the first ``stop`` rows
@@ -103,14 +94,6 @@ def _open(path, rows=None):
         parts.append(np.load(part, mmap_mode="r")[: stop - taken])
         taken += parts[-1].shape[0]
     return np.concatenate(parts), root["y"][:stop], root["groups"][:stop]
-
-
-def _memory_rows(path, n_queries):
-    """Documents of the first ``n_queries`` queries of the store."""
-    import zarr
-
-    groups = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")["groups"][:]
-    return int(np.searchsorted(groups, n_queries))
 
 
 def _spread(values):
@@ -139,8 +122,7 @@ def pass_ratio(X, y, groups, repeats, seed=0):
 
 
 def training(X, y, groups, repeats, threads, C):
-    """(2): per repeat, (AP-SVM seconds, LightGBM seconds, AP-SVM peak extra bytes,
-    AP-SVM passes)."""
+    """(2): per repeat, (AP-SVM s, LightGBM s, AP-SVM peak extra bytes, AP-SVM passes)."""
     import lightgbm
 
     from qs.estimators import RankSVM
@@ -164,35 +146,19 @@ def training(X, y, groups, repeats, threads, C):
 
 
 def _out_of_core_child(path, repeats, seed):
-    """In a fresh process: per repeat, the seconds of one out-of-core pass; the process's
-    peak resident bytes before the passes and after them; the partitions."""
-    import zarr
-
+    """In a fresh process: the out-of-core pass's seconds per repeat, peak resident bytes before and
+    after, and the partitions."""
     from qs.ssvm.out_of_core import DaskQueryProblem, npy_partitions
 
-    root = zarr.open_group(str(Path(path) / "labels.zarr"), mode="r")
+    root = _labels(path)
     groups, y = root["groups"][:], root["y"][:]
     X = npy_partitions(_partitions(path))
-    prob = DaskQueryProblem(
-        X,
-        y > 0,
-        groups,
-        C=1.0,
-        loss="ap",
-        method="auto",
-        tol=1e-3,
-        max_iter=10,
-        callback=None,
-        scheduler="threads",
-    )
+    prob = DaskQueryProblem(X, y > 0, groups, scheduler="threads", **PROBLEM)
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     before = peak_bytes()
-    times = []
-    for _ in range(repeats + 1):  # the first compiles
-        start = time.perf_counter()
-        prob.most_violated(w)
-        times.append(time.perf_counter() - start)
-    return times[1:], before, peak_bytes(), len(X.chunks[0])
+    prob.most_violated(w)  # compiles
+    times = [clock(lambda: prob.most_violated(w)) for _ in range(repeats)]
+    return times, before, peak_bytes(), len(X.chunks[0])
 
 
 def in_memory_pass(X, y, groups, repeats, seed=0):
@@ -200,17 +166,10 @@ def in_memory_pass(X, y, groups, repeats, seed=0):
     from qs.ssvm.queries import QueryProblem, query_offsets
 
     _, offsets = query_offsets(groups)
-    prob = QueryProblem(
-        X, y > 0, offsets, C=1.0, loss="ap", method="auto", tol=1e-3, max_iter=10, callback=None
-    )
+    prob = QueryProblem(X, y > 0, offsets, **PROBLEM)
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     prob.most_violated(w)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        prob.most_violated(w)
-        times.append(time.perf_counter() - start)
-    return times
+    return [clock(lambda: prob.most_violated(w)) for _ in range(repeats)]
 
 
 def run(
@@ -223,9 +182,8 @@ def run(
     store=None,
     seed=0,
 ):
-    """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>);
-    return (the run directory, the report). ``store``: where the store is written
-    (default a temporary directory, removed after)."""
+    """Run the benchmark at ``preset`` into ``out`` (default runs/ltr_bench/<run-id>); return (it,
+    the report). ``store``: where the data go (default: a temporary directory)."""
     import numba
 
     if preset not in PRESETS:
@@ -246,7 +204,7 @@ def run(
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(store) if store else Path(tmp) / "ltr"
             documents = write_store(path, n_queries, partition_rows, seed=seed)
-            memory_rows = _memory_rows(path, memory_queries)
+            memory_rows = int(np.searchsorted(_labels(path)["groups"][:], memory_queries))
             X, y, groups = _open(path, memory_rows)
             data_bytes = X.nbytes
             passes = pass_ratio(X, y, groups, repeats, seed)
@@ -327,7 +285,8 @@ def report_text(r):
         f"{r['features']} float32 features ({r['data_bytes'] / 1e9:.2f} GB) in memory; "
         f"out of core {r['queries']} queries, {r['documents']} documents in "
         f"{r['partitions']} partitions of about {r['partition_rows']} rows (.npy files "
-        f"memory-mapped, Dask's threaded scheduler); {r['threads']} threads; medians over {r['repeats']} "
-        f"repeats ({r['train_repeats']} for the fits), smallest-largest in parentheses.\n"
+        f"memory-mapped, Dask's threaded scheduler); {r['threads']} threads; medians over "
+        f"{r['repeats']} repeats ({r['train_repeats']} for the fits), smallest-largest in "
+        "parentheses.\n"
     )
     return head + "\n" + markdown_table(["measure", "value", "target"], rows) + "\n"

@@ -1,6 +1,5 @@
-"""The data of `qsrank train ltr` (pipelines/ltr.py): each data set of the config split by
-query (a test file, or a seeded share of the training queries) and standardised on the
-training documents; relevance grades checked."""
+"""The data of `qsrank train ltr`: each data set split by query and standardised on the training
+documents."""
 
 import importlib.util
 from dataclasses import dataclass
@@ -55,44 +54,30 @@ def _split(cfg, name):
         )
     else:
         data = load_modechoice()
-    train, test = next(
-        GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
-            data.X, data.y, data.groups
-        )
-    )
+    train, test = _hold_out(cfg, data.X, data.y, data.groups)
     where = (
         f"{np.unique(data.groups[test]).size} test queries (a {cfg['test_size']:g} share, "
         f"seed {cfg['seed']})"
     )
-    return scaled(
-        data.X[train],
-        data.y[train],
-        data.groups[train],
-        data.X[test],
-        data.y[test],
-        data.groups[test],
-        f"{data.source}; {where}",
-    )
+    parts = [a[rows] for rows in (train, test) for a in (data.X, data.y, data.groups)]
+    return scaled(*parts, f"{data.source}; {where}")
+
+
+def _hold_out(cfg, X, y, groups):
+    """(train, test) row indices: a seeded `test_size` share of the queries held out."""
+    split = GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"])
+    return next(split.split(X, y, groups))
 
 
 def _files(cfg):
     """The user's train (and test) files, read with their query ids."""
     if cfg["train"] is None:
         raise ValueError("data set 'files' needs the key train (a feature file with queries).")
-    train = read_table(
-        cfg["train"],
-        label_column=cfg["label_column"],
-        group_column=cfg["group_column"],
-        groups=True,
-    )
+    columns = {"label_column": cfg["label_column"], "group_column": cfg["group_column"]}
+    train = read_table(cfg["train"], groups=True, **columns)
     y = _grades(train.path, train.y)
     if cfg["test"] is not None:
-        test = read_table(
-            cfg["test"],
-            label_column=cfg["label_column"],
-            group_column=cfg["group_column"],
-            groups=True,
-        )
+        test = read_table(cfg["test"], groups=True, **columns)
         X_test = align_features(
             test, train.feature_names, train.X.shape[1], f"the training file {train.path}"
         )
@@ -104,11 +89,7 @@ def _files(cfg):
                 f"{train.path}: one query only; give a test file (--test) or "
                 "more queries to hold some out."
             )
-        tr, te = next(
-            GroupShuffleSplit(1, test_size=cfg["test_size"], random_state=cfg["seed"]).split(
-                train.X, y, train.groups
-            )
-        )
+        tr, te = _hold_out(cfg, train.X, y, train.groups)
         parts = (train.X[tr], y[tr], train.groups[tr], train.X[te], y[te], train.groups[te])
         where = (
             f"test: a {cfg['test_size']:g} share of its queries held out (seed "

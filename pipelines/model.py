@@ -1,14 +1,7 @@
-"""The model file of `qsrank fit` (`qsrank.pipelines.scoring` scores with it).
-
-A model is data, never pickle: ``model.json`` (format and version, qsrank's version, the
-features, the positive class of each one-vs-rest model, loss, C, scaling, and the checksum of
-the whole model) beside ``model.npz`` (``coef``, ``intercept``, ``mean``, ``scale``; read with
-``allow_pickle=False``). So loading a model from elsewhere runs no code. model.json is checked
-against a schema (`ModelMeta`), the checksum covers model.json and model.npz together (an
-edit of either, feature names and classes included, is refused), and model.npz is read only
-to the size its declared shapes give: a file of another format, version or shape, or a zip
-bomb, is refused in one line naming it.
-"""
+"""The model file of `qsrank fit`: data, never pickle. ``model.json`` (checked against `ModelMeta`,
+with a checksum over both files) beside ``model.npz`` (read without pickle, only to the size its
+declared shapes give), so that loading a model runs no code and a changed, foreign or zip-bomb
+file is refused in one line."""
 
 import hashlib
 import io
@@ -76,8 +69,7 @@ class ModelMeta(BaseModel):
 
 
 def _fingerprint_ok(fingerprint, n_features):
-    """Whether a model's column fingerprint (`qs.data.tables.column_fingerprint`) is absent
-    or well formed for ``n_features`` columns."""
+    """Whether a column fingerprint is absent or well formed for ``n_features`` columns."""
     if fingerprint is None:
         return True
     if not isinstance(fingerprint, dict) or fingerprint.get("count") != n_features:
@@ -121,8 +113,7 @@ class Model:
 
 
 def model_digest(meta, weights):
-    """The checksum of a model: SHA-256 of model.json's fields but ``sha256`` (as canonical
-    JSON), then of the bytes `weights` of model.npz."""
+    """SHA-256 of model.json's fields but ``sha256`` (canonical JSON), then of model.npz's bytes."""
     fields = {k: v for k, v in meta.items() if k != "sha256"}
     h = hashlib.sha256(
         json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
@@ -132,21 +123,12 @@ def model_digest(meta, weights):
 
 
 def write_model(directory, meta, **arrays):
-    """Write model.npz (the `ARRAYS`) and model.json (`meta` with the format, version and
-    the model's checksum) into `directory`, each atomically; return the JSON's path."""
+    """Write model.npz (the `ARRAYS`) and model.json (`meta` with format, version and checksum) into
+    `directory`; return the JSON's path."""
     directory = Path(directory)
     write_npz(directory / WEIGHTS_NAME, {k: np.asarray(arrays[k], np.float64) for k in ARRAYS})
-    meta = json.loads(
-        json.dumps(
-            {
-                "format": FORMAT,
-                "format_version": VERSION,
-                "qsrank_version": _version("qsrank"),
-                **meta,
-                "weights": WEIGHTS_NAME,
-            }
-        )
-    )  # as it reads back
+    header = {"format": FORMAT, "format_version": VERSION, "qsrank_version": _version("qsrank")}
+    meta = json.loads(json.dumps({**header, **meta, "weights": WEIGHTS_NAME}))  # as it reads back
     meta["sha256"] = model_digest(meta, (directory / WEIGHTS_NAME).read_bytes())
     write_json(directory / JSON_NAME, meta)
     return directory / JSON_NAME
@@ -164,8 +146,7 @@ def _unique_keys(pairs):
 
 
 def model_files(path):
-    """(model.json, model.npz) of the model at `path` (its model.json, or a run directory
-    holding one)."""
+    """(model.json, model.npz) of the model at `path` (its model.json or a run directory)."""
     path = Path(path)
     if path.is_dir():
         path = path / JSON_NAME
@@ -173,8 +154,7 @@ def model_files(path):
 
 
 def read_model(path):
-    """The model at `path` (its model.json, or a run directory holding one), every field
-    checked; a ValueError naming the file otherwise."""
+    """The model at `path`, every field checked; a ValueError naming the file otherwise."""
     path, weights = model_files(path)
     raw = read_bytes(path, "the model file", _JSON_BYTES)
     try:
@@ -223,8 +203,7 @@ def read_model(path):
 
 
 def _weights(path, raw, shapes):
-    """The arrays of model.npz (its bytes `raw`), each member checked against the shape the
-    JSON gives before it is inflated."""
+    """The arrays of model.npz (bytes `raw`), checked against the JSON's shapes before inflating."""
     try:
         _check_members(path, raw, shapes)
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
@@ -261,9 +240,8 @@ def _weights(path, raw, shapes):
 
 
 def _check_members(path, raw, shapes):
-    """Refuse model.npz unless it holds exactly the `ARRAYS`, each a float64 .npy member of
-    its expected shape that inflates to no more than that shape takes (a zip bomb is refused
-    before it inflates)."""
+    """Refuse model.npz unless it holds exactly the `ARRAYS`, each a float64 .npy of its shape that
+    inflates no further (a zip bomb is refused before it inflates)."""
     with zipfile.ZipFile(io.BytesIO(raw)) as zf:
         members = {info.filename: info for info in zf.infolist()}
         if sorted(members) != sorted(f"{k}.npy" for k in ARRAYS):

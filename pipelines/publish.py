@@ -1,13 +1,6 @@
-"""Publishing a finished run: its tables, figures and provenance copied into ``results/``, which
-is kept in git and which the docs and the README read.
-
-Runs write under ``runs/`` (ignored by git), so that reproducing a result never changes the
-committed one; publishing is the deliberate step that does (``qsrank publish RUN``, ``make
-publish RUN=...``). What is copied: the run directory's own files that the docs and README
-include or that say where the numbers came from (``PUBLISHED``); not its resumable state
-(``runs/``), checkpoints, weights (``.npz``) or PDF figures. A run whose last command did not
-finish, or that holds no qsrank run, is refused.
-"""
+"""Publishing a finished run (``qsrank publish RUN``): its tables, figures and provenance
+(`PUBLISHED`; not its resumable state, weights or PDFs) copied into ``results/``, which git keeps
+and the docs and README read."""
 
 import shutil
 from pathlib import Path
@@ -38,8 +31,7 @@ def default_destination(run, results=RESULTS):
 
 
 def check_finished(run):
-    """Refuse (ValueError) a directory that holds no qsrank run, or a run whose last command
-    did not complete (its provenance says so, or it has none yet)."""
+    """Refuse a directory that holds no qsrank run, or a run whose last command did not complete."""
     run = Path(run)
     if not run.is_dir():
         raise ValueError(f"no run directory {run}")
@@ -57,10 +49,9 @@ def check_finished(run):
 
 
 def publish(run, to=None, results=RESULTS):
-    """Copy the published files of the finished run `run` into `to` (default
-    :func:`default_destination`), each file atomically, holding the run's lock (a run that a
-    command is writing is refused); files of those kinds that `to` holds and the run no longer
-    writes are removed, so that `to` is the run's. Returns (`to`, the names copied)."""
+    """Copy the published files of the finished run `run` into `to` (default `default_destination`),
+    holding the run's lock; stale files of those kinds in `to` are removed. Returns (`to`, the
+    names copied)."""
     run = Path(run)
     check_finished(run)
     with OutputLock(run / LOCK, f"run directory {run}"):

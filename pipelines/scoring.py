@@ -17,9 +17,8 @@ METRICS = {"ap": "AP", "ndcg": "NDCG", "voc_ap": "VOC AP", "roc_auc": "ROC AUC"}
 
 
 def predict(model_path, data_path, out, label_column=None):
-    """Score the rows of `data_path` with the model at `model_path` and write them to the CSV
-    `out` (one column per positive class); return the number of rows. A table's
-    `label_column` (default: the model's) is left out of the features."""
+    """Score the rows of `data_path` with the model at `model_path` into the CSV `out` (a column per
+    class); return the rows. `label_column` (default: the model's) is no feature."""
     json_path, weights = model_files(model_path)
     check_output(
         out, {"the model file": json_path, "the model weights": weights, "the data file": data_path}
@@ -54,16 +53,14 @@ def predict(model_path, data_path, out, label_column=None):
 
 
 def warn_permuted(path, fingerprint, X, against):
-    """One line on stderr when the columns of ``X`` (read from ``path``, a file without
-    column names) look permuted against the ``fingerprint`` of ``against``'s columns."""
+    """One line on stderr when the columns of ``X`` look permuted against `fingerprint`."""
     found = permuted_columns(fingerprint, X)
     if found is not None:
         print(f"Warning: {path}: {found} ({against}).", file=sys.stderr)
 
 
 def rank_metrics(relevant, scores):
-    """AP, NDCG, VOC AP (qs.metrics) and ROC AUC (`roc_auc`) of a ranking; NaN each when
-    the labels hold no positive or no negative."""
+    """AP, NDCG, VOC AP and ROC AUC of a ranking; NaN each without a positive or a negative."""
     relevant = np.asarray(relevant, dtype=bool)
     if relevant.all() or not relevant.any():
         return dict.fromkeys(METRICS, math.nan)
@@ -78,10 +75,8 @@ def rank_metrics(relevant, scores):
 
 
 def roc_auc(relevant, scores):
-    """ROC AUC as the Mann-Whitney statistic: the share of (positive, negative) pairs the
-    scores order right, a tie counting half (what scikit-learn's ``roc_auc_score`` gives;
-    the tests compare them). Written here because importing scikit-learn's metrics costs
-    `qsrank evaluate` most of its start-up."""
+    """ROC AUC as the Mann-Whitney statistic, ties counting half (as scikit-learn's, whose import
+    would cost `qsrank evaluate` most of its start-up)."""
     _, where, counts = np.unique(scores, return_inverse=True, return_counts=True)
     ends = np.cumsum(counts)
     ranks = ((ends - counts + 1 + ends) / 2)[where]  # 1-based, ties at their mean rank
@@ -91,9 +86,8 @@ def roc_auc(relevant, scores):
 
 
 def evaluate(scores_path, labels_path, label_column=None, out=None):
-    """The metrics of each score column of `scores_path` (as `predict` writes them), the
-    column's class against the rest of the labels of `labels_path`; written to the CSV `out`
-    when given. Returns a DataFrame: class, positives, then the `METRICS`."""
+    """The metrics of each score column of `scores_path` against the labels of `labels_path`, one
+    class vs the rest; written to the CSV `out` when given."""
     if out is not None:
         check_output(out, {"the scores file": scores_path, "the labels file": labels_path})
     scores = _read_scores(scores_path)

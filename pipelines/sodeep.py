@@ -1,6 +1,5 @@
-"""SoDeep's sorters (Engilberge et al., CVPR 2019): train one and write its checkpoint (one
-torch file: weights and metadata, atomically; `qsrank sodeep train`), and the L1 rank error of
-the sorters beside the paper's Table 1 (`qsrank sodeep eval`)."""
+"""SoDeep's sorters (Engilberge et al., CVPR 2019): `qsrank sodeep train` writes a checkpoint,
+`qsrank sodeep eval` the L1 rank error beside the paper's Table 1."""
 
 import glob
 import time
@@ -14,23 +13,9 @@ from qsrank.pipelines._provenance import provenance
 from qsrank.pipelines._tables import fmt, markdown_table
 
 
-def train(
-    kind,
-    length,
-    steps,
-    seed,
-    out,
-    *,
-    size="default",
-    batch_size=128,
-    lr=None,
-    test_vectors=10_000,
-    progress=True,
-    **hyper,
-):
-    """Train a sorter (:func:`qs.surrogates.sodeep.train_sorter`) with a progress bar of the
-    running loss, and write its checkpoint to `out` atomically; return its metadata. One
-    process at a time trains into `out`: a second is refused, naming the first."""
+def train(kind, length, steps, seed, out, *, progress=True, **options):
+    """Train a sorter with a progress bar and write its checkpoint to `out` atomically, one process
+    at a time; return its metadata. `options`: `train_sorter`'s keywords (None: its default)."""
     import torch
 
     from qs.surrogates import sodeep
@@ -38,7 +23,7 @@ def train(
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a directory; give the checkpoint's file name")
-    hyper = {k: v for k, v in hyper.items() if v is not None}
+    options = {k: v for k, v in options.items() if v is not None}
     running = {"loss": None}
     with (
         OutputLock(out.with_name(f".{out.name}.lock"), f"the checkpoint {out}"),
@@ -58,18 +43,7 @@ def train(
                 bar.set_postfix(l1=f"{running['loss']:.4f}")
 
         start = time.perf_counter()
-        sorter, meta = sodeep.train_sorter(
-            kind,
-            length,
-            steps,
-            seed,
-            size=size,
-            batch_size=batch_size,
-            lr=lr,
-            test_vectors=test_vectors,
-            callback=callback,
-            **hyper,
-        )
+        sorter, meta = sodeep.train_sorter(kind, length, steps, seed, callback=callback, **options)
         meta["train_seconds"] = round(time.perf_counter() - start, 1)
         meta["provenance"] = provenance(
             seed, "synthetic score vectors (qs.surrogates.sodeep.synthetic_scores)"
@@ -93,9 +67,8 @@ def train_report(meta, out):
 
 
 def evaluate(checkpoints=None, n_vectors=10_000, seed=None):
-    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) for the
-    handcrafted ranker and the sorters of `checkpoints` (default: the shipped LSTM and
-    CNN), all on the same `n_vectors` seeded synthetic test vectors at the checkpoints' length."""
+    """Rows (sorter, hyper-parameters, length, parameters, our L1, paper's L1) of the handcrafted
+    ranker and `checkpoints` (default: the shipped ones) on one set of test vectors."""
     from qs.surrogates import sodeep
 
     seed = sodeep.TEST_SEED if seed is None else seed

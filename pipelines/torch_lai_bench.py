@@ -1,13 +1,9 @@
-"""Benchmark of LAI inside deep-net training: `qsrank bench torch-lai [a b c d]`, Markdown.
-
-Medians over warm calls on seeded one-vs-rest scores (about 10% positives), compile and
-first calls apart: (a) a mini-batch of 10 queries x 256: one ``lai_batch`` call and one
-``rank_hinge_loss`` forward + backward against 10 single calls; (b) the loss's share of a
-PL-CNN training step (batch 200, CPU); (c) the torch method against numba on a larger batch;
-(d) on CUDA, when present, 64 queries x 10^6 scores, ranks compared. Torch on ``threads``
-threads (default 1)."""
+"""`qsrank bench torch-lai`: medians over warm calls, first calls apart, of (a) a mini-batch of 10 x
+256 scores: lai_batch and rank_hinge_loss against 10 single calls; (b) the loss's share of a
+PL-CNN step; (c) the torch method against numba; (d) the same on CUDA, at 64 x 10^6."""
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -15,6 +11,7 @@ from qs.inference import lai
 from qs.inference.batch import lai_batch
 from qs.inference.zero_one import zero_one_lai
 from qsrank.pipelines._measure import median_time
+from qsrank.pipelines.torch_loss_parts import one_vs_rest
 
 #: the named methods timed beside the default in (a)
 NAMED = {
@@ -25,23 +22,10 @@ NAMED = {
 GPU_BATCH = (64, 1_000_000)
 
 
-def _first_time(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _one_vs_rest(rng, q, n, frac=0.1):
-    scores = rng.normal(size=(q, n))
-    labels = rng.random((q, n)) < frac
-    labels[:, 0], labels[:, 1] = True, False  # every query has both classes
-    return scores, labels
-
-
 def minibatch(torch, q=10, n=256, repeats=200, seed=0):
     """(a): rows (name, seconds per call, note)."""
     rng = np.random.default_rng(seed)
-    scores, labels = _one_vs_rest(rng, q, n)
+    scores, labels = one_vs_rest(rng, q, n, dtype=np.float64)
     s_t, y_t = torch.from_numpy(scores.T.copy()), torch.from_numpy(labels)
     from qs.torch import rank_hinge_loss
 
@@ -64,22 +48,14 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
 
     cases = [("10 x zero_one_lai kernel (0-1)", zero_one_kernels)]
     for loss in ("ap", "ndcg", "01"):
+        batch = partial(lai_batch, scores, labels, loss, gradient=True)
         cases += [
-            (
-                f"lai_batch {loss}, gradient",
-                lambda lo=loss: lai_batch(scores, labels, lo, gradient=True),
-            ),
+            (f"lai_batch {loss}, gradient", batch),
             (f"10 x lai {loss}", single_lai(loss)),
             (f"rank_hinge_loss {loss} fwd+bwd (logits.T)", torch_step(loss)),
         ]
-        cases += [
-            (
-                f"lai_batch {loss} method {m}",
-                lambda lo=loss, m=m: lai_batch(scores, labels, lo, m, gradient=True),
-            )
-            for m in NAMED[loss]
-        ]
-    first = [_first_time(fn) for _, fn in cases]
+        cases += [(f"lai_batch {loss} method {m}", partial(batch, method=m)) for m in NAMED[loss]]
+    first = [median_time(fn, 1) for _, fn in cases]
     # interleaved: each round times every case once, so that a change of the machine's load
     # (shared cores) touches all cases alike
     rounds = np.array([[median_time(fn, 1, inner=5) for _, fn in cases] for _ in range(repeats)])
@@ -87,8 +63,7 @@ def minibatch(torch, q=10, n=256, repeats=200, seed=0):
 
 
 def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
-    """(b): (step seconds, loss seconds, parameters). The loss is timed inside the step:
-    its forward (the LAI) and its share of the backward."""
+    """(b): (step seconds, loss seconds, parameters), the loss and its backward timed in a step."""
     from qs.nets import PLCNN, n_parameters
     from qs.torch import rank_hinge_loss
 
@@ -116,12 +91,11 @@ def cnn_share(torch, batch=200, repeats=3, loss="ap", seed=0):
 
 
 def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
-    """(c) on the CPU, (d) on CUDA: (numba seconds on the CPU, torch-method seconds on
-    `device`, ranks identical)."""
+    """(c), (d): (numba seconds on the CPU, torch method seconds on `device`, ranks identical)."""
     from qs.torch._exact import lai_torch
 
     rng = np.random.default_rng(seed)
-    scores, labels = _one_vs_rest(rng, q, n, frac=0.01)
+    scores, labels = one_vs_rest(rng, q, n, frac=0.01, dtype=np.float64)
     s_t, y_t = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
 
     def on_device():
@@ -137,7 +111,7 @@ def torch_vs_numba(torch, q, n, device="cpu", repeats=3, loss="ap", seed=0):
     return numba_s, torch_s, same
 
 
-def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), parts="abcd"):
+def run(threads=1, repeats=200, cnn_batch=200, large=(16, 100_000), parts="abcd"):
     """The measurements of ``parts`` as Markdown text."""
     import torch
 
@@ -145,7 +119,7 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
     out = [f"torch {torch.__version__}, {threads} torch thread(s); seconds are medians."]
     if "a" in parts:
         out += _minibatch_text(torch, repeats)
-    if cnn and "b" in parts:
+    if "b" in parts:
         step, loss_s, params = cnn_share(torch, batch=cnn_batch)
         out += [
             "",
@@ -153,7 +127,7 @@ def run(threads=1, repeats=200, cnn=True, cnn_batch=200, large=(16, 100_000), pa
             f"{step:.3f} s, AP loss (LAI forward + its backward) {loss_s * 1e3:.3f} ms = "
             f"{100 * loss_s / step:.3f}% of the step",
         ]
-    if large and "c" in parts:
+    if "c" in parts:
         numba_s, torch_s, same = torch_vs_numba(torch, *large)
         out += [
             "",
@@ -194,17 +168,14 @@ def _minibatch_text(torch, repeats):
     base = t["10 x zero_one_lai kernel (0-1)"]
     out += ["", "| ratio | value |", "|---|---|"]
     for loss in ("ap", "ndcg", "01"):
-        out.append(
-            f"| lai_batch {loss} / 10 x 0-1 kernel | "
-            f"{t[f'lai_batch {loss}, gradient'] / base:.2f} |"
-        )
-        out.append(
-            f"| 10 x lai {loss} / lai_batch {loss} | "
-            f"{t[f'10 x lai {loss}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
-        )
+        batch = t[f"lai_batch {loss}, gradient"]
+        out += [
+            f"| lai_batch {loss} / 10 x 0-1 kernel | {batch / base:.2f} |",
+            f"| 10 x lai {loss} / lai_batch {loss} | {t[f'10 x lai {loss}'] / batch:.2f} |",
+        ]
         out += [
             f"| lai_batch {loss} method {m} / default method | "
-            f"{t[f'lai_batch {loss} method {m}'] / t[f'lai_batch {loss}, gradient']:.2f} |"
+            f"{t[f'lai_batch {loss} method {m}'] / batch:.2f} |"
             for m in NAMED[loss]
         ]
     return out

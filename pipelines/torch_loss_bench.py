@@ -1,19 +1,10 @@
-"""Benchmark of the rank losses a deep net trains on: `qsrank bench torch-losses`
-(docs/benchmarks.md). Medians over warm repeats on seeded synthetic data (about 10%
-positives per query), ratios measured side by side in one run:
-
-- curves: forward + backward time and peak extra memory of each loss for Q queries of
-  n = 2^8 ... 2^20 float32 scores, on the CPU (and CUDA when torch sees one);
-- batched: ``lai_batch`` and the loss's inference against ``lai`` row by row;
-- distributed: ``distributed_rank_hinge_loss`` on 2 gloo processes against one process,
-  timed in turn in the same processes (the one-process steps on process 0 while the other
-  waits, blocked, at a barrier); the ratio is the median of the repeats' ratios;
-- memory: ``CrossBatchMemory`` (M = 10^5) against the similarity product alone.
-
-Writes report.md, curves.csv, curves.png/.pdf and provenance.json; torch on one thread."""
+"""`qsrank bench torch-losses` (docs/benchmarks.md): medians over warm repeats of the rank losses
+(curves of time and memory), lai_batch against lai row by row, the distributed loss against one
+process, and the memory bank; writes report.md, curves.csv and curves.png."""
 
 import csv
 import os
+from functools import partial
 
 import numpy as np
 
@@ -65,18 +56,11 @@ def _losses(torch):
     }
 
 
-def _median(times):
-    return float(np.median(times)), float(np.min(times)), float(np.max(times))
-
-
 def loss_curves(
     torch, sizes=SIZES, q=8, repeats=5, device="cpu", budget=30.0, seed=0, losses=LOSSES
 ):
-    """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note); at each n
-    the losses' repeats are interleaved, so that all of them see the same load, and a repeat
-    is the mean of back-to-back calls (`interleaved`). The peaks are taken in a
-    second pass, one call each, after :func:`exact_rss` (on the CPU): the times are those of
-    the default allocator."""
+    """Rows (device, loss, n, median s, min s, max s, peak bytes or None, note), the losses' repeats
+    interleaved at each n; peaks in a second pass after `exact_rss`."""
     fns = _losses(torch)
     losses = tuple(losses) + (CUDA_LOSSES if device == "cuda" else ())
     rows, stopped = [], {}
@@ -96,7 +80,8 @@ def loss_curves(
             if name not in steps:
                 rows.append([device, name, n, None, None, None, None, notes[name]])
                 continue
-            med, lo, hi = _median(times[name])
+            t = times[name]
+            med, lo, hi = float(np.median(t)), float(t.min()), float(t.max())
             rows.append([device, name, n, med, lo, hi, None, ""])
             if med > budget:
                 stopped[name] = f"skipped: {med:.1f} s at n = {n}"
@@ -137,9 +122,8 @@ def _step(torch, fn, s, y, device):
 def batched_vs_rows(
     q=4, sizes=(100_000, 1_000_000), fracs=(0.001, 0.01, 0.1), repeats=3, seed=0, loss="ap"
 ):
-    """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each time an array
-    (repeats, 2) of (wall s, CPU s) per call: the loss's inference is ``rank_hinge_loss``'s
-    forward pass on float64 CPU scores (no copy)."""
+    """Rows (n, positives share, loss's inference, lai_batch, Q x lai), each (repeats, 2) of (wall
+    s, CPU s) per call."""
     import torch
 
     from qs.inference import lai
@@ -160,9 +144,7 @@ def batched_vs_rows(
 
             cases = {
                 "loss": loss_forward,
-                "batch": lambda scores=scores, labels=labels: lai_batch(
-                    scores, labels, loss, gradient=True
-                ),
+                "batch": partial(lai_batch, scores, labels, loss, gradient=True),
                 "rows": lambda scores=scores, labels=labels: [
                     lai(scores[k], labels[k], loss) for k in range(q)
                 ],
@@ -244,9 +226,8 @@ def run(
     seed=0,
     devices=None,
 ):
-    """Run the parts named in ``parts`` into the run directory ``out`` (default
-    runs/torch_losses/<run-id>); return (the run directory, the report). ``devices``: those
-    of the curves (None: the CPU, and CUDA when torch sees one)."""
+    """Run `parts` into the run directory `out` (default runs/torch_losses/<run-id>); return (it,
+    the report). ``devices``: the curves' (None: cpu, and cuda when present)."""
     import torch
 
     if devices is None:

@@ -1,7 +1,5 @@
-"""Parts of `qsrank bench torch-losses` (pipelines/torch_loss_bench.py): the seeded
-one-vs-rest scores every part times; cases timed side by side (`interleaved`) and their
-ratios; ``distributed_rank_hinge_loss`` on gloo processes against one process on the global
-batch, timed in turn in the same processes; the memory bank against the similarity product."""
+"""Parts of `qsrank bench torch-losses`: seeded one-vs-rest scores, cases timed side by side, the
+distributed loss against one process, the memory bank against the similarity product."""
 
 import datetime
 import socket
@@ -19,10 +17,9 @@ DISTRIBUTED_REPEATS = 15
 MIN_REPEAT_S = 0.05
 
 
-def one_vs_rest(rng, q, n, frac=0.1):
-    """Scores (q, n) of normal draws and labels with about `frac` positives per query (every
-    query has both classes)."""
-    scores = rng.normal(size=(q, n)).astype(np.float32)
+def one_vs_rest(rng, q, n, frac=0.1, dtype=np.float32):
+    """Scores (q, n) of normal draws and labels, about `frac` positives (and a negative) a query."""
+    scores = rng.normal(size=(q, n)).astype(dtype)
     labels = rng.random((q, n)) < frac
     labels[:, 0], labels[:, 1] = True, False  # every query has both classes
     return scores, labels
@@ -83,10 +80,8 @@ def _mean_step(loss, x):
 
 
 def distributed_step(per_rank=4096, q=8, repeats=DISTRIBUTED_REPEATS, world=2, seed=0):
-    """(s of a distributed step, s of the one-process step) per repeat, an array (repeats,
-    2): a repeat times each in turn in the same processes (the one-process step on process
-    0, the others blocked at a barrier), so both see the same load; the distributed step
-    ends when its last process is done."""
+    """(distributed step s, one-process step s) per repeat, timed in turn in the same processes (the
+    one-process step on process 0, the others at a barrier)."""
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,10 +96,8 @@ def distributed_step(per_rank=4096, q=8, repeats=DISTRIBUTED_REPEATS, world=2, s
 
 
 def interleaved(cases, repeats):
-    """(wall s, CPU s) per call of each case, one row per repeat (an array (repeats, 2)):
-    repeats interleaved across the cases, each the mean of back-to-back calls filling
-    `MIN_REPEAT_S`, so that a repeat's ratio between two cases is measured side by
-    side."""
+    """(wall s, CPU s) per call of each case per repeat, repeats interleaved across cases, each the
+    mean of calls filling `MIN_REPEAT_S`."""
     inner = {}
     for name, fn in cases.items():
         fn()
@@ -127,15 +120,14 @@ def interleaved(cases, repeats):
 
 
 def ratio_text(num, den, clock):
-    """Median ratio of two cases of `interleaved` on ``clock`` (0 wall, 1 CPU), with
-    the smallest and largest of the repeats' ratios: "1.23 (1.10-1.31)"."""
+    """'1.23 (1.10-1.31)': the median ratio of two `interleaved` cases on ``clock`` (0 wall, 1 CPU),
+    with its range."""
     r = num[:, clock] / den[:, clock]
     return f"{np.median(r):.2f} ({r.min():.2f}-{r.max():.2f})"
 
 
 def memory_bank(size=100_000, queries=64, dim=128, classes=1000, repeats=5, seed=0):
-    """((wall s, CPU s) per repeat of the similarity product, of loss + gradient), each an
-    array (repeats, 2)."""
+    """(similarity product, loss + gradient) times, each (repeats, 2) of (wall s, CPU s)."""
     import torch
 
     from qs.torch.memory import CrossBatchMemory

@@ -1,11 +1,6 @@
-"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per loss-augmented
-inference (LAI) call through the public ``qs.inference.lai`` as the number of negatives,
-positives, or both grows, on seeded synthetic scores (docs/benchmarks.md says how each curve
-is timed).
-
-The package: `config` (curves, clocks, sizes and the schema), `timing`, `report` (tables,
-summary and figure) and `share` (the grid of `vary: share`).
-"""
+"""Scaling benchmark (Mohapatra et al., CVPR 2018, Figures 2-3): seconds per LAI call as negatives,
+positives, or both grow, on seeded synthetic scores; `config`, `timing`, `report` and `share`
+(the grid of `vary: share`)."""
 
 from qsrank.pipelines._io import write_csv, write_text
 from qsrank.pipelines._runner import run_dir
@@ -38,12 +33,7 @@ __all__ = [
 
 
 def run(config, out_dir=None, progress=True):
-    """Time every curve at every size, write the run directory, and return its path.
-
-    `out_dir` None writes to runs/scaling/<UTC time>-<vary>-<random>/ under the working
-    directory, claimed (and checked writable) first; the results are written when the timings
-    are complete, each file atomically.
-    """
+    """Time every curve at every size into `out_dir` (None: a new runs/scaling/...); return it."""
     cfg = resolve(config)
     with run_dir("scaling", "bench", out_dir, cfg, data_note(cfg), cfg, label=cfg["vary"]) as out:
         share = cfg["vary"] == "share"

@@ -42,9 +42,8 @@ REFERENCES = {
 # Outside reference of `vary: share`, timed on all the scores that lai gets (loss column "-"):
 # the order of the scores that an exact LAI has to learn, by numpy's argsort.
 SHARE_REFERENCES = {"np.argsort": np.argsort}
-# `vary: share`: the default (through lai and lai_batch), every other exact method whose cost
-# is linear up to logarithms (the O(NP) scans are left out), and the 0-1 LAI, on a grid of
-# negatives x share of positives. "batch" is the default through lai_batch, one query.
+# `vary: share`: the default (through lai, and lai_batch on one query: "batch"), every other
+# exact method linear up to logarithms (no O(NP) scans), and the 0-1 LAI.
 SHARE_CURVES = (
     ("01", "0-1", "zero_one"),
     ("ap", "ap_auto", "auto"),
@@ -86,15 +85,12 @@ COLORS = {
 SKIPPED = "skipped (budget)"
 #: the figures' legend names of the paper's baselines, which the curve names give as the loss
 LABELS = {"ap": "ap (Yue et al.)", "ndcg": "ndcg (Chakrabarti et al.)"}
-# What a sample measures. On a machine shared with other jobs, wall time inflates a call
-# longer than the scheduler's time slice (it waits for the others) far more than a short one,
-# and so the ratios between them; the process's CPU time does not wait (a threaded call counts
-# the CPU time of all its threads).
+# What a sample measures. On a shared machine, wall time inflates calls longer than the
+# scheduler's time slice, and so the ratios; CPU time (of all threads) does not wait.
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SAMPLE_S = 2e-3  # seconds of back-to-back calls per timed sample (one call if longer)
-# Each call of a curve reads the next of a rotation of different score vectors of one size,
-# together at least ROTATION_BYTES (beyond the caches; and the branch predictor cannot learn
-# one input) and at least MIN_INPUTS of them: training never calls LAI twice on one input.
+# Each call reads the next of a rotation of score vectors of one size, at least ROTATION_BYTES
+# (beyond the caches and the branch predictor) and MIN_INPUTS: training never repeats an input.
 ROTATION_BYTES = 64 << 20
 MIN_INPUTS = 2
 MAX_INPUTS = 4096
@@ -172,10 +168,7 @@ class Config(S.Section):
     presets: S.presets(
         PRESETS,
         SPEC_KEYS,
-        {
-            "shares": S.distinct(S.real(gt=0)),
-            "negatives": S.distinct(conint(ge=1)),
-        },
+        {"shares": S.distinct(S.real(gt=0)), "negatives": S.distinct(conint(ge=1))},
         PRESETS_EXPECTED,
     ) = S.key(PRESETS, "per preset and vary: how the sizes are spaced")
 
@@ -199,8 +192,7 @@ class Config(S.Section):
 
 
 def load_config(path=None, **overrides):
-    """The defaults, updated by the YAML file at `path`, then by the non-None `overrides`;
-    checked. The file is checked on its own first, so its errors name the file."""
+    """The defaults updated by the YAML file at `path`, then the non-None `overrides`; checked."""
     return _config.load_config(path, {}, resolve, overrides)
 
 
@@ -245,9 +237,7 @@ def rotation_count(n):
 
 
 def _check_memory(pairs, where):
-    """Refuse sizes whose score vectors (`timing.make_data`: the rotation and its negatives)
-    exceed the machine's memory, up front rather than as a MemoryError after the smaller sizes
-    ran."""
+    """Refuse sizes whose score vectors exceed the machine's memory, before smaller sizes run."""
     n_pos, n_neg = max(pairs, key=sum)
     n = n_pos + n_neg
     need = rotation_count(n) * 8 * (n + n_neg) + n

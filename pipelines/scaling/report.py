@@ -24,15 +24,6 @@ from qsrank.pipelines.scaling.share import plot_share, share_markdown
 from qsrank.pipelines.scaling.timing import data_note
 
 
-def read_run(run_dir):
-    """The (timings, cold) frames of a finished run, their columns checked."""
-    run_dir = Path(run_dir)
-    return (
-        read_csv(run_dir / "timings.csv", TIMING_COLUMNS),
-        read_csv(run_dir / "compile.csv", COLD_COLUMNS),
-    )
-
-
 def _panels(frame):
     """One panel per loss present; just 0-1 and the references when no rank loss ran."""
     return [loss for loss in LOSSES if (frame["loss"] == loss).any()] or ["-"]
@@ -43,8 +34,8 @@ def _title(panel):
 
 
 def _medians(timings, cold, panel, statistic="median"):
-    """Median seconds per call (`statistic` "spread": the repeats' interquartile range over
-    their median): rows (n_pos, n_neg), columns the panel's curves; NaN = skipped."""
+    """Median seconds per call (`statistic` "spread": interquartile range / median): rows (n_pos,
+    n_neg), columns the panel's curves; NaN = skipped."""
     mine = cold[cold["loss"].isin((panel,) + SHARED)]
     names = list(dict.fromkeys(mine["curve"]))  # names are unique within a panel
     warm = timings[timings["loss"].isin((panel,) + SHARED)]
@@ -66,22 +57,19 @@ def _size_table(table, blank):
     return markdown_table(["n_pos", "n_neg", *table.columns], rows)
 
 
-def median_tables(timings, cold):
-    """Median seconds per LAI call, one Markdown table per loss (the compact stdout table)."""
+def report(run_dir):
+    """What `qsrank bench` prints of a finished run: the grid table of a share run, else the
+    median seconds per call, a table per loss."""
+    grid = Path(run_dir) / "grid.csv"
+    if grid.is_file():
+        return share_markdown(read_csv(grid))
+    timings = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)
+    cold = read_csv(Path(run_dir) / "compile.csv", COLD_COLUMNS)
     return "\n\n".join(
         f"{_title(panel)}: median seconds per call\n\n"
         + _size_table(_medians(timings, cold, panel), SKIPPED)
         for panel in _panels(cold)
     )
-
-
-def report(run_dir):
-    """What `qsrank bench` prints of a finished run: the grid table of a share run, else the
-    median tables."""
-    grid = Path(run_dir) / "grid.csv"
-    if grid.is_file():
-        return share_markdown(read_csv(grid))
-    return median_tables(*read_run(run_dir))
 
 
 def summary(cfg, timings, cold):
@@ -145,11 +133,8 @@ def summary(cfg, timings, cold):
 
 
 def plot(timings, stem):
-    """Log-log median seconds per call against the varied count, a panel per loss, the
-    band between the quartiles of the repeats around each curve.
-
-    Writes `stem`.png and `stem`.pdf atomically and returns their paths.
-    """
+    """Log-log median seconds per call against the varied count, a panel per loss, the quartiles as
+    a band; writes `stem`.png and .pdf."""
     vary = timings["vary"].iloc[0]
     grouped = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)
     med = grouped["seconds"].median().reset_index()
@@ -191,8 +176,7 @@ def plot(timings, stem):
 
 
 def redraw(run_dir, kind="bench"):
-    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv (a curve run or a share
-    grid); return their paths."""
+    """Redraw RUN_DIR/scaling.png and .pdf from RUN_DIR/timings.csv; return their paths."""
     if kind != "bench":
         raise ValueError(f"{run_dir} holds a scaling {kind} run, which draws no figure")
     timings = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS)

@@ -1,7 +1,5 @@
-"""`vary: share`: the grid of negatives x share of positives, every exact method whose cost is
-linear up to logarithms and the 0-1 LAI, timed in shuffled rounds (a slow spell of the machine
-hits all curves of a round, and no curve always follows the same one); the grid table and
-figure."""
+"""`vary: share`: the grid of negatives x share of positives, every near-linear exact method and the
+0-1 LAI timed in shuffled rounds; the grid table and figure."""
 
 import numpy as np
 import pandas as pd
@@ -35,8 +33,8 @@ SHARE_COLUMNS = [
 
 
 def _predicted_share(last, method, n_pos, n_neg):
-    """Seconds per call extrapolated from the curve's time at the same share and a smaller N:
-    linear in N + P, but for search, whose scan past the concave ranks costs up to P^2."""
+    """Seconds per call extrapolated from the same share at a smaller N: linear in N + P, but
+    search's scan costs up to P^2."""
     if last is None:
         return 0.0
     p0, n0, seconds = last
@@ -46,8 +44,7 @@ def _predicted_share(last, method, n_pos, n_neg):
 
 
 def _nearest_share(shares, n_pos, n_neg):
-    """Index of the share a cell (n_pos, n_neg) was made from (the first, where several
-    round to the same P)."""
+    """Index of the (first) share that a cell (n_pos, n_neg) was made from."""
     return min(range(len(shares)), key=lambda i: abs(max(1, round(shares[i] * n_neg)) - n_pos))
 
 
@@ -74,16 +71,22 @@ def write_share(cfg, out, timings):
     plot_share(timings, out / "scaling")
 
 
-def _ratio(a, b):
-    """Median and (min, max) of the per-round ratios of two curves' samples (same round)."""
+def _ratio(a, b, name=None):
+    """The median of the per-round ratios of two curves' samples (same round); with `name`, as
+    the columns {name: median, name_spread: "min-max"}."""
     ratios = np.asarray(a) / np.asarray(b)
-    return float(np.median(ratios)), (float(ratios.min()), float(ratios.max()))
+    if name is None:
+        return float(np.median(ratios))
+    return {
+        name: float(np.median(ratios)),
+        f"{name}_spread": f"{ratios.min():.2f}-{ratios.max():.2f}",
+    }
 
 
 def share_table(timings, shares):
-    """One row per loss and cell: the default's median time and spread (min-max over rounds),
-    time per score, and its ratios to the 0-1 LAI and to the fastest other exact method
-    (medians of per-round ratios, with their min-max), and lai_batch's time over lai's."""
+    """One row per loss and cell: the default's median time and spread, time per score, and its
+    per-round ratios to the 0-1 LAI, the fastest other exact method and np.argsort, and
+    lai_batch's over lai's."""
     rows = []
     samples = {
         key: frame.sort_values("repeat")["seconds"].to_numpy()
@@ -110,8 +113,7 @@ def share_table(timings, shares):
                 "ns_per_score": 1e9 * float(np.median(own)) / (n_pos + n_neg),
             }
             if not zero_one[(zero_one["n_pos"] == n_pos) & (zero_one["n_neg"] == n_neg)].empty:
-                mid, (lo, hi) = _ratio(own, samples["01", "0-1", n_pos, n_neg])
-                row.update({"vs_zero_one": mid, "vs_zero_one_spread": f"{lo:.2f}-{hi:.2f}"})
+                row.update(_ratio(own, samples["01", "0-1", n_pos, n_neg], "vs_zero_one"))
             others = {
                 c: samples[loss, c, n_pos, n_neg]
                 for c in grid_cell["curve"].unique()
@@ -119,95 +121,64 @@ def share_table(timings, shares):
             }
             if others:
                 best = min(others, key=lambda c: np.median(others[c]))
-                mid, (lo, hi) = _ratio(own, others[best])
-                row.update(
-                    {
-                        "fastest_other": best,
-                        "vs_fastest_other": mid,
-                        "vs_fastest_other_spread": f"{lo:.2f}-{hi:.2f}",
-                    }
-                )
+                row.update(fastest_other=best, **_ratio(own, others[best], "vs_fastest_other"))
             if ("-", "np.argsort", n_pos, n_neg) in samples:
-                mid, (lo, hi) = _ratio(own, samples["-", "np.argsort", n_pos, n_neg])
-                row.update({"vs_argsort": mid, "vs_argsort_spread": f"{lo:.2f}-{hi:.2f}"})
+                row.update(_ratio(own, samples["-", "np.argsort", n_pos, n_neg], "vs_argsort"))
             if (loss, f"{loss}_batch", n_pos, n_neg) in samples:
-                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg], own)[0]
+                row["batch_vs_lai"] = _ratio(samples[loss, f"{loss}_batch", n_pos, n_neg], own)
             rows.append(row)
     return pd.DataFrame(rows, columns=SHARE_COLUMNS)
 
 
 def share_markdown(table):
     """The grid table in Markdown (ratios to 2 decimals, times to 3 significant digits)."""
-
-    def fmt(value, spec=""):
-        return cell(value, spec, "n/a")
-
     rows = [
-        [
-            r.loss,
-            str(r.n_neg),
-            f"{r.share:g}",
-            str(r.n_pos),
-            fmt(r.default_s, ".3g"),
-            r.default_spread,
-            fmt(r.ns_per_score, ".3g"),
-            fmt(r.vs_zero_one, ".2f"),
-            fmt(r.vs_zero_one_spread),
-            fmt(r.fastest_other),
-            fmt(r.vs_fastest_other, ".2f"),
-            fmt(r.vs_fastest_other_spread),
-            fmt(r.batch_vs_lai, ".2f"),
-            fmt(r.vs_argsort, ".2f"),
-            fmt(r.vs_argsort_spread),
-        ]
+        [cell(getattr(r, column), spec, "n/a") for column, _, spec in _MARKDOWN]
         for r in table.itertuples(index=False)
     ]
-    header = [
-        "loss",
-        "N",
-        "P/N",
-        "P",
-        "default (s)",
-        "spread (s)",
-        "ns per score",
-        "default / 0-1",
-        "spread",
-        "fastest other exact",
-        "default / it",
-        "spread",
-        "lai_batch / lai",
-        "default / np.argsort",
-        "spread",
-    ]
-    return markdown_table(header, rows)
+    return markdown_table([header for _, header, _ in _MARKDOWN], rows)
+
+
+#: the grid table's columns in Markdown: (column, header, format spec)
+_MARKDOWN = (
+    ("loss", "loss", ""),
+    ("n_neg", "N", ""),
+    ("share", "P/N", "g"),
+    ("n_pos", "P", ""),
+    ("default_s", "default (s)", ".3g"),
+    ("default_spread", "spread (s)", ""),
+    ("ns_per_score", "ns per score", ".3g"),
+    ("vs_zero_one", "default / 0-1", ".2f"),
+    ("vs_zero_one_spread", "spread", ""),
+    ("fastest_other", "fastest other exact", ""),
+    ("vs_fastest_other", "default / it", ".2f"),
+    ("vs_fastest_other_spread", "spread", ""),
+    ("batch_vs_lai", "lai_batch / lai", ".2f"),
+    ("vs_argsort", "default / np.argsort", ".2f"),
+    ("vs_argsort_spread", "spread", ""),
+)
 
 
 def share_summary(cfg, table):
     """summary.md of a share grid: what was timed and the grid table."""
-    return (
-        "\n\n".join(
-            [
-                "# Loss-augmented inference across the share of positives",
-                f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
-                'default is `lai(..., method="auto")`; `lai_batch / lai` is the default through '
-                "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
-                "of two samples of the same round (the curves run in a shuffled order in each round), "
-                f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
-                f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
-                "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
-                "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP). "
-                "`np.argsort` sorts the same N + P scores (the order an exact LAI has to learn; "
-                "a sort of the values alone gives none).",
-                share_markdown(table),
-            ]
-        )
-        + "\n"
+    text = (
+        f"Data: {data_note(cfg)}. N negatives and P = max(1, round(share N)) positives. The "
+        'default is `lai(..., method="auto")`; `lai_batch / lai` is the default through '
+        "`lai_batch` (one query) over it. Each ratio is the median over rounds of the ratio "
+        "of two samples of the same round (the curves run in a shuffled order in each round), "
+        f"with its min-max; up to {cfg['repeats']} rounds, fewer where N is large "
+        f"(N x rounds <= {SHARE_WORK:.0e}, at least 3), timed by the {cfg['clock']} clock "
+        "(cpu: the process's CPU time, all threads). The fastest other exact method is the "
+        "one of least median time among bucket, bucket_sort, qs, sort_dc and search (AP). "
+        "`np.argsort` sorts the same N + P scores (the order an exact LAI has to learn; "
+        "a sort of the values alone gives none)."
     )
+    title = "# Loss-augmented inference across the share of positives"
+    return "\n\n".join([title, text, share_markdown(table)]) + "\n"
 
 
 def plot_share(timings, stem):
-    """Time per score against P/N, a panel per loss and count of negatives; every method and
-    the 0-1 LAI. Writes `stem`.png and `stem`.pdf atomically and returns their paths."""
+    """Time per score against P/N, a panel per loss and N; writes `stem`.png and .pdf."""
     med = timings.groupby(["loss", "curve", "method", "n_pos", "n_neg"], sort=False)["seconds"]
     med = med.median().reset_index()
     med["x"] = med["n_pos"] / med["n_neg"]

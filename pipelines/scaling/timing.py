@@ -1,8 +1,7 @@
-"""The timing of the scaling benchmark: seeded score vectors in a rotation, one cold call and
-rounds of warm samples per curve and size."""
+"""The scaling benchmark's timing: seeded score vectors in a rotation, a cold call and rounds of
+warm samples per curve and size."""
 
 import itertools
-import time
 
 import numpy as np
 import pandas as pd
@@ -10,6 +9,7 @@ from tqdm import tqdm
 
 from qs.inference import lai
 from qs.inference.batch import lai_batch
+from qsrank.pipelines._measure import clock
 from qsrank.pipelines.scaling.config import (
     CLOCKS,
     COLD_COLUMNS,
@@ -25,8 +25,7 @@ from qsrank.pipelines.scaling.config import (
 
 
 def make_data(cfg, n_pos, n_neg):
-    """Seeded synthetic score vectors (the rotation, see ROTATION_BYTES) and their 1/0
-    labels, shuffled so no method profits from input order."""
+    """Seeded synthetic score vectors (the rotation) and their shuffled 1/0 labels."""
     n = n_pos + n_neg
     rng = np.random.default_rng([cfg["seed"], n_pos, n_neg])
     s = cfg["scores"]
@@ -54,23 +53,17 @@ def data_note(cfg):
 
 
 def time_all(cfg, chosen, pairs, progress):
-    """One cold call per size and curve, then `repeats` rounds of one warm sample of every
-    curve in turn (round robin: a slow spell of the machine hits all curves alike, so their
-    ratios hold); a sample is the mean of enough back-to-back calls to last about SAMPLE_S,
-    so that short calls are timed above the clock's resolution, and follows an untimed call
-    of the same curve, so that a sample of one long call is as warm as back-to-back calls:
-    (timings, cold) frames."""
+    """`time_grid` in table order: round robin over the curves (a slow spell hits all alike), each
+    sample about SAMPLE_S of back-to-back calls after an untimed call."""
     return time_grid(
         cfg, chosen, pairs, progress, predict=_predicted, repeats=lambda n_neg: cfg["repeats"]
     )
 
 
 def time_grid(cfg, chosen, pairs, progress, *, predict, repeats, rng=None, group=None):
-    """Every curve at every size: a cold call (skipped, with every larger size of the curve,
-    when `predict(last, method, n_pos, n_neg)` from its largest timed size of the same
-    `group(n_pos, n_neg)` exceeds the budget), then `repeats(n_neg)` rounds of one warm
-    sample per curve, in table order or, with `rng`, a shuffled order per round (then a
-    sample of one call has no untimed call before it). (timings, cold) frames."""
+    """Every curve at every size: a cold call (skipped, with larger sizes, when `predict` from the
+    curve's largest timed size in its `group` exceeds the budget), then `repeats(n_neg)` rounds
+    of a warm sample per curve, shuffled per round with `rng`. (timings, cold) frames."""
     rows, cold = [], []
     last = {}  # (curve, group) -> (n_pos, n_neg, median seconds) at its largest timed size
     references = any(curve[1] in REFERENCES for curve in chosen)
@@ -150,11 +143,3 @@ def caller(curve, rotation, labels, negatives):
         out = np.empty(negatives[0].size, dtype=np.int32), np.empty(labels.size)
         return lambda: lai(next(following), labels, loss=loss, method=method, out=out)
     return lambda: lai(next(following), labels, loss=loss, method=method)
-
-
-def clock(call, number=1, timer=time.perf_counter):
-    """Seconds per call, the mean of `number` back-to-back calls, by `timer` (CLOCKS)."""
-    start = timer()
-    for _ in range(number):
-        call()
-    return (timer() - start) / number
