@@ -37,11 +37,36 @@ _SHOWN = 5  # missing files named in one message, at most
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
 class LatentListData:
-    """A latent AP-SVM list file read in full, one bag per example (`parse_latent_list`): the
-    boxes and features as `DetectionData` (its ``image_ids`` are the examples' stems, repeated
-    where one image gives several examples), each box's label (0 in a negative image, -1
-    unknown in a positive one, 1 supervised), each example's label, each box's ``id`` (its
-    feature file's suffix) and each example's image record (0-based, in file order)."""
+    """A latent AP-SVM list file read in full, one bag per example (`load_latent_list`).
+
+    Parameters
+    ----------
+    data : DetectionData
+        The boxes and features; its ``image_ids`` are the examples' stems, repeated where
+        one image gives several examples.
+    box_labels : ndarray of shape (n_boxes,), int8
+        Each box's label: 0 in a negative image, -1 unknown in a positive one, 1
+        supervised.
+    image_labels : ndarray of shape (n_examples,), int8
+        Each example's label.
+    box_ids : ndarray of shape (n_boxes,), int64
+        Each box's id, its feature file's suffix.
+    images : ndarray of shape (n_examples,), int64
+        Each example's image record, 0-based in file order.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = pathlib.Path(tmp)
+    ...     text = "1\\nimg 2\\n1 1 10 10 1 -1\\n5 5 10 10 2 -1\\n1\\n"
+    ...     _ = (folder / "list.txt").write_text(text)
+    ...     _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+    ...     _ = (folder / "img_2.feature").write_text("3:2\\n")
+    ...     bags = load_latent_list(folder / "list.txt")
+    >>> bags.box_labels.tolist(), bags.box_ids.tolist(), bags.images.tolist()
+    ([-1, -1], [1, 2], [0])
+    """
 
     data: DetectionData
     box_labels: np.ndarray  # int8 (n_boxes,)
