@@ -3,6 +3,7 @@ its module's names in scope, as pytest's --doctest-modules runs them."""
 
 import doctest
 import importlib
+import importlib.util
 import pkgutil
 
 import numpy as np
@@ -12,6 +13,13 @@ import qs
 
 #: modules that import torch at their top; their examples run when torch is installed
 _TORCH = ("qs.torch", "qs.nets", "qs.surrogates")
+#: without torch, the examples of other modules that import it (`qs.validation`'s tensor
+#: checks) are left out, the rest of their module's examples run
+_NO_TORCH = importlib.util.find_spec("torch") is None
+
+
+def _needs_torch(test):
+    return any("import torch" in example.source for example in test.examples)
 
 
 def _modules():
@@ -32,8 +40,19 @@ def test_examples_run(name):
         for test in finder.find(module, name, globs={**vars(module), "np": np}):
             if test.filename and not test.filename.startswith(qs.__path__[0]):
                 continue  # found through a re-export of another package
+            if _NO_TORCH and _needs_torch(test):
+                continue
             runner.run(test)
     assert runner.failures == 0, f"{runner.failures} example(s) of {name} failed; see above"
+
+
+def test_an_example_that_imports_torch_is_told_apart():
+    """The examples left out without torch are those that import it (a test that can fail if
+    the check stops seeing them)."""
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    found = {t.name: t for t in finder.find(importlib.import_module("qs.validation"))}
+    assert _needs_torch(found["qs.validation.check_scores"])
+    assert not _needs_torch(found["qs.validation.as_positive_mask"])
 
 
 def test_examples_are_found():
