@@ -166,6 +166,7 @@ def load_modechoice() -> RankingData:
 
     Examples
     --------
+    >>> import statsmodels  # the ltr extra
     >>> data = load_modechoice()
     >>> data.X.shape, data.feature_names[:4], data.y[:4].tolist()
     ((840, 16), ['ttme', 'invc', 'invt', 'gc'], [0, 0, 0, 1])
