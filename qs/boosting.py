@@ -35,11 +35,23 @@ __all__ = ["HingeGradient", "hinge_gradient", "lightgbm_objective", "xgboost_obj
 class HingeGradient(NamedTuple):
     """What `hinge_gradient` returns.
 
-    grad : float64 (n_documents,): the gradient of the sum of the queries' hinges with
-        respect to each score (zero in queries that do not train).
-    hess : float64 (n_documents,): the constant Hessian given in its place (see the module).
-    hinge : float64 (n_queries,): each query's structured hinge (zero where it does not train).
-    valid : bool (n_queries,): the query has a relevant and a non-relevant document.
+    Attributes
+    ----------
+    grad : ndarray of shape (n_documents,), float64
+        The gradient of the sum of the queries' hinges with respect to each score (zero in
+        queries that do not train).
+    hess : ndarray of shape (n_documents,), float64
+        The constant Hessian given in its place (see the module).
+    hinge : ndarray of shape (n_queries,), float64
+        Each query's structured hinge (zero where it does not train).
+    valid : ndarray of shape (n_queries,), bool
+        The query has a relevant and a non-relevant document.
+
+    Examples
+    --------
+    >>> res = hinge_gradient([0.1, 0.5, 0.3, 0.2], [1, 0, 0, 0], [0, 2, 4])
+    >>> res.valid.tolist(), res.grad.tolist()
+    ([True, False], [-2.0, 2.0, 0.0, 0.0])
     """
 
     grad: np.ndarray
@@ -161,6 +173,16 @@ def lightgbm_objective(
     -------
     callable
         ``objective(preds, train_set) -> (grad, hess)``.
+
+    Examples
+    --------
+    >>> import lightgbm
+    >>> X, y = np.zeros((4, 1)), [1, 0, 2, 0]
+    >>> train_set = lightgbm.Dataset(X, label=y, group=[2, 2], params={"verbose": -1})
+    >>> grad, hess = lightgbm_objective("ap")(np.array([0.1, 0.5, 2.0, 0.2]),
+    ...                                       train_set.construct())
+    >>> grad.tolist()
+    [-2.0, 2.0, 0.0, 0.0]
     """
     _check_loss(loss)
 
@@ -209,6 +231,14 @@ def xgboost_objective(
     -------
     callable
         ``objective(preds, dtrain) -> (grad, hess)``.
+
+    Examples
+    --------
+    >>> import xgboost
+    >>> dtrain = xgboost.DMatrix(np.zeros((4, 1)), label=[1, 0, 2, 0], qid=[0, 0, 1, 1])
+    >>> grad, hess = xgboost_objective("ap")(np.array([0.1, 0.5, 2.0, 0.2]), dtrain)
+    >>> grad.tolist()
+    [-2.0, 2.0, 0.0, 0.0]
     """
     _check_loss(loss)
 

@@ -68,6 +68,14 @@ class Detections(NamedTuple):
         Class: the column of ``W`` (int64).
     score : ndarray of shape (n_detections,)
         The box's score for the class.
+
+    Examples
+    --------
+    >>> features = np.array([[[1.0], [3.0]], [[2.0], [0.0]]])  # 2 images of 2 boxes
+    >>> boxes = np.array([[[1, 1, 10, 10], [50, 50, 60, 60]]] * 2, dtype=float)
+    >>> found = score_bags(features, [2, 1], np.ones((1, 1)), top=2, boxes=boxes).detections
+    >>> found.image.tolist(), found.box.tolist(), found.score.tolist()
+    ([0, 0, 1], [1, 0, 0], [3.0, 1.0, 2.0])
     """
 
     image: np.ndarray
@@ -90,6 +98,13 @@ class BoxScores:
         The best boxes' features (float64), when asked for.
     detections : Detections or None
         The detections, when asked for (``top``).
+
+    Examples
+    --------
+    >>> features = np.array([[[1.0], [3.0]], [[2.0], [0.0]]])  # 2 images of 2 boxes
+    >>> found = score_bags(features, [2, 1], np.array([[1.0, -1.0]]))
+    >>> found.best.tolist(), found.score.tolist()
+    ([[1, 0], [0, 0]], [[3.0, -1.0], [2.0, -2.0]])
     """
 
     best: np.ndarray
@@ -185,6 +200,16 @@ def check_padded(features: Any, counts: npt.ArrayLike) -> tuple[Any, np.ndarray]
     ValueError
         If ``features`` is not a 3-D floating-point array or ``counts`` does not give
         1 to K_max boxes for each image.
+
+    Examples
+    --------
+    >>> features, counts = check_padded(np.zeros((2, 3, 4), np.float32), [3, 1])
+    >>> features.dtype, counts
+    (dtype('float64'), array([3, 1]))
+    >>> check_padded(np.zeros((2, 3, 4)), [3, 0])
+    Traceback (most recent call last):
+        ...
+    ValueError: counts must lie in [1, 3] (every image holds at least one box, at most the ...
     """
     if getattr(features, "ndim", None) != 3:
         raise ValueError(
@@ -348,6 +373,16 @@ def check_flat(X: np.ndarray, counts: npt.ArrayLike) -> tuple[np.ndarray, np.nda
     ------
     ValueError
         If ``X`` is not floating point or ``counts`` does not fit it.
+
+    Examples
+    --------
+    >>> X, counts = check_flat(np.zeros((5, 2)), [2, 3])
+    >>> counts
+    array([2, 3])
+    >>> check_flat(np.zeros((5, 2)), [2, 2])
+    Traceback (most recent call last):
+        ...
+    ValueError: counts must give at least one box per image and sum to the 5 rows of the ...
     """
     if not np.issubdtype(X.dtype, np.floating):
         raise ValueError(f"box features must be floating point; got dtype {X.dtype}.")
@@ -400,6 +435,15 @@ def flat_parts(
     -------
     list
         ``fn``'s result for each group of images, each group padded to its largest image.
+
+    Examples
+    --------
+    >>> def best(block, counts, W, boxes, first_image):
+    ...     return (block @ W).max(axis=1)
+    >>> X = np.array([[1.0], [3.0], [2.0]])  # image 0: boxes 0 and 1; image 1: box 2
+    >>> [part.tolist() for part in flat_parts(X, np.array([2, 1]), np.ones((1, 1)), None,
+    ...                                        best, {})]
+    [[[3.0], [2.0]]]
     """
     offsets = np.concatenate([[0], np.cumsum(counts)])
     step = max(1, SUB_BLOCK_BYTES // (int(counts.max()) * X.shape[1] * 8))
@@ -449,6 +493,16 @@ def dask_parts(
     -------
     tuple
         ``fn``'s result for each block, one task per block.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> def best(block, counts, W, boxes, first_image):
+    ...     return (block @ W).max(axis=1)
+    >>> features = da.from_array(np.array([[[1.0], [3.0]], [[2.0], [0.0]]]), chunks=(1, 2, 1))
+    >>> parts = dask_parts(features, np.array([2, 1]), np.ones((1, 1)), None, best, {}, None)
+    >>> [part.tolist() for part in parts]
+    [[[3.0]], [[2.0]]]
     """
     import dask
 
@@ -548,6 +602,13 @@ def sub_blocks(
     ------
     ValueError
         If a valid box's score is NaN or infinite.
+
+    Examples
+    --------
+    >>> block = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    >>> for a, b, features, scores in sub_blocks(block, np.array([3, 2]), np.ones((2, 1)), 0):
+    ...     print(a, b, features.dtype, scores[:, :, 0].tolist())
+    0 2 float64 [[1.0, 5.0, 9.0], [13.0, 17.0, 21.0]]
     """
     n, k_max, d = block.shape
     step = max(1, SUB_BLOCK_BYTES // (k_max * d * 8))

@@ -214,6 +214,15 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         UserWarning
             When some queries have no relevant or no non-relevant document: they add
             nothing to training (``n_queries_skipped_``).
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1],
+        ...               [0.9, 0.0]])
+        >>> y = np.array([1, 1, 0, 0, 0, 1])
+        >>> model = RankSVM(C=10.0).fit(X, y)
+        >>> model.classes_.tolist(), model.coef_.shape
+        ([0, 1], (1, 2))
         """
         self._check_params()
         if is_dask_collection(X):
@@ -406,6 +415,15 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
             The scores.
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1],
+        ...               [0.9, 0.0]])
+        >>> y = np.array([1, 1, 0, 0, 0, 1])
+        >>> model = RankSVM(C=10.0).fit(X, y)
+        >>> np.argsort(-model.decision_function(X)).tolist()  # the positives first
+        [0, 1, 5, 2, 3, 4]
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
@@ -423,6 +441,14 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
             The predicted class of each sample.
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1],
+        ...               [0.9, 0.0]])
+        >>> y = np.array([1, 1, 0, 0, 0, 1])
+        >>> RankSVM(C=10.0).fit(X, np.where(y == 1, "yes", "no")).predict(X[:3]).tolist()
+        ['yes', 'yes', 'no']
         """
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(np.intp)]
@@ -442,6 +468,14 @@ class RankSVM(ClassifierMixin, BaseEstimator):
         -------
         float
             The metric; higher is better.
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1],
+        ...               [0.9, 0.0]])
+        >>> y = np.array([1, 1, 0, 0, 0, 1])
+        >>> RankSVM(loss="ndcg", C=10.0).fit(X, y).score(X, y)
+        1.0
         """
         check_is_fitted(self)
         y = np.asarray(y)
@@ -692,6 +726,15 @@ class LatentRankSVM(BaseEstimator):
         -----
         ConvergenceWarning
             When the latent objective did not settle within ``max_outer`` steps.
+
+        Examples
+        --------
+        >>> X = np.array([[0.0, 1.0], [2.0, 0.0], [0.1, 0.9], [0.0, 0.5], [0.2, 1.0],
+        ...               [0.5, 0.5]])
+        >>> offsets, y = np.array([0, 2, 4, 6]), np.array([1, 0, 0])
+        >>> model = LatentRankSVM(C=10.0).fit(X, y, offsets=offsets)
+        >>> model.pos_boxes_.tolist()  # the positive image's chosen box
+        [1]
         """
         if self.loss not in _METRICS:
             raise ValueError(f"loss must be one of {sorted(_METRICS)}; got {self.loss!r}.")
@@ -755,6 +798,15 @@ class LatentRankSVM(BaseEstimator):
         ------
         ValueError
             If ``X`` has another number of features than the fitted model.
+
+        Examples
+        --------
+        >>> X = np.array([[0.0, 1.0], [2.0, 0.0], [0.1, 0.9], [0.0, 0.5], [0.2, 1.0],
+        ...               [0.5, 0.5]])
+        >>> offsets, y = np.array([0, 2, 4, 6]), np.array([1, 0, 0])
+        >>> model = LatentRankSVM(C=10.0).fit(X, y, offsets=offsets)
+        >>> int(np.argmax(model.box_scores(X)))  # the positive image's second box
+        1
         """
         check_is_fitted(self)
         if X.shape[1] != self.n_features_in_:
@@ -781,6 +833,17 @@ class LatentRankSVM(BaseEstimator):
         -------
         ndarray of shape (n_images,)
             The score of each image.
+
+        Examples
+        --------
+        >>> X = np.array([[0.0, 1.0], [2.0, 0.0], [0.1, 0.9], [0.0, 0.5], [0.2, 1.0],
+        ...               [0.5, 0.5]])
+        >>> offsets, y = np.array([0, 2, 4, 6]), np.array([1, 0, 0])
+        >>> model = LatentRankSVM(C=10.0).fit(X, y, offsets=offsets)
+        >>> flat = model.decision_function(X, offsets=offsets)
+        >>> padded = model.decision_function(X.reshape(3, 2, 2), counts=[2, 2, 2])
+        >>> int(np.argmax(flat)), np.allclose(flat, padded)
+        (0, True)
         """
         X, bounds = _check_layout(X, offsets, counts)
         if X.ndim == 3:
@@ -820,6 +883,15 @@ class LatentRankSVM(BaseEstimator):
         -------
         float
             The metric; higher is better.
+
+        Examples
+        --------
+        >>> X = np.array([[0.0, 1.0], [2.0, 0.0], [0.1, 0.9], [0.0, 0.5], [0.2, 1.0],
+        ...               [0.5, 0.5]])
+        >>> offsets, y = np.array([0, 2, 4, 6]), np.array([1, 0, 0])
+        >>> model = LatentRankSVM(C=10.0).fit(X, y, offsets=offsets)
+        >>> model.score(X.reshape(3, 2, 2), y, counts=[2, 2, 2])
+        1.0
         """
         scores = self.decision_function(X, offsets=offsets, counts=counts)
         relevant = as_positive_mask(y, scores.size).astype(bool)

@@ -84,6 +84,11 @@ class QSLoss:
         -------
         ndarray of float64
             The ``params`` argument of `kernel` (empty when the increment needs none).
+
+        Examples
+        --------
+        >>> APLoss().prepare(2, 2).size  # AP's increment needs no table
+        0
         """
         return _NO_PARAMS
 
@@ -103,6 +108,11 @@ class QSLoss:
         -------
         ndarray of float64
             The increment at each ``(j, i)``.
+
+        Examples
+        --------
+        >>> np.round(APLoss().increment([1, 2], [1, 1], 2, 2), 4).tolist()
+        [-0.25, -0.0833]
         """
         raise NotImplementedError
 
@@ -118,6 +128,11 @@ class QSLoss:
         -------
         float or ndarray
             A float for one ranking, an array of the leading shape for a stack.
+
+        Examples
+        --------
+        >>> APLoss().value([[0, 0], [2, 2]]).tolist()  # a perfect ranking, then the worst
+        [0.0, 0.5833333333333333]
         """
         raise NotImplementedError
 
@@ -173,17 +188,63 @@ class APLoss(QSLoss):
     telescoping ``n/(k+n)`` over the negatives gives
     ``delta_j(i+1) - delta_j(i) = ((j-1)/(j+i-1) - j/(j+i)) / P = -i / (P (j+i-1)(j+i))``
     (always < 0; the kernel uses the second form, one division).
+
+    Examples
+    --------
+    >>> loss = APLoss()
+    >>> loss.value([0, 1])  # one negative above the second positive: AP = (1 + 2/3) / 2
+    0.16666666666666666
     """
 
     name = "ap"
     kernel = staticmethod(_ap_increment)
 
     def increment(self, j, i, n_pos, n_neg):
+        """AP's increment ``-i / (P (j+i-1)(j+i))``, vectorised (`QSLoss.increment`).
+
+        Parameters
+        ----------
+        j : array_like of int
+            1-based places of negatives among the negatives.
+        i : array_like of int
+            1-based interleaving ranks, ``1 <= i <= n_pos``.
+        n_pos : int
+            The number of positives.
+        n_neg : int
+            The number of negatives (unused: AP's increment does not depend on it).
+
+        Returns
+        -------
+        ndarray of float64
+            The increment at each ``(j, i)``.
+
+        Examples
+        --------
+        >>> APLoss().increment([1, 1], [1, 2], 2, 5).tolist()
+        [-0.25, -0.16666666666666666]
+        """
         j = np.asarray(j, dtype=np.float64)
         i = np.asarray(i, dtype=np.float64)
         return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
     def value(self, n_above):
+        """1 - AP of a ranking given the negatives above each positive (`QSLoss.value`).
+
+        Parameters
+        ----------
+        n_above : array_like of int, shape (..., P)
+            Negatives above each positive, the positives in ranking order on the last axis.
+
+        Returns
+        -------
+        float or ndarray
+            A float for one ranking, an array of the leading shape for a stack.
+
+        Examples
+        --------
+        >>> APLoss().value([0, 1])
+        0.16666666666666666
+        """
         if type(n_above) is np.ndarray and n_above.ndim == 1 and n_above.dtype == np.int64:
             return _ap_loss(n_above)  # inference's own call: one kernel call, no conversion
         n = np.asarray(n_above, dtype=np.float64)
@@ -266,6 +327,12 @@ class NDCGLoss(QSLoss):
     ``delta_j(i+1) - delta_j(i) = (D(i+j) - D(i+j-1)) / C``: a function of ``i+j`` alone,
     precomputed once as a table. Convexity of ``D`` is what makes the greedy exact; the
     discount of Chakrabarti et al. (``D = 1`` for the first two places) is not convex.
+
+    Examples
+    --------
+    >>> loss = NDCGLoss()
+    >>> round(loss.value([0, 1]), 4)  # one negative above the second positive
+    0.0803
     """
 
     name = "ndcg"
@@ -283,10 +350,34 @@ class NDCGLoss(QSLoss):
         -------
         ndarray of float64
             ``D`` at each place.
+
+        Examples
+        --------
+        >>> np.round(NDCGLoss().discount([1, 2, 3]), 4).tolist()
+        [1.0, 0.6309, 0.5]
         """
         return discount(positions)
 
     def prepare(self, n_pos, n_neg):
+        """The table of increments by ``i + j``, kept for the last few sizes.
+
+        Parameters
+        ----------
+        n_pos : int
+            The number of positives.
+        n_neg : int
+            The number of negatives.
+
+        Returns
+        -------
+        ndarray of shape (n_pos + n_neg + 1,), float64
+            ``(D(t+1) - D(t)) / C`` at ``t = i + j - 1`` (0 at ``t = 0``), read only.
+
+        Examples
+        --------
+        >>> np.round(NDCGLoss().prepare(2, 2), 4).tolist()
+        [0.0, -0.2263, -0.0803, -0.0425, -0.0269]
+        """
         # depends on the sizes only: computed once per (P, N), as training repeats them
         return self._table(n_pos, n_neg)
 
@@ -303,9 +394,49 @@ class NDCGLoss(QSLoss):
         return table
 
     def increment(self, j, i, n_pos, n_neg):
+        """NDCG's increment ``(D(i+j) - D(i+j-1)) / C``, read from the table of `prepare`.
+
+        Parameters
+        ----------
+        j : array_like of int
+            1-based places of negatives among the negatives.
+        i : array_like of int
+            1-based interleaving ranks, ``1 <= i <= n_pos``.
+        n_pos : int
+            The number of positives.
+        n_neg : int
+            The number of negatives.
+
+        Returns
+        -------
+        ndarray of float64
+            The increment at each ``(j, i)``.
+
+        Examples
+        --------
+        >>> np.round(NDCGLoss().increment([1, 2], [1, 1], 2, 2), 4).tolist()
+        [-0.2263, -0.0803]
+        """
         return self.prepare(n_pos, n_neg)[np.asarray(i) + np.asarray(j) - 1]
 
     def value(self, n_above):
+        """1 - NDCG of a ranking given the negatives above each positive (`QSLoss.value`).
+
+        Parameters
+        ----------
+        n_above : array_like of int, shape (..., P)
+            Negatives above each positive, the positives in ranking order on the last axis.
+
+        Returns
+        -------
+        float or ndarray
+            A float for one ranking, an array of the leading shape for a stack.
+
+        Examples
+        --------
+        >>> np.round(NDCGLoss().value([[0, 0], [0, 1]]), 4).tolist()
+        [0.0, 0.0803]
+        """
         own = type(self).discount is not NDCGLoss.discount  # a subclass's own discount
         if (
             not own

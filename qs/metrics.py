@@ -449,9 +449,25 @@ _GAINS = ("exponential", "linear")
 
 
 class QueryMetric(NamedTuple):
-    """A ranking metric over queries: ``mean``, the mean over the queries counted; per query
-    (``query_ids`` in sorted order, as `numpy.unique` gives them) its value in ``values``,
-    NaN for a query left out of the mean (``no_relevant="exclude"``)."""
+    """A ranking metric over queries: its mean, and its value per query.
+
+    Attributes
+    ----------
+    mean : float
+        The mean over the queries counted.
+    query_ids : ndarray
+        The queries, in sorted order, as `numpy.unique` gives them.
+    values : ndarray of float64
+        Each query's value; NaN for a query left out of the mean
+        (``no_relevant="exclude"``).
+
+    Examples
+    --------
+    >>> result = mean_average_precision([1, 0, 0, 1], [0.9, 0.8, 0.7, 0.6], ["a", "a", "b", "b"],
+    ...                                 per_query=True)
+    >>> result.mean, result.query_ids.tolist(), result.values.tolist()
+    (0.75, ['a', 'b'], [1.0, 0.5])
+    """
 
     mean: float
     query_ids: np.ndarray

@@ -32,11 +32,45 @@ SCORE = "score"
 
 
 class Splitter(Protocol):
-    """What `choose_C` needs of a splitter: scikit-learn's ``split(X, y, groups)``."""
+    """What `choose_C` needs of a splitter: scikit-learn's ``split(X, y, groups)``.
+
+    Any scikit-learn cross-validation splitter is one.
+
+    Examples
+    --------
+    >>> from sklearn.model_selection import KFold
+    >>> splitter: Splitter = KFold(2)
+    >>> [validation.tolist() for _, validation in splitter.split(np.arange(4))]
+    [[0, 1], [2, 3]]
+    """
 
     def split(
         self, X: Any, y: Any = None, groups: Any = None
-    ) -> Iterable[tuple[npt.ArrayLike, npt.ArrayLike]]: ...
+    ) -> Iterable[tuple[npt.ArrayLike, npt.ArrayLike]]:
+        """The splits of the rows of ``X`` into training and validation indices.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+            The samples.
+        y : array-like of shape (n_samples,) or None, default None
+            Their labels, for splitters that stratify.
+        groups : array-like of shape (n_samples,) or None, default None
+            Their groups, for splitters that keep a group whole.
+
+        Returns
+        -------
+        iterable of tuple
+            ``(train indices, validation indices)`` of each split.
+
+        Examples
+        --------
+        >>> from sklearn.model_selection import GroupKFold
+        >>> splits = GroupKFold(2).split(np.arange(4), groups=[0, 0, 1, 1])
+        >>> sorted(validation.tolist() for _, validation in splits)
+        [[0, 1], [2, 3]]
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +90,13 @@ class CChoice:
         number).
     fold_scores : dict of str to numpy.ndarray
         Per metric, the validation scores, one row per candidate and one column per split.
+
+    Examples
+    --------
+    >>> scores = {"score": np.array([[0.5, 0.7], [0.75, 1.0]])}  # 2 candidates x 2 splits
+    >>> choice = CChoice(1.0, 1, (0.1, 1.0), "score", scores)
+    >>> choice.mean_scores["score"].tolist(), choice.best_score
+    ([0.6, 0.875], 0.875)
     """
 
     C: float

@@ -69,12 +69,29 @@ class PLCNN(nn.Module):
         -------
         Tensor of shape (n, n_classes)
             Class scores.
+
+        Examples
+        --------
+        >>> net = PLCNN(widths=(2, 2, 2), n_classes=3).eval()
+        >>> x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+        >>> net(x).shape
+        torch.Size([4, 3])
         """
         return self.classifier(torch.flatten(self.features(x), 1))
 
     def linear_layers(self) -> list[nn.Module]:
-        """The convolutions and the classifier, input to output: the layers trained one at a
-        time by the layer-wise training."""
+        """The convolutions and the classifier, input to output: the layers trained one at a time.
+
+        Returns
+        -------
+        list of torch.nn.Module
+            The layers, in the order the layer-wise training visits them.
+
+        Examples
+        --------
+        >>> [type(layer).__name__ for layer in PLCNN(widths=(2, 2, 2)).linear_layers()]
+        ['Conv2d', 'Conv2d', 'Conv2d', 'Conv2d', 'Conv2d', 'Conv2d', 'Linear']
+        """
         return [m for m in self.features if isinstance(m, nn.Conv2d)] + [self.classifier]
 
     def patterns(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -89,6 +106,13 @@ class PLCNN(nn.Module):
         -------
         list of Tensor
             Each ReLU's mask and each max-pool's argmax indices, in order.
+
+        Examples
+        --------
+        >>> net = PLCNN(widths=(2, 2, 2), n_classes=3).eval()
+        >>> found = net.patterns(torch.zeros(1, 3, 32, 32))
+        >>> len(found), found[0].dtype  # 6 ReLUs and 3 max-pools
+        (9, torch.bool)
         """
         found = []
         with torch.no_grad():
@@ -118,6 +142,13 @@ class PLCNN(nn.Module):
         Tensor of shape (n, n_classes)
             Class scores, affine in each layer's weights; equal to ``forward`` at the
             weights the pattern was taken at.
+
+        Examples
+        --------
+        >>> net = PLCNN(widths=(2, 2, 2), n_classes=3).eval()
+        >>> x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+        >>> torch.allclose(net.forward_fixed(x, net.patterns(x)), net(x))
+        True
         """
         given = iter(patterns)
         for layer in self.features:
@@ -132,5 +163,21 @@ class PLCNN(nn.Module):
 
 
 def n_parameters(module: nn.Module) -> int:
-    """The number of trainable parameters of ``module``."""
+    """The number of trainable parameters of a module.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module.
+
+    Returns
+    -------
+    int
+        Its parameters that require a gradient.
+
+    Examples
+    --------
+    >>> n_parameters(nn.Linear(3, 2))  # 3 x 2 weights and 2 biases
+    8
+    """
     return sum(p.numel() for p in module.parameters() if p.requires_grad)

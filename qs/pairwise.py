@@ -210,8 +210,36 @@ class PairwiseRankSVM(BaseEstimator):
         self.max_iter = max_iter
 
     def fit(self, X, y, groups):
-        """Train on ``X`` (dense or scipy.sparse), grades ``y`` and one query id per sample
-        in ``groups``; returns ``self``."""
+        """Train on the documents of many queries.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array-like of shape (n_samples,)
+            Numeric relevance grades.
+        groups : array-like of shape (n_samples,)
+            One query id per sample.
+
+        Returns
+        -------
+        self : PairwiseRankSVM
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On a bad parameter, grades that are not numeric, ``groups`` not of ``y``'s shape,
+            or no query holding documents of different grades.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5], [0.5, 0.0]])
+        >>> y, groups = [2, 0, 1, 0], [1, 1, 2, 2]
+        >>> model = PairwiseRankSVM(C=10).fit(X, y, groups)
+        >>> model.n_queries_, model.n_pairs_, model.coef_.shape
+        (2, 2, (1, 2))
+        """
         for name, low in (("C", 0), ("tol", 0)):
             value = getattr(self, name)
             if (
@@ -265,13 +293,53 @@ class PairwiseRankSVM(BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """Score of each sample, ``X @ coef_[0]``; higher ranks first within a query."""
+        """Score of each sample, ``X @ coef_[0]``; higher ranks first within a query.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5], [0.5, 0.0]])
+        >>> y, groups = [2, 0, 1, 0], [1, 1, 2, 2]
+        >>> scores = PairwiseRankSVM(C=10).fit(X, y, groups).decision_function(X)
+        >>> bool(scores[0] > scores[1]), bool(scores[2] > scores[3])
+        (True, True)
+        """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return np.asarray(X @ self.coef_[0]).ravel()
 
     def score(self, X, y, groups=None):
-        """Mean NDCG over the queries of ``groups`` (None: one query) of the scores'
-        rankings, gain ``2^y - 1``; higher is better."""
+        """Mean NDCG over the queries of the scores' rankings, gain ``2^y - 1``.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array-like of shape (n_samples,)
+            The relevance grades.
+        groups : array-like of shape (n_samples,) or None, default None
+            One query id per sample; None: one query.
+
+        Returns
+        -------
+        float
+            The mean NDCG; higher is better.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5], [0.5, 0.0]])
+        >>> y, groups = [2, 0, 1, 0], [1, 1, 2, 2]
+        >>> PairwiseRankSVM(C=10).fit(X, y, groups).score(X, y, groups)
+        1.0
+        """
         groups = np.zeros(len(y)) if groups is None else groups
         return ndcg_at_k(y, self.decision_function(X), groups)

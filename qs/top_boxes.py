@@ -35,6 +35,14 @@ class TopBoxes(NamedTuple):
         The image's mean box.
     spread : ndarray of shape (n,)
         The largest distance of one of its boxes from that mean.
+
+    Examples
+    --------
+    >>> features = np.array([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+    ...                      [[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    >>> top = top_boxes(features, [2, 1], [1.0, 1.0], 1)
+    >>> top.rows.tolist(), top.next_score.tolist(), top.mean.tolist()
+    ([[[0.0, 2.0]], [[3.0, 1.0]]], [1.0, -inf], [[0.5, 1.0], [3.0, 1.0]])
     """
 
     index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index
@@ -156,6 +164,14 @@ class ClassTopBoxes(NamedTuple):
         Arrays of shape (m, d), one per block of images, whose rows in turn are those
         boxes' features, in the input's type (a float16 box stays float16: the working
         sets of every class at half the bytes of float32).
+
+    Examples
+    --------
+    >>> features = np.array([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+    ...                      [[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    >>> top = class_top_boxes(features, [2, 1], np.array([[1.0, -1.0], [1.0, 0.0]]), 1)
+    >>> top.score[:, :, 0].tolist(), [rows.tolist() for rows in top.rows]
+    ([[2.0, 0.0], [4.0, -3.0]], [[[0.0, 2.0], [3.0, 1.0]]])
     """
 
     index: np.ndarray  # type: ignore[assignment]  # the field's name, shadowing tuple.index

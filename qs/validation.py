@@ -31,8 +31,27 @@ LABELS = "1 (or True) for a positive, 0 or -1 (or False) for a negative"
 
 
 def not_finite(value: object, where: object, before: str) -> ValueError:
-    """The ValueError of a score ``value`` that is NaN or infinite, at index ``where`` (an
-    int, or a tuple for rows of queries); ``before`` names what the scores are for."""
+    """The ValueError of a score that is NaN or infinite, for the caller to raise.
+
+    Parameters
+    ----------
+    value : object
+        The score.
+    where : object
+        Its index: an int, or a tuple for rows of queries.
+    before : str
+        What the scores are for ("the loss").
+
+    Returns
+    -------
+    ValueError
+        The error, not raised.
+
+    Examples
+    --------
+    >>> str(not_finite(float("nan"), 3, "inference"))
+    'scores must be finite; got nan at index 3. Remove or impute NaN/inf scores before inference.'
+    """
     return ValueError(
         f"scores must be finite; got {value!r} at index {where}. Remove or "
         f"impute NaN/inf scores before {before}."
@@ -55,8 +74,35 @@ def _not_numeric(dtype):
 
 
 def as_scores(scores: npt.ArrayLike) -> np.ndarray:
-    """Scores as a 1-D float64 C-contiguous array (no copy when already so); finiteness is
-    checked by the caller (the inference kernels check it in their first pass)."""
+    """Scores as a 1-D float64 C-contiguous array, without a copy when already so.
+
+    Finiteness is checked by the caller (the inference kernels check it in their first
+    pass).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+        One number per sample: float, int, unsigned or bool.
+
+    Returns
+    -------
+    ndarray of shape (n,), float64
+        The scores.
+
+    Raises
+    ------
+    ValueError
+        When the scores are not 1-D or not numeric.
+
+    Examples
+    --------
+    >>> as_scores([3, 1, 2])
+    array([3., 1., 2.])
+    >>> as_scores([[0.5, 0.2]])
+    Traceback (most recent call last):
+        ...
+    ValueError: scores must be a 1-D array of one score per sample; got an array of shape ...
+    """
     arr = np.asarray(scores)
     if arr.ndim != 1:
         raise ValueError(
@@ -69,7 +115,28 @@ def as_scores(scores: npt.ArrayLike) -> np.ndarray:
 
 
 def check_finite(scores: np.ndarray, before: str) -> None:
-    """Refuse a 1-D score array holding NaN or inf (see `not_finite`)."""
+    """Refuse a 1-D score array holding NaN or inf, naming the first (`not_finite`).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n,)
+        The scores.
+    before : str
+        What the scores are for, for the message.
+
+    Raises
+    ------
+    ValueError
+        At the first NaN or infinite score.
+
+    Examples
+    --------
+    >>> check_finite(np.array([0.5, 1.0]), "the metric")
+    >>> check_finite(np.array([0.5, np.inf]), "the metric")
+    Traceback (most recent call last):
+        ...
+    ValueError: scores must be finite; got np.float64(inf) at index 1. Remove or impute ...
+    """
     finite = np.isfinite(scores)
     if not finite.all():
         where = int(np.flatnonzero(~finite)[0])
@@ -91,9 +158,37 @@ def _numeric_labels(arr):
 
 
 def as_positive_mask(labels: npt.ArrayLike, n: int) -> np.ndarray:
-    """Labels as a uint8 mask (1 = positive), read only; accepts bool, or numbers in
-    {1, 0, -1} of any byte order and width. Bool labels, and 1-byte labels of 1 and 0, are
-    viewed, not copied."""
+    """Binary labels as a uint8 mask, 1 at the positives; to be read only.
+
+    Bool labels, and 1-byte labels of 1 and 0, are viewed, not copied.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n,)
+        Bool, or numbers among 1, 0 and -1 of any byte order and width: 1 or True for a
+        positive, 0 or -1 or False for a negative.
+    n : int
+        The number of scores they go with.
+
+    Returns
+    -------
+    ndarray of shape (n,), uint8
+        1 at the positives, 0 elsewhere.
+
+    Raises
+    ------
+    ValueError
+        When the labels are not 1-D, not ``n`` long, or not binary.
+
+    Examples
+    --------
+    >>> as_positive_mask([1, -1, 0, 1], 4)
+    array([1, 0, 0, 1], dtype=uint8)
+    >>> as_positive_mask([1, 2], 2)
+    Traceback (most recent call last):
+        ...
+    ValueError: labels must be binary: 1 (or True) for a positive, ...; got np.int64(2) at index 1.
+    """
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels must be a 1-D array; got an array of shape {arr.shape}.")
@@ -113,8 +208,34 @@ def as_positive_mask(labels: npt.ArrayLike, n: int) -> np.ndarray:
 
 
 def as_positive_mask2d(labels: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
-    """(queries, n) labels (bool, or numbers in {1, 0, -1}) as a uint8 mask of ``shape``,
-    a bad label named by its query and sample."""
+    """Binary labels of rows of queries as a uint8 mask; a bad label named by query and sample.
+
+    Parameters
+    ----------
+    labels : array-like of shape (queries, n)
+        Bool, or numbers among 1, 0 and -1.
+    shape : tuple of int
+        The scores' shape, which the labels must have.
+
+    Returns
+    -------
+    ndarray of shape (queries, n), uint8
+        1 at the positives, 0 elsewhere.
+
+    Raises
+    ------
+    ValueError
+        When the shapes differ or a label is not binary.
+
+    Examples
+    --------
+    >>> as_positive_mask2d([[1, 0], [-1, 1]], (2, 2)).tolist()
+    [[1, 0], [0, 1]]
+    >>> as_positive_mask2d([[1, 0], [3, 1]], (2, 2))
+    Traceback (most recent call last):
+        ...
+    ValueError: labels must be binary: ...; got np.int64(3) at query 1, sample 0.
+    """
     arr = np.asarray(labels)
     if arr.shape != shape:
         raise ValueError(
@@ -132,7 +253,28 @@ def as_positive_mask2d(labels: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndar
 
 
 def check_counts(n_pos: int, n_neg: int) -> None:
-    """A ranking needs at least one positive and one negative."""
+    """Refuse labels without a positive or without a negative: a ranking needs both.
+
+    Parameters
+    ----------
+    n_pos : int
+        The number of positives.
+    n_neg : int
+        The number of negatives.
+
+    Raises
+    ------
+    ValueError
+        When either is 0.
+
+    Examples
+    --------
+    >>> check_counts(2, 3)
+    >>> check_counts(0, 3)
+    Traceback (most recent call last):
+        ...
+    ValueError: labels contain no positive sample; a ranking loss needs at least one.
+    """
     if n_pos == 0:
         raise ValueError("labels contain no positive sample; a ranking loss needs at least one.")
     if n_neg == 0:
@@ -161,8 +303,32 @@ def label_check(labels):
 
 
 def check_scores(scores):
-    """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions: the score
-    tensors every rank loss of the package takes (`qs.torch`, `qs.surrogates`)."""
+    """Refuse anything but a floating-point torch tensor of 1 or 2 dimensions.
+
+    These are the score tensors every rank loss of the package takes (`qs.torch`,
+    `qs.surrogates`).
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        (n,) or (queries, n) scores.
+
+    Raises
+    ------
+    TypeError
+        When ``scores`` is not a tensor.
+    ValueError
+        When it is not floating-point, or not 1-D or 2-D.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_scores(torch.zeros(2, 3))
+    >>> check_scores(torch.zeros(3, dtype=torch.int64))
+    Traceback (most recent call last):
+        ...
+    ValueError: scores must be a floating-point tensor; got dtype torch.int64.
+    """
     import torch
 
     if not isinstance(scores, torch.Tensor):
@@ -176,7 +342,28 @@ def check_scores(scores):
 
 
 def check_finite_tensor(scores, before="the loss"):
-    """Refuse a score tensor holding NaN or inf; one reduction when all are finite."""
+    """Refuse a score tensor holding NaN or inf; one reduction when all are finite.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        The scores.
+    before : str, default "the loss"
+        What the scores are for, for the message.
+
+    Raises
+    ------
+    ValueError
+        At the first NaN or infinite score, naming its index.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_finite_tensor(torch.tensor([[0.5, 1.0], [2.0, float("nan")]]))
+    Traceback (most recent call last):
+        ...
+    ValueError: scores must be finite; got nan at index (1, 1). Remove or impute NaN/inf ...
+    """
     detached = scores.detach()
     if detached.sum().isfinite():  # NaN and inf reach the sum
         return
@@ -187,8 +374,31 @@ def check_finite_tensor(scores, before="the loss"):
 
 
 def as_positive_tensor(labels, scores):
-    """Labels (a tensor or an array, bool or numbers in {1, 0, -1}) of the scores' shape as
-    a bool tensor on the scores' device, True at the positives."""
+    """Binary labels as a bool tensor on the scores' device, True at the positives.
+
+    Parameters
+    ----------
+    labels : torch.Tensor or array-like
+        Bool, or numbers among 1, 0 and -1, of the scores' shape.
+    scores : torch.Tensor
+        The scores they go with.
+
+    Returns
+    -------
+    torch.Tensor
+        Bool, of the scores' shape and on their device.
+
+    Raises
+    ------
+    ValueError
+        When the shapes differ, or the labels are not numeric or not binary.
+
+    Examples
+    --------
+    >>> import torch
+    >>> as_positive_tensor([1, 0, -1], torch.zeros(3))
+    tensor([ True, False, False])
+    """
     import torch
 
     if not isinstance(labels, torch.Tensor):
@@ -217,10 +427,32 @@ def as_positive_tensor(labels, scores):
 
 
 def as_query_rows(scores, labels):
-    """Validated score tensor (n,) or (Q, n) and labels of its shape, as (scores (Q, n),
-    positives (Q, n) bool): a 1-D input is one query. The scores are checked in full
-    (`check_scores`, `check_finite_tensor`), the labels by
-    `as_positive_tensor`."""
+    """Scores and labels checked in full, as rows of queries: a 1-D input is one query.
+
+    The scores are checked by `check_scores` and `check_finite_tensor`, the labels by
+    `as_positive_tensor`.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        (n,) or (queries, n) scores.
+    labels : torch.Tensor or array-like
+        Binary labels of the scores' shape.
+
+    Returns
+    -------
+    scores : torch.Tensor of shape (queries, n)
+        The scores.
+    positives : torch.Tensor of shape (queries, n), bool
+        True at the positives.
+
+    Examples
+    --------
+    >>> import torch
+    >>> rows, positives = as_query_rows(torch.tensor([0.5, 0.2, 0.9]), [1, 0, 0])
+    >>> rows.shape, positives.tolist()
+    (torch.Size([1, 3]), [[True, False, False]])
+    """
     check_scores(scores)
     pos = as_positive_tensor(labels, scores)
     check_finite_tensor(scores)

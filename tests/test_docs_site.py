@@ -227,6 +227,7 @@ NUMPYDOC_MODULES = (
     "qs.top_boxes",
     "qs.nets",
     "qs.surrogates",
+    "qs.data",
 )
 
 

@@ -20,13 +20,38 @@ __all__ = ["BagSet"]
 class BagSet:
     """One split as latent SVMs train and detection AP evaluates on it.
 
-    Image ids, labels (n_images, 20) int8 (1: holds the class, 0: not, -1: unknown) and the
-    ground-truth objects (per image ``(boxes, classes, difficult)``, or None when unknown) are
-    in memory. The box features are either in memory, ``data`` (a flat
-    `~qs.data.voc2007.DetectionData`), or read block by block from a store: ``features`` (a
-    padded Dask array), with ``counts`` and ``boxes`` (n_images, K_max, 4) in memory (16
-    bytes a box: 160 MB for VOC2007's 10M boxes). ``source`` says where the data came from,
-    ``where`` how they are read.
+    Image ids, labels and ground-truth objects are in memory; the box features are either in
+    memory (``data``) or read block by block (``features`` with ``counts`` and ``boxes``).
+    The constructors `in_memory`, `from_store` and `generated` fill in one or the other.
+
+    Parameters
+    ----------
+    source : str
+        Where the data came from.
+    image_ids : array-like of shape (n_images,), str
+        The images, in order.
+    labels : ndarray of shape (n_images, 20), int8
+        1: the image holds the class, 0: not, -1: unknown.
+    objects : tuple or None
+        Per image ``(boxes (m, 4), classes (m,), difficult (m,) bool)``; None when unknown.
+    where : str
+        How the features are read, for the run's record.
+    data : DetectionData or None, default None
+        The features in memory, flat (`qs.data.voc2007.DetectionData`).
+    features : dask.array.Array or None, default None
+        Without ``data``: the features padded to (n_images, K_max, d), read block by block.
+    counts : ndarray of shape (n_images,), int64, or None, default None
+        With ``features``: the boxes of each image.
+    boxes : ndarray of shape (n_images, K_max, 4) or None, default None
+        With ``features``: the boxes x1 y1 x2 y2, in memory (16 bytes a box).
+
+    Examples
+    --------
+    >>> from qs.data.voc2007 import SyntheticVOC2007
+    >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+    >>> bags = BagSet.in_memory(gen.split_data("test"))
+    >>> bags.n_images, bags.n_boxes, bags.d, bags.labels.shape
+    (20, 80, 3, (20, 20))
     """
 
     def __init__(
@@ -49,16 +74,68 @@ class BagSet:
 
     @classmethod
     def in_memory(cls, data, *, labels=None, where="in memory"):
-        """A split held as `DetectionData`; labels from its objects unless given."""
+        """A split held in memory as `DetectionData`.
+
+        Parameters
+        ----------
+        data : DetectionData
+            The split (`qs.data.voc2007.DetectionData`).
+        labels : ndarray of shape (n_images, 20), int8, or None, default None
+            The image labels; None: 1 for each class among an image's objects, else 0.
+        where : str, default "in memory"
+            How the features are read, for the run's record.
+
+        Returns
+        -------
+        BagSet
+            The split, its features in memory.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> bags = BagSet.in_memory(gen.split_data("test"))
+        >>> bags.where, bags.data is not None
+        ('in memory', True)
+        """
         if labels is None:
             labels = np.stack([data.image_labels(k) for k in range(len(CLASSES))], axis=1)
         return cls(data.source, data.image_ids, labels, data.objects, where, data=data)
 
     @classmethod
     def from_store(cls, store, max_bytes, scheduler=None):
-        """A store's split: in memory when its features take at most `max_bytes` as float32,
-        else read block by block (`scheduler`, as `qs.detection.score_bags` takes it, only
-        names where in ``where``)."""
+        """A store's split: in memory when its features fit in `max_bytes`, else read by blocks.
+
+        Parameters
+        ----------
+        store : BoxStore
+            The store (`qs.data.store.open_store`).
+        max_bytes : int
+            The most bytes the features may take as float32 to be loaded in memory.
+        scheduler : str or None, default None
+            The Dask scheduler, as `qs.detection.score_bags` takes it; only named in
+            ``where``.
+
+        Returns
+        -------
+        BagSet
+            The split, its features in memory or read from the store block by block.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from qs.data.convert import write_synthetic_store
+        >>> from qs.data.store import open_store
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = pathlib.Path(tmp) / "test.zarr"
+        ...     store = open_store(write_synthetic_store(
+        ...         path, split="test", scale=0.001, boxes_per_image=4, n_features=3))
+        ...     small = BagSet.from_store(store, max_bytes=10**6)
+        ...     large = BagSet.from_store(store, max_bytes=0)
+        ...     means = large.image_means()
+        >>> small.data is not None, large.data is None, np.allclose(means, small.image_means())
+        (True, True, True)
+        """
         counts = store.counts[:].astype(np.int64)
         size = int(counts.sum()) * store.d * 4
         labels = store.labels[:].astype(np.int8)
@@ -90,10 +167,41 @@ class BagSet:
 
     @classmethod
     def generated(cls, generator, split, *, dtype="float32", chunk_images=4, scheduler=None):
-        """A split of the synthetic `~qs.data.voc2007.SyntheticVOC2007` whose box features
-        are generated block by block from its seed on every pass (never held, never stored:
-        the paper's size needs no 82 GB store); the boxes, labels and objects in memory
-        (`scheduler` only names where in ``where``)."""
+        """A synthetic split whose box features are generated block by block on every pass.
+
+        The features are never held nor stored (the paper's size needs no 82 GB store); the
+        boxes, labels and objects are in memory.
+
+        Parameters
+        ----------
+        generator : SyntheticVOC2007
+            The generator (`qs.data.voc2007.SyntheticVOC2007`).
+        split : str
+            "trainval" or "test".
+        dtype : str, default "float32"
+            The features' type: "float16", "float32" or "float64".
+        chunk_images : int, default 4
+            Images per generated block.
+        scheduler : str or None, default None
+            The Dask scheduler, as `qs.detection.score_bags` takes it; only named in
+            ``where``.
+
+        Returns
+        -------
+        BagSet
+            The split, its features a lazy Dask array.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> lazy = BagSet.generated(gen, "test")
+        >>> lazy.features.shape, lazy.n_boxes
+        ((20, 4, 3), 80)
+        >>> bool((lazy.best_boxes(np.ones(3)) == BagSet.in_memory(
+        ...     gen.split_data("test")).best_boxes(np.ones(3))).all())
+        True
+        """
         n = generator.n_images(split)
         layouts = [generator.layout(split, i) for i in range(n)]
         objects = tuple(obj for _, obj in layouts)
@@ -134,29 +242,124 @@ class BagSet:
         return np.diff(self.data.offsets) if self.data is not None else self.counts
 
     def fit(self, est, y):
-        """Fit the latent SVM estimator `est` (`qs.estimators.LatentRankSVM`) on the bags with
-        image labels `y`."""
+        """Fit a latent SVM on the bags, wherever their features are.
+
+        Parameters
+        ----------
+        est : LatentRankSVM
+            The estimator (`qs.estimators.LatentRankSVM`).
+        y : array-like of shape (n_images,)
+            The image labels, 1 for a positive.
+
+        Returns
+        -------
+        LatentRankSVM
+            ``est``, fitted.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> from qs.estimators import LatentRankSVM
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> bags = BagSet.in_memory(gen.split_data("test"))
+        >>> bags.fit(LatentRankSVM(C=1.0), bags.image_labels(0)).coef_.shape
+        (3,)
+        """
         if self.data is not None:
             return est.fit(self.data.X, y, offsets=self.data.offsets)
         return est.fit(self.features, y, counts=self.counts)
 
     def image_labels(self, cls):
-        """Column `cls` (a class index) of the labels."""
+        """The images' labels for one class.
+
+        Parameters
+        ----------
+        cls : int
+            The class index (into `qs.data.voc2007.CLASSES`).
+
+        Returns
+        -------
+        ndarray of shape (n_images,), int8
+            1: the image holds the class, 0: not, -1: unknown.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> BagSet.in_memory(gen.split_data("test")).image_labels(0)[:4].tolist()
+        [1, 0, 0, 0]
+        """
         return self.labels[:, cls]
 
     def ground_truth(self, cls):
-        """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
+        """The objects of one class in every image, in the form detection AP takes.
+
+        Parameters
+        ----------
+        cls : int
+            The class index.
+
+        Returns
+        -------
+        dict
+            ``{image_id: (boxes (m, 4), difficult (m,) bool)}``.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> truth = BagSet.in_memory(gen.split_data("test")).ground_truth(0)
+        >>> len(truth), truth["test_000000"][0].shape
+        (20, (1, 4))
+        """
         return {
             image: (b[c == cls], d[c == cls])
             for image, (b, c, d) in zip(self.image_ids, self.objects)
         }
 
     def has_object(self, cls):
-        """Whether some image holds an object of class `cls` other than a difficult one."""
+        """Whether some image holds an object of one class other than a difficult one.
+
+        Parameters
+        ----------
+        cls : int
+            The class index.
+
+        Returns
+        -------
+        bool
+            False also when the objects are unknown.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> BagSet.in_memory(gen.split_data("test")).has_object(0)
+        True
+        """
         return self.objects is not None and any((~d[c == cls]).any() for _, c, d in self.objects)
 
     def subset(self, images):
-        """The split restricted to the images `images` (sorted indices)."""
+        """The split restricted to some of its images.
+
+        Parameters
+        ----------
+        images : array-like of int
+            The images' indices, sorted.
+
+        Returns
+        -------
+        BagSet
+            The images' bags, labels and objects; the features kept where they were.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> part = BagSet.in_memory(gen.split_data("test")).subset([0, 2])
+        >>> part.image_ids.tolist(), part.n_boxes
+        (['test_000000', 'test_000002'], 8)
+        """
         images = np.asarray(images)
         objects = None if self.objects is None else tuple(self.objects[i] for i in images)
         kwargs = {}
@@ -184,7 +387,27 @@ class BagSet:
         return part
 
     def image_means(self, scheduler=None):
-        """(n_images, d) float64: each image's mean box feature (one pass, kept)."""
+        """Each image's mean box feature, computed in one pass and kept.
+
+        Parameters
+        ----------
+        scheduler : str or None, default None
+            The Dask scheduler for features read by blocks.
+
+        Returns
+        -------
+        ndarray of shape (n_images, d), float64
+            The means.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> data = gen.split_data("test")
+        >>> means = BagSet.in_memory(data).image_means()
+        >>> means.shape, np.allclose(means[0], data.X[:4].mean(axis=0))
+        ((20, 3), True)
+        """
         if self._means is None:
             if self.data is not None:
                 d = self.data
@@ -199,31 +422,126 @@ class BagSet:
         return self._means
 
     def best_boxes(self, w, scheduler=None):
-        """Index (within its bag) of each image's best box under weights `w`."""
+        """Each image's best box under linear weights.
+
+        Parameters
+        ----------
+        w : ndarray of shape (d,)
+            The weights; a box's score is its features times ``w``.
+        scheduler : str or None, default None
+            The Dask scheduler for features read by blocks.
+
+        Returns
+        -------
+        ndarray of shape (n_images,), int
+            The index of the best box within its image's bag.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> data = gen.split_data("test")
+        >>> best = BagSet.in_memory(data).best_boxes(np.ones(3))
+        >>> int(best[0]) == int(np.argmax(data.X[:4].sum(axis=1)))
+        True
+        """
         if self.data is not None:
             d = self.data
             return bag_argmax(d.X @ w, d.offsets) - d.offsets[:-1]
         return score_bags(self.features, self.counts, w[:, None], scheduler=scheduler).best[:, 0]
 
     def mean_difference_boxes(self, y, scheduler=None):
-        """The positive images' best boxes under the difference between the mean box feature
-        of the positive and of the negative images (labels `y`, 1 positive): a latent SVM's
-        initial boxes that need no training."""
+        """The positive images' best boxes under the difference of the classes' mean features.
+
+        The weights are the mean box feature of the positive images minus that of the
+        negative ones: a latent SVM's initial boxes that need no training.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_images,)
+            The image labels, 1 for a positive.
+        scheduler : str or None, default None
+            The Dask scheduler for features read by blocks.
+
+        Returns
+        -------
+        ndarray of shape (n_positives,), int
+            The index of each positive image's best box within its bag.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> bags = BagSet.in_memory(gen.split_data("test"))
+        >>> bags.mean_difference_boxes(bags.image_labels(0)).shape
+        (2,)
+        """
         means, pos = self.image_means(scheduler), np.asarray(y) == 1
         w = means[pos].mean(axis=0) - means[~pos].mean(axis=0)
         return self.best_boxes(w, scheduler)[pos]
 
     def detections(self, coef, intercept, threshold, scheduler=None):
-        """Detections of a linear box scorer (``coef`` (d,), ``intercept``): per image, its
-        boxes after non-maximum suppression at `threshold`, as (image ids, boxes x1 y1 x2 y2,
-        scores) of every image's survivors."""
+        """The detections of a linear box scorer: each image's boxes after non-maximum suppression.
+
+        Parameters
+        ----------
+        coef : array-like of shape (d,)
+            The scorer's weights.
+        intercept : float
+            Added to every score.
+        threshold : float
+            The overlap (IoU) above which a box is suppressed by a higher-scoring one.
+        scheduler : str or None, default None
+            The Dask scheduler for features read by blocks.
+
+        Returns
+        -------
+        tuple
+            ``(image ids (n,), boxes (n, 4) x1 y1 x2 y2 float64, scores (n,))`` of every
+            image's surviving boxes.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> bags = BagSet.in_memory(gen.split_data("test"))
+        >>> ids, boxes, scores = bags.detections(np.ones(3), 0.0, 0.5)
+        >>> boxes.shape[1], len(ids) == len(scores) <= bags.n_boxes
+        (4, True)
+        """
         return self.class_detections(
             np.asarray(coef, dtype=np.float64)[:, None], [intercept], threshold, scheduler
         )[0]
 
     def class_detections(self, W, intercepts, threshold, scheduler=None):
-        """`detections` of every column of ``W`` (d, n) with its intercept, in one pass
-        over the boxes: a list of n (image ids, boxes, scores)."""
+        """`detections` of several linear scorers in one pass over the boxes.
+
+        Parameters
+        ----------
+        W : ndarray of shape (d, n)
+            One scorer's weights per column.
+        intercepts : sequence of n float
+            Each scorer's intercept.
+        threshold : float
+            The overlap (IoU) above which a box is suppressed by a higher-scoring one.
+        scheduler : str or None, default None
+            The Dask scheduler for features read by blocks.
+
+        Returns
+        -------
+        list of tuple
+            Per scorer, ``(image ids, boxes, scores)`` as `detections` gives them.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> bags = BagSet.in_memory(gen.split_data("test"))
+        >>> W = np.stack([np.ones(3), -np.ones(3)], axis=1)
+        >>> both = bags.class_detections(W, [0.0, 1.0], 0.5)
+        >>> np.allclose(both[1][2], bags.detections(-np.ones(3), 1.0, 0.5)[2])
+        True
+        """
         features, bounds = (
             (self.data.X, self.sizes) if self.data is not None else (self.features, self.counts)
         )

@@ -39,10 +39,10 @@ _SHOWN = 5  # missing files named in one message, at most
 def load_rcnn_cache(paths_or_dir: str | Path | Sequence[str | Path]) -> DetectionData:
     """Read R-CNN-style per-image ``.mat`` feature caches (v5 or v7.3) into `DetectionData`.
 
-    Each file is one image, named by its stem. A file holds ``boxes`` (K x 4: x1 y1 x2 y2, 1-based) and
-    ``feat`` (K x d, d the same in every file), and optionally ``gt`` (K, true for the
-    ground-truth boxes), ``class`` (K, their class 1..20, 0 elsewhere) and ``overlap`` (K x
-    20, IoU with each class's objects). With ``gt`` and ``class``, the ground-truth boxes are
+    Each file is one image, named by its stem. A file holds ``boxes`` (K x 4: x1 y1 x2 y2,
+    1-based) and ``feat`` (K x d, d the same in every file), and optionally ``gt`` (K, true
+    for the ground-truth boxes), ``class`` (K, their class 1..20, 0 elsewhere) and
+    ``overlap`` (K x 20, IoU with each class's objects). With ``gt`` and ``class``, the ground-truth boxes are
     the image's objects (R-CNN's caches leave difficult objects out, so none is difficult);
     without, the objects are empty. The files are read in a worker process (a damaged one can
     crash scipy's or h5py's reader): see `qs.data.formats.read_isolated`.
@@ -237,8 +237,34 @@ def _rcnn_objects(path, found, boxes, k):
 
 @dataclass(frozen=True, eq=False)
 class VocAnnotation:
-    """One VOC devkit annotation: the image's id and size, and its objects (boxes x1 y1 x2 y2,
-    1-based inclusive; class indices into `CLASSES`; difficult and truncated flags)."""
+    """One VOC devkit annotation: the image's id and size, and its objects (`load_voc_annotation`).
+
+    Parameters
+    ----------
+    image_id : str
+        The image's id.
+    width : int
+        The image's width in pixels.
+    height : int
+        The image's height in pixels.
+    names : tuple of str
+        Each object's class name.
+    boxes : ndarray of shape (m, 4), float64
+        Each object's box, x1 y1 x2 y2, 1-based inclusive pixels.
+    classes : ndarray of shape (m,), int64
+        Each object's class index into `qs.data.voc2007.CLASSES`.
+    difficult : ndarray of shape (m,), bool
+        Each object's difficult flag.
+    truncated : ndarray of shape (m,), bool
+        Each object's truncated flag.
+
+    Examples
+    --------
+    >>> note = VocAnnotation("000005", 100, 80, ("dog",), np.array([[1.0, 2, 50, 60]]),
+    ...                      np.array([11]), np.array([False]), np.array([True]))
+    >>> CLASSES[int(note.classes[0])], note.boxes.shape
+    ('dog', (1, 4))
+    """
 
     image_id: str
     width: int

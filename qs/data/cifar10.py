@@ -63,9 +63,28 @@ _ALLOWED = {
 
 @dataclass(frozen=True)
 class ImageData:
-    """Images (n, 3, 32, 32) uint8 and labels (n,) int64 in 0..9, training pool and test set.
+    """Images and labels of a training pool and a test set, shaped as CIFAR-10's.
 
-    `source` names where the images came from; `class_names` the 10 classes in label order.
+    Parameters
+    ----------
+    X_train : ndarray of shape (n_train, 3, 32, 32), uint8
+        The training pool's images.
+    y_train : ndarray of shape (n_train,), int64
+        Their labels, 0..9.
+    X_test : ndarray of shape (n_test, 3, 32, 32), uint8
+        The test set's images.
+    y_test : ndarray of shape (n_test,), int64
+        Their labels, 0..9.
+    class_names : tuple of str
+        The 10 classes, in label order.
+    source : str
+        Where the images came from.
+
+    Examples
+    --------
+    >>> data = digits_as_cifar(297, seed=0)
+    >>> data.X_train.shape, data.X_test.shape, data.class_names[:3]
+    ((1500, 3, 32, 32), (297, 3, 32, 32), ('0', '1', '2'))
     """
 
     X_train: np.ndarray
@@ -296,8 +315,31 @@ def load_cifar10(directory: str | Path) -> ImageData:
 
 
 def digits_as_cifar(test_size, seed):
-    """scikit-learn's 1797 digits as 32x32x3 uint8 images (each pixel a 4x4 block, grey over
-    3 channels), split by a seeded stratified split with `test_size` images in the test set."""
+    """scikit-learn's 1797 digits as CIFAR-10-shaped images, split by a seeded stratified split.
+
+    Each 8x8 digit becomes a 32x32x3 uint8 image: each pixel a 4x4 block, grey over the 3
+    channels.
+
+    Parameters
+    ----------
+    test_size : int or float
+        The test set's images, as scikit-learn's ``train_test_split`` takes it.
+    seed : int
+        The split's seed.
+
+    Returns
+    -------
+    ImageData
+        The training pool and test set; the source says they are not CIFAR-10.
+
+    Examples
+    --------
+    >>> data = digits_as_cifar(297, seed=0)
+    >>> data.X_test.shape, data.X_test.dtype, sorted(set(data.y_test.tolist())) == list(range(10))
+    ((297, 3, 32, 32), dtype('uint8'), True)
+    >>> data.source.startswith(DIGITS_NOTE)
+    True
+    """
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 

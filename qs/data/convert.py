@@ -26,15 +26,55 @@ _FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 def convert(source, out, *, chunk_images=None, workers=1, split=None, progress=False, stats=None):
-    """Write ``source`` into the store ``out`` and return its path; resumes an interrupted
-    conversion of the same data in ``out.partial``.
+    """Write a source of box features into a store, block by block.
 
-    ``workers``: processes reading the images (0: read here, without crash isolation);
-    ``chunk_images``: images per chunk (default: about 64 MiB of features per chunk);
-    ``split``: the store's split name (default: the source's own, if any); ``stats``: a dict
-    that receives ``blocks_written``, ``blocks_resumed``, ``feature_bytes`` (written, as
-    stored before compression), ``write_s`` (seconds in writing and checksumming blocks) and
-    ``total_s``.
+    An interrupted conversion of the same data, left in ``<out>.partial``, is resumed from
+    its blocks already written and intact.
+
+    Parameters
+    ----------
+    source : SyntheticSource, RcnnSource or LatentListSource
+        The images to store (`qs.data.sources`).
+    out : str or pathlib.Path
+        The store's directory; it must not exist.
+    chunk_images : int or None, default None
+        Images per chunk; None: about 64 MiB of features per chunk.
+    workers : int, default 1
+        Processes reading the images (0: read here, without crash isolation).
+    split : str or None, default None
+        The store's split name; None: the source's own, if any.
+    progress : bool, default False
+        Show a progress bar.
+    stats : dict or None, default None
+        Receives ``blocks_written``, ``blocks_resumed``, ``feature_bytes`` (written, before
+        compression), ``write_s`` (seconds writing and checksumming blocks) and ``total_s``.
+
+    Returns
+    -------
+    pathlib.Path
+        The finished store.
+
+    Raises
+    ------
+    ValueError
+        When ``out`` exists, a block would not fit in memory, or an image cannot be read or
+        written (the blocks written before it are kept for a rerun).
+    ReaderCrash
+        When a reader process dies on a file, naming it.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.sources import SyntheticSource
+    >>> from qs.data.store import open_store
+    >>> source = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+    >>> stats = {}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     store = open_store(convert(source, pathlib.Path(tmp) / "test.zarr", workers=0,
+    ...                                chunk_images=8, stats=stats))
+    ...     shape, split = store.features.shape, store.split
+    >>> shape, split, stats["blocks_written"]
+    ((20, 4, 64), 'test', 3)
     """
     start = time.perf_counter()
     if hasattr(source, "scan") and source.k_max is None:
@@ -187,9 +227,56 @@ def write_synthetic_store(
     stats=None,
     **generator,
 ):
-    """Write one split of the synthetic VOC2007 look-alike (`SyntheticVOC2007`, extra keywords
-    passed to it) straight into a store, block by block; the same data as
-    `make_voc2007_detection` gives in memory. Returns the store's path."""
+    """Write one split of the synthetic VOC2007 look-alike straight into a store, block by block.
+
+    The same data as `qs.data.voc2007.make_voc2007_detection` gives in memory.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store's directory; it must not exist.
+    split : str, default "trainval"
+        "trainval" or "test".
+    seed : int, default 0
+        The generator's seed.
+    scale : float, default 0.05
+        The fraction of VOC2007's image count, in (0, 1].
+    boxes_per_image : int, default 40
+        Candidate boxes per image.
+    n_features : int, default 64
+        Features per box.
+    dtype : str, default "float32"
+        The stored features' type: "float16", "float32" or "float64".
+    chunk_images : int or None, default None
+        Images per chunk, as `convert` takes it.
+    workers : int, default 0
+        Processes generating the images (0: here).
+    progress : bool, default False
+        Show a progress bar.
+    stats : dict or None, default None
+        Receives the conversion's figures, as `convert` gives them.
+    **generator
+        Further settings of `qs.data.voc2007.SyntheticVOC2007` (``signal``, ``noise``,
+        ``difficult_rate``, ``components``).
+
+    Returns
+    -------
+    pathlib.Path
+        The finished store.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.store import open_store
+    >>> from qs.data.voc2007 import make_voc2007_detection
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = write_synthetic_store(pathlib.Path(tmp) / "test.zarr", split="test",
+    ...                                  scale=0.001, boxes_per_image=4, n_features=3)
+    ...     stored = open_store(path).to_detection_data()
+    >>> memory = make_voc2007_detection(scale=0.001, boxes_per_image=4, n_features=3)["test"]
+    >>> np.array_equal(stored.X, memory.X)
+    True
+    """
     gen = SyntheticVOC2007(seed, scale, boxes_per_image, n_features, **generator)
     return convert(
         SyntheticSource(gen, split, dtype),
@@ -212,11 +299,47 @@ def benchmark_write(
     chunk_images=None,
     keep=False,
 ):
-    """Write a synthetic store at ``path`` and measure it: ``{"images", "feature_bytes" (as
-    stored, before compression), "disk_bytes", "total_s", "write_s" (writing and checksumming
-    blocks, the generator's time excluded), "mb_per_s" (feature MB per second of the whole
-    conversion), "write_mb_per_s" (per second of writing)}``. The defaults write about 1 GB;
-    ``scale=1.0`` about 10 GB. The store is removed afterwards unless ``keep``."""
+    """Write a synthetic trainval store and measure the writing.
+
+    The defaults write about 1 GB of features; ``scale=1.0`` about 10 GB.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store's directory; it must not exist.
+    scale : float, default 0.1
+        The fraction of VOC2007's image count, in (0, 1].
+    boxes_per_image : int, default 2000
+        Candidate boxes per image.
+    n_features : int, default 512
+        Features per box.
+    dtype : str, default "float16"
+        The stored features' type: "float16", "float32" or "float64".
+    workers : int, default 2
+        Processes generating the images (0: here).
+    chunk_images : int or None, default None
+        Images per chunk, as `convert` takes it.
+    keep : bool, default False
+        Keep the store; by default it is removed afterwards.
+
+    Returns
+    -------
+    dict
+        ``images``, ``feature_bytes`` (before compression), ``disk_bytes``, ``total_s``,
+        ``write_s`` (writing and checksumming blocks, the generator's time excluded),
+        ``mb_per_s`` (feature MB per second of the whole conversion) and
+        ``write_mb_per_s`` (per second of writing).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     figures = benchmark_write(pathlib.Path(tmp) / "bench.zarr", scale=0.001,
+    ...                               boxes_per_image=4, n_features=3, workers=0)
+    ...     kept = (pathlib.Path(tmp) / "bench.zarr").exists()
+    >>> figures["images"], figures["feature_bytes"], kept
+    (20, 480, False)
+    """
     import shutil
 
     stats = {}

@@ -43,8 +43,25 @@ _NUMERIC = re.compile(r"[0-9.eE+\-]{0,40}|[0-9]{1,18}:[\w.:+\-]{0,24}", re.ASCII
 
 
 class Unreadable(ValueError):
-    """A file that cannot or may not be read: ``Cannot read WHAT PATH: REASON.``; ``reason``
-    alone, for callers that say more."""
+    """A file that cannot or may not be read: a ValueError ``Cannot read WHAT PATH: REASON.``
+
+    Parameters
+    ----------
+    what : str
+        What the file is, for the message ("the feature file").
+    path : str or pathlib.Path
+        The file.
+    reason : str
+        Why it cannot be read; kept as ``reason``, for callers that say more.
+
+    Examples
+    --------
+    >>> err = Unreadable("the list", "data/list.txt", "it is a FIFO, not a regular file")
+    >>> str(err)
+    'Cannot read the list data/list.txt: it is a FIFO, not a regular file.'
+    >>> err.reason, isinstance(err, ValueError)
+    ('it is a FIFO, not a regular file', True)
+    """
 
     def __init__(self, what, path, reason):
         super().__init__(f"Cannot read {what} {path}: {reason}.")
@@ -126,8 +143,31 @@ def read_bytes(path: str | Path, what: str, limit: int) -> bytes:
 
 
 def check_regular(path, what):
-    """Refuse ``path`` unless it is a regular file (after symlinks): for files that another
-    library opens."""
+    """Refuse a path unless it is a regular file (after symlinks), for files another library opens.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    what : str
+        What it is, for messages.
+
+    Raises
+    ------
+    Unreadable
+        A missing path, or one that is a directory, FIFO or device.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     try:
+    ...         check_regular(tmp, "the cache")
+    ...     except Unreadable as err:
+    ...         reason = err.reason
+    >>> reason
+    'it is a directory, not a regular file'
+    """
     try:
         info = os.stat(path)
     except OSError as err:
@@ -151,9 +191,30 @@ def _check_mode(path, what, info):
 
 
 def check_final_newline(path, data):
-    """Refuse a non-empty text file (its bytes or text ``data``) whose last line has no
-    newline: a file cut short mid-line (a copy or a download that stopped) would otherwise read
-    as a shorter last number."""
+    """Refuse a non-empty text file whose last line has no newline: a file cut short mid-line.
+
+    A copy or a download that stopped would otherwise read as a shorter last number.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, for the message.
+    data : bytes or str
+        Its contents.
+
+    Raises
+    ------
+    ValueError
+        When ``data`` is not empty and does not end with a newline.
+
+    Examples
+    --------
+    >>> check_final_newline("list.txt", b"1 2\\n")
+    >>> check_final_newline("list.txt", "1 2")
+    Traceback (most recent call last):
+        ...
+    ValueError: list.txt: the last line ends without a newline; the file looks cut short ...
+    """
     if data and not data.endswith(b"\n" if isinstance(data, bytes) else "\n"):
         raise ValueError(
             f"{path}: the last line ends without a newline; the file looks cut "
@@ -162,8 +223,36 @@ def check_final_newline(path, data):
 
 
 def inside(root, name, where):
-    """``root / name`` for a relative ``name`` read from a list file (``where`` names the
-    file and line); an absolute name or one that climbs out with ``..`` is refused."""
+    """The path of a name read from a list file, refused unless it stays inside ``root``.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The data directory.
+    name : str
+        The name read from the file.
+    where : str
+        The file and line, for the message.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root / name``.
+
+    Raises
+    ------
+    ValueError
+        For an absolute name, one that climbs out with ``..``, or one holding a NUL.
+
+    Examples
+    --------
+    >>> inside("data", "img_1.feature", "list.txt line 2").as_posix()
+    'data/img_1.feature'
+    >>> inside("data", "../secret", "list.txt line 2")
+    Traceback (most recent call last):
+        ...
+    ValueError: list.txt line 2: <9 characters, not shown> is not a path inside the data ...
+    """
     pure = PurePath(name)
     if pure.is_absolute() or ".." in pure.parts or "\0" in name:
         raise ValueError(
@@ -174,17 +263,67 @@ def inside(root, name, where):
 
 
 def shown(text, numeric=False):
-    """``text`` (read from a file) quoted for a message when it is a short run of word
-    characters, digits and ``.:+-`` as the fields of list files are (``numeric``: a number, or
-    an index, ':' and a short value, as in a sparse feature file); otherwise only its length,
-    so that a foreign file's contents (a path, a password line) are not printed."""
+    """Text read from a file, quoted for a message when it looks like a field, else its length.
+
+    A foreign file's contents (a path, a password line) are thus never printed.
+
+    Parameters
+    ----------
+    text : str
+        What was read.
+    numeric : bool, default False
+        Quote only a number, or an index, ':' and a short value (a sparse feature file's
+        fields); otherwise a short run of word characters, digits and ``.:+-`` (a list
+        file's fields).
+
+    Returns
+    -------
+    str
+        ``repr(text)``, or ``<N characters, not shown>``.
+
+    Examples
+    --------
+    >>> shown("img_1"), shown("root:x:0:0:root:/root:/bin/bash")
+    ("'img_1'", '<31 characters, not shown>')
+    >>> shown("3:0.5", numeric=True), shown("abc", numeric=True)
+    ("'3:0.5'", '<3 characters, not shown>')
+    """
     if (_NUMERIC if numeric else _FIELDS).fullmatch(text):
         return repr(text)
     return f"<{len(text)} characters, not shown>"
 
 
 def as_float32(path, name, a):
-    """Finite float64 values as float32, an error where they overflow it."""
+    """Finite float64 values as float32, refused where they overflow it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file they were read from, for the message.
+    name : str
+        What they are, for the message.
+    a : ndarray
+        The values.
+
+    Returns
+    -------
+    ndarray
+        ``a`` as float32.
+
+    Raises
+    ------
+    ValueError
+        When a value's magnitude exceeds float32's largest.
+
+    Examples
+    --------
+    >>> as_float32("x.mat", "feat", np.array([0.5, -2.0])).dtype
+    dtype('float32')
+    >>> as_float32("x.mat", "feat", np.array([1e300]))
+    Traceback (most recent call last):
+        ...
+    ValueError: x.mat: feat hold 1e+300, beyond float32 (the features are kept as float32).
+    """
     big = np.flatnonzero(np.abs(a.ravel()) > np.finfo(np.float32).max)
     if big.size:
         raise ValueError(
@@ -227,9 +366,22 @@ def read_json(path: str | Path) -> Any:
 
 
 def memory_available():
-    """Bytes this process may still allocate: the machine's available memory (``MemAvailable``
-    of /proc/meminfo, else the free pages), within the address-space limit (``RLIMIT_AS``)
-    less what the process already maps."""
+    """Bytes this process may still allocate.
+
+    The machine's available memory (``MemAvailable`` of /proc/meminfo, else the free
+    pages), within the address-space limit (``RLIMIT_AS``) less what the process already
+    maps.
+
+    Returns
+    -------
+    int
+        The bytes.
+
+    Examples
+    --------
+    >>> memory_available() > 0
+    True
+    """
     available = None
     try:
         with open("/proc/meminfo", "rb") as fh:
@@ -259,9 +411,29 @@ def _mapped():
 
 
 def check_memory(what, n_bytes):
-    """Refuse in one line, before anything is allocated, ``what`` (e.g. "path: X of shape
-    (10, 2000000000) as dense float64") taking ``n_bytes`` of memory when this process cannot
-    hold it (`memory_available`)."""
+    """Refuse, before anything is allocated, what would take more memory than is available.
+
+    Parameters
+    ----------
+    what : str
+        What would be allocated, for the message (e.g. "path: X of shape (10, 2000000000)
+        as dense float64").
+    n_bytes : int
+        The memory it takes.
+
+    Raises
+    ------
+    ValueError
+        When ``n_bytes`` exceeds `memory_available`.
+
+    Examples
+    --------
+    >>> check_memory("a small array", 1024)
+    >>> check_memory("X of shape (2**40, 2**40) as float64", 8 * 2**80)
+    Traceback (most recent call last):
+        ...
+    ValueError: X of shape (2**40, 2**40) as float64 would take ... of memory; this machine ...
+    """
     available = memory_available()
     if n_bytes > available:
         raise ValueError(

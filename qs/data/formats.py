@@ -147,8 +147,37 @@ def load_features(
 
 
 def names_queries(path, *, kind=None):
-    """Whether the svmlight or .npz file ``path`` names queries: a ``qid:`` on its first data
-    line, or a ``groups`` array; False for a .mat file. Reads no more than it needs."""
+    """Whether a feature file names queries, reading no more of it than needed.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    kind : str or None, default None
+        "mat", "svmlight" or "npz"; None: told by the suffix.
+
+    Returns
+    -------
+    bool
+        A ``qid:`` on an svmlight file's first data line, or a ``groups`` array in an .npz
+        file; False for a .mat file.
+
+    Raises
+    ------
+    Unreadable
+        When the file is missing or not a regular file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     ranked, plain = pathlib.Path(tmp) / "ranked.svm", pathlib.Path(tmp) / "plain.svm"
+    ...     _ = ranked.write_text("# a comment\\n1 qid:7 1:0.5\\n")
+    ...     _ = plain.write_text("1 1:0.5\\n")
+    ...     found = names_queries(ranked), names_queries(plain)
+    >>> found
+    (True, False)
+    """
     path = Path(path)
     kind = kind or KINDS.get(path.suffix.lower())
     check_regular(path, "the feature file")
@@ -257,9 +286,32 @@ def read_svmlight(
 
 
 def check_query_order(path, groups, where):
-    """Refuse query ids ``groups`` (one per row) unless each query's rows are consecutive;
-    the ValueError names the first row that comes back to an earlier query, as ``where(k)``
-    describes row ``k`` (0-based), and that query's previous row."""
+    """Refuse query ids unless each query's rows are consecutive.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file the ids were read from, for the message.
+    groups : array-like of shape (n_rows,)
+        The query id of each row.
+    where : callable
+        ``where(k)`` describes row ``k`` (0-based) for the message, e.g. as its line.
+
+    Raises
+    ------
+    ValueError
+        Naming the first row that comes back to an earlier query, and that query's
+        previous row.
+
+    Examples
+    --------
+    >>> line = lambda k: f"line {k + 1}"
+    >>> check_query_order("train.svm", [1, 1, 2, 2], line)
+    >>> check_query_order("train.svm", [1, 2, 1], line)
+    Traceback (most recent call last):
+        ...
+    ValueError: train.svm, line 3: query '1' comes back after other queries (it was last on ...
+    """
     groups = np.asarray(groups)
     if groups.size == 0:
         return
@@ -556,6 +608,17 @@ def read_isolated(
     ------
     ValueError
         When the reader raises it, or the worker crashes, naming the file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "x.mat"
+    ...     savemat(path, {"X": np.ones((2, 3))})
+    ...     shapes = list(read_isolated([path], mat_shapes))
+    >>> shapes
+    [{'X': (2, 3)}]
     """
     from qs.data.reading import read_images
 
@@ -659,8 +722,36 @@ def _is_hdf5(path):
 
 
 def mat_shapes(path):
-    """``{name: shape}`` of the variables of a MATLAB file (v5 or v7.3), in MATLAB's
-    orientation, read from its headers without loading the data."""
+    """The shapes of a MATLAB file's variables, read from its headers without loading the data.
+
+    It runs in this process: call it through `read_isolated` (a damaged file can crash it).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A MATLAB v5 or v7.3 (HDF5) file.
+
+    Returns
+    -------
+    dict
+        ``{name: shape}``, the shapes in MATLAB's orientation.
+
+    Raises
+    ------
+    ValueError
+        When the file cannot be read, or a v7.3 file needs h5py and it is missing.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "cache.mat"
+    ...     savemat(path, {"feat": np.ones((4, 3)), "boxes": np.ones((4, 4))})
+    ...     shapes = mat_shapes(path)
+    >>> shapes == {"feat": (4, 3), "boxes": (4, 4)}
+    True
+    """
     path = Path(path)
     if _is_hdf5(path):
         h5py = _h5py(path)

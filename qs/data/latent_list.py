@@ -37,11 +37,36 @@ _SHOWN = 5  # missing files named in one message, at most
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
 class LatentListData:
-    """A latent AP-SVM list file read in full, one bag per example (`parse_latent_list`): the
-    boxes and features as `DetectionData` (its ``image_ids`` are the examples' stems, repeated
-    where one image gives several examples), each box's label (0 in a negative image, -1
-    unknown in a positive one, 1 supervised), each example's label, each box's ``id`` (its
-    feature file's suffix) and each example's image record (0-based, in file order)."""
+    """A latent AP-SVM list file read in full, one bag per example (`load_latent_list`).
+
+    Parameters
+    ----------
+    data : DetectionData
+        The boxes and features; its ``image_ids`` are the examples' stems, repeated where
+        one image gives several examples.
+    box_labels : ndarray of shape (n_boxes,), int8
+        Each box's label: 0 in a negative image, -1 unknown in a positive one, 1
+        supervised.
+    image_labels : ndarray of shape (n_examples,), int8
+        Each example's label.
+    box_ids : ndarray of shape (n_boxes,), int64
+        Each box's id, its feature file's suffix.
+    images : ndarray of shape (n_examples,), int64
+        Each example's image record, 0-based in file order.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = pathlib.Path(tmp)
+    ...     text = "1\\nimg 2\\n1 1 10 10 1 -1\\n5 5 10 10 2 -1\\n1\\n"
+    ...     _ = (folder / "list.txt").write_text(text)
+    ...     _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+    ...     _ = (folder / "img_2.feature").write_text("3:2\\n")
+    ...     bags = load_latent_list(folder / "list.txt")
+    >>> bags.box_labels.tolist(), bags.box_ids.tolist(), bags.images.tolist()
+    ([-1, -1], [1, 2], [0])
+    """
 
     data: DetectionData
     box_labels: np.ndarray  # int8 (n_boxes,)
@@ -288,10 +313,32 @@ LAYOUTS = ("pooled", "unpooled")
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
 class LatentExample:
-    """One example (a bag of candidate boxes) of a latent list file: the feature-file
-    ``stem``, the ``image`` record it comes from (1-based, in file order), its boxes
-    (``x y width height`` float64 (k, 4)), their ``box_ids``, ``box_labels`` and 1-based
-    ``box_numbers`` within the record, and the example's label."""
+    """One example of a latent list file: a bag of candidate boxes (`parse_latent_list`).
+
+    Parameters
+    ----------
+    stem : str
+        The feature files' stem.
+    image : int
+        The image record it comes from, 1-based in file order.
+    boxes : ndarray of shape (k, 4), float64
+        Its boxes, ``x y width height``.
+    box_ids : ndarray of shape (k,), int64
+        Each box's id (its feature file's suffix).
+    box_labels : ndarray of shape (k,), int8
+        Each box's label.
+    box_numbers : ndarray of shape (k,), int64
+        Each box's number within the image record, 1-based.
+    label : int
+        The example's label.
+
+    Examples
+    --------
+    >>> text = "1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n"
+    >>> [example] = parse_latent_list("list.txt", text)
+    >>> example.stem, example.box_ids.tolist(), example.label
+    ('img', [1, 2], 1)
+    """
 
     stem: str
     image: int
@@ -302,7 +349,27 @@ class LatentExample:
     label: int
 
     def where(self, path, b=None):
-        """``PATH, image I ('STEM')`` and ``, box B`` when ``b`` (an index into the boxes)."""
+        """Where the example, or one of its boxes, is in its list file, for messages.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The list file.
+        b : int or None, default None
+            An index into the boxes; None: the example alone.
+
+        Returns
+        -------
+        str
+            ``PATH, image I ('STEM')``, followed by ``, box B`` with ``b``.
+
+        Examples
+        --------
+        >>> text = "1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n"
+        >>> [example] = parse_latent_list("list.txt", text)
+        >>> example.where("list.txt", 1)
+        "list.txt, image 1 ('img'), box 2"
+        """
         text = f"{path}, image {self.image} ({shown(self.stem)})"
         return text if b is None else f"{text}, box {int(self.box_numbers[b])}"
 

@@ -18,9 +18,27 @@ LETOR_GRADES = (0.514, 0.325, 0.134, 0.019, 0.008)
 
 @dataclass(frozen=True)
 class RankingData:
-    """Documents of many queries: ``X`` (n_documents, n_features), ``y`` graded relevance
-    (int), ``groups`` the query id of each document (each query's documents together),
-    ``feature_names`` and ``source``, a line saying where the data came from."""
+    """Documents of many queries, each query's documents together.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_documents, n_features)
+        The features.
+    y : ndarray of shape (n_documents,), int
+        The graded relevance.
+    groups : ndarray of shape (n_documents,)
+        The query id of each document.
+    feature_names : list of str
+        The features' names.
+    source : str
+        A line saying where the data came from.
+
+    Examples
+    --------
+    >>> data = make_letor(3, docs_per_query=6, n_features=5, informative=3)
+    >>> data.X.shape[1], len(data.feature_names), np.unique(data.groups).size
+    (5, 5, 3)
+    """
 
     X: np.ndarray
     y: np.ndarray
@@ -145,6 +163,13 @@ def load_modechoice() -> RankingData:
     ------
     ImportError
         Without statsmodels (the ``ltr`` extra).
+
+    Examples
+    --------
+    >>> import statsmodels  # the ltr extra
+    >>> data = load_modechoice()
+    >>> data.X.shape, data.feature_names[:4], data.y[:4].tolist()
+    ((840, 16), ['ttme', 'invc', 'invt', 'gc'], [0, 0, 0, 1])
     """
     try:
         from statsmodels.datasets import modechoice

@@ -31,18 +31,77 @@ _RECORD_BYTES = 4096
 
 
 class OutputBusy(ValueError):
-    """Another process holds the lock of an output."""
+    """Another process holds the lock of an output: a ValueError naming the holder.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / ".run.lock"
+    ...     with OutputLock(path, "the run"):
+    ...         try:
+    ...             OutputLock(path, "the run").acquire()
+    ...         except OutputBusy as err:
+    ...             message = str(err)
+    >>> message
+    'the run is being written by another process (pid ...); wait for it to end, or ...'
+    """
 
 
 class OutputLock:
-    """The lock file ``path`` guarding ``what`` (a text naming the output, for messages)."""
+    """The exclusive lock of one output, as a lock file that names its holder.
+
+    It is a context manager: ``with OutputLock(...)`` acquires it and releases it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The lock file; its directory is made when missing.
+    what : str
+        The output it guards, for messages ("the store runs/x.zarr").
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / ".run.lock"
+    ...     with OutputLock(path, "the run") as lock:
+    ...         during = lock.held(), is_lock_file(path)
+    ...     after = path.exists()
+    >>> during, after
+    ((True, True), False)
+    """
 
     def __init__(self, path, what):
         self.path, self.what = Path(path), what
         self.file = None
 
     def acquire(self):
-        """Take the lock or raise `OutputBusy` naming its holder; returns self."""
+        """Take the lock and write this process's record into its file.
+
+        Returns
+        -------
+        OutputLock
+            self, held.
+
+        Raises
+        ------
+        OutputBusy
+            When another holder has it, naming the holder.
+        ValueError
+            When the path is a symlink, is not a regular file, or holds another program's
+            file.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> lock = OutputLock(pathlib.Path(tmp.name) / ".run.lock", "the run")
+        >>> lock.acquire().held()
+        True
+        >>> lock.release()
+        >>> tmp.cleanup()
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             try:
@@ -99,8 +158,27 @@ class OutputLock:
         return self
 
     def held(self):
-        """Whether this lock is taken and its file is still the one at its path (a directory
-        removed and made again holds a new, free lock file)."""
+        """Whether this lock is taken and its file is still the one at its path.
+
+        A directory removed and made again holds a new, free lock file.
+
+        Returns
+        -------
+        bool
+            Whether the lock is held.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> lock = OutputLock(pathlib.Path(tmp.name) / ".run.lock", "the run")
+        >>> lock.held()
+        False
+        >>> lock.acquire().held()
+        True
+        >>> lock.release()
+        >>> tmp.cleanup()
+        """
         try:
             return (
                 self.file is not None
@@ -110,8 +188,21 @@ class OutputLock:
             return False
 
     def release(self):
-        """Remove the lock file and drop the lock (removing it first, while it is held, keeps
-        a process that opened the old file from holding a lock nobody else sees)."""
+        """Remove the lock file and drop the lock; nothing when it is not held.
+
+        The file is removed first, while held, so that a process that opened the old file
+        cannot hold a lock nobody else sees.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> lock = OutputLock(pathlib.Path(tmp.name) / ".run.lock", "the run")
+        >>> lock.acquire().release()
+        >>> lock.held(), lock.path.exists()
+        (False, False)
+        >>> tmp.cleanup()
+        """
         if self.file is not None:
             if self.held():
                 self.path.unlink(missing_ok=True)
@@ -126,8 +217,29 @@ class OutputLock:
 
 
 def is_lock_file(path):
-    """Whether ``path`` is a lock file (a regular file, not a symlink, empty or holding a
-    holder's record), which a writer may take over once its holder is gone."""
+    """Whether a path is a lock file, which a writer may take over once its holder is gone.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The path.
+
+    Returns
+    -------
+    bool
+        True for a regular file, not a symlink, empty or holding a holder's record.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     empty, notes = pathlib.Path(tmp) / "empty.lock", pathlib.Path(tmp) / "notes.txt"
+    ...     _ = empty.write_text("")
+    ...     _ = notes.write_text("my notes")
+    ...     found = is_lock_file(empty), is_lock_file(notes), is_lock_file(tmp)
+    >>> found
+    (True, False, False)
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

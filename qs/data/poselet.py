@@ -60,7 +60,33 @@ N_FEATURES = 2404  # 2400 action-poselet activations + 4 object scores, without 
 
 @dataclass(frozen=True, eq=False)  # arrays: no meaningful ==
 class PoseletData:
-    """Per-box features and labels of one split; row i of every field is box i."""
+    """Per-box features and labels of one split; row i of every field is box i.
+
+    Parameters
+    ----------
+    X : scipy.sparse.csr_matrix of shape (n_boxes, n_features), float64
+        The features: 2404, plus the constant-1 bias column when ``bias``.
+    labels : ndarray of shape (n_boxes,), int64
+        The box labels (``bbox_label``): 1..10 an action of `ACTIONS`, 0 (`IGNORE`)
+        difficult, any other a negative.
+    image_names : ndarray of shape (n_boxes,), str
+        Each box's image.
+    box_ids : ndarray of shape (n_boxes,), int64
+        Each box's id in its ``NAME_ID.feature`` file name.
+    boxes : ndarray of shape (n_boxes, 4), float64
+        min_x, min_y, width, height.
+    source : str
+        Where the data came from, with checksums.
+    bias : bool
+        Whether the last column of X is the constant-1 bias.
+
+    Examples
+    --------
+    >>> from qs.data.synthetic import make_voc2011_actions
+    >>> train = make_voc2011_actions(seed=0)["trainval"]
+    >>> train.X.shape, train.bias, train.source
+    ((3347, 2405), True, 'synthetic (seed 0), not the VOC2011 data')
+    """
 
     X: sp.csr_matrix  # float64, (n_boxes, 2404 + bias)
     labels: np.ndarray  # int64 bbox_label: 1..10 action id, 0 ignored, other negative
@@ -75,12 +101,50 @@ class PoseletData:
         return np.unique(self.image_names).size
 
     def targets(self, action):
-        """Binary labels (1 positive, 0 negative) of one action, and the mask of ignored boxes."""
+        """Binary labels of one action, and the mask of the ignored (difficult) boxes.
+
+        Parameters
+        ----------
+        action : str or int
+            The action's name (in `ACTIONS`) or id, 1..10.
+
+        Returns
+        -------
+        tuple
+            ``(y, ignored)``: y int8 (n_boxes,), 1 positive and 0 negative; ignored bool
+            (n_boxes,).
+
+        Raises
+        ------
+        ValueError
+            For an unknown action.
+
+        Examples
+        --------
+        >>> from qs.data.synthetic import make_voc2011_actions
+        >>> train = make_voc2011_actions(seed=0)["trainval"]
+        >>> y, ignored = train.targets("phoning")
+        >>> int(y.sum()), int(ignored.sum())
+        (227, 35)
+        """
         action_id = _action_id(action)
         return (self.labels == action_id).astype(np.int8), self.labels == IGNORE
 
     def positives_per_class(self):
-        """Number of positive boxes of each action, by name."""
+        """The number of positive boxes of each action.
+
+        Returns
+        -------
+        dict
+            ``{action name: count}``, in `ACTIONS` order.
+
+        Examples
+        --------
+        >>> from qs.data.synthetic import make_voc2011_actions
+        >>> train = make_voc2011_actions(seed=0)["trainval"]
+        >>> train.positives_per_class()["phoning"]
+        227
+        """
         return {
             name: int(np.count_nonzero(self.labels == k)) for k, name in enumerate(ACTIONS, start=1)
         }

@@ -19,7 +19,14 @@ __all__ = ["ReaderCrash", "read_images"]
 
 
 class ReaderCrash(ValueError):
-    """A worker process died while reading an input file."""
+    """A worker process died while reading an input file: a ValueError naming the file.
+
+    Examples
+    --------
+    >>> err = ReaderCrash("cache/000005.mat: the reader process died (killed by SIGSEGV) ...")
+    >>> isinstance(err, ValueError)
+    True
+    """
 
 
 def read_images(

@@ -26,8 +26,49 @@ def make_retrieval_classes(
     style=4,
     style_scale=2.0,
 ):
-    """(X float64 (classes * per_class, features), y int64 class ids 0..classes-1, source):
-    the samples in class order, and a line saying what they are."""
+    """Seeded synthetic classes for learning an embedding that retrieves held-out classes.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        The generator's seed.
+    classes : int, default 100
+        The number of classes.
+    per_class : int, default 30
+        Samples per class.
+    features : int, default 64
+        The features' dimension.
+    latent : int, default 8
+        The dimension of the latent space of the classes' points.
+    noise : float, default 0.45
+        The standard deviation of a sample's noise around its class's point.
+    warp : float, default 1.5
+        The strength of the nonlinear map: ``tanh(warp * z @ projection)``.
+    style : int, default 4
+        The number of shared style directions, which carry no class.
+    style_scale : float, default 2.0
+        The standard deviation of the style.
+
+    Returns
+    -------
+    X : ndarray of shape (classes * per_class, features), float64
+        The samples, in class order.
+    y : ndarray of shape (classes * per_class,), int64
+        Their class, 0..classes-1.
+    source : str
+        A line saying what the data are.
+
+    Raises
+    ------
+    ValueError
+        When ``classes``, ``per_class``, ``features`` or ``latent`` is not a positive integer.
+
+    Examples
+    --------
+    >>> X, y, source = make_retrieval_classes(classes=3, per_class=2, features=4)
+    >>> X.shape, y.tolist()
+    ((6, 4), [0, 0, 1, 1, 2, 2])
+    """
     for name, value in (
         ("classes", classes),
         ("per_class", per_class),

@@ -33,7 +33,24 @@ _FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 class SyntheticSource:
-    """The images of one split of `SyntheticVOC2007`."""
+    """The images of one split of the synthetic VOC2007 look-alike, made on demand.
+
+    Parameters
+    ----------
+    generator : SyntheticVOC2007
+        The generator (`qs.data.voc2007.SyntheticVOC2007`).
+    split : str
+        "trainval" or "test".
+    dtype : str, default "float32"
+        The features' type in the store: "float16", "float32" or "float64".
+
+    Examples
+    --------
+    >>> from qs.data.voc2007 import SyntheticVOC2007
+    >>> src = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+    >>> src.image_ids.size, src.k_max, src.d, src.has_gt
+    (20, 4, 64, True)
+    """
 
     kind = "synthetic"
     has_gt = True
@@ -44,12 +61,67 @@ class SyntheticSource:
         self.k_max, self.d = generator.boxes_per_image, generator.n_features
 
     def describe(self):
+        """Where the data come from, for the store's ``source``.
+
+        Returns
+        -------
+        str
+            The generator's settings and split.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> src = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+        >>> src.describe()
+        "synthetic VOC2007-like bags of boxes (seed 0, scale 0.001, test); not the paper's data"
+        """
         return self.gen.source(self.split)
 
     def name(self, i):
+        """Image ``i`` as an error message names it.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            Its name.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> src = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+        >>> src.name(0)
+        'synthetic image test_000000'
+        """
         return f"synthetic image {self.image_ids[i]}"
 
     def key(self, i):
+        """What identifies image ``i``'s data: the generator's settings, the split and ``i``.
+
+        A block of a store already written is kept by a resumed conversion when the keys
+        of its images are unchanged.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            The key, JSON.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> src = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+        >>> src.key(0)
+        '[0, 0.001, 4, 64, 4.0, 1.0, 0.1, "test", 0]'
+        """
         return json.dumps(
             [
                 vars(self.gen).get(f)
@@ -67,16 +139,70 @@ class SyntheticSource:
         )
 
     def read(self, i):
+        """Make image ``i``.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(features (K, d) in dtype, boxes (K, 4), (object boxes (m, 4), object classes
+            (m,), difficult (m,)))``.
+
+        Examples
+        --------
+        >>> from qs.data.voc2007 import SyntheticVOC2007
+        >>> src = SyntheticSource(SyntheticVOC2007(scale=0.001, boxes_per_image=4), "test")
+        >>> X, boxes, (obj, classes, difficult) = src.read(0)
+        >>> X.dtype, X.shape, boxes.shape, obj.shape[1]
+        (dtype('float32'), (4, 64), (4, 4), 4)
+        """
         X, boxes, objects = self.gen.image(self.split, i)
         return _as_dtype(self.name(i), X, self.dtype), boxes, objects
 
 
 class RcnnSource:
-    """R-CNN per-image ``.mat`` caches: a directory (its ``*.mat`` files, sorted) or a list of
-    files, or with ``image_set`` (a VOC image-set list) the files ``ID.mat`` of its ids in the
-    directory. ``annotations``: a directory of VOC ``ID.xml`` files; their objects (difficult
-    flags included) replace the caches' ``gt`` boxes, and every box is checked to lie inside
-    its image. The files' shapes are read first (`scan`) to size the store."""
+    """R-CNN per-image ``.mat`` caches (`qs.data.boxes.load_rcnn_cache` tells their variables).
+
+    The files' shapes are read first (`scan`) to size the store; ``k_max`` and ``d`` are None
+    until then.
+
+    Parameters
+    ----------
+    paths_or_dir : str, pathlib.Path or sequence of them
+        A directory (its ``*.mat`` files, sorted) or the files; with ``image_set``, the
+        directory of the ``ID.mat`` files.
+    dtype : str, default "float32"
+        The features' type in the store: "float16", "float32" or "float64".
+    annotations : str, pathlib.Path or None, default None
+        A directory of VOC ``ID.xml`` files; their objects (difficult flags included)
+        replace the caches' ``gt`` boxes, and every box is checked to lie inside its image.
+    image_set : str, pathlib.Path or None, default None
+        A VOC image-set list: the images to read, and the store's split name.
+
+    Raises
+    ------
+    ValueError
+        With ``image_set``, when the source is not a directory or lacks an image's file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from scipy.io import savemat
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+    >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+    >>> src = RcnnSource(tmp.name)
+    >>> src.image_ids.tolist(), src.k_max
+    (['000005'], None)
+    >>> src.scan(workers=0)
+    >>> src.k_max, src.d, src.has_gt
+    (2, 3, False)
+    >>> tmp.cleanup()
+    """
 
     kind = "rcnn"
 
@@ -110,6 +236,25 @@ class RcnnSource:
         self.has_gt = self.notes is not None
 
     def describe(self):
+        """Where the data come from, for the store's ``source``.
+
+        Returns
+        -------
+        str
+            The number of files and their directories (and the annotations' directory).
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> src.describe().startswith("R-CNN .mat caches, 1 files in ")
+        True
+        >>> tmp.cleanup()
+        """
         where = {p.parent.resolve() for p in self.paths}
         text = f"R-CNN .mat caches, {len(self.paths)} files in {', '.join(map(str, sorted(where)))}"
         if self.notes is not None:
@@ -117,14 +262,90 @@ class RcnnSource:
         return text
 
     def name(self, i):
+        """Image ``i`` as an error message names it: its file.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            The file's path.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> pathlib.Path(src.name(0)).name
+        '000005.mat'
+        >>> tmp.cleanup()
+        """
         return str(self.paths[i])
 
     def key(self, i):
+        """What identifies image ``i``'s data: its file's name, size and modification time.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            The key.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> src.key(0).split()[0]
+        '000005.mat'
+        >>> tmp.cleanup()
+        """
         stat = self.paths[i].stat()
         return f"{self.paths[i].name} {stat.st_size} {stat.st_mtime_ns}"
 
     def shape(self, i):
-        """``(K, d, holds gt and class)`` of file ``i`` from its headers."""
+        """The shape of file ``i``, read from its headers.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(K boxes, d features, whether it holds gt and class)``.
+
+        Raises
+        ------
+        ValueError
+            When the file lacks ``feat`` or ``boxes``, or ``feat`` is not 2-D.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> src.shape(0)
+        (2, 3, False)
+        >>> tmp.cleanup()
+        """
         path = self.paths[i]
         shapes = mat_shapes(path)
         if "feat" not in shapes or "boxes" not in shapes:
@@ -139,8 +360,33 @@ class RcnnSource:
         return int(feat[0]), int(feat[1]), {"gt", "class"} <= shapes.keys()
 
     def scan(self, workers=1, progress=False):
-        """Read every file's shape (in worker processes): set ``k_max``, ``d`` and whether the
-        caches hold ground truth; files disagreeing in d, or in holding gt, are an error."""
+        """Read every file's shape: set ``k_max``, ``d`` and whether the caches hold ground truth.
+
+        Parameters
+        ----------
+        workers : int, default 1
+            Processes reading the files (0: read here, without crash isolation).
+        progress : bool, default False
+            Show a progress bar.
+
+        Raises
+        ------
+        ValueError
+            When the files disagree in d, or in holding ``gt`` and ``class``.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> src.scan(workers=0)
+        >>> src.k_max, src.d
+        (2, 3)
+        >>> tmp.cleanup()
+        """
         shapes = dict(
             read_images(self, range(len(self.paths)), workers, "shape", progress and "scanning")
         )
@@ -163,6 +409,38 @@ class RcnnSource:
         self.has_gt = self.notes is not None or bool(gt.all())
 
     def read(self, i):
+        """Read image ``i``'s file (after `scan`).
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(features (K, d) in dtype, boxes (K, 4), (object boxes (m, 4), object classes
+            (m,), difficult (m,)))``; the objects from the annotations when given.
+
+        Raises
+        ------
+        ValueError
+            When the file changed since `scan`, or a box lies outside its annotated image.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from scipy.io import savemat
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> arrays = {"boxes": np.array([[1.0, 1, 10, 10], [2, 2, 5, 8]]), "feat": np.ones((2, 3))}
+        >>> savemat(pathlib.Path(tmp.name) / "000005.mat", arrays)
+        >>> src = RcnnSource(tmp.name)
+        >>> src.scan(workers=0)
+        >>> X, boxes, (obj, classes, difficult) = src.read(0)
+        >>> X.dtype, X.shape, boxes[1].tolist(), obj.shape
+        (dtype('float32'), (2, 3), [2.0, 2.0, 5.0, 8.0], (0, 4))
+        >>> tmp.cleanup()
+        """
         feat, boxes, objects = read_rcnn_file(self.paths[i])
         if feat.shape[1] != self.d:
             raise ValueError(
@@ -193,11 +471,47 @@ class RcnnSource:
 
 
 class LatentListSource:
-    """A latent AP-SVM list file (`qs.data.latent_list.load_latent_list` gives the layouts) with its
-    ``STEM_id.feature`` files, relative stems in ``feature_dir`` (default: beside it),
-    absolute ones as given, all inside ``feature_root`` when it is given; ``n_features``
-    wide; one stored image per example of ``layout``. ``annotations``: a directory of VOC
-    ``ID.xml`` files (ID: the stem's last component) for the objects and image sizes."""
+    """A latent AP-SVM list file and its ``STEM_id.feature`` files, one stored image per example.
+
+    `qs.data.latent_list.load_latent_list` describes the files and their layouts.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The list file.
+    n_features : int
+        The feature dimension.
+    dtype : str, default "float32"
+        The features' type in the store: "float16", "float32" or "float64".
+    layout : str, default "pooled"
+        "pooled" or "unpooled".
+    feature_dir : str, pathlib.Path or None, default None
+        The directory relative stems are read from (None: the list file's).
+    annotations : str, pathlib.Path or None, default None
+        A directory of VOC ``ID.xml`` files (ID: the stem's last component) for the
+        objects and the image sizes boxes are checked against.
+    feature_root : str, pathlib.Path or None, default None
+        A directory every feature file must lie in (links followed).
+
+    Raises
+    ------
+    ValueError
+        On a missing feature dimension, an empty or malformed list, or a missing or
+        outside feature file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = pathlib.Path(tmp.name)
+    >>> _ = (folder / "list.txt").write_text("1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n")
+    >>> _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+    >>> _ = (folder / "img_2.feature").write_text("3:2\\n")
+    >>> src = LatentListSource(folder / "list.txt", 3)
+    >>> src.image_ids.tolist(), src.k_max, src.d, src.has_gt
+    (['img'], 2, 3, False)
+    >>> tmp.cleanup()
+    """
 
     kind = "latent-list"
 
@@ -245,6 +559,26 @@ class LatentListSource:
         self.k_max, self.d, self.dtype = max(max(counts), 1), int(n_features), np.dtype(dtype)
 
     def describe(self):
+        """Where the data come from, for the store's ``source``.
+
+        Returns
+        -------
+        str
+            The list file with its layout and SHA-256, and the feature files' directory.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> folder = pathlib.Path(tmp.name)
+        >>> _ = (folder / "list.txt").write_text("1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n")
+        >>> _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+        >>> _ = (folder / "img_2.feature").write_text("3:2\\n")
+        >>> src = LatentListSource(folder / "list.txt", 3)
+        >>> src.describe().startswith("latent AP-SVM list ")
+        True
+        >>> tmp.cleanup()
+        """
         text = (
             f"latent AP-SVM list {self.path.resolve()} ({self.layout} layout, sha256 "
             f"{self.sha256}), feature files in {self.feature_dir.resolve()}"
@@ -256,12 +590,89 @@ class LatentListSource:
         return text
 
     def name(self, i):
-        return f"the feature files of image {self.image_ids[i]!r} in {self.feature_dir}"
+        """Image ``i`` as an error message names it.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            Its stem and the feature files' directory.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> folder = pathlib.Path(tmp.name)
+        >>> _ = (folder / "list.txt").write_text("1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n")
+        >>> _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+        >>> _ = (folder / "img_2.feature").write_text("3:2\\n")
+        >>> src = LatentListSource(folder / "list.txt", 3)
+        >>> src.name(0).startswith("the feature files of image 'img' in ")
+        True
+        >>> tmp.cleanup()
+        """
+        return f"the feature files of image {str(self.image_ids[i])!r} in {self.feature_dir}"
 
     def key(self, i):
+        """What identifies image ``i``'s data: its stem, feature files, boxes and dimension.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        str
+            The key, JSON.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> folder = pathlib.Path(tmp.name)
+        >>> _ = (folder / "list.txt").write_text("1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n")
+        >>> _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+        >>> _ = (folder / "img_2.feature").write_text("3:2\\n")
+        >>> src = LatentListSource(folder / "list.txt", 3)
+        >>> json.loads(src.key(0))[:2]
+        ['img', ['img_1.feature', 'img_2.feature']]
+        >>> tmp.cleanup()
+        """
         return json.dumps([self.image_ids[i], self.files[i], self.boxes[i].tolist(), self.d])
 
     def read(self, i):
+        """Read image ``i``'s feature files.
+
+        Parameters
+        ----------
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(features (K, d) in dtype, boxes (K, 4), objects)``; the objects, ``(boxes
+            (m, 4), classes (m,), difficult (m,))``, only with annotations, else None.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> folder = pathlib.Path(tmp.name)
+        >>> _ = (folder / "list.txt").write_text("1\\nimg 2\\n1 1 10 10 1 0\\n5 5 10 10 2 0\\n1\\n")
+        >>> _ = (folder / "img_1.feature").write_text("1:0.5\\n")
+        >>> _ = (folder / "img_2.feature").write_text("3:2\\n")
+        >>> src = LatentListSource(folder / "list.txt", 3)
+        >>> X, boxes, objects = src.read(0)
+        >>> X.tolist(), objects is None
+        ([[0.5, 0.0, 0.0], [0.0, 0.0, 2.0]], True)
+        >>> tmp.cleanup()
+        """
         X = read_latent_features([self.feature_dir / f for f in self.files[i]], self.d)
         objects = self.objects[i] if self.has_gt else None
         return _as_dtype(self.name(i), X, self.dtype), self.boxes[i], objects

@@ -19,11 +19,43 @@ _PAIR = re.compile(r"\d{1,18}:[^\s:]+")
 
 
 def parse_sparse_features(path, text, n_features=None, hint=""):
-    """Indices (1-based int64) and values (finite float64) of one feature file's ``text``.
+    """The indices and values of one sparse feature file's text, checked throughout.
 
-    An index above ``n_features`` (when given) is an error; ``hint`` is appended to that
-    message (what the dimension means, how to load otherwise). Any fault raises a ValueError
-    naming ``path``, the line and the pair.
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, for messages.
+    text : str
+        Its contents.
+    n_features : int or None, default None
+        The feature dimension: an index above it is an error; None: no bound.
+    hint : str, default ""
+        Appended to the message of an index above ``n_features`` (what the dimension means,
+        how to load otherwise).
+
+    Returns
+    -------
+    index : ndarray, int64
+        The 1-based indices, strictly increasing.
+    value : ndarray, float64
+        The values, finite.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the line and the pair: a malformed pair, index 0, indices that do
+        not increase, an index above ``n_features``, a value that is not finite, a last line
+        without its newline.
+
+    Examples
+    --------
+    >>> index, value = parse_sparse_features("img_1.feature", "1:0.5 3:2\\n")
+    >>> index.tolist(), value.tolist()
+    ([1, 3], [0.5, 2.0])
+    >>> parse_sparse_features("img_1.feature", "3:1 2:1\\n")
+    Traceback (most recent call last):
+        ...
+    ValueError: img_1.feature, line 1: pair 2 ('2:1') does not increase the index; ...
     """
     if not _PAIRS.fullmatch(text):
         k = next(k for k, tok in enumerate(text.split()) if not _PAIR.fullmatch(tok))

@@ -60,7 +60,30 @@ PARTIAL = ".partial"
 
 
 class BoxStore:
-    """A finished store, opened lazily: the arrays are zarr arrays, read only when indexed."""
+    """A finished store, opened lazily: the arrays are zarr arrays, read only when indexed.
+
+    `open_store` opens one and checks it; every chunk read is checked against its checksum.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store's directory.
+    group : zarr.Group
+        Its zarr group.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.convert import write_synthetic_store
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> store = open_store(write_synthetic_store(pathlib.Path(tmp.name) / "test.zarr",
+    ...            split="test", scale=0.001, boxes_per_image=4, n_features=3))
+    >>> store
+    BoxStore('.../test.zarr': 20 images x 4 boxes x 3 float32, split 'test')
+    >>> store.counts[:3].tolist(), store.labels.shape
+    ([4, 4, 4], (20, 20))
+    >>> tmp.cleanup()
+    """
 
     def __init__(self, path, group):
         self.path = Path(path)
@@ -94,21 +117,92 @@ class BoxStore:
         )
 
     def dask_features(self):
-        """``features`` as a Dask array with the store's chunks."""
+        """The features as a Dask array with the store's chunks.
+
+        Returns
+        -------
+        dask.array.Array
+            Of shape (n_images, k_max, d), read chunk by chunk when computed.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from qs.data.convert import write_synthetic_store
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = open_store(write_synthetic_store(pathlib.Path(tmp.name) / "test.zarr",
+        ...                    split="test", scale=0.001, boxes_per_image=4, n_features=3))
+        >>> features = store.dask_features()
+        >>> features.shape, features.chunks[0]
+        ((20, 4, 3), (20,))
+        >>> tmp.cleanup()
+        """
         import dask.array as da
 
         return da.from_zarr(self.features)
 
     def verify(self, progress=False):
-        """Recompute the checksum of every chunk of every array (with a progress bar when
-        ``progress``); a `StoreDamaged` names each array and chunk whose stored bytes differ
-        or are missing. Returns the chunks checked."""
+        """Recompute the checksum of every chunk of every array.
+
+        Parameters
+        ----------
+        progress : bool, default False
+            Show a progress bar.
+
+        Returns
+        -------
+        int
+            The chunks checked.
+
+        Raises
+        ------
+        StoreDamaged
+            Naming each array and chunk whose stored bytes differ or are missing.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from qs.data.convert import write_synthetic_store
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = open_store(write_synthetic_store(pathlib.Path(tmp.name) / "test.zarr",
+        ...                    split="test", scale=0.001, boxes_per_image=4, n_features=3))
+        >>> store.verify()
+        9
+        >>> tmp.cleanup()
+        """
         return len(self._recomputed(progress))
 
     def data_checksum(self, progress=False):
-        """The SHA-256 of the data itself: of the JSON ``{array: {chunk key: sha256}}`` (keys
-        sorted) with every chunk's SHA-256 recomputed from its bytes, so it verifies the store
-        on the way (a damaged store has none: `StoreDamaged`)."""
+        """The SHA-256 of the data itself, verifying the store on the way.
+
+        It is the SHA-256 of the JSON ``{array: {chunk key: sha256}}`` (keys sorted), every
+        chunk's SHA-256 recomputed from its bytes.
+
+        Parameters
+        ----------
+        progress : bool, default False
+            Show a progress bar.
+
+        Returns
+        -------
+        str
+            The checksum, 64 hexadecimal digits.
+
+        Raises
+        ------
+        StoreDamaged
+            When a chunk is missing or its bytes differ from its recorded checksum.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from qs.data.convert import write_synthetic_store
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = open_store(write_synthetic_store(pathlib.Path(tmp.name) / "test.zarr",
+        ...                    split="test", scale=0.001, boxes_per_image=4, n_features=3))
+        >>> len(store.data_checksum())
+        64
+        >>> tmp.cleanup()
+        """
         nested = {}
         for where, digest in self._recomputed(progress).items():
             name, _, key = where.partition("/")
@@ -147,8 +241,36 @@ class BoxStore:
         return found
 
     def to_detection_data(self, max_bytes=2**30):
-        """The whole store in memory as `DetectionData` (float32 features), for stores whose
-        features take at most ``max_bytes`` as float32."""
+        """The whole store in memory as `DetectionData`, for a store that fits.
+
+        Parameters
+        ----------
+        max_bytes : int, default 2**30
+            The most bytes the features may take as float32.
+
+        Returns
+        -------
+        DetectionData
+            The features (float32, padding dropped), boxes, image ids, objects (empty without
+            ground truth) and source (`qs.data.voc2007.DetectionData`).
+
+        Raises
+        ------
+        ValueError
+            When the features take more than ``max_bytes``.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> from qs.data.convert import write_synthetic_store
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = open_store(write_synthetic_store(pathlib.Path(tmp.name) / "test.zarr",
+        ...                    split="test", scale=0.001, boxes_per_image=4, n_features=3))
+        >>> data = store.to_detection_data()
+        >>> data.X.shape, data.offsets[:3].tolist()
+        ((80, 3), [0, 4, 8])
+        >>> tmp.cleanup()
+        """
         from qs.data.voc2007 import DetectionData
 
         counts = self.counts[:].astype(np.int64)
@@ -182,7 +304,25 @@ class BoxStore:
 
 
 class StoreDamaged(ValueError):
-    """A chunk of a store is missing or its bytes differ from its recorded checksum."""
+    """A chunk of a store is missing or its bytes differ from its recorded checksum.
+
+    A ValueError; the message names the store and each damaged chunk.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.convert import write_synthetic_store
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = write_synthetic_store(pathlib.Path(tmp) / "test.zarr", split="test",
+    ...                                  scale=0.001, boxes_per_image=4, n_features=3)
+    ...     _ = (path / "counts" / "c" / "0").write_bytes(b"damaged")
+    ...     try:
+    ...         open_store(path).verify()
+    ...     except StoreDamaged as err:
+    ...         message = str(err)
+    >>> message
+    '...: 1 of 9 chunks fail their checksum: counts chunk c/0; the store is damaged, ...'
+    """
 
 
 def _verified_store(path, checksums):

@@ -35,12 +35,58 @@ _ZARR_TEMPORARY = re.compile(r".*\.[0-9a-f]{32}\.partial")  # zarr's file being 
 class StoreWriter:
     """Writes one store block by block into ``<path>.partial/`` and renames it when done.
 
-    ``settings``: the store's shape and kind (``k_max``, ``d``, ``dtype``, ``chunk_images``,
-    ``split``, ``has_labels``, ``has_gt``); an unfinished conversion in ``<path>.partial/``
-    made under other settings is refused (one whose ``k_max`` is larger is reused as it is).
-    ``image_ids``: every image, in order. ``block_keys``: per block of images, a text that
-    identifies its inputs; a block already written is skipped when its key and checksums
-    still match.
+    The writer holds the store's lock (`qs.data.lock.OutputLock`) from its creation until
+    `finish` or `close`. An unfinished conversion in ``<path>.partial/`` made under other
+    settings is refused (one whose ``k_max`` is larger is reused as it is); one made under
+    the same settings is resumed.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store's directory; it must not exist.
+    image_ids : array-like of str
+        Every image, in order.
+    k_max : int
+        The most boxes of an image.
+    d : int
+        Features per box.
+    dtype : str
+        The features' type: "float16", "float32" or "float64".
+    chunk_images : int
+        Images per block (and per chunk of every array).
+    split : str or None
+        The split's name.
+    has_gt : bool
+        Whether the store holds ground-truth objects.
+    block_keys : sequence of str
+        Per block, a text that identifies its inputs; a block already written is skipped
+        when its key and checksums still match.
+    attrs : dict or None, default None
+        More attributes of the store.
+
+    Raises
+    ------
+    ValueError
+        On a bad setting, an existing store at ``path``, or an unfinished conversion made
+        under other settings.
+    OutputBusy
+        When another writer holds the store's lock.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from qs.data.store import open_store
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     writer = StoreWriter(pathlib.Path(tmp) / "test.zarr", ["a", "b", "c"], k_max=2,
+    ...                          d=3, dtype="float32", chunk_images=2, split="test",
+    ...                          has_gt=False, block_keys=["block 0", "block 1"])
+    ...     for b in writer.pending():
+    ...         n = len(range(*writer.block_range(b)))
+    ...         writer.write_block(b, np.ones((n, 2, 3)), [2] * n, np.ones((n, 2, 4)))
+    ...     store = open_store(writer.finish("three images of ones"))
+    ...     shape = store.features.shape
+    >>> shape, store.source
+    ((3, 2, 3), 'three images of ones')
     """
 
     def __init__(
@@ -130,7 +176,27 @@ class StoreWriter:
             self.group["image_ids"][:] = self.image_ids
 
     def close(self):
-        """Release the store's lock (`finish` does; call it when giving up before)."""
+        """Release the store's lock; `finish` does, call it when giving up before.
+
+        The blocks written stay in ``<path>.partial/`` for a later writer to resume.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> writer = StoreWriter(pathlib.Path(tmp.name) / "test.zarr", ["a", "b", "c"], k_max=2,
+        ...                      d=3, dtype="float32", chunk_images=2, split="test",
+        ...                      has_gt=False, block_keys=["block 0", "block 1"])
+        >>> writer.write_block(0, np.ones((2, 2, 3)), [2, 1], np.ones((2, 2, 4)))
+        >>> writer.close()
+        >>> again = StoreWriter(writer.path, ["a", "b", "c"], k_max=2, d=3, dtype="float32",
+        ...                     chunk_images=2, split="test", has_gt=False,
+        ...                     block_keys=["block 0", "block 1"])
+        >>> again.pending()
+        [1]
+        >>> again.close()
+        >>> tmp.cleanup()
+        """
         self.lock.release()
 
     def _create(self, zarr, n, k_max, settings):
@@ -171,11 +237,55 @@ class StoreWriter:
         return len(self.block_keys)
 
     def block_range(self, b):
-        """Images ``start, stop`` of block ``b``."""
+        """The images of one block.
+
+        Parameters
+        ----------
+        b : int
+            The block's index.
+
+        Returns
+        -------
+        tuple of int
+            ``(start, stop)``: the block holds images ``start`` to ``stop - 1``.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> writer = StoreWriter(pathlib.Path(tmp.name) / "test.zarr", ["a", "b", "c"], k_max=2,
+        ...                      d=3, dtype="float32", chunk_images=2, split="test",
+        ...                      has_gt=False, block_keys=["block 0", "block 1"])
+        >>> writer.block_range(0), writer.block_range(1)
+        ((0, 2), (2, 3))
+        >>> writer.close()
+        >>> tmp.cleanup()
+        """
         return b * self.chunk_images, min((b + 1) * self.chunk_images, self.image_ids.size)
 
     def pending(self):
-        """The blocks still to write, in order."""
+        """The blocks still to write, in order.
+
+        Returns
+        -------
+        list of int
+            Their indices.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> writer = StoreWriter(pathlib.Path(tmp.name) / "test.zarr", ["a", "b", "c"], k_max=2,
+        ...                      d=3, dtype="float32", chunk_images=2, split="test",
+        ...                      has_gt=False, block_keys=["block 0", "block 1"])
+        >>> writer.pending()
+        [0, 1]
+        >>> writer.write_block(0, np.ones((2, 2, 3)), [2, 1], np.ones((2, 2, 4)))
+        >>> writer.pending()
+        [1]
+        >>> writer.close()
+        >>> tmp.cleanup()
+        """
         return [b for b in range(self.n_blocks) if b not in self.done]
 
     def _blocks_done(self):
@@ -208,10 +318,42 @@ class StoreWriter:
         return self.partial / name / key
 
     def write_block(self, b, features, counts, boxes, labels=None, objects=None):
-        """Write block ``b``: ``features`` (n_b, K_max, d) and ``boxes`` (n_b, K_max, 4) padded
-        with zeros past each image's ``counts``; ``labels`` (n_b, 20) int8 or None (unknown);
-        ``objects``: per image ``(boxes (m, 4), class (m,), difficult (m,))`` when the store
-        has ground truth. Then record the block's checksums."""
+        """Write one block of images, then record its checksums.
+
+        Parameters
+        ----------
+        b : int
+            The block's index.
+        features : ndarray of shape (n_b, K_max, d)
+            Its images' box features, zeros past each image's count.
+        counts : array-like of shape (n_b,), int
+            The boxes of each image.
+        boxes : ndarray of shape (n_b, K_max, 4)
+            The boxes x1 y1 x2 y2, zeros past each image's count.
+        labels : ndarray of shape (n_b, 20), int8, or None, default None
+            The image labels; None: unknown (-1).
+        objects : list of tuple or None, default None
+            Per image ``(boxes (m, 4), class (m,), difficult (m,))``, exactly when the store
+            has ground truth.
+
+        Raises
+        ------
+        ValueError
+            When ``objects`` is given without ground truth in the store, or missing with it.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> writer = StoreWriter(pathlib.Path(tmp.name) / "test.zarr", ["a", "b", "c"], k_max=2,
+        ...                      d=3, dtype="float32", chunk_images=2, split="test",
+        ...                      has_gt=False, block_keys=["block 0", "block 1"])
+        >>> writer.write_block(1, np.ones((1, 2, 3)), [2], np.ones((1, 2, 4)))
+        >>> writer.pending()
+        [0]
+        >>> writer.close()
+        >>> tmp.cleanup()
+        """
         start, stop = self.block_range(b)
         if self.has_gt != (objects is not None):
             raise ValueError("objects must be given exactly when the store has ground truth.")
@@ -246,10 +388,42 @@ class StoreWriter:
         self.done.add(b)
 
     def finish(self, source):
-        """Write the ground truth, the checksums and the completion mark, then rename the
-        directory to the store's path: that rename decides; the progress records the store
-        then still holds are removed after it, or by the next writer of this path if a kill
-        comes first. Releases the lock. Returns the path."""
+        """Complete the store: write the ground truth, the checksums and the completion mark.
+
+        Then the directory is renamed to the store's path: that rename decides. The progress
+        records the store still holds are removed after it, or by the next writer of this
+        path if a kill comes first. Releases the lock.
+
+        Parameters
+        ----------
+        source : str
+            Where the data came from, kept as the store's ``source``.
+
+        Returns
+        -------
+        pathlib.Path
+            The store's path.
+
+        Raises
+        ------
+        ValueError
+            When a block is not written yet, or the path appeared during the conversion.
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> writer = StoreWriter(pathlib.Path(tmp.name) / "test.zarr", ["a", "b", "c"], k_max=2,
+        ...                      d=3, dtype="float32", chunk_images=2, split="test",
+        ...                      has_gt=False, block_keys=["block 0", "block 1"])
+        >>> for b in writer.pending():
+        ...     n = len(range(*writer.block_range(b)))
+        ...     writer.write_block(b, np.zeros((n, 2, 3)), [1] * n, np.zeros((n, 2, 4)))
+        >>> path = writer.finish("three images of zeros")
+        >>> path.name, writer.partial.exists()
+        ('test.zarr', False)
+        >>> tmp.cleanup()
+        """
         import zarr
 
         if self.pending():

@@ -34,7 +34,28 @@ OBJECT_OF = {5: 0, 6: 1, 9: 2, 2: 3}  # action id -> object score column it rais
 
 
 def make_voc2011_actions(seed=0, *, bias=True):
-    """Trainval and test splits, ``{"trainval": PoseletData, "test": PoseletData}``."""
+    """Seeded synthetic trainval and test splits shaped like the VOC2011 action poselet features.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        The generator's seed.
+    bias : bool, default True
+        Append a constant-1 column to the features.
+
+    Returns
+    -------
+    dict
+        ``{"trainval": PoseletData, "test": PoseletData}`` (`qs.data.poselet.PoseletData`).
+
+    Examples
+    --------
+    >>> splits = make_voc2011_actions(seed=0)
+    >>> {name: split.X.shape for name, split in splits.items()}
+    {'trainval': (3347, 2405), 'test': (3363, 2405)}
+    >>> splits["trainval"].positives_per_class()["phoning"]
+    227
+    """
     rng = np.random.default_rng(seed)
     own = rng.permutation(N_POSELETS)[: 30 * len(ACTIONS)].reshape(len(ACTIONS), 30)
     shared = rng.permutation(N_POSELETS)[: 40 * len(GROUPS)].reshape(len(GROUPS), 40)

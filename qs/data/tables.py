@@ -43,11 +43,30 @@ SUFFIXES = {**TABLE_KINDS, **KINDS}
 
 @dataclass(frozen=True)
 class Table:
-    """What a feature file holds: ``X`` (float64, dense or CSR), ``y`` (one label per row, or
-    None when the labels were not asked for or are absent), ``feature_names`` (the column
-    names of a table, else None), the file it came from, ``groups`` (the query id of each
-    row, each query's rows consecutive; None unless asked for), and ``zero_based`` (the index
-    base an svmlight file was read with; None for other formats)."""
+    """What a feature file holds, as `read_table` reads it.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse.csr_matrix
+        The features, float64.
+    y : ndarray or None
+        One label per row; None when the labels were not asked for or are absent.
+    feature_names : list of str or None
+        The column names of a table; None for other formats.
+    path : pathlib.Path
+        The file it came from.
+    groups : ndarray or None, default None
+        The query id of each row, each query's rows consecutive; None unless asked for.
+    zero_based : bool or None, default None
+        The index base an svmlight file was read with; None for other formats.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> table = Table(np.array([[1.0, 2.0]]), np.array([1]), ["b", "a"], pathlib.Path("x.csv"))
+    >>> table.X.shape, table.groups is None
+    ((1, 2), True)
+    """
 
     X: Any
     y: Any
@@ -58,11 +77,28 @@ class Table:
 
 
 class LabelColumnError(ValueError):
-    """A table's label column is not named (``given`` None), or is not among its
-    ``columns``. ``near`` is the column the name given most likely meant: one that differs
-    from it only in case or surrounding spaces, else a close spelling; None when none is.
-    `describe` words the message with the way the caller names the column (a command
-    line option, say)."""
+    """A table's label column is not named, or is not among its columns: a ValueError.
+
+    ``near`` is the column the name given most likely meant: one that differs from it only
+    in case or surrounding spaces, else a close spelling; None when none is.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The table.
+    given : str or None
+        The label column's name as given; None: none was.
+    columns : sequence of str
+        The table's columns.
+
+    Examples
+    --------
+    >>> err = LabelColumnError("train.csv", "Label ", ["x", "label"])
+    >>> err.near
+    'label'
+    >>> str(err)
+    "train.csv: no label column 'Label ' (did you mean 'label'?); its columns: 'x', 'label'."
+    """
 
     def __init__(self, path, given, columns):
         self.path, self.given, self.columns = path, given, [str(c) for c in columns]
@@ -70,7 +106,23 @@ class LabelColumnError(ValueError):
         super().__init__(self.describe("name its label column"))
 
     def describe(self, how):
-        """The message, with `how` saying how to name the column when none was given."""
+        """The message, worded with the way the caller names the column.
+
+        Parameters
+        ----------
+        how : str
+            How to name the column (a command line option, say), said when none was given.
+
+        Returns
+        -------
+        str
+            The message.
+
+        Examples
+        --------
+        >>> LabelColumnError("train.csv", None, ["x", "label"]).describe("pass --label-column")
+        "train.csv: pass --label-column; its columns: 'x', 'label'."
+        """
         columns = _listed(self.columns) or "none"
         if self.given is None:
             return f"{self.path}: {how}; its columns: {columns}."
@@ -235,10 +287,45 @@ def read_labels(path: str | Path, *, label_column: str | None = None) -> np.ndar
 
 
 def align_features(table, feature_names, n_features, against):
-    """``table.X`` with its columns in the order of ``feature_names`` (a table's columns are
-    matched by name), or checked to have ``n_features`` columns; ``against`` names where the
-    expected features come from (the training file, the model) for the error. An svmlight
-    file, which leaves zeros out, may end before the last columns: they are zeros."""
+    """A table's features in the expected columns: matched by name, or checked by count.
+
+    An svmlight file, which leaves zeros out, may end before the last columns: they are
+    zeros.
+
+    Parameters
+    ----------
+    table : Table
+        The file read.
+    feature_names : list of str or None
+        The expected columns' names, in order; None: compare the count alone (as also when
+        the table has no names).
+    n_features : int
+        The expected number of columns.
+    against : str
+        Where the expected features come from (the training file, the model), for the
+        message.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+        ``table.X``, its columns in the order of ``feature_names``.
+
+    Raises
+    ------
+    ValueError
+        When a named column is missing or extra, or the number of columns differs.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> table = Table(np.array([[1.0, 2.0]]), None, ["b", "a"], pathlib.Path("test.csv"))
+    >>> align_features(table, ["a", "b"], 2, "the model").tolist()
+    [[2.0, 1.0]]
+    >>> align_features(table, ["a", "c"], 2, "the model")
+    Traceback (most recent call last):
+        ...
+    ValueError: test.csv: lacks the feature column(s) 'c' of the model; it has 'b' instead.
+    """
     names = table.feature_names
     if names is not None and feature_names is not None:
         missing = [n for n in feature_names if n not in names]
@@ -268,8 +355,17 @@ def align_features(table, feature_names, n_features, against):
 
 
 def columns_in_use(X):
-    """The indices of the columns of ``X`` (dense or sparse) that are non-zero in some row,
-    found without allocating anything per column of a sparse ``X``.
+    """The columns that are non-zero in some row, found without allocating per column.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix
+        The features.
+
+    Returns
+    -------
+    ndarray of int64
+        The columns' indices, sorted.
 
     Examples
     --------
@@ -283,9 +379,21 @@ def columns_in_use(X):
 
 
 def take_columns(X, columns):
-    """``X[:, columns]`` for sorted, distinct ``columns``; for a sparse ``X``, in memory that
-    grows with its entries, not with its column count (scipy's column indexing allocates one
-    entry per column).
+    """Some columns of ``X``; for a sparse ``X``, in memory that grows with its entries alone.
+
+    scipy's column indexing allocates one entry per column of ``X``.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix
+        The features.
+    columns : array-like of int
+        The columns, sorted and distinct.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+        ``X[:, columns]``.
 
     Examples
     --------
@@ -306,10 +414,18 @@ def take_columns(X, columns):
 
 
 def column_fingerprint(X):
-    """A fingerprint of the columns of ``X`` (dense or sparse), to tell later whether a file
-    without column names holds the same columns in the same order: the column count, and
-    the mean and standard deviation of up to `FINGERPRINT_COLUMNS` columns in use (non-zero
-    somewhere), as a JSON-ready dict.
+    """A fingerprint of the columns, to tell later whether a file without names holds the same.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix
+        The features.
+
+    Returns
+    -------
+    dict
+        JSON-ready: ``count`` (columns), ``rows``, and the ``columns``, ``mean`` and
+        ``std`` of up to `FINGERPRINT_COLUMNS` columns in use (non-zero somewhere).
 
     Examples
     --------
@@ -331,12 +447,35 @@ def column_fingerprint(X):
 
 
 def permuted_columns(fingerprint, X):
-    """Whether the columns of ``X`` look permuted against ``fingerprint``
-    (`column_fingerprint` of the training columns): None when they look the same or merely
-    shifted, else a one-line description. A column matches a training column when its mean
-    lies within a quarter of that column's standard deviation (plus three standard errors)
-    and its standard deviation within a factor 1.5; the columns look permuted when at least
-    a quarter (and two) of them match not their own training column but another one."""
+    """Whether the columns of ``X`` look permuted against the training columns' fingerprint.
+
+    A column matches a training column when its mean lies within a quarter of that
+    column's standard deviation (plus three standard errors) and its standard deviation
+    within a factor 1.5; the columns look permuted when at least a quarter (and two) of
+    them match not their own training column but another one.
+
+    Parameters
+    ----------
+    fingerprint : dict
+        `column_fingerprint` of the training columns.
+    X : ndarray or scipy sparse matrix
+        The features to check.
+
+    Returns
+    -------
+    str or None
+        None when the columns look the same or merely shifted, else a one-line
+        description.
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).normal(size=(200, 4)) * [1, 2, 3, 4] + [0, 10, 20, 30]
+    >>> fingerprint = column_fingerprint(X)
+    >>> permuted_columns(fingerprint, X) is None
+    True
+    >>> print(permuted_columns(fingerprint, X[:, ::-1]))
+    4 of 4 columns compared look like other training columns (column 0 like training column 3); ...
+    """
     columns = np.asarray(fingerprint["columns"], dtype=np.int64)
     if columns.size < 2 or X.shape[0] < 2 or X.shape[1] != fingerprint["count"]:
         return None

@@ -71,12 +71,28 @@ CONTEXT = 0.35
 
 @dataclass(frozen=True)
 class DetectionData:
-    """One split of bags of boxes.
+    """One split of bags of boxes, flat: the boxes of every image, image after image.
 
-    X : float32 (n_boxes, d) box features, image after image. offsets : int64 (n_images + 1,):
-    image ``i`` holds boxes ``offsets[i]:offsets[i+1]``. boxes : (n_boxes, 4) x1 y1 x2 y2,
-    1-based inclusive pixels. image_ids : (n_images,) str. objects : per image, a tuple
-    ``(boxes (m, 4), class index (m,), difficult (m,) bool)``. source : where the data came from.
+    Parameters
+    ----------
+    X : ndarray of shape (n_boxes, d), float32
+        The box features.
+    offsets : ndarray of shape (n_images + 1,), int64
+        Image ``i`` holds boxes ``offsets[i]:offsets[i+1]``.
+    boxes : ndarray of shape (n_boxes, 4)
+        x1 y1 x2 y2, 1-based inclusive pixels.
+    image_ids : ndarray of shape (n_images,), str
+        The images.
+    objects : tuple
+        Per image ``(boxes (m, 4), class index (m,), difficult (m,) bool)``.
+    source : str
+        Where the data came from.
+
+    Examples
+    --------
+    >>> data = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3).split_data("test")
+    >>> data.n_images, data.X.shape, data.offsets[:3].tolist()
+    (20, (80, 3), [0, 4, 8])
     """
 
     X: np.ndarray
@@ -91,11 +107,46 @@ class DetectionData:
         return self.offsets.size - 1
 
     def image_labels(self, cls):
-        """1 for each image holding an object of class `cls` (its index), else 0."""
+        """The images' labels for one class, from their objects.
+
+        Parameters
+        ----------
+        cls : int
+            The class index (into `CLASSES`).
+
+        Returns
+        -------
+        ndarray of shape (n_images,), int8
+            1 for each image holding an object of the class, else 0.
+
+        Examples
+        --------
+        >>> data = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3).split_data("test")
+        >>> data.image_labels(CLASSES.index("aeroplane"))[:4].tolist()
+        [1, 0, 0, 0]
+        """
         return np.array([int((c == cls).any()) for _, c, _ in self.objects], dtype=np.int8)
 
     def ground_truth(self, cls):
-        """``{image_id: (boxes, difficult)}`` of class `cls`, the form detection AP takes."""
+        """The objects of one class in every image, in the form detection AP takes.
+
+        Parameters
+        ----------
+        cls : int
+            The class index.
+
+        Returns
+        -------
+        dict
+            ``{image_id: (boxes (m, 4), difficult (m,) bool)}``.
+
+        Examples
+        --------
+        >>> data = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3).split_data("test")
+        >>> boxes, difficult = data.ground_truth(0)["test_000000"]
+        >>> boxes.shape, difficult.dtype
+        ((1, 4), dtype('bool'))
+        """
         return {
             image: (b[c == cls], d[c == cls])
             for image, (b, c, d) in zip(self.image_ids, self.objects)
@@ -106,12 +157,38 @@ class DetectionData:
 class SyntheticVOC2007:
     """The generator: its settings, and any image of either split on demand.
 
-    ``scale`` times VOC2007's image counts per split (at least 20, so that every class occurs
-    in both splits), ``boxes_per_image`` candidate boxes of ``n_features`` features each;
-    ``signal`` is the length of a class's direction, ``noise`` the features' noise standard
-    deviation, ``difficult_rate`` the chance an object is marked difficult; ``components``
-    the dimension of the subspace of the images' backgrounds and the objects' appearances
-    (0: none, every box independent noise plus its objects' class signal).
+    Parameters
+    ----------
+    seed : int, default 0
+        The seed.
+    scale : float, default 0.05
+        The fraction of VOC2007's image counts per split, in (0, 1]; at least 20 images, so
+        that every class occurs in both splits.
+    boxes_per_image : int, default 40
+        Candidate boxes per image, at least 2.
+    n_features : int, default 64
+        Features per box.
+    signal : float, default 4.0
+        The length of a class's direction.
+    noise : float, default 1.0
+        The features' noise standard deviation.
+    difficult_rate : float, default 0.1
+        The chance an object is marked difficult.
+    components : int, default 0
+        The dimension of the subspace of the images' backgrounds and the objects'
+        appearances; 0: none, every box independent noise plus its objects' class signal.
+
+    Raises
+    ------
+    ValueError
+        On a scale outside (0, 1], fewer than 2 boxes or 1 feature, negative components.
+
+    Examples
+    --------
+    >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+    >>> X, boxes, (objects, classes, difficult) = gen.image("test", 0)
+    >>> X.shape, boxes.shape, CLASSES[int(classes[0])]
+    ((4, 3), (4, 4), 'aeroplane')
     """
 
     seed: int = 0
@@ -149,20 +226,103 @@ class SyntheticVOC2007:
         return basis / np.linalg.norm(basis, axis=1, keepdims=True)
 
     def n_images(self, split):
+        """The number of images of a split.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+
+        Returns
+        -------
+        int
+            ``scale`` times VOC2007's count, at least 20.
+
+        Raises
+        ------
+        ValueError
+            For an unknown split.
+
+        Examples
+        --------
+        >>> SyntheticVOC2007(scale=0.05).n_images("trainval")
+        251
+        """
         return max(len(CLASSES), round(self.scale * SPLIT_SIZES[_split_name(split)]))
 
     def image_ids(self, split):
+        """The ids of a split's images.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+
+        Returns
+        -------
+        ndarray of str
+            ``SPLIT_NNNNNN``, in order.
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> gen.image_ids("test")[:2].tolist()
+        ['test_000000', 'test_000001']
+        """
         return np.array([f"{split}_{i:06d}" for i in range(self.n_images(split))])
 
     def source(self, split):
+        """The line that says where a split's data came from.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+
+        Returns
+        -------
+        str
+            The generator's seed, scale and split.
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> gen.source("test")
+        "synthetic VOC2007-like bags of boxes (seed 0, scale 0.001, test); not the paper's data"
+        """
         return (
             f"synthetic VOC2007-like bags of boxes (seed {self.seed}, scale "
             f"{self.scale:g}, {split}); not the paper's data"
         )
 
     def image(self, split, i):
-        """Image ``i`` of ``split``: ``(X float32 (K, d), boxes (K, 4), (object boxes (m, 4),
-        object classes (m,), difficult (m,)))``, from its own seeded generator."""
+        """One image of a split, made by its own seeded generator.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(X float32 (K, d), boxes (K, 4), (object boxes (m, 4), object classes (m,),
+            difficult (m,)))``.
+
+        Raises
+        ------
+        ValueError
+            For an index outside the split.
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> X, boxes, objects = gen.image("test", 3)
+        >>> bool((gen.image("test", 3)[0] == X).all())
+        True
+        """
         X = np.empty((self.boxes_per_image, self.n_features), np.float32)
         cand, objects = self._image_into(split, i, X)
         return X, cand, objects
@@ -195,8 +355,29 @@ class SyntheticVOC2007:
         return cand, (obj, classes, difficult)
 
     def layout(self, split, i):
-        """Image ``i``'s candidate boxes and objects as `image` gives them, without its
-        features (cheap: a bag set's boxes and labels at the paper's size in seconds)."""
+        """One image's candidate boxes and objects as `image` gives them, without its features.
+
+        It is cheap: a bag set's boxes and labels at the paper's size in seconds.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+        i : int
+            The image's index.
+
+        Returns
+        -------
+        tuple
+            ``(boxes (K, 4), (object boxes (m, 4), object classes (m,), difficult (m,)))``.
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> boxes, objects = gen.layout("test", 3)
+        >>> np.array_equal(boxes, gen.image("test", 3)[1])
+        True
+        """
         return self._layout(split, i)[1:]
 
     def _layout(self, split, i):
@@ -227,7 +408,25 @@ class SyntheticVOC2007:
         return levels
 
     def split_data(self, split):
-        """The whole split in memory as `DetectionData`."""
+        """The whole split in memory.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+
+        Returns
+        -------
+        DetectionData
+            Its images, in order.
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> data = gen.split_data("test")
+        >>> data.n_images, np.array_equal(data.X[:4], gen.image("test", 0)[0])
+        (20, True)
+        """
         n, k = self.n_images(split), self.boxes_per_image
         images = [self.image(split, i) for i in range(n)]
         return DetectionData(
@@ -240,9 +439,33 @@ class SyntheticVOC2007:
         )
 
     def features(self, split, *, dtype="float32", chunk_images=4):
-        """The split's box features as a lazy Dask array (n_images, K, d): each block of
-        ``chunk_images`` images is generated when a computation asks for it, never all at
-        once, image by image from the same generators as `image`."""
+        """The split's box features as a lazy Dask array, generated block by block when asked.
+
+        Never all at once: image by image, from the same generators as `image`.
+
+        Parameters
+        ----------
+        split : str
+            "trainval" or "test".
+        dtype : str, default "float32"
+            "float16", "float32" or "float64" (the float32 features converted).
+        chunk_images : int, default 4
+            Images per block.
+
+        Returns
+        -------
+        dask.array.Array
+            Of shape (n_images, K, d).
+
+        Examples
+        --------
+        >>> gen = SyntheticVOC2007(scale=0.001, boxes_per_image=4, n_features=3)
+        >>> features = gen.features("test", chunk_images=8)
+        >>> features.shape, features.chunks[0]
+        ((20, 4, 3), (8, 8, 4))
+        >>> np.array_equal(features[3].compute(), gen.image("test", 3)[0])
+        True
+        """
         import dask.array as da
 
         dtype = np.dtype(dtype)
@@ -276,8 +499,39 @@ def make_voc2007_detection(
     difficult_rate=0.1,
     components=0,
 ):
-    """``{"trainval": DetectionData, "test": DetectionData}``: ``scale`` times VOC2007's image
-    counts (at least 20 per split), every class present in both splits."""
+    """Seeded synthetic bags of boxes shaped like VOC2007 detection, both splits in memory.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        The seed.
+    scale : float, default 0.05
+        The fraction of VOC2007's image counts, in (0, 1]; at least 20 images per split.
+    boxes_per_image : int, default 40
+        Candidate boxes per image.
+    n_features : int, default 64
+        Features per box.
+    signal : float, default 4.0
+        The length of a class's direction.
+    noise : float, default 1.0
+        The features' noise standard deviation.
+    difficult_rate : float, default 0.1
+        The chance an object is marked difficult.
+    components : int, default 0
+        The dimension of the backgrounds' and appearances' subspace (`SyntheticVOC2007`).
+
+    Returns
+    -------
+    dict
+        ``{"trainval": DetectionData, "test": DetectionData}``, every class present in
+        both splits.
+
+    Examples
+    --------
+    >>> splits = make_voc2007_detection(scale=0.001, boxes_per_image=4, n_features=3)
+    >>> {split: data.X.shape for split, data in splits.items()}
+    {'trainval': (80, 3), 'test': (80, 3)}
+    """
     gen = SyntheticVOC2007(
         seed, scale, boxes_per_image, n_features, signal, noise, difficult_rate, components
     )

@@ -58,22 +58,38 @@ METHODS = {
 
 @dataclass(frozen=True)
 class LAIResult:
-    """The most violated ranking and what a structured SVM needs of it.
+    """The most violated ranking and what a structured SVM needs of it, as `lai` returns it.
 
-    neg_rank : interleaving rank (1 + positives above) of each negative, in input order, as
-        int32 (ranks are at most P + 1; half the memory traffic of int64 on large inputs);
-        ``None`` for the 0-1 loss, which labels samples instead of ranking them.
-    coef : one coefficient per sample (input order) with ``Psi(X, R) = sum_k coef_k x_k``.
-    loss : ``Delta(R*, R)``.
-    objective : ``loss + F(R)`` (= ``loss + coef @ scores``), F summed over scores minus a
+    Attributes
+    ----------
+    neg_rank : ndarray of shape (n_neg,), int32, or None
+        The interleaving rank (1 + positives above) of each negative, in input order (ranks
+        are at most P + 1: int32 halves the memory traffic of int64 on large inputs); None
+        for the 0-1 loss, which labels samples instead of ranking them.
+    coef : ndarray of shape (n,), float64
+        One coefficient per sample, in input order, with ``Psi(X, R) = sum_k coef_k x_k``.
+    loss : float
+        ``Delta(R*, R)``.
+    objective : float
+        ``loss + F(R)`` (= ``loss + coef @ scores``), F summed over scores minus a
         reference score (the coefficients sum to 0): exact to rounding at any common offset.
-    ground_truth_F : ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``,
-        summed the same way.
-    hinge : the structured hinge ``objective - ground_truth_F = loss + F(R) - F(R*)``,
-        summed on its own: one compensated sum over the pairs the ranking puts out of order
-        (`qs.inference._hinge`), so that a sample in its ground-truth place takes no
-        part however large its score; the difference of ``objective`` and
-        ``ground_truth_F`` loses every digit once the scores spread far beyond the hinge.
+    ground_truth_F : float
+        ``F(R*)``, i.e. ``mean(positive scores) - mean(negative scores)``, summed the same
+        way.
+    hinge : float
+        The structured hinge ``objective - ground_truth_F = loss + F(R) - F(R*)``, summed
+        on its own over the pairs the ranking puts out of order, so that a sample in its
+        ground-truth place takes no part however large its score (the difference of
+        ``objective`` and ``ground_truth_F`` loses every digit once the scores spread far
+        beyond the hinge).
+
+    Examples
+    --------
+    >>> result = lai(np.array([0.9, 0.8, 0.1, 0.5]), np.array([1, 0, 1, 0]))
+    >>> result.neg_rank.tolist(), result.coef.tolist()
+    ([1, 2], [0.0, 0.5, -0.5, 0.0])
+    >>> result.loss, result.hinge
+    (0.5, 1.0)
     """
 
     neg_rank: np.ndarray | None
@@ -85,9 +101,36 @@ class LAIResult:
 
 
 def resolve(loss, method):
-    """(loss object, method name) that `lai` runs for ``loss`` and ``method``: the
-    loss object is None for the 0-1 loss, whose method is ``zero_one``. A ValueError names
-    an unknown method or one that does not support the loss."""
+    """The loss object and the method that `lai` runs for a loss and a method name.
+
+    Parameters
+    ----------
+    loss : str or QSLoss
+        "ap", "ndcg", "01" or a QS-suitable loss object.
+    method : str
+        A key of `METHODS`.
+
+    Returns
+    -------
+    loss : QSLoss or None
+        The loss object; None for the 0-1 loss.
+    method : str
+        The method's name: ``zero_one`` for the 0-1 loss.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, or one that does not support the loss.
+
+    Examples
+    --------
+    >>> resolve("ap", "auto"), resolve("01", "auto")
+    ((APLoss(), 'auto'), (None, 'zero_one'))
+    >>> resolve("01", "qs")
+    Traceback (most recent call last):
+        ...
+    ValueError: method 'qs' does not support loss '01'; use 'zero_one'.
+    """
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}.")
     if loss == "01":

@@ -56,21 +56,38 @@ FLOATS = (np.float64, np.float32)
 
 
 class BatchResult(NamedTuple):
-    """Per-query results of `lai_batch`, row ``q`` for query ``q`` (a named tuple:
-    built in a third of a frozen dataclass's time, a share of a small batch's call).
+    """Per-query results of `lai_batch`, row ``q`` for query ``q``.
 
-    rank : int32 (Q, n): interleaving rank of each negative at its input place, 0 at the
-        positives (and everywhere in skipped rows and for the 0-1 loss); None when the call
-        was made with ``ranks=False``.
-    coef : (Q, n) of the call's ``coef_dtype`` (float64 by default): ``coef(R_bar)`` as in
-        `qs.inference.LAIResult`, or with ``gradient=True`` ``coef(R_bar) - coef(R*)``,
-        the gradient of the structured hinge ``objective - ground_truth_F`` with respect to
-        the scores.
-    loss, objective, ground_truth_F : float64 (Q,), as in ``LAIResult``.
-    valid : bool (Q,): the query has a positive and a negative (others are skipped, zeros).
-    hinge : float64 (Q,): the structured hinge ``objective - ground_truth_F`` per query (0
-        if skipped), summed as ``LAIResult.hinge`` is: exact to rounding at any spread of
-        the scores.
+    A named tuple: built in a third of a frozen dataclass's time, a share of a small batch's
+    call.
+
+    Attributes
+    ----------
+    rank : ndarray of shape (Q, n), int32, or None
+        The interleaving rank of each negative at its input place, 0 at the positives (and
+        everywhere in skipped rows and for the 0-1 loss); None with ``ranks=False``.
+    coef : ndarray of shape (Q, n)
+        Of the call's ``coef_dtype`` (float64 by default): ``coef(R_bar)`` as in
+        `qs.inference.LAIResult`, or with ``gradient=True`` ``coef(R_bar) - coef(R*)``, the
+        gradient of the structured hinge with respect to the scores.
+    loss : ndarray of shape (Q,), float64
+        As in ``LAIResult``.
+    objective : ndarray of shape (Q,), float64
+        As in ``LAIResult``.
+    ground_truth_F : ndarray of shape (Q,), float64
+        As in ``LAIResult``.
+    valid : ndarray of shape (Q,), bool
+        The query has a positive and a negative (the others are skipped: zeros).
+    hinge : ndarray of shape (Q,), float64
+        The structured hinge ``objective - ground_truth_F`` per query (0 if skipped),
+        summed as ``LAIResult.hinge`` is: exact to rounding at any spread of the scores.
+
+    Examples
+    --------
+    >>> scores = np.array([[0.9, 0.8, 0.1, 0.5], [0.1, 0.2, 0.3, 0.4]])
+    >>> result = lai_batch(scores, np.array([[1, 0, 1, 0], [1, 1, 1, 1]]))
+    >>> result.rank.tolist(), result.valid.tolist(), result.hinge.tolist()
+    ([[0, 1, 0, 2], [0, 0, 0, 0]], [True, False], [1.0, 0.0])
     """
 
     rank: np.ndarray | None

@@ -164,15 +164,44 @@ _pool: dict[
 
 
 def thread_count():
-    """numba's configured thread count (``NUMBA_NUM_THREADS``), read without launching its
-    threading layer: launching the OpenMP layer sets the OpenMP thread count of the whole
-    process, torch's included (a torch limited to one thread went back to all cores)."""
+    """numba's configured thread count (``NUMBA_NUM_THREADS``), without launching its threads.
+
+    Launching the OpenMP layer sets the OpenMP thread count of the whole process, torch's
+    included (a torch limited to one thread went back to all cores).
+
+    Returns
+    -------
+    int
+        The thread count.
+
+    Examples
+    --------
+    >>> thread_count() >= 1
+    True
+    """
     return numba.config.NUMBA_NUM_THREADS
 
 
 def thread_map(fn, *iterables):
-    """``fn`` over the pieces on a pool of `thread_count` threads (the kernels release
-    the GIL)."""
+    """``fn`` over the pieces on a pool of `thread_count` threads (the kernels release the GIL).
+
+    Parameters
+    ----------
+    fn : callable
+        Called on one item of each iterable at a time, as `map` calls it.
+    *iterables : iterable
+        The pieces.
+
+    Returns
+    -------
+    list
+        ``fn``'s results, in order.
+
+    Examples
+    --------
+    >>> thread_map(pow, [2, 3], [3, 2])
+    [8, 9]
+    """
     workers = max(1, min(CHUNKS, thread_count(), os.cpu_count() or 1))
     if workers == 1:
         return list(map(fn, *iterables))

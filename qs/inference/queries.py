@@ -37,18 +37,34 @@ THREADED_MIN = 1 << 16
 class QueriesResult(NamedTuple):
     """Results of `lai_queries`: per document (input order) and per query.
 
-    coef : (n_documents,) of the call's ``coef_dtype``: each query's ``coef(R_bar)`` as in
+    Attributes
+    ----------
+    coef : ndarray of shape (n_documents,)
+        Of the call's ``coef_dtype``: each query's ``coef(R_bar)`` as in
         `qs.inference.LAIResult` at its documents' places, or with ``gradient=True``
         ``coef(R_bar) - coef(R*)``, the gradient of the query's structured hinge with
         respect to its scores; zero in skipped queries.
-    rank : int32 (n_documents,): interleaving rank of each non-relevant document within its
-        query, 0 at the relevant ones and in skipped queries; None with ``ranks=False``.
-    loss, objective, ground_truth_F : float64 (n_queries,), as in ``LAIResult``; zero in
-        skipped queries.
-    valid : bool (n_queries,): the query has a relevant and a non-relevant document (the
-        others are skipped).
-    hinge : float64 (n_queries,): the structured hinge ``objective - ground_truth_F`` per
-        query (0 if skipped), summed as ``LAIResult.hinge`` is.
+    rank : ndarray of shape (n_documents,), int32, or None
+        The interleaving rank of each non-relevant document within its query, 0 at the
+        relevant ones and in skipped queries; None with ``ranks=False``.
+    loss : ndarray of shape (n_queries,), float64
+        As in ``LAIResult``; zero in skipped queries.
+    objective : ndarray of shape (n_queries,), float64
+        As in ``LAIResult``; zero in skipped queries.
+    ground_truth_F : ndarray of shape (n_queries,), float64
+        As in ``LAIResult``; zero in skipped queries.
+    valid : ndarray of shape (n_queries,), bool
+        The query has a relevant and a non-relevant document (the others are skipped).
+    hinge : ndarray of shape (n_queries,), float64
+        The structured hinge ``objective - ground_truth_F`` per query (0 if skipped),
+        summed as ``LAIResult.hinge`` is.
+
+    Examples
+    --------
+    >>> scores = np.array([0.9, 0.8, 0.1, 0.5, 0.3, 0.2])
+    >>> result = lai_queries(scores, np.array([1, 0, 1, 0, 1, 0]), np.array([0, 4, 6]))
+    >>> result.rank.tolist(), result.loss.tolist()
+    ([0, 1, 0, 2, 0, 1], [0.5, 0.5])
     """
 
     coef: np.ndarray

@@ -11,6 +11,16 @@ class Workspace:
     ``lai(..., workspace=ws)`` writes its result into the workspace: the result holds the
     workspace's arrays, and the next call with it overwrites them (as with ``out=``). One
     workspace serves one call at a time (not threads at once).
+
+    Examples
+    --------
+    >>> from qs.inference import lai
+    >>> ws = Workspace()
+    >>> first = lai(np.array([0.9, 0.8, 0.1, 0.5]), np.array([1, 0, 1, 0]), workspace=ws)
+    >>> coef = first.coef
+    >>> second = lai(np.array([0.1, 0.8, 0.9, 0.5]), np.array([1, 0, 1, 0]), workspace=ws)
+    >>> second.coef is coef  # the same array, overwritten
+    True
     """
 
     def __init__(self):
@@ -20,8 +30,29 @@ class Workspace:
         self._groups = {}  # (id of work, N, P) -> the views arrays last returned
 
     def take(self, name, size, dtype):
-        """The first ``size`` elements of the workspace's array ``name`` (of ``dtype``),
-        grown to ``size`` when shorter."""
+        """The first ``size`` elements of one of the workspace's arrays, grown when shorter.
+
+        Parameters
+        ----------
+        name : str
+            The array's name.
+        size : int
+            The elements wanted.
+        dtype : numpy dtype
+            The array's type, when it is made.
+
+        Returns
+        -------
+        ndarray of shape (size,)
+            A view of the array, uninitialised where it was grown.
+
+        Examples
+        --------
+        >>> ws = Workspace()
+        >>> a = ws.take("work", 4, np.int64)
+        >>> ws.take("work", 2, np.int64).base is a.base, ws.take("work", 8, np.int64).size
+        (True, 8)
+        """
         view = self._views.get((name, size))
         if view is not None:
             return view
@@ -38,9 +69,30 @@ class Workspace:
         return view
 
     def arrays(self, work, n_neg, n_pos):
-        """The work arrays of a method: ``work`` lists (name, size, dtype) with ``size`` a
-        function of (N, P); ``work`` a module's constant (it is known by its id). Looked up
-        once per sizes, as a loop of calls repeats them."""
+        """The work arrays of a method, looked up once per sizes, as a loop of calls repeats them.
+
+        Parameters
+        ----------
+        work : tuple
+            ``(name, size, dtype)`` of each array, ``size`` a function of (N, P); a module's
+            constant (it is known by its id).
+        n_neg : int
+            N, the number of negatives.
+        n_pos : int
+            P, the number of positives.
+
+        Returns
+        -------
+        tuple of ndarray
+            The arrays, in the order of ``work``.
+
+        Examples
+        --------
+        >>> WORK = (("order", lambda n, p: n + p, np.int64), ("keys", lambda n, p: n, np.float64))
+        >>> order, keys = Workspace().arrays(WORK, 3, 2)
+        >>> order.shape, keys.dtype
+        ((5,), dtype('float64'))
+        """
         group = self._groups.get((id(work), n_neg, n_pos))
         if group is None:
             group = tuple(self.take(name, size(n_neg, n_pos), dtype) for name, size, dtype in work)
@@ -48,9 +100,43 @@ class Workspace:
         return group
 
     def outputs(self, n_neg, n, zero_one, given):
-        """(neg_rank, coef) of a call: int32 (N,) and float64 (n,); neg_rank None for the 0-1
-        loss. ``given``: the caller's inputs, which must not be arrays of this workspace (a
-        result's ``coef`` passed back as scores would be overwritten while read)."""
+        """The output arrays of a call, refused when an input is one of them.
+
+        Parameters
+        ----------
+        n_neg : int
+            N, the number of negatives.
+        n : int
+            The number of samples.
+        zero_one : bool
+            Whether the loss is 0-1 (which has no ranks).
+        given : sequence of ndarray
+            The caller's inputs, which must not be arrays of this workspace (a result's
+            ``coef`` passed back as scores would be overwritten while read).
+
+        Returns
+        -------
+        neg_rank : ndarray of shape (n_neg,), int32, or None
+            None for the 0-1 loss.
+        coef : ndarray of shape (n,), float64
+            The coefficients.
+
+        Raises
+        ------
+        ValueError
+            When an input is an array of this workspace.
+
+        Examples
+        --------
+        >>> ws = Workspace()
+        >>> neg_rank, coef = ws.outputs(2, 5, False, ())
+        >>> neg_rank.dtype, coef.shape
+        (dtype('int32'), (5,))
+        >>> ws.outputs(2, 5, False, (coef,))
+        Traceback (most recent call last):
+            ...
+        ValueError: scores and labels must not be arrays of the workspace the call writes ...
+        """
         for arr in given:
             root = arr
             while isinstance(root, np.ndarray) and root.base is not None:

@@ -144,6 +144,16 @@ def solve(
     -------
     SolverResult
         What ``prob.result`` makes of the final weights.
+
+    Examples
+    --------
+    >>> from qs.ssvm.queries import QueryProblem
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> prob = QueryProblem(X, [1, 1, 0, 0, 0], [0, 5], C=10.0, loss="ap", method="auto",
+    ...                     tol=1e-3, max_iter=200, callback=None)  # one query
+    >>> res = solve(prob, 2)
+    >>> bool(res.converged), np.round(res.w, 2).tolist()
+    (True, [0.37, -0.12])
     """
     solve_qp = _qp_backend(qp_solver)
     ws = (
@@ -186,6 +196,14 @@ class Constraints:
         Length of each constraint's ``a``.
     capacity : int, default 16
         Constraints held before the first doubling.
+
+    Examples
+    --------
+    >>> ws = Constraints(2, capacity=1)
+    >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+    >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+    >>> ws.k, ws.gram().tolist()
+    (2, [[1.0, 1.0], [1.0, 5.0]])
     """
 
     def __init__(self, n_features: int, capacity: int = INITIAL_CAPACITY) -> None:
@@ -196,7 +214,25 @@ class Constraints:
         self.last_active = np.empty(capacity, dtype=np.int64)
 
     def add(self, a: np.ndarray, b_new: float, it: int) -> None:
-        """Add the constraint ``w . a >= b_new - xi``, made at iteration ``it``."""
+        """Add the constraint ``w . a >= b_new - xi``, growing the arrays when full.
+
+        Parameters
+        ----------
+        a : ndarray of shape (n_features,)
+            The constraint's direction.
+        b_new : float
+            Its offset (the loss).
+        it : int
+            The iteration that made it.
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> ws.rows()[1].tolist()
+        [0.5, 0.25]
+        """
         k = self.k
         if k == self.b.size:
             self._grow(2 * k)
@@ -220,16 +256,61 @@ class Constraints:
         self.last_active[:k] = last[:k]
 
     def mark_active(self, active: np.ndarray, it: int) -> None:
-        """Record iteration ``it`` as the last in which the constraints ``active`` (a mask
-        over those held) had a non-zero dual variable."""
+        """Record an iteration as the last in which some constraints had a non-zero dual.
+
+        Parameters
+        ----------
+        active : ndarray of bool
+            A mask over the constraints held.
+        it : int
+            The iteration.
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> ws.mark_active(np.array([True, False]), 7)
+        >>> ws.active().tolist()
+        [7, 1]
+        """
         self.last_active[: self.k][active] = it
 
     def active(self) -> np.ndarray:
-        """The last iteration each constraint held was active (or added)."""
+        """The last iteration each constraint held was active (or added).
+
+        Returns
+        -------
+        ndarray of int64
+            One iteration per constraint held (a view).
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> ws.active().tolist()
+        [0, 1]
+        """
         return self.last_active[: self.k]
 
     def keep(self, mask: np.ndarray) -> None:
-        """Keep only the constraints ``mask`` selects, compacted in place."""
+        """Keep only some constraints, compacted in place.
+
+        Parameters
+        ----------
+        mask : ndarray of bool
+            The constraints to keep, over those held.
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> ws.keep(np.array([False, True]))
+        >>> ws.k, ws.gram().tolist(), ws.rows()[1].tolist()
+        (1, [[5.0]], [0.25])
+        """
         idx = np.flatnonzero(mask)
         n = idx.size
         self.A[:n], self.b[:n] = self.A[idx], self.b[idx]
@@ -238,11 +319,42 @@ class Constraints:
         self.k = n
 
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(A, b) of the constraints held: views, valid until the next `add`."""
+        """The constraints held, as views valid until the next `add`.
+
+        Returns
+        -------
+        A : ndarray of shape (k, n_features)
+            Their directions.
+        b : ndarray of shape (k,)
+            Their offsets.
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> A, b = ws.rows()
+        >>> A.tolist(), b.tolist()
+        ([[1.0, 0.0], [1.0, 2.0]], [0.5, 0.25])
+        """
         return self.A[: self.k], self.b[: self.k]
 
     def gram(self) -> np.ndarray:
-        """The Gram matrix of the constraints held (a view)."""
+        """The Gram matrix ``a_i . a_j`` of the constraints held.
+
+        Returns
+        -------
+        ndarray of shape (k, k)
+            A view.
+
+        Examples
+        --------
+        >>> ws = Constraints(2, capacity=1)
+        >>> ws.add(np.array([1.0, 0.0]), 0.5, it=0)
+        >>> ws.add(np.array([1.0, 2.0]), 0.25, it=1)
+        >>> ws.gram().tolist()
+        [[1.0, 1.0], [1.0, 5.0]]
+        """
         return self.G[: self.k, : self.k]
 
 

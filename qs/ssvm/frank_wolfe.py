@@ -100,6 +100,16 @@ def solve(prob: Any, n_features: int) -> SolverResult:
     -------
     SolverResult
         What ``prob.result`` makes of the final weights.
+
+    Examples
+    --------
+    >>> from qs.ssvm.queries import QueryProblem
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> prob = QueryProblem(X, [1, 1, 0, 0, 0], [0, 5], C=10.0, loss="ap", method="auto",
+    ...                     tol=1e-3, max_iter=200, callback=None)  # one query
+    >>> res = solve(prob, 2)
+    >>> bool(res.converged), np.round(res.w, 2).tolist()
+    (True, [0.37, -0.11])
     """
     w = np.zeros(n_features)
     ell = 0.0

@@ -177,6 +177,12 @@ class Bags:
     full over all images: a pass over a few images counts as that fraction of one). The
     working sets of `qs.ssvm.lockstep` subclass it too, so that `as_bags` passes them
     through.
+
+    Examples
+    --------
+    >>> bags = as_bags(np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]), np.array([0, 2, 3]))
+    >>> isinstance(bags, Bags), bags.starts.tolist(), bags.sizes.tolist()
+    (True, [0, 2], [2, 1])
     """
 
     starts: np.ndarray
@@ -185,17 +191,81 @@ class Bags:
     passes: float = 0
 
     def best(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each image's best row under `w`, and the features of those rows."""
+        """Each image's best row under ``w``, and the features of those rows.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (d,)
+            The weights.
+
+        Returns
+        -------
+        rows : numpy.ndarray of shape (n_images,), int
+            Each image's best row.
+        features : numpy.ndarray of shape (n_images, d)
+            Their features.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+        >>> bags = as_bags(X, np.array([0, 2, 4]))  # 2 images of 2 boxes
+        >>> rows, features = bags.best(np.array([1.0, 0.0]))
+        >>> rows.tolist(), features.tolist(), bags.passes
+        ([0, 2], [[1.0, 0.0], [0.5, 0.5]], 1)
+        """
         raise NotImplementedError
 
     def take(self, rows: np.ndarray) -> np.ndarray:
-        """The features of `rows`."""
+        """The features of some rows.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            Rows of the box matrix.
+
+        Returns
+        -------
+        numpy.ndarray of shape (len(rows), d)
+            Their features.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+        >>> bags = as_bags(X, np.array([0, 2, 4]))  # 2 images of 2 boxes
+        >>> bags.take(np.array([1, 3])).tolist()
+        [[0.0, 1.0], [0.2, 0.1]]
+        """
         raise NotImplementedError
 
     def chosen(
         self, w: np.ndarray, is_pos: np.ndarray, pos_rows: np.ndarray, pos_X: np.ndarray
     ) -> np.ndarray:
-        """The positives' features `pos_X` and each negative's best box's under `w`."""
+        """The positives' given features, and each negative's best box's under ``w``.
+
+        Parameters
+        ----------
+        w : numpy.ndarray of shape (d,)
+            The weights.
+        is_pos : numpy.ndarray of shape (n_images,), bool
+            True at the positive images.
+        pos_rows : numpy.ndarray of int
+            The positives' given rows.
+        pos_X : numpy.ndarray of shape (n_positives, d)
+            Their features.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n_images, d)
+            One box's features per image.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+        >>> bags = as_bags(X, np.array([0, 2, 4]))  # 2 images of 2 boxes
+        >>> is_pos = np.array([True, False])
+        >>> bags.chosen(np.array([1.0, 0.0]), is_pos, np.array([1]), X[[1]]).tolist()
+        [[0.0, 1.0], [0.5, 0.5]]
+        """
         raise NotImplementedError
 
 
@@ -410,6 +480,15 @@ class LatentProblem(Problem):
         -------
         tuple of (numpy.ndarray, float, float)
             ``(a, b, xi)``: the constraint ``w . a >= b - xi`` and its slack at `w`.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+        >>> prob = LatentProblem(X, np.array([0, 2, 4]), [1, 0], [0], C=1.0, loss="ap",
+        ...                      method="auto", tol=1e-3, max_iter=10, callback=None)
+        >>> a, b, xi = prob.most_violated(np.array([0.0, 1.0]))  # the negative ranks first
+        >>> a.tolist(), b, xi
+        ([1.0, -1.0], 0.5, 1.5)
         """
         self.X = self.bags.chosen(w, self.is_pos, self.pos_rows, self.pos_X)
         return super().most_violated(w, rows)
@@ -429,6 +508,14 @@ class LatentProblem(Problem):
         -------
         float
             ``1/2 |w|^2 + C xi(w)``.
+
+        Examples
+        --------
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+        >>> prob = LatentProblem(X, np.array([0, 2, 4]), [1, 0], [0], C=1.0, loss="ap",
+        ...                      method="auto", tol=1e-3, max_iter=10, callback=None)
+        >>> float(prob.latent_objective(np.array([1.0, 0.0]), X[[0, 2]]))  # no slack: |w|^2 / 2
+        0.5
         """
         self.X = X_best
         _, _, xi = super().most_violated(w)
@@ -458,6 +545,13 @@ class LatentResult:
     passes : float
         Passes over every box (the reads of the whole store when it is on disk), a pass
         over some images counting as that fraction of one.
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.1]])
+    >>> result = latent_cutting_plane(X, np.array([0, 2, 4]), [1, 0], C=1.0)
+    >>> result.pos_boxes.tolist(), result.converged, result.w.shape
+    ([1], True, (2,))
     """
 
     w: np.ndarray

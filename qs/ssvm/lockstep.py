@@ -219,7 +219,18 @@ class LockstepOptions:
         return self.restart_working_sets
 
     def problem_options(self) -> dict[str, Any]:
-        """The keyword options of each class's inner problem (`LatentProblem`)."""
+        """The keyword options of each class's inner problem (`LatentProblem`).
+
+        Returns
+        -------
+        dict
+            ``loss``, ``method``, ``tol``, ``max_iter``, ``callback`` (None) and ``timed``.
+
+        Examples
+        --------
+        >>> LockstepOptions(loss="ndcg").problem_options()["loss"]
+        'ndcg'
+        """
         return {
             "loss": self.loss,
             "method": self.method,

@@ -387,6 +387,16 @@ class DaskQueryProblem(Problem):
         ------
         ValueError
             If `rows` is given.
+
+        Examples
+        --------
+        >>> import dask.array as da
+        >>> X = da.from_array(np.eye(4), chunks=(2, 4))
+        >>> prob = DaskQueryProblem(X, [1, 0, 0, 1], [7, 7, 8, 8], C=1.0, loss="ap",
+        ...                         method="auto", tol=1e-3, max_iter=10, callback=None)
+        >>> a, b, xi = prob.most_violated(np.zeros(4))  # ties: each relevant one ranked last
+        >>> a.shape, b, xi
+        ((4,), 0.5, 0.5)
         """
         if rows is not None:
             raise ValueError("training over queries takes whole passes (no batch_size).")
@@ -420,6 +430,15 @@ class DaskQueryProblem(Problem):
         -------
         numpy.ndarray of shape (n_documents,)
             The scores.
+
+        Examples
+        --------
+        >>> import dask.array as da
+        >>> X = da.from_array(np.eye(4), chunks=(2, 4))
+        >>> prob = DaskQueryProblem(X, [1, 0, 0, 1], [7, 7, 8, 8], C=1.0, loss="ap",
+        ...                         method="auto", tol=1e-3, max_iter=10, callback=None)
+        >>> prob.scores(np.array([1.0, 2.0, 3.0, 4.0])).tolist()
+        [1.0, 2.0, 3.0, 4.0]
         """
         run = self._dask.delayed(_partition_scores, pure=True)
         return np.concatenate(self._compute([run(block, w) for block in self.blocks]))

@@ -51,11 +51,35 @@ SCORE_LANES = 8
 
 
 def query_offsets(groups):
-    """``(order, offsets)`` of the queries that ``groups`` (one query id per sample, any
-    hashable numbers or strings) names: ``order`` (None when every query's samples are
-    already contiguous, else the stable permutation that makes them so) and the offsets of
-    the queries in that order, in order of first appearance when contiguous, of sorted id
-    otherwise."""
+    """The order that makes each query's samples contiguous, and the queries' offsets.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_samples,)
+        One query id per sample: any hashable numbers or strings.
+
+    Returns
+    -------
+    order : ndarray of int or None
+        None when every query's samples are already contiguous, else the stable
+        permutation that makes them so.
+    offsets : ndarray of shape (n_queries + 1,), int64
+        The queries' bounds in that order: in order of first appearance when contiguous,
+        of sorted id otherwise.
+
+    Raises
+    ------
+    ValueError
+        When ``groups`` is not 1-D or is empty.
+
+    Examples
+    --------
+    >>> query_offsets([7, 7, 3])
+    (None, array([0, 2, 3]))
+    >>> order, offsets = query_offsets(["b", "b", "a", "b"])
+    >>> order.tolist(), offsets.tolist()
+    ([2, 0, 1, 3], [0, 1, 4])
+    """
     groups = np.asarray(groups)
     if groups.ndim != 1:
         raise ValueError(
@@ -74,16 +98,58 @@ def query_offsets(groups):
 
 
 def query_counts(is_pos, offsets):
-    """(relevant, documents) per query."""
+    """The relevant documents and all documents of each query.
+
+    Parameters
+    ----------
+    is_pos : ndarray of shape (n_documents,), bool
+        True at the relevant documents.
+    offsets : ndarray of shape (n_queries + 1,), int
+        The queries' bounds.
+
+    Returns
+    -------
+    relevant : ndarray of shape (n_queries,), int64
+        The relevant documents of each query.
+    documents : ndarray of shape (n_queries,), int64
+        The documents of each query.
+
+    Examples
+    --------
+    >>> relevant, documents = query_counts(np.array([True, False, True, False, False]),
+    ...                                    np.array([0, 2, 5]))
+    >>> relevant.tolist(), documents.tolist()
+    ([1, 1], [2, 3])
+    """
     sizes = np.diff(offsets)
     relevant = np.add.reduceat(np.append(is_pos.astype(np.int64), 0), offsets[:-1])
     return np.where(sizes > 0, relevant, 0), sizes
 
 
 def query_scores(X, w):
-    """``X @ w`` as float64 scores, one per document: a float32 ``X`` is read as it is,
-    each product and sum taken in float64 (`_float32_scores`), without a float64 copy of
-    ``X``; any other ``X`` by its own product."""
+    """``X @ w`` as float64 scores, one per document, without a float64 copy of float32 ``X``.
+
+    A float32 ``X`` is read as it is, each product and sum taken in float64; any other
+    ``X`` by its own product.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix of shape (n_documents, n_features)
+        The features.
+    w : array-like of shape (n_features,)
+        The weights.
+
+    Returns
+    -------
+    ndarray of shape (n_documents,), float64
+        The scores.
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 0.5], [0.25, 2.0]], dtype=np.float32)
+    >>> query_scores(X, [2.0, 1.0])
+    array([2.5, 2.5])
+    """
     if isinstance(X, np.ndarray) and X.dtype == np.float32:
         return _float32_scores(np.ascontiguousarray(X), np.asarray(w, dtype=np.float64))
     return np.asarray(X @ w, dtype=np.float64).ravel()
@@ -139,11 +205,48 @@ def _transposed_product(X, g):
 
 
 class QueryProblem(Problem):
-    """The structured SVM over queries: `Problem` whose oracle is
-    one `qs.inference.lai_queries` call over every query. ``n_queries`` counts the
+    """The structured SVM over queries: a problem whose oracle is one `lai_queries` call.
+
+    The call (`qs.inference.lai_queries`) covers every query. ``n_queries`` counts the
     queries that train (a relevant and a non-relevant document). A dense float32 ``X`` is
     kept float32 (the scores and the joint feature map summed in float64 from it); other
-    dense dtypes are read as float64."""
+    dense dtypes are read as float64.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix of shape (n_documents, n_features)
+        The features, the queries one after another.
+    labels : array-like of shape (n_documents,)
+        Binary relevance.
+    offsets : array-like of shape (n_queries + 1,), int
+        The queries' bounds.
+    C : float
+        The regularisation constant.
+    loss : str
+        "ap" or "ndcg".
+    method : str
+        The LAI method (a key of `qs.inference.METHODS`).
+    tol : float
+        The solvers' tolerance on the duality gap, relative to ``C``.
+    max_iter : int
+        The most iterations of a solver.
+    callback : callable or None
+        Called with each iteration's `qs.ssvm.Progress`.
+
+    Raises
+    ------
+    ValueError
+        For another loss, or when no query has both a relevant and a non-relevant
+        document.
+
+    Examples
+    --------
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> prob = QueryProblem(X, [1, 0, 1, 0, 0], [0, 2, 5], C=10.0, loss="ap",
+    ...                     method="auto", tol=1e-3, max_iter=200, callback=None)
+    >>> prob.n_queries, prob.trains.tolist()
+    (2, [True, True])
+    """
 
     dense_dtypes = (np.float64, np.float32)
 
@@ -163,8 +266,30 @@ class QueryProblem(Problem):
             )
 
     def oracle(self, w):
-        """``(lai_queries result with the hinges' gradients, scores)`` at ``w``, timed as
-        `Problem.most_violated` times its LAI calls."""
+        """The `lai_queries` result at ``w``, with the hinges' gradients; its time recorded.
+
+        The first call also runs once untimed, to load or compile the kernels; the scores
+        are kept in ``last_scores``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        QueriesResult
+            Of `qs.inference.lai_queries`, with ``gradient=True`` and no ranks.
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+        >>> prob = QueryProblem(X, [1, 0, 1, 0, 0], [0, 2, 5], C=10.0, loss="ap",
+        ...                     method="auto", tol=1e-3, max_iter=200, callback=None)
+        >>> res = prob.oracle(np.zeros(2))
+        >>> res.loss.tolist(), len(prob.lai_times)
+        ([0.5, 0.6666666666666666], 1)
+        """
         scores = query_scores(self.X, w)
         self.last_scores = scores
         call = (scores, self.is_pos, self.offsets)
@@ -181,8 +306,38 @@ class QueryProblem(Problem):
         return res
 
     def most_violated(self, w, rows=None):
-        """``(a, b, xi)`` of the 1-slack problem at ``w``: ``a`` the mean over the queries
-        of ``Psi_q(R*) - Psi_q(R_q)``, ``b`` their mean loss, ``xi`` their mean hinge."""
+        """The most violated constraint of the 1-slack problem at ``w``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+        rows : None, default None
+            Must be None: training over queries takes whole passes.
+
+        Returns
+        -------
+        a : ndarray of shape (n_features,)
+            The mean over the queries of ``Psi_q(R*) - Psi_q(R_q)``.
+        b : float
+            Their mean loss.
+        xi : float
+            Their mean hinge.
+
+        Raises
+        ------
+        ValueError
+            When ``rows`` is given.
+
+        Examples
+        --------
+        >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+        >>> prob = QueryProblem(X, [1, 0, 1, 0, 0], [0, 2, 5], C=10.0, loss="ap",
+        ...                     method="auto", tol=1e-3, max_iter=200, callback=None)
+        >>> a, b, xi = prob.most_violated(np.zeros(2))
+        >>> a.shape, b, xi
+        ((2,), 0.5833333333333333, 0.5833333333333333)
+        """
         if rows is not None:
             raise ValueError("training over queries takes whole passes (no batch_size).")
         res = self.oracle(w)
@@ -192,12 +347,32 @@ class QueryProblem(Problem):
 
 
 def block_frank_wolfe(prob, random_state=None):
-    """Block-coordinate Frank-Wolfe over the queries of ``prob`` (a `QueryProblem`
-    with a dense ``X``): passes over the queries, each in a new random order drawn from
-    ``random_state`` (None: seed 0, so that a fit repeats), until the duality gap is at most
-    ``C * tol``; one `qs.inference.lai_queries` call per pass (at the pass's
-    weights) records the primal objective and the gap. Returns a
-    `SolverResult`."""
+    """Block-coordinate Frank-Wolfe over the queries of a `QueryProblem` with a dense ``X``.
+
+    It passes over the queries, each pass in a new random order, until the duality gap is
+    at most ``C * tol``; one `qs.inference.lai_queries` call per pass (at the pass's
+    weights) records the primal objective and the gap.
+
+    Parameters
+    ----------
+    prob : QueryProblem
+        The problem, its ``X`` dense.
+    random_state : int, numpy.random.Generator or None, default None
+        The order of the queries; None: seed 0, so that a fit repeats.
+
+    Returns
+    -------
+    SolverResult
+        The weights and the run's record.
+
+    Examples
+    --------
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> prob = QueryProblem(X, [1, 0, 1, 0, 0], [0, 2, 5], C=10.0, loss="ap",
+    ...                     method="auto", tol=1e-3, max_iter=200, callback=None)
+    >>> bool(block_frank_wolfe(prob).converged)
+    True
+    """
     if sp.issparse(prob.X):
         raise ValueError(
             "block_frank_wolfe takes a dense X; use another solver for sparse features."
@@ -344,10 +519,54 @@ def solve_queries(
     random_state=None,
     callback=None,
 ):
-    """Train the structured SVM over the queries ``offsets`` of ``X`` by ``solver`` (a key
-    of `QUERY_SOLVERS`); ``labels`` are binary relevance; ``random_state`` seeds
-    block-coordinate Frank-Wolfe's order of queries (the others draw nothing). Returns
-    ``(SolverResult, QueryProblem)``."""
+    """Train the structured SVM over the queries of ``X`` by one of `QUERY_SOLVERS`.
+
+    Parameters
+    ----------
+    X : ndarray or scipy sparse matrix of shape (n_documents, n_features)
+        The features, the queries one after another.
+    labels : array-like of shape (n_documents,)
+        Binary relevance.
+    offsets : array-like of shape (n_queries + 1,), int
+        The queries' bounds.
+    solver : str, default "cutting_plane"
+        A key of `QUERY_SOLVERS`.
+    C : float, default 1.0
+        The regularisation constant.
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    method : str, default "auto"
+        The LAI method.
+    tol : float, default 1e-3
+        The tolerance on the duality gap, relative to ``C``.
+    max_iter : int, default 1000
+        The most iterations.
+    qp_solver : str, default "daqp"
+        The ``qpsolvers`` backend of the cutting plane.
+    random_state : int, numpy.random.Generator or None, default None
+        Seeds block-coordinate Frank-Wolfe's order of queries (the others draw nothing).
+    callback : callable or None, default None
+        Called with each iteration's `qs.ssvm.Progress`.
+
+    Returns
+    -------
+    result : SolverResult
+        The weights and the run's record.
+    problem : QueryProblem
+        The problem trained.
+
+    Raises
+    ------
+    ValueError
+        For an unknown solver, or as `QueryProblem` refuses its data.
+
+    Examples
+    --------
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> res, prob = solve_queries(X, [1, 0, 1, 0, 0], [0, 2, 5], C=10.0)
+    >>> bool(res.converged), prob.n_queries
+    (True, 2)
+    """
     if solver not in QUERY_SOLVERS:
         raise ValueError(f"solver must be one of {sorted(QUERY_SOLVERS)}; got {solver!r}.")
     prob = QueryProblem(

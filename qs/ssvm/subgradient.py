@@ -120,6 +120,16 @@ def solve(prob: Any, n_features: int, draw: Callable[[], np.ndarray] | None = No
     -------
     SolverResult
         What ``prob.result`` makes of the averaged weights.
+
+    Examples
+    --------
+    >>> from qs.ssvm.queries import QueryProblem
+    >>> X = np.array([[2.0, 0.1], [1.5, -0.3], [0.2, 0.4], [-0.5, 0.2], [-1.0, -0.1]])
+    >>> prob = QueryProblem(X, [1, 1, 0, 0, 0], [0, 5], C=10.0, loss="ap", method="auto",
+    ...                     tol=1e-3, max_iter=200, callback=None)  # one query
+    >>> res = solve(prob, 2)
+    >>> res.w.shape, len(res.objective) == prob.max_iter
+    ((2,), True)
     """
     w = np.zeros(n_features)
     ell = 0.0

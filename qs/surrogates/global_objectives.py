@@ -276,6 +276,12 @@ class RecallAtPrecisionLoss(_GlobalObjective):
         -------
         Tensor
             A scalar.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[2.0, 1.0, -1.0, 0.5], [0.5, -1.0, 1.0, 2.0]])  # 2 queries
+        >>> round(RecallAtPrecisionLoss(0.8, num_labels=2)(scores, [[1, 1, 0, 0]] * 2).item(), 4)
+        1.0641
         """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
@@ -310,6 +316,12 @@ class PrecisionAtRecallLoss(_GlobalObjective):
     ------
     ValueError
         On a target outside (0, 1) or a bad option.
+
+    Examples
+    --------
+    >>> loss = PrecisionAtRecallLoss(0.8)
+    >>> round(loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).item(), 4)
+    0.5231
     """
 
     beta: torch.Tensor  # a buffer
@@ -338,6 +350,13 @@ class PrecisionAtRecallLoss(_GlobalObjective):
         -------
         Tensor
             A scalar.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[2.0, 1.0, -1.0, 0.5], [0.5, -1.0, 1.0, 2.0]])  # 2 queries
+        >>> loss = PrecisionAtRecallLoss([0.5, 0.9], num_labels=2)  # a recall per query
+        >>> round(loss(scores, [[1, 1, 0, 0]] * 2).item(), 4)
+        1.1043
         """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
@@ -413,6 +432,12 @@ class AUCPRLoss(_GlobalObjective):
         -------
         Tensor
             A scalar.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[2.0, 1.0, -1.0, 0.5], [0.5, -1.0, 1.0, 2.0]])  # 2 queries
+        >>> round(AUCPRLoss(num_labels=2)(scores, [[1, 1, 0, 0]] * 2).item(), 4)
+        0.7417
         """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
@@ -451,6 +476,12 @@ class ROCAUCLoss(_GlobalObjective):
     ------
     ValueError
         On a bad range or option.
+
+    Examples
+    --------
+    >>> loss = ROCAUCLoss()
+    >>> round(loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).item(), 4)
+    0.3553
     """
 
     anchors: torch.Tensor  # a buffer
@@ -481,6 +512,12 @@ class ROCAUCLoss(_GlobalObjective):
         -------
         Tensor
             A scalar.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[2.0, 1.0, -1.0, 0.5], [0.5, -1.0, 1.0, 2.0]])  # 2 queries
+        >>> round(ROCAUCLoss(num_labels=2)(scores, [[1, 1, 0, 0]] * 2).item(), 4)
+        0.9564
         """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)
@@ -513,6 +550,12 @@ class FBetaLoss(_GlobalObjective):
     ------
     ValueError
         On a bad beta or option.
+
+    Examples
+    --------
+    >>> loss = FBetaLoss(beta=1.0)
+    >>> round(loss(torch.tensor([2.0, 1.0, -1.0, 0.5]), [1, 1, 0, 0]).item(), 4)
+    1.9643
     """
 
     def __init__(
@@ -542,6 +585,12 @@ class FBetaLoss(_GlobalObjective):
         -------
         Tensor
             A scalar.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[2.0, 1.0, -1.0, 0.5], [0.5, -1.0, 1.0, 2.0]])  # 2 queries
+        >>> round(FBetaLoss(1.0, num_labels=2)(scores, [[1, 1, 0, 0]] * 2).item(), 4)
+        2.3525
         """
         scores, pos, prior = self._prepare(scores, labels)
         l_pos, l_neg = self._losses(scores, pos)

@@ -75,6 +75,15 @@ def require(package: str, module: str | None = None) -> ModuleType:
     ------
     ImportError
         In one line naming how to install the package, when it is missing.
+
+    Examples
+    --------
+    >>> try:
+    ...     found = require("torchsort") is not None
+    ... except ImportError as err:  # not installed: the one line says how to install it
+    ...     found = str(err).startswith("this method needs the package torchsort")
+    >>> found
+    True
     """
     name, how = PACKAGES[package]
     try:

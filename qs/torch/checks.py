@@ -31,10 +31,46 @@ READ_AS_IS = (torch.float32, torch.float64)
 
 
 def check_score_input(scores, labels, loss, method, reduction, finite=True, any_loss=False):
-    """Validate the arguments of a score loss (the scores' finiteness too, if ``finite``);
-    return the labels as a bool tensor on the scores' device. ``any_loss``: a
-    `qs.losses.QSLoss` instance is taken beside the names (`qs.inference.batch.lai_batch`
-    solves it; method "torch" takes names only)."""
+    """Validate the arguments of a score loss; return the labels as a bool tensor.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        (n,) or (queries, n) floating-point scores.
+    labels : torch.Tensor or array-like
+        Binary labels of the scores' shape.
+    loss : str or QSLoss
+        A loss of `qs.inference.batch.BATCH_LOSSES`, or with ``any_loss`` a
+        `qs.losses.QSLoss` instance.
+    method : str
+        A LAI method that supports the loss, or "torch" (names only).
+    reduction : str
+        "mean", "sum" or "none".
+    finite : bool, default True
+        Check the scores' finiteness too.
+    any_loss : bool, default False
+        Take a `qs.losses.QSLoss` instance beside the names (`qs.inference.batch.lai_batch`
+        solves it).
+
+    Returns
+    -------
+    torch.Tensor
+        The labels, bool, on the scores' device.
+
+    Raises
+    ------
+    ValueError
+        Naming the first argument that is wrong.
+
+    Examples
+    --------
+    >>> check_score_input(torch.tensor([0.5, 0.1]), [1, 0], "ap", "auto", "mean")
+    tensor([ True, False])
+    >>> check_score_input(torch.tensor([0.5, 0.1]), [1, 0], "ap", "auto", "average")
+    Traceback (most recent call last):
+        ...
+    ValueError: reduction must be one of ['mean', 'sum', 'none']; got 'average'.
+    """
     check_scores(scores)
     if any_loss and isinstance(loss, QSLoss):
         if method == "torch":
@@ -55,10 +91,34 @@ def check_score_input(scores, labels, loss, method, reduction, finite=True, any_
 
 
 def ranked_along_columns(dim, scores):
-    """Whether the items of ``scores`` are ranked along the first of its two dimensions
-    (``dim`` 0 or -2 of a 2-D tensor, one query per column: the caller solves the transpose);
-    a ValueError for a ``dim`` the scores do not have. A 1-D tensor is one ranking for
-    ``dim`` 0 or -1."""
+    """Whether the items are ranked along the first of the scores' two dimensions.
+
+    That is ``dim`` 0 or -2 of a 2-D tensor, one query per column: the caller solves the
+    transpose. A 1-D tensor is one ranking for ``dim`` 0 or -1.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension along which items are ranked.
+    scores : torch.Tensor
+        The scores.
+
+    Returns
+    -------
+    bool
+        True for a 2-D tensor ranked along its columns.
+
+    Raises
+    ------
+    ValueError
+        For a ``dim`` the scores do not have.
+
+    Examples
+    --------
+    >>> scores = torch.zeros(2, 3)
+    >>> ranked_along_columns(0, scores), ranked_along_columns(-1, scores)
+    (True, False)
+    """
     ndim = scores.ndim
     if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < ndim:
         raise ValueError(
@@ -70,7 +130,30 @@ def ranked_along_columns(dim, scores):
 
 
 def check_mask(mask, scores):
-    """The mask as a bool tensor on the scores' device, of the scores' shape."""
+    """The mask as a bool tensor on the scores' device, checked to have their shape.
+
+    Parameters
+    ----------
+    mask : torch.Tensor or array-like
+        Bool, True where an entry takes no part.
+    scores : torch.Tensor
+        The scores.
+
+    Returns
+    -------
+    torch.Tensor
+        The mask, on the scores' device.
+
+    Raises
+    ------
+    ValueError
+        When the mask is not bool or not of the scores' shape.
+
+    Examples
+    --------
+    >>> check_mask(np.array([False, True]), torch.zeros(2))
+    tensor([False,  True])
+    """
     if not isinstance(mask, torch.Tensor):
         mask = torch.from_numpy(np.asarray(mask))
     if mask.dtype != torch.bool:
@@ -86,7 +169,30 @@ def check_mask(mask, scores):
 
 
 def check_retrieval_options(loss, similarity, reduction):
-    """Validate a retrieval loss's ``loss``, ``similarity`` and ``reduction``."""
+    """Validate a retrieval loss's options.
+
+    Parameters
+    ----------
+    loss : str
+        "ap" or "ndcg".
+    similarity : str
+        A name of `SIMILARITIES`.
+    reduction : str
+        A name of `REDUCTIONS`.
+
+    Raises
+    ------
+    ValueError
+        Naming the first option that is wrong.
+
+    Examples
+    --------
+    >>> check_retrieval_options("ap", "cosine", "mean")
+    >>> check_retrieval_options("ap", "euclidean", "mean")
+    Traceback (most recent call last):
+        ...
+    ValueError: similarity must be one of ['cosine', 'dot']; got 'euclidean'.
+    """
     if loss not in ("ap", "ndcg"):
         raise ValueError(f"loss must be 'ap' or 'ndcg' for a retrieval loss; got {loss!r}.")
     if similarity not in SIMILARITIES:
@@ -96,9 +202,39 @@ def check_retrieval_options(loss, similarity, reduction):
 
 
 def check_embeddings(embeddings, labels, ref_emb=None, ref_labels=None):
-    """Validate embeddings (B, d) and labels (B,), and the references when given; return
-    (embeddings, labels, refs, ref_labels) as tensors on the embeddings' device, the
-    references being the embeddings themselves when none are given."""
+    """Validate embeddings with their class labels, and the references when given.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor of shape (B, d)
+        The batch's embeddings.
+    labels : torch.Tensor or array-like of shape (B,)
+        Their class labels.
+    ref_emb : torch.Tensor of shape (R, d) or None, default None
+        Reference embeddings to rank against; None: the batch itself.
+    ref_labels : torch.Tensor or array-like of shape (R,) or None, default None
+        Their class labels, given exactly with ``ref_emb``.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(embeddings, labels, refs, ref_labels)`` on the embeddings' device, the
+        references being the embeddings themselves when none are given.
+
+    Raises
+    ------
+    TypeError
+        When an embedding matrix is not a tensor.
+    ValueError
+        On bad shapes or labels, or ``ref_emb`` without ``ref_labels`` (or the reverse).
+
+    Examples
+    --------
+    >>> emb = torch.eye(3)
+    >>> _, labels, refs, _ = check_embeddings(emb, [0, 1, 0])
+    >>> refs is emb, labels.tolist()
+    (True, [0, 1, 0])
+    """
     _check_matrix(embeddings, "embeddings")
     labels = _check_labels(labels, embeddings, "labels", "embeddings")
     if (ref_emb is None) != (ref_labels is None):

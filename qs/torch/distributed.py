@@ -69,11 +69,48 @@ _capacity: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def distributed_retrieval_loss(
     embeddings, labels, *, loss="ap", similarity="cosine", method="auto", group=None
 ):
-    """`qs.torch.retrieval.retrieval_loss` of the global batch (the concatenation of
-    every process's embeddings, in rank order), from this process's part of it.
+    """`qs.torch.retrieval.retrieval_loss` of the global batch, from this process's part of it.
 
-    embeddings : float tensor (b, d), this process's samples (b may differ between
-        processes, and be 0). labels : (b,) integer class labels.
+    The global batch is the concatenation of every process's embeddings, in rank order.
+    Every process of the group calls it.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor of shape (b, d)
+        This process's samples, float (b may differ between processes, and be 0).
+    labels : torch.Tensor or array-like of shape (b,)
+        Their integer class labels.
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    similarity : str, default "cosine"
+        "cosine" or "dot".
+    method : str, default "auto"
+        As in `qs.torch.rank_hinge_loss`.
+    group : torch.distributed.ProcessGroup or None, default None
+        The processes; None: the default group.
+
+    Returns
+    -------
+    torch.Tensor
+        The mean loss over the global batch's ranked queries, the same on every process.
+
+    Raises
+    ------
+    ValueError
+        On bad input, on every process (the others are told), or without a process group.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import torch.distributed as dist
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> dist.init_process_group("gloo", init_method=f"file://{tmp.name}/rendezvous", rank=0,
+    ...                         world_size=1)  # a world of one process
+    >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> distributed_retrieval_loss(emb, torch.tensor([0, 1, 0, 1]))
+    tensor(1.5515)
+    >>> dist.destroy_process_group()
+    >>> tmp.cleanup()
     """
     _require_group()
     names = ("embedding size", "dtype")
@@ -107,12 +144,50 @@ def distributed_retrieval_loss(
 
 
 def distributed_rank_hinge_loss(scores, labels, loss="ap", method="auto", group=None, *, dim=0):
-    """`qs.torch.rank_hinge_loss` ("mean") of the global scores, every process's
-    samples concatenated in rank order along ``dim``, from this process's part.
+    """`qs.torch.rank_hinge_loss` ("mean") of the global scores, from this process's part.
 
-    scores : float tensor, 2-D: this process's samples along ``dim`` (0 by default, the
-        (n_r, Q) logits of its part of the batch; -1 for (Q, n_r)), Q queries the same on
-        every process. labels : the same shape.
+    Every process's samples are concatenated in rank order along ``dim``. Every process of
+    the group calls it.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        2-D float: this process's samples along ``dim`` (0 by default, the (n_r, Q) logits
+        of its part of the batch; -1 for (Q, n_r)), the Q queries the same on every
+        process.
+    labels : torch.Tensor or array-like
+        Binary labels of the scores' shape.
+    loss : str, default "ap"
+        As in `qs.torch.rank_hinge_loss`.
+    method : str, default "auto"
+        As in `qs.torch.rank_hinge_loss`.
+    group : torch.distributed.ProcessGroup or None, default None
+        The processes; None: the default group.
+    dim : int, default 0
+        The dimension of the samples.
+
+    Returns
+    -------
+    torch.Tensor
+        The mean loss over the queries, the same on every process.
+
+    Raises
+    ------
+    ValueError
+        On bad input, on every process (the others are told), or without a process group.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import torch.distributed as dist
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> dist.init_process_group("gloo", init_method=f"file://{tmp.name}/rendezvous", rank=0,
+    ...                         world_size=1)  # a world of one process
+    >>> logits = torch.tensor([[2.0, 0.1], [0.3, 1.5], [1.1, -0.2], [-0.5, 0.4]])
+    >>> distributed_rank_hinge_loss(logits, [[1, 0], [0, 1], [0, 0], [1, 1]])
+    tensor(0.7333)
+    >>> dist.destroy_process_group()
+    >>> tmp.cleanup()
     """
     _require_group()
     names = ("number of queries", "dtype")

@@ -75,6 +75,19 @@ def direct_loss(
     method : for the positive update, a method of `qs.inference.METHODS` for ``loss``
         ("auto": the default), or "dp" for the dynamic programme; the negative update always
         runs the programme. CUDA scores are solved on the CPU and the gradient sent back.
+
+    Returns
+    -------
+    torch.Tensor
+        The task loss, reduced; its gradient with respect to the scores is the direct one.
+
+    Examples
+    --------
+    >>> scores = torch.tensor([[0.5, 0.1, 0.9]], requires_grad=True)
+    >>> loss = direct_loss(scores, [[1, 0, 0]], eps=2.0, update="negative", dim=-1)
+    >>> loss.backward()
+    >>> loss.detach(), scores.grad
+    (tensor(0.5000), tensor([[-0.5000,  0.0000,  0.5000]]))
     """
     pos, keep = _check_direct(scores, labels, loss, eps, update, method, reduction, mask)
     scores, pos, keep = rows_of_queries(dim, scores, pos, keep)
@@ -83,8 +96,29 @@ def direct_loss(
 
 
 class DirectLoss(torch.nn.Module):
-    """`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``, the
-    items ranked along ``dim`` (0 by default, as `qs.torch.RankHingeLoss`)."""
+    """`direct_loss` as a module: ``DirectLoss("ap", eps=0.1)(scores, labels)``.
+
+    Parameters
+    ----------
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    eps : float
+        The step of the finite difference (> 0), on the scale of the scores.
+    update : str, default "positive"
+        "positive" or "negative".
+    method : str, default "auto"
+        As `direct_loss` takes it.
+    reduction : str, default "mean"
+        "mean", "sum" or "none".
+    dim : int, default 0
+        The dimension along which items are ranked, as `qs.torch.RankHingeLoss` takes it.
+
+    Examples
+    --------
+    >>> scores = torch.tensor([[0.5, 0.1, 0.9], [0.2, 0.3, 0.1]])
+    >>> DirectLoss("ap", eps=0.1, dim=-1)(scores, [[1, 0, 0], [0, 1, 0]])
+    tensor(0.2500)
+    """
 
     def __init__(
         self, loss="ap", *, eps, update="positive", method="auto", reduction="mean", dim=0
@@ -94,6 +128,28 @@ class DirectLoss(torch.nn.Module):
         self.method, self.reduction, self.dim = method, reduction, dim
 
     def forward(self, scores, labels, mask=None):
+        """The task loss, as `direct_loss` computes it with the module's options.
+
+        Parameters
+        ----------
+        scores : torch.Tensor
+            The scores.
+        labels : torch.Tensor or array-like
+            Binary labels of the scores' shape.
+        mask : torch.Tensor or array-like or None, default None
+            Bool, of the scores' shape: True where an entry takes no part.
+
+        Returns
+        -------
+        torch.Tensor
+            The reduced loss.
+
+        Examples
+        --------
+        >>> scores = torch.tensor([[0.5, 0.1, 0.9], [0.2, 0.3, 0.1]])
+        >>> DirectLoss("ap", eps=0.1, dim=-1, reduction="none")(scores, [[1, 0, 0], [0, 1, 0]])
+        tensor([0.5000, 0.0000])
+        """
         return direct_loss(
             scores,
             labels,
@@ -107,6 +163,18 @@ class DirectLoss(torch.nn.Module):
         )
 
     def extra_repr(self):
+        """The module's options, as its ``repr`` shows them.
+
+        Returns
+        -------
+        str
+            The options.
+
+        Examples
+        --------
+        >>> DirectLoss("ap", eps=0.1)
+        DirectLoss(loss='ap', eps=0.1, update='positive', method='auto', reduction='mean', dim=0)
+        """
         return (
             f"loss={self.loss!r}, eps={self.eps!r}, update={self.update!r}, "
             f"method={self.method!r}, reduction={self.reduction!r}, dim={self.dim!r}"
@@ -146,8 +214,36 @@ def direct_gradient(scores, labels, loss, eps, update, method="auto"):
 
 
 def direct_coefficients(scores, labels, loss, eps, update, method="auto"):
-    """(coef(R_w), coef(R_direct), Delta(R*, R_w)) of each row of ``scores`` (Q, n),
-    ``labels`` bool (Q, n), in float64; rows without both classes are zeros."""
+    """The coefficients of the predicted and of the direct ranking, and the task loss.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray of shape (Q, n)
+        The scores, float32 or float64.
+    labels : numpy.ndarray of shape (Q, n), bool
+        The positives.
+    loss : str
+        "ap" or "ndcg".
+    eps : float
+        The step of the finite difference.
+    update : str
+        "positive" or "negative".
+    method : str, default "auto"
+        As `direct_loss` takes it.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(coef(R_w) (Q, n), coef(R_direct) (Q, n), Delta(R*, R_w) (Q,))`` in float64;
+        rows without both classes are zeros.
+
+    Examples
+    --------
+    >>> coef_w, coef_d, delta = direct_coefficients(
+    ...     np.array([[0.5, 0.1, 0.9]]), np.array([[True, False, False]]), "ap", 2.0, "negative")
+    >>> coef_w.tolist(), coef_d.tolist(), delta.tolist()
+    ([[0.0, -0.5, 0.5]], [[1.0, -0.5, -0.5]], [0.5])
+    """
     scores, is_pos, table = _prepared(scores, labels)
     ndcg = loss == "ndcg"
     coef_w, delta = np.zeros(scores.shape), np.zeros(len(scores))

@@ -39,6 +39,19 @@ class LayerwiseResult:
     dual : float
         The dual objective at the end, a lower bound on the layer's objective
         ``proximal/2 |u|^2 + C mean_b H_b(theta0 + u)`` at any ``u``.
+
+    Examples
+    --------
+    >>> from qs.nets import PLCNN
+    >>> from qs.torch import rank_hinge_loss
+    >>> net = PLCNN(widths=(2, 2, 2), n_classes=3).eval()
+    >>> x = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    >>> y = torch.nn.functional.one_hot(torch.tensor([0, 1, 2, 0, 1, 2]), 3)
+    >>> result = layerwise_svm(net, net.classifier, rank_hinge_loss,
+    ...                        lambda b: (x[3 * b : 3 * b + 3], y[3 * b : 3 * b + 3]), 2,
+    ...                        C=1.0, proximal=1.0, random_state=0)
+    >>> isinstance(result, LayerwiseResult), result.steps
+    (True, 2)
     """
 
     mean_hinge: float
@@ -83,6 +96,21 @@ def layerwise_svm(
     -------
     LayerwiseResult
         The mean hinge over the steps, the steps made and the final dual objective.
+
+    Examples
+    --------
+    Two mini-batches of three images, the classifier trained with the rest fixed:
+
+    >>> from qs.nets import PLCNN
+    >>> from qs.torch import rank_hinge_loss
+    >>> net = PLCNN(widths=(2, 2, 2), n_classes=3).eval()
+    >>> x = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    >>> y = torch.nn.functional.one_hot(torch.tensor([0, 1, 2, 0, 1, 2]), 3)
+    >>> result = layerwise_svm(net, net.classifier, rank_hinge_loss,
+    ...                        lambda b: (x[3 * b : 3 * b + 3], y[3 * b : 3 * b + 3]), 2,
+    ...                        C=1.0, proximal=1.0, random_state=0)
+    >>> result.steps, result.mean_hinge >= 0
+    (2, True)
     """
     if not (C > 0 and proximal > 0):
         raise ValueError(f"C and proximal must be > 0; got C={C!r}, proximal={proximal!r}.")

@@ -38,6 +38,15 @@ class CrossBatchMemory(torch.nn.Module):
     -----
     ``forward(embeddings (B, d), labels (B,))`` returns the loss and then stores the batch;
     every call must give the same embedding size ``d``. `reset` empties the memory.
+
+    Examples
+    --------
+    >>> memory = CrossBatchMemory(3)
+    >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> memory(emb[:2], [0, 1])  # no other sample of a class yet: no ranking
+    tensor(0.)
+    >>> memory(emb[2:], [0, 1])  # ranked against the batch and the first one, stored
+    tensor(1.5515)
     """
 
     def __init__(self, size, loss="ap", similarity="cosine", method="auto", reduction="mean"):
@@ -56,6 +65,33 @@ class CrossBatchMemory(torch.nn.Module):
         self._work = {}  # ranked_against's work arrays
 
     def forward(self, embeddings, labels):
+        """The loss of the batch ranked against itself and the memory; the batch is then kept.
+
+        Parameters
+        ----------
+        embeddings : torch.Tensor of shape (B, d)
+            The batch's embeddings, of the memory's size ``d``.
+        labels : torch.Tensor or array-like of shape (B,)
+            Their classes.
+
+        Returns
+        -------
+        torch.Tensor
+            The reduced loss.
+
+        Raises
+        ------
+        ValueError
+            On bad embeddings or labels, or a size other than the memory's.
+
+        Examples
+        --------
+        >>> memory = CrossBatchMemory(3)
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> _ = memory(emb[:2], [0, 1])
+        >>> memory(emb[2:], [1, 0])  # ranked against the batch and the memory
+        tensor(1.5494)
+        """
         embeddings, labels, _, _ = check_embeddings(embeddings, labels)
         self._flush()
         if self.memory.numel() and self.memory.shape[1] != embeddings.shape[1]:
@@ -88,14 +124,42 @@ class CrossBatchMemory(torch.nn.Module):
         return value
 
     def reset(self):
-        """Forget every stored sample (and the embedding size)."""
+        """Forget every stored sample (and the embedding size).
+
+        Examples
+        --------
+        >>> memory = CrossBatchMemory(3)
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> _ = memory(emb[:2], [0, 1])
+        >>> memory.reset()
+        >>> memory.stored()[1].tolist(), memory.filled
+        ([], 0)
+        """
         self.memory = torch.empty(0, 0, device=self.memory.device)
         self.memory_labels = torch.empty(0, dtype=torch.int64, device=self.memory.device)
         self.filled = self.next = 0
         self._pending = None
 
     def stored(self):
-        """(embeddings, labels) in memory, oldest first (normalised for cosine similarity)."""
+        """The samples in memory, oldest first.
+
+        Returns
+        -------
+        embeddings : torch.Tensor of shape (filled, d)
+            Normalised for cosine similarity.
+        labels : torch.Tensor of shape (filled,)
+            Their classes.
+
+        Examples
+        --------
+        >>> memory = CrossBatchMemory(3)
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> _ = memory(emb[:2], [0, 1])
+        >>> _ = memory(emb[2:], [0, 1])
+        >>> embeddings, labels = memory.stored()  # the last 3: the oldest dropped
+        >>> embeddings.shape, labels.tolist()
+        (torch.Size([3, 2]), [1, 0, 1])
+        """
         self._flush()
         if self.filled < self.size:  # not yet wrapped: written from the start
             return self.memory[: self.filled], self.memory_labels[: self.filled]
@@ -125,9 +189,44 @@ class CrossBatchMemory(torch.nn.Module):
         return {**self.__dict__, "_work": {}}
 
     def get_extra_state(self):
+        """The memory's fill and write position, saved in its ``state_dict``.
+
+        Returns
+        -------
+        dict
+            ``filled`` (samples in memory) and ``next`` (where the next one goes).
+
+        Examples
+        --------
+        >>> memory = CrossBatchMemory(3)
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> _ = memory(emb, [0, 1, 0, 1])
+        >>> memory.get_extra_state()  # stored at the next call or save
+        {'filled': 0, 'next': 0}
+        >>> memory.stored()[0].shape, memory.get_extra_state()
+        (torch.Size([3, 2]), {'filled': 3, 'next': 0})
+        """
         return {"filled": self.filled, "next": self.next}
 
     def set_extra_state(self, state):
+        """Restore the fill and write position of a saved ``state_dict``.
+
+        Parameters
+        ----------
+        state : dict
+            As `get_extra_state` gives it.
+
+        Examples
+        --------
+        >>> memory = CrossBatchMemory(3)
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> _ = memory(emb, [0, 1, 0, 1])
+        >>> saved = memory.state_dict()
+        >>> restored = CrossBatchMemory(3)
+        >>> _ = restored.load_state_dict(saved)
+        >>> restored.get_extra_state()
+        {'filled': 3, 'next': 0}
+        """
         self.filled, self.next = int(state["filled"]), int(state["next"])
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -146,6 +245,18 @@ class CrossBatchMemory(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
+        """The module's options, as its ``repr`` shows them.
+
+        Returns
+        -------
+        str
+            The options.
+
+        Examples
+        --------
+        >>> CrossBatchMemory(128)
+        CrossBatchMemory(size=128, loss='ap', similarity='cosine', method='auto', reduction='mean')
+        """
         return (
             f"size={self.size}, loss={self.loss!r}, similarity={self.similarity!r}, "
             f"method={self.method!r}, reduction={self.reduction!r}"

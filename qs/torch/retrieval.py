@@ -39,7 +39,27 @@ __all__ = [
 
 
 def similarities(queries, refs, similarity="cosine"):
-    """(Q, n) similarities of each query embedding (Q, d) to each reference (n, d)."""
+    """The similarity of each query embedding to each reference.
+
+    Parameters
+    ----------
+    queries : torch.Tensor of shape (Q, d)
+        The query embeddings.
+    refs : torch.Tensor of shape (n, d)
+        The references.
+    similarity : str, default "cosine"
+        "cosine" or "dot".
+
+    Returns
+    -------
+    torch.Tensor of shape (Q, n)
+        The similarities.
+
+    Examples
+    --------
+    >>> similarities(torch.tensor([[3.0, 4.0]]), torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
+    tensor([[0.6000, 0.8000]])
+    """
     if similarity == "cosine":
         queries = torch.nn.functional.normalize(queries, dim=1)
         refs = torch.nn.functional.normalize(refs, dim=1)
@@ -75,6 +95,19 @@ def retrieval_loss(
     method, reduction : str
         As in `qs.torch.rank_hinge_loss`; a query whose class has no other member among the
         references (or no other class) has no ranking: zero, and left out of the mean.
+
+    Returns
+    -------
+    torch.Tensor
+        The reduced loss; with reduction "none", one per query (B,).
+
+    Examples
+    --------
+    >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> retrieval_loss(emb, [0, 0, 1, 1])  # every query's own class nearest: no loss
+    tensor(0.)
+    >>> retrieval_loss(emb, [0, 1, 0, 1])
+    tensor(1.5515)
     """
     embeddings, labels, refs, ref_labels = check_embeddings(embeddings, labels, ref_emb, ref_labels)
     check_retrieval_options(loss, similarity, reduction)
@@ -95,16 +128,46 @@ def retrieval_loss(
 def ranked_against(
     queries, labels, refs, ref_labels, solve, reduction, *, lead=None, lead_positive=None, work=None
 ):
-    """The loss of each query (B, d) ranked against the references (n, d) by similarity
-    ``queries @ refs.T``, after ``lead`` (B, k) scores of its own (a memory bank's batch
-    part), reduced as `qs.torch.rank_hinge_loss` says.
+    """The loss of each query ranked against the references by similarity ``queries @ refs.T``.
 
-    ``solve``: `qs.torch.losses.hinge_solve`'s. ``labels`` (B,) and ``ref_labels`` (n,): a
-    reference is a positive of the queries of its class; ``lead_positive`` (B, k) bool goes
-    with ``lead``. ``work``: None, or a dict the caller keeps from call to call, in which the
-    (B, n) similarities and positives are written (`_held`). The backward reads
-    neither the references nor the queries unless the references want a gradient: a memory
-    bank may be written over before it runs.
+    The backward reads neither the references nor the queries unless the references want
+    a gradient: a memory bank may be written over before it runs.
+
+    Parameters
+    ----------
+    queries : torch.Tensor of shape (B, d)
+        The query embeddings.
+    labels : torch.Tensor of shape (B,)
+        Their classes.
+    refs : torch.Tensor of shape (n, d)
+        The references.
+    ref_labels : torch.Tensor of shape (n,)
+        Their classes: a reference is a positive of the queries of its class.
+    solve : callable
+        `qs.torch.losses.hinge_solve`'s solver.
+    reduction : str
+        As `qs.torch.rank_hinge_loss` takes it.
+    lead : torch.Tensor of shape (B, k) or None, default None
+        Scores of each query's own, ranked before the references' (a memory bank's batch
+        part).
+    lead_positive : torch.Tensor of shape (B, k), bool, or None, default None
+        Which of ``lead`` are positives.
+    work : dict or None, default None
+        A dict the caller keeps from call to call, in which the (B, n) similarities and
+        positives are written.
+
+    Returns
+    -------
+    torch.Tensor
+        The reduced loss; with reduction "none", one per query (B,).
+
+    Examples
+    --------
+    >>> from qs.torch.losses import hinge_solve
+    >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> ranked_against(emb[:2], torch.tensor([0, 1]), emb, torch.tensor([0, 0, 1, 1]),
+    ...                hinge_solve("ap", "auto"), "none")
+    tensor([0.0000, 2.0233])
     """
     if lead is not None:
         lead = (lead, lead_positive)
@@ -124,8 +187,27 @@ def ranked_against(
 
 
 def off_diagonal(x):
-    """The (B, B - 1) entries of a square (B, B) tensor off its diagonal, row by row in
-    column order (differentiable): each query's row without itself, without a mask."""
+    """The entries of a square tensor off its diagonal: each query's row without itself.
+
+    Differentiable, and without a mask.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (B, B)
+        The square tensor.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, B - 1)
+        Row by row, in column order.
+
+    Examples
+    --------
+    >>> off_diagonal(torch.arange(9.0).view(3, 3))
+    tensor([[1., 2.],
+            [3., 5.],
+            [6., 7.]])
+    """
     b = x.shape[0]
     if b < 2:
         return x[:, :0]
@@ -206,7 +288,25 @@ def _positives(labels, ref_labels, work=None):
 
 
 class RetrievalLoss(torch.nn.Module):
-    """`retrieval_loss` as a module: ``RetrievalLoss("ap")(embeddings, labels)``."""
+    """`retrieval_loss` as a module: ``RetrievalLoss("ap")(embeddings, labels)``.
+
+    Parameters
+    ----------
+    loss : str, default "ap"
+        "ap" or "ndcg".
+    similarity : str, default "cosine"
+        "cosine" or "dot".
+    method : str, default "auto"
+        As in `qs.torch.rank_hinge_loss`.
+    reduction : str, default "mean"
+        As in `qs.torch.rank_hinge_loss`.
+
+    Examples
+    --------
+    >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> RetrievalLoss("ndcg")(emb, [0, 1, 0, 1])
+    tensor(1.3848)
+    """
 
     def __init__(self, loss="ap", similarity="cosine", method="auto", reduction="mean"):
         super().__init__()
@@ -215,6 +315,30 @@ class RetrievalLoss(torch.nn.Module):
         self.method, self.reduction = method, reduction
 
     def forward(self, embeddings, labels, ref_emb=None, ref_labels=None):
+        """The loss of the batch, as `retrieval_loss` computes it with the module's options.
+
+        Parameters
+        ----------
+        embeddings : torch.Tensor of shape (B, d)
+            The queries.
+        labels : torch.Tensor or array-like of shape (B,)
+            Their classes.
+        ref_emb : torch.Tensor of shape (n, d) or None, default None
+            The references; None: the other embeddings of the batch.
+        ref_labels : torch.Tensor or array-like of shape (n,) or None, default None
+            Their classes, given with ``ref_emb``.
+
+        Returns
+        -------
+        torch.Tensor
+            The reduced loss.
+
+        Examples
+        --------
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> RetrievalLoss()(emb[:2], [0, 1], emb, [0, 0, 1, 1])
+        tensor(1.1236)
+        """
         return retrieval_loss(
             embeddings,
             labels,
@@ -227,6 +351,18 @@ class RetrievalLoss(torch.nn.Module):
         )
 
     def extra_repr(self):
+        """The module's options, as its ``repr`` shows them.
+
+        Returns
+        -------
+        str
+            The options.
+
+        Examples
+        --------
+        >>> RetrievalLoss("ndcg")
+        RetrievalLoss(loss='ndcg', similarity='cosine', method='auto', reduction='mean')
+        """
         return (
             f"loss={self.loss!r}, similarity={self.similarity!r}, method={self.method!r}, "
             f"reduction={self.reduction!r}"

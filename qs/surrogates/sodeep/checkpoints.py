@@ -44,6 +44,15 @@ def sorter_state(sorter: nn.Module, meta: dict[str, Any]) -> dict[str, Any]:
     dict
         Format tag and version, the metadata, and the weights on the CPU
         (``state_dict``): tensors and plain values only, for ``torch.save``.
+
+    Examples
+    --------
+    >>> sorter = load_sorter()
+    >>> state = sorter_state(sorter, sorter.meta)
+    >>> state["format"], state["kind"], state["length"]
+    ('qsrank-sodeep-sorter', 'lstm', 64)
+    >>> sorter_from_state(state).meta["length"]
+    64
     """
     return {
         "format": FORMAT,
@@ -131,6 +140,11 @@ def shipped_checkpoint(kind: str = "lstm") -> Traversable:
     ------
     ValueError
         On an unknown kind.
+
+    Examples
+    --------
+    >>> shipped_checkpoint("cnn").name
+    'sorter_cnn_64.pt'
     """
     if kind not in SORTERS:
         raise ValueError(f"unknown sorter kind {kind!r}; expected one of {list(KINDS)}.")

@@ -133,6 +133,12 @@ class LSTMSorter(nn.Module):
         The length d of the score vectors it ranks.
     hidden : int, default 32
         Units of each LSTM direction and layer.
+
+    Examples
+    --------
+    >>> sorter = LSTMSorter(8, hidden=4)
+    >>> sorter(torch.randn(2, 8)).shape, n_parameters(sorter)
+    (torch.Size([2, 8]), 681)
     """
 
     kind = "lstm"
@@ -144,11 +150,38 @@ class LSTMSorter(nn.Module):
         self.head = nn.Conv1d(2 * self.hidden, 1, kernel_size=1)
 
     def hyper(self) -> dict[str, Any]:
-        """The constructor's keyword arguments besides the length."""
+        """The constructor's keyword arguments besides the length.
+
+        Returns
+        -------
+        dict
+            ``{"hidden": ...}``, as a checkpoint records it.
+
+        Examples
+        --------
+        >>> LSTMSorter(8, hidden=4).hyper()
+        {'hidden': 4}
+        """
         return {"hidden": self.hidden}
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        """The normalised ranks (B, d) of scores (B, d)."""
+        """The normalised ranks of scores.
+
+        Parameters
+        ----------
+        scores : torch.Tensor of shape (B, d)
+            The score vectors, d the sorter's length.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, d)
+            Their normalised ranks.
+
+        Examples
+        --------
+        >>> LSTMSorter(8, hidden=4)(torch.randn(2, 8)).shape
+        torch.Size([2, 8])
+        """
         features, _ = _run_lstm(self.lstm, standardise(scores).unsqueeze(-1))
         return bounded_ranks(self.head(features.transpose(1, 2)).squeeze(1))
 
@@ -180,6 +213,12 @@ class CNNSorter(nn.Module):
     ------
     ValueError
         If ``channels`` does not give eight counts.
+
+    Examples
+    --------
+    >>> sorter = CNNSorter(8, channels=(2,) * 8).eval()
+    >>> sorter(torch.randn(2, 8)).shape, n_parameters(sorter)
+    (torch.Size([2, 8]), 370)
     """
 
     kind = "cnn"
@@ -206,11 +245,38 @@ class CNNSorter(nn.Module):
         self.head = nn.Conv1d(width, self.length, kernel_size=self.length)
 
     def hyper(self) -> dict[str, Any]:
-        """The constructor's keyword arguments besides the length."""
+        """The constructor's keyword arguments besides the length.
+
+        Returns
+        -------
+        dict
+            ``{"channels": [...]}``, as a checkpoint records it.
+
+        Examples
+        --------
+        >>> CNNSorter(8, channels=(2,) * 8).hyper()
+        {'channels': [2, 2, 2, 2, 2, 2, 2, 2]}
+        """
         return {"channels": list(self.channels)}
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        """The normalised ranks (B, d) of scores (B, d)."""
+        """The normalised ranks of scores.
+
+        Parameters
+        ----------
+        scores : torch.Tensor of shape (B, d)
+            The score vectors, d the sorter's length.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, d)
+            Their normalised ranks.
+
+        Examples
+        --------
+        >>> CNNSorter(8, channels=(2,) * 8).eval()(torch.randn(2, 8)).shape
+        torch.Size([2, 8])
+        """
         logits = self.head(self.blocks(standardise(scores).unsqueeze(1))).squeeze(-1)
         return bounded_ranks(logits)
 
@@ -244,7 +310,23 @@ class HandcraftedSorter(nn.Module):
         self.scale = float(scale)
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        """The soft normalised ranks of scores (..., d)."""
+        """The soft normalised ranks of scores.
+
+        Parameters
+        ----------
+        scores : torch.Tensor of shape (..., d)
+            Score vectors of any length.
+
+        Returns
+        -------
+        torch.Tensor of shape (..., d)
+            Their soft normalised ranks, 1/d for the highest score to about 1 for the lowest.
+
+        Examples
+        --------
+        >>> HandcraftedSorter()(torch.tensor([0.5, 2.0, 1.0])).argsort().tolist()
+        [1, 2, 0]
+        """
         diff = scores.unsqueeze(-2) - scores.unsqueeze(-1)  # [.., i, j] = s_j - s_i
         spread = diff.detach().flatten(-2).std(dim=-1).clamp_min(torch.finfo(diff.dtype).tiny)
         soft = torch.sigmoid(diff * (self.scale / spread)[..., None, None])
@@ -305,5 +387,21 @@ def build_sorter(
 
 
 def n_parameters(module: nn.Module) -> int:
-    """The number of parameters of a sorter, frozen ones included."""
+    """The number of parameters of a sorter, frozen ones included.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The sorter.
+
+    Returns
+    -------
+    int
+        Its parameters.
+
+    Examples
+    --------
+    >>> n_parameters(nn.Linear(3, 2).requires_grad_(False))
+    8
+    """
     return sum(p.numel() for p in module.parameters())

@@ -190,6 +190,14 @@ def train_sorter(
     ValueError
         On a bad kind, size, length, step count, batch size, learning rate or
         hyper-parameter.
+
+    Examples
+    --------
+    A few steps at a short length, to show the call (the shipped sorters take 2000 or more):
+
+    >>> sorter, meta = train_sorter("lstm", 8, steps=5, batch_size=8, test_vectors=16)
+    >>> sorter.training, meta["kind"], meta["length"], meta["steps"]
+    (False, 'lstm', 8, 5)
     """
     for name, value in (("steps", steps), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
