@@ -81,7 +81,8 @@ def code_version(repo=REPO):
 
 def provenance(seed, data, data_sha256=None, overrides=(), status="complete", code=None):
     """Versions, code (`code`: the version the command began with), command, `--set` overrides,
-    `status` ("complete" or "interrupted: ..."), seed, data, host and time."""
+    `status` ("complete" or "interrupted: ..."), seed, data, host, time and the host's load
+    averages (1, 5, 15 minutes) as the record is written: timings of a loaded machine say so."""
     return {
         "timestamp_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
@@ -96,6 +97,7 @@ def provenance(seed, data, data_sha256=None, overrides=(), status="complete", co
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 

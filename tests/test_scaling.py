@@ -104,6 +104,7 @@ def test_bench_records_config_data_and_provenance(quick_run):
     assert "Time relative to `0-1`" in summary and "Cold first call" in summary
     record = json.loads((out / "provenance.json").read_text())
     assert record["seed"] == 0 and record["packages"]["numba"]
+    assert len(record["load_average"]) == 3 and min(record["load_average"]) >= 0
 
 
 def test_plot_redraws_the_figure(quick_run):
