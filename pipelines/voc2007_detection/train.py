@@ -13,6 +13,7 @@ from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
 from qs.metrics import voc_detection_ap
 from qsrank.pipelines import _methods
+from qsrank.pipelines._experiment_common import is_synthetic
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
 from qsrank.pipelines._runner import Experiment
@@ -30,7 +31,6 @@ from qsrank.pipelines.voc2007_detection.data import (
     check_class,
     data_note,
     holdout,
-    is_synthetic,
     load_data,
 )
 from qsrank.pipelines.voc2007_detection.tables import write_tables
@@ -265,4 +265,5 @@ SPEC = Experiment(
     note=lambda cfg, data: data_note(_splits(data)),
     session=session,
     unit_label="run",
+    report=("table5.md",),
 )

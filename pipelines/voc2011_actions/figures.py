@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from qs.data import ACTIONS
+from qsrank.pipelines._experiment_common import is_synthetic
 from qsrank.pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._sizes import varied
@@ -24,7 +25,7 @@ from qsrank.pipelines.voc2011_actions.config import (
     figure_methods,
     figure_sizes,
 )
-from qsrank.pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
+from qsrank.pipelines.voc2011_actions.data import class_data, data_note
 from qsrank.pipelines.voc2011_actions.data import load_data as load_data_splits
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}

@@ -60,20 +60,11 @@ PAPER_NDCG = dict(
         ],
     )
 )
-CLASS_NAMES = dict(
-    zip(
-        ACTIONS,
-        [
-            "Jumping",
-            "Phoning",
-            "Playing instrument",
-            "Reading",
-            "Riding bike",
-            "Riding horse",
-            "Running",
-            "Taking photo",
-            "Using computer",
-            "Walking",
-        ],
-    )
-)
+CLASS_NAMES = {
+    **{a: a.capitalize() for a in ACTIONS},
+    "playinginstrument": "Playing instrument",
+    "ridingbike": "Riding bike",
+    "ridinghorse": "Riding horse",
+    "takingphoto": "Taking photo",
+    "usingcomputer": "Using computer",
+}
