@@ -1,5 +1,5 @@
-"""What the class x method experiments (VOC2011 actions, VOC2007 detection) and the Markdown
-of their tables share: the frame of their training records, the data's kind, text pieces."""
+"""What the experiments share: the frame of the class x method trainings (VOC2011 actions,
+VOC2007 detection), the data's kind, the Markdown of their pages, seeded mini-batches."""
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,12 @@ def C_text(frame):
 def is_synthetic(splits):
     """Whether any split of `splits` (name -> data with a ``source``) is synthetic."""
     return any(d.source.startswith("synthetic") for d in splits.values())
+
+
+def mini_batches(n, size, seed):
+    """The mini-batches (index arrays of `size`) of one pass over `n` samples, seeded."""
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i : i + size] for i in range(0, n, size)]
 
 
 def paragraphs(*parts):

@@ -236,17 +236,12 @@ def _lai_md(lt, ours, early=frozenset()):
         ]
         + ([f"{100 * lt['lai_share_ap'].mean():.0f}%"] if share else [])
     )
-    paper = {m: PAPER_LAI_S.get(m) for m in methods}
+    paper_ratio = fmt(PAPER_LAI_S["ap"] / PAPER_LAI_S["ap_qs"], 1)
     rows.append(
         [
             "**paper** (mean over 20 classes)",
-            *(fmt(paper[m], 4) for m in methods),
-            *(
-                fmt(PAPER_LAI_S[r.split(" / ")[0]] / PAPER_LAI_S[r.split(" / ")[1]], 1)
-                if r == "ap / ap_qs"
-                else ""
-                for r in ratios
-            ),
+            *(fmt(PAPER_LAI_S.get(m), 4) for m in methods),
+            *(paper_ratio if r == "ap / ap_qs" else "" for r in ratios),
             "",
         ]
         + ([""] if share else [])

@@ -72,10 +72,8 @@ COLORS = {
 
 
 def load_data(cfg):
-    """The splits and the boxes of figures.class to subsample from (difficult ones out, the
-    test boxes too with pool trainval+test), its positives and negatives in a seeded order:
-    the first n_pos and n_neg of them are a point's training set, so that every smaller set is
-    part of every larger one. A ValueError when the sizes exceed the boxes."""
+    """The splits and the boxes of figures.class in the pool, its positives and negatives in a
+    seeded order: the first n_pos and n_neg are a point's training set (smaller sets nested)."""
     fig = cfg["figures"]
     splits = load_data_splits(cfg)
     parts = ["trainval"] + (["test"] if fig["pool"] == "trainval+test" else [])
@@ -136,17 +134,9 @@ def run_unit(run, unit):
     n_pos, n_neg = map(int, size[1:].split("_n"))
     cfg, data = run.cfg, run.data
     rows = np.sort(np.concatenate([data["pos"][:n_pos], data["neg"][:n_neg]]))
-    runs = [
-        train.train_one(
-            cfg,
-            name,
-            _C(cfg)[METHODS[name][0]],
-            data["X"][rows],
-            data["y"][rows],
-            data["splits"]["trainval"].bias,
-        )[1]
-        for _ in range(cfg["figures"]["repeats"])
-    ]
+    X, y, bias = data["X"][rows], data["y"][rows], data["splits"]["trainval"].bias
+    C = _C(cfg)[METHODS[name][0]]
+    runs = [train.train_one(cfg, name, C, X, y, bias)[1] for _ in range(cfg["figures"]["repeats"])]
     times = [r["lai_time_s"] for r in runs]
     record = {
         **runs[0],
@@ -283,12 +273,8 @@ def figure_summary(frame, cfg, note):
                     row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
                 row += [fmt(v, 0) for v in calls.loc[(p, n)]]
                 rows.append(row)
-            title = (
-                f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
-                if loss in FIGURE_NUMBER
-                else f"## 0-1, varying the {vary}"
-            )
-            parts += [title, markdown_table(header, rows)]
+            name = f"Figure {FIGURE_NUMBER[loss]} ({loss})" if loss in FIGURE_NUMBER else "0-1"
+            parts += [f"## {name}, varying the {vary}", markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -297,6 +283,11 @@ def plot_figure(frame, stem, synthetic=True):
     repeated trainings with bars from the fastest to the slowest: a row of panels per figure
     (ap: Figure 2, ndcg: Figure 3), a panel per vary. Writes stem.png and stem.pdf."""
     rows = _figure_rows(frame)
+    source = (
+        "synthetic look-alike of VOC2011 actions"
+        if synthetic
+        else "VOC2011 actions poselet features"
+    )
     varies = [v for v in VARIES if (frame["vary"] == v).any()] or ["negatives"]
     fig = Figure(figsize=(4.6 * len(varies), 3.8 * len(rows)), layout="constrained")
     axes = fig.subplots(len(rows), len(varies), squeeze=False)
@@ -329,11 +320,6 @@ def plot_figure(frame, stem, synthetic=True):
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
-            source = (
-                "synthetic look-alike of VOC2011 actions"
-                if synthetic
-                else "VOC2011 actions poselet features"
-            )
             ax.set_title(f"{label}: varying {vary}\n({source})", fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
             if ax.has_data():
@@ -342,8 +328,7 @@ def plot_figure(frame, stem, synthetic=True):
 
 
 def redraw(run_dir, kind):
-    """Redraw figure.png and .pdf of a figure run (`qsrank bench --experiment
-    voc2011_actions`) from its timings.csv; return their paths. A table run draws none."""
+    """Redraw figure.png and .pdf of a figure run from its timings.csv; return their paths."""
     if kind != "figure":
         raise ValueError(
             f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "

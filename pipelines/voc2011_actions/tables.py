@@ -106,11 +106,8 @@ def ratios(frame):
 
 
 def _metric_table(frame, loss, rank_methods, paper):
-    """Per class: the 0-1 SVM's and the `loss` SVM's test metric (percent), the paper's beside
-    (columns <loss>_0-1, <loss>_<loss>, paper_...).
-
-    The rank-loss column takes the first of `rank_methods` trained for the class (they give
-    the same weights); also returns the largest spread of the metric among them."""
+    """Per class: the 0-1 SVM's and the `loss` SVM's test metric (%, the first of
+    `rank_methods` trained), the paper's beside; and the largest spread among those methods."""
     rows, spread = [], 0.0
     for action in dict.fromkeys(frame["class"]):
         mine = frame[frame["class"] == action].set_index("method")[f"test_{loss}"]
