@@ -4,6 +4,8 @@ VOC2007 detection), the data's kind, the Markdown of their pages, seeded mini-ba
 import numpy as np
 import pandas as pd
 
+from qsrank.pipelines._replay import spread_text
+
 
 def timings_frame(records, columns, methods, classes):
     """One row per class x method record in class, then method order: `columns`, then
@@ -37,6 +39,11 @@ def C_text(frame):
         f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
         for loss, g in frame.groupby("loss", sort=False)
     )
+
+
+def replayed_ratio(row):
+    """'28.2 (27.8-29.8)': a ratio row's median over its replay rounds and range ('' for none)."""
+    return spread_text((row.replay_median, row.replay_min, row.replay_max), row.replay_rounds)
 
 
 def is_synthetic(splits):

@@ -102,7 +102,8 @@ def summary(cfg, note, results, history, warm_test, n_params):
     ]
     ws = cfg["warm_start"]
     return paragraphs(
-        f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of the PL-CNN",
+        f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "
+        "the PL-CNN",
         f"Data: {note}."
         + (
             " **Not the paper's data**: the paper's numbers stand beside ours for orientation only."

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 
 from qs.data.voc2007 import CLASSES
-from qsrank.pipelines._experiment_common import C_text, paragraphs, timings_frame, unconverged
+from qsrank.pipelines import _experiment_common as common
 from qsrank.pipelines._io import read_csv, run_data_note, write_csv, write_text
-from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, replay_frame, spread_text
+from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, replay_frame
 from qsrank.pipelines._tables import (
     CVPR2018,
     fmt,
@@ -130,7 +130,7 @@ def _replay_md(rt, ours):
         [
             " / ".join(LAI_NAMES[m] for m in r.ratio.split(" / ")),
             fmt(r.total_time, 1),
-            spread_text((r.replay_median, r.replay_min, r.replay_max), r.replay_rounds),
+            common.replayed_ratio(r),
             fmt(r.paper_total_time, 1),
         ]
         for r in rt.itertuples()
@@ -259,7 +259,7 @@ INIT_TEXT = {
 
 
 def _setting_line(cfg, frame):
-    Cs = C_text(frame)
+    Cs = common.C_text(frame)
     grids = {loss: cfg["C"][loss] for loss in dict.fromkeys(frame["loss"])}
     if any(len(g) > 1 for g in grids.values()):
         how = (
@@ -286,7 +286,7 @@ def _setting_line(cfg, frame):
 
 def write_tables(out, records, cfg, note, synthetic):
     """timings.csv, results.csv, table5.md and figure.png/.pdf from the run records."""
-    frame = timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
+    frame = common.timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
     ours = ours_label(synthetic)
     write_csv(out / "timings.csv", frame.drop(columns="lai_replay_s"))
     write_csv(out / "replay.csv", replay_frame(frame))
@@ -295,7 +295,7 @@ def write_tables(out, records, cfg, note, synthetic):
     t5, lt = ap_table(frame), lai_table(frame)
     write_csv(out / "results.csv", t5.assign(data=note))
     parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM", note]
-    early = unconverged(frame)
+    early = common.unconverged(frame)
     if not frame.empty:
         parts += [
             _setting_line(cfg, frame),
@@ -322,7 +322,7 @@ def write_tables(out, records, cfg, note, synthetic):
             _lai_md(lt, ours, set(zip(early["class"], early["method"]))),
             _replay_md(rt, ours),
         ]
-    write_text(out / "table5.md", paragraphs(*parts))
+    write_text(out / "table5.md", common.paragraphs(*parts))
     if not frame.empty:
         plot(t5, lt, out / "figure", synthetic)
 
@@ -330,7 +330,7 @@ def write_tables(out, records, cfg, note, synthetic):
 def redraw(run_dir, kind="tables"):
     """Redraw figure.png and .pdf of a run from its timings.csv; return their paths."""
     records = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS).to_dict("records")
-    frame = timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
+    frame = common.timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
     if frame.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no trainings to plot")
     synthetic = "Our numbers are synthetic" in run_data_note(run_dir)

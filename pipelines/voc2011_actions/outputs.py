@@ -4,9 +4,9 @@ ratios.csv and summary.md, the paper's numbers beside ours."""
 import pandas as pd
 
 from qs.data import ACTIONS
-from qsrank.pipelines._experiment_common import C_text, paragraphs, timings_frame, unconverged
+from qsrank.pipelines import _experiment_common as common
 from qsrank.pipelines._io import write_csv, write_text
-from qsrank.pipelines._replay import replay_frame, spread_text
+from qsrank.pipelines._replay import replay_frame
 from qsrank.pipelines._tables import (
     CVPR2018,
     FULL_VERSION,
@@ -60,18 +60,18 @@ def _setting_line(cfg, frame):
     )
     return (
         f"Solver {cfg['solver']} (tol {cfg['tol']:g}, max_iter {cfg['max_iter']}); C {how} "
-        f"({C_text(frame)}). {n_conv} of {len(frame)} trainings converged. Time: wall time of "
-        "the LAI calls inside one training per class and method, each timed once (numba "
-        f"warmed up beforehand), this machine.{replayed}"
+        f"({common.C_text(frame)}). {n_conv} of {len(frame)} trainings converged. Time: wall "
+        "time of the LAI calls inside one training per class and method, each timed once "
+        f"(numba warmed up beforehand), this machine.{replayed}"
     )
 
 
 def write_tables(out, records, cfg, note, synthetic):
     """timings.csv, table1-4 .csv/.md, ratios.csv and summary.md from the run records."""
-    frame = timings_frame(records, TIMING_COLUMNS, METHODS, ACTIONS)
+    frame = common.timings_frame(records, TIMING_COLUMNS, METHODS, ACTIONS)
     ours = ours_label(synthetic)
     setting = _setting_line(cfg, frame)
-    early = unconverged(frame)
+    early = common.unconverged(frame)
     early_methods = set(early["method"])
     write_csv(out / "timings.csv", frame[TIMING_COLUMNS])
     write_csv(out / "replay.csv", replay_frame(frame))
@@ -80,7 +80,7 @@ def write_tables(out, records, cfg, note, synthetic):
         write_csv(out / f"{name}.csv", table.assign(data=note))
 
     def page(title, source, table, *tail):
-        return paragraphs(title, note, setting, source, table, *tail)
+        return common.paragraphs(title, note, setting, source, table, *tail)
 
     k = cfg["lai_repeats"]
     ratio_md = markdown_table(
@@ -96,15 +96,7 @@ def write_tables(out, records, cfg, note, synthetic):
             [
                 row.ratio,
                 fmt(row.total_time, 1),
-                *(
-                    [
-                        spread_text(
-                            (row.replay_median, row.replay_min, row.replay_max), row.replay_rounds
-                        )
-                    ]
-                    if k
-                    else []
-                ),
+                *([common.replayed_ratio(row)] if k else []),
                 fmt(row.paper_total_time, 1),
                 fmt(row.per_call, 1),
                 fmt(row.paper_per_call, 1),
