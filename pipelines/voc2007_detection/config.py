@@ -26,8 +26,7 @@ AP_METHODS = ("ap_qs", "ap", "ap_auto")
 #: (slower, faster) pairs of the LAI-time table; the first is the paper's
 RATIOS = (("ap", "ap_qs"), ("ap", "ap_auto"))
 
-# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss), in CLASSES
-# order.
+# Mohapatra et al., CVPR 2018, Table 5: test AP (%) per class, (0-1 loss, AP loss)
 PAPER_AP = dict(
     zip(
         CLASSES,
@@ -55,8 +54,7 @@ PAPER_AP = dict(
         ],
     )
 )
-# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time during training, averaged over the 20
-# classes (s)
+# Mohapatra et al., CVPR 2018, Section 4.2: total LAI time in training, mean over 20 classes (s)
 PAPER_LAI_S = {"ap": 7.623, "ap_qs": 0.5214}
 #: the classes as Table 5 prints them
 CLASS_NAMES = {
