@@ -48,26 +48,14 @@ FIGURE_COLUMNS = [
     "train_s",
     "repeats",
 ]
-#: what the figures' legends call each method: the LAI method by its authors, not a bare loss
-METHOD_LABELS = {
-    "0-1": "0-1 (hinge SVM)",
-    "ap": "ap (Yue et al.)",
-    "ap_qs": "ap_qs (QS)",
-    "ap_search": "ap_search (binary search)",
-    "ap_auto": "ap_auto (default)",
-    "ndcg": "ndcg (Chakrabarti et al.)",
-    "ndcg_qs": "ndcg_qs (QS)",
-    "ndcg_auto": "ndcg_auto (default)",
-}
-COLORS = {
-    "0-1": "C0",
-    "ap": "C1",
-    "ndcg": "C1",
-    "ap_qs": "C2",
-    "ndcg_qs": "C2",
-    "ap_search": "C3",
-    "ap_auto": "C4",
-    "ndcg_auto": "C4",
+#: per LAI method: what the legends call it (by its authors, not a bare loss), and its colour
+LAI_LEGEND = {
+    "zero_one": ("hinge SVM", "C0"),
+    "yue": ("Yue et al.", "C1"),
+    "chakrabarti": ("Chakrabarti et al.", "C1"),
+    "qs": ("QS", "C2"),
+    "search": ("binary search", "C3"),
+    "auto": ("default", "C4"),
 }
 
 
@@ -306,8 +294,8 @@ def plot_figure(frame, stem, synthetic=True):
                     marker="o",
                     markersize=3,
                     capsize=2,
-                    label=METHOD_LABELS.get(name, name),
-                    color=COLORS.get(name, "k"),
+                    label=f"{name} ({LAI_LEGEND[METHODS[name][1]][0]})",
+                    color=LAI_LEGEND[METHODS[name][1]][1],
                 )
             ax.set(
                 xscale="log",
