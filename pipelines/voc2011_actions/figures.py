@@ -97,13 +97,8 @@ def settings(cfg, data):
     """What a point depends on: the tables' training settings with the figure's C, class,
     pool and repeats (not the vary: several share one directory)."""
     fig = cfg["figures"]
-    return {
-        **train.settings(cfg, data["splits"]),
-        "C": _C(cfg),
-        "class": fig["class"],
-        "pool": fig["pool"],
-        "repeats": fig["repeats"],
-    }
+    extra = {k: fig[k] for k in ("class", "pool", "repeats")}
+    return {**train.settings(cfg, data["splits"]), "C": _C(cfg), **extra}
 
 
 def units(cfg, data):
