@@ -1,31 +1,12 @@
-"""Scale benchmark of the VOC2007 latent AP-SVM (Mohapatra et al., CVPR 2018, Section 4.2, at the
-paper's size).
+"""Scale benchmark of the VOC2007 latent AP-SVM (Mohapatra et al., CVPR 2018, Section 4.2) up to
+the paper's size, on the synthetic look-alike: time and memory, not accuracy.
 
-(a) One outer step's scoring pass: every box of ``images`` images x ``boxes`` boxes x
-    ``features`` features of the synthetic VOC2007 look-alike
-    (:class:`qs.data.voc2007.SyntheticVOC2007`, the generator the Table 5 run trains on), made
-    chunk by chunk from its seed as a lazy Dask array (never held in memory), scored against
-    20 classes' weights at once by :func:`qs.detection.score_bags` (each image's best box per
-    class). Its wall time is set beside the same work on one in-memory block scaled up by the
-    number of blocks (the matrix products alone, the scoring, and generation plus scoring),
-    and its peak memory is measured in a fresh process (its maximum resident set, VmHWM:
-    unlike ``getrusage``'s ``ru_maxrss``, which a spawned process inherits from the one that
-    forked it, this counts the fresh process's own pages only).
-(a') With ``store``: the same pass over a box-feature store on disk (``qsrank load cnn``;
-    :meth:`qs.data.store.BoxStore.dask_features`) beside the generated pass of the store's
-    shape and chunks. A store written from the same generator and seed holds the same
-    features, so both passes must choose the same boxes; the report says whether they did.
-(a'') The pass of lockstep training (:func:`qs.top_boxes.class_top_boxes`): the same boxes,
-    each image's 10 best boxes under each of the 20 classes' weights with their features, and
-    its best box under one more weight vector per class (the step's check), in a fresh
-    process: one round of :func:`qs.ssvm.lockstep.latent_lockstep` at this size.
-(b) Pooled negatives: one LAI call on ``positives`` positive boxes and 10^6 or 10^7 pooled
-    negative boxes, the default AP method against the 0-1 LAI, medians over repeats (the
-    first call of each, which loads or compiles the kernels, timed apart).
-
-The data are synthetic: this measures time and memory, not accuracy, and is not the paper's
-data. ``qsrank bench voc2007-scale --images 5011`` runs the paper's size (5011 images
-x 2000 boxes x 4096 features, 82 GB at float16).
+(a) One outer step's scoring pass over ``images`` x ``boxes`` x ``features`` generated chunk by
+    chunk as a lazy Dask array, beside one in-memory block scaled up, its peak memory measured
+    in a fresh process (VmHWM: a spawned process inherits its parent's ``ru_maxrss``).
+(a') With ``store``: the same pass read from a box-feature store, which must choose the same
+    boxes as the generated one. (a'') The lockstep pass: each image's 10 best boxes per class.
+(b) One LAI call on 10^6 or 10^7 pooled negatives, the default AP method against 0-1.
 """
 
 import concurrent.futures
@@ -76,8 +57,7 @@ def generator(cfg):
 
 
 def generated_features(cfg):
-    """The trainval features of :func:`generator` as a lazy Dask array, ``chunk_images``
-    images per chunk."""
+    """The trainval features of :func:`generator`, a lazy Dask array of chunk_images images."""
     return generator(cfg).features(SPLIT, dtype=cfg["dtype"], chunk_images=cfg["chunk_images"])
 
 

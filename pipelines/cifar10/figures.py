@@ -11,10 +11,8 @@ from qsrank.pipelines.cifar10.config import WARM_PHASES
 
 
 def plot(history, methods, warm_test, ours):
-    """Test mAP against the summed measured step times per method, from the warm start's mAP.
-
-    Methods whose mAP curves are identical (exact LAI methods of one loss train the same
-    weights) share a colour and the legend says so; each keeps its own step times."""
+    """Test mAP against the summed measured step times per method, from the warm start's mAP;
+    methods with identical mAP curves (exact LAI of one loss) share a colour."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     curves = {name: history[history.phase == name] for name in methods}

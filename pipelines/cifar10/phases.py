@@ -8,20 +8,21 @@ from tqdm import tqdm
 
 from qs.metrics import average_precision, ndcg
 from qsrank.pipelines._device import clock
+from qsrank.pipelines._experiment_common import mini_batches
 from qsrank.pipelines._io import atomic_path
 from qsrank.pipelines._runs import same, settings_key
 from qsrank.pipelines.cifar10.config import EVAL_BATCH, METHODS, WARM_PHASES
 
+#: the config keys every phase depends on, and those of the warm start's and a method's only
+SHARED_KEYS = ("seed", "split", "widths", "batch_size", "momentum", "weight_decay")
+WARM_KEYS = ("warm_start",)
+METHOD_KEYS = ("epochs", "training", "layerwise", "lr", "freeze_bn")
+
 
 def checkpoint_settings(cfg, note, phase):
-    """What a phase's checkpoint must share with the run to be resumed: the code's version
-    (edited code retrains), the data and the settings the phase uses (a method's start, the
-    warm start, is checked by its digest)."""
-    keys = ("seed", "split", "widths", "batch_size", "momentum", "weight_decay")
-    if phase in WARM_PHASES:
-        keys += ("warm_start",)
-    else:
-        keys += ("epochs", "training", "layerwise", "lr", "freeze_bn")
+    """What a phase's checkpoint must share with the run to be resumed: the code's version,
+    the data and the keys the phase uses (its start is checked by its digest)."""
+    keys = SHARED_KEYS + (WARM_KEYS if phase in WARM_PHASES else METHOD_KEYS)
     return settings_key(data=note, **{k: cfg[k] for k in keys})
 
 
@@ -79,13 +80,6 @@ def evaluate(model, normalise, images, labels):
     return float(np.mean(list(ap.values()))), float(np.mean(list(nd.values()))), ap, nd
 
 
-def _save(path, state):
-    import torch
-
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
 def load_checkpoint(path, settings):
     """The checkpoint at `path` if it exists and was trained under `settings`, else None."""
     import torch
@@ -96,12 +90,6 @@ def load_checkpoint(path, settings):
     return state if same(state.get("settings"), settings) else None
 
 
-def _mini_batches(cfg, n, epoch):
-    """The seeded mini-batches (index arrays) of an epoch or a sweep over ``n`` images."""
-    order = np.random.default_rng([cfg["seed"], epoch]).permutation(n)
-    return [order[i : i + cfg["batch_size"]] for i in range(0, n, cfg["batch_size"])]
-
-
 def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
     """One epoch of the optimizer in seeded mini-batches: (the measured time of each step
     (s), LAI s, mean loss)."""
@@ -109,7 +97,7 @@ def _sgd_epoch(cfg, model, optimizer, step_loss, data, normalise, epoch, bar):
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
-    batches = _mini_batches(cfg, len(y), epoch)
+    batches = mini_batches(len(y), cfg["batch_size"], [cfg["seed"], epoch])
     step_s, lai_s, total = [], 0.0, 0.0
     for i, idx in enumerate(batches):
         began = clock(normalise.device)
@@ -136,7 +124,7 @@ def _svm_layer(cfg, model, layer, step_loss, data, normalise, sweep, bar):
 
     X, y = data["train"]
     labels = torch.from_numpy(y).to(normalise.device)
-    batches = _mini_batches(cfg, len(y), sweep)
+    batches = mini_batches(len(y), cfg["batch_size"], [cfg["seed"], sweep])
     lai_s, hinges, stamps = [], [], [clock(normalise.device)]
 
     def hinge(scores, targets):
@@ -254,7 +242,8 @@ def train_phase(cfg, phase, model, data, normalise, ckpt, start_state, progress)
             history=[*ckpt["history"], cumulative],
             step_s=[*ckpt.get("step_s", []), *step_s],
         )
-        _save(ckpt["path"], {k: v for k, v in ckpt.items() if k != "path"})
+        with atomic_path(ckpt["path"]) as tmp:
+            torch.save({k: v for k, v in ckpt.items() if k != "path"}, tmp)
     if ckpt.get("model") is None:  # a phase of 0 epochs passes its start state on
         ckpt.update(model=start_state, optimizer=optimizer.state_dict(), units_done=0)
     return ckpt

@@ -4,6 +4,7 @@ per method, the paper's numbers beside ours."""
 import numpy as np
 import pandas as pd
 
+from qsrank.pipelines._experiment_common import paragraphs
 from qsrank.pipelines._images import is_digits
 from qsrank.pipelines._tables import CVPR2018, cell, markdown_table
 from qsrank.pipelines.cifar10.config import (
@@ -72,7 +73,8 @@ def summary(cfg, note, results, history, warm_test, n_params):
     ours = "ours (digits-as-CIFAR, not CIFAR-10)" if is_digits(note) else "ours (CIFAR-10)"
     warm = history[history.phase.isin(WARM_PHASES)]
     warm_s = float(warm.groupby("phase").train_s.max().sum()) if len(warm) else 0.0
-    metrics = [
+    warm_map, warm_ndcg = (cell(100 * v, ".2f") for v in warm_test)
+    metrics = [["warm start", "-", "-", warm_map, "-", warm_ndcg, "-"]] + [
         [
             r.method,
             r.loss,
@@ -84,18 +86,6 @@ def summary(cfg, note, results, history, warm_test, n_params):
         ]
         for r in results.itertuples()
     ]
-    metrics.insert(
-        0,
-        [
-            "warm start",
-            "-",
-            "-",
-            cell(100 * warm_test[0], ".2f"),
-            "-",
-            cell(100 * warm_test[1], ".2f"),
-            "-",
-        ],
-    )
     times = [
         [
             r.method,
@@ -111,64 +101,45 @@ def summary(cfg, note, results, history, warm_test, n_params):
         for r in results.itertuples()
     ]
     ws = cfg["warm_start"]
-    return (
-        "\n\n".join(
+    return paragraphs(
+        f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "
+        "the PL-CNN",
+        f"Data: {note}."
+        + (
+            " **Not the paper's data**: the paper's numbers stand beside ours for orientation only."
+            if is_digits(note)
+            else ""
+        ),
+        f"Network: PL-CNN, widths {cfg['widths']}, {n_params:,} parameters. Warm start: "
+        f"{ws['cross_entropy_epochs']} cross-entropy + {ws['hinge_epochs']} multi-class hinge "
+        f"epochs of {WARM_OPTIMIZERS[ws['optimizer']]} (lr {ws['lr']:g}); then per method "
+        f"{_training_text(cfg)}, one ranking per class per mini-batch of "
+        f"{cfg['batch_size']}. The paper trains layer-wise on CIFAR-10; its numbers are in "
+        "the `paper` columns.",
+        "## Test mean AP and mean NDCG over the 10 classes (%)",
+        markdown_table(
+            ["method", "loss", "LAI", f"mAP {ours}", "mAP paper", f"NDCG {ours}", "NDCG paper"],
+            metrics,
+        ),
+        "## Training time per method",
+        f"Steps only (evaluation apart), this run's hardware; the warm start took {warm_s:.2f} s "
+        "more. `train s`: the sum of the measured times of the steps of one training (one "
+        "measurement); `step ms`: the median step time, its quartiles in brackets. LAI time: "
+        "inside `rank_hinge_loss` (exact LAI of the 10 queries of each mini-batch), numba "
+        "compiled beforehand. The paper's hours are for its layer-wise training on CIFAR-10 "
+        "with a GPU.",
+        markdown_table(
             [
-                f"# CIFAR-10 experiment ({CVPR2018}, Section 4.3): 0-1 vs AP vs NDCG training of "
-                "the PL-CNN",
-                f"Data: {note}."
-                + (
-                    " **Not the paper's data**: the paper's numbers stand beside ours "
-                    "for orientation only."
-                    if is_digits(note)
-                    else ""
-                ),
-                (
-                    f"Network: PL-CNN, widths {cfg['widths']}, {n_params:,} parameters. Warm start: "
-                    f"{ws['cross_entropy_epochs']} cross-entropy + {ws['hinge_epochs']} multi-class hinge "
-                    f"epochs of {WARM_OPTIMIZERS[ws['optimizer']]} (lr {ws['lr']:g}); then per method "
-                    f"{_training_text(cfg)}, one "
-                    "ranking per class per mini-batch of "
-                    f"{cfg['batch_size']}. The paper trains layer-wise on CIFAR-10; its numbers are in "
-                    "the `paper` columns."
-                ),
-                "## Test mean AP and mean NDCG over the 10 classes (%)",
-                markdown_table(
-                    [
-                        "method",
-                        "loss",
-                        "LAI",
-                        f"mAP {ours}",
-                        "mAP paper",
-                        f"NDCG {ours}",
-                        "NDCG paper",
-                    ],
-                    metrics,
-                ),
-                "## Training time per method",
-                (
-                    f"Steps only (evaluation apart), this run's hardware; the warm start took "
-                    f"{warm_s:.2f} s more. `train s`: the sum of the measured times of the steps of "
-                    "one training (one measurement); `step ms`: the median step time, its quartiles "
-                    "in brackets. LAI time: inside `rank_hinge_loss` (exact LAI of the 10 "
-                    "queries of each mini-batch), numba compiled beforehand. The paper's hours are for "
-                    "its layer-wise training on CIFAR-10 with a GPU."
-                ),
-                markdown_table(
-                    [
-                        "method",
-                        "LAI",
-                        "steps",
-                        "train s",
-                        "step ms",
-                        "LAI s",
-                        "LAI % of train",
-                        "LAI ms/step",
-                        "paper train h",
-                    ],
-                    times,
-                ),
-            ]
-        )
-        + "\n"
+                "method",
+                "LAI",
+                "steps",
+                "train s",
+                "step ms",
+                "LAI s",
+                "LAI % of train",
+                "LAI ms/step",
+                "paper train h",
+            ],
+            times,
+        ),
     )

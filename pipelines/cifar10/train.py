@@ -11,6 +11,9 @@ from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines.cifar10.config import EXPERIMENT, METHODS, WARM_PHASES, Config
 from qsrank.pipelines.cifar10.figures import data_name, plot
 from qsrank.pipelines.cifar10.phases import (
+    METHOD_KEYS,
+    SHARED_KEYS,
+    WARM_KEYS,
     checkpoint_settings,
     copy_state,
     evaluate,
@@ -29,22 +32,8 @@ def load_data(cfg):
 
 
 def settings(cfg, data):
-    """What every phase shares; each phase's checkpoint also keeps its own
-    (checkpoint_settings)."""
-    keys = (
-        "seed",
-        "split",
-        "widths",
-        "batch_size",
-        "warm_start",
-        "momentum",
-        "weight_decay",
-        "epochs",
-        "training",
-        "layerwise",
-        "lr",
-        "freeze_bn",
-    )
+    """What every phase shares; each phase's checkpoint also keeps its own."""
+    keys = SHARED_KEYS + WARM_KEYS + METHOD_KEYS
     return {"data": data["note"], "data_sha256": None, **{k: cfg[k] for k in keys}}
 
 

@@ -1,10 +1,6 @@
-"""`qsrank compare`: the ways of training for AP and NDCG side by side
-(docs/experiments/compare.md).
-
-Every method (:data:`qsrank.pipelines.compare.methods.METHODS`) trains the same model from the same
-initialisation, on the same data, batches and budget, for each seed. The units of work are
-data set x method x seed, on the data sets of the families (classification, retrieval) the
-method has a loss for; the runner resumes them."""
+"""`qsrank compare` (docs/experiments/compare.md): every method of `methods.METHODS` trains the
+same model from the same initialisation, on the same data, batches and budget, per seed; the
+units are data set x method x seed, on the data sets of the families the method has a loss for."""
 
 from typing import Annotated, Literal
 
@@ -21,16 +17,7 @@ from qsrank.pipelines.compare.training import train_one
 
 EXPERIMENT = "compare"
 
-__all__ = [
-    "DATASETS",
-    "METHODS",
-    "SPEC",
-    "load_data",
-    "redraw",
-    "results_frame",
-    "task",
-    "train_one",
-]
+__all__ = ["SPEC", "redraw", "results_frame", "train_one"]
 
 
 class Epochs(S.Section):
@@ -201,9 +188,6 @@ class Config(S.Section):
                     f"{section.classes_per_batch} and {section.samples_per_class}"
                 )
         return self
-
-
-# ---------------------------------------------------------------------------- the declaration
 
 
 def load_data(cfg):

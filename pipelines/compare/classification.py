@@ -1,7 +1,5 @@
 """The classification data sets of `qsrank compare` (one ranking per class, one-vs-rest):
-``voc2011_actions`` (the synthetic look-alike, linear model), ``digits`` (real, linear) and
-``cifar10`` (digits-as-CIFAR, the narrow PL-CNN after shared cross-entropy epochs). Test
-metrics: AP, NDCG, recall at precision 0.9 and AUCPR, means over the classes."""
+``voc2011_actions`` and ``digits`` (linear models), ``cifar10`` (digits-as-CIFAR, the PL-CNN)."""
 
 from dataclasses import dataclass
 
@@ -9,8 +7,8 @@ import numpy as np
 from sklearn.metrics import auc, precision_recall_curve
 
 from qs.metrics import average_precision, ndcg
+from qsrank.pipelines._experiment_common import mini_batches
 from qsrank.pipelines.compare.methods import TARGET_PRECISION
-from qsrank.pipelines.compare.training import batch_order
 
 DATASETS = ("voc2011_actions", "digits", "cifar10")
 #: the test metrics, as results.csv names them -> (table column, decimals)
@@ -144,7 +142,10 @@ class Task:
         return PLCNN(tuple(self.cfg["cifar10"]["widths"]))
 
     def batches(self, seed, epoch):
-        return batch_order(len(self.data.Y_train), self.section["batch_size"], seed, epoch)
+        # the methods' epochs seed from 1000 up, the warm start's from 999 down
+        return mini_batches(
+            len(self.data.Y_train), self.section["batch_size"], [seed, 1000 + epoch]
+        )
 
     def warm_up_batch(self):
         return np.arange(min(self.section["batch_size"], len(self.data.Y_train)))
@@ -184,7 +185,7 @@ class Task:
         opt = torch.optim.Adam(model.parameters(), lr=section["lr"])
         target = torch.from_numpy(self.data.Y_train.argmax(1)).to(self.device)
         for epoch in range(section["warm_start_epochs"]):
-            for idx in batch_order(len(target), section["batch_size"], seed, -1 - epoch):
+            for idx in mini_batches(len(target), section["batch_size"], [seed, 999 - epoch]):
                 opt.zero_grad()
                 torch.nn.functional.cross_entropy(
                     model(self.inputs(self.data.X_train[idx])), target[idx]

@@ -1,8 +1,6 @@
-"""The methods of `qsrank compare` in one table: name -> kind and, per family of data sets, the
-builder of its loss. A builder takes (cfg, data) and returns (loss, its own parameters); a
-loss takes (output, targets, index): classification scores (Q, b) and positives (Q, b), or
-retrieval embeddings (b, d) and class labels (b,); ``index`` holds the samples' places in the
-training set (LibAUC keeps moving averages per sample)."""
+"""The methods of `qsrank compare`: name -> kind and, per family of data sets, the builder of its
+loss: (cfg, data) -> (loss, its own parameters); a loss takes (output, targets, index), scores
+and positives (Q, b) or embeddings and labels, and the samples' places in the training set."""
 
 import importlib.util
 from collections.abc import Callable
@@ -28,6 +26,10 @@ class Method:
 
     kind: str  # baseline | ours | global objectives | outside
     losses: dict = field(default_factory=dict)
+
+
+def _method(kind, **losses):
+    return Method(kind, losses)
 
 
 def _untrained(cfg, data):
@@ -176,20 +178,17 @@ def _direct_ap(cfg, data):
     ), []
 
 
-def _pml_smooth_ap(cfg, data):
-    from qs.surrogates.outside import require
+def _pml_loss(name, **options):
+    """pytorch-metric-learning's loss `name`, its arguments from the config's options."""
 
-    losses = require("pytorch-metric-learning", "pytorch_metric_learning.losses")
-    module = losses.SmoothAPLoss(temperature=cfg["options"]["temperature"])
-    return (lambda e, y, i: module(e, y)), []
+    def build(cfg, data):
+        from qs.surrogates.outside import require
 
+        losses = require("pytorch-metric-learning", "pytorch_metric_learning.losses")
+        module = getattr(losses, name)(**{k: cfg["options"][o] for k, o in options.items()})
+        return (lambda e, y, i: module(e, y)), []
 
-def _pml_fastap(cfg, data):
-    from qs.surrogates.outside import require
-
-    losses = require("pytorch-metric-learning", "pytorch_metric_learning.losses")
-    module = losses.FastAPLoss(num_bins=cfg["options"]["fastap_bins"])
-    return (lambda e, y, i: module(e, y)), []
+    return build
 
 
 def _retrieval_blackbox_ap(cfg, data):
@@ -214,116 +213,94 @@ def _retrieval_libauc_ap(cfg, data):
 
 #: every method `methods:` may name
 METHODS = {
-    "cross_entropy": Method(
-        "baseline", {"classification": Loss(_cross_entropy, "binary cross-entropy, one-vs-rest")}
+    "cross_entropy": _method(
+        "baseline", classification=Loss(_cross_entropy, "binary cross-entropy, one-vs-rest")
     ),
-    "zero_one": Method(
-        "baseline", {"classification": Loss(_rank_hinge("01"), "0-1: binary hinge")}
-    ),
-    "ap_hinge": Method(
+    "zero_one": _method("baseline", classification=Loss(_rank_hinge("01"), "0-1: binary hinge")),
+    "ap_hinge": _method(
         "ours",
-        {
-            "classification": Loss(_rank_hinge("ap"), "AP structured hinge, exact LAI"),
-            "retrieval": Loss(
-                _retrieval_hinge,
-                "AP structured hinge, exact LAI, every sample of "
-                "the batch a query against the others",
-            ),
-        },
+        classification=Loss(_rank_hinge("ap"), "AP structured hinge, exact LAI"),
+        retrieval=Loss(
+            _retrieval_hinge,
+            "AP structured hinge, exact LAI, every sample of the batch a query against the others",
+        ),
     ),
-    "ndcg_hinge": Method(
-        "ours", {"classification": Loss(_rank_hinge("ndcg"), "NDCG structured hinge, exact LAI")}
+    "ndcg_hinge": _method(
+        "ours", classification=Loss(_rank_hinge("ndcg"), "NDCG structured hinge, exact LAI")
     ),
-    "aucpr": Method(
+    "aucpr": _method(
+        "global objectives", classification=Loss(_global_objective("aucpr"), "AUCPR, K anchors")
+    ),
+    "recall_at_precision": _method(
         "global objectives",
-        {"classification": Loss(_global_objective("aucpr"), "AUCPR, K anchors")},
+        classification=Loss(_global_objective("recall_at_precision"), "recall at precision 0.9"),
     ),
-    "recall_at_precision": Method(
-        "global objectives",
-        {
-            "classification": Loss(
-                _global_objective("recall_at_precision"), "recall at precision 0.9"
-            )
-        },
-    ),
-    "smooth_ap": Method(
+    "smooth_ap": _method(
         "outside",
-        {
-            "classification": Loss(_smooth_ap, "Smooth-AP, temperature 0.01"),
-            "retrieval": Loss(
-                _pml_smooth_ap,
-                "Smooth-AP, pytorch-metric-learning's SmoothAPLoss",
-                "pytorch-metric-learning",
-            ),
-        },
+        classification=Loss(_smooth_ap, "Smooth-AP, temperature 0.01"),
+        retrieval=Loss(
+            _pml_loss("SmoothAPLoss", temperature="temperature"),
+            "Smooth-AP, pytorch-metric-learning's SmoothAPLoss",
+            "pytorch-metric-learning",
+        ),
     ),
-    "blackbox_ap": Method(
+    "blackbox_ap": _method(
         "outside",
-        {
-            "classification": Loss(_blackbox_ap, "AP of black-box ranks"),
-            "retrieval": Loss(
-                _retrieval_blackbox_ap, "AP of black-box ranks of each query's similarities"
-            ),
-        },
+        classification=Loss(_blackbox_ap, "AP of black-box ranks"),
+        retrieval=Loss(
+            _retrieval_blackbox_ap, "AP of black-box ranks of each query's similarities"
+        ),
     ),
-    "libauc_ap": Method(
+    "libauc_ap": _method(
         "outside",
-        {
-            "classification": Loss(_libauc_ap, "LibAUC AP (SOAP)", "libauc"),
-            "retrieval": Loss(
-                _retrieval_libauc_ap, "LibAUC AP (SOAP), a table per class of the query", "libauc"
-            ),
-        },
+        classification=Loss(_libauc_ap, "LibAUC AP (SOAP)", "libauc"),
+        retrieval=Loss(
+            _retrieval_libauc_ap, "LibAUC AP (SOAP), a table per class of the query", "libauc"
+        ),
     ),
-    "libauc_ndcg": Method(
-        "outside", {"classification": Loss(_libauc_ndcg, "LibAUC NDCG (SONG)", "libauc")}
+    "libauc_ndcg": _method(
+        "outside", classification=Loss(_libauc_ndcg, "LibAUC NDCG (SONG)", "libauc")
     ),
-    "soft_rank_ap": Method(
+    "soft_rank_ap": _method(
         "outside",
-        {"classification": Loss(_soft_rank_ap, "AP of torchsort soft ranks", "torchsort")},
+        classification=Loss(_soft_rank_ap, "AP of torchsort soft ranks", "torchsort"),
     ),
-    "sodeep_ap": Method(
+    "sodeep_ap": _method(
         "outside",
-        {"classification": Loss(_sodeep_ap, "SoDeep AP, frozen sorter", "qs.surrogates.sodeep")},
+        classification=Loss(_sodeep_ap, "SoDeep AP, frozen sorter", "qs.surrogates.sodeep"),
     ),
-    "ap_hinge_memory": Method(
+    "ap_hinge_memory": _method(
         "ours",
-        {
-            "retrieval": Loss(
-                _memory_hinge,
-                "AP structured hinge, exact LAI, against the batch and a memory of "
-                "past embeddings (qs.torch.memory.CrossBatchMemory)",
-            )
-        },
+        retrieval=Loss(
+            _memory_hinge,
+            "AP structured hinge, exact LAI, against the batch and a memory of "
+            "past embeddings (qs.torch.memory.CrossBatchMemory)",
+        ),
     ),
-    "dlm_ap": Method(
+    "dlm_ap": _method(
         "ours",
-        {
-            "retrieval": Loss(
-                _direct_ap,
-                "direct loss minimization of AP on the exact inference (qs.torch.dlm.direct_loss)",
-            )
-        },
+        retrieval=Loss(
+            _direct_ap,
+            "direct loss minimization of AP on the exact inference (qs.torch.dlm.direct_loss)",
+        ),
     ),
-    "fastap": Method(
+    "fastap": _method(
         "outside",
-        {
-            "retrieval": Loss(
-                _pml_fastap,
-                "FastAP, pytorch-metric-learning's FastAPLoss",
-                "pytorch-metric-learning",
-            )
-        },
+        retrieval=Loss(
+            _pml_loss("FastAPLoss", num_bins="fastap_bins"),
+            "FastAP, pytorch-metric-learning's FastAPLoss",
+            "pytorch-metric-learning",
+        ),
     ),
-    "untrained": Method(
+    "untrained": _method(
         "baseline",
-        {
-            family: Loss(
+        **dict.fromkeys(
+            FAMILIES,
+            Loss(
                 _untrained,
                 "the seeded initial model, never moved (a zero loss): where training starts",
-            )
-            for family in FAMILIES
-        },
+            ),
+        ),
     ),
 }
 BASELINES = ("cross_entropy", "zero_one", "untrained")

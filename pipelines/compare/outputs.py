@@ -10,6 +10,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from qsrank.pipelines._experiment_common import paragraphs
 from qsrank.pipelines._io import read_csv, save_figure, write_csv, write_text
 from qsrank.pipelines._tables import markdown_table
 from qsrank.pipelines.compare import classification, retrieval
@@ -32,11 +33,8 @@ TIMES = {"train_s": ("train s", 2), "loss_ms_per_step": ("loss ms/step", 3)}
 
 def columns(families):
     """results.csv's value columns for data sets of `families`: their metrics, then times."""
-    cols = {}
-    for family in METRICS:
-        if family in families:
-            cols.update(METRICS[family])
-    return {**cols, **TIMES}
+    metrics = {k: v for f in METRICS if f in families for k, v in METRICS[f].items()}
+    return {**metrics, **TIMES}
 
 
 def results_frame(records, families=("classification",)):
@@ -135,7 +133,7 @@ def report_text(cfg, summary, notes):
             f"Data: {notes[dataset]}. Model: {_model_line(cfg, dataset)}; budget: {budget}.",
             dataset_table(summary, dataset),
         ]
-    return "\n\n".join(parts) + "\n"
+    return paragraphs(*parts)
 
 
 def plot(history, datasets, methods):

@@ -1,7 +1,5 @@
-"""The retrieval data sets of `qsrank compare`: embeddings learnt from class labels, tested on
-held-out classes (``digits_retrieval``: real; ``synthetic_retrieval``). An MLP or linear map
-to L2-normalised embeddings, class-balanced batches; test metrics mAP@R, Recall@1 and
-Recall@4, each test sample a query against the others by cosine similarity."""
+"""The retrieval data sets of `qsrank compare`: L2-normalised embeddings learnt from class
+labels in class-balanced batches, tested on held-out classes (mAP@R, Recall@1 and Recall@4)."""
 
 from dataclasses import dataclass
 

@@ -1,8 +1,6 @@
-"""The training loop every method and data set of `qsrank compare` shares: the same model and
-initialisation, the same batches, the data set's budget (epochs, and optionally seconds),
-evaluated after each epoch. A family's task (`classification.Task`, `retrieval.Task`) gives
-the model, batches, a step's output and targets, and the evaluation. Training time counts
-the steps only; loss time is the loss's forward and backward, apart from the model's."""
+"""The training loop every method and data set of `qsrank compare` shares, under the data
+set's budget and evaluated after each epoch; a family's `Task` gives the model, batches, a
+step's output and targets, and the evaluation. Training time counts the steps only."""
 
 import numpy as np
 
@@ -87,9 +85,3 @@ def _warm_up_loss(name, task, cfg, model):
     model.train()
     leaf = output.detach().requires_grad_()
     loss_fn(leaf, target, index).backward()
-
-
-def batch_order(n, size, seed, epoch):
-    """Epoch `epoch`'s mini-batches of `size` over n samples, seeded by (seed, epoch)."""
-    order = np.random.default_rng([seed, epoch + 1000]).permutation(n)
-    return [order[i : i + size] for i in range(0, n, size)]

@@ -10,6 +10,7 @@ from qs.data import load_rcnn_cache
 from qs.data.bags import BagSet
 from qs.data.store import open_store
 from qs.data.voc2007 import CLASSES, SyntheticVOC2007, make_voc2007_detection
+from qsrank.pipelines import _experiment_common as common
 from qsrank.pipelines._runs import digest_arrays
 from qsrank.pipelines.voc2007_detection.config import GENERATOR_KEYS, SPLITS
 
@@ -100,24 +101,14 @@ def _load_stores(cfg):
     }
 
 
-def is_synthetic(splits):
-    return any(d.source.startswith("synthetic") for d in splits.values())
-
-
 def data_note(splits):
-    """One line saying where the data came from and how they were read, and that our numbers
-    are synthetic if so."""
+    """One line on where the data came from, how they were read, and if they are synthetic."""
     text = "; ".join(f"{split}: {d.source}" for split, d in splits.items())
     shape = "; ".join(
         f"{split} {d.n_images} images, {d.n_boxes} boxes of {d.d} features, {d.where}"
         for split, d in splits.items()
     )
-    if is_synthetic(splits):
-        return (
-            f"Data: {text} ({shape}). Our numbers are synthetic: they come from a "
-            "generated look-alike of VOC2007's bags of boxes, not from the paper's data."
-        )
-    return f"Data: {text} ({shape})."
+    return common.data_note(splits, f"{text} ({shape})", "VOC2007's bags of boxes")
 
 
 def _digest(data):

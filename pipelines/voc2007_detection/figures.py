@@ -4,7 +4,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from qsrank.pipelines._io import save_figure
-from qsrank.pipelines.voc2007_detection.config import METHODS
+from qsrank.pipelines.voc2007_detection.config import LAI_NAMES, METHODS
 
 
 def plot(t5, lt, stem, synthetic):
@@ -24,7 +24,6 @@ def plot(t5, lt, stem, synthetic):
     )
     if panels == 2:
         methods = [m for m in METHODS if m in lt.columns]
-        names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
         xl = np.arange(len(lt))
         width = 0.8 / len(methods)
         for k, m in enumerate(methods):
@@ -32,7 +31,7 @@ def plot(t5, lt, stem, synthetic):
                 xl + (k - (len(methods) - 1) / 2) * width,
                 lt[m],
                 width=width,
-                label=names[m],
+                label=LAI_NAMES[m],
                 color=f"C{k + 2}",
             )
         axes[1].set_xticks(xl, lt["class"], rotation=45, ha="right", fontsize="small")

@@ -1,15 +1,7 @@
-"""Table 5 with every class of a loss trained at once (config ``lockstep: true``): the way to the
-paper's size, where a pass over the boxes takes minutes.
-
-Per loss, :func:`qs.ssvm.lockstep.latent_lockstep` trains all classes together, one pass
-over every box per round; the first selected method of the loss trains and the loss's other
-selected methods are timed on the same LAI calls (exact methods: the same model, so each
-method's record carries the same weights and its own LAI time). The test images are scored
-for every class in one pass (non-maximum suppression, detection AP). The training state is
-stored after every pass as ``runs/lockstep__<loss>.npz`` (with the settings it was made
-under), so an interrupted run resumes at its last round, and says so. ``lockstep.json``
-holds the passes, their wall times and the peak memory of the process.
-"""
+"""Table 5 with every class of a loss trained at once (``lockstep: true``), one pass over every
+box per round (:func:`qs.ssvm.lockstep.latent_lockstep`): the first selected method of the loss
+trains, the others are timed on the same LAI calls. The state is stored after every pass
+(``runs/lockstep__<loss>.npz``) to resume; ``lockstep.json`` holds the passes and their times."""
 
 import hashlib
 import json
@@ -174,9 +166,8 @@ def _stored_state(path, settings):
 
 
 def _passes_left(state, min_outer):
-    """An estimate of the passes still to come: over the unfinished classes, the most of the
-    outer steps a class still needs (at least one) times the rounds its steps took so far
-    (one, plus its repeats per outer step)."""
+    """An estimate of the passes to come: the most, over the unfinished classes, of the outer
+    steps a class still needs (at least one) times the rounds its steps took so far."""
     return max(
         (
             max(1, min_outer - c.n_outer) * (1 + c.repeats / max(1, c.n_outer))
@@ -188,10 +179,8 @@ def _passes_left(state, min_outer):
 
 
 def _write_summary(run, loss, state, train_s, test_s, k, held):
-    """``lockstep.json`` and its table ``lockstep.md``: per loss, the passes over the trainval
-    boxes and their wall times, the training and test wall times, the most box rows the
-    working sets held at once (all classes, each box once) and their bytes, the peak
-    resident memory of the process so far."""
+    """``lockstep.json`` and its table ``lockstep.md``: per loss, the passes and their times,
+    the most the working sets held at once, the process's peak memory so far."""
     path = run.out / "lockstep.json"
     summary = {}
     if path.exists():

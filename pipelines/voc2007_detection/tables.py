@@ -1,6 +1,5 @@
 """Table 5 of a finished run, the paper's numbers beside ours: test detection AP per class and
-the total LAI time of each AP method, with the time ratios replayed (ratios.csv, replay.csv);
-written with the figure, which is redrawn from timings.csv."""
+the total LAI time of each AP method, with the time ratios replayed (ratios.csv, replay.csv)."""
 
 from pathlib import Path
 
@@ -8,8 +7,9 @@ import numpy as np
 import pandas as pd
 
 from qs.data.voc2007 import CLASSES
-from qsrank.pipelines._io import atomic_path, read_csv, run_data_note, write_csv, write_text
-from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, replay_frame, spread_text
+from qsrank.pipelines import _experiment_common as common
+from qsrank.pipelines._io import read_csv, run_data_note, write_csv, write_text
+from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, replay_frame
 from qsrank.pipelines._tables import (
     CVPR2018,
     fmt,
@@ -21,6 +21,7 @@ from qsrank.pipelines._tables import (
 from qsrank.pipelines.voc2007_detection.config import (
     AP_METHODS,
     CLASS_NAMES,
+    LAI_NAMES,
     METHODS,
     PAPER_AP,
     PAPER_LAI_S,
@@ -48,28 +49,6 @@ TIMING_COLUMNS = [
     "test_ap",
     "w_sha256",
 ]
-
-
-#: timings.csv's column of each training's median replayed total (absent from older runs)
-REPLAY_MEDIAN = "lai_replay_median_s"
-
-
-def timings_frame(records):
-    """One row per class x method, in class then method order; ``lai_replay_s`` holds each
-    training's replayed totals (a list, empty when not replayed)."""
-    rows = [
-        {
-            **{c: r.get(c) for c in TIMING_COLUMNS},
-            "lai_replay_s": list(r.get("lai_replay_s") or []),
-            REPLAY_MEDIAN: (float(np.median(r["lai_replay_s"])) if r.get("lai_replay_s") else None),
-        }
-        for r in records
-    ]
-    frame = pd.DataFrame(rows, columns=[*TIMING_COLUMNS, "lai_replay_s", REPLAY_MEDIAN])
-    if frame.empty:
-        return frame
-    order = {**{m: i for i, m in enumerate(METHODS)}, **{c: i for i, c in enumerate(CLASSES)}}
-    return frame.sort_values(["class", "method"], key=lambda s: s.map(order)).reset_index(drop=True)
 
 
 def ap_table(frame):
@@ -147,12 +126,11 @@ def _replay_md(rt, ours):
     if rt.empty or not rt["replay_rounds"].max():
         return ""
     k = int(rt["replay_rounds"].min())
-    names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
     rows = [
         [
-            " / ".join(names[m] for m in r.ratio.split(" / ")),
+            " / ".join(LAI_NAMES[m] for m in r.ratio.split(" / ")),
             fmt(r.total_time, 1),
-            spread_text((r.replay_median, r.replay_min, r.replay_max), r.replay_rounds),
+            common.replayed_ratio(r),
             fmt(r.paper_total_time, 1),
         ]
         for r in rt.itertuples()
@@ -225,12 +203,11 @@ def _identical_line(t5):
 
 def _lai_md(lt, ours, early=frozenset()):
     methods = [m for m in METHODS if m in lt.columns]
-    names = {"ap": "Yue", "ap_qs": "QS", "ap_auto": "default"}
     ratios = [c for c in (f"{a} / {b}" for a, b in RATIOS) if c in lt.columns]
     header = [
         "Object category",
-        *(f"{names[m]} (s)" for m in methods),
-        *(" / ".join(names[p] for p in r.split(" / ")) for r in ratios),
+        *(f"{LAI_NAMES[m]} (s)" for m in methods),
+        *(" / ".join(LAI_NAMES[p] for p in r.split(" / ")) for r in ratios),
         "LAI calls",
     ]
     share = "lai_share_ap" in lt.columns
@@ -259,17 +236,12 @@ def _lai_md(lt, ours, early=frozenset()):
         ]
         + ([f"{100 * lt['lai_share_ap'].mean():.0f}%"] if share else [])
     )
-    paper = {m: PAPER_LAI_S.get(m) for m in methods}
+    paper_ratio = fmt(PAPER_LAI_S["ap"] / PAPER_LAI_S["ap_qs"], 1)
     rows.append(
         [
             "**paper** (mean over 20 classes)",
-            *(fmt(paper[m], 4) for m in methods),
-            *(
-                fmt(PAPER_LAI_S[r.split(" / ")[0]] / PAPER_LAI_S[r.split(" / ")[1]], 1)
-                if r == "ap / ap_qs"
-                else ""
-                for r in ratios
-            ),
+            *(fmt(PAPER_LAI_S.get(m), 4) for m in methods),
+            *(paper_ratio if r == "ap / ap_qs" else "" for r in ratios),
             "",
         ]
         + ([""] if share else [])
@@ -287,10 +259,7 @@ INIT_TEXT = {
 
 
 def _setting_line(cfg, frame):
-    Cs = ", ".join(
-        f"{loss}: {'/'.join(f'{c:g}' for c in sorted(set(g['C'])))}"
-        for loss, g in frame.groupby("loss", sort=False)
-    )
+    Cs = common.C_text(frame)
     grids = {loss: cfg["C"][loss] for loss in dict.fromkeys(frame["loss"])}
     if any(len(g) > 1 for g in grids.values()):
         how = (
@@ -317,17 +286,16 @@ def _setting_line(cfg, frame):
 
 def write_tables(out, records, cfg, note, synthetic):
     """timings.csv, results.csv, table5.md and figure.png/.pdf from the run records."""
-    frame = timings_frame(records)
+    frame = common.timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
     ours = ours_label(synthetic)
     write_csv(out / "timings.csv", frame.drop(columns="lai_replay_s"))
     write_csv(out / "replay.csv", replay_frame(frame))
     rt = ratios(frame)
     write_csv(out / "ratios.csv", rt.assign(data=note))
     t5, lt = ap_table(frame), lai_table(frame)
-    with atomic_path(out / "results.csv") as tmp:
-        t5.assign(data=note).to_csv(tmp, index=False)
+    write_csv(out / "results.csv", t5.assign(data=note))
     parts = ["# Table 5: test detection AP (%) per class, latent 0-1 SVM vs latent AP-SVM", note]
-    early = frame[~frame["converged"].astype(bool)] if len(frame) else frame
+    early = common.unconverged(frame)
     if not frame.empty:
         parts += [
             _setting_line(cfg, frame),
@@ -354,27 +322,16 @@ def write_tables(out, records, cfg, note, synthetic):
             _lai_md(lt, ours, set(zip(early["class"], early["method"]))),
             _replay_md(rt, ours),
         ]
-    write_text(out / "table5.md", "\n\n".join(filter(None, parts)) + "\n")
+    write_text(out / "table5.md", common.paragraphs(*parts))
     if not frame.empty:
         plot(t5, lt, out / "figure", synthetic)
 
 
 def redraw(run_dir, kind="tables"):
     """Redraw figure.png and .pdf of a run from its timings.csv; return their paths."""
-    frame = timings_frame(
-        read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS).to_dict("records")
-    )
+    records = read_csv(Path(run_dir) / "timings.csv", TIMING_COLUMNS).to_dict("records")
+    frame = common.timings_frame(records, TIMING_COLUMNS, METHODS, CLASSES)
     if frame.empty:
         raise ValueError(f"{Path(run_dir) / 'timings.csv'} holds no trainings to plot")
     synthetic = "Our numbers are synthetic" in run_data_note(run_dir)
     return plot(ap_table(frame), lai_table(frame), Path(run_dir) / "figure", synthetic)
-
-
-def report(run_dir):
-    """The Markdown of a finished run (what the CLI prints): table5.md."""
-    return (Path(run_dir) / "table5.md").read_text(encoding="utf-8")
-
-
-def results_table(run_dir):
-    """results.csv of a run (the AP table) as a DataFrame."""
-    return pd.read_csv(Path(run_dir) / "results.csv")

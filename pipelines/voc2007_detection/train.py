@@ -13,6 +13,7 @@ from qs.detection import dask_scheduler
 from qs.estimators import LatentRankSVM
 from qs.metrics import voc_detection_ap
 from qsrank.pipelines import _methods
+from qsrank.pipelines._experiment_common import is_synthetic
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
 from qsrank.pipelines._runner import Experiment
@@ -30,16 +31,14 @@ from qsrank.pipelines.voc2007_detection.data import (
     check_class,
     data_note,
     holdout,
-    is_synthetic,
     load_data,
 )
 from qsrank.pipelines.voc2007_detection.tables import write_tables
 
 
 def _blas_threads(n):
-    """A context limiting BLAS to `n` threads (None: unchanged). Scoring a few thousand boxes
-    is a small matrix-vector product per cutting-plane iteration; on a loaded machine extra
-    BLAS threads made it 20x slower here."""
+    """A context limiting BLAS to `n` threads (None: unchanged): a cutting-plane iteration's
+    small matrix-vector product gains nothing from more on a loaded machine."""
     if n is None:
         return nullcontext()
     from threadpoolctl import threadpool_limits
@@ -194,10 +193,8 @@ def session(run):
 
 
 def run_unit(run, unit):
-    """Train method `name` on class `cls` (C chosen once per class and loss, kept in runs/),
-    evaluate its detections on test, keep its weights in runs/<class>__<method>.npz; with
-    ``lockstep``, the record of the loss's lockstep training of every class (see
-    :mod:`qsrank.pipelines.voc2007_detection.lockstep`)."""
+    """Train method `name` on class `cls` (C chosen once per class and loss), evaluate it on
+    test, keep its weights in runs/; with ``lockstep``, the loss's lockstep record."""
     cls, name = unit
     cfg, train, test = run.cfg, run.data["trainval"], run.data["test"]
     labels, scheduler = run.data["labels"][cls], run.cache["scheduler"]
@@ -265,4 +262,5 @@ SPEC = Experiment(
     note=lambda cfg, data: data_note(_splits(data)),
     session=session,
     unit_label="run",
+    report=("table5.md",),
 )

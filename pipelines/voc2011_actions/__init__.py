@@ -1,9 +1,6 @@
 """VOC2011 action classification (Mohapatra et al., CVPR 2018, Section 4.1): Tables 1-4
-(``SPEC``: class x method trainings of :class:`qs.estimators.RankSVM`, evaluated on the test
-boxes) and Figures 2-3 (``FIGURES``: total LAI time of trainings on one class's boxes as
-the counts grow). Data: the seeded synthetic look-alike, or poselet list files or .npz
-caches. Modules: `config`, `data`, `train`, `paper`, `tables`, `outputs`, `figures`, and `replay`
-(a benchmark)."""
+(``SPEC``: class x method trainings of :class:`qs.estimators.RankSVM`) and Figures 2-3
+(``FIGURES``: the total LAI time of trainings on one class's boxes as the counts grow)."""
 
 from qsrank.pipelines.voc2011_actions.config import FIGURE_PRESETS, figure_methods, figure_sizes
 from qsrank.pipelines.voc2011_actions.data import load_data

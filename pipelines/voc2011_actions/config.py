@@ -30,10 +30,8 @@ INFERENCES = _methods.inferences(METHODS)
 FIGURE_METHODS = {"ap": ("0-1", "ap", "ap_qs", "ap_search"), "ndcg": ("0-1", "ndcg", "ndcg_qs")}
 VARIES = ("total", "negatives", "positives")  # the paper's panel order
 
-# Fixed C of the quick default, one per loss: the value 5-fold cross-validation (C: cv, the
-# grid below) chose most often over the 10 classes on the synthetic data, seed 0 (01: 100 for
-# 9 classes; ap: 1000 for 6; ndcg: 10 for 5, 1000 for 4). C is on the scale of the
-# loss: for 0-1 the slack is the mean hinge, so C = LinearSVC's C x n_samples.
+# Fixed C of the quick default, per loss: what 5-fold CV over the grid below chose most often
+# over the 10 synthetic classes (seed 0); for 0-1, C = LinearSVC's C x n_samples.
 FIXED_C = {"01": 100.0, "ap": 1000.0, "ndcg": 10.0}
 
 SIZE_KEYS = {

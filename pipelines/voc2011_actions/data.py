@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from qs.data import PoseletData, load_npz_cache, load_poselet, make_voc2011_actions
+from qsrank.pipelines import _experiment_common as common
 from qsrank.pipelines._runs import digest_arrays
 
 
@@ -63,21 +64,12 @@ def _subsample(data, max_boxes, seed, split):
 
 
 def data_note(splits):
-    """One line saying where the data came from, and that our numbers are synthetic if so."""
+    """One line on where the data came from, and if they are synthetic."""
     sources = dict.fromkeys(d.source for d in splits.values())
     text = "; ".join(f"{split}: {d.source}" for split, d in splits.items())
     if len(sources) == 1:
         text = next(iter(sources))
-    if is_synthetic(splits):
-        return (
-            f"Data: {text}. Our numbers are synthetic: they come from a generated "
-            "look-alike of the VOC2011 action poselet features, not from the paper's data."
-        )
-    return f"Data: {text}."
-
-
-def is_synthetic(splits):
-    return any(d.source.startswith("synthetic") for d in splits.values())
+    return common.data_note(splits, text, "the VOC2011 action poselet features")
 
 
 def class_data(split, action, *, require=True):

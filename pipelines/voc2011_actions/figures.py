@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from qs.data import ACTIONS
+from qsrank.pipelines._experiment_common import is_synthetic
 from qsrank.pipelines._io import read_csv, run_data_note, save_figure, write_csv, write_text
 from qsrank.pipelines._runner import Experiment
 from qsrank.pipelines._sizes import varied
@@ -24,7 +25,7 @@ from qsrank.pipelines.voc2011_actions.config import (
     figure_methods,
     figure_sizes,
 )
-from qsrank.pipelines.voc2011_actions.data import class_data, data_note, is_synthetic
+from qsrank.pipelines.voc2011_actions.data import class_data, data_note
 from qsrank.pipelines.voc2011_actions.data import load_data as load_data_splits
 
 FIGURE_NUMBER = {"ap": 2, "ndcg": 3}
@@ -47,34 +48,20 @@ FIGURE_COLUMNS = [
     "train_s",
     "repeats",
 ]
-#: what the figures' legends call each method: the LAI method by its authors, not a bare loss
-METHOD_LABELS = {
-    "0-1": "0-1 (hinge SVM)",
-    "ap": "ap (Yue et al.)",
-    "ap_qs": "ap_qs (QS)",
-    "ap_search": "ap_search (binary search)",
-    "ap_auto": "ap_auto (default)",
-    "ndcg": "ndcg (Chakrabarti et al.)",
-    "ndcg_qs": "ndcg_qs (QS)",
-    "ndcg_auto": "ndcg_auto (default)",
-}
-COLORS = {
-    "0-1": "C0",
-    "ap": "C1",
-    "ndcg": "C1",
-    "ap_qs": "C2",
-    "ndcg_qs": "C2",
-    "ap_search": "C3",
-    "ap_auto": "C4",
-    "ndcg_auto": "C4",
+#: per LAI method: what the legends call it (by its authors, not a bare loss), and its colour
+LAI_LEGEND = {
+    "zero_one": ("hinge SVM", "C0"),
+    "yue": ("Yue et al.", "C1"),
+    "chakrabarti": ("Chakrabarti et al.", "C1"),
+    "qs": ("QS", "C2"),
+    "search": ("binary search", "C3"),
+    "auto": ("default", "C4"),
 }
 
 
 def load_data(cfg):
-    """The splits and the boxes of figures.class to subsample from (difficult ones out, the
-    test boxes too with pool trainval+test), its positives and negatives in a seeded order:
-    the first n_pos and n_neg of them are a point's training set, so that every smaller set is
-    part of every larger one. A ValueError when the sizes exceed the boxes."""
+    """The splits and the boxes of figures.class in the pool, its positives and negatives in a
+    seeded order: the first n_pos and n_neg are a point's training set (smaller sets nested)."""
     fig = cfg["figures"]
     splits = load_data_splits(cfg)
     parts = ["trainval"] + (["test"] if fig["pool"] == "trainval+test" else [])
@@ -110,13 +97,8 @@ def settings(cfg, data):
     """What a point depends on: the tables' training settings with the figure's C, class,
     pool and repeats (not the vary: several share one directory)."""
     fig = cfg["figures"]
-    return {
-        **train.settings(cfg, data["splits"]),
-        "C": _C(cfg),
-        "class": fig["class"],
-        "pool": fig["pool"],
-        "repeats": fig["repeats"],
-    }
+    extra = {k: fig[k] for k in ("class", "pool", "repeats")}
+    return {**train.settings(cfg, data["splits"]), "C": _C(cfg), **extra}
 
 
 def units(cfg, data):
@@ -135,17 +117,9 @@ def run_unit(run, unit):
     n_pos, n_neg = map(int, size[1:].split("_n"))
     cfg, data = run.cfg, run.data
     rows = np.sort(np.concatenate([data["pos"][:n_pos], data["neg"][:n_neg]]))
-    runs = [
-        train.train_one(
-            cfg,
-            name,
-            _C(cfg)[METHODS[name][0]],
-            data["X"][rows],
-            data["y"][rows],
-            data["splits"]["trainval"].bias,
-        )[1]
-        for _ in range(cfg["figures"]["repeats"])
-    ]
+    X, y, bias = data["X"][rows], data["y"][rows], data["splits"]["trainval"].bias
+    C = _C(cfg)[METHODS[name][0]]
+    runs = [train.train_one(cfg, name, C, X, y, bias)[1] for _ in range(cfg["figures"]["repeats"])]
     times = [r["lai_time_s"] for r in runs]
     record = {
         **runs[0],
@@ -282,12 +256,8 @@ def figure_summary(frame, cfg, note):
                     row.append(fmt(table.loc[(p, n), slow] / table.loc[(p, n), fast], 1))
                 row += [fmt(v, 0) for v in calls.loc[(p, n)]]
                 rows.append(row)
-            title = (
-                f"## Figure {FIGURE_NUMBER[loss]} ({loss}), varying the {vary}"
-                if loss in FIGURE_NUMBER
-                else f"## 0-1, varying the {vary}"
-            )
-            parts += [title, markdown_table(header, rows)]
+            name = f"Figure {FIGURE_NUMBER[loss]} ({loss})" if loss in FIGURE_NUMBER else "0-1"
+            parts += [f"## {name}, varying the {vary}", markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -296,6 +266,11 @@ def plot_figure(frame, stem, synthetic=True):
     repeated trainings with bars from the fastest to the slowest: a row of panels per figure
     (ap: Figure 2, ndcg: Figure 3), a panel per vary. Writes stem.png and stem.pdf."""
     rows = _figure_rows(frame)
+    source = (
+        "synthetic look-alike of VOC2011 actions"
+        if synthetic
+        else "VOC2011 actions poselet features"
+    )
     varies = [v for v in VARIES if (frame["vary"] == v).any()] or ["negatives"]
     fig = Figure(figsize=(4.6 * len(varies), 3.8 * len(rows)), layout="constrained")
     axes = fig.subplots(len(rows), len(varies), squeeze=False)
@@ -314,8 +289,8 @@ def plot_figure(frame, stem, synthetic=True):
                     marker="o",
                     markersize=3,
                     capsize=2,
-                    label=METHOD_LABELS.get(name, name),
-                    color=COLORS.get(name, "k"),
+                    label=f"{name} ({LAI_LEGEND[METHODS[name][1]][0]})",
+                    color=LAI_LEGEND[METHODS[name][1]][1],
                 )
             ax.set(
                 xscale="log",
@@ -328,11 +303,6 @@ def plot_figure(frame, stem, synthetic=True):
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xticks(xs, [str(v) for v in xs], fontsize="small")
             label = f"Figure {FIGURE_NUMBER[loss]}" if loss in FIGURE_NUMBER else "0-1"
-            source = (
-                "synthetic look-alike of VOC2011 actions"
-                if synthetic
-                else "VOC2011 actions poselet features"
-            )
             ax.set_title(f"{label}: varying {vary}\n({source})", fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
             if ax.has_data():
@@ -341,8 +311,7 @@ def plot_figure(frame, stem, synthetic=True):
 
 
 def redraw(run_dir, kind):
-    """Redraw figure.png and .pdf of a figure run (`qsrank bench --experiment
-    voc2011_actions`) from its timings.csv; return their paths. A table run draws none."""
+    """Redraw figure.png and .pdf of a figure run from its timings.csv; return their paths."""
     if kind != "figure":
         raise ValueError(
             f"{run_dir} holds the VOC2011 actions Tables 1-4, which have no "

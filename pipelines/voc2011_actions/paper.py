@@ -23,9 +23,8 @@ PAPER_MS_PER_CALL = {
     "ndcg": (71.07, 1.57),
     "ndcg_qs": (0.55, 0.11),
 }
-# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, which the paper reports as the mean
-# over the five cross-validation folds), per class in ACTIONS order: (0-1 loss, rank loss), in
-# percent.
+# Tables 3-4 of Mohapatra et al., CVPR 2018 (test AP; NDCG, the mean over the five CV folds),
+# per class: (0-1 loss, rank loss), in percent.
 PAPER_AP = dict(
     zip(
         ACTIONS,
@@ -60,20 +59,11 @@ PAPER_NDCG = dict(
         ],
     )
 )
-CLASS_NAMES = dict(
-    zip(
-        ACTIONS,
-        [
-            "Jumping",
-            "Phoning",
-            "Playing instrument",
-            "Reading",
-            "Riding bike",
-            "Riding horse",
-            "Running",
-            "Taking photo",
-            "Using computer",
-            "Walking",
-        ],
-    )
-)
+CLASS_NAMES = {
+    **{a: a.capitalize() for a in ACTIONS},
+    "playinginstrument": "Playing instrument",
+    "ridingbike": "Riding bike",
+    "ridinghorse": "Riding horse",
+    "takingphoto": "Taking photo",
+    "usingcomputer": "Using computer",
+}

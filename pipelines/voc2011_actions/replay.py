@@ -1,20 +1,14 @@
 """Replay benchmark (`qsrank bench --replay`): every exact LAI method on the score vectors of
 the VOC2011 action trainings.
 
-The scaling benchmark times synthetic scores; training calls LAI on scores that change as
-the weights learn (all zero at the first iteration, then most negatives below every
-positive). This records the score vector of every LAI call of a cutting-plane training on
-the VOC2011 action data of ``configs/voc2011_actions.yaml`` (synthetic by default), with
-the Table 2 protocol (one class, its trainval boxes, the tables' C per loss), then feeds the
-vectors to every method: in each of ``repeats`` rounds every method, in an order shuffled
-per round (seeded), is given every vector in turn, writing into its own workspace, as in
-training (where a method's previous call saw the previous iteration's vector; interleaving
-methods on one vector would let a method profit from another that ran the same kernel on it
-just before). The order is shuffled, not rotated: a rotation keeps each method's
-predecessor, and ``qs`` always ran right after the default, which runs the same kernel, and
-started its rounds warm (1-3% per call, measured).
-A method's time per call is, per vector, the fastest of its rounds (the least disturbed by
-other load), averaged over the vectors; the first vector (all scores zero) is shown apart.
+Training calls LAI on scores that change as the weights learn (all zero at first, then most
+negatives below every positive). This records the score vector of every LAI call of a
+cutting-plane training on one class's trainval boxes of the configured VOC2011 action data
+(the tables' C per loss), then, in each of ``repeats`` rounds, gives every vector in turn to
+every method (in a seeded order shuffled per round, so that no method always follows one
+that ran the same kernel), each writing into its own workspace as in training. A method's
+time per call is, per vector, the fastest of its rounds, averaged over the vectors; the
+first vector (all scores zero) is shown apart.
 """
 
 from pathlib import Path

@@ -4,9 +4,7 @@ and per call, their speed-ups, test AP and NDCG per class (`outputs` writes them
 import numpy as np
 import pandas as pd
 
-from qs.data import ACTIONS
 from qsrank.pipelines._replay import RATIO_COLUMNS, ratio_rows, round_means
-from qsrank.pipelines.voc2011_actions.config import METHODS
 from qsrank.pipelines.voc2011_actions.paper import (
     CLASS_NAMES,
     PAPER_AP,
@@ -50,81 +48,38 @@ TIMING_COLUMNS = [
 ]
 
 
-def timings_frame(records):
-    """One row per class x method, in config order."""
-    columns = [*TIMING_COLUMNS, "lai_replay_s"]
-    rows = [
-        {
-            **{c: r.get(c) for c in columns},
-            "lai_replay_s": list(r.get("lai_replay_s") or []),
-            "lai_replay_median_s": (
-                float(np.median(r["lai_replay_s"])) if r.get("lai_replay_s") else None
-            ),
-        }
-        for r in records
-    ]
-    frame = pd.DataFrame(rows, columns=columns)
-    order = {m: i for i, m in enumerate(METHODS)}
-    cls = {a: i for i, a in enumerate(ACTIONS)}
-    if not frame.empty:
-        frame = frame.sort_values(
-            ["class", "method"], key=lambda s: s.map(cls if s.name == "class" else order)
-        ).reset_index(drop=True)
-    return frame
-
-
 def table1(frame):
     """Total LAI time per training (s), averaged over classes, per method: as timed in
     training, and replayed (the median over rounds of the round's mean over classes)."""
     g = frame.groupby("method", sort=False)
     replayed = [round_means(t) for _, t in g["lai_replay_s"]]
-    out = pd.DataFrame(
+    methods = pd.Series(list(g.groups))
+    return pd.DataFrame(
         {
-            "method": list(g.groups),
+            "method": methods,
             "lai_time_s": g["lai_time_s"].mean().to_numpy(),
             "lai_replay_median_s": [np.median(r) if r.size else np.nan for r in replayed],
-            "n_classes": g["class"].nunique().to_numpy(),
+            "paper_lai_time_s": methods.map(PAPER_TOTAL_S),
             "lai_calls": g["lai_calls"].mean().to_numpy(),
+            "n_classes": g["class"].nunique().to_numpy(),
         }
     )
-    out["paper_lai_time_s"] = out["method"].map(PAPER_TOTAL_S)
-    return out[
-        [
-            "method",
-            "lai_time_s",
-            "lai_replay_median_s",
-            "paper_lai_time_s",
-            "lai_calls",
-            "n_classes",
-        ]
-    ]
 
 
 def table2(frame):
     """Mean ms per LAI call (per training, then mean and std over classes), per method."""
     g = frame.groupby("method", sort=False)["lai_ms_per_call"]
-    out = pd.DataFrame(
+    paper = [PAPER_MS_PER_CALL.get(m, (None, None)) for m in g.groups]
+    return pd.DataFrame(
         {
             "method": list(g.groups),
             "ms_per_call": g.mean().to_numpy(),
             "ms_per_call_std": g.std(ddof=0).to_numpy(),
+            "paper_ms_per_call": [p[0] for p in paper],
+            "paper_ms_per_call_std": [p[1] for p in paper],
             "n_classes": g.count().to_numpy(),
         }
     )
-    out["paper_ms_per_call"] = out["method"].map(lambda m: PAPER_MS_PER_CALL.get(m, (None,))[0])
-    out["paper_ms_per_call_std"] = out["method"].map(
-        lambda m: PAPER_MS_PER_CALL.get(m, (None, None))[1]
-    )
-    return out[
-        [
-            "method",
-            "ms_per_call",
-            "ms_per_call_std",
-            "paper_ms_per_call",
-            "paper_ms_per_call_std",
-            "n_classes",
-        ]
-    ]
 
 
 def ratios(frame):
@@ -151,11 +106,8 @@ def ratios(frame):
 
 
 def _metric_table(frame, loss, rank_methods, paper):
-    """Per class: the 0-1 SVM's and the `loss` SVM's test metric (percent), the paper's beside
-    (columns <loss>_0-1, <loss>_<loss>, paper_...).
-
-    The rank-loss column takes the first of `rank_methods` trained for the class (they give
-    the same weights); also returns the largest spread of the metric among them."""
+    """Per class: the 0-1 SVM's and the `loss` SVM's test metric (%, the first of
+    `rank_methods` trained), the paper's beside; and the largest spread among those methods."""
     rows, spread = [], 0.0
     for action in dict.fromkeys(frame["class"]):
         mine = frame[frame["class"] == action].set_index("method")[f"test_{loss}"]

@@ -10,6 +10,7 @@ from qs.estimators import RankSVM
 from qs.metrics import average_precision, ndcg, voc_average_precision
 from qs.model_selection import choose_C, estimator_fit_score
 from qsrank.pipelines import _methods
+from qsrank.pipelines._experiment_common import is_synthetic
 from qsrank.pipelines._io import write_npz
 from qsrank.pipelines._replay import Recorder, replay
 from qsrank.pipelines._runner import Experiment
@@ -18,7 +19,6 @@ from qsrank.pipelines.voc2011_actions.data import (
     class_data,
     data_note,
     digest,
-    is_synthetic,
     load_checked,
 )
 from qsrank.pipelines.voc2011_actions.outputs import write_tables
