@@ -171,11 +171,51 @@ def _concave_place_numba(inc, n_pos):
     return lambda inc, n_pos: NO_PLACE
 
 
+#: the last place whose AP row `capped_concave_place` may certify: below it the loss
+#: increments of ranks ``i < j - 1`` differ by more than their rounding (their relative step
+#: ``(j - 1 - i) / (i (j + i + 1))`` is at least ``1 / (2 j^2)``, above 100 units of rounding)
+CAPPED_PLACE_MAX = 1 << 24
+
+
+@jit_inline
+def capped_concave_place(v, j0, n_pos, c2, spos):
+    """The first place ``j1 <= j0`` (AP's `concave_place`) from which every negative's row is
+    known concave where it matters, or ``j0`` where none before it is.
+
+    AP's loss increment ``-i / (P (j+i-1)(j+i))`` falls with the rank ``i`` while ``i <= j -
+    1`` (strictly below it), the score term ``spos[i] - cs`` never rises, and from the first
+    rank ``U`` whose positive does not score above the negative every increment is negative
+    (`best_rank_capped`): a place ``j < j0`` whose ``U <= j`` has increments that fall over
+    ranks ``1 .. U - 1`` and are negative from ``U`` on, so its largest maximiser is the
+    first rank of a negative increment, found by the monotone sweep of `opt_ranks_swept`.
+    The places are scanned from ``min(j0, N)`` up (higher scores: ``U`` falls) while the
+    test holds; ``j1`` is the last one that fails it (1 when none does), whose rank the
+    sweep starts from. ``v`` are the negatives by descending score."""
+    top = min(j0, v.size)
+    if top > CAPPED_PLACE_MAX or top < 2:
+        return j0
+    ref = spos[0]
+    cs = c2 * (v[top - 1] - ref)
+    u = np.int64(1)  # U of place top: the first rank whose positive is not above it
+    while u <= n_pos and spos[u] - cs > 0.0:
+        u += 1
+    if u > top:
+        return j0
+    for m in range(top - 2, -1, -1):  # place m + 1
+        cs = c2 * (v[m] - ref)
+        while u > 1 and spos[u - 1] - cs <= 0.0:
+            u -= 1
+        if u > m + 1:
+            return m + 1
+    return np.int64(1)
+
+
 @jit_inline
 def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     """The ranks of all negatives ``v`` (descending: places 1 .. N) into ``rk``: Algorithm 1's
-    divide and conquer (`opt_ranks_sorted`) above the place `concave_place`,
-    and from it on a monotone sweep.
+    divide and conquer (`opt_ranks_sorted`) above the place `concave_place` (for AP, the
+    earlier one of `capped_concave_place` where there is one), and from it on a monotone
+    sweep.
 
     Where a negative's objective is concave in the rank, its largest maximiser is the first
     rank whose increment is negative (`best_rank` finds the same: its gain resets at
@@ -185,6 +225,8 @@ def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     """
     n = v.size
     j0 = concave_place(inc, n_pos)
+    if j0 != NO_PLACE:
+        j0 = capped_concave_place(v, j0, n_pos, c2, spos)
     if j0 > n:
         opt_ranks_sorted(v, rk, 0, n - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
         return
