@@ -6,6 +6,7 @@ import pytest
 
 from qs.inference._ranks import (
     CAP_MIN,
+    CAPPED_BLOCK,
     best_rank,
     best_rank_capped,
     capped_concave_place,
@@ -95,3 +96,30 @@ def test_capped_place_is_p_when_the_top_negatives_lie_below_many_positives():
     c2, spos = positive_steps(pos, neg.size, 0.0)
     assert capped_concave_place(neg, 50, 50, c2, spos) == 50
     assert capped_concave_place(neg[:20], 50, 50, c2, spos) == 50  # fewer negatives than P
+
+
+def test_capped_place_is_the_last_place_below_p_with_more_positives_above_than_its_place():
+    """capped_concave_place (a bisection per block of places, per place only in the blocks
+    that do not pass whole) against its definition, counted for every place: random scores
+    at several shifts and ties, fewer and more negatives than positives."""
+    rng = np.random.default_rng(4)
+    seen = set()
+    for _ in range(300):
+        n_pos, n_neg = rng.integers(1, 700, size=2)
+        pos = rng.normal(size=n_pos) + rng.choice([-2.0, 0.0, 0.5, 1.0, 3.0])
+        neg = rng.normal(size=n_neg)
+        if rng.random() < 0.3:
+            pos, neg = np.round(pos, 1), np.round(neg, 1)
+        pos, neg = np.sort(pos)[::-1].copy(), np.sort(neg)[::-1].copy()
+        c2, spos = positive_steps(pos, n_neg, 0.1)
+        caps = 1 + (spos[None, 1:] - c2 * (neg[:, None] - 0.1) > 0.0).sum(axis=1)  # U per place
+        top = min(n_pos, n_neg)
+        failing = [j for j in range(1, top) if caps[j - 1] > j]
+        if top < 2 or caps[top - 1] > top:
+            want = n_pos
+        else:
+            want = failing[-1] if failing else 1
+        got = capped_concave_place(neg, n_pos, n_pos, c2, spos)
+        assert got == want, (n_pos, n_neg)
+        seen.add((want == n_pos, want == 1, top - want > CAPPED_BLOCK))
+    assert len(seen) >= 3  # none certified, all certified, a block passed whole

@@ -177,6 +177,24 @@ def _concave_place_numba(inc, n_pos):
 CAPPED_PLACE_MAX = 1 << 24
 
 
+#: places per block of `capped_concave_place`'s scan
+CAPPED_BLOCK = 64
+
+
+@jit_inline
+def _first_not_above(spos, cs, n_pos):
+    """The first rank ``U`` in ``1 .. P + 1`` whose positive does not score above the negative
+    (``spos[U] - cs <= 0``; ``P + 1`` when every positive does), by bisection."""
+    a, b = np.int64(1), np.int64(n_pos + 1)
+    while a < b:
+        m = (a + b) >> 1
+        if spos[m] - cs > 0.0:
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
 @jit_inline
 def capped_concave_place(v, j0, n_pos, c2, spos):
     """The first place ``j1 <= j0`` (AP's `concave_place`) from which every negative's row is
@@ -188,25 +206,26 @@ def capped_concave_place(v, j0, n_pos, c2, spos):
     (`best_rank_capped`): a place ``j < j0`` whose ``U <= j`` has increments that fall over
     ranks ``1 .. U - 1`` and are negative from ``U`` on, so its largest maximiser is the
     first rank of a negative increment, found by the monotone sweep of `opt_ranks_swept`.
-    The places are scanned from ``min(j0, N)`` up (higher scores: ``U`` falls) while the
-    test holds; ``j1`` is the last one that fails it (1 when none does), whose rank the
-    sweep starts from. ``v`` are the negatives by descending score."""
+    The places are scanned from ``min(j0, N)`` up (higher scores) while the test holds;
+    ``j1`` is the last one that fails it (1 when none does), whose rank the sweep starts
+    from. ``U`` does not fall with the place, so a block of `CAPPED_BLOCK` places passes
+    as a whole when the ``U`` of its last place is at most its first place: one bisection
+    (`_first_not_above`) per block, and one per place only in the blocks that do not.
+    ``v`` are the negatives by descending score."""
     top = min(j0, v.size)
     if top > CAPPED_PLACE_MAX or top < 2:
         return j0
     ref = spos[0]
-    cs = c2 * (v[top - 1] - ref)
-    u = np.int64(1)  # U of place top: the first rank whose positive is not above it
-    while u <= n_pos and spos[u] - cs > 0.0:
-        u += 1
-    if u > top:
+    if _first_not_above(spos, c2 * (v[top - 1] - ref), n_pos) > top:
         return j0
-    for m in range(top - 2, -1, -1):  # place m + 1
-        cs = c2 * (v[m] - ref)
-        while u > 1 and spos[u - 1] - cs <= 0.0:
-            u -= 1
-        if u > m + 1:
-            return m + 1
+    b = top  # the places from b on pass
+    while b > 1:
+        a = max(1, b - CAPPED_BLOCK)  # the block of places a .. b - 1
+        if _first_not_above(spos, c2 * (v[b - 2] - ref), n_pos) > a:
+            for j in range(b - 1, a - 1, -1):
+                if _first_not_above(spos, c2 * (v[j - 1] - ref), n_pos) > j:
+                    return np.int64(j)
+        b = a
     return np.int64(1)
 
 
