@@ -7,6 +7,7 @@ import pytest
 from qs.inference._ranks import (
     CAP_MIN,
     CAPPED_BLOCK,
+    ap_non_negative,
     best_rank,
     best_rank_capped,
     capped_concave_place,
@@ -123,3 +124,35 @@ def test_capped_place_is_the_last_place_below_p_with_more_positives_above_than_i
         assert got == want, (n_pos, n_neg)
         seen.add((want == n_pos, want == 1, top - want > CAPPED_BLOCK))
     assert len(seen) >= 3  # none certified, all certified, a block passed whole
+
+
+def test_ap_sign_by_product_is_the_quotients():
+    """ap_non_negative (the product test of AP's sweep) against the increment's own
+    expression, at score terms on either side of the quotient by one unit of rounding and
+    by the margins, at 0, and at infinities and NaN."""
+    rng = np.random.default_rng(9)
+    decided = 0
+    for _ in range(400):
+        j, i = (int(x) for x in rng.integers(1, 1 << 24, size=2))
+        n_pos = int(rng.integers(1, 1 << 23))
+        q = i / ((j + i - 1.0) * (j + i) * n_pos)
+        for a in (
+            q,
+            np.nextafter(q, np.inf),
+            np.nextafter(q, -np.inf),
+            q * (1 + 2.0**-45),
+            q * (1 - 2.0**-45),
+            q * (1 + 2.0**-38),
+            q * (1 - 2.0**-38),
+            2 * q,
+            0.0,
+            -0.0,
+            -q,
+            np.inf,
+            -np.inf,
+            np.nan,
+        ):
+            want = a + -i / ((j + i - 1.0) * (j + i) * n_pos) >= 0.0
+            assert ap_non_negative(a, j, i, n_pos) == want, (a, j, i, n_pos)
+            decided += abs(a * ((j + i - 1.0) * (j + i) * n_pos) / i - 1.0) > 2.0**-40
+    assert decided > 0

@@ -19,7 +19,7 @@ from numba.extending import overload
 
 from qs._numba import ONE, jit, jit_inline
 from qs.inference._sorting import insertion_sort_pairs, median_of_three, partition_pairs
-from qs.losses import AP_CODE, increment
+from qs.losses import AP_CODE, _ap_increment, increment
 
 
 @jit
@@ -229,6 +229,26 @@ def capped_concave_place(v, j0, n_pos, c2, spos):
     return np.int64(1)
 
 
+#: AP's sweep tests ``a - i / d >= 0`` (``a`` the score term, ``d = (j+i-1)(j+i) P``) by
+#: the product ``a * d`` where it exceeds ``i`` by more than these factors, either way: they
+#: leave room for the roundings of the product and of the quotient (each under 2^-52
+#: relative), so that the answer is the quotient's
+SURELY_ABOVE, SURELY_BELOW = 1.0 + 2.0**-40, 1.0 - 2.0**-40
+
+
+@jit_inline
+def ap_non_negative(a, j, i, n_pos):
+    """``a + increment(AP_CODE, j, i, n_pos, params) >= 0``, AP's increment with the score
+    term ``a``: by the product ``a * d`` where it differs from ``i`` by more than
+    `SURELY_ABOVE` or `SURELY_BELOW`, by the same expression otherwise."""
+    t = a * ((j + i - 1.0) * (j + i) * n_pos)
+    if t > i * SURELY_ABOVE:
+        return True
+    if t < i * SURELY_BELOW:
+        return False
+    return a + _ap_increment(j, i, n_pos, None) >= 0.0
+
+
 @jit_inline
 def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     """The ranks of all negatives ``v`` (descending: places 1 .. N) into ``rk``: Algorithm 1's
@@ -241,6 +261,9 @@ def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     every non-negative increment and only falls after the first negative one), and the ranks
     are non-decreasing in the place: each negative goes on from the rank of the one before,
     O(N + P) rank evaluations in all, where the divide and conquer makes about P log N.
+    AP's increment ``a - i / d`` is tested by the product ``a * d`` against ``i`` where they
+    differ by more than the roundings (`SURELY_ABOVE`, `SURELY_BELOW`), by the quotient
+    otherwise: the same answer, the division (several times a product's cost) mostly saved.
     """
     n = v.size
     j0 = concave_place(inc, n_pos)
@@ -255,9 +278,9 @@ def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     if m0 > 0:
         opt_ranks_sorted(v, rk, 0, m0 - 1, 0, None, 1, r, inc, params, n_pos, c2, spos)
     ref = spos[0]
-    for m in range(m0 + 1, n):
+    for m in range(m0 + 1, n):  # AP's rows: only its concave_place lies within the places
         cs = c2 * (v[m] - ref)
-        while r <= n_pos and spos[r] - cs + increment(inc, m + 1, r, n_pos, params) >= 0.0:
+        while r <= n_pos and ap_non_negative(spos[r] - cs, m + 1, r, n_pos):
             r += 1
         rk[m] = r
 
