@@ -158,7 +158,7 @@ def test_the_numpy_sort_route_is_exact_on_small_inputs(loss, monkeypatch):
 @pytest.mark.parametrize("kind", ["random", "ties", "low_bits", "zeros"])
 def test_the_numpy_sort_route_runs_from_its_size_and_agrees(loss, kind, monkeypatch):
     """From NUMPY_SORT_FROM negatives at a share of positives that sorts, the default packs
-    the negatives for numpy's sort (counted), and agrees with ``bucket_sort`` to the bit:
+    the negatives and the positives for numpy's sort (counted), and agrees with ``bucket_sort`` to the bit:
     random scores, many ties, scores that differ only in their lowest bits (long runs of
     equal packed keys, out of order), and signed zeros among tiny scores."""
     from qs.inference import auto
@@ -179,7 +179,7 @@ def test_the_numpy_sort_route_runs_from_its_size_and_agrees(loss, kind, monkeypa
     np.testing.assert_array_equal(ours.neg_rank, ref.neg_rank)
     np.testing.assert_array_equal(ours.coef, ref.coef)
     assert ours.hinge == ref.hinge
-    assert packed == [1] or share(scores, labels) >= SETTLED_SHARE
+    assert packed == [1, 1] or share(scores, labels) >= SETTLED_SHARE
 
 
 def test_packed_keys_sort_by_descending_score_then_place():
@@ -201,3 +201,27 @@ def test_packed_keys_sort_by_descending_score_then_place():
         unpack_sorted(keys, place_bits(n), v, key, v_sorted, key_sorted)
         np.testing.assert_array_equal(key_sorted, np.lexsort((key, -(v + 0.0))))
         np.testing.assert_array_equal(v_sorted, v[key_sorted])
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_the_numpy_sort_route_leaves_the_positives_order_for_the_next_calls_hint(loss):
+    """The positives sorted by numpy leave in the workspace the arrangement that the
+    kernel's own sort leaves (sort_positives_hinted): the gathered places of the positives
+    by descending score, ties in input order; a call that sorts them from that hint (the
+    ``qs`` route) gives the same result as without a workspace."""
+    from qs.inference import Workspace, auto
+
+    n_neg = auto.NUMPY_SORT_FROM + 5
+    scores, labels = inputs(n_neg // 3, n_neg, seed=3)
+    scores = np.round(scores, 2)  # ties among the positives
+    assert share(scores, labels) < SETTLED_SHARE
+    n_pos = int(labels.sum())
+    ws = Workspace()
+    first = lai(scores, labels, loss, "auto", workspace=ws)
+    np.testing.assert_array_equal(first.neg_rank, lai(scores, labels, loss, "bucket_sort").neg_rank)
+    _, ints = ws.arrays(auto.PACKED, n_neg, n_pos)
+    order = ints[3 * n_neg + n_pos : 3 * n_neg + 2 * n_pos]
+    pos = scores[labels == 1]
+    np.testing.assert_array_equal(order, np.lexsort((np.arange(n_pos), -pos)))
+    again = lai(scores, labels, loss, "qs", workspace=ws)  # sorts from the hint
+    np.testing.assert_array_equal(again.neg_rank, lai(scores, labels, loss, "qs").neg_rank)

@@ -19,7 +19,7 @@ from numba.extending import overload
 
 from qs._numba import ONE, jit, jit_inline
 from qs.inference._sorting import insertion_sort_pairs, median_of_three, partition_pairs
-from qs.losses import AP_CODE, increment
+from qs.losses import AP_CODE, _ap_increment, increment
 
 
 @jit
@@ -171,20 +171,104 @@ def _concave_place_numba(inc, n_pos):
     return lambda inc, n_pos: NO_PLACE
 
 
+#: the last place whose AP row `capped_concave_place` may certify: below it the loss
+#: increments of ranks ``i < j - 1`` differ by more than their rounding (their relative step
+#: ``(j - 1 - i) / (i (j + i + 1))`` is at least ``1 / (2 j^2)``, above 100 units of rounding)
+CAPPED_PLACE_MAX = 1 << 24
+
+
+#: places per block of `capped_concave_place`'s scan
+CAPPED_BLOCK = 64
+
+
+@jit_inline
+def _first_not_above(spos, cs, n_pos):
+    """The first rank ``U`` in ``1 .. P + 1`` whose positive does not score above the negative
+    (``spos[U] - cs <= 0``; ``P + 1`` when every positive does), by bisection."""
+    a, b = np.int64(1), np.int64(n_pos + 1)
+    while a < b:
+        m = (a + b) >> 1
+        if spos[m] - cs > 0.0:
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@jit_inline
+def capped_concave_place(v, j0, n_pos, c2, spos):
+    """The first place ``j1 <= j0`` (AP's `concave_place`) from which every negative's row is
+    known concave where it matters, or ``j0`` where none before it is.
+
+    AP's loss increment ``-i / (P (j+i-1)(j+i))`` falls with the rank ``i`` while ``i <= j -
+    1`` (strictly below it), the score term ``spos[i] - cs`` never rises, and from the first
+    rank ``U`` whose positive does not score above the negative every increment is negative
+    (`best_rank_capped`): a place ``j < j0`` whose ``U <= j`` has increments that fall over
+    ranks ``1 .. U - 1`` and are negative from ``U`` on, so its largest maximiser is the
+    first rank of a negative increment, found by the monotone sweep of `opt_ranks_swept`.
+    The places are scanned from ``min(j0, N)`` up (higher scores) while the test holds;
+    ``j1`` is the last one that fails it (1 when none does), whose rank the sweep starts
+    from. ``U`` does not fall with the place, so a block of `CAPPED_BLOCK` places passes
+    as a whole when the ``U`` of its last place is at most its first place: one bisection
+    (`_first_not_above`) per block, and one per place only in the blocks that do not.
+    ``v`` are the negatives by descending score."""
+    top = min(j0, v.size)
+    if top > CAPPED_PLACE_MAX or top < 2:
+        return j0
+    ref = spos[0]
+    if _first_not_above(spos, c2 * (v[top - 1] - ref), n_pos) > top:
+        return j0
+    b = top  # the places from b on pass
+    while b > 1:
+        a = max(1, b - CAPPED_BLOCK)  # the block of places a .. b - 1
+        if _first_not_above(spos, c2 * (v[b - 2] - ref), n_pos) > a:
+            for j in range(b - 1, a - 1, -1):
+                if _first_not_above(spos, c2 * (v[j - 1] - ref), n_pos) > j:
+                    return np.int64(j)
+        b = a
+    return np.int64(1)
+
+
+#: AP's sweep tests ``a - i / d >= 0`` (``a`` the score term, ``d = (j+i-1)(j+i) P``) by
+#: the product ``a * d`` where it exceeds ``i`` by more than these factors, either way: they
+#: leave room for the roundings of the product and of the quotient (each under 2^-52
+#: relative), so that the answer is the quotient's
+SURELY_ABOVE, SURELY_BELOW = 1.0 + 2.0**-40, 1.0 - 2.0**-40
+
+
+@jit_inline
+def ap_non_negative(a, j, i, n_pos):
+    """``a + increment(AP_CODE, j, i, n_pos, params) >= 0``, AP's increment with the score
+    term ``a``: by the product ``a * d`` where it differs from ``i`` by more than
+    `SURELY_ABOVE` or `SURELY_BELOW`, by the same expression otherwise."""
+    t = a * ((j + i - 1.0) * (j + i) * n_pos)
+    if t > i * SURELY_ABOVE:
+        return True
+    if t < i * SURELY_BELOW:
+        return False
+    return a + _ap_increment(j, i, n_pos, None) >= 0.0
+
+
 @jit_inline
 def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     """The ranks of all negatives ``v`` (descending: places 1 .. N) into ``rk``: Algorithm 1's
-    divide and conquer (`opt_ranks_sorted`) above the place `concave_place`,
-    and from it on a monotone sweep.
+    divide and conquer (`opt_ranks_sorted`) above the place `concave_place` (for AP, the
+    earlier one of `capped_concave_place` where there is one), and from it on a monotone
+    sweep.
 
     Where a negative's objective is concave in the rank, its largest maximiser is the first
     rank whose increment is negative (`best_rank` finds the same: its gain resets at
     every non-negative increment and only falls after the first negative one), and the ranks
     are non-decreasing in the place: each negative goes on from the rank of the one before,
     O(N + P) rank evaluations in all, where the divide and conquer makes about P log N.
+    AP's increment ``a - i / d`` is tested by the product ``a * d`` against ``i`` where they
+    differ by more than the roundings (`SURELY_ABOVE`, `SURELY_BELOW`), by the quotient
+    otherwise: the same answer, the division (several times a product's cost) mostly saved.
     """
     n = v.size
     j0 = concave_place(inc, n_pos)
+    if j0 != NO_PLACE:
+        j0 = capped_concave_place(v, j0, n_pos, c2, spos)
     if j0 > n:
         opt_ranks_sorted(v, rk, 0, n - 1, 0, None, 1, n_pos + 1, inc, params, n_pos, c2, spos)
         return
@@ -194,9 +278,9 @@ def opt_ranks_swept(v, rk, inc, params, n_pos, c2, spos):
     if m0 > 0:
         opt_ranks_sorted(v, rk, 0, m0 - 1, 0, None, 1, r, inc, params, n_pos, c2, spos)
     ref = spos[0]
-    for m in range(m0 + 1, n):
+    for m in range(m0 + 1, n):  # AP's rows: only its concave_place lies within the places
         cs = c2 * (v[m] - ref)
-        while r <= n_pos and spos[r] - cs + increment(inc, m + 1, r, n_pos, params) >= 0.0:
+        while r <= n_pos and ap_non_negative(spos[r] - cs, m + 1, r, n_pos):
             r += 1
         rk[m] = r
 

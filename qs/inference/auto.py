@@ -13,14 +13,15 @@ The rule (`sorts`), reading N and P:
   by buckets (coarse ones first from 2^17 of them), the positives too, and AP's sweep past
   place P cost less. The kernel that ``qs`` and ``bucket_sort`` run too (`gathered_lai`, one
   compiled kernel for the three) gathers the negatives (split around a pivot in the same
-  pass, as ``qs`` does) and sorts the positives, the first steps of both methods, then
+  pass, as ``qs`` does), the first step of both methods, then
   reads the share of negatives at or below the lowest positive on a sample of the gathered
   ones (in cache, so the choice costs little) and goes on with the code of one of
   them: the default's call costs what that method's call costs. Below
   ``SETTLED_SHARE`` (spread among the positives, as random scores): ``bucket_sort``, which
-  sorts them by buckets, or from ``NUMPY_SORT_FROM`` negatives hands them back to be sorted
-  by numpy (``AUTO_NUMPY``: `qs.inference._packed_sort`, then `sorted_lai` ranks them as
-  ``bucket_sort`` does), whose vectorised sort numba cannot call. Otherwise (mostly below
+  sorts them and the positives by buckets, or from ``NUMPY_SORT_FROM`` negatives hands both
+  back to be sorted by numpy (``AUTO_NUMPY``: `qs.inference._packed_sort`, then
+  `sorted_lai` ranks them as ``bucket_sort`` does), whose vectorised sort numba cannot
+  call. Otherwise (mostly below
   every positive, or tied), or with few positives (at least ``QS_PER_POSITIVE`` negatives
   per positive: few ranks, which ``qs``'s splits separate in a few levels): ``qs``, for
   every loss. Inside training most negatives fall below every positive after a few
@@ -125,7 +126,8 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
 
     The pass over the input gathers the positives and the negatives (split around a pivot
     taken from the input for ``qs``: its first partition, free in that pass), then the
-    positives are sorted from the order the last call of the same sizes left in ``ints``.
+    positives are sorted from the order the last call of the same sizes left in ``ints``
+    (on the ``AUTO_NUMPY`` route's sorting branch, numpy sorts them after the call).
     Work arrays are cut from ``floats`` and ``ints`` (`PACKED`), allocated here when
     shorter."""
     n_neg = neg_rank.size
@@ -157,18 +159,19 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
         )
     if err != OK:
         return failed(err, where)
+    use_qs = route == QS or (
+        route != BUCKET_SORT
+        and (n >= QS_PER_POSITIVE * p or settled_share(v, pos_values.min()) >= SETTLED_SHARE)
+    )
+    if not use_qs and route != BUCKET_SORT:
+        unsplit(v, key, above)  # the stable sorts need ties in input order
+        if route == AUTO_NUMPY:  # numpy sorts the positives too (`sorted_lai`)
+            return SORT_NEEDED, -1, sum_pos, sum_neg, np.empty(0, dtype=np.int64), ref
     sort_positives_hinted(pos_values, pos_index, order, tmp_v, tmp_i, count)
     c2 = positive_steps_into(pos_values, n_neg, ref, spos)
-    if route == QS or (
-        route == AUTO
-        and (n >= QS_PER_POSITIVE * p or settled_share(v, pos_values[p - 1]) >= SETTLED_SHARE)
-    ):
+    if use_qs:
         qs_ranks(inc, params, v, key, rk, n_pos, c2, spos, stack, pivot, above)
     else:
-        if route != BUCKET_SORT:
-            unsplit(v, key, above)  # the stable sorts need ties in input order
-        if route == AUTO_NUMPY:
-            return SORT_NEEDED, -1, sum_pos, sum_neg, np.empty(0, dtype=np.int64), ref
         bucket_sort_ranks(inc, params, v, key, rk, n_pos, c2, spos, count, v_sorted, key_sorted)
         v, key = v_sorted, key_sorted
     total, comp = rank_pass(v, key, rk, n_pos, scores, is_pos, neg_rank, coef, ref, rank_count)
@@ -179,17 +182,41 @@ def gathered_lai(inc, params, route, scores, is_pos, n_pos, neg_rank, coef, floa
 
 @jit
 def sorted_lai(
-    inc, params, keys, n_bits, scores, is_pos, n_pos, neg_rank, coef, floats, ints, sums
+    inc,
+    params,
+    keys,
+    n_bits,
+    pos_keys,
+    pos_bits,
+    scores,
+    is_pos,
+    n_pos,
+    neg_rank,
+    coef,
+    floats,
+    ints,
+    sums,
 ):
     """The rest of ``bucket_sort`` after `gathered_lai` returned `SORT_NEEDED`: the gathered
-    negatives in the order of the sorted ``keys`` (`qs.inference._packed_sort`), their
-    ranks, and the result, from the work arrays that `gathered_lai` left."""
+    negatives and positives in the order of their sorted keys ``keys`` and ``pos_keys``
+    (`qs.inference._packed_sort`), the negatives' ranks, and the result, from the work
+    arrays that `gathered_lai` left. The positives' arrangement is left in the work arrays
+    as `sort_positives_hinted` leaves it, for the next call's hint."""
     n, p = neg_rank.size, n_pos
     v, v_sorted, pos_values = floats[:n], floats[n : 2 * n], floats[2 * n : 2 * n + p]
     spos = floats[2 * n + p : 2 * n + 2 * p + 1]
+    tmp_v = floats[2 * n + 2 * p + 1 : 2 * n + 3 * p + 1]
     key, rk, key_sorted = ints[:n], ints[n : 2 * n], ints[2 * n : 3 * n]
-    pos_index = ints[3 * n : 3 * n + p]
-    rank_count = ints[3 * n + 3 * p : 3 * n + 4 * p + 2]
+    pos_index, order = ints[3 * n : 3 * n + p], ints[3 * n + p : 3 * n + 2 * p]
+    tmp_i, rank_count = ints[3 * n + 2 * p : 3 * n + 3 * p], ints[3 * n + 3 * p : 3 * n + 4 * p + 2]
+    for t in range(p):
+        order[t] = t
+    unpack_sorted(pos_keys, pos_bits, pos_values, order, tmp_v, tmp_i)
+    for t in range(p):  # as sort_positives_hinted leaves them
+        pos_values[t] = tmp_v[t]
+        order[t] = tmp_i[t]
+        tmp_i[t] = pos_index[order[t]]
+    pos_index[:] = tmp_i
     unpack_sorted(keys, n_bits, v, key, v_sorted, key_sorted)
     c2 = positive_steps_into(pos_values, n, sums[2], spos)
     opt_ranks_swept(v_sorted, rk, inc, params, n_pos, c2, spos)
@@ -198,6 +225,16 @@ def sorted_lai(
     )
     sum_pos, sum_neg, ref = sums
     return finish(rank_count, total, comp, pos_values, pos_index, n, coef, sum_pos, sum_neg, ref)
+
+
+def packed_sort(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """The packed keys of ``values`` (`qs.inference._packed_sort`), sorted by ``np.sort``,
+    and the number of place bits in them."""
+    keys = np.empty(values.size, dtype=np.uint64)
+    n_bits = place_bits(values.size)
+    pack_descending(values.view(np.uint64), n_bits, keys)
+    keys.sort()
+    return keys, n_bits
 
 
 def run_gathered(
@@ -267,14 +304,14 @@ def run_gathered(
     )
     if result[0] != SORT_NEEDED:
         return result
-    keys = np.empty(n_neg, dtype=np.uint64)
-    n_bits = place_bits(n_neg)
-    pack_descending(floats[:n_neg].view(np.uint64), n_bits, keys)
-    keys.sort()
+    keys, n_bits = packed_sort(floats[:n_neg])
+    pos_keys, pos_bits = packed_sort(floats[2 * n_neg : 2 * n_neg + n_pos])
     return bind(sorted_lai, loss.kernel)(
         params,
         keys,
         n_bits,
+        pos_keys,
+        pos_bits,
         scores,
         is_pos,
         n_pos,
