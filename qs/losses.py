@@ -148,7 +148,9 @@ AP_CODE, NDCG_CODE = 0, 1
 
 @builtin_increment(AP_CODE)
 @jit_inline
-def _ap_increment(j, i, n_pos, params):
+def ap_increment(j, i, n_pos, params):
+    """AP's loss increment ``delta_j(i+1) - delta_j(i)`` (``params`` unused), compiled: the
+    expression every exact method evaluates."""
     return -i / ((j + i - 1.0) * (j + i) * n_pos)
 
 
@@ -197,7 +199,7 @@ class APLoss(QSLoss):
     """
 
     name = "ap"
-    kernel = staticmethod(_ap_increment)
+    kernel = staticmethod(ap_increment)
 
     def increment(self, j, i, n_pos, n_neg):
         """AP's increment ``-i / (P (j+i-1)(j+i))``, vectorised (`QSLoss.increment`).
@@ -475,7 +477,7 @@ def increment(inc, j, i, n_pos, params):
     if not isinstance(inc, int):
         return inc(j, i, n_pos, params)
     if inc == AP_CODE:
-        return _ap_increment(j, i, n_pos, params)
+        return ap_increment(j, i, n_pos, params)
     return _ndcg_increment(j, i, n_pos, params)
 
 
@@ -485,7 +487,7 @@ def _increment_numba(inc, j, i, n_pos, params):
 
         def by_code(inc, j, i, n_pos, params):
             if inc == AP_CODE:
-                return _ap_increment(j, i, n_pos, params)
+                return ap_increment(j, i, n_pos, params)
             return _ndcg_increment(j, i, n_pos, params)
 
         return by_code

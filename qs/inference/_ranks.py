@@ -19,7 +19,7 @@ from numba.extending import overload
 
 from qs._numba import ONE, jit, jit_inline
 from qs.inference._sorting import insertion_sort_pairs, median_of_three, partition_pairs
-from qs.losses import AP_CODE, _ap_increment, increment
+from qs.losses import AP_CODE, ap_increment, increment
 
 
 @jit
@@ -246,7 +246,7 @@ def ap_non_negative(a, j, i, n_pos):
         return True
     if t < i * SURELY_BELOW:
         return False
-    return a + _ap_increment(j, i, n_pos, None) >= 0.0
+    return a + ap_increment(j, i, n_pos, None) >= 0.0
 
 
 @jit_inline
