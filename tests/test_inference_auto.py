@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from qs.inference import lai
-from qs.inference._packed_sort import pack_descending, place_bits, unpack_sorted
+from qs.inference._packed_sort import pack_descending, packed_sort, place_bits, unpack_sorted
 from qs.inference.auto import (
     BUCKET_MAX_POSITIVES,
     SETTLED_SHARE,
@@ -164,7 +164,7 @@ def test_the_numpy_sort_route_runs_from_its_size_and_agrees(loss, kind, monkeypa
     from qs.inference import auto
 
     packed = []
-    monkeypatch.setattr(auto, "pack_descending", lambda *a: packed.append(1) or pack_descending(*a))
+    monkeypatch.setattr(auto, "packed_sort", lambda v: packed.append(1) or packed_sort(v))
     n_neg = auto.NUMPY_SORT_FROM + 17
     scores, labels = inputs(n_neg // 4, n_neg, seed=7)
     rng = np.random.default_rng(7)

@@ -69,3 +69,13 @@ def _sort_run(v, key, lo, hi):
     else:
         m = hi - lo
         sort_pairs(v[lo:hi], key[lo:hi], np.empty(m), np.empty(m, dtype=np.int64))
+
+
+def packed_sort(values):
+    """The packed keys of the float64 ``values``, sorted by ``np.sort``, and the number of place
+    bits in them."""
+    keys = np.empty(values.size, dtype=np.uint64)
+    n_bits = place_bits(values.size)
+    pack_descending(values.view(np.uint64), n_bits, keys)
+    keys.sort()
+    return keys, n_bits

@@ -46,7 +46,7 @@ from qs.inference._input import (
     unsplit,
 )
 from qs.inference._output import finish, rank_pass
-from qs.inference._packed_sort import pack_descending, place_bits, unpack_sorted
+from qs.inference._packed_sort import packed_sort, unpack_sorted
 from qs.inference._prepare import check_size
 from qs.inference._ranks import STACK_SHAPE, STACK_SIZE, opt_ranks_swept, positive_steps_into
 from qs.inference._sorting import MAX_BUCKETS, sort_positives_hinted
@@ -225,16 +225,6 @@ def sorted_lai(
     )
     sum_pos, sum_neg, ref = sums
     return finish(rank_count, total, comp, pos_values, pos_index, n, coef, sum_pos, sum_neg, ref)
-
-
-def packed_sort(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """The packed keys of ``values`` (`qs.inference._packed_sort`), sorted by ``np.sort``,
-    and the number of place bits in them."""
-    keys = np.empty(values.size, dtype=np.uint64)
-    n_bits = place_bits(values.size)
-    pack_descending(values.view(np.uint64), n_bits, keys)
-    keys.sort()
-    return keys, n_bits
 
 
 def run_gathered(
