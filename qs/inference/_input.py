@@ -41,7 +41,15 @@ def reference(scores):
     returned (the call fails on it afterwards).
     """
     step = max(1, scores.size // REFERENCE_SAMPLE)
-    sample = np.empty((scores.size + step - 1) // step)
+    return reference_in(scores, np.empty((scores.size + step - 1) // step))
+
+
+@jit_inline
+def reference_in(scores, buf):
+    """`reference` with its sample copied into ``buf`` (at least ``scores.size`` long, or
+    as long as the sample), no allocation: the same score."""
+    step = max(1, scores.size // REFERENCE_SAMPLE)
+    sample = buf[: (scores.size + step - 1) // step]
     for a in range(sample.size):
         sample[a] = scores[a * step]
     half = sample.size // 2
