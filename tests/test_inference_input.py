@@ -9,6 +9,7 @@ from qs.inference._input import (
     KEY_SHIFT,
     REFERENCE_SAMPLE,
     reference,
+    reference_in,
     scan_gather_split,
     unsplit,
 )
@@ -27,6 +28,25 @@ def test_reference_is_the_median_of_its_strided_sample(n):
             x[rng.random(n) < 0.3] = np.nan
         sample = np.sort(x[:: max(1, n // REFERENCE_SAMPLE)])
         np.testing.assert_array_equal(reference(x), sample[sample.size // 2])
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 62, 118, 519])
+def test_reference_in_a_work_row_is_the_reference(n):
+    """reference_in, its sample in a given row (longer than the sample, not cleared), returns
+    reference's score bit for bit: float32 scores, ties, and zeros of both signs (the first
+    of the sample's tied zeros, as reference returns)."""
+    rng = np.random.default_rng(n)
+    for kind in ("normal", "ties", "zeros"):
+        x = rng.normal(size=n)
+        if kind == "ties":
+            x = np.round(x)
+        elif kind == "zeros":
+            x = np.where(rng.random(n) < 0.5, 0.0, -0.0)
+        for scores in (x, x.astype(np.float32)):
+            buf = rng.normal(size=n + 5)
+            expected = reference(scores.astype(np.float64))
+            got = reference_in(scores, buf)
+            assert np.float64(got).tobytes() == np.float64(expected).tobytes()
 
 
 def test_the_split_gather_splits_and_keeps_every_negative():
