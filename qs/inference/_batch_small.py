@@ -33,7 +33,7 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
 
 #: positives counted into place (`_sort_few_positives`) up to this many, sorted by buckets
 #: above (`_sort_by_buckets`), as the negatives are
-FEW_POSITIVES_MAX = 16
+FEW_POSITIVES_MAX = 32
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
 #: they are sorted: `small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
