@@ -12,7 +12,7 @@ import numpy as np
 
 from qs._numba import jit
 from qs.inference._hinge import add, score_term
-from qs.inference._input import reference_in
+from qs.inference._input import finite_reference
 from qs.inference._ranks import opt_ranks_swept
 
 
@@ -126,7 +126,7 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef, tr
         iwork[4],
         iwork[5],
     )
-    ref = reference_in(scores, spos)  # spos is free until the positives are sorted
+    ref = finite_reference(scores, spos, bucket, count)  # all free until the sorts
     sum_pos = 0.0
     sum_neg = 0.0
     low = np.inf
