@@ -37,7 +37,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import BUILTIN_INCREMENTS, jit, jit_inline
+from qs._numba import BUILTIN_INCREMENTS, jit, jit_inline, unowned
 from qs.inference import resolve
 from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, small_row
 from qs.inference._input import OK, scan_and_gather
@@ -500,7 +500,12 @@ def batch_rows(
     an array argument. Returns the (query, sample) of the first non-finite score, (-1, -1)
     if none; the outputs are then not all filled.
 
-    No allocation per row, and no pass over the whole batch before the rows are solved."""
+    No allocation per row, no reference counted per row (the arrays are read through views
+    without an owner, `qs._numba.unowned`), and no pass over the whole batch before the
+    rows are solved."""
+    scores, is_pos, lead, lead_pos = unowned((scores, is_pos, lead, lead_pos))
+    rank, coef, out, valid = unowned((rank, coef, out, valid))
+    loss, work = unowned(loss), unowned(work)
     n = lead.shape[1] + scores.shape[1]
     joined = np.empty(n if lead.shape[1] else 0, dtype=scores.dtype)
     y_row = work[LABELS][:n]
