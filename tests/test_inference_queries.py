@@ -122,13 +122,14 @@ def test_small_route_around_its_positives_sort(loss, dtype):
     relevant documents on either side of the positives placed by counting and those sorted
     by buckets (16), none, all, one, a single non-relevant document, all scores tied, ties
     between relevant and non-relevant documents; gradient, ranks and float32 coefficients
-    exactly as lai's."""
-    from qs.inference._batch_small import FEW_POSITIVES_MAX
+    exactly as lai's; and a query of more relevant documents than one histogram takes
+    (sorted by coarse buckets first)."""
+    from qs.inference._batch_small import FEW_POSITIVES_MAX, SMALL_ROW_MAX
 
     rng = np.random.default_rng(21)
     few = FEW_POSITIVES_MAX
-    n_pos = [1, few - 1, few, few + 1, few + 2, 0, 5, 1, 60, 250, 3, 40, 1]
-    sizes = [1, 40, 40, 40, 41, 30, 5, 2, 118, 519, 4, 80, 1]
+    n_pos = [1, few - 1, few, few + 1, few + 2, 0, 5, 1, 60, 250, 3, 40, 1, SMALL_ROW_MAX]
+    sizes = [1, 40, 40, 40, 41, 30, 5, 2, 118, 519, 4, 80, 1, SMALL_ROW_MAX + 300]
     sizes[6] = n_pos[6]  # all relevant
     sizes[10] = n_pos[10] + 1  # one non-relevant document
     offsets = np.concatenate([[0], np.cumsum(sizes)])

@@ -14,6 +14,7 @@ from qs._numba import jit
 from qs.inference._hinge import add, score_term
 from qs.inference._input import finite_reference
 from qs.inference._ranks import opt_ranks_swept
+from qs.inference._sorting import sort_positives
 
 
 @jit
@@ -111,7 +112,8 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef, tr
     one costs as much as a dozen operations): one pass over the scores, without a branch on
     the labels, gathers the positives and the negatives, sums their scores and finds the
     ranges of both; each is sorted by buckets over its range (`_sort_by_buckets`; a few
-    positives by counting, `_sort_few_positives`), ties in input order; then Algorithm 1's
+    positives by counting, `_sort_few_positives`, and very many by `sort_positives`),
+    ties in input order; then Algorithm 1's
     divide and conquer, and one pass from the sorted negatives to their ranks and
     coefficients.
     """
@@ -154,6 +156,8 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef, tr
     _sort_by_buckets(v, idx, m, low, high, bucket, count, sorted_v, sorted_idx)
     if p <= FEW_POSITIVES_MAX:
         _sort_few_positives(pos_values, pos_index, p, pos_sorted, pos_order)
+    elif p >= SMALL_ROW_MAX:  # one histogram would outgrow the cache: coarse buckets first
+        pos_sorted[:p], pos_order[:p] = sort_positives(pos_values[:p], pos_index[:p])
     else:
         _sort_by_buckets(
             pos_values, pos_index, p, pos_low, pos_high, bucket, count, pos_sorted, pos_order
