@@ -8,6 +8,7 @@ from qs.inference._input import (
     KEY_LOW,
     KEY_SHIFT,
     REFERENCE_SAMPLE,
+    finite_reference,
     reference,
     scan_gather_split,
     unsplit,
@@ -27,6 +28,31 @@ def test_reference_is_the_median_of_its_strided_sample(n):
             x[rng.random(n) < 0.3] = np.nan
         sample = np.sort(x[:: max(1, n // REFERENCE_SAMPLE)])
         np.testing.assert_array_equal(reference(x), sample[sample.size // 2])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 62, 118, 519, 3312])
+def test_finite_reference_is_the_reference_bit_for_bit(n):
+    """finite_reference, selected by buckets in work arrays that are not cleared, returns
+    reference's score bit for bit: float32 scores, ties, zeros of both signs (the first of
+    the sample's tied zeros, as reference returns), an outlier that puts the rest in one
+    bucket, and a range that overflows (float64)."""
+    rng = np.random.default_rng(n)
+    for kind in ("normal", "ties", "zeros", "outlier", "overflow"):
+        x = rng.normal(size=n)
+        if kind == "ties":
+            x = np.round(x)
+        elif kind == "zeros":
+            x = np.where(rng.random(n) < 0.5, 0.0, -0.0)
+        elif kind == "outlier":
+            x[0] = 1e30
+        elif kind == "overflow":
+            x[0], x[-1] = -1e308, 1e308
+        for scores in (x, x.astype(np.float32)) if kind != "overflow" else (x,):
+            sample, bucket = rng.normal(size=n + 2), rng.integers(-9, 9, n + 2)
+            count = rng.integers(-9, 9, 2 * n + 2)
+            expected = reference(scores.astype(np.float64))
+            got = finite_reference(scores, sample, bucket, count)
+            assert np.float64(got).tobytes() == np.float64(expected).tobytes()
 
 
 def test_the_split_gather_splits_and_keeps_every_negative():

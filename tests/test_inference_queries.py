@@ -115,6 +115,40 @@ def test_training_pass_of_letor_shaped_queries(loss, ties):
     assert res.valid.all()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("loss", ["ap", "ndcg"])
+def test_small_route_around_its_positives_sort(loss, dtype):
+    """Queries of one to a few hundred documents by the small route, with a number of
+    relevant documents on either side of the positives placed by counting and those sorted
+    by buckets (16), none, all, one, a single non-relevant document, all scores tied, ties
+    between relevant and non-relevant documents; gradient, ranks and float32 coefficients
+    exactly as lai's; and a query of more relevant documents than one histogram takes
+    (sorted by coarse buckets first)."""
+    from qs.inference._batch_small import FEW_POSITIVES_MAX, SMALL_ROW_MAX
+
+    rng = np.random.default_rng(21)
+    few = FEW_POSITIVES_MAX
+    n_pos = [1, few - 1, few, few + 1, few + 2, 0, 5, 1, 60, 250, 3, 40, 1, SMALL_ROW_MAX]
+    sizes = [1, 40, 40, 40, 41, 30, 5, 2, 118, 519, 4, 80, 1, SMALL_ROW_MAX + 300]
+    sizes[6] = n_pos[6]  # all relevant
+    sizes[10] = n_pos[10] + 1  # one non-relevant document
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    labels = np.zeros(offsets[-1], dtype=bool)
+    for q, p in enumerate(n_pos):
+        labels[offsets[q] + rng.permutation(sizes[q])[:p]] = True
+    scores = np.round(rng.normal(size=offsets[-1]), 1).astype(dtype)  # ties across labels
+    scores[offsets[11] : offsets[12]] = 0.5  # every score tied
+    for gradient in (False, True):
+        res = lai_queries(scores, labels, offsets, loss=loss, gradient=gradient)
+        check_queries(res, scores, labels, offsets, loss, "auto", gradient=gradient)
+        res32 = lai_queries(
+            scores, labels, offsets, loss=loss, gradient=gradient, coef_dtype=np.float32
+        )
+        np.testing.assert_array_equal(res32.coef, res.coef.astype(np.float32))
+        np.testing.assert_array_equal(res32.rank, res.rank)
+    assert res.valid.tolist() == [p not in (0, s) for p, s in zip(n_pos, sizes, strict=True)]
+
+
 @pytest.mark.parametrize("loss", ["ap", "ndcg"])
 def test_large_queries_and_threads(loss, monkeypatch):
     """Queries long enough for "auto" to take the bucket method, and others of many relevant

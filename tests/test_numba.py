@@ -227,3 +227,24 @@ def test_the_builtin_losses_bind_by_their_codes():
         check=True,
     ).stdout.split()
     assert imported == ["False"]
+
+
+@numba.njit
+def _views_sum(a, b):
+    """Sum of a[q] * b[q, 1] read through views without an owner, one per element."""
+    a, b = qn.unowned((a, b))
+    total = 0.0
+    for q in range(a.size):
+        total += a[q:][0] * b[q][1]
+    return total, a[1:].sum(), b[1:, 1].copy()
+
+
+def test_unowned_views_read_the_same_data():
+    """unowned: the arrays' data, shapes and strides (a strided 2-D array too) without their
+    owner; a copy taken of such a view is an ordinary array."""
+    a = np.arange(1.0, 6.0)
+    b = np.arange(20, dtype=np.int64).reshape(5, 4)[:, ::2]
+    total, rest, column = _views_sum(a, b)
+    assert total == float(np.sum(a * b[:, 1]))
+    assert rest == a[1:].sum()
+    np.testing.assert_array_equal(column, b[1:, 1])

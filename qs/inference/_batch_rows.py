@@ -20,12 +20,13 @@ each positive the kernel stores (`finish_values`).
 
 Each query is solved in work arrays that the thread keeps from call to call (`work_arrays`),
 then written out in one pass that subtracts ``coef(R*)`` for the gradient and stores the
-coefficients in the dtype asked for (`finish_row`). A row that ``bucket`` solves is read in
-the scores' dtype and its output row written as it is solved, the gradient's shift included
-(`_bucket_row`): a float32 (Q, n) score matrix is neither copied to float64 nor its gradient
-made in float64. The finiteness of the scores is checked row by row by the pass that first
-reads them. A row may come in two parts, a lead and the rest, joined in one work row: a
-memory bank's scores within the batch and against the bank, with no (Q, k + n) copy.
+coefficients in the dtype asked for (`finish_row`). A row that ``bucket`` or the small-query
+route solves is read in the scores' dtype and its output row written as it is solved, the
+gradient's shift included (`_bucket_row`, `small_row`): a float32 (Q, n) score matrix is
+neither copied to float64 nor its gradient made in float64. The finiteness of the scores
+is checked row by row by the pass that first reads them. A row may come in two parts, a
+lead and the rest, joined in one work row: a memory bank's scores within the batch and
+against the bank, with no (Q, k + n) copy.
 """
 
 import functools
@@ -36,7 +37,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from qs._numba import BUILTIN_INCREMENTS, jit, jit_inline
+from qs._numba import BUILTIN_INCREMENTS, jit, jit_inline, unowned
 from qs.inference import resolve
 from qs.inference._batch_small import BUCKETS_PER_NEGATIVE, SMALL_ROW_MAX, small_row
 from qs.inference._input import OK, scan_and_gather
@@ -382,14 +383,14 @@ def truth_coef(zero_one, gradient, n, p):
 
 
 @jit
-def finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, rank, coef):
+def finish_row(is_pos, truth_pos, truth_neg, ranked, neg_rank, coef64, rank, coef):
     """Write a solved row: ``coef = coef64 - coef(R*)`` (``truth_pos`` at the positives,
     ``truth_neg`` at the negatives; in ``coef``'s dtype; ``coef64`` may be ``coef`` itself,
     each entry read before it is written), and, unless ``rank`` is empty, the
-    negatives' ranks (``neg_rank``: in the negatives' order if ``compact``, else at their
-    input places; zeros if not ``ranked``) with 0 at the positives."""
+    negatives' ranks (``neg_rank``, in the negatives' order; zeros if not ``ranked``) with
+    0 at the positives."""
     n = is_pos.size
-    if ranked and compact and rank.size:  # one pass: the ranks and coefficients together
+    if ranked and rank.size:  # one pass: the ranks and coefficients together
         t = 0
         for k in range(n):  # neg_rank holds at least n values: t < n where it is read
             pos = is_pos[k] != 0
@@ -399,13 +400,7 @@ def finish_row(is_pos, truth_pos, truth_neg, ranked, compact, neg_rank, coef64, 
         return
     for k in range(n):  # no branch: vectorised
         coef[k] = coef64[k] - (truth_pos if is_pos[k] else truth_neg)
-    if rank.size == 0:
-        return
-    if not ranked:
-        rank[:] = 0
-    else:
-        for k in range(n):
-            rank[k] = 0 if is_pos[k] else neg_rank[k]
+    rank[:] = 0
 
 
 @jit_inline
@@ -452,17 +447,11 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
         if rank.size:
             _ranks_into(y, neg_rank, rank)
         return True, -1
-    s = _float64_row(given, work[ROW][:n])
-    solved = _solved_in(coef, work[COEF64][:n])
-    compact = True
     zero_one = kernel == ZERO_ONE
-    if zero_one:
-        err, where, value, term, truth = zero_one_lai(s, y, solved)
-        if err != OK:
-            return True, where
-        _write_out(out, value, term, truth)
-    elif m < small and sorts(m, p):
-        where = _not_finite_at(s)
+    if m < small and sorts(m, p):  # small is 0 for the 0-1 loss's method
+        # read in the scores' dtype; the output row written as it is solved, the
+        # gradient's shift included
+        where = _not_finite_at(given)
         if where >= 0:
             return True, where
         work_f, work_i, count = work[SMALL_FLOATS], work[SMALL_INTS], work[SMALL_COUNT]
@@ -470,11 +459,21 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
             work_f, work_i = np.empty((5, n + 2)), np.empty((6, n + 2), dtype=np.int64)
             count = np.empty(BUCKETS_PER_NEGATIVE * n + 2, dtype=np.int64)
         params = loss_params(inc, loss, q, n, p, work[PARAMS])
+        truth_pos, truth_neg = truth_coef(False, gradient, n, p)
         n_above, term, truth = small_row(
-            inc, params, s, y, p, work_f, work_i, count, neg_rank, solved
+            inc, params, given, y, p, work_f, work_i, count, neg_rank, coef, truth_pos, truth_neg
         )
         _write_out(out, row_value(inc, loss, q, n_above), term, truth)
-        compact = False
+        if rank.size:
+            _input_ranks_into(y, neg_rank, rank)
+        return True, -1
+    s = _float64_row(given, work[ROW][:n])
+    solved = _solved_in(coef, work[COEF64][:n])
+    if zero_one:
+        err, where, value, term, truth = zero_one_lai(s, y, solved)
+        if err != OK:
+            return True, where
+        _write_out(out, value, term, truth)
     else:
         params = loss_params(inc, loss, q, n, p, work[PARAMS])
         err, where, n_above, term, truth = _solver_row(
@@ -485,7 +484,7 @@ def solve_row(method, inc, loss, q, given, y, gradient, rank, coef, out, work):
         _write_out(out, row_value(inc, loss, q, n_above), term, truth)
     if gradient or rank.size or not _is_float64(coef):
         truth_pos, truth_neg = truth_coef(zero_one, gradient, n, p)
-        finish_row(y, truth_pos, truth_neg, not zero_one, compact, neg_rank, solved, rank, coef)
+        finish_row(y, truth_pos, truth_neg, not zero_one, neg_rank, solved, rank, coef)
     return True, -1
 
 
@@ -501,7 +500,12 @@ def batch_rows(
     an array argument. Returns the (query, sample) of the first non-finite score, (-1, -1)
     if none; the outputs are then not all filled.
 
-    No allocation per row, and no pass over the whole batch before the rows are solved."""
+    No allocation per row, no reference counted per row (the arrays are read through views
+    without an owner, `qs._numba.unowned`), and no pass over the whole batch before the
+    rows are solved."""
+    scores, is_pos, lead, lead_pos = unowned((scores, is_pos, lead, lead_pos))
+    rank, coef, out, valid = unowned((rank, coef, out, valid))
+    loss, work = unowned(loss), unowned(work)
     n = lead.shape[1] + scores.shape[1]
     joined = np.empty(n if lead.shape[1] else 0, dtype=scores.dtype)
     y_row = work[LABELS][:n]
@@ -546,6 +550,14 @@ def _bucket_row(inc, params, scores, is_pos, p, neg_rank, coef, shift_pos, shift
         buckets,
     )
     return err, where, n_above, f, sum_pos / p - sum_neg / m
+
+
+@jit
+def _input_ranks_into(is_pos, neg_rank, rank):
+    """``rank``: 0 at the positives, the negatives' ranks (``neg_rank``, at their input
+    places) at theirs."""
+    for k in range(is_pos.size):
+        rank[k] = 0 if is_pos[k] else neg_rank[k]
 
 
 @jit

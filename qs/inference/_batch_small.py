@@ -12,7 +12,7 @@ import numpy as np
 
 from qs._numba import jit
 from qs.inference._hinge import add, score_term
-from qs.inference._input import reference
+from qs.inference._input import finite_reference
 from qs.inference._ranks import opt_ranks_swept
 from qs.inference._sorting import sort_positives
 
@@ -32,9 +32,9 @@ def _sort_few_positives(values, index, p, sorted_values, sorted_index):
         sorted_index[place] = index[a]
 
 
-#: positives counted into place (`_sort_few_positives`) up to this many, merge sorted
-#: above
-FEW_POSITIVES_MAX = 128
+#: positives counted into place (`_sort_few_positives`) up to this many, sorted by buckets
+#: above (`_sort_by_buckets`), as the negatives are
+FEW_POSITIVES_MAX = 32
 #: the default's rows of at least this many negatives go to the kernel of ``lai`` even where
 #: they are sorted: `small_row`'s one histogram of two buckets per negative outgrows the
 #: cache, where that kernel's sort goes by coarse buckets first
@@ -65,20 +65,57 @@ def _insertion_pass(v, idx, size, budget):
 
 
 @jit
-def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
-    """One query of few negatives, in the work arrays ``work`` (5 rows of n + 2),
-    ``iwork`` (6 rows of n + 2)
-    and ``count`` (`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the
-    negatives' input places only, ``coef`` (``coef(R_bar)``) at every place. Returns (the
-    negatives above each positive, the score term ``F(R_bar) - F(R*)``, ``F(R*)``).
+def _sort_by_buckets(values, index, size, low, high, bucket, count, sorted_values, sorted_index):
+    """``values[:size]`` (``index`` along; all in ``low..high``) in descending order into
+    ``sorted_values`` / ``sorted_index``, ties in input order: `BUCKETS_PER_NEGATIVE`
+    buckets per value over that range, the values placed by bucket (input order within
+    one), then one insertion pass, or a stable merge sort should it move too much.
+    ``bucket`` (``size`` long) and ``count`` (`BUCKETS_PER_NEGATIVE` ``size``) are
+    scratch."""
+    top = BUCKETS_PER_NEGATIVE * size - 1
+    scale = (top + 1) / (high - low) if high > low else 0.0
+    if not np.isfinite(scale):
+        scale = 0.0
+    for t in range(size):  # no branch: vectorised
+        x = (values[t] - low) * scale  # in 0..top+1 but for rounding (NaN if the range overflows)
+        bucket[t] = min(np.int64(x) if x >= 1.0 else 0, top)
+    count[: top + 1] = 0
+    for t in range(size):
+        count[bucket[t]] += 1
+    placed = 0
+    for t in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
+        c = count[t]
+        count[t] = placed
+        placed += c
+    for t in range(size):
+        at = count[bucket[t]]
+        sorted_values[at] = values[t]
+        sorted_index[at] = index[t]
+        count[bucket[t]] = at + 1
+    if not _insertion_pass(sorted_values, sorted_index, size, INSERTION_MOVES * size):
+        order = np.argsort(-sorted_values[:size], kind="mergesort")  # stable: ties keep order
+        sorted_values[:size] = sorted_values[:size][order]
+        sorted_index[:size] = sorted_index[:size][order]
+
+
+@jit
+def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef, truth_pos, truth_neg):
+    """One query of few negatives (finite ``scores``, float64 or float32, read as float64),
+    in the work arrays ``work`` (5 rows of n + 2), ``iwork`` (6 rows of n + 2) and ``count``
+    (`BUCKETS_PER_NEGATIVE` n + 2); ``rank`` is written at the negatives' input places
+    only, ``coef`` (of its dtype) at every place: ``coef(R_bar)`` less ``truth_pos`` at the
+    positives and ``truth_neg`` at the negatives (``coef(R*)`` for the gradient, else
+    zeros). Returns (the negatives above each positive, the score term ``F(R_bar) -
+    F(R*)``, ``F(R*)``).
 
     Written against the branch predictor (the input decides each branch, and a mispredicted
     one costs as much as a dozen operations): one pass over the scores, without a branch on
     the labels, gathers the positives and the negatives, sums their scores and finds the
-    negatives' range; buckets over that range, the negatives placed by bucket (input order
-    within one) and one insertion pass (or a stable merge sort, should it move too much)
-    sort them, ties in input order; then Algorithm 1's divide and conquer, and one pass from
-    the sorted negatives to their ranks and coefficients.
+    ranges of both; each is sorted by buckets over its range (`_sort_by_buckets`; a few
+    positives by counting, `_sort_few_positives`, and very many by `sort_positives`),
+    ties in input order; then Algorithm 1's
+    divide and conquer, and one pass from the sorted negatives to their ranks and
+    coefficients.
     """
     n = scores.size
     m = n - p
@@ -91,15 +128,17 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
         iwork[4],
         iwork[5],
     )
-    ref = reference(scores)
+    ref = finite_reference(scores, spos, bucket, count)  # all free until the sorts
     sum_pos = 0.0
     sum_neg = 0.0
     low = np.inf
     high = -np.inf
+    pos_low = np.inf
+    pos_high = -np.inf
     a = 0
     b = 0
     for k in range(n):  # both places written, one of them kept: no branch
-        s = scores[k]
+        s = np.float64(scores[k])
         pos = is_pos[k] != 0
         pos_values[a] = s
         pos_index[a] = k
@@ -112,34 +151,17 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
         sum_neg += 0.0 if pos else d
         low = min(low, np.inf if pos else s)
         high = max(high, -np.inf if pos else s)
-    top = BUCKETS_PER_NEGATIVE * m - 1
-    scale = (top + 1) / (high - low) if high > low else 0.0
-    if not np.isfinite(scale):
-        scale = 0.0
-    for t in range(m):  # no branch: vectorised
-        x = (v[t] - low) * scale  # in 0..top+1 but for rounding (NaN if the range overflows)
-        bucket[t] = min(np.int64(x) if x >= 1.0 else 0, top)
-    count[: top + 1] = 0
-    for t in range(m):
-        count[bucket[t]] += 1
-    placed = 0
-    for t in range(top, -1, -1):  # the highest bucket first; count becomes where each starts
-        c = count[t]
-        count[t] = placed
-        placed += c
-    for t in range(m):
-        at = count[bucket[t]]
-        sorted_v[at] = v[t]
-        sorted_idx[at] = idx[t]
-        count[bucket[t]] = at + 1
-    if not _insertion_pass(sorted_v, sorted_idx, m, INSERTION_MOVES * m):
-        order = np.argsort(-sorted_v[:m], kind="mergesort")  # stable: ties keep input order
-        sorted_v[:m] = sorted_v[:m][order]
-        sorted_idx[:m] = sorted_idx[:m][order]
+        pos_low = min(pos_low, s if pos else np.inf)
+        pos_high = max(pos_high, s if pos else -np.inf)
+    _sort_by_buckets(v, idx, m, low, high, bucket, count, sorted_v, sorted_idx)
     if p <= FEW_POSITIVES_MAX:
         _sort_few_positives(pos_values, pos_index, p, pos_sorted, pos_order)
-    else:
+    elif p >= SMALL_ROW_MAX:  # one histogram would outgrow the cache: coarse buckets first
         pos_sorted[:p], pos_order[:p] = sort_positives(pos_values[:p], pos_index[:p])
+    else:
+        _sort_by_buckets(
+            pos_values, pos_index, p, pos_low, pos_high, bucket, count, pos_sorted, pos_order
+        )
     c2 = 2.0 / (p * m)
     spos[0] = ref
     for i in range(p):
@@ -153,16 +175,18 @@ def small_row(inc, params, scores, is_pos, p, work, iwork, count, rank, coef):
         k = sorted_idx[t]
         r = rk[t]
         rank[k] = r
-        coef[k] = (p + 2 - 2 * r) * inv
+        c = (p + 2 - 2 * r) * inv
+        coef[k] = c - truth_neg
         count[r] = t + 1  # ranks ascend: the negatives of rank at most r (a store, no count)
     total, comp = 0.0, 0.0  # the hinge's score term (qs.inference._hinge)
     for t in range(m):  # the negatives as gathered: in input order
         total, comp = add(total, comp, (p + 1 - rank[idx[t]]) * inv * (v[t] - ref))
-    n_above = bucket[:p]  # the negatives' buckets are read: the row is free
+    n_above = bucket[:p]  # the buckets are read: the row is free
     above = 0
     for k in range(p):
         above = max(above, count[k + 1])
         n_above[k] = above
-        coef[pos_order[k]] = (m - 2.0 * above) * inv
+        c = (m - 2.0 * above) * inv
+        coef[pos_order[k]] = c - truth_pos
         total, comp = add(total, comp, -above * inv * (pos_sorted[k] - ref))
     return n_above, score_term(total, comp), sum_pos / p - sum_neg / m

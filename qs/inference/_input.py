@@ -59,6 +59,57 @@ def reference(scores):
 
 
 @jit_inline
+def finite_reference(scores, sample, bucket, count):
+    """`reference` of finite ``scores`` (the same score, bit for bit), selected by buckets
+    rather than by counting against every sampled score: the sample (copied into
+    ``sample``) is cut into two buckets per score over its range (``bucket``, ``count``:
+    work arrays of at least ``scores.size`` and twice that), the bucket that holds the
+    median found from the counts, and the median counted among that bucket's scores only.
+    A bucket's scores all lie below the next bucket's (the bucket is monotone in the score),
+    so the counts below a score are those of the buckets under it plus its own bucket's;
+    and equal scores share a bucket, so the first of the sample's tied medians (the one
+    `reference` returns) is the first of its bucket."""
+    step = max(1, scores.size // REFERENCE_SAMPLE)
+    size = (scores.size + step - 1) // step
+    low = np.inf
+    high = -np.inf
+    for a in range(size):
+        x = np.float64(scores[a * step])
+        sample[a] = x
+        low = min(low, x)
+        high = max(high, x)
+    top = 2 * size - 1
+    scale = (top + 1) / (high - low) if high > low else 0.0
+    if not np.isfinite(scale):  # a range that overflows: one bucket
+        scale = 0.0
+    for a in range(size):
+        x = (sample[a] - low) * scale
+        bucket[a] = min(np.int64(x) if x >= 1.0 else 0, top)
+    count[: top + 1] = 0
+    for a in range(size):
+        count[bucket[a]] += 1
+    half = size // 2
+    below = 0
+    middle = 0
+    while below + count[middle] <= half:
+        below += count[middle]
+        middle += 1
+    for a in range(size):  # the middle bucket's scores, in sample order
+        if bucket[a] == middle:
+            x = sample[a]
+            under = below
+            at_most = below
+            for b in range(size):
+                y = sample[b]
+                inside = bucket[b] == middle
+                under += inside & (y < x)
+                at_most += inside & (y <= x)
+            if under <= half < at_most:
+                return x
+    return np.nan
+
+
+@jit_inline
 def scan_input(scores, is_pos, n_pos, ref):
     """One pass: finiteness, sums and the positives.
 

@@ -329,7 +329,7 @@ def _lai_rows(rows_of, labels_of, loss, method, gradient, rank, coef, out, valid
                 raise
             _check_finite(rows_of, (q, bad[1]))
         truth_pos, truth_neg = truth_coef(zero_one, gradient, n, p)
-        finish_row(y, truth_pos, truth_neg, not zero_one, True, neg_rank, solved, rank[q], coef[q])
+        finish_row(y, truth_pos, truth_neg, not zero_one, neg_rank, solved, rank[q], coef[q])
         out[q] = res.loss, res.objective, res.ground_truth_F, res.hinge
 
 

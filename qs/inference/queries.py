@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from qs._numba import jit
+from qs._numba import jit, unowned
 from qs.inference import lai
 from qs.inference._batch_rows import row_loss, row_method, solve_row, work_arrays
 from qs.inference.batch import FLOATS
@@ -241,7 +241,10 @@ def _queries(method, inc, loss, scores, is_pos, offsets, gradient, rank, coef, o
     ``method`` and the loss ``inc``, ``loss``, into ``out[q]`` and ``valid[q]``; ``work``
     the arrays of `work_arrays`, one by one as in `qs.inference._batch_rows.batch_rows`.
     Returns the (query, document within it) of the first non-finite score, (-1, -1) if
-    none; the outputs are then not all filled."""
+    none; the outputs are then not all filled. Every array is read through views without
+    an owner (`qs._numba.unowned`): no reference counted per query."""
+    scores, is_pos, rank, coef, out, valid = unowned((scores, is_pos, rank, coef, out, valid))
+    loss, work = unowned(loss), unowned(work)
     for q in range(offsets.size - 1):
         a, b = offsets[q], offsets[q + 1]
         solved, where = solve_row(

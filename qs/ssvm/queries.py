@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from qs._numba import jit
+from qs._numba import jit, unowned
 from qs.inference._batch_rows import row_loss, row_method, solve_row, work_arrays
 from qs.inference.queries import lai_queries
 from qs.ssvm._problem import Problem
@@ -452,7 +452,11 @@ def _bcfw_pass(
     """One pass of block-coordinate Frank-Wolfe over the queries that train, in the order
     ``visit``:
     ``w``, ``blocks`` (each query's share of ``w``), ``block_loss`` and ``ell[0]`` (their
-    loss terms) updated in place. Scores are finite for finite ``X`` and ``w``."""
+    loss terms) updated in place. Scores are finite for finite ``X`` and ``w``. The rows
+    are solved in views without an owner (`qs._numba.unowned`): no reference counted per
+    query."""
+    scores, coef, out, is_pos = unowned((scores, coef, out, is_pos))
+    loss, work = unowned(loss), unowned(work)
     d = w.size
     no_rank = np.empty(0, dtype=np.int32)
     step = np.empty(d)
