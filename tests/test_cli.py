@@ -104,3 +104,17 @@ def test_compile_time_reported_at_exit(tmp_path):
         [sys.executable, str(script)], capture_output=True, text=True, env=env, check=True
     )
     assert re.search(r"compiled kernels for \d+\.\d s", run.stderr)
+
+
+@pytest.mark.parametrize("given", [None, "12"])
+def test_openblas_workers_told_to_sleep_before_numpy_loads(given):
+    code = (
+        "import os, sys\nimport qsrank\nloaded = 'numpy' in sys.modules\n"
+        "print(os.environ['OPENBLAS_THREAD_TIMEOUT'], loaded)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given  # a user's own setting wins
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [given or "4", "False"]
